@@ -1,0 +1,84 @@
+//! What schedlat's kernel side and user side must agree on: the layout of the
+//! map values and the arithmetic that puts a wait into a histogram bucket.
+//!
+//! Everything here is `#![no_std]` and loop-free so that the eBPF programs can
+//! call it on every context switch; the host unit tests at the bottom check it
+//! against plain arithmetic.
+#![no_std]
+
+pub mod bucket;
+
+pub use bucket::{NR_BUCKETS, bucket_index};
+
+/// Per-CPU accumulator the kernel updates on every measured wait.
+///
+/// One instance per CPU (a `PERCPU_ARRAY`), so the hot path needs no atomic
+/// operation and no shared cache line; userspace sums the CPUs. Every field is
+/// a cumulative counter since load, so userspace gets interval values by
+/// subtracting two snapshots and nothing is lost between reads (runqlat clears
+/// its map after printing, which drops the events that land in between).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Waits per log-linear bucket (see [`bucket`]), in the unit chosen at load.
+    pub buckets: [u64; NR_BUCKETS],
+    /// Sum of all waits, in nanoseconds (for the exact mean).
+    pub sum_ns: u64,
+    /// Longest wait seen on this CPU, in nanoseconds.
+    pub max_ns: u64,
+    /// Switch-ins whose start timestamp was later than "now" (clock skew
+    /// between CPUs); the wait was discarded rather than recorded as huge.
+    pub discarded_negative: u64,
+    /// Enqueues that could not be timestamped because the TID was beyond the
+    /// start array's capacity (pid_max grew after load).
+    pub untracked_tid: u64,
+}
+
+impl CpuStats {
+    pub const ZERO: CpuStats = CpuStats {
+        buckets: [0; NR_BUCKETS],
+        sum_ns: 0,
+        max_ns: 0,
+        discarded_negative: 0,
+        untracked_tid: 0,
+    };
+}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), only u64 fields, no padding, valid for any bit pattern.
+unsafe impl aya::Pod for CpuStats {}
+
+/// Names shared by the loader and the eBPF object: maps, programs, globals.
+pub mod names {
+    pub const MAP_START: &str = "START";
+    pub const MAP_STATS: &str = "STATS";
+
+    /// Nanoseconds per histogram unit (1000 = usecs, 1000000 = msecs).
+    pub const GLOBAL_UNIT_NS: &str = "UNIT_NS";
+    /// task_struct field offsets (bytes), resolved from the running kernel's BTF.
+    pub const GLOBAL_TASK_PID_OFF: &str = "TASK_PID_OFF";
+    pub const GLOBAL_TASK_STATE_OFF: &str = "TASK_STATE_OFF";
+    /// Classic tracepoint record offsets, parsed from tracefs format files.
+    pub const GLOBAL_TP_SWITCH_PREV_PID_OFF: &str = "TP_SWITCH_PREV_PID_OFF";
+    pub const GLOBAL_TP_SWITCH_PREV_STATE_OFF: &str = "TP_SWITCH_PREV_STATE_OFF";
+    pub const GLOBAL_TP_SWITCH_NEXT_PID_OFF: &str = "TP_SWITCH_NEXT_PID_OFF";
+    pub const GLOBAL_TP_WAKEUP_PID_OFF: &str = "TP_WAKEUP_PID_OFF";
+    pub const GLOBAL_TP_EXIT_PID_OFF: &str = "TP_EXIT_PID_OFF";
+    /// Bits of the classic `prev_state` that mean "not runnable" (the
+    /// preemption marker TASK_REPORT_MAX lies above them).
+    pub const GLOBAL_TP_STATE_MASK: &str = "TP_STATE_MASK";
+
+    /// (program, tracepoint) pairs for each hook mode.
+    pub const BTF_PROGRAMS: [(&str, &str); 4] = [
+        ("sched_wakeup", "sched_wakeup"),
+        ("sched_wakeup_new", "sched_wakeup_new"),
+        ("sched_switch", "sched_switch"),
+        ("sched_process_exit", "sched_process_exit"),
+    ];
+    pub const TP_PROGRAMS: [(&str, &str); 4] = [
+        ("tp_sched_wakeup", "sched_wakeup"),
+        ("tp_sched_wakeup_new", "sched_wakeup_new"),
+        ("tp_sched_switch", "sched_switch"),
+        ("tp_sched_process_exit", "sched_process_exit"),
+    ];
+}

@@ -1,0 +1,2 @@
+#![no_std]
+// Intentionally empty: see Cargo.toml.

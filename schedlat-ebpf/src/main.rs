@@ -1,0 +1,107 @@
+//! schedlat's eBPF programs: time every wait on a run queue, from the moment
+//! a task becomes runnable to the moment it is switched in, and add it to a
+//! per-CPU histogram. Nothing here formats or logs: the hot path is one array
+//! write per enqueue and one array read/write plus one per-CPU update per
+//! switch-in (DESIGN.md section 2, convention 3).
+//!
+//! Two hook modes carry the same logic:
+//! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
+//!   they read come from the running kernel's BTF, resolved by the loader and
+//!   passed as read-only globals (Rust eBPF has no CO-RE relocations).
+//! - `tp`: classic tracepoints; record offsets come from tracefs format files.
+#![no_std]
+#![no_main]
+
+mod globals;
+mod task;
+mod wait;
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, tracepoint},
+    programs::{BtfTracePointContext, TracePointContext},
+};
+
+use crate::{
+    globals::load,
+    task::{TaskPtr, tp_read},
+};
+
+// tp_btf: sched_wakeup(struct task_struct *p)
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
+    wait::enqueue(TaskPtr::new(ctx.arg(0)).pid());
+    0
+}
+
+// tp_btf: sched_wakeup_new(struct task_struct *p)
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
+    wait::enqueue(TaskPtr::new(ctx.arg(0)).pid());
+    0
+}
+
+// tp_btf: sched_switch(bool preempt, struct task_struct *prev,
+//                      struct task_struct *next, unsigned int prev_state)
+// The prev_state argument only exists since 5.18, so the state is read from
+// prev itself, which works on every kernel with tp_btf (5.5+).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
+    let preempt: u64 = ctx.arg(0);
+    let prev = TaskPtr::new(ctx.arg(1));
+    let next = TaskPtr::new(ctx.arg(2));
+    // A preempted prev stays on the run queue whatever its __state says (it
+    // may have been preempted on its way to sleep): kernel/sched/core.c
+    // __schedule() only dequeues a non-running prev when !preempt.
+    let prev_runnable = preempt & 0xff != 0 || prev.state() == 0;
+    wait::switch(prev.pid(), prev_runnable, next.pid());
+    0
+}
+
+// tp_btf: sched_process_exit(struct task_struct *p, ...)
+#[btf_tracepoint(function = "sched_process_exit")]
+pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
+    wait::forget(TaskPtr::new(ctx.arg(0)).pid());
+    0
+}
+
+#[tracepoint(category = "sched", name = "sched_wakeup")]
+pub fn tp_sched_wakeup(ctx: TracePointContext) -> u32 {
+    wait::enqueue(tp_read::<u32>(&ctx, load(&globals::TP_WAKEUP_PID_OFF)));
+    0
+}
+
+#[tracepoint(category = "sched", name = "sched_wakeup_new")]
+pub fn tp_sched_wakeup_new(ctx: TracePointContext) -> u32 {
+    wait::enqueue(tp_read::<u32>(&ctx, load(&globals::TP_WAKEUP_PID_OFF)));
+    0
+}
+
+#[tracepoint(category = "sched", name = "sched_switch")]
+pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
+    let prev_pid = tp_read::<u32>(&ctx, load(&globals::TP_SWITCH_PREV_PID_OFF));
+    let prev_state = tp_read::<u64>(&ctx, load(&globals::TP_SWITCH_PREV_STATE_OFF));
+    let next_pid = tp_read::<u32>(&ctx, load(&globals::TP_SWITCH_NEXT_PID_OFF));
+    // The record holds the *reported* state: a preempted task shows as
+    // TASK_REPORT_MAX ("R+"), above every real state bit, so only the bits
+    // under it decide (kernel/sched: __trace_sched_switch_state()).
+    let prev_runnable = prev_state & load(&globals::TP_STATE_MASK) == 0;
+    wait::switch(prev_pid, prev_runnable, next_pid);
+    0
+}
+
+#[tracepoint(category = "sched", name = "sched_process_exit")]
+pub fn tp_sched_process_exit(ctx: TracePointContext) -> u32 {
+    wait::forget(tp_read::<u32>(&ctx, load(&globals::TP_EXIT_PID_OFF)));
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+// bpf_probe_read_kernel is GPL-only.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

@@ -1,0 +1,105 @@
+//! The measurement itself, shared by both hook modes: a task's wait starts
+//! when it is enqueued (woken, or switched out while still runnable) and ends
+//! when it is switched in.
+
+use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
+    macros::map,
+    maps::{Array, PerCpuArray},
+};
+use schedlat_common::{CpuStats, bucket_index};
+
+use crate::globals::{self, load};
+
+/// Enqueue timestamp (ns) per TID; 0 = not waiting. Indexed by TID and sized
+/// from pid_max by the loader, so a lookup is an array index (no hashing, no
+/// capacity to fill up: every TID the kernel can hand out has a slot).
+#[map]
+static START: Array<u64> = Array::with_max_entries(4_194_304, 0);
+
+/// One `CpuStats` per CPU: no atomics, no shared cache lines.
+#[map]
+static STATS: PerCpuArray<CpuStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Monotonic clock shared by all CPUs.
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: helper without arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn stats() -> Option<&'static mut CpuStats> {
+    // SAFETY: per-CPU value, and BPF programs do not nest on one CPU for the
+    // sched tracepoints (they run with preemption disabled).
+    STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+/// `tid` became runnable now.
+#[inline(always)]
+pub fn enqueue(tid: u32) {
+    // The idle task (pid 0) is never waiting for a CPU.
+    if tid == 0 {
+        return;
+    }
+    match START.get_ptr_mut(tid) {
+        // SAFETY: pointer into the map value, valid for this program run.
+        Some(slot) => unsafe { *slot = now() },
+        None => {
+            if let Some(s) = stats() {
+                s.untracked_tid += 1;
+            }
+        }
+    }
+}
+
+/// A context switch from `prev` to `next`.
+#[inline(always)]
+pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32) {
+    if prev_runnable {
+        enqueue(prev_tid);
+    }
+    if next_tid == 0 {
+        return;
+    }
+    let Some(slot) = START.get_ptr_mut(next_tid) else {
+        return;
+    };
+    // SAFETY: pointer into the map value, valid for this program run.
+    let start = unsafe { *slot };
+    if start == 0 {
+        // Enqueued before we attached: no start time, nothing to measure.
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { *slot = 0 };
+    record(start, now());
+}
+
+#[inline(always)]
+fn record(start: u64, now: u64) {
+    let Some(s) = stats() else { return };
+    if now < start {
+        s.discarded_negative += 1;
+        return;
+    }
+    let wait = now - start;
+    // checked_div: a plain `/` would carry a panic path the verifier rejects.
+    let index = bucket_index(wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0));
+    if let Some(count) = s.buckets.get_mut(index) {
+        *count += 1;
+    }
+    s.sum_ns += wait;
+    if wait > s.max_ns {
+        s.max_ns = wait;
+    }
+}
+
+/// `tid` exited: drop any start time so a reused TID cannot inherit it.
+#[inline(always)]
+pub fn forget(tid: u32) {
+    if let Some(slot) = START.get_ptr_mut(tid) {
+        // SAFETY: pointer into the map value, valid for this program run.
+        unsafe { *slot = 0 };
+    }
+}

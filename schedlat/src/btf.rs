@@ -1,0 +1,215 @@
+//! Kernel struct offsets for the tp_btf programs, resolved at load time from
+//! the running kernel's BTF (`/sys/kernel/btf/vmlinux`). Rust eBPF has no
+//! CO-RE relocations (aya issue 349), so this is how one object runs on many
+//! kernels: the offsets travel to the programs as read-only globals.
+
+use std::path::{Path, PathBuf};
+
+use btf_rs::{Btf, Type};
+use thiserror::Error;
+
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+#[derive(Debug, Error)]
+pub enum BtfError {
+    #[error(
+        "kernel BTF not found at {0}: this kernel was built without CONFIG_DEBUG_INFO_BTF. Use `--hook tp` (classic tracepoints) or point --btf at a BTF file for this kernel"
+    )]
+    Missing(PathBuf),
+    #[error("cannot parse BTF {path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("BTF {path} has no struct `{name}`")]
+    NoStruct { path: PathBuf, name: String },
+    #[error("BTF {path}: struct {strukt} has none of the fields {fields:?}")]
+    NoField {
+        path: PathBuf,
+        strukt: String,
+        fields: Vec<String>,
+    },
+}
+
+/// Byte offsets in `struct task_struct` that the programs read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub pid: u64,
+    /// `__state` since 5.14, `state` before.
+    pub state: u64,
+}
+
+/// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
+pub fn open(path: &Path) -> Result<Btf, BtfError> {
+    if !path.exists() {
+        return Err(BtfError::Missing(path.to_path_buf()));
+    }
+    Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| BtfError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
+    let task = StructLayout::find(btf, path, "task_struct")?;
+    Ok(TaskOffsets {
+        pid: task.offset_of(&["pid"])?,
+        state: task.offset_of(&["__state", "state"])?,
+    })
+}
+
+/// A struct's members with their byte offsets, flattened through anonymous
+/// structs and unions (task_struct hides fields inside them under some
+/// configs, e.g. randomized layouts).
+struct StructLayout {
+    path: PathBuf,
+    name: String,
+    members: Vec<(String, u64)>,
+}
+
+impl StructLayout {
+    fn find(btf: &Btf, path: &Path, name: &str) -> Result<StructLayout, BtfError> {
+        let no_struct = || BtfError::NoStruct {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+        };
+        let types = btf.resolve_types_by_name(name).map_err(|_| no_struct())?;
+        let strukt = types
+            .into_iter()
+            .find_map(|t| match t {
+                Type::Struct(s) => Some(s),
+                _ => None,
+            })
+            .ok_or_else(no_struct)?;
+        let mut members = Vec::new();
+        collect_members(btf, &strukt, 0, &mut members);
+        Ok(StructLayout {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            members,
+        })
+    }
+
+    /// Offset of the first of `candidates` that exists (newest name first).
+    fn offset_of(&self, candidates: &[&str]) -> Result<u64, BtfError> {
+        candidates
+            .iter()
+            .find_map(|want| {
+                self.members
+                    .iter()
+                    .find(|(name, _)| name == want)
+                    .map(|(_, off)| *off)
+            })
+            .ok_or_else(|| BtfError::NoField {
+                path: self.path.clone(),
+                strukt: self.name.clone(),
+                fields: candidates.iter().map(|s| s.to_string()).collect(),
+            })
+    }
+}
+
+fn collect_members(
+    btf: &Btf,
+    strukt: &btf_rs::Struct,
+    base_bits: u64,
+    out: &mut Vec<(String, u64)>,
+) {
+    for member in &strukt.members {
+        let bits = base_bits + u64::from(member.bit_offset());
+        let name = btf.resolve_name(member).unwrap_or_default();
+        if !name.is_empty() {
+            out.push((name, bits / 8));
+            continue;
+        }
+        // Anonymous member: descend into it (through typedefs/qualifiers).
+        let Ok(mut ty) = btf.resolve_chained_type(member) else {
+            continue;
+        };
+        loop {
+            match ty {
+                Type::Struct(ref inner) | Type::Union(ref inner) => {
+                    collect_members(btf, inner, bits, out);
+                    break;
+                }
+                Type::Typedef(_) | Type::Const(_) | Type::Volatile(_) => {
+                    let Some(next) = ty.as_btf_type().and_then(|t| btf.resolve_chained_type(t).ok())
+                    else {
+                        break;
+                    };
+                    ty = next;
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-made BTF blob: struct task_struct { int pid; <anon union> {
+    /// unsigned int __state; }; } with the union at byte 8, so resolution must
+    /// descend into anonymous members. Built by `fixture_btf()` below.
+    fn fixture_btf() -> Vec<u8> {
+        // Strings: "\0int\0task_struct\0pid\0__state\0unsigned int\0"
+        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0";
+        let (s_int, s_task, s_pid, s_state, s_uint) = (1u32, 5u32, 17u32, 21u32, 29u32);
+        let mut types = Vec::new();
+        let mut push = |words: &[u32]| {
+            for w in words {
+                types.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        // [1] INT "int" size 4, signed, 32 bits
+        push(&[s_int, 1 << 24, 4, (1 << 24) | 32]);
+        // [2] INT "unsigned int" size 4, 32 bits
+        push(&[s_uint, 1 << 24, 4, 32]);
+        // [3] UNION (anon) vlen 1 size 4 { __state: [2] @0 }
+        push(&[0, (5 << 24) | 1, 4, s_state, 2, 0]);
+        // [4] STRUCT task_struct vlen 2 size 12 { pid: [1] @0, anon: [3] @64 bits }
+        push(&[s_task, (4 << 24) | 2, 12, s_pid, 1, 0, 0, 3, 64]);
+        let mut blob = Vec::new();
+        blob.extend_from_slice(&0xeb9fu16.to_le_bytes()); // magic
+        blob.push(1); // version
+        blob.push(0); // flags
+        blob.extend_from_slice(&24u32.to_le_bytes()); // hdr_len
+        blob.extend_from_slice(&0u32.to_le_bytes()); // type_off
+        blob.extend_from_slice(&(types.len() as u32).to_le_bytes()); // type_len
+        blob.extend_from_slice(&(types.len() as u32).to_le_bytes()); // str_off
+        blob.extend_from_slice(&(strings.len() as u32).to_le_bytes()); // str_len
+        blob.extend_from_slice(&types);
+        blob.extend_from_slice(strings);
+        blob
+    }
+
+    #[test]
+    fn resolves_offsets_from_fixture_through_anonymous_union() {
+        let btf = Btf::from_bytes(&fixture_btf()).expect("fixture parses");
+        let offs = task_offsets(&btf, Path::new("fixture")).unwrap();
+        assert_eq!(offs, TaskOffsets { pid: 0, state: 8 });
+    }
+
+    #[test]
+    fn missing_field_is_named_in_the_error() {
+        let btf = Btf::from_bytes(&fixture_btf()).unwrap();
+        let layout = StructLayout::find(&btf, Path::new("fixture"), "task_struct").unwrap();
+        let err = layout.offset_of(&["tgid"]).unwrap_err().to_string();
+        assert!(err.contains("tgid") && err.contains("task_struct"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_says_what_to_do() {
+        let err = open(Path::new("/nonexistent/vmlinux")).unwrap_err().to_string();
+        assert!(err.contains("--hook tp"), "{err}");
+    }
+
+    #[test]
+    fn resolves_offsets_on_the_running_kernel() {
+        // Every machine schedlat supports (and CI) has kernel BTF.
+        let path = Path::new(VMLINUX_BTF);
+        let btf = open(path).expect("this kernel has BTF");
+        let offs = task_offsets(&btf, path).unwrap();
+        // pid and __state are both well inside task_struct and distinct.
+        assert_ne!(offs.pid, offs.state);
+        assert!(offs.pid > 0 && offs.pid < 16384, "{offs:?}");
+        assert_eq!(offs.pid % 4, 0);
+    }
+}

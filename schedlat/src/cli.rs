@@ -1,0 +1,110 @@
+//! Command line: runqlat's interface (`[INTERVAL] [COUNT]`, -T, -m) plus
+//! schedlat's own options.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::loader::HookChoice;
+
+const AFTER_HELP: &str = "\
+Examples:
+  schedlat              # summarize run queue latency until Ctrl-C
+  schedlat 1 10         # print 1-second summaries, 10 times
+  schedlat -mT 1        # 1s summaries, milliseconds, and timestamps
+  schedlat --json 5 1   # one 5-second interval as a JSON object
+  schedlat --hook tp    # use classic tracepoints instead of tp_btf
+
+A wait is the time from the moment a task becomes runnable (woken, or
+preempted while still runnable) to the moment it is switched in: time spent
+on a run queue, wanting a CPU. If it is small, the latency you are chasing
+is not a scheduling problem.
+
+Needs root, or CAP_BPF and CAP_PERFMON. Exit status: 0 success, 1 the
+kernel or environment refused (privileges, BTF, tracefs, load or attach),
+2 bad command line.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "schedlat",
+    version,
+    about = "Summarize run queue (scheduler) latency as a histogram, measured in the kernel with eBPF",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
+    #[arg(value_parser = positive_u64)]
+    pub interval: Option<u64>,
+
+    /// Stop after COUNT intervals (default: until Ctrl-C)
+    #[arg(value_parser = positive_u64, requires = "interval")]
+    pub count: Option<u64>,
+
+    /// Include a timestamp (HH:MM:SS) before each histogram
+    #[arg(short = 'T', long)]
+    pub timestamp: bool,
+
+    /// Histogram in milliseconds instead of microseconds
+    #[arg(short = 'm', long)]
+    pub milliseconds: bool,
+
+    /// One JSON object per interval on stdout (JSON Lines; schema in docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+
+    /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
+    /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
+    #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
+    pub hook: HookChoice,
+
+    /// Kernel BTF to resolve task_struct offsets from [default:
+    /// /sys/kernel/btf/vmlinux]. Given explicitly, it must exist.
+    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH")]
+    pub btf: Option<PathBuf>,
+
+    /// tracefs mount holding the sched tracepoint formats (default: found
+    /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
+    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH")]
+    pub tracefs: Option<PathBuf>,
+}
+
+fn positive_u64(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("schedlat").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn runqlat_style_arguments() {
+        let c = parse(&["-mT", "5", "3"]).unwrap();
+        assert_eq!((c.interval, c.count), (Some(5), Some(3)));
+        assert!(c.milliseconds && c.timestamp && !c.json);
+        assert_eq!(c.hook, HookChoice::Auto);
+    }
+
+    #[test]
+    fn hook_modes() {
+        assert_eq!(parse(&["--hook", "tp"]).unwrap().hook, HookChoice::Tp);
+        assert_eq!(parse(&["--hook", "btf"]).unwrap().hook, HookChoice::Btf);
+        assert!(parse(&["--hook", "kprobe"]).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_numbers_with_a_reason() {
+        let e = parse(&["0"]).unwrap_err().to_string();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = parse(&["1", "x"]).unwrap_err().to_string();
+        assert!(e.contains("not a whole number"), "{e}");
+        assert!(parse(&["--bogus"]).is_err());
+    }
+}

@@ -1,0 +1,37 @@
+//! schedlat: run-queue latency, measured in the kernel with eBPF.
+//! See README.md; the modules follow the data: loader -> histogram -> output.
+
+mod btf;
+mod cli;
+mod histogram;
+mod loader;
+mod output;
+mod privileges;
+mod run;
+mod tracefs;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("schedlat: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run::histogram(&cli)) {
+        Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("schedlat: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

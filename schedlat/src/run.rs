@@ -1,0 +1,119 @@
+//! Histogram mode: attach, then print one report per interval (or one at the
+//! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
+//! stdout.
+
+use std::{
+    io::{self, Write},
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context, Result};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    time::{MissedTickBehavior, interval_at},
+};
+
+use crate::{
+    cli::Cli,
+    histogram::{Unit, Waits},
+    loader::{KernelSources, Tracer},
+    output::{self, Report},
+};
+
+/// How a run ended, for the exit status.
+pub enum Ended {
+    /// COUNT reached, or a signal asked us to stop.
+    Done,
+    /// stdout was closed (e.g. `| head`): stop quietly.
+    StdoutClosed,
+}
+
+pub async fn histogram(cli: &Cli) -> Result<Ended> {
+    let unit = if cli.milliseconds {
+        Unit::Msecs
+    } else {
+        Unit::Usecs
+    };
+    // Signal handlers first, so a Ctrl-C during loading is not fatal.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+
+    let sources = KernelSources {
+        btf: cli.btf.clone(),
+        tracefs: cli.tracefs.clone(),
+    };
+    let tracer = Tracer::load(cli.hook, &sources, unit.ns())?;
+    for note in &tracer.notes {
+        eprintln!("schedlat: {note}");
+    }
+    eprintln!("schedlat: hook mode {}", tracer.mode());
+
+    let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
+    if cli.json {
+        eprint!("{banner}");
+    } else if write_out(banner).is_err() {
+        return Ok(Ended::StdoutClosed);
+    }
+
+    // Everything before attach is excluded by starting from a snapshot.
+    let mut previous = Waits::from_cpus(&tracer.read_stats()?);
+    let mut started = Instant::now();
+    let period = Duration::from_secs(cli.interval.unwrap_or(u64::MAX / 4));
+    let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut remaining = cli.count;
+
+    loop {
+        let stop = tokio::select! {
+            _ = ticks.tick() => {
+                remaining = remaining.map(|n| n - 1);
+                remaining == Some(0)
+            }
+            _ = sigint.recv() => true,
+            _ = sigterm.recv() => true,
+        };
+        let current = Waits::from_cpus(&tracer.read_stats()?);
+        let waits = current.since(&previous);
+        let report = Report {
+            hook: tracer.mode(),
+            unit,
+            waits: &waits,
+            time: SystemTime::now(),
+            interval: started.elapsed(),
+            last: stop,
+        };
+        let text = if cli.json {
+            output::json::render(&report)
+        } else {
+            let ts = cli.timestamp.then(local_hms);
+            output::text::render(&report, ts.as_deref())
+        };
+        if write_out(&text).is_err() {
+            return Ok(Ended::StdoutClosed);
+        }
+        if stop {
+            return Ok(Ended::Done);
+        }
+        previous = current;
+        started = Instant::now();
+    }
+}
+
+fn write_out(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Local wall-clock time as HH:MM:SS, like runqlat's -T.
+fn local_hms() -> String {
+    // SAFETY: time(NULL) and localtime_r with valid pointers.
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return String::from("??:??:??");
+        }
+        format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
+}
