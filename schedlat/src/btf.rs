@@ -197,7 +197,10 @@ mod tests {
 
     #[test]
     fn missing_file_says_what_to_do() {
-        let err = open(Path::new("/nonexistent/vmlinux")).unwrap_err().to_string();
+        let Err(err) = open(Path::new("/nonexistent/vmlinux")) else {
+            panic!("a missing file cannot parse")
+        };
+        let err = err.to_string();
         assert!(err.contains("--hook tp"), "{err}");
     }
 

@@ -1,0 +1,193 @@
+//! Helpers for the integration tests: running schedlat and runqlat as real
+//! processes, parsing what they print, and workloads whose waits are known
+//! in advance.
+#![allow(dead_code)] // each test binary uses its own subset
+
+pub mod workload;
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    process::{Child, ChildStdout, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+pub const SCHEDLAT: &str = env!("CARGO_BIN_EXE_schedlat");
+pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
+
+/// These tests load eBPF programs: without root they cannot say anything,
+/// so they fail loudly rather than skip.
+pub fn require_root() {
+    // SAFETY: no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test loads eBPF programs into the running kernel and must run as root (CI does): `sudo -E cargo xtask test`"
+    );
+}
+
+/// A tracer process (schedlat or runqlat) that has printed its banner, i.e.
+/// whose programs are attached. Killed if dropped while running.
+pub struct Tracer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    pub stderr: Option<std::process::ChildStderr>,
+}
+
+impl Tracer {
+    /// Starts `program args` and waits until it is attached. With
+    /// `banner_on_stderr` (schedlat --json), the banner is looked for there.
+    pub fn start(program: &str, args: &[&str]) -> Tracer {
+        let mut cmd = if program == SCHEDLAT {
+            Command::new(program)
+        } else {
+            // runqlat's printf is block-buffered on a pipe.
+            let mut c = Command::new("stdbuf");
+            c.arg("-oL").arg(program);
+            c
+        };
+        let mut child = cmd
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        let json = args.contains(&"--json");
+        let (tx, lines) = mpsc::channel();
+        let ready = mpsc::channel::<()>();
+        let mut stderr = child.stderr.take();
+        if json {
+            // The banner goes to stderr in JSON mode; stdout is pure JSON.
+            let err = stderr.take().unwrap();
+            let ready_tx = ready.0.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    if line.contains(BANNER) {
+                        let _ = ready_tx.send(());
+                    }
+                }
+            });
+        }
+        let out: ChildStdout = child.stdout.take().unwrap();
+        let ready_tx = ready.0;
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if line.contains(BANNER) {
+                    let _ = ready_tx.send(());
+                    continue;
+                }
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut tracer = Tracer {
+            child,
+            lines,
+            stderr,
+        };
+        if ready.1.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = tracer.child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = tracer.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("{program} {args:?} did not attach within 20 s; stderr: {err}");
+        }
+        tracer
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` and returns (exit status, stdout lines after the banner).
+    pub fn stop_with(self, signal: i32) -> (std::process::ExitStatus, Vec<String>) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid(), signal) };
+        self.finish()
+    }
+
+    /// Waits for exit (bounded) and collects stdout.
+    pub fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "tracer did not exit within 20 s");
+            thread::sleep(Duration::from_millis(20));
+        };
+        let lines = self.lines.try_iter().collect::<Vec<_>>();
+        // The reader thread may still be draining the pipe.
+        let mut rest: Vec<String> = self.lines.iter().collect();
+        let mut all = lines;
+        all.append(&mut rest);
+        (status, all)
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A row of a libbpf-tools log2 table: `low -> high : count |***|`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub low: u64,
+    pub high: u64,
+    pub count: u64,
+}
+
+/// Parses every table row in `lines` (runqlat's or schedlat's text output).
+pub fn parse_log2_rows(lines: &[String]) -> Vec<Slot> {
+    lines
+        .iter()
+        .filter_map(|line| {
+            let (range, rest) = line.split_once(" : ")?;
+            let (low, high) = range.split_once("->")?;
+            let count = rest.split_whitespace().next()?;
+            Some(Slot {
+                low: low.trim().parse().ok()?,
+                high: high.trim().parse().ok()?,
+                count: count.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// Count in the log2 slot that starts at `low`, 0 if absent.
+pub fn slot_count(rows: &[Slot], low: u64) -> u64 {
+    rows.iter().find(|s| s.low == low).map_or(0, |s| s.count)
+}
+
+pub fn total(rows: &[Slot]) -> u64 {
+    rows.iter().map(|s| s.count).sum()
+}
+
+/// Parses schedlat --json output lines into values.
+pub fn parse_json_lines(lines: &[String]) -> Vec<serde_json::Value> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l}: {e}")))
+        .collect()
+}
+
+/// Runs schedlat to completion with `args` and returns (status, stdout, stderr).
+pub fn run_schedlat(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let out = Command::new(SCHEDLAT)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("schedlat runs");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,96 @@
+//! Workloads whose run-queue waits are known from their construction, not
+//! from a recorded run.
+
+use std::{
+    io::{Read, Write},
+    os::unix::net::UnixStream,
+    thread,
+    time::{Duration, Instant},
+};
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(rc, 0, "sched_setaffinity({cpu}): {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Makes the calling thread SCHED_FIFO at `priority` (needs root).
+pub fn make_current_thread_fifo(priority: i32) {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: valid param; pid 0 = calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    assert_eq!(rc, 0, "sched_setscheduler: {}", std::io::Error::last_os_error());
+}
+
+/// The CPU the pinned workloads use: the last one, away from CPU 0 where
+/// the benchmark's load and most housekeeping run.
+pub fn workload_cpu() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get()) - 1
+}
+
+fn spin_for(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// Known waits: a SCHED_FIFO "blocker" and a normal "victim" thread share one
+/// CPU. Each round the blocker wakes the victim (a byte on a socket), then
+/// keeps the CPU for `hold` by spinning, then sleeps for `gap`. A normal task
+/// cannot preempt a FIFO one, so every victim wakeup waits on the run queue
+/// for `hold` (plus a few microseconds of switching), exactly `rounds` times.
+pub fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
+    let (mut waker, mut sleeper) = UnixStream::pair().expect("socketpair");
+    let victim = thread::spawn(move || {
+        pin_current_thread(cpu);
+        let mut byte = [0u8; 1];
+        for _ in 0..rounds {
+            sleeper.read_exact(&mut byte).expect("victim read");
+        }
+    });
+    let blocker = thread::spawn(move || {
+        pin_current_thread(cpu);
+        // Let the victim block in read() before the first round.
+        thread::sleep(Duration::from_millis(20));
+        make_current_thread_fifo(50);
+        for _ in 0..rounds {
+            waker.write_all(&[1]).expect("blocker write");
+            spin_for(hold);
+            thread::sleep(gap);
+        }
+    });
+    blocker.join().expect("blocker thread");
+    victim.join().expect("victim thread");
+}
+
+/// Many short waits: two threads on one CPU bounce a byte `rounds` times
+/// (each hand-off wakes the other: a wakeup, then a switch-in).
+pub fn ping_pong(cpu: usize, rounds: u32) {
+    let (mut a, mut b) = UnixStream::pair().expect("socketpair");
+    let peer = thread::spawn(move || {
+        pin_current_thread(cpu);
+        let mut byte = [0u8; 1];
+        for _ in 0..rounds {
+            b.read_exact(&mut byte).expect("peer read");
+            b.write_all(&byte).expect("peer write");
+        }
+    });
+    let initiator = thread::spawn(move || {
+        pin_current_thread(cpu);
+        let mut byte = [7u8; 1];
+        for _ in 0..rounds {
+            a.write_all(&byte).expect("write");
+            a.read_exact(&mut byte).expect("read");
+        }
+    });
+    initiator.join().expect("initiator thread");
+    peer.join().expect("peer thread");
+}

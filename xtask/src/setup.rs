@@ -1,0 +1,125 @@
+//! `cargo xtask setup`: each step checks first and acts only when needed, so
+//! a ready machine is done in about a second. A step that cannot act (not
+//! root, no apt) says what the user must do instead.
+
+use std::{path::Path, process::Command, time::Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{is_root, run_visible, succeeds};
+
+/// The LLVM that the nightly toolchain's rustc uses (DESIGN.md section 4).
+const LLVM_MAJOR: &str = "22";
+/// Debian packages the tests and the benchmark use: the runqlat anchor,
+/// perf (bench load) and taskset (pinned workloads).
+const RUNTIME_PACKAGES: [&str; 3] = ["libbpf-tools", "linux-perf", "util-linux"];
+
+pub fn run() -> Result<()> {
+    let started = Instant::now();
+    step("nightly toolchain with rust-src (builds the eBPF object)", nightly_rust_src)?;
+    step("bpf-linker built against LLVM 22", bpf_linker)?;
+    step("packages for tests and bench", || apt_install(&RUNTIME_PACKAGES))?;
+    step("tracefs mounted", tracefs)?;
+    eprintln!("setup: ready in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn step(what: &str, f: impl FnOnce() -> Result<Outcome>) -> Result<()> {
+    match f().with_context(|| format!("setup step `{what}`"))? {
+        Outcome::Present => eprintln!("setup: {what}: ok"),
+        Outcome::Installed => eprintln!("setup: {what}: installed"),
+    }
+    Ok(())
+}
+
+enum Outcome {
+    Present,
+    Installed,
+}
+
+fn nightly_rust_src() -> Result<Outcome> {
+    let sysroot = Command::new("rustc")
+        .args(["+nightly", "--print", "sysroot"])
+        .output()
+        .context("running `rustc +nightly` (is rustup installed?)")?;
+    if !sysroot.status.success() {
+        eprintln!("setup: installing the nightly toolchain");
+        run_visible("rustup", &["toolchain", "install", "nightly", "--profile", "minimal"])
+            .context("no nightly toolchain; install one with `rustup toolchain install nightly`")?;
+    } else {
+        let root = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
+        if Path::new(&root).join("lib/rustlib/src/rust/library/core").is_dir() {
+            return Ok(Outcome::Present);
+        }
+    }
+    eprintln!("setup: adding rust-src to nightly");
+    run_visible("rustup", &["component", "add", "rust-src", "--toolchain", "nightly"])?;
+    Ok(Outcome::Installed)
+}
+
+fn bpf_linker() -> Result<Outcome> {
+    if succeeds("bpf-linker", &["--version"]) {
+        return Ok(Outcome::Present);
+    }
+    let llvm_dev = format!("llvm-{LLVM_MAJOR}-dev");
+    apt_install(&[llvm_dev.as_str()])?;
+    eprintln!("setup: building bpf-linker against LLVM {LLVM_MAJOR} (about 2 minutes)");
+    // Without LLVM_PREFIX its build finds Debian's default llvm-config (14).
+    let status = Command::new("cargo")
+        .args(["install", "bpf-linker", "--locked", "--no-default-features"])
+        .args(["--features", &format!("llvm-{LLVM_MAJOR}")])
+        .env("LLVM_PREFIX", format!("/usr/lib/llvm-{LLVM_MAJOR}"))
+        .status()
+        .context("running cargo install bpf-linker")?;
+    if !status.success() {
+        bail!("`cargo install bpf-linker` failed ({status})");
+    }
+    if !succeeds("bpf-linker", &["--version"]) {
+        bail!("bpf-linker was installed but is not on PATH: add ~/.cargo/bin to PATH");
+    }
+    Ok(Outcome::Installed)
+}
+
+fn dpkg_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+fn apt_install(packages: &[&str]) -> Result<Outcome> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(Outcome::Present);
+    }
+    let list = missing.join(" ");
+    if !is_root() {
+        bail!("missing Debian packages: run `sudo apt-get update && sudo apt-get install -y {list}`");
+    }
+    if !succeeds("apt-get", &["--version"]) {
+        bail!("missing packages {list} and no apt-get here: install them with your package manager");
+    }
+    eprintln!("setup: apt-get install {list}");
+    run_visible("apt-get", &["update", "-qq"])?;
+    let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    args.extend(&missing);
+    let status = Command::new("apt-get")
+        .args(&args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()?;
+    if !status.success() {
+        bail!("`apt-get install {list}` failed ({status})");
+    }
+    Ok(Outcome::Installed)
+}
+
+fn tracefs() -> Result<Outcome> {
+    if Path::new("/sys/kernel/tracing/events").is_dir() {
+        return Ok(Outcome::Present);
+    }
+    if !is_root() {
+        bail!("tracefs is not mounted: run `sudo mount -t tracefs nodev /sys/kernel/tracing`");
+    }
+    run_visible("mount", &["-t", "tracefs", "nodev", "/sys/kernel/tracing"])?;
+    Ok(Outcome::Installed)
+}
