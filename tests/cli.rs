@@ -9,7 +9,10 @@ fn assert_usage_error(args: &[&str], expect: &str) {
     let (status, stdout, stderr) = run_schedlat(args);
     assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
     assert!(stdout.is_empty(), "{args:?} printed to stdout: {stdout}");
-    assert!(stderr.contains(expect), "{args:?}: expected `{expect}` in: {stderr}");
+    assert!(
+        stderr.contains(expect),
+        "{args:?}: expected `{expect}` in: {stderr}"
+    );
 }
 
 #[test]
@@ -36,7 +39,15 @@ fn unknown_hook_mode() {
 fn help_teaches_the_measurement_and_exit_codes() {
     let (status, stdout, _) = run_schedlat(&["--help"]);
     assert!(status.success());
-    for needle in ["INTERVAL", "COUNT", "--milliseconds", "--timestamp", "--json", "--hook", "Exit status"] {
+    for needle in [
+        "INTERVAL",
+        "COUNT",
+        "--milliseconds",
+        "--timestamp",
+        "--json",
+        "--hook",
+        "Exit status",
+    ] {
         assert!(stdout.contains(needle), "--help lacks {needle}:\n{stdout}");
     }
 }

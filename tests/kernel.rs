@@ -8,8 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, slot_count, total,
-    workload,
+    SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, slot_count, total, workload,
 };
 
 const HOLD: Duration = Duration::from_millis(3);
@@ -30,7 +29,14 @@ fn check_fifo_blocker_waits(hook: &str) {
     let records = parse_json_lines(&lines);
     assert_eq!(records.len(), 1, "one final interval: {lines:?}");
     let r = &records[0];
-    assert_eq!(r["hook"], if hook == "btf" { "tp_btf" } else { "tracepoint" });
+    assert_eq!(
+        r["hook"],
+        if hook == "btf" {
+            "tp_btf"
+        } else {
+            "tracepoint"
+        }
+    );
     assert_eq!(r["last"], true);
 
     let rounds = u64::from(ROUNDS);
@@ -179,7 +185,10 @@ fn signals_flush_the_final_histogram() {
         let rows = parse_log2_rows(&lines);
         assert!(total(&rows) >= 2_000, "signal {signal}: {lines:?}");
         let summary = lines.iter().find(|l| l.starts_with("total ")).unwrap();
-        assert!(summary.contains("dropped 0") && summary.contains("discarded"), "{summary}");
+        assert!(
+            summary.contains("dropped 0") && summary.contains("discarded"),
+            "{summary}"
+        );
     }
 }
 
@@ -188,14 +197,20 @@ fn signals_flush_the_final_histogram() {
 fn closed_stdout_ends_the_run_cleanly() {
     require_root();
     let mut child = std::process::Command::new("sh")
-        .args(["-c", &format!("{SCHEDLAT} 1 | head -1; echo \"${{PIPESTATUS[0]}}\"")])
+        .args([
+            "-c",
+            &format!("{SCHEDLAT} 1 | head -1; echo \"${{PIPESTATUS[0]}}\""),
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // head exits after the banner; schedlat finds out at its first report.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "schedlat kept running after its reader left");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "schedlat kept running after its reader left"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = child.wait_with_output().unwrap();
@@ -210,7 +225,10 @@ fn explicit_missing_btf_is_a_clear_error() {
         let (status, _, err) =
             common::run_schedlat(&["--hook", hook, "--btf", "/nonexistent/vmlinux", "1", "1"]);
         assert_eq!(status.code(), Some(1), "{hook}: {err}");
-        assert!(err.contains("kernel BTF not found at /nonexistent/vmlinux"), "{err}");
+        assert!(
+            err.contains("kernel BTF not found at /nonexistent/vmlinux"),
+            "{err}"
+        );
         assert!(err.contains("--hook tp"), "says what to do instead: {err}");
     }
 }
@@ -251,7 +269,12 @@ fn without_privileges_says_what_is_needed() {
     require_root();
     // setpriv (util-linux) drops to nobody with no capabilities.
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(SCHEDLAT)
         .args(["1", "1"])
         .output()

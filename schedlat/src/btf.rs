@@ -129,7 +129,9 @@ fn collect_members(
                     break;
                 }
                 Type::Typedef(_) | Type::Const(_) | Type::Volatile(_) => {
-                    let Some(next) = ty.as_btf_type().and_then(|t| btf.resolve_chained_type(t).ok())
+                    let Some(next) = ty
+                        .as_btf_type()
+                        .and_then(|t| btf.resolve_chained_type(t).ok())
                     else {
                         break;
                     };

@@ -69,20 +69,17 @@ pub enum LoadError {
         error: std::io::Error,
     },
     #[error("loading the eBPF object failed: {0}")]
-    Object(aya::EbpfError),
+    Object(Box<aya::EbpfError>),
     #[error("no hook mode works on this kernel:\n  - {}", .0.join("\n  - "))]
     NoHookMode(Vec<String>),
     #[error("cannot parse BTF {path} for the loader: {error}")]
-    LoaderBtf {
-        path: PathBuf,
-        error: aya::BtfError,
-    },
+    LoaderBtf { path: PathBuf, error: aya::BtfError },
     #[error("{mode} program `{program}` failed to {step}: {error}{hint}")]
     Program {
         mode: HookMode,
         program: &'static str,
         step: &'static str,
-        error: ProgramError,
+        error: Box<ProgramError>,
         hint: &'static str,
     },
     #[error("eBPF map {0} is missing from the object")]
@@ -181,8 +178,8 @@ impl Tracer {
             }
         }
         if candidates.contains(&HookMode::Tracepoint) {
-            let offsets = tracefs::locate(sources.tracefs.as_deref())
-                .and_then(|dir| TpOffsets::read(&dir));
+            let offsets =
+                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| TpOffsets::read(&dir));
             match offsets {
                 Ok(offsets) => globals.tp = Some(offsets),
                 // Only fatal when it is the last way left.
@@ -194,26 +191,43 @@ impl Tracer {
             }
         }
 
-        // Parsed once, for both relocation and the tp_btf attach points.
-        let loader_btf = if candidates.contains(&HookMode::Btf) {
-            Some(
-                aya::Btf::parse_file(&btf_path, aya::Endianness::default()).map_err(
-                    |error| LoadError::LoaderBtf {
-                        path: btf_path.clone(),
-                        error,
-                    },
-                )?,
-            )
-        } else {
-            None
+        let wants_btf = candidates.contains(&HookMode::Btf);
+        let parse_btf = || {
+            aya::Btf::parse_file(&btf_path, aya::Endianness::default()).map_err(|error| {
+                LoadError::LoaderBtf {
+                    path: btf_path.clone(),
+                    error,
+                }
+            })
         };
-        let mut ebpf = configure_loader(&globals, loader_btf.as_ref(), unit_ns)?
-            .load(EBPF_OBJECT)
-            .map_err(LoadError::Object)?;
+        let (mut ebpf, attach_btf) = if sources.btf.is_some() {
+            // A custom BTF must be in the loader before it loads.
+            let btf = if wants_btf { Some(parse_btf()?) } else { None };
+            let ebpf = configure_loader(&globals, btf.as_ref(), unit_ns)?
+                .load(EBPF_OBJECT)
+                .map_err(|e| LoadError::Object(Box::new(e)))?;
+            (ebpf, btf)
+        } else {
+            // aya 0.14's EbpfLoader::new() parses the kernel BTF itself and
+            // cannot share it, and attaching tp_btf programs needs a parsed
+            // copy too. Each parse takes ~18 ms here, so the attach copy is
+            // parsed on a second thread while the loader does its work.
+            std::thread::scope(|scope| {
+                let parser = wants_btf.then(|| scope.spawn(parse_btf));
+                let ebpf = configure_loader(&globals, None, unit_ns)?
+                    .load(EBPF_OBJECT)
+                    .map_err(|e| LoadError::Object(Box::new(e)))?;
+                let btf = match parser {
+                    Some(handle) => Some(handle.join().expect("BTF parser thread panicked")?),
+                    None => None,
+                };
+                Ok::<_, LoadError>((ebpf, btf))
+            })?
+        };
 
         let mut failures = Vec::new();
         for mode in candidates {
-            match attach(&mut ebpf, mode, loader_btf.as_ref()) {
+            match attach(&mut ebpf, mode, attach_btf.as_ref()) {
                 Ok(()) => {
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok(Tracer { ebpf, mode, notes });
@@ -258,7 +272,9 @@ fn configure_loader<'a>(
     let values: Vec<(&'static str, u64)> = [
         Some((names::GLOBAL_UNIT_NS, unit_ns)),
         globals.task.map(|t| (names::GLOBAL_TASK_PID_OFF, t.pid)),
-        globals.task.map(|t| (names::GLOBAL_TASK_STATE_OFF, t.state)),
+        globals
+            .task
+            .map(|t| (names::GLOBAL_TASK_STATE_OFF, t.state)),
         globals
             .tp
             .map(|t| (names::GLOBAL_TP_SWITCH_PREV_PID_OFF, t.switch_prev_pid)),
@@ -268,9 +284,15 @@ fn configure_loader<'a>(
         globals
             .tp
             .map(|t| (names::GLOBAL_TP_SWITCH_NEXT_PID_OFF, t.switch_next_pid)),
-        globals.tp.map(|t| (names::GLOBAL_TP_WAKEUP_PID_OFF, t.wakeup_pid)),
-        globals.tp.map(|t| (names::GLOBAL_TP_EXIT_PID_OFF, t.exit_pid)),
-        globals.tp.map(|t| (names::GLOBAL_TP_STATE_MASK, t.state_mask)),
+        globals
+            .tp
+            .map(|t| (names::GLOBAL_TP_WAKEUP_PID_OFF, t.wakeup_pid)),
+        globals
+            .tp
+            .map(|t| (names::GLOBAL_TP_EXIT_PID_OFF, t.exit_pid)),
+        globals
+            .tp
+            .map(|t| (names::GLOBAL_TP_STATE_MASK, t.state_mask)),
     ]
     .into_iter()
     .flatten()
@@ -298,7 +320,7 @@ fn attach(ebpf: &mut Ebpf, mode: HookMode, btf: Option<&aya::Btf>) -> Result<(),
         mode,
         program,
         step,
-        error,
+        error: Box::new(error),
         hint,
     };
     match mode {
@@ -309,11 +331,13 @@ fn attach(ebpf: &mut Ebpf, mode: HookMode, btf: Option<&aya::Btf>) -> Result<(),
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                 prog.load(tracepoint, btf)
                     .map_err(|e| fail(program, "load", e, HINT))?;
-                prog.attach().map_err(|e| fail(program, "attach", e, HINT))?;
+                prog.attach()
+                    .map_err(|e| fail(program, "attach", e, HINT))?;
             }
         }
         HookMode::Tracepoint => {
-            const HINT: &str = " (is tracefs mounted? `mount -t tracefs nodev /sys/kernel/tracing`)";
+            const HINT: &str =
+                " (is tracefs mounted? `mount -t tracefs nodev /sys/kernel/tracing`)";
             for (program, tracepoint) in names::TP_PROGRAMS {
                 let prog: &mut TracePoint = program_mut(ebpf, mode, program)?;
                 prog.load().map_err(|e| fail(program, "load", e, ""))?;
@@ -337,16 +361,16 @@ where
         mode,
         program: name,
         step: "find",
-        error: ProgramError::InvalidName {
+        error: Box::new(ProgramError::InvalidName {
             name: name.to_string(),
-        },
+        }),
         hint: " (the embedded object is stale: rebuild)",
     })?;
     program.try_into().map_err(|error| LoadError::Program {
         mode,
         program: name,
         step: "find",
-        error,
+        error: Box::new(error),
         hint: "",
     })
 }

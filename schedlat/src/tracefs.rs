@@ -19,7 +19,9 @@ pub enum TracefsError {
         TRACEFS_CANDIDATES.join(", ")
     )]
     NotMounted,
-    #[error("cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root?)")]
+    #[error(
+        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root?)"
+    )]
     Unreadable {
         path: PathBuf,
         error: std::io::Error,
@@ -59,7 +61,11 @@ pub struct Format {
 
 impl Format {
     pub fn read(tracefs: &Path, category: &str, event: &str) -> Result<Format, TracefsError> {
-        let path = tracefs.join("events").join(category).join(event).join("format");
+        let path = tracefs
+            .join("events")
+            .join(category)
+            .join(event)
+            .join("format");
         let text = fs::read_to_string(&path).map_err(|error| TracefsError::Unreadable {
             path: path.clone(),
             error,

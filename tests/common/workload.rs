@@ -15,7 +15,12 @@ pub fn pin_current_thread(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(rc, 0, "sched_setaffinity({cpu}): {}", std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "sched_setaffinity({cpu}): {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -26,7 +31,12 @@ pub fn make_current_thread_fifo(priority: i32) {
     };
     // SAFETY: valid param; pid 0 = calling thread.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    assert_eq!(rc, 0, "sched_setscheduler: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "sched_setscheduler: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// The CPU the pinned workloads use: the last one, away from CPU 0 where

@@ -16,7 +16,10 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "schedlat's build and test orchestration")]
+#[command(
+    name = "cargo xtask",
+    about = "schedlat's build and test orchestration"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,7 +58,9 @@ fn main() -> ExitCode {
         Command::Build => build_release(),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
-        Command::Bench(opts) => setup::run().and_then(|()| build_release()).and_then(|()| bench::run(&opts)),
+        Command::Bench(opts) => setup::run()
+            .and_then(|()| build_release())
+            .and_then(|()| bench::run(&opts)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,7 +91,8 @@ fn test(args: &[String]) -> Result<()> {
     util::require_root("the integration tests load eBPF programs into this kernel")?;
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.
-    let mut cmd = vec!["test", "--workspace"];
+    // The default members: every crate but schedlat-ebpf (bpf target only).
+    let mut cmd = vec!["test"];
     cmd.extend(args.iter().map(String::as_str));
     if !args.iter().any(|a| a == "--") {
         cmd.push("--");

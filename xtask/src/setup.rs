@@ -16,9 +16,14 @@ const RUNTIME_PACKAGES: [&str; 3] = ["libbpf-tools", "linux-perf", "util-linux"]
 
 pub fn run() -> Result<()> {
     let started = Instant::now();
-    step("nightly toolchain with rust-src (builds the eBPF object)", nightly_rust_src)?;
+    step(
+        "nightly toolchain with rust-src (builds the eBPF object)",
+        nightly_rust_src,
+    )?;
     step("bpf-linker built against LLVM 22", bpf_linker)?;
-    step("packages for tests and bench", || apt_install(&RUNTIME_PACKAGES))?;
+    step("packages for tests and bench", || {
+        apt_install(&RUNTIME_PACKAGES)
+    })?;
     step("tracefs mounted", tracefs)?;
     eprintln!("setup: ready in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
@@ -44,16 +49,25 @@ fn nightly_rust_src() -> Result<Outcome> {
         .context("running `rustc +nightly` (is rustup installed?)")?;
     if !sysroot.status.success() {
         eprintln!("setup: installing the nightly toolchain");
-        run_visible("rustup", &["toolchain", "install", "nightly", "--profile", "minimal"])
-            .context("no nightly toolchain; install one with `rustup toolchain install nightly`")?;
+        run_visible(
+            "rustup",
+            &["toolchain", "install", "nightly", "--profile", "minimal"],
+        )
+        .context("no nightly toolchain; install one with `rustup toolchain install nightly`")?;
     } else {
         let root = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
-        if Path::new(&root).join("lib/rustlib/src/rust/library/core").is_dir() {
+        if Path::new(&root)
+            .join("lib/rustlib/src/rust/library/core")
+            .is_dir()
+        {
             return Ok(Outcome::Present);
         }
     }
     eprintln!("setup: adding rust-src to nightly");
-    run_visible("rustup", &["component", "add", "rust-src", "--toolchain", "nightly"])?;
+    run_visible(
+        "rustup",
+        &["component", "add", "rust-src", "--toolchain", "nightly"],
+    )?;
     Ok(Outcome::Installed)
 }
 
@@ -88,16 +102,24 @@ fn dpkg_installed(package: &str) -> bool {
 }
 
 fn apt_install(packages: &[&str]) -> Result<Outcome> {
-    let missing: Vec<&str> = packages.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
     if missing.is_empty() {
         return Ok(Outcome::Present);
     }
     let list = missing.join(" ");
     if !is_root() {
-        bail!("missing Debian packages: run `sudo apt-get update && sudo apt-get install -y {list}`");
+        bail!(
+            "missing Debian packages: run `sudo apt-get update && sudo apt-get install -y {list}`"
+        );
     }
     if !succeeds("apt-get", &["--version"]) {
-        bail!("missing packages {list} and no apt-get here: install them with your package manager");
+        bail!(
+            "missing packages {list} and no apt-get here: install them with your package manager"
+        );
     }
     eprintln!("setup: apt-get install {list}");
     run_visible("apt-get", &["update", "-qq"])?;

@@ -144,7 +144,10 @@ mod tests {
         assert_eq!(b["high_ns"], 3_071_999);
         assert_eq!(b["count"], 2);
         let slot = &v["log2"][11];
-        assert_eq!((slot["low"].as_u64(), slot["high"].as_u64()), (Some(2048), Some(4095)));
+        assert_eq!(
+            (slot["low"].as_u64(), slot["high"].as_u64()),
+            (Some(2048), Some(4095))
+        );
         assert_eq!(slot["count"], 2);
     }
 }

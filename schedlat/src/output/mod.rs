@@ -3,7 +3,7 @@
 pub mod json;
 pub mod text;
 
-use crate::{histogram::Waits, loader::HookMode, histogram::Unit};
+use crate::{histogram::Unit, histogram::Waits, loader::HookMode};
 
 /// One interval's result, as every output sees it.
 pub struct Report<'a> {

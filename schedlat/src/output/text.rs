@@ -33,10 +33,7 @@ pub fn log2_table(slots: &[u64], unit_label: &str) -> String {
         if low == high {
             low -= 1;
         }
-        let _ = write!(
-            out,
-            "{low:>num_width$} -> {high:<num_width$} : {val:<8} |"
-        );
+        let _ = write!(out, "{low:>num_width$} -> {high:<num_width$} : {val:<8} |");
         push_stars(&mut out, val, val_max, stars);
         out.push_str("|\n");
     }
@@ -68,7 +65,11 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
 pub fn summary(report: &Report) -> String {
     let w = report.waits;
     let mean = match w.mean_ns() {
-        Some(ns) => format!("{:.1} {}", ns / report.unit.ns() as f64, report.unit.label()),
+        Some(ns) => format!(
+            "{:.1} {}",
+            ns / report.unit.ns() as f64,
+            report.unit.label()
+        ),
         None => "-".to_string(),
     };
     format!(
@@ -97,7 +98,10 @@ mod tests {
 
     #[test]
     fn matches_runqlat_byte_for_byte() {
-        assert_eq!(log2_table(&[0, 1, 3, 5, 22, 41, 1], "usecs"), RUNQLAT_SAMPLE);
+        assert_eq!(
+            log2_table(&[0, 1, 3, 5, 22, 41, 1], "usecs"),
+            RUNQLAT_SAMPLE
+        );
     }
 
     #[test]
