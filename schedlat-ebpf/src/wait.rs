@@ -38,13 +38,18 @@ fn stats() -> Option<&'static mut CpuStats> {
 /// `tid` became runnable now.
 #[inline(always)]
 pub fn enqueue(tid: u32) {
+    enqueue_at(tid, now());
+}
+
+#[inline(always)]
+fn enqueue_at(tid: u32, now: u64) {
     // The idle task (pid 0) is never waiting for a CPU.
     if tid == 0 {
         return;
     }
     match START.get_ptr_mut(tid) {
         // SAFETY: pointer into the map value, valid for this program run.
-        Some(slot) => unsafe { *slot = now() },
+        Some(slot) => unsafe { *slot = now },
         None => {
             if let Some(s) = stats() {
                 s.untracked_tid += 1;
@@ -56,8 +61,10 @@ pub fn enqueue(tid: u32) {
 /// A context switch from `prev` to `next`.
 #[inline(always)]
 pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32) {
+    // One clock read serves both sides of the switch.
+    let now = now();
     if prev_runnable {
-        enqueue(prev_tid);
+        enqueue_at(prev_tid, now);
     }
     if next_tid == 0 {
         return;
@@ -73,7 +80,7 @@ pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32) {
     }
     // SAFETY: as above.
     unsafe { *slot = 0 };
-    record(start, now());
+    record(start, now);
 }
 
 #[inline(always)]

@@ -20,6 +20,10 @@ pub enum BtfError {
     Parse { path: PathBuf, reason: String },
     #[error("BTF {path} has no struct `{name}`")]
     NoStruct { path: PathBuf, name: String },
+    #[error(
+        "BTF {path} has no typedef {name}: this kernel has no tp_btf attach point for that tracepoint (try --hook tp)"
+    )]
+    NoTracepoint { path: PathBuf, name: String },
     #[error("BTF {path}: struct {strukt} has none of the fields {fields:?}")]
     NoField {
         path: PathBuf,
@@ -49,10 +53,51 @@ pub fn open(path: &Path) -> Result<Btf, BtfError> {
 
 pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
     let task = StructLayout::find(btf, path, "task_struct")?;
-    Ok(TaskOffsets {
+    let offsets = TaskOffsets {
         pid: task.offset_of(&["pid"])?,
         state: task.offset_of(&["__state", "state"])?,
-    })
+    };
+    #[cfg(feature = "fault-injection")]
+    let offsets = inject_pid_offset(offsets);
+    Ok(offsets)
+}
+
+/// Test builds only (`--features fault-injection`, which `cargo xtask
+/// vm-test --inject-bad-offset` uses): SCHEDLAT_FAULT_TASK_PID_OFFSET=<bytes>
+/// replaces the resolved task_struct.pid offset, to prove that the VM tests
+/// catch a wrong offset. Said on stderr so a failing run explains itself.
+#[cfg(feature = "fault-injection")]
+fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
+    if let Some(pid) = std::env::var("SCHEDLAT_FAULT_TASK_PID_OFFSET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        eprintln!(
+            "schedlat: fault injection: task_struct.pid offset {} replaced by {pid}",
+            offsets.pid
+        );
+        offsets.pid = pid;
+    }
+    offsets
+}
+
+/// The largest BTF id among the `btf_trace_<tracepoint>` typedefs that
+/// tp_btf programs attach to (see btf_prefix.rs for why it matters).
+pub fn last_tracepoint_id(btf: &Btf, path: &Path, tracepoints: &[&str]) -> Result<u32, BtfError> {
+    let mut last = 0;
+    for tp in tracepoints {
+        let name = format!("btf_trace_{tp}");
+        let ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+        let id = ids
+            .into_iter()
+            .max()
+            .ok_or_else(|| BtfError::NoTracepoint {
+                path: path.to_path_buf(),
+                name: name.clone(),
+            })?;
+        last = last.max(id);
+    }
+    Ok(last)
 }
 
 /// A struct's members with their byte offsets, flattened through anonymous

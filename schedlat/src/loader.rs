@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use crate::{
     btf::{self, BtfError, TaskOffsets, VMLINUX_BTF},
-    privileges,
+    btf_prefix, privileges,
     tracefs::{self, Format, TracefsError},
 };
 
@@ -63,6 +63,8 @@ pub enum LoadError {
     Btf(#[from] BtfError),
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
+    #[error(transparent)]
+    BtfPrefix(#[from] btf_prefix::PrefixError),
     #[error("cannot read {path}: {error}")]
     Proc {
         path: &'static str,
@@ -133,6 +135,103 @@ impl TpOffsets {
     }
 }
 
+/// What loading needs to know about this kernel, resolved before the
+/// object is loaded: the candidate modes, their globals, the attach BTF.
+struct Plan {
+    candidates: Vec<HookMode>,
+    globals: Globals,
+    attach_btf: Option<aya::Btf>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    /// In auto mode a failure only removes that candidate (with a note);
+    /// otherwise it is the error.
+    fn resolve(choice: HookChoice, sources: &KernelSources) -> Result<Plan, LoadError> {
+        let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
+        let mut notes = Vec::new();
+        let mut globals = Globals::default();
+        let mut attach_btf = None;
+        let mut candidates = match choice {
+            HookChoice::Btf => vec![HookMode::Btf],
+            HookChoice::Tp => vec![HookMode::Tracepoint],
+            HookChoice::Auto => vec![HookMode::Btf, HookMode::Tracepoint],
+        };
+        if candidates.contains(&HookMode::Btf) {
+            match resolve_btf(&btf_path) {
+                Ok((offsets, btf)) => {
+                    globals.task = Some(offsets);
+                    attach_btf = Some(btf);
+                }
+                // An explicit --btf that fails is an error even in auto mode.
+                Err(e) if choice == HookChoice::Auto && sources.btf.is_none() => {
+                    notes.push(format!("not using tp_btf: {e}"));
+                    candidates.retain(|m| *m != HookMode::Btf);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if candidates.contains(&HookMode::Tracepoint) {
+            let offsets =
+                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| TpOffsets::read(&dir));
+            match offsets {
+                Ok(offsets) => globals.tp = Some(offsets),
+                // Only fatal when it is the last way left.
+                Err(e) if candidates.len() > 1 => {
+                    notes.push(format!("classic tracepoints unavailable: {e}"));
+                    candidates.retain(|m| *m != HookMode::Tracepoint);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Plan {
+            candidates,
+            globals,
+            attach_btf,
+            notes,
+        })
+    }
+
+    /// Attaches in the first candidate mode that works.
+    fn attach_first_working(
+        self,
+        choice: HookChoice,
+        ebpf: &mut Ebpf,
+    ) -> Result<(HookMode, Vec<String>), LoadError> {
+        let mut notes = self.notes;
+        let mut failures = Vec::new();
+        for mode in self.candidates {
+            match attach(ebpf, mode, self.attach_btf.as_ref()) {
+                Ok(()) => {
+                    notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
+                    return Ok((mode, notes));
+                }
+                Err(e) if choice != HookChoice::Auto => return Err(e),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        notes.extend(failures);
+        Err(LoadError::NoHookMode(notes))
+    }
+}
+
+/// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
+/// kernel's, see btf_prefix.rs), from the BTF at `path`.
+fn resolve_btf(path: &Path) -> Result<(TaskOffsets, aya::Btf), LoadError> {
+    let btf = btf::open(path)?;
+    let offsets = btf::task_offsets(&btf, path)?;
+    let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
+    let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
+    let blob = btf_prefix::prefix_blob(path, last_id)?;
+    let attach_btf = aya::Btf::parse(&blob, aya::Endianness::default()).map_err(|error| {
+        LoadError::LoaderBtf {
+            path: path.to_path_buf(),
+            error,
+        }
+    })?;
+    Ok((offsets, attach_btf))
+}
+
 /// The loaded and attached programs, and the maps userspace reads.
 pub struct Tracer {
     ebpf: Ebpf,
@@ -155,89 +254,27 @@ impl Tracer {
         if !privileges::can_trace() {
             return Err(LoadError::NoPrivileges);
         }
-        let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
-        let mut notes = Vec::new();
-        let mut globals = Globals::default();
-
-        // Resolve what each candidate mode needs; in auto mode a failure only
-        // removes that candidate (with a note), otherwise it is the error.
-        let mut candidates = match choice {
-            HookChoice::Btf => vec![HookMode::Btf],
-            HookChoice::Tp => vec![HookMode::Tracepoint],
-            HookChoice::Auto => vec![HookMode::Btf, HookMode::Tracepoint],
-        };
-        if candidates.contains(&HookMode::Btf) {
-            match btf::open(&btf_path).and_then(|b| btf::task_offsets(&b, &btf_path)) {
-                Ok(offsets) => globals.task = Some(offsets),
-                // An explicit --btf that fails is an error even in auto mode.
-                Err(e) if choice == HookChoice::Auto && sources.btf.is_none() => {
-                    notes.push(format!("not using tp_btf: {e}"));
-                    candidates.retain(|m| *m != HookMode::Btf);
-                }
-                Err(e) => return Err(e.into()),
+        std::thread::scope(|scope| {
+            // aya 0.14's EbpfLoader::new() parses all of the kernel's BTF
+            // (~17 ms here) before anything can be configured. Nothing below
+            // needs it until the object is loaded, so it runs on a second
+            // thread while this one resolves offsets and the attach BTF.
+            let loader = scope.spawn(EbpfLoader::new);
+            let plan = Plan::resolve(choice, sources)?;
+            let mut loader = loader.join().expect("EbpfLoader::new panicked");
+            // A custom BTF replaces the one the loader parsed from sysfs. The
+            // loader only uses it for CO-RE relocations, which Rust eBPF
+            // objects do not have, so the prefix serves.
+            if sources.btf.is_some() {
+                loader.btf(plan.attach_btf.as_ref());
             }
-        }
-        if candidates.contains(&HookMode::Tracepoint) {
-            let offsets =
-                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| TpOffsets::read(&dir));
-            match offsets {
-                Ok(offsets) => globals.tp = Some(offsets),
-                // Only fatal when it is the last way left.
-                Err(e) if candidates.len() > 1 => {
-                    notes.push(format!("classic tracepoints unavailable: {e}"));
-                    candidates.retain(|m| *m != HookMode::Tracepoint);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-
-        let wants_btf = candidates.contains(&HookMode::Btf);
-        let parse_btf = || {
-            aya::Btf::parse_file(&btf_path, aya::Endianness::default()).map_err(|error| {
-                LoadError::LoaderBtf {
-                    path: btf_path.clone(),
-                    error,
-                }
-            })
-        };
-        let (mut ebpf, attach_btf) = if sources.btf.is_some() {
-            // A custom BTF must be in the loader before it loads.
-            let btf = if wants_btf { Some(parse_btf()?) } else { None };
-            let ebpf = configure_loader(&globals, btf.as_ref(), unit_ns)?
+            configure_loader(&mut loader, &plan.globals, unit_ns)?;
+            let mut ebpf = loader
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;
-            (ebpf, btf)
-        } else {
-            // aya 0.14's EbpfLoader::new() parses the kernel BTF itself and
-            // cannot share it, and attaching tp_btf programs needs a parsed
-            // copy too. Each parse takes ~18 ms here, so the attach copy is
-            // parsed on a second thread while the loader does its work.
-            std::thread::scope(|scope| {
-                let parser = wants_btf.then(|| scope.spawn(parse_btf));
-                let ebpf = configure_loader(&globals, None, unit_ns)?
-                    .load(EBPF_OBJECT)
-                    .map_err(|e| LoadError::Object(Box::new(e)))?;
-                let btf = match parser {
-                    Some(handle) => Some(handle.join().expect("BTF parser thread panicked")?),
-                    None => None,
-                };
-                Ok::<_, LoadError>((ebpf, btf))
-            })?
-        };
-
-        let mut failures = Vec::new();
-        for mode in candidates {
-            match attach(&mut ebpf, mode, attach_btf.as_ref()) {
-                Ok(()) => {
-                    notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
-                    return Ok(Tracer { ebpf, mode, notes });
-                }
-                Err(e) if choice != HookChoice::Auto => return Err(e),
-                Err(e) => failures.push(e.to_string()),
-            }
-        }
-        notes.extend(failures);
-        Err(LoadError::NoHookMode(notes))
+            plan.attach_first_working(choice, &mut ebpf)
+                .map(|(mode, notes)| Tracer { ebpf, mode, notes })
+        })
     }
 
     pub fn mode(&self) -> HookMode {
@@ -257,15 +294,12 @@ impl Tracer {
     }
 }
 
-fn configure_loader<'a>(
-    globals: &'a Globals,
-    btf: Option<&'a aya::Btf>,
+/// Sizes the start array and sets the read-only globals.
+fn configure_loader(
+    loader: &mut EbpfLoader<'_>,
+    globals: &Globals,
     unit_ns: u64,
-) -> Result<EbpfLoader<'a>, LoadError> {
-    let mut loader = EbpfLoader::new();
-    if btf.is_some() {
-        loader.btf(btf);
-    }
+) -> Result<(), LoadError> {
     // One start slot per possible TID (see schedlat-ebpf/src/wait.rs).
     loader.map_max_entries(names::MAP_START, pid_max()?);
     // Globals are owned here so the loader can borrow them.
@@ -302,7 +336,7 @@ fn configure_loader<'a>(
         let value: &'static u64 = Box::leak(Box::new(value));
         loader.override_global(name, value, true);
     }
-    Ok(loader)
+    Ok(())
 }
 
 /// The kernel's TID limit, to size the start array (one u64 per TID).

@@ -2,6 +2,7 @@
 //! See README.md; the modules follow the data: loader -> histogram -> output.
 
 mod btf;
+mod btf_prefix;
 mod cli;
 mod histogram;
 mod loader;

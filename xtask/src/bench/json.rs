@@ -1,0 +1,67 @@
+//! All results as JSON (`--json PATH`): every sample, the medians and the
+//! ratios, for tools that track the numbers over time.
+
+use serde_json::{Value, json};
+
+use super::{
+    Sample,
+    report::{Results, Summary, ms},
+};
+
+pub fn render(results: &Results) -> String {
+    let samples: Vec<Value> = results.samples.iter().map(sample_json).collect();
+    let summary: serde_json::Map<String, Value> = results
+        .summaries
+        .iter()
+        .map(|s| (s.mode.name().to_string(), summary_json(s)))
+        .collect();
+    let ratios: Vec<Value> = results
+        .ratios
+        .iter()
+        .map(|r| {
+            json!({
+                "metric": r.what, "schedlat": r.schedlat, "runqlat": r.runqlat,
+                "ratio": r.value(), "target": r.target(), "met": r.met(),
+                "stretch": r.stretch,
+            })
+        })
+        .collect();
+    let all = json!({
+        "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
+        "rounds": results.rounds,
+        "samples": samples,
+        "summary": summary,
+        "ratios_schedlat_over_runqlat": ratios,
+    });
+    serde_json::to_string_pretty(&all).expect("JSON values serialize") + "\n"
+}
+
+fn sample_json(s: &Sample) -> Value {
+    let tracer = s.tracer.as_ref().map(|t| {
+        let programs: Vec<Value> = t
+            .programs
+            .iter()
+            .map(|p| json!({"name": p.name, "runs": p.runs, "run_ns": p.run_ns, "ns_per_run": p.ns_per_run()}))
+            .collect();
+        json!({
+            "ready_ms": ms(t), "ns_per_switch": t.ns_per_switch, "cpu_secs": t.cpu_secs,
+            "max_rss_kib": t.max_rss_kib, "programs": programs,
+        })
+    });
+    json!({"round": s.round, "mode": s.mode.name(), "ops_per_sec": s.ops_per_sec, "tracer": tracer})
+}
+
+fn summary_json(s: &Summary) -> Value {
+    let tracer = s.tracer.as_ref().map(|t| {
+        let programs: serde_json::Map<String, Value> = t
+            .programs
+            .iter()
+            .map(|(name, ns)| (name.clone(), json!(ns)))
+            .collect();
+        json!({
+            "ns_per_switch": t.ns_per_switch, "ready_ms": t.ready_ms, "cpu_secs": t.cpu_secs,
+            "peak_rss_mib": t.rss_mib, "program_ns_per_run": programs,
+        })
+    });
+    json!({"ops_per_sec": s.ops_per_sec, "overhead_pct": s.overhead_pct, "tracer": tracer})
+}

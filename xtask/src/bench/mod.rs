@@ -1,0 +1,199 @@
+//! `cargo xtask bench`: schedlat against libbpf-tools runqlat on a
+//! context-switch load (`perf bench sched pipe`).
+//!
+//! One invocation runs R rounds; each round runs the load once per mode (no
+//! tracer, runqlat, schedlat) in an order rotated every round, so slow drift
+//! of the machine (thermal, page cache, the neighbours on the other CPU) is
+//! spread over all modes instead of landing on one. Per mode we report the
+//! median over rounds:
+//!
+//! - ops/s of the load and its drop against the baseline (overhead);
+//! - BPF ns per context switch, from the kernel's per-program run-time stats;
+//! - ready time: tracer exec to its "Tracing run queue latency" banner;
+//! - the tracer's CPU time and peak RSS, from `wait4`'s rusage.
+//!
+//! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
+
+mod json;
+mod progs;
+mod report;
+mod tracer;
+mod workload;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{require_root, workspace_root};
+
+use progs::ProgramDelta;
+use tracer::{Tool, Tracer};
+
+/// libbpf-tools' runqlat, as installed by Debian's libbpf-tools package.
+const RUNQLAT: &str = "/usr/sbin/runqlat";
+/// Time a tracer gets to print its banner after exec, and to exit after
+/// SIGINT.
+const TRACER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(clap::Args, Debug)]
+pub struct Options {
+    /// Rounds; each runs the load once per mode, in a rotated order.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Loops of `perf bench sched pipe` per run (its `-l`).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub loops: u64,
+    /// CPU the load and the tracers are pinned to.
+    #[arg(long, default_value_t = 0)]
+    pub cpu: usize,
+    /// Exit with an error when a target is missed (stretch targets excepted).
+    #[arg(long)]
+    pub strict: bool,
+    /// Also write all results (per round and summary) as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Baseline,
+    Runqlat,
+    Schedlat,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Baseline, Mode::Runqlat, Mode::Schedlat];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Baseline => "baseline",
+            Mode::Runqlat => "runqlat",
+            Mode::Schedlat => "schedlat",
+        }
+    }
+}
+
+/// One run of the load in one mode.
+#[derive(Debug)]
+pub struct Sample {
+    pub round: u32,
+    pub mode: Mode,
+    pub ops_per_sec: f64,
+    /// None for the baseline.
+    pub tracer: Option<TracerSample>,
+}
+
+/// What one tracer run cost.
+#[derive(Debug)]
+pub struct TracerSample {
+    pub ready: Duration,
+    /// Run-time stats of the tracer's programs over the load, by name.
+    pub programs: Vec<ProgramDelta>,
+    /// All the tracer's BPF run time over the load / sched_switch runs.
+    pub ns_per_switch: f64,
+    /// utime + stime of the whole tracer run, load and exit included.
+    pub cpu_secs: f64,
+    pub max_rss_kib: u64,
+}
+
+pub fn run(opts: &Options) -> Result<()> {
+    require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
+    let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
+    let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;
+
+    // The kernel counts BPF run time only while some fd like this is open.
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .context("enabling BPF run-time stats (BPF_ENABLE_STATS, kernel >= 5.8)")?;
+
+    let mut samples = Vec::new();
+    for round in 1..=opts.rounds {
+        for mode in order(round) {
+            eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.name());
+            let sample = match mode {
+                Mode::Baseline => baseline(round, opts)?,
+                Mode::Runqlat => traced(round, mode, &runqlat, opts)?,
+                Mode::Schedlat => traced(round, mode, &schedlat, opts)?,
+            };
+            samples.push(sample);
+        }
+    }
+
+    let results = report::Results::new(opts, samples)?;
+    print!("{}", results.render());
+    if let Some(path) = &opts.json {
+        std::fs::write(path, json::render(&results))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: JSON results in {}", path.display());
+    }
+    let missed = results.missed_targets();
+    if opts.strict && !missed.is_empty() {
+        bail!("targets missed (--strict): {}", missed.join(", "));
+    }
+    Ok(())
+}
+
+/// Round 1 runs baseline, runqlat, schedlat; round 2 starts at runqlat, ...
+fn order(round: u32) -> [Mode; 3] {
+    let mut modes = Mode::ALL;
+    modes.rotate_left((round as usize - 1) % Mode::ALL.len());
+    modes
+}
+
+fn baseline(round: u32, opts: &Options) -> Result<Sample> {
+    Ok(Sample {
+        round,
+        mode: Mode::Baseline,
+        ops_per_sec: workload::run(opts.cpu, opts.loops)?,
+        tracer: None,
+    })
+}
+
+/// Starts the tracer, runs the load under it, stops it. The tracer is killed
+/// on any error (the guard in `Tracer`), so none is ever left attached.
+fn traced(round: u32, mode: Mode, tool: &Tool, opts: &Options) -> Result<Sample> {
+    // Programs loaded before the spawn cannot be the tracer's.
+    let before = progs::loaded_ids()?;
+    let mut tracer = Tracer::spawn(tool)?;
+    let ready = tracer.wait_ready(TRACER_TIMEOUT)?;
+    let ids = progs::tracer_programs(&before, tracer.pid())
+        .with_context(|| format!("finding {}'s BPF programs", tool.name))?;
+
+    let start = progs::counters(&ids)?;
+    let ops_per_sec = workload::run(opts.cpu, opts.loops)?;
+    let end = progs::counters(&ids)?;
+
+    let exit = tracer.stop(TRACER_TIMEOUT)?;
+    let programs = progs::deltas(&start, &end);
+    let ns_per_switch = progs::ns_per_switch(&programs).with_context(|| {
+        format!(
+            "{}: no program named *switch* ran during the load",
+            tool.name
+        )
+    })?;
+    Ok(Sample {
+        round,
+        mode,
+        ops_per_sec,
+        tracer: Some(TracerSample {
+            ready,
+            programs,
+            ns_per_switch,
+            cpu_secs: exit.cpu_secs,
+            max_rss_kib: exit.max_rss_kib,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_rotates_every_round() {
+        use Mode::*;
+        assert_eq!(order(1), [Baseline, Runqlat, Schedlat]);
+        assert_eq!(order(2), [Runqlat, Schedlat, Baseline]);
+        assert_eq!(order(3), [Schedlat, Baseline, Runqlat]);
+        assert_eq!(order(4), order(1));
+    }
+}
