@@ -29,9 +29,28 @@ kernel or environment refused (privileges, BTF, tracefs, load or attach),
     name = "schedlat",
     version,
     about = "Summarize run queue (scheduler) latency as a histogram, measured in the kernel with eBPF",
-    after_help = AFTER_HELP
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub histogram: HistogramArgs,
+
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+/// Other ways to use the same measurement. Without one, schedlat prints
+/// runqlat-style histograms.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {}
+
+/// The default mode: runqlat's interface.
+#[derive(Debug, clap::Args)]
+pub struct HistogramArgs {
     /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
     #[arg(value_parser = positive_u64)]
     pub interval: Option<u64>,
@@ -51,21 +70,34 @@ pub struct Cli {
     /// One JSON object per interval on stdout (JSON Lines; schema in docs/json.md)
     #[arg(long)]
     pub json: bool,
+}
 
+/// How schedlat reaches the kernel; shared by every mode.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KernelArgs {
     /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
     /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
-    #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
+    #[arg(long, value_enum, default_value_t = HookChoice::Auto, global = true)]
     pub hook: HookChoice,
 
     /// Kernel BTF to resolve task_struct offsets from [default:
     /// /sys/kernel/btf/vmlinux]. Given explicitly, it must exist.
-    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH")]
+    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH", global = true)]
     pub btf: Option<PathBuf>,
 
     /// tracefs mount holding the sched tracepoint formats (default: found
     /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
-    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH")]
+    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH", global = true)]
     pub tracefs: Option<PathBuf>,
+}
+
+impl KernelArgs {
+    pub fn sources(&self) -> crate::loader::KernelSources {
+        crate::loader::KernelSources {
+            btf: self.btf.clone(),
+            tracefs: self.tracefs.clone(),
+        }
+    }
 }
 
 fn positive_u64(s: &str) -> Result<u64, String> {
@@ -87,15 +119,22 @@ mod tests {
     #[test]
     fn runqlat_style_arguments() {
         let c = parse(&["-mT", "5", "3"]).unwrap();
-        assert_eq!((c.interval, c.count), (Some(5), Some(3)));
-        assert!(c.milliseconds && c.timestamp && !c.json);
-        assert_eq!(c.hook, HookChoice::Auto);
+        let h = &c.histogram;
+        assert_eq!((h.interval, h.count), (Some(5), Some(3)));
+        assert!(h.milliseconds && h.timestamp && !h.json);
+        assert_eq!(c.kernel.hook, HookChoice::Auto);
     }
 
     #[test]
     fn hook_modes() {
-        assert_eq!(parse(&["--hook", "tp"]).unwrap().hook, HookChoice::Tp);
-        assert_eq!(parse(&["--hook", "btf"]).unwrap().hook, HookChoice::Btf);
+        assert_eq!(
+            parse(&["--hook", "tp"]).unwrap().kernel.hook,
+            HookChoice::Tp
+        );
+        assert_eq!(
+            parse(&["--hook", "btf"]).unwrap().kernel.hook,
+            HookChoice::Btf
+        );
         assert!(parse(&["--hook", "kprobe"]).is_err());
     }
 

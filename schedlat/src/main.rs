@@ -28,7 +28,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::histogram(&cli)) {
+    let result = match &cli.command {
+        None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel)),
+        Some(command) => match *command {},
+    };
+    match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("schedlat: error: {e:#}");

@@ -14,9 +14,9 @@ use tokio::{
 };
 
 use crate::{
-    cli::Cli,
+    cli::{HistogramArgs, KernelArgs},
     histogram::{Unit, Waits},
-    loader::{KernelSources, Tracer},
+    loader::Tracer,
     output::{self, Report},
 };
 
@@ -28,7 +28,7 @@ pub enum Ended {
     StdoutClosed,
 }
 
-pub async fn histogram(cli: &Cli) -> Result<Ended> {
+pub async fn histogram(cli: &HistogramArgs, kernel: &KernelArgs) -> Result<Ended> {
     let unit = if cli.milliseconds {
         Unit::Msecs
     } else {
@@ -38,11 +38,7 @@ pub async fn histogram(cli: &Cli) -> Result<Ended> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
 
-    let sources = KernelSources {
-        btf: cli.btf.clone(),
-        tracefs: cli.tracefs.clone(),
-    };
-    let tracer = Tracer::load(cli.hook, &sources, unit.ns())?;
+    let tracer = Tracer::load(kernel.hook, &kernel.sources(), unit.ns())?;
     for note in &tracer.notes {
         eprintln!("schedlat: {note}");
     }
