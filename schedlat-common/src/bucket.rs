@@ -1,21 +1,23 @@
-//! Log-linear bucketing of a wait (already divided into the display unit).
+//! Bucketing of a wait, two ways.
 //!
-//! Values 0..=7 get a bucket each. Above that, every power of two [2^k, 2^(k+1))
-//! is split into `SUB_BUCKETS` = 8 equal linear sub-buckets, so a bucket's
-//! width is at most 1/8 of its lower bound: any value read back from a bucket
-//! (its midpoint) is within 6.25% of the true value, and its bounds within
-//! 12.5%. Each power of two is a whole number of buckets, so runqlat's log2
-//! view is an exact sum of these buckets (see [`log2_slot`]).
+//! Fine (log-linear, in nanoseconds): values 0..=7 get a bucket each. Above
+//! that, every power of two [2^k, 2^(k+1)) is split into `SUB_BUCKETS` = 8
+//! equal linear sub-buckets, so a bucket's width is at most 1/8 of its lower
+//! bound: any value estimated inside its bucket is within 12.5% of the true
+//! value. Exponents above `MAX_EXP` saturate into the last bucket: waits over
+//! 2^40 ns (18 minutes), which a run queue does not produce.
 //!
-//! Exponents above `MAX_EXP` saturate into the last bucket: with usecs that is
-//! waits over 2^36 us (19 hours), which a run queue does not produce.
+//! Coarse (runqlat's log2 slots, in the display unit): slot 0 holds 0 and 1,
+//! slot k holds [2^k, 2^(k+1)). Microsecond and millisecond powers of two do
+//! not fall on nanosecond powers of two, so these are counted separately, to
+//! stay identical to runqlat's table.
 
 /// log2 of the number of linear sub-buckets per power of two.
 pub const SUB_BITS: u32 = 3;
 /// Linear sub-buckets per power of two.
 pub const SUB_BUCKETS: u64 = 1 << SUB_BITS;
 /// Largest exponent with buckets of its own.
-pub const MAX_EXP: u32 = 35;
+pub const MAX_EXP: u32 = 39;
 /// Number of buckets: the exact ones below `SUB_BUCKETS`, then `SUB_BUCKETS`
 /// per exponent from `SUB_BITS` to `MAX_EXP`.
 pub const NR_BUCKETS: usize = ((MAX_EXP - SUB_BITS + 2) as usize) * SUB_BUCKETS as usize;
@@ -62,8 +64,8 @@ pub fn bucket_index(v: u64) -> usize {
     ((exp - SUB_BITS + 1) as usize) * SUB_BUCKETS as usize + sub as usize
 }
 
-/// Inclusive bounds `(low, high)` of a bucket, in the histogram's unit. The
-/// last bucket also holds everything above `high` (saturation).
+/// Inclusive bounds `(low, high)` of a bucket. The last bucket also holds
+/// everything above `high` (saturation).
 pub fn bucket_bounds(index: usize) -> (u64, u64) {
     let index = index as u64;
     if index < SUB_BUCKETS {
@@ -76,11 +78,19 @@ pub fn bucket_bounds(index: usize) -> (u64, u64) {
     (low, low + width - 1)
 }
 
-/// runqlat's log2 slot of every value in a bucket: slot 0 holds 0 and 1, slot
-/// k >= 1 holds [2^k, 2^(k+1)).
-pub fn log2_slot(index: usize) -> usize {
-    let (low, _) = bucket_bounds(index);
-    log2_u64(low) as usize
+/// Number of runqlat log2 slots kept; larger values count in the last one
+/// (runqlat clamps the same way, at 26).
+pub const NR_LOG2_SLOTS: usize = 40;
+
+/// runqlat's slot for a value in the display unit: `log2l(v)`, clamped.
+#[inline(always)]
+pub fn log2_slot(v: u64) -> usize {
+    let slot = log2_u64(v) as usize;
+    if slot >= NR_LOG2_SLOTS {
+        NR_LOG2_SLOTS - 1
+    } else {
+        slot
+    }
 }
 
 #[cfg(test)]
@@ -147,11 +157,8 @@ mod tests {
     fn log2_slots_match_runqlat() {
         // runqlat: slot = log2l(delta_us), with log2l(0) == 0.
         for v in samples() {
-            let i = bucket_index(v);
-            if i == NR_BUCKETS - 1 {
-                continue;
-            }
-            assert_eq!(log2_slot(i), reference_log2(v) as usize, "v={v}");
+            let expect = (reference_log2(v) as usize).min(NR_LOG2_SLOTS - 1);
+            assert_eq!(log2_slot(v), expect, "v={v}");
         }
     }
 }

@@ -8,7 +8,7 @@
 
 pub mod bucket;
 
-pub use bucket::{NR_BUCKETS, bucket_index};
+pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
 
 /// Per-CPU accumulator the kernel updates on every measured wait.
 ///
@@ -20,12 +20,12 @@ pub use bucket::{NR_BUCKETS, bucket_index};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuStats {
-    /// Waits per log-linear bucket (see [`bucket`]), in the unit chosen at load.
+    /// Waits per fine log-linear bucket of nanoseconds (see [`bucket`]).
     pub buckets: [u64; NR_BUCKETS],
+    /// Waits per runqlat log2 slot of the display unit chosen at load.
+    pub log2: [u64; NR_LOG2_SLOTS],
     /// Sum of all waits, in nanoseconds (for the exact mean).
     pub sum_ns: u64,
-    /// Longest wait seen on this CPU, in nanoseconds.
-    pub max_ns: u64,
     /// Switch-ins whose start timestamp was later than "now" (clock skew
     /// between CPUs); the wait was discarded rather than recorded as huge.
     pub discarded_negative: u64,
@@ -37,21 +37,40 @@ pub struct CpuStats {
 impl CpuStats {
     pub const ZERO: CpuStats = CpuStats {
         buckets: [0; NR_BUCKETS],
+        log2: [0; NR_LOG2_SLOTS],
         sum_ns: 0,
-        max_ns: 0,
         discarded_negative: 0,
         untracked_tid: 0,
     };
+}
+
+/// Shortest and longest wait per CPU within one interval ("epoch").
+///
+/// Two slots, indexed by the low bit of the `EPOCH` counter that userspace
+/// flips at each interval end: it then reads the slot the kernel stopped
+/// writing and zeroes it. Min and max cannot be differenced like counters,
+/// so this is how intervals get exact extremes. 0 means "no wait yet".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extremes {
+    pub min_ns: u64,
+    pub max_ns: u64,
 }
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), only u64 fields, no padding, valid for any bit pattern.
 unsafe impl aya::Pod for CpuStats {}
 
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for Extremes {}
+
 /// Names shared by the loader and the eBPF object: maps, programs, globals.
 pub mod names {
     pub const MAP_START: &str = "START";
     pub const MAP_STATS: &str = "STATS";
+    pub const MAP_EXTREMES: &str = "EXTREMES";
+    pub const MAP_EPOCH: &str = "EPOCH";
 
     /// Nanoseconds per histogram unit (1000 = usecs, 1000000 = msecs).
     pub const GLOBAL_UNIT_NS: &str = "UNIT_NS";

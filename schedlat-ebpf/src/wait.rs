@@ -7,7 +7,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, PerCpuArray},
 };
-use schedlat_common::{CpuStats, bucket_index};
+use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
 
 use crate::globals::{self, load};
 
@@ -20,6 +20,15 @@ static START: Array<u64> = Array::with_max_entries(4_194_304, 0);
 /// One `CpuStats` per CPU: no atomics, no shared cache lines.
 #[map]
 static STATS: PerCpuArray<CpuStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per-CPU shortest/longest wait of the current and the previous interval,
+/// indexed by `EPOCH & 1` (see `schedlat_common::Extremes`).
+#[map]
+static EXTREMES: PerCpuArray<Extremes> = PerCpuArray::with_max_entries(2, 0);
+
+/// Interval counter, incremented by userspace at each interval end.
+#[map]
+static EPOCH: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Monotonic clock shared by all CPUs.
 #[inline(always)]
@@ -91,14 +100,26 @@ fn record(start: u64, now: u64) {
         return;
     }
     let wait = now - start;
+    if let Some(count) = s.buckets.get_mut(bucket_index(wait)) {
+        *count += 1;
+    }
     // checked_div: a plain `/` would carry a panic path the verifier rejects.
-    let index = bucket_index(wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0));
-    if let Some(count) = s.buckets.get_mut(index) {
+    let in_unit = wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
+    if let Some(count) = s.log2.get_mut(log2_slot(in_unit)) {
         *count += 1;
     }
     s.sum_ns += wait;
-    if wait > s.max_ns {
-        s.max_ns = wait;
+
+    let epoch = EPOCH.get(0).copied().unwrap_or(0) & 1;
+    if let Some(x) = EXTREMES.get_ptr_mut(epoch) {
+        // SAFETY: per-CPU value, no nesting (see stats()).
+        let x = unsafe { &mut *x };
+        if wait > x.max_ns {
+            x.max_ns = wait;
+        }
+        if x.min_ns == 0 || wait < x.min_ns {
+            x.min_ns = wait;
+        }
     }
 }
 

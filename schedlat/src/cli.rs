@@ -46,7 +46,40 @@ pub struct Cli {
 /// Other ways to use the same measurement. Without one, schedlat prints
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Record one run to a file for `compare` (the seed method's step 4: fix,
+    /// then re-measure). Prints the histogram too.
+    Record(RecordArgs),
+    /// Compare two recordings (or `--json` outputs): histograms side by side,
+    /// percentile and verdict changes, and whether the change is beyond noise.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// File to write (JSON Lines, the `--json` schema; docs/json.md)
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Seconds to record
+    #[arg(value_parser = positive_u64)]
+    pub duration: u64,
+
+    /// Histogram in milliseconds instead of microseconds
+    #[arg(short = 'm', long)]
+    pub milliseconds: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The recording before the change
+    pub before: PathBuf,
+    /// The recording after the change
+    pub after: PathBuf,
+    /// Print the comparison as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The default mode: runqlat's interface.
 #[derive(Debug, clap::Args)]

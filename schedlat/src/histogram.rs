@@ -1,10 +1,7 @@
 //! Aggregated waits: the per-CPU kernel counters summed, differenced between
 //! snapshots, and viewed as runqlat's log2 histogram.
 
-use schedlat_common::{
-    CpuStats, NR_BUCKETS,
-    bucket::{bucket_bounds, log2_slot},
-};
+use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS, bucket::bucket_bounds};
 
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +30,14 @@ impl Unit {
 /// Wait counts and loss counters over some span (since load, or an interval).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waits {
-    /// Per log-linear bucket, in the load-time unit.
+    /// Per fine log-linear bucket of nanoseconds.
     pub buckets: Vec<u64>,
+    /// Per runqlat log2 slot, in the load-time unit.
+    pub log2: Vec<u64>,
     pub sum_ns: u64,
+    /// Exact shortest and longest wait, when the span's extremes are known.
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
     /// Waits whose end preceded their start (cross-CPU clock skew): discarded.
     pub discarded_negative: u64,
     /// Enqueues of TIDs beyond the start array (pid_max raised after load):
@@ -47,7 +49,10 @@ impl Default for Waits {
     fn default() -> Self {
         Waits {
             buckets: vec![0; NR_BUCKETS],
+            log2: vec![0; NR_LOG2_SLOTS],
             sum_ns: 0,
+            min_ns: None,
+            max_ns: None,
             discarded_negative: 0,
             untracked_tid: 0,
         }
@@ -59,9 +64,8 @@ impl Waits {
     pub fn from_cpus(cpus: &[CpuStats]) -> Waits {
         let mut total = Waits::default();
         for cpu in cpus {
-            for (sum, n) in total.buckets.iter_mut().zip(cpu.buckets.iter()) {
-                *sum += n;
-            }
+            add(&mut total.buckets, &cpu.buckets);
+            add(&mut total.log2, &cpu.log2);
             total.sum_ns += cpu.sum_ns;
             total.discarded_negative += cpu.discarded_negative;
             total.untracked_tid += cpu.untracked_tid;
@@ -69,17 +73,29 @@ impl Waits {
         total
     }
 
+    /// Takes the interval's extremes, merged over CPUs (0 = none on a CPU).
+    pub fn with_extremes(mut self, cpus: &[Extremes]) -> Waits {
+        self.min_ns = cpus.iter().map(|x| x.min_ns).filter(|&v| v > 0).min();
+        self.max_ns = cpus.iter().map(|x| x.max_ns).max().filter(|&v| v > 0);
+        self
+    }
+
     /// What happened between `earlier` and `self` (both cumulative). The
     /// kernel counters only grow, so nothing between two reads is lost.
+    /// Extremes are per interval already and are kept from `self`.
     pub fn since(&self, earlier: &Waits) -> Waits {
+        let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {
+            now.iter()
+                .zip(then)
+                .map(|(n, t)| n.saturating_sub(*t))
+                .collect()
+        };
         Waits {
-            buckets: self
-                .buckets
-                .iter()
-                .zip(&earlier.buckets)
-                .map(|(now, then)| now.saturating_sub(*then))
-                .collect(),
+            buckets: minus(&self.buckets, &earlier.buckets),
+            log2: minus(&self.log2, &earlier.log2),
             sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
+            min_ns: self.min_ns,
+            max_ns: self.max_ns,
             discarded_negative: self
                 .discarded_negative
                 .saturating_sub(earlier.discarded_negative),
@@ -96,24 +112,25 @@ impl Waits {
         (count > 0).then(|| self.sum_ns as f64 / count as f64)
     }
 
+    /// Adds another span's waits (merging intervals of one run, or runs).
+    pub fn merge(&mut self, other: &Waits) {
+        add(&mut self.buckets, &other.buckets);
+        add(&mut self.log2, &other.log2);
+        self.sum_ns += other.sum_ns;
+        self.discarded_negative += other.discarded_negative;
+        self.untracked_tid += other.untracked_tid;
+        self.min_ns = [self.min_ns, other.min_ns].into_iter().flatten().min();
+        self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
+    }
+
     /// runqlat's log2 slots (slot 0 = 0..1, slot k = 2^k..2^(k+1)-1), up to
     /// the highest non-empty one; empty when there were no waits.
     pub fn log2_slots(&self) -> Vec<u64> {
-        let mut slots = Vec::new();
-        for (index, &n) in self.buckets.iter().enumerate() {
-            if n == 0 {
-                continue;
-            }
-            let slot = log2_slot(index);
-            if slots.len() <= slot {
-                slots.resize(slot + 1, 0);
-            }
-            slots[slot] += n;
-        }
-        slots
+        let used = self.log2.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
+        self.log2[..used].to_vec()
     }
 
-    /// Non-empty fine buckets as (index, low, high, count), bounds in the unit.
+    /// Non-empty fine buckets as (index, low, high, count), bounds in ns.
     pub fn nonempty_buckets(&self) -> impl Iterator<Item = (usize, u64, u64, u64)> + '_ {
         self.buckets
             .iter()
@@ -126,15 +143,23 @@ impl Waits {
     }
 }
 
+fn add(into: &mut [u64], from: &[u64]) {
+    for (sum, n) in into.iter_mut().zip(from) {
+        *sum += n;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use schedlat_common::bucket_index;
+    use schedlat_common::{bucket_index, log2_slot};
 
-    fn waits_of(values: &[u64]) -> Waits {
+    /// Waits of `values` microseconds, counted as the kernel counts them.
+    pub fn waits_of_us(values: &[u64]) -> Waits {
         let mut cpu = CpuStats::ZERO;
         for &v in values {
-            cpu.buckets[bucket_index(v)] += 1;
+            cpu.buckets[bucket_index(v * 1000)] += 1;
+            cpu.log2[log2_slot(v)] += 1;
             cpu.sum_ns += v * 1000;
         }
         Waits::from_cpus(&[cpu])
@@ -161,14 +186,25 @@ mod tests {
     #[test]
     fn log2_slots_group_like_runqlat() {
         // runqlat: 0,1 -> slot 0; 2,3 -> 1; 4..7 -> 2; 1000 -> 9; 3000 -> 11.
-        let w = waits_of(&[0, 1, 2, 3, 4, 7, 1000, 3000, 3000]);
+        let w = waits_of_us(&[0, 1, 2, 3, 4, 7, 1000, 3000, 3000]);
         assert_eq!(w.log2_slots(), vec![2, 2, 2, 0, 0, 0, 0, 0, 0, 1, 0, 2]);
         assert!(Waits::default().log2_slots().is_empty());
     }
 
     #[test]
+    fn merge_adds_counts_and_combines_extremes() {
+        let x = |min_ns, max_ns| Extremes { min_ns, max_ns };
+        let mut a = waits_of_us(&[10]).with_extremes(&[x(10_000, 10_000), x(0, 0)]);
+        let b = waits_of_us(&[20, 30]).with_extremes(&[x(20_000, 30_000)]);
+        a.merge(&b);
+        assert_eq!(a.count(), 3);
+        assert_eq!((a.min_ns, a.max_ns), (Some(10_000), Some(30_000)));
+        assert_eq!(Waits::default().with_extremes(&[x(0, 0)]).max_ns, None);
+    }
+
+    #[test]
     fn mean_is_exact() {
-        let w = waits_of(&[10, 20, 30]);
+        let w = waits_of_us(&[10, 20, 30]);
         assert_eq!(w.mean_ns(), Some(20_000.0));
         assert_eq!(Waits::default().mean_ns(), None);
     }

@@ -8,10 +8,10 @@ use std::{
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray},
+    maps::{Array, MapData, PerCpuArray, PerCpuValues},
     programs::{BtfTracePoint, ProgramError, TracePoint},
 };
-use schedlat_common::{CpuStats, names};
+use schedlat_common::{CpuStats, Extremes, names};
 use thiserror::Error;
 
 use crate::{
@@ -279,6 +279,52 @@ impl Tracer {
 
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+
+    /// Ends the current interval: flips the kernel's extremes epoch, then
+    /// returns the cumulative per-CPU statistics and the per-CPU extremes of
+    /// the interval that just ended (cleared for its next turn). A wait that
+    /// ends within the few microseconds of the flip may have its extremes
+    /// land in the neighbouring interval; its count is never lost.
+    pub fn end_interval(&mut self) -> Result<(Vec<CpuStats>, Vec<Extremes>), LoadError> {
+        let epoch = {
+            let name = names::MAP_EPOCH;
+            let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+            let mut epoch = Array::<&mut MapData, u32>::try_from(map)
+                .map_err(|error| LoadError::Map { name, error })?;
+            let current = epoch
+                .get(&0, 0)
+                .map_err(|error| LoadError::Map { name, error })?;
+            epoch
+                .set(0, current.wrapping_add(1), 0)
+                .map_err(|error| LoadError::Map { name, error })?;
+            current & 1
+        };
+        let stats = self.read_stats()?;
+        let name = names::MAP_EXTREMES;
+        let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let mut extremes = PerCpuArray::<&mut MapData, Extremes>::try_from(map)
+            .map_err(|error| LoadError::Map { name, error })?;
+        let ended: Vec<Extremes> = extremes
+            .get(&epoch, 0)
+            .map_err(|error| LoadError::Map { name, error })?
+            .iter()
+            .copied()
+            .collect();
+        let zeros =
+            PerCpuValues::try_from(vec![Extremes::default(); ended.len()]).map_err(|error| {
+                LoadError::Map {
+                    name,
+                    error: aya::maps::MapError::SyscallError(aya::sys::SyscallError {
+                        call: "build per-CPU zeros",
+                        io_error: error,
+                    }),
+                }
+            })?;
+        extremes
+            .set(epoch, zeros, 0)
+            .map_err(|error| LoadError::Map { name, error })?;
+        Ok((stats, ended))
     }
 
     /// Per-CPU statistics, one element per possible CPU.

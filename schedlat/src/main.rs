@@ -1,9 +1,11 @@
 //! schedlat: run-queue latency, measured in the kernel with eBPF.
 //! See README.md; the modules follow the data: loader -> histogram -> output.
 
+mod analysis;
 mod btf;
 mod btf_prefix;
 mod cli;
+mod compare;
 mod histogram;
 mod loader;
 mod output;
@@ -30,7 +32,8 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel)),
-        Some(command) => match *command {},
+        Some(cli::Command::Record(args)) => runtime.block_on(run::record(args, &cli.kernel)),
+        Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
     };
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,

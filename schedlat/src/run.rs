@@ -3,8 +3,9 @@
 //! stdout.
 
 use std::{
+    fs::File,
     io::{self, Write},
-    time::{Duration, Instant, SystemTime},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result};
@@ -14,7 +15,8 @@ use tokio::{
 };
 
 use crate::{
-    cli::{HistogramArgs, KernelArgs},
+    analysis::slice::Slice,
+    cli::{HistogramArgs, KernelArgs, RecordArgs},
     histogram::{Unit, Waits},
     loader::Tracer,
     output::{self, Report},
@@ -28,7 +30,33 @@ pub enum Ended {
     StdoutClosed,
 }
 
+/// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
+/// printed as usual and also written to FILE as a JSON object.
+pub async fn record(args: &RecordArgs, kernel: &KernelArgs) -> Result<Ended> {
+    let file = File::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let histogram = HistogramArgs {
+        interval: Some(args.duration),
+        count: Some(1),
+        timestamp: false,
+        milliseconds: args.milliseconds,
+        json: false,
+    };
+    let ended = run(&histogram, kernel, Some(file)).await?;
+    eprintln!("schedlat: recorded to {}", args.output.display());
+    Ok(ended)
+}
+
 pub async fn histogram(cli: &HistogramArgs, kernel: &KernelArgs) -> Result<Ended> {
+    run(cli, kernel, None).await
+}
+
+/// The measurement loop; each report also goes to `record_to` as JSON.
+async fn run(
+    cli: &HistogramArgs,
+    kernel: &KernelArgs,
+    mut record_to: Option<File>,
+) -> Result<Ended> {
     let unit = if cli.milliseconds {
         Unit::Msecs
     } else {
@@ -51,8 +79,10 @@ pub async fn histogram(cli: &HistogramArgs, kernel: &KernelArgs) -> Result<Ended
         return Ok(Ended::StdoutClosed);
     }
 
+    let slice = Slice::detect();
     // Everything before attach is excluded by starting from a snapshot.
-    let mut previous = Waits::from_cpus(&tracer.read_stats()?);
+    let mut tracer = tracer;
+    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
     let mut started = Instant::now();
     let period = Duration::from_secs(cli.interval.unwrap_or(u64::MAX / 4));
     let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
@@ -68,22 +98,20 @@ pub async fn histogram(cli: &HistogramArgs, kernel: &KernelArgs) -> Result<Ended
             _ = sigint.recv() => true,
             _ = sigterm.recv() => true,
         };
-        let current = Waits::from_cpus(&tracer.read_stats()?);
-        let waits = current.since(&previous);
-        let report = Report {
-            hook: tracer.mode(),
-            unit,
-            waits: &waits,
-            time: SystemTime::now(),
-            interval: started.elapsed(),
-            last: stop,
-        };
+        let (cpus, extremes) = tracer.end_interval()?;
+        let current = Waits::from_cpus(&cpus);
+        let waits = current.since(&previous).with_extremes(&extremes);
+        let report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         let text = if cli.json {
             output::json::render(&report)
         } else {
             let ts = cli.timestamp.then(local_hms);
             output::text::render(&report, ts.as_deref())
         };
+        if let Some(file) = record_to.as_mut() {
+            file.write_all(output::json::render(&report).as_bytes())
+                .context("writing the recording")?;
+        }
         if write_out(&text).is_err() {
             return Ok(Ended::StdoutClosed);
         }

@@ -1,68 +1,90 @@
 //! `--json`: one JSON object per interval, on one line (JSON Lines). The
 //! schema is documented in docs/json.md; bump SCHEMA on incompatible changes.
+//! The same types read recordings back for `schedlat compare`.
 
 use std::time::UNIX_EPOCH;
 
-use serde::Serialize;
+use schedlat_common::{NR_LOG2_SLOTS, bucket_index};
+use serde::{Deserialize, Serialize};
 
 use super::Report;
+use crate::{
+    analysis::{percentiles::Percentiles, shape::Shape},
+    histogram::Waits,
+};
 
 pub const SCHEMA: &str = "schedlat.histogram.v1";
 
-#[derive(Serialize)]
-struct Interval {
-    schema: &'static str,
-    hook: crate::loader::HookMode,
-    unit: &'static str,
-    time_unix_ns: u128,
-    interval_ns: u128,
-    last: bool,
-    count: u64,
-    sum_ns: u64,
-    mean_ns: Option<f64>,
-    dropped: Dropped,
-    discarded: Discarded,
-    /// Fine (log-linear) buckets with at least one wait.
-    buckets: Vec<Bucket>,
+#[derive(Serialize, Deserialize)]
+pub struct Interval {
+    pub schema: String,
+    pub hook: String,
+    pub unit: String,
+    pub time_unix_ns: u128,
+    pub interval_ns: u128,
+    pub last: bool,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub mean_ns: Option<f64>,
+    pub dropped: Dropped,
+    pub discarded: Discarded,
+    /// Null when there were no waits.
+    pub percentiles: Option<Percentiles>,
+    pub shape: Option<ShapeOut>,
+    /// Fine (log-linear, ns) buckets with at least one wait.
+    pub buckets: Vec<Bucket>,
     /// runqlat's log2 view, in the display unit, up to the highest non-empty slot.
-    log2: Vec<Log2Slot>,
+    pub log2: Vec<Log2Slot>,
 }
 
-#[derive(Serialize)]
-struct Dropped {
-    untracked_tid: u64,
+#[derive(Serialize, Deserialize)]
+pub struct Dropped {
+    pub untracked_tid: u64,
 }
 
-#[derive(Serialize)]
-struct Discarded {
-    negative_delta: u64,
+#[derive(Serialize, Deserialize)]
+pub struct Discarded {
+    pub negative_delta: u64,
 }
 
-#[derive(Serialize)]
-struct Bucket {
-    low_ns: u64,
+/// The verdict as written; read back only for display.
+#[derive(Serialize, Deserialize)]
+pub struct ShapeOut {
+    pub verdict: String,
+    pub summary: String,
+    pub evidence: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Bucket {
+    pub low_ns: u64,
     /// None for the last bucket, which also holds everything above it.
-    high_ns: Option<u64>,
-    count: u64,
+    pub high_ns: Option<u64>,
+    pub count: u64,
 }
 
-#[derive(Serialize)]
-struct Log2Slot {
-    low: u64,
-    high: u64,
-    count: u64,
+#[derive(Serialize, Deserialize)]
+pub struct Log2Slot {
+    pub low: u64,
+    pub high: u64,
+    pub count: u64,
+}
+
+fn shape_out(shape: &Shape) -> ShapeOut {
+    ShapeOut {
+        verdict: shape.verdict.as_str().to_string(),
+        summary: shape.summary.clone(),
+        evidence: serde_json::to_value(&shape.evidence).unwrap_or_default(),
+    }
 }
 
 pub fn render(report: &Report) -> String {
-    let unit_ns = report.unit.ns();
     let w = report.waits;
     let buckets = w
         .nonempty_buckets()
         .map(|(index, low, high, count)| Bucket {
-            // The kernel divides by the unit, so value v covers
-            // [v * unit, (v + 1) * unit) nanoseconds.
-            low_ns: low * unit_ns,
-            high_ns: (index + 1 < schedlat_common::NR_BUCKETS).then(|| (high + 1) * unit_ns - 1),
+            low_ns: low,
+            high_ns: (index + 1 < schedlat_common::NR_BUCKETS).then_some(high),
             count,
         })
         .collect();
@@ -70,19 +92,16 @@ pub fn render(report: &Report) -> String {
         .log2_slots()
         .into_iter()
         .enumerate()
-        .map(|(i, count)| {
-            let low = if i == 0 { 0 } else { 1u64 << i };
-            Log2Slot {
-                low,
-                high: (1u64 << (i + 1)) - 1,
-                count,
-            }
+        .map(|(i, count)| Log2Slot {
+            low: if i == 0 { 0 } else { 1u64 << i },
+            high: (1u64 << (i + 1)) - 1,
+            count,
         })
         .collect();
     let record = Interval {
-        schema: SCHEMA,
-        hook: report.hook,
-        unit: report.unit.label(),
+        schema: SCHEMA.to_string(),
+        hook: report.hook.to_string(),
+        unit: report.unit.label().to_string(),
         time_unix_ns: report
             .time
             .duration_since(UNIX_EPOCH)
@@ -99,6 +118,8 @@ pub fn render(report: &Report) -> String {
         discarded: Discarded {
             negative_delta: w.discarded_negative,
         },
+        percentiles: report.percentiles,
+        shape: Some(shape_out(&report.shape)),
         buckets,
         log2,
     };
@@ -107,31 +128,59 @@ pub fn render(report: &Report) -> String {
     line
 }
 
+impl Interval {
+    /// The waits this object describes (for merging recordings).
+    pub fn waits(&self) -> Waits {
+        let mut w = Waits::default();
+        for b in &self.buckets {
+            w.buckets[bucket_index(b.low_ns)] += b.count;
+        }
+        for (slot, s) in self.log2.iter().enumerate().take(NR_LOG2_SLOTS) {
+            w.log2[slot] += s.count;
+        }
+        w.sum_ns = self.sum_ns;
+        w.untracked_tid = self.dropped.untracked_tid;
+        w.discarded_negative = self.discarded.negative_delta;
+        if let Some(p) = &self.percentiles {
+            w.min_ns = p.min_ns;
+            w.max_ns = p.max_ns;
+        }
+        w
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        histogram::{Unit, Waits},
-        loader::HookMode,
-    };
-    use schedlat_common::{CpuStats, bucket_index};
-    use std::time::{Duration, SystemTime};
+    use crate::{analysis::slice::Slice, histogram::Unit, loader::HookMode};
+    use schedlat_common::{CpuStats, Extremes, log2_slot};
+    use std::time::Duration;
 
-    #[test]
-    fn interval_object_has_bounds_counts_and_losses() {
+    fn sample() -> Waits {
         let mut cpu = CpuStats::ZERO;
-        cpu.buckets[bucket_index(3000)] = 2; // 3000 us
+        cpu.buckets[bucket_index(3_000_000)] = 2;
+        cpu.log2[log2_slot(3000)] = 2;
         cpu.sum_ns = 6_000_000;
         cpu.untracked_tid = 1;
-        let waits = Waits::from_cpus(&[cpu]);
-        let report = Report {
-            hook: HookMode::Btf,
-            unit: Unit::Usecs,
-            waits: &waits,
-            time: SystemTime::UNIX_EPOCH + Duration::from_secs(5),
-            interval: Duration::from_secs(1),
-            last: true,
+        let x = Extremes {
+            min_ns: 2_990_000,
+            max_ns: 3_010_000,
         };
+        Waits::from_cpus(&[cpu]).with_extremes(&[x])
+    }
+
+    #[test]
+    fn interval_object_has_bounds_counts_losses_and_analysis() {
+        let waits = sample();
+        let slice = Slice::fixed(1_500_000, "test");
+        let report = Report::new(
+            HookMode::Btf,
+            Unit::Usecs,
+            &waits,
+            &slice,
+            Duration::from_secs(1),
+            true,
+        );
         let v: serde_json::Value = serde_json::from_str(&render(&report)).unwrap();
         assert_eq!(v["schema"], SCHEMA);
         assert_eq!(v["hook"], "tp_btf");
@@ -139,9 +188,9 @@ mod tests {
         assert_eq!(v["mean_ns"], 3_000_000.0);
         assert_eq!(v["dropped"]["untracked_tid"], 1);
         let b = &v["buckets"][0];
-        // 3000 lies in [2816, 3071] us (8 sub-buckets of 256 us above 2048).
-        assert_eq!(b["low_ns"], 2_816_000);
-        assert_eq!(b["high_ns"], 3_071_999);
+        // 3 ms lies in [2883584, 3145727] ns: 2^21..2^22 in 8 parts of 2^18.
+        assert_eq!(b["low_ns"], 2_883_584);
+        assert_eq!(b["high_ns"], 3_145_727);
         assert_eq!(b["count"], 2);
         let slot = &v["log2"][11];
         assert_eq!(
@@ -149,5 +198,24 @@ mod tests {
             (Some(2048), Some(4095))
         );
         assert_eq!(slot["count"], 2);
+        assert_eq!(v["percentiles"]["max_ns"], 3_010_000);
+        assert!(v["percentiles"]["p99_9_ns"].as_u64().unwrap() <= 3_010_000);
+        assert_eq!(v["shape"]["verdict"], "insufficient-data");
+    }
+
+    #[test]
+    fn round_trips_the_waits() {
+        let waits = sample();
+        let slice = Slice::fixed(1_500_000, "test");
+        let report = Report::new(
+            HookMode::Btf,
+            Unit::Usecs,
+            &waits,
+            &slice,
+            Duration::from_secs(1),
+            true,
+        );
+        let back: Interval = serde_json::from_str(&render(&report)).unwrap();
+        assert_eq!(back.waits(), waits);
     }
 }

@@ -3,7 +3,15 @@
 pub mod json;
 pub mod text;
 
-use crate::{histogram::Unit, histogram::Waits, loader::HookMode};
+use crate::{
+    analysis::{
+        percentiles::Percentiles,
+        shape::{self, Shape},
+        slice::Slice,
+    },
+    histogram::{Unit, Waits},
+    loader::HookMode,
+};
 
 /// One interval's result, as every output sees it.
 pub struct Report<'a> {
@@ -15,4 +23,29 @@ pub struct Report<'a> {
     pub interval: std::time::Duration,
     /// True for the last report (Ctrl-C, SIGTERM, or COUNT reached).
     pub last: bool,
+    pub percentiles: Option<Percentiles>,
+    pub shape: Shape,
+}
+
+impl<'a> Report<'a> {
+    /// Computes the analysis every output shows.
+    pub fn new(
+        hook: HookMode,
+        unit: Unit,
+        waits: &'a Waits,
+        slice: &Slice,
+        interval: std::time::Duration,
+        last: bool,
+    ) -> Report<'a> {
+        Report {
+            hook,
+            unit,
+            waits,
+            time: std::time::SystemTime::now(),
+            interval,
+            last,
+            percentiles: Percentiles::of(waits),
+            shape: shape::classify(waits, slice),
+        }
+    }
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Report;
+use crate::analysis::{fmt_ns, percentiles::Percentiles};
 
 const STARS_MAX: usize = 40;
 
@@ -58,7 +59,25 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
     }
     out.push_str(&log2_table(&report.waits.log2_slots(), report.unit.label()));
     out.push_str(&summary(report));
+    if let Some(p) = &report.percentiles {
+        out.push_str(&percentile_line(p));
+    }
+    let _ = writeln!(out, "shape: {}", report.shape.summary);
     out
+}
+
+/// e.g. `p50 18.0 us, p90 52.0 us, p99 410 us, p99.9 1.20 ms, max 1.52 ms (min 410 ns)`
+pub fn percentile_line(p: &Percentiles) -> String {
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
+    format!(
+        "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} (min {})\n",
+        fmt_ns(p.p50_ns),
+        fmt_ns(p.p90_ns),
+        fmt_ns(p.p99_ns),
+        fmt_ns(p.p999_ns),
+        opt(p.max_ns),
+        opt(p.min_ns)
+    )
 }
 
 /// e.g. `total 1234 waits, mean 35.2 usecs; dropped 0 (TID > pid_max), discarded 0 (negative delta)`

@@ -1,0 +1,42 @@
+//! What the numbers mean: percentiles from the fine buckets, the shape of the
+//! distribution (docs/shape.md), and before/after comparison.
+
+pub mod compare;
+pub mod percentiles;
+pub mod shape;
+pub mod slice;
+
+/// A duration for people: 3 significant digits in ns, us, ms or s.
+pub fn fmt_ns(ns: u64) -> String {
+    let ns = ns as f64;
+    let (value, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "us")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let decimals = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_ns;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(1_500_000), "1.50 ms");
+        assert_eq!(fmt_ns(2_000_000_000), "2.00 s");
+    }
+}
