@@ -77,6 +77,9 @@ pub mod names {
     /// task_struct field offsets (bytes), resolved from the running kernel's BTF.
     pub const GLOBAL_TASK_PID_OFF: &str = "TASK_PID_OFF";
     pub const GLOBAL_TASK_STATE_OFF: &str = "TASK_STATE_OFF";
+    pub const GLOBAL_TASK_TGID_OFF: &str = "TASK_TGID_OFF";
+    /// Process filter (`-p`): only this tgid's waits; 0 = all.
+    pub const GLOBAL_FILTER_TGID: &str = "FILTER_TGID";
     /// Classic tracepoint record offsets, parsed from tracefs format files.
     pub const GLOBAL_TP_SWITCH_PREV_PID_OFF: &str = "TP_SWITCH_PREV_PID_OFF";
     pub const GLOBAL_TP_SWITCH_PREV_STATE_OFF: &str = "TP_SWITCH_PREV_STATE_OFF";

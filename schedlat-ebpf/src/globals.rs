@@ -11,6 +11,12 @@ pub static UNIT_NS: u64 = 1000;
 pub static TASK_PID_OFF: u64 = 0;
 #[unsafe(no_mangle)]
 pub static TASK_STATE_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static TASK_TGID_OFF: u64 = 0;
+
+/// Only waits of this process (tgid) are measured; 0 = every process.
+#[unsafe(no_mangle)]
+pub static FILTER_TGID: u64 = 0;
 
 // Classic tracepoint record offsets for the tp hook mode.
 #[unsafe(no_mangle)]

@@ -29,14 +29,21 @@ use crate::{
 // tp_btf: sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
-    wait::enqueue(TaskPtr::new(ctx.arg(0)).pid());
+    let task = TaskPtr::new(ctx.arg(0));
+    // Filtered-out tasks return here, before any map access.
+    if task.wanted() {
+        wait::enqueue(task.pid());
+    }
     0
 }
 
 // tp_btf: sched_wakeup_new(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
-    wait::enqueue(TaskPtr::new(ctx.arg(0)).pid());
+    let task = TaskPtr::new(ctx.arg(0));
+    if task.wanted() {
+        wait::enqueue(task.pid());
+    }
     0
 }
 
@@ -52,7 +59,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
-    let prev_runnable = preempt & 0xff != 0 || prev.state() == 0;
+    let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && prev.wanted();
+    // next needs no filter: only wanted tasks ever get a start timestamp.
     wait::switch(prev.pid(), prev_runnable, next.pid());
     0
 }

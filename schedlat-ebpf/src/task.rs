@@ -20,6 +20,21 @@ impl TaskPtr {
         self.read_u32(load(&globals::TASK_PID_OFF))
     }
 
+    /// `task->tgid` (the process id in userspace terms).
+    #[inline(always)]
+    pub fn tgid(self) -> u32 {
+        self.read_u32(load(&globals::TASK_TGID_OFF))
+    }
+
+    /// Whether this task's waits are measured: the `-p` filter. The wait is
+    /// attributed to the task that waits, read from its own task_struct,
+    /// never to the task running the tracepoint (the waker, or prev).
+    #[inline(always)]
+    pub fn wanted(self) -> bool {
+        let tgid = load(&globals::FILTER_TGID);
+        tgid == 0 || u64::from(self.tgid()) == tgid
+    }
+
     /// `task->__state` (`state` before 5.14); 0 is TASK_RUNNING. Before 5.14
     /// the field is a long: its low 32 bits still say whether it is 0.
     #[inline(always)]

@@ -36,6 +36,7 @@ pub enum BtfError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskOffsets {
     pub pid: u64,
+    pub tgid: u64,
     /// `__state` since 5.14, `state` before.
     pub state: u64,
 }
@@ -45,16 +46,22 @@ pub fn open(path: &Path) -> Result<Btf, BtfError> {
     if !path.exists() {
         return Err(BtfError::Missing(path.to_path_buf()));
     }
-    Btf::from_file_with_backend(path, btf_rs::Backend::Mmap).map_err(|e| BtfError::Parse {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
+    // sysfs only allows mmap of /sys/kernel/btf/vmlinux since 6.16 (older
+    // kernels return ENODEV, found by `cargo xtask vm-test` on 6.1 and
+    // 6.12): then read it all instead.
+    Btf::from_file_with_backend(path, btf_rs::Backend::Mmap)
+        .or_else(|_| Btf::from_file(path))
+        .map_err(|e| BtfError::Parse {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
     let task = StructLayout::find(btf, path, "task_struct")?;
     let offsets = TaskOffsets {
         pid: task.offset_of(&["pid"])?,
+        tgid: task.offset_of(&["tgid"])?,
         state: task.offset_of(&["__state", "state"])?,
     };
     #[cfg(feature = "fault-injection")]
@@ -192,13 +199,13 @@ fn collect_members(
 mod tests {
     use super::*;
 
-    /// A hand-made BTF blob: struct task_struct { int pid; <anon union> {
-    /// unsigned int __state; }; } with the union at byte 8, so resolution must
+    /// A hand-made BTF blob: struct task_struct { int pid; int tgid; <anon
+    /// union> { unsigned int __state; }; } with the union at byte 8, so resolution must
     /// descend into anonymous members. Built by `fixture_btf()` below.
     fn fixture_btf() -> Vec<u8> {
-        // Strings: "\0int\0task_struct\0pid\0__state\0unsigned int\0"
-        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0";
-        let (s_int, s_task, s_pid, s_state, s_uint) = (1u32, 5u32, 17u32, 21u32, 29u32);
+        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0tgid\0";
+        let (s_int, s_task, s_pid, s_state, s_uint, s_tgid) =
+            (1u32, 5u32, 17u32, 21u32, 29u32, 42u32);
         let mut types = Vec::new();
         let mut push = |words: &[u32]| {
             for w in words {
@@ -211,8 +218,22 @@ mod tests {
         push(&[s_uint, 1 << 24, 4, 32]);
         // [3] UNION (anon) vlen 1 size 4 { __state: [2] @0 }
         push(&[0, (5 << 24) | 1, 4, s_state, 2, 0]);
-        // [4] STRUCT task_struct vlen 2 size 12 { pid: [1] @0, anon: [3] @64 bits }
-        push(&[s_task, (4 << 24) | 2, 12, s_pid, 1, 0, 0, 3, 64]);
+        // [4] STRUCT task_struct vlen 3 size 12
+        //     { pid: [1] @0, tgid: [1] @32 bits, anon: [3] @64 bits }
+        push(&[
+            s_task,
+            (4 << 24) | 3,
+            12,
+            s_pid,
+            1,
+            0,
+            s_tgid,
+            1,
+            32,
+            0,
+            3,
+            64,
+        ]);
         let mut blob = Vec::new();
         blob.extend_from_slice(&0xeb9fu16.to_le_bytes()); // magic
         blob.push(1); // version
@@ -231,15 +252,25 @@ mod tests {
     fn resolves_offsets_from_fixture_through_anonymous_union() {
         let btf = Btf::from_bytes(&fixture_btf()).expect("fixture parses");
         let offs = task_offsets(&btf, Path::new("fixture")).unwrap();
-        assert_eq!(offs, TaskOffsets { pid: 0, state: 8 });
+        assert_eq!(
+            offs,
+            TaskOffsets {
+                pid: 0,
+                tgid: 4,
+                state: 8
+            }
+        );
     }
 
     #[test]
     fn missing_field_is_named_in_the_error() {
         let btf = Btf::from_bytes(&fixture_btf()).unwrap();
         let layout = StructLayout::find(&btf, Path::new("fixture"), "task_struct").unwrap();
-        let err = layout.offset_of(&["tgid"]).unwrap_err().to_string();
-        assert!(err.contains("tgid") && err.contains("task_struct"), "{err}");
+        let err = layout.offset_of(&["cgroups"]).unwrap_err().to_string();
+        assert!(
+            err.contains("cgroups") && err.contains("task_struct"),
+            "{err}"
+        );
     }
 
     #[test]

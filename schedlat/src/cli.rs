@@ -41,6 +41,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 /// Other ways to use the same measurement. Without one, schedlat prints
@@ -53,6 +56,9 @@ pub enum Command {
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),
+    /// Serve cumulative run-queue latency histograms on an HTTP /metrics
+    /// endpoint for Prometheus (OpenMetrics or the classic text format).
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -122,6 +128,16 @@ pub struct KernelArgs {
     /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
     #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH", global = true)]
     pub tracefs: Option<PathBuf>,
+}
+
+/// Which waits to measure; shared by every mode. Applied in the kernel, to
+/// the task that waited.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only waits of this process (all its threads). Needs the tp_btf hook
+    /// mode: classic tracepoints do not carry the process id.
+    #[arg(short = 'p', long = "pid", value_name = "PID", global = true)]
+    pub pid: Option<u32>,
 }
 
 impl KernelArgs {

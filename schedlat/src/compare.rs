@@ -41,10 +41,10 @@ fn load(path: &Path) -> Result<Recording> {
             bail!("{}: mixes usecs and msecs intervals", path.display());
         }
         // The slice the recording was judged against, so both sides use it.
-        if let Some(ev) = interval.shape.as_ref().map(|s| &s.evidence) {
-            if let (Some(ns), Some(src)) = (ev["slice_ns"].as_u64(), ev["slice_source"].as_str()) {
-                slice.get_or_insert_with(|| Slice::fixed(ns, src));
-            }
+        if let Some(ev) = interval.shape.as_ref().map(|s| &s.evidence)
+            && let (Some(ns), Some(src)) = (ev["slice_ns"].as_u64(), ev["slice_source"].as_str())
+        {
+            slice.get_or_insert_with(|| Slice::fixed(ns, src));
         }
         waits.merge(&interval.waits());
     }
@@ -125,7 +125,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
                     "improved (beyond noise, p < 0.001; the tail decides when it changed)",
                 Change::Regressed =>
                     "regressed (beyond noise, p < 0.001; the tail decides when it changed)",
-                Change::NoSignificantChange =>
+                Change::Unchanged =>
                     "no significant change (p >= 0.001 for the tail and for all waits)",
             }
         );
@@ -192,7 +192,8 @@ fn changes(before: &Waits, after: &Waits, shapes: &(Shape, Shape)) -> String {
         after.count()
     );
     let (pb, pa) = (Percentiles::of(before), Percentiles::of(after));
-    let rows: [(&str, fn(&Percentiles) -> Option<u64>); 5] = [
+    type Getter = fn(&Percentiles) -> Option<u64>;
+    let rows: [(&str, Getter); 5] = [
         ("p50", |p| Some(p.p50_ns)),
         ("p90", |p| Some(p.p90_ns)),
         ("p99", |p| Some(p.p99_ns)),

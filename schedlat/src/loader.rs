@@ -16,7 +16,9 @@ use thiserror::Error;
 
 use crate::{
     btf::{self, BtfError, TaskOffsets, VMLINUX_BTF},
-    btf_prefix, privileges,
+    btf_prefix,
+    filter::Filter,
+    privileges,
     tracefs::{self, Format, TracefsError},
 };
 
@@ -84,6 +86,10 @@ pub enum LoadError {
         error: Box<ProgramError>,
         hint: &'static str,
     },
+    #[error(
+        "-p needs the tp_btf hook mode (classic tracepoints do not carry the process id): drop --hook tp"
+    )]
+    FilterNeedsBtf,
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error("eBPF map {name}: {error}")]
@@ -147,7 +153,11 @@ struct Plan {
 impl Plan {
     /// In auto mode a failure only removes that candidate (with a note);
     /// otherwise it is the error.
-    fn resolve(choice: HookChoice, sources: &KernelSources) -> Result<Plan, LoadError> {
+    fn resolve(
+        choice: HookChoice,
+        sources: &KernelSources,
+        filter: &Filter,
+    ) -> Result<Plan, LoadError> {
         let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
         let mut notes = Vec::new();
         let mut globals = Globals::default();
@@ -157,6 +167,13 @@ impl Plan {
             HookChoice::Tp => vec![HookMode::Tracepoint],
             HookChoice::Auto => vec![HookMode::Btf, HookMode::Tracepoint],
         };
+        // Classic tracepoints carry TIDs only: a process filter needs tp_btf.
+        if filter.is_active() {
+            match choice {
+                HookChoice::Tp => return Err(LoadError::FilterNeedsBtf),
+                _ => candidates.retain(|m| *m == HookMode::Btf),
+            }
+        }
         if candidates.contains(&HookMode::Btf) {
             match resolve_btf(&btf_path) {
                 Ok((offsets, btf)) => {
@@ -247,6 +264,7 @@ impl Tracer {
         choice: HookChoice,
         sources: &KernelSources,
         unit_ns: u64,
+        filter: &Filter,
     ) -> Result<Tracer, LoadError> {
         if EBPF_OBJECT.is_empty() {
             return Err(LoadError::NoObject);
@@ -260,7 +278,7 @@ impl Tracer {
             // needs it until the object is loaded, so it runs on a second
             // thread while this one resolves offsets and the attach BTF.
             let loader = scope.spawn(EbpfLoader::new);
-            let plan = Plan::resolve(choice, sources)?;
+            let plan = Plan::resolve(choice, sources, filter)?;
             let mut loader = loader.join().expect("EbpfLoader::new panicked");
             // A custom BTF replaces the one the loader parsed from sysfs. The
             // loader only uses it for CO-RE relocations, which Rust eBPF
@@ -268,7 +286,7 @@ impl Tracer {
             if sources.btf.is_some() {
                 loader.btf(plan.attach_btf.as_ref());
             }
-            configure_loader(&mut loader, &plan.globals, unit_ns)?;
+            configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
             let mut ebpf = loader
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;
@@ -345,12 +363,15 @@ fn configure_loader(
     loader: &mut EbpfLoader<'_>,
     globals: &Globals,
     unit_ns: u64,
+    filter: &Filter,
 ) -> Result<(), LoadError> {
     // One start slot per possible TID (see schedlat-ebpf/src/wait.rs).
     loader.map_max_entries(names::MAP_START, pid_max()?);
     // Globals are owned here so the loader can borrow them.
     let values: Vec<(&'static str, u64)> = [
         Some((names::GLOBAL_UNIT_NS, unit_ns)),
+        Some((names::GLOBAL_FILTER_TGID, filter.tgid.map_or(0, u64::from))),
+        globals.task.map(|t| (names::GLOBAL_TASK_TGID_OFF, t.tgid)),
         globals.task.map(|t| (names::GLOBAL_TASK_PID_OFF, t.pid)),
         globals
             .task

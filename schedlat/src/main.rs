@@ -6,11 +6,13 @@ mod btf;
 mod btf_prefix;
 mod cli;
 mod compare;
+mod filter;
 mod histogram;
 mod loader;
 mod output;
 mod privileges;
 mod run;
+mod serve;
 mod tracefs;
 
 use std::process::ExitCode;
@@ -31,9 +33,14 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
-        None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel)),
-        Some(cli::Command::Record(args)) => runtime.block_on(run::record(args, &cli.kernel)),
+        None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel, &cli.filter)),
+        Some(cli::Command::Record(args)) => {
+            runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
+        }
         Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
+        Some(cli::Command::Serve(args)) => {
+            runtime.block_on(serve::run(args, &cli.kernel, &cli.filter))
+        }
     };
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,

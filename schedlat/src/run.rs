@@ -16,7 +16,8 @@ use tokio::{
 
 use crate::{
     analysis::slice::Slice,
-    cli::{HistogramArgs, KernelArgs, RecordArgs},
+    cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
+    filter::Filter,
     histogram::{Unit, Waits},
     loader::Tracer,
     output::{self, Report},
@@ -32,7 +33,7 @@ pub enum Ended {
 
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
 /// printed as usual and also written to FILE as a JSON object.
-pub async fn record(args: &RecordArgs, kernel: &KernelArgs) -> Result<Ended> {
+pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
     let file = File::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let histogram = HistogramArgs {
@@ -42,19 +43,24 @@ pub async fn record(args: &RecordArgs, kernel: &KernelArgs) -> Result<Ended> {
         milliseconds: args.milliseconds,
         json: false,
     };
-    let ended = run(&histogram, kernel, Some(file)).await?;
+    let ended = run(&histogram, kernel, filter, Some(file)).await?;
     eprintln!("schedlat: recorded to {}", args.output.display());
     Ok(ended)
 }
 
-pub async fn histogram(cli: &HistogramArgs, kernel: &KernelArgs) -> Result<Ended> {
-    run(cli, kernel, None).await
+pub async fn histogram(
+    cli: &HistogramArgs,
+    kernel: &KernelArgs,
+    filter: &FilterArgs,
+) -> Result<Ended> {
+    run(cli, kernel, filter, None).await
 }
 
 /// The measurement loop; each report also goes to `record_to` as JSON.
 async fn run(
     cli: &HistogramArgs,
     kernel: &KernelArgs,
+    filter: &FilterArgs,
     mut record_to: Option<File>,
 ) -> Result<Ended> {
     let unit = if cli.milliseconds {
@@ -66,11 +72,15 @@ async fn run(
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
 
-    let tracer = Tracer::load(kernel.hook, &kernel.sources(), unit.ns())?;
+    let filter = Filter::resolve(filter)?;
+    let tracer = Tracer::load(kernel.hook, &kernel.sources(), unit.ns(), &filter)?;
     for note in &tracer.notes {
         eprintln!("schedlat: {note}");
     }
     eprintln!("schedlat: hook mode {}", tracer.mode());
+    if let Some(target) = filter.describe() {
+        eprintln!("schedlat: only waits of {target}");
+    }
 
     let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
     if cli.json {
@@ -88,12 +98,21 @@ async fn run(
     let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut remaining = cli.count;
+    // With -p, a target that exits ends the run, its waits reported.
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
 
     loop {
         let stop = tokio::select! {
             _ = ticks.tick() => {
                 remaining = remaining.map(|n| n - 1);
                 remaining == Some(0)
+            }
+            _ = watch.tick(), if filter.is_active() => {
+                if filter.target_alive() {
+                    continue;
+                }
+                eprintln!("schedlat: the target process exited; reporting its waits so far");
+                true
             }
             _ = sigint.recv() => true,
             _ = sigterm.recv() => true,

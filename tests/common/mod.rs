@@ -3,6 +3,9 @@
 //! in advance.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod http;
+pub mod prometheus;
+pub mod serve;
 pub mod workload;
 
 use std::{

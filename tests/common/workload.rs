@@ -58,9 +58,30 @@ fn spin_for(d: Duration) {
 /// cannot preempt a FIFO one, so every victim wakeup waits on the run queue
 /// for `hold` (plus a few microseconds of switching), exactly `rounds` times.
 pub fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
+    blocker_and_victim(cpu, hold, gap, rounds, None);
+}
+
+/// `fifo_blocker` with a SCHED_FIFO victim, one priority below the blocker:
+/// it still waits for the whole hold (FIFO never preempts an equal or higher
+/// priority), but then runs at once, ahead of every normal task, so its
+/// waits stay `hold` however busy the rest of the machine is.
+pub fn fifo_blocker_fifo_victim(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
+    blocker_and_victim(cpu, hold, gap, rounds, Some(49));
+}
+
+fn blocker_and_victim(
+    cpu: usize,
+    hold: Duration,
+    gap: Duration,
+    rounds: u32,
+    victim_fifo: Option<i32>,
+) {
     let (mut waker, mut sleeper) = UnixStream::pair().expect("socketpair");
     let victim = thread::spawn(move || {
         pin_current_thread(cpu);
+        if let Some(priority) = victim_fifo {
+            make_current_thread_fifo(priority);
+        }
         let mut byte = [0u8; 1];
         for _ in 0..rounds {
             sleeper.read_exact(&mut byte).expect("victim read");
@@ -103,4 +124,60 @@ pub fn ping_pong(cpu: usize, rounds: u32) {
     });
     initiator.join().expect("initiator thread");
     peer.join().expect("peer thread");
+}
+
+/// CPU-bound processes pinned to one CPU (`taskset -c CPU sh -c 'while :; do
+/// :; done'`), killed when dropped.
+pub struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    pub fn start(cpu: usize, n: usize) -> Hogs {
+        Hogs(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("taskset")
+                        .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset (util-linux) runs")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A periodic sleeper thread in this process, pinned to `cpu`: sleeps
+/// `period` `rounds` times (cyclictest's loop, without the measurement).
+pub fn sleeper(cpu: usize, period: Duration, rounds: u32) {
+    thread::spawn(move || {
+        pin_current_thread(cpu);
+        for _ in 0..rounds {
+            thread::sleep(period);
+        }
+    })
+    .join()
+    .expect("sleeper thread");
+}
+
+/// `n` threads of this process spinning on `cpu` for `duration`.
+pub fn spinning_threads(cpu: usize, n: usize, duration: Duration) {
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            thread::spawn(move || {
+                pin_current_thread(cpu);
+                spin_for(duration);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("spinning thread");
+    }
 }

@@ -5,10 +5,12 @@
 //! - `run -- ARGS`: setup, build, then run schedlat with ARGS.
 //! - `test`: setup, then every test tier that this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
+//! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
 
 mod bench;
 mod setup;
 mod util;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -49,6 +51,15 @@ enum Command {
     /// Compare schedlat with libbpf-tools runqlat on `perf bench sched pipe`:
     /// overhead, BPF ns per event, time to attach, CPU and RSS (root).
     Bench(bench::Options),
+    /// (internal) The bench's background threads, in their own process.
+    #[command(hide = true)]
+    BenchSleepers { threads: usize, cpu: usize },
+    /// (internal) Parse the kernel BTF as aya's loader does, then exit.
+    #[command(hide = true)]
+    BenchBtfFloor,
+    /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
+    /// schedlat's kernel-level checks (tests/guest.rs) inside each.
+    VmTest(vm::Options),
 }
 
 fn main() -> ExitCode {
@@ -58,9 +69,12 @@ fn main() -> ExitCode {
         Command::Build => build_release(),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
+        Command::BenchSleepers { threads, cpu } => bench::sleepers::serve(threads, cpu),
+        Command::BenchBtfFloor => bench::floor::parse_once(),
         Command::Bench(opts) => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
+        Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

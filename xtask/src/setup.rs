@@ -11,8 +11,9 @@ use crate::util::{is_root, run_visible, succeeds};
 /// The LLVM that the nightly toolchain's rustc uses (DESIGN.md section 4).
 const LLVM_MAJOR: &str = "22";
 /// Debian packages the tests and the benchmark use: the runqlat anchor,
-/// perf (bench load) and taskset (pinned workloads).
-const RUNTIME_PACKAGES: [&str; 3] = ["libbpf-tools", "linux-perf", "util-linux"];
+/// perf (bench load), taskset (pinned workloads), and prometheus (the
+/// server and promtool that check `schedlat serve`, tests/serve.rs).
+const RUNTIME_PACKAGES: [&str; 4] = ["libbpf-tools", "linux-perf", "util-linux", "prometheus"];
 
 pub fn run() -> Result<()> {
     let started = Instant::now();
@@ -144,4 +145,16 @@ fn tracefs() -> Result<Outcome> {
     }
     run_visible("mount", &["-t", "tracefs", "nodev", "/sys/kernel/tracing"])?;
     Ok(Outcome::Installed)
+}
+
+/// Debian packages only `cargo xtask vm-test` needs: QEMU, a static busybox
+/// for the guest's /init, and cpio to pack the initramfs.
+const VM_PACKAGES: [&str; 3] = ["qemu-system-x86", "busybox-static", "cpio"];
+
+/// vm-test's tools, installed when vm-test runs rather than by `setup`,
+/// which stays quick for everyone else.
+pub fn vm_tools() -> Result<()> {
+    step("packages for vm-test (QEMU, busybox, cpio)", || {
+        apt_install(&VM_PACKAGES)
+    })
 }

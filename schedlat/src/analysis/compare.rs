@@ -49,13 +49,14 @@ pub struct TailTest {
 pub enum Change {
     Improved,
     Regressed,
-    NoSignificantChange,
+    #[serde(rename = "no-significant-change")]
+    Unchanged,
 }
 
 impl RankTest {
     pub fn change(&self) -> Change {
         if self.p_value >= ALPHA {
-            Change::NoSignificantChange
+            Change::Unchanged
         } else if self.p_shorter_after > 0.5 {
             Change::Improved
         } else {
@@ -67,7 +68,7 @@ impl RankTest {
 impl TailTest {
     pub fn change(&self) -> Change {
         if self.p_value >= ALPHA {
-            Change::NoSignificantChange
+            Change::Unchanged
         } else if self.share_after < self.share_before {
             Change::Improved
         } else {
@@ -79,9 +80,7 @@ impl TailTest {
 /// The overall verdict: the tail's when it changed, else the bulk's.
 pub fn overall(tail: Option<TailTest>, rank: Option<RankTest>) -> Change {
     match tail.map(|t| t.change()) {
-        Some(Change::NoSignificantChange) | None => {
-            rank.map_or(Change::NoSignificantChange, |r| r.change())
-        }
+        Some(Change::Unchanged) | None => rank.map_or(Change::Unchanged, |r| r.change()),
         Some(change) => change,
     }
 }
@@ -221,7 +220,7 @@ mod tests {
             (t.p_shorter_after - 0.5).abs() < 1e-12 && t.z.abs() < 1e-9,
             "{t:?}"
         );
-        assert_eq!(t.change(), Change::NoSignificantChange);
+        assert_eq!(t.change(), Change::Unchanged);
     }
 
     #[test]

@@ -8,7 +8,16 @@ use super::{
     report::{Results, Summary, ms},
 };
 
-pub fn render(results: &Results) -> String {
+/// One JSON document for all sleeper levels.
+pub fn render_all(all: &[(usize, Results)]) -> String {
+    let levels: Vec<Value> = all
+        .iter()
+        .map(|(n, r)| json!({"sleeping_threads": n, "results": results_json(r)}))
+        .collect();
+    serde_json::to_string_pretty(&levels).expect("JSON values serialize") + "\n"
+}
+
+fn results_json(results: &Results) -> Value {
     let samples: Vec<Value> = results.samples.iter().map(sample_json).collect();
     let summary: serde_json::Map<String, Value> = results
         .summaries
@@ -26,14 +35,13 @@ pub fn render(results: &Results) -> String {
             })
         })
         .collect();
-    let all = json!({
+    json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
         "rounds": results.rounds,
         "samples": samples,
         "summary": summary,
         "ratios_schedlat_over_runqlat": ratios,
-    });
-    serde_json::to_string_pretty(&all).expect("JSON values serialize") + "\n"
+    })
 }
 
 fn sample_json(s: &Sample) -> Value {

@@ -14,9 +14,12 @@
 //!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
+pub mod floor;
 mod json;
 mod progs;
 mod report;
+mod scrape;
+pub mod sleepers;
 mod tracer;
 mod workload;
 
@@ -52,6 +55,15 @@ pub struct Options {
     /// Also write all results (per round and summary) as JSON to PATH.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Run the whole comparison once per value, with that many extra threads
+    /// sleeping and waking (once a second each) on another CPU: a tracer's
+    /// cost per switch should not grow with the number of tasks.
+    #[arg(long, value_delimiter = ',', default_value = "100,10000")]
+    pub sleepers: Vec<usize>,
+    /// Instead of the comparison: scrape `schedlat serve` N times per
+    /// --sleepers value and report latency and serve's CPU per scrape.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub scrape: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +110,9 @@ pub struct TracerSample {
 
 pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
+    if let Some(scrapes) = opts.scrape {
+        return scrape::run(opts, scrapes);
+    }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;
 
@@ -105,31 +120,62 @@ pub fn run(opts: &Options) -> Result<()> {
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("enabling BPF run-time stats (BPF_ENABLE_STATS, kernel >= 5.8)")?;
 
+    let mut missed = Vec::new();
+    let mut all = Vec::new();
+    for &n in &opts.sleepers {
+        // The sleepers live on another CPU than the load, when there is one.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let other = if cpus > 1 {
+            (opts.cpu + 1) % cpus
+        } else {
+            opts.cpu
+        };
+        eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
+        let sleepers = sleepers::SleeperProcess::spawn(n, other)?;
+        let results = compare_once(opts, &runqlat, &schedlat)?;
+        drop(sleepers);
+        println!("\n=== with {n} sleeping/waking threads on CPU {other} ===");
+        print!("{}", results.render());
+        missed.extend(
+            results
+                .missed_targets()
+                .into_iter()
+                .map(|m| format!("{m} ({n} threads)")),
+        );
+        all.push((n, results));
+    }
+    let floor = floor::measure(5)?;
+    println!(
+        "\nfloor under any aya 0.14 loader (a process that only parses the kernel BTF, as \
+         EbpfLoader::new() must): {:.1} ms, peak RSS {:.1} MiB",
+        floor.ms, floor.rss_mib
+    );
+    if let Some(path) = &opts.json {
+        std::fs::write(path, json::render_all(&all))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: JSON results in {}", path.display());
+    }
+    if opts.strict && !missed.is_empty() {
+        bail!("targets missed (--strict): {}", missed.join(", "));
+    }
+    Ok(())
+}
+
+/// All rounds of all modes, under whatever else runs on the machine.
+fn compare_once(opts: &Options, runqlat: &Tool, schedlat: &Tool) -> Result<report::Results> {
     let mut samples = Vec::new();
     for round in 1..=opts.rounds {
         for mode in order(round) {
             eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.name());
             let sample = match mode {
                 Mode::Baseline => baseline(round, opts)?,
-                Mode::Runqlat => traced(round, mode, &runqlat, opts)?,
-                Mode::Schedlat => traced(round, mode, &schedlat, opts)?,
+                Mode::Runqlat => traced(round, mode, runqlat, opts)?,
+                Mode::Schedlat => traced(round, mode, schedlat, opts)?,
             };
             samples.push(sample);
         }
     }
-
-    let results = report::Results::new(opts, samples)?;
-    print!("{}", results.render());
-    if let Some(path) = &opts.json {
-        std::fs::write(path, json::render(&results))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("bench: JSON results in {}", path.display());
-    }
-    let missed = results.missed_targets();
-    if opts.strict && !missed.is_empty() {
-        bail!("targets missed (--strict): {}", missed.join(", "));
-    }
-    Ok(())
+    report::Results::new(opts, samples)
 }
 
 /// Round 1 runs baseline, runqlat, schedlat; round 2 starts at runqlat, ...

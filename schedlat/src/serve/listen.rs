@@ -1,0 +1,80 @@
+//! `--listen`: parsing the address and binding it, with errors that say
+//! what to do.
+
+use std::{io::ErrorKind, net::SocketAddr};
+
+use anyhow::{Result, anyhow};
+use tokio::net::TcpListener;
+
+pub const DEFAULT: &str = "127.0.0.1:9415";
+
+/// clap value parser: an IP address and a port. Host names are refused:
+/// which interface `localhost` means is the resolver's guess, and where the
+/// endpoint is reachable from must be explicit.
+pub fn parse(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "`{s}` is not IP:PORT (e.g. {DEFAULT}, [::1]:9415, or 0.0.0.0:9415 for every interface)"
+        )
+    })
+}
+
+/// Binds `addr`. Port 0 picks a free port; the caller prints the real one.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        let why = match e.kind() {
+            ErrorKind::AddrInUse => {
+                "the port is already in use (another schedlat serve or exporter?): choose another with --listen".to_string()
+            }
+            ErrorKind::AddrNotAvailable => {
+                "no interface of this machine has that address".to_string()
+            }
+            ErrorKind::PermissionDenied => {
+                "permission denied (ports below 1024 need CAP_NET_BIND_SERVICE)".to_string()
+            }
+            _ => e.to_string(),
+        };
+        anyhow!("cannot listen on {addr}: {why}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ip_and_port_only() {
+        assert_eq!(parse(DEFAULT).unwrap().port(), 9415);
+        assert!(parse("[::1]:9415").unwrap().ip().is_loopback());
+        assert!(parse("0.0.0.0:0").is_ok());
+        for bad in [
+            "localhost:9415",
+            "127.0.0.1",
+            "127.0.0.1:99999",
+            ":9415",
+            "x",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("is not IP:PORT"), "{bad}: {e}");
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_port_in_use_says_so() {
+        let taken = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let e = bind(addr).await.unwrap_err().to_string();
+        assert!(e.contains("already in use"), "{e}");
+        assert!(e.contains(&addr.to_string()), "{e}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_address_not_on_this_machine_says_so() {
+        // TEST-NET-1 (RFC 5737): never assigned to a host.
+        let e = bind("192.0.2.1:9415".parse().unwrap())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no interface of this machine"), "{e}");
+    }
+}

@@ -1,0 +1,140 @@
+//! A real Prometheus server (Debian's `prometheus` package) on a loopback
+//! port, in a temporary directory that holds its configuration, its TSDB
+//! and its log. Killed and cleaned up when dropped.
+
+use std::{
+    fs,
+    net::{SocketAddr, TcpListener},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use super::http;
+
+pub const PROMETHEUS: &str = "prometheus";
+pub const PROMTOOL: &str = "promtool";
+
+pub struct Prometheus {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `target` every `interval` (e.g. "1s"), and
+    /// waits until it is ready to answer queries.
+    pub fn start(target: SocketAddr, interval: &str) -> Prometheus {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "schedlat-prometheus-{}-{nanos}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("prometheus.yml");
+        let yaml = [
+            "global:".to_string(),
+            format!("  scrape_interval: {interval}"),
+            format!("  evaluation_interval: {interval}"),
+            "scrape_configs:".to_string(),
+            "  - job_name: schedlat".to_string(),
+            format!("    scrape_timeout: {interval}"),
+            "    static_configs:".to_string(),
+            format!("      - targets: ['{target}']"),
+        ];
+        fs::write(&config, yaml.join("\n") + "\n").unwrap();
+        let addr = free_loopback_port();
+        let log = fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run `{PROMETHEUS}` ({e}): install Debian's prometheus package (`cargo xtask setup` does)")
+            });
+        let prometheus = Prometheus { child, addr, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !http::get(addr, "/-/ready", None).is_ok_and(|r| r.status == 200) {
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus not ready within 30 s; its log:\n{}",
+                prometheus.log()
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+        prometheus
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// GET an API path (with its query string) and return `data`, checking
+    /// `status` is `success`.
+    pub fn api(&self, target: &str) -> serde_json::Value {
+        let r = http::get(self.addr, target, None).expect("Prometheus answers");
+        let v: serde_json::Value = serde_json::from_str(&r.body)
+            .unwrap_or_else(|e| panic!("{target}: not JSON ({e}): {}", r.body));
+        assert_eq!(v["status"], "success", "{target}: {v}");
+        v["data"].clone()
+    }
+
+    /// An instant query at `time` (Unix seconds; None = now): the vector.
+    pub fn query(&self, expr: &str, time: Option<f64>) -> Vec<serde_json::Value> {
+        let mut target = format!("/api/v1/query?query={}", http::encode_query_value(expr));
+        if let Some(t) = time {
+            target.push_str(&format!("&time={t:.3}"));
+        }
+        let data = self.api(&target);
+        assert_eq!(data["resultType"], "vector", "{expr}: {data}");
+        data["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The value of a query expected to give at most one sample.
+    pub fn query_value(&self, expr: &str, time: Option<f64>) -> Option<f64> {
+        let result = self.query(expr, time);
+        assert!(result.len() <= 1, "{expr}: several samples: {result:?}");
+        let value = result.first()?["value"][1].as_str()?.to_string();
+        value.parse().ok()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        // SIGTERM: it flushes and exits in well under a second; then make sure.
+        // SAFETY: signalling our own, not yet reaped, child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A loopback port nobody listens on right now (the kernel's pick).
+pub fn free_loopback_port() -> SocketAddr {
+    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap()
+}
+
+/// Seconds since the Unix epoch, as Prometheus' API wants times.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}

@@ -1,0 +1,110 @@
+//! `schedlat serve` as a real process: started on a free loopback port
+//! (`--listen 127.0.0.1:0`), ready once it prints the address it serves on,
+//! killed if dropped while running.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::SocketAddr,
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    thread,
+    time::{Duration, Instant},
+};
+
+use super::SCHEDLAT;
+
+/// What serve prints on stderr once it is attached and listening.
+pub const READY: &str = "Serving run queue latency on http://";
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    /// Everything serve wrote to stderr so far (for failure messages).
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `schedlat serve --listen 127.0.0.1:0 EXTRA...` and waits until
+    /// it serves.
+    pub fn start(extra: &[&str]) -> Server {
+        Server::spawn("127.0.0.1:0", extra)
+    }
+
+    /// The same on another address.
+    pub fn start_on(listen: &str) -> Server {
+        Server::spawn(listen, &[])
+    }
+
+    fn spawn(listen: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(SCHEDLAT)
+            .args(["serve", "--listen", listen])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start schedlat serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        let log = stderr.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix(READY) {
+                    let addr = rest.split('/').next().unwrap_or_default().to_string();
+                    let _ = tx.send(addr);
+                }
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "schedlat serve did not serve within 20 s; stderr:\n{}",
+                    stderr.lock().unwrap()
+                );
+            }
+        };
+        Server {
+            child,
+            addr: addr
+                .parse()
+                .unwrap_or_else(|_| panic!("bad address `{addr}`")),
+            stderr,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends `signal` and waits (bounded) for the exit.
+    pub fn stop_with(mut self, signal: i32) -> ExitStatus {
+        // SAFETY: signalling our own, not yet reaped, child.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "schedlat serve did not exit within 10 s of signal {signal}; stderr:\n{}",
+                self.stderr()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

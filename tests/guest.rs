@@ -1,0 +1,171 @@
+//! Kernel-level checks that must hold on every kernel schedlat supports.
+//!
+//! They run twice: here, on the host, with the other root tests (`cargo xtask
+//! test`), and inside QEMU on other Debian kernels (`cargo xtask vm-test`
+//! boots 6.1, 6.1 PREEMPT_RT and 6.12 with this binary, statically linked, in
+//! a small initramfs). Under QEMU's emulation (TCG) every wait is inflated,
+//! so these tests assert counts and structure, never latency values.
+
+mod common;
+
+use common::{SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, total, workload};
+use serde_json::Value;
+
+/// Ping-pong rounds in the workload check; each round wakes two threads.
+const ROUNDS: u32 = 1_000;
+
+/// `schedlat --hook HOOK 1 1` loads, attaches, reports one interval and
+/// exits 0. A kernel on which BTF offset resolution misses a field, or the
+/// verifier rejects a program, fails here with schedlat's own message.
+fn check_loads_and_reports(hook: &str, mode: &str) {
+    require_root();
+    let (status, out, err) = common::run_schedlat(&["--hook", hook, "1", "1"]);
+    assert!(
+        status.success(),
+        "--hook {hook} on {}: {}\n{err}",
+        kernel_release(),
+        first_error(&err)
+    );
+    assert!(err.contains(&format!("hook mode {mode}")), "{err}");
+    let lines: Vec<String> = out.lines().map(str::to_string).collect();
+    let summary = lines
+        .iter()
+        .find(|l| l.starts_with("total "))
+        .unwrap_or_else(|| panic!("--hook {hook}: no summary line in:\n{out}"));
+    // The table is the summary's waits split into slots: same total.
+    let waits: u64 = summary
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable summary: {summary}"));
+    assert_eq!(
+        total(&parse_log2_rows(&lines)),
+        waits,
+        "--hook {hook}: table and summary disagree:\n{out}"
+    );
+    assert!(
+        summary.contains("dropped 0 ") && summary.contains("discarded 0 "),
+        "--hook {hook}: lost waits: {summary}"
+    );
+}
+
+#[test]
+fn btf_mode_loads_and_reports() {
+    check_loads_and_reports("btf", "tp_btf");
+}
+
+#[test]
+fn tracepoint_mode_loads_and_reports() {
+    check_loads_and_reports("tp", "tracepoint");
+}
+
+/// Every kernel in the matrix has BTF and tp_btf: auto mode must choose it
+/// without a fallback note (a note means an offset or a program failed).
+#[test]
+fn auto_mode_chooses_tp_btf_without_fallback() {
+    require_root();
+    let (status, _, err) = common::run_schedlat(&["1", "1"]);
+    assert!(
+        status.success(),
+        "auto mode on {}: {}\n{err}",
+        kernel_release(),
+        first_error(&err)
+    );
+    assert!(
+        err.starts_with("schedlat: hook mode tp_btf"),
+        "auto mode on {} did not simply choose tp_btf: {}\n{err}",
+        kernel_release(),
+        err.lines().next().unwrap_or_default()
+    );
+}
+
+/// Two threads on one CPU bounce a byte ROUNDS times: each round wakes both,
+/// and a woken thread only runs after a switch-in, so each round makes two
+/// waits. schedlat must count at least one per round (not two: it prints its
+/// banner before it takes the baseline its reports start from, and under
+/// emulation the first few dozen rounds can fall in between), in a histogram
+/// whose views all add up.
+fn check_workload_waits(hook: &str, mode: &str) {
+    require_root();
+    let tracer = Tracer::start(SCHEDLAT, &["--json", "--hook", hook]);
+    workload::ping_pong(workload::workload_cpu(), ROUNDS);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(
+        status.success(),
+        "--hook {hook}: schedlat exited with {status}"
+    );
+    let records = parse_json_lines(&lines);
+    assert_eq!(
+        records.len(),
+        1,
+        "--hook {hook}: one final interval: {lines:?}"
+    );
+    let r = &records[0];
+    assert_eq!(r["hook"], mode);
+    assert_eq!(r["last"], true);
+
+    let count = r["count"].as_u64().expect("count is a number");
+    let wakeups = 2 * u64::from(ROUNDS);
+    eprintln!("--hook {hook}: {count} waits counted for {wakeups} workload wakeups");
+    assert!(
+        count >= u64::from(ROUNDS),
+        "--hook {hook} on {}: the workload woke its threads {wakeups} times, \
+         but schedlat counted only {count} waits, fewer than {ROUNDS} (a wrong \
+         task_struct or tracepoint offset reads the wrong TIDs): {r}",
+        kernel_release()
+    );
+    assert_eq!(
+        sum_counts(&r["buckets"]),
+        count,
+        "--hook {hook}: buckets do not add up to count: {r}"
+    );
+    assert_eq!(
+        sum_counts(&r["log2"]),
+        count,
+        "--hook {hook}: log2 slots do not add up to count: {r}"
+    );
+    let sum_ns = r["sum_ns"].as_u64().expect("sum_ns is a number");
+    let mean_ns = r["mean_ns"].as_f64().expect("mean_ns is a number");
+    assert!(sum_ns > 0, "{r}");
+    assert!(
+        (mean_ns * count as f64 - sum_ns as f64).abs() <= sum_ns as f64 * 1e-9 + 1.0,
+        "--hook {hook}: mean_ns * count != sum_ns: {r}"
+    );
+    assert_eq!(r["dropped"]["untracked_tid"], 0, "{r}");
+    assert_eq!(r["discarded"]["negative_delta"], 0, "{r}");
+}
+
+#[test]
+fn btf_mode_counts_every_workload_wakeup() {
+    check_workload_waits("btf", "tp_btf");
+}
+
+#[test]
+fn tracepoint_mode_counts_every_workload_wakeup() {
+    check_workload_waits("tp", "tracepoint");
+}
+
+/// Sum of the `count` fields of a JSON array (`buckets` or `log2`).
+fn sum_counts(array: &Value) -> u64 {
+    array
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|item| item["count"].as_u64().expect("count is a number"))
+        .sum()
+}
+
+/// schedlat's `error:` line (the verifier log, if any, follows it), so that
+/// the first line of a failure says what went wrong.
+fn first_error(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("schedlat: error:"))
+        .unwrap_or("schedlat failed")
+}
+
+/// `uname -r`, for messages: the same test runs on several kernels.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "this kernel".to_string(), |s| s.trim().to_string())
+}

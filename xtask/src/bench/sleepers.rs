@@ -1,0 +1,114 @@
+//! Background tasks for the benchmark: N threads that each sleep and wake
+//! once a second, pinned away from the load's CPU. They make the system hold
+//! many tasks (start-timestamp slots, scheduler state) without adding much
+//! load, to show whether a tracer's per-event cost grows with task count.
+//!
+//! They live in a child process (`cargo xtask bench-sleepers`), not in the
+//! bench itself: a tracer forked from a process with 10,000 thread stacks
+//! would carry that process's RSS into its own peak RSS until it execs.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::{self, JoinHandle},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+
+/// Each thread's sleep: 10,000 threads make 10,000 wakeups/s.
+const PERIOD: Duration = Duration::from_secs(1);
+/// Small stacks: 10,000 default 8 MiB stacks would be 80 GiB of address space.
+const STACK: usize = 64 * 1024;
+
+/// The child process holding the sleepers; killed when dropped.
+pub struct SleeperProcess(Child);
+
+impl SleeperProcess {
+    pub fn spawn(n: usize, cpu: usize) -> Result<SleeperProcess> {
+        let exe = std::env::current_exe().context("finding the xtask binary")?;
+        let mut child = Command::new(exe)
+            .args(["bench-sleepers", &n.to_string(), &cpu.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the sleeper process")?;
+        // It prints one line once every thread is started.
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped");
+        BufReader::new(stdout).read_line(&mut line)?;
+        if !line.starts_with("ready") {
+            let _ = child.kill();
+            bail!("the sleeper process failed to start {n} threads");
+        }
+        Ok(SleeperProcess(child))
+    }
+}
+
+impl Drop for SleeperProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Body of `cargo xtask bench-sleepers N CPU`: start, say ready, sleep until
+/// killed.
+pub fn serve(n: usize, cpu: usize) -> Result<()> {
+    let _sleepers = Sleepers::start(n, cpu)?;
+    println!("ready");
+    std::io::stdout().flush()?;
+    loop {
+        thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+struct Sleepers {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Sleepers {
+    /// Starts `n` sleeper threads pinned to `cpu`.
+    fn start(n: usize, cpu: usize) -> Result<Sleepers> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let stop = Arc::clone(&stop);
+            let handle = thread::Builder::new()
+                .stack_size(STACK)
+                .spawn(move || {
+                    pin(cpu);
+                    // Spread the wakeups over the period.
+                    thread::sleep(PERIOD.mul_f64(i as f64 / n as f64));
+                    while !stop.load(Ordering::Relaxed) {
+                        thread::sleep(PERIOD);
+                    }
+                })
+                .with_context(|| format!("starting sleeper thread {i} of {n} (ulimit -u?)"))?;
+            threads.push(handle);
+        }
+        Ok(Sleepers { stop, threads })
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds (cpu < 1024).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

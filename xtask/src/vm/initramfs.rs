@@ -1,0 +1,215 @@
+//! The guest's root file system: a cpio (newc) initramfs holding a static
+//! busybox, /init, and schedlat's guest tests (tests/guest.rs) with the
+//! schedlat binary they run, both statically linked.
+//!
+//! The test binary runs schedlat from the absolute path cargo compiled into
+//! it (`CARGO_BIN_EXE_schedlat`), so both binaries go into the initramfs at
+//! their host paths.
+
+use std::{
+    fs,
+    io::{BufRead, BufReader, Write},
+    os::unix::fs::{PermissionsExt, symlink},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail, ensure};
+
+use super::{elf, qemu::MARKER};
+use crate::util::workspace_root;
+
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+/// Where Debian's busybox-static installs it.
+const BUSYBOX: &str = "/bin/busybox";
+
+/// The two guest binaries, at their host paths.
+pub struct GuestBinaries {
+    pub tests: PathBuf,
+    pub schedlat: PathBuf,
+}
+
+/// Builds tests/guest.rs and schedlat, statically linked, in their own
+/// target directory (other flags would otherwise rebuild the normal one).
+pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
+    let target_dir = workspace_root().join("target/vm/build");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args([
+        "test",
+        "--package",
+        "schedlat",
+        "--test",
+        "guest",
+        "--no-run",
+    ])
+    .args([
+        "--target",
+        TARGET,
+        "--message-format",
+        "json-render-diagnostics",
+    ])
+    .arg("--target-dir")
+    .arg(&target_dir)
+    .current_dir(workspace_root())
+    // Target-specific flags, so build scripts and proc macros (host
+    // code, loaded by the compiler) stay dynamic. glibc's libc.a makes
+    // the static link.
+    .env(
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+        "-C target-feature=+crt-static",
+    )
+    // No debug info: the initramfs stays small and quick to load.
+    .env("CARGO_PROFILE_DEV_DEBUG", "0")
+    .stdout(Stdio::piped());
+    if fault_injection {
+        cmd.args(["--features", "fault-injection"]);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {cargo}"))?;
+    let (mut tests, mut schedlat) = (None, None);
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let message: serde_json::Value = serde_json::from_str(&line?).unwrap_or_default();
+        let Some(exe) = message["executable"].as_str() else {
+            continue;
+        };
+        let kinds = message["target"]["kind"].to_string();
+        match message["target"]["name"].as_str() {
+            Some("guest") if kinds.contains("\"test\"") => tests = Some(PathBuf::from(exe)),
+            Some("schedlat") if kinds.contains("\"bin\"") => schedlat = Some(PathBuf::from(exe)),
+            _ => {}
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("building the guest tests failed ({status})");
+    }
+    let binaries = GuestBinaries {
+        tests: tests.context("cargo reported no guest test executable")?,
+        schedlat: schedlat.context("cargo reported no schedlat executable")?,
+    };
+    for path in [&binaries.tests, &binaries.schedlat] {
+        ensure!(
+            elf::is_static(&fs::read(path)?),
+            "{} is not statically linked (is glibc's libc.a, package libc6-dev, installed?)",
+            path.display()
+        );
+    }
+    Ok(binaries)
+}
+
+/// Writes the initramfs to `out`, staging its tree under `stage`. A guest
+/// still running after `watchdog` reports itself hung (see init_script).
+pub fn pack(binaries: &GuestBinaries, stage: &Path, out: &Path, watchdog: Duration) -> Result<()> {
+    let _ = fs::remove_dir_all(stage);
+    for dir in ["bin", "dev", "proc", "sys", "tmp"] {
+        fs::create_dir_all(stage.join(dir))?;
+    }
+    let busybox = fs::read(BUSYBOX).with_context(|| format!("reading {BUSYBOX}"))?;
+    ensure!(
+        elf::is_static(&busybox),
+        "{BUSYBOX} is not static: install busybox-static (`apt-get install busybox-static`)"
+    );
+    install(stage, Path::new("/bin/busybox"), &busybox)?;
+    symlink("busybox", stage.join("bin/sh"))?;
+    for path in [&binaries.tests, &binaries.schedlat] {
+        install(stage, path, &fs::read(path)?)?;
+    }
+    let init = init_script(&binaries.tests, watchdog.as_secs());
+    install(stage, Path::new("/init"), init.as_bytes())?;
+    cpio(stage, out)
+}
+
+/// Copies `bytes` to `stage` + `path`, executable.
+fn install(stage: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    let dest = stage.join(path.strip_prefix("/").unwrap_or(path));
+    fs::create_dir_all(dest.parent().expect("a file has a parent"))?;
+    fs::write(&dest, bytes)?;
+    fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+/// /init: mount what schedlat and later tests need, run the guest tests,
+/// print the result marker on the console, power off. Any step that fails
+/// reports FAIL with the step, so a broken guest never passes silently; a
+/// hung one lists its processes and where in the kernel they wait, which
+/// the host's timeout alone could not tell.
+fn init_script(tests: &Path, watchdog_secs: u64) -> String {
+    format!(
+        r#"#!/bin/sh
+# Generated by `cargo xtask vm-test` (xtask/src/vm/initramfs.rs).
+/bin/busybox --install -s /bin
+export PATH=/bin
+fail() {{ echo "{MARKER} FAIL $*"; poweroff -f; }}
+mount -t proc proc /proc || fail "mount proc"
+mount -t sysfs sysfs /sys || fail "mount sysfs"
+mount -t devtmpfs devtmpfs /dev || fail "mount devtmpfs"
+mount -t tracefs tracefs /sys/kernel/tracing || fail "mount tracefs"
+mount -t bpf bpf /sys/fs/bpf || fail "mount bpffs"
+# A pure cgroup v2 hierarchy with the cpu controller, as on most production
+# machines (the host here has cgroup v1 plus a v2 side mount).
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "mount cgroup2"
+echo +cpu > /sys/fs/cgroup/cgroup.subtree_control || fail "enable the cgroup v2 cpu controller"
+(
+    sleep {watchdog_secs}
+    echo "schedlat-vm: still running after {watchdog_secs} s; user tasks and their kernel stacks:"
+    for t in /proc/[0-9]*/task/[0-9]*; do
+        cmd=$(tr '\0' ' ' < $t/cmdline)
+        [ -n "$cmd" ] || continue
+        echo "$t [$(cat $t/comm)] $cmd wchan=$(cat $t/wchan)"
+        cat $t/stack
+    done
+    fail "guest tests still running after {watchdog_secs} s (hung?)"
+) &
+echo "schedlat-vm: kernel $(uname -r), running the guest tests"
+cd /
+{tests} --test-threads=1
+status=$?
+if [ "$status" = 0 ]; then
+    echo "{MARKER} PASS"
+else
+    echo "{MARKER} FAIL guest tests exited with status $status"
+fi
+poweroff -f
+"#,
+        tests = tests.display()
+    )
+}
+
+/// `cpio -o -H newc` over the staged tree, every entry owned by root
+/// (-R 0:0), so no root is needed to build it.
+fn cpio(stage: &Path, out: &Path) -> Result<()> {
+    let mut entries = Vec::new();
+    walk(stage, stage, &mut entries)?;
+    let mut child = Command::new("cpio")
+        .args(["--quiet", "-o", "-H", "newc", "-R", "0:0"])
+        .current_dir(stage)
+        .stdin(Stdio::piped())
+        .stdout(fs::File::create(out)?)
+        .spawn()
+        .context("cannot run cpio (apt-get install cpio)")?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(entries.join("\n").as_bytes())?;
+    let status = child.wait()?;
+    ensure!(status.success(), "cpio failed ({status})");
+    Ok(())
+}
+
+/// Paths under `dir`, relative to `root`, parents before children.
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    let mut children: Vec<PathBuf> = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    children.sort();
+    for path in children {
+        let relative = path.strip_prefix(root).expect("under root");
+        out.push(relative.to_string_lossy().into_owned());
+        if fs::symlink_metadata(&path)?.is_dir() {
+            walk(root, &path, out)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! `cargo xtask vm-test`: boot other kernels in QEMU and run schedlat's
+//! kernel-level checks (tests/guest.rs) inside each, so that "one binary,
+//! offsets resolved at load time" is tested beyond the machine's own kernel.
+//!
+//! - kernels.rs: which kernels, resolved and fetched from Debian's archive
+//! - bzimage.rs, elf.rs: unpack the ELF kernel for a faster emulated boot
+//! - initramfs.rs: the static guest binaries, /init, the cpio image
+//! - qemu.rs: one boot, bounded by a timeout, judged by a marker line
+
+mod bzimage;
+mod elf;
+mod initramfs;
+mod kernels;
+mod qemu;
+
+use std::{
+    fs,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+
+use crate::{setup, util::workspace_root};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Kernel to boot: 6.1, 6.1-rt, 6.12, or a Debian linux-image-* package
+    /// name; repeat for several [default: 6.1, 6.1-rt and 6.12]
+    #[arg(long = "kernel", value_name = "NAME")]
+    kernels: Vec<String>,
+    /// Build schedlat with its fault-injection feature and give every guest
+    /// SCHEDLAT_FAULT_TASK_PID_OFFSET=BYTES (default 0), a wrong task_struct
+    /// pid offset: every kernel must then FAIL, showing that vm-test catches it
+    #[arg(long, value_name = "BYTES", num_args = 0..=1, default_missing_value = "0")]
+    inject_bad_offset: Option<u64>,
+    /// Seconds a guest may run before it is killed and counted as failed
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    timeout: u64,
+}
+
+/// Console lines shown under a failed kernel.
+const TAIL_LINES: usize = 40;
+
+pub fn run(opts: &Options) -> Result<()> {
+    let started = Instant::now();
+    // The eBPF toolchain first (the guest binaries embed the object), then
+    // QEMU and friends, which only this command needs.
+    setup::run()?;
+    setup::vm_tools()?;
+    let accel = qemu::accelerator();
+    match &accel {
+        qemu::Accel::Kvm => eprintln!("vm-test: accelerator KVM"),
+        qemu::Accel::Tcg(why) => eprintln!("vm-test: accelerator TCG (emulation: {why})"),
+    }
+
+    let packages: Vec<(String, &str)> = if opts.kernels.is_empty() {
+        kernels::MATRIX
+            .iter()
+            .map(|(name, package)| (name.to_string(), *package))
+            .collect()
+    } else {
+        let packages = opts.kernels.iter().map(|n| kernels::package_for(n));
+        opts.kernels
+            .iter()
+            .cloned()
+            .zip(packages.collect::<Result<Vec<_>>>()?)
+            .collect()
+    };
+
+    let vm_dir = workspace_root().join("target/vm");
+    let build_started = Instant::now();
+    let binaries = initramfs::build(opts.inject_bad_offset.is_some())?;
+    let initrd = vm_dir.join("initramfs.cpio");
+    let timeout = Duration::from_secs(opts.timeout);
+    // The guest gives up first, so that a hang is reported from inside.
+    let watchdog = timeout
+        .saturating_sub(Duration::from_secs(30))
+        .max(timeout / 2);
+    initramfs::pack(&binaries, &vm_dir.join("initramfs"), &initrd, watchdog)?;
+    eprintln!(
+        "vm-test: guest tests built and packed ({:.1} MiB) in {:.1} s",
+        fs::metadata(&initrd)?.len() as f64 / (1 << 20) as f64,
+        build_started.elapsed().as_secs_f64()
+    );
+    let extra_cmdline = match opts.inject_bad_offset {
+        Some(bytes) => {
+            eprintln!(
+                "vm-test: fault injection: task_struct.pid offset forced to {bytes}; every kernel should FAIL"
+            );
+            format!("SCHEDLAT_FAULT_TASK_PID_OFFSET={bytes}")
+        }
+        None => String::new(),
+    };
+
+    let matrix = Matrix {
+        cache: vm_dir.join("cache"),
+        logs: vm_dir.join("logs"),
+        initrd,
+        extra_cmdline,
+        timeout,
+        accel,
+    };
+    fs::create_dir_all(&matrix.cache)?;
+    fs::create_dir_all(&matrix.logs)?;
+    let failed: Vec<&str> = packages
+        .iter()
+        .filter(|(name, package)| !matrix.test_kernel(name, package))
+        .map(|(name, _)| name.as_str())
+        .collect();
+
+    let total = started.elapsed().as_secs_f64();
+    let passed = packages.len() - failed.len();
+    eprintln!(
+        "vm-test: {passed} passed, {} failed, in {total:.1} s",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        bail!("vm-test failed on {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// What every kernel's run shares.
+struct Matrix {
+    cache: PathBuf,
+    logs: PathBuf,
+    initrd: PathBuf,
+    extra_cmdline: String,
+    timeout: Duration,
+    accel: qemu::Accel,
+}
+
+impl Matrix {
+    /// Fetches, boots and judges one kernel; prints its result line (and,
+    /// on failure, why, with the console's tail). True when it passed.
+    fn test_kernel(&self, name: &str, package: &str) -> bool {
+        let kernel = match kernels::prepare(package, &self.cache) {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                eprintln!("vm-test: {name:<7} FAIL: no kernel: {e:#}");
+                return false;
+            }
+        };
+        let guest = qemu::Guest {
+            kernel: &kernel.image,
+            initrd: &self.initrd,
+            extra_cmdline: &self.extra_cmdline,
+            log: self.logs.join(format!("{name}.log")),
+            timeout: self.timeout,
+        };
+        let what = format!("{name:<7} {} {}", kernel.package, kernel.version);
+        let run = match qemu::boot(&guest, &self.accel) {
+            Ok(run) => run,
+            Err(e) => {
+                eprintln!("vm-test: {what}: FAIL: {e:#}");
+                return false;
+            }
+        };
+        let secs = run.elapsed.as_secs_f64();
+        let reason = match run.verdict {
+            qemu::Verdict::Pass => {
+                eprintln!("vm-test: {what}: PASS ({secs:.1} s)");
+                return true;
+            }
+            qemu::Verdict::Fail(reason) => reason,
+        };
+        eprintln!("vm-test: {what}: FAIL ({secs:.1} s): {reason}");
+        for panic in panics(&run.console) {
+            eprintln!("    {panic}");
+        }
+        eprintln!(
+            "    --- last {TAIL_LINES} console lines (all of them: {}) ---",
+            guest.log.display()
+        );
+        let lines: Vec<&str> = run.console.lines().collect();
+        for line in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
+            eprintln!("    | {line}");
+        }
+        false
+    }
+}
+
+/// `test: message` for each failed guest test, from the test harness's
+/// `thread 'test' panicked at file:line:` line and the line after it.
+fn panics(console: &str) -> Vec<String> {
+    let lines: Vec<&str> = console.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.strip_prefix("thread '")?;
+            let (test, _) = rest.split_once("' ")?;
+            line.contains(" panicked at ").then_some(())?;
+            // The first line of the message; the tail below has the rest.
+            let message: String = lines.get(i + 1)?.chars().take(300).collect();
+            Some(format!("{test}: {message}"))
+        })
+        .collect()
+}
