@@ -53,6 +53,8 @@ pub enum Command {
     /// Record one run to a file for `compare` (the seed method's step 4: fix,
     /// then re-measure). Prints the histogram too.
     Record(RecordArgs),
+    /// The live histogram in a terminal: percentiles, verdict, p99 history.
+    Top(crate::top::TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),

@@ -2,6 +2,7 @@
 //! See README.md; the modules follow the data: loader -> histogram -> output.
 
 mod analysis;
+mod bpf_cost;
 mod btf;
 mod btf_prefix;
 mod cli;
@@ -13,6 +14,7 @@ mod output;
 mod privileges;
 mod run;
 mod serve;
+mod top;
 mod tracefs;
 
 use std::process::ExitCode;
@@ -36,6 +38,9 @@ fn main() -> ExitCode {
         None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel, &cli.filter)),
         Some(cli::Command::Record(args)) => {
             runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Top(args)) => {
+            top::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
         }
         Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
         Some(cli::Command::Serve(args)) => {

@@ -13,7 +13,14 @@ const LLVM_MAJOR: &str = "22";
 /// Debian packages the tests and the benchmark use: the runqlat anchor,
 /// perf (bench load), taskset (pinned workloads), and prometheus (the
 /// server and promtool that check `schedlat serve`, tests/serve.rs).
-const RUNTIME_PACKAGES: [&str; 4] = ["libbpf-tools", "linux-perf", "util-linux", "prometheus"];
+const RUNTIME_PACKAGES: [&str; 5] = [
+    "libbpf-tools",
+    "linux-perf",
+    "util-linux",
+    "prometheus",
+    // `schedlat top`'s end-to-end test drives it in a real terminal.
+    "tmux",
+];
 
 pub fn run() -> Result<()> {
     let started = Instant::now();

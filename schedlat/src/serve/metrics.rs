@@ -21,7 +21,8 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::{bpf_cost::ProgramCost, buckets::LAYOUT, negotiate::Format};
+use super::{buckets::LAYOUT, negotiate::Format};
+use crate::bpf_cost::ProgramCost;
 use crate::{histogram::Waits, loader::HookMode};
 
 /// Everything one scrape exports.

@@ -4,13 +4,11 @@
 //! "Prometheus").
 //!
 //! - buckets: the exported `le` boundaries;
-//! - bpf_cost: schedlat's own BPF run time;
 //! - scrape: what a scrape reads from the kernel;
 //! - metrics: the snapshot and its encoding (prometheus-client);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding.
 
-mod bpf_cost;
 mod buckets;
 mod http;
 mod listen;

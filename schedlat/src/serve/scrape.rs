@@ -3,11 +3,9 @@
 //! Nothing is cached between scrapes and nothing is reset: the kernel's
 //! counters are cumulative since load, which is what Prometheus expects.
 
-use super::{
-    bpf_cost::{self, OwnPrograms},
-    metrics::{BpfCost, Snapshot},
-};
+use super::metrics::{BpfCost, Snapshot};
 use crate::{
+    bpf_cost::{self, OwnPrograms},
     filter::Filter,
     histogram::Waits,
     loader::{LoadError, Tracer},
