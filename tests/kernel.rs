@@ -95,10 +95,17 @@ fn tracepoint_mode_puts_known_waits_in_their_bucket() {
 }
 
 /// schedlat and runqlat attached at the same time see the same events:
-/// totals and per-slot counts agree. Tolerance: events in the few
-/// milliseconds between the two attaches and the two detaches, plus the rare
-/// task preempted on its way to sleep (runqlat drops it, schedlat counts it):
-/// 2% of the total, plus 10 waits.
+/// totals and the distribution agree. Tolerances, and why:
+/// - totals and every slot from 16 us up: 2% of the total plus 10 waits
+///   (events between the two attaches and the two detaches, and the rare task
+///   preempted on its way to sleep, which runqlat drops and schedlat counts);
+/// - below 16 us, the cumulative count up to each slot, within 5% of the
+///   total. The two tools' programs run one after the other on each
+///   tracepoint, so each wait is measured shorter by the tool that stamps
+///   last at the wakeup and first at the switch, by the other's run time
+///   (~0.1-1 us): the ping-pong's 1-5 us waits then cross the 2 and 4 us slot
+///   boundaries in one tool and not the other. Cumulative counts are what
+///   that shift cannot move by more than the waits that sit near a boundary.
 fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
     require_root();
     let mut args = vec!["--hook", hook];
@@ -133,7 +140,24 @@ fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
         our_lines.join("\n"),
         their_lines.join("\n")
     );
-    for slot in a.iter().chain(&b) {
+    let below = |rows: &[common::Slot], high: u64| -> u64 {
+        rows.iter()
+            .filter(|s| s.high <= high)
+            .map(|s| s.count)
+            .sum()
+    };
+    let fine_limit = if milliseconds { 0 } else { 15 };
+    for slot in a.iter().chain(&b).filter(|s| s.high <= fine_limit) {
+        let (x, y) = (below(&a, slot.high), below(&b, slot.high));
+        assert!(
+            x.abs_diff(y) <= tb / 20,
+            "{hook}: waits up to {} us: schedlat {x}, runqlat {y}\nschedlat:\n{}\nrunqlat:\n{}",
+            slot.high,
+            our_lines.join("\n"),
+            their_lines.join("\n")
+        );
+    }
+    for slot in a.iter().chain(&b).filter(|s| s.high > fine_limit) {
         let (x, y) = (slot_count(&a, slot.low), slot_count(&b, slot.low));
         assert!(
             x.abs_diff(y) <= tolerance(tb),

@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod bucket;
+pub mod victims;
 
 pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
 
@@ -80,6 +81,33 @@ pub mod names {
     pub const GLOBAL_TASK_TGID_OFF: &str = "TASK_TGID_OFF";
     /// Process filter (`-p`): only this tgid's waits; 0 = all.
     pub const GLOBAL_FILTER_TGID: &str = "FILTER_TGID";
+    /// Victims and slow modes (schedlat-ebpf victims.rs): per-TID row
+    /// slots, per-interval rows in two halves picked by the low bit of
+    /// EPOCH, rows used per half, and the slow events.
+    pub const MAP_VICTIM_SLOTS: &str = "VICTIM_SLOTS";
+    pub const MAP_CULPRIT_SLOTS: &str = "CULPRIT_SLOTS";
+    pub const MAP_VICTIM_ROWS: &str = "VICTIM_ROWS";
+    pub const MAP_CULPRIT_ROWS: &str = "CULPRIT_ROWS";
+    pub const MAP_ROWS_USED: &str = "ROWS_USED";
+    pub const MAP_MODE_COUNTERS: &str = "MODE_COUNTERS";
+    pub const MAP_SLOW_EVENTS: &str = "SLOW_EVENTS";
+    /// 0 in the victims and slow modes: the histogram is not kept there.
+    pub const GLOBAL_HISTOGRAM: &str = "HISTOGRAM";
+    /// Rows per half of each table; culprit rows reserved for idle tasks.
+    pub const GLOBAL_MAX_TASKS: &str = "MAX_TASKS";
+    pub const GLOBAL_IDLE_ROWS: &str = "IDLE_ROWS";
+    /// Waits of at least this many ns go to the ring buffer; 0 = off.
+    pub const GLOBAL_SLOW_NS: &str = "SLOW_NS";
+    pub const GLOBAL_TASK_COMM_OFF: &str = "TASK_COMM_OFF";
+    pub const GLOBAL_TASK_POLICY_OFF: &str = "TASK_POLICY_OFF";
+    pub const GLOBAL_TASK_STATIC_PRIO_OFF: &str = "TASK_STATIC_PRIO_OFF";
+    pub const GLOBAL_TASK_RT_PRIORITY_OFF: &str = "TASK_RT_PRIORITY_OFF";
+    /// task->se.cfs_rq, cfs_rq->rq, rq->nr_running: the run-queue length
+    /// of slow events; RQ_LEN 0 when the kernel's BTF lacks the chain.
+    pub const GLOBAL_RQ_LEN: &str = "RQ_LEN";
+    pub const GLOBAL_TASK_CFS_RQ_OFF: &str = "TASK_CFS_RQ_OFF";
+    pub const GLOBAL_CFS_RQ_RQ_OFF: &str = "CFS_RQ_RQ_OFF";
+    pub const GLOBAL_RQ_NR_RUNNING_OFF: &str = "RQ_NR_RUNNING_OFF";
     /// Classic tracepoint record offsets, parsed from tracefs format files.
     pub const GLOBAL_TP_SWITCH_PREV_PID_OFF: &str = "TP_SWITCH_PREV_PID_OFF";
     pub const GLOBAL_TP_SWITCH_PREV_STATE_OFF: &str = "TP_SWITCH_PREV_STATE_OFF";
@@ -97,6 +125,8 @@ pub mod names {
         ("sched_switch", "sched_switch"),
         ("sched_process_exit", "sched_process_exit"),
     ];
+    /// The victims mode's sched_switch, which replaces `sched_switch`.
+    pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     pub const TP_PROGRAMS: [(&str, &str); 4] = [
         ("tp_sched_wakeup", "sched_wakeup"),
         ("tp_sched_wakeup_new", "sched_wakeup_new"),

@@ -14,6 +14,45 @@ pub static TASK_STATE_OFF: u64 = 0;
 #[unsafe(no_mangle)]
 pub static TASK_TGID_OFF: u64 = 0;
 
+// task_struct fields the victims and slow modes report (btf mode only).
+#[unsafe(no_mangle)]
+pub static TASK_COMM_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static TASK_POLICY_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static TASK_STATIC_PRIO_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static TASK_RT_PRIORITY_OFF: u64 = 0;
+
+/// 1 when the chain task->se.cfs_rq->rq->nr_running resolved from BTF (it
+/// needs CONFIG_FAIR_GROUP_SCHED); the three offsets below are then valid.
+#[unsafe(no_mangle)]
+pub static RQ_LEN: u64 = 0;
+/// Offset of `se.cfs_rq` in task_struct (se's offset plus cfs_rq's in it).
+#[unsafe(no_mangle)]
+pub static TASK_CFS_RQ_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static CFS_RQ_RQ_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static RQ_NR_RUNNING_OFF: u64 = 0;
+
+// What the programs compute. The verifier sees these frozen values as
+// constants and removes the code of the modes that are off, so histogram
+// mode pays nothing for the others.
+/// 1: add each wait to the histogram (off in the slow mode; the victims
+/// mode has a sched_switch program of its own, without it).
+#[unsafe(no_mangle)]
+pub static HISTOGRAM: u64 = 1;
+/// Rows per half of each table (`--max-tasks`).
+#[unsafe(no_mangle)]
+pub static MAX_TASKS: u64 = 0;
+/// Culprit rows reserved per half for idle tasks: one per possible CPU.
+#[unsafe(no_mangle)]
+pub static IDLE_ROWS: u64 = 0;
+/// Send waits of at least this many ns to the ring buffer; 0 = off.
+#[unsafe(no_mangle)]
+pub static SLOW_NS: u64 = 0;
+
 /// Only waits of this process (tgid) are measured; 0 = every process.
 #[unsafe(no_mangle)]
 pub static FILTER_TGID: u64 = 0;

@@ -4,6 +4,11 @@
 //! write per enqueue and one array read/write plus one per-CPU update per
 //! switch-in (DESIGN.md section 2, convention 3).
 //!
+//! The victims and slow modes (tp_btf only) also charge each wait to its
+//! task and to the task that held the CPU (victims.rs), or send it to
+//! userspace when over a threshold (slow.rs): a sched_switch program of its
+//! own for the first, read-only globals for the second.
+//!
 //! Two hook modes carry the same logic:
 //! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
 //!   they read come from the running kernel's BTF, resolved by the loader and
@@ -11,9 +16,13 @@
 //! - `tp`: classic tracepoints; record offsets come from tracefs format files.
 #![no_std]
 #![no_main]
+// Inline assembly for BPF: one atomic fetch-and-add (victims.rs).
+#![feature(asm_experimental_arch)]
 
 mod globals;
+mod slow;
 mod task;
+mod victims;
 mod wait;
 
 use aya_ebpf::{
@@ -49,10 +58,43 @@ pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
 
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,
 //                      struct task_struct *next, unsigned int prev_state)
-// The prev_state argument only exists since 5.18, so the state is read from
-// prev itself, which works on every kernel with tp_btf (5.5+).
+// Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
+    let histogram = load(&globals::HISTOGRAM) != 0;
+    let Some((prev, next, ended)) = btf_switch(&ctx, histogram) else {
+        return 0;
+    };
+    // A constant: in histogram mode the verifier drops this.
+    let slow_ns = load(&globals::SLOW_NS);
+    if slow_ns != 0 && ended.wait_ns >= slow_ns {
+        slow::emit(prev, next, ended);
+    }
+    0
+}
+
+// The victims mode's sched_switch, a program of its own (names::
+// BTF_SWITCH_VICTIMS) rather than a branch in the one above: its row
+// allocation is an atomic fetch-and-add (kernel 5.12+), which older kernels
+// refuse anywhere in a program, even in code the mode switches would make
+// dead. Only loaded in that mode, it costs the other modes nothing.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
+    if let Some((prev, next, ended)) = btf_switch(&ctx, false) {
+        victims::charge(prev, next, ended);
+    }
+    0
+}
+
+/// The measurement of a tp_btf sched_switch: prev, next, and the wait of
+/// next it ended, if measured. The prev_state argument only exists since
+/// 5.18, so the state is read from prev itself, which works on every kernel
+/// with tp_btf (5.5+).
+#[inline(always)]
+fn btf_switch(
+    ctx: &BtfTracePointContext,
+    histogram: bool,
+) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
     let preempt: u64 = ctx.arg(0);
     let prev = TaskPtr::new(ctx.arg(1));
     let next = TaskPtr::new(ctx.arg(2));
@@ -61,8 +103,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
     // __schedule() only dequeues a non-running prev when !preempt.
     let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && prev.wanted();
     // next needs no filter: only wanted tasks ever get a start timestamp.
-    wait::switch(prev.pid(), prev_runnable, next.pid());
-    0
+    let ended = wait::switch(prev.pid(), prev_runnable, next.pid(), histogram)?;
+    Some((prev, next, ended))
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)
@@ -93,7 +135,9 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     // TASK_REPORT_MAX ("R+"), above every real state bit, so only the bits
     // under it decide (kernel/sched: __trace_sched_switch_state()).
     let prev_runnable = prev_state & load(&globals::TP_STATE_MASK) == 0;
-    wait::switch(prev_pid, prev_runnable, next_pid);
+    // The victims and slow modes need tp_btf (task pointers): the loader
+    // refuses them here, so the ended wait has no further use.
+    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true);
     0
 }
 

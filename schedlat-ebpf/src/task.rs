@@ -1,6 +1,7 @@
 //! Reading kernel memory at offsets resolved at load time.
 
 use aya_ebpf::programs::TracePointContext;
+use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
 use crate::globals::{self, load};
 
@@ -42,6 +43,49 @@ impl TaskPtr {
         self.read_u32(load(&globals::TASK_STATE_OFF))
     }
 
+    /// `task->comm`. char[16]: two 8-byte loads, both inside the array,
+    /// which is all the verifier asks of a load from a BTF-typed pointer
+    /// (kernel/bpf/btf.c btf_struct_walk()).
+    #[inline(always)]
+    pub fn comm(self) -> [u8; 16] {
+        let comm = load(&globals::TASK_COMM_OFF);
+        let lo = self.read_u64(comm).to_ne_bytes();
+        let hi = self.read_u64(comm + 8).to_ne_bytes();
+        let mut name = [0u8; 16];
+        name[..8].copy_from_slice(&lo);
+        name[8..].copy_from_slice(&hi);
+        name
+    }
+
+    /// Identity and scheduling parameters, for the victims and slow modes.
+    #[inline(always)]
+    pub fn info(self) -> TaskInfo {
+        TaskInfo {
+            tid: self.pid(),
+            tgid: self.tgid(),
+            comm: self.comm(),
+            policy: self.read_u32(load(&globals::TASK_POLICY_OFF)),
+            static_prio: self.read_u32(load(&globals::TASK_STATIC_PRIO_OFF)),
+            rt_priority: self.read_u32(load(&globals::TASK_RT_PRIORITY_OFF)),
+            _pad: 0,
+        }
+    }
+
+    /// `rq->nr_running` of the CPU this task is queued on, through
+    /// task->se.cfs_rq->rq (every task's se.cfs_rq is kept pointing at its
+    /// CPU's run queue, whatever its class: kernel/sched/sched.h
+    /// set_task_rq()). Each step is a checked BTF load: a NULL pointer on the
+    /// way reads as 0 rather than faulting.
+    #[inline(always)]
+    pub fn rq_len(self) -> u32 {
+        if load(&globals::RQ_LEN) == 0 {
+            return RQ_LEN_UNKNOWN;
+        }
+        let cfs_rq = TaskPtr(self.read_u64(load(&globals::TASK_CFS_RQ_OFF)) as *const u8);
+        let rq = TaskPtr(cfs_rq.read_u64(load(&globals::CFS_RQ_RQ_OFF)) as *const u8);
+        rq.read_u32(load(&globals::RQ_NR_RUNNING_OFF))
+    }
+
     /// A direct load, not bpf_probe_read_kernel: tp_btf arguments are
     /// BTF-typed pointers, and the offset comes from a frozen read-only global,
     /// which the verifier treats as a known constant. So it checks the access
@@ -51,6 +95,14 @@ impl TaskPtr {
     fn read_u32(self, offset: u64) -> u32 {
         // SAFETY: verified by the kernel as described above.
         unsafe { *(self.0.add(offset as usize) as *const u32) }
+    }
+
+    /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need
+    /// not be 8-byte aligned, which BPF loads from kernel memory allow.
+    #[inline(always)]
+    fn read_u64(self, offset: u64) -> u64 {
+        // SAFETY: as read_u32.
+        unsafe { core::ptr::read_volatile(self.0.add(offset as usize) as *const u64) }
     }
 }
 

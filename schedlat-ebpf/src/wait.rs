@@ -26,9 +26,10 @@ static STATS: PerCpuArray<CpuStats> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static EXTREMES: PerCpuArray<Extremes> = PerCpuArray::with_max_entries(2, 0);
 
-/// Interval counter, incremented by userspace at each interval end.
+/// Interval counter, incremented by userspace at each interval end; its low
+/// bit also picks the victims mode's current tables (victims.rs).
 #[map]
-static EPOCH: Array<u32> = Array::with_max_entries(1, 0);
+pub static EPOCH: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Monotonic clock shared by all CPUs.
 #[inline(always)]
@@ -67,45 +68,63 @@ fn enqueue_at(tid: u32, now: u64) {
     }
 }
 
-/// A context switch from `prev` to `next`.
+/// A wait that just ended: its length, the clock at its end, and the TIDs
+/// of the switch that ended it (already read: the victims mode reuses them).
+#[derive(Clone, Copy)]
+pub struct Ended {
+    pub wait_ns: u64,
+    pub now: u64,
+    pub prev_tid: u32,
+    pub next_tid: u32,
+}
+
+/// A context switch from `prev` to `next`; the wait of `next` that it ends,
+/// if one was measured (for the victims and slow modes), added to the
+/// histogram when `histogram` (off in those modes).
 #[inline(always)]
-pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32) {
+pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32, histogram: bool) -> Option<Ended> {
     // One clock read serves both sides of the switch.
     let now = now();
     if prev_runnable {
         enqueue_at(prev_tid, now);
     }
     if next_tid == 0 {
-        return;
+        return None;
     }
-    let Some(slot) = START.get_ptr_mut(next_tid) else {
-        return;
-    };
+    let slot = START.get_ptr_mut(next_tid)?;
     // SAFETY: pointer into the map value, valid for this program run.
     let start = unsafe { *slot };
     if start == 0 {
         // Enqueued before we attached: no start time, nothing to measure.
-        return;
+        return None;
     }
     // SAFETY: as above.
     unsafe { *slot = 0 };
-    record(start, now);
+    let s = stats()?;
+    if now < start {
+        s.discarded_negative += 1;
+        return None;
+    }
+    let wait_ns = now - start;
+    if histogram {
+        record(s, wait_ns);
+    }
+    Some(Ended {
+        wait_ns,
+        now,
+        prev_tid,
+        next_tid,
+    })
 }
 
 #[inline(always)]
-fn record(start: u64, now: u64) {
-    let Some(s) = stats() else { return };
-    if now < start {
-        s.discarded_negative += 1;
-        return;
-    }
-    let wait = now - start;
-    if let Some(count) = s.buckets.get_mut(bucket_index(wait)) {
+fn record(s: &mut CpuStats, wait: u64) {
+    if let Some(count) = s.buckets.get_mut(barrier_var(bucket_index(wait))) {
         *count += 1;
     }
     // checked_div: a plain `/` would carry a panic path the verifier rejects.
     let in_unit = wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
-    if let Some(count) = s.log2.get_mut(log2_slot(in_unit)) {
+    if let Some(count) = s.log2.get_mut(barrier_var(log2_slot(in_unit))) {
         *count += 1;
     }
     s.sum_ns += wait;
@@ -130,4 +149,14 @@ pub fn forget(tid: u32) {
         // SAFETY: pointer into the map value, valid for this program run.
         unsafe { *slot = 0 };
     }
+}
+
+/// Makes LLVM bounds-check the index itself rather than a value it was
+/// derived from, which older verifiers (6.1) cannot relate to it: "math
+/// between map_value pointer and register with unbounded min value" (found
+/// by `cargo xtask vm-test`). The same trick as libbpf's barrier_var().
+#[inline(always)]
+fn barrier_var(index: usize) -> usize {
+    // SAFETY: reading a local.
+    unsafe { core::ptr::read_volatile(&index) }
 }

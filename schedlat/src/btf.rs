@@ -39,6 +39,22 @@ pub struct TaskOffsets {
     pub tgid: u64,
     /// `__state` since 5.14, `state` before.
     pub state: u64,
+    /// What the victims and slow modes report of a task.
+    pub comm: u64,
+    pub policy: u64,
+    pub static_prio: u64,
+    pub rt_priority: u64,
+}
+
+/// The chain task->se.cfs_rq->rq->nr_running (slow events' run-queue
+/// length). `se.cfs_rq` and `cfs_rq.rq` exist only with
+/// CONFIG_FAIR_GROUP_SCHED, so this is optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RqOffsets {
+    /// `se` in task_struct plus `cfs_rq` in sched_entity.
+    pub task_cfs_rq: u64,
+    pub cfs_rq_rq: u64,
+    pub rq_nr_running: u64,
 }
 
 /// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
@@ -63,10 +79,28 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
         pid: task.offset_of(&["pid"])?,
         tgid: task.offset_of(&["tgid"])?,
         state: task.offset_of(&["__state", "state"])?,
+        comm: task.offset_of(&["comm"])?,
+        policy: task.offset_of(&["policy"])?,
+        static_prio: task.offset_of(&["static_prio"])?,
+        rt_priority: task.offset_of(&["rt_priority"])?,
     };
     #[cfg(feature = "fault-injection")]
     let offsets = inject_pid_offset(offsets);
     Ok(offsets)
+}
+
+/// The run-queue length chain, or None when this kernel lacks a link.
+pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
+    let field = |strukt: &str, name: &str| {
+        StructLayout::find(btf, path, strukt)
+            .and_then(|s| s.offset_of(&[name]))
+            .ok()
+    };
+    Some(RqOffsets {
+        task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
+        cfs_rq_rq: field("cfs_rq", "rq")?,
+        rq_nr_running: field("rq", "nr_running")?,
+    })
 }
 
 /// Test builds only (`--features fault-injection`, which `cargo xtask
@@ -200,12 +234,16 @@ mod tests {
     use super::*;
 
     /// A hand-made BTF blob: struct task_struct { int pid; int tgid; <anon
-    /// union> { unsigned int __state; }; } with the union at byte 8, so resolution must
-    /// descend into anonymous members. Built by `fixture_btf()` below.
+    /// union> { unsigned int __state; }; char comm[16]; unsigned int policy;
+    /// int static_prio; unsigned int rt_priority; } with the union at byte 8,
+    /// so resolution must descend into anonymous members. Built by
+    /// `fixture_btf()` below.
     fn fixture_btf() -> Vec<u8> {
-        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0tgid\0";
+        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0tgid\0comm\0policy\0static_prio\0rt_priority\0char\0";
         let (s_int, s_task, s_pid, s_state, s_uint, s_tgid) =
             (1u32, 5u32, 17u32, 21u32, 29u32, 42u32);
+        let (s_comm, s_policy, s_static_prio, s_rt_priority, s_char) =
+            (47u32, 52u32, 59u32, 71u32, 83u32);
         let mut types = Vec::new();
         let mut push = |words: &[u32]| {
             for w in words {
@@ -218,12 +256,14 @@ mod tests {
         push(&[s_uint, 1 << 24, 4, 32]);
         // [3] UNION (anon) vlen 1 size 4 { __state: [2] @0 }
         push(&[0, (5 << 24) | 1, 4, s_state, 2, 0]);
-        // [4] STRUCT task_struct vlen 3 size 12
-        //     { pid: [1] @0, tgid: [1] @32 bits, anon: [3] @64 bits }
+        // [4] STRUCT task_struct vlen 7 size 40
+        //     { pid: [1] @0, tgid: [1] @32 bits, anon: [3] @64 bits,
+        //       comm: [6] @96, policy: [2] @224, static_prio: [1] @256,
+        //       rt_priority: [2] @288 }
         push(&[
             s_task,
-            (4 << 24) | 3,
-            12,
+            (4 << 24) | 7,
+            40,
             s_pid,
             1,
             0,
@@ -233,7 +273,23 @@ mod tests {
             0,
             3,
             64,
+            s_comm,
+            6,
+            96,
+            s_policy,
+            2,
+            224,
+            s_static_prio,
+            1,
+            256,
+            s_rt_priority,
+            2,
+            288,
         ]);
+        // [5] INT "char" size 1, 8 bits
+        push(&[s_char, 1 << 24, 1, 8]);
+        // [6] ARRAY of [5] indexed by [2], 16 elements
+        push(&[0, 3 << 24, 0, 5, 2, 16]);
         let mut blob = Vec::new();
         blob.extend_from_slice(&0xeb9fu16.to_le_bytes()); // magic
         blob.push(1); // version
@@ -257,9 +313,15 @@ mod tests {
             TaskOffsets {
                 pid: 0,
                 tgid: 4,
-                state: 8
+                state: 8,
+                comm: 12,
+                policy: 28,
+                static_prio: 32,
+                rt_priority: 36,
             }
         );
+        // No sched_entity, cfs_rq or rq in the fixture: no run-queue length.
+        assert_eq!(rq_offsets(&btf, Path::new("fixture")), None);
     }
 
     #[test]
@@ -292,5 +354,11 @@ mod tests {
         assert_ne!(offs.pid, offs.state);
         assert!(offs.pid > 0 && offs.pid < 16384, "{offs:?}");
         assert_eq!(offs.pid % 4, 0);
+        for off in [offs.comm, offs.policy, offs.static_prio, offs.rt_priority] {
+            assert!(off > 0 && off < 16384 && off != offs.pid, "{offs:?}");
+        }
+        // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
+        let rq = rq_offsets(&btf, path).expect("task->se.cfs_rq->rq->nr_running");
+        assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
     }
 }

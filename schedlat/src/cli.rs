@@ -53,6 +53,9 @@ pub enum Command {
     /// Record one run to a file for `compare` (the seed method's step 4: fix,
     /// then re-measure). Prints the histogram too.
     Record(RecordArgs),
+    /// From "it is janky" to a named cause: PSI and schedstat (no root),
+    /// the eBPF histogram (root), quota throttling, saturation, pinning.
+    Diagnose(crate::diagnose::DiagnoseArgs),
     /// The live histogram in a terminal: percentiles, verdict, p99 history.
     Top(crate::top::TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
@@ -61,6 +64,15 @@ pub enum Command {
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
     /// endpoint for Prometheus (OpenMetrics or the classic text format).
     Serve(crate::serve::ServeArgs),
+    /// Who waited and behind whom: per task, its waits (count, total,
+    /// average, longest, when and where) and the task that held the CPU when
+    /// each ended (the culprit); per culprit task and process, the wait it
+    /// caused. Needs tp_btf. See docs/victims.md.
+    Victims(crate::victims::VictimsArgs),
+    /// Every wait over a threshold, as it happens: time, CPU, the task that
+    /// waited, how long, the culprit, the run-queue length (runqslower, with
+    /// context). Needs tp_btf.
+    Slow(crate::slow::SlowArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -151,7 +163,7 @@ impl KernelArgs {
     }
 }
 
-fn positive_u64(s: &str) -> Result<u64, String> {
+pub fn positive_u64(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => Ok(n),

@@ -15,9 +15,10 @@ use schedlat_common::{CpuStats, Extremes, names};
 use thiserror::Error;
 
 use crate::{
-    btf::{self, BtfError, TaskOffsets, VMLINUX_BTF},
+    btf::{self, BtfError, RqOffsets, TaskOffsets, VMLINUX_BTF},
     btf_prefix,
     filter::Filter,
+    modes::Modes,
     privileges,
     tracefs::{self, Format, TracefsError},
 };
@@ -90,6 +91,10 @@ pub enum LoadError {
         "-p needs the tp_btf hook mode (classic tracepoints do not carry the process id): drop --hook tp"
     )]
     FilterNeedsBtf,
+    #[error(
+        "`schedlat {0}` needs the tp_btf hook mode (classic tracepoints do not pass the task pointers its comm, process and policy are read from): drop --hook tp"
+    )]
+    ModeNeedsBtf(&'static str),
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error("eBPF map {name}: {error}")]
@@ -110,6 +115,8 @@ pub struct KernelSources {
 #[derive(Debug, Clone, Default)]
 struct Globals {
     task: Option<TaskOffsets>,
+    /// Only resolved when the mode wants it (slow events' run-queue length).
+    rq: Option<RqOffsets>,
     tp: Option<TpOffsets>,
 }
 
@@ -145,6 +152,8 @@ impl TpOffsets {
 /// object is loaded: the candidate modes, their globals, the attach BTF.
 struct Plan {
     candidates: Vec<HookMode>,
+    /// The tp_btf (program, tracepoint) pairs of the chosen modes.
+    btf_programs: [(&'static str, &'static str); 4],
     globals: Globals,
     attach_btf: Option<aya::Btf>,
     notes: Vec<String>,
@@ -157,6 +166,7 @@ impl Plan {
         choice: HookChoice,
         sources: &KernelSources,
         filter: &Filter,
+        modes: &Modes,
     ) -> Result<Plan, LoadError> {
         let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
         let mut notes = Vec::new();
@@ -174,10 +184,18 @@ impl Plan {
                 _ => candidates.retain(|m| *m == HookMode::Btf),
             }
         }
+        // So do the victims and slow modes (modes.rs).
+        if let Some(mode) = modes.needs_btf() {
+            match choice {
+                HookChoice::Tp => return Err(LoadError::ModeNeedsBtf(mode)),
+                _ => candidates.retain(|m| *m == HookMode::Btf),
+            }
+        }
         if candidates.contains(&HookMode::Btf) {
-            match resolve_btf(&btf_path) {
-                Ok((offsets, btf)) => {
+            match resolve_btf(&btf_path, modes.wants_rq_len()) {
+                Ok((offsets, rq, btf)) => {
                     globals.task = Some(offsets);
+                    globals.rq = rq;
                     attach_btf = Some(btf);
                 }
                 // An explicit --btf that fails is an error even in auto mode.
@@ -203,6 +221,7 @@ impl Plan {
         }
         Ok(Plan {
             candidates,
+            btf_programs: modes.btf_programs(),
             globals,
             attach_btf,
             notes,
@@ -218,7 +237,7 @@ impl Plan {
         let mut notes = self.notes;
         let mut failures = Vec::new();
         for mode in self.candidates {
-            match attach(ebpf, mode, self.attach_btf.as_ref()) {
+            match attach(ebpf, mode, self.attach_btf.as_ref(), &self.btf_programs) {
                 Ok(()) => {
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok((mode, notes));
@@ -232,11 +251,15 @@ impl Plan {
     }
 }
 
+type BtfFacts = (TaskOffsets, Option<RqOffsets>, aya::Btf);
+
 /// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
-/// kernel's, see btf_prefix.rs), from the BTF at `path`.
-fn resolve_btf(path: &Path) -> Result<(TaskOffsets, aya::Btf), LoadError> {
+/// kernel's, see btf_prefix.rs), from the BTF at `path`. With `want_rq`,
+/// also the run-queue length chain, if this kernel has it.
+fn resolve_btf(path: &Path, want_rq: bool) -> Result<BtfFacts, LoadError> {
     let btf = btf::open(path)?;
     let offsets = btf::task_offsets(&btf, path)?;
+    let rq = want_rq.then(|| btf::rq_offsets(&btf, path)).flatten();
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
     let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
     let blob = btf_prefix::prefix_blob(path, last_id)?;
@@ -246,7 +269,7 @@ fn resolve_btf(path: &Path) -> Result<(TaskOffsets, aya::Btf), LoadError> {
             error,
         }
     })?;
-    Ok((offsets, attach_btf))
+    Ok((offsets, rq, attach_btf))
 }
 
 /// The loaded and attached programs, and the maps userspace reads.
@@ -266,6 +289,17 @@ impl Tracer {
         unit_ns: u64,
         filter: &Filter,
     ) -> Result<Tracer, LoadError> {
+        Tracer::load_modes(choice, sources, unit_ns, filter, &Modes::HISTOGRAM)
+    }
+
+    /// As `load`, computing `modes` in the kernel (victims, slow events).
+    pub fn load_modes(
+        choice: HookChoice,
+        sources: &KernelSources,
+        unit_ns: u64,
+        filter: &Filter,
+        modes: &Modes,
+    ) -> Result<Tracer, LoadError> {
         if EBPF_OBJECT.is_empty() {
             return Err(LoadError::NoObject);
         }
@@ -278,7 +312,7 @@ impl Tracer {
             // needs it until the object is loaded, so it runs on a second
             // thread while this one resolves offsets and the attach BTF.
             let loader = scope.spawn(EbpfLoader::new);
-            let plan = Plan::resolve(choice, sources, filter)?;
+            let plan = Plan::resolve(choice, sources, filter, modes)?;
             let mut loader = loader.join().expect("EbpfLoader::new panicked");
             // A custom BTF replaces the one the loader parsed from sysfs. The
             // loader only uses it for CO-RE relocations, which Rust eBPF
@@ -287,6 +321,8 @@ impl Tracer {
                 loader.btf(plan.attach_btf.as_ref());
             }
             configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
+            let globals = &plan.globals;
+            modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
             let mut ebpf = loader
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;
@@ -297,6 +333,12 @@ impl Tracer {
 
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+
+    /// The loaded object, for the modes that read maps of their own
+    /// (victims/collect.rs, slow/mod.rs).
+    pub fn ebpf_mut(&mut self) -> &mut Ebpf {
+        &mut self.ebpf
     }
 
     /// Ends the current interval: flips the kernel's extremes epoch, then
@@ -407,7 +449,7 @@ fn configure_loader(
 }
 
 /// The kernel's TID limit, to size the start array (one u64 per TID).
-fn pid_max() -> Result<u32, LoadError> {
+pub(crate) fn pid_max() -> Result<u32, LoadError> {
     const PATH: &str = "/proc/sys/kernel/pid_max";
     let text = fs::read_to_string(PATH).map_err(|error| LoadError::Proc { path: PATH, error })?;
     text.trim().parse().map_err(|_| LoadError::Proc {
@@ -416,7 +458,12 @@ fn pid_max() -> Result<u32, LoadError> {
     })
 }
 
-fn attach(ebpf: &mut Ebpf, mode: HookMode, btf: Option<&aya::Btf>) -> Result<(), LoadError> {
+fn attach(
+    ebpf: &mut Ebpf,
+    mode: HookMode,
+    btf: Option<&aya::Btf>,
+    btf_programs: &[(&'static str, &'static str)],
+) -> Result<(), LoadError> {
     let fail = |program, step, error, hint| LoadError::Program {
         mode,
         program,
@@ -428,7 +475,7 @@ fn attach(ebpf: &mut Ebpf, mode: HookMode, btf: Option<&aya::Btf>) -> Result<(),
         HookMode::Btf => {
             let btf = btf.expect("BTF is parsed whenever tp_btf is a candidate");
             const HINT: &str = " (the kernel may lack tp_btf support, 5.5+; try --hook tp)";
-            for (program, tracepoint) in names::BTF_PROGRAMS {
+            for &(program, tracepoint) in btf_programs {
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                 prog.load(tracepoint, btf)
                     .map_err(|e| fail(program, "load", e, HINT))?;

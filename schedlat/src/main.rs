@@ -6,16 +6,23 @@ mod bpf_cost;
 mod btf;
 mod btf_prefix;
 mod cli;
+mod clock;
 mod compare;
+mod diagnose;
 mod filter;
 mod histogram;
 mod loader;
+mod modes;
 mod output;
 mod privileges;
 mod run;
 mod serve;
+mod slow;
+mod stdout;
+mod task;
 mod top;
 mod tracefs;
+mod victims;
 
 use std::process::ExitCode;
 
@@ -39,12 +46,21 @@ fn main() -> ExitCode {
         Some(cli::Command::Record(args)) => {
             runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
         }
+        Some(cli::Command::Diagnose(args)) => {
+            diagnose::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
+        }
         Some(cli::Command::Top(args)) => {
             top::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
         }
         Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
         Some(cli::Command::Serve(args)) => {
             runtime.block_on(serve::run(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Victims(args)) => {
+            runtime.block_on(victims::run(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Slow(args)) => {
+            runtime.block_on(slow::run(args, &cli.kernel, &cli.filter))
         }
     };
     match result {

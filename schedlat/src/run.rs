@@ -82,6 +82,13 @@ async fn run(
         eprintln!("schedlat: only waits of {target}");
     }
 
+    let slice = Slice::detect();
+    // Measuring starts from this snapshot, taken before the banner so that
+    // whatever a user (or a test) starts on seeing it is counted.
+    let mut tracer = tracer;
+    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut started = Instant::now();
+
     let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
     if cli.json {
         eprint!("{banner}");
@@ -89,11 +96,6 @@ async fn run(
         return Ok(Ended::StdoutClosed);
     }
 
-    let slice = Slice::detect();
-    // Everything before attach is excluded by starting from a snapshot.
-    let mut tracer = tracer;
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
-    let mut started = Instant::now();
     let period = Duration::from_secs(cli.interval.unwrap_or(u64::MAX / 4));
     let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod http;
+pub mod perf;
 pub mod prometheus;
 pub mod serve;
 pub mod workload;
@@ -60,15 +61,21 @@ impl Tracer {
         let (tx, lines) = mpsc::channel();
         let ready = mpsc::channel::<()>();
         let mut stderr = child.stderr.take();
+        // In JSON mode the banner goes to stderr (stdout is pure JSON): read
+        // it there, keeping the lines to show if schedlat fails instead.
+        let stderr_seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         if json {
-            // The banner goes to stderr in JSON mode; stdout is pure JSON.
             let err = stderr.take().unwrap();
             let ready_tx = ready.0.clone();
+            let seen = std::sync::Arc::clone(&stderr_seen);
             thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
                     if line.contains(BANNER) {
                         let _ = ready_tx.send(());
                     }
+                    let mut seen = seen.lock().unwrap();
+                    seen.push_str(&line);
+                    seen.push('\n');
                 }
             });
         }
@@ -92,7 +99,8 @@ impl Tracer {
         };
         if ready.1.recv_timeout(Duration::from_secs(20)).is_err() {
             let _ = tracer.child.kill();
-            let mut err = String::new();
+            let _ = tracer.child.wait();
+            let mut err = stderr_seen.lock().unwrap().clone();
             if let Some(mut e) = tracer.stderr.take() {
                 let _ = e.read_to_string(&mut err);
             }

@@ -181,3 +181,103 @@ pub fn spinning_threads(cpu: usize, n: usize, duration: Duration) {
         t.join().expect("spinning thread");
     }
 }
+
+/// Simultaneous waits: a SCHED_FIFO waker and `sleepers` normal threads
+/// share one CPU. Each round the waker wakes every sleeper (a byte on each
+/// one's socket), keeps the CPU for `hold`, then sleeps for `gap`, in which
+/// the sleepers run one after another. So every round all the sleepers wait
+/// on the run queue at the same time: `sleepers * rounds` waits, which only
+/// a tracer that keeps one start time per TID counts (one that reads the
+/// wrong TIDs, say the same value for every task, counts one per round).
+pub fn wake_burst(cpu: usize, sleepers: usize, hold: Duration, gap: Duration, rounds: u32) {
+    let (wakers, threads): (Vec<UnixStream>, Vec<_>) = (0..sleepers)
+        .map(|_| {
+            let (waker, mut sleeper) = UnixStream::pair().expect("socketpair");
+            let thread = thread::spawn(move || {
+                pin_current_thread(cpu);
+                let mut byte = [0u8; 1];
+                for _ in 0..rounds {
+                    sleeper.read_exact(&mut byte).expect("sleeper read");
+                }
+            });
+            (waker, thread)
+        })
+        .unzip();
+    let waker = thread::spawn(move || {
+        pin_current_thread(cpu);
+        // Let the sleepers block in read() before the first round.
+        thread::sleep(Duration::from_millis(20));
+        make_current_thread_fifo(50);
+        for _ in 0..rounds {
+            for mut socket in &wakers {
+                socket.write_all(&[1]).expect("waker write");
+            }
+            spin_for(hold);
+            thread::sleep(gap);
+        }
+    });
+    waker.join().expect("waker thread");
+    for thread in threads {
+        thread.join().expect("sleeper thread");
+    }
+}
+
+impl Hogs {
+    /// `n` hogs as `start`, but named `comm`, as seed 003's `cal.sh`: each
+    /// runs the shell through a symlink called `comm` (a process's comm is
+    /// the basename of the path it was exec'd by: fs/exec.c
+    /// __set_task_comm()). Returns once every hog runs under that name.
+    pub fn start_named(cpu: usize, n: usize, comm: &str) -> Hogs {
+        let dir = std::env::temp_dir().join(format!("schedlat-hogs-{}-{comm}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir for the hog link");
+        let link = dir.join(comm);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/bin/sh", &link).expect("symlink to /bin/sh");
+        let hogs = Hogs(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("taskset")
+                        .args(["-c", &cpu.to_string()])
+                        .arg(&link)
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset (util-linux) runs")
+                })
+                .collect(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for pid in hogs.pids() {
+            while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map_or(true, |c| c.trim() != comm)
+            {
+                assert!(Instant::now() < deadline, "hog {pid} never became {comm}");
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        hogs
+    }
+
+    /// Process ids (taskset execs in place: they are the hogs').
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(|c| c.id()).collect()
+    }
+}
+
+/// `sleeper` in a thread named `name` (its comm, at most 15 bytes); returns
+/// the thread's TID once it has exited.
+pub fn named_sleeper(cpu: usize, period: Duration, rounds: u32, name: &str) -> u32 {
+    thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            pin_current_thread(cpu);
+            for _ in 0..rounds {
+                thread::sleep(period);
+            }
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() as u32 }
+        })
+        .expect("spawn the sleeper")
+        .join()
+        .expect("sleeper thread")
+}

@@ -1,10 +1,12 @@
 //! What the numbers mean: percentiles from the fine buckets, the shape of the
-//! distribution (docs/shape.md), and before/after comparison.
+//! distribution (docs/shape.md), before/after comparison, and who waited
+//! behind whom (docs/victims.md).
 
 pub mod compare;
 pub mod percentiles;
 pub mod shape;
 pub mod slice;
+pub mod victims;
 
 /// A duration for people: 3 significant digits in ns, us, ms or s.
 pub fn fmt_ns(ns: u64) -> String {

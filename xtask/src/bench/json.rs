@@ -35,12 +35,23 @@ fn results_json(results: &Results) -> Value {
             })
         })
         .collect();
+    let victims: Vec<Value> = results
+        .victims
+        .iter()
+        .map(|r| {
+            json!({
+                "metric": r.what, "victims": r.schedlat, "schedlat": r.runqlat,
+                "ratio": r.value(), "target": r.target(), "met": r.met(),
+            })
+        })
+        .collect();
     json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
         "rounds": results.rounds,
         "samples": samples,
         "summary": summary,
         "ratios_schedlat_over_runqlat": ratios,
+        "ratios_victims_over_schedlat": victims,
     })
 }
 

@@ -2,7 +2,8 @@
 //! context-switch load (`perf bench sched pipe`).
 //!
 //! One invocation runs R rounds; each round runs the load once per mode (no
-//! tracer, runqlat, schedlat) in an order rotated every round, so slow drift
+//! tracer, runqlat, schedlat, and schedlat's victims mode, whose per-task
+//! tables must cost no more than the histogram) in an order rotated every round, so slow drift
 //! of the machine (thermal, page cache, the neighbours on the other CPU) is
 //! spread over all modes instead of landing on one. Per mode we report the
 //! median over rounds:
@@ -71,16 +72,19 @@ pub enum Mode {
     Baseline,
     Runqlat,
     Schedlat,
+    /// `schedlat victims`: per-task tables instead of the histogram.
+    Victims,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Baseline, Mode::Runqlat, Mode::Schedlat];
+    pub const ALL: [Mode; 4] = [Mode::Baseline, Mode::Runqlat, Mode::Schedlat, Mode::Victims];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Baseline => "baseline",
             Mode::Runqlat => "runqlat",
             Mode::Schedlat => "schedlat",
+            Mode::Victims => "victims",
         }
     }
 }
@@ -115,6 +119,16 @@ pub fn run(opts: &Options) -> Result<()> {
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;
+    let victims = Tool::new("schedlat", schedlat.path.clone())?.with_args(
+        "schedlat victims",
+        &["victims"],
+        "culprits (",
+    );
+    let tools = Tools {
+        runqlat,
+        schedlat,
+        victims,
+    };
 
     // The kernel counts BPF run time only while some fd like this is open.
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -132,7 +146,7 @@ pub fn run(opts: &Options) -> Result<()> {
         };
         eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
         let sleepers = sleepers::SleeperProcess::spawn(n, other)?;
-        let results = compare_once(opts, &runqlat, &schedlat)?;
+        let results = compare_once(opts, &tools)?;
         drop(sleepers);
         println!("\n=== with {n} sleeping/waking threads on CPU {other} ===");
         print!("{}", results.render());
@@ -161,16 +175,24 @@ pub fn run(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The tracers the modes run.
+struct Tools {
+    runqlat: Tool,
+    schedlat: Tool,
+    victims: Tool,
+}
+
 /// All rounds of all modes, under whatever else runs on the machine.
-fn compare_once(opts: &Options, runqlat: &Tool, schedlat: &Tool) -> Result<report::Results> {
+fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     let mut samples = Vec::new();
     for round in 1..=opts.rounds {
         for mode in order(round) {
             eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.name());
             let sample = match mode {
                 Mode::Baseline => baseline(round, opts)?,
-                Mode::Runqlat => traced(round, mode, runqlat, opts)?,
-                Mode::Schedlat => traced(round, mode, schedlat, opts)?,
+                Mode::Runqlat => traced(round, mode, &tools.runqlat, opts)?,
+                Mode::Schedlat => traced(round, mode, &tools.schedlat, opts)?,
+                Mode::Victims => traced(round, mode, &tools.victims, opts)?,
             };
             samples.push(sample);
         }
@@ -178,8 +200,9 @@ fn compare_once(opts: &Options, runqlat: &Tool, schedlat: &Tool) -> Result<repor
     report::Results::new(opts, samples)
 }
 
-/// Round 1 runs baseline, runqlat, schedlat; round 2 starts at runqlat, ...
-fn order(round: u32) -> [Mode; 3] {
+/// Round 1 runs baseline, runqlat, schedlat, victims; round 2 starts at
+/// runqlat, ...
+fn order(round: u32) -> [Mode; 4] {
     let mut modes = Mode::ALL;
     modes.rotate_left((round as usize - 1) % Mode::ALL.len());
     modes
@@ -237,9 +260,9 @@ mod tests {
     #[test]
     fn order_rotates_every_round() {
         use Mode::*;
-        assert_eq!(order(1), [Baseline, Runqlat, Schedlat]);
-        assert_eq!(order(2), [Runqlat, Schedlat, Baseline]);
-        assert_eq!(order(3), [Schedlat, Baseline, Runqlat]);
-        assert_eq!(order(4), order(1));
+        assert_eq!(order(1), [Baseline, Runqlat, Schedlat, Victims]);
+        assert_eq!(order(2), [Runqlat, Schedlat, Victims, Baseline]);
+        assert_eq!(order(3), [Schedlat, Victims, Baseline, Runqlat]);
+        assert_eq!(order(5), order(1));
     }
 }

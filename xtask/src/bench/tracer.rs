@@ -21,6 +21,11 @@ const BANNER: &str = "Tracing run queue latency";
 pub struct Tool {
     pub name: &'static str,
     pub path: PathBuf,
+    /// Arguments (`victims` for schedlat's victims mode).
+    pub args: Vec<&'static str>,
+    /// A line the tool prints at SIGINT when it reports (a histogram's
+    /// header, the victims mode's culprits table).
+    pub report_marker: &'static str,
 }
 
 impl Tool {
@@ -31,7 +36,25 @@ impl Tool {
                 path.display()
             );
         }
-        Ok(Self { name, path })
+        Ok(Self {
+            name,
+            path,
+            args: Vec::new(),
+            report_marker: "distribution",
+        })
+    }
+
+    /// The same binary run as `path ARGS`, reporting `marker` at SIGINT.
+    pub fn with_args(
+        mut self,
+        name: &'static str,
+        args: &[&'static str],
+        marker: &'static str,
+    ) -> Self {
+        self.name = name;
+        self.args = args.to_vec();
+        self.report_marker = marker;
+        self
     }
 }
 
@@ -43,6 +66,7 @@ pub struct Exit {
 
 pub struct Tracer {
     name: &'static str,
+    report_marker: &'static str,
     child: Child,
     /// Set once the process is reaped: from then on its pid may be reused,
     /// so Drop must not signal it.
@@ -65,6 +89,7 @@ impl Tracer {
         let mut child = Command::new("stdbuf")
             .arg("-oL")
             .arg(&tool.path)
+            .args(&tool.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -89,6 +114,7 @@ impl Tracer {
         });
         Ok(Self {
             name: tool.name,
+            report_marker: tool.report_marker,
             child,
             reaped: false,
             spawned,
@@ -132,13 +158,13 @@ impl Tracer {
             let e = std::io::Error::last_os_error();
             return Err(self.abort(&format!("could not be sent SIGINT ({e})")));
         }
-        let mut histogram = false;
+        let mut reported = false;
         loop {
             match self
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
-                Ok((_, line)) => histogram |= line.contains("distribution"),
+                Ok((_, line)) => reported |= line.contains(self.report_marker),
                 Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(self.abort(&format!("did not exit within {timeout:?} of SIGINT")));
@@ -154,11 +180,8 @@ impl Tracer {
             let stderr = self.take_stderr();
             bail!("{} failed on SIGINT ({status}): {stderr}", self.name);
         }
-        if !histogram {
-            eprintln!(
-                "bench: warning: {} printed no histogram on SIGINT",
-                self.name
-            );
+        if !reported {
+            eprintln!("bench: warning: {} printed no report on SIGINT", self.name);
         }
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         Ok(Exit {

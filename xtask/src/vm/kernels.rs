@@ -55,8 +55,10 @@ pub fn package_for(name: &str) -> Result<&str> {
 pub fn prepare(package: &str, cache: &Path) -> Result<Kernel> {
     match fetch(package, cache) {
         Ok(kernel) => Ok(kernel),
-        Err(e) if is_root() => {
-            eprintln!("vm-test: {e:#}\nvm-test: running apt-get update and retrying");
+        Err(_) if is_root() => {
+            eprintln!(
+                "vm-test: {package}: not resolved or not fetched; apt-get update, then again"
+            );
             run_quiet(Command::new("apt-get").args(["update", "-qq"]))?;
             fetch(package, cache)
         }
@@ -76,15 +78,15 @@ fn fetch(package: &str, cache: &Path) -> Result<Kernel> {
 /// Picks the unpacked ELF kernel (extracting it once), else the bzImage.
 fn with_elf(package: String, version: String, dir: &Path) -> Kernel {
     let (bzimage, elf) = (dir.join("vmlinuz"), dir.join("vmlinux"));
-    if !elf.exists() {
-        if let Err(e) = bzimage::extract_elf(&bzimage, &elf) {
-            eprintln!("vm-test: {package}: booting the bzImage ({e:#})");
-            return Kernel {
-                package,
-                version,
-                image: bzimage,
-            };
-        }
+    if !elf.exists()
+        && let Err(e) = bzimage::extract_elf(&bzimage, &elf)
+    {
+        eprintln!("vm-test: {package}: booting the bzImage ({e:#})");
+        return Kernel {
+            package,
+            version,
+            image: bzimage,
+        };
     }
     Kernel {
         package,

@@ -193,7 +193,7 @@ fn panics(console: &str) -> Vec<String> {
             let (test, _) = rest.split_once("' ")?;
             line.contains(" panicked at ").then_some(())?;
             // The first line of the message; the tail below has the rest.
-            let message: String = lines.get(i + 1)?.chars().take(300).collect();
+            let message: String = lines.get(i + 1)?.chars().take(400).collect();
             Some(format!("{test}: {message}"))
         })
         .collect()

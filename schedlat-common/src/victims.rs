@@ -1,0 +1,135 @@
+//! Map values of the victims and slow modes (README "Victims, culprits and
+//! slow waits", docs/victims.md): who waited, who held the CPU when the wait
+//! ended (the culprit), and single waits over a threshold.
+//!
+//! Rows are found through a per-TID [`RowSlot`] (schedlat-ebpf victims.rs)
+//! and updated without atomics: a task is switched in (victim) or out
+//! (culprit) on one CPU at a time, under that CPU's run-queue lock, so two
+//! updates of one row never overlap.
+
+/// A task as the kernel saw it at the switch: identity and scheduling
+/// parameters, read from its `task_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// `task->pid` (the thread id).
+    pub tid: u32,
+    /// `task->tgid` (the process id).
+    pub tgid: u32,
+    /// `task->comm`, NUL-padded (not terminated when 16 bytes long).
+    pub comm: [u8; 16],
+    /// `task->policy`: SCHED_NORMAL 0, FIFO 1, RR 2, BATCH 3, IDLE 5,
+    /// DEADLINE 6, EXT 7.
+    pub policy: u32,
+    /// `task->static_prio`: 120 + nice for every policy.
+    pub static_prio: u32,
+    /// `task->rt_priority`: 1..99 for FIFO/RR, 0 otherwise.
+    pub rt_priority: u32,
+    pub _pad: u32,
+}
+
+/// One victim (a task that waited), for one interval.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VictimStats {
+    pub task: TaskInfo,
+    /// Waits that ended in the interval.
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// CLOCK_MONOTONIC (bpf_ktime_get_ns) when the longest wait ended.
+    pub max_at_ns: u64,
+    /// CPU the longest wait ended on.
+    pub max_cpu: u32,
+    pub _pad: u32,
+    /// The task that held that CPU until the longest wait ended.
+    pub max_culprit: TaskInfo,
+}
+
+/// One culprit (a task switched out in favour of a task that waited), for
+/// one interval.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CulpritStats {
+    pub task: TaskInfo,
+    /// Waits that ended when this task left the CPU.
+    pub count: u64,
+    /// Their sum: the wait this task is charged with.
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// CLOCK_MONOTONIC when the longest of those waits ended.
+    pub max_at_ns: u64,
+    pub max_cpu: u32,
+    pub _pad: u32,
+    /// The task that waited longest for this one.
+    pub max_victim: TaskInfo,
+}
+
+/// One wait over the slow threshold, sent through the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlowEvent {
+    /// CLOCK_MONOTONIC when the wait ended (the switch-in).
+    pub at_ns: u64,
+    pub wait_ns: u64,
+    pub cpu: u32,
+    /// `rq->nr_running` of that CPU at the switch (runnable tasks including
+    /// the victim); `RQ_LEN_UNKNOWN` when the kernel's BTF lacks the chain.
+    pub rq_len: u32,
+    pub victim: TaskInfo,
+    pub culprit: TaskInfo,
+}
+
+pub const RQ_LEN_UNKNOWN: u32 = u32::MAX;
+
+/// Per-CPU counters of the victims and slow modes, cumulative since load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModeCounters {
+    /// Waits not in the victims table: it was full (`--max-tasks`).
+    pub victims_overflow: u64,
+    /// Waits not charged in the culprits table: it was full.
+    pub culprits_overflow: u64,
+    /// Slow events written to the ring buffer.
+    pub slow_events: u64,
+    /// Slow events lost: the ring buffer was full (reserve failed).
+    pub slow_lost: u64,
+}
+
+/// Where a task's row is in the current interval (victims mode, per TID).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowSlot {
+    /// The interval (EPOCH) plus one that `index` belongs to; 0 = never.
+    pub tag: u32,
+    pub index: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY (all five): repr(C), integer fields and byte arrays only, no
+    // implicit padding (explicit `_pad` fields), valid for any bit pattern.
+    unsafe impl aya::Pod for TaskInfo {}
+    unsafe impl aya::Pod for VictimStats {}
+    unsafe impl aya::Pod for CulpritStats {}
+    unsafe impl aya::Pod for ModeCounters {}
+    unsafe impl aya::Pod for RowSlot {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn layouts_have_no_implicit_padding() {
+        assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
+        assert_eq!(size_of::<VictimStats>(), 40 + 4 * 8 + 8 + 40);
+        assert_eq!(size_of::<CulpritStats>(), 40 + 4 * 8 + 8 + 40);
+        assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40);
+        // The ring buffer hands out 8-byte aligned records.
+        assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);
+        assert_eq!(size_of::<RowSlot>(), 8);
+    }
+}

@@ -1,0 +1,227 @@
+//! The victims mode's tables: per task that waited (victim), and per task
+//! that held the CPU when a wait ended (culprit: the `prev` of the switch
+//! that ended it). docs/victims.md says what the attribution means.
+//!
+//! Rows live in arrays, not hash maps: a wait costs two array lookups to
+//! find a row, not two hash lookups (this runs on every switch that ends a
+//! measured wait, so it must cost no more than the histogram). A task's row
+//! index for the current interval is cached in a per-TID slot array, tagged
+//! with the interval; a task's first wait in an interval takes the next free
+//! row with one atomic add. When the rows are used up the wait is counted as
+//! overflow, never dropped silently.
+//!
+//! Each row array has two halves, picked by the low bit of EPOCH: the
+//! programs fill one while userspace drains the other, so every interval
+//! starts empty (exact per-interval maxima) and a task that exits keeps its
+//! row until its interval is reported.
+//!
+//! Rows are updated without atomics: a task is switched in (victim) or out
+//! (culprit) on one CPU at a time, under that CPU's run-queue lock, so two
+//! updates of one row never overlap. Every CPU's idle task is pid 0, so idle
+//! culprits get a row per CPU, reserved at the start of each half.
+
+use aya_ebpf::{
+    helpers::bpf_get_smp_processor_id,
+    macros::map,
+    maps::{Array, PerCpuArray},
+};
+use schedlat_common::victims::{CulpritStats, ModeCounters, RowSlot, VictimStats};
+
+use crate::{
+    globals::{self, load},
+    task::TaskPtr,
+    wait::{EPOCH, Ended},
+};
+
+/// Per TID: its row in the current interval (START's sizing: pid_max). The
+/// loader sizes all of these maps; 1 entry each when the mode is off.
+#[map]
+static VICTIM_SLOTS: Array<RowSlot> = Array::with_max_entries(1, 0);
+#[map]
+static CULPRIT_SLOTS: Array<RowSlot> = Array::with_max_entries(1, 0);
+
+/// 2 x MAX_TASKS rows: half 0, then half 1.
+#[map]
+static VICTIM_ROWS: Array<VictimStats> = Array::with_max_entries(1, 0);
+/// 2 x (IDLE_ROWS + MAX_TASKS) rows: per half, one row per CPU's idle task,
+/// then the allocated ones.
+#[map]
+static CULPRIT_ROWS: Array<CulpritStats> = Array::with_max_entries(1, 0);
+
+/// Rows taken per half: victims 0, 1, culprits 0, 1. Userspace zeroes a
+/// half's count once it has drained it.
+#[map]
+static ROWS_USED: Array<u64> = Array::with_max_entries(4, 0);
+
+/// Overflow and slow-event counters, per CPU, cumulative.
+#[map]
+static MODE_COUNTERS: PerCpuArray<ModeCounters> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+pub fn counters() -> Option<&'static mut ModeCounters> {
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest on
+    // a CPU (they run with the run-queue lock held, interrupts off).
+    MODE_COUNTERS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+#[inline(always)]
+pub fn cpu() -> u32 {
+    // SAFETY: helper without arguments.
+    unsafe { bpf_get_smp_processor_id() }
+}
+
+/// Charges the wait of `next` that a switch from `prev` just ended.
+///
+/// A row takes the task's identity and class at its first wait in the
+/// interval and at its longest; its comm at every wait (a thread names
+/// itself after its first run, a process can exec: `perf sched latency`
+/// shows the latest comm too). Reading the rest of task_struct only then
+/// keeps the common case to two loads per task.
+#[inline(always)]
+pub fn charge(prev: TaskPtr, next: TaskPtr, ended: Ended) {
+    let cpu = cpu();
+    let epoch = EPOCH.get(0).copied().unwrap_or(0);
+    let half = epoch & 1;
+    let wait = ended.wait_ns;
+
+    match victim_row(ended.next_tid, epoch, half) {
+        Some((v, fresh)) => {
+            if fresh {
+                *v = VictimStats {
+                    task: next.info(),
+                    ..VictimStats::default()
+                };
+            } else {
+                v.task.comm = next.comm();
+            }
+            v.count += 1;
+            v.total_ns += wait;
+            if wait > v.max_ns {
+                v.max_ns = wait;
+                v.max_at_ns = ended.now;
+                v.max_cpu = cpu;
+                v.max_culprit = prev.info();
+                v.task = next.info();
+            }
+        }
+        None => bump(|c| c.victims_overflow += 1),
+    }
+
+    match culprit_row(ended.prev_tid, cpu, epoch, half) {
+        Some((c, fresh)) => {
+            if fresh {
+                *c = CulpritStats {
+                    task: prev.info(),
+                    ..CulpritStats::default()
+                };
+            } else if c.count == 0 {
+                // An idle task's reserved row, zeroed by userspace.
+                c.task = prev.info();
+            } else {
+                c.task.comm = prev.comm();
+            }
+            c.count += 1;
+            c.total_ns += wait;
+            if wait > c.max_ns {
+                c.max_ns = wait;
+                c.max_at_ns = ended.now;
+                c.max_cpu = cpu;
+                c.max_victim = next.info();
+                c.task = prev.info();
+            }
+        }
+        None => bump(|c| c.culprits_overflow += 1),
+    }
+}
+
+/// `tid`'s victim row in this interval, and whether it was just taken.
+#[inline(always)]
+fn victim_row(tid: u32, epoch: u32, half: u32) -> Option<(&'static mut VictimStats, bool)> {
+    let max = load(&globals::MAX_TASKS);
+    let (index, fresh) = slot(&VICTIM_SLOTS, tid, epoch, half, max)?;
+    let row = VICTIM_ROWS.get_ptr_mut(half * max as u32 + index)?;
+    // SAFETY: a map value, valid for this program run; no other CPU updates
+    // this row meanwhile (module comment).
+    Some((unsafe { &mut *row }, fresh))
+}
+
+/// The culprit row of `tid` switched out on `cpu`: idle tasks (pid 0) have
+/// the reserved row of their CPU, zeroed by userspace after each drain.
+#[inline(always)]
+fn culprit_row(
+    tid: u32,
+    cpu: u32,
+    epoch: u32,
+    half: u32,
+) -> Option<(&'static mut CulpritStats, bool)> {
+    let max = load(&globals::MAX_TASKS);
+    let idle = load(&globals::IDLE_ROWS);
+    let base = half * (idle + max) as u32;
+    let (index, fresh) = if tid == 0 {
+        if u64::from(cpu) >= idle {
+            return None;
+        }
+        (cpu, false)
+    } else {
+        let (index, fresh) = slot(&CULPRIT_SLOTS, tid, epoch, 2 + half, max)?;
+        (idle as u32 + index, fresh)
+    };
+    let row = CULPRIT_ROWS.get_ptr_mut(base + index)?;
+    // SAFETY: as in victim_row.
+    Some((unsafe { &mut *row }, fresh))
+}
+
+/// The row index of `tid` in this interval from its slot, or the next free
+/// one of counter `used` (taken now: `fresh`). None when the rows are used
+/// up, or the TID is beyond the slot array (pid_max raised after load).
+#[inline(always)]
+fn slot(slots: &Array<RowSlot>, tid: u32, epoch: u32, used: u32, max: u64) -> Option<(u32, bool)> {
+    let slot = slots.get_ptr_mut(tid)?;
+    // 0 means "never used": the tag is the epoch plus one.
+    let tag = epoch.wrapping_add(1);
+    // SAFETY: a map value, valid for this program run; only the CPU that
+    // switches this task touches its slot.
+    let slot = unsafe { &mut *slot };
+    if slot.tag == tag {
+        return Some((slot.index, false));
+    }
+    let counter = ROWS_USED.get_ptr_mut(used)?;
+    // Rows are shared by all CPUs: the one allocation per task and interval
+    // is an atomic add (BPF_ATOMIC | BPF_FETCH, kernel 5.12+).
+    // SAFETY: an aligned u64 in a map value.
+    let index = unsafe { fetch_add(counter, 1) };
+    if index >= max {
+        return None;
+    }
+    *slot = RowSlot {
+        tag,
+        index: index as u32,
+    };
+    Some((index as u32, true))
+}
+
+#[inline(always)]
+fn bump(f: impl FnOnce(&mut ModeCounters)) {
+    if let Some(c) = counters() {
+        f(c);
+    }
+}
+
+/// `*p += n`, atomically, returning the old value: BPF_ATOMIC | BPF_FETCH
+/// (kernel 5.12+). Written out because LLVM only emits it for BPF CPU v3
+/// and up, and aya-build links for the generic CPU (no way to pass
+/// `-C target-cpu`): there, `atomic_xadd` whose result is used is refused
+/// ("Invalid usage of the XADD return value").
+#[inline(always)]
+unsafe fn fetch_add(p: *mut u64, n: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller passes an aligned u64 in a map value.
+    unsafe {
+        core::arch::asm!(
+            "{old} = atomic_fetch_add((u64 *)({p} + 0), {old})",
+            p = in(reg) p,
+            old = inout(reg) n => old,
+        );
+    }
+    old
+}

@@ -1,0 +1,154 @@
+//! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
+//! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
+//! no root needed); 3. with root, the eBPF histogram of the same window and
+//! its shape; 4. named causes with evidence and a next step; 5. a self-check
+//! of the eBPF total against the kernel's own schedstat accounting.
+
+mod causes;
+mod findings;
+mod procfs;
+mod report;
+mod scope;
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+use crate::{
+    analysis::{percentiles::Percentiles, shape, slice::Slice},
+    cli::{FilterArgs, KernelArgs},
+    filter::Filter,
+    histogram::{Unit, Waits},
+    loader::Tracer,
+    privileges,
+};
+use findings::{Findings, Snapshot};
+use scope::{Mounts, Scope};
+
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// Diagnose a cgroup: a path under the cgroup v2 mount or the v1 cpu
+    /// controller's mount (absolute or relative). `-p PID` diagnoses a process.
+    #[arg(short = 'c', long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Length of the observation window, in seconds
+    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: u64,
+    /// One JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the eBPF side measured over the window (root only).
+pub struct Traced {
+    pub hook: String,
+    pub waits: Waits,
+    pub percentiles: Option<Percentiles>,
+    pub shape: shape::Shape,
+    /// Why it covers more than the scope, when it does.
+    pub note: Option<String>,
+}
+
+pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+    let mounts = Mounts::read();
+    let scope = match (filter.pid, &args.cgroup) {
+        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or --cgroup PATH, not both"),
+        (Some(pid), None) => Scope::for_process(pid, &mounts)?,
+        (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
+        (None, None) => Scope::System,
+    };
+    let window = Duration::from_secs(args.duration);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+
+    // eBPF over the same window when allowed; the rest never needs root.
+    let mut tracer = None;
+    let mut why_not_traced = None;
+    if privileges::can_trace() {
+        let tracer_filter = Filter { tgid: filter.pid };
+        let loaded = Tracer::load(
+            kernel.hook,
+            &kernel.sources(),
+            Unit::Usecs.ns(),
+            &tracer_filter,
+        )?;
+        tracer = Some(loaded);
+    } else {
+        why_not_traced = Some(format!(
+            "not measured: {}. Root adds the run-queue latency histogram of the window, its percentiles and shape, and the eBPF/schedstat self-check",
+            privileges::NEED_PRIVILEGES
+        ));
+    }
+    if !args.json {
+        eprintln!(
+            "schedlat diagnose: watching {} for {}s...",
+            scope.describe(),
+            args.duration
+        );
+    }
+    let baseline = match tracer.as_mut() {
+        Some(t) => Some(Waits::from_cpus(&t.end_interval()?.0)),
+        None => None,
+    };
+    let start = Snapshot::take(&scope);
+    let started = Instant::now();
+    let mut runnable = Vec::new();
+    while started.elapsed() < window && !stop.load(Ordering::Relaxed) {
+        if let Some(times) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| procfs::parse_proc_stat(&t).ok())
+        {
+            // procs_running counts this sampler too.
+            runnable.push(times.procs_running.saturating_sub(1));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let end = Snapshot::take(&scope);
+    let elapsed = started.elapsed();
+    let traced = match (tracer.as_mut(), baseline) {
+        (Some(t), Some(base)) => {
+            let (cpus, extremes) = t.end_interval()?;
+            let waits = Waits::from_cpus(&cpus)
+                .since(&base)
+                .with_extremes(&extremes);
+            let slice = Slice::detect();
+            Some(Traced {
+                hook: t.mode().to_string(),
+                percentiles: Percentiles::of(&waits),
+                shape: shape::classify(&waits, &slice),
+                waits,
+                note: matches!(scope, Scope::Cgroup(_)).then(|| {
+                    "whole system: the eBPF cgroup filter comes with the scopes work".to_string()
+                }),
+            })
+        }
+        _ => None,
+    };
+    let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
+    let diagnosis = report::Diagnosis {
+        waiting: causes::waiting(&findings),
+        causes: causes::causes(&findings),
+        scope: &scope,
+        findings: &findings,
+        traced: traced.as_ref(),
+        why_not_traced: why_not_traced.as_deref(),
+    };
+    let text = if args.json {
+        report::json(&diagnosis)
+    } else {
+        report::text(&diagnosis)
+    };
+    print!("{text}");
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! `perf sched record` + `perf sched latency`, the reference the victims
+//! mode is checked against: perf writes every scheduler event to a file and
+//! computes per-task waits afterwards; schedlat computes them in the kernel.
+
+use std::{
+    os::unix::process::ExitStatusExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+/// A system-wide `perf sched record` into a file of its own. Killed if
+/// dropped while running.
+pub struct PerfSched {
+    child: Child,
+    file: PathBuf,
+}
+
+impl PerfSched {
+    /// Starts recording and returns once perf has written its file header
+    /// (its events are enabled by then).
+    pub fn start(dir: &Path) -> PerfSched {
+        let file = dir.join("perf-sched.data");
+        // `-e sched:sched_wakeup`: perf sched record takes sched_waking when
+        // the kernel has it, which `perf sched latency` before 6.5 (Debian's
+        // 6.1) does not read: it would see only preemptions and first runs.
+        // With sched_wakeup recorded too, it starts each wait where schedlat
+        // does.
+        let child = Command::new("perf")
+            .args(["sched", "record", "-e", "sched:sched_wakeup", "-o"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("perf (linux-perf) runs");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(&file).map_or(true, |m| m.len() == 0) {
+            assert!(Instant::now() < deadline, "perf sched record wrote nothing");
+            thread::sleep(Duration::from_millis(20));
+        }
+        // The header comes first; give the ring buffers a moment more.
+        thread::sleep(Duration::from_millis(500));
+        PerfSched { child, file }
+    }
+
+    /// SIGINT (perf finishes its file), then `perf sched latency -p`.
+    pub fn stop(mut self) -> Vec<PerfTask> {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait().expect("perf exits");
+        // perf record finishes its file, then re-raises the signal.
+        assert!(
+            status.success() || status.signal() == Some(libc::SIGINT),
+            "perf record: {status}"
+        );
+        let out = Command::new("perf")
+            .args(["sched", "latency", "-p", "-i"])
+            .arg(&self.file)
+            .output()
+            .expect("perf sched latency runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        parse_latency(&text)
+    }
+}
+
+impl Drop for PerfSched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// One row of `perf sched latency -p`: delays are perf's, in ns, at its
+/// printed resolution (1 us).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfTask {
+    pub comm: String,
+    pub tid: u32,
+    /// perf's "Switches": waits it measured (plus one zero-length wait for a
+    /// task first seen being switched in).
+    pub switches: u64,
+    pub avg_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Rows like `  comm:1234  |  1.234 ms |  56 | avg: 0.123 ms | max: 3.456 ms | ...`.
+pub fn parse_latency(text: &str) -> Vec<PerfTask> {
+    let ms = |field: &str, label: &str| -> Option<u64> {
+        let v: f64 = field
+            .trim()
+            .strip_prefix(label)?
+            .trim()
+            .strip_suffix("ms")?
+            .trim()
+            .parse()
+            .ok()?;
+        Some((v * 1e6).round() as u64)
+    };
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('|').collect();
+            if fields.len() < 5 {
+                return None;
+            }
+            let (comm, tid) = fields[0].trim().rsplit_once(':')?;
+            Some(PerfTask {
+                comm: comm.to_string(),
+                tid: tid.parse().ok()?,
+                switches: fields[2].trim().parse().ok()?,
+                avg_ns: ms(fields[3], "avg:")?,
+                max_ns: ms(fields[4], "max:")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! `schedlat diagnose` on scenarios built in the test, on the real kernel
+//! and real cgroups (root). Each checks the verdict and its evidence.
+
+mod common;
+
+use std::{
+    fs,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use common::{SCHEDLAT, require_root, workload};
+
+/// Runs `schedlat diagnose --json ARGS` (a 3 s window) while `scenario`
+/// runs; returns the report. Scenarios outlast the window: schedstat of a
+/// thread that exits before the window ends is gone with it.
+fn diagnose(args: &[&str], scenario: impl FnOnce() + Send + 'static) -> serde_json::Value {
+    let runner = thread::spawn(scenario);
+    let out = Command::new(SCHEDLAT)
+        .args(["diagnose", "--json", "-d", "3"])
+        .args(args)
+        .output()
+        .expect("schedlat runs");
+    runner.join().expect("scenario");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "diagnose failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stderr}"))
+}
+
+fn cause_names(r: &serde_json::Value) -> Vec<String> {
+    r["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A process that sleeps: waiting is negligible, not a scheduling problem.
+#[test]
+fn an_idle_process_is_not_a_scheduling_problem() {
+    require_root();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let r = diagnose(&["-p", &pid], || {});
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(r["waiting"]["verdict"], "negligible", "{r}");
+    assert!(cause_names(&r).is_empty(), "{r}");
+    // The text says where to look instead.
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let (_, text, _) =
+        common::run_schedlat(&["diagnose", "-d", "1", "-p", &sleeper.id().to_string()]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        text.contains("not a scheduling problem") && text.contains("I/O"),
+        "{text}"
+    );
+}
+
+/// Hogs on every CPU plus a victim: CPU saturation, with the victim waiting.
+#[test]
+fn hogs_on_every_cpu_are_cpu_saturation() {
+    require_root();
+    let cpus = thread::available_parallelism().unwrap().get();
+    let hogs: Vec<_> = (0..cpus).map(|cpu| workload::Hogs::start(cpu, 2)).collect();
+    let me = std::process::id().to_string();
+    let victim_cpu = workload::workload_cpu();
+    let r = diagnose(&["-p", &me], move || {
+        workload::sleeper(victim_cpu, Duration::from_millis(1), 5000)
+    });
+    drop(hogs);
+    assert_eq!(r["waiting"]["verdict"], "significant", "{r}");
+    assert_eq!(
+        cause_names(&r).first().map(String::as_str),
+        Some("CPU saturation"),
+        "{r}"
+    );
+    assert!(r["ebpf"]["count"].as_u64().unwrap() > 500, "{r}");
+}
+
+/// The victim and the hogs pinned to one CPU while the other idles.
+#[test]
+fn pinned_contention_is_named() {
+    require_root();
+    let cpu = workload::workload_cpu();
+    let hogs = workload::Hogs::start(cpu, 3);
+    let me = std::process::id().to_string();
+    let r = diagnose(&["-p", &me], move || {
+        workload::sleeper(cpu, Duration::from_millis(1), 5000)
+    });
+    drop(hogs);
+    assert!(
+        cause_names(&r)
+            .iter()
+            .any(|n| n == "affinity (pinning) contention"),
+        "{r}"
+    );
+}
+
+/// A cgroup (v1 cpu controller on this machine, v2 cpu.max where it is
+/// enabled) with a small quota, running a CPU-hungry worker: throttled.
+#[test]
+fn a_small_quota_is_quota_throttling() {
+    require_root();
+    let group = TestCgroup::create_with_quota(10_000, 100_000);
+    let mut worker = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    group.add(&worker);
+    let path = group.dir.to_string_lossy().into_owned();
+    let r = diagnose(&["--cgroup", &path], || {});
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(
+        cause_names(&r).first().map(String::as_str),
+        Some("quota throttling"),
+        "{r}"
+    );
+    assert!(
+        r["findings"]["throttling"]["throttled"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+}
+
+#[test]
+fn unprivileged_runs_the_proc_part_and_says_what_root_adds() {
+    require_root();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .args([SCHEDLAT, "diagnose", "-d", "1"])
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1. Was it runnable but waiting"), "{text}");
+    assert!(
+        text.contains("schedstat:") || text.contains("PSI"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not measured") && text.contains("root"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_cgroup_or_pid_is_a_clear_error() {
+    require_root();
+    let (status, _, err) = common::run_schedlat(&["diagnose", "--cgroup", "no/such/group"]);
+    assert_eq!(status.code(), Some(1));
+    assert!(err.contains("no cgroup no/such/group"), "{err}");
+    let (status, _, err) = common::run_schedlat(&["diagnose", "-p", "4999999"]);
+    assert_eq!(status.code(), Some(1));
+    assert!(err.contains("no process with PID 4999999"), "{err}");
+}
+
+/// A cgroup with a CPU quota in whichever hierarchy has the cpu controller;
+/// removed (its tasks moved out first) when dropped, also on failure.
+struct TestCgroup {
+    dir: PathBuf,
+    /// Where tasks go back to.
+    root: PathBuf,
+}
+
+impl TestCgroup {
+    fn create_with_quota(quota_us: u64, period_us: u64) -> TestCgroup {
+        let name = format!("schedlat-test-{}", std::process::id());
+        let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
+        if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
+            fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
+            return TestCgroup { dir, root: v1 };
+        }
+        // Pure cgroup v2 with the cpu controller.
+        let root = PathBuf::from("/sys/fs/cgroup");
+        let _ = fs::write(root.join("cgroup.subtree_control"), "+cpu");
+        let dir = root.join(&name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cpu.max"), format!("{quota_us} {period_us}")).unwrap();
+        TestCgroup { dir, root }
+    }
+
+    fn add(&self, child: &Child) {
+        fs::write(self.dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
+            for pid in procs.lines() {
+                let _ = fs::write(self.root.join("cgroup.procs"), pid);
+            }
+        }
+        let _ = fs::remove_dir(&self.dir);
+    }
+}

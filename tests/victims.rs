@@ -1,0 +1,414 @@
+//! Root tests of `schedlat victims` and `schedlat slow` on the real kernel:
+//! the seed 003 scenario (a 1 ms sleeper sharing its CPU with CPU hogs of a
+//! known comm), checked against `perf sched record` + `perf sched latency`;
+//! rows of exited tasks, table overflow, and how each mode ends.
+//! Victims are measured with `-p` on this test process, so other tasks on
+//! the machine (a VM test, a build) do not count.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    SCHEDLAT, Tracer, parse_json_lines,
+    perf::{PerfSched, parse_latency},
+    require_root, workload,
+};
+use serde_json::Value;
+
+/// Seed 003's hogs are `cal.sh`; ours get a name of their own.
+const HOG: &str = "schedlat-hog";
+const SLEEPER: &str = "cyclic-sleeper";
+const PERIOD: Duration = Duration::from_millis(1);
+const ROUNDS: u32 = 2000;
+const HOGS: usize = 6;
+
+/// The scheduler's base slice as schedlat takes it (schedlat/src/analysis/
+/// slice.rs): debugfs when mounted, else the kernel's default,
+/// 0.75 ms x (1 + log2(min(CPUs, 8))).
+fn slice_ns() -> u64 {
+    if let Some(ns) = std::fs::read_to_string("/sys/kernel/debug/sched/base_slice_ns")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        return ns;
+    }
+    let cpus = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    750_000 * (1 + u64::from(cpus.ilog2()))
+}
+
+/// Seed 003 under `schedlat ARGS`: HOGS hogs named HOG and a 1 ms sleeper
+/// thread named SLEEPER, all on one CPU. Returns the sleeper's TID, the
+/// hogs' pids and schedlat's stdout after SIGINT.
+fn seed_003(args: &[&str]) -> (u32, Vec<u32>, Vec<String>) {
+    require_root();
+    let cpu = workload::workload_cpu();
+    let hogs = workload::Hogs::start_named(cpu, HOGS, HOG);
+    let tracer = Tracer::start(SCHEDLAT, args);
+    let tid = workload::named_sleeper(cpu, PERIOD, ROUNDS, SLEEPER);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "schedlat {args:?}: {status}");
+    (tid, hogs.pids(), lines)
+}
+
+fn me() -> String {
+    std::process::id().to_string()
+}
+
+fn row_of(rows: &Value, tid: u32) -> &Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tid"] == tid)
+        .unwrap_or_else(|| panic!("no row for TID {tid}: {rows}"))
+}
+
+/// Share of the wait charged to tasks that are neither our hogs, nor idle,
+/// nor this process: load from outside the test (another test's hogs, a VM)
+/// on the workload CPU. Culprits are whoever held the CPU, so then the
+/// strict expectations about who they are do not hold.
+fn foreign_share(culprits: &[Value], sum_ns: u64) -> f64 {
+    let me = u64::from(std::process::id());
+    let foreign: u64 = culprits
+        .iter()
+        .filter(|c| c["comm"] != HOG && c["tid"] != 0 && c["pid"] != me)
+        .map(|c| c["total_ns"].as_u64().unwrap())
+        .sum();
+    foreign as f64 / sum_ns.max(1) as f64
+}
+
+/// The issue's "done when": one command names the victim, its worst wait
+/// (about a slice: it waited for a hog's slice to end) and the task that
+/// made it wait.
+#[test]
+fn seed_003_names_the_victim_its_worst_wait_and_the_hog() {
+    let me = me();
+    let (tid, hog_pids, lines) = seed_003(&[
+        "victims", "--json", "--top", "0", "--sort", "total", "-p", &me,
+    ]);
+    let r = parse_json_lines(&lines).pop().expect("one JSON object");
+    assert_eq!(r["schema"], "schedlat.victims.v1");
+    assert_eq!(r["last"], true);
+    let v = row_of(&r["victims"], tid);
+    assert_eq!(v["comm"], SLEEPER);
+    assert_eq!(v["pid"].as_u64(), Some(u64::from(std::process::id())));
+    assert_eq!(
+        (v["policy"].as_str(), v["nice"].as_i64()),
+        (Some("normal"), Some(0))
+    );
+    // One wait per wakeup (a few more if the sleeper is preempted).
+    let count = v["count"].as_u64().unwrap();
+    assert!((1900..=2200).contains(&count), "{count} waits: {v}");
+    let (max, slice) = (v["max_ns"].as_u64().unwrap(), slice_ns());
+    assert!(
+        max >= slice / 2,
+        "longest wait {max} ns, slice {slice} ns: {v}"
+    );
+    assert_eq!(v["max_cpu"].as_u64(), Some(workload::workload_cpu() as u64));
+    // The hogs are charged with slice-long waits, per task and per process.
+    let culprits = r["culprits"].as_array().unwrap();
+    let hog = |c: &&Value| c["comm"] == HOG;
+    assert!(
+        culprits
+            .iter()
+            .filter(hog)
+            .any(|c| c["max_ns"].as_u64().unwrap() >= slice / 2),
+        "no hog charged with a slice-long wait: {culprits:?}"
+    );
+    let processes = r["culprit_processes"].as_array().unwrap();
+    let hog_rows = processes.iter().filter(|p| p["comm"] == HOG).count();
+    assert!((1..=HOGS).contains(&hog_rows), "{processes:?}");
+    assert_eq!(r["overflow"]["victim_waits"], 0);
+
+    let sum = r["sum_ns"].as_u64().unwrap();
+    let foreign = foreign_share(culprits, sum);
+    if foreign > 0.05 {
+        eprintln!(
+            "note: {:.0}% of the wait was charged to tasks from outside this test on CPU {}; \
+             not checking who the worst culprit is",
+            foreign * 100.0,
+            workload::workload_cpu()
+        );
+        return;
+    }
+    // Alone with our hogs: the worst wait is a slice (or a few, if a hog's
+    // slice had just begun) behind one of them.
+    assert!(
+        max <= 8 * slice,
+        "longest wait {max} ns, slice {slice} ns: {v}"
+    );
+    assert_eq!(v["max_culprit"]["comm"], HOG, "{v}");
+    let culprit_pid = v["max_culprit"]["pid"].as_u64().unwrap() as u32;
+    assert!(
+        hog_pids.contains(&culprit_pid),
+        "{culprit_pid} not in {hog_pids:?}"
+    );
+    assert_eq!(culprits[0]["comm"], HOG, "largest total: {}", culprits[0]);
+    let by_hogs: u64 = culprits
+        .iter()
+        .filter(hog)
+        .map(|c| c["total_ns"].as_u64().unwrap())
+        .sum();
+    assert!(by_hogs * 2 >= sum, "hogs caused {by_hogs} of {sum} ns");
+}
+
+/// `slow --threshold 1ms` catches the slice-long waits as they happen, with
+/// the hog as culprit.
+#[test]
+fn seed_003_slow_events_name_the_hog() {
+    let me = me();
+    let (tid, _, lines) = seed_003(&["slow", "--threshold", "1ms", "--json", "-p", &me]);
+    let objects = parse_json_lines(&lines);
+    let end = objects.last().expect("a closing object");
+    assert_eq!(end["type"], "end", "{end}");
+    let events: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == tid)
+        .collect();
+    assert!(
+        events.len() >= 5,
+        "few slow waits of the sleeper: {objects:?}"
+    );
+    for e in &events {
+        assert!(e["wait_ns"].as_u64().unwrap() >= 1_000_000, "{e}");
+    }
+    // The comm as it was at each wait: the thread names itself after its
+    // first run, so its first wait may carry its parent's.
+    let named = events
+        .iter()
+        .filter(|e| e["victim"]["comm"] == SLEEPER)
+        .count();
+    assert!(named + 1 >= events.len(), "{events:?}");
+    // Mostly behind a hog: all of them when the hogs have the CPU to
+    // themselves, a majority when load from outside the test shares it.
+    let me = std::process::id();
+    let behind_hog = events
+        .iter()
+        .filter(|e| e["culprit"]["comm"] == HOG)
+        .count();
+    let foreign = events
+        .iter()
+        .filter(|e| e["culprit"]["comm"] != HOG && e["culprit"]["pid"] != me)
+        .count();
+    let wanted = if foreign * 20 <= events.len() { 9 } else { 5 };
+    assert!(
+        behind_hog * 10 >= events.len() * wanted,
+        "{behind_hog} of {} slow waits behind a hog: {events:?}",
+        events.len()
+    );
+    // The CPU's run queue held the sleeper and at least one task besides.
+    let rq = events[0]["rq_len"].as_u64().expect("rq_len on this kernel");
+    assert!(rq >= 2, "{}", events[0]);
+    assert_eq!(end["lost"], 0);
+    assert_eq!(end["events"].as_u64().unwrap() as usize, objects.len() - 1);
+}
+
+/// The same window seen by schedlat (in the kernel) and by perf (from a
+/// recording, tests/common/perf.rs). Both time a wait from sched_wakeup (or
+/// a preempted switch-out) to the switch-in, so for the sleeper they see the
+/// same waits. What differs: perf prints ms with 3 decimals (1 us); perf
+/// skips a wakeup of a task it does not believe asleep, and counts a
+/// zero-length wait for a task first seen being switched in; schedlat counts
+/// a preempted task's wait whatever its state says. Tolerance: count within
+/// 1% + 3, average within 2% + 2 us, max within 1% + 10 us. Measured here
+/// (three runs): counts 2001/2002, 2002/2002, 2001/2002; averages and maxima
+/// equal to perf's microsecond.
+#[test]
+fn victims_agree_with_perf_sched_latency() {
+    require_root();
+    let dir = std::env::temp_dir().join(format!("schedlat-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let perf = PerfSched::start(&dir);
+    let me = me();
+    let (tid, _, lines) = seed_003(&["victims", "--json", "--top", "0", "-p", &me]);
+    let perf_rows = perf.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let r = parse_json_lines(&lines).pop().expect("one JSON object");
+    let ours = row_of(&r["victims"], tid);
+    let theirs = perf_rows
+        .iter()
+        .find(|p| p.tid == tid)
+        .unwrap_or_else(|| panic!("perf has no row for {tid}: {perf_rows:?}"));
+    let count = ours["count"].as_u64().unwrap();
+    let avg = ours["avg_ns"].as_u64().unwrap();
+    let max = ours["max_ns"].as_u64().unwrap();
+    eprintln!(
+        "sleeper {tid}: schedlat {count} waits, avg {avg} ns, max {max} ns; perf {} waits, avg {} ns, max {} ns",
+        theirs.switches, theirs.avg_ns, theirs.max_ns
+    );
+    assert!(
+        count.abs_diff(theirs.switches) <= theirs.switches / 100 + 3,
+        "count: schedlat {count}, perf {theirs:?}"
+    );
+    assert!(
+        avg.abs_diff(theirs.avg_ns) <= theirs.avg_ns / 50 + 2_000,
+        "avg: schedlat {avg}, perf {theirs:?}"
+    );
+    assert!(
+        max.abs_diff(theirs.max_ns) <= theirs.max_ns / 100 + 10_000,
+        "max: schedlat {max}, perf {theirs:?}"
+    );
+}
+
+/// A thread that exits before the report keeps its row: the tables are per
+/// interval, not per live task.
+#[test]
+fn a_task_that_exits_keeps_its_row() {
+    require_root();
+    let me = me();
+    let tracer = Tracer::start(SCHEDLAT, &["victims", "--top", "0", "-p", &me]);
+    let tid = workload::named_sleeper(workload::workload_cpu(), PERIOD, 300, "short-lived");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
+    let (status, lines) = tracer.stop_with(libc::SIGTERM);
+    assert!(status.success(), "{status}");
+    let row = lines
+        .iter()
+        .find(|l| l.split_whitespace().next() == Some(&tid.to_string()))
+        .unwrap_or_else(|| panic!("no row for the exited thread {tid}: {lines:#?}"));
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(fields[2], "short-lived", "{row}");
+    let waits: u64 = fields[5].parse().unwrap();
+    assert!(waits >= 250, "{row}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("culprits (")),
+        "{lines:#?}"
+    );
+}
+
+/// Threads on every CPU take rows at the same moments: each must get a row
+/// of its own, with all of its waits (rows are allocated with an atomic add
+/// shared by all CPUs; a lost race would merge two threads or lose one).
+#[test]
+fn every_thread_gets_a_row_of_its_own() {
+    require_root();
+    let me = me();
+    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    let threads: Vec<_> = (0..16)
+        .map(|i| {
+            std::thread::Builder::new()
+                .name(format!("row-{i}"))
+                .spawn(|| {
+                    for _ in 0..200 {
+                        std::thread::sleep(PERIOD);
+                    }
+                    // SAFETY: gettid has no preconditions.
+                    unsafe { libc::gettid() as u32 }
+                })
+                .unwrap()
+        })
+        .collect();
+    let tids: Vec<u32> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success());
+    let r = parse_json_lines(&lines).pop().unwrap();
+    for (i, tid) in tids.iter().enumerate() {
+        let row = row_of(&r["victims"], *tid);
+        assert_eq!(row["comm"], format!("row-{i}"), "{row}");
+        let count = row["count"].as_u64().unwrap();
+        assert!((190..=260).contains(&count), "{row}");
+    }
+    assert_eq!(r["overflow"]["victim_waits"], 0);
+}
+
+/// A full table says so: the waits of tasks beyond --max-tasks are counted.
+#[test]
+fn a_full_table_reports_its_overflow() {
+    require_root();
+    let me = me();
+    let tracer = Tracer::start(
+        SCHEDLAT,
+        &["victims", "--json", "--max-tasks", "2", "-p", &me],
+    );
+    workload::spinning_threads(workload::workload_cpu(), 4, Duration::from_millis(500));
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success());
+    let r = parse_json_lines(&lines).pop().unwrap();
+    assert!(r["rows"]["victims"].as_u64().unwrap() <= 2, "{r}");
+    assert_eq!(r["overflow"]["max_tasks"], 2);
+    assert!(r["overflow"]["victim_waits"].as_u64().unwrap() > 0, "{r}");
+    // In text too.
+    let (status, out, _) = common::run_schedlat(&["victims", "--max-tasks", "1", "1", "1"]);
+    assert!(status.success());
+    let total = out.lines().find(|l| l.starts_with("total ")).unwrap();
+    assert!(total.contains("(full at --max-tasks 1)"), "{total}");
+}
+
+#[test]
+fn interval_and_count_print_count_reports() {
+    require_root();
+    let (status, out, err) = common::run_schedlat(&["victims", "--json", "1", "2"]);
+    assert!(status.success(), "{err}");
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    let r = parse_json_lines(&lines);
+    assert_eq!(r.len(), 2, "{out}");
+    assert_eq!(
+        (r[0]["last"].as_bool(), r[1]["last"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let ns = r[0]["interval_ns"].as_u64().unwrap();
+    assert!((900_000_000..1_500_000_000).contains(&ns), "{ns}");
+}
+
+#[test]
+fn classic_tracepoints_are_refused_with_the_reason() {
+    require_root();
+    for args in [
+        &["victims", "--hook", "tp", "1", "1"][..],
+        &["slow", "--hook", "tp"],
+    ] {
+        let (status, _, err) = common::run_schedlat(args);
+        assert_eq!(status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("needs the tp_btf hook mode"), "{err}");
+        assert!(err.contains("drop --hook tp"), "{err}");
+    }
+    let (status, _, err) = common::run_schedlat(&["slow", "--threshold", "5"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(err.contains("needs a unit"), "{err}");
+}
+
+/// SIGTERM prints the closing summary; a reader that goes away ends the
+/// run even when no event comes to fail a write.
+#[test]
+fn slow_ends_cleanly() {
+    require_root();
+    let tracer = Tracer::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
+    let (status, lines) = tracer.stop_with(libc::SIGTERM);
+    assert!(status.success(), "{status}");
+    assert!(lines.iter().any(|l| l.starts_with("TIME ")), "{lines:?}");
+    let last = lines.last().unwrap();
+    assert!(last.contains("0 waits of at least 100 s; lost 0"), "{last}");
+
+    let started = std::time::Instant::now();
+    // bash: PIPESTATUS gives schedlat's own status.
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            &format!("{SCHEDLAT} slow --threshold 100s | head -1; echo \"${{PIPESTATUS[0]}}\""),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.starts_with(common::BANNER), "{out}");
+    assert_eq!(out.lines().last(), Some("0"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn perf_sched_latency_rows_parse() {
+    let text = "\
+  Task                  |   Runtime ms  | Switches | Avg delay ms    | Max delay ms    | Max delay start           | Max delay end          |
+  sleeper:2494          |      2.068 ms |        2 | avg:   1.350 ms | max:   2.699 ms | max start:  3365.806546 s | max end:  3365.809245 s
+  lto cgu.3.rcgu.:2556  |     21.214 ms |        4 | avg:   2.446 ms | max:   4.014 ms | max start:  3366.706540 s | max end:  3366.710554 s
+  TOTAL:                |   1689.959 ms |      332 |
+";
+    let rows = parse_latency(text);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!((r.comm.as_str(), r.tid, r.switches), ("sleeper", 2494, 2));
+    assert_eq!((r.avg_ns, r.max_ns), (1_350_000, 2_699_000));
+    assert_eq!(rows[1].comm, "lto cgu.3.rcgu.");
+}
