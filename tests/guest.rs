@@ -169,6 +169,69 @@ fn tracepoint_mode_counts_overlapping_waits() {
     check_workload_waits("tp", "tracepoint");
 }
 
+/// `schedlat victims` and `schedlat slow` load (their programs pass this
+/// kernel's verifier: the victims one has an atomic fetch-and-add, 5.12+)
+/// and report the workload: every sleeper has a victims row, every wait is
+/// charged to one culprit (the two tables' counts add up to the same), and
+/// each round's HOLD-long waits come out as slow events.
+#[test]
+fn victims_and_slow_modes_load_and_report() {
+    require_root();
+    let me = std::process::id().to_string();
+    let cpu = workload::workload_cpu();
+    let rounds = 20;
+    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(
+        status.success(),
+        "victims on {}: {status}",
+        kernel_release()
+    );
+    let r = parse_json_lines(&lines).pop().expect("a victims report");
+    assert_eq!(r["schema"], "schedlat.victims.v1");
+    let victims = r["victims"].as_array().expect("victims is an array");
+    let long = victims
+        .iter()
+        .filter(|v| v["max_ns"].as_u64().unwrap_or(0) >= HOLD.as_nanos() as u64 / 2)
+        .count();
+    assert!(
+        long >= SLEEPERS,
+        "fewer than {SLEEPERS} victims of the workload: {r}"
+    );
+    assert_eq!(
+        sum_counts(&r["victims"]),
+        r["count"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert_eq!(
+        sum_counts(&r["culprits"]),
+        r["count"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert_eq!(r["overflow"]["victim_waits"], 0, "{r}");
+
+    let tracer = Tracer::start(
+        SCHEDLAT,
+        &["slow", "--threshold", "1ms", "--json", "-p", &me],
+    );
+    workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "slow on {}: {status}", kernel_release());
+    let objects = parse_json_lines(&lines);
+    let waits = objects.iter().filter(|o| o["type"] == "wait").count() as u32;
+    let made = SLEEPERS as u32 * rounds;
+    assert!(
+        waits >= made * 9 / 10,
+        "{waits} slow events for {made} waits of {HOLD:?}"
+    );
+    let end = objects.last().expect("a closing object");
+    assert_eq!(
+        (end["type"].as_str(), end["lost"].as_u64()),
+        (Some("end"), Some(0))
+    );
+}
+
 /// Sum of the `count` fields of a JSON array (`buckets` or `log2`).
 fn sum_counts(array: &Value) -> u64 {
     array

@@ -76,6 +76,15 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         .map_err(|e| e.into_parts().1)
         .context("watching the slow events' ring buffer")?;
 
+    // Counted from before the banner, like the events: a reader of the
+    // banner sees every event and loss from then on.
+    let mut out = Output {
+        json: args.json,
+        clock: WallClock::now(),
+        events: 0,
+        lost: 0,
+        lost_base: mode_counters(tracer.ebpf_mut())?.slow_lost,
+    };
     let banner = if args.json {
         eprint!("{BANNER}");
         String::new()
@@ -86,13 +95,6 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         return Ok(Ended::StdoutClosed);
     }
 
-    let mut out = Output {
-        json: args.json,
-        clock: WallClock::now(),
-        events: 0,
-        lost: 0,
-        lost_base: mode_counters(tracer.ebpf_mut())?.slow_lost,
-    };
     // Losses are counted in the kernel; they are checked (and the clock's
     // offset refreshed) once a second, as is a reader that went away.
     let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -87,14 +87,16 @@ pub async fn run(args: &VictimsArgs, kernel: &KernelArgs, filter: &FilterArgs) -
     if let Some(target) = filter.describe() {
         eprintln!("schedlat: only waits of {target}");
     }
+    // The first interval starts before the banner: whatever a reader of
+    // the banner starts next is in it.
+    let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
+    let mut started = Instant::now();
     if args.json {
         eprint!("{BANNER}");
     } else if stdout::write(BANNER).is_err() {
         return Ok(Ended::StdoutClosed);
     }
 
-    let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
-    let mut started = Instant::now();
     let period = Duration::from_secs(args.interval.unwrap_or(u64::MAX / 4));
     let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
