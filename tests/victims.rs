@@ -1,7 +1,8 @@
-//! Root tests of `schedlat victims` and `schedlat slow` on the real kernel:
-//! the seed 003 scenario (a 1 ms sleeper sharing its CPU with CPU hogs of a
-//! known comm), checked against `perf sched record` + `perf sched latency`;
-//! rows of exited tasks, table overflow, and how each mode ends.
+//! Root tests of `schedlat victims` on the real kernel: the seed 003
+//! scenario (a 1 ms sleeper sharing its CPU with CPU hogs of a known comm,
+//! tests/common/seed003.rs), checked against `perf sched record` + `perf
+//! sched latency`; rows of exited tasks and of concurrent threads, table
+//! overflow, intervals, the tp hook mode (tests/slow.rs: `schedlat slow`).
 //! Victims are measured with `-p` on this test process, so other tasks on
 //! the machine (a VM test, a build) do not count.
 
@@ -12,50 +13,11 @@ use std::time::Duration;
 use common::{
     SCHEDLAT, Tracer, parse_json_lines,
     perf::{PerfSched, parse_latency},
-    require_root, workload,
+    require_root,
+    seed003::{self, HOG, HOGS, PERIOD, SLEEPER, me, slice_ns},
+    workload,
 };
 use serde_json::Value;
-
-/// Seed 003's hogs are `cal.sh`; ours get a name of their own.
-const HOG: &str = "schedlat-hog";
-const SLEEPER: &str = "cyclic-sleeper";
-const PERIOD: Duration = Duration::from_millis(1);
-const ROUNDS: u32 = 2000;
-const HOGS: usize = 6;
-
-/// The scheduler's base slice as schedlat takes it (schedlat/src/analysis/
-/// slice.rs): debugfs when mounted, else the kernel's default,
-/// 0.75 ms x (1 + log2(min(CPUs, 8))).
-fn slice_ns() -> u64 {
-    if let Some(ns) = std::fs::read_to_string("/sys/kernel/debug/sched/base_slice_ns")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-    {
-        return ns;
-    }
-    let cpus = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8);
-    750_000 * (1 + u64::from(cpus.ilog2()))
-}
-
-/// Seed 003 under `schedlat ARGS`: HOGS hogs named HOG and a 1 ms sleeper
-/// thread named SLEEPER, all on one CPU. Returns the sleeper's TID, the
-/// hogs' pids and schedlat's stdout after SIGINT.
-fn seed_003(args: &[&str]) -> (u32, Vec<u32>, Vec<String>) {
-    require_root();
-    let cpu = workload::workload_cpu();
-    let hogs = workload::Hogs::start_named(cpu, HOGS, HOG);
-    let tracer = Tracer::start(SCHEDLAT, args);
-    let tid = workload::named_sleeper(cpu, PERIOD, ROUNDS, SLEEPER);
-    let (status, lines) = tracer.stop_with(libc::SIGINT);
-    assert!(status.success(), "schedlat {args:?}: {status}");
-    (tid, hogs.pids(), lines)
-}
-
-fn me() -> String {
-    std::process::id().to_string()
-}
 
 fn row_of(rows: &Value, tid: u32) -> &Value {
     rows.as_array()
@@ -85,7 +47,11 @@ fn foreign_share(culprits: &[Value], sum_ns: u64) -> f64 {
 #[test]
 fn seed_003_names_the_victim_its_worst_wait_and_the_hog() {
     let me = me();
-    let (tid, hog_pids, lines) = seed_003(&[
+    let seed003::Run {
+        tid,
+        hog_pids,
+        lines,
+    } = seed003::run(&[
         "victims", "--json", "--top", "0", "--sort", "total", "-p", &me,
     ]);
     let r = parse_json_lines(&lines).pop().expect("one JSON object");
@@ -157,57 +123,6 @@ fn seed_003_names_the_victim_its_worst_wait_and_the_hog() {
     assert!(by_hogs * 2 >= sum, "hogs caused {by_hogs} of {sum} ns");
 }
 
-/// `slow --threshold 1ms` catches the slice-long waits as they happen, with
-/// the hog as culprit.
-#[test]
-fn seed_003_slow_events_name_the_hog() {
-    let me = me();
-    let (tid, _, lines) = seed_003(&["slow", "--threshold", "1ms", "--json", "-p", &me]);
-    let objects = parse_json_lines(&lines);
-    let end = objects.last().expect("a closing object");
-    assert_eq!(end["type"], "end", "{end}");
-    let events: Vec<&Value> = objects
-        .iter()
-        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == tid)
-        .collect();
-    assert!(
-        events.len() >= 5,
-        "few slow waits of the sleeper: {objects:?}"
-    );
-    for e in &events {
-        assert!(e["wait_ns"].as_u64().unwrap() >= 1_000_000, "{e}");
-    }
-    // The comm as it was at each wait: the thread names itself after its
-    // first run, so its first wait may carry its parent's.
-    let named = events
-        .iter()
-        .filter(|e| e["victim"]["comm"] == SLEEPER)
-        .count();
-    assert!(named + 1 >= events.len(), "{events:?}");
-    // Mostly behind a hog: all of them when the hogs have the CPU to
-    // themselves, a majority when load from outside the test shares it.
-    let me = std::process::id();
-    let behind_hog = events
-        .iter()
-        .filter(|e| e["culprit"]["comm"] == HOG)
-        .count();
-    let foreign = events
-        .iter()
-        .filter(|e| e["culprit"]["comm"] != HOG && e["culprit"]["pid"] != me)
-        .count();
-    let wanted = if foreign * 20 <= events.len() { 9 } else { 5 };
-    assert!(
-        behind_hog * 10 >= events.len() * wanted,
-        "{behind_hog} of {} slow waits behind a hog: {events:?}",
-        events.len()
-    );
-    // The CPU's run queue held the sleeper and at least one task besides.
-    let rq = events[0]["rq_len"].as_u64().expect("rq_len on this kernel");
-    assert!(rq >= 2, "{}", events[0]);
-    assert_eq!(end["lost"], 0);
-    assert_eq!(end["events"].as_u64().unwrap() as usize, objects.len() - 1);
-}
-
 /// The same window seen by schedlat (in the kernel) and by perf (from a
 /// recording, tests/common/perf.rs). Both time a wait from sched_wakeup (or
 /// a preempted switch-out) to the switch-in, so for the sleeper they see the
@@ -225,23 +140,46 @@ fn victims_agree_with_perf_sched_latency() {
     std::fs::create_dir_all(&dir).unwrap();
     let perf = PerfSched::start(&dir);
     let me = me();
-    let (tid, _, lines) = seed_003(&["victims", "--json", "--top", "0", "-p", &me]);
-    let perf_rows = perf.stop();
+    let seed003::Run { tid, lines, .. } =
+        seed003::run(&["victims", "--json", "--top", "0", "-p", &me]);
+    let perf = perf.stop();
     let _ = std::fs::remove_dir_all(&dir);
 
     let r = parse_json_lines(&lines).pop().expect("one JSON object");
     let ours = row_of(&r["victims"], tid);
-    let theirs = perf_rows
+    let theirs = perf
+        .tasks
         .iter()
         .find(|p| p.tid == tid)
-        .unwrap_or_else(|| panic!("perf has no row for {tid}: {perf_rows:?}"));
+        .unwrap_or_else(|| panic!("perf has no row for {tid}: {perf:?}"));
     let count = ours["count"].as_u64().unwrap();
     let avg = ours["avg_ns"].as_u64().unwrap();
     let max = ours["max_ns"].as_u64().unwrap();
     eprintln!(
-        "sleeper {tid}: schedlat {count} waits, avg {avg} ns, max {max} ns; perf {} waits, avg {} ns, max {} ns",
-        theirs.switches, theirs.avg_ns, theirs.max_ns
+        "sleeper {tid}: schedlat {count} waits, avg {avg} ns, max {max} ns; perf {} waits, avg {} ns, max {} ns{}",
+        theirs.switches,
+        theirs.avg_ns,
+        theirs.max_ns,
+        if perf.lost_events {
+            " (perf lost events)"
+        } else {
+            ""
+        }
     );
+    if perf.lost_events {
+        // Under load from outside the test perf's buffers overflow: it
+        // misses wakeups, so waits (never the other way round). What it
+        // did see must still be what schedlat saw.
+        assert!(
+            count >= theirs.switches,
+            "count: schedlat {count}, perf {theirs:?}"
+        );
+        assert!(
+            max + 10_000 >= theirs.max_ns,
+            "max: schedlat {max}, perf {theirs:?}"
+        );
+        return;
+    }
     assert!(
         count.abs_diff(theirs.switches) <= theirs.switches / 100 + 3,
         "count: schedlat {count}, perf {theirs:?}"
@@ -371,33 +309,6 @@ fn classic_tracepoints_are_refused_with_the_reason() {
     let (status, _, err) = common::run_schedlat(&["slow", "--threshold", "5"]);
     assert_eq!(status.code(), Some(2));
     assert!(err.contains("needs a unit"), "{err}");
-}
-
-/// SIGTERM prints the closing summary; a reader that goes away ends the
-/// run even when no event comes to fail a write.
-#[test]
-fn slow_ends_cleanly() {
-    require_root();
-    let tracer = Tracer::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
-    let (status, lines) = tracer.stop_with(libc::SIGTERM);
-    assert!(status.success(), "{status}");
-    assert!(lines.iter().any(|l| l.starts_with("TIME ")), "{lines:?}");
-    let last = lines.last().unwrap();
-    assert!(last.contains("0 waits of at least 100 s; lost 0"), "{last}");
-
-    let started = std::time::Instant::now();
-    // bash: PIPESTATUS gives schedlat's own status.
-    let out = std::process::Command::new("bash")
-        .args([
-            "-c",
-            &format!("{SCHEDLAT} slow --threshold 100s | head -1; echo \"${{PIPESTATUS[0]}}\""),
-        ])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
-    assert!(out.starts_with(common::BANNER), "{out}");
-    assert_eq!(out.lines().last(), Some("0"), "{out}");
-    assert!(started.elapsed() < Duration::from_secs(15));
 }
 
 #[test]

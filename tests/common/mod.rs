@@ -6,6 +6,7 @@
 pub mod http;
 pub mod perf;
 pub mod prometheus;
+pub mod seed003;
 pub mod serve;
 pub mod workload;
 

@@ -32,7 +32,7 @@ impl PerfSched {
             .arg(&file)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("perf (linux-perf) runs");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -46,7 +46,7 @@ impl PerfSched {
     }
 
     /// SIGINT (perf finishes its file), then `perf sched latency -p`.
-    pub fn stop(mut self) -> Vec<PerfTask> {
+    pub fn stop(mut self) -> PerfLatency {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = self.child.wait().expect("perf exits");
@@ -55,13 +55,23 @@ impl PerfSched {
             status.success() || status.signal() == Some(libc::SIGINT),
             "perf record: {status}"
         );
+        let mut record_err = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut err, &mut record_err);
+        }
         let out = Command::new("perf")
             .args(["sched", "latency", "-p", "-i"])
             .arg(&self.file)
             .output()
             .expect("perf sched latency runs");
-        let text = String::from_utf8_lossy(&out.stdout);
-        parse_latency(&text)
+        let latency_err = String::from_utf8_lossy(&out.stderr);
+        PerfLatency {
+            tasks: parse_latency(&String::from_utf8_lossy(&out.stdout)),
+            // "Processed N events and lost M chunks!", "lost N samples".
+            lost_events: [record_err.as_str(), &latency_err]
+                .iter()
+                .any(|t| t.to_lowercase().contains("lost")),
+        }
     }
 }
 
@@ -71,6 +81,15 @@ impl Drop for PerfSched {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.file);
     }
+}
+
+/// What `perf sched latency` made of the recording.
+#[derive(Debug)]
+pub struct PerfLatency {
+    pub tasks: Vec<PerfTask>,
+    /// perf's buffers overflowed under load: it missed events, and so waits
+    /// (a task whose wakeup it lost is not waiting, to perf).
+    pub lost_events: bool,
 }
 
 /// One row of `perf sched latency -p`: delays are perf's, in ns, at its
