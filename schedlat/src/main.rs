@@ -17,6 +17,7 @@ mod output;
 mod privileges;
 mod run;
 mod serve;
+mod session;
 mod slow;
 mod stdout;
 mod task;

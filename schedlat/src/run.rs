@@ -2,24 +2,20 @@
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
 //! stdout.
 
+use crate::modes::Modes;
+use crate::session::{self, Intervals, Signals};
 use std::{
     fs::File,
     io::{self, Write},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{Context, Result};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    time::{MissedTickBehavior, interval_at},
-};
 
 use crate::{
     analysis::slice::Slice,
     cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
-    filter::Filter,
     histogram::{Unit, Waits},
-    loader::Tracer,
     output::{self, Report},
 };
 
@@ -68,19 +64,8 @@ async fn run(
     } else {
         Unit::Usecs
     };
-    // Signal handlers first, so a Ctrl-C during loading is not fatal.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-
-    let filter = Filter::resolve(filter)?;
-    let tracer = Tracer::load(kernel.hook, &kernel.sources(), unit.ns(), &filter)?;
-    for note in &tracer.notes {
-        eprintln!("schedlat: {note}");
-    }
-    eprintln!("schedlat: hook mode {}", tracer.mode());
-    if let Some(target) = filter.describe() {
-        eprintln!("schedlat: only waits of {target}");
-    }
+    let mut signals = Signals::install()?;
+    let (tracer, filter) = session::attach(kernel, filter, unit.ns(), &Modes::HISTOGRAM)?;
 
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
@@ -96,29 +81,9 @@ async fn run(
         return Ok(Ended::StdoutClosed);
     }
 
-    let period = Duration::from_secs(cli.interval.unwrap_or(u64::MAX / 4));
-    let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut remaining = cli.count;
-    // With -p, a target that exits ends the run, its waits reported.
-    let mut watch = tokio::time::interval(Duration::from_millis(500));
-
+    let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
-        let stop = tokio::select! {
-            _ = ticks.tick() => {
-                remaining = remaining.map(|n| n - 1);
-                remaining == Some(0)
-            }
-            _ = watch.tick(), if filter.is_active() => {
-                if filter.target_alive() {
-                    continue;
-                }
-                eprintln!("schedlat: the target process exited; reporting its waits so far");
-                true
-            }
-            _ = sigint.recv() => true,
-            _ = sigterm.recv() => true,
-        };
+        let stop = intervals.next(&mut signals, &filter).await;
         let (cpus, extremes) = tracer.end_interval()?;
         let current = Waits::from_cpus(&cpus);
         let waits = current.since(&previous).with_extremes(&extremes);

@@ -7,22 +7,19 @@
 
 mod render;
 
+use crate::session::{self, Signals};
 use std::{mem::size_of, time::Duration};
 
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 use schedlat_common::{names, victims::SlowEvent};
-use tokio::{
-    io::{Interest, unix::AsyncFd},
-    signal::unix::{SignalKind, signal},
-};
+use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{
     cli::{FilterArgs, KernelArgs},
     clock::WallClock,
-    filter::Filter,
     histogram::Unit,
-    loader::{LoadError, Tracer},
+    loader::LoadError,
     modes::Modes,
     run::Ended,
     stdout,
@@ -44,26 +41,13 @@ pub struct SlowArgs {
 }
 
 pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
-    // Signal handlers first, so a Ctrl-C during loading is not fatal.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-
-    let filter = Filter::resolve(filter)?;
-    let modes = Modes::slow(args.threshold);
-    let mut tracer = Tracer::load_modes(
-        kernel.hook,
-        &kernel.sources(),
+    let mut signals = Signals::install()?;
+    let (mut tracer, filter) = session::attach(
+        kernel,
+        filter,
         Unit::Usecs.ns(),
-        &filter,
-        &modes,
+        &Modes::slow(args.threshold),
     )?;
-    for note in &tracer.notes {
-        eprintln!("schedlat: {note}");
-    }
-    eprintln!("schedlat: hook mode {}", tracer.mode());
-    if let Some(target) = filter.describe() {
-        eprintln!("schedlat: only waits of {target}");
-    }
     let name = names::MAP_SLOW_EVENTS;
     let map = tracer
         .ebpf_mut()
@@ -124,8 +108,7 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
                 eprintln!("schedlat: the target process exited");
                 true
             }
-            _ = sigint.recv() => true,
-            _ = sigterm.recv() => true,
+            _ = signals.recv() => true,
         };
         // Whatever ends the run, what is in the buffer is shown first.
         let lost = mode_counters(tracer.ebpf_mut())?.slow_lost;

@@ -10,21 +10,16 @@
 pub mod collect;
 mod report;
 
-use std::time::{Duration, Instant};
+use crate::session::{self, Intervals, Signals};
+use std::time::Instant;
 
-use anyhow::{Context, Result};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    time::{MissedTickBehavior, interval_at},
-};
+use anyhow::Result;
 
 use crate::{
     analysis::victims::{SortKey, rank},
     cli::{FilterArgs, KernelArgs, positive_u64},
     clock::WallClock,
-    filter::Filter,
     histogram::Unit,
-    loader::Tracer,
     modes::Modes,
     run::Ended,
     stdout,
@@ -67,26 +62,13 @@ pub struct VictimsArgs {
 }
 
 pub async fn run(args: &VictimsArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
-    // Signal handlers first, so a Ctrl-C during loading is not fatal.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-
-    let filter = Filter::resolve(filter)?;
-    let modes = Modes::victims(args.max_tasks);
-    let mut tracer = Tracer::load_modes(
-        kernel.hook,
-        &kernel.sources(),
+    let mut signals = Signals::install()?;
+    let (mut tracer, filter) = session::attach(
+        kernel,
+        filter,
         Unit::Usecs.ns(),
-        &filter,
-        &modes,
+        &Modes::victims(args.max_tasks),
     )?;
-    for note in &tracer.notes {
-        eprintln!("schedlat: {note}");
-    }
-    eprintln!("schedlat: hook mode {}", tracer.mode());
-    if let Some(target) = filter.describe() {
-        eprintln!("schedlat: only waits of {target}");
-    }
     // The first interval starts before the banner: whatever a reader of
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
@@ -97,29 +79,9 @@ pub async fn run(args: &VictimsArgs, kernel: &KernelArgs, filter: &FilterArgs) -
         return Ok(Ended::StdoutClosed);
     }
 
-    let period = Duration::from_secs(args.interval.unwrap_or(u64::MAX / 4));
-    let mut ticks = interval_at(tokio::time::Instant::now() + period, period);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut remaining = args.count;
-    // With -p, a target that exits ends the run, its waits reported.
-    let mut watch = tokio::time::interval(Duration::from_millis(500));
-
+    let mut intervals = Intervals::new(args.interval, args.count);
     loop {
-        let stop = tokio::select! {
-            _ = ticks.tick() => {
-                remaining = remaining.map(|n| n - 1);
-                remaining == Some(0)
-            }
-            _ = watch.tick(), if filter.is_active() => {
-                if filter.target_alive() {
-                    continue;
-                }
-                eprintln!("schedlat: the target process exited; reporting its waits so far");
-                true
-            }
-            _ = sigint.recv() => true,
-            _ = sigterm.recv() => true,
-        };
+        let stop = intervals.next(&mut signals, &filter).await;
         let interval = collector.end_interval(&mut tracer)?;
         let tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
         let report = Report {

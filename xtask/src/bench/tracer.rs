@@ -136,8 +136,10 @@ impl Tracer {
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
                 Ok((at, line)) if line.contains(BANNER) => return Ok(at - self.spawned),
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => {
+                // A tool that prints without pause never lets recv time out:
+                // the deadline is checked here too.
+                Ok(_) if Instant::now() < deadline => {}
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {
                     return Err(self.abort(&format!("was not ready within {timeout:?}")));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
