@@ -20,6 +20,22 @@ pub enum SortKey {
     Avg,
 }
 
+impl SortKey {
+    /// The value a row is ranked by, from its count, total and max.
+    fn value(self, count: u64, total_ns: u64, max_ns: u64) -> u64 {
+        match self {
+            SortKey::Max => max_ns,
+            SortKey::Total => total_ns,
+            SortKey::Count => count,
+            SortKey::Avg => avg_ns(total_ns, count),
+        }
+    }
+}
+
+fn avg_ns(total_ns: u64, count: u64) -> u64 {
+    total_ns.checked_div(count).unwrap_or(0)
+}
+
 /// One task's waits: as a victim (waited) or as a culprit (was switched out
 /// when they ended). `other` is the task on the other side of the longest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,16 +52,11 @@ pub struct Row {
 
 impl Row {
     pub fn avg_ns(&self) -> u64 {
-        self.total_ns.checked_div(self.count).unwrap_or(0)
+        avg_ns(self.total_ns, self.count)
     }
 
     fn key(&self, by: SortKey) -> u64 {
-        match by {
-            SortKey::Max => self.max_ns,
-            SortKey::Total => self.total_ns,
-            SortKey::Count => self.count,
-            SortKey::Avg => self.avg_ns(),
-        }
+        by.value(self.count, self.total_ns, self.max_ns)
     }
 }
 
@@ -92,16 +103,11 @@ pub struct ProcessRow {
 
 impl ProcessRow {
     pub fn avg_ns(&self) -> u64 {
-        self.total_ns.checked_div(self.count).unwrap_or(0)
+        avg_ns(self.total_ns, self.count)
     }
 
     fn key(&self, by: SortKey) -> u64 {
-        match by {
-            SortKey::Max => self.max_ns,
-            SortKey::Total => self.total_ns,
-            SortKey::Count => self.count,
-            SortKey::Avg => self.avg_ns(),
-        }
+        by.value(self.count, self.total_ns, self.max_ns)
     }
 }
 
