@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod bucket;
+pub mod scope;
 pub mod victims;
 
 pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
@@ -33,6 +34,9 @@ pub struct CpuStats {
     /// Enqueues that could not be timestamped because the TID was beyond the
     /// start array's capacity (pid_max grew after load).
     pub untracked_tid: u64,
+    /// Waits counted here but in no breakdown histogram: the key map was
+    /// full (`--max-keys`), or the key could not be read.
+    pub unkeyed: u64,
 }
 
 impl CpuStats {
@@ -42,6 +46,7 @@ impl CpuStats {
         sum_ns: 0,
         discarded_negative: 0,
         untracked_tid: 0,
+        unkeyed: 0,
     };
 }
 
@@ -81,6 +86,36 @@ pub mod names {
     pub const GLOBAL_TASK_TGID_OFF: &str = "TASK_TGID_OFF";
     /// Process filter (`-p`): only this tgid's waits; 0 = all.
     pub const GLOBAL_FILTER_TGID: &str = "FILTER_TGID";
+    /// Scopes (schedlat-ebpf scope.rs): thread (`-t`), comm (`--comm`, 1
+    /// plus the name as two words), cgroup id (`-c`), CPU mask (`--cpu`).
+    pub const GLOBAL_FILTER_TID: &str = "FILTER_TID";
+    pub const GLOBAL_FILTER_COMM: &str = "FILTER_COMM";
+    pub const GLOBAL_FILTER_COMM_LO: &str = "FILTER_COMM_LO";
+    pub const GLOBAL_FILTER_COMM_HI: &str = "FILTER_COMM_HI";
+    pub const GLOBAL_FILTER_CGROUP_ID: &str = "FILTER_CGROUP_ID";
+    pub const GLOBAL_FILTER_CPUS: &str = "FILTER_CPUS";
+    pub const GLOBAL_FILTER_CPU_MASK: &str = "FILTER_CPU_MASK";
+    /// The breakdown key (`scope::Breakdown`) and its map.
+    pub const GLOBAL_BREAKDOWN: &str = "BREAKDOWN";
+    pub const MAP_KEYED: &str = "KEYED";
+    pub const MAP_KEY_ZERO: &str = "KEY_ZERO";
+    /// task->cgroups, then the css in the chosen hierarchy (css_set's
+    /// dfl_cgrp for v2, subsys[id] for a v1 controller), css->cgroup,
+    /// css->parent, cgroup->kn, kn->id.
+    pub const GLOBAL_TASK_CGROUPS_OFF: &str = "TASK_CGROUPS_OFF";
+    pub const GLOBAL_CSET_CSS_OFF: &str = "CSET_CSS_OFF";
+    pub const GLOBAL_CSS_CGROUP_OFF: &str = "CSS_CGROUP_OFF";
+    pub const GLOBAL_CSS_PARENT_OFF: &str = "CSS_PARENT_OFF";
+    pub const GLOBAL_CGROUP_KN_OFF: &str = "CGROUP_KN_OFF";
+    pub const GLOBAL_KN_ID_OFF: &str = "KN_ID_OFF";
+    /// task->thread_pid, pid->level, pid->numbers, sizeof(struct upid),
+    /// upid->ns, pid_namespace->ns.inum: the active PID namespace.
+    pub const GLOBAL_TASK_THREAD_PID_OFF: &str = "TASK_THREAD_PID_OFF";
+    pub const GLOBAL_PID_LEVEL_OFF: &str = "PID_LEVEL_OFF";
+    pub const GLOBAL_PID_NUMBERS_OFF: &str = "PID_NUMBERS_OFF";
+    pub const GLOBAL_UPID_SIZE: &str = "UPID_SIZE";
+    pub const GLOBAL_UPID_NS_OFF: &str = "UPID_NS_OFF";
+    pub const GLOBAL_PIDNS_INUM_OFF: &str = "PIDNS_INUM_OFF";
     /// Victims and slow modes (schedlat-ebpf victims.rs): per-TID row
     /// slots, per-interval rows in two halves picked by the low bit of
     /// EPOCH, rows used per half, and the slow events.

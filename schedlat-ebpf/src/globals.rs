@@ -2,6 +2,8 @@
 //! override_global`). They live in `.rodata`, which aya freezes, so the
 //! verifier sees them as constants. Names must match `schedlat_common::names`.
 
+use schedlat_common::scope::CPU_MASK_WORDS;
+
 /// Nanoseconds per histogram unit: 1000 (usecs) or 1000000 (msecs, `-m`).
 #[unsafe(no_mangle)]
 pub static UNIT_NS: u64 = 1000;
@@ -57,6 +59,59 @@ pub static SLOW_NS: u64 = 0;
 #[unsafe(no_mangle)]
 pub static FILTER_TGID: u64 = 0;
 
+// The other filters on the task that waited (scope.rs); 0 = off.
+/// Only this thread (`task->pid`).
+#[unsafe(no_mangle)]
+pub static FILTER_TID: u64 = 0;
+/// 1: only tasks whose comm is FILTER_COMM_LO/HI (16 bytes, NUL-padded).
+#[unsafe(no_mangle)]
+pub static FILTER_COMM: u64 = 0;
+#[unsafe(no_mangle)]
+pub static FILTER_COMM_LO: u64 = 0;
+#[unsafe(no_mangle)]
+pub static FILTER_COMM_HI: u64 = 0;
+/// Only tasks in this cgroup or below it (kernfs id in the hierarchy the
+/// CSET_CSS_OFF offset picks).
+#[unsafe(no_mangle)]
+pub static FILTER_CGROUP_ID: u64 = 0;
+/// 1: only waits that end on a CPU set in FILTER_CPU_MASK.
+#[unsafe(no_mangle)]
+pub static FILTER_CPUS: u64 = 0;
+#[unsafe(no_mangle)]
+pub static FILTER_CPU_MASK: [u64; CPU_MASK_WORDS] = [0; CPU_MASK_WORDS];
+
+/// What the breakdown histograms are keyed by (`scope::Breakdown`); 0 = none.
+#[unsafe(no_mangle)]
+pub static BREAKDOWN: u64 = 0;
+
+// The cgroup chain (names::GLOBAL_TASK_CGROUPS_OFF and after).
+#[unsafe(no_mangle)]
+pub static TASK_CGROUPS_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static CSET_CSS_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static CSS_CGROUP_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static CSS_PARENT_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static CGROUP_KN_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static KN_ID_OFF: u64 = 0;
+
+// The PID namespace chain (names::GLOBAL_TASK_THREAD_PID_OFF and after).
+#[unsafe(no_mangle)]
+pub static TASK_THREAD_PID_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static PID_LEVEL_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static PID_NUMBERS_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static UPID_SIZE: u64 = 0;
+#[unsafe(no_mangle)]
+pub static UPID_NS_OFF: u64 = 0;
+#[unsafe(no_mangle)]
+pub static PIDNS_INUM_OFF: u64 = 0;
+
 // Classic tracepoint record offsets for the tp hook mode.
 #[unsafe(no_mangle)]
 pub static TP_SWITCH_PREV_PID_OFF: u64 = 0;
@@ -71,6 +126,16 @@ pub static TP_EXIT_PID_OFF: u64 = 0;
 /// Mask of the real state bits in the classic record's prev_state.
 #[unsafe(no_mangle)]
 pub static TP_STATE_MASK: u64 = 0xff;
+
+/// Word `i` of the `--cpu` mask, 0 beyond it.
+#[inline(always)]
+pub fn cpu_mask_word(i: usize) -> u64 {
+    match FILTER_CPU_MASK.get(i) {
+        // SAFETY: a valid, aligned reference into a static.
+        Some(word) => unsafe { core::ptr::read_volatile(word) },
+        None => 0,
+    }
+}
 
 /// Reads a global through a volatile load so the compiler cannot fold the
 /// compile-time placeholder into the code.

@@ -16,10 +16,12 @@
 //! - `tp`: classic tracepoints; record offsets come from tracefs format files.
 #![no_std]
 #![no_main]
-// Inline assembly for BPF: one atomic fetch-and-add (victims.rs).
+// Inline assembly for BPF: atomic adds (atomic.rs).
 #![feature(asm_experimental_arch)]
 
+mod atomic;
 mod globals;
+mod scope;
 mod slow;
 mod task;
 mod victims;
@@ -65,6 +67,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
     let Some((prev, next, ended)) = btf_switch(&ctx, histogram) else {
         return 0;
     };
+    if histogram {
+        scope::record(next, ended.wait_ns);
+    }
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = load(&globals::SLOW_NS);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {

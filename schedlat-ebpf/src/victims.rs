@@ -28,6 +28,7 @@ use aya_ebpf::{
 use schedlat_common::victims::{CulpritStats, ModeCounters, RowSlot, VictimStats};
 
 use crate::{
+    atomic,
     globals::{self, load},
     task::TaskPtr,
     wait::{EPOCH, Ended},
@@ -189,7 +190,7 @@ fn slot(slots: &Array<RowSlot>, tid: u32, epoch: u32, used: u32, max: u64) -> Op
     // Rows are shared by all CPUs: the one allocation per task and interval
     // is an atomic add (BPF_ATOMIC | BPF_FETCH, kernel 5.12+).
     // SAFETY: an aligned u64 in a map value.
-    let index = unsafe { fetch_add(counter, 1) };
+    let index = unsafe { atomic::fetch_add_u64(counter, 1) };
     if index >= max {
         return None;
     }
@@ -205,23 +206,4 @@ fn bump(f: impl FnOnce(&mut ModeCounters)) {
     if let Some(c) = counters() {
         f(c);
     }
-}
-
-/// `*p += n`, atomically, returning the old value: BPF_ATOMIC | BPF_FETCH
-/// (kernel 5.12+). Written out because LLVM only emits it for BPF CPU v3
-/// and up, and aya-build links for the generic CPU (no way to pass
-/// `-C target-cpu`): there, `atomic_xadd` whose result is used is refused
-/// ("Invalid usage of the XADD return value").
-#[inline(always)]
-unsafe fn fetch_add(p: *mut u64, n: u64) -> u64 {
-    let old: u64;
-    // SAFETY: the caller passes an aligned u64 in a map value.
-    unsafe {
-        core::arch::asm!(
-            "{old} = atomic_fetch_add((u64 *)({p} + 0), {old})",
-            p = in(reg) p,
-            old = inout(reg) n => old,
-        );
-    }
-    old
 }

@@ -9,7 +9,10 @@ use aya_ebpf::{
 };
 use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
 
-use crate::globals::{self, load};
+use crate::{
+    globals::{self, load},
+    scope,
+};
 
 /// Enqueue timestamp (ns) per TID; 0 = not waiting. Indexed by TID and sized
 /// from pid_max by the loader, so a lookup is an array index (no hashing, no
@@ -39,7 +42,7 @@ fn now() -> u64 {
 }
 
 #[inline(always)]
-fn stats() -> Option<&'static mut CpuStats> {
+pub fn stats() -> Option<&'static mut CpuStats> {
     // SAFETY: per-CPU value, and BPF programs do not nest on one CPU for the
     // sched tracepoints (they run with preemption disabled).
     STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
@@ -88,7 +91,9 @@ pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32, histogram: bool
     if prev_runnable {
         enqueue_at(prev_tid, now);
     }
-    if next_tid == 0 {
+    // A wait ending on a CPU outside `--cpu` is not measured. Its start time
+    // stays: the task's next enqueue overwrites it before any switch-in.
+    if next_tid == 0 || !scope::cpu_wanted() {
         return None;
     }
     let slot = START.get_ptr_mut(next_tid)?;
@@ -156,7 +161,7 @@ pub fn forget(tid: u32) {
 /// between map_value pointer and register with unbounded min value" (found
 /// by `cargo xtask vm-test`). The same trick as libbpf's barrier_var().
 #[inline(always)]
-fn barrier_var(index: usize) -> usize {
+pub fn barrier_var(index: usize) -> usize {
     // SAFETY: reading a local.
     unsafe { core::ptr::read_volatile(&index) }
 }

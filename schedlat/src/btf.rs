@@ -24,6 +24,8 @@ pub enum BtfError {
         "BTF {path} has no typedef {name}: this kernel has no tp_btf attach point for that tracepoint (try --hook tp)"
     )]
     NoTracepoint { path: PathBuf, name: String },
+    #[error("BTF {path}: {what}")]
+    Layout { path: PathBuf, what: String },
     #[error("BTF {path}: struct {strukt} has none of the fields {fields:?}")]
     NoField {
         path: PathBuf,
@@ -103,6 +105,124 @@ pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
     })
 }
 
+/// The chain from a task to the kernfs id of its cgroup in one hierarchy
+/// (schedlat-ebpf scope.rs): task->cgroups, then the css (css_set's
+/// dfl_cgrp for cgroup v2, subsys[id] for a v1 controller), css->cgroup,
+/// css->parent, cgroup->kn, kn->id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupOffsets {
+    pub task_cgroups: u64,
+    pub cset_css: u64,
+    pub css_cgroup: u64,
+    pub css_parent: u64,
+    pub cgroup_kn: u64,
+    pub kn_id: u64,
+}
+
+/// Which css of a task's css_set names its cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CssChoice {
+    /// cgroup v2: `dfl_cgrp`.
+    Default,
+    /// A cgroup v1 hierarchy: `subsys[<controller>_cgrp_id]` of the first of
+    /// these controllers the kernel knows.
+    Controllers(Vec<String>),
+}
+
+pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
+    let cset = StructLayout::find(btf, path, "css_set")?;
+    let cgroup = StructLayout::find(btf, path, "cgroup")?;
+    let cset_css = match css {
+        CssChoice::Default => {
+            // The v2 chain reads css fields through the cgroup pointer, which
+            // needs `self` to be the cgroup's first member (it always was).
+            let self_off = cgroup.offset_of(&["self"])?;
+            if self_off != 0 {
+                return Err(BtfError::Layout {
+                    path: path.to_path_buf(),
+                    what: format!("struct cgroup's `self` is at {self_off}, not 0"),
+                });
+            }
+            cset.offset_of(&["dfl_cgrp"])?
+        }
+        CssChoice::Controllers(names) => {
+            let id = subsys_id(btf, path, names)?;
+            // subsys is an array of pointers.
+            cset.offset_of(&["subsys"])? + 8 * id
+        }
+    };
+    let css = StructLayout::find(btf, path, "cgroup_subsys_state")?;
+    Ok(CgroupOffsets {
+        task_cgroups: StructLayout::find(btf, path, "task_struct")?.offset_of(&["cgroups"])?,
+        cset_css,
+        css_cgroup: css.offset_of(&["cgroup"])?,
+        css_parent: css.offset_of(&["parent"])?,
+        cgroup_kn: cgroup.offset_of(&["kn"])?,
+        kn_id: StructLayout::find(btf, path, "kernfs_node")?.offset_of(&["id"])?,
+    })
+}
+
+/// The value of `enum cgroup_subsys_id`'s `<controller>_cgrp_id` for the
+/// first of `controllers` this kernel has.
+fn subsys_id(btf: &Btf, path: &Path, controllers: &[String]) -> Result<u64, BtfError> {
+    let members: Vec<(String, u32)> = btf
+        .resolve_types_by_name("cgroup_subsys_id")
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|t| match t {
+            Type::Enum(e) => Some(e),
+            _ => None,
+        })
+        .map(|e| {
+            e.members
+                .iter()
+                .map(|m| (btf.resolve_name(m).unwrap_or_default(), m.val()))
+                .collect()
+        })
+        .unwrap_or_default();
+    controllers
+        .iter()
+        .find_map(|c| {
+            let want = format!("{c}_cgrp_id");
+            members
+                .iter()
+                .find(|(n, _)| *n == want)
+                .map(|(_, v)| u64::from(*v))
+        })
+        .ok_or_else(|| BtfError::Layout {
+            path: path.to_path_buf(),
+            what: format!("enum cgroup_subsys_id has no id for the controllers {controllers:?}"),
+        })
+}
+
+/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// namespace's inode number (`--pidnss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidnsOffsets {
+    pub task_thread_pid: u64,
+    pub pid_level: u64,
+    pub pid_numbers: u64,
+    pub upid_size: u64,
+    pub upid_ns: u64,
+    pub pidns_inum: u64,
+}
+
+pub fn pidns_offsets(btf: &Btf, path: &Path) -> Result<PidnsOffsets, BtfError> {
+    let pid = StructLayout::find(btf, path, "pid")?;
+    let upid = StructLayout::find(btf, path, "upid")?;
+    let ns = StructLayout::find(btf, path, "pid_namespace")?.offset_of(&["ns"])?;
+    let inum = StructLayout::find(btf, path, "ns_common")?.offset_of(&["inum"])?;
+    Ok(PidnsOffsets {
+        task_thread_pid: StructLayout::find(btf, path, "task_struct")?
+            .offset_of(&["thread_pid"])?,
+        pid_level: pid.offset_of(&["level"])?,
+        pid_numbers: pid.offset_of(&["numbers"])?,
+        upid_size: upid.size,
+        upid_ns: upid.offset_of(&["ns"])?,
+        pidns_inum: ns + inum,
+    })
+}
+
 /// Test builds only (`--features fault-injection`, which `cargo xtask
 /// vm-test --inject-bad-offset` uses): SCHEDLAT_FAULT_TASK_PID_OFFSET=<bytes>
 /// replaces the resolved task_struct.pid offset, to prove that the VM tests
@@ -147,6 +267,8 @@ pub fn last_tracepoint_id(btf: &Btf, path: &Path, tracepoints: &[&str]) -> Resul
 struct StructLayout {
     path: PathBuf,
     name: String,
+    /// sizeof, in bytes.
+    size: u64,
     members: Vec<(String, u64)>,
 }
 
@@ -169,6 +291,7 @@ impl StructLayout {
         Ok(StructLayout {
             path: path.to_path_buf(),
             name: name.to_string(),
+            size: strukt.size() as u64,
             members,
         })
     }

@@ -40,6 +40,9 @@ pub struct Cli {
     pub histogram: HistogramArgs,
 
     #[command(flatten)]
+    pub breakdown: crate::breakdown::BreakdownArgs,
+
+    #[command(flatten)]
     pub kernel: KernelArgs,
 
     #[command(flatten)]
@@ -145,13 +148,30 @@ pub struct KernelArgs {
 }
 
 /// Which waits to measure; shared by every mode. Applied in the kernel, to
-/// the task that waited.
+/// the task that waited (never to the waker, or to the task it replaced);
+/// combined, all must hold. All but --cpu need the tp_btf hook mode.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Filters (in the kernel, on the task that waited; combinable)")]
 pub struct FilterArgs {
-    /// Only waits of this process (all its threads). Needs the tp_btf hook
-    /// mode: classic tracepoints do not carry the process id.
+    /// Only waits of this process (all its threads)
     #[arg(short = 'p', long = "pid", value_name = "PID", global = true)]
     pub pid: Option<u32>,
+
+    /// Only waits of this thread
+    #[arg(short = 't', long = "tid", value_name = "TID", global = true)]
+    pub tid: Option<u32>,
+
+    /// Only tasks in this cgroup or below it: a cgroup v2 or v1 (cpu) directory, or a path relative to the v2 mount
+    #[arg(short = 'c', long = "cgroup", value_name = "PATH", global = true)]
+    pub cgroup: Option<PathBuf>,
+
+    /// Only tasks with this name (the kernel's comm, at most 15 bytes, as `ps -o comm` shows)
+    #[arg(long, value_name = "NAME", global = true)]
+    pub comm: Option<String>,
+
+    /// Only waits that end on these CPUs, where the task was switched in (e.g. `0`, `0-3,8`)
+    #[arg(long, value_name = "LIST", global = true)]
+    pub cpu: Option<String>,
 }
 
 impl KernelArgs {

@@ -43,6 +43,8 @@ pub struct Waits {
     /// Enqueues of TIDs beyond the start array (pid_max raised after load):
     /// those waits were not measured.
     pub untracked_tid: u64,
+    /// Waits in this total but in no breakdown histogram (key map full).
+    pub unkeyed: u64,
 }
 
 impl Default for Waits {
@@ -55,6 +57,7 @@ impl Default for Waits {
             max_ns: None,
             discarded_negative: 0,
             untracked_tid: 0,
+            unkeyed: 0,
         }
     }
 }
@@ -69,6 +72,7 @@ impl Waits {
             total.sum_ns += cpu.sum_ns;
             total.discarded_negative += cpu.discarded_negative;
             total.untracked_tid += cpu.untracked_tid;
+            total.unkeyed += cpu.unkeyed;
         }
         total
     }
@@ -100,6 +104,7 @@ impl Waits {
                 .discarded_negative
                 .saturating_sub(earlier.discarded_negative),
             untracked_tid: self.untracked_tid.saturating_sub(earlier.untracked_tid),
+            unkeyed: self.unkeyed.saturating_sub(earlier.unkeyed),
         }
     }
 
@@ -119,6 +124,7 @@ impl Waits {
         self.sum_ns += other.sum_ns;
         self.discarded_negative += other.discarded_negative;
         self.untracked_tid += other.untracked_tid;
+        self.unkeyed += other.unkeyed;
         self.min_ns = [self.min_ns, other.min_ns].into_iter().flatten().min();
         self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
     }

@@ -11,12 +11,18 @@ use aya::{
     maps::{Array, MapData, PerCpuArray, PerCpuValues},
     programs::{BtfTracePoint, ProgramError, TracePoint},
 };
-use schedlat_common::{CpuStats, Extremes, names};
+use schedlat_common::{
+    CpuStats, Extremes, names,
+    scope::{Breakdown, KeyStats},
+};
 use thiserror::Error;
 
 use crate::{
-    btf::{self, BtfError, RqOffsets, TaskOffsets, VMLINUX_BTF},
+    btf::{
+        self, BtfError, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF,
+    },
     btf_prefix,
+    cgroupfs::{Hierarchy, Mounts},
     filter::Filter,
     modes::Modes,
     privileges,
@@ -88,13 +94,11 @@ pub enum LoadError {
         hint: &'static str,
     },
     #[error(
-        "-p needs the tp_btf hook mode (classic tracepoints do not carry the process id): drop --hook tp"
+        "{0} needs the tp_btf hook mode (classic tracepoints carry thread ids only, not the task pointers it reads process, name, cgroup or policy from): drop --hook tp"
     )]
-    FilterNeedsBtf,
-    #[error(
-        "`schedlat {0}` needs the tp_btf hook mode (classic tracepoints do not pass the task pointers its comm, process and policy are read from): drop --hook tp"
-    )]
-    ModeNeedsBtf(&'static str),
+    NeedsBtf(&'static str),
+    #[error("{0}: no cgroup hierarchy is mounted")]
+    NoCgroupMount(&'static str),
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error("eBPF map {name}: {error}")]
@@ -117,6 +121,10 @@ struct Globals {
     task: Option<TaskOffsets>,
     /// Only resolved when the mode wants it (slow events' run-queue length).
     rq: Option<RqOffsets>,
+    /// Only with `-c` or `--cgroups`.
+    cgroup: Option<CgroupOffsets>,
+    /// Only with `--pidnss`.
+    pidns: Option<PidnsOffsets>,
     tp: Option<TpOffsets>,
 }
 
@@ -167,6 +175,7 @@ impl Plan {
         sources: &KernelSources,
         filter: &Filter,
         modes: &Modes,
+        cgroup_hierarchy: Option<&Hierarchy>,
     ) -> Result<Plan, LoadError> {
         let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
         let mut notes = Vec::new();
@@ -177,26 +186,27 @@ impl Plan {
             HookChoice::Tp => vec![HookMode::Tracepoint],
             HookChoice::Auto => vec![HookMode::Btf, HookMode::Tracepoint],
         };
-        // Classic tracepoints carry TIDs only: a process filter needs tp_btf.
-        if filter.is_active() {
+        // Classic tracepoints carry TIDs only: the filters and modes that
+        // read the waiting task's task_struct need tp_btf.
+        if let Some(what) = filter.needs_btf().or(modes.needs_btf()) {
             match choice {
-                HookChoice::Tp => return Err(LoadError::FilterNeedsBtf),
+                HookChoice::Tp => return Err(LoadError::NeedsBtf(what)),
                 _ => candidates.retain(|m| *m == HookMode::Btf),
             }
         }
-        // So do the victims and slow modes (modes.rs).
-        if let Some(mode) = modes.needs_btf() {
-            match choice {
-                HookChoice::Tp => return Err(LoadError::ModeNeedsBtf(mode)),
-                _ => candidates.retain(|m| *m == HookMode::Btf),
-            }
-        }
+        let wants = BtfWants {
+            rq_len: modes.wants_rq_len(),
+            cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
+            pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
+        };
         if candidates.contains(&HookMode::Btf) {
-            match resolve_btf(&btf_path, modes.wants_rq_len()) {
-                Ok((offsets, rq, btf)) => {
-                    globals.task = Some(offsets);
-                    globals.rq = rq;
-                    attach_btf = Some(btf);
+            match resolve_btf(&btf_path, &wants) {
+                Ok(facts) => {
+                    globals.task = Some(facts.task);
+                    globals.rq = facts.rq;
+                    globals.cgroup = facts.cgroup;
+                    globals.pidns = facts.pidns;
+                    attach_btf = Some(facts.attach_btf);
                 }
                 // An explicit --btf that fails is an error even in auto mode.
                 Err(e) if choice == HookChoice::Auto && sources.btf.is_none() => {
@@ -251,15 +261,39 @@ impl Plan {
     }
 }
 
-type BtfFacts = (TaskOffsets, Option<RqOffsets>, aya::Btf);
+/// The optional kernel chains a run needs besides task_struct's fields.
+struct BtfWants {
+    /// The slow events' run-queue length.
+    rq_len: bool,
+    /// A task's cgroup id in this hierarchy (`-c`, `--cgroups`).
+    cgroups: Option<CssChoice>,
+    /// A task's PID namespace (`--pidnss`).
+    pidns: bool,
+}
+
+struct BtfFacts {
+    task: TaskOffsets,
+    rq: Option<RqOffsets>,
+    cgroup: Option<CgroupOffsets>,
+    pidns: Option<PidnsOffsets>,
+    attach_btf: aya::Btf,
+}
 
 /// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
-/// kernel's, see btf_prefix.rs), from the BTF at `path`. With `want_rq`,
-/// also the run-queue length chain, if this kernel has it.
-fn resolve_btf(path: &Path, want_rq: bool) -> Result<BtfFacts, LoadError> {
+/// kernel's, see btf_prefix.rs), from the BTF at `path`; and the chains
+/// `wants` names (the run-queue length only if this kernel has it).
+fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     let btf = btf::open(path)?;
-    let offsets = btf::task_offsets(&btf, path)?;
-    let rq = want_rq.then(|| btf::rq_offsets(&btf, path)).flatten();
+    let task = btf::task_offsets(&btf, path)?;
+    let rq = wants.rq_len.then(|| btf::rq_offsets(&btf, path)).flatten();
+    let cgroup = match &wants.cgroups {
+        Some(css) => Some(btf::cgroup_offsets(&btf, path, css)?),
+        None => None,
+    };
+    let pidns = match wants.pidns {
+        true => Some(btf::pidns_offsets(&btf, path)?),
+        false => None,
+    };
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
     let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
     let blob = btf_prefix::prefix_blob(path, last_id)?;
@@ -269,7 +303,13 @@ fn resolve_btf(path: &Path, want_rq: bool) -> Result<BtfFacts, LoadError> {
             error,
         }
     })?;
-    Ok((offsets, rq, attach_btf))
+    Ok(BtfFacts {
+        task,
+        rq,
+        cgroup,
+        pidns,
+        attach_btf,
+    })
 }
 
 /// The loaded and attached programs, and the maps userspace reads.
@@ -278,6 +318,8 @@ pub struct Tracer {
     mode: HookMode,
     /// Lines worth telling the user on stderr (fallbacks, sources).
     pub notes: Vec<String>,
+    /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
+    pub cgroup_hierarchy: Option<Hierarchy>,
 }
 
 impl Tracer {
@@ -312,7 +354,8 @@ impl Tracer {
             // needs it until the object is loaded, so it runs on a second
             // thread while this one resolves offsets and the attach BTF.
             let loader = scope.spawn(EbpfLoader::new);
-            let plan = Plan::resolve(choice, sources, filter, modes)?;
+            let hierarchy = cgroup_hierarchy(filter, modes)?;
+            let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
             let mut loader = loader.join().expect("EbpfLoader::new panicked");
             // A custom BTF replaces the one the loader parsed from sysfs. The
             // loader only uses it for CO-RE relocations, which Rust eBPF
@@ -327,7 +370,12 @@ impl Tracer {
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;
             plan.attach_first_working(choice, &mut ebpf)
-                .map(|(mode, notes)| Tracer { ebpf, mode, notes })
+                .map(|(mode, notes)| Tracer {
+                    ebpf,
+                    mode,
+                    notes,
+                    cgroup_hierarchy: hierarchy,
+                })
         })
     }
 
@@ -387,6 +435,30 @@ impl Tracer {
         Ok((stats, ended))
     }
 
+    /// Every key's cumulative histogram (`--pids`, `--cgroups`...): empty
+    /// unless a breakdown is on.
+    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, LoadError> {
+        let name = names::MAP_KEYED;
+        let map = self.ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+        let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map)
+            .map_err(|error| LoadError::Map { name, error })?;
+        keyed
+            .iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| LoadError::Map { name, error })
+    }
+
+    /// Deletes one key's histogram (its task or cgroup is gone).
+    pub fn forget_key(&mut self, key: u64) -> Result<(), LoadError> {
+        let name = names::MAP_KEYED;
+        let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)
+            .map_err(|error| LoadError::Map { name, error })?;
+        keyed
+            .remove(&key)
+            .map_err(|error| LoadError::Map { name, error })
+    }
+
     /// Per-CPU statistics, one element per possible CPU.
     pub fn read_stats(&self) -> Result<Vec<CpuStats>, LoadError> {
         let name = names::MAP_STATS;
@@ -398,6 +470,21 @@ impl Tracer {
             .map_err(|error| LoadError::Map { name, error })?;
         Ok(values.iter().copied().collect())
     }
+}
+
+/// The hierarchy cgroup ids are read in: `-c`'s, else for `--cgroups` the
+/// one holding the cpu controller (cgroupfs.rs).
+fn cgroup_hierarchy(filter: &Filter, modes: &Modes) -> Result<Option<Hierarchy>, LoadError> {
+    if let Some(target) = &filter.cgroup {
+        return Ok(Some(target.hierarchy.clone()));
+    }
+    if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
+        return Mounts::read()
+            .default_hierarchy()
+            .map(Some)
+            .ok_or(LoadError::NoCgroupMount("--cgroups"));
+    }
+    Ok(None)
 }
 
 /// Sizes the start array and sets the read-only globals.
@@ -413,6 +500,53 @@ fn configure_loader(
     let values: Vec<(&'static str, u64)> = [
         Some((names::GLOBAL_UNIT_NS, unit_ns)),
         Some((names::GLOBAL_FILTER_TGID, filter.tgid.map_or(0, u64::from))),
+        Some((names::GLOBAL_FILTER_TID, filter.tid.map_or(0, u64::from))),
+        filter.comm.map(|_| (names::GLOBAL_FILTER_COMM, 1)),
+        filter
+            .comm
+            .map(|c| (names::GLOBAL_FILTER_COMM_LO, comm_word(&c, 0))),
+        filter
+            .comm
+            .map(|c| (names::GLOBAL_FILTER_COMM_HI, comm_word(&c, 1))),
+        filter
+            .cgroup
+            .as_ref()
+            .map(|c| (names::GLOBAL_FILTER_CGROUP_ID, c.id)),
+        filter.cpus.as_ref().map(|_| (names::GLOBAL_FILTER_CPUS, 1)),
+        globals
+            .cgroup
+            .map(|c| (names::GLOBAL_TASK_CGROUPS_OFF, c.task_cgroups)),
+        globals
+            .cgroup
+            .map(|c| (names::GLOBAL_CSET_CSS_OFF, c.cset_css)),
+        globals
+            .cgroup
+            .map(|c| (names::GLOBAL_CSS_CGROUP_OFF, c.css_cgroup)),
+        globals
+            .cgroup
+            .map(|c| (names::GLOBAL_CSS_PARENT_OFF, c.css_parent)),
+        globals
+            .cgroup
+            .map(|c| (names::GLOBAL_CGROUP_KN_OFF, c.cgroup_kn)),
+        globals.cgroup.map(|c| (names::GLOBAL_KN_ID_OFF, c.kn_id)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_TASK_THREAD_PID_OFF, p.task_thread_pid)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_PID_LEVEL_OFF, p.pid_level)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_PID_NUMBERS_OFF, p.pid_numbers)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_UPID_SIZE, p.upid_size)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_UPID_NS_OFF, p.upid_ns)),
+        globals
+            .pidns
+            .map(|p| (names::GLOBAL_PIDNS_INUM_OFF, p.pidns_inum)),
         globals.task.map(|t| (names::GLOBAL_TASK_TGID_OFF, t.tgid)),
         globals.task.map(|t| (names::GLOBAL_TASK_PID_OFF, t.pid)),
         globals
@@ -445,7 +579,19 @@ fn configure_loader(
         let value: &'static u64 = Box::leak(Box::new(value));
         loader.override_global(name, value, true);
     }
+    if let Some(mask) = filter.cpu_mask() {
+        let mask: &'static [u64; schedlat_common::scope::CPU_MASK_WORDS] =
+            Box::leak(Box::new(mask));
+        loader.override_global(names::GLOBAL_FILTER_CPU_MASK, mask, true);
+    }
     Ok(())
+}
+
+/// Word `i` of a comm as the kernel side loads it (native-endian u64s).
+fn comm_word(comm: &[u8; 16], i: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&comm[i * 8..i * 8 + 8]);
+    u64::from_ne_bytes(word)
 }
 
 /// The kernel's TID limit, to size the start array (one u64 per TID).

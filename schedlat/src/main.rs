@@ -3,8 +3,10 @@
 
 mod analysis;
 mod bpf_cost;
+mod breakdown;
 mod btf;
 mod btf_prefix;
+mod cgroupfs;
 mod cli;
 mod clock;
 mod compare;
@@ -43,7 +45,12 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
-        None => runtime.block_on(run::histogram(&cli.histogram, &cli.kernel, &cli.filter)),
+        None => runtime.block_on(run::histogram(
+            &cli.histogram,
+            &cli.breakdown,
+            &cli.kernel,
+            &cli.filter,
+        )),
         Some(cli::Command::Record(args)) => {
             runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
         }

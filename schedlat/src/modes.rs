@@ -6,7 +6,7 @@
 //! maps of what is off are shrunk to nothing.
 
 use aya::EbpfLoader;
-use schedlat_common::names;
+use schedlat_common::{names, scope::Breakdown};
 
 use crate::{
     btf::{RqOffsets, TaskOffsets},
@@ -26,6 +26,15 @@ pub struct Modes {
     pub victims: Option<u32>,
     /// Send every wait of at least this many ns to userspace.
     pub slow_ns: Option<u64>,
+    /// Keep one histogram per key as well (histogram mode only).
+    pub keyed: Option<Keyed>,
+}
+
+/// The breakdown histograms: what they are keyed by, and how many keys fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyed {
+    pub by: Breakdown,
+    pub max_keys: u32,
 }
 
 impl Modes {
@@ -33,13 +42,23 @@ impl Modes {
         histogram: true,
         victims: None,
         slow_ns: None,
+        keyed: None,
     };
+
+    /// Histogram mode, plus one histogram per key when `keyed`.
+    pub fn histogram(keyed: Option<Keyed>) -> Modes {
+        Modes {
+            keyed,
+            ..Modes::HISTOGRAM
+        }
+    }
 
     pub fn victims(max_tasks: u32) -> Modes {
         Modes {
             histogram: false,
             victims: Some(max_tasks),
             slow_ns: None,
+            keyed: None,
         }
     }
 
@@ -49,6 +68,7 @@ impl Modes {
             victims: None,
             // 0 would mean "off" to the kernel; 1 ns catches every wait.
             slow_ns: Some(threshold_ns.max(1)),
+            keyed: None,
         }
     }
 
@@ -57,9 +77,11 @@ impl Modes {
     /// pointers, which classic tracepoints do not pass.
     pub fn needs_btf(&self) -> Option<&'static str> {
         if self.victims.is_some() {
-            Some("victims")
+            Some("`schedlat victims`")
         } else if self.slow_ns.is_some() {
-            Some("slow")
+            Some("`schedlat slow`")
+        } else if self.keyed.is_some() {
+            Some("a breakdown (-P, -L, --pidnss, --cgroups, --cpus)")
         } else {
             None
         }
@@ -106,12 +128,18 @@ impl Modes {
             page_size()
         };
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
+        let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
+        loader.map_max_entries(names::MAP_KEYED, max_keys);
 
         let mut values = vec![
             (names::GLOBAL_HISTOGRAM, u64::from(self.histogram)),
             (names::GLOBAL_MAX_TASKS, u64::from(tables.max_tasks)),
             (names::GLOBAL_IDLE_ROWS, u64::from(tables.idle_rows)),
             (names::GLOBAL_SLOW_NS, self.slow_ns.unwrap_or(0)),
+            (
+                names::GLOBAL_BREAKDOWN,
+                self.keyed.map_or(Breakdown::None, |k| k.by) as u64,
+            ),
         ];
         if let Some(t) = task {
             values.extend([
@@ -182,8 +210,13 @@ mod tests {
     #[test]
     fn only_the_new_modes_need_btf() {
         assert_eq!(Modes::HISTOGRAM.needs_btf(), None);
-        assert_eq!(Modes::victims(10).needs_btf(), Some("victims"));
-        assert_eq!(Modes::slow(1_000_000).needs_btf(), Some("slow"));
+        assert_eq!(Modes::victims(10).needs_btf(), Some("`schedlat victims`"));
+        assert_eq!(Modes::slow(1_000_000).needs_btf(), Some("`schedlat slow`"));
+        let keyed = Keyed {
+            by: Breakdown::Cpu,
+            max_keys: 4,
+        };
+        assert!(Modes::histogram(Some(keyed)).needs_btf().is_some());
         assert!(!Modes::victims(10).histogram && !Modes::slow(1).histogram);
         // A zero threshold would switch the mode off in the kernel.
         assert_eq!(Modes::slow(0).slow_ns, Some(1));

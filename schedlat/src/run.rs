@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
+    breakdown::{BreakdownArgs, KeyedView},
     cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
     histogram::{Unit, Waits},
     output::{self, Report},
@@ -39,22 +40,31 @@ pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs)
         milliseconds: args.milliseconds,
         json: false,
     };
-    let ended = run(&histogram, kernel, filter, Some(file)).await?;
+    let ended = run(
+        &histogram,
+        &BreakdownArgs::default(),
+        kernel,
+        filter,
+        Some(file),
+    )
+    .await?;
     eprintln!("schedlat: recorded to {}", args.output.display());
     Ok(ended)
 }
 
 pub async fn histogram(
     cli: &HistogramArgs,
+    breakdown: &BreakdownArgs,
     kernel: &KernelArgs,
     filter: &FilterArgs,
 ) -> Result<Ended> {
-    run(cli, kernel, filter, None).await
+    run(cli, breakdown, kernel, filter, None).await
 }
 
 /// The measurement loop; each report also goes to `record_to` as JSON.
 async fn run(
     cli: &HistogramArgs,
+    breakdown: &BreakdownArgs,
     kernel: &KernelArgs,
     filter: &FilterArgs,
     mut record_to: Option<File>,
@@ -65,13 +75,18 @@ async fn run(
         Unit::Usecs
     };
     let mut signals = Signals::install()?;
-    let (tracer, filter) = session::attach(kernel, filter, unit.ns(), &Modes::HISTOGRAM)?;
+    let keyed = breakdown.keyed();
+    let modes = Modes::histogram(keyed);
+    let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
+    let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
 
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
-    let mut tracer = tracer;
     let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    if let Some(view) = keyed_view.as_mut() {
+        view.interval(&mut tracer, 0, &slice)?;
+    }
     let mut started = Instant::now();
 
     let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
@@ -87,12 +102,21 @@ async fn run(
         let (cpus, extremes) = tracer.end_interval()?;
         let current = Waits::from_cpus(&cpus);
         let waits = current.since(&previous).with_extremes(&extremes);
-        let report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
-        let text = if cli.json {
-            output::json::render(&report)
-        } else {
-            let ts = cli.timestamp.then(local_hms);
-            output::text::render(&report, ts.as_deref())
+        let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
+        let keys = match keyed_view.as_mut() {
+            Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
+            None => None,
+        };
+        report.breakdown = keys.as_ref().map(|k| k.to_json());
+        let ts = cli.timestamp.then(local_hms);
+        let text = match (&keys, cli.json) {
+            (_, true) => output::json::render(&report),
+            // runqlat -P/-L/--pidnss print the per-key histograms only.
+            (Some(keys), false) => {
+                let ts = ts.map(|t| format!("\n{t:<8}")).unwrap_or_default();
+                format!("{ts}{}", keys.render_text(unit))
+            }
+            (None, false) => output::text::render(&report, ts.as_deref()),
         };
         if let Some(file) = record_to.as_mut() {
             file.write_all(output::json::render(&report).as_bytes())

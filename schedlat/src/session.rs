@@ -91,10 +91,10 @@ impl Intervals {
                     return self.remaining == Some(0);
                 }
                 _ = self.watch.tick(), if filter.is_active() => {
-                    if filter.target_alive() {
+                    let Some(gone) = filter.gone() else {
                         continue;
-                    }
-                    eprintln!("schedlat: the target process exited; reporting its waits so far");
+                    };
+                    eprintln!("schedlat: {gone}; reporting its waits so far");
                     return true;
                 }
                 _ = signals.recv() => return true,

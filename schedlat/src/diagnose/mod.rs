@@ -7,11 +7,11 @@
 mod causes;
 mod findings;
 mod procfs;
+pub use procfs::parse_cpu_list;
 mod report;
 mod scope;
 
 use std::{
-    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -33,12 +33,9 @@ use crate::{
 use findings::{Findings, Snapshot};
 use scope::{Mounts, Scope};
 
+/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
-    /// Diagnose a cgroup: a path under the cgroup v2 mount or the v1 cpu
-    /// controller's mount (absolute or relative). `-p PID` diagnoses a process.
-    #[arg(short = 'c', long, value_name = "PATH")]
-    pub cgroup: Option<PathBuf>,
     /// Length of the observation window, in seconds
     #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration: u64,
@@ -53,14 +50,17 @@ pub struct Traced {
     pub waits: Waits,
     pub percentiles: Option<Percentiles>,
     pub shape: shape::Shape,
-    /// Why it covers more than the scope, when it does.
-    pub note: Option<String>,
 }
 
 pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
     let mounts = Mounts::read();
-    let scope = match (filter.pid, &args.cgroup) {
-        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or --cgroup PATH, not both"),
+    if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
+        anyhow::bail!(
+            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes"
+        );
+    }
+    let scope = match (filter.pid, &filter.cgroup) {
+        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or -c PATH, not both"),
         (Some(pid), None) => Scope::for_process(pid, &mounts)?,
         (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
         (None, None) => Scope::System,
@@ -76,7 +76,8 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     let mut tracer = None;
     let mut why_not_traced = None;
     if privileges::can_trace() {
-        let tracer_filter = Filter { tgid: filter.pid };
+        // The same scope, in the kernel: the process, or the cgroup and below.
+        let tracer_filter = Filter::resolve(filter)?;
         let loaded = Tracer::load(
             kernel.hook,
             &kernel.sources(),
@@ -128,9 +129,6 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
                 percentiles: Percentiles::of(&waits),
                 shape: shape::classify(&waits, &slice),
                 waits,
-                note: matches!(scope, Scope::Cgroup(_)).then(|| {
-                    "whole system: the eBPF cgroup filter comes with the scopes work".to_string()
-                }),
             })
         }
         _ => None,

@@ -56,11 +56,7 @@ pub fn text(d: &Diagnosis) -> String {
     out.push_str("\n2. Run-queue latency over the window (eBPF)\n");
     match (traced, why_not_traced) {
         (Some(t), _) => {
-            let _ = write!(out, "   {} waits, hook {}", t.waits.count(), t.hook);
-            if let Some(note) = &t.note {
-                let _ = write!(out, " ({note})");
-            }
-            out.push('\n');
+            let _ = writeln!(out, "   {} waits, hook {}", t.waits.count(), t.hook);
             if let Some(p) = &t.percentiles {
                 let _ = writeln!(
                     out,
@@ -126,7 +122,7 @@ pub fn json(d: &Diagnosis) -> String {
     let ebpf = traced.map(|t| {
         json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
-            "percentiles": t.percentiles, "shape": t.shape, "note": t.note,
+            "percentiles": t.percentiles, "shape": t.shape,
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
         })

@@ -11,38 +11,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use super::procfs::{self, Quota};
-
-/// Where the cgroup filesystems are mounted, from /proc/self/mounts.
-#[derive(Debug, Clone, Default)]
-pub struct Mounts {
-    pub v2: Option<PathBuf>,
-    pub v1_cpu: Option<PathBuf>,
-}
-
-impl Mounts {
-    pub fn read() -> Mounts {
-        let text = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        Mounts::parse(&text)
-    }
-
-    pub fn parse(text: &str) -> Mounts {
-        let mut mounts = Mounts::default();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let [_, dir, fstype, options, ..] = f[..] else {
-                continue;
-            };
-            match fstype {
-                "cgroup2" => mounts.v2 = mounts.v2.or(Some(dir.into())),
-                "cgroup" if options.split(',').any(|o| o == "cpu") => {
-                    mounts.v1_cpu = Some(dir.into())
-                }
-                _ => {}
-            }
-        }
-        mounts
-    }
-}
+pub use crate::cgroupfs::Mounts;
 
 /// A cgroup, as directories in whichever hierarchies hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,19 +201,6 @@ fn all_threads(proc: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mounts_find_v2_and_the_v1_cpu_controller() {
-        let m = Mounts::parse(
-            "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
-             cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
-             cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n",
-        );
-        assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
-        assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
-        let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
-        assert!(pure_v2.v1_cpu.is_none());
-    }
 
     #[test]
     fn this_process_has_threads_and_a_cgroup() {

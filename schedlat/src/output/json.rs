@@ -35,11 +35,17 @@ pub struct Interval {
     pub buckets: Vec<Bucket>,
     /// runqlat's log2 view, in the display unit, up to the highest non-empty slot.
     pub log2: Vec<Log2Slot>,
+    /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<serde_json::Value>,
 }
 
 #[derive(Serialize, Deserialize)]
 pub struct Dropped {
     pub untracked_tid: u64,
+    /// Waits in the total but in no breakdown histogram (key map full).
+    #[serde(default)]
+    pub unkeyed: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -70,7 +76,7 @@ pub struct Log2Slot {
     pub count: u64,
 }
 
-fn shape_out(shape: &Shape) -> ShapeOut {
+pub fn shape_out(shape: &Shape) -> ShapeOut {
     ShapeOut {
         verdict: shape.verdict.as_str().to_string(),
         summary: shape.summary.clone(),
@@ -114,6 +120,7 @@ pub fn render(report: &Report) -> String {
         mean_ns: w.mean_ns(),
         dropped: Dropped {
             untracked_tid: w.untracked_tid,
+            unkeyed: w.unkeyed,
         },
         discarded: Discarded {
             negative_delta: w.discarded_negative,
@@ -122,6 +129,7 @@ pub fn render(report: &Report) -> String {
         shape: Some(shape_out(&report.shape)),
         buckets,
         log2,
+        breakdown: report.breakdown.clone(),
     };
     let mut line = serde_json::to_string(&record).expect("plain data serializes");
     line.push('\n');

@@ -25,6 +25,8 @@ pub struct Report<'a> {
     pub last: bool,
     pub percentiles: Option<Percentiles>,
     pub shape: Shape,
+    /// The per-key histograms, when a breakdown is on (JSON form).
+    pub breakdown: Option<serde_json::Value>,
 }
 
 impl<'a> Report<'a> {
@@ -46,6 +48,7 @@ impl<'a> Report<'a> {
             last,
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
+            breakdown: None,
         }
     }
 }
