@@ -3,7 +3,7 @@
 //! scope.rs), differenced per interval, labelled like runqlat's
 //! (`pid = 1234 comm`), sorted by relevance and cut to `--top N`.
 
-use std::{collections::HashMap, fmt::Write as _, path::Path};
+use std::{collections::HashMap, fmt::Write as _};
 
 use schedlat_common::{
     NR_BUCKETS, NR_LOG2_SLOTS,
@@ -19,7 +19,7 @@ use crate::{
         slice::Slice,
     },
     cgroupfs::Hierarchy,
-    filter::comm_str,
+    filter::{comm_str, is_alive},
     histogram::{Unit, Waits},
     loader::{LoadError, Tracer},
     modes::Keyed,
@@ -208,9 +208,7 @@ impl KeyedView {
         let mut gone = Vec::new();
         for key in idle {
             let exists = match self.by {
-                Breakdown::Process | Breakdown::Thread => {
-                    Path::new(&format!("/proc/{key}")).exists()
-                }
+                Breakdown::Process | Breakdown::Thread => is_alive(key as u32),
                 Breakdown::Cgroup => self.cgroup_path(key).is_some(),
                 _ => true,
             };

@@ -3,7 +3,7 @@
 //! that waited, and watched during the run so that a target that goes away
 //! ends it cleanly, its waits so far reported.
 
-use std::{fs, path::Path};
+use std::fs;
 
 use thiserror::Error;
 
@@ -98,12 +98,12 @@ impl Filter {
     /// None while every target exists; else what went away.
     pub fn gone(&self) -> Option<String> {
         if let Some(pid) = self.tgid
-            && !Path::new(&format!("/proc/{pid}")).exists()
+            && !is_alive(pid)
         {
             return Some(format!("process {pid} exited"));
         }
         if let Some(tid) = self.tid
-            && tgid_of(tid).is_none()
+            && !is_alive(tid)
         {
             return Some(format!("thread {tid} exited"));
         }
@@ -167,6 +167,18 @@ impl Filter {
         }
         Some(mask)
     }
+}
+
+/// Whether a process or thread still runs: it exists and is not a zombie
+/// waiting for its parent to reap it (it will never wait again).
+pub fn is_alive(id: u32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|s| !matches!(s.trim().chars().next(), Some('Z' | 'X')))
 }
 
 /// The process a PID (or TID) belongs to, from /proc/PID/status.
