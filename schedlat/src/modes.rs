@@ -1,9 +1,9 @@
 //! What the kernel side computes for each wait, chosen at load time: the
 //! histogram (default), the victims and culprits tables (`schedlat victims`;
-//! `schedlat top` keeps both), slow events (`schedlat slow`). The choice reaches the programs as
-//! read-only globals, so the verifier removes the code of what is off
-//! (schedlat-ebpf/src/globals.rs) and histogram mode keeps its cost; the
-//! maps of what is off are shrunk to nothing.
+//! `schedlat top` keeps both), slow events (`schedlat slow`). The choice
+//! reaches the programs as read-only globals, so the verifier removes the
+//! code of what is off (schedlat-ebpf/src/globals.rs) and histogram mode
+//! keeps its cost; the maps of what is off are shrunk to nothing.
 
 use aya::EbpfLoader;
 use schedlat_common::names;
