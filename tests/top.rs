@@ -1,22 +1,67 @@
-//! `schedlat top` in a real terminal: tmux runs it under a known load,
-//! capture-pane reads the screen, send-keys presses the keys (root).
+//! `schedlat top` in a real terminal: tmux runs it under a known load
+//! (`stress-ng --cpu 4`, the "done when"), capture-pane reads the
+//! screen, send-keys presses the keys (root).
 
 mod common;
 
 use std::{
-    process::Command,
+    os::unix::process::CommandExt,
+    process::{Child, Command, Stdio},
+    sync::{
+        Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
 
-use common::{SCHEDLAT, require_root, workload};
+use common::{SCHEDLAT, require_root};
+
+/// `stress-ng --cpu 4`: four CPU hogs (comm `stress-ng-cpu`) on this
+/// 2-CPU machine, in a process group of their own, killed when dropped
+/// (a failing test too), and ending by themselves after a minute anyway.
+/// One test at a time runs it.
+struct StressNg {
+    child: Child,
+    /// Held while the load runs.
+    _turn: MutexGuard<'static, ()>,
+}
+
+static ONE_LOAD: Mutex<()> = Mutex::new(());
+
+impl StressNg {
+    fn start() -> StressNg {
+        // A test that failed holding it poisons it; the load is gone anyway.
+        let turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+        let child = Command::new("stress-ng")
+            .args(["--cpu", "4", "--timeout", "60s", "--quiet"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("stress-ng runs (Debian package stress-ng; `cargo xtask setup` installs it)");
+        StressNg { child, _turn: turn }
+    }
+}
+
+impl Drop for StressNg {
+    fn drop(&mut self) {
+        let group = self.child.id() as i32;
+        // SAFETY: signalling the process group this test started.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
 
 /// A detached tmux session running a shell; killed when dropped.
 struct Tmux(String);
 
 impl Tmux {
     fn start() -> Tmux {
-        let name = format!("schedlat-top-{}", std::process::id());
+        // Tests run in parallel: one session each.
+        static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+        let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        let name = format!("schedlat-top-{}-{n}", std::process::id());
         let ok = Command::new("tmux")
             .args([
                 "new-session",
@@ -24,9 +69,9 @@ impl Tmux {
                 "-s",
                 &name,
                 "-x",
-                "100",
+                "80",
                 "-y",
-                "30",
+                "24",
                 "sh",
             ])
             .status()
@@ -88,20 +133,60 @@ fn has_nonzero_row(screen: &str) -> bool {
     })
 }
 
+/// The shape verdict: `long-tail: median ...` and the like.
+fn has_verdict(screen: &str) -> bool {
+    let verdicts = [
+        "healthy",
+        "long-tail",
+        "shifted-mean",
+        "bimodal",
+        "insufficient-data",
+    ];
+    screen
+        .lines()
+        .any(|l| verdicts.iter().any(|v| l.starts_with(&format!("{v}: "))))
+}
+
+/// A victims panel row of a stress-ng worker: comm, TID, waits, ...
+fn has_stress_ng_row(screen: &str) -> bool {
+    screen.lines().any(|l| {
+        let mut fields = l.split_whitespace();
+        fields.next().is_some_and(|c| c.starts_with("stress-ng"))
+            && fields.next().is_some_and(|t| t.parse::<u32>().is_ok())
+            && fields
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n > 0)
+    })
+}
+
 #[test]
-fn live_view_shows_counts_toggles_and_restores_the_terminal() {
+fn live_view_under_stress_ng_shows_counts_verdict_victims_and_restores_the_terminal() {
     require_root();
-    let _hogs = workload::Hogs::start(workload::workload_cpu(), 2);
+    let _load = StressNg::start();
     let tmux = Tmux::start();
     tmux.keys(&[&format!("{SCHEDLAT} top; echo EXIT=$?"), "Enter"]);
-    let screen = tmux.wait_for("a histogram with counts", |s| {
-        s.contains("usecs") && has_nonzero_row(s)
+    let screen = tmux.wait_for("histogram counts, a verdict and a stress-ng victim", |s| {
+        s.contains("usecs") && has_nonzero_row(s) && has_verdict(s) && has_stress_ng_row(s)
     });
     assert!(
         screen.contains("hook tp_btf") && screen.contains("p99"),
         "{screen}"
     );
     assert!(screen.contains("q quit"), "{screen}");
+    assert!(
+        screen.contains("victims by total wait") && screen.contains("culprits"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("dropped 0") && screen.contains("discarded 0") && screen.contains("BPF "),
+        "{screen}"
+    );
+
+    tmux.keys(&["s"]);
+    tmux.wait_for("the victims sorted by their longest wait", |s| {
+        s.contains("victims by longest wait")
+    });
 
     tmux.keys(&["c"]);
     tmux.wait_for("the cumulative view", |s| {
@@ -116,6 +201,24 @@ fn live_view_shows_counts_toggles_and_restores_the_terminal() {
     // Restored: the shell echoes and runs what is typed, on the main screen.
     tmux.keys(&["echo ok-$((40+2))", "Enter"]);
     tmux.wait_for("a working shell", |s| s.contains("ok-42"));
+}
+
+#[test]
+fn classic_tracepoints_show_the_histogram_and_why_there_are_no_victims() {
+    require_root();
+    let _load = StressNg::start();
+    let tmux = Tmux::start();
+    tmux.keys(&[&format!("{SCHEDLAT} top --hook tp; echo EXIT=$?"), "Enter"]);
+    let screen = tmux.wait_for("a histogram with counts", |s| {
+        s.contains("usecs") && has_nonzero_row(s) && has_verdict(s)
+    });
+    assert!(screen.contains("hook tracepoint"), "{screen}");
+    assert!(
+        screen.contains("victims and culprits unavailable: they need the tp_btf hook mode"),
+        "{screen}"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
 }
 
 #[test]

@@ -41,8 +41,8 @@ pub static RQ_NR_RUNNING_OFF: u64 = 0;
 // What the programs compute. The verifier sees these frozen values as
 // constants and removes the code of the modes that are off, so histogram
 // mode pays nothing for the others.
-/// 1: add each wait to the histogram (off in the slow mode; the victims
-/// mode has a sched_switch program of its own, without it).
+/// 1: add each wait to the histogram (off in the slow and victims modes;
+/// on in `schedlat top`, which also loads the victims mode's program).
 #[unsafe(no_mangle)]
 pub static HISTOGRAM: u64 = 1;
 /// Rows per half of each table (`--max-tasks`).

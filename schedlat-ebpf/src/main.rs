@@ -83,9 +83,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
 // allocation is an atomic fetch-and-add (kernel 5.12+), which older kernels
 // refuse anywhere in a program, even in code the mode switches would make
 // dead. Only loaded in that mode, it costs the other modes nothing.
+// `schedlat top` loads it with HISTOGRAM=1: histogram and tables at once.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
-    if let Some((prev, next, ended)) = btf_switch(&ctx, false) {
+    let histogram = load(&globals::HISTOGRAM) != 0;
+    if let Some((prev, next, ended)) = btf_switch(&ctx, histogram) {
         victims::charge(prev, next, ended);
     }
     0

@@ -59,7 +59,14 @@ pub enum Command {
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
     Diagnose(crate::diagnose::DiagnoseArgs),
-    /// The live histogram in a terminal: percentiles, verdict, p99 history.
+    /// The live histogram in a terminal: percentiles, verdict, p99 history,
+    /// and who waited behind whom (victims and culprits).
+    ///
+    /// Keys: q or Ctrl-C quit, space pause, c last interval / cumulative, s
+    /// cycle the victims' sort (total, longest, number, average wait), `+`
+    /// and `-` slower / faster refresh, ? help. The victims panel needs the
+    /// tp_btf hook mode and kernel 5.12+; without them it says why and the
+    /// rest of the view works.
     Top(crate::top::TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
@@ -219,6 +226,21 @@ mod tests {
             HookChoice::Btf
         );
         assert!(parse(&["--hook", "kprobe"]).is_err());
+    }
+
+    #[test]
+    fn top_takes_a_sort_and_table_size() {
+        let c = parse(&["top", "--sort", "max", "--max-tasks", "64", "-p", "1"]).unwrap();
+        let Some(Command::Top(top)) = c.command else {
+            panic!("not top")
+        };
+        assert_eq!(top.sort, crate::analysis::victims::SortKey::Max);
+        assert_eq!((top.max_tasks, c.filter.pid), (64, Some(1)));
+        let Some(Command::Top(top)) = parse(&["top"]).unwrap().command else {
+            panic!("not top")
+        };
+        assert_eq!(top.sort, crate::analysis::victims::SortKey::Total);
+        assert!(parse(&["top", "--max-tasks", "0"]).is_err());
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What the kernel side computes for each wait, chosen at load time: the
-//! histogram (default), the victims and culprits tables (`schedlat victims`),
-//! slow events (`schedlat slow`). The choice reaches the programs as
-//! read-only globals, so the verifier removes the code of what is off
-//! (schedlat-ebpf/src/globals.rs) and histogram mode keeps its cost; the
-//! maps of what is off are shrunk to nothing.
+//! histogram (default), the victims and culprits tables (`schedlat victims`;
+//! `schedlat top` keeps both), slow events (`schedlat slow`). The choice
+//! reaches the programs as read-only globals, so the verifier removes the
+//! code of what is off (schedlat-ebpf/src/globals.rs) and histogram mode
+//! keeps its cost; the maps of what is off are shrunk to nothing.
 
 use aya::EbpfLoader;
 use schedlat_common::{names, scope::Breakdown};
@@ -59,6 +59,15 @@ impl Modes {
             victims: Some(max_tasks),
             slow_ns: None,
             keyed: None,
+        }
+    }
+
+    /// The histogram and the victims tables from one load (`schedlat
+    /// top`): the victims mode's sched_switch program, with HISTOGRAM on.
+    pub fn histogram_and_victims(max_tasks: u32) -> Modes {
+        Modes {
+            histogram: true,
+            ..Modes::victims(max_tasks)
         }
     }
 
@@ -234,6 +243,10 @@ mod tests {
         assert_eq!(switch(Modes::HISTOGRAM), "sched_switch");
         assert_eq!(switch(Modes::slow(1)), "sched_switch");
         assert_eq!(switch(Modes::victims(1)), names::BTF_SWITCH_VICTIMS);
+        let top = Modes::histogram_and_victims(1);
+        assert_eq!(switch(top), names::BTF_SWITCH_VICTIMS);
+        assert!(top.histogram && top.victims == Some(1));
+        assert_eq!(top.needs_btf(), Some("victims"));
         assert_eq!(Modes::victims(1).btf_programs()[0], names::BTF_PROGRAMS[0]);
     }
 

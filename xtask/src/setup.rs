@@ -13,13 +13,15 @@ const LLVM_MAJOR: &str = "22";
 /// Debian packages the tests and the benchmark use: the runqlat anchor,
 /// perf (bench load), taskset (pinned workloads), and prometheus (the
 /// server and promtool that check `schedlat serve`, tests/serve.rs).
-const RUNTIME_PACKAGES: [&str; 5] = [
+const RUNTIME_PACKAGES: [&str; 6] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
     "prometheus",
-    // `schedlat top`'s end-to-end test drives it in a real terminal.
+    // `schedlat top`'s end-to-end test drives it in a real terminal,
     "tmux",
+    // under `stress-ng --cpu 4` (tests/top.rs).
+    "stress-ng",
 ];
 
 pub fn run() -> Result<()> {

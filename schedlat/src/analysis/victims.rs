@@ -2,7 +2,7 @@
 //! task that held the CPU when a wait ended, and per culprit process
 //! (docs/victims.md says what the attribution means and what it does not).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, btree_map::Entry};
 
 use schedlat_common::victims::{CulpritStats, TaskInfo, VictimStats};
 
@@ -21,6 +21,17 @@ pub enum SortKey {
 }
 
 impl SortKey {
+    /// The key after this one, for a key that cycles through them all
+    /// (`schedlat top`'s `s`): total, max, count, avg, total.
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::Total => SortKey::Max,
+            SortKey::Max => SortKey::Count,
+            SortKey::Count => SortKey::Avg,
+            SortKey::Avg => SortKey::Total,
+        }
+    }
+
     /// The value a row is ranked by, from its count, total and max.
     fn value(self, count: u64, total_ns: u64, max_ns: u64) -> u64 {
         match self {
@@ -57,6 +68,20 @@ impl Row {
 
     fn key(&self, by: SortKey) -> u64 {
         by.value(self.count, self.total_ns, self.max_ns)
+    }
+
+    /// Adds a later interval's row of the same task: counts and totals add
+    /// up, the longest wait is the longer one, the identity is the latest.
+    fn absorb(&mut self, later: &Row) {
+        self.count += later.count;
+        self.total_ns += later.total_ns;
+        if later.max_ns > self.max_ns {
+            self.max_ns = later.max_ns;
+            self.max_at_ns = later.max_at_ns;
+            self.max_cpu = later.max_cpu;
+            self.other = later.other;
+        }
+        self.task = later.task;
     }
 }
 
@@ -127,9 +152,17 @@ pub struct Tables {
 /// Ranks an interval's rows by `by` (descending; ties by TID) and keeps the
 /// first `top` of each table (0 = all).
 pub fn rank(victims: &[VictimStats], culprits: &[CulpritStats], by: SortKey, top: usize) -> Tables {
-    let mut v: Vec<Row> = victims.iter().map(Row::from).collect();
-    let mut c: Vec<Row> = culprits.iter().map(Row::from).collect();
-    let mut p = processes(culprits);
+    rank_rows(
+        victims.iter().map(Row::from).collect(),
+        culprits.iter().map(Row::from).collect(),
+        by,
+        top,
+    )
+}
+
+/// `rank`, for rows already converted (or added up: `Totals`).
+pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> Tables {
+    let mut p = processes(&c);
     let order = |a: &Row, b: &Row| b.key(by).cmp(&a.key(by)).then(a.task.tid.cmp(&b.task.tid));
     v.sort_by(order);
     c.sort_by(order);
@@ -154,7 +187,7 @@ pub fn rank(victims: &[VictimStats], culprits: &[CulpritStats], by: SortKey, top
 
 /// Culprit threads added up per process. The idle tasks (pid 0, one per
 /// CPU) make one process, pid 0.
-fn processes(culprits: &[CulpritStats]) -> Vec<ProcessRow> {
+fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
     let mut by_pid: BTreeMap<u32, ProcessRow> = BTreeMap::new();
     for c in culprits {
         let pid = c.task.tgid;
@@ -178,6 +211,59 @@ fn processes(culprits: &[CulpritStats]) -> Vec<ProcessRow> {
         row.max_ns = row.max_ns.max(c.max_ns);
     }
     by_pid.into_values().collect()
+}
+
+/// Tasks each of `Totals`' tables holds; the waits of tasks beyond it are
+/// counted, not added (a day of short-lived processes must not grow the
+/// view without bound).
+pub const TOTALS_MAX_TASKS: usize = 65_536;
+
+/// Victims and culprits added up over intervals (`schedlat top`'s
+/// cumulative view): one row per task, as one long interval would have it.
+/// A task is its TID and process (a reused TID in another process is
+/// another task); the idle tasks, all TID 0, are one per CPU.
+#[derive(Debug, Default)]
+pub struct Totals {
+    victims: BTreeMap<(u32, u32, u32), Row>,
+    culprits: BTreeMap<(u32, u32, u32), Row>,
+    /// Waits not added because a table was full: victims, culprits.
+    pub overflow: (u64, u64),
+}
+
+impl Totals {
+    pub fn add(&mut self, victims: &[VictimStats], culprits: &[CulpritStats]) {
+        let full = add_rows(&mut self.victims, victims.iter().map(Row::from));
+        self.overflow.0 += full;
+        let full = add_rows(&mut self.culprits, culprits.iter().map(Row::from));
+        self.overflow.1 += full;
+    }
+
+    pub fn rank(&self, by: SortKey, top: usize) -> Tables {
+        rank_rows(
+            self.victims.values().copied().collect(),
+            self.culprits.values().copied().collect(),
+            by,
+            top,
+        )
+    }
+}
+
+/// Adds rows to a table; returns the waits of rows that found it full.
+fn add_rows(table: &mut BTreeMap<(u32, u32, u32), Row>, rows: impl Iterator<Item = Row>) -> u64 {
+    let mut lost = 0;
+    for row in rows {
+        let idle_cpu = if row.task.tid == 0 { row.max_cpu } else { 0 };
+        let key = (row.task.tid, row.task.tgid, idle_cpu);
+        let room = table.len() < TOTALS_MAX_TASKS;
+        match table.entry(key) {
+            Entry::Occupied(mut total) => total.get_mut().absorb(&row),
+            Entry::Vacant(slot) if room => {
+                slot.insert(row);
+            }
+            Entry::Vacant(_) => lost += row.count,
+        }
+    }
+    lost
 }
 
 #[cfg(test)]
@@ -258,6 +344,56 @@ mod tests {
         assert_eq!(comm(&server.comm), "server");
         let idle = &t.processes[1];
         assert_eq!((idle.pid, idle.threads, idle.count), (0, 2, 5));
+    }
+
+    #[test]
+    fn sort_keys_cycle_through_all_four() {
+        let mut k = SortKey::Total;
+        let mut seen = vec![k];
+        for _ in 0..3 {
+            k = k.next();
+            seen.push(k);
+        }
+        assert_eq!(
+            seen,
+            [SortKey::Total, SortKey::Max, SortKey::Count, SortKey::Avg]
+        );
+        assert_eq!(k.next(), SortKey::Total);
+    }
+
+    #[test]
+    fn totals_add_up_intervals_per_task() {
+        let hog = task(917, 917, "cal.sh", 0, 0, 0);
+        let other = task(918, 918, "cal.sh", 0, 0, 0);
+        let mut totals = Totals::default();
+        totals.add(&[victim(1, 10, 1_000, 900, hog)], &[]);
+        let mut later = victim(1, 5, 2_000, 1_500, other);
+        later.max_cpu = 1;
+        totals.add(&[later, victim(2, 1, 10, 10, hog)], &[]);
+        let t = totals.rank(SortKey::Total, 0);
+        assert_eq!(t.victims.len(), 2);
+        let r = &t.victims[0];
+        assert_eq!((r.task.tid, r.count, r.total_ns), (1, 15, 3_000));
+        // The longest wait and its culprit come from the interval that had it.
+        assert_eq!((r.max_ns, r.max_cpu, r.other.tid), (1_500, 1, 918));
+        assert_eq!((t.waits, t.waited_ns), (16, 3_010));
+    }
+
+    #[test]
+    fn totals_keep_idle_tasks_per_cpu_and_count_what_does_not_fit() {
+        let mut totals = Totals::default();
+        let idle = |cpu| culprit(task(0, 0, "swapper", 0, 0, 0), cpu, 2, 20, 15);
+        totals.add(&[], &[idle(0), idle(1)]);
+        totals.add(&[], &[idle(1)]);
+        let t = totals.rank(SortKey::Count, 0);
+        assert_eq!(t.culprits.len(), 2);
+        assert_eq!(t.culprits[0].count, 4);
+
+        let mut table = BTreeMap::new();
+        let rows = (0..TOTALS_MAX_TASKS as u32 + 2)
+            .map(|tid| Row::from(&victim(tid + 1, 3, 3, 1, task(9, 9, "x", 0, 0, 0))));
+        assert_eq!(add_rows(&mut table, rows), 6);
+        assert_eq!(table.len(), TOTALS_MAX_TASKS);
     }
 
     #[test]

@@ -1,7 +1,12 @@
-//! `schedlat top`: the live histogram in a terminal. Same kernel side and
-//! collection as histogram mode (no extra per-event cost); every exit path
-//! (q, Ctrl-C, SIGTERM, SIGINT, an error, a panic) restores the terminal.
+//! `schedlat top`: the live histogram in a terminal, with the victims and
+//! culprits of `schedlat victims` beside it. One load computes both (the
+//! victims mode's programs with the histogram on, Modes::
+//! histogram_and_victims); where the victims mode cannot load (classic
+//! tracepoints, a kernel before 5.12) the histogram mode's programs run
+//! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
+//! SIGINT, an error, a panic) restores the terminal.
 
+mod panel;
 mod state;
 mod view;
 
@@ -18,12 +23,17 @@ use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
 use crate::{
-    analysis::slice::Slice,
+    analysis::{slice::Slice, victims::SortKey},
     bpf_cost::OwnPrograms,
     cli::{FilterArgs, KernelArgs},
     filter::Filter,
     histogram::{Unit, Waits},
-    loader::Tracer,
+    loader::{HookChoice, LoadError, Tracer},
+    modes::Modes,
+    victims::{
+        DEFAULT_MAX_TASKS,
+        collect::{Collector, Interval},
+    },
 };
 use state::{Action, State};
 
@@ -32,6 +42,16 @@ pub struct TopArgs {
     /// Seconds between refreshes (`+`/`-` change it while running)
     #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
     pub interval: f64,
+
+    /// What the victims panel is ranked by first (`s` cycles through all)
+    #[arg(long, value_enum, default_value_t = SortKey::Total)]
+    pub sort: SortKey,
+
+    /// Tasks each kernel table of the victims panel holds per interval;
+    /// waits beyond it are counted, never dropped silently
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_tasks: u32,
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {
@@ -58,11 +78,12 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
         );
     }
     let filter = Filter::resolve(filter)?;
-    let mut tracer = Tracer::load(kernel.hook, &kernel.sources(), Unit::Usecs.ns(), &filter)?;
+    let (mut tracer, victims) = load(args, kernel, &filter)?;
     let programs = OwnPrograms::find().ok();
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
     let mut state = State::new(tracer.mode(), scope, Duration::from_secs_f64(args.interval));
+    state.sort = args.sort;
 
     // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.
     let stop = Arc::new(AtomicBool::new(false));
@@ -71,7 +92,15 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
             .context("installing signal handlers")?;
     }
 
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut source = match victims {
+        Ok(()) => Source::WithVictims(Collector::start(&mut tracer, args.max_tasks)?),
+        Err(reason) => {
+            state.victims = Err(reason);
+            Source::Histogram {
+                previous: Waits::from_cpus(&tracer.end_interval()?.0),
+            }
+        }
+    };
     let mut costs = programs.as_ref().map(OwnPrograms::costs);
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -98,19 +127,92 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
         }
         // Each refresh ends a kernel interval, paused or not, so the exact
         // extremes stay per interval; a paused view just does not take it.
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
+        let (waits, victims) = source.end_interval(&mut tracer)?;
         let elapsed = interval_start.elapsed();
         interval_start = Instant::now();
         if !state.paused {
-            state.push(current.since(&previous).with_extremes(&extremes), elapsed);
+            state.push(waits, elapsed);
+            if let Some(victims) = &victims {
+                state.push_victims(victims);
+            }
             if let (Some(programs), Some(before)) = (&programs, &costs) {
                 let now = programs.costs();
                 state.bpf_ns_per_run = ns_per_run(before, &now);
                 costs = Some(now);
             }
         }
-        previous = current;
+    }
+}
+
+/// Loads the histogram with the victims tables, or, where they cannot
+/// load, the histogram alone and why there are no victims. An error is
+/// the histogram's own: without it there is nothing to show.
+fn load(
+    args: &TopArgs,
+    kernel: &KernelArgs,
+    filter: &Filter,
+) -> Result<(Tracer, Result<(), String>)> {
+    let (sources, unit) = (kernel.sources(), Unit::Usecs.ns());
+    let victims = if kernel.hook == HookChoice::Tp {
+        Err(LoadError::ModeNeedsBtf("victims"))
+    } else {
+        let modes = Modes::histogram_and_victims(args.max_tasks);
+        Tracer::load_modes(kernel.hook, &sources, unit, filter, &modes)
+    };
+    match victims {
+        Ok(tracer) => Ok((tracer, Ok(()))),
+        Err(e) => {
+            let tracer = Tracer::load(kernel.hook, &sources, unit, filter)?;
+            Ok((tracer, Err(why_no_victims(&e))))
+        }
+    }
+}
+
+/// A load error for the panel: one line (a verifier log is long), cut.
+fn why_no_victims(e: &LoadError) -> String {
+    let text = match e {
+        LoadError::ModeNeedsBtf(_) => {
+            "they need the tp_btf hook mode (classic tracepoints do not pass task pointers): drop --hook tp".to_string()
+        }
+        e => format!(
+            "{} (they need tp_btf and kernel 5.12+)",
+            e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+        ),
+    };
+    const MAX: usize = 300;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+/// Where each refresh's numbers come from.
+enum Source {
+    /// The histogram mode's programs alone; the last cumulative reading.
+    Histogram { previous: Waits },
+    /// The histogram and the victims tables from one load.
+    WithVictims(Collector),
+}
+
+impl Source {
+    /// Ends the kernel's interval: its waits, and its victims if loaded.
+    fn end_interval(
+        &mut self,
+        tracer: &mut Tracer,
+    ) -> Result<(Waits, Option<Interval>), LoadError> {
+        match self {
+            Source::Histogram { previous } => {
+                let (cpus, extremes) = tracer.end_interval()?;
+                let current = Waits::from_cpus(&cpus);
+                let waits = current.since(previous).with_extremes(&extremes);
+                *previous = current;
+                Ok((waits, None))
+            }
+            Source::WithVictims(collector) => {
+                let mut interval = collector.end_interval(tracer)?;
+                Ok((std::mem::take(&mut interval.waits), Some(interval)))
+            }
+        }
     }
 }
 

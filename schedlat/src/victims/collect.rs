@@ -34,6 +34,9 @@ pub struct Interval {
     /// began (as in histogram mode).
     pub untracked_tid: u64,
     pub discarded_negative: u64,
+    /// The interval's histogram, with its extremes: empty unless the
+    /// histogram was loaded too (Modes::histogram_and_victims, `top`).
+    pub waits: Waits,
 }
 
 /// The tables' geometry, and cumulative counters at the previous
@@ -63,8 +66,9 @@ impl Collector {
 
     pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, LoadError> {
         let half = epoch(tracer.ebpf_mut())? & 1;
-        // Flips the epoch; its per-CPU statistics carry the loss counters.
-        let (cpus, _) = tracer.end_interval()?;
+        // Flips the epoch; its per-CPU statistics carry the loss counters
+        // (and the histogram, when it is on).
+        let (cpus, extremes) = tracer.end_interval()?;
         std::thread::sleep(GRACE);
         let ebpf = tracer.ebpf_mut();
         let victims_used = rows_used(ebpf, half, None)?;
@@ -86,6 +90,7 @@ impl Collector {
             counters: minus(&counters, &self.counters),
             untracked_tid: since.untracked_tid,
             discarded_negative: since.discarded_negative,
+            waits: since.with_extremes(&extremes),
         };
         self.counters = counters;
         self.waits = waits;

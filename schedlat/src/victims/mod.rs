@@ -26,6 +26,10 @@ use crate::{
 };
 use collect::Collector;
 use report::Report;
+pub use report::sort_name;
+
+/// Tasks each kernel table holds per interval, unless `--max-tasks` says.
+pub const DEFAULT_MAX_TASKS: u32 = 10_240;
 
 const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
@@ -56,7 +60,7 @@ pub struct VictimsArgs {
     /// waits of tasks beyond it are counted as overflow, never dropped
     /// silently. Memory: 480 bytes per task, plus 16 bytes per possible TID
     /// (pid_max).
-    #[arg(long, value_name = "N", default_value_t = 10_240,
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
 }

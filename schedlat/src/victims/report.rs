@@ -134,7 +134,8 @@ fn summary(r: &Report) -> String {
     )
 }
 
-fn sort_name(by: SortKey) -> &'static str {
+/// "longest wait", ...: what a table is ranked by, for titles.
+pub fn sort_name(by: SortKey) -> &'static str {
     match by {
         SortKey::Max => "longest wait",
         SortKey::Total => "total wait",
