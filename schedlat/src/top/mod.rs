@@ -154,7 +154,7 @@ fn load(
 ) -> Result<(Tracer, Result<(), String>)> {
     let (sources, unit) = (kernel.sources(), Unit::Usecs.ns());
     let victims = if kernel.hook == HookChoice::Tp {
-        Err(LoadError::ModeNeedsBtf("victims"))
+        Err(LoadError::NeedsBtf("the victims panel"))
     } else {
         let modes = Modes::histogram_and_victims(args.max_tasks);
         Tracer::load_modes(kernel.hook, &sources, unit, filter, &modes)
@@ -171,7 +171,7 @@ fn load(
 /// A load error for the panel: one line (a verifier log is long), cut.
 fn why_no_victims(e: &LoadError) -> String {
     let text = match e {
-        LoadError::ModeNeedsBtf(_) => {
+        LoadError::NeedsBtf(_) => {
             "they need the tp_btf hook mode (classic tracepoints do not pass task pointers): drop --hook tp".to_string()
         }
         e => format!(
