@@ -45,6 +45,16 @@ fn results_json(results: &Results) -> Value {
             })
         })
         .collect();
+    let filtered: Vec<Value> = results
+        .filtered
+        .iter()
+        .map(|r| {
+            json!({
+                "metric": r.what, "filtered": r.schedlat, "schedlat": r.runqlat,
+                "ratio": r.value(), "target": r.target(), "met": r.met(),
+            })
+        })
+        .collect();
     json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
         "rounds": results.rounds,
@@ -52,6 +62,7 @@ fn results_json(results: &Results) -> Value {
         "summary": summary,
         "ratios_schedlat_over_runqlat": ratios,
         "ratios_victims_over_schedlat": victims,
+        "ratios_filtered_over_schedlat": filtered,
     })
 }
 

@@ -2,8 +2,9 @@
 //! context-switch load (`perf bench sched pipe`).
 //!
 //! One invocation runs R rounds; each round runs the load once per mode (no
-//! tracer, runqlat, schedlat, and schedlat's victims mode, whose per-task
-//! tables must cost no more than the histogram) in an order rotated every round, so slow drift
+//! tracer, runqlat, schedlat, schedlat's victims mode, whose per-task tables
+//! must cost no more than the histogram, and schedlat with a filter that
+//! leaves nothing, which must cost less) in an order rotated every round, so slow drift
 //! of the machine (thermal, page cache, the neighbours on the other CPU) is
 //! spread over all modes instead of landing on one. Per mode we report the
 //! median over rounds:
@@ -74,10 +75,19 @@ pub enum Mode {
     Schedlat,
     /// `schedlat victims`: per-task tables instead of the histogram.
     Victims,
+    /// `schedlat -c EMPTY`: every event filtered out, by the costliest
+    /// filter (the cgroup walk).
+    Filtered,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Baseline, Mode::Runqlat, Mode::Schedlat, Mode::Victims];
+    pub const ALL: [Mode; 5] = [
+        Mode::Baseline,
+        Mode::Runqlat,
+        Mode::Schedlat,
+        Mode::Victims,
+        Mode::Filtered,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -85,6 +95,7 @@ impl Mode {
             Mode::Runqlat => "runqlat",
             Mode::Schedlat => "schedlat",
             Mode::Victims => "victims",
+            Mode::Filtered => "filtered",
         }
     }
 }
@@ -124,10 +135,20 @@ pub fn run(opts: &Options) -> Result<()> {
         &["victims"],
         "culprits (",
     );
+    // Issue 4: events filtered out must cost less than recorded ones. An
+    // empty cgroup filters out everything, through the cgroup walk.
+    let empty = EmptyCgroup::create()?;
+    let cgroup: &'static str = Box::leak(empty.path().into_boxed_str());
+    let filtered = Tool::new("schedlat", schedlat.path.clone())?.with_args(
+        "schedlat -c EMPTY",
+        &["-c", cgroup],
+        "total 0 waits",
+    );
     let tools = Tools {
         runqlat,
         schedlat,
         victims,
+        filtered,
     };
 
     // The kernel counts BPF run time only while some fd like this is open.
@@ -180,6 +201,35 @@ struct Tools {
     runqlat: Tool,
     schedlat: Tool,
     victims: Tool,
+    filtered: Tool,
+}
+
+/// A cgroup with no task, under the cgroup v2 mount; removed when dropped.
+struct EmptyCgroup(PathBuf);
+
+impl EmptyCgroup {
+    fn create() -> Result<EmptyCgroup> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").context("reading mounts")?;
+        let v2 = mounts
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() > 2 && f[2] == "cgroup2")
+            .map(|f| PathBuf::from(f[1]))
+            .context("no cgroup2 mount for the filtered-out run")?;
+        let dir = v2.join(format!("schedlat-bench-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(EmptyCgroup(dir))
+    }
+
+    fn path(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for EmptyCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 /// All rounds of all modes, under whatever else runs on the machine.
@@ -193,6 +243,7 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
                 Mode::Runqlat => traced(round, mode, &tools.runqlat, opts)?,
                 Mode::Schedlat => traced(round, mode, &tools.schedlat, opts)?,
                 Mode::Victims => traced(round, mode, &tools.victims, opts)?,
+                Mode::Filtered => traced(round, mode, &tools.filtered, opts)?,
             };
             samples.push(sample);
         }
@@ -200,9 +251,9 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     report::Results::new(opts, samples)
 }
 
-/// Round 1 runs baseline, runqlat, schedlat, victims; round 2 starts at
-/// runqlat, ...
-fn order(round: u32) -> [Mode; 4] {
+/// Round 1 runs baseline, runqlat, schedlat, victims, filtered; round 2
+/// starts at runqlat, ...
+fn order(round: u32) -> [Mode; 5] {
     let mut modes = Mode::ALL;
     modes.rotate_left((round as usize - 1) % Mode::ALL.len());
     modes
@@ -260,9 +311,9 @@ mod tests {
     #[test]
     fn order_rotates_every_round() {
         use Mode::*;
-        assert_eq!(order(1), [Baseline, Runqlat, Schedlat, Victims]);
-        assert_eq!(order(2), [Runqlat, Schedlat, Victims, Baseline]);
-        assert_eq!(order(3), [Schedlat, Victims, Baseline, Runqlat]);
-        assert_eq!(order(5), order(1));
+        assert_eq!(order(1), [Baseline, Runqlat, Schedlat, Victims, Filtered]);
+        assert_eq!(order(2), [Runqlat, Schedlat, Victims, Filtered, Baseline]);
+        assert_eq!(order(3), [Schedlat, Victims, Filtered, Baseline, Runqlat]);
+        assert_eq!(order(6), order(1));
     }
 }
