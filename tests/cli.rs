@@ -51,3 +51,39 @@ fn help_teaches_the_measurement_and_exit_codes() {
         assert!(stdout.contains(needle), "--help lacks {needle}:\n{stdout}");
     }
 }
+
+/// Issue 4: every filter and breakdown option is explained in one line of
+/// `-h` (clap wraps at 100 columns without a terminal).
+#[test]
+fn scope_options_are_explained_in_one_line_each() {
+    let (status, stdout, _) = run_schedlat(&["-h"]);
+    assert!(status.success());
+    let lines: Vec<&str> = stdout.lines().collect();
+    for flag in [
+        "--pid <PID>",
+        "--tid <TID>",
+        "--cgroup <PATH>",
+        "--comm <NAME>",
+        "--cpu <LIST>",
+        "--pids",
+        "--tids",
+        "--pidnss",
+        "--cgroups",
+        "--cpus",
+        "--top <N>",
+    ] {
+        let i = lines
+            .iter()
+            .position(|l| l.contains(flag))
+            .unwrap_or_else(|| panic!("-h lacks {flag}:\n{stdout}"));
+        let text = lines[i].split(flag).nth(1).unwrap().trim();
+        assert!(text.len() > 15, "{flag} has no explanation: {}", lines[i]);
+        let next = lines.get(i + 1).copied().unwrap_or("").trim_start();
+        assert!(
+            next.is_empty() || next.starts_with('-') || next.ends_with(':'),
+            "{flag} takes more than one line:\n{}\n{}",
+            lines[i],
+            lines[i + 1]
+        );
+    }
+}

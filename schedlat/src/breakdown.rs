@@ -38,7 +38,7 @@ pub struct BreakdownArgs {
     /// One histogram per PID namespace (`pidns = INODE`), as runqlat --pidnss
     #[arg(long, group = "breakdown")]
     pub pidnss: bool,
-    /// One histogram per cgroup, by path (in -c's hierarchy, else the cpu controller's)
+    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
     #[arg(long, group = "breakdown")]
     pub cgroups: bool,
     /// One histogram per CPU, the one each wait ended on
@@ -50,7 +50,7 @@ pub struct BreakdownArgs {
     /// Print only the first N keys of each interval (the rest are counted)
     #[arg(long, value_name = "N", requires = "breakdown", value_parser = clap::value_parser!(u32).range(1..))]
     pub top: Option<u32>,
-    /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted as unkeyed
+    /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_keys: u32,
 }

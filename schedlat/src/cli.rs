@@ -137,6 +137,7 @@ pub struct HistogramArgs {
 
 /// How schedlat reaches the kernel; shared by every mode.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Kernel access")]
 pub struct KernelArgs {
     /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
     /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
@@ -168,15 +169,15 @@ pub struct FilterArgs {
     #[arg(short = 't', long = "tid", value_name = "TID", global = true)]
     pub tid: Option<u32>,
 
-    /// Only tasks in this cgroup or below it: a cgroup v2 or v1 (cpu) directory, or a path relative to the v2 mount
+    /// Only tasks in this cgroup and below: a v2 or v1 directory, or relative to v2
     #[arg(short = 'c', long = "cgroup", value_name = "PATH", global = true)]
     pub cgroup: Option<PathBuf>,
 
-    /// Only tasks with this name (the kernel's comm, at most 15 bytes, as `ps -o comm` shows)
+    /// Only tasks with this name (the kernel's comm, as `ps -o comm` shows it)
     #[arg(long, value_name = "NAME", global = true)]
     pub comm: Option<String>,
 
-    /// Only waits that end on these CPUs, where the task was switched in (e.g. `0`, `0-3,8`)
+    /// Only waits that end on these CPUs (where the task ran next), e.g. `0-3,8`
     #[arg(long, value_name = "LIST", global = true)]
     pub cpu: Option<String>,
 }
