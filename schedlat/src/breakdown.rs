@@ -293,9 +293,7 @@ impl KeyedReport {
         for row in &self.rows {
             let _ = writeln!(out, "\n{}", row.label);
             out.push_str(&text::log2_table(&row.waits.log2_slots(), unit.label()));
-            let mean = row.waits.mean_ns().map_or("-".to_string(), |ns| {
-                format!("{:.1} {}", ns / unit.ns() as f64, unit.label())
-            });
+            let mean = text::mean_in_unit(&row.waits, unit);
             let _ = writeln!(out, "total {} waits, mean {mean}", row.waits.count());
             // No per-key extremes are kept: the line stops at p99.9.
             if let Some(p) = &row.percentiles {

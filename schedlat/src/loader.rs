@@ -513,40 +513,6 @@ fn configure_loader(
             .as_ref()
             .map(|c| (names::GLOBAL_FILTER_CGROUP_ID, c.id)),
         filter.cpus.as_ref().map(|_| (names::GLOBAL_FILTER_CPUS, 1)),
-        globals
-            .cgroup
-            .map(|c| (names::GLOBAL_TASK_CGROUPS_OFF, c.task_cgroups)),
-        globals
-            .cgroup
-            .map(|c| (names::GLOBAL_CSET_CSS_OFF, c.cset_css)),
-        globals
-            .cgroup
-            .map(|c| (names::GLOBAL_CSS_CGROUP_OFF, c.css_cgroup)),
-        globals
-            .cgroup
-            .map(|c| (names::GLOBAL_CSS_PARENT_OFF, c.css_parent)),
-        globals
-            .cgroup
-            .map(|c| (names::GLOBAL_CGROUP_KN_OFF, c.cgroup_kn)),
-        globals.cgroup.map(|c| (names::GLOBAL_KN_ID_OFF, c.kn_id)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_TASK_THREAD_PID_OFF, p.task_thread_pid)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_PID_LEVEL_OFF, p.pid_level)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_PID_NUMBERS_OFF, p.pid_numbers)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_UPID_SIZE, p.upid_size)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_UPID_NS_OFF, p.upid_ns)),
-        globals
-            .pidns
-            .map(|p| (names::GLOBAL_PIDNS_INUM_OFF, p.pidns_inum)),
         globals.task.map(|t| (names::GLOBAL_TASK_TGID_OFF, t.tgid)),
         globals.task.map(|t| (names::GLOBAL_TASK_PID_OFF, t.pid)),
         globals
@@ -573,6 +539,8 @@ fn configure_loader(
     ]
     .into_iter()
     .flatten()
+    .chain(globals.cgroup.iter().flat_map(cgroup_globals))
+    .chain(globals.pidns.iter().flat_map(pidns_globals))
     .collect();
     for (name, value) in values {
         // aya copies the bytes; a leaked u64 per global keeps the borrow simple.
@@ -585,6 +553,30 @@ fn configure_loader(
         loader.override_global(names::GLOBAL_FILTER_CPU_MASK, mask, true);
     }
     Ok(())
+}
+
+/// The cgroup chain's globals (schedlat-ebpf scope.rs).
+fn cgroup_globals(c: &CgroupOffsets) -> [(&'static str, u64); 6] {
+    [
+        (names::GLOBAL_TASK_CGROUPS_OFF, c.task_cgroups),
+        (names::GLOBAL_CSET_CSS_OFF, c.cset_css),
+        (names::GLOBAL_CSS_CGROUP_OFF, c.css_cgroup),
+        (names::GLOBAL_CSS_PARENT_OFF, c.css_parent),
+        (names::GLOBAL_CGROUP_KN_OFF, c.cgroup_kn),
+        (names::GLOBAL_KN_ID_OFF, c.kn_id),
+    ]
+}
+
+/// The PID namespace chain's globals (schedlat-ebpf scope.rs).
+fn pidns_globals(p: &PidnsOffsets) -> [(&'static str, u64); 6] {
+    [
+        (names::GLOBAL_TASK_THREAD_PID_OFF, p.task_thread_pid),
+        (names::GLOBAL_PID_LEVEL_OFF, p.pid_level),
+        (names::GLOBAL_PID_NUMBERS_OFF, p.pid_numbers),
+        (names::GLOBAL_UPID_SIZE, p.upid_size),
+        (names::GLOBAL_UPID_NS_OFF, p.upid_ns),
+        (names::GLOBAL_PIDNS_INUM_OFF, p.pidns_inum),
+    ]
 }
 
 /// Word `i` of a comm as the kernel side loads it (native-endian u64s).

@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use crate::analysis::{fmt_ns, percentiles::Percentiles};
+use crate::{
+    analysis::{fmt_ns, percentiles::Percentiles},
+    histogram::{Unit, Waits},
+};
 
 const STARS_MAX: usize = 40;
 
@@ -80,17 +83,18 @@ pub fn percentile_line(p: &Percentiles) -> String {
     )
 }
 
+/// The exact mean as `35.2 usecs`, or `-` without waits.
+pub fn mean_in_unit(w: &Waits, unit: Unit) -> String {
+    match w.mean_ns() {
+        Some(ns) => format!("{:.1} {}", ns / unit.ns() as f64, unit.label()),
+        None => "-".to_string(),
+    }
+}
+
 /// e.g. `total 1234 waits, mean 35.2 usecs; dropped 0 (TID > pid_max), discarded 0 (negative delta)`
 pub fn summary(report: &Report) -> String {
     let w = report.waits;
-    let mean = match w.mean_ns() {
-        Some(ns) => format!(
-            "{:.1} {}",
-            ns / report.unit.ns() as f64,
-            report.unit.label()
-        ),
-        None => "-".to_string(),
-    };
+    let mean = mean_in_unit(w, report.unit);
     format!(
         "total {} waits, mean {mean}; dropped {} (TID > pid_max), discarded {} (negative delta)\n",
         w.count(),
