@@ -386,30 +386,34 @@ fn pid_catches_all_threads_and_tid_one() {
     });
 }
 
-/// Hogs and a sleeper on one CPU: `--cpus` puts most of the waiting on that
-/// CPU, and `--cpu N` keeps only waits that ended there.
+/// Hogs and a sleeper on one CPU, in a cgroup of their own (so that other
+/// load on the machine does not count): `--cpus` puts all their waits on
+/// that CPU, and `--cpu` keeps them only when it names that CPU.
 #[test]
 fn cpus_breakdown_and_filter_follow_the_busy_cpu() {
     require_root();
+    let group = TestCgroup::new(&v2_root(), "cpus");
     let busy = workload_cpu();
-    let _hogs = Hogs::start(busy, 2);
-    let procs = Procs(vec![pinned_sh(busy, SLEEPER)]);
-    let window = || thread::sleep(Duration::from_secs(2));
-    let per_cpu = traced(&["--cpus"], window);
+    let procs = Procs(vec![
+        pinned_sh(busy, HOG),
+        pinned_sh(busy, HOG),
+        pinned_sh(busy, SLEEPER),
+    ]);
+    for pid in procs.pids() {
+        group.add(pid);
+    }
+    let window = || thread::sleep(Duration::from_secs(1));
+    let per_cpu = traced(&["-c", &group.path(), "--cpus"], window);
     let rows = keys(&per_cpu);
-    let (top, ..) = &rows[0];
-    assert_eq!(
-        top,
-        &format!("cpu = {busy}"),
-        "sorted by total wait: {rows:?}"
-    );
-    let busy_sum = rows[0].2;
-    let rest: u64 = rows[1..].iter().map(|r| r.2).sum();
-    assert!(busy_sum > 5 * rest, "{rows:?}");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, format!("cpu = {busy}"), "{rows:?}");
+    assert!(rows[0].1 >= 100, "{rows:?}");
 
-    let only = traced(&["--cpu", &busy.to_string(), "--cpus"], window);
-    let labels: Vec<String> = keys(&only).into_iter().map(|(l, ..)| l).collect();
-    assert_eq!(labels, [format!("cpu = {busy}")]);
+    let there = traced(&["-c", &group.path(), "--cpu", &busy.to_string()], window);
+    assert!(there["count"].as_u64().unwrap() >= 100, "{there}");
+    let other = other_cpu().to_string();
+    let elsewhere = traced(&["-c", &group.path(), "--cpu", &other], window);
+    assert_eq!(elsewhere["count"].as_u64(), Some(0), "{elsewhere}");
     drop(procs);
 }
 
