@@ -168,7 +168,7 @@ impl Modes {
         }
         for (name, value) in values {
             // aya copies the bytes; a leaked u64 per global keeps the borrow
-            // simple (as loader.rs does).
+            // simple (as loader/globals.rs does).
             let value: &'static u64 = Box::leak(Box::new(value));
             loader.override_global(name, value, true);
         }
