@@ -25,6 +25,7 @@ use common::{
 };
 
 const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
+const PROCESS_HISTOGRAM: &str = "schedlat_process_runqueue_latency_seconds";
 const CGROUP_HISTOGRAM: &str = "schedlat_cgroup_runqueue_latency_seconds";
 const OVERFLOW: &str = "__overflow__";
 /// What Prometheus 2.x sends (scrape.go, `scrapeAcceptHeader`).
@@ -156,7 +157,8 @@ fn own_p99_seconds(record: &serde_json::Value) -> f64 {
 fn prometheus_p99_agrees_with_schedlat_histogram() {
     require_root();
     let me = std::process::id().to_string();
-    let server = Server::start(&["-p", &me]);
+    // --pids: the per-process family too, queried below.
+    let server = Server::start(&["-p", &me, "--pids"]);
     let prometheus = Prometheus::start(server.addr, "1s");
     let series = format!("{{job=\"schedlat\",pid=\"{me}\"}}");
 
@@ -222,6 +224,19 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
     assert!(
         (prom_p99 - own_p99).abs() <= 0.25 * own_p99,
         "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket"
+    );
+
+    // With -p, this process' own series holds the same waits as the total
+    // (read a moment earlier in each scrape): the same p99.
+    let per_process = format!(
+        "histogram_quantile(0.99, rate({PROCESS_HISTOGRAM}_bucket{{job=\"schedlat\",pid=\"{me}\"}}[{window}s]))"
+    );
+    let process_p99 = prometheus
+        .query_value(&per_process, Some(ended))
+        .unwrap_or_else(|| panic!("{per_process}: no result"));
+    assert!(
+        (process_p99 - prom_p99).abs() <= 0.01 * prom_p99,
+        "per-process p99 {process_p99} s vs total {prom_p99} s"
     );
 
     // Prometheus negotiated OpenMetrics: only that format carries units.
