@@ -8,15 +8,16 @@ mod common;
 
 use std::{
     fs,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::mpsc,
     thread,
     time::Duration,
 };
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, require_root,
+    SCHEDLAT, Tracer,
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v1_cpu_root, v2_root},
+    parse_json_lines, require_root,
     workload::{Hogs, pin_current_thread, workload_cpu},
 };
 use serde_json::Value;
@@ -57,107 +58,6 @@ fn key_count(interval: &Value, label: &str) -> u64 {
         .filter(|(l, ..)| l == label)
         .map(|(_, c, _)| *c)
         .sum()
-}
-
-/// A cgroup made by a test in one hierarchy, removed when dropped (tasks
-/// moved back to the root first), also when the test fails.
-struct TestCgroup {
-    dir: PathBuf,
-    root: PathBuf,
-    /// Its path relative to the root, as `--cgroups` labels it.
-    rel: String,
-}
-
-impl TestCgroup {
-    fn new(root: &Path, name: &str) -> TestCgroup {
-        let rel = format!("/schedlat-scopes-{}-{name}", std::process::id());
-        let dir = root.join(&rel[1..]);
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        TestCgroup {
-            dir,
-            root: root.to_path_buf(),
-            rel,
-        }
-    }
-
-    fn add(&self, pid: u32) {
-        fs::write(self.dir.join("cgroup.procs"), pid.to_string())
-            .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
-    }
-
-    fn path(&self) -> String {
-        self.dir.to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
-                for pid in procs.lines() {
-                    let _ = fs::write(self.root.join("cgroup.procs"), pid);
-                }
-            }
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// The cgroup v2 mount (`/sys/fs/cgroup/unified` on hybrid systems).
-fn v2_root() -> PathBuf {
-    mount_of(|fstype, _| fstype == "cgroup2").expect("a cgroup2 mount")
-}
-
-/// The cpu controller's v1 mount, if the cpu controller is on v1.
-fn v1_cpu_root() -> Option<PathBuf> {
-    mount_of(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu"))
-}
-
-fn mount_of(want: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
-    fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 3 && want(f[2], f[3]))
-        .map(|f| PathBuf::from(f[1]))
-}
-
-/// Child processes killed when dropped.
-struct Procs(Vec<Child>);
-
-impl Procs {
-    fn pids(&self) -> Vec<u32> {
-        self.0.iter().map(Child::id).collect()
-    }
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `sh -c script` pinned to `cpu` (taskset execs the shell: its PID is the
-/// shell's).
-fn pinned_sh(cpu: usize, script: &str) -> Child {
-    Command::new("taskset")
-        .args(["-c", &cpu.to_string(), "sh", "-c", script])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("taskset (util-linux) runs")
-}
-
-const SLEEPER: &str = "while :; do sleep 0.005; done";
-const HOG: &str = "while :; do :; done";
-
-fn other_cpu() -> usize {
-    (workload_cpu() + 1) % thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Two cgroups: A holds CPU hogs and a sleeper on one CPU, B a sleeper on

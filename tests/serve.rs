@@ -15,6 +15,7 @@ use std::{
 
 use common::{
     SCHEDLAT, Tracer,
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v2_root},
     http::{self, nothing_listens},
     parse_json_lines,
     prometheus::{PROMTOOL, Prometheus, unix_now},
@@ -24,6 +25,9 @@ use common::{
 };
 
 const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
+const PROCESS_HISTOGRAM: &str = "schedlat_process_runqueue_latency_seconds";
+const CGROUP_HISTOGRAM: &str = "schedlat_cgroup_runqueue_latency_seconds";
+const OVERFLOW: &str = "__overflow__";
 /// What Prometheus 2.x sends (scrape.go, `scrapeAcceptHeader`).
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
@@ -38,6 +42,42 @@ fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
+}
+
+/// The labelled samples `name{labels} value` of an exposition, as
+/// (labels, value); `labels` is the text between the braces.
+fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `promtool check metrics` (lint included) passes on `body`.
+fn promtool_check(body: &str) {
+    let mut promtool = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs (Debian package prometheus; `cargo xtask setup` installs it)");
+    {
+        use std::io::Write;
+        let mut stdin = promtool.stdin.take().unwrap();
+        stdin.write_all(body.as_bytes()).unwrap();
+    }
+    let checked = promtool.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&checked.stdout).to_string()
+        + &String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        checked.status.success() && report.trim().is_empty(),
+        "promtool check metrics: {}\n{report}\n{body}",
+        checked.status,
+    );
 }
 
 #[test]
@@ -60,27 +100,7 @@ fn exposition_passes_promtool_in_both_formats() {
         sample(&text.body, &format!("{HISTOGRAM}_bucket{{le=\"+Inf\"}}")),
         Some(count)
     );
-    let mut promtool = Command::new(PROMTOOL)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs (Debian package prometheus; `cargo xtask setup` installs it)");
-    {
-        use std::io::Write;
-        let mut stdin = promtool.stdin.take().unwrap();
-        stdin.write_all(text.body.as_bytes()).unwrap();
-    }
-    let checked = promtool.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&checked.stdout).to_string()
-        + &String::from_utf8_lossy(&checked.stderr);
-    assert!(
-        checked.status.success() && report.trim().is_empty(),
-        "promtool check metrics: {}\n{report}\n{}",
-        checked.status,
-        text.body
-    );
+    promtool_check(&text.body);
 
     // Prometheus' Accept header: OpenMetrics (promtool 2.42 cannot parse it;
     // the Prometheus test below scrapes it for real).
@@ -137,7 +157,8 @@ fn own_p99_seconds(record: &serde_json::Value) -> f64 {
 fn prometheus_p99_agrees_with_schedlat_histogram() {
     require_root();
     let me = std::process::id().to_string();
-    let server = Server::start(&["-p", &me]);
+    // --pids: the per-process family too, queried below.
+    let server = Server::start(&["-p", &me, "--pids"]);
     let prometheus = Prometheus::start(server.addr, "1s");
     let series = format!("{{job=\"schedlat\",pid=\"{me}\"}}");
 
@@ -205,6 +226,19 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket"
     );
 
+    // With -p, this process' own series holds the same waits as the total
+    // (read a moment earlier in each scrape): the same p99.
+    let per_process = format!(
+        "histogram_quantile(0.99, rate({PROCESS_HISTOGRAM}_bucket{{job=\"schedlat\",pid=\"{me}\"}}[{window}s]))"
+    );
+    let process_p99 = prometheus
+        .query_value(&per_process, Some(ended))
+        .unwrap_or_else(|| panic!("{per_process}: no result"));
+    assert!(
+        (process_p99 - prom_p99).abs() <= 0.01 * prom_p99,
+        "per-process p99 {process_p99} s vs total {prom_p99} s"
+    );
+
     // Prometheus negotiated OpenMetrics: only that format carries units.
     let metadata = prometheus.api(&format!("/api/v1/metadata?metric={HISTOGRAM}"));
     assert_eq!(metadata[HISTOGRAM][0]["unit"], "seconds", "{metadata}");
@@ -260,4 +294,161 @@ fn non_loopback_listen_is_announced() {
     assert!(server.stop_with(libc::SIGINT).success());
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()));
     assert!(nothing_listens(loopback));
+}
+
+/// Per-cgroup `_count` samples of a classic-text scrape, by cgroup label.
+fn cgroup_counts(body: &str) -> Vec<(String, u64)> {
+    samples(body, &format!("{CGROUP_HISTOGRAM}_count"))
+        .into_iter()
+        .map(|(labels, v)| {
+            let path = labels
+                .strip_prefix("cgroup=\"")
+                .and_then(|l| l.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("unexpected labels {labels}"));
+            (path.to_string(), v as u64)
+        })
+        .collect()
+}
+
+fn count_of(counts: &[(String, u64)], path: &str) -> Option<u64> {
+    counts.iter().find(|(p, _)| p == path).map(|(_, n)| *n)
+}
+
+fn scrape_text(server: &Server) -> String {
+    let got = http::get(server.addr, "/metrics", None).unwrap();
+    assert_eq!(got.status, 200, "{}", got.body);
+    got.body
+}
+
+/// `serve --cgroups` on the whole cgroup v2 hierarchy: two cgroups made
+/// here, A with a CPU hog and a sleeper on one CPU, B with a sleeper on the
+/// other, each get a series labelled with its path, with their waits; the
+/// exposition passes promtool.
+#[test]
+fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
+    require_root();
+    let root = v2_root();
+    let (a, b) = (
+        TestCgroup::new(&root, "serve-a"),
+        TestCgroup::new(&root, "serve-b"),
+    );
+    let server = Server::start(&["--cgroups", "-c", &root.to_string_lossy()]);
+    let busy = workload::workload_cpu();
+    let procs = Procs(vec![
+        pinned_sh(busy, HOG),
+        pinned_sh(busy, SLEEPER),
+        pinned_sh(other_cpu(), SLEEPER),
+    ]);
+    let pids = procs.pids();
+    a.add(pids[0]);
+    a.add(pids[1]);
+    b.add(pids[2]);
+    thread::sleep(Duration::from_secs(2));
+
+    let body = scrape_text(&server);
+    let counts = cgroup_counts(&body);
+    for group in [&a, &b] {
+        let n = count_of(&counts, &group.rel)
+            .unwrap_or_else(|| panic!("no series for {}: {counts:?}", group.rel));
+        assert!(n >= 50, "{}: {n} waits: {counts:?}", group.rel);
+        let inf = samples(&body, &format!("{CGROUP_HISTOGRAM}_bucket"))
+            .into_iter()
+            .find(|(l, _)| *l == format!("cgroup=\"{}\",le=\"+Inf\"", group.rel))
+            .map(|(_, v)| v as u64);
+        assert_eq!(inf, Some(n), "{}: +Inf bucket", group.rel);
+    }
+    // Nothing overflowed (the default limit is 1000) and the key map holds
+    // every key.
+    assert_eq!(count_of(&counts, OVERFLOW), Some(0), "{counts:?}");
+    assert_eq!(sample(&body, "schedlat_overflow_keys_total"), Some(0.0));
+    assert_eq!(sample(&body, "schedlat_unkeyed_waits_total"), Some(0.0));
+    promtool_check(&body);
+
+    drop(procs);
+    let addr = server.addr;
+    assert!(server.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(addr));
+}
+
+/// `--max-series 1` on a parent cgroup holding two test cgroups: exactly one
+/// keyed series, the other group's waits in the overflow series. Checked
+/// exactly once the load has ended, against a second serve without a limit
+/// attached to the same waits, and against the total. Then both groups are
+/// removed: the first scrape still exports them, the next drops the keyed
+/// series, and the overflow series keeps its count (it never goes down).
+#[test]
+fn max_series_folds_the_other_keys_into_the_overflow_series() {
+    require_root();
+    let root = v2_root();
+    let parent = TestCgroup::new(&root, "serve-limit");
+    let (a, b) = (
+        TestCgroup::new(&root, "serve-limit/a"),
+        TestCgroup::new(&root, "serve-limit/b"),
+    );
+    let limited = Server::start(&["--cgroups", "-c", &parent.path(), "--max-series", "1"]);
+    let full = Server::start(&["--cgroups", "-c", &parent.path()]);
+    let busy = workload::workload_cpu();
+    let procs = Procs(vec![
+        pinned_sh(busy, HOG),
+        pinned_sh(busy, SLEEPER),
+        pinned_sh(other_cpu(), SLEEPER),
+    ]);
+    let pids = procs.pids();
+    a.add(pids[0]);
+    a.add(pids[1]);
+    b.add(pids[2]);
+    thread::sleep(Duration::from_secs(2));
+
+    // While the load runs: one keyed series, one overflow, one folded key.
+    let running = cgroup_counts(&scrape_text(&limited));
+    assert_eq!(running.len(), 2, "{running:?}");
+    assert_eq!(running[1].0, OVERFLOW, "{running:?}");
+    assert!(running[1].1 > 0, "{running:?}");
+
+    // The load ends; a killed shell's last `sleep` may still run a moment.
+    drop(procs);
+    a.wait_empty();
+    b.wait_empty();
+    thread::sleep(Duration::from_millis(100));
+
+    let body = scrape_text(&limited);
+    promtool_check(&body);
+    let counts = cgroup_counts(&body);
+    let total = sample(&body, &format!("{HISTOGRAM}_count")).unwrap() as u64;
+    let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
+    let unlimited = cgroup_counts(&scrape_text(&full));
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    let (shown, shown_n) = counts[0].clone();
+    let overflow = count_of(&counts, OVERFLOW).unwrap();
+    let other = if shown == a.rel { &b.rel } else { &a.rel };
+    assert!(shown == a.rel || shown == b.rel, "{counts:?}");
+    assert_eq!(
+        sample(&body, "schedlat_overflow_keys_total"),
+        Some(1.0),
+        "{body}"
+    );
+    // The same waits, seen by the unlimited serve: the shown group's count,
+    // and the other group's in the overflow series.
+    assert_eq!(count_of(&unlimited, &shown), Some(shown_n), "{unlimited:?}");
+    assert_eq!(count_of(&unlimited, other), Some(overflow), "{unlimited:?}");
+    assert!(shown_n >= 50 && overflow >= 50, "{counts:?}");
+    // Every wait of the total is in exactly one series, or unkeyed.
+    assert_eq!(unkeyed, 0);
+    assert_eq!(shown_n + overflow + unkeyed, total, "{counts:?}");
+
+    // Remove both groups: exported once more (no wait since the last
+    // scrape, so deleted now), then the keyed series is gone and overflow
+    // keeps its count.
+    drop(b);
+    drop(a);
+    let again = cgroup_counts(&scrape_text(&limited));
+    assert_eq!(again, counts);
+    let after = cgroup_counts(&scrape_text(&limited));
+    assert_eq!(after, [(OVERFLOW.to_string(), overflow)]);
+
+    let (l, f) = (limited.addr, full.addr);
+    assert!(limited.stop_with(libc::SIGINT).success());
+    assert!(full.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(l) && nothing_listens(f));
+    drop(parent);
 }

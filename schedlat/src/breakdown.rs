@@ -5,10 +5,7 @@
 
 use std::{collections::HashMap, fmt::Write as _};
 
-use schedlat_common::{
-    NR_BUCKETS, NR_LOG2_SLOTS,
-    scope::{Breakdown, KeyStats},
-};
+use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
 use crate::{
@@ -18,9 +15,8 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    cgroupfs::Hierarchy,
-    filter::{comm_str, is_alive},
     histogram::{Unit, Waits},
+    keylabels::{KeyLabels, waits_of},
     loader::{LoadError, Tracer},
     modes::Keyed,
     output::{self, text},
@@ -51,8 +47,16 @@ pub struct BreakdownArgs {
     #[arg(long, value_name = "N", requires = "breakdown", value_parser = clap::value_parser!(u32).range(1..))]
     pub top: Option<u32>,
     /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
-    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
+}
+
+/// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.
+pub const DEFAULT_MAX_KEYS: u32 = 4096;
+
+/// `--max-keys`' range.
+pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=1_000_000)
 }
 
 impl BreakdownArgs {
@@ -109,9 +113,7 @@ pub struct KeyedView {
     max_keys: u32,
     /// Cumulative histograms at the last interval end.
     previous: HashMap<u64, Waits>,
-    comms: HashMap<u64, [u8; 16]>,
-    hierarchy: Option<Hierarchy>,
-    cgroup_paths: HashMap<u64, String>,
+    labels: KeyLabels,
 }
 
 /// An interval's breakdown: the rows shown, and what was left out.
@@ -134,9 +136,7 @@ impl KeyedView {
             top: args.top.map(|n| n as usize),
             max_keys: keyed.max_keys,
             previous: HashMap::new(),
-            comms: HashMap::new(),
-            hierarchy: tracer.cgroup_hierarchy.clone(),
-            cgroup_paths: HashMap::new(),
+            labels: KeyLabels::new(keyed.by, tracer.cgroup_hierarchy.clone()),
         }
     }
 
@@ -150,7 +150,7 @@ impl KeyedView {
     ) -> Result<KeyedReport, LoadError> {
         let mut current = HashMap::new();
         for (key, stats) in tracer.read_keyed()? {
-            self.comms.insert(key, stats.comm);
+            self.labels.saw(key, &stats);
             current.insert(key, waits_of(&stats));
         }
         let mut rows = Vec::new();
@@ -205,55 +205,18 @@ impl KeyedView {
             .filter(|k| !active.contains(k) && self.previous.contains_key(k))
             .copied()
             .collect();
-        let mut gone = Vec::new();
         for key in idle {
-            let exists = match self.by {
-                Breakdown::Process | Breakdown::Thread => is_alive(key as u32),
-                Breakdown::Cgroup => self.cgroup_path(key).is_some(),
-                _ => true,
-            };
-            if !exists {
-                gone.push(key);
-            }
-        }
-        for key in gone {
             // A failed delete only leaves the entry for the next try.
-            if tracer.forget_key(key).is_ok() {
+            if !self.labels.exists(key) && tracer.forget_key(key).is_ok() {
                 // A reused TID or id starts again from zero.
-                self.comms.remove(&key);
+                self.labels.forget(key);
                 current.remove(&key);
             }
         }
     }
 
     fn label(&mut self, key: u64) -> String {
-        let comm = |me: &Self| {
-            let live = std::fs::read_to_string(format!("/proc/{key}/comm")).ok();
-            live.map(|c| c.trim().to_string())
-                .or_else(|| me.comms.get(&key).map(comm_str))
-                .unwrap_or_default()
-        };
-        match self.by {
-            Breakdown::Process => format!("pid = {key} {}", comm(self)),
-            Breakdown::Thread => format!("tid = {key} {}", comm(self)),
-            Breakdown::PidNamespace => format!("pidns = {key}"),
-            Breakdown::Cgroup => match self.cgroup_path(key) {
-                Some(path) => format!("cgroup = {path}"),
-                None => format!("cgroup = (removed, id {key})"),
-            },
-            Breakdown::Cpu => format!("cpu = {key}"),
-            Breakdown::None => key.to_string(),
-        }
-    }
-
-    /// A cgroup's path from its id, rescanning the hierarchy for new ones.
-    fn cgroup_path(&mut self, id: u64) -> Option<String> {
-        if !self.cgroup_paths.contains_key(&id)
-            && let Some(h) = &self.hierarchy
-        {
-            self.cgroup_paths = h.paths_by_id();
-        }
-        self.cgroup_paths.get(&id).cloned()
+        self.labels.text(key)
     }
 }
 
@@ -270,19 +233,6 @@ fn sort_rows(rows: &mut [KeyRow], sort: KeySort) {
             mean(b).total_cmp(&mean(a)).then(a.key.cmp(&b.key))
         }),
     }
-}
-
-/// A key's kernel histogram as `Waits` (no extremes: they are not kept per key).
-fn waits_of(stats: &KeyStats) -> Waits {
-    let mut w = Waits::default();
-    for (sum, &n) in w.buckets.iter_mut().zip(&stats.buckets[..NR_BUCKETS]) {
-        *sum = u64::from(n);
-    }
-    for (sum, &n) in w.log2.iter_mut().zip(&stats.log2[..NR_LOG2_SLOTS]) {
-        *sum = u64::from(n);
-    }
-    w.sum_ns = stats.sum_ns;
-    w
 }
 
 impl KeyedReport {
@@ -375,6 +325,7 @@ fn sort_name(sort: KeySort) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedlat_common::scope::KeyStats;
 
     fn row(key: u64, waits_us: &[u64]) -> KeyRow {
         let mut stats = KeyStats::ZERO;

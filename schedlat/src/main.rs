@@ -13,6 +13,7 @@ mod compare;
 mod diagnose;
 mod filter;
 mod histogram;
+mod keylabels;
 mod loader;
 mod modes;
 mod output;

@@ -3,6 +3,7 @@
 //! in advance.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod cgroup;
 pub mod http;
 pub mod perf;
 pub mod prometheus;

@@ -53,7 +53,13 @@ enum Command {
     Bench(bench::Options),
     /// (internal) The bench's background threads, in their own process.
     #[command(hide = true)]
-    BenchSleepers { threads: usize, cpu: usize },
+    BenchSleepers {
+        threads: usize,
+        cpu: usize,
+        /// One process per sleeper instead of one thread each.
+        #[arg(long)]
+        processes: bool,
+    },
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
@@ -69,7 +75,11 @@ fn main() -> ExitCode {
         Command::Build => build_release(),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
-        Command::BenchSleepers { threads, cpu } => bench::sleepers::serve(threads, cpu),
+        Command::BenchSleepers {
+            threads,
+            cpu,
+            processes,
+        } => bench::sleepers::serve(threads, cpu, processes),
         Command::BenchBtfFloor => bench::floor::parse_once(),
         Command::Bench(opts) => setup::run()
             .and_then(|()| build_release())

@@ -7,12 +7,13 @@
 //! classic text format), names, suffixes and escaping included.
 //!
 //! Label plumbing: histograms come in families, each a list of labelled
-//! series. Today there is one family with one unlabelled series, the whole
-//! system. Per-cgroup or per-process series (the scopes work) go in a family
-//! of their own (`schedlat_cgroup_runqueue_latency_seconds{cgroup=...}`),
-//! never next to the whole-system series, so that `sum()` over a family
-//! never counts a wait twice; the overflow series of `--max-series` is one
-//! more labelled series of that family.
+//! series. The whole system is one unlabelled series of its own family.
+//! Per-cgroup or per-process series (`--cgroups`, `--pids`) go in a family
+//! of their own (`schedlat_cgroup_runqueue_latency_seconds{cgroup=...}`,
+//! `schedlat_process_runqueue_latency_seconds{pid=...,comm=...}`), never
+//! next to the whole-system series, so that `sum()` over a family never
+//! counts a wait twice; the overflow series of `--max-series` is one more
+//! labelled series of that family (keyed.rs).
 
 use prometheus_client::{
     collector::Collector,
@@ -21,7 +22,9 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::{buckets::LAYOUT, negotiate::Format};
+use schedlat_common::scope::Breakdown;
+
+use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
 use crate::bpf_cost::ProgramCost;
 use crate::{histogram::Waits, loader::HookMode};
 
@@ -35,6 +38,17 @@ pub struct Snapshot {
     pub discarded_negative: u64,
     /// None when the programs' stats could not be read at all.
     pub bpf: Option<BpfCost>,
+    /// With `--cgroups` or `--pids`: the breakdown's own counters.
+    pub keyed: Option<KeyedCounters>,
+}
+
+/// The counters that go with the per-key family.
+#[derive(Debug)]
+pub struct KeyedCounters {
+    /// Waits in the total but in no key (kernel key map full).
+    pub unkeyed: u64,
+    /// Keys folded into the overflow series, ever.
+    pub overflow_keys: u64,
 }
 
 /// A histogram metric: one name, any number of labelled series.
@@ -61,6 +75,9 @@ pub struct BpfCost {
 
 const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; with -p only that process, in label pid";
 
+const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller), since schedlat started or the cgroup first waited; cgroups beyond --max-series in cgroup=\"__overflow__\"";
+const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited, since schedlat started or the process first waited; processes beyond --max-series in pid=\"__overflow__\"";
+
 impl Snapshot {
     /// The one view the kernel side has today: every wait (unlabelled), or
     /// with `-p` one process's (`labels` = pid).
@@ -80,7 +97,30 @@ impl Snapshot {
                 series: vec![Series { labels, waits }],
             }],
             bpf,
+            keyed: None,
         }
+    }
+
+    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`).
+    pub fn with_keyed(mut self, by: Breakdown, keyed: KeyedScrape, unkeyed: u64) -> Snapshot {
+        let (name, help) = match by {
+            Breakdown::Process => ("schedlat_process_runqueue_latency", PROCESS_HELP),
+            _ => ("schedlat_cgroup_runqueue_latency", CGROUP_HELP),
+        };
+        self.histograms.push(HistogramFamily {
+            name,
+            help,
+            series: keyed
+                .series
+                .into_iter()
+                .map(|(labels, waits)| Series { labels, waits })
+                .collect(),
+        });
+        self.keyed = Some(KeyedCounters {
+            unkeyed,
+            overflow_keys: keyed.overflow_keys,
+        });
+        self
     }
 
     /// The exposition in `format`.
@@ -128,6 +168,21 @@ impl Collector for Snapshot {
             "Waits discarded because their end preceded their start (clock skew between CPUs); not in the histogram",
             self.discarded_negative,
         )?;
+
+        if let Some(keyed) = &self.keyed {
+            counter(
+                &mut encoder,
+                "schedlat_unkeyed_waits",
+                "Waits in schedlat_runqueue_latency_seconds but in no per-cgroup or per-process series: the kernel's key map was full (raise --max-keys)",
+                keyed.unkeyed,
+            )?;
+            counter(
+                &mut encoder,
+                "schedlat_overflow_keys",
+                "Cgroups or processes whose waits go to the __overflow__ series, because --max-series series were taken when they first waited",
+                keyed.overflow_keys,
+            )?;
+        }
 
         let info = [
             ("hook", self.hook.to_string()),
@@ -330,5 +385,48 @@ mod tests {
         let out = s.encode(Format::Text);
         assert!(out.contains("schedlat_bpf_stats_enabled 1\n"));
         assert!(!out.contains("may stand still"));
+    }
+
+    #[test]
+    fn keyed_family_is_its_own_with_overflow_and_counters() {
+        let mut one = CpuStats::ZERO;
+        one.buckets[bucket_index(3_000_000)] = 2;
+        one.sum_ns = 6_000_000;
+        let waits = Waits::from_cpus(&[one]);
+        let keyed = KeyedScrape {
+            series: vec![
+                (
+                    vec![("pid", "7".into()), ("comm", "a \"b\"".into())],
+                    waits.clone(),
+                ),
+                (
+                    super::super::keyed::overflow_labels(Breakdown::Process),
+                    waits,
+                ),
+            ],
+            overflow_keys: 3,
+        };
+        let out = known()
+            .with_keyed(Breakdown::Process, keyed, 4)
+            .encode(Format::Text);
+        let h = "schedlat_process_runqueue_latency_seconds";
+        for line in [
+            format!("# TYPE {h} histogram"),
+            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\"}} 2"),
+            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\"}} 2"),
+            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",le=\"+Inf\"}} 2"),
+            "schedlat_unkeyed_waits_total 4".into(),
+            "schedlat_overflow_keys_total 3".into(),
+            // The whole-system family is unchanged.
+            "schedlat_runqueue_latency_seconds_count 5".into(),
+        ] {
+            assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+        }
+        // Without a breakdown, no keyed counters.
+        let out = known().encode(Format::Text);
+        assert!(
+            !out.contains("unkeyed") && !out.contains("overflow"),
+            "{out}"
+        );
     }
 }

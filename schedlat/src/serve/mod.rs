@@ -5,12 +5,14 @@
 //!
 //! - buckets: the exported `le` boundaries;
 //! - scrape: what a scrape reads from the kernel;
+//! - keyed: the per-cgroup or per-process series and `--max-series`;
 //! - metrics: the snapshot and its encoding (prometheus-client);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding.
 
 mod buckets;
 mod http;
+mod keyed;
 mod listen;
 mod metrics;
 mod negotiate;
@@ -24,10 +26,14 @@ use tokio::{
     task::LocalSet,
 };
 
+use schedlat_common::scope::Breakdown;
+
 use crate::{
+    breakdown::{DEFAULT_MAX_KEYS, max_keys_parser},
     cli::{FilterArgs, KernelArgs},
     filter::Filter,
     loader::Tracer,
+    modes::{Keyed, Modes},
     run::Ended,
 };
 
@@ -39,6 +45,46 @@ pub struct ServeArgs {
     /// (the endpoint has no authentication). Port 0 picks a free port.
     #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
     pub listen: SocketAddr,
+
+    /// Also one histogram per cgroup of the task that waited, label
+    /// cgroup="/path" (in -c's hierarchy, else the cpu controller's)
+    #[arg(long, group = "keyed", help_heading = "Per-key series (pick one)")]
+    pub cgroups: bool,
+
+    /// Also one histogram per process that waited, labels pid and comm
+    #[arg(
+        short = 'P',
+        long,
+        group = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub pids: bool,
+
+    /// At most N per-key series; keys first seen beyond them are summed into
+    /// one series labelled "__overflow__" (and counted)
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    pub max_series: u32,
+
+    /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
+    /// in schedlat_unkeyed_waits_total
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
+    pub max_keys: u32,
+}
+
+impl ServeArgs {
+    fn keyed(&self) -> Option<Keyed> {
+        let by = if self.cgroups {
+            Breakdown::Cgroup
+        } else if self.pids {
+            Breakdown::Process
+        } else {
+            return None;
+        };
+        Some(Keyed {
+            by,
+            max_keys: self.max_keys,
+        })
+    }
 }
 
 pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
@@ -55,7 +101,9 @@ pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> 
 
     // Microseconds, as in histogram mode; the fine buckets that the exporter
     // reads are nanoseconds whatever the unit.
-    let tracer = Tracer::load(kernel.hook, &kernel.sources(), 1_000, &filter)?;
+    let keyed = args.keyed();
+    let modes = Modes::histogram(keyed);
+    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources(), 1_000, &filter, &modes)?;
     for note in &tracer.notes {
         eprintln!("schedlat: {note}");
     }
@@ -68,7 +116,20 @@ pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> 
             "schedlat: note: {addr} is reachable from other machines; /metrics has no authentication"
         );
     }
-    let source = Rc::new(scrape::Source::new(tracer, &filter));
+    if let Some(k) = keyed {
+        eprintln!(
+            "schedlat: per-{} series, at most {} (--max-series), {} keys in the kernel (--max-keys)",
+            if k.by == Breakdown::Cgroup {
+                "cgroup"
+            } else {
+                "process"
+            },
+            args.max_series,
+            k.max_keys
+        );
+    }
+    let keyed = keyed.map(|k| (k.by, args.max_series));
+    let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
     eprintln!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read

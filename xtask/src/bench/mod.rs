@@ -62,8 +62,13 @@ pub struct Options {
     /// cost per switch should not grow with the number of tasks.
     #[arg(long, value_delimiter = ',', default_value = "100,10000")]
     pub sleepers: Vec<usize>,
+    /// The --sleepers are processes (one thread each) rather than threads
+    /// of one process: with --scrape, each is a key of `serve --pids`.
+    #[arg(long)]
+    pub sleeper_processes: bool,
     /// Instead of the comparison: scrape `schedlat serve` N times per
-    /// --sleepers value and report latency and serve's CPU per scrape.
+    /// --sleepers value, plain and with --pids, and report latency and
+    /// serve's CPU per scrape.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
 }
@@ -166,7 +171,7 @@ pub fn run(opts: &Options) -> Result<()> {
             opts.cpu
         };
         eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
-        let sleepers = sleepers::SleeperProcess::spawn(n, other)?;
+        let sleepers = sleepers::SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
         let results = compare_once(opts, &tools)?;
         drop(sleepers);
         println!("\n=== with {n} sleeping/waking threads on CPU {other} ===");

@@ -13,6 +13,14 @@
 //! - the server's CPU time per scrape, from /proc/PID/schedstat (ns on CPU,
 //!   every thread of serve: it has one once loaded);
 //! - the body size.
+//!
+//! Each row is measured twice: plain `serve`, and `serve --pids` (one
+//! histogram per process, read from the kernel's key map with one lookup
+//! per key: aya's HashMap iterator), with the ratio of the two. With
+//! `--sleeper-processes` every sleeper is a process, so a row of N
+//! sleepers has N+ keys; the key map is then sized to hold them all
+//! (`--max-keys`), and `--max-series` keeps its default (1000): the
+//! `series` column counts the keyed series in the body, overflow included.
 
 use std::{
     fs,
@@ -43,22 +51,69 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
     } else {
         opts.cpu
     };
-    println!("scrapes of `schedlat serve`: {scrapes} per row, over one keep-alive connection");
+    let what = if opts.sleeper_processes {
+        "processes"
+    } else {
+        "threads of one process"
+    };
     println!(
-        "{:>8}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>7}  {:>10}",
-        "tasks", "p50 us", "p99 us", "max us", "mean us", "serve CPU us", "bytes", "BPF progs"
+        "scrapes of `schedlat serve`: {scrapes} per row, over one keep-alive connection; sleepers are {what}"
+    );
+    println!(
+        "{:>8}  {:<7}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>9}  {:>6}  {:>10}",
+        "tasks",
+        "serve",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "mean us",
+        "serve CPU us",
+        "bytes",
+        "series",
+        "BPF progs"
     );
     for &n in &opts.sleepers {
-        eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
-        let sleepers = SleeperProcess::spawn(n, other)?;
-        let row = measure(&exe, scrapes)?;
+        eprintln!("bench: starting {n} sleeping/waking {what} on CPU {other}");
+        let sleepers = SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
+        // Room for every sleeper's key, and the machine's other processes.
+        let max_keys = (n + 4096).to_string();
+        let plain = measure(&exe, scrapes, &[])?;
+        print_row(n, "plain", &plain);
+        let keyed = measure(&exe, scrapes, &["--pids", "--max-keys", &max_keys])?;
+        print_row(n, "--pids", &keyed);
         drop(sleepers);
         println!(
-            "{n:>8}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>7}  {:>10}",
-            row.p50_us, row.p99_us, row.max_us, row.mean_us, row.cpu_us, row.bytes, row.programs
+            "{n:>8}  {:<7}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>9.1}",
+            "ratio",
+            keyed.p50_us / plain.p50_us,
+            keyed.p99_us / plain.p99_us,
+            keyed.max_us / plain.max_us,
+            keyed.mean_us / plain.mean_us,
+            keyed.cpu_us / plain.cpu_us,
+            keyed.bytes as f64 / plain.bytes as f64,
         );
+        if keyed.unkeyed > 0.0 {
+            println!(
+                "          (--pids: {} waits unkeyed: the key map was full)",
+                keyed.unkeyed
+            );
+        }
     }
     Ok(())
+}
+
+fn print_row(n: usize, serve: &str, row: &Row) {
+    println!(
+        "{n:>8}  {serve:<7}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>9}  {:>6}  {:>10}",
+        row.p50_us,
+        row.p99_us,
+        row.max_us,
+        row.mean_us,
+        row.cpu_us,
+        row.bytes,
+        row.series,
+        row.programs
+    );
 }
 
 struct Row {
@@ -69,25 +124,41 @@ struct Row {
     /// serve's CPU time per scrape.
     cpu_us: f64,
     bytes: usize,
+    /// Per-process series in the last body (overflow included).
+    series: usize,
+    /// schedlat_unkeyed_waits_total in the last body.
+    unkeyed: f64,
     /// BPF programs on the host: serve lists them all for its own run-time
     /// counters, so this is what scales a scrape's syscalls (3 per program).
     programs: usize,
 }
 
-fn measure(exe: &std::path::Path, scrapes: u32) -> Result<Row> {
-    let server = Serve::start(exe)?;
+fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str]) -> Result<Row> {
+    let server = Serve::start(exe, extra)?;
     let programs = aya::programs::loaded_programs().count();
+    // Every sleeper wakes once a second: by then each has its key.
+    thread::sleep(Duration::from_millis(1_500));
     let mut conn = Conn::open(server.addr)?;
     // The first scrape also faults in the encoder's code and buffers.
     conn.scrape()?;
     let cpu_before = cpu_ns(server.pid())?;
     let mut latencies = Vec::with_capacity(scrapes as usize);
-    let mut bytes = 0;
+    let mut body = Vec::new();
     for _ in 0..scrapes {
         let start = Instant::now();
-        bytes = conn.scrape()?;
+        body = conn.scrape()?;
         latencies.push(start.elapsed().as_secs_f64() * 1e6);
     }
+    let text = String::from_utf8_lossy(&body);
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("schedlat_process_runqueue_latency_seconds_count{"))
+        .count();
+    let unkeyed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("schedlat_unkeyed_waits_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0);
     let cpu_after = cpu_ns(server.pid())?;
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
@@ -97,7 +168,9 @@ fn measure(exe: &std::path::Path, scrapes: u32) -> Result<Row> {
         max_us: at(1.0),
         mean_us: latencies.iter().sum::<f64>() / latencies.len() as f64,
         cpu_us: (cpu_after - cpu_before) as f64 / 1e3 / f64::from(scrapes),
-        bytes,
+        bytes: body.len(),
+        series,
+        unkeyed,
         programs,
     })
 }
@@ -137,8 +210,8 @@ impl Conn {
         })
     }
 
-    /// One scrape; returns the body's size.
-    fn scrape(&mut self) -> Result<usize> {
+    /// One scrape; returns the body.
+    fn scrape(&mut self) -> Result<Vec<u8>> {
         self.reader.get_mut().write_all(&self.request)?;
         let mut line = String::new();
         self.reader.read_line(&mut line)?;
@@ -161,7 +234,7 @@ impl Conn {
         let length = length.ok_or_else(|| anyhow!("no Content-Length"))?;
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body)?;
-        Ok(length)
+        Ok(body)
     }
 }
 
@@ -172,9 +245,10 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(exe: &std::path::Path) -> Result<Serve> {
+    fn start(exe: &std::path::Path, extra: &[&str]) -> Result<Serve> {
         let mut child = Command::new(exe)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -25,14 +25,21 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// Small stacks: 10,000 default 8 MiB stacks would be 80 GiB of address space.
 const STACK: usize = 64 * 1024;
 
-/// The child process holding the sleepers; killed when dropped.
+/// The child process holding the sleepers; killed when dropped (with it,
+/// sleepers that are processes of their own: they die with their parent).
 pub struct SleeperProcess(Child);
 
 impl SleeperProcess {
-    pub fn spawn(n: usize, cpu: usize) -> Result<SleeperProcess> {
+    /// `processes`: each sleeper a process of its own (one thread each)
+    /// rather than a thread of the child.
+    pub fn spawn(n: usize, cpu: usize, processes: bool) -> Result<SleeperProcess> {
         let exe = std::env::current_exe().context("finding the xtask binary")?;
-        let mut child = Command::new(exe)
-            .args(["bench-sleepers", &n.to_string(), &cpu.to_string()])
+        let mut command = Command::new(exe);
+        command.args(["bench-sleepers", &n.to_string(), &cpu.to_string()]);
+        if processes {
+            command.arg("--processes");
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .context("starting the sleeper process")?;
@@ -55,10 +62,15 @@ impl Drop for SleeperProcess {
     }
 }
 
-/// Body of `cargo xtask bench-sleepers N CPU`: start, say ready, sleep until
-/// killed.
-pub fn serve(n: usize, cpu: usize) -> Result<()> {
-    let _sleepers = Sleepers::start(n, cpu)?;
+/// Body of `cargo xtask bench-sleepers N CPU [--processes]`: start, say
+/// ready, sleep until killed.
+pub fn serve(n: usize, cpu: usize, processes: bool) -> Result<()> {
+    let _sleepers = if processes {
+        fork_sleepers(n, cpu)?;
+        None
+    } else {
+        Some(Sleepers::start(n, cpu)?)
+    };
     println!("ready");
     std::io::stdout().flush()?;
     loop {
@@ -102,6 +114,40 @@ impl Drop for Sleepers {
             let _ = t.join();
         }
     }
+}
+
+/// Forks `n` processes that sleep and wake as the threads do, and die with
+/// this one (PR_SET_PDEATHSIG). Called before this process starts any
+/// thread, so the children may use std after fork.
+fn fork_sleepers(n: usize, cpu: usize) -> Result<()> {
+    // SAFETY: no preconditions.
+    let parent = unsafe { libc::getpid() };
+    for i in 0..n {
+        // SAFETY: single-threaded here (the threads mode is not running).
+        match unsafe { libc::fork() } {
+            -1 => bail!(
+                "fork of sleeper process {i} of {n}: {} (ulimit -u?)",
+                std::io::Error::last_os_error()
+            ),
+            0 => {
+                // SAFETY: prctl with an integer argument; getppid has no
+                // preconditions. A parent gone before the prctl: exit now.
+                unsafe {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() != parent {
+                        libc::_exit(0);
+                    }
+                }
+                pin(cpu);
+                thread::sleep(PERIOD.mul_f64(i as f64 / n as f64));
+                loop {
+                    thread::sleep(PERIOD);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn pin(cpu: usize) {
