@@ -93,9 +93,11 @@ fn cgroups_breakdown_and_filter_put_waits_in_the_right_group() {
     let (_, b_count, b_sum) = row(&b.rel).unwrap_or_else(|| panic!("no row for B: {rows:?}"));
     assert!(a_count >= 100 && b_count >= 100, "{rows:?}");
     // A's sleeper waits behind two hogs (ms); B's runs on an idle CPU (us).
+    // On an idle machine the ratio is about 1000; other load on B's CPU
+    // shrinks it, so the test asks for less.
     let (a_mean, b_mean) = (a_sum / a_count, b_sum / b_count);
     assert!(
-        a_mean > 10 * b_mean,
+        a_mean > 500_000 && a_mean > 3 * b_mean,
         "A mean {a_mean} ns, B mean {b_mean} ns: {rows:?}"
     );
 
