@@ -2,7 +2,11 @@
 //! it still exists: shared by the breakdown tables (breakdown.rs) and the
 //! per-cgroup and per-process series of `schedlat serve`.
 
-use std::{collections::HashMap, os::unix::fs::MetadataExt};
+use std::{
+    collections::{HashMap, HashSet},
+    os::unix::fs::MetadataExt,
+    time::{Duration, Instant},
+};
 
 use schedlat_common::{
     NR_BUCKETS, NR_LOG2_SLOTS,
@@ -23,7 +27,13 @@ pub struct KeyLabels {
     comms: HashMap<u64, [u8; 16]>,
     hierarchy: Option<Hierarchy>,
     cgroup_paths: HashMap<u64, String>,
+    /// The PIDs in /proc, listed once per pass over the keys rather than
+    /// one /proc read per key (thousands of process keys per scrape).
+    processes: Option<(Instant, HashSet<u32>)>,
 }
+
+/// How long one listing of /proc answers for: one scrape or interval.
+const PROCESS_LIST_TTL: Duration = Duration::from_millis(500);
 
 impl KeyLabels {
     /// `hierarchy`: the one cgroup ids refer to (`Tracer::cgroup_hierarchy`).
@@ -33,6 +43,7 @@ impl KeyLabels {
             comms: HashMap::new(),
             hierarchy,
             cgroup_paths: HashMap::new(),
+            processes: None,
         }
     }
 
@@ -71,13 +82,36 @@ impl KeyLabels {
     }
 
     /// Whether the process, thread or cgroup a key names still exists
-    /// (zombies do not: they wait no more). Other keys always exist.
+    /// (zombie threads do not: they wait no more; a zombie process goes
+    /// once reaped). Other keys always exist.
     pub fn exists(&mut self, key: u64) -> bool {
         match self.by {
-            Breakdown::Process | Breakdown::Thread => is_alive(key as u32),
+            Breakdown::Process => self.process_exists(key as u32),
+            Breakdown::Thread => is_alive(key as u32),
             Breakdown::Cgroup => self.cgroup_exists(key),
             _ => true,
         }
+    }
+
+    /// From one listing of /proc (which lists processes, not threads).
+    fn process_exists(&mut self, pid: u32) -> bool {
+        let fresh = self
+            .processes
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < PROCESS_LIST_TTL);
+        if !fresh {
+            let pids = std::fs::read_dir("/proc")
+                .map(|dir| {
+                    dir.flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            self.processes = Some((Instant::now(), pids));
+        }
+        self.processes
+            .as_ref()
+            .is_some_and(|(_, pids)| pids.contains(&pid))
     }
 
     /// Whether cgroup `id` is still there: its known path still has that
