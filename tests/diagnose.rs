@@ -211,6 +211,21 @@ fn a_small_quota_is_quota_throttling() {
     );
 }
 
+/// Classic tracepoints pass no task pointers: the histogram still runs
+/// (for the whole system: -p and -c need them too), and the report says
+/// why there are no victims and culprits.
+#[test]
+fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
+    require_root();
+    let (status, text, err) = common::run_schedlat(&["diagnose", "--hook", "tp", "-d", "1"]);
+    assert!(status.success(), "{err}");
+    assert!(text.contains("hook tracepoint"), "{text}");
+    assert!(
+        text.contains("victims and culprits: not measured") && text.contains("tp_btf"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unprivileged_runs_the_proc_part_and_says_what_root_adds() {
     require_root();
