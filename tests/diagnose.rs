@@ -101,6 +101,89 @@ fn pinned_contention_is_named() {
     );
 }
 
+/// A SCHED_FIFO thread that holds the victim's CPU 30 ms out of every 50
+/// (workload::fifo_blocker, both pinned to one CPU): a normal task cannot
+/// preempt it, so the victim's waits are charged to an RT culprit. The
+/// other CPU is free, so pinning may match too, but the measured waits are
+/// explained by the class: it comes first, the FIFO thread in evidence.
+#[test]
+fn an_rt_culprit_is_class_or_priority() {
+    require_root();
+    let cpu = workload::workload_cpu();
+    let me = std::process::id();
+    let r = diagnose(&["-p", &me.to_string()], move || {
+        workload::fifo_blocker(
+            cpu,
+            Duration::from_millis(30),
+            Duration::from_millis(20),
+            100,
+        )
+    });
+    assert_eq!(r["waiting"]["verdict"], "significant", "{r}");
+    assert_eq!(
+        cause_names(&r).first().map(String::as_str),
+        Some("class or priority"),
+        "{r}"
+    );
+    let evidence = r["causes"][0]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("(fifo 50)") && evidence.contains(&format!(" {me}/")),
+        "the FIFO culprit is in the evidence: {evidence}"
+    );
+    let victims = &r["ebpf"]["victims"];
+    let top = &victims["outranking"][0];
+    assert_eq!(top["culprit"]["policy"], "fifo", "{r}");
+    assert_eq!(top["culprit"]["rt_priority"], 50, "{r}");
+    assert_eq!(top["culprit"]["pid"], me, "{r}");
+    assert_eq!(top["edge"], "class", "{r}");
+    assert!(victims["outranking_share"].as_f64().unwrap() > 0.5, "{r}");
+    // The culprits table lists it too.
+    assert!(
+        victims["culprits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["task"]["policy"] == "fifo" && c["task"]["pid"] == me),
+        "{r}"
+    );
+}
+
+/// A nice -10 hog and a nice 0 victim share one CPU: the fair class gives
+/// the hog 9.3 times the victim's weight, so the victim waits ~90% of the
+/// time behind a culprit with a lower nice.
+#[test]
+fn a_lower_nice_culprit_is_class_or_priority() {
+    require_root();
+    let cpu = workload::workload_cpu();
+    let me = std::process::id();
+    let r = diagnose(&["-p", &me.to_string()], move || {
+        workload::nice_hog_and_victim(cpu, -10, Duration::from_secs(5))
+    });
+    assert_eq!(
+        cause_names(&r).first().map(String::as_str),
+        Some("class or priority"),
+        "{r}"
+    );
+    let evidence = r["causes"][0]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("(normal -10) over") && evidence.contains("(normal 0)"),
+        "{evidence}"
+    );
+    let top = &r["ebpf"]["victims"]["outranking"][0];
+    assert_eq!(
+        (top["edge"].as_str(), top["culprit"]["nice"].as_i64()),
+        (Some("weight"), Some(-10)),
+        "{r}"
+    );
+    assert!(
+        r["causes"][0]["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("renice"),
+        "{r}"
+    );
+}
+
 /// A cgroup (v1 cpu controller on this machine, v2 cpu.max where it is
 /// enabled) with a small quota, running a CPU-hungry worker: throttled.
 #[test]
@@ -125,6 +208,21 @@ fn a_small_quota_is_quota_throttling() {
     assert!(
         r["findings"]["throttling"]["throttled"].as_u64().unwrap() > 0,
         "{r}"
+    );
+}
+
+/// Classic tracepoints pass no task pointers: the histogram still runs
+/// (for the whole system: -p and -c need them too), and the report says
+/// why there are no victims and culprits.
+#[test]
+fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
+    require_root();
+    let (status, text, err) = common::run_schedlat(&["diagnose", "--hook", "tp", "-d", "1"]);
+    assert!(status.success(), "{err}");
+    assert!(text.contains("hook tracepoint"), "{text}");
+    assert!(
+        text.contains("victims and culprits: not measured") && text.contains("tp_btf"),
+        "{text}"
     );
 }
 

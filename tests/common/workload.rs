@@ -281,3 +281,38 @@ pub fn named_sleeper(cpu: usize, period: Duration, rounds: u32, name: &str) -> u
         .join()
         .expect("sleeper thread")
 }
+
+/// Sets the calling thread's nice value (a lower one needs root).
+pub fn nice_current_thread(nice: i32) {
+    // SAFETY: gettid has no preconditions; setpriority on a TID sets that
+    // thread's nice (Linux: PRIO_PROCESS takes a TID).
+    let rc = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "setpriority({nice}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Two CPU-bound threads of this process pinned to `cpu` for `duration`:
+/// a hog at `hog_nice` and a victim at nice 0. The fair class shares the
+/// CPU by weight (nice -10: 9548 vs 1024 at nice 0, kernel/sched/core.c
+/// sched_prio_to_weight), so the victim runs about a tenth of the time
+/// and waits, behind the hog, the rest.
+pub fn nice_hog_and_victim(cpu: usize, hog_nice: i32, duration: Duration) {
+    let hog = thread::spawn(move || {
+        pin_current_thread(cpu);
+        nice_current_thread(hog_nice);
+        spin_for(duration);
+    });
+    let victim = thread::spawn(move || {
+        pin_current_thread(cpu);
+        spin_for(duration);
+    });
+    hog.join().expect("hog thread");
+    victim.join().expect("victim thread");
+}

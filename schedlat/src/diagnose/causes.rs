@@ -5,8 +5,11 @@
 
 use serde::Serialize;
 
-use super::findings::Findings;
-use crate::analysis::fmt_ns;
+use super::{
+    findings::Findings,
+    priority::{Attribution, Edge},
+};
+use crate::{analysis::fmt_ns, task};
 
 /// Below this share of the window spent waiting (per thread, and PSI for
 /// the scope), waiting is negligible: not a scheduling problem.
@@ -15,6 +18,13 @@ pub const NEGLIGIBLE: f64 = 0.01;
 pub const BUSY: f64 = 0.90;
 /// ... and one under this as (mostly) idle.
 pub const IDLE: f64 = 0.50;
+/// Class or priority is named when culprits that outrank their victims
+/// are charged with at least this share of the scope's measured wait.
+/// Kernel threads that outrank everyone (migration/N at FIFO 99, nice -20
+/// kworkers, RCU and IRQ threads) take a few percent on a busy machine;
+/// a quarter is far above that, and means a structural part of the
+/// waiting was decided by rule, not by turn.
+pub const OUTRANKED: f64 = 0.25;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
@@ -94,10 +104,24 @@ pub fn waiting(f: &Findings) -> Waiting {
     }
 }
 
-pub fn causes(f: &Findings) -> Vec<Cause> {
-    let mut causes: Vec<Cause> = [throttling(f), saturation(f), pinning(f)]
+/// The causes that match, strongest first. With the eBPF victims tables
+/// (`attribution`), each measured wait is explained once: the share
+/// charged to culprits that outrank their victims goes to class or
+/// priority, the rest to the capacity causes (saturation, pinning), whose
+/// strength is scaled by it.
+pub fn causes(f: &Findings, attribution: Option<&Attribution>) -> Vec<Cause> {
+    let peers = attribution.map_or(1.0, |a| 1.0 - a.outranking_share());
+    let capacity = [saturation(f), pinning(f)]
         .into_iter()
         .flatten()
+        .map(|c| Cause {
+            strength: c.strength * peers,
+            ..c
+        });
+    let mut causes: Vec<Cause> = [throttling(f), attribution.and_then(|a| priority(f, a))]
+        .into_iter()
+        .flatten()
+        .chain(capacity)
         .collect();
     causes.sort_by(|a, b| b.strength.total_cmp(&a.strength));
     causes
@@ -113,11 +137,12 @@ fn throttling(f: &Findings) -> Option<Cause> {
         name: "quota throttling",
         strength: t.throttled_ns as f64 / f.window_ns as f64,
         evidence: format!(
-            "the cgroup has {quota}; it was throttled in {} of {} periods, {} of the {} window",
+            "the cgroup has {quota}; it was throttled in {} of {} periods, {} of the {} window ({} cpu.stat)",
             t.throttled,
             t.periods,
             fmt_ns(t.throttled_ns),
-            fmt_ns(f.window_ns)
+            fmt_ns(f.window_ns),
+            t.source
         ),
         next_step: "raise the quota (cpu.max, or cpu.cfs_quota_us on cgroup v1) above the group's peak demand, or spread its bursts".into(),
     })
@@ -167,6 +192,73 @@ fn pinning(f: &Findings) -> Option<Cause> {
             f.max_thread_share() * 100.0
         ),
         next_step: "let the task use the idle CPUs (taskset, cpuset), or move what competes with it off its CPUs".into(),
+    })
+}
+
+/// RT or lower-nice culprits preempting the scope's tasks: named when
+/// they are charged with at least OUTRANKED of the scope's measured wait
+/// and the scope waited at all.
+fn priority(f: &Findings, a: &Attribution) -> Option<Cause> {
+    let share = a.outranking_share();
+    // The scope's waiting as a share of the window: its most-waiting
+    // thread (as pinning), or the eBPF victims' when schedstat reads zero.
+    let waited = if f.schedstat_works {
+        f.max_thread_share()
+    } else {
+        a.tables
+            .victims
+            .first()
+            .map_or(0.0, |v| v.total_ns as f64 / f.window_ns as f64)
+    };
+    if share < OUTRANKED || waited < NEGLIGIBLE {
+        return None;
+    }
+    // The culprits that matter: a migration/N thread (FIFO 99) that took
+    // a few microseconds is not evidence.
+    let top: Vec<String> = a
+        .outranking
+        .iter()
+        .filter(|o| o.charged_ns as f64 >= a.tables.waited_ns as f64 * 0.01)
+        .take(3)
+        .map(|o| {
+            format!(
+                "{} ({}) over {} ({}): {} in {} waits, {:.0}% of the measured wait",
+                task::short(&o.culprit),
+                task::sched_label(&o.culprit),
+                task::short(&o.victim),
+                task::sched_label(&o.victim),
+                fmt_ns(o.charged_ns),
+                o.waits,
+                o.charged_ns as f64 / a.tables.waited_ns.max(1) as f64 * 100.0
+            )
+        })
+        .collect();
+    let more = a.outranking.len().saturating_sub(top.len());
+    let more = if more > 0 {
+        format!("; and {more} more")
+    } else {
+        String::new()
+    };
+    let rt = a.outranking.iter().any(|o| o.edge != Edge::Weight);
+    let weight = a.outranking.iter().any(|o| o.edge == Edge::Weight);
+    let mut steps = Vec::new();
+    if rt {
+        steps.push("move the RT/deadline task off the victim's CPUs (taskset, cpuset) or lower its priority (chrt); or, with care, make the victim SCHED_FIFO (chrt -f): an RT task that spins starves everything below it");
+    }
+    if weight {
+        steps.push("renice the culprit (renice -n 0 -p PID) or give the victim a lower nice (renice, CAP_SYS_NICE); to separate services, give them cgroups with their own cpu.weight");
+    }
+    Some(Cause {
+        name: "class or priority",
+        strength: waited * share,
+        evidence: format!(
+            "{:.0}% of the scope's measured wait ({} of {}) is charged to culprits that outrank the task they made wait (higher class, higher RT priority or lower nice): {}{more}",
+            share * 100.0,
+            fmt_ns(a.outranking_ns()),
+            fmt_ns(a.tables.waited_ns),
+            top.join("; ")
+        ),
+        next_step: steps.join("; "),
     })
 }
 
@@ -221,7 +313,7 @@ mod tests {
     #[test]
     fn idle_is_not_a_scheduling_problem() {
         assert!(matches!(waiting(&findings()), Waiting::Negligible { .. }));
-        assert!(causes(&findings()).is_empty());
+        assert!(causes(&findings(), None).is_empty());
     }
 
     #[test]
@@ -244,7 +336,7 @@ mod tests {
             ..findings()
         };
         assert!(matches!(waiting(&f), Waiting::Significant { .. }));
-        let c = causes(&f);
+        let c = causes(&f, None);
         assert_eq!(c[0].name, "CPU saturation");
         assert!(c[0].evidence.contains("6.0 runnable"), "{}", c[0].evidence);
     }
@@ -258,7 +350,7 @@ mod tests {
             allowed_cpus: Some(vec![1]),
             ..findings()
         };
-        let c = causes(&f);
+        let c = causes(&f, None);
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(c[0].name, "affinity (pinning) contention");
         // Not pinned: the idle CPU was allowed, so no pinning verdict.
@@ -266,7 +358,83 @@ mod tests {
             allowed_cpus: Some(vec![0, 1]),
             ..f
         };
-        assert!(causes(&free).is_empty());
+        assert!(causes(&free, None).is_empty());
+    }
+
+    /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
+    /// one normal nice-0 victim that waited 1000 ns in all.
+    fn attribution(culprits: &[(u32, i32, u32, u64)]) -> Attribution {
+        use crate::{
+            analysis::victims::{SortKey, rank},
+            task::tests::task,
+        };
+        use schedlat_common::victims::{CulpritStats, VictimStats};
+        let victim = task(20, 20, "victim", 0, 0, 0);
+        let rows: Vec<CulpritStats> = culprits
+            .iter()
+            .enumerate()
+            .map(|(i, &(policy, nice, rt, total_ns))| {
+                // TIDs no process has: the cgroup check does not apply.
+                let tid = 4_100_000 + i as u32;
+                CulpritStats {
+                    task: task(tid, tid, "hog", policy, nice, rt),
+                    count: 10,
+                    total_ns,
+                    max_victim: victim,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let victims = [VictimStats {
+            task: victim,
+            count: 30,
+            total_ns: 1_000,
+            ..Default::default()
+        }];
+        Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0))
+    }
+
+    #[test]
+    fn an_rt_culprit_comes_before_the_pinning_it_also_matches() {
+        let f = Findings {
+            top_waiters: waiter(0.6),
+            cpu_busy: vec![0.03, 0.99],
+            avg_runnable: 2.0,
+            allowed_cpus: Some(vec![1]),
+            ..findings()
+        };
+        let a = attribution(&[(1, 0, 50, 900), (0, 0, 0, 100)]);
+        let c = causes(&f, Some(&a));
+        let names: Vec<&str> = c.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            ["class or priority", "affinity (pinning) contention"]
+        );
+        assert!((c[0].strength - 0.54).abs() < 1e-9, "{c:?}");
+        // Pinning keeps the waits charged to peers only.
+        assert!((c[1].strength - 0.06).abs() < 1e-9, "{c:?}");
+        assert!(c[0].evidence.contains("hog 4100000/4100000 (fifo 50)"));
+        assert!(c[0].next_step.contains("chrt"));
+        // Peers only: no class cause, pinning unscaled.
+        let peers = attribution(&[(0, 0, 0, 1000)]);
+        let c = causes(&f, Some(&peers));
+        assert_eq!(c.len(), 1);
+        assert!((c[0].strength - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_small_share_of_outranking_wait_is_not_a_cause() {
+        let f = Findings {
+            top_waiters: waiter(0.6),
+            ..findings()
+        };
+        // A nice -20 kworker with 10% of the wait: below OUTRANKED.
+        let a = attribution(&[(0, -20, 0, 100), (0, 0, 0, 900)]);
+        assert!(causes(&f, Some(&a)).is_empty());
+        let a = attribution(&[(0, -10, 0, 800), (0, 0, 0, 200)]);
+        let c = causes(&f, Some(&a));
+        assert_eq!(c[0].name, "class or priority");
+        assert!(c[0].next_step.contains("renice"), "{}", c[0].next_step);
     }
 
     #[test]
@@ -274,6 +442,7 @@ mod tests {
         let f = Findings {
             top_waiters: waiter(0.5),
             throttling: Some(Throttling {
+                source: "cgroup v2",
                 quota: Some((10_000, 100_000)),
                 quota_cpus: Some(0.1),
                 periods: 100,
@@ -282,7 +451,7 @@ mod tests {
             }),
             ..findings()
         };
-        let c = causes(&f);
+        let c = causes(&f, None);
         assert_eq!(c[0].name, "quota throttling");
         assert!(
             c[0].evidence.contains("85 of 100 periods"),

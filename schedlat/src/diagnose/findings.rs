@@ -16,7 +16,7 @@ pub struct Snapshot {
     pub psi_system: Option<Pressure>,
     pub psi_cgroup: Option<Pressure>,
     pub schedstat: HashMap<u32, Schedstat>,
-    pub throttling: Option<(u64, u64, u64)>,
+    pub throttling: Option<((u64, u64, u64), &'static str)>,
     pub cpus: Option<CpuTimes>,
 }
 
@@ -38,7 +38,7 @@ impl Snapshot {
                     Some((tid, procfs::parse_schedstat(&text).ok()?))
                 })
                 .collect(),
-            throttling: cgroup.and_then(|c| c.throttling()),
+            throttling: cgroup.and_then(|c| c.throttling_from()),
             cpus: read("/proc/stat").and_then(|t| procfs::parse_proc_stat(&t).ok()),
         }
     }
@@ -56,6 +56,8 @@ pub struct ThreadWait {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Throttling {
+    /// Whose cpu.stat: "cgroup v2" or "cgroup v1".
+    pub source: &'static str,
     pub quota: Option<(u64, u64)>,
     pub quota_cpus: Option<f64>,
     pub periods: u64,
@@ -131,9 +133,10 @@ impl Findings {
             _ => None,
         };
         let throttling = match (start.throttling, end.throttling) {
-            (Some((p0, t0, n0)), Some((p1, t1, n1))) => {
+            (Some(((p0, t0, n0), _)), Some(((p1, t1, n1), source))) => {
                 let quota: Option<Quota> = scope.cgroup().and_then(|c| c.quota());
                 Some(Throttling {
+                    source,
                     quota: quota.map(|q| (q.quota_us, q.period_us)),
                     quota_cpus: quota.map(|q| q.cpus()),
                     periods: p1.saturating_sub(p0),

@@ -1,11 +1,13 @@
 //! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
 //! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
 //! no root needed); 3. with root, the eBPF histogram of the same window and
-//! its shape; 4. named causes with evidence and a next step; 5. a self-check
+//! its shape, and who waited and who held the CPU instead (the victims
+//! tables); 4. named causes with evidence and a next step; 5. a self-check
 //! of the eBPF total against the kernel's own schedstat accounting.
 
 mod causes;
 mod findings;
+mod priority;
 mod procfs;
 pub use procfs::parse_cpu_list;
 mod report;
@@ -23,14 +25,20 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::{percentiles::Percentiles, shape, slice::Slice},
+    analysis::{
+        percentiles::Percentiles,
+        shape,
+        slice::Slice,
+        victims::{SortKey, rank},
+    },
     cli::{FilterArgs, KernelArgs},
     filter::Filter,
-    histogram::{Unit, Waits},
-    loader::Tracer,
+    histogram::Waits,
     privileges,
+    victims::{self, DEFAULT_MAX_TASKS, collect::Collector},
 };
 use findings::{Findings, Snapshot};
+use priority::Attribution;
 use scope::{Mounts, Scope};
 
 /// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
@@ -50,6 +58,17 @@ pub struct Traced {
     pub waits: Waits,
     pub percentiles: Option<Percentiles>,
     pub shape: shape::Shape,
+    /// Who waited and who held the CPU instead, or why not measured.
+    pub victims: Result<Attribution, String>,
+}
+
+/// Where the window's eBPF numbers come from.
+enum Source {
+    /// The histogram alone (victims could not load): its reading at the
+    /// start, and why there are no victims.
+    Histogram { baseline: Waits, why: String },
+    /// The histogram and the victims tables from one load.
+    WithVictims(Collector),
 }
 
 pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
@@ -78,16 +97,12 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
         let tracer_filter = Filter::resolve(filter)?;
-        let loaded = Tracer::load(
-            kernel.hook,
-            &kernel.sources(),
-            Unit::Usecs.ns(),
-            &tracer_filter,
-        )?;
-        tracer = Some(loaded);
+        let (loaded, victims) =
+            victims::load_with_histogram(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
+        tracer = Some((loaded, victims));
     } else {
         why_not_traced = Some(format!(
-            "not measured: {}. Root adds the run-queue latency histogram of the window, its percentiles and shape, and the eBPF/schedstat self-check",
+            "not measured: {}. Root adds the run-queue latency histogram of the window, its percentiles and shape, the victims and culprits, and the eBPF/schedstat self-check",
             privileges::NEED_PRIVILEGES
         ));
     }
@@ -98,8 +113,18 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
             args.duration
         );
     }
-    let baseline = match tracer.as_mut() {
-        Some(t) => Some(Waits::from_cpus(&t.end_interval()?.0)),
+    // The first interval starts here: the collector drops what came before.
+    let mut traced_source = match tracer {
+        Some((mut t, victims)) => {
+            let source = match victims {
+                Ok(()) => Source::WithVictims(Collector::start(&mut t, DEFAULT_MAX_TASKS)?),
+                Err(why) => Source::Histogram {
+                    baseline: Waits::from_cpus(&t.end_interval()?.0),
+                    why,
+                },
+            };
+            Some((t, source))
+        }
         None => None,
     };
     let start = Snapshot::take(&scope);
@@ -117,26 +142,43 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     }
     let end = Snapshot::take(&scope);
     let elapsed = started.elapsed();
-    let traced = match (tracer.as_mut(), baseline) {
-        (Some(t), Some(base)) => {
-            let (cpus, extremes) = t.end_interval()?;
-            let waits = Waits::from_cpus(&cpus)
-                .since(&base)
-                .with_extremes(&extremes);
+    let traced = match traced_source.as_mut() {
+        Some((t, source)) => {
+            let (waits, victims) = match source {
+                Source::Histogram { baseline, why } => {
+                    let (cpus, extremes) = t.end_interval()?;
+                    let waits = Waits::from_cpus(&cpus)
+                        .since(baseline)
+                        .with_extremes(&extremes);
+                    (waits, Err(std::mem::take(why)))
+                }
+                Source::WithVictims(collector) => {
+                    let mut interval = collector.end_interval(t)?;
+                    let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
+                    let c = &interval.counters;
+                    let overflow = (c.victims_overflow, c.culprits_overflow);
+                    let waits = std::mem::take(&mut interval.waits);
+                    (waits, Ok(Attribution::new(tables, overflow)))
+                }
+            };
             let slice = Slice::detect();
             Some(Traced {
                 hook: t.mode().to_string(),
                 percentiles: Percentiles::of(&waits),
                 shape: shape::classify(&waits, &slice),
                 waits,
+                victims,
             })
         }
-        _ => None,
+        None => None,
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
     let diagnosis = report::Diagnosis {
         waiting: causes::waiting(&findings),
-        causes: causes::causes(&findings),
+        causes: causes::causes(
+            &findings,
+            traced.as_ref().and_then(|t| t.victims.as_ref().ok()),
+        ),
         scope: &scope,
         findings: &findings,
         traced: traced.as_ref(),

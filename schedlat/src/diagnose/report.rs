@@ -9,9 +9,16 @@ use super::{
     Traced,
     causes::{Cause, Waiting},
     findings::Findings,
+    priority::Attribution,
     scope::Scope,
 };
-use crate::analysis::fmt_ns;
+use crate::{
+    analysis::{fmt_ns, victims::Row},
+    task::{self, TaskJson},
+};
+
+/// Rows of the victims and culprits tables the report shows.
+const TOP: usize = 5;
 
 /// Everything the report shows.
 pub struct Diagnosis<'a> {
@@ -69,6 +76,12 @@ pub fn text(d: &Diagnosis) -> String {
                 );
             }
             let _ = writeln!(out, "   shape: {}", t.shape.summary);
+            match &t.victims {
+                Ok(a) => victims_text(&mut out, a),
+                Err(why) => {
+                    let _ = writeln!(out, "   victims and culprits: not measured: {why}");
+                }
+            }
         }
         (None, Some(why)) => {
             let _ = writeln!(out, "   {why}");
@@ -78,7 +91,7 @@ pub fn text(d: &Diagnosis) -> String {
     out.push_str("\n3. Causes, strongest first\n");
     if causes.is_empty() {
         if matches!(waiting, Waiting::Significant { .. }) {
-            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning) matched: look at which tasks ran instead\n");
+            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning, class or priority) matched: look at which tasks ran instead\n");
         } else {
             out.push_str("   none\n");
         }
@@ -110,6 +123,93 @@ pub fn text(d: &Diagnosis) -> String {
     out
 }
 
+/// The tasks that waited most and those charged with it, with their class.
+fn victims_text(out: &mut String, a: &Attribution) {
+    let t = &a.tables;
+    let share = |ns: u64| ns as f64 / t.waited_ns.max(1) as f64 * 100.0;
+    let _ = writeln!(
+        out,
+        "   victims (top {} of {}, by total wait; {} in {} waits):",
+        t.victims.len().min(TOP),
+        t.totals.0,
+        fmt_ns(t.waited_ns),
+        t.waits
+    );
+    for v in t.victims.iter().take(TOP) {
+        let _ = writeln!(
+            out,
+            "     {} ({}): {} waits, total {} ({:.0}%), max {}, longest behind {} ({})",
+            task::short(&v.task),
+            task::sched_label(&v.task),
+            v.count,
+            fmt_ns(v.total_ns),
+            share(v.total_ns),
+            fmt_ns(v.max_ns),
+            task::short(&v.other),
+            task::sched_label(&v.other)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "   culprits (held the CPU when waits ended; top {} of {}):",
+        t.culprits.len().min(TOP),
+        t.totals.1
+    );
+    for c in t.culprits.iter().take(TOP) {
+        let _ = writeln!(
+            out,
+            "     {} ({}): charged {} ({:.0}%) in {} waits, max {}",
+            task::short(&c.task),
+            task::sched_label(&c.task),
+            fmt_ns(c.total_ns),
+            share(c.total_ns),
+            c.count,
+            fmt_ns(c.max_ns)
+        );
+    }
+    if a.overflow != (0, 0) {
+        let _ = writeln!(
+            out,
+            "   (tables full: {} victim and {} culprit waits not in them)",
+            a.overflow.0, a.overflow.1
+        );
+    }
+}
+
+/// A row of the victims or culprits table in JSON.
+fn row_json(row: &Row, waited_ns: u64, other: &str) -> serde_json::Value {
+    json!({
+        "task": TaskJson::from(&row.task),
+        "count": row.count,
+        "total_ns": row.total_ns,
+        "share": row.total_ns as f64 / waited_ns.max(1) as f64,
+        "max_ns": row.max_ns,
+        other: TaskJson::from(&row.other),
+    })
+}
+
+fn victims_json(a: &Attribution) -> serde_json::Value {
+    let t = &a.tables;
+    json!({
+        "count": t.waits,
+        "sum_ns": t.waited_ns,
+        "victims": t.victims.iter().take(TOP)
+            .map(|r| row_json(r, t.waited_ns, "max_culprit")).collect::<Vec<_>>(),
+        "culprits": t.culprits.iter().take(TOP)
+            .map(|r| row_json(r, t.waited_ns, "max_victim")).collect::<Vec<_>>(),
+        "rows": {"victims": t.totals.0, "culprits": t.totals.1},
+        "outranking": a.outranking.iter().map(|o| json!({
+            "culprit": TaskJson::from(&o.culprit),
+            "victim": TaskJson::from(&o.victim),
+            "edge": o.edge,
+            "charged_ns": o.charged_ns,
+            "count": o.waits,
+        })).collect::<Vec<_>>(),
+        "outranking_share": a.outranking_share(),
+        "overflow": {"victim_waits": a.overflow.0, "culprit_waits": a.overflow.1},
+    })
+}
+
 pub fn json(d: &Diagnosis) -> String {
     let Diagnosis {
         scope,
@@ -125,6 +225,8 @@ pub fn json(d: &Diagnosis) -> String {
             "percentiles": t.percentiles, "shape": t.shape,
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
+            "victims": t.victims.as_ref().ok().map(victims_json),
+            "victims_unavailable": t.victims.as_ref().err(),
         })
     });
     let object = json!({

@@ -54,8 +54,9 @@ impl Cgroup {
     }
 
     /// (nr_periods, nr_throttled, throttled ns) so far: v2 cpu.stat
-    /// (throttled_usec) or v1 cpu.stat (throttled_time, ns).
-    pub fn throttling(&self) -> Option<(u64, u64, u64)> {
+    /// (throttled_usec) or v1 cpu.stat (throttled_time, ns); and which
+    /// hierarchy's cpu.stat it came from.
+    pub fn throttling_from(&self) -> Option<((u64, u64, u64), &'static str)> {
         let from = |dir: &PathBuf| -> Option<(u64, u64, u64)> {
             let kv =
                 procfs::parse_flat_keyed(&fs::read_to_string(dir.join("cpu.stat")).ok()?).ok()?;
@@ -65,10 +66,11 @@ impl Cgroup {
                 .or(get("throttled_time"))?;
             Some((get("nr_periods")?, get("nr_throttled")?, ns))
         };
-        self.v2
-            .as_ref()
-            .and_then(from)
-            .or_else(|| self.v1_cpu.as_ref().and_then(from))
+        let v2 = self.v2.as_ref().and_then(from).map(|c| (c, "cgroup v2"));
+        v2.or_else(|| {
+            let v1 = self.v1_cpu.as_ref().and_then(from);
+            v1.map(|c| (c, "cgroup v1"))
+        })
     }
 
     /// TIDs of every thread in the group.

@@ -27,11 +27,10 @@ use crate::{
     bpf_cost::OwnPrograms,
     cli::{FilterArgs, KernelArgs},
     filter::Filter,
-    histogram::{Unit, Waits},
-    loader::{HookChoice, LoadError, Tracer},
-    modes::Modes,
+    histogram::Waits,
+    loader::{LoadError, Tracer},
     victims::{
-        DEFAULT_MAX_TASKS,
+        self, DEFAULT_MAX_TASKS,
         collect::{Collector, Interval},
     },
 };
@@ -78,7 +77,7 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
         );
     }
     let filter = Filter::resolve(filter)?;
-    let (mut tracer, victims) = load(args, kernel, &filter)?;
+    let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
     let programs = OwnPrograms::find().ok();
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
@@ -141,48 +140,6 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
                 costs = Some(now);
             }
         }
-    }
-}
-
-/// Loads the histogram with the victims tables, or, where they cannot
-/// load, the histogram alone and why there are no victims. An error is
-/// the histogram's own: without it there is nothing to show.
-fn load(
-    args: &TopArgs,
-    kernel: &KernelArgs,
-    filter: &Filter,
-) -> Result<(Tracer, Result<(), String>)> {
-    let (sources, unit) = (kernel.sources(), Unit::Usecs.ns());
-    let victims = if kernel.hook == HookChoice::Tp {
-        Err(LoadError::NeedsBtf("the victims panel"))
-    } else {
-        let modes = Modes::histogram_and_victims(args.max_tasks);
-        Tracer::load_modes(kernel.hook, &sources, unit, filter, &modes)
-    };
-    match victims {
-        Ok(tracer) => Ok((tracer, Ok(()))),
-        Err(e) => {
-            let tracer = Tracer::load(kernel.hook, &sources, unit, filter)?;
-            Ok((tracer, Err(why_no_victims(&e))))
-        }
-    }
-}
-
-/// A load error for the panel: one line (a verifier log is long), cut.
-fn why_no_victims(e: &LoadError) -> String {
-    let text = match e {
-        LoadError::NeedsBtf(_) => {
-            "they need the tp_btf hook mode (classic tracepoints do not pass task pointers): drop --hook tp".to_string()
-        }
-        e => format!(
-            "{} (they need tp_btf and kernel 5.12+)",
-            e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
-        ),
-    };
-    const MAX: usize = 300;
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
     }
 }
 

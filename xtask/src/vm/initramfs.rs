@@ -163,7 +163,9 @@ echo +cpu > /sys/fs/cgroup/cgroup.subtree_control || fail "enable the cgroup v2 
 ) &
 echo "schedlat-vm: kernel $(uname -r), running the guest tests"
 cd /
-{tests} --test-threads=1
+# --show-output: what each passing test measured (its eprintln! lines)
+# reaches the console log too, not only a failure's.
+{tests} --test-threads=1 --show-output
 status=$?
 if [ "$status" = 0 ]; then
     echo "{MARKER} PASS"
