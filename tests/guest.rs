@@ -232,6 +232,68 @@ fn victims_and_slow_modes_load_and_report() {
     );
 }
 
+/// The scopes' kernel side passes this kernel's verifier and reports the
+/// workload: every breakdown (its key read from the waiting task: tgid,
+/// tid, PID namespace through a probe read, cgroup through the css chain,
+/// CPU) splits the filtered total exactly, with no key lost; `-L` finds
+/// each sleeper with its waits; the `-c` filter (the cgroup walk) on the
+/// test's own cgroup keeps the workload.
+#[test]
+fn scopes_load_and_split_the_workload() {
+    require_root();
+    let me = std::process::id().to_string();
+    let cpu = workload::workload_cpu();
+    let rounds = 20;
+    for breakdown in ["-P", "-L", "--pidnss", "--cgroups", "--cpus"] {
+        let tracer = Tracer::start(SCHEDLAT, &["--json", "-p", &me, breakdown]);
+        workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
+        let (status, lines) = tracer.stop_with(libc::SIGINT);
+        assert!(
+            status.success(),
+            "{breakdown} on {}: {status}",
+            kernel_release()
+        );
+        let r = parse_json_lines(&lines).pop().expect("an interval");
+        let b = &r["breakdown"];
+        let keyed = sum_counts(&b["keys"]);
+        assert_eq!(b["unkeyed"], 0, "{breakdown}: {r}");
+        assert_eq!(keyed, r["count"].as_u64().unwrap(), "{breakdown}: {r}");
+        if breakdown == "-L" {
+            let made = u64::from(rounds) * 9 / 10;
+            let sleepers = b["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|k| k["count"].as_u64().unwrap_or(0) >= made)
+                .count();
+            assert!(sleepers >= SLEEPERS, "{breakdown}: {r}");
+        }
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").expect("/proc/self/cgroup");
+    let v2_path = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup v2 line");
+    let mount = std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| f[1].clone())
+        .expect("a cgroup2 mount");
+    let group = format!("{mount}{}", v2_path.trim_end_matches('/'));
+    let tracer = Tracer::start(SCHEDLAT, &["--json", "-c", &group]);
+    workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "-c on {}: {status}", kernel_release());
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let made = SLEEPERS as u64 * u64::from(rounds);
+    assert!(
+        r["count"].as_u64().unwrap() >= made * 9 / 10,
+        "-c {group}: {r}"
+    );
+}
+
 /// Quota throttling from cgroup v2 `cpu.max` and `cpu.stat`: a group at
 /// 10% of a CPU running a CPU-bound worker is throttled in most periods,
 /// and `schedlat diagnose -c GROUP` names it, with nr_throttled from the
