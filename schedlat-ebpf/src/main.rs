@@ -68,7 +68,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
         return 0;
     };
     if histogram {
-        scope::record(next, ended.wait_ns);
+        scope::record(next, &ended);
     }
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = load(&globals::SLOW_NS);

@@ -9,16 +9,13 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap},
 };
-use schedlat_common::{
-    bucket_index, log2_slot,
-    scope::{Breakdown, KeyStats, MAX_CGROUP_DEPTH},
-};
+use schedlat_common::scope::{Breakdown, KeyStats, MAX_CGROUP_DEPTH};
 
 use crate::{
     atomic,
     globals::{self, cpu_mask_word, load},
     task::{BtfPtr, TaskPtr},
-    wait::{self, barrier_var},
+    wait::{self, Ended, barrier_var},
 };
 
 /// One histogram per key; sized by the loader (`--max-keys`), 1 entry when
@@ -83,11 +80,14 @@ fn cpu() -> u32 {
     unsafe { bpf_get_smp_processor_id() }
 }
 
-/// Adds a wait of `next` to its key's histogram, if a breakdown is on.
-/// A wait without a key (map full) is counted in CpuStats' `unkeyed`; it
-/// is still in the total histogram.
+/// Adds the wait that `ended` measured for `next` to its key's histogram,
+/// if a breakdown is on, at the bucket and slot the total used: computing
+/// them a second time let LLVM specialise the arithmetic on what the first
+/// pass learnt, into paths the 6.1 verifier cannot rule out (found by
+/// `cargo xtask vm-test`). A wait without a key (map full) is counted in
+/// CpuStats' `unkeyed`; it is still in the total histogram.
 #[inline(always)]
-pub fn record(next: TaskPtr, wait: u64) {
+pub fn record(next: TaskPtr, ended: &Ended) {
     let kind = load(&globals::BREAKDOWN);
     if kind == Breakdown::None as u64 {
         return;
@@ -112,15 +112,14 @@ pub fn record(next: TaskPtr, wait: u64) {
     // SAFETY: a map value, valid for this program run; other CPUs update it
     // too, hence the atomic adds (BPF_XADD, every kernel).
     let stats = unsafe { &mut *stats };
-    if let Some(count) = stats.buckets.get_mut(barrier_var(bucket_index(wait))) {
+    if let Some(count) = stats.buckets.get_mut(barrier_var(ended.bucket)) {
         add_u32(count);
     }
-    let in_unit = wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
-    if let Some(count) = stats.log2.get_mut(barrier_var(log2_slot(in_unit))) {
+    if let Some(count) = stats.log2.get_mut(barrier_var(ended.slot)) {
         add_u32(count);
     }
     // SAFETY: an aligned u64 in a map value.
-    unsafe { atomic::add_u64(&mut stats.sum_ns, wait) };
+    unsafe { atomic::add_u64(&mut stats.sum_ns, ended.wait_ns) };
     if kind == Breakdown::Process as u64 || kind == Breakdown::Thread as u64 {
         // A thread names itself after it starts, so the latest name is kept
         // (a racy 16-byte write between threads of a process: it is a label).
@@ -150,12 +149,21 @@ fn key_stats(key: u64) -> Option<*mut KeyStats> {
 /// The inode number of the task's active PID namespace (what `ls -l
 /// /proc/PID/ns/pid` shows): `task->thread_pid->numbers[level].ns->ns.inum`,
 /// as libbpf-tools runqlat's `--pidnss`. The array index is not a load-time
-/// constant, so that step and the next go through bpf_probe_read_kernel.
+/// constant, and 6.1's verifier refuses variable arithmetic on a BTF pointer
+/// (found by `cargo xtask vm-test`), so the `struct pid` address is read as
+/// a plain number and the rest goes through bpf_probe_read_kernel.
 #[inline(always)]
 fn pid_namespace(task: TaskPtr) -> u64 {
-    let pid = task.btf().read_ptr(load(&globals::TASK_THREAD_PID_OFF));
-    let level = u64::from(pid.read_u32(load(&globals::PID_LEVEL_OFF)));
-    let upid = pid.addr(load(&globals::PID_NUMBERS_OFF) + level * load(&globals::UPID_SIZE));
+    let thread_pid = load(&globals::TASK_THREAD_PID_OFF);
+    let level = u64::from(
+        task.btf()
+            .read_ptr(thread_pid)
+            .read_u32(load(&globals::PID_LEVEL_OFF)),
+    );
+    let Some(pid) = probe_read::<u64>(task.btf().addr(thread_pid)) else {
+        return 0;
+    };
+    let upid = pid + load(&globals::PID_NUMBERS_OFF) + level * load(&globals::UPID_SIZE);
     let Some(ns) = probe_read::<u64>(upid + load(&globals::UPID_NS_OFF)) else {
         return 0;
     };

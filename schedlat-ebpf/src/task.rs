@@ -135,8 +135,8 @@ impl BtfPtr {
         BtfPtr(self.read_u64(offset) as *const u8)
     }
 
-    /// `(self + offset)` as an integer, for bpf_probe_read_kernel when the
-    /// offset is not a load-time constant (an index into an array field).
+    /// The address of the field at `offset` (a load-time constant), to pass
+    /// to bpf_probe_read_kernel.
     #[inline(always)]
     pub fn addr(self, offset: u64) -> u64 {
         self.0 as u64 + offset

@@ -79,6 +79,11 @@ pub struct Ended {
     pub now: u64,
     pub prev_tid: u32,
     pub next_tid: u32,
+    /// Where the wait goes in a histogram: its fine bucket and log2 slot,
+    /// computed once for the total and the breakdown key (unused, and so
+    /// removed by the compiler, in the modes without a histogram).
+    pub bucket: usize,
+    pub slot: usize,
 }
 
 /// A context switch from `prev` to `next`; the wait of `next` that it ends,
@@ -111,25 +116,28 @@ pub fn switch(prev_tid: u32, prev_runnable: bool, next_tid: u32, histogram: bool
         return None;
     }
     let wait_ns = now - start;
+    // checked_div: a plain `/` would carry a panic path the verifier rejects.
+    let in_unit = wait_ns.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
+    let (bucket, slot) = (bucket_index(wait_ns), log2_slot(in_unit));
     if histogram {
-        record(s, wait_ns);
+        record(s, wait_ns, bucket, slot);
     }
     Some(Ended {
         wait_ns,
         now,
         prev_tid,
         next_tid,
+        bucket,
+        slot,
     })
 }
 
 #[inline(always)]
-fn record(s: &mut CpuStats, wait: u64) {
-    if let Some(count) = s.buckets.get_mut(barrier_var(bucket_index(wait))) {
+fn record(s: &mut CpuStats, wait: u64, bucket: usize, slot: usize) {
+    if let Some(count) = s.buckets.get_mut(barrier_var(bucket)) {
         *count += 1;
     }
-    // checked_div: a plain `/` would carry a panic path the verifier rejects.
-    let in_unit = wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
-    if let Some(count) = s.log2.get_mut(barrier_var(log2_slot(in_unit))) {
+    if let Some(count) = s.log2.get_mut(barrier_var(slot)) {
         *count += 1;
     }
     s.sum_ns += wait;
