@@ -4,14 +4,16 @@
 mod common;
 
 use std::{
-    fs,
-    path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     thread,
     time::Duration,
 };
 
-use common::{SCHEDLAT, require_root, workload};
+use common::{
+    SCHEDLAT,
+    cgroup::{HOG, Procs, TestCgroup},
+    require_root, workload,
+};
 
 /// Runs `schedlat diagnose --json ARGS` (a 3 s window) while `scenario`
 /// runs; returns the report. Scenarios outlast the window: schedstat of a
@@ -189,17 +191,17 @@ fn a_lower_nice_culprit_is_class_or_priority() {
 #[test]
 fn a_small_quota_is_quota_throttling() {
     require_root();
-    let group = TestCgroup::create_with_quota(10_000, 100_000);
-    let mut worker = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    group.add(&worker);
-    let path = group.dir.to_string_lossy().into_owned();
-    let r = diagnose(&["--cgroup", &path], || {});
-    let _ = worker.kill();
-    let _ = worker.wait();
+    let (group, _) = TestCgroup::with_cpu_quota("quota", 10_000, 100_000);
+    let worker = Procs(vec![
+        Command::new("sh")
+            .args(["-c", HOG])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ]);
+    group.add(worker.pids()[0]);
+    let r = diagnose(&["--cgroup", &group.path()], || {});
+    drop(worker);
     assert_eq!(
         cause_names(&r).first().map(String::as_str),
         Some("quota throttling"),
@@ -265,48 +267,4 @@ fn a_missing_cgroup_or_pid_is_a_clear_error() {
     let (status, _, err) = common::run_schedlat(&["diagnose", "-p", "4999999"]);
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("no process with PID 4999999"), "{err}");
-}
-
-/// A cgroup with a CPU quota in whichever hierarchy has the cpu controller;
-/// removed (its tasks moved out first) when dropped, also on failure.
-struct TestCgroup {
-    dir: PathBuf,
-    /// Where tasks go back to.
-    root: PathBuf,
-}
-
-impl TestCgroup {
-    fn create_with_quota(quota_us: u64, period_us: u64) -> TestCgroup {
-        let name = format!("schedlat-test-{}", std::process::id());
-        let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
-        if v1.join("cpu.cfs_quota_us").exists() {
-            let dir = v1.join(&name);
-            fs::create_dir_all(&dir).unwrap();
-            fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
-            fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
-            return TestCgroup { dir, root: v1 };
-        }
-        // Pure cgroup v2 with the cpu controller.
-        let root = PathBuf::from("/sys/fs/cgroup");
-        let _ = fs::write(root.join("cgroup.subtree_control"), "+cpu");
-        let dir = root.join(&name);
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("cpu.max"), format!("{quota_us} {period_us}")).unwrap();
-        TestCgroup { dir, root }
-    }
-
-    fn add(&self, child: &Child) {
-        fs::write(self.dir.join("cgroup.procs"), child.id().to_string()).unwrap();
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
-            for pid in procs.lines() {
-                let _ = fs::write(self.root.join("cgroup.procs"), pid);
-            }
-        }
-        let _ = fs::remove_dir(&self.dir);
-    }
 }

@@ -10,7 +10,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, total, workload};
+use common::{
+    SCHEDLAT, Tracer,
+    cgroup::{HOG, Procs, TestCgroup},
+    parse_json_lines, parse_log2_rows, require_root, total, workload,
+};
 use serde_json::Value;
 
 /// The workload check: SLEEPERS threads woken at once, ROUNDS times, each
@@ -300,43 +304,19 @@ fn scopes_load_and_split_the_workload() {
 /// v2 `cpu.stat`. The guest's /init mounts cgroup2 at /sys/fs/cgroup with
 /// the cpu controller; on a hybrid host with the cpu controller on v1
 /// (this project's machine) the same check runs on v1
-/// (`cpu.cfs_quota_us`).
+/// (`cpu.cfs_quota_us`, TestCgroup::with_cpu_quota).
 #[test]
 fn diagnose_names_quota_throttling_from_cpu_stat() {
     require_root();
-    let v2 = std::path::PathBuf::from("/sys/fs/cgroup");
-    let v1 = std::path::PathBuf::from("/sys/fs/cgroup/cpu");
-    let name = format!("schedlat-guest-{}", std::process::id());
-    let v2_cpu = std::fs::read_to_string(v2.join("cgroup.subtree_control"))
-        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"));
-    let (group, source) = if v2_cpu {
-        let group = v2.join(&name);
-        std::fs::create_dir_all(&group).expect("create the test cgroup");
-        std::fs::write(group.join("cpu.max"), "10000 100000").expect("write cpu.max");
-        (group, "cgroup v2")
-    } else {
-        assert!(
-            v1.join("cpu.cfs_quota_us").exists(),
-            "no cpu controller: neither {}/cgroup.subtree_control has cpu nor {} exists",
-            v2.display(),
-            v1.display()
-        );
-        let group = v1.join(&name);
-        std::fs::create_dir_all(&group).expect("create the test cgroup");
-        std::fs::write(group.join("cpu.cfs_period_us"), "100000").expect("write the period");
-        std::fs::write(group.join("cpu.cfs_quota_us"), "10000").expect("write the quota");
-        (group, "cgroup v1")
-    };
-    let _cleanup = RemoveGroup(group.clone());
-    let worker = Kill(
+    let (group, source) = TestCgroup::with_cpu_quota("quota", 10_000, 100_000);
+    let worker = Procs(vec![
         std::process::Command::new("sh")
-            .args(["-c", "while :; do :; done"])
+            .args(["-c", HOG])
             .spawn()
             .expect("sh runs"),
-    );
-    std::fs::write(group.join("cgroup.procs"), worker.0.id().to_string())
-        .expect("move the worker into the group");
-    let path = group.to_string_lossy().into_owned();
+    ]);
+    group.add(worker.pids()[0]);
+    let path = group.path();
     let (status, out, err) = common::run_schedlat(&["diagnose", "-c", &path, "-d", "3", "--json"]);
     drop(worker);
     assert!(
@@ -360,31 +340,6 @@ fn diagnose_names_quota_throttling_from_cpu_stat() {
     assert_eq!(t["quota"], serde_json::json!([10000, 100000]), "{r}");
     assert!(t["throttled"].as_u64().unwrap_or(0) > 0, "{r}");
     assert_eq!(r["causes"][0]["name"], "quota throttling", "{r}");
-}
-
-/// Removes a test cgroup (its tasks gone first) when dropped.
-struct RemoveGroup(std::path::PathBuf);
-
-impl Drop for RemoveGroup {
-    fn drop(&mut self) {
-        // rmdir fails while the killed worker is still being reaped.
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// Kills (and reaps) a child when dropped, also when a test fails.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Sum of the `count` fields of a JSON array (`buckets` or `log2`).

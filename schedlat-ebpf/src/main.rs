@@ -67,9 +67,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
     let Some((prev, next, ended)) = btf_switch(&ctx, histogram) else {
         return 0;
     };
-    if histogram {
-        scope::record(next, &ended);
-    }
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = load(&globals::SLOW_NS);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {
@@ -110,7 +107,8 @@ fn btf_switch(
     // __schedule() only dequeues a non-running prev when !preempt.
     let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && prev.wanted();
     // next needs no filter: only wanted tasks ever get a start timestamp.
-    let ended = wait::switch(prev.pid(), prev_runnable, next.pid(), histogram)?;
+    let keyed = || scope::key_histogram(next);
+    let ended = wait::switch(prev.pid(), prev_runnable, next.pid(), histogram, keyed)?;
     Some((prev, next, ended))
 }
 
@@ -144,7 +142,7 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     let prev_runnable = prev_state & load(&globals::TP_STATE_MASK) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true);
+    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true, || None);
     0
 }
 

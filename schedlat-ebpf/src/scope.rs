@@ -15,7 +15,7 @@ use crate::{
     atomic,
     globals::{self, cpu_mask_word, load},
     task::{BtfPtr, TaskPtr},
-    wait::{self, Ended, barrier_var},
+    wait::{self, barrier_var},
 };
 
 /// One histogram per key; sized by the loader (`--max-keys`), 1 entry when
@@ -80,17 +80,15 @@ fn cpu() -> u32 {
     unsafe { bpf_get_smp_processor_id() }
 }
 
-/// Adds the wait that `ended` measured for `next` to its key's histogram,
-/// if a breakdown is on, at the bucket and slot the total used: computing
-/// them a second time let LLVM specialise the arithmetic on what the first
-/// pass learnt, into paths the 6.1 verifier cannot rule out (found by
-/// `cargo xtask vm-test`). A wait without a key (map full) is counted in
-/// CpuStats' `unkeyed`; it is still in the total histogram.
+/// The histogram of `next`'s key, if a breakdown is on: found, or
+/// inserted zeroed at the key's first wait. None when the map is full: the
+/// wait is then counted in CpuStats' `unkeyed` (it is still in the total).
+/// wait.rs record() adds the wait to it alongside the total, index by index.
 #[inline(always)]
-pub fn record(next: TaskPtr, ended: &Ended) {
+pub fn key_histogram(next: TaskPtr) -> Option<&'static mut KeyStats> {
     let kind = load(&globals::BREAKDOWN);
     if kind == Breakdown::None as u64 {
-        return;
+        return None;
     }
     let key = if kind == Breakdown::Process as u64 {
         u64::from(next.tgid())
@@ -107,24 +105,40 @@ pub fn record(next: TaskPtr, ended: &Ended) {
         if let Some(s) = wait::stats() {
             s.unkeyed += 1;
         }
-        return;
+        return None;
     };
     // SAFETY: a map value, valid for this program run; other CPUs update it
-    // too, hence the atomic adds (BPF_XADD, every kernel).
+    // too, hence the atomic adds below (BPF_XADD, every kernel).
     let stats = unsafe { &mut *stats };
-    if let Some(count) = stats.buckets.get_mut(barrier_var(ended.bucket)) {
-        add_u32(count);
-    }
-    if let Some(count) = stats.log2.get_mut(barrier_var(ended.slot)) {
-        add_u32(count);
-    }
-    // SAFETY: an aligned u64 in a map value.
-    unsafe { atomic::add_u64(&mut stats.sum_ns, ended.wait_ns) };
     if kind == Breakdown::Process as u64 || kind == Breakdown::Thread as u64 {
         // A thread names itself after it starts, so the latest name is kept
         // (a racy 16-byte write between threads of a process: it is a label).
         stats.comm = next.comm();
     }
+    Some(stats)
+}
+
+/// One more wait in fine bucket `bucket` of a key's histogram.
+#[inline(always)]
+pub fn count_bucket(stats: &mut KeyStats, bucket: usize) {
+    if let Some(count) = stats.buckets.get_mut(barrier_var(bucket)) {
+        add_u32(count);
+    }
+}
+
+/// One more wait in log2 slot `slot` of a key's histogram.
+#[inline(always)]
+pub fn count_slot(stats: &mut KeyStats, slot: usize) {
+    if let Some(count) = stats.log2.get_mut(barrier_var(slot)) {
+        add_u32(count);
+    }
+}
+
+/// `wait` more nanoseconds in a key's sum.
+#[inline(always)]
+pub fn add_sum(stats: &mut KeyStats, wait: u64) {
+    // SAFETY: an aligned u64 in a map value.
+    unsafe { atomic::add_u64(&mut stats.sum_ns, wait) };
 }
 
 #[inline(always)]

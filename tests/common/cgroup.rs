@@ -35,6 +35,34 @@ impl TestCgroup {
         }
     }
 
+    /// A cgroup with a CPU quota, where the cpu controller is: cgroup v2
+    /// (`cpu.max`) when the v2 root delegates it (pure v2, and the VM
+    /// guests), else the v1 cpu hierarchy (`cpu.cfs_quota_us`; hybrid hosts
+    /// like this project's). Also says which: "cgroup v2" or "cgroup v1".
+    pub fn with_cpu_quota(name: &str, quota_us: u64, period_us: u64) -> (TestCgroup, &'static str) {
+        let v2 = v2_root();
+        let v2_cpu = fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"));
+        if v2_cpu {
+            let group = TestCgroup::new(&v2, name);
+            fs::write(group.dir.join("cpu.max"), format!("{quota_us} {period_us}"))
+                .expect("write cpu.max");
+            return (group, "cgroup v2");
+        }
+        let v1 = v1_cpu_root().unwrap_or_else(|| {
+            panic!(
+                "no cpu controller: {}/cgroup.subtree_control lacks cpu and no v1 cpu mount",
+                v2.display()
+            )
+        });
+        let group = TestCgroup::new(&v1, name);
+        fs::write(group.dir.join("cpu.cfs_period_us"), period_us.to_string())
+            .expect("write cpu.cfs_period_us");
+        fs::write(group.dir.join("cpu.cfs_quota_us"), quota_us.to_string())
+            .expect("write cpu.cfs_quota_us");
+        (group, "cgroup v1")
+    }
+
     pub fn add(&self, pid: u32) {
         fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
