@@ -16,7 +16,9 @@ use std::{
 
 use common::{
     SCHEDLAT, Tracer,
-    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v1_cpu_root, v2_root},
+    cgroup::{
+        HOG, Procs, SLEEPER, TestCgroup, busy_and_idle, other_cpu, pinned_sh, v1_cpu_root, v2_root,
+    },
     parse_json_lines, require_root,
     workload::{Hogs, pin_current_thread, workload_cpu},
 };
@@ -68,18 +70,7 @@ fn cgroups_breakdown_and_filter_put_waits_in_the_right_group() {
     require_root();
     let root = v2_root();
     let (a, b) = (TestCgroup::new(&root, "a"), TestCgroup::new(&root, "b"));
-    let busy = workload_cpu();
-    let procs = Procs(vec![
-        pinned_sh(busy, HOG),
-        pinned_sh(busy, HOG),
-        pinned_sh(busy, SLEEPER),
-        pinned_sh(other_cpu(), SLEEPER),
-    ]);
-    let pids = procs.pids();
-    for &pid in &pids[..3] {
-        a.add(pid);
-    }
-    b.add(pids[3]);
+    let procs = busy_and_idle(&a, &b, 2);
     let window = || thread::sleep(Duration::from_secs(2));
 
     let all = traced(&["-c", &root.to_string_lossy(), "--cgroups"], window);

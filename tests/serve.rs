@@ -15,7 +15,7 @@ use std::{
 
 use common::{
     SCHEDLAT, Tracer,
-    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v2_root},
+    cgroup::{TestCgroup, busy_and_idle, v2_root},
     http::{self, nothing_listens},
     parse_json_lines,
     prometheus::{PROMTOOL, Prometheus, unix_now},
@@ -333,16 +333,7 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
         TestCgroup::new(&root, "serve-b"),
     );
     let server = Server::start(&["--cgroups", "-c", &root.to_string_lossy()]);
-    let busy = workload::workload_cpu();
-    let procs = Procs(vec![
-        pinned_sh(busy, HOG),
-        pinned_sh(busy, SLEEPER),
-        pinned_sh(other_cpu(), SLEEPER),
-    ]);
-    let pids = procs.pids();
-    a.add(pids[0]);
-    a.add(pids[1]);
-    b.add(pids[2]);
+    let procs = busy_and_idle(&a, &b, 1);
     thread::sleep(Duration::from_secs(2));
 
     let body = scrape_text(&server);
@@ -387,16 +378,7 @@ fn max_series_folds_the_other_keys_into_the_overflow_series() {
     );
     let limited = Server::start(&["--cgroups", "-c", &parent.path(), "--max-series", "1"]);
     let full = Server::start(&["--cgroups", "-c", &parent.path()]);
-    let busy = workload::workload_cpu();
-    let procs = Procs(vec![
-        pinned_sh(busy, HOG),
-        pinned_sh(busy, SLEEPER),
-        pinned_sh(other_cpu(), SLEEPER),
-    ]);
-    let pids = procs.pids();
-    a.add(pids[0]);
-    a.add(pids[1]);
-    b.add(pids[2]);
+    let procs = busy_and_idle(&a, &b, 1);
     thread::sleep(Duration::from_secs(2));
 
     // While the load runs: one keyed series, one overflow, one folded key.

@@ -155,3 +155,19 @@ pub const HOG: &str = "while :; do :; done";
 pub fn other_cpu() -> usize {
     (workload_cpu() + 1) % thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// The two-group load of the scope tests: `hogs` CPU hogs and a sleeper
+/// pinned to the workload CPU in `busy`, a sleeper on another CPU in
+/// `idle`. So `busy`'s waits are long (behind the hogs) and `idle`'s short.
+pub fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs {
+    let cpu = workload_cpu();
+    let mut children: Vec<Child> = (0..hogs).map(|_| pinned_sh(cpu, HOG)).collect();
+    children.push(pinned_sh(cpu, SLEEPER));
+    let idle_sleeper = pinned_sh(other_cpu(), SLEEPER);
+    for child in &children {
+        busy.add(child.id());
+    }
+    idle.add(idle_sleeper.id());
+    children.push(idle_sleeper);
+    Procs(children)
+}
