@@ -130,11 +130,26 @@ impl Mounts {
     }
 }
 
-/// Mount options that are not controllers.
+/// Whether a cgroup v1 mount option names a controller: the generic mount
+/// flags and the cgroup v1 options (kernel/cgroup/cgroup-v1.c
+/// cgroup1_parse_param) do not; `name=` and `release_agent=` carry values.
 fn is_controller(option: &str) -> bool {
     !matches!(
         option,
-        "rw" | "ro" | "nosuid" | "nodev" | "noexec" | "relatime" | "noatime" | "xattr"
+        "rw" | "ro"
+            | "nosuid"
+            | "nodev"
+            | "noexec"
+            | "relatime"
+            | "noatime"
+            | "strictatime"
+            | "xattr"
+            | "none"
+            | "all"
+            | "noprefix"
+            | "clone_children"
+            | "cpuset_v2_mode"
+            | "favordynmods"
     ) && !option.contains('=')
 }
 
@@ -197,6 +212,7 @@ mod tests {
          cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
          cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
          cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,xattr,name=systemd 0 0\n\
+         cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset,clone_children 0 0\n\
          cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
 
     #[test]
@@ -204,12 +220,13 @@ mod tests {
         let m = Mounts::parse(HYBRID);
         assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
         assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
-        assert_eq!(m.v1.len(), 3);
+        assert_eq!(m.v1.len(), 4);
         assert_eq!(
             m.v1[2].1,
             Vec::<String>::new(),
             "name=systemd has no controller"
         );
+        assert_eq!(m.v1[3].1, ["cpuset"], "clone_children is an option");
         let h = m.default_hierarchy().unwrap();
         assert_eq!(h.css, CssChoice::Controllers(vec!["cpu".into()]));
         let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
