@@ -239,7 +239,8 @@ fn victims_and_slow_modes_load_and_report() {
 /// The scopes' kernel side passes this kernel's verifier and reports the
 /// workload: every breakdown (its key read from the waiting task: tgid,
 /// tid, PID namespace through a probe read, cgroup through the css chain,
-/// CPU) splits the filtered total exactly, with no key lost; `-L` finds
+/// CPU) splits the filtered total (up to the waits that end between the
+/// two map reads), with no key lost; `-L` finds
 /// each sleeper with its waits; the `-c` filter (the cgroup walk) on the
 /// test's own cgroup keeps the workload.
 #[test]
@@ -261,7 +262,13 @@ fn scopes_load_and_split_the_workload() {
         let b = &r["breakdown"];
         let keyed = sum_counts(&b["keys"]);
         assert_eq!(b["unkeyed"], 0, "{breakdown}: {r}");
-        assert_eq!(keyed, r["count"].as_u64().unwrap(), "{breakdown}: {r}");
+        // The key map and the total are two reads, microseconds apart: a
+        // wait that ends between them is in one and not yet in the other.
+        let count = r["count"].as_u64().unwrap();
+        assert!(
+            keyed.abs_diff(count) <= 3,
+            "{breakdown}: {keyed} keyed of {count}: {r}"
+        );
         if breakdown == "-L" {
             let made = u64::from(rounds) * 9 / 10;
             let sleepers = b["keys"]
