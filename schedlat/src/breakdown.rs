@@ -10,7 +10,6 @@ use serde_json::json;
 
 use crate::{
     analysis::{
-        fmt_ns,
         percentiles::Percentiles,
         shape::{self, Shape},
         slice::Slice,
@@ -247,14 +246,7 @@ impl KeyedReport {
             let _ = writeln!(out, "total {} waits, mean {mean}", row.waits.count());
             // No per-key extremes are kept: the line stops at p99.9.
             if let Some(p) = &row.percentiles {
-                let _ = writeln!(
-                    out,
-                    "p50 {}, p90 {}, p99 {}, p99.9 {}",
-                    fmt_ns(p.p50_ns),
-                    fmt_ns(p.p90_ns),
-                    fmt_ns(p.p99_ns),
-                    fmt_ns(p.p999_ns)
-                );
+                let _ = writeln!(out, "{}", text::quantiles(p));
             }
             let _ = writeln!(out, "shape: {}", row.shape.summary);
         }

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::{
     analysis::{fmt_ns, victims::Row},
+    output::text,
     task::{self, TaskJson},
 };
 
@@ -67,11 +68,8 @@ pub fn text(d: &Diagnosis) -> String {
             if let Some(p) = &t.percentiles {
                 let _ = writeln!(
                     out,
-                    "   p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
-                    fmt_ns(p.p50_ns),
-                    fmt_ns(p.p90_ns),
-                    fmt_ns(p.p99_ns),
-                    fmt_ns(p.p999_ns),
+                    "   {}, max {}",
+                    text::quantiles(p),
                     p.max_ns.map_or("-".into(), fmt_ns)
                 );
             }
