@@ -12,6 +12,7 @@ mod clock;
 mod compare;
 mod diagnose;
 mod filter;
+mod generate;
 mod histogram;
 mod keylabels;
 mod loader;
@@ -33,6 +34,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    if let Some(status) = generate::from_args() {
+        return status;
+    }
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
