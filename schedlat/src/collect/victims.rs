@@ -16,7 +16,7 @@ use schedlat_common::{
 
 use crate::{
     collect::histogram::Waits,
-    kernel::loader::{LoadError, Tracer},
+    kernel::{error::LoadError, loader::Tracer},
 };
 
 /// A program that read the old epoch runs to its end within microseconds

@@ -29,28 +29,17 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank},
     },
-    cli::{FilterArgs, KernelArgs},
     collect::histogram::Waits,
     collect::victims::Collector,
     commands::victims::{self, DEFAULT_MAX_TASKS},
-    kernel::filter::Filter,
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
     kernel::privileges,
     sys::procfs,
 };
 use findings::{Findings, Snapshot};
 use priority::Attribution;
 use scope::{Mounts, Scope};
-
-/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
-#[derive(Debug, clap::Args)]
-pub struct DiagnoseArgs {
-    /// Length of the observation window, in seconds
-    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
-    /// One JSON object instead of the text report
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// What the eBPF side measured over the window (root only).
 pub struct Traced {
@@ -71,7 +60,14 @@ enum Source {
     WithVictims(Collector),
 }
 
-pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+/// The observation window and how the diagnosis is printed.
+pub struct DiagnoseOptions {
+    /// Seconds.
+    pub duration: u64,
+    pub json: bool,
+}
+
+pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
         anyhow::bail!(

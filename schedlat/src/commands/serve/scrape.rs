@@ -18,7 +18,7 @@ use crate::{
     collect::histogram::Waits,
     collect::keylabels::{KeyLabels, waits_of},
     kernel::filter::Filter,
-    kernel::loader::{LoadError, Tracer},
+    kernel::{error::LoadError, loader::Tracer},
 };
 
 pub struct Source {

@@ -16,31 +16,21 @@ use schedlat_common::{names, victims::SlowEvent};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{
-    cli::{FilterArgs, KernelArgs},
-    collect::histogram::Unit,
-    collect::victims::mode_counters,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::loader::LoadError,
-    kernel::modes::Modes,
-    sys::clock::WallClock,
+    collect::histogram::Unit, collect::victims::mode_counters, commands::run::Ended,
+    commands::stdout, kernel::error::LoadError, kernel::filter::FilterSpec,
+    kernel::loader::KernelAccess, kernel::modes::Modes, sys::clock::WallClock,
 };
 
 const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
-#[derive(Debug, clap::Args)]
-pub struct SlowArgs {
-    /// Report waits at least this long: a number with a unit, e.g. 1ms,
-    /// 500us, 2.5ms (runqslower's default is 10ms)
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
+/// What `schedlat slow` reports and how.
+pub struct SlowOptions {
+    /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
-
-    /// One JSON object per event on stdout (schema in docs/json.md)
-    #[arg(long)]
     pub json: bool,
 }
 
-pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let (mut tracer, filter) = session::attach(
         kernel,

@@ -24,39 +24,23 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::{slice::Slice, victims::SortKey},
-    cli::{FilterArgs, KernelArgs},
     collect::bpf_cost::OwnPrograms,
     collect::histogram::Waits,
     collect::victims::{Collector, Interval},
-    commands::victims::{self, DEFAULT_MAX_TASKS},
-    kernel::filter::Filter,
-    kernel::loader::{LoadError, Tracer},
+    commands::victims,
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
+    kernel::{error::LoadError, loader::Tracer},
 };
 use state::{Action, State};
 
-#[derive(Debug, clap::Args)]
-pub struct TopArgs {
-    /// Seconds between refreshes (`+`/`-` change it while running)
-    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
-    pub interval: f64,
-
-    /// What the victims panel is ranked by first (`s` cycles through all)
-    #[arg(long, value_enum, default_value_t = SortKey::Total)]
+/// What `schedlat top` shows and how often.
+pub struct TopOptions {
+    /// Between refreshes, at first (`+`/`-` change it).
+    pub interval: Duration,
     pub sort: SortKey,
-
-    /// Tasks each kernel table of the victims panel holds per interval;
-    /// waits beyond it are counted, never dropped silently
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    /// Tasks each kernel table of the victims panel holds per interval.
     pub max_tasks: u32,
-}
-
-fn positive_secs(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v >= 0.25 && v.is_finite() => Ok(v),
-        Ok(_) => Err("must be at least 0.25 seconds".into()),
-        Err(_) => Err(format!("`{s}` is not a number of seconds")),
-    }
 }
 
 /// Leaves the terminal as it was found, whatever ends the run.
@@ -68,7 +52,7 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     if !std::io::stdout().is_terminal() {
         bail!(
             "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
@@ -79,7 +63,7 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
     let programs = OwnPrograms::find().ok();
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
-    let mut state = State::new(tracer.mode(), scope, Duration::from_secs_f64(args.interval));
+    let mut state = State::new(tracer.mode(), scope, args.interval);
     state.sort = args.sort;
 
     // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.

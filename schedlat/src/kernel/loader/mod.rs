@@ -6,104 +6,36 @@ mod globals;
 mod maps;
 mod plan;
 
-use std::{fmt, path::PathBuf};
+use std::path::PathBuf;
 
-use aya::{Ebpf, EbpfLoader, programs::ProgramError};
-use thiserror::Error;
+use aya::{Ebpf, EbpfLoader};
 
-use crate::{
-    kernel::btf::BtfError, kernel::btf_prefix, kernel::cgroupfs::Hierarchy, kernel::filter::Filter,
-    kernel::modes::Modes, kernel::privileges, kernel::tracefs::TracefsError,
+use crate::kernel::{
+    cgroupfs::Hierarchy,
+    error::LoadError,
+    filter::Filter,
+    hook::{HookChoice, HookMode},
+    modes::Modes,
+    privileges,
 };
 
 use globals::configure_loader;
-pub(crate) use globals::pid_max;
 use plan::{Plan, cgroup_hierarchy};
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
-
-/// What the user asked for with `--hook`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HookChoice {
-    /// tp_btf when the kernel has BTF and supports it, classic tracepoints otherwise.
-    Auto,
-    /// BTF-typed tracepoints (tp_btf): cheapest; needs kernel BTF (5.5+).
-    Btf,
-    /// Classic tracepoints, offsets from tracefs format files: any kernel.
-    Tp,
-}
-
-/// The hook mode in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum HookMode {
-    #[serde(rename = "tp_btf")]
-    Btf,
-    #[serde(rename = "tracepoint")]
-    Tracepoint,
-}
-
-impl fmt::Display for HookMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HookMode::Btf => "tp_btf",
-            HookMode::Tracepoint => "tracepoint",
-        })
-    }
-}
-
-#[derive(Debug, Error)]
-pub enum LoadError {
-    #[error(
-        "this schedlat was built without its eBPF object (AYA_BUILD_SKIP was set): rebuild with `cargo xtask build`"
-    )]
-    NoObject,
-    #[error("{}", privileges::NEED_PRIVILEGES)]
-    NoPrivileges,
-    #[error(transparent)]
-    Btf(#[from] BtfError),
-    #[error(transparent)]
-    Tracefs(#[from] TracefsError),
-    #[error(transparent)]
-    BtfPrefix(#[from] btf_prefix::PrefixError),
-    #[error("cannot read {path}: {error}")]
-    Proc {
-        path: &'static str,
-        error: std::io::Error,
-    },
-    #[error("loading the eBPF object failed: {0}")]
-    Object(Box<aya::EbpfError>),
-    #[error("no hook mode works on this kernel:\n  - {}", .0.join("\n  - "))]
-    NoHookMode(Vec<String>),
-    #[error("cannot parse BTF {path} for the loader: {error}")]
-    LoaderBtf { path: PathBuf, error: aya::BtfError },
-    #[error("{mode} program `{program}` failed to {step}: {error}{hint}")]
-    Program {
-        mode: HookMode,
-        program: &'static str,
-        step: &'static str,
-        error: Box<ProgramError>,
-        hint: &'static str,
-    },
-    #[error(
-        "{0} needs the tp_btf hook mode (classic tracepoints carry thread ids only, not the task pointers it reads process, name, cgroup or policy from): drop --hook tp"
-    )]
-    NeedsBtf(&'static str),
-    #[error("{0}: no cgroup hierarchy is mounted")]
-    NoCgroupMount(&'static str),
-    #[error("eBPF map {0} is missing from the object")]
-    MissingMap(&'static str),
-    #[error("eBPF map {name}: {error}")]
-    Map {
-        name: &'static str,
-        error: aya::maps::MapError,
-    },
-}
 
 /// Where kernel facts come from; each `None` means "the usual place".
 #[derive(Debug, Clone, Default)]
 pub struct KernelSources {
     pub btf: Option<PathBuf>,
     pub tracefs: Option<PathBuf>,
+}
+
+/// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
+#[derive(Debug, Clone)]
+pub struct KernelAccess {
+    pub hook: HookChoice,
+    pub sources: KernelSources,
 }
 
 /// The loaded and attached programs, and the maps userspace reads.
