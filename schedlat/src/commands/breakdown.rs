@@ -17,8 +17,8 @@ use crate::{
     collect::histogram::{Unit, Waits},
     collect::keylabels::{KeyLabels, waits_of},
     kernel::modes::Keyed,
-    kernel::{error::LoadError, loader::Tracer},
     output::{self, text},
+    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.

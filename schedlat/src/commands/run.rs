@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
-    collect::histogram::{Unit, Waits},
+    collect::{histogram::Unit, interval::HistogramInterval},
     commands::breakdown::{BreakdownOptions, KeyedView},
     kernel::{filter::FilterSpec, loader::KernelAccess},
     output::{self, Report},
@@ -96,7 +96,7 @@ async fn run(
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some(view) = keyed_view.as_mut() {
         view.interval(&mut tracer, 0, &slice)?;
     }
@@ -112,9 +112,7 @@ async fn run(
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
-        let waits = current.since(&previous).with_extremes(&extremes);
+        let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         let keys = match keyed_view.as_mut() {
             Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
@@ -141,7 +139,6 @@ async fn run(
         if stop {
             return Ok(Ended::Done);
         }
-        previous = current;
         started = Instant::now();
     }
 }

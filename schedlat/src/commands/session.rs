@@ -12,8 +12,8 @@ use tokio::{
 };
 
 use crate::{
+    collect::tracer::Tracer,
     kernel::filter::Filter,
-    kernel::loader::Tracer,
     kernel::modes::Modes,
     kernel::{filter::FilterSpec, loader::KernelAccess},
 };

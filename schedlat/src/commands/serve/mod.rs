@@ -29,10 +29,10 @@ use tokio::{
 use schedlat_common::scope::Breakdown;
 
 use crate::{
+    collect::tracer::Tracer,
     commands::run::Ended,
     kernel::filter::{Filter, FilterSpec},
     kernel::loader::KernelAccess,
-    kernel::loader::Tracer,
     kernel::modes::{Keyed, Modes},
 };
 

@@ -24,13 +24,11 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::{slice::Slice, victims::SortKey},
-    collect::bpf_cost::OwnPrograms,
-    collect::histogram::Waits,
-    collect::victims::{Collector, Interval},
+    collect::bpf_cost::ProgramCost,
+    collect::interval::Source,
     commands::victims,
     kernel::filter::{Filter, FilterSpec},
     kernel::loader::KernelAccess,
-    kernel::{error::LoadError, loader::Tracer},
 };
 use state::{Action, State};
 
@@ -60,7 +58,6 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
     }
     let filter = Filter::resolve(filter)?;
     let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
-    let programs = OwnPrograms::find().ok();
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
     let mut state = State::new(tracer.mode(), scope, args.interval);
@@ -73,16 +70,12 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
             .context("installing signal handlers")?;
     }
 
-    let mut source = match victims {
-        Ok(()) => Source::WithVictims(Collector::start(&mut tracer, args.max_tasks)?),
-        Err(reason) => {
-            state.victims = Err(reason);
-            Source::Histogram {
-                previous: Waits::from_cpus(&tracer.end_interval()?.0),
-            }
-        }
-    };
-    let mut costs = programs.as_ref().map(OwnPrograms::costs);
+    let with_victims = victims.is_ok().then_some(args.max_tasks);
+    if let Err(reason) = victims {
+        state.victims = Err(reason);
+    }
+    let mut source = Source::start(&mut tracer, with_victims)?;
+    let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
@@ -116,52 +109,17 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
             if let Some(victims) = &victims {
                 state.push_victims(victims);
             }
-            if let (Some(programs), Some(before)) = (&programs, &costs) {
-                let now = programs.costs();
-                state.bpf_ns_per_run = ns_per_run(before, &now);
-                costs = Some(now);
-            }
-        }
-    }
-}
-
-/// Where each refresh's numbers come from.
-enum Source {
-    /// The histogram mode's programs alone; the last cumulative reading.
-    Histogram { previous: Waits },
-    /// The histogram and the victims tables from one load.
-    WithVictims(Collector),
-}
-
-impl Source {
-    /// Ends the kernel's interval: its waits, and its victims if loaded.
-    fn end_interval(
-        &mut self,
-        tracer: &mut Tracer,
-    ) -> Result<(Waits, Option<Interval>), LoadError> {
-        match self {
-            Source::Histogram { previous } => {
-                let (cpus, extremes) = tracer.end_interval()?;
-                let current = Waits::from_cpus(&cpus);
-                let waits = current.since(previous).with_extremes(&extremes);
-                *previous = current;
-                Ok((waits, None))
-            }
-            Source::WithVictims(collector) => {
-                let mut interval = collector.end_interval(tracer)?;
-                Ok((std::mem::take(&mut interval.waits), Some(interval)))
-            }
+            let now = tracer.program_costs();
+            state.bpf_ns_per_run = ns_per_run(&costs, &now);
+            costs = now;
         }
     }
 }
 
 /// BPF run time per program run between two readings; None when the
 /// kernel's statistics are off (nothing counted).
-fn ns_per_run(
-    before: &[crate::collect::bpf_cost::ProgramCost],
-    now: &[crate::collect::bpf_cost::ProgramCost],
-) -> Option<f64> {
-    let sum = |v: &[crate::collect::bpf_cost::ProgramCost]| {
+fn ns_per_run(before: &[ProgramCost], now: &[ProgramCost]) -> Option<f64> {
+    let sum = |v: &[ProgramCost]| {
         v.iter()
             .fold((0u64, 0u64), |(t, r), c| (t + c.run_time_ns, r + c.runs))
     };

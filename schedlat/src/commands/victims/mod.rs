@@ -18,15 +18,12 @@ use crate::collect::victims::Collector;
 use crate::{
     analysis::victims::{SortKey, rank},
     collect::histogram::Unit,
+    collect::tracer::Tracer,
     commands::run::Ended,
     commands::stdout,
     kernel::filter::{Filter, FilterSpec},
     kernel::modes::Modes,
-    kernel::{
-        error::LoadError,
-        hook::HookChoice,
-        loader::{KernelAccess, Tracer},
-    },
+    kernel::{error::LoadError, hook::HookChoice, loader::KernelAccess},
     sys::clock::WallClock,
 };
 use report::Report;

@@ -3,12 +3,12 @@
 
 mod attach;
 mod globals;
-mod maps;
 mod plan;
 
 use std::path::PathBuf;
 
 use aya::{Ebpf, EbpfLoader};
+use schedlat_common::names;
 
 use crate::kernel::{
     cgroupfs::Hierarchy,
@@ -38,80 +38,68 @@ pub struct KernelAccess {
     pub sources: KernelSources,
 }
 
-/// The loaded and attached programs, and the maps userspace reads.
-pub struct Tracer {
-    ebpf: Ebpf,
-    mode: HookMode,
+/// The loaded and attached object, handed to the collect layer
+/// (collect::Tracer), which alone reads its maps.
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub mode: HookMode,
+    /// The attached programs and the tracepoint each hooks.
+    pub programs: Vec<(&'static str, &'static str)>,
     /// Lines worth telling the user on stderr (fallbacks, sources).
     pub notes: Vec<String>,
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
 }
 
-impl Tracer {
-    /// Loads the object with `unit_ns` nanoseconds per histogram unit, and
-    /// attaches it in the mode `choice` resolves to on this kernel.
-    pub fn load(
-        choice: HookChoice,
-        sources: &KernelSources,
-        unit_ns: u64,
-        filter: &Filter,
-    ) -> Result<Tracer, LoadError> {
-        Tracer::load_modes(choice, sources, unit_ns, filter, &Modes::HISTOGRAM)
+/// Loads the object with `unit_ns` nanoseconds per histogram unit,
+/// computing `modes` in the kernel, and attaches it in the hook mode
+/// `choice` resolves to on this kernel.
+pub fn load(
+    choice: HookChoice,
+    sources: &KernelSources,
+    unit_ns: u64,
+    filter: &Filter,
+    modes: &Modes,
+) -> Result<Loaded, LoadError> {
+    if EBPF_OBJECT.is_empty() {
+        return Err(LoadError::NoObject);
     }
-
-    /// As `load`, computing `modes` in the kernel (victims, slow events).
-    pub fn load_modes(
-        choice: HookChoice,
-        sources: &KernelSources,
-        unit_ns: u64,
-        filter: &Filter,
-        modes: &Modes,
-    ) -> Result<Tracer, LoadError> {
-        if EBPF_OBJECT.is_empty() {
-            return Err(LoadError::NoObject);
+    if !privileges::can_trace() {
+        return Err(LoadError::NoPrivileges);
+    }
+    std::thread::scope(|scope| {
+        // aya 0.14's EbpfLoader::new() parses all of the kernel's BTF
+        // (~17 ms here) before anything can be configured. Nothing below
+        // needs it until the object is loaded, so it runs on a second
+        // thread while this one resolves offsets and the attach BTF.
+        let loader = scope.spawn(EbpfLoader::new);
+        let hierarchy = cgroup_hierarchy(filter, modes)?;
+        let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
+        let mut loader = loader.join().expect("EbpfLoader::new panicked");
+        // A custom BTF replaces the one the loader parsed from sysfs. The
+        // loader only uses it for CO-RE relocations, which Rust eBPF
+        // objects do not have, so the prefix serves.
+        if sources.btf.is_some() {
+            loader.btf(plan.attach_btf.as_ref());
         }
-        if !privileges::can_trace() {
-            return Err(LoadError::NoPrivileges);
-        }
-        std::thread::scope(|scope| {
-            // aya 0.14's EbpfLoader::new() parses all of the kernel's BTF
-            // (~17 ms here) before anything can be configured. Nothing below
-            // needs it until the object is loaded, so it runs on a second
-            // thread while this one resolves offsets and the attach BTF.
-            let loader = scope.spawn(EbpfLoader::new);
-            let hierarchy = cgroup_hierarchy(filter, modes)?;
-            let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
-            let mut loader = loader.join().expect("EbpfLoader::new panicked");
-            // A custom BTF replaces the one the loader parsed from sysfs. The
-            // loader only uses it for CO-RE relocations, which Rust eBPF
-            // objects do not have, so the prefix serves.
-            if sources.btf.is_some() {
-                loader.btf(plan.attach_btf.as_ref());
-            }
-            configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
-            let globals = &plan.globals;
-            modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
-            let mut ebpf = loader
-                .load(EBPF_OBJECT)
-                .map_err(|e| LoadError::Object(Box::new(e)))?;
-            plan.attach_first_working(choice, &mut ebpf)
-                .map(|(mode, notes)| Tracer {
-                    ebpf,
-                    mode,
-                    notes,
-                    cgroup_hierarchy: hierarchy,
-                })
+        configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
+        let globals = &plan.globals;
+        modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
+        let mut ebpf = loader
+            .load(EBPF_OBJECT)
+            .map_err(|e| LoadError::Object(Box::new(e)))?;
+        let btf_programs = plan.btf_programs;
+        let (mode, notes) = plan.attach_first_working(choice, &mut ebpf)?;
+        let programs = match mode {
+            HookMode::Btf => btf_programs.to_vec(),
+            HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
+        };
+        Ok(Loaded {
+            ebpf,
+            mode,
+            programs,
+            notes,
+            cgroup_hierarchy: hierarchy,
         })
-    }
-
-    pub fn mode(&self) -> HookMode {
-        self.mode
-    }
-
-    /// The loaded object, for the modes that read maps of their own
-    /// (collect/victims.rs, commands/slow/mod.rs).
-    pub fn ebpf_mut(&mut self) -> &mut Ebpf {
-        &mut self.ebpf
-    }
+    })
 }

@@ -4,7 +4,7 @@
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use schedlat_common::{CpuStats, Extremes, names, scope::KeyStats};
 
-use super::Tracer;
+use super::tracer::Tracer;
 use crate::kernel::error::LoadError;
 
 impl Tracer {
