@@ -248,10 +248,11 @@ fn service_settings(unit: &str) -> Vec<(String, String)> {
     for line in unit.lines().map(str::trim) {
         if line.starts_with('[') {
             in_service = line == "[Service]";
-        } else if in_service && !line.starts_with('#') {
-            if let Some((k, v)) = line.split_once('=') {
-                settings.push((k.to_string(), v.to_string()));
-            }
+        } else if in_service
+            && !line.starts_with('#')
+            && let Some((k, v)) = line.split_once('=')
+        {
+            settings.push((k.to_string(), v.to_string()));
         }
     }
     settings
