@@ -35,6 +35,10 @@ pub struct Artifacts {
 
 /// Builds the package from target/release/schedlat, which must be built.
 pub fn run() -> Result<Artifacts> {
+    // That build has no eBPF object: a package of it could not trace.
+    if std::env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+        bail!("AYA_BUILD_SKIP is set: the release binary would have no eBPF object; unset it");
+    }
     let dist = workspace_root().join("target/dist");
     let root = dist.join("root");
     let _ = fs::remove_dir_all(&root);
