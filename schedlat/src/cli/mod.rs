@@ -5,6 +5,7 @@ mod args;
 
 use std::path::PathBuf;
 
+pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
 use crate::{
@@ -16,7 +17,6 @@ use crate::{
         loader::{KernelAccess, KernelSources},
     },
 };
-pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -64,7 +64,7 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the seed method's step 4: fix,
+    /// Record one run to a file for `compare` (the diagnosis' last step: fix,
     /// then re-measure). Prints the histogram too.
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),

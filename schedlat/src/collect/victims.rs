@@ -16,8 +16,8 @@ use schedlat_common::{
 
 use super::interval::HistogramInterval;
 use crate::{
-    collect::histogram::Waits,
-    {collect::tracer::Tracer, kernel::error::LoadError},
+    collect::{histogram::Waits, tracer::Tracer},
+    kernel::error::LoadError,
 };
 
 /// A program that read the old epoch runs to its end within microseconds

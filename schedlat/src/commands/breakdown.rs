@@ -14,11 +14,13 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    collect::histogram::{Unit, Waits},
-    collect::keylabels::{KeyLabels, waits_of},
-    kernel::modes::Keyed,
+    collect::{
+        histogram::{Unit, Waits},
+        keylabels::{KeyLabels, waits_of},
+        tracer::Tracer,
+    },
+    kernel::{error::LoadError, modes::Keyed},
     output::{self, text},
-    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.
@@ -274,8 +276,9 @@ fn sort_name(sort: KeySort) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::scope::KeyStats;
+
+    use super::*;
 
     fn row(key: u64, waits_us: &[u64]) -> KeyRow {
         let mut stats = KeyStats::ZERO;

@@ -14,11 +14,13 @@ use super::{
     metrics::{BpfCost, Snapshot},
 };
 use crate::{
-    collect::bpf_cost,
-    collect::histogram::Waits,
-    collect::keylabels::{KeyLabels, waits_of},
-    kernel::filter::Filter,
-    {collect::tracer::Tracer, kernel::error::LoadError},
+    collect::{
+        bpf_cost,
+        histogram::Waits,
+        keylabels::{KeyLabels, waits_of},
+        tracer::Tracer,
+    },
+    kernel::{error::LoadError, filter::Filter},
 };
 
 pub struct Source {

@@ -7,15 +7,19 @@
 
 mod render;
 
-use crate::commands::session::{self, BANNER, Signals};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use schedlat_common::victims::SlowEvent;
 
 use crate::{
-    collect::histogram::Unit, collect::slow::SlowEvents, commands::run::Ended, commands::stdout,
-    kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
+    collect::{histogram::Unit, slow::SlowEvents},
+    commands::{
+        run::Ended,
+        session::{self, BANNER, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::clock::WallClock,
 };
 
