@@ -5,7 +5,6 @@ mod args;
 
 use std::path::PathBuf;
 
-pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
 use crate::{
@@ -17,6 +16,7 @@ use crate::{
         loader::{KernelAccess, KernelSources},
     },
 };
+pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -64,8 +64,8 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the diagnosis' last step: fix,
-    /// then re-measure). Prints the histogram too.
+    /// Record one run to a file for `compare` (measure, fix, then measure
+    /// again and compare). Prints the histogram too.
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
