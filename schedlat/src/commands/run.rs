@@ -11,7 +11,7 @@ use crate::{
     collect::{histogram::Unit, interval::HistogramInterval},
     commands::{
         breakdown::{BreakdownOptions, KeyedView},
-        session::{self, BANNER, Intervals, Signals},
+        session::{self, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
@@ -100,9 +100,7 @@ async fn run(
     }
     let mut started = Instant::now();
 
-    if cli.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(cli.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 

@@ -16,7 +16,7 @@ use crate::{
     collect::{histogram::Unit, slow::SlowEvents},
     commands::{
         run::Ended,
-        session::{self, BANNER, Signals},
+        session::{self, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
@@ -49,13 +49,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
     };
-    let banner = if args.json {
-        say!("{}", BANNER.trim_end());
-        String::new()
-    } else {
-        format!("{BANNER}{}\n", render::HEADER)
-    };
-    if !stdout::write(&banner)? {
+    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 

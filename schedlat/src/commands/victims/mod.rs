@@ -20,7 +20,7 @@ use crate::{
     collect::{histogram::Unit, tracer::Tracer, victims::Collector},
     commands::{
         run::Ended,
-        session::{self, BANNER, Intervals, Signals},
+        session::{self, Intervals, Signals},
         stdout,
     },
     kernel::{
@@ -66,9 +66,7 @@ pub async fn run(
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut started = Instant::now();
-    if args.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 
