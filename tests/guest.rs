@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{HOG, Procs, TestCgroup},
     parse_json_lines, parse_log2_rows, require_root, total, workload,
 };
@@ -112,7 +112,7 @@ fn check_workload_waits(hook: &str, mode: &str) {
     if !require_root() {
         return;
     }
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "--hook", hook]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "--hook", hook]);
     let cpu = workload::workload_cpu();
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, ROUNDS);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
@@ -192,7 +192,7 @@ fn victims_and_slow_modes_load_and_report() {
     let me = std::process::id().to_string();
     let cpu = workload::workload_cpu();
     let rounds = 20;
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(
@@ -223,7 +223,7 @@ fn victims_and_slow_modes_load_and_report() {
     );
     assert_eq!(r["overflow"]["victim_waits"], 0, "{r}");
 
-    let tracer = Tracer::start(
+    let tracer = TracerProcess::start(
         SCHEDLAT,
         &["slow", "--threshold", "1ms", "--json", "-p", &me],
     );
@@ -260,7 +260,7 @@ fn scopes_load_and_split_the_workload() {
     let cpu = workload::workload_cpu();
     let rounds = 20;
     for breakdown in ["-P", "-L", "--pidnss", "--cgroups", "--cpus"] {
-        let tracer = Tracer::start(SCHEDLAT, &["--json", "-p", &me, breakdown]);
+        let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me, breakdown]);
         workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
         let (status, lines) = tracer.stop_with(libc::SIGINT);
         assert!(
@@ -303,7 +303,7 @@ fn scopes_load_and_split_the_workload() {
         .map(|f| f[1].clone())
         .expect("a cgroup2 mount");
     let group = format!("{mount}{}", v2_path.trim_end_matches('/'));
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "-c", &group]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-c", &group]);
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "-c on {}: {status}", kernel_release());

@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, slot_count, total, workload,
+    SCHEDLAT, TracerProcess, parse_json_lines, parse_log2_rows, require_root, slot_count, total,
+    workload,
 };
 
 const HOLD: Duration = Duration::from_millis(3);
@@ -31,7 +32,7 @@ fn check_fifo_blocker_waits(hook: &str) {
     if hook == "btf" {
         args.extend(["-p", &me]);
     }
-    let tracer = Tracer::start(SCHEDLAT, &args);
+    let tracer = TracerProcess::start(SCHEDLAT, &args);
     workload::fifo_blocker(workload::workload_cpu(), HOLD, GAP, ROUNDS);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat exited with {status}");
@@ -134,8 +135,8 @@ fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
         args.push("-m");
         runqlat_args.push("-m");
     }
-    let ours = Tracer::start(SCHEDLAT, &args);
-    let theirs = Tracer::start("/usr/sbin/runqlat", &runqlat_args);
+    let ours = TracerProcess::start(SCHEDLAT, &args);
+    let theirs = TracerProcess::start("/usr/sbin/runqlat", &runqlat_args);
     let cpu = workload::workload_cpu();
     for hold_us in [190, 750, 3000] {
         workload::fifo_blocker(cpu, Duration::from_micros(hold_us), GAP, 100);
@@ -214,7 +215,7 @@ fn interval_and_count_print_count_reports_then_exit() {
     if !require_root() {
         return;
     }
-    let tracer = Tracer::start(SCHEDLAT, &["-T", "1", "2"]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["-T", "1", "2"]);
     let (status, lines) = tracer.finish();
     assert!(status.success());
     let summaries = lines.iter().filter(|l| l.starts_with("total ")).count();
@@ -234,7 +235,7 @@ fn signals_flush_the_final_histogram() {
         return;
     }
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        let tracer = Tracer::start(SCHEDLAT, &[]);
+        let tracer = TracerProcess::start(SCHEDLAT, &[]);
         workload::ping_pong(workload::workload_cpu(), 2_000);
         let (status, lines) = tracer.stop_with(signal);
         assert!(status.success(), "signal {signal}: {status}");

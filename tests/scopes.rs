@@ -15,7 +15,7 @@ use std::{
 };
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{
         HOG, Procs, SLEEPER, TestCgroup, busy_and_idle, other_cpu, pinned_sh, v1_cpu_root, v2_root,
     },
@@ -29,7 +29,7 @@ use serde_json::Value;
 fn traced(args: &[&str], work: impl FnOnce()) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
-    let tracer = Tracer::start(SCHEDLAT, &all);
+    let tracer = TracerProcess::start(SCHEDLAT, &all);
     work();
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat {args:?} exited with {status}");
@@ -176,7 +176,7 @@ fn cgroup_filter_follows_the_wakee_not_the_waker() {
     assert!(in_a["count"].as_u64().unwrap() > 0, "A's own waits: {in_a}");
 
     // runqlat -c A -L, same load: the reader's waits land in A.
-    let runqlat = Tracer::start("/usr/sbin/runqlat", &["-c", &a.path(), "-L", "2", "1"]);
+    let runqlat = TracerProcess::start("/usr/sbin/runqlat", &["-c", &a.path(), "-L", "2", "1"]);
     let (status, lines) = runqlat.finish();
     assert!(status.success(), "runqlat exited with {status}");
     let text = lines.join("\n");

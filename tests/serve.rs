@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, busy_and_idle, v2_root},
     http::{self, nothing_listens},
     parse_json_lines,
@@ -180,7 +180,7 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
     }
 
     // The load, measured at the same time by schedlat's histogram mode.
-    let own = Tracer::start(SCHEDLAT, &["--json", "-p", &me]);
+    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
     let started = unix_now();
     workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
     let ended = unix_now();

@@ -6,14 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{SCHEDLAT, Tracer, parse_json_lines, require_root, workload};
+use common::{SCHEDLAT, TracerProcess, parse_json_lines, require_root, workload};
 
 /// Runs `scenario` while schedlat measures this process; returns the JSON
 /// object of the whole run.
 fn measure(scenario: impl FnOnce()) -> serde_json::Value {
     assert!(require_root(), "callers check require_root() first");
     let me = std::process::id().to_string();
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
     scenario();
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat: {status}");
@@ -114,7 +114,7 @@ fn the_histogram_mode_prints_percentiles_and_a_verdict() {
     if !require_root() {
         return;
     }
-    let tracer = Tracer::start(SCHEDLAT, &[]);
+    let tracer = TracerProcess::start(SCHEDLAT, &[]);
     workload::ping_pong(workload::workload_cpu(), 2_000);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success());
@@ -157,7 +157,7 @@ fn the_run_ends_when_the_target_exits() {
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "-p", &pid]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-p", &pid]);
     child.wait().unwrap();
     let (status, lines) = tracer.finish();
     assert!(status.success());

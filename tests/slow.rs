@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, require_root,
+    SCHEDLAT, TracerProcess, parse_json_lines, require_root,
     sleeper::{self, HOG, SLEEPER, me},
 };
 use serde_json::Value;
@@ -83,7 +83,7 @@ fn slow_ends_cleanly() {
     if !require_root() {
         return;
     }
-    let tracer = Tracer::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
     let (status, lines) = tracer.stop_with(libc::SIGTERM);
     assert!(status.success(), "{status}");
     assert!(lines.iter().any(|l| l.starts_with("TIME ")), "{lines:?}");

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines,
+    SCHEDLAT, TracerProcess, parse_json_lines,
     perf::{PerfSched, parse_latency},
     require_root,
     sleeper::{self, HOG, HOGS, PERIOD, SLEEPER, me, slice_ns},
@@ -207,7 +207,7 @@ fn a_task_that_exits_keeps_its_row() {
         return;
     }
     let me = me();
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--top", "0", "-p", &me]);
     let tid = workload::named_sleeper(workload::workload_cpu(), PERIOD, 300, "short-lived");
     std::thread::sleep(Duration::from_millis(300));
     assert!(!std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
@@ -236,7 +236,7 @@ fn every_thread_gets_a_row_of_its_own() {
         return;
     }
     let me = me();
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
     let threads: Vec<_> = (0..16)
         .map(|i| {
             std::thread::Builder::new()
@@ -271,7 +271,7 @@ fn a_full_table_reports_its_overflow() {
         return;
     }
     let me = me();
-    let tracer = Tracer::start(
+    let tracer = TracerProcess::start(
         SCHEDLAT,
         &["victims", "--json", "--max-tasks", "2", "-p", &me],
     );

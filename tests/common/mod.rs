@@ -44,16 +44,16 @@ pub fn require_root() -> bool {
 
 /// A tracer process (schedlat or runqlat) that has printed its banner, i.e.
 /// whose programs are attached. Killed if dropped while running.
-pub struct Tracer {
+pub struct TracerProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
     pub stderr: Option<std::process::ChildStderr>,
 }
 
-impl Tracer {
+impl TracerProcess {
     /// Starts `program args` and waits until it is attached. With
     /// `banner_on_stderr` (schedlat --json), the banner is looked for there.
-    pub fn start(program: &str, args: &[&str]) -> Tracer {
+    pub fn start(program: &str, args: &[&str]) -> TracerProcess {
         let mut cmd = if program == SCHEDLAT {
             Command::new(program)
         } else {
@@ -103,7 +103,7 @@ impl Tracer {
                 }
             }
         });
-        let mut tracer = Tracer {
+        let mut tracer = TracerProcess {
             child,
             lines,
             stderr,
@@ -150,7 +150,7 @@ impl Tracer {
     }
 }
 
-impl Drop for Tracer {
+impl Drop for TracerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

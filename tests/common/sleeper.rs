@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{SCHEDLAT, Tracer, require_root, workload};
+use super::{SCHEDLAT, TracerProcess, require_root, workload};
 
 /// The hogs get a name of their own, so tables and events can be checked by it.
 pub const HOG: &str = "schedlat-hog";
@@ -27,7 +27,7 @@ pub fn run(args: &[&str]) -> Run {
     assert!(require_root(), "callers check require_root() first");
     let cpu = workload::workload_cpu();
     let hogs = workload::Hogs::start_named(cpu, HOGS, HOG);
-    let tracer = Tracer::start(SCHEDLAT, args);
+    let tracer = TracerProcess::start(SCHEDLAT, args);
     let tid = workload::named_sleeper(cpu, PERIOD, ROUNDS, SLEEPER);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat {args:?}: {status}");

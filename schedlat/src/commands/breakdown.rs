@@ -15,11 +15,12 @@ use crate::{
         slice::Slice,
     },
     collect::{
+        error::ReadError,
         histogram::{Unit, Waits},
         keylabels::{KeyLabels, waits_of},
         tracer::Tracer,
     },
-    kernel::{error::LoadError, modes::Keyed},
+    kernel::modes::Keyed,
     output::{self, text},
 };
 
@@ -106,7 +107,7 @@ impl KeyedView {
         tracer: &mut Tracer,
         unkeyed: u64,
         slice: &Slice,
-    ) -> Result<KeyedReport, LoadError> {
+    ) -> Result<KeyedReport, ReadError> {
         let mut current = HashMap::new();
         for (key, stats) in tracer.read_keyed()? {
             self.labels.saw(key, &stats);

@@ -16,11 +16,12 @@ use super::{
 use crate::{
     collect::{
         bpf_cost,
+        error::ReadError,
         histogram::Waits,
         keylabels::{KeyLabels, waits_of},
         tracer::Tracer,
     },
-    kernel::{error::LoadError, filter::Filter},
+    kernel::filter::Filter,
 };
 
 pub struct Source {
@@ -57,7 +58,7 @@ impl Source {
         }
     }
 
-    pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
+    pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
@@ -79,7 +80,7 @@ impl Source {
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, LoadError> {
+    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
         let read = self.tracer.borrow().read_keyed()?;
         let Keyed { labels, series } = keyed;
         let current = read
