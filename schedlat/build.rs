@@ -84,13 +84,16 @@ fn with_stdout_captured<T>(
         .open(path)
         .with_context(|| format!("creating {}", path.display()))?;
     std::io::stdout().flush()?;
-    // SAFETY: dup/dup2 on valid descriptors; fd 1 is restored below before
-    // anything else writes to stdout.
+    // SAFETY: dup of a descriptor every process has.
     let saved = unsafe { libc::dup(1) };
     anyhow::ensure!(saved >= 0, "dup(1) failed");
+    // SAFETY: both descriptors are open (the file lives to the end of this
+    // function); stdout was flushed above, so nothing buffered goes astray.
     unsafe { libc::dup2(file.as_raw_fd(), 1) };
     let value = f();
     let _ = std::io::stdout().flush();
+    // SAFETY: `saved` is the original fd 1, open since the dup above; it
+    // goes back to 1 and its copy is closed once.
     unsafe {
         libc::dup2(saved, 1);
         libc::close(saved);
