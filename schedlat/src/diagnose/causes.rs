@@ -368,24 +368,24 @@ mod tests {
             analysis::victims::{SortKey, rank},
             task::tests::task,
         };
-        use schedlat_common::victims::{CulpritStats, VictimStats};
+        use schedlat_common::victims::WaitStats;
         let victim = task(20, 20, "victim", 0, 0, 0);
-        let rows: Vec<CulpritStats> = culprits
+        let rows: Vec<WaitStats> = culprits
             .iter()
             .enumerate()
             .map(|(i, &(policy, nice, rt, total_ns))| {
                 // TIDs no process has: the cgroup check does not apply.
                 let tid = 4_100_000 + i as u32;
-                CulpritStats {
+                WaitStats {
                     task: task(tid, tid, "hog", policy, nice, rt),
                     count: 10,
                     total_ns,
-                    max_victim: victim,
+                    max_other: victim,
                     ..Default::default()
                 }
             })
             .collect();
-        let victims = [VictimStats {
+        let victims = [WaitStats {
             task: victim,
             count: 30,
             total_ns: 1_000,

@@ -16,7 +16,7 @@ use crate::{
     tracefs::TracefsError,
 };
 
-use globals::configure_loader;
+use globals::KernelConfig;
 pub(crate) use globals::pid_max;
 use plan::{Plan, cgroup_hierarchy};
 
@@ -157,9 +157,9 @@ impl Tracer {
             if sources.btf.is_some() {
                 loader.btf(plan.attach_btf.as_ref());
             }
-            configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
-            let globals = &plan.globals;
-            modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
+            let compute = modes.configure(&mut loader, unit_ns)?;
+            let config = KernelConfig::new(&plan.globals, filter, compute);
+            config.configure(&mut loader)?;
             let mut ebpf = loader
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;

@@ -1,12 +1,11 @@
-//! Reading kernel memory at offsets resolved at load time.
+//! Reading kernel memory at offsets resolved at load time: task_struct
+//! fields, the chains from a task to its cgroup, PID namespace and run
+//! queue, and classic tracepoint records. Nothing here decides anything.
 
-use aya_ebpf::programs::TracePointContext;
+use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
-use crate::{
-    globals::{self, load},
-    scope,
-};
+use crate::config::{CGROUP, PIDNS, RQ, TASK, get};
 
 /// A `struct task_struct *` handed to a tp_btf program.
 #[derive(Clone, Copy)]
@@ -18,58 +17,29 @@ impl TaskPtr {
         TaskPtr(BtfPtr(ptr))
     }
 
-    /// The raw pointer, to follow fields other modules know (scope.rs).
-    #[inline(always)]
-    pub fn btf(self) -> BtfPtr {
-        self.0
-    }
-
     /// `task->pid` (the TID in userspace terms).
     #[inline(always)]
     pub fn pid(self) -> u32 {
-        self.0.read_u32(load(&globals::TASK_PID_OFF))
+        self.0.read_u32(get(&TASK.pid))
     }
 
     /// `task->tgid` (the process id in userspace terms).
     #[inline(always)]
     pub fn tgid(self) -> u32 {
-        self.0.read_u32(load(&globals::TASK_TGID_OFF))
-    }
-
-    /// Whether this task's waits are measured: the filters `-p`, `-t`,
-    /// `--comm`, `-c` (scope.rs), all of which must hold. The wait is
-    /// attributed to the task that waits, read from its own task_struct,
-    /// never to the task running the tracepoint (the waker, or prev). Each
-    /// filter that is off is a constant the verifier removes.
-    #[inline(always)]
-    pub fn wanted(self) -> bool {
-        let tgid = load(&globals::FILTER_TGID);
-        if tgid != 0 && u64::from(self.tgid()) != tgid {
-            return false;
-        }
-        let tid = load(&globals::FILTER_TID);
-        if tid != 0 && u64::from(self.pid()) != tid {
-            return false;
-        }
-        if load(&globals::FILTER_COMM) != 0 && !self.comm_is_filter() {
-            return false;
-        }
-        let cgroup = load(&globals::FILTER_CGROUP_ID);
-        cgroup == 0 || scope::in_cgroup(self, cgroup)
-    }
-
-    #[inline(always)]
-    fn comm_is_filter(self) -> bool {
-        let comm = load(&globals::TASK_COMM_OFF);
-        self.0.read_u64(comm) == load(&globals::FILTER_COMM_LO)
-            && self.0.read_u64(comm + 8) == load(&globals::FILTER_COMM_HI)
+        self.0.read_u32(get(&TASK.tgid))
     }
 
     /// `task->__state` (`state` before 5.14); 0 is TASK_RUNNING. Before 5.14
     /// the field is a long: its low 32 bits still say whether it is 0.
     #[inline(always)]
     pub fn state(self) -> u32 {
-        self.0.read_u32(load(&globals::TASK_STATE_OFF))
+        self.0.read_u32(get(&TASK.state))
+    }
+
+    /// Word `i` (0 or 1) of `task->comm`, as the `--comm` filter compares.
+    #[inline(always)]
+    pub fn comm_word(self, i: u64) -> u64 {
+        self.0.read_u64(get(&TASK.comm) + 8 * i)
     }
 
     /// `task->comm`. char[16]: two 8-byte loads, both inside the array,
@@ -77,9 +47,8 @@ impl TaskPtr {
     /// (kernel/bpf/btf.c btf_struct_walk()).
     #[inline(always)]
     pub fn comm(self) -> [u8; 16] {
-        let comm = load(&globals::TASK_COMM_OFF);
-        let lo = self.0.read_u64(comm).to_ne_bytes();
-        let hi = self.0.read_u64(comm + 8).to_ne_bytes();
+        let lo = self.comm_word(0).to_ne_bytes();
+        let hi = self.comm_word(1).to_ne_bytes();
         let mut name = [0u8; 16];
         name[..8].copy_from_slice(&lo);
         name[8..].copy_from_slice(&hi);
@@ -93,9 +62,9 @@ impl TaskPtr {
             tid: self.pid(),
             tgid: self.tgid(),
             comm: self.comm(),
-            policy: self.0.read_u32(load(&globals::TASK_POLICY_OFF)),
-            static_prio: self.0.read_u32(load(&globals::TASK_STATIC_PRIO_OFF)),
-            rt_priority: self.0.read_u32(load(&globals::TASK_RT_PRIORITY_OFF)),
+            policy: self.0.read_u32(get(&TASK.policy)),
+            static_prio: self.0.read_u32(get(&TASK.static_prio)),
+            rt_priority: self.0.read_u32(get(&TASK.rt_priority)),
             _pad: 0,
         }
     }
@@ -107,12 +76,68 @@ impl TaskPtr {
     /// way reads as 0 rather than faulting.
     #[inline(always)]
     pub fn rq_len(self) -> u32 {
-        if load(&globals::RQ_LEN) == 0 {
+        if get(&RQ.resolved) == 0 {
             return RQ_LEN_UNKNOWN;
         }
-        let cfs_rq = self.0.read_ptr(load(&globals::TASK_CFS_RQ_OFF));
-        let rq = cfs_rq.read_ptr(load(&globals::CFS_RQ_RQ_OFF));
-        rq.read_u32(load(&globals::RQ_NR_RUNNING_OFF))
+        let cfs_rq = self.0.read_ptr(get(&RQ.task_cfs_rq));
+        let rq = cfs_rq.read_ptr(get(&RQ.cfs_rq_rq));
+        rq.read_u32(get(&RQ.rq_nr_running))
+    }
+
+    /// The task's css in the hierarchy the loader chose:
+    /// `task->cgroups->dfl_cgrp` (cgroup v2; its `self` css is at offset 0,
+    /// which the loader checks, so css offsets apply to it) or
+    /// `task->cgroups->subsys[id]` (a v1 controller).
+    #[inline(always)]
+    pub fn css(self) -> Css {
+        let cset = self.0.read_ptr(get(&CGROUP.task_cgroups));
+        Css(cset.read_ptr(get(&CGROUP.cset_css)))
+    }
+
+    /// The inode number of the task's active PID namespace (what `ls -l
+    /// /proc/PID/ns/pid` shows): `task->thread_pid->numbers[level].ns->
+    /// ns.inum`, as libbpf-tools runqlat's `--pidnss`. The array index is
+    /// not a load-time constant, and 6.1's verifier refuses variable
+    /// arithmetic on a BTF pointer (found by `cargo xtask vm-test`), so the
+    /// `struct pid` address is read as a plain number and the rest goes
+    /// through bpf_probe_read_kernel. 0 when a read fails.
+    #[inline(always)]
+    pub fn pid_namespace(self) -> u64 {
+        let thread_pid = get(&PIDNS.task_thread_pid);
+        let level = u64::from(self.0.read_ptr(thread_pid).read_u32(get(&PIDNS.pid_level)));
+        let Some(pid) = probe_read::<u64>(self.0.addr(thread_pid)) else {
+            return 0;
+        };
+        let upid = pid + get(&PIDNS.pid_numbers) + level * get(&PIDNS.upid_size);
+        let Some(ns) = probe_read::<u64>(upid + get(&PIDNS.upid_ns)) else {
+            return 0;
+        };
+        probe_read::<u32>(ns + get(&PIDNS.pidns_inum)).map_or(0, u64::from)
+    }
+}
+
+/// A `struct cgroup_subsys_state *`, or NULL.
+#[derive(Clone, Copy)]
+pub struct Css(BtfPtr);
+
+impl Css {
+    #[inline(always)]
+    pub fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+
+    /// `css->cgroup->kn->id`: the inode number of the cgroup's directory.
+    #[inline(always)]
+    pub fn cgroup_id(self) -> u64 {
+        let cgroup = self.0.read_ptr(get(&CGROUP.css_cgroup));
+        let kn = cgroup.read_ptr(get(&CGROUP.cgroup_kn));
+        kn.read_u64(get(&CGROUP.kn_id))
+    }
+
+    /// `css->parent`: NULL at the root.
+    #[inline(always)]
+    pub fn parent(self) -> Css {
+        Css(self.0.read_ptr(get(&CGROUP.css_parent)))
     }
 }
 
@@ -120,25 +145,25 @@ impl TaskPtr {
 /// from one (the verifier types those too, and checks each load against the
 /// pointee's BTF).
 #[derive(Clone, Copy)]
-pub struct BtfPtr(*const u8);
+struct BtfPtr(*const u8);
 
 impl BtfPtr {
     #[inline(always)]
-    pub fn is_null(self) -> bool {
+    fn is_null(self) -> bool {
         self.0.is_null()
     }
 
     /// The pointer field at `offset`. A NULL pointer on the way reads as 0
     /// (the load's exception fixup) rather than faulting.
     #[inline(always)]
-    pub fn read_ptr(self, offset: u64) -> BtfPtr {
+    fn read_ptr(self, offset: u64) -> BtfPtr {
         BtfPtr(self.read_u64(offset) as *const u8)
     }
 
     /// The address of the field at `offset` (a load-time constant), to pass
     /// to bpf_probe_read_kernel.
     #[inline(always)]
-    pub fn addr(self, offset: u64) -> u64 {
+    fn addr(self, offset: u64) -> u64 {
         self.0 as u64 + offset
     }
 
@@ -148,7 +173,7 @@ impl BtfPtr {
     /// against task_struct's BTF at load time and turns it into a plain load
     /// with an exception-table fixup (BPF_PROBE_MEM): no helper call.
     #[inline(always)]
-    pub fn read_u32(self, offset: u64) -> u32 {
+    fn read_u32(self, offset: u64) -> u32 {
         // SAFETY: verified by the kernel as described above.
         unsafe { *(self.0.add(offset as usize) as *const u32) }
     }
@@ -156,7 +181,7 @@ impl BtfPtr {
     /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need
     /// not be 8-byte aligned, which BPF loads from kernel memory allow.
     #[inline(always)]
-    pub fn read_u64(self, offset: u64) -> u64 {
+    fn read_u64(self, offset: u64) -> u64 {
         // SAFETY: as read_u32.
         unsafe { core::ptr::read_volatile(self.0.add(offset as usize) as *const u64) }
     }
@@ -171,4 +196,10 @@ impl BtfPtr {
 pub fn tp_read<T: Default>(ctx: &TracePointContext, offset: u64) -> T {
     // SAFETY: the offset comes from the tracepoint's own format file.
     unsafe { ctx.read_at::<T>(offset as usize).unwrap_or_default() }
+}
+
+#[inline(always)]
+fn probe_read<T>(addr: u64) -> Option<T> {
+    // SAFETY: bpf_probe_read_kernel checks the address and fails cleanly.
+    unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
 }
