@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
-        assert_eq!(size_of::<TaskFilter>(), (6 + CPU_MASK_WORDS) * 8);
+        assert_eq!(size_of::<TaskFilter>(), (7 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 6 * 8);
     }
 
