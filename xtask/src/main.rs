@@ -6,8 +6,10 @@
 //! - `test`: setup, then every test tier that this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
+//! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 
 mod bench;
+mod lint;
 mod setup;
 mod util;
 mod vm;
@@ -63,6 +65,10 @@ enum Command {
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
+    /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
+    /// nightly, core from source), warnings as errors. Needs `cargo xtask
+    /// setup`'s nightly rust-src.
+    ClippyEbpf,
     /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
         Command::Bench(opts) => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
+        Command::ClippyEbpf => lint::clippy_ebpf(),
         Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
