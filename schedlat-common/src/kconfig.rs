@@ -180,8 +180,9 @@ pub struct Compute {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use core::mem::size_of;
+
+    use super::*;
 
     #[test]
     fn layouts_are_u64_words_without_padding() {

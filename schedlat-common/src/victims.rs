@@ -95,18 +95,23 @@ pub struct RowSlot {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
-    // SAFETY (all four): repr(C), integer fields and byte arrays only, no
+    // Each of the four: repr(C), integer fields and byte arrays only, no
     // implicit padding (explicit `_pad` fields), valid for any bit pattern.
+    // SAFETY: as above.
     unsafe impl aya::Pod for TaskInfo {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for WaitStats {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for ModeCounters {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for RowSlot {}
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use core::mem::size_of;
+
+    use super::*;
 
     #[test]
     fn layouts_have_no_implicit_padding() {

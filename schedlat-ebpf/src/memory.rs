@@ -175,7 +175,7 @@ impl BtfPtr {
     #[inline(always)]
     fn read_u32(self, offset: u64) -> u32 {
         // SAFETY: verified by the kernel as described above.
-        unsafe { *(self.0.add(offset as usize) as *const u32) }
+        unsafe { *self.0.add(offset as usize).cast::<u32>() }
     }
 
     /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need
@@ -183,7 +183,7 @@ impl BtfPtr {
     #[inline(always)]
     fn read_u64(self, offset: u64) -> u64 {
         // SAFETY: as read_u32.
-        unsafe { core::ptr::read_volatile(self.0.add(offset as usize) as *const u64) }
+        unsafe { core::ptr::read_volatile(self.0.add(offset as usize).cast::<u64>()) }
     }
 }
 

@@ -9,7 +9,7 @@
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 
 mod bench;
-mod lint;
+mod clippy_ebpf;
 mod setup;
 mod util;
 mod vm;
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         Command::Bench(opts) => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
-        Command::ClippyEbpf => lint::clippy_ebpf(),
+        Command::ClippyEbpf => clippy_ebpf::run(),
         Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
@@ -117,8 +117,38 @@ fn run(args: &[String]) -> Result<()> {
     std::process::exit(status.code().unwrap_or(1));
 }
 
+/// The habits the tests hold the code to before running it: formatted as
+/// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
+/// clean with the workspace lints on the userspace crates, warnings denied.
+/// The eBPF crate builds for the bpf target only and is linted there
+/// (`clippy_ebpf`).
+fn lint() -> Result<()> {
+    let status = std::process::Command::new("rustup")
+        .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
+        .current_dir(util::workspace_root())
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("not formatted: run `cargo +nightly fmt --all`");
+    }
+    util::cargo(&[
+        "clippy",
+        "--package",
+        "schedlat",
+        "--package",
+        "schedlat-common",
+        "--package",
+        "xtask",
+        "--all-targets",
+        "--",
+        "--deny",
+        "warnings",
+    ])?;
+    clippy_ebpf::run()
+}
+
 fn test(args: &[String]) -> Result<()> {
     setup::run()?;
+    lint()?;
     util::require_root("the integration tests load eBPF programs into this kernel")?;
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.

@@ -9,30 +9,32 @@
 
 mod report;
 
-use crate::commands::session::{self, Intervals, Signals};
 use std::time::Instant;
 
 use anyhow::Result;
-
-use crate::collect::victims::Collector;
-use crate::{
-    analysis::victims::{SortKey, rank},
-    collect::histogram::Unit,
-    collect::tracer::Tracer,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::filter::{Filter, FilterSpec},
-    kernel::modes::Modes,
-    kernel::{error::LoadError, hook::HookChoice, loader::KernelAccess},
-    sys::clock::WallClock,
-};
 use report::Report;
 pub use report::sort_name;
 
+use crate::{
+    analysis::victims::{SortKey, rank},
+    collect::{histogram::Unit, tracer::Tracer, victims::Collector},
+    commands::{
+        run::Ended,
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{
+        error::LoadError,
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelAccess,
+        modes::Modes,
+    },
+    sys::clock::WallClock,
+};
+
 /// Tasks each kernel table holds per interval, unless `--max-tasks` says.
 pub const DEFAULT_MAX_TASKS: u32 = 10_240;
-
-const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
 /// What `schedlat victims` reports, how often and how.
 pub struct VictimsOptions {
@@ -64,9 +66,7 @@ pub async fn run(
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut started = Instant::now();
-    if args.json {
-        eprint!("{BANNER}");
-    } else if stdout::write(BANNER).is_err() {
+    if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -90,7 +90,7 @@ pub async fn run(
         } else {
             report::text(&report)
         };
-        if stdout::write(&text).is_err() {
+        if !stdout::write(&text)? {
             return Ok(Ended::StdoutClosed);
         }
         if stop {

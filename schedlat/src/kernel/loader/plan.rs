@@ -13,16 +13,14 @@ use schedlat_common::{
 
 use super::{KernelSources, attach::attach};
 use crate::kernel::{
+    btf::{self, CssChoice, VMLINUX_BTF},
+    btf_prefix,
+    cgroupfs::{Hierarchy, Mounts},
     error::LoadError,
+    filter::Filter,
     hook::{HookChoice, HookMode},
-};
-use crate::{
-    kernel::btf::{self, CssChoice, VMLINUX_BTF},
-    kernel::btf_prefix,
-    kernel::cgroupfs::{Hierarchy, Mounts},
-    kernel::filter::Filter,
-    kernel::modes::Modes,
-    kernel::tracefs::{self, Format, TracefsError},
+    modes::Modes,
+    tracefs::{self, Format, TracefsError},
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).

@@ -1,4 +1,5 @@
-//! `cargo xtask clippy-ebpf`: clippy for the eBPF crate on its own target.
+//! Clippy for the eBPF crate on its own target: part of `cargo xtask
+//! test`'s lint step, and `cargo xtask clippy-ebpf` on its own.
 //!
 //! The workspace's `cargo clippy` skips schedlat-ebpf (it is not a default
 //! member: it only builds for bpfel-unknown-none, with nightly and core
@@ -27,7 +28,7 @@ const ARGS: [&str; 10] = [
     "-Dwarnings",
 ];
 
-pub fn clippy_ebpf() -> Result<()> {
+pub fn run() -> Result<()> {
     // `cargo xtask` runs under the stable toolchain, whose cargo and rustc
     // would otherwise be inherited through these variables.
     let status = Command::new("rustup")
