@@ -63,7 +63,7 @@ enum Command {
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
-    /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
+    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
 }

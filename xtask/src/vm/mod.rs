@@ -7,6 +7,7 @@
 //! - initramfs.rs: the static guest binaries, /init, the cpio image
 //! - qemu.rs: one boot, bounded by a timeout, judged by a marker line
 
+mod apt;
 mod bzimage;
 mod elf;
 mod initramfs;
@@ -25,8 +26,8 @@ use crate::{setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
-    /// Kernel to boot: 6.1, 6.1-rt, 6.12, or a Debian linux-image-* package
-    /// name; repeat for several [default: 6.1, 6.1-rt and 6.12]
+    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, or a Debian linux-image-*
+    /// package name; repeat for several [default: all four]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
     /// Build schedlat with its fault-injection feature and give every guest
@@ -54,10 +55,10 @@ pub fn run(opts: &Options) -> Result<()> {
         qemu::Accel::Tcg(why) => eprintln!("vm-test: accelerator TCG (emulation: {why})"),
     }
 
-    let packages: Vec<(String, &str)> = if opts.kernels.is_empty() {
+    let packages: Vec<(String, (&str, apt::Archive))> = if opts.kernels.is_empty() {
         kernels::MATRIX
             .iter()
-            .map(|(name, package)| (name.to_string(), *package))
+            .map(|(name, package, archive)| (name.to_string(), (*package, *archive)))
             .collect()
     } else {
         let packages = opts.kernels.iter().map(|n| kernels::package_for(n));
@@ -105,7 +106,7 @@ pub fn run(opts: &Options) -> Result<()> {
     fs::create_dir_all(&matrix.logs)?;
     let failed: Vec<&str> = packages
         .iter()
-        .filter(|(name, package)| !matrix.test_kernel(name, package))
+        .filter(|(name, (package, archive))| !matrix.test_kernel(name, package, *archive))
         .map(|(name, _)| name.as_str())
         .collect();
 
@@ -134,8 +135,8 @@ struct Matrix {
 impl Matrix {
     /// Fetches, boots and judges one kernel; prints its result line (and,
     /// on failure, why, with the console's tail). True when it passed.
-    fn test_kernel(&self, name: &str, package: &str) -> bool {
-        let kernel = match kernels::prepare(package, &self.cache) {
+    fn test_kernel(&self, name: &str, package: &str, archive: apt::Archive) -> bool {
+        let kernel = match kernels::prepare(package, archive, &self.cache) {
             Ok(kernel) => kernel,
             Err(e) => {
                 eprintln!("vm-test: {name:<7} FAIL: no kernel: {e:#}");
