@@ -1,0 +1,176 @@
+//! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
+//! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
+//! no root needed); 3. with root, the eBPF histogram of the same window and
+//! its shape, and who waited and who held the CPU instead (the victims
+//! tables); 4. named causes with evidence and a next step; 5. a self-check
+//! of the eBPF total against the kernel's own schedstat accounting, saying
+//! which part of the waiting that accounting does not see (selfcheck.rs).
+
+mod causes;
+mod findings;
+mod priority;
+mod report;
+mod scope;
+mod selfcheck;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::{
+    analysis::{
+        percentiles::Percentiles,
+        shape,
+        slice::Slice,
+        victims::{SortKey, rank},
+    },
+    collect::histogram::Waits,
+    collect::interval::Source,
+    commands::{
+        session::Signals,
+        stdout,
+        victims::{self, DEFAULT_MAX_TASKS},
+    },
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
+    kernel::privileges,
+    sys::procfs,
+};
+use findings::{Findings, Snapshot};
+use priority::Attribution;
+use scope::{Mounts, Scope};
+
+/// What the eBPF side measured over the window (root only).
+pub struct Traced {
+    pub hook: String,
+    pub waits: Waits,
+    pub percentiles: Option<Percentiles>,
+    pub shape: shape::Shape,
+    /// Who waited and who held the CPU instead, or why not measured.
+    pub victims: Result<Attribution, String>,
+}
+
+/// The observation window and how the diagnosis is printed.
+pub struct DiagnoseOptions {
+    /// Seconds.
+    pub duration: u64,
+    pub json: bool,
+}
+
+pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+    let mounts = Mounts::read();
+    if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
+        anyhow::bail!(
+            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes"
+        );
+    }
+    let scope = match (filter.pid, &filter.cgroup) {
+        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or -c PATH, not both"),
+        (Some(pid), None) => Scope::for_process(pid, &mounts)?,
+        (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
+        (None, None) => Scope::System,
+    };
+    let window = Duration::from_secs(args.duration);
+    let mut signals = Signals::install()?;
+
+    // eBPF over the same window when allowed; the rest never needs root.
+    let mut tracer = None;
+    let mut why_not_traced = None;
+    if privileges::can_trace() {
+        // The same scope, in the kernel: the process, or the cgroup and below.
+        let tracer_filter = Filter::resolve(filter)?;
+        let (loaded, victims) =
+            victims::load_with_histogram(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
+        tracer = Some((loaded, victims));
+    } else {
+        why_not_traced = Some(format!(
+            "not measured: {}. Root adds the run-queue latency histogram of the window, its percentiles and shape, the victims and culprits, and the eBPF/schedstat self-check",
+            privileges::NEED_PRIVILEGES
+        ));
+    }
+    if !args.json {
+        say!(
+            "schedlat diagnose: watching {} for {}s...",
+            scope.describe(),
+            args.duration
+        );
+    }
+    // The first interval starts here: the collector drops what came before.
+    let mut traced_source = match tracer {
+        Some((mut t, victims)) => {
+            let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
+            let source = Source::start(&mut t, max_tasks)?;
+            Some((t, source, victims.err()))
+        }
+        None => None,
+    };
+    let start = Snapshot::take(&scope);
+    let started = Instant::now();
+    let mut runnable = Vec::new();
+    while started.elapsed() < window {
+        if let Some(times) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| procfs::parse_proc_stat(&t).ok())
+        {
+            // procs_running counts this sampler too.
+            runnable.push(times.procs_running.saturating_sub(1));
+        }
+        tokio::select! {
+            _ = signals.recv() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let end = Snapshot::take(&scope);
+    let elapsed = started.elapsed();
+    let traced = match traced_source.as_mut() {
+        Some((t, source, why_no_victims)) => {
+            let (waits, interval) = source.end_interval(t)?;
+            let victims = match (interval, why_no_victims.take()) {
+                (Some(interval), _) => {
+                    let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
+                    let c = &interval.counters;
+                    Ok(Attribution::new(
+                        tables,
+                        (c.victims_overflow, c.culprits_overflow),
+                    ))
+                }
+                (None, why) => Err(why.unwrap_or_default()),
+            };
+            let slice = Slice::detect();
+            Some(Traced {
+                hook: t.mode().to_string(),
+                percentiles: Percentiles::of(&waits),
+                shape: shape::classify(&waits, &slice),
+                waits,
+                victims,
+            })
+        }
+        None => None,
+    };
+    let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
+    let diagnosis = report::Diagnosis {
+        waiting: causes::waiting(
+            &findings,
+            traced
+                .as_ref()
+                .and_then(|t| t.victims.as_ref().ok())
+                .map(|a| a.max_task_share(elapsed)),
+        ),
+        causes: causes::causes(
+            &findings,
+            traced.as_ref().and_then(|t| t.victims.as_ref().ok()),
+        ),
+        scope: &scope,
+        findings: &findings,
+        traced: traced.as_ref(),
+        why_not_traced: why_not_traced.as_deref(),
+    };
+    let text = if args.json {
+        report::json(&diagnosis)
+    } else {
+        report::text(&diagnosis)
+    };
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Histogram mode: attach, then print one report per interval (or one at the
+//! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
+//! stdout.
+
+use crate::commands::{
+    session::{self, BANNER, Intervals, Signals},
+    stdout,
+};
+use crate::kernel::modes::Modes;
+use std::{fs::File, io::Write, path::Path, time::Instant};
+
+use anyhow::{Context, Result};
+
+use crate::{
+    analysis::slice::Slice,
+    collect::{histogram::Unit, interval::HistogramInterval},
+    commands::breakdown::{BreakdownOptions, KeyedView},
+    kernel::{filter::FilterSpec, loader::KernelAccess},
+    output::{self, Report},
+    sys::clock,
+};
+
+/// How a run ended, for the exit status.
+pub enum Ended {
+    /// COUNT reached, or a signal asked us to stop.
+    Done,
+    /// stdout was closed (e.g. `| head`): stop quietly.
+    StdoutClosed,
+}
+
+/// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
+/// and `--json`.
+pub struct HistogramOptions {
+    pub interval: Option<u64>,
+    pub count: Option<u64>,
+    pub timestamp: bool,
+    pub unit: Unit,
+    pub json: bool,
+}
+
+/// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
+/// printed as usual and also written to FILE as a JSON object.
+pub async fn record(
+    output: &Path,
+    duration: u64,
+    unit: Unit,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let histogram = HistogramOptions {
+        interval: Some(duration),
+        count: Some(1),
+        timestamp: false,
+        unit,
+        json: false,
+    };
+    let ended = run(
+        &histogram,
+        &BreakdownOptions::default(),
+        kernel,
+        filter,
+        Some(file),
+    )
+    .await?;
+    say!("schedlat: recorded to {}", output.display());
+    Ok(ended)
+}
+
+pub async fn histogram(
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
+    run(cli, breakdown, kernel, filter, None).await
+}
+
+/// The measurement loop; each report also goes to `record_to` as JSON.
+async fn run(
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+    mut record_to: Option<File>,
+) -> Result<Ended> {
+    let unit = cli.unit;
+    let mut signals = Signals::install()?;
+    let keyed = breakdown.keyed;
+    let modes = Modes::histogram(keyed);
+    let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
+    let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
+
+    let slice = Slice::detect();
+    // Measuring starts from this snapshot, taken before the banner so that
+    // whatever a user (or a test) starts on seeing it is counted.
+    let mut histogram = HistogramInterval::start(&mut tracer)?;
+    if let Some(view) = keyed_view.as_mut() {
+        view.interval(&mut tracer, 0, &slice)?;
+    }
+    let mut started = Instant::now();
+
+    if cli.json {
+        say!("{}", BANNER.trim_end());
+    } else if !stdout::write(BANNER)? {
+        return Ok(Ended::StdoutClosed);
+    }
+
+    let mut intervals = Intervals::new(cli.interval, cli.count);
+    loop {
+        let stop = intervals.next(&mut signals, &filter).await;
+        let waits = histogram.end(&mut tracer)?;
+        let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
+        let keys = match keyed_view.as_mut() {
+            Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
+            None => None,
+        };
+        report.breakdown = keys.as_ref().map(|k| k.to_json());
+        let ts = cli.timestamp.then(clock::local_hms);
+        let text = match (&keys, cli.json) {
+            (_, true) => output::json::render(&report),
+            // runqlat -P/-L/--pidnss print the per-key histograms only.
+            (Some(keys), false) => {
+                let ts = ts.map(|t| format!("\n{t:<8}")).unwrap_or_default();
+                format!("{ts}{}", keys.render_text(unit))
+            }
+            (None, false) => output::text::render(&report, ts.as_deref()),
+        };
+        if let Some(file) = record_to.as_mut() {
+            file.write_all(output::json::render(&report).as_bytes())
+                .context("writing the recording")?;
+        }
+        if !stdout::write(&text)? {
+            return Ok(Ended::StdoutClosed);
+        }
+        if stop {
+            return Ok(Ended::Done);
+        }
+        started = Instant::now();
+    }
+}

@@ -1,0 +1,120 @@
+//! `schedlat serve`: a Prometheus/OpenMetrics endpoint. The same kernel
+//! measurement as the histogram mode, read at scrape time instead of at
+//! intervals, as cumulative histograms and counters (see README,
+//! "Prometheus").
+//!
+//! - buckets: the exported `le` boundaries;
+//! - scrape: what a scrape reads from the kernel;
+//! - keyed: the per-cgroup or per-process series and `--max-series`;
+//! - metrics: the snapshot and its encoding (prometheus-client);
+//! - negotiate: OpenMetrics or classic text, from `Accept`;
+//! - http: the hyper server; listen: `--listen` and binding.
+
+mod buckets;
+mod http;
+mod keyed;
+pub mod listen;
+mod metrics;
+mod negotiate;
+mod scrape;
+
+use std::{net::SocketAddr, rc::Rc, time::Duration};
+
+use anyhow::{Context, Result};
+use tokio::task::LocalSet;
+
+use schedlat_common::scope::Breakdown;
+
+use crate::{
+    commands::{
+        run::Ended,
+        session::{self, Signals},
+    },
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
+    kernel::modes::{Keyed, Modes},
+};
+
+/// Where `schedlat serve` listens and what it exports.
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Per-key series (`--cgroups`, `--pids`) and the kernel's key limit.
+    pub keyed: Option<Keyed>,
+    /// At most this many per-key series.
+    pub max_series: u32,
+}
+
+pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
+    let mut signals = Signals::install()?;
+
+    let filter = Filter::resolve(filter)?;
+    // Bind before loading: a taken port fails fast, with nothing attached.
+    let listener = listen::bind(args.listen).await?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listening address")?;
+
+    // Microseconds, as in histogram mode; the fine buckets that the exporter
+    // reads are nanoseconds whatever the unit.
+    let keyed = args.keyed;
+    let modes = Modes::histogram(keyed);
+    let tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
+    if !addr.ip().is_loopback() {
+        say!(
+            "schedlat: note: {addr} is reachable from other machines; /metrics has no authentication"
+        );
+    }
+    if let Some(k) = keyed {
+        say!(
+            "schedlat: per-{} series, at most {} (--max-series), {} keys in the kernel (--max-keys)",
+            if k.by == Breakdown::Cgroup {
+                "cgroup"
+            } else {
+                "process"
+            },
+            args.max_series,
+            k.max_keys
+        );
+    }
+    let keyed = keyed.map(|k| (k.by, args.max_series));
+    let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
+    say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
+
+    // One thread: connections are tasks on it, and a scrape is a map read
+    // and some formatting, so nothing blocks for long. LocalSet because the
+    // tracer is not shared across threads.
+    let connections = LocalSet::new();
+    // With -p, a target that exits ends the run, as in histogram mode.
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    connections
+        .run_until(async {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            tokio::task::spawn_local(http::serve_connection(stream, source.clone()));
+                        }
+                        // Out of fds or a connection reset before accept:
+                        // keep serving the others.
+                        Err(e) => {
+                            say!("schedlat: accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    },
+                    _ = watch.tick(), if filter.is_active() => {
+                        if !filter.target_alive() {
+                            say!("schedlat: the target process exited; stopping");
+                            break;
+                        }
+                    }
+                    _ = signals.recv() => break,
+                }
+            }
+        })
+        .await;
+    // Stop listening, drop open connections, then detach the programs.
+    drop(listener);
+    drop(connections);
+    drop(source);
+    Ok(Ended::Done)
+}

@@ -1,0 +1,130 @@
+//! The run skeleton every command that traces shares: stop on Ctrl-C or
+//! SIGTERM (one mechanism, tokio's, for all of them), load and attach
+//! announcing how on stderr, the banner, and intervals that end on a clock,
+//! after COUNT of them, or when a `-p` target exits.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::{
+    signal::unix::{Signal, SignalKind, signal},
+    time::{Instant, Interval, MissedTickBehavior, interval_at},
+};
+
+use crate::{
+    collect::tracer::Tracer,
+    kernel::{
+        filter::{Filter, FilterSpec},
+        loader::KernelAccess,
+        modes::Modes,
+    },
+};
+
+/// What the streaming commands print first (stdout, or stderr with
+/// `--json`), as runqlat does.
+pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
+
+/// The signals that end a run. Install them before loading, so a Ctrl-C
+/// during loading is not fatal.
+pub struct Signals {
+    sigint: Signal,
+    sigterm: Signal,
+}
+
+impl Signals {
+    pub fn install() -> Result<Signals> {
+        Ok(Signals {
+            sigint: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
+            sigterm: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
+        })
+    }
+
+    /// Resolves when either signal arrives.
+    pub async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.sigint.recv() => {}
+            _ = self.sigterm.recv() => {}
+        }
+    }
+}
+
+/// Resolves the filter, loads and attaches in `modes`, and announces it.
+pub fn attach(
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+    unit_ns: u64,
+    modes: &Modes,
+) -> Result<(Tracer, Filter)> {
+    let filter = Filter::resolve(filter)?;
+    let tracer = attach_resolved(kernel, &filter, unit_ns, modes)?;
+    Ok((tracer, filter))
+}
+
+/// Loads and attaches in `modes`, and says on stderr which hook mode is in
+/// use, any fallback, and the filter's target.
+pub fn attach_resolved(
+    kernel: &KernelAccess,
+    filter: &Filter,
+    unit_ns: u64,
+    modes: &Modes,
+) -> Result<Tracer> {
+    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources, unit_ns, filter, modes)?;
+    for note in &tracer.notes {
+        say!("schedlat: {note}");
+    }
+    say!("schedlat: hook mode {}", tracer.mode());
+    if let Some(target) = filter.describe() {
+        say!("schedlat: only waits of {target}");
+    }
+    Ok(tracer)
+}
+
+/// When intervals end: every INTERVAL seconds (or never), COUNT times (or
+/// forever), or early on a signal or when the only target exits.
+pub struct Intervals {
+    ticks: Interval,
+    remaining: Option<u64>,
+    watch: Interval,
+}
+
+/// An interval too long to end on this clock (the command line bounds
+/// INTERVAL far below it) never ends by itself.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl Intervals {
+    pub fn new(interval: Option<u64>, count: Option<u64>) -> Intervals {
+        let period = interval.map_or(FOREVER, Duration::from_secs);
+        let now = Instant::now();
+        let first = now
+            .checked_add(period)
+            .or_else(|| now.checked_add(FOREVER))
+            .unwrap_or(now);
+        let mut ticks = interval_at(first, period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Intervals {
+            ticks,
+            remaining: count,
+            watch: tokio::time::interval(Duration::from_millis(500)),
+        }
+    }
+
+    /// Waits for the end of the current interval; true when it is the last.
+    pub async fn next(&mut self, signals: &mut Signals, filter: &Filter) -> bool {
+        loop {
+            tokio::select! {
+                _ = self.ticks.tick() => {
+                    self.remaining = self.remaining.map(|n| n.saturating_sub(1));
+                    return self.remaining == Some(0);
+                }
+                _ = self.watch.tick(), if filter.is_active() => {
+                    let Some(gone) = filter.gone() else {
+                        continue;
+                    };
+                    say!("schedlat: {gone}; reporting its waits so far");
+                    return true;
+                }
+                _ = signals.recv() => return true,
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! `schedlat slow --threshold 1ms`: every wait of at least the threshold,
+//! as it happens, with the task that waited, the task that held the CPU
+//! until it ended (the culprit) and the run-queue length (runqslower, with
+//! context). The kernel sends only those waits, through a ring buffer
+//! (schedlat-ebpf/src/slow.rs), and counts the ones the buffer had no room
+//! for; they are reported in the stream, where they were lost.
+
+mod render;
+
+use crate::commands::session::{self, BANNER, Signals};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use schedlat_common::victims::SlowEvent;
+
+use crate::{
+    collect::histogram::Unit, collect::slow::SlowEvents, commands::run::Ended, commands::stdout,
+    kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
+    sys::clock::WallClock,
+};
+
+/// What `schedlat slow` reports and how.
+pub struct SlowOptions {
+    /// Waits at least this long, in nanoseconds.
+    pub threshold: u64,
+    pub json: bool,
+}
+
+pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
+    let mut signals = Signals::install()?;
+    let (mut tracer, filter) = session::attach(
+        kernel,
+        filter,
+        Unit::Usecs.ns(),
+        &Modes::slow(args.threshold),
+    )?;
+    let mut ring = SlowEvents::take(&mut tracer)?;
+
+    // Counted from before the banner, like the events: a reader of the
+    // banner sees every event and loss from then on.
+    let mut out = Output {
+        json: args.json,
+        clock: WallClock::now(),
+        events: 0,
+        lost: 0,
+        lost_base: tracer.mode_counters()?.slow_lost,
+    };
+    let banner = if args.json {
+        say!("{}", BANNER.trim_end());
+        String::new()
+    } else {
+        format!("{BANNER}{}\n", render::HEADER)
+    };
+    if !stdout::write(&banner)? {
+        return Ok(Ended::StdoutClosed);
+    }
+
+    // Losses are counted in the kernel; they are checked (and the clock's
+    // offset refreshed) once a second, as is a reader that went away.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // With -p, a target that exits ends the run.
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let stop = tokio::select! {
+            events = ring.next() => {
+                let events = events.context("waiting for slow events")?;
+                if !out.print(&events)? {
+                    return Ok(Ended::StdoutClosed);
+                }
+                false
+            }
+            _ = tick.tick() => {
+                if stdout::reader_gone() {
+                    return Ok(Ended::StdoutClosed);
+                }
+                out.clock = WallClock::now();
+                false
+            }
+            _ = watch.tick(), if filter.is_active() => {
+                if filter.target_alive() {
+                    continue;
+                }
+                say!("schedlat: the target process exited");
+                true
+            }
+            _ = signals.recv() => true,
+        };
+        // Whatever ends the run, what is in the buffer is shown first.
+        let lost = tracer.mode_counters()?.slow_lost;
+        let lost = lost.saturating_sub(out.lost_base);
+        if !(out.print(&ring.drain())? && out.lost_now(lost)?) {
+            return Ok(Ended::StdoutClosed);
+        }
+        if stop {
+            let end = if args.json {
+                render::end_json(out.events, out.lost, args.threshold)
+            } else {
+                render::summary(out.events, out.lost, args.threshold)
+            };
+            return Ok(if stdout::write(&end)? {
+                Ended::Done
+            } else {
+                Ended::StdoutClosed
+            });
+        }
+    }
+}
+
+/// What has been printed so far.
+struct Output {
+    json: bool,
+    clock: WallClock,
+    events: u64,
+    /// Losses reported so far, and the kernel's count at the start.
+    lost: u64,
+    lost_base: u64,
+}
+
+impl Output {
+    /// Prints the events; false when stdout is closed.
+    fn print(&mut self, events: &[SlowEvent]) -> Result<bool> {
+        let mut text = String::new();
+        for event in events {
+            self.events += 1;
+            text.push_str(&if self.json {
+                render::json(event, self.clock)
+            } else {
+                render::line(event, self.clock)
+            });
+        }
+        if text.is_empty() {
+            return Ok(true);
+        }
+        stdout::write(&text)
+    }
+
+    /// Reports losses since the last report, in the stream.
+    fn lost_now(&mut self, total: u64) -> Result<bool> {
+        if total <= self.lost {
+            return Ok(true);
+        }
+        let new = total - self.lost;
+        self.lost = total;
+        stdout::write(&if self.json {
+            render::lost_json(new)
+        } else {
+            render::lost_line(new)
+        })
+    }
+}
+
+/// "1ms", "500us", "2.5ms", "1s", "250000ns" to nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" => return Err(format!("`{s}` needs a unit: e.g. 1ms, 500us, 2.5ms")),
+        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 1ms"))?;
+    let ns = value * scale;
+    if !(1.0..=1e12).contains(&ns) {
+        return Err(format!("`{s}` is out of range (1ns to 1000s)"));
+    }
+    Ok(ns.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_need_a_unit() {
+        assert_eq!(parse_duration_ns("1ms"), Ok(1_000_000));
+        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
+        assert_eq!(parse_duration_ns("500us"), Ok(500_000));
+        assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
+        assert_eq!(parse_duration_ns("250ns"), Ok(250));
+        assert!(parse_duration_ns("1").unwrap_err().contains("needs a unit"));
+        assert!(
+            parse_duration_ns("1h")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(
+            parse_duration_ns("0ms")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(parse_duration_ns("ms").is_err());
+    }
+}

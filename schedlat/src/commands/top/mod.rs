@@ -1,0 +1,139 @@
+//! `schedlat top`: the live histogram in a terminal, with the victims and
+//! culprits of `schedlat victims` beside it. One load computes both (the
+//! victims mode's programs with the histogram on, Modes::
+//! histogram_and_victims); where the victims mode cannot load (classic
+//! tracepoints, a kernel before 5.12) the histogram mode's programs run
+//! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
+//! SIGINT, an error, a panic) restores the terminal.
+
+mod panel;
+mod state;
+mod view;
+
+use std::{
+    io::IsTerminal,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+
+use crate::{
+    analysis::{slice::Slice, victims::SortKey},
+    collect::bpf_cost::ProgramCost,
+    collect::interval::Source,
+    commands::{session::Signals, victims},
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
+};
+use state::{Action, State};
+
+/// What `schedlat top` shows and how often.
+pub struct TopOptions {
+    /// Between refreshes, at first (`+`/`-` change it).
+    pub interval: Duration,
+    pub sort: SortKey,
+    /// Tasks each kernel table of the victims panel holds per interval.
+    pub max_tasks: u32,
+}
+
+/// Leaves the terminal as it was found, whatever ends the run.
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+    let mut signals = Signals::install()?;
+    if !std::io::stdout().is_terminal() {
+        bail!(
+            "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
+        );
+    }
+    let filter = Filter::resolve(filter)?;
+    let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
+    let slice = Slice::detect();
+    let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
+    let mut state = State::new(tracer.mode(), scope, args.interval);
+    state.sort = args.sort;
+
+    let with_victims = victims.is_ok().then_some(args.max_tasks);
+    if let Err(reason) = victims {
+        state.victims = Err(reason);
+    }
+    let mut source = Source::start(&mut tracer, with_victims)?;
+    let mut costs = tracer.program_costs();
+    let mut interval_start = Instant::now();
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let _guard = TerminalGuard;
+    loop {
+        terminal.draw(|frame| view::draw(frame, &state, &slice))?;
+        let due = interval_start + state.interval;
+        let wait = due
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200));
+        // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.
+        let key = tokio::select! {
+            _ = signals.recv() => return Ok(()),
+            key = key_within(wait) => key?,
+        };
+        if let Some((c, ctrl)) = key
+            && state.on_key(c, ctrl) == Action::Quit
+        {
+            return Ok(());
+        }
+        if Instant::now() < due {
+            continue;
+        }
+        // Each refresh ends a kernel interval, paused or not, so the exact
+        // extremes stay per interval; a paused view just does not take it.
+        let (waits, victims) = source.end_interval(&mut tracer)?;
+        let elapsed = interval_start.elapsed();
+        interval_start = Instant::now();
+        if !state.paused {
+            state.push(waits, elapsed);
+            if let Some(victims) = &victims {
+                state.push_victims(victims);
+            }
+            let now = tracer.program_costs();
+            state.bpf_ns_per_run = ns_per_run(&costs, &now);
+            costs = now;
+        }
+    }
+}
+
+/// The next key pressed within `wait` (a character, and whether Ctrl was
+/// held), read on the runtime's blocking pool so that a signal is seen while
+/// waiting for it.
+async fn key_within(wait: Duration) -> Result<Option<(char, bool)>> {
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Event>> {
+        if event::poll(wait)? {
+            event::read().map(Some)
+        } else {
+            Ok(None)
+        }
+    });
+    let event = read.await.context("reading the terminal")??;
+    Ok(match event {
+        Some(Event::Key(key)) if key.kind == KeyEventKind::Press => match key.code {
+            KeyCode::Char(c) => Some((c, key.modifiers.contains(KeyModifiers::CONTROL))),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// BPF run time per program run between two readings; None when the
+/// kernel's statistics are off (nothing counted).
+fn ns_per_run(before: &[ProgramCost], now: &[ProgramCost]) -> Option<f64> {
+    let sum = |v: &[ProgramCost]| {
+        v.iter()
+            .fold((0u64, 0u64), |(t, r), c| (t + c.run_time_ns, r + c.runs))
+    };
+    let ((t0, r0), (t1, r1)) = (sum(before), sum(now));
+    let (time, runs) = (t1.saturating_sub(t0), r1.saturating_sub(r0));
+    (time > 0 && runs > 0).then(|| time as f64 / runs as f64)
+}

@@ -1,0 +1,487 @@
+//! Kernel struct offsets for the tp_btf programs, resolved at load time from
+//! the running kernel's BTF (`/sys/kernel/btf/vmlinux`). Rust eBPF has no
+//! CO-RE relocations (aya issue 349), so this is how one object runs on many
+//! kernels: the offsets travel to the programs as read-only globals.
+
+use std::path::{Path, PathBuf};
+
+use btf_rs::{Btf, Type};
+use thiserror::Error;
+
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+#[derive(Debug, Error)]
+pub enum BtfError {
+    #[error(
+        "kernel BTF not found at {0}: this kernel was built without CONFIG_DEBUG_INFO_BTF. Use `--hook tp` (classic tracepoints) or point --btf at a BTF file for this kernel"
+    )]
+    Missing(PathBuf),
+    #[error("cannot parse BTF {path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("BTF {path} has no struct `{name}`")]
+    NoStruct { path: PathBuf, name: String },
+    #[error(
+        "BTF {path} has no typedef {name}: this kernel has no tp_btf attach point for that tracepoint (try --hook tp)"
+    )]
+    NoTracepoint { path: PathBuf, name: String },
+    #[error("BTF {path}: {what}")]
+    Layout { path: PathBuf, what: String },
+    #[error("BTF {path}: struct {strukt} has none of the fields {fields:?}")]
+    NoField {
+        path: PathBuf,
+        strukt: String,
+        fields: Vec<String>,
+    },
+}
+
+/// Byte offsets in `struct task_struct` that the programs read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub pid: u64,
+    pub tgid: u64,
+    /// `__state` since 5.14, `state` before.
+    pub state: u64,
+    /// What the victims and slow modes report of a task.
+    pub comm: u64,
+    pub policy: u64,
+    pub static_prio: u64,
+    pub rt_priority: u64,
+}
+
+/// The chain task->se.cfs_rq->rq->nr_running (slow events' run-queue
+/// length). `se.cfs_rq` and `cfs_rq.rq` exist only with
+/// CONFIG_FAIR_GROUP_SCHED, so this is optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RqOffsets {
+    /// `se` in task_struct plus `cfs_rq` in sched_entity.
+    pub task_cfs_rq: u64,
+    pub cfs_rq_rq: u64,
+    pub rq_nr_running: u64,
+}
+
+/// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
+pub fn open(path: &Path) -> Result<Btf, BtfError> {
+    if !path.exists() {
+        return Err(BtfError::Missing(path.to_path_buf()));
+    }
+    // sysfs only allows mmap of /sys/kernel/btf/vmlinux since 6.16 (older
+    // kernels return ENODEV, found by `cargo xtask vm-test` on 6.1 and
+    // 6.12): then read it all instead.
+    Btf::from_file_with_backend(path, btf_rs::Backend::Mmap)
+        .or_else(|_| Btf::from_file(path))
+        .map_err(|e| BtfError::Parse {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+}
+
+pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
+    let task = StructLayout::find(btf, path, "task_struct")?;
+    let offsets = TaskOffsets {
+        pid: task.offset_of(&["pid"])?,
+        tgid: task.offset_of(&["tgid"])?,
+        state: task.offset_of(&["__state", "state"])?,
+        comm: task.offset_of(&["comm"])?,
+        policy: task.offset_of(&["policy"])?,
+        static_prio: task.offset_of(&["static_prio"])?,
+        rt_priority: task.offset_of(&["rt_priority"])?,
+    };
+    #[cfg(feature = "fault-injection")]
+    let offsets = inject_pid_offset(offsets);
+    Ok(offsets)
+}
+
+/// The run-queue length chain, or None when this kernel lacks a link.
+pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
+    let field = |strukt: &str, name: &str| {
+        StructLayout::find(btf, path, strukt)
+            .and_then(|s| s.offset_of(&[name]))
+            .ok()
+    };
+    Some(RqOffsets {
+        task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
+        cfs_rq_rq: field("cfs_rq", "rq")?,
+        rq_nr_running: field("rq", "nr_running")?,
+    })
+}
+
+/// The chain from a task to the kernfs id of its cgroup in one hierarchy
+/// (schedlat-ebpf scope.rs): task->cgroups, then the css (css_set's
+/// dfl_cgrp for cgroup v2, subsys[id] for a v1 controller), css->cgroup,
+/// css->parent, cgroup->kn, kn->id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupOffsets {
+    pub task_cgroups: u64,
+    pub cset_css: u64,
+    pub css_cgroup: u64,
+    pub css_parent: u64,
+    pub cgroup_kn: u64,
+    pub kn_id: u64,
+}
+
+/// Which css of a task's css_set names its cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CssChoice {
+    /// cgroup v2: `dfl_cgrp`.
+    Default,
+    /// A cgroup v1 hierarchy: `subsys[<controller>_cgrp_id]` of the first of
+    /// these controllers the kernel knows.
+    Controllers(Vec<String>),
+}
+
+pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
+    let cset = StructLayout::find(btf, path, "css_set")?;
+    let cgroup = StructLayout::find(btf, path, "cgroup")?;
+    let cset_css = match css {
+        CssChoice::Default => {
+            // The v2 chain reads css fields through the cgroup pointer, which
+            // needs `self` to be the cgroup's first member (it always was).
+            let self_off = cgroup.offset_of(&["self"])?;
+            if self_off != 0 {
+                return Err(BtfError::Layout {
+                    path: path.to_path_buf(),
+                    what: format!("struct cgroup's `self` is at {self_off}, not 0"),
+                });
+            }
+            cset.offset_of(&["dfl_cgrp"])?
+        }
+        CssChoice::Controllers(names) => {
+            let id = subsys_id(btf, path, names)?;
+            // subsys is an array of pointers.
+            cset.offset_of(&["subsys"])? + 8 * id
+        }
+    };
+    let css = StructLayout::find(btf, path, "cgroup_subsys_state")?;
+    Ok(CgroupOffsets {
+        task_cgroups: StructLayout::find(btf, path, "task_struct")?.offset_of(&["cgroups"])?,
+        cset_css,
+        css_cgroup: css.offset_of(&["cgroup"])?,
+        css_parent: css.offset_of(&["parent"])?,
+        cgroup_kn: cgroup.offset_of(&["kn"])?,
+        kn_id: StructLayout::find(btf, path, "kernfs_node")?.offset_of(&["id"])?,
+    })
+}
+
+/// The value of `enum cgroup_subsys_id`'s `<controller>_cgrp_id` for the
+/// first of `controllers` this kernel has.
+fn subsys_id(btf: &Btf, path: &Path, controllers: &[String]) -> Result<u64, BtfError> {
+    let members: Vec<(String, u32)> = btf
+        .resolve_types_by_name("cgroup_subsys_id")
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|t| match t {
+            Type::Enum(e) => Some(e),
+            _ => None,
+        })
+        .map(|e| {
+            e.members
+                .iter()
+                .map(|m| (btf.resolve_name(m).unwrap_or_default(), m.val()))
+                .collect()
+        })
+        .unwrap_or_default();
+    controllers
+        .iter()
+        .find_map(|c| {
+            let want = format!("{c}_cgrp_id");
+            members
+                .iter()
+                .find(|(n, _)| *n == want)
+                .map(|(_, v)| u64::from(*v))
+        })
+        .ok_or_else(|| BtfError::Layout {
+            path: path.to_path_buf(),
+            what: format!("enum cgroup_subsys_id has no id for the controllers {controllers:?}"),
+        })
+}
+
+/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// namespace's inode number (`--pidnss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidnsOffsets {
+    pub task_thread_pid: u64,
+    pub pid_level: u64,
+    pub pid_numbers: u64,
+    pub upid_size: u64,
+    pub upid_ns: u64,
+    pub pidns_inum: u64,
+}
+
+pub fn pidns_offsets(btf: &Btf, path: &Path) -> Result<PidnsOffsets, BtfError> {
+    let pid = StructLayout::find(btf, path, "pid")?;
+    let upid = StructLayout::find(btf, path, "upid")?;
+    let ns = StructLayout::find(btf, path, "pid_namespace")?.offset_of(&["ns"])?;
+    let inum = StructLayout::find(btf, path, "ns_common")?.offset_of(&["inum"])?;
+    Ok(PidnsOffsets {
+        task_thread_pid: StructLayout::find(btf, path, "task_struct")?
+            .offset_of(&["thread_pid"])?,
+        pid_level: pid.offset_of(&["level"])?,
+        pid_numbers: pid.offset_of(&["numbers"])?,
+        upid_size: upid.size,
+        upid_ns: upid.offset_of(&["ns"])?,
+        pidns_inum: ns + inum,
+    })
+}
+
+/// Test builds only (`--features fault-injection`, which `cargo xtask
+/// vm-test --inject-bad-offset` uses): SCHEDLAT_FAULT_TASK_PID_OFFSET=<bytes>
+/// replaces the resolved task_struct.pid offset, to prove that the VM tests
+/// catch a wrong offset. Said on stderr so a failing run explains itself.
+#[cfg(feature = "fault-injection")]
+fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
+    if let Some(pid) = std::env::var("SCHEDLAT_FAULT_TASK_PID_OFFSET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        say!(
+            "schedlat: fault injection: task_struct.pid offset {} replaced by {pid}",
+            offsets.pid
+        );
+        offsets.pid = pid;
+    }
+    offsets
+}
+
+/// The largest BTF id among the `btf_trace_<tracepoint>` typedefs that
+/// tp_btf programs attach to (see btf_prefix.rs for why it matters).
+pub fn last_tracepoint_id(btf: &Btf, path: &Path, tracepoints: &[&str]) -> Result<u32, BtfError> {
+    let mut last = 0;
+    for tp in tracepoints {
+        let name = format!("btf_trace_{tp}");
+        let ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+        let id = ids
+            .into_iter()
+            .max()
+            .ok_or_else(|| BtfError::NoTracepoint {
+                path: path.to_path_buf(),
+                name: name.clone(),
+            })?;
+        last = last.max(id);
+    }
+    Ok(last)
+}
+
+/// A struct's members with their byte offsets, flattened through anonymous
+/// structs and unions (task_struct hides fields inside them under some
+/// configs, e.g. randomized layouts).
+struct StructLayout {
+    path: PathBuf,
+    name: String,
+    /// sizeof, in bytes.
+    size: u64,
+    members: Vec<(String, u64)>,
+}
+
+impl StructLayout {
+    fn find(btf: &Btf, path: &Path, name: &str) -> Result<StructLayout, BtfError> {
+        let no_struct = || BtfError::NoStruct {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+        };
+        let types = btf.resolve_types_by_name(name).map_err(|_| no_struct())?;
+        let strukt = types
+            .into_iter()
+            .find_map(|t| match t {
+                Type::Struct(s) => Some(s),
+                _ => None,
+            })
+            .ok_or_else(no_struct)?;
+        let mut members = Vec::new();
+        collect_members(btf, &strukt, 0, &mut members);
+        Ok(StructLayout {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            size: strukt.size() as u64,
+            members,
+        })
+    }
+
+    /// Offset of the first of `candidates` that exists (newest name first).
+    fn offset_of(&self, candidates: &[&str]) -> Result<u64, BtfError> {
+        candidates
+            .iter()
+            .find_map(|want| {
+                self.members
+                    .iter()
+                    .find(|(name, _)| name == want)
+                    .map(|(_, off)| *off)
+            })
+            .ok_or_else(|| BtfError::NoField {
+                path: self.path.clone(),
+                strukt: self.name.clone(),
+                fields: candidates.iter().map(|s| s.to_string()).collect(),
+            })
+    }
+}
+
+fn collect_members(
+    btf: &Btf,
+    strukt: &btf_rs::Struct,
+    base_bits: u64,
+    out: &mut Vec<(String, u64)>,
+) {
+    for member in &strukt.members {
+        let bits = base_bits + u64::from(member.bit_offset());
+        let name = btf.resolve_name(member).unwrap_or_default();
+        if !name.is_empty() {
+            out.push((name, bits / 8));
+            continue;
+        }
+        // Anonymous member: descend into it (through typedefs/qualifiers).
+        let Ok(mut ty) = btf.resolve_chained_type(member) else {
+            continue;
+        };
+        loop {
+            match ty {
+                Type::Struct(ref inner) | Type::Union(ref inner) => {
+                    collect_members(btf, inner, bits, out);
+                    break;
+                }
+                Type::Typedef(_) | Type::Const(_) | Type::Volatile(_) => {
+                    let Some(next) = ty
+                        .as_btf_type()
+                        .and_then(|t| btf.resolve_chained_type(t).ok())
+                    else {
+                        break;
+                    };
+                    ty = next;
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-made BTF blob: struct task_struct { int pid; int tgid; <anon
+    /// union> { unsigned int __state; }; char comm[16]; unsigned int policy;
+    /// int static_prio; unsigned int rt_priority; } with the union at byte 8,
+    /// so resolution must descend into anonymous members. Built by
+    /// `fixture_btf()` below.
+    fn fixture_btf() -> Vec<u8> {
+        let strings = b"\0int\0task_struct\0pid\0__state\0unsigned int\0tgid\0comm\0policy\0static_prio\0rt_priority\0char\0";
+        let (s_int, s_task, s_pid, s_state, s_uint, s_tgid) =
+            (1u32, 5u32, 17u32, 21u32, 29u32, 42u32);
+        let (s_comm, s_policy, s_static_prio, s_rt_priority, s_char) =
+            (47u32, 52u32, 59u32, 71u32, 83u32);
+        let mut types = Vec::new();
+        let mut push = |words: &[u32]| {
+            for w in words {
+                types.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        // [1] INT "int" size 4, signed, 32 bits
+        push(&[s_int, 1 << 24, 4, (1 << 24) | 32]);
+        // [2] INT "unsigned int" size 4, 32 bits
+        push(&[s_uint, 1 << 24, 4, 32]);
+        // [3] UNION (anon) vlen 1 size 4 { __state: [2] @0 }
+        push(&[0, (5 << 24) | 1, 4, s_state, 2, 0]);
+        // [4] STRUCT task_struct vlen 7 size 40
+        //     { pid: [1] @0, tgid: [1] @32 bits, anon: [3] @64 bits,
+        //       comm: [6] @96, policy: [2] @224, static_prio: [1] @256,
+        //       rt_priority: [2] @288 }
+        push(&[
+            s_task,
+            (4 << 24) | 7,
+            40,
+            s_pid,
+            1,
+            0,
+            s_tgid,
+            1,
+            32,
+            0,
+            3,
+            64,
+            s_comm,
+            6,
+            96,
+            s_policy,
+            2,
+            224,
+            s_static_prio,
+            1,
+            256,
+            s_rt_priority,
+            2,
+            288,
+        ]);
+        // [5] INT "char" size 1, 8 bits
+        push(&[s_char, 1 << 24, 1, 8]);
+        // [6] ARRAY of [5] indexed by [2], 16 elements
+        push(&[0, 3 << 24, 0, 5, 2, 16]);
+        let mut blob = Vec::new();
+        blob.extend_from_slice(&0xeb9fu16.to_le_bytes()); // magic
+        blob.push(1); // version
+        blob.push(0); // flags
+        blob.extend_from_slice(&24u32.to_le_bytes()); // hdr_len
+        blob.extend_from_slice(&0u32.to_le_bytes()); // type_off
+        blob.extend_from_slice(&(types.len() as u32).to_le_bytes()); // type_len
+        blob.extend_from_slice(&(types.len() as u32).to_le_bytes()); // str_off
+        blob.extend_from_slice(&(strings.len() as u32).to_le_bytes()); // str_len
+        blob.extend_from_slice(&types);
+        blob.extend_from_slice(strings);
+        blob
+    }
+
+    #[test]
+    fn resolves_offsets_from_fixture_through_anonymous_union() {
+        let btf = Btf::from_bytes(&fixture_btf()).expect("fixture parses");
+        let offs = task_offsets(&btf, Path::new("fixture")).unwrap();
+        assert_eq!(
+            offs,
+            TaskOffsets {
+                pid: 0,
+                tgid: 4,
+                state: 8,
+                comm: 12,
+                policy: 28,
+                static_prio: 32,
+                rt_priority: 36,
+            }
+        );
+        // No sched_entity, cfs_rq or rq in the fixture: no run-queue length.
+        assert_eq!(rq_offsets(&btf, Path::new("fixture")), None);
+    }
+
+    #[test]
+    fn missing_field_is_named_in_the_error() {
+        let btf = Btf::from_bytes(&fixture_btf()).unwrap();
+        let layout = StructLayout::find(&btf, Path::new("fixture"), "task_struct").unwrap();
+        let err = layout.offset_of(&["cgroups"]).unwrap_err().to_string();
+        assert!(
+            err.contains("cgroups") && err.contains("task_struct"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_file_says_what_to_do() {
+        let Err(err) = open(Path::new("/nonexistent/vmlinux")) else {
+            panic!("a missing file cannot parse")
+        };
+        let err = err.to_string();
+        assert!(err.contains("--hook tp"), "{err}");
+    }
+
+    #[test]
+    fn resolves_offsets_on_the_running_kernel() {
+        // Every machine schedlat supports (and CI) has kernel BTF.
+        let path = Path::new(VMLINUX_BTF);
+        let btf = open(path).expect("this kernel has BTF");
+        let offs = task_offsets(&btf, path).unwrap();
+        // pid and __state are both well inside task_struct and distinct.
+        assert_ne!(offs.pid, offs.state);
+        assert!(offs.pid > 0 && offs.pid < 16384, "{offs:?}");
+        assert_eq!(offs.pid % 4, 0);
+        for off in [offs.comm, offs.policy, offs.static_prio, offs.rt_priority] {
+            assert!(off > 0 && off < 16384 && off != offs.pid, "{offs:?}");
+        }
+        // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
+        let rq = rq_offsets(&btf, path).expect("task->se.cfs_rq->rq->nr_running");
+        assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
+    }
+}

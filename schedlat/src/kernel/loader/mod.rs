@@ -1,0 +1,105 @@
+//! Loading the embedded eBPF object and attaching it in one of two hook modes,
+//! with everything kernel-specific resolved at load time.
+
+mod attach;
+mod globals;
+mod plan;
+
+use std::path::PathBuf;
+
+use aya::{Ebpf, EbpfLoader};
+use schedlat_common::names;
+
+use crate::kernel::{
+    cgroupfs::Hierarchy,
+    error::LoadError,
+    filter::Filter,
+    hook::{HookChoice, HookMode},
+    modes::Modes,
+    privileges,
+};
+
+use globals::configure_loader;
+use plan::{Plan, cgroup_hierarchy};
+
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
+
+/// Where kernel facts come from; each `None` means "the usual place".
+#[derive(Debug, Clone, Default)]
+pub struct KernelSources {
+    pub btf: Option<PathBuf>,
+    pub tracefs: Option<PathBuf>,
+}
+
+/// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
+#[derive(Debug, Clone)]
+pub struct KernelAccess {
+    pub hook: HookChoice,
+    pub sources: KernelSources,
+}
+
+/// The loaded and attached object, handed to the collect layer
+/// (collect::Tracer), which alone reads its maps.
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub mode: HookMode,
+    /// The attached programs and the tracepoint each hooks.
+    pub programs: Vec<(&'static str, &'static str)>,
+    /// Lines worth telling the user on stderr (fallbacks, sources).
+    pub notes: Vec<String>,
+    /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
+    pub cgroup_hierarchy: Option<Hierarchy>,
+}
+
+/// Loads the object with `unit_ns` nanoseconds per histogram unit,
+/// computing `modes` in the kernel, and attaches it in the hook mode
+/// `choice` resolves to on this kernel.
+pub fn load(
+    choice: HookChoice,
+    sources: &KernelSources,
+    unit_ns: u64,
+    filter: &Filter,
+    modes: &Modes,
+) -> Result<Loaded, LoadError> {
+    if EBPF_OBJECT.is_empty() {
+        return Err(LoadError::NoObject);
+    }
+    if !privileges::can_trace() {
+        return Err(LoadError::NoPrivileges);
+    }
+    std::thread::scope(|scope| {
+        // aya 0.14's EbpfLoader::new() parses all of the kernel's BTF
+        // (~17 ms here) before anything can be configured. Nothing below
+        // needs it until the object is loaded, so it runs on a second
+        // thread while this one resolves offsets and the attach BTF.
+        let loader = scope.spawn(EbpfLoader::new);
+        let hierarchy = cgroup_hierarchy(filter, modes)?;
+        let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
+        let mut loader = loader.join().expect("EbpfLoader::new panicked");
+        // A custom BTF replaces the one the loader parsed from sysfs. The
+        // loader only uses it for CO-RE relocations, which Rust eBPF
+        // objects do not have, so the prefix serves.
+        if sources.btf.is_some() {
+            loader.btf(plan.attach_btf.as_ref());
+        }
+        configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
+        let globals = &plan.globals;
+        modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
+        let mut ebpf = loader
+            .load(EBPF_OBJECT)
+            .map_err(|e| LoadError::Object(Box::new(e)))?;
+        let btf_programs = plan.btf_programs;
+        let (mode, notes) = plan.attach_first_working(choice, &mut ebpf)?;
+        let programs = match mode {
+            HookMode::Btf => btf_programs.to_vec(),
+            HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
+        };
+        Ok(Loaded {
+            ebpf,
+            mode,
+            programs,
+            notes,
+            cgroup_hierarchy: hierarchy,
+        })
+    })
+}

@@ -1,0 +1,91 @@
+//! schedlat: run-queue latency, measured in the kernel with eBPF.
+//!
+//! The modules are layers, and imports only point down (docs/architecture.md):
+//! `sys` and `kernel` (what the kernel publishes and the eBPF object) ->
+//! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
+//! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
+
+/// A line on stderr that never panics: when stderr cannot be written (closed,
+/// `2>/dev/full`) the line is dropped and the run goes on; the exit status
+/// still tells the outcome. Every message of schedlat goes through it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+mod analysis;
+mod cli;
+mod collect;
+mod commands;
+mod kernel;
+mod output;
+pub mod sys;
+
+#[cfg(test)]
+mod layers;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::commands::{compare, diagnose, run, serve, slow, top, victims};
+
+/// The binary's entry point: parse the command line, run the command, and
+/// turn its outcome into the exit status (2 for a bad command line, from clap).
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            say!("schedlat: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (kernel, filter) = (&cli.kernel.access(), &cli.filter.spec());
+    let result = match &cli.command {
+        None => runtime.block_on(run::histogram(
+            &cli.histogram.options(),
+            &cli.breakdown.options(),
+            kernel,
+            filter,
+        )),
+        Some(cli::Command::Record(args)) => runtime.block_on(run::record(
+            &args.output,
+            args.duration,
+            cli::unit(args.milliseconds),
+            kernel,
+            filter,
+        )),
+        Some(cli::Command::Diagnose(args)) => runtime
+            .block_on(diagnose::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Top(args)) => runtime
+            .block_on(top::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Compare(args)) => {
+            compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
+        }
+        Some(cli::Command::Serve(args)) => {
+            runtime.block_on(serve::run(&args.options(), kernel, filter))
+        }
+        Some(cli::Command::Victims(args)) => {
+            runtime.block_on(victims::run(&args.options(), kernel, filter))
+        }
+        Some(cli::Command::Slow(args)) => {
+            runtime.block_on(slow::run(&args.options(), kernel, filter))
+        }
+    };
+    match result {
+        Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
+        Err(e) => {
+            say!("schedlat: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Kernel timestamps (bpf_ktime_get_ns: CLOCK_MONOTONIC) as wall-clock time.
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC, read once; good for timestamps
+/// near the moment it was read (NTP steps in between shift them).
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    offset_ns: i128,
+}
+
+impl WallClock {
+    pub fn now() -> WallClock {
+        let real = read(libc::CLOCK_REALTIME);
+        let mono = read(libc::CLOCK_MONOTONIC);
+        WallClock {
+            offset_ns: real - mono,
+        }
+    }
+
+    /// Nanoseconds since the Unix epoch of the monotonic instant `mono_ns`.
+    pub fn unix_ns(&self, mono_ns: u64) -> u64 {
+        u64::try_from(i128::from(mono_ns) + self.offset_ns).unwrap_or(0)
+    }
+}
+
+fn read(clock: libc::clockid_t) -> i128 {
+    // SAFETY: a valid clock id and a pointer to a local.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+/// Local time of day with microseconds, "HH:MM:SS.ffffff".
+pub fn local_time_us(unix_ns: u64) -> String {
+    let secs = (unix_ns / 1_000_000_000) as libc::time_t;
+    let micros = (unix_ns % 1_000_000_000) / 1_000;
+    match local_hms_of(secs) {
+        Some(hms) => format!("{hms}.{micros:06}"),
+        None => "??:??:??.??????".to_string(),
+    }
+}
+
+/// Local time of day now, "HH:MM:SS" (runqlat's -T).
+pub fn local_hms() -> String {
+    // SAFETY: time(NULL) only returns the time.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    local_hms_of(now).unwrap_or_else(|| "??:??:??".to_string())
+}
+
+/// "HH:MM:SS" of a Unix time in the local time zone.
+fn local_hms_of(secs: libc::time_t) -> Option<String> {
+    // SAFETY: localtime_r with valid pointers to a local time_t and tm.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&secs, &mut tm).is_null() {
+            return None;
+        }
+        Some(format!(
+            "{:02}:{:02}:{:02}",
+            tm.tm_hour, tm.tm_min, tm.tm_sec
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_now_is_wall_clock_now() {
+        let clock = WallClock::now();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let mono = read(libc::CLOCK_MONOTONIC) as u64;
+        assert!(clock.unix_ns(mono).abs_diff(wall) < 50_000_000);
+    }
+
+    #[test]
+    fn time_of_day_has_microseconds() {
+        let s = local_time_us(1_700_000_000_123_456_789);
+        assert_eq!(s.len(), 15, "{s}");
+        assert!(s.ends_with(".123456"), "{s}");
+    }
+}
