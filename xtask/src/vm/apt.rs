@@ -73,7 +73,7 @@ impl Apt {
         self.lists.as_ref().is_some_and(|lists| {
             !fs::read_dir(lists).is_ok_and(|mut entries| {
                 entries.any(|e| {
-                    e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with("_Packages"))
+                    e.is_ok_and(|e| e.file_name().to_string_lossy().contains("_Packages"))
                 })
             })
         })
