@@ -151,6 +151,7 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
     let tail_share = 1.0 - tail_q;
     let isolated = slow_count < MIN_SLOW_WAITS || evidence.slow_share_low <= tail_share;
     let slice_text = format!("base slice {} ({})", fmt_ns(h), slice.source);
+    let mut sep = ": ";
     let (verdict, why) = match (evidence.p50_ns, evidence.tail_ns) {
         _ if count < MIN_WAITS => (
             Verdict::InsufficientData,
@@ -172,17 +173,21 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
                 fmt_ns(h / 2)
             ),
         ),
-        (_, Some(tail)) if isolated => (
-            Verdict::Healthy,
-            format!(
-                "{slow_count} isolated slow waits (max {}): {tail_label} {} reaches half a slice ({}), but {slow_count} of {count} waits cannot show that more than {:.1}% are that slow (95% lower bound {:.2}%)",
-                fmt_ns(evidence.max_ns.unwrap_or(tail)),
-                fmt_ns(tail),
-                fmt_ns(h / 2),
-                tail_share * 100.0,
-                evidence.slow_share_low * 100.0
-            ),
-        ),
+        (_, Some(tail)) if isolated => {
+            // "healthy, 5 isolated slow waits (max X): ..."
+            sep = ", ";
+            (
+                Verdict::Healthy,
+                format!(
+                    "{slow_count} isolated slow waits (max {}): {tail_label} {} reaches half a slice ({}), but {slow_count} of {count} waits cannot show that more than {:.1}% are that slow (95% lower bound {:.2}%)",
+                    fmt_ns(evidence.max_ns.unwrap_or(tail)),
+                    fmt_ns(tail),
+                    fmt_ns(h / 2),
+                    tail_share * 100.0,
+                    evidence.slow_share_low * 100.0
+                ),
+            )
+        }
         _ => {
             let share = evidence.slow_share;
             match modes(w, h / 2).filter(|_| share >= BIMODAL_MIN_SHARE) {
@@ -212,11 +217,6 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
         }
     };
     let near = near_threshold(verdict, &evidence, h);
-    let sep = if verdict == Verdict::Healthy && why.starts_with(char::is_numeric) {
-        ", "
-    } else {
-        ": "
-    };
     Shape {
         verdict,
         summary: format!("{}{sep}{why}{near}; {slice_text}", verdict.as_str()),

@@ -72,9 +72,8 @@ impl Apt {
     pub fn needs_update(&self) -> bool {
         self.lists.as_ref().is_some_and(|lists| {
             !fs::read_dir(lists).is_ok_and(|mut entries| {
-                entries.any(|e| {
-                    e.is_ok_and(|e| e.file_name().to_string_lossy().contains("_Packages"))
-                })
+                entries
+                    .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().contains("_Packages")))
             })
         })
     }
