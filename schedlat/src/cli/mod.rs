@@ -64,8 +64,8 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the seed method's step 4: fix,
-    /// then re-measure). Prints the histogram too.
+    /// Record one run to a file for `compare` (measure, fix, then measure
+    /// again and compare). Prints the histogram too.
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
