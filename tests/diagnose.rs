@@ -279,14 +279,25 @@ fn a_missing_cgroup_or_pid_is_a_clear_error() {
 fn the_self_check_says_what_run_delay_misses() {
     require_root();
     let pid = std::process::id().to_string();
-    let r = diagnose(&["-p", &pid], || {
-        workload::pin_current_thread(workload::workload_cpu());
-        workload::make_current_thread_fifo(10);
-        let until = std::time::Instant::now() + Duration::from_millis(4500);
-        while std::time::Instant::now() < until {
-            thread::sleep(Duration::from_millis(2));
-        }
-    });
+    // The sleeper runs until diagnose has ended, however long its load
+    // takes: schedstat only covers threads alive at both ends of the window.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sleeper = {
+        let stop = std::sync::Arc::clone(&stop);
+        thread::spawn(move || {
+            // Away from the workload CPU, where other root tests pin their
+            // hogs and FIFO 50 blockers, and above those: every wakeup
+            // preempts at once.
+            workload::pin_current_thread(common::cgroup::other_cpu());
+            workload::make_current_thread_fifo(80);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let r = diagnose(&["-p", &pid], || {});
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sleeper.join().unwrap();
     let check = &r["ebpf"]["self_check"];
     eprintln!("{check}");
     assert!(check["ratio"].as_f64().unwrap() > 2.0, "{check}");

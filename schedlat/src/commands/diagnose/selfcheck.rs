@@ -8,7 +8,8 @@
 //! task (which counts as queued), wakeup_preempt() asks the next
 //! __schedule() to skip that refresh (rq_clock_skip_update()), so the
 //! switch reads the clock as it was at the wakeup: run_delay records
-//! nothing of the time from that wakeup to the switch. Waits that end
+//! nothing of the time from that wakeup to the switch (precisely, from the
+//! last clock update, which is a tick for a wait longer than a tick). Waits that end
 //! otherwise (a slice ends at a tick, the running task blocks or yields)
 //! read a fresh clock and are counted in full. schedlat stamps both ends
 //! with the real clock, so it sees all of it: on an idle or lightly loaded
