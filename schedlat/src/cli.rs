@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::loader::HookChoice;
+use crate::kernel::loader::HookChoice;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -40,7 +40,7 @@ pub struct Cli {
     pub histogram: HistogramArgs,
 
     #[command(flatten)]
-    pub breakdown: crate::breakdown::BreakdownArgs,
+    pub breakdown: crate::commands::breakdown::BreakdownArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -58,7 +58,7 @@ pub enum Command {
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
-    Diagnose(crate::diagnose::DiagnoseArgs),
+    Diagnose(crate::commands::diagnose::DiagnoseArgs),
     /// The live histogram in a terminal: percentiles, verdict, p99 history,
     /// and who waited behind whom (victims and culprits).
     ///
@@ -67,22 +67,22 @@ pub enum Command {
     /// and `-` slower / faster refresh, ? help. The victims panel needs the
     /// tp_btf hook mode and kernel 5.12+; without them it says why and the
     /// rest of the view works.
-    Top(crate::top::TopArgs),
+    Top(crate::commands::top::TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
     /// endpoint for Prometheus (OpenMetrics or the classic text format).
-    Serve(crate::serve::ServeArgs),
+    Serve(crate::commands::serve::ServeArgs),
     /// Who waited and behind whom: per task, its waits (count, total,
     /// average, longest, when and where) and the task that held the CPU when
     /// each ended (the culprit); per culprit task and process, the wait it
     /// caused. Needs tp_btf. See docs/victims.md.
-    Victims(crate::victims::VictimsArgs),
+    Victims(crate::commands::victims::VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
     /// waited, how long, the culprit, the run-queue length (runqslower, with
     /// context). Needs tp_btf.
-    Slow(crate::slow::SlowArgs),
+    Slow(crate::commands::slow::SlowArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,8 +183,8 @@ pub struct FilterArgs {
 }
 
 impl KernelArgs {
-    pub fn sources(&self) -> crate::loader::KernelSources {
-        crate::loader::KernelSources {
+    pub fn sources(&self) -> crate::kernel::loader::KernelSources {
+        crate::kernel::loader::KernelSources {
             btf: self.btf.clone(),
             tracefs: self.tracefs.clone(),
         }

@@ -18,7 +18,7 @@
 use serde::Serialize;
 
 use super::percentiles::share_at_least;
-use crate::histogram::Waits;
+use crate::collect::histogram::Waits;
 
 /// Significance level for "beyond noise".
 pub const ALPHA: f64 = 0.001;

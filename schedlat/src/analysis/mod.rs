@@ -6,6 +6,7 @@ pub mod compare;
 pub mod percentiles;
 pub mod shape;
 pub mod slice;
+pub mod task;
 pub mod victims;
 
 /// A duration for people: 3 significant digits in ns, us, ms or s.

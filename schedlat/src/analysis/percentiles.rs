@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::histogram::Waits;
+use crate::collect::histogram::Waits;
 
 /// The summary every report carries, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use super::{
     percentiles::{quantile_ns, share_at_least},
     slice::Slice,
 };
-use crate::histogram::Waits;
+use crate::collect::histogram::Waits;
 
 /// Fewer waits than this and no verdict is given.
 pub const MIN_WAITS: u64 = 200;

@@ -269,7 +269,7 @@ fn add_rows(table: &mut BTreeMap<(u32, u32, u32), Row>, rows: impl Iterator<Item
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{comm, tests::task};
+    use crate::analysis::task::{comm, tests::task};
 
     fn victim(tid: u32, count: u64, total_ns: u64, max_ns: u64, culprit: TaskInfo) -> VictimStats {
         VictimStats {

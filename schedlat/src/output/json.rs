@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::Report;
 use crate::{
     analysis::{percentiles::Percentiles, shape::Shape},
-    histogram::Waits,
+    collect::histogram::Waits,
 };
 
 pub const SCHEMA: &str = "schedlat.histogram.v1";
@@ -160,7 +160,7 @@ impl Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::slice::Slice, histogram::Unit, loader::HookMode};
+    use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::loader::HookMode};
     use schedlat_common::{CpuStats, Extremes, log2_slot};
     use std::time::Duration;
 

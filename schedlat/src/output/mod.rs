@@ -9,8 +9,8 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    histogram::{Unit, Waits},
-    loader::HookMode,
+    collect::histogram::{Unit, Waits},
+    kernel::loader::HookMode,
 };
 
 /// One interval's result, as every output sees it.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::Report;
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles},
-    histogram::{Unit, Waits},
+    collect::histogram::{Unit, Waits},
 };
 
 const STARS_MAX: usize = 40;

@@ -1,0 +1,8 @@
+//! Collect: what the kernel's maps hold, read into plain values. The
+//! histogram interval, the breakdown keys and their labels, the victims
+//! tables and the programs' own cost.
+
+pub mod bpf_cost;
+pub mod histogram;
+pub mod keylabels;
+pub mod victims;

@@ -1,0 +1,215 @@
+//! Reading one interval of the victims mode out of the kernel: flip the
+//! epoch, let the programs that read the old one finish, then read the half
+//! of the row arrays they stopped writing (schedlat-ebpf/src/victims.rs) and
+//! mark it empty, so each interval starts with empty tables.
+
+use std::time::Duration;
+
+use aya::{
+    Ebpf, Pod,
+    maps::{Array, MapData, PerCpuArray},
+};
+use schedlat_common::{
+    names,
+    victims::{CulpritStats, ModeCounters, VictimStats},
+};
+
+use crate::{
+    collect::histogram::Waits,
+    kernel::loader::{LoadError, Tracer},
+};
+
+/// A program that read the old epoch runs to its end within microseconds
+/// (sched tracepoints run with interrupts off); this is far longer.
+const GRACE: Duration = Duration::from_millis(2);
+
+/// One interval's tables and what could not be recorded.
+#[derive(Debug, Default)]
+pub struct Interval {
+    pub victims: Vec<VictimStats>,
+    pub culprits: Vec<CulpritStats>,
+    /// Differences over the interval: overflows (and slow-event counts).
+    pub counters: ModeCounters,
+    /// Enqueues beyond the start array, and waits that ended before they
+    /// began (as in histogram mode).
+    pub untracked_tid: u64,
+    pub discarded_negative: u64,
+    /// The interval's histogram, with its extremes: empty unless the
+    /// histogram was loaded too (Modes::histogram_and_victims, `top`).
+    pub waits: Waits,
+}
+
+/// The tables' geometry, and cumulative counters at the previous
+/// interval's end.
+pub struct Collector {
+    max_tasks: u32,
+    idle_rows: u32,
+    counters: ModeCounters,
+    waits: Waits,
+}
+
+impl Collector {
+    /// Starts the first interval now: whatever the tables hold from before
+    /// (the moments between attach and this call) is dropped. `max_tasks`
+    /// is what the tables were loaded with (Modes::victims).
+    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, LoadError> {
+        let cpus = aya::util::nr_cpus().map_err(|(path, error)| LoadError::Proc { path, error })?;
+        let mut collector = Collector {
+            max_tasks,
+            idle_rows: u32::try_from(cpus).unwrap_or(u32::MAX),
+            counters: ModeCounters::default(),
+            waits: Waits::default(),
+        };
+        collector.end_interval(tracer)?;
+        Ok(collector)
+    }
+
+    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, LoadError> {
+        let half = epoch(tracer.ebpf_mut())? & 1;
+        // Flips the epoch; its per-CPU statistics carry the loss counters
+        // (and the histogram, when it is on).
+        let (cpus, extremes) = tracer.end_interval()?;
+        std::thread::sleep(GRACE);
+        let ebpf = tracer.ebpf_mut();
+        let victims_used = rows_used(ebpf, half, None)?;
+        let culprits_used = rows_used(ebpf, 2 + half, None)?;
+        let max = self.max_tasks;
+        let n = victims_used.min(u64::from(max)) as u32;
+        let victims = read_rows::<VictimStats>(ebpf, names::MAP_VICTIM_ROWS, half * max, n)?;
+        let culprits = self.culprits(ebpf, half, culprits_used)?;
+        // Empty: the programs take rows from 0 again when they next use it.
+        rows_used(ebpf, half, Some(0))?;
+        rows_used(ebpf, 2 + half, Some(0))?;
+
+        let counters = mode_counters(ebpf)?;
+        let waits = Waits::from_cpus(&cpus);
+        let since = waits.since(&self.waits);
+        let interval = Interval {
+            victims,
+            culprits,
+            counters: minus(&counters, &self.counters),
+            untracked_tid: since.untracked_tid,
+            discarded_negative: since.discarded_negative,
+            waits: since.with_extremes(&extremes),
+        };
+        self.counters = counters;
+        self.waits = waits;
+        Ok(interval)
+    }
+
+    /// The idle tasks' rows that were used (zeroed for the half's next
+    /// turn: the programs never reset them), then the allocated ones.
+    fn culprits(
+        &self,
+        ebpf: &mut Ebpf,
+        half: u32,
+        used: u64,
+    ) -> Result<Vec<CulpritStats>, LoadError> {
+        let name = names::MAP_CULPRIT_ROWS;
+        let base = half * (self.idle_rows + self.max_tasks);
+        let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let mut rows =
+            Array::<&mut MapData, CulpritStats>::try_from(map).map_err(map_error(name))?;
+        let mut out = Vec::new();
+        for i in base..base + self.idle_rows {
+            let row = rows.get(&i, 0).map_err(map_error(name))?;
+            if row.count > 0 {
+                out.push(row);
+                rows.set(i, CulpritStats::default(), 0)
+                    .map_err(map_error(name))?;
+            }
+        }
+        let first = base + self.idle_rows;
+        let n = used.min(u64::from(self.max_tasks)) as u32;
+        for i in first..first + n {
+            out.push(rows.get(&i, 0).map_err(map_error(name))?);
+        }
+        Ok(out)
+    }
+}
+
+fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
+    move |error| LoadError::Map { name, error }
+}
+
+fn epoch(ebpf: &mut Ebpf) -> Result<u32, LoadError> {
+    let name = names::MAP_EPOCH;
+    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let epoch = Array::<&MapData, u32>::try_from(map).map_err(map_error(name))?;
+    epoch.get(&0, 0).map_err(map_error(name))
+}
+
+/// Rows taken from counter `i` of ROWS_USED; with `set`, then replaced.
+fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, LoadError> {
+    let name = names::MAP_ROWS_USED;
+    let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+    let mut used = Array::<&mut MapData, u64>::try_from(map).map_err(map_error(name))?;
+    let value = used.get(&i, 0).map_err(map_error(name))?;
+    if let Some(new) = set {
+        used.set(i, new, 0).map_err(map_error(name))?;
+    }
+    Ok(value)
+}
+
+/// `n` rows of an array map from index `first`.
+fn read_rows<V: Pod>(
+    ebpf: &Ebpf,
+    name: &'static str,
+    first: u32,
+    n: u32,
+) -> Result<Vec<V>, LoadError> {
+    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let rows = Array::<&MapData, V>::try_from(map).map_err(map_error(name))?;
+    (first..first + n)
+        .map(|i| rows.get(&i, 0).map_err(map_error(name)))
+        .collect()
+}
+
+/// The per-CPU counters, summed.
+pub fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, LoadError> {
+    let name = names::MAP_MODE_COUNTERS;
+    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).map_err(map_error(name))?;
+    let values = cpus.get(&0, 0).map_err(map_error(name))?;
+    Ok(values
+        .iter()
+        .fold(ModeCounters::default(), |sum, c| ModeCounters {
+            victims_overflow: sum.victims_overflow + c.victims_overflow,
+            culprits_overflow: sum.culprits_overflow + c.culprits_overflow,
+            slow_events: sum.slow_events + c.slow_events,
+            slow_lost: sum.slow_lost + c.slow_lost,
+        }))
+}
+
+pub fn minus(now: &ModeCounters, then: &ModeCounters) -> ModeCounters {
+    ModeCounters {
+        victims_overflow: now.victims_overflow.saturating_sub(then.victims_overflow),
+        culprits_overflow: now.culprits_overflow.saturating_sub(then.culprits_overflow),
+        slow_events: now.slow_events.saturating_sub(then.slow_events),
+        slow_lost: now.slow_lost.saturating_sub(then.slow_lost),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_differences_never_underflow() {
+        let then = ModeCounters {
+            victims_overflow: 5,
+            slow_lost: 2,
+            ..Default::default()
+        };
+        let now = ModeCounters {
+            victims_overflow: 7,
+            culprits_overflow: 1,
+            slow_events: 3,
+            slow_lost: 2,
+        };
+        let d = minus(&now, &then);
+        assert_eq!((d.victims_overflow, d.culprits_overflow), (2, 1));
+        assert_eq!((d.slow_events, d.slow_lost), (3, 0));
+        assert_eq!(minus(&then, &now).victims_overflow, 0);
+    }
+}

@@ -1,0 +1,194 @@
+//! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
+//! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
+//! no root needed); 3. with root, the eBPF histogram of the same window and
+//! its shape, and who waited and who held the CPU instead (the victims
+//! tables); 4. named causes with evidence and a next step; 5. a self-check
+//! of the eBPF total against the kernel's own schedstat accounting.
+
+mod causes;
+mod findings;
+mod priority;
+mod report;
+mod scope;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+use crate::{
+    analysis::{
+        percentiles::Percentiles,
+        shape,
+        slice::Slice,
+        victims::{SortKey, rank},
+    },
+    cli::{FilterArgs, KernelArgs},
+    collect::histogram::Waits,
+    collect::victims::Collector,
+    commands::victims::{self, DEFAULT_MAX_TASKS},
+    kernel::filter::Filter,
+    kernel::privileges,
+    sys::procfs,
+};
+use findings::{Findings, Snapshot};
+use priority::Attribution;
+use scope::{Mounts, Scope};
+
+/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// Length of the observation window, in seconds
+    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: u64,
+    /// One JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the eBPF side measured over the window (root only).
+pub struct Traced {
+    pub hook: String,
+    pub waits: Waits,
+    pub percentiles: Option<Percentiles>,
+    pub shape: shape::Shape,
+    /// Who waited and who held the CPU instead, or why not measured.
+    pub victims: Result<Attribution, String>,
+}
+
+/// Where the window's eBPF numbers come from.
+enum Source {
+    /// The histogram alone (victims could not load): its reading at the
+    /// start, and why there are no victims.
+    Histogram { baseline: Waits, why: String },
+    /// The histogram and the victims tables from one load.
+    WithVictims(Collector),
+}
+
+pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+    let mounts = Mounts::read();
+    if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
+        anyhow::bail!(
+            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes"
+        );
+    }
+    let scope = match (filter.pid, &filter.cgroup) {
+        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or -c PATH, not both"),
+        (Some(pid), None) => Scope::for_process(pid, &mounts)?,
+        (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
+        (None, None) => Scope::System,
+    };
+    let window = Duration::from_secs(args.duration);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+
+    // eBPF over the same window when allowed; the rest never needs root.
+    let mut tracer = None;
+    let mut why_not_traced = None;
+    if privileges::can_trace() {
+        // The same scope, in the kernel: the process, or the cgroup and below.
+        let tracer_filter = Filter::resolve(filter)?;
+        let (loaded, victims) =
+            victims::load_with_histogram(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
+        tracer = Some((loaded, victims));
+    } else {
+        why_not_traced = Some(format!(
+            "not measured: {}. Root adds the run-queue latency histogram of the window, its percentiles and shape, the victims and culprits, and the eBPF/schedstat self-check",
+            privileges::NEED_PRIVILEGES
+        ));
+    }
+    if !args.json {
+        eprintln!(
+            "schedlat diagnose: watching {} for {}s...",
+            scope.describe(),
+            args.duration
+        );
+    }
+    // The first interval starts here: the collector drops what came before.
+    let mut traced_source = match tracer {
+        Some((mut t, victims)) => {
+            let source = match victims {
+                Ok(()) => Source::WithVictims(Collector::start(&mut t, DEFAULT_MAX_TASKS)?),
+                Err(why) => Source::Histogram {
+                    baseline: Waits::from_cpus(&t.end_interval()?.0),
+                    why,
+                },
+            };
+            Some((t, source))
+        }
+        None => None,
+    };
+    let start = Snapshot::take(&scope);
+    let started = Instant::now();
+    let mut runnable = Vec::new();
+    while started.elapsed() < window && !stop.load(Ordering::Relaxed) {
+        if let Some(times) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| procfs::parse_proc_stat(&t).ok())
+        {
+            // procs_running counts this sampler too.
+            runnable.push(times.procs_running.saturating_sub(1));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let end = Snapshot::take(&scope);
+    let elapsed = started.elapsed();
+    let traced = match traced_source.as_mut() {
+        Some((t, source)) => {
+            let (waits, victims) = match source {
+                Source::Histogram { baseline, why } => {
+                    let (cpus, extremes) = t.end_interval()?;
+                    let waits = Waits::from_cpus(&cpus)
+                        .since(baseline)
+                        .with_extremes(&extremes);
+                    (waits, Err(std::mem::take(why)))
+                }
+                Source::WithVictims(collector) => {
+                    let mut interval = collector.end_interval(t)?;
+                    let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
+                    let c = &interval.counters;
+                    let overflow = (c.victims_overflow, c.culprits_overflow);
+                    let waits = std::mem::take(&mut interval.waits);
+                    (waits, Ok(Attribution::new(tables, overflow)))
+                }
+            };
+            let slice = Slice::detect();
+            Some(Traced {
+                hook: t.mode().to_string(),
+                percentiles: Percentiles::of(&waits),
+                shape: shape::classify(&waits, &slice),
+                waits,
+                victims,
+            })
+        }
+        None => None,
+    };
+    let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
+    let diagnosis = report::Diagnosis {
+        waiting: causes::waiting(&findings),
+        causes: causes::causes(
+            &findings,
+            traced.as_ref().and_then(|t| t.victims.as_ref().ok()),
+        ),
+        scope: &scope,
+        findings: &findings,
+        traced: traced.as_ref(),
+        why_not_traced: why_not_traced.as_deref(),
+    };
+    let text = if args.json {
+        report::json(&diagnosis)
+    } else {
+        report::text(&diagnosis)
+    };
+    print!("{text}");
+    Ok(())
+}

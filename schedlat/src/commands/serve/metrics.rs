@@ -1,0 +1,432 @@
+//! The metrics of one scrape, and their encoding through prometheus-client.
+//!
+//! The kernel's counters are already aggregated and cumulative, so there is
+//! nothing for a client-side `Histogram` to observe: a `Snapshot` is read at
+//! scrape time and handed to prometheus-client as a custom `Collector`,
+//! which writes it with the library's own encoders (OpenMetrics or the
+//! classic text format), names, suffixes and escaping included.
+//!
+//! Label plumbing: histograms come in families, each a list of labelled
+//! series. The whole system is one unlabelled series of its own family.
+//! Per-cgroup or per-process series (`--cgroups`, `--pids`) go in a family
+//! of their own (`schedlat_cgroup_runqueue_latency_seconds{cgroup=...}`,
+//! `schedlat_process_runqueue_latency_seconds{pid=...,comm=...}`), never
+//! next to the whole-system series, so that `sum()` over a family never
+//! counts a wait twice; the overflow series of `--max-series` is one more
+//! labelled series of that family (keyed.rs).
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet, prometheus_text, text},
+    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    registry::{Registry, Unit},
+};
+
+use schedlat_common::scope::Breakdown;
+
+use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
+use crate::collect::bpf_cost::ProgramCost;
+use crate::{collect::histogram::Waits, kernel::loader::HookMode};
+
+/// Everything one scrape exports.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub hook: HookMode,
+    pub histograms: Vec<HistogramFamily>,
+    /// Loss counters, whole system (see docs/json.md for their meaning).
+    pub untracked_tid: u64,
+    pub discarded_negative: u64,
+    /// None when the programs' stats could not be read at all.
+    pub bpf: Option<BpfCost>,
+    /// With `--cgroups` or `--pids`: the breakdown's own counters.
+    pub keyed: Option<KeyedCounters>,
+}
+
+/// The counters that go with the per-key family.
+#[derive(Debug)]
+pub struct KeyedCounters {
+    /// Waits in the total but in no key (kernel key map full).
+    pub unkeyed: u64,
+    /// Keys folded into the overflow series, ever.
+    pub overflow_keys: u64,
+}
+
+/// A histogram metric: one name, any number of labelled series.
+#[derive(Debug)]
+pub struct HistogramFamily {
+    /// Without the unit: the encoder appends `_seconds`.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub series: Vec<Series>,
+}
+
+#[derive(Debug)]
+pub struct Series {
+    pub labels: Vec<(&'static str, String)>,
+    pub waits: Waits,
+}
+
+#[derive(Debug)]
+pub struct BpfCost {
+    /// `kernel.bpf_stats_enabled`, if readable.
+    pub stats_enabled: Option<bool>,
+    pub programs: Vec<ProgramCost>,
+}
+
+const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; with -p only that process, in label pid";
+
+const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller), since schedlat started or the cgroup first waited; cgroups beyond --max-series in cgroup=\"__overflow__\"";
+const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited, since schedlat started or the process first waited; processes beyond --max-series in pid=\"__overflow__\"";
+
+impl Snapshot {
+    /// The one view the kernel side has today: every wait (unlabelled), or
+    /// with `-p` one process's (`labels` = pid).
+    pub fn system(
+        hook: HookMode,
+        waits: Waits,
+        labels: Vec<(&'static str, String)>,
+        bpf: Option<BpfCost>,
+    ) -> Snapshot {
+        Snapshot {
+            hook,
+            untracked_tid: waits.untracked_tid,
+            discarded_negative: waits.discarded_negative,
+            histograms: vec![HistogramFamily {
+                name: "schedlat_runqueue_latency",
+                help: SYSTEM_HELP,
+                series: vec![Series { labels, waits }],
+            }],
+            bpf,
+            keyed: None,
+        }
+    }
+
+    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`).
+    pub fn with_keyed(mut self, by: Breakdown, keyed: KeyedScrape, unkeyed: u64) -> Snapshot {
+        let (name, help) = match by {
+            Breakdown::Process => ("schedlat_process_runqueue_latency", PROCESS_HELP),
+            _ => ("schedlat_cgroup_runqueue_latency", CGROUP_HELP),
+        };
+        self.histograms.push(HistogramFamily {
+            name,
+            help,
+            series: keyed
+                .series
+                .into_iter()
+                .map(|(labels, waits)| Series { labels, waits })
+                .collect(),
+        });
+        self.keyed = Some(KeyedCounters {
+            unkeyed,
+            overflow_keys: keyed.overflow_keys,
+        });
+        self
+    }
+
+    /// The exposition in `format`.
+    pub fn encode(self, format: Format) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self));
+        let mut out = String::with_capacity(16 * 1024);
+        match format {
+            Format::Text => prometheus_text::encode(&mut out, &registry),
+            Format::OpenMetrics { .. } => text::encode(&mut out, &registry),
+        }
+        .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for family in &self.histograms {
+            let mut metric = encoder.encode_descriptor(
+                family.name,
+                family.help,
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for series in &family.series {
+                let w = &series.waits;
+                let buckets = LAYOUT.fold(&w.buckets);
+                let sum_seconds = w.sum_ns as f64 / 1e9;
+                metric
+                    .encode_family(&series.labels)?
+                    .encode_histogram::<NoLabelSet>(sum_seconds, w.count(), &buckets, None)?;
+            }
+        }
+
+        counter(
+            &mut encoder,
+            "schedlat_dropped_untracked_tid",
+            "Enqueues not timestamped because the TID exceeded the start array (pid_max raised after schedlat started): those waits are missing from the histogram",
+            self.untracked_tid,
+        )?;
+        counter(
+            &mut encoder,
+            "schedlat_discarded_negative_delta",
+            "Waits discarded because their end preceded their start (clock skew between CPUs); not in the histogram",
+            self.discarded_negative,
+        )?;
+
+        if let Some(keyed) = &self.keyed {
+            counter(
+                &mut encoder,
+                "schedlat_unkeyed_waits",
+                "Waits in schedlat_runqueue_latency_seconds but in no per-cgroup or per-process series: the kernel's key map was full (raise --max-keys)",
+                keyed.unkeyed,
+            )?;
+            counter(
+                &mut encoder,
+                "schedlat_overflow_keys",
+                "Cgroups or processes whose waits go to the __overflow__ series, because --max-series series were taken when they first waited",
+                keyed.overflow_keys,
+            )?;
+        }
+
+        let info = [
+            ("hook", self.hook.to_string()),
+            ("version", env!("CARGO_PKG_VERSION").to_string()),
+        ];
+        encoder
+            .encode_descriptor(
+                "schedlat",
+                "schedlat's version and how it hooks the scheduler (tp_btf or tracepoint)",
+                None,
+                MetricType::Info,
+            )?
+            .encode_info(&info)?;
+
+        if let Some(bpf) = &self.bpf {
+            encode_bpf(&mut encoder, bpf)?;
+        }
+        Ok(())
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(value).encode(metric)
+}
+
+fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std::fmt::Error> {
+    // The HELP says when the numbers cannot be trusted to move.
+    let caveat = match bpf.stats_enabled {
+        Some(true) => "",
+        Some(false) => {
+            " (kernel.bpf_stats_enabled is 0: the kernel only counts while BPF stats are enabled, so this may stand still; enable with sysctl kernel.bpf_stats_enabled=1)"
+        }
+        None => " (kernel.bpf_stats_enabled unreadable: counted only while BPF stats are enabled)",
+    };
+    if let Some(enabled) = bpf.stats_enabled {
+        let metric = encoder.encode_descriptor(
+            "schedlat_bpf_stats_enabled",
+            "Value of kernel.bpf_stats_enabled: 1 when the kernel counts BPF program run time",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::from(enabled)).encode(metric)?;
+    }
+
+    let help = format!(
+        "CPU time spent in schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
+    );
+    let mut metric = encoder.encode_descriptor(
+        "schedlat_bpf_run_time",
+        &help,
+        Some(&Unit::Seconds),
+        MetricType::Counter,
+    )?;
+    for p in &bpf.programs {
+        let labels = [("program", p.name.as_str())];
+        ConstCounter::new(p.run_time_ns as f64 / 1e9).encode(metric.encode_family(&labels)?)?;
+    }
+
+    let help = format!(
+        "Runs of schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
+    );
+    let mut metric =
+        encoder.encode_descriptor("schedlat_bpf_runs", &help, None, MetricType::Counter)?;
+    for p in &bpf.programs {
+        let labels = [("program", p.name.as_str())];
+        ConstCounter::new(p.runs).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlat_common::{CpuStats, bucket_index};
+
+    /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
+    /// last boundary), 2 discarded, 1 untracked.
+    fn known() -> Snapshot {
+        let mut a = CpuStats::ZERO;
+        let mut b = CpuStats::ZERO;
+        for ns in [3_000_000, 3_000_000, 1_500] {
+            a.buckets[bucket_index(ns)] += 1;
+            a.sum_ns += ns;
+        }
+        for ns in [3_000_000, 100_000_000_000] {
+            b.buckets[bucket_index(ns)] += 1;
+            b.sum_ns += ns;
+        }
+        b.discarded_negative = 2;
+        a.untracked_tid = 1;
+        let bpf = BpfCost {
+            stats_enabled: Some(false),
+            programs: vec![ProgramCost {
+                name: "sched_switch".into(),
+                run_time_ns: 1_500_000_000,
+                runs: 42,
+            }],
+        };
+        Snapshot::system(
+            HookMode::Btf,
+            Waits::from_cpus(&[a, b]),
+            Vec::new(),
+            Some(bpf),
+        )
+    }
+
+    fn lines_of(text: &str, prefix: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn text_format_histogram_is_cumulative_in_seconds() {
+        let out = known().encode(Format::Text);
+        let h = "schedlat_runqueue_latency_seconds";
+        assert!(out.contains(&format!("# TYPE {h} histogram\n")), "{out}");
+        assert!(out.contains(&format!("{h}_count 5\n")), "{out}");
+        assert!(out.contains(&format!("{h}_sum 100.0090015\n")), "{out}");
+        let buckets = lines_of(&out, &format!("{h}_bucket{{"));
+        assert_eq!(buckets.len(), 106, "105 boundaries and +Inf");
+        // Under 1.024 us: none; 1.5 us is in (1.28, 1.536] us. (Small
+        // bounds print in exponent form, as Go's clients print them.)
+        assert_eq!(buckets[0], format!("{h}_bucket{{le=\"1.024e-06\"}} 0"));
+        assert_eq!(buckets[1], format!("{h}_bucket{{le=\"1.28e-06\"}} 0"));
+        assert_eq!(buckets[2], format!("{h}_bucket{{le=\"1.536e-06\"}} 1"));
+        // 3 ms is in (2.62, 3.15] ms.
+        assert!(buckets.contains(&format!("{h}_bucket{{le=\"0.00262144\"}} 1")));
+        assert!(buckets.contains(&format!("{h}_bucket{{le=\"0.003145728\"}} 4")));
+        // 100 s is beyond 68.7 s: only in +Inf.
+        assert_eq!(buckets[104], format!("{h}_bucket{{le=\"68.719476736\"}} 4"));
+        assert_eq!(buckets[105], format!("{h}_bucket{{le=\"+Inf\"}} 5"));
+        let counts: Vec<u64> = buckets
+            .iter()
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]), "cumulative");
+    }
+
+    #[test]
+    fn text_format_counters_info_and_bpf_cost() {
+        let out = known().encode(Format::Text);
+        let info = format!(
+            "schedlat_info{{hook=\"tp_btf\",version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        for line in [
+            "# TYPE schedlat_dropped_untracked_tid_total counter",
+            "schedlat_dropped_untracked_tid_total 1",
+            "schedlat_discarded_negative_delta_total 2",
+            &info,
+            "schedlat_bpf_stats_enabled 0",
+            "schedlat_bpf_run_time_seconds_total{program=\"sched_switch\"} 1.5",
+            "schedlat_bpf_runs_total{program=\"sched_switch\"} 42",
+        ] {
+            assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+        }
+        // Stats off: the HELP says so.
+        let help = lines_of(&out, "# HELP schedlat_bpf_runs_total");
+        assert!(
+            help[0].contains("kernel.bpf_stats_enabled is 0"),
+            "{help:?}"
+        );
+        assert!(!out.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_has_units_totals_and_eof() {
+        let out = known().encode(Format::OpenMetrics { version: "1.0.0" });
+        let h = "schedlat_runqueue_latency_seconds";
+        for line in [
+            format!("# TYPE {h} histogram"),
+            format!("# UNIT {h} seconds"),
+            format!("{h}_count 5"),
+            format!("{h}_bucket{{le=\"+Inf\"}} 5"),
+            "# TYPE schedlat_dropped_untracked_tid counter".into(),
+            "schedlat_dropped_untracked_tid_total 1".into(),
+            "# TYPE schedlat info".into(),
+        ] {
+            assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+        }
+        assert!(out.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn bpf_cost_is_left_out_when_unreadable() {
+        let mut s = known();
+        s.bpf = None;
+        let out = s.encode(Format::Text);
+        assert!(!out.contains("schedlat_bpf_"), "{out}");
+        let mut s = known();
+        s.bpf.as_mut().unwrap().stats_enabled = Some(true);
+        let out = s.encode(Format::Text);
+        assert!(out.contains("schedlat_bpf_stats_enabled 1\n"));
+        assert!(!out.contains("may stand still"));
+    }
+
+    #[test]
+    fn keyed_family_is_its_own_with_overflow_and_counters() {
+        let mut one = CpuStats::ZERO;
+        one.buckets[bucket_index(3_000_000)] = 2;
+        one.sum_ns = 6_000_000;
+        let waits = Waits::from_cpus(&[one]);
+        let keyed = KeyedScrape {
+            series: vec![
+                (
+                    vec![("pid", "7".into()), ("comm", "a \"b\"".into())],
+                    waits.clone(),
+                ),
+                (
+                    super::super::keyed::overflow_labels(Breakdown::Process),
+                    waits,
+                ),
+            ],
+            overflow_keys: 3,
+        };
+        let out = known()
+            .with_keyed(Breakdown::Process, keyed, 4)
+            .encode(Format::Text);
+        let h = "schedlat_process_runqueue_latency_seconds";
+        for line in [
+            format!("# TYPE {h} histogram"),
+            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\"}} 2"),
+            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\"}} 2"),
+            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",le=\"+Inf\"}} 2"),
+            "schedlat_unkeyed_waits_total 4".into(),
+            "schedlat_overflow_keys_total 3".into(),
+            // The whole-system family is unchanged.
+            "schedlat_runqueue_latency_seconds_count 5".into(),
+        ] {
+            assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+        }
+        // Without a breakdown, no keyed counters.
+        let out = known().encode(Format::Text);
+        assert!(
+            !out.contains("unkeyed") && !out.contains("overflow"),
+            "{out}"
+        );
+    }
+}

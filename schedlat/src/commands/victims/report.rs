@@ -1,0 +1,370 @@
+//! One interval of the victims mode, for people (three tables, perf sched
+//! latency style) or as one JSON object (docs/json.md,
+//! `schedlat.victims.v1`).
+
+use std::{fmt::Write as _, time::Duration};
+
+use serde::Serialize;
+
+use crate::collect::victims::Interval;
+use crate::{
+    analysis::task::{self, TaskJson},
+    analysis::{
+        fmt_ns,
+        victims::{ProcessRow, Row, SortKey, Tables},
+    },
+    kernel::loader::HookMode,
+    sys::clock::{WallClock, local_time_us},
+};
+
+pub const SCHEMA: &str = "schedlat.victims.v1";
+
+/// Everything one report shows.
+pub struct Report<'a> {
+    pub hook: HookMode,
+    pub tables: &'a Tables,
+    pub interval: &'a Interval,
+    pub elapsed: Duration,
+    pub clock: WallClock,
+    pub sort: SortKey,
+    pub max_tasks: u32,
+    pub last: bool,
+}
+
+const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU";
+
+pub fn text(r: &Report) -> String {
+    let mut out = String::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let by = sort_name(r.sort);
+    let _ = writeln!(
+        out,
+        "\n{} victims over {:.2} s (tasks that waited for a CPU), by {by}:",
+        &local_time_us(now)[..8],
+        r.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX");
+    for row in &r.tables.victims {
+        task_row(&mut out, row, r.clock);
+    }
+    more(&mut out, r.tables.totals.0, r.tables.victims.len());
+    let _ = writeln!(
+        out,
+        "culprits (the task on the CPU when a wait ended), by {by}:"
+    );
+    let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX");
+    for row in &r.tables.culprits {
+        task_row(&mut out, row, r.clock);
+    }
+    more(&mut out, r.tables.totals.1, r.tables.culprits.len());
+    let _ = writeln!(out, "culprit processes, by {by}:");
+    let _ = writeln!(
+        out,
+        "     PID COMM             THREADS    WAITS      TOTAL        AVG        MAX"
+    );
+    for p in &r.tables.processes {
+        process_row(&mut out, p);
+    }
+    more(&mut out, r.tables.totals.2, r.tables.processes.len());
+    out.push_str(&summary(r));
+    out
+}
+
+fn task_row(out: &mut String, row: &Row, clock: WallClock) {
+    let _ = writeln!(
+        out,
+        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4}  {} {}",
+        row.task.tid,
+        row.task.tgid,
+        task::comm(&row.task),
+        task::sched_label(&row.task),
+        row.count,
+        fmt_ns(row.total_ns),
+        fmt_ns(row.avg_ns()),
+        fmt_ns(row.max_ns),
+        local_time_us(clock.unix_ns(row.max_at_ns)),
+        row.max_cpu,
+        task::short(&row.other),
+        task::sched_label(&row.other),
+    );
+}
+
+fn process_row(out: &mut String, p: &ProcessRow) {
+    let name = if p.pid == 0 {
+        "(idle)".to_string()
+    } else {
+        task::comm(&p.comm)
+    };
+    let _ = writeln!(
+        out,
+        "{:>8} {:<16} {:>7} {:>8} {:>10} {:>10} {:>10}",
+        p.pid,
+        name,
+        p.threads,
+        p.count,
+        fmt_ns(p.total_ns),
+        fmt_ns(p.avg_ns()),
+        fmt_ns(p.max_ns)
+    );
+}
+
+fn more(out: &mut String, total: usize, shown: usize) {
+    if total > shown {
+        let _ = writeln!(out, "  ... {} more (--top)", total - shown);
+    }
+}
+
+/// e.g. `total 2000 waits of 3 tasks, 80.1 ms waited; not in the tables
+/// (full at --max-tasks 10240): 0 waits, 0 culprit charges; dropped 0 (TID >
+/// pid_max), discarded 0 (negative delta)`
+fn summary(r: &Report) -> String {
+    let c = &r.interval.counters;
+    format!(
+        "total {} waits of {} tasks, {} waited; not in the tables (full at --max-tasks {}): {} waits, {} culprit charges; dropped {} (TID > pid_max), discarded {} (negative delta)\n",
+        r.tables.waits,
+        r.tables.totals.0,
+        fmt_ns(r.tables.waited_ns),
+        r.max_tasks,
+        c.victims_overflow,
+        c.culprits_overflow,
+        r.interval.untracked_tid,
+        r.interval.discarded_negative,
+    )
+}
+
+/// "longest wait", ...: what a table is ranked by, for titles.
+pub fn sort_name(by: SortKey) -> &'static str {
+    match by {
+        SortKey::Max => "longest wait",
+        SortKey::Total => "total wait",
+        SortKey::Count => "number of waits",
+        SortKey::Avg => "average wait",
+    }
+}
+
+#[derive(Serialize)]
+struct Json {
+    schema: &'static str,
+    hook: HookMode,
+    time_unix_ns: u128,
+    interval_ns: u128,
+    last: bool,
+    sort: SortKey,
+    count: u64,
+    sum_ns: u64,
+    tasks: usize,
+    overflow: Overflow,
+    dropped: Dropped,
+    discarded: Discarded,
+    victims: Vec<RowJson>,
+    culprits: Vec<RowJson>,
+    culprit_processes: Vec<ProcessJson>,
+    /// Rows before --top: victims, culprits, culprit processes.
+    rows: RowCounts,
+}
+
+#[derive(Serialize)]
+struct Overflow {
+    max_tasks: u32,
+    victim_waits: u64,
+    culprit_waits: u64,
+}
+
+#[derive(Serialize)]
+struct Dropped {
+    untracked_tid: u64,
+}
+
+#[derive(Serialize)]
+struct Discarded {
+    negative_delta: u64,
+}
+
+#[derive(Serialize)]
+struct RowCounts {
+    victims: usize,
+    culprits: usize,
+    culprit_processes: usize,
+}
+
+#[derive(Serialize)]
+struct RowJson {
+    #[serde(flatten)]
+    task: TaskJson,
+    count: u64,
+    total_ns: u64,
+    avg_ns: u64,
+    max_ns: u64,
+    max_time_unix_ns: u64,
+    max_cpu: u32,
+    /// Victims: the culprit of the longest wait; culprits: its victim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_culprit: Option<TaskJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_victim: Option<TaskJson>,
+}
+
+#[derive(Serialize)]
+struct ProcessJson {
+    pid: u32,
+    comm: String,
+    threads: usize,
+    count: u64,
+    total_ns: u64,
+    avg_ns: u64,
+    max_ns: u64,
+}
+
+fn row_json(row: &Row, clock: WallClock, victim: bool) -> RowJson {
+    let other = TaskJson::from(&row.other);
+    RowJson {
+        task: TaskJson::from(&row.task),
+        count: row.count,
+        total_ns: row.total_ns,
+        avg_ns: row.avg_ns(),
+        max_ns: row.max_ns,
+        max_time_unix_ns: clock.unix_ns(row.max_at_ns),
+        max_cpu: row.max_cpu,
+        max_culprit: victim.then(|| other.clone()),
+        max_victim: (!victim).then_some(other),
+    }
+}
+
+pub fn json(r: &Report) -> String {
+    let t = r.tables;
+    let c = &r.interval.counters;
+    let doc = Json {
+        schema: SCHEMA,
+        hook: r.hook,
+        time_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+        interval_ns: r.elapsed.as_nanos(),
+        last: r.last,
+        sort: r.sort,
+        count: t.waits,
+        sum_ns: t.waited_ns,
+        tasks: t.totals.0,
+        overflow: Overflow {
+            max_tasks: r.max_tasks,
+            victim_waits: c.victims_overflow,
+            culprit_waits: c.culprits_overflow,
+        },
+        dropped: Dropped {
+            untracked_tid: r.interval.untracked_tid,
+        },
+        discarded: Discarded {
+            negative_delta: r.interval.discarded_negative,
+        },
+        victims: t
+            .victims
+            .iter()
+            .map(|v| row_json(v, r.clock, true))
+            .collect(),
+        culprits: t
+            .culprits
+            .iter()
+            .map(|c| row_json(c, r.clock, false))
+            .collect(),
+        culprit_processes: t
+            .processes
+            .iter()
+            .map(|p| ProcessJson {
+                pid: p.pid,
+                comm: if p.pid == 0 {
+                    "(idle)".to_string()
+                } else {
+                    task::comm(&p.comm)
+                },
+                threads: p.threads,
+                count: p.count,
+                total_ns: p.total_ns,
+                avg_ns: p.avg_ns(),
+                max_ns: p.max_ns,
+            })
+            .collect(),
+        rows: RowCounts {
+            victims: t.totals.0,
+            culprits: t.totals.1,
+            culprit_processes: t.totals.2,
+        },
+    };
+    serde_json::to_string(&doc).expect("JSON values serialize") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{analysis::task::tests::task, analysis::victims::rank};
+    use schedlat_common::victims::{CulpritStats, VictimStats};
+
+    fn report_of(interval: &Interval, tables: &Tables, f: fn(&Report) -> String) -> String {
+        let r = Report {
+            hook: HookMode::Btf,
+            tables,
+            interval,
+            elapsed: Duration::from_secs(1),
+            clock: WallClock::now(),
+            sort: SortKey::Max,
+            max_tasks: 10_240,
+            last: true,
+        };
+        f(&r)
+    }
+
+    fn scenario() -> Interval {
+        let hog = task(917, 917, "cal.sh", 0, 0, 0);
+        let victim = task(943, 943, "cyclictest", 0, 0, 0);
+        Interval {
+            victims: vec![VictimStats {
+                task: victim,
+                count: 2000,
+                total_ns: 80_000_000,
+                max_ns: 3_120_000,
+                max_culprit: hog,
+                max_cpu: 3,
+                ..Default::default()
+            }],
+            culprits: vec![CulpritStats {
+                task: hog,
+                count: 300,
+                total_ns: 40_000_000,
+                max_ns: 3_120_000,
+                max_victim: victim,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn text_names_victim_worst_wait_and_culprit() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let out = report_of(&i, &t, text);
+        let line = out.lines().find(|l| l.contains("cyclictest")).unwrap();
+        assert!(
+            line.contains("3.12 ms") && line.contains("cal.sh 917/917 normal 0"),
+            "{out}"
+        );
+        assert!(out.contains("culprit processes"), "{out}");
+        assert!(out.contains("total 2000 waits of 1 tasks"), "{out}");
+    }
+
+    #[test]
+    fn json_carries_the_culprit_of_the_worst_wait() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["victims"][0]["comm"], "cyclictest");
+        assert_eq!(v["victims"][0]["max_culprit"]["comm"], "cal.sh");
+        assert!(v["victims"][0].get("max_victim").is_none());
+        assert_eq!(v["culprits"][0]["max_victim"]["pid"], 943);
+        assert_eq!(v["culprit_processes"][0]["threads"], 1);
+        assert_eq!(v["overflow"]["victim_waits"], 0);
+        assert_eq!(v["sort"], "max");
+    }
+}

@@ -1,0 +1,254 @@
+//! The cgroup filesystems: where they are mounted, which hierarchy a path
+//! belongs to, its kernfs id (the inode number of its directory, which is
+//! what the kernel side compares), and the way back from an id to a path.
+
+use std::{
+    collections::HashMap,
+    fs,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
+
+use crate::kernel::btf::CssChoice;
+
+/// Where the cgroup filesystems are mounted, from /proc/self/mounts.
+#[derive(Debug, Clone, Default)]
+pub struct Mounts {
+    pub v2: Option<PathBuf>,
+    pub v1_cpu: Option<PathBuf>,
+    /// Every cgroup v1 mount and its controllers (`name=` hierarchies
+    /// have none).
+    pub v1: Vec<(PathBuf, Vec<String>)>,
+}
+
+impl Mounts {
+    pub fn read() -> Mounts {
+        let text = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        Mounts::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Mounts {
+        let mut mounts = Mounts::default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [_, dir, fstype, options, ..] = f[..] else {
+                continue;
+            };
+            match fstype {
+                "cgroup2" => mounts.v2 = mounts.v2.or(Some(dir.into())),
+                "cgroup" => {
+                    let controllers: Vec<String> = options
+                        .split(',')
+                        .filter(|o| is_controller(o))
+                        .map(String::from)
+                        .collect();
+                    if controllers.iter().any(|c| c == "cpu") {
+                        mounts.v1_cpu = Some(dir.into());
+                    }
+                    mounts.v1.push((dir.into(), controllers));
+                }
+                _ => {}
+            }
+        }
+        mounts
+    }
+
+    /// The hierarchy `--cgroups` breaks down by when `-c` does not choose:
+    /// the one the cpu controller is in (v1 where it is mounted there, as
+    /// on hybrid systems; else v2), since that is where CPU policy lives.
+    pub fn default_hierarchy(&self) -> Option<Hierarchy> {
+        if let Some(mount) = &self.v1_cpu {
+            let controllers = self
+                .v1
+                .iter()
+                .find(|(m, _)| m == mount)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_else(|| vec!["cpu".into()]);
+            return Some(Hierarchy {
+                mount: mount.clone(),
+                css: CssChoice::Controllers(controllers),
+            });
+        }
+        self.v2.as_ref().map(|mount| Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        })
+    }
+
+    /// The cgroup a user names: an absolute directory under a cgroup mount,
+    /// or a path relative to the cgroup v2 mount, then to the v1 cpu mount.
+    pub fn resolve(&self, path: &Path) -> Result<CgroupTarget, String> {
+        let v2 = self.v2.iter().map(|m| (m, CssChoice::Default));
+        let v1 = self
+            .v1
+            .iter()
+            .map(|(m, c)| (m, CssChoice::Controllers(c.clone())));
+        let hierarchies: Vec<(&PathBuf, CssChoice)> = v2.chain(v1).collect();
+        let found = if path.is_absolute() {
+            // The longest mount that holds it (/sys/fs/cgroup/unified, not
+            // a cgroup2 at /sys/fs/cgroup).
+            hierarchies
+                .iter()
+                .filter(|(m, _)| path.starts_with(m))
+                .max_by_key(|(m, _)| m.as_os_str().len())
+                .map(|(m, css)| ((*m).clone(), css.clone(), path.to_path_buf()))
+        } else {
+            let mut relative_to = self.v2.iter().chain(self.v1_cpu.iter());
+            relative_to.find_map(|m| {
+                let dir = m.join(path);
+                let css = hierarchies.iter().find(|(h, _)| *h == m)?.1.clone();
+                dir.is_dir().then(|| (m.clone(), css, dir))
+            })
+        };
+        let looked = || {
+            let mounts: Vec<String> = hierarchies
+                .iter()
+                .map(|(m, _)| m.display().to_string())
+                .collect();
+            format!(
+                "no cgroup {} (give a directory under a cgroup mount: {}; or a path relative to the cgroup v2 mount)",
+                path.display(),
+                mounts.join(", ")
+            )
+        };
+        let (mount, css, dir) = found.ok_or_else(looked)?;
+        let meta = fs::metadata(&dir).map_err(|_| looked())?;
+        if !meta.is_dir() {
+            return Err(looked());
+        }
+        if matches!(&css, CssChoice::Controllers(c) if c.is_empty()) {
+            return Err(format!(
+                "{} is in a cgroup v1 hierarchy without a controller (e.g. name=systemd), which the kernel side cannot follow: use the cgroup v2 or the cpu controller's path",
+                dir.display()
+            ));
+        }
+        Ok(CgroupTarget {
+            hierarchy: Hierarchy { mount, css },
+            id: meta.ino(),
+            dir,
+        })
+    }
+}
+
+/// Whether a cgroup v1 mount option names a controller: the generic mount
+/// flags and the cgroup v1 options (kernel/cgroup/cgroup-v1.c
+/// cgroup1_parse_param) do not; `name=` and `release_agent=` carry values.
+fn is_controller(option: &str) -> bool {
+    !matches!(
+        option,
+        "rw" | "ro"
+            | "nosuid"
+            | "nodev"
+            | "noexec"
+            | "relatime"
+            | "noatime"
+            | "strictatime"
+            | "xattr"
+            | "none"
+            | "all"
+            | "noprefix"
+            | "clone_children"
+            | "cpuset_v2_mode"
+            | "favordynmods"
+    ) && !option.contains('=')
+}
+
+/// One cgroup hierarchy: its mount and the css that names a task's cgroup in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub mount: PathBuf,
+    pub css: CssChoice,
+}
+
+impl Hierarchy {
+    /// "cgroup v2" or "cgroup v1 cpu", for messages.
+    pub fn describe(&self) -> String {
+        match &self.css {
+            CssChoice::Default => format!("cgroup v2 at {}", self.mount.display()),
+            CssChoice::Controllers(c) => {
+                format!("cgroup v1 {} at {}", c.join(","), self.mount.display())
+            }
+        }
+    }
+
+    /// Every cgroup's path relative to the mount (`/` for the root), by id.
+    /// Ids are directory inode numbers, which kernfs keeps equal to the
+    /// kernel's `kn->id` on 64-bit kernels.
+    pub fn paths_by_id(&self) -> HashMap<u64, String> {
+        let mut paths = HashMap::new();
+        let mut stack = vec![self.mount.clone()];
+        while let Some(dir) = stack.pop() {
+            if let Ok(meta) = fs::metadata(&dir) {
+                let rel = dir.strip_prefix(&self.mount).unwrap_or(&dir);
+                paths.insert(meta.ino(), format!("/{}", rel.display()));
+            }
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            stack.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+        paths
+    }
+}
+
+/// A cgroup named by `-c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupTarget {
+    pub hierarchy: Hierarchy,
+    pub dir: PathBuf,
+    pub id: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw,mode=755 0 0\n\
+         cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+         cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
+         cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,xattr,name=systemd 0 0\n\
+         cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset,clone_children 0 0\n\
+         cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+
+    #[test]
+    fn mounts_find_v2_and_the_v1_controllers() {
+        let m = Mounts::parse(HYBRID);
+        assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
+        assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
+        assert_eq!(m.v1.len(), 4);
+        assert_eq!(
+            m.v1[2].1,
+            Vec::<String>::new(),
+            "name=systemd has no controller"
+        );
+        assert_eq!(m.v1[3].1, ["cpuset"], "clone_children is an option");
+        let h = m.default_hierarchy().unwrap();
+        assert_eq!(h.css, CssChoice::Controllers(vec!["cpu".into()]));
+        let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+        assert!(pure_v2.v1_cpu.is_none());
+        assert_eq!(pure_v2.default_hierarchy().unwrap().css, CssChoice::Default);
+    }
+
+    #[test]
+    fn resolves_real_cgroups_and_refuses_missing_ones() {
+        let mounts = Mounts::read();
+        let Some(root) = mounts.v2.clone().or(mounts.v1_cpu.clone()) else {
+            panic!("this machine mounts cgroups");
+        };
+        let t = mounts.resolve(&root).unwrap();
+        assert_eq!(t.dir, root);
+        assert_eq!(
+            t.hierarchy.paths_by_id().get(&t.id).map(String::as_str),
+            Some("/")
+        );
+        let e = mounts.resolve(Path::new("no/such/group")).unwrap_err();
+        assert!(e.contains("no cgroup no/such/group"), "{e}");
+        let e = mounts.resolve(Path::new("/tmp")).unwrap_err();
+        assert!(e.contains("no cgroup /tmp"), "{e}");
+    }
+}

@@ -1,0 +1,359 @@
+//! The filters (`-p`, `-t`, `-c`, `--comm`, `--cpu`): checked against /proc
+//! and cgroupfs before any kernel work, applied in the kernel to the task
+//! that waited, and watched during the run so that a target that goes away
+//! ends it cleanly, its waits so far reported.
+
+use std::fs;
+
+use thiserror::Error;
+
+use crate::{
+    cli::FilterArgs,
+    kernel::cgroupfs::{CgroupTarget, Mounts},
+};
+
+#[derive(Debug, Error)]
+pub enum FilterError {
+    #[error("no process with PID {0} (check `ps -p {0}`)")]
+    NoSuchProcess(u32),
+    #[error(
+        "{tid} is a thread of process {tgid}: use `-p {tgid}` to measure that process, or `-t {tid}` for the thread"
+    )]
+    IsThread { tid: u32, tgid: u32 },
+    #[error("no thread with TID {0} (check `ps -eL | grep {0}`)")]
+    NoSuchThread(u32),
+    #[error("{0}")]
+    Cgroup(String),
+    #[error("--comm: {0}")]
+    Comm(String),
+    #[error("--cpu {list}: {why}")]
+    Cpu { list: String, why: String },
+}
+
+/// What the kernel side measures: waits of tasks that pass every filter set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only this process (tgid).
+    pub tgid: Option<u32>,
+    /// Only this thread.
+    pub tid: Option<u32>,
+    /// Only tasks with this comm (the kernel's 16 bytes, NUL-padded).
+    pub comm: Option<[u8; 16]>,
+    /// Only tasks in this cgroup or below it.
+    pub cgroup: Option<CgroupTarget>,
+    /// Only waits that end on these CPUs.
+    pub cpus: Option<Vec<usize>>,
+}
+
+impl Filter {
+    pub fn resolve(args: &FilterArgs) -> Result<Filter, FilterError> {
+        if let Some(pid) = args.pid {
+            match tgid_of(pid) {
+                None => return Err(FilterError::NoSuchProcess(pid)),
+                Some(tgid) if tgid != pid => return Err(FilterError::IsThread { tid: pid, tgid }),
+                Some(_) => {}
+            }
+        }
+        if let Some(tid) = args.tid
+            && tgid_of(tid).is_none()
+        {
+            return Err(FilterError::NoSuchThread(tid));
+        }
+        let cgroup = match &args.cgroup {
+            Some(path) => Some(Mounts::read().resolve(path).map_err(FilterError::Cgroup)?),
+            None => None,
+        };
+        let cpus = match &args.cpu {
+            Some(list) => Some(cpu_list(list)?),
+            None => None,
+        };
+        Ok(Filter {
+            tgid: args.pid,
+            tid: args.tid,
+            comm: args.comm.as_deref().map(kernel_comm).transpose()?,
+            cgroup,
+            cpus,
+        })
+    }
+
+    /// Filters that read the waiting task's task_struct: they need tp_btf
+    /// (classic tracepoints only carry TIDs). `--cpu` works in both modes.
+    pub fn needs_btf(&self) -> Option<&'static str> {
+        [
+            (self.tgid.is_some(), "-p"),
+            (self.tid.is_some(), "-t"),
+            (self.comm.is_some(), "--comm"),
+            (self.cgroup.is_some(), "-c"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
+
+    /// Whether a target that can go away (a process, thread or cgroup) is
+    /// watched.
+    pub fn is_active(&self) -> bool {
+        self.tgid.is_some() || self.tid.is_some() || self.cgroup.is_some()
+    }
+
+    /// None while every target exists; else what went away.
+    pub fn gone(&self) -> Option<String> {
+        if let Some(pid) = self.tgid
+            && !is_alive(pid)
+        {
+            return Some(format!("process {pid} exited"));
+        }
+        if let Some(tid) = self.tid
+            && !is_alive(tid)
+        {
+            return Some(format!("thread {tid} exited"));
+        }
+        if let Some(c) = &self.cgroup
+            && !c.dir.is_dir()
+        {
+            return Some(format!("cgroup {} was removed", c.dir.display()));
+        }
+        None
+    }
+
+    /// False once a target has gone away.
+    pub fn target_alive(&self) -> bool {
+        self.gone().is_none()
+    }
+
+    /// For messages: "process 1234 (comm), on CPUs 0-1".
+    pub fn describe(&self) -> Option<String> {
+        let comm_of = |path: String| {
+            fs::read_to_string(path)
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        let mut parts = Vec::new();
+        if let Some(pid) = self.tgid {
+            parts.push(format!(
+                "process {pid} ({})",
+                comm_of(format!("/proc/{pid}/comm"))
+            ));
+        }
+        if let Some(tid) = self.tid {
+            parts.push(format!(
+                "thread {tid} ({})",
+                comm_of(format!("/proc/{tid}/comm"))
+            ));
+        }
+        if let Some(comm) = &self.comm {
+            parts.push(format!("tasks named {}", comm_str(comm)));
+        }
+        if let Some(c) = &self.cgroup {
+            parts.push(format!(
+                "cgroup {} and below ({})",
+                c.dir.display(),
+                c.hierarchy.describe()
+            ));
+        }
+        if let Some(cpus) = &self.cpus {
+            parts.push(format!("ending on CPUs {}", cpu_list_str(cpus)));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// The `--cpu` mask as the kernel side reads it: bit `cpu % 64` of word
+    /// `cpu / 64`.
+    pub fn cpu_mask(&self) -> Option<[u64; schedlat_common::scope::CPU_MASK_WORDS]> {
+        let cpus = self.cpus.as_ref()?;
+        let mut mask = [0u64; schedlat_common::scope::CPU_MASK_WORDS];
+        for &cpu in cpus {
+            mask[cpu / 64] |= 1 << (cpu % 64);
+        }
+        Some(mask)
+    }
+}
+
+/// Whether a process or thread still runs: it exists and is not a zombie
+/// waiting for its parent to reap it (it will never wait again).
+pub fn is_alive(id: u32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|s| !matches!(s.trim().chars().next(), Some('Z' | 'X')))
+}
+
+/// The process a PID (or TID) belongs to, from /proc/PID/status.
+fn tgid_of(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A name as the kernel keeps it in task->comm: at most 15 bytes, then NUL.
+fn kernel_comm(name: &str) -> Result<[u8; 16], FilterError> {
+    if name.is_empty() {
+        return Err(FilterError::Comm("the name is empty".into()));
+    }
+    if name.len() > 15 {
+        return Err(FilterError::Comm(format!(
+            "`{name}` is longer than the kernel's 15-byte task name: use `{}` (what `ps -o comm` shows)",
+            String::from_utf8_lossy(&name.as_bytes()[..15])
+        )));
+    }
+    let mut comm = [0u8; 16];
+    comm[..name.len()].copy_from_slice(name.as_bytes());
+    Ok(comm)
+}
+
+pub fn comm_str(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+/// `--cpu 0-3,8`: CPUs that exist on this machine.
+fn cpu_list(list: &str) -> Result<Vec<usize>, FilterError> {
+    let bad = |why: String| FilterError::Cpu {
+        list: list.to_string(),
+        why,
+    };
+    let cpus = crate::sys::procfs::parse_cpu_list(list)
+        .map_err(|_| bad("not a CPU list (e.g. `0`, `0-3`, `0,2-3`)".into()))?;
+    if cpus.is_empty() {
+        return Err(bad("no CPU in it".into()));
+    }
+    // Possible CPUs are numbered 0..n (the per-CPU maps' size, too).
+    let possible = aya::util::nr_cpus()
+        .map_err(|(path, e)| bad(format!("cannot read {path}: {e}")))?
+        .min(schedlat_common::scope::CPU_MASK_WORDS * 64);
+    if let Some(cpu) = cpus.iter().find(|&&c| c >= possible) {
+        return Err(bad(format!(
+            "CPU {cpu} does not exist (this machine has 0-{})",
+            possible - 1
+        )));
+    }
+    Ok(cpus)
+}
+
+/// `[0, 1, 2, 5]` as `0-2,5`.
+pub fn cpu_list_str(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        while i + 1 < sorted.len() && sorted[i + 1] == sorted[i] + 1 {
+            i += 1;
+        }
+        parts.push(if sorted[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", sorted[i])
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(args: FilterArgs) -> Result<Filter, FilterError> {
+        Filter::resolve(&args)
+    }
+
+    fn pid(pid: u32) -> FilterArgs {
+        FilterArgs {
+            pid: Some(pid),
+            ..FilterArgs::default()
+        }
+    }
+
+    #[test]
+    fn our_own_process_resolves_and_is_alive() {
+        let me = std::process::id();
+        let f = resolve(pid(me)).unwrap();
+        assert_eq!(f.tgid, Some(me));
+        assert!(f.target_alive() && f.is_active());
+        assert_eq!(f.needs_btf(), Some("-p"));
+        assert!(
+            f.describe()
+                .unwrap()
+                .starts_with(&format!("process {me} ("))
+        );
+    }
+
+    #[test]
+    fn a_missing_process_or_thread_is_an_error() {
+        // pid_max is at most 2^22, so this PID cannot exist.
+        let e = resolve(pid(5_000_000)).unwrap_err().to_string();
+        assert!(e.contains("no process with PID 5000000"), "{e}");
+        let args = FilterArgs {
+            tid: Some(5_000_000),
+            ..FilterArgs::default()
+        };
+        let e = resolve(args).unwrap_err().to_string();
+        assert!(e.contains("no thread with TID 5000000"), "{e}");
+    }
+
+    #[test]
+    fn a_thread_id_points_at_its_process_and_resolves_with_t() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let e = resolve(pid(tid)).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("use `-p {}`", std::process::id())),
+            "{e}"
+        );
+        let args = FilterArgs {
+            tid: Some(tid),
+            ..FilterArgs::default()
+        };
+        let f = resolve(args).unwrap();
+        assert!(f.target_alive());
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(f.gone(), Some(format!("thread {tid} exited")));
+    }
+
+    #[test]
+    fn no_filter_is_inactive() {
+        let f = resolve(FilterArgs::default()).unwrap();
+        assert!(!f.is_active() && f.target_alive() && f.describe().is_none());
+        assert_eq!(f.needs_btf(), None);
+    }
+
+    #[test]
+    fn comm_is_checked_against_the_kernel_limit() {
+        assert_eq!(&kernel_comm("sleep").unwrap()[..6], b"sleep\0");
+        assert_eq!(kernel_comm("fifteen-chars-x").unwrap()[15], 0);
+        let e = kernel_comm("sixteen-chars-xy").unwrap_err().to_string();
+        assert!(e.contains("`sixteen-chars-x`"), "{e}");
+        assert!(kernel_comm("").is_err());
+    }
+
+    #[test]
+    fn cpu_lists_must_name_real_cpus() {
+        let args = |list: &str| FilterArgs {
+            cpu: Some(list.to_string()),
+            ..FilterArgs::default()
+        };
+        let f = resolve(args("0")).unwrap();
+        assert_eq!(f.cpu_mask().unwrap()[0], 1);
+        assert_eq!(f.needs_btf(), None, "--cpu works with classic tracepoints");
+        let e = resolve(args("4000")).unwrap_err().to_string();
+        assert!(e.contains("CPU 4000 does not exist"), "{e}");
+        let e = resolve(args("x")).unwrap_err().to_string();
+        assert!(e.contains("not a CPU list"), "{e}");
+        assert_eq!(cpu_list_str(&[5, 0, 1, 2]), "0-2,5");
+    }
+}

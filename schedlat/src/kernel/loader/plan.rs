@@ -1,0 +1,235 @@
+//! What loading needs to know about this kernel before the object is
+//! loaded: the candidate hook modes, the offsets and chains the programs
+//! read, and the BTF the tp_btf programs attach with.
+
+use std::path::Path;
+
+use aya::Ebpf;
+use schedlat_common::{names, scope::Breakdown};
+
+use super::{HookChoice, HookMode, KernelSources, LoadError, attach::attach};
+use crate::{
+    kernel::btf::{
+        self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF,
+    },
+    kernel::btf_prefix,
+    kernel::cgroupfs::{Hierarchy, Mounts},
+    kernel::filter::Filter,
+    kernel::modes::Modes,
+    kernel::tracefs::{self, Format, TracefsError},
+};
+
+/// The load-time facts the programs need, for the chosen mode(s).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Globals {
+    pub(super) task: Option<TaskOffsets>,
+    /// Only resolved when the mode wants it (slow events' run-queue length).
+    pub(super) rq: Option<RqOffsets>,
+    /// Only with `-c` or `--cgroups`.
+    pub(super) cgroup: Option<CgroupOffsets>,
+    /// Only with `--pidnss`.
+    pub(super) pidns: Option<PidnsOffsets>,
+    pub(super) tp: Option<TpOffsets>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TpOffsets {
+    pub(super) switch_prev_pid: u64,
+    pub(super) switch_prev_state: u64,
+    pub(super) switch_next_pid: u64,
+    pub(super) wakeup_pid: u64,
+    pub(super) exit_pid: u64,
+    pub(super) state_mask: u64,
+}
+
+impl TpOffsets {
+    fn read(tracefs: &Path) -> Result<TpOffsets, TracefsError> {
+        let switch = Format::read(tracefs, "sched", "sched_switch")?;
+        let wakeup = Format::read(tracefs, "sched", "sched_wakeup")?;
+        let exit = Format::read(tracefs, "sched", "sched_process_exit")?;
+        Ok(TpOffsets {
+            switch_prev_pid: switch.offset("prev_pid")?,
+            switch_prev_state: switch.offset("prev_state")?,
+            switch_next_pid: switch.offset("next_pid")?,
+            wakeup_pid: wakeup.offset("pid")?,
+            exit_pid: exit.offset("pid")?,
+            // TASK_REPORT_MAX has been 0x100 since 4.14; older print formats
+            // are parsed, and this is the fallback.
+            state_mask: tracefs::runnable_state_mask(&switch).unwrap_or(0xff),
+        })
+    }
+}
+
+/// What loading needs to know about this kernel, resolved before the
+/// object is loaded: the candidate modes, their globals, the attach BTF.
+pub(super) struct Plan {
+    pub(super) candidates: Vec<HookMode>,
+    /// The tp_btf (program, tracepoint) pairs of the chosen modes.
+    pub(super) btf_programs: [(&'static str, &'static str); 4],
+    pub(super) globals: Globals,
+    pub(super) attach_btf: Option<aya::Btf>,
+    pub(super) notes: Vec<String>,
+}
+
+impl Plan {
+    /// In auto mode a failure only removes that candidate (with a note);
+    /// otherwise it is the error.
+    pub(super) fn resolve(
+        choice: HookChoice,
+        sources: &KernelSources,
+        filter: &Filter,
+        modes: &Modes,
+        cgroup_hierarchy: Option<&Hierarchy>,
+    ) -> Result<Plan, LoadError> {
+        let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
+        let mut notes = Vec::new();
+        let mut globals = Globals::default();
+        let mut attach_btf = None;
+        let mut candidates = match choice {
+            HookChoice::Btf => vec![HookMode::Btf],
+            HookChoice::Tp => vec![HookMode::Tracepoint],
+            HookChoice::Auto => vec![HookMode::Btf, HookMode::Tracepoint],
+        };
+        // Classic tracepoints carry TIDs only: the filters and modes that
+        // read the waiting task's task_struct need tp_btf.
+        if let Some(what) = filter.needs_btf().or(modes.needs_btf()) {
+            match choice {
+                HookChoice::Tp => return Err(LoadError::NeedsBtf(what)),
+                _ => candidates.retain(|m| *m == HookMode::Btf),
+            }
+        }
+        let wants = BtfWants {
+            rq_len: modes.wants_rq_len(),
+            cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
+            pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
+        };
+        if candidates.contains(&HookMode::Btf) {
+            match resolve_btf(&btf_path, &wants) {
+                Ok(facts) => {
+                    globals.task = Some(facts.task);
+                    globals.rq = facts.rq;
+                    globals.cgroup = facts.cgroup;
+                    globals.pidns = facts.pidns;
+                    attach_btf = Some(facts.attach_btf);
+                }
+                // An explicit --btf that fails is an error even in auto mode.
+                Err(e) if choice == HookChoice::Auto && sources.btf.is_none() => {
+                    notes.push(format!("not using tp_btf: {e}"));
+                    candidates.retain(|m| *m != HookMode::Btf);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if candidates.contains(&HookMode::Tracepoint) {
+            let offsets =
+                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| TpOffsets::read(&dir));
+            match offsets {
+                Ok(offsets) => globals.tp = Some(offsets),
+                // Only fatal when it is the last way left.
+                Err(e) if candidates.len() > 1 => {
+                    notes.push(format!("classic tracepoints unavailable: {e}"));
+                    candidates.retain(|m| *m != HookMode::Tracepoint);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Plan {
+            candidates,
+            btf_programs: modes.btf_programs(),
+            globals,
+            attach_btf,
+            notes,
+        })
+    }
+
+    /// Attaches in the first candidate mode that works.
+    pub(super) fn attach_first_working(
+        self,
+        choice: HookChoice,
+        ebpf: &mut Ebpf,
+    ) -> Result<(HookMode, Vec<String>), LoadError> {
+        let mut notes = self.notes;
+        let mut failures = Vec::new();
+        for mode in self.candidates {
+            match attach(ebpf, mode, self.attach_btf.as_ref(), &self.btf_programs) {
+                Ok(()) => {
+                    notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
+                    return Ok((mode, notes));
+                }
+                Err(e) if choice != HookChoice::Auto => return Err(e),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        notes.extend(failures);
+        Err(LoadError::NoHookMode(notes))
+    }
+}
+
+/// The optional kernel chains a run needs besides task_struct's fields.
+struct BtfWants {
+    /// The slow events' run-queue length.
+    rq_len: bool,
+    /// A task's cgroup id in this hierarchy (`-c`, `--cgroups`).
+    cgroups: Option<CssChoice>,
+    /// A task's PID namespace (`--pidnss`).
+    pidns: bool,
+}
+
+struct BtfFacts {
+    task: TaskOffsets,
+    rq: Option<RqOffsets>,
+    cgroup: Option<CgroupOffsets>,
+    pidns: Option<PidnsOffsets>,
+    attach_btf: aya::Btf,
+}
+
+/// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
+/// kernel's, see btf_prefix.rs), from the BTF at `path`; and the chains
+/// `wants` names (the run-queue length only if this kernel has it).
+fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
+    let btf = btf::open(path)?;
+    let task = btf::task_offsets(&btf, path)?;
+    let rq = wants.rq_len.then(|| btf::rq_offsets(&btf, path)).flatten();
+    let cgroup = match &wants.cgroups {
+        Some(css) => Some(btf::cgroup_offsets(&btf, path, css)?),
+        None => None,
+    };
+    let pidns = match wants.pidns {
+        true => Some(btf::pidns_offsets(&btf, path)?),
+        false => None,
+    };
+    let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
+    let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
+    let blob = btf_prefix::prefix_blob(path, last_id)?;
+    let attach_btf = aya::Btf::parse(&blob, aya::Endianness::default()).map_err(|error| {
+        LoadError::LoaderBtf {
+            path: path.to_path_buf(),
+            error,
+        }
+    })?;
+    Ok(BtfFacts {
+        task,
+        rq,
+        cgroup,
+        pidns,
+        attach_btf,
+    })
+}
+
+/// The hierarchy cgroup ids are read in: `-c`'s, else for `--cgroups` the
+/// one holding the cpu controller (cgroupfs.rs).
+pub(super) fn cgroup_hierarchy(
+    filter: &Filter,
+    modes: &Modes,
+) -> Result<Option<Hierarchy>, LoadError> {
+    if let Some(target) = &filter.cgroup {
+        return Ok(Some(target.hierarchy.clone()));
+    }
+    if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
+        return Mounts::read()
+            .default_hierarchy()
+            .map(Some)
+            .ok_or(LoadError::NoCgroupMount("--cgroups"));
+    }
+    Ok(None)
+}

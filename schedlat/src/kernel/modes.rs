@@ -1,0 +1,257 @@
+//! What the kernel side computes for each wait, chosen at load time: the
+//! histogram (default), the victims and culprits tables (`schedlat victims`;
+//! `schedlat top` keeps both), slow events (`schedlat slow`). The choice
+//! reaches the programs as read-only globals, so the verifier removes the
+//! code of what is off (schedlat-ebpf/src/globals.rs) and histogram mode
+//! keeps its cost; the maps of what is off are shrunk to nothing.
+
+use aya::EbpfLoader;
+use schedlat_common::{names, scope::Breakdown};
+
+use crate::{
+    kernel::btf::{RqOffsets, TaskOffsets},
+    kernel::loader::{LoadError, pid_max},
+};
+
+/// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with
+/// the kernel's header), seconds of backlog at one slow wait per
+/// millisecond per CPU.
+const SLOW_RING_BYTES: u32 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    pub histogram: bool,
+    /// Keep the victims and culprits tables, with room for this many tasks
+    /// each per interval.
+    pub victims: Option<u32>,
+    /// Send every wait of at least this many ns to userspace.
+    pub slow_ns: Option<u64>,
+    /// Keep one histogram per key as well (histogram mode only).
+    pub keyed: Option<Keyed>,
+}
+
+/// The breakdown histograms: what they are keyed by, and how many keys fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyed {
+    pub by: Breakdown,
+    pub max_keys: u32,
+}
+
+impl Modes {
+    pub const HISTOGRAM: Modes = Modes {
+        histogram: true,
+        victims: None,
+        slow_ns: None,
+        keyed: None,
+    };
+
+    /// Histogram mode, plus one histogram per key when `keyed`.
+    pub fn histogram(keyed: Option<Keyed>) -> Modes {
+        Modes {
+            keyed,
+            ..Modes::HISTOGRAM
+        }
+    }
+
+    pub fn victims(max_tasks: u32) -> Modes {
+        Modes {
+            histogram: false,
+            victims: Some(max_tasks),
+            slow_ns: None,
+            keyed: None,
+        }
+    }
+
+    /// The histogram and the victims tables from one load (`schedlat
+    /// top`): the victims mode's sched_switch program, with HISTOGRAM on.
+    pub fn histogram_and_victims(max_tasks: u32) -> Modes {
+        Modes {
+            histogram: true,
+            ..Modes::victims(max_tasks)
+        }
+    }
+
+    pub fn slow(threshold_ns: u64) -> Modes {
+        Modes {
+            histogram: false,
+            victims: None,
+            // 0 would mean "off" to the kernel; 1 ns catches every wait.
+            slow_ns: Some(threshold_ns.max(1)),
+            keyed: None,
+        }
+    }
+
+    /// The mode's name when it needs the tp_btf hook: its data (comm,
+    /// process, policy of the task that waited) is read from task_struct
+    /// pointers, which classic tracepoints do not pass.
+    pub fn needs_btf(&self) -> Option<&'static str> {
+        if self.victims.is_some() {
+            Some("`schedlat victims`")
+        } else if self.slow_ns.is_some() {
+            Some("`schedlat slow`")
+        } else if self.keyed.is_some() {
+            Some("a breakdown (-P, -L, --pidnss, --cgroups, --cpus)")
+        } else {
+            None
+        }
+    }
+
+    /// The tp_btf programs to load and attach, (program, tracepoint): the
+    /// victims mode has a sched_switch program of its own (its atomic
+    /// instruction needs 5.12+, so the other modes never load it).
+    pub fn btf_programs(&self) -> [(&'static str, &'static str); 4] {
+        let mut programs = names::BTF_PROGRAMS;
+        if self.victims.is_some() {
+            for (program, tracepoint) in &mut programs {
+                if *tracepoint == "sched_switch" {
+                    *program = names::BTF_SWITCH_VICTIMS;
+                }
+            }
+        }
+        programs
+    }
+
+    /// Whether the slow events' run-queue length is wanted (it costs a few
+    /// more BTF lookups at load).
+    pub fn wants_rq_len(&self) -> bool {
+        self.slow_ns.is_some()
+    }
+
+    /// Sets the mode globals and sizes the maps. `task` and `rq` are the
+    /// offsets resolved for the btf hook mode, if it is a candidate.
+    pub fn configure(
+        &self,
+        loader: &mut EbpfLoader<'_>,
+        task: Option<&TaskOffsets>,
+        rq: Option<&RqOffsets>,
+    ) -> Result<(), LoadError> {
+        let tables = Tables::new(self.victims)?;
+        loader.map_max_entries(names::MAP_VICTIM_SLOTS, tables.slots);
+        loader.map_max_entries(names::MAP_CULPRIT_SLOTS, tables.slots);
+        loader.map_max_entries(names::MAP_VICTIM_ROWS, 2 * tables.max_tasks.max(1));
+        let culprit_rows = 2 * (tables.idle_rows + tables.max_tasks).max(1);
+        loader.map_max_entries(names::MAP_CULPRIT_ROWS, culprit_rows);
+        let ring = if self.slow_ns.is_some() {
+            SLOW_RING_BYTES.max(page_size())
+        } else {
+            page_size()
+        };
+        loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
+        let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
+        loader.map_max_entries(names::MAP_KEYED, max_keys);
+
+        let mut values = vec![
+            (names::GLOBAL_HISTOGRAM, u64::from(self.histogram)),
+            (names::GLOBAL_MAX_TASKS, u64::from(tables.max_tasks)),
+            (names::GLOBAL_IDLE_ROWS, u64::from(tables.idle_rows)),
+            (names::GLOBAL_SLOW_NS, self.slow_ns.unwrap_or(0)),
+            (
+                names::GLOBAL_BREAKDOWN,
+                self.keyed.map_or(Breakdown::None, |k| k.by) as u64,
+            ),
+        ];
+        if let Some(t) = task {
+            values.extend([
+                (names::GLOBAL_TASK_COMM_OFF, t.comm),
+                (names::GLOBAL_TASK_POLICY_OFF, t.policy),
+                (names::GLOBAL_TASK_STATIC_PRIO_OFF, t.static_prio),
+                (names::GLOBAL_TASK_RT_PRIORITY_OFF, t.rt_priority),
+            ]);
+        }
+        if let Some(r) = rq {
+            values.extend([
+                (names::GLOBAL_RQ_LEN, 1),
+                (names::GLOBAL_TASK_CFS_RQ_OFF, r.task_cfs_rq),
+                (names::GLOBAL_CFS_RQ_RQ_OFF, r.cfs_rq_rq),
+                (names::GLOBAL_RQ_NR_RUNNING_OFF, r.rq_nr_running),
+            ]);
+        }
+        for (name, value) in values {
+            // aya copies the bytes; a leaked u64 per global keeps the borrow
+            // simple (as loader/globals.rs does).
+            let value: &'static u64 = Box::leak(Box::new(value));
+            loader.override_global(name, value, true);
+        }
+        Ok(())
+    }
+}
+
+/// Sizes of the victims mode's maps (schedlat-ebpf/src/victims.rs); all 0
+/// or 1 when the mode is off, so the other modes allocate nothing for it.
+struct Tables {
+    /// Per-TID row slots: one per possible TID, as the start array.
+    slots: u32,
+    /// Rows per half of each table.
+    max_tasks: u32,
+    /// Culprit rows per half reserved for the idle tasks: one per CPU.
+    idle_rows: u32,
+}
+
+impl Tables {
+    fn new(victims: Option<u32>) -> Result<Tables, LoadError> {
+        let Some(max_tasks) = victims else {
+            return Ok(Tables {
+                slots: 1,
+                max_tasks: 0,
+                idle_rows: 0,
+            });
+        };
+        let cpus = aya::util::nr_cpus().map_err(|(path, error)| LoadError::Proc { path, error })?;
+        Ok(Tables {
+            slots: pid_max()?,
+            max_tasks,
+            idle_rows: u32::try_from(cpus).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// Ring buffers are sized in pages (a power-of-two number of them).
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_new_modes_need_btf() {
+        assert_eq!(Modes::HISTOGRAM.needs_btf(), None);
+        assert_eq!(Modes::victims(10).needs_btf(), Some("`schedlat victims`"));
+        assert_eq!(Modes::slow(1_000_000).needs_btf(), Some("`schedlat slow`"));
+        let keyed = Keyed {
+            by: Breakdown::Cpu,
+            max_keys: 4,
+        };
+        assert!(Modes::histogram(Some(keyed)).needs_btf().is_some());
+        assert!(!Modes::victims(10).histogram && !Modes::slow(1).histogram);
+        // A zero threshold would switch the mode off in the kernel.
+        assert_eq!(Modes::slow(0).slow_ns, Some(1));
+    }
+
+    #[test]
+    fn only_the_victims_mode_swaps_its_switch_program() {
+        let switch = |m: Modes| {
+            m.btf_programs()
+                .into_iter()
+                .find(|(_, tp)| *tp == "sched_switch")
+                .unwrap()
+                .0
+        };
+        assert_eq!(switch(Modes::HISTOGRAM), "sched_switch");
+        assert_eq!(switch(Modes::slow(1)), "sched_switch");
+        assert_eq!(switch(Modes::victims(1)), names::BTF_SWITCH_VICTIMS);
+        let top = Modes::histogram_and_victims(1);
+        assert_eq!(switch(top), names::BTF_SWITCH_VICTIMS);
+        assert!(top.histogram && top.victims == Some(1));
+        assert!(top.needs_btf().is_some());
+        assert_eq!(Modes::victims(1).btf_programs()[0], names::BTF_PROGRAMS[0]);
+    }
+
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        assert!(page_size().is_power_of_two());
+    }
+}

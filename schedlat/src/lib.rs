@@ -1,0 +1,71 @@
+//! schedlat: run-queue latency, measured in the kernel with eBPF.
+//!
+//! The modules are layers, and imports only point down (docs/architecture.md):
+//! `sys` and `kernel` (what the kernel publishes and the eBPF object) ->
+//! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
+//! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
+
+mod analysis;
+mod cli;
+mod collect;
+mod commands;
+mod kernel;
+mod output;
+pub mod sys;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::commands::{compare, diagnose, run, serve, slow, top, victims};
+
+/// The binary's entry point: parse the command line, run the command, and
+/// turn its outcome into the exit status (2 for a bad command line, from clap).
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("schedlat: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match &cli.command {
+        None => runtime.block_on(run::histogram(
+            &cli.histogram,
+            &cli.breakdown,
+            &cli.kernel,
+            &cli.filter,
+        )),
+        Some(cli::Command::Record(args)) => {
+            runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Diagnose(args)) => {
+            diagnose::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
+        }
+        Some(cli::Command::Top(args)) => {
+            top::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
+        }
+        Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
+        Some(cli::Command::Serve(args)) => {
+            runtime.block_on(serve::run(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Victims(args)) => {
+            runtime.block_on(victims::run(args, &cli.kernel, &cli.filter))
+        }
+        Some(cli::Command::Slow(args)) => {
+            runtime.block_on(slow::run(args, &cli.kernel, &cli.filter))
+        }
+    };
+    match result {
+        Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("schedlat: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! System readers: what the kernel publishes in /proc and cgroup files, and
+//! its clocks. No eBPF, no root; the parsers take text so tests and fuzz
+//! targets can feed them.
+
+pub mod clock;
+pub mod procfs;
