@@ -242,23 +242,32 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
     offsets
 }
 
-/// The largest BTF id among the `btf_trace_<tracepoint>` typedefs that
-/// tp_btf programs attach to (see btf_prefix.rs for why it matters).
-pub fn last_tracepoint_id(btf: &Btf, path: &Path, tracepoints: &[&str]) -> Result<u32, BtfError> {
-    let mut last = 0;
-    for tp in tracepoints {
-        let name = format!("btf_trace_{tp}");
-        let ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
-        let id = ids
-            .into_iter()
-            .max()
-            .ok_or_else(|| BtfError::NoTracepoint {
-                path: path.to_path_buf(),
-                name: name.clone(),
-            })?;
-        last = last.max(id);
-    }
-    Ok(last)
+/// The BTF ids of the `btf_trace_<tracepoint>` typedefs that tp_btf
+/// programs attach to, as (typedef name, id): for each name the first
+/// typedef, as aya's own lookup picks (see attach_btf.rs for their use).
+pub fn tracepoint_ids(
+    btf: &Btf,
+    path: &Path,
+    tracepoints: &[&str],
+) -> Result<Vec<(String, u32)>, BtfError> {
+    tracepoints
+        .iter()
+        .map(|tp| {
+            let name = format!("btf_trace_{tp}");
+            let mut ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+            ids.sort_unstable();
+            let typedef = ids
+                .into_iter()
+                .find(|&id| matches!(btf.resolve_type_by_id(id), Ok(Type::Typedef(_))));
+            match typedef {
+                Some(id) => Ok((name, id)),
+                None => Err(BtfError::NoTracepoint {
+                    path: path.to_path_buf(),
+                    name,
+                }),
+            }
+        })
+        .collect()
 }
 
 /// A struct's members with their byte offsets, flattened through anonymous

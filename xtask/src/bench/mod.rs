@@ -12,7 +12,8 @@
 //! - ops/s of the load and its drop against the baseline (overhead);
 //! - BPF ns per context switch, from the kernel's per-program run-time stats;
 //! - ready time: tracer exec to its "Tracing run queue latency" banner;
-//! - the tracer's CPU time and peak RSS, from `wait4`'s rusage.
+//! - the tracer's CPU time (`wait4`'s rusage) and peak RSS (its VmHWM,
+//!   see tracer.rs for why not rusage's).
 //!
 //! Then, with no load, the steady-state RSS of `runqlat 1`, `schedlat 1`
 //! and `schedlat serve` running side by side (`steady`).

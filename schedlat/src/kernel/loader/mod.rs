@@ -13,7 +13,7 @@ use aya::{Ebpf, EbpfLoader, programs::ProgramError};
 use thiserror::Error;
 
 use crate::{
-    kernel::btf::BtfError, kernel::btf_prefix, kernel::cgroupfs::Hierarchy, kernel::filter::Filter,
+    kernel::btf::BtfError, kernel::cgroupfs::Hierarchy, kernel::filter::Filter,
     kernel::modes::Modes, kernel::privileges, kernel::tracefs::TracefsError,
 };
 
@@ -64,8 +64,6 @@ pub enum LoadError {
     Btf(#[from] BtfError),
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
-    #[error(transparent)]
-    BtfPrefix(#[from] btf_prefix::PrefixError),
     #[error("cannot read {path}: {error}")]
     Proc {
         path: &'static str,
@@ -75,7 +73,7 @@ pub enum LoadError {
     Object(Box<aya::EbpfError>),
     #[error("no hook mode works on this kernel:\n  - {}", .0.join("\n  - "))]
     NoHookMode(Vec<String>),
-    #[error("cannot parse BTF {path} for the loader: {error}")]
+    #[error("cannot build the attach BTF from {path}: {error}")]
     LoaderBtf { path: PathBuf, error: aya::BtfError },
     #[error("{mode} program `{program}` failed to {step}: {error}{hint}")]
     Program {
