@@ -6,12 +6,13 @@
 //! typedef of that name prefix, or the load is refused). aya's
 //! `BtfTracePoint::load` looks the id up by name in the `Btf` it is given.
 //! schedlat has found these ids already, in its one parse of the kernel's
-//! BTF (btf.rs), so rather than have aya parse all of it a second time
-//! (~140,000 types and 2.3 MB of strings on 6.18: a third of start-up time
-//! and several MiB of peak memory), it hands aya a stand-in: BTF type ids
-//! are positions in the type section, so a blob whose ids 1..=max are
-//! placeholders (`void *`), except the typedefs at the kernel's ids under
-//! their names, resolves each name to the kernel's id. The blob never
+//! BTF (btf.rs). Handing aya the kernel's BTF to parse again, even only its
+//! types up to the last of these ids (~10,000 on 6.18) with all its 2.3 MB
+//! of strings, cost about a fifth of start-up CPU and 5 MiB of peak RSS.
+//! Instead aya gets a stand-in: BTF type ids are positions in the type
+//! section, so a blob whose ids 1..=max are placeholders (`void *`) except
+//! the typedefs, which sit at the kernel's ids under their names, resolves
+//! each name to the kernel's id. The blob (12 bytes a type, ~120 KiB) never
 //! reaches the kernel; only the ids do.
 
 /// A BTF blob with `typedefs` (name, id) at their ids and `void *`
