@@ -5,6 +5,16 @@
 //! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
 //! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
 
+/// A line on stderr that never panics: when stderr cannot be written (closed,
+/// `2>/dev/full`) the line is dropped and the run goes on; the exit status
+/// still tells the outcome. Every message of schedlat goes through it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analysis;
 mod cli;
 mod collect;
@@ -12,6 +22,9 @@ mod commands;
 mod kernel;
 mod output;
 pub mod sys;
+
+#[cfg(test)]
+mod layers;
 
 use std::process::ExitCode;
 
@@ -30,41 +43,48 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("schedlat: error: cannot start the runtime: {e}");
+            say!("schedlat: error: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let (kernel, filter) = (&cli.kernel.access(), &cli.filter.spec());
     let result = match &cli.command {
         None => runtime.block_on(run::histogram(
-            &cli.histogram,
-            &cli.breakdown,
-            &cli.kernel,
-            &cli.filter,
+            &cli.histogram.options(),
+            &cli.breakdown.options(),
+            kernel,
+            filter,
         )),
-        Some(cli::Command::Record(args)) => {
-            runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
+        Some(cli::Command::Record(args)) => runtime.block_on(run::record(
+            &args.output,
+            args.duration,
+            cli::unit(args.milliseconds),
+            kernel,
+            filter,
+        )),
+        Some(cli::Command::Diagnose(args)) => runtime
+            .block_on(diagnose::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Top(args)) => runtime
+            .block_on(top::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Compare(args)) => {
+            compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
         }
-        Some(cli::Command::Diagnose(args)) => {
-            diagnose::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
-        }
-        Some(cli::Command::Top(args)) => {
-            top::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
-        }
-        Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
         Some(cli::Command::Serve(args)) => {
-            runtime.block_on(serve::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(serve::run(&args.options(), kernel, filter))
         }
         Some(cli::Command::Victims(args)) => {
-            runtime.block_on(victims::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(victims::run(&args.options(), kernel, filter))
         }
         Some(cli::Command::Slow(args)) => {
-            runtime.block_on(slow::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(slow::run(&args.options(), kernel, filter))
         }
     };
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("schedlat: error: {e:#}");
+            say!("schedlat: error: {e:#}");
             ExitCode::FAILURE
         }
     }

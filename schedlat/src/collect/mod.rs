@@ -3,6 +3,11 @@
 //! tables and the programs' own cost.
 
 pub mod bpf_cost;
+pub mod error;
 pub mod histogram;
+pub mod interval;
 pub mod keylabels;
+mod maps;
+pub mod slow;
+pub mod tracer;
 pub mod victims;

@@ -14,10 +14,8 @@ use schedlat_common::{
     victims::{CulpritStats, ModeCounters, VictimStats},
 };
 
-use crate::{
-    collect::histogram::Waits,
-    kernel::loader::{LoadError, Tracer},
-};
+use super::interval::HistogramInterval;
+use crate::collect::{error::ReadError, histogram::Waits, tracer::Tracer};
 
 /// A program that read the old epoch runs to its end within microseconds
 /// (sched tracepoints run with interrupts off); this is far longer.
@@ -45,32 +43,32 @@ pub struct Collector {
     max_tasks: u32,
     idle_rows: u32,
     counters: ModeCounters,
-    waits: Waits,
+    histogram: HistogramInterval,
 }
 
 impl Collector {
     /// Starts the first interval now: whatever the tables hold from before
     /// (the moments between attach and this call) is dropped. `max_tasks`
     /// is what the tables were loaded with (Modes::victims).
-    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, LoadError> {
-        let cpus = aya::util::nr_cpus().map_err(|(path, error)| LoadError::Proc { path, error })?;
+    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, ReadError> {
+        let cpus = aya::util::nr_cpus().map_err(|(path, error)| ReadError::Proc { path, error })?;
         let mut collector = Collector {
             max_tasks,
             idle_rows: u32::try_from(cpus).unwrap_or(u32::MAX),
             counters: ModeCounters::default(),
-            waits: Waits::default(),
+            histogram: HistogramInterval::default(),
         };
         collector.end_interval(tracer)?;
         Ok(collector)
     }
 
-    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, LoadError> {
-        let half = epoch(tracer.ebpf_mut())? & 1;
+    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, ReadError> {
+        let half = epoch(&tracer.ebpf)? & 1;
         // Flips the epoch; its per-CPU statistics carry the loss counters
         // (and the histogram, when it is on).
-        let (cpus, extremes) = tracer.end_interval()?;
+        let waits = self.histogram.end(tracer)?;
         std::thread::sleep(GRACE);
-        let ebpf = tracer.ebpf_mut();
+        let ebpf = &mut tracer.ebpf;
         let victims_used = rows_used(ebpf, half, None)?;
         let culprits_used = rows_used(ebpf, 2 + half, None)?;
         let max = self.max_tasks;
@@ -82,18 +80,15 @@ impl Collector {
         rows_used(ebpf, 2 + half, Some(0))?;
 
         let counters = mode_counters(ebpf)?;
-        let waits = Waits::from_cpus(&cpus);
-        let since = waits.since(&self.waits);
         let interval = Interval {
             victims,
             culprits,
             counters: minus(&counters, &self.counters),
-            untracked_tid: since.untracked_tid,
-            discarded_negative: since.discarded_negative,
-            waits: since.with_extremes(&extremes),
+            untracked_tid: waits.untracked_tid,
+            discarded_negative: waits.discarded_negative,
+            waits,
         };
         self.counters = counters;
-        self.waits = waits;
         Ok(interval)
     }
 
@@ -104,10 +99,10 @@ impl Collector {
         ebpf: &mut Ebpf,
         half: u32,
         used: u64,
-    ) -> Result<Vec<CulpritStats>, LoadError> {
+    ) -> Result<Vec<CulpritStats>, ReadError> {
         let name = names::MAP_CULPRIT_ROWS;
         let base = half * (self.idle_rows + self.max_tasks);
-        let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut rows =
             Array::<&mut MapData, CulpritStats>::try_from(map).map_err(map_error(name))?;
         let mut out = Vec::new();
@@ -128,21 +123,21 @@ impl Collector {
     }
 }
 
-fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
-    move |error| LoadError::Map { name, error }
+fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> ReadError {
+    move |error| ReadError::Map { name, error }
 }
 
-fn epoch(ebpf: &mut Ebpf) -> Result<u32, LoadError> {
+fn epoch(ebpf: &Ebpf) -> Result<u32, ReadError> {
     let name = names::MAP_EPOCH;
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let epoch = Array::<&MapData, u32>::try_from(map).map_err(map_error(name))?;
     epoch.get(&0, 0).map_err(map_error(name))
 }
 
 /// Rows taken from counter `i` of ROWS_USED; with `set`, then replaced.
-fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, LoadError> {
+fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, ReadError> {
     let name = names::MAP_ROWS_USED;
-    let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
     let mut used = Array::<&mut MapData, u64>::try_from(map).map_err(map_error(name))?;
     let value = used.get(&i, 0).map_err(map_error(name))?;
     if let Some(new) = set {
@@ -157,18 +152,25 @@ fn read_rows<V: Pod>(
     name: &'static str,
     first: u32,
     n: u32,
-) -> Result<Vec<V>, LoadError> {
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+) -> Result<Vec<V>, ReadError> {
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let rows = Array::<&MapData, V>::try_from(map).map_err(map_error(name))?;
     (first..first + n)
         .map(|i| rows.get(&i, 0).map_err(map_error(name)))
         .collect()
 }
 
+impl Tracer {
+    /// The victims and slow-event counters since load, summed over CPUs.
+    pub fn mode_counters(&self) -> Result<ModeCounters, ReadError> {
+        mode_counters(&self.ebpf)
+    }
+}
+
 /// The per-CPU counters, summed.
-pub fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, LoadError> {
+fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, ReadError> {
     let name = names::MAP_MODE_COUNTERS;
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).map_err(map_error(name))?;
     let values = cpus.get(&0, 0).map_err(map_error(name))?;
     Ok(values

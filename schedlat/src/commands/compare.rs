@@ -1,4 +1,5 @@
-//! `schedlat compare BEFORE AFTER`: the seed method's last step. Two
+//! `schedlat compare BEFORE AFTER`: the diagnosis' last step (fix, then
+//! measure again; docs/architecture.md). Two
 //! recordings (from `schedlat record` or `schedlat --json`, every interval in
 //! a file merged) side by side, what changed in the percentiles and the
 //! verdict, and whether the change is beyond noise (analysis::compare).
@@ -16,8 +17,8 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    cli::CompareArgs,
     collect::histogram::Waits,
+    commands::stdout,
     output::json::Interval,
 };
 
@@ -58,9 +59,9 @@ fn load(path: &Path) -> Result<Recording> {
     Ok(Recording { waits, unit, slice })
 }
 
-pub fn run(args: &CompareArgs) -> Result<()> {
-    let before = load(&args.before)?;
-    let after = load(&args.after)?;
+pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
+    let before = load(before)?;
+    let after = load(after)?;
     let slice = before
         .slice
         .clone()
@@ -73,7 +74,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let test = rank_test(&before.waits, &after.waits);
     let tail = tail_test(&before.waits, &after.waits, slice.ns / 2);
     let change = compare::overall(tail, test);
-    let text = if args.json {
+    let text = if json {
         let side = |w: &Waits, s: &Shape| {
             json!({"count": w.count(), "mean_ns": w.mean_ns(), "percentiles": Percentiles::of(w),
                    "shape": {"verdict": s.verdict.as_str(), "summary": s.summary}})
@@ -131,7 +132,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         );
         out
     };
-    print!("{text}");
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
     Ok(())
 }
 

@@ -2,22 +2,21 @@
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
 //! stdout.
 
-use crate::commands::session::{self, Intervals, Signals};
-use crate::kernel::modes::Modes;
-use std::{
-    fs::File,
-    io::{self, Write},
-    time::Instant,
-};
+use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
-    cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
-    collect::histogram::{Unit, Waits},
-    commands::breakdown::{BreakdownArgs, KeyedView},
+    collect::{histogram::Unit, interval::HistogramInterval},
+    commands::{
+        breakdown::{BreakdownOptions, KeyedView},
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{self, Report},
+    sys::clock,
 };
 
 /// How a run ended, for the exit status.
@@ -28,54 +27,66 @@ pub enum Ended {
     StdoutClosed,
 }
 
+/// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
+/// and `--json`.
+pub struct HistogramOptions {
+    pub interval: Option<u64>,
+    pub count: Option<u64>,
+    pub timestamp: bool,
+    pub unit: Unit,
+    pub json: bool,
+}
+
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
 /// printed as usual and also written to FILE as a JSON object.
-pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
-    let file = File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let histogram = HistogramArgs {
-        interval: Some(args.duration),
+pub async fn record(
+    output: &Path,
+    duration: u64,
+    unit: Unit,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let histogram = HistogramOptions {
+        interval: Some(duration),
         count: Some(1),
         timestamp: false,
-        milliseconds: args.milliseconds,
+        unit,
         json: false,
     };
     let ended = run(
         &histogram,
-        &BreakdownArgs::default(),
+        &BreakdownOptions::default(),
         kernel,
         filter,
         Some(file),
     )
     .await?;
-    eprintln!("schedlat: recorded to {}", args.output.display());
+    say!("schedlat: recorded to {}", output.display());
     Ok(ended)
 }
 
 pub async fn histogram(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
 ) -> Result<Ended> {
     run(cli, breakdown, kernel, filter, None).await
 }
 
 /// The measurement loop; each report also goes to `record_to` as JSON.
 async fn run(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
     mut record_to: Option<File>,
 ) -> Result<Ended> {
-    let unit = if cli.milliseconds {
-        Unit::Msecs
-    } else {
-        Unit::Usecs
-    };
+    let unit = cli.unit;
     let mut signals = Signals::install()?;
-    let keyed = breakdown.keyed();
+    let keyed = breakdown.keyed;
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
@@ -83,32 +94,27 @@ async fn run(
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some(view) = keyed_view.as_mut() {
         view.interval(&mut tracer, 0, &slice)?;
     }
     let mut started = Instant::now();
 
-    let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
-    if cli.json {
-        eprint!("{banner}");
-    } else if write_out(banner).is_err() {
+    if !session::announce_start(cli.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
-        let waits = current.since(&previous).with_extremes(&extremes);
+        let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         let keys = match keyed_view.as_mut() {
             Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
             None => None,
         };
         report.breakdown = keys.as_ref().map(|k| k.to_json());
-        let ts = cli.timestamp.then(local_hms);
+        let ts = cli.timestamp.then(clock::local_hms);
         let text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),
             // runqlat -P/-L/--pidnss print the per-key histograms only.
@@ -122,32 +128,12 @@ async fn run(
             file.write_all(output::json::render(&report).as_bytes())
                 .context("writing the recording")?;
         }
-        if write_out(&text).is_err() {
+        if !stdout::write(&text)? {
             return Ok(Ended::StdoutClosed);
         }
         if stop {
             return Ok(Ended::Done);
         }
-        previous = current;
         started = Instant::now();
-    }
-}
-
-fn write_out(text: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Local wall-clock time as HH:MM:SS, like runqlat's -T.
-fn local_hms() -> String {
-    // SAFETY: time(NULL) and localtime_r with valid pointers.
-    unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            return String::from("??:??:??");
-        }
-        format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
     }
 }

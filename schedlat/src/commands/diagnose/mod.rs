@@ -1,4 +1,4 @@
-//! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
+//! `schedlat diagnose`: the method of docs/architecture.md as one
 //! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
 //! no root needed); 3. with root, the eBPF histogram of the same window and
 //! its shape, and who waited and who held the CPU instead (the victims
@@ -11,16 +11,12 @@ mod priority;
 mod report;
 mod scope;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    thread,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use findings::{Findings, Snapshot};
+use priority::Attribution;
+use scope::{Mounts, Scope};
 
 use crate::{
     analysis::{
@@ -29,28 +25,19 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank},
     },
-    cli::{FilterArgs, KernelArgs},
-    collect::histogram::Waits,
-    collect::victims::Collector,
-    commands::victims::{self, DEFAULT_MAX_TASKS},
-    kernel::filter::Filter,
-    kernel::privileges,
+    collect::{histogram::Waits, interval::Source},
+    commands::{
+        session::Signals,
+        stdout,
+        victims::{self, DEFAULT_MAX_TASKS},
+    },
+    kernel::{
+        filter::{Filter, FilterSpec},
+        loader::KernelAccess,
+        privileges,
+    },
     sys::procfs,
 };
-use findings::{Findings, Snapshot};
-use priority::Attribution;
-use scope::{Mounts, Scope};
-
-/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
-#[derive(Debug, clap::Args)]
-pub struct DiagnoseArgs {
-    /// Length of the observation window, in seconds
-    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
-    /// One JSON object instead of the text report
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// What the eBPF side measured over the window (root only).
 pub struct Traced {
@@ -62,16 +49,14 @@ pub struct Traced {
     pub victims: Result<Attribution, String>,
 }
 
-/// Where the window's eBPF numbers come from.
-enum Source {
-    /// The histogram alone (victims could not load): its reading at the
-    /// start, and why there are no victims.
-    Histogram { baseline: Waits, why: String },
-    /// The histogram and the victims tables from one load.
-    WithVictims(Collector),
+/// The observation window and how the diagnosis is printed.
+pub struct DiagnoseOptions {
+    /// Seconds.
+    pub duration: u64,
+    pub json: bool,
 }
 
-pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
         anyhow::bail!(
@@ -85,11 +70,7 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
         (None, None) => Scope::System,
     };
     let window = Duration::from_secs(args.duration);
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
+    let mut signals = Signals::install()?;
 
     // eBPF over the same window when allowed; the rest never needs root.
     let mut tracer = None;
@@ -107,7 +88,7 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
         ));
     }
     if !args.json {
-        eprintln!(
+        say!(
             "schedlat diagnose: watching {} for {}s...",
             scope.describe(),
             args.duration
@@ -116,21 +97,16 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     // The first interval starts here: the collector drops what came before.
     let mut traced_source = match tracer {
         Some((mut t, victims)) => {
-            let source = match victims {
-                Ok(()) => Source::WithVictims(Collector::start(&mut t, DEFAULT_MAX_TASKS)?),
-                Err(why) => Source::Histogram {
-                    baseline: Waits::from_cpus(&t.end_interval()?.0),
-                    why,
-                },
-            };
-            Some((t, source))
+            let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
+            let source = Source::start(&mut t, max_tasks)?;
+            Some((t, source, victims.err()))
         }
         None => None,
     };
     let start = Snapshot::take(&scope);
     let started = Instant::now();
     let mut runnable = Vec::new();
-    while started.elapsed() < window && !stop.load(Ordering::Relaxed) {
+    while started.elapsed() < window {
         if let Some(times) = std::fs::read_to_string("/proc/stat")
             .ok()
             .and_then(|t| procfs::parse_proc_stat(&t).ok())
@@ -138,28 +114,26 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
             // procs_running counts this sampler too.
             runnable.push(times.procs_running.saturating_sub(1));
         }
-        thread::sleep(Duration::from_millis(100));
+        tokio::select! {
+            _ = signals.recv() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
     }
     let end = Snapshot::take(&scope);
     let elapsed = started.elapsed();
     let traced = match traced_source.as_mut() {
-        Some((t, source)) => {
-            let (waits, victims) = match source {
-                Source::Histogram { baseline, why } => {
-                    let (cpus, extremes) = t.end_interval()?;
-                    let waits = Waits::from_cpus(&cpus)
-                        .since(baseline)
-                        .with_extremes(&extremes);
-                    (waits, Err(std::mem::take(why)))
-                }
-                Source::WithVictims(collector) => {
-                    let mut interval = collector.end_interval(t)?;
+        Some((t, source, why_no_victims)) => {
+            let (waits, interval) = source.end_interval(t)?;
+            let victims = match (interval, why_no_victims.take()) {
+                (Some(interval), _) => {
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
-                    let overflow = (c.victims_overflow, c.culprits_overflow);
-                    let waits = std::mem::take(&mut interval.waits);
-                    (waits, Ok(Attribution::new(tables, overflow)))
+                    Ok(Attribution::new(
+                        tables,
+                        (c.victims_overflow, c.culprits_overflow),
+                    ))
                 }
+                (None, why) => Err(why.unwrap_or_default()),
             };
             let slice = Slice::detect();
             Some(Traced {
@@ -189,6 +163,7 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     } else {
         report::text(&diagnosis)
     };
-    print!("{text}");
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
     Ok(())
 }

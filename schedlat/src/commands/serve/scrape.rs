@@ -14,11 +14,14 @@ use super::{
     metrics::{BpfCost, Snapshot},
 };
 use crate::{
-    collect::bpf_cost::{self, OwnPrograms},
-    collect::histogram::Waits,
-    collect::keylabels::{KeyLabels, waits_of},
+    collect::{
+        bpf_cost,
+        error::ReadError,
+        histogram::Waits,
+        keylabels::{KeyLabels, waits_of},
+        tracer::Tracer,
+    },
     kernel::filter::Filter,
-    kernel::loader::{LoadError, Tracer},
 };
 
 pub struct Source {
@@ -26,8 +29,6 @@ pub struct Source {
     tracer: RefCell<Tracer>,
     /// Labels of the one series: `pid` when filtered with -p.
     labels: Vec<(&'static str, String)>,
-    /// None when this process' programs could not be listed (no /proc).
-    programs: Option<OwnPrograms>,
     /// With `--cgroups` or `--pids`.
     keyed: Option<RefCell<Keyed>>,
 }
@@ -38,22 +39,8 @@ struct Keyed {
 }
 
 impl Source {
-    /// Call once the tracer is attached: its programs are looked up now.
     /// `keyed`: the breakdown loaded and the `--max-series` limit.
     pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<(Breakdown, u32)>) -> Source {
-        let programs = match OwnPrograms::find() {
-            Ok(p) if !p.is_empty() => Some(p),
-            Ok(_) => {
-                eprintln!("schedlat: note: no BPF program fds found: BPF cost not exported");
-                None
-            }
-            Err(e) => {
-                eprintln!(
-                    "schedlat: note: cannot list /proc/self/fdinfo ({e}): BPF cost not exported"
-                );
-                None
-            }
-        };
         let labels = filter
             .tgid
             .map(|pid| vec![("pid", pid.to_string())])
@@ -67,12 +54,11 @@ impl Source {
         Source {
             tracer: RefCell::new(tracer),
             labels,
-            programs,
             keyed,
         }
     }
 
-    pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
+    pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
@@ -83,9 +69,9 @@ impl Source {
         let tracer = self.tracer.borrow();
         let waits = Waits::from_cpus(&tracer.read_stats()?);
         let unkeyed = waits.unkeyed;
-        let bpf = self.programs.as_ref().map(|p| BpfCost {
+        let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),
-            programs: p.costs(),
+            programs: tracer.program_costs(),
         });
         let snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
         Ok(match (keyed, &self.keyed) {
@@ -94,7 +80,7 @@ impl Source {
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, LoadError> {
+    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
         let read = self.tracer.borrow().read_keyed()?;
         let Keyed { labels, series } = keyed;
         let current = read

@@ -7,40 +7,30 @@
 
 mod render;
 
-use crate::commands::session::{self, Signals};
-use std::{mem::size_of, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use aya::maps::{MapData, RingBuf};
-use schedlat_common::{names, victims::SlowEvent};
-use tokio::io::{Interest, unix::AsyncFd};
+use schedlat_common::victims::SlowEvent;
 
 use crate::{
-    cli::{FilterArgs, KernelArgs},
-    collect::histogram::Unit,
-    collect::victims::mode_counters,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::loader::LoadError,
-    kernel::modes::Modes,
+    collect::{histogram::Unit, slow::SlowEvents},
+    commands::{
+        run::Ended,
+        session::{self, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::clock::WallClock,
 };
 
-const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
-
-#[derive(Debug, clap::Args)]
-pub struct SlowArgs {
-    /// Report waits at least this long: a number with a unit, e.g. 1ms,
-    /// 500us, 2.5ms (runqslower's default is 10ms)
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
+/// What `schedlat slow` reports and how.
+pub struct SlowOptions {
+    /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
-
-    /// One JSON object per event on stdout (schema in docs/json.md)
-    #[arg(long)]
     pub json: bool,
 }
 
-pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let (mut tracer, filter) = session::attach(
         kernel,
@@ -48,17 +38,7 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         Unit::Usecs.ns(),
         &Modes::slow(args.threshold),
     )?;
-    let name = names::MAP_SLOW_EVENTS;
-    let map = tracer
-        .ebpf_mut()
-        .take_map(name)
-        .ok_or(LoadError::MissingMap(name))?;
-    let ring = RingBuf::try_from(map).map_err(|error| LoadError::Map { name, error })?;
-    // SAFETY: RingBuf owns its map fd and keeps it open, unchanged, for as
-    // long as it lives, which is as long as the AsyncFd.
-    let mut ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
-        .context("watching the slow events' ring buffer")?;
+    let mut ring = SlowEvents::take(&mut tracer)?;
 
     // Counted from before the banner, like the events: a reader of the
     // banner sees every event and loss from then on.
@@ -67,15 +47,9 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         clock: WallClock::now(),
         events: 0,
         lost: 0,
-        lost_base: mode_counters(tracer.ebpf_mut())?.slow_lost,
+        lost_base: tracer.mode_counters()?.slow_lost,
     };
-    let banner = if args.json {
-        eprint!("{BANNER}");
-        String::new()
-    } else {
-        format!("{BANNER}{}\n", render::HEADER)
-    };
-    if stdout::write(&banner).is_err() {
+    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -86,12 +60,11 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     loop {
         let stop = tokio::select! {
-            ready = ring.readable_mut() => {
-                let mut guard = ready.context("waiting for slow events")?;
-                if out.drain(guard.get_inner_mut()).is_err() {
+            events = ring.next() => {
+                let events = events.context("waiting for slow events")?;
+                if !out.print(&events)? {
                     return Ok(Ended::StdoutClosed);
                 }
-                guard.clear_ready();
                 false
             }
             _ = tick.tick() => {
@@ -105,17 +78,15 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
                 if filter.target_alive() {
                     continue;
                 }
-                eprintln!("schedlat: the target process exited");
+                say!("schedlat: the target process exited");
                 true
             }
             _ = signals.recv() => true,
         };
         // Whatever ends the run, what is in the buffer is shown first.
-        let lost = mode_counters(tracer.ebpf_mut())?.slow_lost;
-        let written = out
-            .drain(ring.get_mut())
-            .and_then(|()| out.lost_now(lost.saturating_sub(out.lost_base)));
-        if written.is_err() {
+        let lost = tracer.mode_counters()?.slow_lost;
+        let lost = lost.saturating_sub(out.lost_base);
+        if !(out.print(&ring.drain())? && out.lost_now(lost)?) {
             return Ok(Ended::StdoutClosed);
         }
         if stop {
@@ -124,9 +95,10 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
             } else {
                 render::summary(out.events, out.lost, args.threshold)
             };
-            return Ok(match stdout::write(&end) {
-                Ok(()) => Ended::Done,
-                Err(_) => Ended::StdoutClosed,
+            return Ok(if stdout::write(&end)? {
+                Ended::Done
+            } else {
+                Ended::StdoutClosed
             });
         }
     }
@@ -143,30 +115,27 @@ struct Output {
 }
 
 impl Output {
-    /// Prints every event in the buffer.
-    fn drain(&mut self, ring: &mut RingBuf<MapData>) -> std::io::Result<()> {
+    /// Prints the events; false when stdout is closed.
+    fn print(&mut self, events: &[SlowEvent]) -> Result<bool> {
         let mut text = String::new();
-        while let Some(item) = ring.next() {
-            let Some(event) = decode(&item) else {
-                continue;
-            };
+        for event in events {
             self.events += 1;
             text.push_str(&if self.json {
-                render::json(&event, self.clock)
+                render::json(event, self.clock)
             } else {
-                render::line(&event, self.clock)
+                render::line(event, self.clock)
             });
         }
         if text.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         stdout::write(&text)
     }
 
     /// Reports losses since the last report, in the stream.
-    fn lost_now(&mut self, total: u64) -> std::io::Result<()> {
+    fn lost_now(&mut self, total: u64) -> Result<bool> {
         if total <= self.lost {
-            return Ok(());
+            return Ok(true);
         }
         let new = total - self.lost;
         self.lost = total;
@@ -176,15 +145,6 @@ impl Output {
             render::lost_line(new)
         })
     }
-}
-
-/// A ring buffer record as the kernel wrote it.
-fn decode(bytes: &[u8]) -> Option<SlowEvent> {
-    (bytes.len() >= size_of::<SlowEvent>()).then(|| {
-        // SAFETY: long enough; SlowEvent is repr(C) plain data, valid for
-        // any bit pattern; the record need not be aligned for Rust.
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<SlowEvent>()) }
-    })
 }
 
 /// "1ms", "500us", "2.5ms", "1s", "250000ns" to nanoseconds.
@@ -235,12 +195,5 @@ mod tests {
                 .contains("out of range")
         );
         assert!(parse_duration_ns("ms").is_err());
-    }
-
-    #[test]
-    fn short_records_are_skipped() {
-        assert!(decode(&[0u8; 8]).is_none());
-        let bytes = vec![0u8; size_of::<SlowEvent>()];
-        assert_eq!(decode(&bytes), Some(SlowEvent::default()));
     }
 }

@@ -11,9 +11,8 @@ use crate::{
         percentiles::quantile_ns,
         victims::{SortKey, Tables, Totals, rank},
     },
-    collect::histogram::Waits,
-    collect::victims::Interval,
-    kernel::loader::HookMode,
+    collect::{histogram::Waits, victims::Interval},
+    kernel::hook::HookMode,
 };
 
 /// p99 samples kept for the sparkline: a minute at the default interval.

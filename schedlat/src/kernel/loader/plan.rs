@@ -7,16 +7,16 @@ use std::path::Path;
 use aya::Ebpf;
 use schedlat_common::{names, scope::Breakdown};
 
-use super::{HookChoice, HookMode, KernelSources, LoadError, attach::attach};
-use crate::{
-    kernel::attach_btf,
-    kernel::btf::{
-        self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF,
-    },
-    kernel::cgroupfs::{Hierarchy, Mounts},
-    kernel::filter::Filter,
-    kernel::modes::Modes,
-    kernel::tracefs::{self, Format, TracefsError},
+use super::{KernelSources, attach::attach};
+use crate::kernel::{
+    attach_btf,
+    btf::{self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF},
+    cgroupfs::{Hierarchy, Mounts},
+    error::LoadError,
+    filter::Filter,
+    hook::{HookChoice, HookMode},
+    modes::Modes,
+    tracefs::{self, Format, TracefsError},
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).

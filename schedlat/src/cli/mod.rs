@@ -1,11 +1,22 @@
 //! Command line: runqlat's interface (`[INTERVAL] [COUNT]`, -T, -m) plus
 //! schedlat's own options.
 
+mod args;
+
 use std::path::PathBuf;
 
+pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
-use crate::kernel::loader::HookChoice;
+use crate::{
+    collect::histogram::Unit,
+    commands::run::HistogramOptions,
+    kernel::{
+        filter::FilterSpec,
+        hook::HookChoice,
+        loader::{KernelAccess, KernelSources},
+    },
+};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -40,7 +51,7 @@ pub struct Cli {
     pub histogram: HistogramArgs,
 
     #[command(flatten)]
-    pub breakdown: crate::commands::breakdown::BreakdownArgs,
+    pub breakdown: BreakdownArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -53,12 +64,12 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the seed method's step 4: fix,
-    /// then re-measure). Prints the histogram too.
+    /// Record one run to a file for `compare` (measure, fix, then measure
+    /// again and compare). Prints the histogram too.
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
-    Diagnose(crate::commands::diagnose::DiagnoseArgs),
+    Diagnose(DiagnoseArgs),
     /// The live histogram in a terminal: percentiles, verdict, p99 history,
     /// and who waited behind whom (victims and culprits).
     ///
@@ -67,22 +78,22 @@ pub enum Command {
     /// and `-` slower / faster refresh, ? help. The victims panel needs the
     /// tp_btf hook mode and kernel 5.12+; without them it says why and the
     /// rest of the view works.
-    Top(crate::commands::top::TopArgs),
+    Top(TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
     /// endpoint for Prometheus (OpenMetrics or the classic text format).
-    Serve(crate::commands::serve::ServeArgs),
+    Serve(ServeArgs),
     /// Who waited and behind whom: per task, its waits (count, total,
     /// average, longest, when and where) and the task that held the CPU when
     /// each ended (the culprit); per culprit task and process, the wait it
     /// caused. Needs tp_btf. See docs/victims.md.
-    Victims(crate::commands::victims::VictimsArgs),
+    Victims(VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
     /// waited, how long, the culprit, the run-queue length (runqslower, with
     /// context). Needs tp_btf.
-    Slow(crate::commands::slow::SlowArgs),
+    Slow(SlowArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -92,7 +103,7 @@ pub struct RecordArgs {
     pub output: PathBuf,
 
     /// Seconds to record
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub duration: u64,
 
     /// Histogram in milliseconds instead of microseconds
@@ -115,7 +126,7 @@ pub struct CompareArgs {
 #[derive(Debug, clap::Args)]
 pub struct HistogramArgs {
     /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
 
     /// Stop after COUNT intervals (default: until Ctrl-C)
@@ -183,11 +194,61 @@ pub struct FilterArgs {
 }
 
 impl KernelArgs {
-    pub fn sources(&self) -> crate::kernel::loader::KernelSources {
-        crate::kernel::loader::KernelSources {
-            btf: self.btf.clone(),
-            tracefs: self.tracefs.clone(),
+    pub fn access(&self) -> KernelAccess {
+        KernelAccess {
+            hook: self.hook,
+            sources: KernelSources {
+                btf: self.btf.clone(),
+                tracefs: self.tracefs.clone(),
+            },
         }
+    }
+}
+
+impl FilterArgs {
+    pub fn spec(&self) -> FilterSpec {
+        FilterSpec {
+            pid: self.pid,
+            tid: self.tid,
+            cgroup: self.cgroup.clone(),
+            comm: self.comm.clone(),
+            cpu: self.cpu.clone(),
+        }
+    }
+}
+
+impl HistogramArgs {
+    pub fn options(&self) -> HistogramOptions {
+        HistogramOptions {
+            interval: self.interval,
+            count: self.count,
+            timestamp: self.timestamp,
+            unit: unit(self.milliseconds),
+            json: self.json,
+        }
+    }
+}
+
+/// `-m`: milliseconds instead of microseconds.
+pub fn unit(milliseconds: bool) -> Unit {
+    if milliseconds {
+        Unit::Msecs
+    } else {
+        Unit::Usecs
+    }
+}
+
+/// The longest INTERVAL (and `record` DURATION): ten years, so that the end
+/// of an interval is a time the clocks can hold.
+const MAX_INTERVAL_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// INTERVAL and DURATION: whole seconds, from 1 to ten years.
+pub fn interval_secs(s: &str) -> Result<u64, String> {
+    match positive_u64(s)? {
+        n if n > MAX_INTERVAL_SECS => Err(format!(
+            "must be at most {MAX_INTERVAL_SECS} seconds (ten years)"
+        )),
+        n => Ok(n),
     }
 }
 
