@@ -2,8 +2,8 @@
 //! kernel's BTF and tracefs formats, the cgroup filesystems, the privileges
 //! loading needs, and what the programs are configured to compute and keep.
 
+pub mod attach_btf;
 pub mod btf;
-pub mod btf_prefix;
 pub mod cgroupfs;
 pub mod error;
 pub mod filter;

@@ -13,8 +13,8 @@ use schedlat_common::{
 
 use super::{KernelSources, attach::attach};
 use crate::kernel::{
+    attach_btf,
     btf::{self, CssChoice, VMLINUX_BTF},
-    btf_prefix,
     cgroupfs::{Hierarchy, Mounts},
     error::LoadError,
     filter::Filter,
@@ -176,9 +176,10 @@ struct BtfFacts {
     attach_btf: aya::Btf,
 }
 
-/// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
-/// kernel's, see btf_prefix.rs), from the BTF at `path`; and the chains
-/// `wants` names (the run-queue length only if this kernel has it).
+/// task_struct offsets, and the BTF the tp_btf attach needs (a stand-in
+/// with the kernel's ids, see attach_btf.rs), from the BTF at `path`; and
+/// the chains `wants` names (the run-queue length only if this kernel has
+/// it).
 fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     let btf = btf::open(path)?;
     let task = btf::task_offsets(&btf, path)?;
@@ -192,13 +193,12 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         false => None,
     };
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
-    let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
-    let blob = btf_prefix::prefix_blob(path, last_id)?;
-    let attach_btf = aya::Btf::parse(&blob, aya::Endianness::default()).map_err(|error| {
-        LoadError::LoaderBtf {
-            path: path.to_path_buf(),
-            error,
-        }
+    let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
+    // The parse (and its mapping of the file) is not needed past here.
+    drop(btf);
+    let attach_btf = attach_btf::stand_in(&ids).map_err(|error| LoadError::LoaderBtf {
+        path: path.to_path_buf(),
+        error,
     })?;
     Ok(BtfFacts {
         task,
