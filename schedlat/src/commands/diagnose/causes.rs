@@ -133,15 +133,21 @@ fn throttling(f: &Findings) -> Option<Cause> {
         (Some((q, p)), Some(cpus)) => format!("quota {cpus:.2} CPU ({q} us per {p} us)"),
         _ => "a CPU quota".to_string(),
     };
+    // cpu.stat's throttled time adds up each CPU's run queue of the group
+    // (kernel: unthrottle_cfs_rq), so it can exceed the window: per CPU it
+    // is a share of the window, comparable with the other causes.
+    let cpus = f.allowed_cpus.as_ref().map_or(f.cpus, Vec::len).max(1);
+    let per_cpu_ns = t.throttled_ns / cpus as u64;
     Some(Cause {
         name: "quota throttling",
-        strength: t.throttled_ns as f64 / f.window_ns as f64,
+        strength: (per_cpu_ns as f64 / f.window_ns as f64).min(1.0),
         evidence: format!(
-            "the cgroup has {quota}; it was throttled in {} of {} periods, {} of the {} window ({} cpu.stat)",
+            "the cgroup has {quota}; it was throttled in {} of {} periods, {} per CPU of the {} window ({} summed over its {cpus} CPUs, {} cpu.stat)",
             t.throttled,
             t.periods,
-            fmt_ns(t.throttled_ns),
+            fmt_ns(per_cpu_ns),
             fmt_ns(f.window_ns),
+            fmt_ns(t.throttled_ns),
             t.source
         ),
         next_step: "raise the quota (cpu.max, or cpu.cfs_quota_us on cgroup v1) above the group's peak demand, or spread its bursts".into(),
@@ -458,6 +464,14 @@ mod tests {
             "{}",
             c[0].evidence
         );
-        assert!((c[0].strength - 0.8).abs() < 1e-9);
+        // 8 s summed over 2 CPUs of a 10 s window: 4 s per CPU, 40%.
+        assert!((c[0].strength - 0.4).abs() < 1e-9);
+        assert!(
+            c[0].evidence
+                .contains("4.00 s per CPU of the 10.0 s window")
+                && c[0].evidence.contains("8.00 s summed over its 2 CPUs"),
+            "{}",
+            c[0].evidence
+        );
     }
 }

@@ -135,6 +135,9 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                 (None, why) => Err(why.unwrap_or_default()),
             };
             let slice = Slice::detect();
+            if let Some(why) = &slice.not_live {
+                say!("schedlat: {why}");
+            }
             Some(Traced {
                 hook: t.mode().to_string(),
                 percentiles: Percentiles::of(&waits),
