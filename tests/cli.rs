@@ -227,7 +227,10 @@ fn options_a_command_does_not_take_are_usage_errors() {
 #[test]
 fn top_zero_means_all_everywhere() {
     for cmd in [&[][..], &["victims"]] {
-        let help = help_options(cmd);
+        // -h: each option on one line.
+        let mut args = cmd.to_vec();
+        args.push("-h");
+        let (_, help, _) = run_schedlat(&args);
         let line = help
             .lines()
             .find(|l| l.contains("--top <N>"))
