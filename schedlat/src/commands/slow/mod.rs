@@ -7,17 +7,22 @@
 
 mod render;
 
-use crate::commands::session::{self, BANNER, Signals};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use schedlat_common::victims::SlowEvent;
 
 use crate::{
-    analysis::task::IdleWait, collect::histogram::Unit, collect::slow::SlowEvents,
-    commands::run::Ended, commands::stdout, commands::victims::watch_throttling,
-    kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
-    sys::clock::WallClock, sys::throttle::ThrottleWatch,
+    analysis::task::IdleWait,
+    collect::{histogram::Unit, slow::SlowEvents},
+    commands::{
+        run::Ended,
+        session::{self, Signals},
+        stdout,
+        victims::watch_throttling,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
 /// What `schedlat slow` reports and how.
@@ -48,13 +53,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         throttle: watch_throttling(),
         scanned: Instant::now(),
     };
-    let banner = if args.json {
-        say!("{}", BANNER.trim_end());
-        String::new()
-    } else {
-        format!("{BANNER}{}\n", render::HEADER)
-    };
-    if !stdout::write(&banner)? {
+    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 

@@ -14,8 +14,11 @@ use ratatui::{
 
 use super::state::{Ranked, State};
 use crate::{
-    analysis::task::{self, IdleWait},
-    analysis::{fmt_ns, victims::Row},
+    analysis::{
+        fmt_ns,
+        task::{self, IdleWait},
+        victims::Row,
+    },
     commands::victims::sort_name,
 };
 

@@ -9,26 +9,34 @@
 
 mod report;
 
-use crate::commands::session::{self, BANNER, Intervals, Signals};
 use std::{collections::HashSet, time::Instant};
 
 use anyhow::Result;
-
-use crate::collect::victims::{Collector, Interval};
-use crate::{
-    analysis::victims::{Row, SortKey, Tables, rank},
-    collect::histogram::Unit,
-    collect::tracer::Tracer,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::cgroupfs::Mounts,
-    kernel::filter::{Filter, FilterSpec},
-    kernel::modes::Modes,
-    kernel::{error::LoadError, hook::HookChoice, loader::KernelAccess},
-    sys::{clock::WallClock, throttle::ThrottleWatch},
-};
 use report::Report;
 pub use report::sort_name;
+
+use crate::{
+    analysis::victims::{Row, SortKey, Tables, rank},
+    collect::{
+        histogram::Unit,
+        tracer::Tracer,
+        victims::{Collector, Interval},
+    },
+    commands::{
+        run::Ended,
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{
+        cgroupfs::Mounts,
+        error::LoadError,
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelAccess,
+        modes::Modes,
+    },
+    sys::{clock::WallClock, throttle::ThrottleWatch},
+};
 
 /// Tasks each kernel table holds per interval, unless `--max-tasks` says.
 pub const DEFAULT_MAX_TASKS: u32 = 10_240;
@@ -64,9 +72,7 @@ pub async fn run(
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut throttle = watch_throttling();
     let mut started = Instant::now();
-    if args.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 
