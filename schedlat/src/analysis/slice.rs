@@ -102,7 +102,7 @@ fn why_not_live(
         _ if !mounted => format!(
             "debugfs is not mounted; {default} (`mount -t debugfs none /sys/kernel/debug` for the live value)"
         ),
-        (Some(_), _) | (None, _) => {
+        _ => {
             format!("this kernel publishes no base slice in {DEBUGFS_SCHED}; {default}")
         }
     }

@@ -128,7 +128,7 @@ impl State {
             bpf_ns_per_run: None,
             victims: Ok(VictimTables::default()),
             sort: SortKey::Total,
-            throttled: Default::default(),
+            throttled: (HashSet::new(), HashSet::new()),
         }
     }
 
