@@ -362,3 +362,18 @@ fn without_privileges_says_what_is_needed() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("CAP_BPF") && err.contains("root"), "{err}");
 }
+
+/// Issue 19: `--cpu` alone reads as a sentence ("only waits of ending on
+/// CPUs 0" before).
+#[test]
+fn a_cpu_filter_is_announced_as_a_sentence() {
+    if !require_root() {
+        return;
+    }
+    let (status, _, err) = common::run_schedlat(&["--cpu", "0", "1", "1"]);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("schedlat: only waits that end on CPUs 0\n"),
+        "{err}"
+    );
+}

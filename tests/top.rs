@@ -264,7 +264,9 @@ fn verdict_text(screen: &str) -> Option<String> {
 /// and sparse rows fold; none is cut), and the verdict is whole.
 #[test]
 fn the_tail_and_the_whole_verdict_stay_on_screen_at_80x24_and_120x40() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let _load = SleeperAndHogs::start();
     for (width, height) in [(80, 24), (120, 40)] {
