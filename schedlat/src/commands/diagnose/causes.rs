@@ -134,20 +134,21 @@ fn throttling(f: &Findings) -> Option<Cause> {
         _ => "a CPU quota".to_string(),
     };
     // cpu.stat's throttled time adds up each CPU's run queue of the group
-    // (kernel: unthrottle_cfs_rq), so it can exceed the window: per CPU it
-    // is a share of the window, comparable with the other causes.
+    // (kernel: unthrottle_cfs_rq), so it can exceed the window. The share
+    // of periods throttled is the normalised measure, comparable with the
+    // other causes' shares; the time is given with what it sums.
     let cpus = f.allowed_cpus.as_ref().map_or(f.cpus, Vec::len).max(1);
-    let per_cpu_ns = t.throttled_ns / cpus as u64;
+    let share = t.throttled as f64 / t.periods.max(1) as f64;
     Some(Cause {
         name: "quota throttling",
-        strength: (per_cpu_ns as f64 / f.window_ns as f64).min(1.0),
+        strength: share.min(1.0),
         evidence: format!(
-            "the cgroup has {quota}; it was throttled in {} of {} periods, {} per CPU of the {} window ({} summed over its {cpus} CPUs, {} cpu.stat)",
+            "the cgroup has {quota}; it was throttled in {} of {} periods ({:.0}%); {} throttled, summed over the group's run queues on its {cpus} CPUs (at most {cpus} x the {} window; {} cpu.stat)",
             t.throttled,
             t.periods,
-            fmt_ns(per_cpu_ns),
-            fmt_ns(f.window_ns),
+            share * 100.0,
             fmt_ns(t.throttled_ns),
+            fmt_ns(f.window_ns),
             t.source
         ),
         next_step: "raise the quota (cpu.max, or cpu.cfs_quota_us on cgroup v1) above the group's peak demand, or spread its bursts".into(),
@@ -465,12 +466,11 @@ mod tests {
             "{}",
             c[0].evidence
         );
-        // 8 s summed over 2 CPUs of a 10 s window: 4 s per CPU, 40%.
-        assert!((c[0].strength - 0.4).abs() < 1e-9);
+        // 85 of 100 periods; 8 s summed over 2 CPUs of a 10 s window.
+        assert!((c[0].strength - 0.85).abs() < 1e-9);
         assert!(
-            c[0].evidence
-                .contains("4.00 s per CPU of the 10.0 s window")
-                && c[0].evidence.contains("8.00 s summed over its 2 CPUs"),
+            c[0].evidence.contains("(85%)")
+                && c[0].evidence.contains("8.00 s throttled, summed over the group's run queues on its 2 CPUs (at most 2 x the 10.0 s window"),
             "{}",
             c[0].evidence
         );
