@@ -53,7 +53,10 @@ pub fn text(r: &Report) -> String {
         task_row(&mut out, row, r, true);
     }
     more(&mut out, r.tables.totals.0, r.tables.victims.len());
-    let _ = writeln!(out, "culprits, by {by}:");
+    let _ = writeln!(
+        out,
+        "culprits (the task on the CPU when a wait ended), by {by}:"
+    );
     let _ = writeln!(out, "{CULPRIT_RULE}");
     let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX");
     for row in &r.tables.culprits {
@@ -74,7 +77,7 @@ pub fn text(r: &Report) -> String {
 }
 
 /// The culprit rule, said where culprits are shown (docs/victims.md).
-pub const CULPRIT_RULE: &str = "  (the culprit is whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
+pub const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
 
 /// A victim row names its longest wait's culprit; a culprit row its
 /// longest victim, and for the idle task what its waits were.
