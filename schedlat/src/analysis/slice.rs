@@ -60,6 +60,8 @@ impl Slice {
                 first_error.as_ref(),
                 &lockdown_mode(),
                 Path::new(DEBUGFS_SCHED).exists() || Path::new(DEBUGFS_FILES[0]).exists(),
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                unsafe { libc::geteuid() } == 0,
             )),
         }
     }
@@ -89,6 +91,7 @@ fn why_not_live(
     error: Option<&std::io::Error>,
     lockdown: &Option<String>,
     mounted: bool,
+    root: bool,
 ) -> String {
     use std::io::ErrorKind;
     let default = "using the kernel's default base slice";
@@ -96,6 +99,11 @@ fn why_not_live(
         (Some(ErrorKind::PermissionDenied), Some(mode)) if mounted => {
             format!("kernel lockdown ({mode}) blocks reading {DEBUGFS_SCHED}; {default}")
         }
+        // Root refused with debugfs mounted and no lockdown to read (no
+        // securityfs): lockdown, or debugfs restricted at boot.
+        (Some(ErrorKind::PermissionDenied), _) if root && mounted => format!(
+            "the kernel refuses reading {DEBUGFS_SCHED} although debugfs is mounted (kernel lockdown or a debugfs= restriction); {default}"
+        ),
         (Some(ErrorKind::PermissionDenied), _) => {
             format!("cannot read {DEBUGFS_SCHED} (needs root); {default}")
         }
@@ -134,15 +142,20 @@ mod tests {
         use std::io::{Error, ErrorKind};
         let denied = Error::from(ErrorKind::PermissionDenied);
         let lockdown = Some("confidentiality".to_string());
-        let text = why_not_live(Some(&denied), &lockdown, true);
+        let text = why_not_live(Some(&denied), &lockdown, true, true);
         assert!(
             text.contains("lockdown (confidentiality)") && !text.contains("mount"),
             "{text}"
         );
-        let text = why_not_live(Some(&Error::from(ErrorKind::NotFound)), &None, false);
+        let text = why_not_live(Some(&Error::from(ErrorKind::NotFound)), &None, false, true);
         assert!(text.contains("debugfs is not mounted"), "{text}");
-        let text = why_not_live(Some(&denied), &None, true);
+        let text = why_not_live(Some(&denied), &None, true, false);
         assert!(text.contains("needs root"), "{text}");
+        let text = why_not_live(Some(&denied), &None, true, true);
+        assert!(
+            text.contains("refuses") && !text.contains("needs root"),
+            "{text}"
+        );
     }
 
     #[test]
