@@ -9,8 +9,10 @@
 //!   this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
+//! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 
 mod bench;
+mod clippy_ebpf;
 mod dist;
 mod setup;
 mod util;
@@ -83,7 +85,11 @@ enum Command {
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
-    /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
+    /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
+    /// nightly, core from source), warnings as errors. Needs `cargo xtask
+    /// setup`'s nightly rust-src.
+    ClippyEbpf,
+    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
 }
@@ -112,6 +118,7 @@ fn main() -> ExitCode {
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
+        Command::ClippyEbpf => clippy_ebpf::run(),
         Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
@@ -153,7 +160,8 @@ fn run(args: &[String]) -> Result<()> {
 /// The habits the tests hold the code to before running it: formatted as
 /// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
 /// clean with the workspace lints on the userspace crates, warnings denied.
-/// (The eBPF crate builds for the bpf target only; it is linted there.)
+/// The eBPF crate builds for the bpf target only and is linted there
+/// (`clippy_ebpf`).
 fn lint() -> Result<()> {
     let status = std::process::Command::new("rustup")
         .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
@@ -174,7 +182,8 @@ fn lint() -> Result<()> {
         "--",
         "--deny",
         "warnings",
-    ])
+    ])?;
+    clippy_ebpf::run()
 }
 
 fn test(args: &[String]) -> Result<()> {

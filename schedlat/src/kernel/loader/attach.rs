@@ -25,12 +25,22 @@ pub(super) fn attach(
         HookMode::Btf => {
             let btf = btf.expect("BTF is parsed whenever tp_btf is a candidate");
             const HINT: &str = " (the kernel may lack tp_btf support, 5.5+; try --hook tp)";
+            // The victims tables' sched_switch program allocates rows with
+            // an atomic fetch-and-add (BPF_ATOMIC | BPF_FETCH), which
+            // verifiers before 5.12 refuse ("BPF_STX uses reserved
+            // fields"); classic tracepoints cannot help there.
+            const VICTIMS_HINT: &str = " (the victims tables need kernel 5.12 or newer: their program uses a BPF atomic fetch-and-add; the histogram modes and `schedlat slow` work on older kernels)";
             for &(program, tracepoint) in btf_programs {
+                let hint = if program == names::BTF_SWITCH_VICTIMS {
+                    VICTIMS_HINT
+                } else {
+                    HINT
+                };
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                 prog.load(tracepoint, btf)
-                    .map_err(|e| fail(program, "load", e, HINT))?;
+                    .map_err(|e| fail(program, "load", e, hint))?;
                 prog.attach()
-                    .map_err(|e| fail(program, "attach", e, HINT))?;
+                    .map_err(|e| fail(program, "attach", e, hint))?;
             }
         }
         HookMode::Tracepoint => {
