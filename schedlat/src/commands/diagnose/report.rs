@@ -253,7 +253,7 @@ pub fn json(d: &Diagnosis) -> String {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::victims::{CulpritStats, VictimStats};
+    use schedlat_common::victims::WaitStats;
 
     use super::*;
     use crate::analysis::{
@@ -267,20 +267,20 @@ mod tests {
     fn idle_culprits_say_throttled() {
         let idle = task(0, 0, "swapper/0", 0, 0, 0);
         let boxed = task(500, 500, "boxed", 0, 0, 0);
-        let victims = [VictimStats {
+        let victims = [WaitStats {
             task: boxed,
             count: 10,
             total_ns: 50_000_000,
             max_ns: 9_000_000,
-            max_culprit: idle,
+            max_other: idle,
             ..Default::default()
         }];
-        let culprits = [CulpritStats {
+        let culprits = [WaitStats {
             task: idle,
             count: 10,
             total_ns: 50_000_000,
             max_ns: 9_000_000,
-            max_victim: boxed,
+            max_other: boxed,
             ..Default::default()
         }];
         let mut a = Attribution::new(rank(&victims, &culprits, SortKey::Total, 0), (0, 0));

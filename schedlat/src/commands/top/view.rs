@@ -357,22 +357,22 @@ mod tests {
         let idle = task(0, 0, "swapper/1", 0, 0, 0);
         let boxed = task(500, 500, "boxed", 0, 0, 0);
         let sleeper = task(600, 600, "sleeper", 0, 0, 0);
-        let victim = |t, total| VictimStats {
+        let victim = |t, total| WaitStats {
             task: t,
             count: 10,
             total_ns: total,
             max_ns: 9_000_000,
-            max_culprit: idle,
+            max_other: idle,
             ..Default::default()
         };
         s.push_victims(&Interval {
             victims: vec![victim(boxed, 900_000_000), victim(sleeper, 800_000_000)],
-            culprits: vec![CulpritStats {
+            culprits: vec![WaitStats {
                 task: idle,
                 count: 20,
                 total_ns: 1_700_000_000,
                 max_ns: 9_000_000,
-                max_victim: boxed,
+                max_other: boxed,
                 ..Default::default()
             }],
             ..Default::default()

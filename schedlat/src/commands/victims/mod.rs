@@ -141,13 +141,13 @@ pub fn throttled_in(watch: &ThrottleWatch, interval: &Interval) -> HashSet<u32> 
     let victims = interval
         .victims
         .iter()
-        .filter(|v| v.max_culprit.tid == 0)
+        .filter(|v| v.max_other.tid == 0)
         .map(|v| v.task.tgid);
     let of_idle = interval
         .culprits
         .iter()
         .filter(|c| c.task.tid == 0)
-        .map(|c| c.max_victim.tgid);
+        .map(|c| c.max_other.tgid);
     victims
         .chain(of_idle)
         .filter(|&pid| pid != 0 && watch.throttled(pid))

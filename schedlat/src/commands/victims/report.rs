@@ -408,23 +408,23 @@ mod tests {
         let idle = task(0, 0, "swapper/1", 0, 0, 0);
         let boxed = task(500, 500, "worker", 0, 0, 0);
         let sleeper = task(600, 600, "sleeper", 0, 0, 0);
-        let victim = |t, n| VictimStats {
+        let victim = |t, n| WaitStats {
             task: t,
             count: n,
             total_ns: n * 1_000_000,
             max_ns: 2_000_000,
-            max_culprit: idle,
+            max_other: idle,
             max_cpu: 1,
             ..Default::default()
         };
         let i = Interval {
             victims: vec![victim(boxed, 50), victim(sleeper, 10)],
-            culprits: vec![CulpritStats {
+            culprits: vec![WaitStats {
                 task: idle,
                 count: 60,
                 total_ns: 60_000_000,
                 max_ns: 2_000_000,
-                max_victim: boxed,
+                max_other: boxed,
                 max_cpu: 1,
                 ..Default::default()
             }],
