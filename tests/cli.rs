@@ -160,3 +160,94 @@ fn a_failed_stderr_write_never_panics() {
     let out = run_redirected(&["0"], "/dev/null", "/dev/full");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The options listed in `schedlat SUBCOMMAND --help`.
+fn help_options(subcommand: &[&str]) -> String {
+    let mut args = subcommand.to_vec();
+    args.push("--help");
+    let (status, stdout, stderr) = run_schedlat(&args);
+    assert!(status.success(), "{args:?}: {stderr}");
+    stdout
+}
+
+const KERNEL: [&str; 3] = ["--hook", "--btf", "--tracefs"];
+const FILTERS: [&str; 5] = ["--pid", "--tid", "--cgroup", "--comm", "--cpu <LIST>"];
+
+/// Issue 19: each subcommand's help shows exactly the options it takes:
+/// every command that measures lists the kernel options and the filters it
+/// applies, diagnose only its scope (-p, -c), compare none of them.
+#[test]
+fn each_help_lists_exactly_what_the_command_takes() {
+    for cmd in [
+        &[][..],
+        &["record"],
+        &["top"],
+        &["serve"],
+        &["victims"],
+        &["slow"],
+    ] {
+        let help = help_options(cmd);
+        for flag in KERNEL.iter().chain(&FILTERS) {
+            assert!(help.contains(flag), "{cmd:?} --help lacks {flag}:\n{help}");
+        }
+    }
+    let help = help_options(&["diagnose"]);
+    for flag in KERNEL.iter().chain(&["--pid", "--cgroup"]) {
+        assert!(help.contains(flag), "diagnose --help lacks {flag}:\n{help}");
+    }
+    for flag in ["--tid", "--comm", "--cpu"] {
+        assert!(
+            !help.contains(flag),
+            "diagnose --help lists {flag}:\n{help}"
+        );
+    }
+    let help = help_options(&["compare"]);
+    for flag in KERNEL.iter().chain(&FILTERS) {
+        assert!(!help.contains(flag), "compare --help lists {flag}:\n{help}");
+    }
+}
+
+/// Issue 19: what a command's help does not list, it refuses (it used to
+/// accept and ignore, or accept and then reject at run time).
+#[test]
+fn options_a_command_does_not_take_are_usage_errors() {
+    for args in [
+        &["compare", "-p", "1", "a", "b"][..],
+        &["compare", "--hook", "tp", "a", "b"],
+        &["diagnose", "-t", "1"],
+        &["diagnose", "--comm", "x"],
+        &["diagnose", "--cpu", "0"],
+    ] {
+        assert_usage_error(args, "unexpected argument");
+    }
+    assert_usage_error(&["diagnose", "-p", "1", "-c", "/"], "cannot be used with");
+}
+
+/// Issue 19: `--top 0` means "all" for the breakdowns as for `victims`.
+#[test]
+fn top_zero_means_all_everywhere() {
+    for cmd in [&[][..], &["victims"]] {
+        // -h: each option on one line.
+        let mut args = cmd.to_vec();
+        args.push("-h");
+        let (_, help, _) = run_schedlat(&args);
+        let line = help
+            .lines()
+            .find(|l| l.contains("--top <N>"))
+            .unwrap_or_else(|| panic!("{cmd:?} has no --top:\n{help}"));
+        assert!(line.contains("0 = all"), "{cmd:?}: {line}");
+    }
+}
+
+/// Issue 19: the culprit rule is said where culprits are shown.
+#[test]
+fn culprit_help_states_the_rule_and_the_idle_labels() {
+    for cmd in ["victims", "top", "slow"] {
+        let help = help_options(&[cmd])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(help.contains("whoever held the CPU when"), "{cmd}: {help}");
+        assert!(help.contains("throttled"), "{cmd}: {help}");
+    }
+}

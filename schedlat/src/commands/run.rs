@@ -92,6 +92,9 @@ async fn run(
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
 
     let slice = Slice::detect();
+    if let Some(why) = &slice.not_live {
+        say!("schedlat: {why}");
+    }
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;

@@ -18,6 +18,12 @@ pub enum BtfError {
         "kernel BTF not found at {0}: this kernel was built without CONFIG_DEBUG_INFO_BTF. Use `--hook tp` (classic tracepoints) or point --btf at a BTF file for this kernel"
     )]
     Missing(PathBuf),
+    /// A BTF file given with --btf (or SCHEDLAT_BTF) that is not there: a
+    /// typo, not a kernel without BTF.
+    #[error(
+        "BTF file {0} does not exist (given with --btf or SCHEDLAT_BTF); leave it out to use the kernel's own, {VMLINUX_BTF}"
+    )]
+    NoSuchFile(PathBuf),
     #[error("cannot parse BTF {path}: {reason}")]
     Parse { path: PathBuf, reason: String },
     #[error("BTF {path} has no struct `{name}`")]
@@ -39,7 +45,11 @@ pub enum BtfError {
 /// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
 pub fn open(path: &Path) -> Result<Btf, BtfError> {
     if !path.exists() {
-        return Err(BtfError::Missing(path.to_path_buf()));
+        return Err(if path == Path::new(VMLINUX_BTF) {
+            BtfError::Missing(path.to_path_buf())
+        } else {
+            BtfError::NoSuchFile(path.to_path_buf())
+        });
     }
     // sysfs only allows mmap of /sys/kernel/btf/vmlinux since 6.16 (older
     // kernels return ENODEV, found by `cargo xtask vm-test` on 6.1 and
@@ -454,7 +464,12 @@ mod tests {
             panic!("a missing file cannot parse")
         };
         let err = err.to_string();
-        assert!(err.contains("--hook tp"), "{err}");
+        // Issue 19: a path given by the user that is not there is a typo,
+        // not a kernel built without BTF.
+        assert!(
+            err.contains("/nonexistent/vmlinux does not exist") && !err.contains("CONFIG_DEBUG"),
+            "{err}"
+        );
     }
 
     #[test]

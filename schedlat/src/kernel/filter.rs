@@ -128,7 +128,7 @@ impl Filter {
         self.gone().is_none()
     }
 
-    /// For messages: "process 1234 (comm), on CPUs 0-1".
+    /// For messages: "waits of process 1234 (comm) that end on CPUs 0-1".
     pub fn describe(&self) -> Option<String> {
         let comm_of = |path: String| {
             fs::read_to_string(path)
@@ -159,10 +159,16 @@ impl Filter {
                 c.hierarchy.describe()
             ));
         }
-        if let Some(cpus) = &self.cpus {
-            parts.push(format!("ending on CPUs {}", cpu_list_str(cpus)));
+        let cpus = self
+            .cpus
+            .as_ref()
+            .map(|c| format!("that end on CPUs {}", cpu_list_str(c)));
+        match (parts.is_empty(), cpus) {
+            (true, None) => None,
+            (true, Some(cpus)) => Some(format!("waits {cpus}")),
+            (false, None) => Some(format!("waits of {}", parts.join(", "))),
+            (false, Some(cpus)) => Some(format!("waits of {} {cpus}", parts.join(", "))),
         }
-        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// The `--cpu` mask as the kernel side reads it: bit `cpu % 64` of word
@@ -290,7 +296,7 @@ mod tests {
         assert!(
             f.describe()
                 .unwrap()
-                .starts_with(&format!("process {me} ("))
+                .starts_with(&format!("waits of process {me} ("))
         );
     }
 
@@ -331,6 +337,29 @@ mod tests {
         done_tx.send(()).unwrap();
         t.join().unwrap();
         assert_eq!(f.gone(), Some(format!("thread {tid} exited")));
+    }
+
+    /// Issue 19: `--cpu 0` alone read "only waits of ending on CPUs 0".
+    #[test]
+    fn a_cpu_filter_reads_as_a_sentence() {
+        let cpu = |list: &str| FilterSpec {
+            cpu: Some(list.to_string()),
+            ..FilterSpec::default()
+        };
+        let f = resolve(cpu("0")).unwrap();
+        assert_eq!(f.describe().unwrap(), "waits that end on CPUs 0");
+        let me = std::process::id();
+        let f = resolve(FilterSpec {
+            pid: Some(me),
+            ..cpu("0")
+        })
+        .unwrap();
+        let text = f.describe().unwrap();
+        assert!(
+            text.starts_with(&format!("waits of process {me} ("))
+                && text.ends_with(") that end on CPUs 0"),
+            "{text}"
+        );
     }
 
     #[test]

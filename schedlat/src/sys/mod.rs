@@ -4,3 +4,4 @@
 
 pub mod clock;
 pub mod procfs;
+pub mod throttle;

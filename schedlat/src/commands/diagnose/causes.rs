@@ -176,13 +176,20 @@ fn throttling(f: &Findings) -> Option<Cause> {
         (Some((q, p)), Some(cpus)) => format!("quota {cpus:.2} CPU ({q} us per {p} us)"),
         _ => "a CPU quota".to_string(),
     };
+    // cpu.stat's throttled time adds up each CPU's run queue of the group
+    // (kernel: unthrottle_cfs_rq), so it can exceed the window. The share
+    // of periods throttled is the normalised measure, comparable with the
+    // other causes' shares; the time is given with what it sums.
+    let cpus = f.allowed_cpus.as_ref().map_or(f.cpus, Vec::len).max(1);
+    let share = t.throttled as f64 / t.periods.max(1) as f64;
     Some(Cause {
         name: "quota throttling",
-        strength: t.throttled_ns as f64 / f.window_ns as f64,
+        strength: share.min(1.0),
         evidence: format!(
-            "the cgroup has {quota}; it was throttled in {} of {} periods, {} of the {} window ({} cpu.stat)",
+            "the cgroup has {quota}; it was throttled in {} of {} periods ({:.0}%); {} throttled, summed over the group's run queues on its {cpus} CPUs (at most {cpus} x the {} window; {} cpu.stat)",
             t.throttled,
             t.periods,
+            share * 100.0,
             fmt_ns(t.throttled_ns),
             fmt_ns(f.window_ns),
             t.source
@@ -546,6 +553,13 @@ mod tests {
             "{}",
             c[0].evidence
         );
-        assert!((c[0].strength - 0.8).abs() < 1e-9);
+        // 85 of 100 periods; 8 s summed over 2 CPUs of a 10 s window.
+        assert!((c[0].strength - 0.85).abs() < 1e-9);
+        assert!(
+            c[0].evidence.contains("(85%)")
+                && c[0].evidence.contains("8.00 s throttled, summed over the group's run queues on its 2 CPUs (at most 2 x the 10.0 s window"),
+            "{}",
+            c[0].evidence
+        );
     }
 }

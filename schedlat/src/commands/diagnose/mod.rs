@@ -106,6 +106,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => None,
     };
     let start = Snapshot::take(&scope);
+    let mut throttle = victims::watch_throttling();
     let started = Instant::now();
     let mut runnable = Vec::new();
     while started.elapsed() < window {
@@ -130,14 +131,18 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                 (Some(interval), _) => {
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
-                    Ok(Attribution::new(
-                        tables,
-                        (c.victims_overflow, c.culprits_overflow),
-                    ))
+                    throttle.end_interval();
+                    let throttled = victims::throttled_pids(&throttle, &tables);
+                    let mut a = Attribution::new(tables, (c.victims_overflow, c.culprits_overflow));
+                    a.throttled = throttled;
+                    Ok(a)
                 }
                 (None, why) => Err(why.unwrap_or_default()),
             };
             let slice = Slice::detect();
+            if let Some(why) = &slice.not_live {
+                say!("schedlat: {why}");
+            }
             Some(Traced {
                 hook: t.mode().to_string(),
                 percentiles: Percentiles::of(&waits),

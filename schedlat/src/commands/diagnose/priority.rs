@@ -20,6 +20,9 @@ pub struct Attribution {
     /// The culprits that outrank the victim they made wait longest, most
     /// charged first.
     pub outranking: Vec<Outranking>,
+    /// Processes whose cgroup was throttled in the window: their waits that
+    /// ended on an idle CPU were throttling (task::IdleWait).
+    pub throttled: std::collections::HashSet<u32>,
 }
 
 /// A culprit that won by rule, and the wait charged to it.
@@ -67,6 +70,7 @@ impl Attribution {
             tables,
             overflow,
             outranking,
+            throttled: std::collections::HashSet::new(),
         }
     }
 
