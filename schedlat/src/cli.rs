@@ -98,6 +98,10 @@ pub struct RecordArgs {
     /// Histogram in milliseconds instead of microseconds
     #[arg(short = 'm', long)]
     pub milliseconds: bool,
+
+    /// Replace FILE if it exists (only once the new recording is complete)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -153,6 +157,11 @@ pub struct KernelArgs {
     /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
     #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH", global = true)]
     pub tracefs: Option<PathBuf>,
+
+    /// Allow --max-keys or --max-tasks values whose maps take more than 256
+    /// MiB of kernel memory (the cost is printed when it is 16 MiB or more)
+    #[arg(long, global = true)]
+    pub force_memory: bool,
 }
 
 /// Which waits to measure; shared by every mode. Applied in the kernel, to
@@ -174,11 +183,11 @@ pub struct FilterArgs {
     pub cgroup: Option<PathBuf>,
 
     /// Only tasks with this name (the kernel's comm, as `ps -o comm` shows it)
-    #[arg(long, value_name = "NAME", global = true)]
+    #[arg(long, value_name = "NAME", global = true, value_parser = crate::kernel::filter::comm_arg)]
     pub comm: Option<String>,
 
     /// Only waits that end on these CPUs (where the task ran next), e.g. `0-3,8`
-    #[arg(long, value_name = "LIST", global = true)]
+    #[arg(long, value_name = "LIST", global = true, value_parser = crate::kernel::filter::cpu_list_arg)]
     pub cpu: Option<String>,
 }
 
@@ -187,6 +196,7 @@ impl KernelArgs {
         crate::kernel::loader::KernelSources {
             btf: self.btf.clone(),
             tracefs: self.tracefs.clone(),
+            force_memory: self.force_memory,
         }
     }
 }

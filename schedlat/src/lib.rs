@@ -9,6 +9,8 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
+#[cfg(test)]
+mod fuzz;
 mod kernel;
 mod output;
 pub mod sys;
@@ -65,7 +67,14 @@ pub fn main() -> ExitCode {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("schedlat: error: {e:#}");
-            ExitCode::FAILURE
+            let usage = e.downcast_ref::<commands::UsageError>().is_some()
+                || e.downcast_ref::<kernel::loader::LoadError>()
+                    .is_some_and(kernel::loader::LoadError::is_usage);
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -292,7 +292,7 @@ impl KeyedReport {
     }
 }
 
-fn key_noun(by: Breakdown) -> &'static str {
+pub fn key_noun(by: Breakdown) -> &'static str {
     match by {
         Breakdown::Process => "pids",
         Breakdown::Thread => "tids",

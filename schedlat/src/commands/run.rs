@@ -16,8 +16,12 @@ use crate::{
     analysis::slice::Slice,
     cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
     collect::histogram::{Unit, Waits},
-    commands::breakdown::{BreakdownArgs, KeyedView},
-    output::{self, Report},
+    commands::UsageError,
+    commands::breakdown::{BreakdownArgs, KeyedView, key_noun},
+    output::{
+        self, Report,
+        recording::{Pending, Scope},
+    },
 };
 
 /// How a run ended, for the exit status.
@@ -31,8 +35,13 @@ pub enum Ended {
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
 /// printed as usual and also written to FILE as a JSON object.
 pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
-    let file = File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    // Written aside and renamed on success: a run that fails (a mistyped
+    // -p, a refused load) leaves an earlier recording of that name intact.
+    let pending = Pending::create(&args.output, args.force).map_err(UsageError)?;
+    let file = pending
+        .file
+        .try_clone()
+        .context("duplicating the recording's descriptor")?;
     let histogram = HistogramArgs {
         interval: Some(args.duration),
         count: Some(1),
@@ -48,6 +57,12 @@ pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs)
         Some(file),
     )
     .await?;
+    pending.commit().with_context(|| {
+        format!(
+            "cannot put the recording in place at {}",
+            args.output.display()
+        )
+    })?;
     eprintln!("schedlat: recorded to {}", args.output.display());
     Ok(ended)
 }
@@ -79,6 +94,7 @@ async fn run(
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
+    let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
@@ -108,6 +124,7 @@ async fn run(
             None => None,
         };
         report.breakdown = keys.as_ref().map(|k| k.to_json());
+        report.scope = Some(scope.clone());
         let ts = cli.timestamp.then(local_hms);
         let text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),

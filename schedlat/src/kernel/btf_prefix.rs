@@ -32,6 +32,7 @@ pub enum PrefixError {
 /// `path`, and every string. Reads only those parts of the file.
 pub fn prefix_blob(path: &Path, last_id: u32) -> Result<Vec<u8>, PrefixError> {
     let name = path.display().to_string();
+    crate::sys::files::check_regular(path).map_err(|e| PrefixError::Read(name.clone(), e))?;
     let file = File::open(path).map_err(|e| PrefixError::Read(name.clone(), e))?;
     prefix_of(&file, last_id).map_err(|e| match e {
         PrefixError::Malformed(_, why) => PrefixError::Malformed(name, why),
@@ -41,14 +42,20 @@ pub fn prefix_blob(path: &Path, last_id: u32) -> Result<Vec<u8>, PrefixError> {
 }
 
 /// Positioned reads, from a file or (in tests) from memory.
-trait ReadAt {
+pub(crate) trait ReadAt {
     /// Reads `len` bytes at `offset`; fewer only at the end of the data.
     fn read_at(&self, offset: usize, len: usize) -> io::Result<Vec<u8>>;
 }
 
 impl ReadAt for File {
     fn read_at(&self, offset: usize, len: usize) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0; len];
+        // A corrupt header can claim sections of gigabytes: allocate no
+        // more than the file holds.
+        let available = usize::try_from(self.metadata()?.len())
+            .unwrap_or(usize::MAX)
+            .saturating_sub(offset);
+        let mut buf = vec![0; len.min(available)];
+        let len = buf.len();
         let mut filled = 0;
         while filled < len {
             match FileExt::read_at(self, &mut buf[filled..], (offset + filled) as u64)? {
@@ -75,7 +82,10 @@ fn u32_at(data: &[u8], at: usize) -> Option<u32> {
 /// How much of the type section to read at a time while walking it.
 const CHUNK: usize = 256 * 1024;
 
-fn prefix_of(src: &(impl ReadAt + ?Sized), last_id: u32) -> Result<Vec<u8>, PrefixError> {
+pub(crate) fn prefix_of(
+    src: &(impl ReadAt + ?Sized),
+    last_id: u32,
+) -> Result<Vec<u8>, PrefixError> {
     let bad = |why| PrefixError::Malformed(String::new(), why);
     let read = |offset, len| {
         src.read_at(offset, len)
@@ -109,7 +119,13 @@ fn prefix_of(src: &(impl ReadAt + ?Sized), last_id: u32) -> Result<Vec<u8>, Pref
             if want == 0 {
                 return Err(bad("type id beyond the type section"));
             }
-            types.extend(read(types_at + types.len(), want)?);
+            let chunk = read(types_at + types.len(), want)?;
+            // Found by fuzzing: a header claiming a type section longer
+            // than the file made this loop read nothing forever.
+            if chunk.is_empty() {
+                return Err(bad("type section past the end of the file"));
+            }
+            types.extend(chunk);
         };
         end += TYPE_LEN + trailing_len(info)?;
     }

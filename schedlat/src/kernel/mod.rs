@@ -3,10 +3,12 @@
 //! loading needs, and what the programs are configured to compute and keep.
 
 pub mod btf;
+pub mod btf_check;
 pub mod btf_prefix;
 pub mod cgroupfs;
 pub mod filter;
 pub mod loader;
+pub mod map_memory;
 pub mod modes;
 pub mod privileges;
 pub mod tracefs;

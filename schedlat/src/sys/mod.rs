@@ -3,4 +3,5 @@
 //! targets can feed them.
 
 pub mod clock;
+pub mod files;
 pub mod procfs;

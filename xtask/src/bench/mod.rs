@@ -22,6 +22,7 @@ mod progs;
 mod report;
 mod scrape;
 pub mod sleepers;
+mod soak;
 mod tracer;
 mod workload;
 
@@ -71,6 +72,12 @@ pub struct Options {
     /// serve's CPU per scrape.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
+    /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
+    /// for SECS seconds (600 if no value) under a fork storm, sampling RSS,
+    /// file descriptors and BPF map memory; reports whether they stay flat.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "600",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub soak: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +139,12 @@ pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
         return scrape::run(opts, scrapes);
+    }
+    if let Some(secs) = opts.soak {
+        return match soak::run(opts, secs) {
+            Err(e) if !opts.strict && e.to_string().starts_with("grew:") => Ok(()),
+            other => other,
+        };
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;

@@ -136,6 +136,8 @@ pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> 
     // and some formatting, so nothing blocks for long. LocalSet because the
     // tracer is not shared across threads.
     let connections = LocalSet::new();
+    let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
+    let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
     // With -p, a target that exits ends the run, as in histogram mode.
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     connections
@@ -143,13 +145,14 @@ pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> 
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => {
-                            tokio::task::spawn_local(http::serve_connection(stream, source.clone()));
-                        }
+                        Ok((stream, _)) => open.spawn(stream, source.clone()),
                         // Out of fds or a connection reset before accept:
-                        // keep serving the others.
+                        // free a descriptor, keep serving the others.
                         Err(e) => {
-                            eprintln!("schedlat: accept failed: {e}");
+                            if let Some(line) = accept_errors.line(&e) {
+                                eprintln!("schedlat: {line}");
+                            }
+                            open.shed_one();
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },

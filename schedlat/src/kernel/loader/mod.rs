@@ -90,6 +90,9 @@ pub enum LoadError {
     NeedsBtf(&'static str),
     #[error("{0}: no cgroup hierarchy is mounted")]
     NoCgroupMount(&'static str),
+    /// A size option past the kernel memory bound (a bad command line).
+    #[error("{0}")]
+    MapMemory(String),
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error("eBPF map {name}: {error}")]
@@ -104,6 +107,15 @@ pub enum LoadError {
 pub struct KernelSources {
     pub btf: Option<PathBuf>,
     pub tracefs: Option<PathBuf>,
+    /// Allow maps larger than map_memory::LIMIT_BYTES.
+    pub force_memory: bool,
+}
+
+impl LoadError {
+    /// Whether the command line is at fault (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LoadError::MapMemory(_))
+    }
 }
 
 /// The loaded and attached programs, and the maps userspace reads.
@@ -139,6 +151,9 @@ impl Tracer {
         if EBPF_OBJECT.is_empty() {
             return Err(LoadError::NoObject);
         }
+        let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+        let memory_notes = super::map_memory::check(modes, cpus, sources.force_memory)
+            .map_err(LoadError::MapMemory)?;
         if !privileges::can_trace() {
             return Err(LoadError::NoPrivileges);
         }
@@ -164,10 +179,13 @@ impl Tracer {
                 .load(EBPF_OBJECT)
                 .map_err(|e| LoadError::Object(Box::new(e)))?;
             plan.attach_first_working(choice, &mut ebpf)
-                .map(|(mode, notes)| Tracer {
+                .map(|(mode, mut notes)| Tracer {
                     ebpf,
                     mode,
-                    notes,
+                    notes: {
+                        notes.extend(memory_notes);
+                        notes
+                    },
                     cgroup_hierarchy: hierarchy,
                 })
         })
