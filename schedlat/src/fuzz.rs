@@ -1,6 +1,6 @@
 //! Fuzz targets for every parser of outside input: the BTF prefix walk,
-//! tracefs formats, /proc and cgroup files, compare's recordings, and (in
-//! commands/serve/negotiate.rs) the HTTP Accept header.
+//! tracefs formats, /proc and cgroup files, compare's recordings, and the
+//! HTTP Accept header of `serve`.
 //!
 //! Each target mutates the seeds in `schedlat/fuzz/corpus/<target>/` (real
 //! files from kernels and tools, and any input that once failed) with
@@ -291,5 +291,19 @@ fn fuzz_proc_and_cgroup_files() {
 fn fuzz_compare_input() {
     fuzz("compare", |data| {
         crate::commands::compare::fuzz_one(&text(data));
+    });
+}
+
+#[test]
+fn fuzz_http_accept_negotiation() {
+    use crate::commands::serve::negotiate::negotiate;
+    fuzz("accept", |data| {
+        let accept = text(data);
+        let content_type = negotiate(Some(&accept)).content_type();
+        // Whatever the header, the answer's Content-Type is a valid value.
+        assert!(
+            hyper::header::HeaderValue::from_str(&content_type).is_ok(),
+            "{accept:?} -> {content_type:?}"
+        );
     });
 }

@@ -16,7 +16,6 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    cli::CompareArgs,
     collect::histogram::Waits,
     output::json::{self, Interval},
     output::recording::Scope,
@@ -97,9 +96,9 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
     })
 }
 
-pub fn run(args: &CompareArgs) -> Result<()> {
-    let before = load(&args.before)?;
-    let after = load(&args.after)?;
+pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
+    let before = load(before)?;
+    let after = load(after)?;
     let slice = before
         .slice
         .clone()
@@ -111,7 +110,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     );
     let mismatch = scope_mismatch(&before, &after);
     // The text report says it at its top; JSON readers get it on stderr too.
-    if args.json {
+    if json {
         for line in &mismatch {
             eprintln!("schedlat: warning: the recordings differ: {line}");
         }
@@ -119,7 +118,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let test = rank_test(&before.waits, &after.waits);
     let tail = tail_test(&before.waits, &after.waits, slice.ns / 2);
     let change = compare::overall(tail, test);
-    let text = if args.json {
+    let text = if json {
         let side = |w: &Waits, s: &Shape| {
             json!({"count": w.count(), "mean_ns": w.mean_ns(), "percentiles": Percentiles::of(w),
                    "shape": {"verdict": s.verdict.as_str(), "summary": s.summary}})
@@ -362,7 +361,7 @@ mod tests {
     use super::*;
     use crate::{
         collect::histogram::Unit,
-        kernel::loader::HookMode,
+        kernel::hook::HookMode,
         output::{Report, recording::Scope},
     };
     use schedlat_common::{CpuStats, bucket_index, log2_slot};

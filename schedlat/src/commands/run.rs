@@ -7,6 +7,7 @@ use crate::kernel::modes::Modes;
 use std::{
     fs::File,
     io::{self, Write},
+    path::Path,
     time::Instant,
 };
 
@@ -14,10 +15,10 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
-    cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
-    collect::histogram::{Unit, Waits},
+    collect::{histogram::Unit, interval::HistogramInterval},
     commands::UsageError,
-    commands::breakdown::{BreakdownArgs, KeyedView, key_noun},
+    commands::breakdown::{BreakdownOptions, KeyedView, key_noun},
+    kernel::{filter::FilterSpec, loader::KernelAccess},
     output::{
         self, Report,
         recording::{Pending, Scope},
@@ -32,65 +33,76 @@ pub enum Ended {
     StdoutClosed,
 }
 
+/// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
+/// and `--json`.
+pub struct HistogramOptions {
+    pub interval: Option<u64>,
+    pub count: Option<u64>,
+    pub timestamp: bool,
+    pub unit: Unit,
+    pub json: bool,
+}
+
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
-/// printed as usual and also written to FILE as a JSON object.
-pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+/// printed as usual and also written to FILE as a JSON object. An existing
+/// FILE is replaced only with `force`, and only once the run succeeded.
+pub async fn record(
+    output: &Path,
+    force: bool,
+    duration: u64,
+    unit: Unit,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
     // Written aside and renamed on success: a run that fails (a mistyped
     // -p, a refused load) leaves an earlier recording of that name intact.
-    let pending = Pending::create(&args.output, args.force).map_err(UsageError)?;
+    let pending = Pending::create(output, force).map_err(UsageError)?;
     let file = pending
         .file
         .try_clone()
         .context("duplicating the recording's descriptor")?;
-    let histogram = HistogramArgs {
-        interval: Some(args.duration),
+    let histogram = HistogramOptions {
+        interval: Some(duration),
         count: Some(1),
         timestamp: false,
-        milliseconds: args.milliseconds,
+        unit,
         json: false,
     };
     let ended = run(
         &histogram,
-        &BreakdownArgs::default(),
+        &BreakdownOptions::default(),
         kernel,
         filter,
         Some(file),
     )
     .await?;
-    pending.commit().with_context(|| {
-        format!(
-            "cannot put the recording in place at {}",
-            args.output.display()
-        )
-    })?;
-    eprintln!("schedlat: recorded to {}", args.output.display());
+    pending
+        .commit()
+        .with_context(|| format!("cannot put the recording in place at {}", output.display()))?;
+    eprintln!("schedlat: recorded to {}", output.display());
     Ok(ended)
 }
 
 pub async fn histogram(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
 ) -> Result<Ended> {
     run(cli, breakdown, kernel, filter, None).await
 }
 
 /// The measurement loop; each report also goes to `record_to` as JSON.
 async fn run(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
     mut record_to: Option<File>,
 ) -> Result<Ended> {
-    let unit = if cli.milliseconds {
-        Unit::Msecs
-    } else {
-        Unit::Usecs
-    };
+    let unit = cli.unit;
     let mut signals = Signals::install()?;
-    let keyed = breakdown.keyed();
+    let keyed = breakdown.keyed;
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
@@ -99,7 +111,7 @@ async fn run(
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some(view) = keyed_view.as_mut() {
         view.interval(&mut tracer, 0, &slice)?;
     }
@@ -115,9 +127,7 @@ async fn run(
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
-        let waits = current.since(&previous).with_extremes(&extremes);
+        let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         let keys = match keyed_view.as_mut() {
             Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
@@ -145,7 +155,6 @@ async fn run(
         if stop {
             return Ok(Ended::Done);
         }
-        previous = current;
         started = Instant::now();
     }
 }

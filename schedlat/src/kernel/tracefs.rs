@@ -124,6 +124,7 @@ impl Format {
             })
     }
 
+    #[cfg(test)]
     pub fn offset(&self, name: &str) -> Result<u64, TracefsError> {
         self.field(name).map(|f| f.offset)
     }
