@@ -17,7 +17,7 @@ pub fn check_plausible(offsets: &TaskOffsets, size: u64, path: &Path) -> Result<
         what: format!("implausible task_struct layout: {what}; is this the BTF of a Linux kernel?"),
     };
     let o = offsets;
-    if o.pid == 0 || o.pid % 4 != 0 {
+    if o.pid == 0 || !o.pid.is_multiple_of(4) {
         return Err(bad(format!("pid at byte {}", o.pid)));
     }
     if o.tgid != o.pid + 4 {
@@ -97,7 +97,8 @@ mod tests {
     fn implausible_offsets_are_refused() {
         let p = Path::new("x.btf");
         check_plausible(&real(), 9000, p).unwrap();
-        let cases: [(fn(&mut TaskOffsets), &str); 5] = [
+        type Corrupt = fn(&mut TaskOffsets);
+        let cases: [(Corrupt, &str); 5] = [
             (|o| o.pid = 0, "pid at byte 0"),
             (|o| o.tgid = 0, "tgid at byte 0"),
             (|o| o.tgid += 8, "not right after pid"),

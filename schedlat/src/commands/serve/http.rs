@@ -146,12 +146,20 @@ async fn serve_connection(
     let deadline = tokio::time::sleep(first_request);
     tokio::pin!(deadline);
     // Errors from the connection are the client's (reset, garbage,
-    // timeout): nothing to do. Dropping it closes the socket.
+    // timeout): nothing to do. Dropping it closes the socket. The deadline
+    // only matters if no request came before it: a request may arrive
+    // while this select is waiting, so it is checked when it fires.
+    let mut deadline_passed = false;
     loop {
         tokio::select! {
             _ = &mut connection => return,
             _ = close.notified() => return,
-            _ = &mut deadline, if requests.get() == 0 => return,
+            _ = &mut deadline, if !deadline_passed => {
+                if requests.get() == 0 {
+                    return;
+                }
+                deadline_passed = true;
+            }
         }
     }
 }
@@ -280,6 +288,31 @@ mod tests {
         });
         assert!(silent_closed, "a silent connection stayed open");
         assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    }
+
+    /// A kept-alive connection that sent its first request in time stays
+    /// open past the first-request deadline (Prometheus reuses it).
+    #[test]
+    fn a_client_that_asked_stays_past_the_deadline() {
+        let conns = Connections::new(8, Duration::from_millis(200));
+        let (first, second) = with_server(conns, |addr| {
+            let mut c = Client::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let ask = |c: &mut Client| {
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut buf = [0u8; 512];
+                let n = c.read(&mut buf).unwrap_or(0);
+                String::from_utf8_lossy(&buf[..n]).into_owned()
+            };
+            let first = ask(&mut c);
+            std::thread::sleep(Duration::from_millis(400));
+            (first, ask(&mut c))
+        });
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(
+            second.starts_with("HTTP/1.1 200"),
+            "closed after the deadline: {second:?}"
+        );
     }
 
     /// Regression: idle connections piled up without limit until accept

@@ -80,6 +80,8 @@ pub(super) struct Plan {
     /// Why a fallback mode is unavailable: said only if the modes before it
     /// fail, since a run on tp_btf does not need tracefs at all.
     pub(super) fallback_notes: Vec<String>,
+    /// The offsets come from `--btf`, not the running kernel's BTF.
+    pub(super) custom_btf: bool,
 }
 
 impl Plan {
@@ -152,6 +154,7 @@ impl Plan {
             attach_btf,
             notes,
             fallback_notes,
+            custom_btf: sources.btf.is_some(),
         })
     }
 
@@ -164,7 +167,8 @@ impl Plan {
         let mut notes = self.notes;
         let mut failures = Vec::new();
         for mode in self.candidates {
-            match attach(ebpf, mode, self.attach_btf.as_ref(), &self.btf_programs) {
+            let btf = self.attach_btf.as_ref();
+            match attach(ebpf, mode, btf, self.custom_btf, &self.btf_programs) {
                 Ok(()) => {
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok((mode, notes));
