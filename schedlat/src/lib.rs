@@ -5,6 +5,16 @@
 //! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
 //! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
 
+/// A line on stderr that never panics: when stderr cannot be written (closed,
+/// `2>/dev/full`) the line is dropped and the run goes on; the exit status
+/// still tells the outcome. Every message of schedlat goes through it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analysis;
 mod cli;
 mod collect;
@@ -35,7 +45,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("schedlat: error: cannot start the runtime: {e}");
+            say!("schedlat: error: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -55,12 +65,12 @@ pub fn main() -> ExitCode {
             kernel,
             filter,
         )),
-        Some(cli::Command::Diagnose(args)) => {
-            diagnose::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
-        }
-        Some(cli::Command::Top(args)) => {
-            top::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
-        }
+        Some(cli::Command::Diagnose(args)) => runtime
+            .block_on(diagnose::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Top(args)) => runtime
+            .block_on(top::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
         Some(cli::Command::Compare(args)) => {
             compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
         }
@@ -77,7 +87,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("schedlat: error: {e:#}");
+            say!("schedlat: error: {e:#}");
             let usage = e.downcast_ref::<commands::UsageError>().is_some()
                 || e.downcast_ref::<kernel::error::LoadError>()
                     .is_some_and(kernel::error::LoadError::is_usage);

@@ -64,8 +64,8 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the seed method's step 4: fix,
-    /// then re-measure). Prints the histogram too.
+    /// Record one run to a file for `compare` (measure, fix, then measure
+    /// again and compare). Prints the histogram too.
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
@@ -103,7 +103,7 @@ pub struct RecordArgs {
     pub output: PathBuf,
 
     /// Seconds to record
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub duration: u64,
 
     /// Histogram in milliseconds instead of microseconds
@@ -130,7 +130,7 @@ pub struct CompareArgs {
 #[derive(Debug, clap::Args)]
 pub struct HistogramArgs {
     /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
 
     /// Stop after COUNT intervals (default: until Ctrl-C)
@@ -245,6 +245,20 @@ pub fn unit(milliseconds: bool) -> Unit {
         Unit::Msecs
     } else {
         Unit::Usecs
+    }
+}
+
+/// The longest INTERVAL (and `record` DURATION): ten years, so that the end
+/// of an interval is a time the clocks can hold.
+const MAX_INTERVAL_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// INTERVAL and DURATION: whole seconds, from 1 to ten years.
+pub fn interval_secs(s: &str) -> Result<u64, String> {
+    match positive_u64(s)? {
+        n if n > MAX_INTERVAL_SECS => Err(format!(
+            "must be at most {MAX_INTERVAL_SECS} seconds (ten years)"
+        )),
+        n => Ok(n),
     }
 }
 

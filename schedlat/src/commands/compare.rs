@@ -17,6 +17,7 @@ use crate::{
         slice::Slice,
     },
     collect::histogram::Waits,
+    commands::stdout,
     output::json::{self, Interval},
     output::recording::Scope,
 };
@@ -112,7 +113,7 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     // The text report says it at its top; JSON readers get it on stderr too.
     if json {
         for line in &mismatch {
-            eprintln!("schedlat: warning: the recordings differ: {line}");
+            say!("schedlat: warning: the recordings differ: {line}");
         }
     }
     let test = rank_test(&before.waits, &after.waits);
@@ -177,7 +178,8 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
         );
         out
     };
-    print!("{text}");
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
     Ok(())
 }
 
