@@ -5,6 +5,7 @@ mod args;
 
 use std::path::PathBuf;
 
+pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
 use crate::{
@@ -16,7 +17,6 @@ use crate::{
         loader::{KernelAccess, KernelSources},
     },
 };
-pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 
 const AFTER_HELP: &str = "\
 Examples:

@@ -2,11 +2,6 @@
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
 //! stdout.
 
-use crate::commands::{
-    session::{self, BANNER, Intervals, Signals},
-    stdout,
-};
-use crate::kernel::modes::Modes;
 use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
@@ -14,9 +9,13 @@ use anyhow::{Context, Result};
 use crate::{
     analysis::slice::Slice,
     collect::{histogram::Unit, interval::HistogramInterval},
-    commands::UsageError,
-    commands::breakdown::{BreakdownOptions, KeyedView, key_noun},
-    kernel::{filter::FilterSpec, loader::KernelAccess},
+    commands::{
+        UsageError,
+        breakdown::{BreakdownOptions, KeyedView, key_noun},
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{
         self, Report,
         recording::{Pending, Scope},
@@ -116,9 +115,7 @@ async fn run(
     }
     let mut started = Instant::now();
 
-    if cli.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(cli.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 

@@ -50,13 +50,6 @@ pub enum LoadError {
     /// A size option past the kernel memory bound (a bad command line).
     #[error("{0}")]
     MapMemory(String),
-    #[error("eBPF map {0} is missing from the object")]
-    MissingMap(&'static str),
-    #[error("eBPF map {name}: {error}")]
-    Map {
-        name: &'static str,
-        error: aya::maps::MapError,
-    },
 }
 
 impl LoadError {
