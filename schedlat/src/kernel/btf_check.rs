@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use crate::kernel::btf::{self, BtfError, TaskOffsets, VMLINUX_BTF};
+use schedlat_common::kconfig::TaskOffsets;
+
+use crate::kernel::btf::{self, BtfError, VMLINUX_BTF};
 
 /// Checks offsets against facts that hold in every kernel schedlat runs on:
 /// `pid` and `tgid` are adjacent pid_t fields well inside the struct, and

@@ -4,10 +4,7 @@
 //! not the keys ever come: say how much, and refuse past a bound unless
 //! `--force-memory` is given.
 
-use schedlat_common::{
-    scope::KeyStats,
-    victims::{CulpritStats, VictimStats},
-};
+use schedlat_common::{scope::KeyStats, victims::WaitStats};
 
 use crate::kernel::modes::Modes;
 
@@ -64,8 +61,8 @@ pub fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
     if let Some(max_tasks) = modes.victims {
         // Two halves (one per interval parity) of each table.
         let n = u64::from(max_tasks);
-        let victims = 2 * n * round8(size_of::<VictimStats>());
-        let culprits = 2 * (n + u64::from(cpus)) * round8(size_of::<CulpritStats>());
+        let victims = 2 * n * round8(size_of::<WaitStats>());
+        let culprits = 2 * (n + u64::from(cpus)) * round8(size_of::<WaitStats>());
         out.push(Cost {
             option: "--max-tasks",
             value: max_tasks,

@@ -19,12 +19,14 @@ pub enum TracefsError {
         TRACEFS_CANDIDATES.join(", ")
     )]
     NotMounted,
+    /// Mounted, but mode 0700 root as tracefs is by default.
     #[error(
-        "tracefs at {0} is mounted but this process may not read it: classic tracepoints (--hook tp) need CAP_DAC_READ_SEARCH besides CAP_BPF and CAP_PERFMON (or root), or tracefs mounted with a mode that lets this user read it"
+        "tracefs at {} is not readable by this user: classic tracepoints need root or CAP_DAC_READ_SEARCH (the default tp_btf mode does not)",
+        .0.display()
     )]
-    NoAccess(PathBuf),
+    Denied(PathBuf),
     #[error(
-        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root?)"
+        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root or do you have CAP_DAC_READ_SEARCH?)"
     )]
     Unreadable {
         path: PathBuf,
@@ -61,7 +63,7 @@ fn locate_among(candidates: &[&Path]) -> Result<PathBuf, TracefsError> {
             _ => {}
         }
     }
-    Err(denied.map_or(TracefsError::NotMounted, TracefsError::NoAccess))
+    Err(denied.map_or(TracefsError::NotMounted, TracefsError::Denied))
 }
 
 /// One `field:` line of a format file.
@@ -89,7 +91,7 @@ impl Format {
             .join("format");
         let text = crate::sys::files::read_regular(&path).map_err(|error| {
             if error.kind() == std::io::ErrorKind::PermissionDenied {
-                TracefsError::NoAccess(tracefs.to_path_buf())
+                TracefsError::Denied(tracefs.to_path_buf())
             } else {
                 TracefsError::Unreadable {
                     path: path.clone(),
