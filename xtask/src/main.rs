@@ -89,7 +89,7 @@ enum Command {
     /// nightly, core from source), warnings as errors. Needs `cargo xtask
     /// setup`'s nightly rust-src.
     ClippyEbpf,
-    /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
+    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
 }

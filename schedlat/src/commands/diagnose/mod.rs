@@ -3,13 +3,15 @@
 //! no root needed); 3. with root, the eBPF histogram of the same window and
 //! its shape, and who waited and who held the CPU instead (the victims
 //! tables); 4. named causes with evidence and a next step; 5. a self-check
-//! of the eBPF total against the kernel's own schedstat accounting.
+//! of the eBPF total against the kernel's own schedstat accounting, saying
+//! which part of the waiting that accounting does not see (selfcheck.rs).
 
 mod causes;
 mod findings;
 mod priority;
 mod report;
 mod scope;
+mod selfcheck;
 
 use std::time::{Duration, Instant};
 
@@ -151,7 +153,13 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
     let diagnosis = report::Diagnosis {
-        waiting: causes::waiting(&findings),
+        waiting: causes::waiting(
+            &findings,
+            traced
+                .as_ref()
+                .and_then(|t| t.victims.as_ref().ok())
+                .map(|a| a.max_task_share(elapsed)),
+        ),
         causes: causes::causes(
             &findings,
             traced.as_ref().and_then(|t| t.victims.as_ref().ok()),

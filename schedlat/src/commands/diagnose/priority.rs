@@ -48,6 +48,12 @@ pub enum Edge {
 }
 
 impl Attribution {
+    /// The largest share of `window` one task spent waiting, by eBPF.
+    pub fn max_task_share(&self, window: std::time::Duration) -> f64 {
+        let most = self.tables.victims.iter().map(|v| v.total_ns).max();
+        most.unwrap_or(0) as f64 / window.as_nanos().max(1) as f64
+    }
+
     /// From the window's ranked tables (all rows: `rank(.., 0)`).
     pub fn new(tables: Tables, overflow: (u64, u64)) -> Attribution {
         let mut outranking: Vec<Outranking> = tables

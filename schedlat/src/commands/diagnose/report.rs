@@ -11,6 +11,7 @@ use super::{
     findings::Findings,
     priority::Attribution,
     scope::Scope,
+    selfcheck,
 };
 use crate::{
     analysis::{
@@ -104,21 +105,16 @@ pub fn text(d: &Diagnosis) -> String {
             c.name, c.evidence, c.next_step
         );
     }
-    out.push_str("\n4. Self-check\n");
-    match traced {
-        Some(t) if f.schedstat_works && f.schedstat_wait_ns > 0 => {
-            let _ = writeln!(
-                out,
-                "   eBPF measured {} of waits; the kernel's schedstat says {}: {:.0}%",
-                fmt_ns(t.waits.sum_ns),
-                fmt_ns(f.schedstat_wait_ns),
-                t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64 * 100.0
-            );
-            if f.system_scope {
-                out.push_str("   (schedstat only covers threads alive at both ends of the window; eBPF also counts those that came and went)\n");
+    out.push_str("\n4. Self-check: eBPF against the kernel's schedstat run_delay\n");
+    match traced.map(|t| selfcheck::check(t, f)) {
+        Some(Some(check)) => {
+            for line in &check.summary {
+                let _ = writeln!(out, "   {line}");
             }
         }
-        Some(_) => out.push_str("   schedstat shows no waiting to compare with\n"),
+        Some(None) => {
+            out.push_str("   schedstat reads zero on this kernel: nothing to compare with\n")
+        }
         None => out.push_str("   needs the eBPF measurement (root)\n"),
     }
     out
@@ -226,6 +222,7 @@ pub fn json(d: &Diagnosis) -> String {
             "percentiles": t.percentiles, "shape": t.shape,
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
+            "self_check": selfcheck::check(t, f),
             "victims": t.victims.as_ref().ok().map(victims_json),
             "victims_unavailable": t.victims.as_ref().err(),
         })
