@@ -19,6 +19,8 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
+#[cfg(test)]
+mod fuzz;
 mod kernel;
 mod output;
 pub mod sys;
@@ -67,6 +69,7 @@ pub fn main() -> ExitCode {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
             runtime.block_on(run::record(
                 &args.output,
+                args.force,
                 args.duration,
                 cli::unit(args.milliseconds),
                 &kernel,
@@ -106,7 +109,14 @@ pub fn main() -> ExitCode {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
             say!("schedlat: error: {e:#}");
-            ExitCode::FAILURE
+            let usage = e.downcast_ref::<commands::UsageError>().is_some()
+                || e.downcast_ref::<kernel::error::LoadError>()
+                    .is_some_and(kernel::error::LoadError::is_usage);
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -121,6 +121,10 @@ pub struct RecordArgs {
     #[arg(short = 'm', long)]
     pub milliseconds: bool,
 
+    /// Replace FILE if it exists (only once the new recording is complete)
+    #[arg(long)]
+    pub force: bool,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -185,6 +189,11 @@ pub struct KernelArgs {
     /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
     #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH")]
     pub tracefs: Option<PathBuf>,
+
+    /// Allow --max-keys or --max-tasks values whose maps take more than 256
+    /// MiB of kernel memory (the cost is printed when it is 16 MiB or more)
+    #[arg(long)]
+    pub force_memory: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -207,11 +216,11 @@ pub struct FilterArgs {
     pub cgroup: Option<PathBuf>,
 
     /// Only tasks with this name (the kernel's comm, as `ps -o comm` shows it)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::kernel::filter::comm_arg)]
     pub comm: Option<String>,
 
     /// Only waits that end on these CPUs (where the task ran next), e.g. `0-3,8`
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", value_parser = crate::kernel::filter::cpu_list_arg)]
     pub cpu: Option<String>,
 }
 
@@ -222,6 +231,7 @@ impl KernelArgs {
             sources: KernelSources {
                 btf: self.btf.clone(),
                 tracefs: self.tracefs.clone(),
+                force_memory: self.force_memory,
             },
         }
     }

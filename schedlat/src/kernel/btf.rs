@@ -51,6 +51,10 @@ pub fn open(path: &Path) -> Result<Btf, BtfError> {
             BtfError::NoSuchFile(path.to_path_buf())
         });
     }
+    crate::sys::files::check_regular(path).map_err(|e| BtfError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     // sysfs only allows mmap of /sys/kernel/btf/vmlinux since 6.16 (older
     // kernels return ENODEV, found by `cargo xtask vm-test` on 6.1 and
     // 6.12). btf-rs's other backend parses every type and string into hash
@@ -101,6 +105,11 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
     #[cfg(feature = "fault-injection")]
     let offsets = inject_pid_offset(offsets);
     Ok(offsets)
+}
+
+/// sizeof(struct task_struct), for checking offsets against it.
+pub fn task_struct_size(btf: &Btf, path: &Path) -> Result<u64, BtfError> {
+    StructLayout::find(btf, path, "task_struct").map(|s| s.size)
 }
 
 /// The run-queue length chain, or None when this kernel lacks a link

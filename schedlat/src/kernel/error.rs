@@ -45,4 +45,14 @@ pub enum LoadError {
     NeedsBtf(&'static str),
     #[error("{0}: no cgroup hierarchy is mounted")]
     NoCgroupMount(&'static str),
+    /// A size option past the kernel memory bound (a bad command line).
+    #[error("{0}")]
+    MapMemory(String),
+}
+
+impl LoadError {
+    /// Whether the command line is at fault (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LoadError::MapMemory(_))
+    }
 }

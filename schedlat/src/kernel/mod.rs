@@ -4,12 +4,16 @@
 
 pub mod attach_btf;
 pub mod btf;
+// Unused in fault-injection builds, which replace an offset on purpose.
+#[cfg_attr(feature = "fault-injection", allow(dead_code))]
+pub mod btf_check;
 pub mod cgroupfs;
 pub mod error;
 pub mod filter;
 pub mod hook;
 pub mod limits;
 pub mod loader;
+pub mod map_memory;
 pub mod modes;
 pub mod privileges;
 pub mod tracefs;

@@ -26,6 +26,7 @@ mod progs;
 mod report;
 mod scrape;
 pub mod sleepers;
+mod soak;
 mod steady;
 mod tracer;
 mod workload;
@@ -79,6 +80,12 @@ pub struct Options {
     /// older build to compare against in the same conditions.
     #[arg(long, value_name = "PATH")]
     pub schedlat: Option<PathBuf>,
+    /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
+    /// for SECS seconds (600 if no value) under a fork storm, sampling RSS,
+    /// file descriptors and BPF map memory; reports whether they stay flat.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "600",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub soak: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +147,12 @@ pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
         return scrape::run(opts, scrapes);
+    }
+    if let Some(secs) = opts.soak {
+        return match soak::run(opts, secs) {
+            Err(e) if !opts.strict && e.to_string().starts_with("grew:") => Ok(()),
+            other => other,
+        };
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat_path = opts

@@ -61,12 +61,15 @@ pub struct DiagnoseOptions {
 pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
-        anyhow::bail!(
-            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes"
-        );
+        return Err(super::UsageError(
+            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes".into(),
+        )
+        .into());
     }
     let scope = match (filter.pid, &filter.cgroup) {
-        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or -c PATH, not both"),
+        (Some(_), Some(_)) => {
+            return Err(super::UsageError("give either -p PID or -c PATH, not both".into()).into());
+        }
         (Some(pid), None) => Scope::for_process(pid, &mounts)?,
         (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
         (None, None) => Scope::System,

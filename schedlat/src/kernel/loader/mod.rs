@@ -29,6 +29,8 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub struct KernelSources {
     pub btf: Option<PathBuf>,
     pub tracefs: Option<PathBuf>,
+    /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
+    pub force_memory: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -64,6 +66,9 @@ pub fn load(
     if EBPF_OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
+    let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let memory_notes = crate::kernel::map_memory::check(modes, cpus, sources.force_memory)
+        .map_err(LoadError::MapMemory)?;
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
@@ -80,7 +85,8 @@ pub fn load(
         .load(EBPF_OBJECT)
         .map_err(|e| LoadError::Object(Box::new(e)))?;
     let btf_programs = plan.btf_programs;
-    let (mode, notes) = plan.attach_first_working(choice, &mut ebpf)?;
+    let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
+    notes.extend(memory_notes);
     let programs = match mode {
         HookMode::Btf => btf_programs.to_vec(),
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
