@@ -8,10 +8,17 @@
 //! proptest: byte flips, inserts, deletions, duplicated or spliced ranges,
 //! numbers replaced by boundary values. A panic fails the test, and
 //! proptest shrinks the input to the smallest that still fails; add it to
-//! the corpus when fixing the cause. The run is bounded in time:
-//! `SCHEDLAT_FUZZ_SECS` per target (default 1; `cargo xtask test` gives
-//! each 15), seeded by `SCHEDLAT_FUZZ_SEED` (default fixed, so a CI failure
-//! reproduces).
+//! the corpus when fixing the cause.
+//!
+//! A run is made of rounds of 200 cases, each round seeded from
+//! `SCHEDLAT_FUZZ_SEED` (default fixed, so a failure reproduces) and its
+//! number. `SCHEDLAT_FUZZ_ROUNDS` sets the exact number of rounds and then
+//! the time budget is ignored: `cargo xtask test` (and so CI) sets 100
+//! (xtask's `FUZZ_ROUNDS`), so every CI run tries the same inputs whatever
+//! the machine's speed; that took 11-17 s per target, 72 s for all five, in
+//! the debug build on a busy 2-core VM. Without it a target runs for
+//! `SCHEDLAT_FUZZ_SECS` seconds (default 1), at least one
+//! round: the way to explore longer by hand.
 
 use std::{
     fmt,
@@ -22,7 +29,7 @@ use std::{
 use proptest::{
     collection::vec,
     prelude::*,
-    test_runner::{Config, RngAlgorithm, TestRng, TestRunner},
+    test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner},
 };
 
 /// A mutated input, shown as text in failure reports.
@@ -168,6 +175,22 @@ pub fn corpus(target: &str) -> Vec<Vec<u8>> {
     seeds
 }
 
+/// How long [`fuzz`] runs: an exact number of rounds or a time budget.
+enum Bound {
+    Rounds(u64),
+    Time(Duration),
+}
+
+fn bound() -> Bound {
+    if let Some(rounds) = std::env::var("SCHEDLAT_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        return Bound::Rounds(rounds.max(1));
+    }
+    Bound::Time(budget())
+}
+
 fn budget() -> Duration {
     let secs = std::env::var("SCHEDLAT_FUZZ_SECS")
         .ok()
@@ -176,8 +199,8 @@ fn budget() -> Duration {
     Duration::from_secs_f64(secs.max(0.0))
 }
 
-/// Runs `check` on every seed, then on mutations of them until the time
-/// budget is spent. `check` panics on a failure.
+/// Runs `check` on every seed, then on mutations of them for the rounds or
+/// the time [`bound`] gives. `check` panics on a failure.
 pub fn fuzz(target: &str, check: impl Fn(&[u8])) {
     let seeds = corpus(target);
     for seed in &seeds {
@@ -198,6 +221,7 @@ pub fn fuzz(target: &str, check: impl Fn(&[u8])) {
         max_shrink_time: 20_000,
         ..Config::default()
     };
+    let bound = bound();
     let started = Instant::now();
     let mut round = 0u64;
     let mut cases = 0u64;
@@ -210,18 +234,39 @@ pub fn fuzz(target: &str, check: impl Fn(&[u8])) {
             check(&input.0);
             Ok(())
         }) {
-            panic!("fuzz target {target} failed (SCHEDLAT_FUZZ_SEED={base}, round {round}): {e}");
+            let saved = match &e {
+                TestError::Fail(_, input) => save_failure(target, &input.0),
+                TestError::Abort(_) => String::new(),
+            };
+            panic!(
+                "fuzz target {target} failed (SCHEDLAT_FUZZ_SEED={base}, round {round}): {e}{saved}"
+            );
         }
         round += 1;
         cases += u64::from(config.cases);
-        if started.elapsed() >= budget() {
+        let done = match bound {
+            Bound::Rounds(rounds) => round >= rounds,
+            Bound::Time(budget) => started.elapsed() >= budget,
+        };
+        if done {
             break;
         }
     }
     eprintln!(
-        "fuzz {target}: {cases} cases in {:.1?}, no failure",
+        "fuzz {target}: {round} rounds, {cases} cases in {:.1?}, no failure",
         started.elapsed()
     );
+}
+
+/// Writes a minimal failing input as its exact bytes (the report shows it
+/// as lossy text, which loses binary BTF), ready to go into the corpus.
+fn save_failure(target: &str, data: &[u8]) -> String {
+    let dir = std::env::temp_dir().join("schedlat-fuzz-failures");
+    let path = dir.join(format!("{target}-{}.bin", std::process::id()));
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, data)) {
+        Ok(()) => format!("\nminimal failing input saved as {}", path.display()),
+        Err(e) => format!("\n(cannot save the minimal failing input: {e})"),
+    }
 }
 
 fn text(data: &[u8]) -> String {

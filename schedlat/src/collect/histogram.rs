@@ -108,8 +108,18 @@ impl Waits {
         }
     }
 
+    /// The number of waits. Counts from the kernel cannot overflow; counts
+    /// read from a file are checked on reading ([`Waits::try_merge`]).
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
+    }
+
+    /// [`Waits::count`], or None when the buckets add up past u64 (only a
+    /// corrupt or forged recording can say so).
+    pub fn checked_count(&self) -> Option<u64> {
+        self.buckets
+            .iter()
+            .try_fold(0u64, |sum, &n| sum.checked_add(n))
     }
 
     pub fn mean_ns(&self) -> Option<f64> {
@@ -127,6 +137,31 @@ impl Waits {
         self.unkeyed += other.unkeyed;
         self.min_ns = [self.min_ns, other.min_ns].into_iter().flatten().min();
         self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
+    }
+
+    /// [`Waits::merge`] for counts read from a file: None, and `self`
+    /// unchanged, when a sum would overflow u64 (the total count included,
+    /// so [`Waits::count`] stays exact afterwards).
+    pub fn try_merge(&mut self, other: &Waits) -> Option<()> {
+        let merged = Waits {
+            buckets: checked_add_all(&self.buckets, &other.buckets)?,
+            log2: checked_add_all(&self.log2, &other.log2)?,
+            sum_ns: self.sum_ns.checked_add(other.sum_ns)?,
+            discarded_negative: self
+                .discarded_negative
+                .checked_add(other.discarded_negative)?,
+            untracked_tid: self.untracked_tid.checked_add(other.untracked_tid)?,
+            unkeyed: self.unkeyed.checked_add(other.unkeyed)?,
+            min_ns: [self.min_ns, other.min_ns].into_iter().flatten().min(),
+            max_ns: [self.max_ns, other.max_ns].into_iter().flatten().max(),
+        };
+        merged.checked_count()?;
+        merged
+            .log2
+            .iter()
+            .try_fold(0u64, |sum, &n| sum.checked_add(n))?;
+        *self = merged;
+        Some(())
     }
 
     /// runqlat's log2 slots (slot 0 = 0..1, slot k = 2^k..2^(k+1)-1), up to
@@ -153,6 +188,13 @@ fn add(into: &mut [u64], from: &[u64]) {
     for (sum, n) in into.iter_mut().zip(from) {
         *sum += n;
     }
+}
+
+fn checked_add_all(into: &[u64], from: &[u64]) -> Option<Vec<u64>> {
+    into.iter()
+        .zip(from)
+        .map(|(a, b)| a.checked_add(*b))
+        .collect()
 }
 
 #[cfg(test)]

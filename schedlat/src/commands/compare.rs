@@ -82,7 +82,17 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
         {
             slice.get_or_insert_with(|| Slice::fixed(ns, src));
         }
-        waits.merge(&interval.waits());
+        // Counts near 2^64 come only from a damaged or forged file; refused
+        // here so every later sum over the buckets is exact.
+        interval
+            .waits()
+            .and_then(|w| waits.try_merge(&w))
+            .with_context(|| {
+                format!(
+                    "{}: wait counts add up to more than 2^64: a damaged recording",
+                    at()
+                )
+            })?;
     }
     let Some(unit) = unit else {
         bail!(
@@ -386,7 +396,7 @@ mod tests {
         let mut cpu = CpuStats::ZERO;
         cpu.buckets[bucket_index(us * 1000)] = n;
         cpu.log2[log2_slot(us * 1000 / unit.ns())] = n;
-        cpu.sum_ns = us * 1000 * n;
+        cpu.sum_ns = (us * 1000).saturating_mul(n);
         let waits = Waits::from_cpus(&[cpu]);
         let slice = Slice::fixed(3_000_000, "test");
         let mut report = Report::new(
@@ -418,6 +428,24 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("missing field"), "{e}");
+    }
+
+    /// Regression (fuzz_compare_input): a recording whose counts add up
+    /// past 2^64 overflowed in Waits::count; it is refused on reading.
+    #[test]
+    fn counts_past_u64_are_refused() {
+        let one = fs::read_to_string(recording("big", Unit::Usecs, 3000, u64::MAX / 2 + 1, None))
+            .unwrap();
+        // Two intervals of 2^63 waits each: 2^64 in all.
+        let e = format!(
+            "{:#}",
+            parse(Path::new("big"), &one.repeat(2)).err().unwrap()
+        );
+        assert!(
+            e.contains("big:2: wait counts add up to more than 2^64"),
+            "{e}"
+        );
+        parse(Path::new("big"), &one).unwrap();
     }
 
     #[test]

@@ -159,7 +159,17 @@ pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupO
         CssChoice::Controllers(names) => {
             let id = subsys_id(btf, path, names)?;
             // subsys is an array of pointers.
-            cset.offset_of(&["subsys"])? + 8 * id
+            let at = cset.offset_of(&["subsys"])? + 8 * id;
+            if at >= cset.size {
+                return Err(BtfError::Layout {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "css_set.subsys[{id}] at byte {at} lies outside the struct ({} bytes)",
+                        cset.size
+                    ),
+                });
+            }
+            at
         }
     };
     let css = StructLayout::find(btf, path, "cgroup_subsys_state")?;
@@ -306,20 +316,32 @@ impl StructLayout {
     }
 
     /// Offset of the first of `candidates` that exists (newest name first).
+    /// An offset at or past the struct's end is refused: the programs would
+    /// read another object's memory (only a damaged BTF says so).
     fn offset_of(&self, candidates: &[&str]) -> Result<u64, BtfError> {
-        candidates
+        let (name, offset) = candidates
             .iter()
             .find_map(|want| {
                 self.members
                     .iter()
                     .find(|(name, _)| name == want)
-                    .map(|(_, off)| *off)
+                    .map(|(name, off)| (name, *off))
             })
             .ok_or_else(|| BtfError::NoField {
                 path: self.path.clone(),
                 strukt: self.name.clone(),
                 fields: candidates.iter().map(|s| s.to_string()).collect(),
-            })
+            })?;
+        if offset >= self.size {
+            return Err(BtfError::Layout {
+                path: self.path.clone(),
+                what: format!(
+                    "struct {} member {name} at byte {offset} lies outside the struct ({} bytes): a damaged BTF",
+                    self.name, self.size
+                ),
+            });
+        }
+        Ok(offset)
     }
 }
 
@@ -454,6 +476,20 @@ mod tests {
         );
         // No sched_entity, cfs_rq or rq in the fixture: no run-queue length.
         assert_eq!(rq_offsets(&btf, Path::new("fixture")), None);
+    }
+
+    /// Regression (fuzz_btf_offsets): a BTF placing task_struct.pid at
+    /// byte 64 of a 40-byte struct was accepted.
+    #[test]
+    fn offset_past_the_struct_is_refused() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/btf/member_offset_past_struct_end.btf");
+        let btf = open(&path).unwrap();
+        let e = task_offsets(&btf, &path).unwrap_err().to_string();
+        assert!(
+            e.contains("pid at byte 64 lies outside the struct (40 bytes)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -246,8 +246,10 @@ pub fn runnable_state_mask(switch_format: &Format) -> Option<u64> {
         .collect();
     let report_max = if expr.contains("<<") {
         // (((OR of the report states) + 1) << 1): drop the "+ 1" and "<< 1".
+        // Checked: a damaged format can OR up to u64::MAX, which has no
+        // report bit above it; no mask then, as for an unreadable format.
         let states = literals.iter().rev().skip(2).fold(0, |acc, v| acc | v);
-        (states + 1) << 1
+        states.checked_add(1)?.checked_mul(2)?
     } else {
         *literals.first()?
     };
@@ -354,6 +356,15 @@ mod tests {
         let text = "print fmt: \"x\", (REC->prev_state & 0x80) ? \"x\" : \"R\", REC->prev_state & 0x80 ? \"+\" : \"\"";
         let f = Format::parse("old".into(), text);
         assert_eq!(runnable_state_mask(&f), Some(0x7f));
+    }
+
+    /// Regression (fuzz_tracefs_format): report states OR-ed up to
+    /// u64::MAX overflowed in `+ 1`; such a format gives no mask.
+    #[test]
+    fn state_mask_absent_when_the_states_overflow() {
+        let text = "print fmt: \"x\", REC->prev_state & (((0x0 | 0xffffffffffffffff) + 1) << 1) ? \"+\" : \"\"";
+        let f = Format::parse("x".into(), text);
+        assert_eq!(runnable_state_mask(&f), None);
     }
 
     #[test]

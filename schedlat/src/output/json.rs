@@ -141,14 +141,17 @@ pub fn render(report: &Report) -> String {
 }
 
 impl Interval {
-    /// The waits this object describes (for merging recordings).
-    pub fn waits(&self) -> Waits {
+    /// The waits this object describes (for merging recordings); None when
+    /// its counts add up past u64, which no real recording does (a corrupt
+    /// file: two buckets at one index, or counts near 2^64).
+    pub fn waits(&self) -> Option<Waits> {
         let mut w = Waits::default();
         for b in &self.buckets {
-            w.buckets[bucket_index(b.low_ns)] += b.count;
+            let sum = &mut w.buckets[bucket_index(b.low_ns)];
+            *sum = sum.checked_add(b.count)?;
         }
         for (slot, s) in self.log2.iter().enumerate().take(NR_LOG2_SLOTS) {
-            w.log2[slot] += s.count;
+            w.log2[slot] = s.count;
         }
         w.sum_ns = self.sum_ns;
         w.untracked_tid = self.dropped.untracked_tid;
@@ -157,7 +160,8 @@ impl Interval {
             w.min_ns = p.min_ns;
             w.max_ns = p.max_ns;
         }
-        w
+        w.checked_count()?;
+        Some(w)
     }
 }
 
@@ -230,6 +234,6 @@ mod tests {
             true,
         );
         let back: Interval = serde_json::from_str(&render(&report)).unwrap();
-        assert_eq!(back.waits(), waits);
+        assert_eq!(back.waits(), Some(waits));
     }
 }
