@@ -15,8 +15,9 @@
 //! number. `SCHEDLAT_FUZZ_ROUNDS` sets the exact number of rounds and then
 //! the time budget is ignored: `cargo xtask test` (and so CI) sets 100
 //! (xtask's `FUZZ_ROUNDS`), so every CI run tries the same inputs whatever
-//! the machine's speed; that took 11-17 s per target, 72 s for all five, in
-//! the debug build on a busy 2-core VM. Without it a target runs for
+//! the machine's speed; that took 10-18 s per target (the BTF target, which
+//! writes each case to a file, up to 54 s while the disk was busy), 72 to
+//! 105 s for all five, in the debug build on a busy 2-core VM. Without it a target runs for
 //! `SCHEDLAT_FUZZ_SECS` seconds (default 1), at least one
 //! round: the way to explore longer by hand.
 

@@ -225,7 +225,7 @@ fn test(args: &[String]) -> Result<()> {
 }
 
 /// Rounds of 200 cases each fuzz target runs in `cargo xtask test` (and so
-/// in CI): 11-17 s per target, 72 s for the five, in the debug build on
-/// a busy 2-core VM. Keep it in step with schedlat/src/fuzz.rs's header and
+/// in CI): 10-18 s per target in the debug build on a busy 2-core VM (the
+/// BTF target, which writes each case to a file, up to 54 s on a busy disk). Keep it in step with schedlat/src/fuzz.rs's header and
 /// docs/development.md.
 const FUZZ_ROUNDS: &str = "100";
