@@ -13,6 +13,9 @@ mod kernel;
 mod output;
 pub mod sys;
 
+#[cfg(test)]
+mod layers;
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -34,31 +37,38 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let (kernel, filter) = (&cli.kernel.access(), &cli.filter.spec());
     let result = match &cli.command {
         None => runtime.block_on(run::histogram(
-            &cli.histogram,
-            &cli.breakdown,
-            &cli.kernel,
-            &cli.filter,
+            &cli.histogram.options(),
+            &cli.breakdown.options(),
+            kernel,
+            filter,
         )),
-        Some(cli::Command::Record(args)) => {
-            runtime.block_on(run::record(args, &cli.kernel, &cli.filter))
-        }
+        Some(cli::Command::Record(args)) => runtime.block_on(run::record(
+            &args.output,
+            args.duration,
+            cli::unit(args.milliseconds),
+            kernel,
+            filter,
+        )),
         Some(cli::Command::Diagnose(args)) => {
-            diagnose::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
+            diagnose::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
         }
         Some(cli::Command::Top(args)) => {
-            top::run(args, &cli.kernel, &cli.filter).map(|()| run::Ended::Done)
+            top::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
         }
-        Some(cli::Command::Compare(args)) => compare::run(args).map(|()| run::Ended::Done),
+        Some(cli::Command::Compare(args)) => {
+            compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
+        }
         Some(cli::Command::Serve(args)) => {
-            runtime.block_on(serve::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(serve::run(&args.options(), kernel, filter))
         }
         Some(cli::Command::Victims(args)) => {
-            runtime.block_on(victims::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(victims::run(&args.options(), kernel, filter))
         }
         Some(cli::Command::Slow(args)) => {
-            runtime.block_on(slow::run(args, &cli.kernel, &cli.filter))
+            runtime.block_on(slow::run(&args.options(), kernel, filter))
         }
     };
     match result {

@@ -7,77 +7,32 @@
 //! run, so schedlat never turns it on by itself. The sysctl's value is
 //! exported so that a counter standing still can be told from an idle one.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fs,
-};
+use std::{collections::BTreeMap, fs};
 
-use aya::programs::loaded_programs;
+use super::tracer::Tracer;
 
 /// One program's cumulative cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgramCost {
     /// The tracepoint the program is attached to (the same in both hook
-    /// modes), from its link's fdinfo. Kernels whose links do not say get
-    /// the kernel's program name instead, which is cut at 15 bytes: programs
-    /// sharing those bytes are then one entry, their costs added.
+    /// modes); programs on one tracepoint are one entry, their costs added.
     pub name: String,
     pub run_time_ns: u64,
     pub runs: u64,
 }
 
-/// The ids of the programs this process loaded, and where they hook.
-#[derive(Debug)]
-pub struct OwnPrograms {
-    ids: BTreeSet<u32>,
-    tracepoints: BTreeMap<u32, String>,
-}
-
-impl OwnPrograms {
-    /// Finds the programs behind this process' file descriptors: program
-    /// and link fds both show `prog_id:` in fdinfo, and links (raw
-    /// tracepoint, and perf since 6.6) also `tp_name:`. Call it once, after
-    /// attaching: schedlat holds no other BPF programs. (The loader keeps its
-    /// program handles to itself; reading fdinfo keeps this module out of it.)
-    pub fn find() -> std::io::Result<OwnPrograms> {
-        let mut ids = BTreeSet::new();
-        let mut tracepoints = BTreeMap::new();
-        for entry in fs::read_dir("/proc/self/fdinfo")? {
-            // The directory's own fd, closed by the time we read it.
-            let Ok(text) = fs::read_to_string(entry?.path()) else {
+impl Tracer {
+    /// The current cost of each attached program, by tracepoint, from the
+    /// kernel's bpf_prog_info of each program (one syscall each). A program
+    /// whose info cannot be read is left out.
+    pub fn program_costs(&self) -> Vec<ProgramCost> {
+        let mut by_name: BTreeMap<&str, ProgramCost> = BTreeMap::new();
+        for &(program, tracepoint) in &self.programs {
+            let Some(Ok(info)) = self.ebpf.program(program).map(|p| p.info()) else {
                 continue;
             };
-            let field = |key: &str| {
-                text.lines()
-                    .find_map(|line| line.strip_prefix(key))
-                    .map(str::trim)
-            };
-            let Some(id) = field("prog_id:").and_then(|id| id.parse::<u32>().ok()) else {
-                continue;
-            };
-            ids.insert(id);
-            if let Some(tp) = field("tp_name:") {
-                tracepoints.insert(id, tp.to_string());
-            }
-        }
-        Ok(OwnPrograms { ids, tracepoints })
-    }
-
-    /// Current cost of each program, by kernel name. aya lists every program
-    /// on the host (three syscalls each) and we keep ours; programs unloaded
-    /// by others while we list fail their lookup and are skipped.
-    pub fn costs(&self) -> Vec<ProgramCost> {
-        let mut by_name: BTreeMap<String, ProgramCost> = BTreeMap::new();
-        for info in loaded_programs().flatten() {
-            if !self.ids.contains(&info.id()) {
-                continue;
-            }
-            let name = match self.tracepoints.get(&info.id()) {
-                Some(tp) => tp.clone(),
-                None => info.name_as_str().unwrap_or("unnamed").to_string(),
-            };
-            let cost = by_name.entry(name.clone()).or_insert(ProgramCost {
-                name,
+            let cost = by_name.entry(tracepoint).or_insert(ProgramCost {
+                name: tracepoint.to_string(),
                 run_time_ns: 0,
                 runs: 0,
             });
@@ -85,10 +40,6 @@ impl OwnPrograms {
             cost.runs += info.run_count();
         }
         by_name.into_values().collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
     }
 }
 

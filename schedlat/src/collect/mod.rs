@@ -4,5 +4,9 @@
 
 pub mod bpf_cost;
 pub mod histogram;
+pub mod interval;
 pub mod keylabels;
+mod maps;
+pub mod slow;
+pub mod tracer;
 pub mod victims;

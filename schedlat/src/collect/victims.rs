@@ -14,9 +14,10 @@ use schedlat_common::{
     victims::{CulpritStats, ModeCounters, VictimStats},
 };
 
+use super::interval::HistogramInterval;
 use crate::{
     collect::histogram::Waits,
-    kernel::loader::{LoadError, Tracer},
+    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 /// A program that read the old epoch runs to its end within microseconds
@@ -45,7 +46,7 @@ pub struct Collector {
     max_tasks: u32,
     idle_rows: u32,
     counters: ModeCounters,
-    waits: Waits,
+    histogram: HistogramInterval,
 }
 
 impl Collector {
@@ -58,19 +59,19 @@ impl Collector {
             max_tasks,
             idle_rows: u32::try_from(cpus).unwrap_or(u32::MAX),
             counters: ModeCounters::default(),
-            waits: Waits::default(),
+            histogram: HistogramInterval::default(),
         };
         collector.end_interval(tracer)?;
         Ok(collector)
     }
 
     pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, LoadError> {
-        let half = epoch(tracer.ebpf_mut())? & 1;
+        let half = epoch(&tracer.ebpf)? & 1;
         // Flips the epoch; its per-CPU statistics carry the loss counters
         // (and the histogram, when it is on).
-        let (cpus, extremes) = tracer.end_interval()?;
+        let waits = self.histogram.end(tracer)?;
         std::thread::sleep(GRACE);
-        let ebpf = tracer.ebpf_mut();
+        let ebpf = &mut tracer.ebpf;
         let victims_used = rows_used(ebpf, half, None)?;
         let culprits_used = rows_used(ebpf, 2 + half, None)?;
         let max = self.max_tasks;
@@ -82,18 +83,15 @@ impl Collector {
         rows_used(ebpf, 2 + half, Some(0))?;
 
         let counters = mode_counters(ebpf)?;
-        let waits = Waits::from_cpus(&cpus);
-        let since = waits.since(&self.waits);
         let interval = Interval {
             victims,
             culprits,
             counters: minus(&counters, &self.counters),
-            untracked_tid: since.untracked_tid,
-            discarded_negative: since.discarded_negative,
-            waits: since.with_extremes(&extremes),
+            untracked_tid: waits.untracked_tid,
+            discarded_negative: waits.discarded_negative,
+            waits,
         };
         self.counters = counters;
-        self.waits = waits;
         Ok(interval)
     }
 
@@ -132,7 +130,7 @@ fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
     move |error| LoadError::Map { name, error }
 }
 
-fn epoch(ebpf: &mut Ebpf) -> Result<u32, LoadError> {
+fn epoch(ebpf: &Ebpf) -> Result<u32, LoadError> {
     let name = names::MAP_EPOCH;
     let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
     let epoch = Array::<&MapData, u32>::try_from(map).map_err(map_error(name))?;
@@ -165,8 +163,15 @@ fn read_rows<V: Pod>(
         .collect()
 }
 
+impl Tracer {
+    /// The victims and slow-event counters since load, summed over CPUs.
+    pub fn mode_counters(&self) -> Result<ModeCounters, LoadError> {
+        mode_counters(&self.ebpf)
+    }
+}
+
 /// The per-CPU counters, summed.
-pub fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, LoadError> {
+fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, LoadError> {
     let name = names::MAP_MODE_COUNTERS;
     let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
     let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).map_err(map_error(name))?;

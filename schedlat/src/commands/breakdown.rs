@@ -16,64 +16,22 @@ use crate::{
     },
     collect::histogram::{Unit, Waits},
     collect::keylabels::{KeyLabels, waits_of},
-    kernel::loader::{LoadError, Tracer},
     kernel::modes::Keyed,
     output::{self, text},
+    {collect::tracer::Tracer, kernel::error::LoadError},
 };
-
-#[derive(Debug, Clone, Default, clap::Args)]
-#[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
-pub struct BreakdownArgs {
-    /// One histogram per process (`pid = PID comm`), as runqlat -P
-    #[arg(short = 'P', long = "pids", group = "breakdown")]
-    pub pids: bool,
-    /// One histogram per thread (`tid = TID comm`), as runqlat -L
-    #[arg(short = 'L', long = "tids", group = "breakdown")]
-    pub tids: bool,
-    /// One histogram per PID namespace (`pidns = INODE`), as runqlat --pidnss
-    #[arg(long, group = "breakdown")]
-    pub pidnss: bool,
-    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
-    #[arg(long, group = "breakdown")]
-    pub cgroups: bool,
-    /// One histogram per CPU, the one each wait ended on
-    #[arg(long, group = "breakdown")]
-    pub cpus: bool,
-    /// Order of the per-key histograms, most relevant first
-    #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "breakdown")]
-    pub sort: KeySort,
-    /// Print only the first N keys of each interval (the rest are counted)
-    #[arg(long, value_name = "N", requires = "breakdown", value_parser = clap::value_parser!(u32).range(1..))]
-    pub top: Option<u32>,
-    /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
-    pub max_keys: u32,
-}
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.
 pub const DEFAULT_MAX_KEYS: u32 = 4096;
 
-/// `--max-keys`' range.
-pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
-    clap::value_parser!(u32).range(1..=1_000_000)
-}
-
-impl BreakdownArgs {
-    pub fn keyed(&self) -> Option<Keyed> {
-        let by = [
-            (self.pids, Breakdown::Process),
-            (self.tids, Breakdown::Thread),
-            (self.pidnss, Breakdown::PidNamespace),
-            (self.cgroups, Breakdown::Cgroup),
-            (self.cpus, Breakdown::Cpu),
-        ]
-        .into_iter()
-        .find_map(|(on, by)| on.then_some(by))?;
-        Some(Keyed {
-            by,
-            max_keys: self.max_keys,
-        })
-    }
+/// The breakdown asked for: what the kernel keys by, and how the keys are
+/// ordered and cut.
+#[derive(Debug, Clone, Default)]
+pub struct BreakdownOptions {
+    pub keyed: Option<Keyed>,
+    pub sort: KeySort,
+    /// Only the first N keys of each interval.
+    pub top: Option<u32>,
 }
 
 /// How keys are ordered: by what they waited in the interval.
@@ -128,7 +86,7 @@ pub struct KeyedReport {
 }
 
 impl KeyedView {
-    pub fn new(args: &BreakdownArgs, keyed: Keyed, tracer: &Tracer) -> KeyedView {
+    pub fn new(args: &BreakdownOptions, keyed: Keyed, tracer: &Tracer) -> KeyedView {
         KeyedView {
             by: keyed.by,
             sort: args.sort,

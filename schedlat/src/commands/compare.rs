@@ -16,7 +16,6 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    cli::CompareArgs,
     collect::histogram::Waits,
     output::json::Interval,
 };
@@ -58,9 +57,9 @@ fn load(path: &Path) -> Result<Recording> {
     Ok(Recording { waits, unit, slice })
 }
 
-pub fn run(args: &CompareArgs) -> Result<()> {
-    let before = load(&args.before)?;
-    let after = load(&args.after)?;
+pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
+    let before = load(before)?;
+    let after = load(after)?;
     let slice = before
         .slice
         .clone()
@@ -73,7 +72,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let test = rank_test(&before.waits, &after.waits);
     let tail = tail_test(&before.waits, &after.waits, slice.ns / 2);
     let change = compare::overall(tail, test);
-    let text = if args.json {
+    let text = if json {
         let side = |w: &Waits, s: &Shape| {
             json!({"count": w.count(), "mean_ns": w.mean_ns(), "percentiles": Percentiles::of(w),
                    "shape": {"verdict": s.verdict.as_str(), "summary": s.summary}})

@@ -7,6 +7,7 @@ use crate::kernel::modes::Modes;
 use std::{
     fs::File,
     io::{self, Write},
+    path::Path,
     time::Instant,
 };
 
@@ -14,9 +15,9 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
-    cli::{FilterArgs, HistogramArgs, KernelArgs, RecordArgs},
-    collect::histogram::{Unit, Waits},
-    commands::breakdown::{BreakdownArgs, KeyedView},
+    collect::{histogram::Unit, interval::HistogramInterval},
+    commands::breakdown::{BreakdownOptions, KeyedView},
+    kernel::{filter::FilterSpec, loader::KernelAccess},
     output::{self, Report},
 };
 
@@ -28,54 +29,66 @@ pub enum Ended {
     StdoutClosed,
 }
 
+/// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
+/// and `--json`.
+pub struct HistogramOptions {
+    pub interval: Option<u64>,
+    pub count: Option<u64>,
+    pub timestamp: bool,
+    pub unit: Unit,
+    pub json: bool,
+}
+
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
 /// printed as usual and also written to FILE as a JSON object.
-pub async fn record(args: &RecordArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
-    let file = File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let histogram = HistogramArgs {
-        interval: Some(args.duration),
+pub async fn record(
+    output: &Path,
+    duration: u64,
+    unit: Unit,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let histogram = HistogramOptions {
+        interval: Some(duration),
         count: Some(1),
         timestamp: false,
-        milliseconds: args.milliseconds,
+        unit,
         json: false,
     };
     let ended = run(
         &histogram,
-        &BreakdownArgs::default(),
+        &BreakdownOptions::default(),
         kernel,
         filter,
         Some(file),
     )
     .await?;
-    eprintln!("schedlat: recorded to {}", args.output.display());
+    eprintln!("schedlat: recorded to {}", output.display());
     Ok(ended)
 }
 
 pub async fn histogram(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
 ) -> Result<Ended> {
     run(cli, breakdown, kernel, filter, None).await
 }
 
 /// The measurement loop; each report also goes to `record_to` as JSON.
 async fn run(
-    cli: &HistogramArgs,
-    breakdown: &BreakdownArgs,
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    cli: &HistogramOptions,
+    breakdown: &BreakdownOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
     mut record_to: Option<File>,
 ) -> Result<Ended> {
-    let unit = if cli.milliseconds {
-        Unit::Msecs
-    } else {
-        Unit::Usecs
-    };
+    let unit = cli.unit;
     let mut signals = Signals::install()?;
-    let keyed = breakdown.keyed();
+    let keyed = breakdown.keyed;
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
@@ -83,7 +96,7 @@ async fn run(
     let slice = Slice::detect();
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
-    let mut previous = Waits::from_cpus(&tracer.end_interval()?.0);
+    let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some(view) = keyed_view.as_mut() {
         view.interval(&mut tracer, 0, &slice)?;
     }
@@ -99,9 +112,7 @@ async fn run(
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
-        let waits = current.since(&previous).with_extremes(&extremes);
+        let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         let keys = match keyed_view.as_mut() {
             Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
@@ -128,7 +139,6 @@ async fn run(
         if stop {
             return Ok(Ended::Done);
         }
-        previous = current;
         started = Instant::now();
     }
 }

@@ -12,10 +12,10 @@ use tokio::{
 };
 
 use crate::{
-    cli::{FilterArgs, KernelArgs},
+    collect::tracer::Tracer,
     kernel::filter::Filter,
-    kernel::loader::Tracer,
     kernel::modes::Modes,
+    kernel::{filter::FilterSpec, loader::KernelAccess},
 };
 
 /// The signals that end a run. Install them before loading, so a Ctrl-C
@@ -45,13 +45,13 @@ impl Signals {
 /// Resolves the filter, loads and attaches in `modes`, and says on stderr
 /// which hook mode is in use, any fallback, and the filter's target.
 pub fn attach(
-    kernel: &KernelArgs,
-    filter: &FilterArgs,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
     unit_ns: u64,
     modes: &Modes,
 ) -> Result<(Tracer, Filter)> {
     let filter = Filter::resolve(filter)?;
-    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources(), unit_ns, &filter, modes)?;
+    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources, unit_ns, &filter, modes)?;
     for note in &tracer.notes {
         eprintln!("schedlat: {note}");
     }

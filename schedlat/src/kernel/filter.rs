@@ -7,10 +7,20 @@ use std::fs;
 
 use thiserror::Error;
 
-use crate::{
-    cli::FilterArgs,
-    kernel::cgroupfs::{CgroupTarget, Mounts},
-};
+use std::path::PathBuf;
+
+use crate::kernel::cgroupfs::{CgroupTarget, Mounts};
+
+/// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
+/// they are checked.
+#[derive(Debug, Clone, Default)]
+pub struct FilterSpec {
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub cgroup: Option<PathBuf>,
+    pub comm: Option<String>,
+    pub cpu: Option<String>,
+}
 
 #[derive(Debug, Error)]
 pub enum FilterError {
@@ -46,7 +56,7 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn resolve(args: &FilterArgs) -> Result<Filter, FilterError> {
+    pub fn resolve(args: &FilterSpec) -> Result<Filter, FilterError> {
         if let Some(pid) = args.pid {
             match tgid_of(pid) {
                 None => return Err(FilterError::NoSuchProcess(pid)),
@@ -261,14 +271,14 @@ pub fn cpu_list_str(cpus: &[usize]) -> String {
 mod tests {
     use super::*;
 
-    fn resolve(args: FilterArgs) -> Result<Filter, FilterError> {
+    fn resolve(args: FilterSpec) -> Result<Filter, FilterError> {
         Filter::resolve(&args)
     }
 
-    fn pid(pid: u32) -> FilterArgs {
-        FilterArgs {
+    fn pid(pid: u32) -> FilterSpec {
+        FilterSpec {
             pid: Some(pid),
-            ..FilterArgs::default()
+            ..FilterSpec::default()
         }
     }
 
@@ -291,9 +301,9 @@ mod tests {
         // pid_max is at most 2^22, so this PID cannot exist.
         let e = resolve(pid(5_000_000)).unwrap_err().to_string();
         assert!(e.contains("no process with PID 5000000"), "{e}");
-        let args = FilterArgs {
+        let args = FilterSpec {
             tid: Some(5_000_000),
-            ..FilterArgs::default()
+            ..FilterSpec::default()
         };
         let e = resolve(args).unwrap_err().to_string();
         assert!(e.contains("no thread with TID 5000000"), "{e}");
@@ -314,9 +324,9 @@ mod tests {
             e.contains(&format!("use `-p {}`", std::process::id())),
             "{e}"
         );
-        let args = FilterArgs {
+        let args = FilterSpec {
             tid: Some(tid),
-            ..FilterArgs::default()
+            ..FilterSpec::default()
         };
         let f = resolve(args).unwrap();
         assert!(f.target_alive());
@@ -327,7 +337,7 @@ mod tests {
 
     #[test]
     fn no_filter_is_inactive() {
-        let f = resolve(FilterArgs::default()).unwrap();
+        let f = resolve(FilterSpec::default()).unwrap();
         assert!(!f.is_active() && f.target_alive() && f.describe().is_none());
         assert_eq!(f.needs_btf(), None);
     }
@@ -343,9 +353,9 @@ mod tests {
 
     #[test]
     fn cpu_lists_must_name_real_cpus() {
-        let args = |list: &str| FilterArgs {
+        let args = |list: &str| FilterSpec {
             cpu: Some(list.to_string()),
-            ..FilterArgs::default()
+            ..FilterSpec::default()
         };
         let f = resolve(args("0")).unwrap();
         assert_eq!(f.cpu_mask().unwrap()[0], 1);

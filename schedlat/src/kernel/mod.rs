@@ -5,7 +5,10 @@
 pub mod btf;
 pub mod btf_prefix;
 pub mod cgroupfs;
+pub mod error;
 pub mod filter;
+pub mod hook;
+pub mod limits;
 pub mod loader;
 pub mod modes;
 pub mod privileges;

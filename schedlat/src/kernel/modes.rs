@@ -10,7 +10,8 @@ use schedlat_common::{names, scope::Breakdown};
 
 use crate::{
     kernel::btf::{RqOffsets, TaskOffsets},
-    kernel::loader::{LoadError, pid_max},
+    kernel::error::LoadError,
+    kernel::limits::pid_max,
 };
 
 /// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with

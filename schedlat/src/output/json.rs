@@ -165,7 +165,7 @@ impl Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::loader::HookMode};
+    use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::hook::HookMode};
     use schedlat_common::{CpuStats, Extremes, log2_slot};
     use std::time::Duration;
 

@@ -13,7 +13,7 @@ use crate::{
         slice::Slice,
     },
     collect::histogram::{Unit, Waits},
-    kernel::loader::HookMode,
+    kernel::hook::HookMode,
 };
 
 /// One interval's result, as every output sees it.

@@ -29,28 +29,17 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank},
     },
-    cli::{FilterArgs, KernelArgs},
     collect::histogram::Waits,
-    collect::victims::Collector,
+    collect::interval::Source,
     commands::victims::{self, DEFAULT_MAX_TASKS},
-    kernel::filter::Filter,
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
     kernel::privileges,
     sys::procfs,
 };
 use findings::{Findings, Snapshot};
 use priority::Attribution;
 use scope::{Mounts, Scope};
-
-/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
-#[derive(Debug, clap::Args)]
-pub struct DiagnoseArgs {
-    /// Length of the observation window, in seconds
-    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
-    /// One JSON object instead of the text report
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// What the eBPF side measured over the window (root only).
 pub struct Traced {
@@ -62,16 +51,14 @@ pub struct Traced {
     pub victims: Result<Attribution, String>,
 }
 
-/// Where the window's eBPF numbers come from.
-enum Source {
-    /// The histogram alone (victims could not load): its reading at the
-    /// start, and why there are no victims.
-    Histogram { baseline: Waits, why: String },
-    /// The histogram and the victims tables from one load.
-    WithVictims(Collector),
+/// The observation window and how the diagnosis is printed.
+pub struct DiagnoseOptions {
+    /// Seconds.
+    pub duration: u64,
+    pub json: bool,
 }
 
-pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
         anyhow::bail!(
@@ -116,14 +103,9 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     // The first interval starts here: the collector drops what came before.
     let mut traced_source = match tracer {
         Some((mut t, victims)) => {
-            let source = match victims {
-                Ok(()) => Source::WithVictims(Collector::start(&mut t, DEFAULT_MAX_TASKS)?),
-                Err(why) => Source::Histogram {
-                    baseline: Waits::from_cpus(&t.end_interval()?.0),
-                    why,
-                },
-            };
-            Some((t, source))
+            let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
+            let source = Source::start(&mut t, max_tasks)?;
+            Some((t, source, victims.err()))
         }
         None => None,
     };
@@ -143,23 +125,18 @@ pub fn run(args: &DiagnoseArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Res
     let end = Snapshot::take(&scope);
     let elapsed = started.elapsed();
     let traced = match traced_source.as_mut() {
-        Some((t, source)) => {
-            let (waits, victims) = match source {
-                Source::Histogram { baseline, why } => {
-                    let (cpus, extremes) = t.end_interval()?;
-                    let waits = Waits::from_cpus(&cpus)
-                        .since(baseline)
-                        .with_extremes(&extremes);
-                    (waits, Err(std::mem::take(why)))
-                }
-                Source::WithVictims(collector) => {
-                    let mut interval = collector.end_interval(t)?;
+        Some((t, source, why_no_victims)) => {
+            let (waits, interval) = source.end_interval(t)?;
+            let victims = match (interval, why_no_victims.take()) {
+                (Some(interval), _) => {
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
-                    let overflow = (c.victims_overflow, c.culprits_overflow);
-                    let waits = std::mem::take(&mut interval.waits);
-                    (waits, Ok(Attribution::new(tables, overflow)))
+                    Ok(Attribution::new(
+                        tables,
+                        (c.victims_overflow, c.culprits_overflow),
+                    ))
                 }
+                (None, why) => Err(why.unwrap_or_default()),
             };
             let slice = Slice::detect();
             Some(Traced {

@@ -26,7 +26,7 @@ use schedlat_common::scope::Breakdown;
 
 use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
 use crate::collect::bpf_cost::ProgramCost;
-use crate::{collect::histogram::Waits, kernel::loader::HookMode};
+use crate::{collect::histogram::Waits, kernel::hook::HookMode};
 
 /// Everything one scrape exports.
 #[derive(Debug)]

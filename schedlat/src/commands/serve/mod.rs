@@ -13,7 +13,7 @@
 mod buckets;
 mod http;
 mod keyed;
-mod listen;
+pub mod listen;
 mod metrics;
 mod negotiate;
 mod scrape;
@@ -29,65 +29,23 @@ use tokio::{
 use schedlat_common::scope::Breakdown;
 
 use crate::{
-    cli::{FilterArgs, KernelArgs},
-    commands::breakdown::{DEFAULT_MAX_KEYS, max_keys_parser},
+    collect::tracer::Tracer,
     commands::run::Ended,
-    kernel::filter::Filter,
-    kernel::loader::Tracer,
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
     kernel::modes::{Keyed, Modes},
 };
 
-/// Options of `schedlat serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Address for the /metrics endpoint. Loopback by default; another
-    /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415
-    /// (the endpoint has no authentication). Port 0 picks a free port.
-    #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
+/// Where `schedlat serve` listens and what it exports.
+pub struct ServeOptions {
     pub listen: SocketAddr,
-
-    /// Also one histogram per cgroup of the task that waited, label
-    /// cgroup="/path" (in -c's hierarchy, else the cpu controller's)
-    #[arg(long, group = "keyed", help_heading = "Per-key series (pick one)")]
-    pub cgroups: bool,
-
-    /// Also one histogram per process that waited, labels pid and comm
-    #[arg(
-        short = 'P',
-        long,
-        group = "keyed",
-        help_heading = "Per-key series (pick one)"
-    )]
-    pub pids: bool,
-
-    /// At most N per-key series; keys first seen beyond them are summed into
-    /// one series labelled "__overflow__" (and counted)
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    /// Per-key series (`--cgroups`, `--pids`) and the kernel's key limit.
+    pub keyed: Option<Keyed>,
+    /// At most this many per-key series.
     pub max_series: u32,
-
-    /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
-    /// in schedlat_unkeyed_waits_total
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
-    pub max_keys: u32,
 }
 
-impl ServeArgs {
-    fn keyed(&self) -> Option<Keyed> {
-        let by = if self.cgroups {
-            Breakdown::Cgroup
-        } else if self.pids {
-            Breakdown::Process
-        } else {
-            return None;
-        };
-        Some(Keyed {
-            by,
-            max_keys: self.max_keys,
-        })
-    }
-}
-
-pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
     // Signal handlers first, so a Ctrl-C during loading is not fatal.
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -101,9 +59,9 @@ pub async fn run(args: &ServeArgs, kernel: &KernelArgs, filter: &FilterArgs) -> 
 
     // Microseconds, as in histogram mode; the fine buckets that the exporter
     // reads are nanoseconds whatever the unit.
-    let keyed = args.keyed();
+    let keyed = args.keyed;
     let modes = Modes::histogram(keyed);
-    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources(), 1_000, &filter, &modes)?;
+    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources, 1_000, &filter, &modes)?;
     for note in &tracer.notes {
         eprintln!("schedlat: {note}");
     }

@@ -14,11 +14,11 @@ use super::{
     metrics::{BpfCost, Snapshot},
 };
 use crate::{
-    collect::bpf_cost::{self, OwnPrograms},
+    collect::bpf_cost,
     collect::histogram::Waits,
     collect::keylabels::{KeyLabels, waits_of},
     kernel::filter::Filter,
-    kernel::loader::{LoadError, Tracer},
+    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 pub struct Source {
@@ -26,8 +26,6 @@ pub struct Source {
     tracer: RefCell<Tracer>,
     /// Labels of the one series: `pid` when filtered with -p.
     labels: Vec<(&'static str, String)>,
-    /// None when this process' programs could not be listed (no /proc).
-    programs: Option<OwnPrograms>,
     /// With `--cgroups` or `--pids`.
     keyed: Option<RefCell<Keyed>>,
 }
@@ -38,22 +36,8 @@ struct Keyed {
 }
 
 impl Source {
-    /// Call once the tracer is attached: its programs are looked up now.
     /// `keyed`: the breakdown loaded and the `--max-series` limit.
     pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<(Breakdown, u32)>) -> Source {
-        let programs = match OwnPrograms::find() {
-            Ok(p) if !p.is_empty() => Some(p),
-            Ok(_) => {
-                eprintln!("schedlat: note: no BPF program fds found: BPF cost not exported");
-                None
-            }
-            Err(e) => {
-                eprintln!(
-                    "schedlat: note: cannot list /proc/self/fdinfo ({e}): BPF cost not exported"
-                );
-                None
-            }
-        };
         let labels = filter
             .tgid
             .map(|pid| vec![("pid", pid.to_string())])
@@ -67,7 +51,6 @@ impl Source {
         Source {
             tracer: RefCell::new(tracer),
             labels,
-            programs,
             keyed,
         }
     }
@@ -83,9 +66,9 @@ impl Source {
         let tracer = self.tracer.borrow();
         let waits = Waits::from_cpus(&tracer.read_stats()?);
         let unkeyed = waits.unkeyed;
-        let bpf = self.programs.as_ref().map(|p| BpfCost {
+        let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),
-            programs: p.costs(),
+            programs: tracer.program_costs(),
         });
         let snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
         Ok(match (keyed, &self.keyed) {

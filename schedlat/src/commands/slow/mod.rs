@@ -8,39 +8,27 @@
 mod render;
 
 use crate::commands::session::{self, Signals};
-use std::{mem::size_of, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use aya::maps::{MapData, RingBuf};
-use schedlat_common::{names, victims::SlowEvent};
-use tokio::io::{Interest, unix::AsyncFd};
+use schedlat_common::victims::SlowEvent;
 
 use crate::{
-    cli::{FilterArgs, KernelArgs},
-    collect::histogram::Unit,
-    collect::victims::mode_counters,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::loader::LoadError,
-    kernel::modes::Modes,
+    collect::histogram::Unit, collect::slow::SlowEvents, commands::run::Ended, commands::stdout,
+    kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
     sys::clock::WallClock,
 };
 
 const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
-#[derive(Debug, clap::Args)]
-pub struct SlowArgs {
-    /// Report waits at least this long: a number with a unit, e.g. 1ms,
-    /// 500us, 2.5ms (runqslower's default is 10ms)
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
+/// What `schedlat slow` reports and how.
+pub struct SlowOptions {
+    /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
-
-    /// One JSON object per event on stdout (schema in docs/json.md)
-    #[arg(long)]
     pub json: bool,
 }
 
-pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let (mut tracer, filter) = session::attach(
         kernel,
@@ -48,17 +36,7 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         Unit::Usecs.ns(),
         &Modes::slow(args.threshold),
     )?;
-    let name = names::MAP_SLOW_EVENTS;
-    let map = tracer
-        .ebpf_mut()
-        .take_map(name)
-        .ok_or(LoadError::MissingMap(name))?;
-    let ring = RingBuf::try_from(map).map_err(|error| LoadError::Map { name, error })?;
-    // SAFETY: RingBuf owns its map fd and keeps it open, unchanged, for as
-    // long as it lives, which is as long as the AsyncFd.
-    let mut ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
-        .context("watching the slow events' ring buffer")?;
+    let mut ring = SlowEvents::take(&mut tracer)?;
 
     // Counted from before the banner, like the events: a reader of the
     // banner sees every event and loss from then on.
@@ -67,7 +45,7 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
         clock: WallClock::now(),
         events: 0,
         lost: 0,
-        lost_base: mode_counters(tracer.ebpf_mut())?.slow_lost,
+        lost_base: tracer.mode_counters()?.slow_lost,
     };
     let banner = if args.json {
         eprint!("{BANNER}");
@@ -86,12 +64,11 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     loop {
         let stop = tokio::select! {
-            ready = ring.readable_mut() => {
-                let mut guard = ready.context("waiting for slow events")?;
-                if out.drain(guard.get_inner_mut()).is_err() {
+            events = ring.next() => {
+                let events = events.context("waiting for slow events")?;
+                if out.print(&events).is_err() {
                     return Ok(Ended::StdoutClosed);
                 }
-                guard.clear_ready();
                 false
             }
             _ = tick.tick() => {
@@ -111,9 +88,9 @@ pub async fn run(args: &SlowArgs, kernel: &KernelArgs, filter: &FilterArgs) -> R
             _ = signals.recv() => true,
         };
         // Whatever ends the run, what is in the buffer is shown first.
-        let lost = mode_counters(tracer.ebpf_mut())?.slow_lost;
+        let lost = tracer.mode_counters()?.slow_lost;
         let written = out
-            .drain(ring.get_mut())
+            .print(&ring.drain())
             .and_then(|()| out.lost_now(lost.saturating_sub(out.lost_base)));
         if written.is_err() {
             return Ok(Ended::StdoutClosed);
@@ -143,18 +120,15 @@ struct Output {
 }
 
 impl Output {
-    /// Prints every event in the buffer.
-    fn drain(&mut self, ring: &mut RingBuf<MapData>) -> std::io::Result<()> {
+    /// Prints the events.
+    fn print(&mut self, events: &[SlowEvent]) -> std::io::Result<()> {
         let mut text = String::new();
-        while let Some(item) = ring.next() {
-            let Some(event) = decode(&item) else {
-                continue;
-            };
+        for event in events {
             self.events += 1;
             text.push_str(&if self.json {
-                render::json(&event, self.clock)
+                render::json(event, self.clock)
             } else {
-                render::line(&event, self.clock)
+                render::line(event, self.clock)
             });
         }
         if text.is_empty() {
@@ -176,15 +150,6 @@ impl Output {
             render::lost_line(new)
         })
     }
-}
-
-/// A ring buffer record as the kernel wrote it.
-fn decode(bytes: &[u8]) -> Option<SlowEvent> {
-    (bytes.len() >= size_of::<SlowEvent>()).then(|| {
-        // SAFETY: long enough; SlowEvent is repr(C) plain data, valid for
-        // any bit pattern; the record need not be aligned for Rust.
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<SlowEvent>()) }
-    })
 }
 
 /// "1ms", "500us", "2.5ms", "1s", "250000ns" to nanoseconds.
@@ -235,12 +200,5 @@ mod tests {
                 .contains("out of range")
         );
         assert!(parse_duration_ns("ms").is_err());
-    }
-
-    #[test]
-    fn short_records_are_skipped() {
-        assert!(decode(&[0u8; 8]).is_none());
-        let bytes = vec![0u8; size_of::<SlowEvent>()];
-        assert_eq!(decode(&bytes), Some(SlowEvent::default()));
     }
 }

@@ -24,39 +24,21 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::{slice::Slice, victims::SortKey},
-    cli::{FilterArgs, KernelArgs},
-    collect::bpf_cost::OwnPrograms,
-    collect::histogram::Waits,
-    collect::victims::{Collector, Interval},
-    commands::victims::{self, DEFAULT_MAX_TASKS},
-    kernel::filter::Filter,
-    kernel::loader::{LoadError, Tracer},
+    collect::bpf_cost::ProgramCost,
+    collect::interval::Source,
+    commands::victims,
+    kernel::filter::{Filter, FilterSpec},
+    kernel::loader::KernelAccess,
 };
 use state::{Action, State};
 
-#[derive(Debug, clap::Args)]
-pub struct TopArgs {
-    /// Seconds between refreshes (`+`/`-` change it while running)
-    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
-    pub interval: f64,
-
-    /// What the victims panel is ranked by first (`s` cycles through all)
-    #[arg(long, value_enum, default_value_t = SortKey::Total)]
+/// What `schedlat top` shows and how often.
+pub struct TopOptions {
+    /// Between refreshes, at first (`+`/`-` change it).
+    pub interval: Duration,
     pub sort: SortKey,
-
-    /// Tasks each kernel table of the victims panel holds per interval;
-    /// waits beyond it are counted, never dropped silently
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    /// Tasks each kernel table of the victims panel holds per interval.
     pub max_tasks: u32,
-}
-
-fn positive_secs(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v >= 0.25 && v.is_finite() => Ok(v),
-        Ok(_) => Err("must be at least 0.25 seconds".into()),
-        Err(_) => Err(format!("`{s}` is not a number of seconds")),
-    }
 }
 
 /// Leaves the terminal as it was found, whatever ends the run.
@@ -68,7 +50,7 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<()> {
+pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     if !std::io::stdout().is_terminal() {
         bail!(
             "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
@@ -76,10 +58,9 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
     }
     let filter = Filter::resolve(filter)?;
     let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
-    let programs = OwnPrograms::find().ok();
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
-    let mut state = State::new(tracer.mode(), scope, Duration::from_secs_f64(args.interval));
+    let mut state = State::new(tracer.mode(), scope, args.interval);
     state.sort = args.sort;
 
     // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.
@@ -89,16 +70,12 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
             .context("installing signal handlers")?;
     }
 
-    let mut source = match victims {
-        Ok(()) => Source::WithVictims(Collector::start(&mut tracer, args.max_tasks)?),
-        Err(reason) => {
-            state.victims = Err(reason);
-            Source::Histogram {
-                previous: Waits::from_cpus(&tracer.end_interval()?.0),
-            }
-        }
-    };
-    let mut costs = programs.as_ref().map(OwnPrograms::costs);
+    let with_victims = victims.is_ok().then_some(args.max_tasks);
+    if let Err(reason) = victims {
+        state.victims = Err(reason);
+    }
+    let mut source = Source::start(&mut tracer, with_victims)?;
+    let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
@@ -132,52 +109,17 @@ pub fn run(args: &TopArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<(
             if let Some(victims) = &victims {
                 state.push_victims(victims);
             }
-            if let (Some(programs), Some(before)) = (&programs, &costs) {
-                let now = programs.costs();
-                state.bpf_ns_per_run = ns_per_run(before, &now);
-                costs = Some(now);
-            }
-        }
-    }
-}
-
-/// Where each refresh's numbers come from.
-enum Source {
-    /// The histogram mode's programs alone; the last cumulative reading.
-    Histogram { previous: Waits },
-    /// The histogram and the victims tables from one load.
-    WithVictims(Collector),
-}
-
-impl Source {
-    /// Ends the kernel's interval: its waits, and its victims if loaded.
-    fn end_interval(
-        &mut self,
-        tracer: &mut Tracer,
-    ) -> Result<(Waits, Option<Interval>), LoadError> {
-        match self {
-            Source::Histogram { previous } => {
-                let (cpus, extremes) = tracer.end_interval()?;
-                let current = Waits::from_cpus(&cpus);
-                let waits = current.since(previous).with_extremes(&extremes);
-                *previous = current;
-                Ok((waits, None))
-            }
-            Source::WithVictims(collector) => {
-                let mut interval = collector.end_interval(tracer)?;
-                Ok((std::mem::take(&mut interval.waits), Some(interval)))
-            }
+            let now = tracer.program_costs();
+            state.bpf_ns_per_run = ns_per_run(&costs, &now);
+            costs = now;
         }
     }
 }
 
 /// BPF run time per program run between two readings; None when the
 /// kernel's statistics are off (nothing counted).
-fn ns_per_run(
-    before: &[crate::collect::bpf_cost::ProgramCost],
-    now: &[crate::collect::bpf_cost::ProgramCost],
-) -> Option<f64> {
-    let sum = |v: &[crate::collect::bpf_cost::ProgramCost]| {
+fn ns_per_run(before: &[ProgramCost], now: &[ProgramCost]) -> Option<f64> {
+    let sum = |v: &[ProgramCost]| {
         v.iter()
             .fold((0u64, 0u64), |(t, r), c| (t + c.run_time_ns, r + c.runs))
     };

@@ -13,7 +13,7 @@ use crate::{
     },
     collect::histogram::Waits,
     collect::victims::Interval,
-    kernel::loader::HookMode,
+    kernel::hook::HookMode,
 };
 
 /// p99 samples kept for the sparkline: a minute at the default interval.

@@ -288,9 +288,7 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::task::tests::task, collect::victims::Interval, kernel::loader::HookMode,
-    };
+    use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
     use ratatui::{Terminal, backend::TestBackend};
     use schedlat_common::{
         CpuStats, Extremes, bucket_index, log2_slot,

@@ -17,13 +17,13 @@ use anyhow::Result;
 use crate::collect::victims::Collector;
 use crate::{
     analysis::victims::{SortKey, rank},
-    cli::{FilterArgs, KernelArgs, positive_u64},
     collect::histogram::Unit,
+    collect::tracer::Tracer,
     commands::run::Ended,
     commands::stdout,
-    kernel::filter::Filter,
-    kernel::loader::{HookChoice, LoadError, Tracer},
+    kernel::filter::{Filter, FilterSpec},
     kernel::modes::Modes,
+    kernel::{error::LoadError, hook::HookChoice, loader::KernelAccess},
     sys::clock::WallClock,
 };
 use report::Report;
@@ -34,39 +34,25 @@ pub const DEFAULT_MAX_TASKS: u32 = 10_240;
 
 const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
-#[derive(Debug, clap::Args)]
-pub struct VictimsArgs {
-    /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = positive_u64)]
+/// What `schedlat victims` reports, how often and how.
+pub struct VictimsOptions {
+    /// Seconds per interval (None: one interval, until a signal).
     pub interval: Option<u64>,
-
-    /// Stop after COUNT intervals (default: until Ctrl-C)
-    #[arg(value_parser = positive_u64, requires = "interval")]
+    /// Intervals to report (None: until a signal).
     pub count: Option<u64>,
-
-    /// Rank the tables by the longest wait, the total, the number of waits
-    /// or the average
-    #[arg(long, value_enum, default_value_t = SortKey::Max)]
     pub sort: SortKey,
-
-    /// Rows per table (0 = all); what is cut is counted
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    /// Rows per table (0 = all).
     pub top: usize,
-
-    /// One JSON object per interval on stdout (schema in docs/json.md)
-    #[arg(long)]
     pub json: bool,
-
-    /// Tasks each kernel table holds per interval (victims, culprits);
-    /// waits of tasks beyond it are counted as overflow, never dropped
-    /// silently. Memory: 480 bytes per task, plus 16 bytes per possible TID
-    /// (pid_max).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    /// Tasks each kernel table holds per interval.
     pub max_tasks: u32,
 }
 
-pub async fn run(args: &VictimsArgs, kernel: &KernelArgs, filter: &FilterArgs) -> Result<Ended> {
+pub async fn run(
+    args: &VictimsOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let (mut tracer, filter) = session::attach(
         kernel,
@@ -120,21 +106,21 @@ pub async fn run(args: &VictimsArgs, kernel: &KernelArgs, filter: &FilterArgs) -
 /// histogram alone and why there are no victims. An error is the
 /// histogram's own: without it there is nothing to show.
 pub fn load_with_histogram(
-    kernel: &KernelArgs,
+    kernel: &KernelAccess,
     filter: &Filter,
     max_tasks: u32,
 ) -> Result<(Tracer, Result<(), String>), LoadError> {
-    let (sources, unit) = (kernel.sources(), Unit::Usecs.ns());
+    let (sources, unit) = (&kernel.sources, Unit::Usecs.ns());
     let victims = if kernel.hook == HookChoice::Tp {
         Err(LoadError::NeedsBtf("the victims tables"))
     } else {
         let modes = Modes::histogram_and_victims(max_tasks);
-        Tracer::load_modes(kernel.hook, &sources, unit, filter, &modes)
+        Tracer::load_modes(kernel.hook, sources, unit, filter, &modes)
     };
     match victims {
         Ok(tracer) => Ok((tracer, Ok(()))),
         Err(e) => {
-            let tracer = Tracer::load(kernel.hook, &sources, unit, filter)?;
+            let tracer = Tracer::load(kernel.hook, sources, unit, filter)?;
             Ok((tracer, Err(why_no_victims(&e))))
         }
     }

@@ -13,7 +13,7 @@ use crate::{
         fmt_ns,
         victims::{ProcessRow, Row, SortKey, Tables},
     },
-    kernel::loader::HookMode,
+    kernel::hook::HookMode,
     sys::clock::{WallClock, local_time_us},
 };
 

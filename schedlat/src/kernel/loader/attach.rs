@@ -6,7 +6,7 @@ use aya::{
 };
 use schedlat_common::names;
 
-use super::{HookMode, LoadError};
+use crate::kernel::{error::LoadError, hook::HookMode};
 
 pub(super) fn attach(
     ebpf: &mut Ebpf,

@@ -1,14 +1,14 @@
 //! The read-only globals and map sizes set before the object loads.
 
-use std::fs;
-
 use aya::EbpfLoader;
 use schedlat_common::names;
 
-use super::{LoadError, plan::Globals};
-use crate::{
-    kernel::btf::{CgroupOffsets, PidnsOffsets},
-    kernel::filter::Filter,
+use super::plan::Globals;
+use crate::kernel::{
+    btf::{CgroupOffsets, PidnsOffsets},
+    error::LoadError,
+    filter::Filter,
+    limits::pid_max,
 };
 
 /// Sizes the start array and sets the read-only globals.
@@ -108,14 +108,4 @@ fn comm_word(comm: &[u8; 16], i: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&comm[i * 8..i * 8 + 8]);
     u64::from_ne_bytes(word)
-}
-
-/// The kernel's TID limit, to size the start array (one u64 per TID).
-pub(crate) fn pid_max() -> Result<u32, LoadError> {
-    const PATH: &str = "/proc/sys/kernel/pid_max";
-    let text = fs::read_to_string(PATH).map_err(|error| LoadError::Proc { path: PATH, error })?;
-    text.trim().parse().map_err(|_| LoadError::Proc {
-        path: PATH,
-        error: std::io::Error::new(std::io::ErrorKind::InvalidData, text.trim().to_string()),
-    })
 }

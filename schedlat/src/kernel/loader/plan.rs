@@ -7,7 +7,11 @@ use std::path::Path;
 use aya::Ebpf;
 use schedlat_common::{names, scope::Breakdown};
 
-use super::{HookChoice, HookMode, KernelSources, LoadError, attach::attach};
+use super::{KernelSources, attach::attach};
+use crate::kernel::{
+    error::LoadError,
+    hook::{HookChoice, HookMode},
+};
 use crate::{
     kernel::btf::{
         self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF,

@@ -4,7 +4,8 @@
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use schedlat_common::{CpuStats, Extremes, names, scope::KeyStats};
 
-use super::{LoadError, Tracer};
+use super::tracer::Tracer;
+use crate::kernel::error::LoadError;
 
 impl Tracer {
     /// Ends the current interval: flips the kernel's extremes epoch, then

@@ -1,11 +1,22 @@
 //! Command line: runqlat's interface (`[INTERVAL] [COUNT]`, -T, -m) plus
 //! schedlat's own options.
 
+mod args;
+
 use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::kernel::loader::HookChoice;
+use crate::{
+    collect::histogram::Unit,
+    commands::run::HistogramOptions,
+    kernel::{
+        filter::FilterSpec,
+        hook::HookChoice,
+        loader::{KernelAccess, KernelSources},
+    },
+};
+pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -40,7 +51,7 @@ pub struct Cli {
     pub histogram: HistogramArgs,
 
     #[command(flatten)]
-    pub breakdown: crate::commands::breakdown::BreakdownArgs,
+    pub breakdown: BreakdownArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -58,7 +69,7 @@ pub enum Command {
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
-    Diagnose(crate::commands::diagnose::DiagnoseArgs),
+    Diagnose(DiagnoseArgs),
     /// The live histogram in a terminal: percentiles, verdict, p99 history,
     /// and who waited behind whom (victims and culprits).
     ///
@@ -67,22 +78,22 @@ pub enum Command {
     /// and `-` slower / faster refresh, ? help. The victims panel needs the
     /// tp_btf hook mode and kernel 5.12+; without them it says why and the
     /// rest of the view works.
-    Top(crate::commands::top::TopArgs),
+    Top(TopArgs),
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
     /// endpoint for Prometheus (OpenMetrics or the classic text format).
-    Serve(crate::commands::serve::ServeArgs),
+    Serve(ServeArgs),
     /// Who waited and behind whom: per task, its waits (count, total,
     /// average, longest, when and where) and the task that held the CPU when
     /// each ended (the culprit); per culprit task and process, the wait it
     /// caused. Needs tp_btf. See docs/victims.md.
-    Victims(crate::commands::victims::VictimsArgs),
+    Victims(VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
     /// waited, how long, the culprit, the run-queue length (runqslower, with
     /// context). Needs tp_btf.
-    Slow(crate::commands::slow::SlowArgs),
+    Slow(SlowArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,11 +194,47 @@ pub struct FilterArgs {
 }
 
 impl KernelArgs {
-    pub fn sources(&self) -> crate::kernel::loader::KernelSources {
-        crate::kernel::loader::KernelSources {
-            btf: self.btf.clone(),
-            tracefs: self.tracefs.clone(),
+    pub fn access(&self) -> KernelAccess {
+        KernelAccess {
+            hook: self.hook,
+            sources: KernelSources {
+                btf: self.btf.clone(),
+                tracefs: self.tracefs.clone(),
+            },
         }
+    }
+}
+
+impl FilterArgs {
+    pub fn spec(&self) -> FilterSpec {
+        FilterSpec {
+            pid: self.pid,
+            tid: self.tid,
+            cgroup: self.cgroup.clone(),
+            comm: self.comm.clone(),
+            cpu: self.cpu.clone(),
+        }
+    }
+}
+
+impl HistogramArgs {
+    pub fn options(&self) -> HistogramOptions {
+        HistogramOptions {
+            interval: self.interval,
+            count: self.count,
+            timestamp: self.timestamp,
+            unit: unit(self.milliseconds),
+            json: self.json,
+        }
+    }
+}
+
+/// `-m`: milliseconds instead of microseconds.
+pub fn unit(milliseconds: bool) -> Unit {
+    if milliseconds {
+        Unit::Msecs
+    } else {
+        Unit::Usecs
     }
 }
 

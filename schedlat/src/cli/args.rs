@@ -1,0 +1,260 @@
+//! The subcommands' and breakdowns' clap arguments, and what each turns into
+//! for its command.
+
+use std::{net::SocketAddr, time::Duration};
+
+use schedlat_common::scope::Breakdown;
+
+use super::positive_u64;
+use crate::{
+    analysis::victims::SortKey,
+    commands::{
+        breakdown::{BreakdownOptions, DEFAULT_MAX_KEYS, KeySort},
+        diagnose::DiagnoseOptions,
+        serve::{ServeOptions, listen},
+        slow::{SlowOptions, parse_duration_ns},
+        top::TopOptions,
+        victims::{DEFAULT_MAX_TASKS, VictimsOptions},
+    },
+    kernel::modes::Keyed,
+};
+
+/// `--max-keys`' range.
+pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=1_000_000)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// Seconds between refreshes (`+`/`-` change it while running)
+    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
+    pub interval: f64,
+
+    /// What the victims panel is ranked by first (`s` cycles through all)
+    #[arg(long, value_enum, default_value_t = SortKey::Total)]
+    pub sort: SortKey,
+
+    /// Tasks each kernel table of the victims panel holds per interval;
+    /// waits beyond it are counted, never dropped silently
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_tasks: u32,
+}
+
+impl TopArgs {
+    pub fn options(&self) -> TopOptions {
+        TopOptions {
+            interval: Duration::from_secs_f64(self.interval),
+            sort: self.sort,
+            max_tasks: self.max_tasks,
+        }
+    }
+}
+
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.25 && v.is_finite() => Ok(v),
+        Ok(_) => Err("must be at least 0.25 seconds".into()),
+        Err(_) => Err(format!("`{s}` is not a number of seconds")),
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VictimsArgs {
+    /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
+    #[arg(value_parser = positive_u64)]
+    pub interval: Option<u64>,
+
+    /// Stop after COUNT intervals (default: until Ctrl-C)
+    #[arg(value_parser = positive_u64, requires = "interval")]
+    pub count: Option<u64>,
+
+    /// Rank the tables by the longest wait, the total, the number of waits
+    /// or the average
+    #[arg(long, value_enum, default_value_t = SortKey::Max)]
+    pub sort: SortKey,
+
+    /// Rows per table (0 = all); what is cut is counted
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+
+    /// One JSON object per interval on stdout (schema in docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Tasks each kernel table holds per interval (victims, culprits);
+    /// waits of tasks beyond it are counted as overflow, never dropped
+    /// silently. Memory: 480 bytes per task, plus 16 bytes per possible TID
+    /// (pid_max).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_tasks: u32,
+}
+
+impl VictimsArgs {
+    pub fn options(&self) -> VictimsOptions {
+        VictimsOptions {
+            interval: self.interval,
+            count: self.count,
+            sort: self.sort,
+            top: self.top,
+            json: self.json,
+            max_tasks: self.max_tasks,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SlowArgs {
+    /// Report waits at least this long: a number with a unit, e.g. 1ms,
+    /// 500us, 2.5ms (runqslower's default is 10ms)
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
+    pub threshold: u64,
+
+    /// One JSON object per event on stdout (schema in docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SlowArgs {
+    pub fn options(&self) -> SlowOptions {
+        SlowOptions {
+            threshold: self.threshold,
+            json: self.json,
+        }
+    }
+}
+
+/// Options of `schedlat serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address for the /metrics endpoint. Loopback by default; another
+    /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415
+    /// (the endpoint has no authentication). Port 0 picks a free port.
+    #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
+    pub listen: SocketAddr,
+
+    /// Also one histogram per cgroup of the task that waited, label
+    /// cgroup="/path" (in -c's hierarchy, else the cpu controller's)
+    #[arg(long, group = "keyed", help_heading = "Per-key series (pick one)")]
+    pub cgroups: bool,
+
+    /// Also one histogram per process that waited, labels pid and comm
+    #[arg(
+        short = 'P',
+        long,
+        group = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub pids: bool,
+
+    /// At most N per-key series; keys first seen beyond them are summed into
+    /// one series labelled "__overflow__" (and counted)
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    pub max_series: u32,
+
+    /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
+    /// in schedlat_unkeyed_waits_total
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
+    pub max_keys: u32,
+}
+
+impl ServeArgs {
+    pub fn options(&self) -> ServeOptions {
+        ServeOptions {
+            listen: self.listen,
+            keyed: self.keyed(),
+            max_series: self.max_series,
+        }
+    }
+
+    fn keyed(&self) -> Option<Keyed> {
+        let by = if self.cgroups {
+            Breakdown::Cgroup
+        } else if self.pids {
+            Breakdown::Process
+        } else {
+            return None;
+        };
+        Some(Keyed {
+            by,
+            max_keys: self.max_keys,
+        })
+    }
+}
+
+/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// Length of the observation window, in seconds
+    #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: u64,
+    /// One JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl DiagnoseArgs {
+    pub fn options(&self) -> DiagnoseOptions {
+        DiagnoseOptions {
+            duration: self.duration,
+            json: self.json,
+        }
+    }
+}
+
+/// `-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus` and how their keys are shown.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
+pub struct BreakdownArgs {
+    /// One histogram per process (`pid = PID comm`), as runqlat -P
+    #[arg(short = 'P', long = "pids", group = "breakdown")]
+    pub pids: bool,
+    /// One histogram per thread (`tid = TID comm`), as runqlat -L
+    #[arg(short = 'L', long = "tids", group = "breakdown")]
+    pub tids: bool,
+    /// One histogram per PID namespace (`pidns = INODE`), as runqlat --pidnss
+    #[arg(long, group = "breakdown")]
+    pub pidnss: bool,
+    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
+    #[arg(long, group = "breakdown")]
+    pub cgroups: bool,
+    /// One histogram per CPU, the one each wait ended on
+    #[arg(long, group = "breakdown")]
+    pub cpus: bool,
+    /// Order of the per-key histograms, most relevant first
+    #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "breakdown")]
+    pub sort: KeySort,
+    /// Print only the first N keys of each interval (the rest are counted)
+    #[arg(long, value_name = "N", requires = "breakdown", value_parser = clap::value_parser!(u32).range(1..))]
+    pub top: Option<u32>,
+    /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
+    pub max_keys: u32,
+}
+
+impl BreakdownArgs {
+    pub fn options(&self) -> BreakdownOptions {
+        BreakdownOptions {
+            keyed: self.keyed(),
+            sort: self.sort,
+            top: self.top,
+        }
+    }
+
+    fn keyed(&self) -> Option<Keyed> {
+        let by = [
+            (self.pids, Breakdown::Process),
+            (self.tids, Breakdown::Thread),
+            (self.pidnss, Breakdown::PidNamespace),
+            (self.cgroups, Breakdown::Cgroup),
+            (self.cpus, Breakdown::Cpu),
+        ]
+        .into_iter()
+        .find_map(|(on, by)| on.then_some(by))?;
+        Some(Keyed {
+            by,
+            max_keys: self.max_keys,
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! The attached eBPF object as the rest of schedlat sees it: loaded by the
+//! kernel layer, then owned here, so that every read of its maps and
+//! programs goes through the collect layer (maps.rs, victims.rs, slow.rs,
+//! bpf_cost.rs) and no command touches a map.
+
+use aya::Ebpf;
+
+use crate::kernel::{
+    cgroupfs::Hierarchy,
+    error::LoadError,
+    filter::Filter,
+    hook::{HookChoice, HookMode},
+    loader::{self, KernelSources, Loaded},
+    modes::Modes,
+};
+
+/// The loaded and attached programs, and the maps userspace reads.
+pub struct Tracer {
+    /// Private to the collect layer: the maps are read through its modules.
+    pub(super) ebpf: Ebpf,
+    mode: HookMode,
+    /// The attached programs and the tracepoint each hooks.
+    pub(super) programs: Vec<(&'static str, &'static str)>,
+    /// Lines worth telling the user on stderr (fallbacks, sources).
+    pub notes: Vec<String>,
+    /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
+    pub cgroup_hierarchy: Option<Hierarchy>,
+}
+
+impl Tracer {
+    /// Loads the object with `unit_ns` nanoseconds per histogram unit, and
+    /// attaches it in the mode `choice` resolves to on this kernel.
+    pub fn load(
+        choice: HookChoice,
+        sources: &KernelSources,
+        unit_ns: u64,
+        filter: &Filter,
+    ) -> Result<Tracer, LoadError> {
+        Tracer::load_modes(choice, sources, unit_ns, filter, &Modes::HISTOGRAM)
+    }
+
+    /// As `load`, computing `modes` in the kernel (victims, slow events).
+    pub fn load_modes(
+        choice: HookChoice,
+        sources: &KernelSources,
+        unit_ns: u64,
+        filter: &Filter,
+        modes: &Modes,
+    ) -> Result<Tracer, LoadError> {
+        let Loaded {
+            ebpf,
+            mode,
+            programs,
+            notes,
+            cgroup_hierarchy,
+        } = loader::load(choice, sources, unit_ns, filter, modes)?;
+        Ok(Tracer {
+            ebpf,
+            mode,
+            programs,
+            notes,
+            cgroup_hierarchy,
+        })
+    }
+
+    pub fn mode(&self) -> HookMode {
+        self.mode
+    }
+}
