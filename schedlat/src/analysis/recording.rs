@@ -81,13 +81,12 @@ impl CompactWaits {
         w
     }
 
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().map(|&(_, n)| u64::from(n)).sum()
-    }
-
     /// Heap and inline bytes this value holds.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.buckets.len() * 6 + self.log2.len() * 5
+        std::mem::size_of::<Self>()
+            + std::mem::size_of_val(&*self.buckets)
+            + std::mem::size_of_val(&*self.log2)
     }
 }
 
@@ -113,15 +112,6 @@ impl Second {
     pub fn get(&self, name: &str) -> Option<&CompactWaits> {
         self.series.iter().find(|(n, _)| n == name).map(|(_, w)| w)
     }
-
-    pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self
-                .series
-                .iter()
-                .map(|(n, w)| n.capacity() + w.bytes() + std::mem::size_of::<String>())
-                .sum::<usize>()
-    }
 }
 
 /// What the dump's header says about how it was recorded.
@@ -146,7 +136,8 @@ pub struct Meta {
 #[derive(Debug, Clone, Default)]
 pub struct Window {
     pub meta: Meta,
-    pub seconds: Vec<Second>,
+    /// Shared with the recorder's ring while a dump is written.
+    pub seconds: Vec<std::sync::Arc<Second>>,
     pub slow: Vec<SlowEvent>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC when the slow waits were taken, to
     /// put their kernel timestamps on the wall clock.
@@ -175,7 +166,11 @@ impl Window {
     /// The merged waits of `series` over the seconds in `[from, to)` (unix ns).
     pub fn merged(&self, series: &str, from: u64, to: u64) -> Waits {
         let mut w = Waits::default();
-        for s in self.seconds.iter().filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to) {
+        for s in self
+            .seconds
+            .iter()
+            .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
+        {
             if let Some(c) = s.get(series) {
                 w.merge(&c.waits());
             }
@@ -204,7 +199,7 @@ mod tests {
         let w = Waits::from_cpus(&[cpu]).with_extremes(&[x]);
         let c = CompactWaits::of(&w);
         assert_eq!(c.waits(), w);
-        assert_eq!(c.count(), 4);
+        assert_eq!(c.waits().count(), 4);
         assert!(c.bytes() < 200, "{}", c.bytes());
         assert!(c.bytes() <= MAX_SERIES_SECOND_BYTES);
     }

@@ -28,14 +28,26 @@ struct Recording {
 }
 
 fn load(path: &Path) -> Result<Recording> {
+    // A recorder dump is a directory; its JSON Lines are read.
+    let dump = path.join("dump.jsonl");
+    let path = if path.is_dir() { dump.as_path() } else { path };
     let text =
         fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut waits = Waits::default();
     let mut unit = None;
     let mut slice = None;
     for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('{')) {
-        let interval: Interval = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a schedlat JSON object", path.display(), n + 1))?;
+        let bad = || format!("{}:{}: not a schedlat JSON object", path.display(), n + 1);
+        let mut value: serde_json::Value = serde_json::from_str(line).with_context(bad)?;
+        // A dump's lines are typed (docs/recorder.md): its total series'
+        // intervals count, the rest (per-cgroup series, slow waits) not.
+        if let Some(kind) = value.get("type").and_then(|t| t.as_str()) {
+            if kind != "interval" || value["series"] != "total" {
+                continue;
+            }
+            value = value["histogram"].take();
+        }
+        let interval: Interval = serde_json::from_value(value).with_context(bad)?;
         if unit.get_or_insert_with(|| interval.unit.clone()) != &interval.unit {
             bail!("{}: mixes usecs and msecs intervals", path.display());
         }

@@ -19,7 +19,7 @@ use crate::{
         task::{TaskJson, policy_name},
     },
     collect::histogram::Unit,
-    kernel::loader::HookMode,
+    kernel::hook::HookMode,
 };
 
 pub const SCHEMA: &str = "schedlat.dump.v1";
@@ -121,14 +121,22 @@ pub fn parse(text: &str, origin: &str) -> Result<Window> {
     let mut w = Window::default();
     let mut header = None;
     let mut ended = false;
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let at = || format!("{origin}:{}", n + 1);
         let v: Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
         match v["type"].as_str() {
             Some("header") => {
                 let h: Header = serde_json::from_value(v).with_context(at)?;
                 if h.schema != SCHEMA {
-                    bail!("{}: schema {} (this schedlat reads {SCHEMA})", at(), h.schema);
+                    bail!(
+                        "{}: schema {} (this schedlat reads {SCHEMA})",
+                        at(),
+                        h.schema
+                    );
                 }
                 header = Some(h);
             }
@@ -141,22 +149,22 @@ pub fn parse(text: &str, origin: &str) -> Result<Window> {
                 let c = CompactWaits::of(&histogram.waits());
                 match w.seconds.last_mut() {
                     Some(s) if s.start_unix_ns == start && s.end_unix_ns == end => {
-                        s.series.push((name, c))
+                        std::sync::Arc::make_mut(s).series.push((name, c))
                     }
-                    _ => w.seconds.push(Second {
+                    _ => w.seconds.push(std::sync::Arc::new(Second {
                         start_unix_ns: start,
                         end_unix_ns: end,
                         series: vec![(name, c)],
                         series_dropped: v["series_dropped"].as_u64().unwrap_or(0) as u32,
                         slow_lost: v["slow_lost"].as_u64().unwrap_or(0),
-                    }),
+                    })),
                 }
             }
             Some("slow") => {
                 let e = slow_event(&v).with_context(|| format!("{}: bad slow wait", at()))?;
                 if w.slow.is_empty() {
-                    w.mono_to_unix_ns = i128::from(v["end_unix_ns"].as_u64().unwrap_or(0))
-                        - i128::from(e.at_ns);
+                    w.mono_to_unix_ns =
+                        i128::from(v["end_unix_ns"].as_u64().unwrap_or(0)) - i128::from(e.at_ns);
                 }
                 w.slow.push(e);
             }
@@ -203,7 +211,9 @@ fn task_of(v: &Value) -> Option<TaskInfo> {
     let n = name.len().min(16);
     comm[..n].copy_from_slice(&name[..n]);
     let policy_name_of = v["policy"].as_str()?;
-    let policy = (0..8u32).find(|&p| policy_name(p) == policy_name_of).unwrap_or(0);
+    let policy = (0..8u32)
+        .find(|&p| policy_name(p) == policy_name_of)
+        .unwrap_or(0);
     Some(TaskInfo {
         tid: v["tid"].as_u64()? as u32,
         tgid: v["pid"].as_u64()? as u32,
@@ -268,7 +278,10 @@ pub mod tests {
                 dumped_unix_ns: base + 3_000_000_000,
                 slow_evicted: 0,
             },
-            seconds: vec![second(0, &[2_000, 3_000]), second(1, &[5_000_000, 9_000])],
+            seconds: vec![
+                second(0, &[2_000, 3_000]).into(),
+                second(1, &[5_000_000, 9_000]).into(),
+            ],
             slow: vec![SlowEvent {
                 at_ns: 5_000_000_000,
                 wait_ns: 5_000_000,

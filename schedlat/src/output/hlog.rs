@@ -71,7 +71,13 @@ pub fn histogram_of(waits: &Waits) -> Result<Histogram<u64>> {
 pub fn tag_of(series: &str) -> String {
     series
         .chars()
-        .map(|c| if c == ',' || c.is_whitespace() { '_' } else { c })
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 

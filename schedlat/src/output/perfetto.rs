@@ -113,7 +113,11 @@ pub fn encode(window: &Window) -> Vec<u8> {
         packet.push(descriptor(track_uuid(cpu, 0), format!("CPU {cpu}"), None));
         for lane in 1..=ends.len() as u32 {
             let name = format!("CPU {cpu} waits #{lane}");
-            packet.push(descriptor(track_uuid(cpu, lane), name, Some(track_uuid(cpu, 0))));
+            packet.push(descriptor(
+                track_uuid(cpu, lane),
+                name,
+                Some(track_uuid(cpu, 0)),
+            ));
         }
     }
     for (e, lane) in slices {
@@ -243,7 +247,11 @@ mod tests {
         assert_eq!(on(7_000), Some(track_uuid(1, 2)));
         assert_eq!(on(29_000), Some(track_uuid(1, 1)));
         let e = begins[0].1;
-        assert!(e.debug_annotations.iter().any(|a| a.name.as_deref() == Some("culprit_comm")
-            && a.string_value.as_deref() == Some("hog")));
+        assert!(
+            e.debug_annotations
+                .iter()
+                .any(|a| a.name.as_deref() == Some("culprit_comm")
+                    && a.string_value.as_deref() == Some("hog"))
+        );
     }
 }
