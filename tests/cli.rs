@@ -87,3 +87,76 @@ fn scope_options_are_explained_in_one_line_each() {
         );
     }
 }
+
+/// Issue 18: an INTERVAL beyond what the clock can add used to abort
+/// ("overflow when adding duration to instant"); it is a usage error now.
+#[test]
+fn interval_too_long() {
+    assert_usage_error(&["9223372036854775807"], "must be at most");
+    assert_usage_error(&["victims", "9223372036854775807"], "must be at most");
+    assert_usage_error(
+        &["record", "-o", "/dev/null", "18446744073709551615"],
+        "must be at most",
+    );
+}
+
+/// One interval without waits, as `schedlat --json` writes it.
+const EMPTY_RECORDING: &str = r#"{"schema":"schedlat.histogram.v1","hook":"tp_btf","unit":"usecs","time_unix_ns":0,"interval_ns":1000000000,"last":true,"count":0,"sum_ns":0,"mean_ns":null,"dropped":{"untracked_tid":0},"discarded":{"negative_delta":0},"percentiles":null,"shape":null,"buckets":[],"log2":[]}
+"#;
+
+/// Runs schedlat with stdout and stderr sent to the given files.
+fn run_redirected(args: &[&str], stdout: &str, stderr: &str) -> std::process::Output {
+    let open = |path: &str| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    std::process::Command::new(env!("CARGO_BIN_EXE_schedlat"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(open(stdout))
+        .stderr(open(stderr))
+        .output()
+        .expect("schedlat runs")
+}
+
+/// Issue 18: a report that cannot be written (a full disk: /dev/full) is an
+/// error with a message and status 1, never a panic and never success.
+#[test]
+fn a_failed_stdout_write_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("schedlat-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recording = dir.join("empty.json");
+    std::fs::write(&recording, EMPTY_RECORDING).unwrap();
+    let path = recording.to_str().unwrap();
+    let err = dir.join("stderr");
+    std::fs::write(&err, "").unwrap();
+    let out = run_redirected(&["compare", path, path], "/dev/full", err.to_str().unwrap());
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("writing to stdout") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    // The same comparison to a reader does succeed.
+    let (status, stdout, stderr) = run_schedlat(&["compare", path, path]);
+    assert!(status.success(), "{stderr}");
+    assert!(!stdout.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 18: when stderr cannot be written, the error still ends the run
+/// with its status (1), without a panic (101) or an abort (134).
+#[test]
+fn a_failed_stderr_write_never_panics() {
+    let out = run_redirected(
+        &["compare", "/nonexistent/before", "/nonexistent/after"],
+        "/dev/null",
+        "/dev/full",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // And a usage error keeps its status 2.
+    let out = run_redirected(&["0"], "/dev/null", "/dev/full");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -5,6 +5,16 @@
 //! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
 //! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
 
+/// A line on stderr that never panics: when stderr cannot be written (closed,
+/// `2>/dev/full`) the line is dropped and the run goes on; the exit status
+/// still tells the outcome. Every message of schedlat goes through it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analysis;
 mod cli;
 mod collect;
@@ -33,7 +43,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("schedlat: error: cannot start the runtime: {e}");
+            say!("schedlat: error: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -59,12 +69,12 @@ pub fn main() -> ExitCode {
         Some(cli::Command::Replay(args)) => {
             replay::run(&args.dump, &args.options()).map(|()| run::Ended::Done)
         }
-        Some(cli::Command::Diagnose(args)) => {
-            diagnose::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
-        }
-        Some(cli::Command::Top(args)) => {
-            top::run(&args.options(), kernel, filter).map(|()| run::Ended::Done)
-        }
+        Some(cli::Command::Diagnose(args)) => runtime
+            .block_on(diagnose::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
+        Some(cli::Command::Top(args)) => runtime
+            .block_on(top::run(&args.options(), kernel, filter))
+            .map(|()| run::Ended::Done),
         Some(cli::Command::Compare(args)) => {
             compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
         }
@@ -81,7 +91,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("schedlat: error: {e:#}");
+            say!("schedlat: error: {e:#}");
             ExitCode::FAILURE
         }
     }

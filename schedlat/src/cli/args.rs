@@ -5,7 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use schedlat_common::scope::Breakdown;
 
-use super::positive_u64;
+use super::{interval_secs, positive_u64};
 use crate::{
     analysis::victims::SortKey,
     commands::{
@@ -64,7 +64,7 @@ fn positive_secs(s: &str) -> Result<f64, String> {
 #[derive(Debug, clap::Args)]
 pub struct VictimsArgs {
     /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
 
     /// Stop after COUNT intervals (default: until Ctrl-C)

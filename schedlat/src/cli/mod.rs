@@ -115,7 +115,7 @@ pub struct RecordArgs {
     pub output: Option<PathBuf>,
 
     /// Seconds to record
-    #[arg(value_parser = positive_u64, required_unless_present = "ring", conflicts_with = "ring")]
+    #[arg(value_parser = interval_secs, required_unless_present = "ring", conflicts_with = "ring")]
     pub duration: Option<u64>,
 
     /// Histogram in milliseconds instead of microseconds
@@ -163,7 +163,7 @@ pub struct CompareArgs {
 #[derive(Debug, clap::Args)]
 pub struct HistogramArgs {
     /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = positive_u64)]
+    #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
 
     /// Stop after COUNT intervals (default: until Ctrl-C)
@@ -272,6 +272,20 @@ pub fn unit(milliseconds: bool) -> Unit {
         Unit::Msecs
     } else {
         Unit::Usecs
+    }
+}
+
+/// The longest INTERVAL (and `record` DURATION): ten years, so that the end
+/// of an interval is a time the clocks can hold.
+const MAX_INTERVAL_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// INTERVAL and DURATION: whole seconds, from 1 to ten years.
+pub fn interval_secs(s: &str) -> Result<u64, String> {
+    match positive_u64(s)? {
+        n if n > MAX_INTERVAL_SECS => Err(format!(
+            "must be at most {MAX_INTERVAL_SECS} seconds (ten years)"
+        )),
+        n => Ok(n),
     }
 }
 

@@ -17,6 +17,7 @@ use crate::{
         slice::Slice,
     },
     collect::histogram::Waits,
+    commands::stdout,
     output::json::Interval,
 };
 
@@ -142,7 +143,8 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
         );
         out
     };
-    print!("{text}");
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
     Ok(())
 }
 

@@ -2,14 +2,12 @@
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
 //! stdout.
 
-use crate::commands::session::{self, Intervals, Signals};
-use crate::kernel::modes::Modes;
-use std::{
-    fs::File,
-    io::{self, Write},
-    path::Path,
-    time::Instant,
+use crate::commands::{
+    session::{self, BANNER, Intervals, Signals},
+    stdout,
 };
+use crate::kernel::modes::Modes;
+use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
 
@@ -19,6 +17,7 @@ use crate::{
     commands::breakdown::{BreakdownOptions, KeyedView},
     kernel::{filter::FilterSpec, loader::KernelAccess},
     output::{self, Report},
+    sys::clock,
 };
 
 /// How a run ended, for the exit status.
@@ -65,7 +64,7 @@ pub async fn record(
         Some(file),
     )
     .await?;
-    eprintln!("schedlat: recorded to {}", output.display());
+    say!("schedlat: recorded to {}", output.display());
     Ok(ended)
 }
 
@@ -102,10 +101,9 @@ async fn run(
     }
     let mut started = Instant::now();
 
-    let banner = "Tracing run queue latency... Hit Ctrl-C to end.\n";
     if cli.json {
-        eprint!("{banner}");
-    } else if write_out(banner).is_err() {
+        say!("{}", BANNER.trim_end());
+    } else if !stdout::write(BANNER)? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -119,7 +117,7 @@ async fn run(
             None => None,
         };
         report.breakdown = keys.as_ref().map(|k| k.to_json());
-        let ts = cli.timestamp.then(local_hms);
+        let ts = cli.timestamp.then(clock::local_hms);
         let text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),
             // runqlat -P/-L/--pidnss print the per-key histograms only.
@@ -133,31 +131,12 @@ async fn run(
             file.write_all(output::json::render(&report).as_bytes())
                 .context("writing the recording")?;
         }
-        if write_out(&text).is_err() {
+        if !stdout::write(&text)? {
             return Ok(Ended::StdoutClosed);
         }
         if stop {
             return Ok(Ended::Done);
         }
         started = Instant::now();
-    }
-}
-
-fn write_out(text: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Local wall-clock time as HH:MM:SS, like runqlat's -T.
-fn local_hms() -> String {
-    // SAFETY: time(NULL) and localtime_r with valid pointers.
-    unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            return String::from("??:??:??");
-        }
-        format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
     }
 }

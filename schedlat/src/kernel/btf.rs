@@ -233,7 +233,7 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
         .ok()
         .and_then(|v| v.parse().ok())
     {
-        eprintln!(
+        say!(
             "schedlat: fault injection: task_struct.pid offset {} replaced by {pid}",
             offsets.pid
         );

@@ -33,16 +33,31 @@ fn read(clock: libc::clockid_t) -> i128 {
 pub fn local_time_us(unix_ns: u64) -> String {
     let secs = (unix_ns / 1_000_000_000) as libc::time_t;
     let micros = (unix_ns % 1_000_000_000) / 1_000;
-    // SAFETY: localtime_r with valid pointers.
+    match local_hms_of(secs) {
+        Some(hms) => format!("{hms}.{micros:06}"),
+        None => "??:??:??.??????".to_string(),
+    }
+}
+
+/// Local time of day now, "HH:MM:SS" (runqlat's -T).
+pub fn local_hms() -> String {
+    // SAFETY: time(NULL) only returns the time.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    local_hms_of(now).unwrap_or_else(|| "??:??:??".to_string())
+}
+
+/// "HH:MM:SS" of a Unix time in the local time zone.
+fn local_hms_of(secs: libc::time_t) -> Option<String> {
+    // SAFETY: localtime_r with valid pointers to a local time_t and tm.
     unsafe {
         let mut tm: libc::tm = std::mem::zeroed();
         if libc::localtime_r(&secs, &mut tm).is_null() {
-            return "??:??:??.??????".to_string();
+            return None;
         }
-        format!(
-            "{:02}:{:02}:{:02}.{micros:06}",
+        Some(format!(
+            "{:02}:{:02}:{:02}",
             tm.tm_hour, tm.tm_min, tm.tm_sec
-        )
+        ))
     }
 }
 

@@ -11,16 +11,9 @@ mod priority;
 mod report;
 mod scope;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    thread,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::{
     analysis::{
@@ -31,7 +24,11 @@ use crate::{
     },
     collect::histogram::Waits,
     collect::interval::Source,
-    commands::victims::{self, DEFAULT_MAX_TASKS},
+    commands::{
+        session::Signals,
+        stdout,
+        victims::{self, DEFAULT_MAX_TASKS},
+    },
     kernel::filter::{Filter, FilterSpec},
     kernel::loader::KernelAccess,
     kernel::privileges,
@@ -58,7 +55,7 @@ pub struct DiagnoseOptions {
     pub json: bool,
 }
 
-pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
         anyhow::bail!(
@@ -72,11 +69,7 @@ pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -
         (None, None) => Scope::System,
     };
     let window = Duration::from_secs(args.duration);
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
+    let mut signals = Signals::install()?;
 
     // eBPF over the same window when allowed; the rest never needs root.
     let mut tracer = None;
@@ -94,7 +87,7 @@ pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -
         ));
     }
     if !args.json {
-        eprintln!(
+        say!(
             "schedlat diagnose: watching {} for {}s...",
             scope.describe(),
             args.duration
@@ -112,7 +105,7 @@ pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -
     let start = Snapshot::take(&scope);
     let started = Instant::now();
     let mut runnable = Vec::new();
-    while started.elapsed() < window && !stop.load(Ordering::Relaxed) {
+    while started.elapsed() < window {
         if let Some(times) = std::fs::read_to_string("/proc/stat")
             .ok()
             .and_then(|t| procfs::parse_proc_stat(&t).ok())
@@ -120,7 +113,10 @@ pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -
             // procs_running counts this sampler too.
             runnable.push(times.procs_running.saturating_sub(1));
         }
-        thread::sleep(Duration::from_millis(100));
+        tokio::select! {
+            _ = signals.recv() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
     }
     let end = Snapshot::take(&scope);
     let elapsed = started.elapsed();
@@ -166,6 +162,7 @@ pub fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -
     } else {
         report::text(&diagnosis)
     };
-    print!("{text}");
+    // A closed stdout (`| head`) is no error; a failed write is.
+    stdout::write(&text)?;
     Ok(())
 }

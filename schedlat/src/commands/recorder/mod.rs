@@ -103,7 +103,7 @@ pub async fn run(
     let series = opts.cgroups.unwrap_or(0) as usize;
     let mut ring = Ring::new(max_seconds, opts.max_slow);
     let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow);
-    eprintln!(
+    say!(
         "schedlat: recording the last {} s ({} series, slow waits of at least {}, at most {}) in at most {:.1} MiB; dumps go to {} (SIGHUP dumps now)",
         opts.window_s,
         1 + series,
@@ -165,7 +165,7 @@ pub async fn run(
                     let window = ring.last(opts.trigger_window_s as usize);
                     let fired = opts.triggers.iter().find_map(|t| t.check(&window, &newest_slow));
                     if let Some(why) = fired {
-                        eprintln!("schedlat: trigger: {why}: dumping the window");
+                        say!("schedlat: trigger: {why}: dumping the window");
                         writer.request(job(&ring, &meta, format!("trigger: {why}"), "trigger"));
                         cooldown_until = now_s + opts.cooldown_s;
                     }

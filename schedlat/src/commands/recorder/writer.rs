@@ -54,12 +54,12 @@ impl Writer {
         let Some(jobs) = &self.jobs else { return };
         match jobs.try_send(job) {
             Ok(()) => {}
-            Err(TrySendError::Full(job)) => eprintln!(
+            Err(TrySendError::Full(job)) => say!(
                 "schedlat: dump ({}) not taken: one is being written and another waits; collection continues",
                 job.window.meta.reason
             ),
             Err(TrySendError::Disconnected(_)) => {
-                eprintln!("schedlat: the dump writer has stopped; collection continues")
+                say!("schedlat: the dump writer has stopped; collection continues")
             }
         }
     }
@@ -84,7 +84,7 @@ fn run(rx: Receiver<Job>, dir: &Path, keep: usize) {
         );
         match write_dump(dir, &name, &job.window) {
             Ok(path) => {
-                eprintln!(
+                say!(
                     "schedlat: dumped {} s and {} slow waits ({}) to {}",
                     job.window.seconds.len(),
                     job.window.slow.len(),
@@ -92,10 +92,10 @@ fn run(rx: Receiver<Job>, dir: &Path, keep: usize) {
                     path.display()
                 );
                 if let Err(e) = prune(dir, keep) {
-                    eprintln!("schedlat: removing old dumps in {}: {e:#}", dir.display());
+                    say!("schedlat: removing old dumps in {}: {e:#}", dir.display());
                 }
             }
-            Err(e) => eprintln!(
+            Err(e) => say!(
                 "schedlat: error: dump ({}) failed, nothing written under {}: {e:#}; collection continues",
                 job.window.meta.reason,
                 dir.join(&name).display()

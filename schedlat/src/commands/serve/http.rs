@@ -70,7 +70,7 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
     let snapshot = match source.snapshot() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("schedlat: scrape failed: {e}");
+            say!("schedlat: scrape failed: {e}");
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("reading the kernel's counters failed: {e}\n"),

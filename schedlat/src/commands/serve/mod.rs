@@ -21,16 +21,15 @@ mod scrape;
 use std::{net::SocketAddr, rc::Rc, time::Duration};
 
 use anyhow::{Context, Result};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    task::LocalSet,
-};
+use tokio::task::LocalSet;
 
 use schedlat_common::scope::Breakdown;
 
 use crate::{
-    collect::tracer::Tracer,
-    commands::run::Ended,
+    commands::{
+        run::Ended,
+        session::{self, Signals},
+    },
     kernel::filter::{Filter, FilterSpec},
     kernel::loader::KernelAccess,
     kernel::modes::{Keyed, Modes},
@@ -46,9 +45,7 @@ pub struct ServeOptions {
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
-    // Signal handlers first, so a Ctrl-C during loading is not fatal.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut signals = Signals::install()?;
 
     let filter = Filter::resolve(filter)?;
     // Bind before loading: a taken port fails fast, with nothing attached.
@@ -61,21 +58,14 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // reads are nanoseconds whatever the unit.
     let keyed = args.keyed;
     let modes = Modes::histogram(keyed);
-    let tracer = Tracer::load_modes(kernel.hook, &kernel.sources, 1_000, &filter, &modes)?;
-    for note in &tracer.notes {
-        eprintln!("schedlat: {note}");
-    }
-    eprintln!("schedlat: hook mode {}", tracer.mode());
-    if let Some(target) = filter.describe() {
-        eprintln!("schedlat: only waits of {target}");
-    }
+    let tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
     if !addr.ip().is_loopback() {
-        eprintln!(
+        say!(
             "schedlat: note: {addr} is reachable from other machines; /metrics has no authentication"
         );
     }
     if let Some(k) = keyed {
-        eprintln!(
+        say!(
             "schedlat: per-{} series, at most {} (--max-series), {} keys in the kernel (--max-keys)",
             if k.by == Breakdown::Cgroup {
                 "cgroup"
@@ -88,7 +78,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     }
     let keyed = keyed.map(|k| (k.by, args.max_series));
     let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
-    eprintln!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
+    say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read
     // and some formatting, so nothing blocks for long. LocalSet because the
@@ -107,18 +97,17 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                         // Out of fds or a connection reset before accept:
                         // keep serving the others.
                         Err(e) => {
-                            eprintln!("schedlat: accept failed: {e}");
+                            say!("schedlat: accept failed: {e}");
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },
                     _ = watch.tick(), if filter.is_active() => {
                         if !filter.target_alive() {
-                            eprintln!("schedlat: the target process exited; stopping");
+                            say!("schedlat: the target process exited; stopping");
                             break;
                         }
                     }
-                    _ = sigint.recv() => break,
-                    _ = sigterm.recv() => break,
+                    _ = signals.recv() => break,
                 }
             }
         })

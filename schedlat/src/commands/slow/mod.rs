@@ -7,7 +7,7 @@
 
 mod render;
 
-use crate::commands::session::{self, Signals};
+use crate::commands::session::{self, BANNER, Signals};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -18,8 +18,6 @@ use crate::{
     kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
     sys::clock::WallClock,
 };
-
-const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
 /// What `schedlat slow` reports and how.
 pub struct SlowOptions {
@@ -48,12 +46,12 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         lost_base: tracer.mode_counters()?.slow_lost,
     };
     let banner = if args.json {
-        eprint!("{BANNER}");
+        say!("{}", BANNER.trim_end());
         String::new()
     } else {
         format!("{BANNER}{}\n", render::HEADER)
     };
-    if stdout::write(&banner).is_err() {
+    if !stdout::write(&banner)? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -66,7 +64,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         let stop = tokio::select! {
             events = ring.next() => {
                 let events = events.context("waiting for slow events")?;
-                if out.print(&events).is_err() {
+                if !out.print(&events)? {
                     return Ok(Ended::StdoutClosed);
                 }
                 false
@@ -82,17 +80,15 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
                 if filter.target_alive() {
                     continue;
                 }
-                eprintln!("schedlat: the target process exited");
+                say!("schedlat: the target process exited");
                 true
             }
             _ = signals.recv() => true,
         };
         // Whatever ends the run, what is in the buffer is shown first.
         let lost = tracer.mode_counters()?.slow_lost;
-        let written = out
-            .print(&ring.drain())
-            .and_then(|()| out.lost_now(lost.saturating_sub(out.lost_base)));
-        if written.is_err() {
+        let lost = lost.saturating_sub(out.lost_base);
+        if !(out.print(&ring.drain())? && out.lost_now(lost)?) {
             return Ok(Ended::StdoutClosed);
         }
         if stop {
@@ -101,9 +97,10 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
             } else {
                 render::summary(out.events, out.lost, args.threshold)
             };
-            return Ok(match stdout::write(&end) {
-                Ok(()) => Ended::Done,
-                Err(_) => Ended::StdoutClosed,
+            return Ok(if stdout::write(&end)? {
+                Ended::Done
+            } else {
+                Ended::StdoutClosed
             });
         }
     }
@@ -120,8 +117,8 @@ struct Output {
 }
 
 impl Output {
-    /// Prints the events.
-    fn print(&mut self, events: &[SlowEvent]) -> std::io::Result<()> {
+    /// Prints the events; false when stdout is closed.
+    fn print(&mut self, events: &[SlowEvent]) -> Result<bool> {
         let mut text = String::new();
         for event in events {
             self.events += 1;
@@ -132,15 +129,15 @@ impl Output {
             });
         }
         if text.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         stdout::write(&text)
     }
 
     /// Reports losses since the last report, in the stream.
-    fn lost_now(&mut self, total: u64) -> std::io::Result<()> {
+    fn lost_now(&mut self, total: u64) -> Result<bool> {
         if total <= self.lost {
-            return Ok(());
+            return Ok(true);
         }
         let new = total - self.lost;
         self.lost = total;

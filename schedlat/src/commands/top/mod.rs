@@ -12,10 +12,6 @@ mod view;
 
 use std::{
     io::IsTerminal,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
     time::{Duration, Instant},
 };
 
@@ -26,7 +22,7 @@ use crate::{
     analysis::{slice::Slice, victims::SortKey},
     collect::bpf_cost::ProgramCost,
     collect::interval::Source,
-    commands::victims,
+    commands::{session::Signals, victims},
     kernel::filter::{Filter, FilterSpec},
     kernel::loader::KernelAccess,
 };
@@ -50,7 +46,8 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+    let mut signals = Signals::install()?;
     if !std::io::stdout().is_terminal() {
         bail!(
             "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
@@ -63,13 +60,6 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
     let mut state = State::new(tracer.mode(), scope, args.interval);
     state.sort = args.sort;
 
-    // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
-
     let with_victims = victims.is_ok().then_some(args.max_tasks);
     if let Err(reason) = victims {
         state.victims = Err(reason);
@@ -81,18 +71,17 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
     let _guard = TerminalGuard;
     loop {
         terminal.draw(|frame| view::draw(frame, &state, &slice))?;
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
-        }
         let due = interval_start + state.interval;
         let wait = due
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(200));
-        if event::poll(wait)?
-            && let Event::Key(key) = event::read()?
-            && key.kind == KeyEventKind::Press
-            && let KeyCode::Char(c) = key.code
-            && state.on_key(c, key.modifiers.contains(KeyModifiers::CONTROL)) == Action::Quit
+        // Raw mode turns Ctrl-C into a key, but kill -INT / -TERM still arrive.
+        let key = tokio::select! {
+            _ = signals.recv() => return Ok(()),
+            key = key_within(wait) => key?,
+        };
+        if let Some((c, ctrl)) = key
+            && state.on_key(c, ctrl) == Action::Quit
         {
             return Ok(());
         }
@@ -114,6 +103,27 @@ pub fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Res
             costs = now;
         }
     }
+}
+
+/// The next key pressed within `wait` (a character, and whether Ctrl was
+/// held), read on the runtime's blocking pool so that a signal is seen while
+/// waiting for it.
+async fn key_within(wait: Duration) -> Result<Option<(char, bool)>> {
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Event>> {
+        if event::poll(wait)? {
+            event::read().map(Some)
+        } else {
+            Ok(None)
+        }
+    });
+    let event = read.await.context("reading the terminal")??;
+    Ok(match event {
+        Some(Event::Key(key)) if key.kind == KeyEventKind::Press => match key.code {
+            KeyCode::Char(c) => Some((c, key.modifiers.contains(KeyModifiers::CONTROL))),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// BPF run time per program run between two readings; None when the

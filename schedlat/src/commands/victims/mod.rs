@@ -9,7 +9,7 @@
 
 mod report;
 
-use crate::commands::session::{self, Intervals, Signals};
+use crate::commands::session::{self, BANNER, Intervals, Signals};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -31,8 +31,6 @@ pub use report::sort_name;
 
 /// Tasks each kernel table holds per interval, unless `--max-tasks` says.
 pub const DEFAULT_MAX_TASKS: u32 = 10_240;
-
-const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
 /// What `schedlat victims` reports, how often and how.
 pub struct VictimsOptions {
@@ -65,8 +63,8 @@ pub async fn run(
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut started = Instant::now();
     if args.json {
-        eprint!("{BANNER}");
-    } else if stdout::write(BANNER).is_err() {
+        say!("{}", BANNER.trim_end());
+    } else if !stdout::write(BANNER)? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -90,7 +88,7 @@ pub async fn run(
         } else {
             report::text(&report)
         };
-        if stdout::write(&text).is_err() {
+        if !stdout::write(&text)? {
             return Ok(Ended::StdoutClosed);
         }
         if stop {
