@@ -19,6 +19,7 @@
 pub mod floor;
 mod json;
 mod progs;
+mod recorder;
 mod report;
 mod scrape;
 pub mod sleepers;
@@ -71,6 +72,12 @@ pub struct Options {
     /// serve's CPU per scrape.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
+    /// Instead of the comparison: the flight recorder (`record --ring`)
+    /// beside plain histogram mode under a fork storm for SECONDS (default
+    /// 600): CPU and sampled RSS of each.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub recorder: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +139,9 @@ pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
         return scrape::run(opts, scrapes);
+    }
+    if let Some(seconds) = opts.recorder {
+        return recorder::run(seconds, opts.cpu);
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;
