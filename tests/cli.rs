@@ -160,3 +160,42 @@ fn a_failed_stderr_write_never_panics() {
     let out = run_redirected(&["0"], "/dev/null", "/dev/full");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn recorder_arguments_are_checked() {
+    assert_usage_error(&["record", "--ring", "0s"], "must be at least 1s");
+    assert_usage_error(&["record", "--ring", "2d"], "is not a duration");
+    assert_usage_error(
+        &["record", "--ring", "5m", "--trigger", "p98>1ms"],
+        "p50, p90, p99",
+    );
+    assert_usage_error(&["record", "--ring", "5m", "--trigger", "p99"], "p99>5ms");
+    assert_usage_error(
+        &["record", "--ring", "5m", "-o", "x"],
+        "cannot be used with",
+    );
+    // Without --ring, record still needs its file and duration.
+    assert_usage_error(&["record"], "required");
+}
+
+#[test]
+fn replay_refuses_what_is_not_a_dump() {
+    let dir = std::env::temp_dir().join(format!("schedlat-cli-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dump.jsonl");
+    std::fs::write(&file, "{\"type\":\"interval\"}\n").unwrap();
+    let (status, _, stderr) = run_schedlat(&["replay", dir.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not a schedlat JSON object") || stderr.contains("dump.jsonl:1"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = run_schedlat(&["replay", "/nonexistent/dump"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot read /nonexistent/dump/dump.jsonl")
+            || stderr.contains("cannot read /nonexistent/dump"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

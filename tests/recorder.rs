@@ -412,3 +412,33 @@ fn failed_dumps_leave_nothing_and_collection_goes_on() {
     assert_eq!(hidden, 0, "temporary dumps left behind");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Without root, on a dump recorded on a real kernel (a 1 ms sleeper
+/// process, then two hogs on its CPU; tests/fixtures/recorder-dump):
+/// replay reads it, and the HdrHistogram and protobuf readers agree with
+/// its JSON.
+#[test]
+fn a_recorded_dump_reads_back_without_root() {
+    let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recorder-dump");
+    let lines = replay(&dump);
+    let intervals = lines.iter().filter(|l| l["type"] == "interval").count();
+    assert_eq!(intervals, 5, "{lines:#?}");
+    let window = lines.last().unwrap();
+    assert_eq!(window["type"], "window");
+    assert_eq!(window["reason"], "SIGHUP");
+    assert!(window["count"].as_u64().unwrap() > 1000, "{window}");
+    assert!(window["slow_waits"].as_u64().unwrap() > 0, "{window}");
+    let sub = Command::new(SCHEDLAT)
+        .args(["replay", "--from", "1s", "--to", "3s", "--json"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    let sub = String::from_utf8(sub.stdout).unwrap();
+    // Seconds 1 to 3 of the dump: the intervals wholly inside (their
+    // edges are a few ms off whole seconds).
+    let inside = sub.lines().filter(|l| l.contains("\"interval\"")).count();
+    assert!((1..=2).contains(&inside), "{sub}");
+    eprintln!("{}", python("check_hlog.py", &[&dump]));
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/perfetto_trace_subset.proto");
+    eprintln!("{}", python("check_perfetto.py", &[&dump, &proto]));
+}
