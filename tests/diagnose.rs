@@ -43,7 +43,9 @@ fn cause_names(r: &serde_json::Value) -> Vec<String> {
 /// A process that sleeps: waiting is negligible, not a scheduling problem.
 #[test]
 fn an_idle_process_is_not_a_scheduling_problem() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = sleeper.id().to_string();
     let r = diagnose(&["-p", &pid], || {});
@@ -66,7 +68,9 @@ fn an_idle_process_is_not_a_scheduling_problem() {
 /// Hogs on every CPU plus a victim: CPU saturation, with the victim waiting.
 #[test]
 fn hogs_on_every_cpu_are_cpu_saturation() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let cpus = thread::available_parallelism().unwrap().get();
     let hogs: Vec<_> = (0..cpus).map(|cpu| workload::Hogs::start(cpu, 2)).collect();
     let me = std::process::id().to_string();
@@ -87,7 +91,9 @@ fn hogs_on_every_cpu_are_cpu_saturation() {
 /// The victim and the hogs pinned to one CPU while the other idles.
 #[test]
 fn pinned_contention_is_named() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let cpu = workload::workload_cpu();
     let hogs = workload::Hogs::start(cpu, 3);
     let me = std::process::id().to_string();
@@ -110,7 +116,9 @@ fn pinned_contention_is_named() {
 /// explained by the class: it comes first, the FIFO thread in evidence.
 #[test]
 fn an_rt_culprit_is_class_or_priority() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let cpu = workload::workload_cpu();
     let me = std::process::id();
     let r = diagnose(&["-p", &me.to_string()], move || {
@@ -155,7 +163,9 @@ fn an_rt_culprit_is_class_or_priority() {
 /// time behind a culprit with a lower nice.
 #[test]
 fn a_lower_nice_culprit_is_class_or_priority() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let cpu = workload::workload_cpu();
     let me = std::process::id();
     let r = diagnose(&["-p", &me.to_string()], move || {
@@ -190,7 +200,9 @@ fn a_lower_nice_culprit_is_class_or_priority() {
 /// enabled) with a small quota, running a CPU-hungry worker: throttled.
 #[test]
 fn a_small_quota_is_quota_throttling() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (group, _) = TestCgroup::with_cpu_quota("quota", 10_000, 100_000);
     let worker = Procs(vec![
         Command::new("sh")
@@ -218,7 +230,9 @@ fn a_small_quota_is_quota_throttling() {
 /// why there are no victims and culprits.
 #[test]
 fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, text, err) = common::run_schedlat(&["diagnose", "--hook", "tp", "-d", "1"]);
     assert!(status.success(), "{err}");
     assert!(text.contains("hook tracepoint"), "{text}");
@@ -230,7 +244,9 @@ fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
 
 #[test]
 fn unprivileged_runs_the_proc_part_and_says_what_root_adds() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -260,7 +276,9 @@ fn unprivileged_runs_the_proc_part_and_says_what_root_adds() {
 
 #[test]
 fn a_missing_cgroup_or_pid_is_a_clear_error() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, _, err) = common::run_schedlat(&["diagnose", "--cgroup", "no/such/group"]);
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("no cgroup no/such/group"), "{err}");

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{HOG, Procs, TestCgroup},
     parse_json_lines, parse_log2_rows, require_root, total, workload,
 };
@@ -29,7 +29,9 @@ const GAP: Duration = Duration::from_millis(3);
 /// exits 0. A kernel on which BTF offset resolution misses a field, or the
 /// verifier rejects a program, fails here with schedlat's own message.
 fn check_loads_and_reports(hook: &str, mode: &str) {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, out, err) = common::run_schedlat(&["--hook", hook, "1", "1"]);
     assert!(
         status.success(),
@@ -74,7 +76,9 @@ fn tracepoint_mode_loads_and_reports() {
 /// not fall back (a fallback means an offset or a program failed).
 #[test]
 fn auto_mode_chooses_tp_btf_without_fallback() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, _, err) = common::run_schedlat(&["1", "1"]);
     assert!(
         status.success(),
@@ -105,8 +109,10 @@ fn auto_mode_chooses_tp_btf_without_fallback() {
 /// or discarded. The 10% slack covers waits schedlat can miss right at the
 /// start: it prints its banner before it takes the baseline it reports from.
 fn check_workload_waits(hook: &str, mode: &str) {
-    require_root();
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "--hook", hook]);
+    if !require_root() {
+        return;
+    }
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "--hook", hook]);
     let cpu = workload::workload_cpu();
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, ROUNDS);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
@@ -180,11 +186,13 @@ fn tracepoint_mode_counts_overlapping_waits() {
 /// each round's HOLD-long waits come out as slow events.
 #[test]
 fn victims_and_slow_modes_load_and_report() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = std::process::id().to_string();
     let cpu = workload::workload_cpu();
     let rounds = 20;
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(
@@ -215,7 +223,7 @@ fn victims_and_slow_modes_load_and_report() {
     );
     assert_eq!(r["overflow"]["victim_waits"], 0, "{r}");
 
-    let tracer = Tracer::start(
+    let tracer = TracerProcess::start(
         SCHEDLAT,
         &["slow", "--threshold", "1ms", "--json", "-p", &me],
     );
@@ -245,12 +253,14 @@ fn victims_and_slow_modes_load_and_report() {
 /// test's own cgroup keeps the workload.
 #[test]
 fn scopes_load_and_split_the_workload() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = std::process::id().to_string();
     let cpu = workload::workload_cpu();
     let rounds = 20;
     for breakdown in ["-P", "-L", "--pidnss", "--cgroups", "--cpus"] {
-        let tracer = Tracer::start(SCHEDLAT, &["--json", "-p", &me, breakdown]);
+        let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me, breakdown]);
         workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
         let (status, lines) = tracer.stop_with(libc::SIGINT);
         assert!(
@@ -293,7 +303,7 @@ fn scopes_load_and_split_the_workload() {
         .map(|f| f[1].clone())
         .expect("a cgroup2 mount");
     let group = format!("{mount}{}", v2_path.trim_end_matches('/'));
-    let tracer = Tracer::start(SCHEDLAT, &["--json", "-c", &group]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-c", &group]);
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "-c on {}: {status}", kernel_release());
@@ -314,7 +324,9 @@ fn scopes_load_and_split_the_workload() {
 /// (`cpu.cfs_quota_us`, TestCgroup::with_cpu_quota).
 #[test]
 fn diagnose_names_quota_throttling_from_cpu_stat() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (group, source) = TestCgroup::with_cpu_quota("quota", 10_000, 100_000);
     let worker = Procs(vec![
         std::process::Command::new("sh")

@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, parse_log2_rows, require_root, slot_count, total, workload,
+    SCHEDLAT, TracerProcess, parse_json_lines, parse_log2_rows, require_root, slot_count, total,
+    workload,
 };
 
 const HOLD: Duration = Duration::from_millis(3);
@@ -21,7 +22,9 @@ const ROUNDS: u32 = 200;
 /// from the one holding 3.0 ms ([2816, 3071] us) to the one holding 3.5 ms
 /// ([3328, 3583] us).
 fn check_fifo_blocker_waits(hook: &str) {
-    require_root();
+    if !require_root() {
+        return;
+    }
     // tp_btf can filter to this test process, which keeps other tasks'
     // waits out; classic tracepoints measure the whole system.
     let me = std::process::id().to_string();
@@ -29,7 +32,7 @@ fn check_fifo_blocker_waits(hook: &str) {
     if hook == "btf" {
         args.extend(["-p", &me]);
     }
-    let tracer = Tracer::start(SCHEDLAT, &args);
+    let tracer = TracerProcess::start(SCHEDLAT, &args);
     workload::fifo_blocker(workload::workload_cpu(), HOLD, GAP, ROUNDS);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat exited with {status}");
@@ -117,7 +120,9 @@ fn tracepoint_mode_puts_known_waits_in_their_bucket() {
 /// and schedlat counts); below 16 us, the cumulative count up to each slot,
 /// 5% of the total plus 20 waits.
 fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = std::process::id().to_string();
     let filtered = hook == "btf";
     let mut args = vec!["--hook", hook];
@@ -130,8 +135,8 @@ fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
         args.push("-m");
         runqlat_args.push("-m");
     }
-    let ours = Tracer::start(SCHEDLAT, &args);
-    let theirs = Tracer::start("/usr/sbin/runqlat", &runqlat_args);
+    let ours = TracerProcess::start(SCHEDLAT, &args);
+    let theirs = TracerProcess::start("/usr/sbin/runqlat", &runqlat_args);
     let cpu = workload::workload_cpu();
     for hold_us in [190, 750, 3000] {
         workload::fifo_blocker(cpu, Duration::from_micros(hold_us), GAP, 100);
@@ -207,8 +212,10 @@ fn milliseconds_agree_with_runqlat() {
 
 #[test]
 fn interval_and_count_print_count_reports_then_exit() {
-    require_root();
-    let tracer = Tracer::start(SCHEDLAT, &["-T", "1", "2"]);
+    if !require_root() {
+        return;
+    }
+    let tracer = TracerProcess::start(SCHEDLAT, &["-T", "1", "2"]);
     let (status, lines) = tracer.finish();
     assert!(status.success());
     let summaries = lines.iter().filter(|l| l.starts_with("total ")).count();
@@ -224,9 +231,11 @@ fn interval_and_count_print_count_reports_then_exit() {
 /// SIGINT and SIGTERM both end the run with the final histogram printed.
 #[test]
 fn signals_flush_the_final_histogram() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        let tracer = Tracer::start(SCHEDLAT, &[]);
+        let tracer = TracerProcess::start(SCHEDLAT, &[]);
         workload::ping_pong(workload::workload_cpu(), 2_000);
         let (status, lines) = tracer.stop_with(signal);
         assert!(status.success(), "signal {signal}: {status}");
@@ -244,7 +253,9 @@ fn signals_flush_the_final_histogram() {
 #[test]
 fn closed_stdout_ends_the_run_cleanly() {
     use std::io::BufRead;
-    require_root();
+    if !require_root() {
+        return;
+    }
     let mut child = std::process::Command::new(SCHEDLAT)
         .arg("1")
         .stdout(std::process::Stdio::piped())
@@ -274,7 +285,9 @@ fn closed_stdout_ends_the_run_cleanly() {
 
 #[test]
 fn explicit_missing_btf_is_a_clear_error() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     for hook in ["btf", "auto"] {
         let (status, _, err) =
             common::run_schedlat(&["--hook", hook, "--btf", "/nonexistent/vmlinux", "1", "1"]);
@@ -289,7 +302,9 @@ fn explicit_missing_btf_is_a_clear_error() {
 
 #[test]
 fn unreadable_tracefs_is_a_clear_error() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, _, err) =
         common::run_schedlat(&["--hook", "tp", "--tracefs", "/nonexistent", "1", "1"]);
     assert_eq!(status.code(), Some(1), "{err}");
@@ -301,7 +316,9 @@ fn unreadable_tracefs_is_a_clear_error() {
 
 #[test]
 fn auto_mode_falls_back_to_tracepoints_without_btf() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     // Simulate a kernel without BTF through the environment override.
     let out = std::process::Command::new(SCHEDLAT)
         .args(["--json", "1", "1"])
@@ -320,7 +337,9 @@ fn auto_mode_falls_back_to_tracepoints_without_btf() {
 
 #[test]
 fn without_privileges_says_what_is_needed() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     // setpriv (util-linux) drops to nobody with no capabilities.
     let out = std::process::Command::new("setpriv")
         .args([

@@ -32,7 +32,6 @@ struct Recorder {
 
 impl Recorder {
     fn start(dir: &Path, extra: &[&str]) -> Recorder {
-        require_root();
         let stderr = dir.with_extension("stderr");
         let me = me();
         let mut args = vec![
@@ -183,6 +182,9 @@ fn median(mut v: Vec<u64>) -> u64 {
 /// Perfetto trace agree with the JSON under readers schedlat did not write.
 #[test]
 fn sighup_dump_holds_the_phases_in_order() {
+    if !require_root() {
+        return;
+    }
     let dir = scratch("phases");
     let rec = Recorder::start(&dir, &[]);
     let quiet1 = phase(4, false);
@@ -263,6 +265,9 @@ fn sighup_dump_holds_the_phases_in_order() {
 /// and the test looks for the dump the hogs caused.)
 #[test]
 fn p99_trigger_fires_with_pre_trigger_context() {
+    if !require_root() {
+        return;
+    }
     let dir = scratch("trigger");
     let args = [
         "--trigger",
@@ -344,6 +349,9 @@ fn umount(dir: &Path) {
 /// dump's name, and collection goes on (a later dump succeeds).
 #[test]
 fn failed_dumps_leave_nothing_and_collection_goes_on() {
+    if !require_root() {
+        return;
+    }
     let dir = scratch("full");
     mount_tmpfs(&dir, "size=16k");
     let _unmount = Unmount(dir.clone());

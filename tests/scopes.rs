@@ -15,7 +15,7 @@ use std::{
 };
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{
         HOG, Procs, SLEEPER, TestCgroup, busy_and_idle, other_cpu, pinned_sh, v1_cpu_root, v2_root,
     },
@@ -29,7 +29,7 @@ use serde_json::Value;
 fn traced(args: &[&str], work: impl FnOnce()) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
-    let tracer = Tracer::start(SCHEDLAT, &all);
+    let tracer = TracerProcess::start(SCHEDLAT, &all);
     work();
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat {args:?} exited with {status}");
@@ -67,7 +67,9 @@ fn key_count(interval: &Value, label: &str) -> u64 {
 /// (A's are long, B's short); `-c` on each sees only that group.
 #[test]
 fn cgroups_breakdown_and_filter_put_waits_in_the_right_group() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let root = v2_root();
     let (a, b) = (TestCgroup::new(&root, "a"), TestCgroup::new(&root, "b"));
     let procs = busy_and_idle(&a, &b, 2);
@@ -120,7 +122,9 @@ fn cgroups_breakdown_and_filter_put_waits_in_the_right_group() {
 /// (eunomia-bpf/bpf-developer-tutorial issue 185).
 #[test]
 fn cgroup_filter_follows_the_wakee_not_the_waker() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let root = v2_root();
     let (a, b) = (
         TestCgroup::new(&root, "waker"),
@@ -172,7 +176,7 @@ fn cgroup_filter_follows_the_wakee_not_the_waker() {
     assert!(in_a["count"].as_u64().unwrap() > 0, "A's own waits: {in_a}");
 
     // runqlat -c A -L, same load: the reader's waits land in A.
-    let runqlat = Tracer::start("/usr/sbin/runqlat", &["-c", &a.path(), "-L", "2", "1"]);
+    let runqlat = TracerProcess::start("/usr/sbin/runqlat", &["-c", &a.path(), "-L", "2", "1"]);
     let (status, lines) = runqlat.finish();
     assert!(status.success(), "runqlat exited with {status}");
     let text = lines.join("\n");
@@ -187,7 +191,9 @@ fn cgroup_filter_follows_the_wakee_not_the_waker() {
 /// kernel side follows css_set->subsys[cpu], not the v2 default cgroup.
 #[test]
 fn cgroup_v1_cpu_hierarchy_is_followed_too() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let Some(root) = v1_cpu_root() else {
         // Pure cgroup v2 machine: the v2 tests above cover it.
         assert!(v2_root().join("cgroup.controllers").exists());
@@ -241,7 +247,9 @@ fn with_sleeping_threads<T>(cpu: usize, n: usize, work: impl FnOnce(&[u32]) -> T
 /// `-t` only the one named.
 #[test]
 fn pid_catches_all_threads_and_tid_one() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = std::process::id().to_string();
     with_sleeping_threads(workload_cpu(), 3, |tids| {
         let window = || thread::sleep(Duration::from_millis(1500));
@@ -284,7 +292,9 @@ fn pid_catches_all_threads_and_tid_one() {
 /// that CPU, and `--cpu` keeps them only when it names that CPU.
 #[test]
 fn cpus_breakdown_and_filter_follow_the_busy_cpu() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let group = TestCgroup::new(&v2_root(), "cpus");
     let busy = workload_cpu();
     let procs = Procs(vec![
@@ -314,7 +324,9 @@ fn cpus_breakdown_and_filter_follow_the_busy_cpu() {
 /// inode that /proc/PID/ns/pid shows.
 #[test]
 fn comm_filter_and_pid_namespace_breakdown() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let procs = Procs(vec![pinned_sh(workload_cpu(), SLEEPER)]);
     let only_sleep = traced(&["--comm", "sleep", "-P"], || {
         thread::sleep(Duration::from_millis(1500))
@@ -345,7 +357,9 @@ fn comm_filter_and_pid_namespace_breakdown() {
 /// must agree within 5% (observed here: 1.001-1.002).
 #[test]
 fn thread_totals_match_schedstat() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let busy = workload_cpu();
     let _hogs = Hogs::start(busy, 1);
     let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -404,7 +418,9 @@ fn thread_totals_match_schedstat() {
 /// reaped case).
 #[test]
 fn a_zombie_target_ends_the_run_with_its_waits() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let child = Procs(vec![pinned_sh(
         workload_cpu(),
         "i=0; while [ $i -lt 150 ]; do sleep 0.005; i=$((i+1)); done",
@@ -426,7 +442,9 @@ fn a_zombie_target_ends_the_run_with_its_waits() {
 /// Bad scopes fail before anything loads, saying what to do.
 #[test]
 fn missing_targets_and_bad_scopes_are_clear_errors() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let cases: [(&[&str], &str); 6] = [
         (
             &["-c", "no/such/group", "1", "1"],

@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{
-    SCHEDLAT, Tracer,
+    SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, busy_and_idle, v2_root},
     http::{self, nothing_listens},
     parse_json_lines,
@@ -82,7 +82,9 @@ fn promtool_check(body: &str) {
 
 #[test]
 fn exposition_passes_promtool_in_both_formats() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let server = Server::start(&[]);
     workload::ping_pong(workload::workload_cpu(), 2_000);
 
@@ -155,7 +157,9 @@ fn own_p99_seconds(record: &serde_json::Value) -> f64 {
 /// Both must also lie in 2-4 ms, the wait the load is built to produce.
 #[test]
 fn prometheus_p99_agrees_with_schedlat_histogram() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = std::process::id().to_string();
     // --pids: the per-process family too, queried below.
     let server = Server::start(&["-p", &me, "--pids"]);
@@ -176,7 +180,7 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
     }
 
     // The load, measured at the same time by schedlat's histogram mode.
-    let own = Tracer::start(SCHEDLAT, &["--json", "-p", &me]);
+    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
     let started = unix_now();
     workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
     let ended = unix_now();
@@ -283,7 +287,9 @@ fn port_in_use_and_foreign_address_fail_clearly() {
 
 #[test]
 fn non_loopback_listen_is_announced() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let server = Server::start_on("0.0.0.0:0");
     assert!(
         server.stderr().contains("is reachable from other machines"),
@@ -326,7 +332,9 @@ fn scrape_text(server: &Server) -> String {
 /// exposition passes promtool.
 #[test]
 fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let root = v2_root();
     let (a, b) = (
         TestCgroup::new(&root, "serve-a"),
@@ -369,7 +377,9 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
 /// series, and the overflow series keeps its count (it never goes down).
 #[test]
 fn max_series_folds_the_other_keys_into_the_overflow_series() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let root = v2_root();
     let parent = TestCgroup::new(&root, "serve-limit");
     let (a, b) = (

@@ -1,6 +1,6 @@
-//! Root tests of `schedlat slow` on the real kernel: seed 003's slice-long
-//! waits reported as they happen with the hog as culprit
-//! (tests/common/seed003.rs), and how the mode ends. Measured with `-p` on
+//! Root tests of `schedlat slow` on the real kernel: the sleeper-and-hogs
+//! scenario's slice-long waits reported as they happen with the hog as culprit
+//! (tests/common/sleeper.rs), and how the mode ends. Measured with `-p` on
 //! this test process, so other tasks' waits do not count.
 
 mod common;
@@ -8,18 +8,21 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines, require_root,
-    seed003::{self, HOG, SLEEPER, me},
+    SCHEDLAT, TracerProcess, parse_json_lines, require_root,
+    sleeper::{self, HOG, SLEEPER, me},
 };
 use serde_json::Value;
 
 /// `slow --threshold 1ms` catches the slice-long waits as they happen, with
 /// the hog as culprit.
 #[test]
-fn seed_003_slow_events_name_the_hog() {
+fn sleeper_and_hogs_slow_events_name_the_hog() {
+    if !require_root() {
+        return;
+    }
     let me = me();
-    let seed003::Run { tid, lines, .. } =
-        seed003::run(&["slow", "--threshold", "1ms", "--json", "-p", &me]);
+    let sleeper::Run { tid, lines, .. } =
+        sleeper::run(&["slow", "--threshold", "1ms", "--json", "-p", &me]);
     let objects = parse_json_lines(&lines);
     let end = objects.last().expect("a closing object");
     assert_eq!(end["type"], "end", "{end}");
@@ -77,8 +80,10 @@ fn seed_003_slow_events_name_the_hog() {
 /// run even when no event comes to fail a write.
 #[test]
 fn slow_ends_cleanly() {
-    require_root();
-    let tracer = Tracer::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
+    if !require_root() {
+        return;
+    }
+    let tracer = TracerProcess::start(SCHEDLAT, &["slow", "--threshold", "100s"]);
     let (status, lines) = tracer.stop_with(libc::SIGTERM);
     assert!(status.success(), "{status}");
     assert!(lines.iter().any(|l| l.starts_with("TIME ")), "{lines:?}");

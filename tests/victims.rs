@@ -1,6 +1,6 @@
-//! Root tests of `schedlat victims` on the real kernel: the seed 003
+//! Root tests of `schedlat victims` on the real kernel: the sleeper-and-hogs
 //! scenario (a 1 ms sleeper sharing its CPU with CPU hogs of a known comm,
-//! tests/common/seed003.rs), checked against `perf sched record` + `perf
+//! tests/common/sleeper.rs), checked against `perf sched record` + `perf
 //! sched latency`; rows of exited tasks and of concurrent threads, table
 //! overflow, intervals, the tp hook mode (tests/slow.rs: `schedlat slow`).
 //! Victims are measured with `-p` on this test process, so other tasks on
@@ -11,10 +11,10 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, Tracer, parse_json_lines,
+    SCHEDLAT, TracerProcess, parse_json_lines,
     perf::{PerfSched, parse_latency},
     require_root,
-    seed003::{self, HOG, HOGS, PERIOD, SLEEPER, me, slice_ns},
+    sleeper::{self, HOG, HOGS, PERIOD, SLEEPER, me, slice_ns},
     workload,
 };
 use serde_json::Value;
@@ -45,13 +45,16 @@ fn foreign_share(culprits: &[Value], sum_ns: u64) -> f64 {
 /// (about a slice: it waited for a hog's slice to end) and the task that
 /// made it wait.
 #[test]
-fn seed_003_names_the_victim_its_worst_wait_and_the_hog() {
+fn sleeper_and_hogs_names_the_victim_its_worst_wait_and_the_hog() {
+    if !require_root() {
+        return;
+    }
     let me = me();
-    let seed003::Run {
+    let sleeper::Run {
         tid,
         hog_pids,
         lines,
-    } = seed003::run(&[
+    } = sleeper::run(&[
         "victims", "--json", "--top", "0", "--sort", "total", "-p", &me,
     ]);
     let r = parse_json_lines(&lines).pop().expect("one JSON object");
@@ -135,13 +138,15 @@ fn seed_003_names_the_victim_its_worst_wait_and_the_hog() {
 /// equal to perf's microsecond.
 #[test]
 fn victims_agree_with_perf_sched_latency() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("schedlat-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let perf = PerfSched::start(&dir);
     let me = me();
-    let seed003::Run { tid, lines, .. } =
-        seed003::run(&["victims", "--json", "--top", "0", "-p", &me]);
+    let sleeper::Run { tid, lines, .. } =
+        sleeper::run(&["victims", "--json", "--top", "0", "-p", &me]);
     let perf = perf.stop();
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -198,9 +203,11 @@ fn victims_agree_with_perf_sched_latency() {
 /// interval, not per live task.
 #[test]
 fn a_task_that_exits_keeps_its_row() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = me();
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--top", "0", "-p", &me]);
     let tid = workload::named_sleeper(workload::workload_cpu(), PERIOD, 300, "short-lived");
     std::thread::sleep(Duration::from_millis(300));
     assert!(!std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
@@ -225,9 +232,11 @@ fn a_task_that_exits_keeps_its_row() {
 /// shared by all CPUs; a lost race would merge two threads or lose one).
 #[test]
 fn every_thread_gets_a_row_of_its_own() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = me();
-    let tracer = Tracer::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
     let threads: Vec<_> = (0..16)
         .map(|i| {
             std::thread::Builder::new()
@@ -258,9 +267,11 @@ fn every_thread_gets_a_row_of_its_own() {
 /// A full table says so: the waits of tasks beyond --max-tasks are counted.
 #[test]
 fn a_full_table_reports_its_overflow() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let me = me();
-    let tracer = Tracer::start(
+    let tracer = TracerProcess::start(
         SCHEDLAT,
         &["victims", "--json", "--max-tasks", "2", "-p", &me],
     );
@@ -280,7 +291,9 @@ fn a_full_table_reports_its_overflow() {
 
 #[test]
 fn interval_and_count_print_count_reports() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let (status, out, err) = common::run_schedlat(&["victims", "--json", "1", "2"]);
     assert!(status.success(), "{err}");
     let lines: Vec<String> = out.lines().map(String::from).collect();
@@ -296,7 +309,9 @@ fn interval_and_count_print_count_reports() {
 
 #[test]
 fn classic_tracepoints_are_refused_with_the_reason() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     for args in [
         &["victims", "--hook", "tp", "1", "1"][..],
         &["slow", "--hook", "tp"],

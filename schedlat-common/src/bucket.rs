@@ -96,8 +96,9 @@ pub fn log2_slot(v: u64) -> usize {
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use super::*;
     use std::vec::Vec;
+
+    use super::*;
 
     fn reference_log2(v: u64) -> u32 {
         if v == 0 { 0 } else { 63 - v.leading_zeros() }

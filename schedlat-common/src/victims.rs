@@ -108,19 +108,25 @@ pub struct RowSlot {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
-    // SAFETY (all five): repr(C), integer fields and byte arrays only, no
+    // Each of the five: repr(C), integer fields and byte arrays only, no
     // implicit padding (explicit `_pad` fields), valid for any bit pattern.
+    // SAFETY: as above.
     unsafe impl aya::Pod for TaskInfo {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for VictimStats {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for CulpritStats {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for ModeCounters {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for RowSlot {}
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use core::mem::size_of;
+
+    use super::*;
 
     #[test]
     fn layouts_have_no_implicit_padding() {

@@ -2,7 +2,7 @@
 //! a task becomes runnable to the moment it is switched in, and add it to a
 //! per-CPU histogram. Nothing here formats or logs: the hot path is one array
 //! write per enqueue and one array read/write plus one per-CPU update per
-//! switch-in (DESIGN.md section 2, convention 3).
+//! switch-in.
 //!
 //! The victims and slow modes (tp_btf only) also charge each wait to its
 //! task and to the task that held the CPU (victims.rs), or send it to

@@ -1,14 +1,14 @@
 //! Helpers for the integration tests: running schedlat and runqlat as real
 //! processes, parsing what they print, and workloads whose waits are known
 //! in advance.
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code, reason = "each test binary uses its own subset")]
 
 pub mod cgroup;
 pub mod http;
 pub mod perf;
 pub mod prometheus;
-pub mod seed003;
 pub mod serve;
+pub mod sleeper;
 pub mod workload;
 
 use std::{
@@ -22,29 +22,38 @@ use std::{
 pub const SCHEDLAT: &str = env!("CARGO_BIN_EXE_schedlat");
 pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
 
-/// These tests load eBPF programs: without root they cannot say anything,
-/// so they fail loudly rather than skip.
-pub fn require_root() {
+/// These tests load eBPF programs into the running kernel, which needs root.
+/// Not root: the test says so on stderr and is skipped (false), except
+/// under CI=true, where not being root is a failure: CI must run them.
+pub fn require_root() -> bool {
     // SAFETY: no preconditions.
     let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test loads eBPF programs into the running kernel and must run as root (CI does): `sudo -E cargo xtask test`"
+    if euid == 0 {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "CI=true: this test loads eBPF programs into the running kernel and must run as root: `sudo -E cargo xtask test`"
     );
+    eprintln!(
+        "skipped: this test loads eBPF programs into the running kernel and needs root (`sudo -E cargo xtask test`)"
+    );
+    false
 }
 
 /// A tracer process (schedlat or runqlat) that has printed its banner, i.e.
 /// whose programs are attached. Killed if dropped while running.
-pub struct Tracer {
+pub struct TracerProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
     pub stderr: Option<std::process::ChildStderr>,
 }
 
-impl Tracer {
+impl TracerProcess {
     /// Starts `program args` and waits until it is attached. With
     /// `banner_on_stderr` (schedlat --json), the banner is looked for there.
-    pub fn start(program: &str, args: &[&str]) -> Tracer {
+    pub fn start(program: &str, args: &[&str]) -> TracerProcess {
         let mut cmd = if program == SCHEDLAT {
             Command::new(program)
         } else {
@@ -94,7 +103,7 @@ impl Tracer {
                 }
             }
         });
-        let mut tracer = Tracer {
+        let mut tracer = TracerProcess {
             child,
             lines,
             stderr,
@@ -141,7 +150,7 @@ impl Tracer {
     }
 }
 
-impl Drop for Tracer {
+impl Drop for TracerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

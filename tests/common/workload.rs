@@ -223,7 +223,7 @@ pub fn wake_burst(cpu: usize, sleepers: usize, hold: Duration, gap: Duration, ro
 }
 
 impl Hogs {
-    /// `n` hogs as `start`, but named `comm`, as seed 003's `cal.sh`: each
+    /// `n` hogs as `start`, but named `comm`, as a shell script's loop would be: each
     /// runs the shell through a symlink called `comm` (a process's comm is
     /// the basename of the path it was exec'd by: fs/exec.c
     /// __set_task_comm()). Returns once every hog runs under that name.

@@ -110,8 +110,36 @@ fn run(args: &[String]) -> Result<()> {
     std::process::exit(status.code().unwrap_or(1));
 }
 
+/// The habits the tests hold the code to before running it: formatted as
+/// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
+/// clean with the workspace lints on the userspace crates, warnings denied.
+/// (The eBPF crate builds for the bpf target only; it is linted there.)
+fn lint() -> Result<()> {
+    let status = std::process::Command::new("rustup")
+        .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
+        .current_dir(util::workspace_root())
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("not formatted: run `cargo +nightly fmt --all`");
+    }
+    util::cargo(&[
+        "clippy",
+        "--package",
+        "schedlat",
+        "--package",
+        "schedlat-common",
+        "--package",
+        "xtask",
+        "--all-targets",
+        "--",
+        "--deny",
+        "warnings",
+    ])
+}
+
 fn test(args: &[String]) -> Result<()> {
     setup::run()?;
+    lint()?;
     util::require_root("the integration tests load eBPF programs into this kernel")?;
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.

@@ -8,7 +8,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::util::{is_root, run_visible, succeeds};
 
-/// The LLVM that the nightly toolchain's rustc uses (DESIGN.md section 4).
+/// The LLVM that the nightly toolchain's rustc uses: bpf-linker must link
+/// against the same major version.
 const LLVM_MAJOR: &str = "22";
 /// Debian packages the tests and the benchmark use: the runqlat anchor,
 /// perf (bench load), taskset (pinned workloads), and prometheus (the
@@ -29,6 +30,10 @@ pub fn run() -> Result<()> {
     step(
         "nightly toolchain with rust-src (builds the eBPF object)",
         nightly_rust_src,
+    )?;
+    step(
+        "nightly rustfmt and stable clippy (the test command checks both)",
+        lint_tools,
     )?;
     step("bpf-linker built against LLVM 22", bpf_linker)?;
     step("packages for tests and bench", || {
@@ -82,6 +87,26 @@ fn nightly_rust_src() -> Result<Outcome> {
         "rustup",
         &["component", "add", "rust-src", "--toolchain", "nightly"],
     )?;
+    Ok(Outcome::Installed)
+}
+
+/// rustfmt.toml's import grouping needs nightly rustfmt; clippy runs on the
+/// default (stable) toolchain.
+fn lint_tools() -> Result<Outcome> {
+    let fmt = succeeds("rustup", &["run", "nightly", "rustfmt", "--version"]);
+    let clippy = succeeds("cargo", &["clippy", "--version"]);
+    if fmt && clippy {
+        return Ok(Outcome::Present);
+    }
+    if !fmt {
+        run_visible(
+            "rustup",
+            &["component", "add", "rustfmt", "--toolchain", "nightly"],
+        )?;
+    }
+    if !clippy {
+        run_visible("rustup", &["component", "add", "clippy"])?;
+    }
     Ok(Outcome::Installed)
 }
 

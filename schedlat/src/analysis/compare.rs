@@ -158,8 +158,9 @@ fn erfc(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, bucket_index};
+
+    use super::*;
 
     fn waits(groups: &[(u64, u64)]) -> Waits {
         let mut cpu = CpuStats::ZERO;

@@ -74,8 +74,9 @@ pub fn share_at_least(w: &Waits, threshold_ns: u64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
+
+    use super::*;
 
     fn waits_of_ns(values: &[u64]) -> Waits {
         let mut cpu = CpuStats::ZERO;
@@ -92,8 +93,8 @@ mod tests {
     }
 
     /// Deterministic log-uniform waits from 100 ns to ~100 ms.
-    fn known_waits(n: usize, seed: u64) -> Vec<u64> {
-        let mut state = seed;
+    fn known_waits(n: usize, start: u64) -> Vec<u64> {
+        let mut state = start;
         (0..n)
             .map(|_| {
                 state = state
@@ -112,8 +113,8 @@ mod tests {
 
     #[test]
     fn every_percentile_is_within_an_eighth_of_the_exact_value() {
-        for (n, seed) in [(10, 1), (1000, 2), (100_000, 3)] {
-            let mut values = known_waits(n, seed);
+        for (n, start) in [(10, 1), (1000, 2), (100_000, 3)] {
+            let mut values = known_waits(n, start);
             let w = waits_of_ns(&values);
             values.sort_unstable();
             for q in [0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {

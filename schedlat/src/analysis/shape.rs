@@ -178,8 +178,9 @@ fn modes(w: &Waits, split_ns: u64) -> Option<(u64, u64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
+
+    use super::*;
 
     const SLICE: u64 = 3_000_000;
 

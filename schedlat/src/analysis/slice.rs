@@ -1,6 +1,6 @@
 //! The scheduler's time slice, the yardstick the shape rule measures waits
 //! against: a woken task that waits a whole slice waited for someone else's
-//! slice to end (the seed 003 case: ~3 ms behind a CPU hog under EEVDF).
+//! slice to end (a sleeper sharing its CPU with hogs: ~3 ms behind a hog under EEVDF).
 
 use std::{fs, path::Path};
 

@@ -5,6 +5,7 @@ mod args;
 
 use std::path::PathBuf;
 
+pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
 use crate::{
@@ -16,7 +17,6 @@ use crate::{
         loader::{KernelAccess, KernelSources},
     },
 };
-pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -64,8 +64,8 @@ pub struct Cli {
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Record one run to a file for `compare` (the seed method's step 4: fix,
-    /// then re-measure). Prints the histogram too. With --ring: the flight
+    /// Record one run to a file for `compare` (measure, fix, then measure
+    /// again and compare). Prints the histogram too. With --ring: the flight
     /// recorder, always on, dumping its window on SIGHUP or a trigger
     /// (docs/recorder.md).
     Record(RecordArgs),

@@ -157,8 +157,9 @@ fn add(into: &mut [u64], from: &[u64]) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{bucket_index, log2_slot};
+
+    use super::*;
 
     /// Waits of `values` microseconds, counted as the kernel counts them.
     pub fn waits_of_us(values: &[u64]) -> Waits {

@@ -9,7 +9,7 @@ use super::{
     tracer::Tracer,
     victims::{self, Collector},
 };
-use crate::kernel::error::LoadError;
+use crate::collect::error::ReadError;
 
 /// The histogram's intervals: the running totals at the last interval end.
 #[derive(Debug, Default)]
@@ -20,7 +20,7 @@ pub struct HistogramInterval {
 impl HistogramInterval {
     /// Starts the first interval now: what the kernel counted before is not
     /// in it.
-    pub fn start(tracer: &mut Tracer) -> Result<HistogramInterval, LoadError> {
+    pub fn start(tracer: &mut Tracer) -> Result<HistogramInterval, ReadError> {
         let mut interval = HistogramInterval::default();
         interval.end(tracer)?;
         Ok(interval)
@@ -28,7 +28,7 @@ impl HistogramInterval {
 
     /// Ends the current interval and starts the next: the interval's waits,
     /// with its extremes.
-    pub fn end(&mut self, tracer: &mut Tracer) -> Result<Waits, LoadError> {
+    pub fn end(&mut self, tracer: &mut Tracer) -> Result<Waits, ReadError> {
         let (cpus, extremes) = tracer.end_interval()?;
         let current = Waits::from_cpus(&cpus);
         let waits = current.since(&self.previous).with_extremes(&extremes);
@@ -49,7 +49,7 @@ pub enum Source {
 impl Source {
     /// Starts the first interval now; with `max_tasks`, the victims tables
     /// were loaded with that many rows (Modes::histogram_and_victims).
-    pub fn start(tracer: &mut Tracer, max_tasks: Option<u32>) -> Result<Source, LoadError> {
+    pub fn start(tracer: &mut Tracer, max_tasks: Option<u32>) -> Result<Source, ReadError> {
         Ok(match max_tasks {
             Some(max_tasks) => Source::WithVictims(Collector::start(tracer, max_tasks)?),
             None => Source::Histogram(HistogramInterval::start(tracer)?),
@@ -60,7 +60,7 @@ impl Source {
     pub fn end_interval(
         &mut self,
         tracer: &mut Tracer,
-    ) -> Result<(Waits, Option<victims::Interval>), LoadError> {
+    ) -> Result<(Waits, Option<victims::Interval>), ReadError> {
         match self {
             Source::Histogram(histogram) => Ok((histogram.end(tracer)?, None)),
             Source::WithVictims(collector) => {

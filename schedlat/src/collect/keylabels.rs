@@ -15,8 +15,10 @@ use schedlat_common::{
 
 use crate::{
     collect::histogram::Waits,
-    kernel::cgroupfs::Hierarchy,
-    kernel::filter::{comm_str, is_alive},
+    kernel::{
+        cgroupfs::Hierarchy,
+        filter::{comm_str, is_alive},
+    },
 };
 
 /// Names keys of one breakdown; remembers the comm the kernel saw for each

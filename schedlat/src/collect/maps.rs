@@ -5,7 +5,7 @@ use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use schedlat_common::{CpuStats, Extremes, names, scope::KeyStats};
 
 use super::tracer::Tracer;
-use crate::kernel::error::LoadError;
+use crate::collect::error::ReadError;
 
 impl Tracer {
     /// Ends the current interval: flips the kernel's extremes epoch, then
@@ -13,34 +13,34 @@ impl Tracer {
     /// the interval that just ended (cleared for its next turn). A wait that
     /// ends within the few microseconds of the flip may have its extremes
     /// land in the neighbouring interval; its count is never lost.
-    pub fn end_interval(&mut self) -> Result<(Vec<CpuStats>, Vec<Extremes>), LoadError> {
+    pub fn end_interval(&mut self) -> Result<(Vec<CpuStats>, Vec<Extremes>), ReadError> {
         let epoch = {
             let name = names::MAP_EPOCH;
-            let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+            let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
             let mut epoch = Array::<&mut MapData, u32>::try_from(map)
-                .map_err(|error| LoadError::Map { name, error })?;
+                .map_err(|error| ReadError::Map { name, error })?;
             let current = epoch
                 .get(&0, 0)
-                .map_err(|error| LoadError::Map { name, error })?;
+                .map_err(|error| ReadError::Map { name, error })?;
             epoch
                 .set(0, current.wrapping_add(1), 0)
-                .map_err(|error| LoadError::Map { name, error })?;
+                .map_err(|error| ReadError::Map { name, error })?;
             current & 1
         };
         let stats = self.read_stats()?;
         let name = names::MAP_EXTREMES;
-        let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut extremes = PerCpuArray::<&mut MapData, Extremes>::try_from(map)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         let ended: Vec<Extremes> = extremes
             .get(&epoch, 0)
-            .map_err(|error| LoadError::Map { name, error })?
+            .map_err(|error| ReadError::Map { name, error })?
             .iter()
             .copied()
             .collect();
         let zeros =
             PerCpuValues::try_from(vec![Extremes::default(); ended.len()]).map_err(|error| {
-                LoadError::Map {
+                ReadError::Map {
                     name,
                     error: aya::maps::MapError::SyscallError(aya::sys::SyscallError {
                         call: "build per-CPU zeros",
@@ -50,43 +50,43 @@ impl Tracer {
             })?;
         extremes
             .set(epoch, zeros, 0)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         Ok((stats, ended))
     }
 
     /// Every key's cumulative histogram (`--pids`, `--cgroups`...): empty
     /// unless a breakdown is on.
-    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, LoadError> {
+    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         keyed
             .iter()
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| LoadError::Map { name, error })
+            .map_err(|error| ReadError::Map { name, error })
     }
 
     /// Deletes one key's histogram (its task or cgroup is gone).
-    pub fn forget_key(&mut self, key: u64) -> Result<(), LoadError> {
+    pub fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         keyed
             .remove(&key)
-            .map_err(|error| LoadError::Map { name, error })
+            .map_err(|error| ReadError::Map { name, error })
     }
 
     /// Per-CPU statistics, one element per possible CPU.
-    pub fn read_stats(&self) -> Result<Vec<CpuStats>, LoadError> {
+    pub fn read_stats(&self) -> Result<Vec<CpuStats>, ReadError> {
         let name = names::MAP_STATS;
-        let map = self.ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         let stats = PerCpuArray::<&MapData, CpuStats>::try_from(map)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         let values = stats
             .get(&0, 0)
-            .map_err(|error| LoadError::Map { name, error })?;
+            .map_err(|error| ReadError::Map { name, error })?;
         Ok(values.iter().copied().collect())
     }
 }

@@ -8,7 +8,7 @@ use schedlat_common::{names, victims::SlowEvent};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use super::tracer::Tracer;
-use crate::kernel::error::LoadError;
+use crate::collect::error::ReadError;
 
 /// The ring buffer, watched by the runtime for new records.
 pub struct SlowEvents {
@@ -22,8 +22,8 @@ impl SlowEvents {
         let map = tracer
             .ebpf
             .take_map(name)
-            .ok_or(LoadError::MissingMap(name))?;
-        let ring = RingBuf::try_from(map).map_err(|error| LoadError::Map { name, error })?;
+            .ok_or(ReadError::MissingMap(name))?;
+        let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
         // SAFETY: RingBuf owns its map fd and keeps it open, unchanged, for as
         // long as it lives, which is as long as the AsyncFd.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }

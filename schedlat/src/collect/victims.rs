@@ -15,10 +15,7 @@ use schedlat_common::{
 };
 
 use super::interval::HistogramInterval;
-use crate::{
-    collect::histogram::Waits,
-    {collect::tracer::Tracer, kernel::error::LoadError},
-};
+use crate::collect::{error::ReadError, histogram::Waits, tracer::Tracer};
 
 /// A program that read the old epoch runs to its end within microseconds
 /// (sched tracepoints run with interrupts off); this is far longer.
@@ -53,8 +50,8 @@ impl Collector {
     /// Starts the first interval now: whatever the tables hold from before
     /// (the moments between attach and this call) is dropped. `max_tasks`
     /// is what the tables were loaded with (Modes::victims).
-    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, LoadError> {
-        let cpus = aya::util::nr_cpus().map_err(|(path, error)| LoadError::Proc { path, error })?;
+    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, ReadError> {
+        let cpus = aya::util::nr_cpus().map_err(|(path, error)| ReadError::Proc { path, error })?;
         let mut collector = Collector {
             max_tasks,
             idle_rows: u32::try_from(cpus).unwrap_or(u32::MAX),
@@ -65,7 +62,7 @@ impl Collector {
         Ok(collector)
     }
 
-    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, LoadError> {
+    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, ReadError> {
         let half = epoch(&tracer.ebpf)? & 1;
         // Flips the epoch; its per-CPU statistics carry the loss counters
         // (and the histogram, when it is on).
@@ -102,10 +99,10 @@ impl Collector {
         ebpf: &mut Ebpf,
         half: u32,
         used: u64,
-    ) -> Result<Vec<CulpritStats>, LoadError> {
+    ) -> Result<Vec<CulpritStats>, ReadError> {
         let name = names::MAP_CULPRIT_ROWS;
         let base = half * (self.idle_rows + self.max_tasks);
-        let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+        let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut rows =
             Array::<&mut MapData, CulpritStats>::try_from(map).map_err(map_error(name))?;
         let mut out = Vec::new();
@@ -126,21 +123,21 @@ impl Collector {
     }
 }
 
-fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> LoadError {
-    move |error| LoadError::Map { name, error }
+fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> ReadError {
+    move |error| ReadError::Map { name, error }
 }
 
-fn epoch(ebpf: &Ebpf) -> Result<u32, LoadError> {
+fn epoch(ebpf: &Ebpf) -> Result<u32, ReadError> {
     let name = names::MAP_EPOCH;
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let epoch = Array::<&MapData, u32>::try_from(map).map_err(map_error(name))?;
     epoch.get(&0, 0).map_err(map_error(name))
 }
 
 /// Rows taken from counter `i` of ROWS_USED; with `set`, then replaced.
-fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, LoadError> {
+fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, ReadError> {
     let name = names::MAP_ROWS_USED;
-    let map = ebpf.map_mut(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
     let mut used = Array::<&mut MapData, u64>::try_from(map).map_err(map_error(name))?;
     let value = used.get(&i, 0).map_err(map_error(name))?;
     if let Some(new) = set {
@@ -155,8 +152,8 @@ fn read_rows<V: Pod>(
     name: &'static str,
     first: u32,
     n: u32,
-) -> Result<Vec<V>, LoadError> {
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+) -> Result<Vec<V>, ReadError> {
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let rows = Array::<&MapData, V>::try_from(map).map_err(map_error(name))?;
     (first..first + n)
         .map(|i| rows.get(&i, 0).map_err(map_error(name)))
@@ -165,15 +162,15 @@ fn read_rows<V: Pod>(
 
 impl Tracer {
     /// The victims and slow-event counters since load, summed over CPUs.
-    pub fn mode_counters(&self) -> Result<ModeCounters, LoadError> {
+    pub fn mode_counters(&self) -> Result<ModeCounters, ReadError> {
         mode_counters(&self.ebpf)
     }
 }
 
 /// The per-CPU counters, summed.
-fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, LoadError> {
+fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, ReadError> {
     let name = names::MAP_MODE_COUNTERS;
-    let map = ebpf.map(name).ok_or(LoadError::MissingMap(name))?;
+    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
     let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).map_err(map_error(name))?;
     let values = cpus.get(&0, 0).map_err(map_error(name))?;
     Ok(values

@@ -14,11 +14,14 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    collect::histogram::{Unit, Waits},
-    collect::keylabels::{KeyLabels, waits_of},
+    collect::{
+        error::ReadError,
+        histogram::{Unit, Waits},
+        keylabels::{KeyLabels, waits_of},
+        tracer::Tracer,
+    },
     kernel::modes::Keyed,
     output::{self, text},
-    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.
@@ -104,7 +107,7 @@ impl KeyedView {
         tracer: &mut Tracer,
         unkeyed: u64,
         slice: &Slice,
-    ) -> Result<KeyedReport, LoadError> {
+    ) -> Result<KeyedReport, ReadError> {
         let mut current = HashMap::new();
         for (key, stats) in tracer.read_keyed()? {
             self.labels.saw(key, &stats);
@@ -274,8 +277,9 @@ fn sort_name(sort: KeySort) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::scope::KeyStats;
+
+    use super::*;
 
     fn row(key: u64, waits_us: &[u64]) -> KeyRow {
         let mut stats = KeyStats::ZERO;

@@ -1,4 +1,5 @@
-//! `schedlat compare BEFORE AFTER`: the seed method's last step. Two
+//! `schedlat compare BEFORE AFTER`: the diagnosis' last step (fix, then
+//! measure again; docs/architecture.md). Two
 //! recordings (from `schedlat record` or `schedlat --json`, every interval in
 //! a file merged) side by side, what changed in the percentiles and the
 //! verdict, and whether the change is beyond noise (analysis::compare).

@@ -2,11 +2,6 @@
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
 //! stdout.
 
-use crate::commands::{
-    session::{self, BANNER, Intervals, Signals},
-    stdout,
-};
-use crate::kernel::modes::Modes;
 use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
@@ -14,8 +9,12 @@ use anyhow::{Context, Result};
 use crate::{
     analysis::slice::Slice,
     collect::{histogram::Unit, interval::HistogramInterval},
-    commands::breakdown::{BreakdownOptions, KeyedView},
-    kernel::{filter::FilterSpec, loader::KernelAccess},
+    commands::{
+        breakdown::{BreakdownOptions, KeyedView},
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{self, Report},
     sys::clock,
 };
@@ -101,9 +100,7 @@ async fn run(
     }
     let mut started = Instant::now();
 
-    if cli.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(cli.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 

@@ -13,6 +13,7 @@ use tokio::{
 
 use crate::{
     collect::tracer::Tracer,
+    commands::stdout,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -23,6 +24,17 @@ use crate::{
 /// What the streaming commands print first (stdout, or stderr with
 /// `--json`), as runqlat does.
 pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
+
+/// Prints the banner and then `header` (a column header, or nothing): on
+/// stdout, or on stderr when stdout carries JSON (`json`; the header is for
+/// people only then). False when stdout is closed.
+pub fn announce_start(json: bool, header: &str) -> Result<bool> {
+    if json {
+        say!("{}", BANNER.trim_end());
+        return Ok(true);
+    }
+    stdout::write(&format!("{BANNER}{header}"))
+}
 
 /// The signals that end a run. Install them before loading, so a Ctrl-C
 /// during loading is not fatal.

@@ -47,11 +47,4 @@ pub enum LoadError {
     NeedsBtf(&'static str),
     #[error("{0}: no cgroup hierarchy is mounted")]
     NoCgroupMount(&'static str),
-    #[error("eBPF map {0} is missing from the object")]
-    MissingMap(&'static str),
-    #[error("eBPF map {name}: {error}")]
-    Map {
-        name: &'static str,
-        error: aya::maps::MapError,
-    },
 }

@@ -3,11 +3,9 @@
 //! that waited, and watched during the run so that a target that goes away
 //! ends it cleanly, its waits so far reported.
 
-use std::fs;
+use std::{fs, path::PathBuf};
 
 use thiserror::Error;
-
-use std::path::PathBuf;
 
 use crate::kernel::cgroupfs::{CgroupTarget, Mounts};
 

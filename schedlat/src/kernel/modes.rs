@@ -8,10 +8,10 @@
 use aya::EbpfLoader;
 use schedlat_common::{names, scope::Breakdown};
 
-use crate::{
-    kernel::btf::{RqOffsets, TaskOffsets},
-    kernel::error::LoadError,
-    kernel::limits::pid_max,
+use crate::kernel::{
+    btf::{RqOffsets, TaskOffsets},
+    error::LoadError,
+    limits::pid_max,
 };
 
 /// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with

@@ -164,10 +164,12 @@ impl Interval {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use schedlat_common::{CpuStats, Extremes, log2_slot};
+
     use super::*;
     use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::hook::HookMode};
-    use schedlat_common::{CpuStats, Extremes, log2_slot};
-    use std::time::Duration;
 
     fn sample() -> Waits {
         let mut cpu = CpuStats::ZERO;

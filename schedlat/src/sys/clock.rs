@@ -23,8 +23,9 @@ impl WallClock {
 }
 
 fn read(clock: libc::clockid_t) -> i128 {
-    // SAFETY: a valid clock id and a pointer to a local.
+    // SAFETY: timespec is plain integers; all zeros is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock id and a pointer to a local.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
 }

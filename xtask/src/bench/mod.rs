@@ -29,11 +29,10 @@ mod workload;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
-
-use crate::util::{require_root, workspace_root};
-
 use progs::ProgramDelta;
 use tracer::{Tool, Tracer};
+
+use crate::util::{require_root, workspace_root};
 
 /// libbpf-tools' runqlat, as installed by Debian's libbpf-tools package.
 const RUNQLAT: &str = "/usr/sbin/runqlat";

@@ -1,4 +1,4 @@
-//! From findings to named causes, following the seed method: first whether
+//! From findings to named causes, following the method of docs/architecture.md: first whether
 //! the scope was runnable-but-waiting at all, then which known mechanism
 //! explains the waiting, strongest first, each with its evidence and a next
 //! step. Thresholds are named constants, documented in docs/diagnose.md.
@@ -9,7 +9,7 @@ use super::{
     findings::Findings,
     priority::{Attribution, Edge},
 };
-use crate::{analysis::fmt_ns, analysis::task};
+use crate::analysis::{fmt_ns, task};
 
 /// Below this share of the window spent waiting (per thread, and PSI for
 /// the scope), waiting is negligible: not a scheduling problem.
@@ -364,11 +364,12 @@ mod tests {
     /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
     /// one normal nice-0 victim that waited 1000 ns in all.
     fn attribution(culprits: &[(u32, i32, u32, u64)]) -> Attribution {
-        use crate::{
-            analysis::task::tests::task,
-            analysis::victims::{SortKey, rank},
-        };
         use schedlat_common::victims::{CulpritStats, VictimStats};
+
+        use crate::analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        };
         let victim = task(20, 20, "victim", 0, 0, 0);
         let rows: Vec<CulpritStats> = culprits
             .iter()

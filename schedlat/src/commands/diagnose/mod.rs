@@ -1,4 +1,4 @@
-//! `schedlat diagnose`: the seed method (shared/seeds/000_…) as one
+//! `schedlat diagnose`: the method of docs/architecture.md as one
 //! command. 1. scope; 2. was it runnable-but-waiting at all (PSI, schedstat:
 //! no root needed); 3. with root, the eBPF histogram of the same window and
 //! its shape, and who waited and who held the CPU instead (the victims
@@ -14,6 +14,9 @@ mod scope;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use findings::{Findings, Snapshot};
+use priority::Attribution;
+use scope::{Mounts, Scope};
 
 use crate::{
     analysis::{
@@ -22,21 +25,19 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank},
     },
-    collect::histogram::Waits,
-    collect::interval::Source,
+    collect::{histogram::Waits, interval::Source},
     commands::{
         session::Signals,
         stdout,
         victims::{self, DEFAULT_MAX_TASKS},
     },
-    kernel::filter::{Filter, FilterSpec},
-    kernel::loader::KernelAccess,
-    kernel::privileges,
+    kernel::{
+        filter::{Filter, FilterSpec},
+        loader::KernelAccess,
+        privileges,
+    },
     sys::procfs,
 };
-use findings::{Findings, Snapshot};
-use priority::Attribution;
-use scope::{Mounts, Scope};
 
 /// What the eBPF side measured over the window (root only).
 pub struct Traced {

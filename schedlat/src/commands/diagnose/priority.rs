@@ -178,12 +178,13 @@ fn cpu_group(tid: u32) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{
-        analysis::task::tests::task,
-        analysis::victims::{SortKey, rank},
-    };
     use schedlat_common::victims::CulpritStats;
+
+    use super::*;
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
 
     #[test]
     fn classes_rt_priorities_and_weights_order_tasks() {

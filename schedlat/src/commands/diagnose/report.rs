@@ -1,5 +1,5 @@
-//! The diagnosis as a person reads it (numbered like the seed method's
-//! steps), or as one JSON object.
+//! The diagnosis as a person reads it (numbered like the method's steps,
+//! docs/architecture.md), or as one JSON object.
 
 use std::fmt::Write as _;
 
@@ -13,8 +13,11 @@ use super::{
     scope::Scope,
 };
 use crate::{
-    analysis::task::{self, TaskJson},
-    analysis::{fmt_ns, victims::Row},
+    analysis::{
+        fmt_ns,
+        task::{self, TaskJson},
+        victims::Row,
+    },
     output::text,
 };
 

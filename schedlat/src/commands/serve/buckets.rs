@@ -89,8 +89,9 @@ impl Layout {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::bucket_index;
+
+    use super::*;
 
     #[test]
     fn boundaries_are_kernel_bucket_edges() {

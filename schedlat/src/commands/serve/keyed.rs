@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet, hash_map::Entry};
 
 use schedlat_common::scope::Breakdown;
 
-use crate::{collect::histogram::Waits, collect::keylabels::KeyLabels};
+use crate::collect::{histogram::Waits, keylabels::KeyLabels};
 
 /// The label value of the overflow series.
 pub const OVERFLOW: &str = "__overflow__";
@@ -174,8 +174,9 @@ impl KeyedSeries {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::bucket_index;
+
+    use super::*;
 
     fn waits(count: u64, each_ns: u64) -> Waits {
         let mut w = Waits::default();

@@ -21,12 +21,13 @@ use prometheus_client::{
     metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
     registry::{Registry, Unit},
 };
-
 use schedlat_common::scope::Breakdown;
 
 use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
-use crate::collect::bpf_cost::ProgramCost;
-use crate::{collect::histogram::Waits, kernel::hook::HookMode};
+use crate::{
+    collect::{bpf_cost::ProgramCost, histogram::Waits},
+    kernel::hook::HookMode,
+};
 
 /// Everything one scrape exports.
 #[derive(Debug)]
@@ -261,8 +262,9 @@ fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std:
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, bucket_index};
+
+    use super::*;
 
     /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
     /// last boundary), 2 discarded, 1 untracked.

@@ -21,18 +21,19 @@ mod scrape;
 use std::{net::SocketAddr, rc::Rc, time::Duration};
 
 use anyhow::{Context, Result};
-use tokio::task::LocalSet;
-
 use schedlat_common::scope::Breakdown;
+use tokio::task::LocalSet;
 
 use crate::{
     commands::{
         run::Ended,
         session::{self, Signals},
     },
-    kernel::filter::{Filter, FilterSpec},
-    kernel::loader::KernelAccess,
-    kernel::modes::{Keyed, Modes},
+    kernel::{
+        filter::{Filter, FilterSpec},
+        loader::KernelAccess,
+        modes::{Keyed, Modes},
+    },
 };
 
 /// Where `schedlat serve` listens and what it exports.

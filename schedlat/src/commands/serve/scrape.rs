@@ -14,11 +14,14 @@ use super::{
     metrics::{BpfCost, Snapshot},
 };
 use crate::{
-    collect::bpf_cost,
-    collect::histogram::Waits,
-    collect::keylabels::{KeyLabels, waits_of},
+    collect::{
+        bpf_cost,
+        error::ReadError,
+        histogram::Waits,
+        keylabels::{KeyLabels, waits_of},
+        tracer::Tracer,
+    },
     kernel::filter::Filter,
-    {collect::tracer::Tracer, kernel::error::LoadError},
 };
 
 pub struct Source {
@@ -55,7 +58,7 @@ impl Source {
         }
     }
 
-    pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
+    pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
@@ -77,7 +80,7 @@ impl Source {
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, LoadError> {
+    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
         let read = self.tracer.borrow().read_keyed()?;
         let Keyed { labels, series } = keyed;
         let current = read

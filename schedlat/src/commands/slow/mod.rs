@@ -7,15 +7,19 @@
 
 mod render;
 
-use crate::commands::session::{self, BANNER, Signals};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use schedlat_common::victims::SlowEvent;
 
 use crate::{
-    collect::histogram::Unit, collect::slow::SlowEvents, commands::run::Ended, commands::stdout,
-    kernel::filter::FilterSpec, kernel::loader::KernelAccess, kernel::modes::Modes,
+    collect::{histogram::Unit, slow::SlowEvents},
+    commands::{
+        run::Ended,
+        session::{self, Signals},
+        stdout,
+    },
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::clock::WallClock,
 };
 
@@ -45,13 +49,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
     };
-    let banner = if args.json {
-        say!("{}", BANNER.trim_end());
-        String::new()
-    } else {
-        format!("{BANNER}{}\n", render::HEADER)
-    };
-    if !stdout::write(&banner)? {
+    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 

@@ -5,8 +5,10 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
 use serde::Serialize;
 
 use crate::{
-    analysis::fmt_ns,
-    analysis::task::{self, TaskJson},
+    analysis::{
+        fmt_ns,
+        task::{self, TaskJson},
+    },
     sys::clock::{WallClock, local_time_us},
 };
 

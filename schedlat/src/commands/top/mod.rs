@@ -17,16 +17,17 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use state::{Action, State};
 
 use crate::{
     analysis::{slice::Slice, victims::SortKey},
-    collect::bpf_cost::ProgramCost,
-    collect::interval::Source,
+    collect::{bpf_cost::ProgramCost, interval::Source},
     commands::{session::Signals, victims},
-    kernel::filter::{Filter, FilterSpec},
-    kernel::loader::KernelAccess,
+    kernel::{
+        filter::{Filter, FilterSpec},
+        loader::KernelAccess,
+    },
 };
-use state::{Action, State};
 
 /// What `schedlat top` shows and how often.
 pub struct TopOptions {

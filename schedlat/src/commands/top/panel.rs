@@ -12,8 +12,7 @@ use ratatui::{
 
 use super::state::{Ranked, State};
 use crate::{
-    analysis::task,
-    analysis::{fmt_ns, victims::Row},
+    analysis::{fmt_ns, task, victims::Row},
     commands::victims::sort_name,
 };
 

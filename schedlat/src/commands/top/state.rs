@@ -11,8 +11,7 @@ use crate::{
         percentiles::quantile_ns,
         victims::{SortKey, Tables, Totals, rank},
     },
-    collect::histogram::Waits,
-    collect::victims::Interval,
+    collect::{histogram::Waits, victims::Interval},
     kernel::hook::HookMode,
 };
 

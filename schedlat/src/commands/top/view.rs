@@ -287,14 +287,16 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
+    use std::time::Duration;
+
     use ratatui::{Terminal, backend::TestBackend};
     use schedlat_common::{
         CpuStats, Extremes, bucket_index, log2_slot,
         victims::{CulpritStats, VictimStats},
     };
-    use std::time::Duration;
+
+    use super::*;
+    use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
 
     fn screen(state: &State, width: u16, height: u16) -> String {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();

@@ -9,25 +9,29 @@
 
 mod report;
 
-use crate::commands::session::{self, BANNER, Intervals, Signals};
 use std::time::Instant;
 
 use anyhow::Result;
-
-use crate::collect::victims::Collector;
-use crate::{
-    analysis::victims::{SortKey, rank},
-    collect::histogram::Unit,
-    collect::tracer::Tracer,
-    commands::run::Ended,
-    commands::stdout,
-    kernel::filter::{Filter, FilterSpec},
-    kernel::modes::Modes,
-    kernel::{error::LoadError, hook::HookChoice, loader::KernelAccess},
-    sys::clock::WallClock,
-};
 use report::Report;
 pub use report::sort_name;
+
+use crate::{
+    analysis::victims::{SortKey, rank},
+    collect::{histogram::Unit, tracer::Tracer, victims::Collector},
+    commands::{
+        run::Ended,
+        session::{self, Intervals, Signals},
+        stdout,
+    },
+    kernel::{
+        error::LoadError,
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelAccess,
+        modes::Modes,
+    },
+    sys::clock::WallClock,
+};
 
 /// Tasks each kernel table holds per interval, unless `--max-tasks` says.
 pub const DEFAULT_MAX_TASKS: u32 = 10_240;
@@ -62,9 +66,7 @@ pub async fn run(
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut started = Instant::now();
-    if args.json {
-        say!("{}", BANNER.trim_end());
-    } else if !stdout::write(BANNER)? {
+    if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
 

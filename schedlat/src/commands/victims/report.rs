@@ -6,13 +6,13 @@ use std::{fmt::Write as _, time::Duration};
 
 use serde::Serialize;
 
-use crate::collect::victims::Interval;
 use crate::{
-    analysis::task::{self, TaskJson},
     analysis::{
         fmt_ns,
+        task::{self, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
+    collect::victims::Interval,
     kernel::hook::HookMode,
     sys::clock::{WallClock, local_time_us},
 };
@@ -296,9 +296,10 @@ pub fn json(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{analysis::task::tests::task, analysis::victims::rank};
     use schedlat_common::victims::{CulpritStats, VictimStats};
+
+    use super::*;
+    use crate::analysis::{task::tests::task, victims::rank};
 
     fn report_of(interval: &Interval, tables: &Tables, f: fn(&Report) -> String) -> String {
         let r = Report {

@@ -8,6 +8,8 @@ mod plan;
 use std::path::PathBuf;
 
 use aya::{Ebpf, EbpfLoader};
+use globals::configure_loader;
+use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
 use crate::kernel::{
@@ -18,9 +20,6 @@ use crate::kernel::{
     modes::Modes,
     privileges,
 };
-
-use globals::configure_loader;
-use plan::{Plan, cgroup_hierarchy};
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
 

@@ -9,18 +9,14 @@ use schedlat_common::{names, scope::Breakdown};
 
 use super::{KernelSources, attach::attach};
 use crate::kernel::{
+    btf::{self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF},
+    btf_prefix,
+    cgroupfs::{Hierarchy, Mounts},
     error::LoadError,
+    filter::Filter,
     hook::{HookChoice, HookMode},
-};
-use crate::{
-    kernel::btf::{
-        self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF,
-    },
-    kernel::btf_prefix,
-    kernel::cgroupfs::{Hierarchy, Mounts},
-    kernel::filter::Filter,
-    kernel::modes::Modes,
-    kernel::tracefs::{self, Format, TracefsError},
+    modes::Modes,
+    tracefs::{self, Format, TracefsError},
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).

@@ -1,12 +1,12 @@
-//! Seed 003 (shared/seeds/003_…) as a workload: a 1 ms periodic sleeper
+//! The sleeper-and-hogs scenario as a workload: a 1 ms periodic sleeper
 //! thread (cyclictest's loop) sharing one CPU with CPU hogs of a known comm
 //! (the report's `cal.sh`), run under a schedlat command.
 
 use std::time::Duration;
 
-use super::{SCHEDLAT, Tracer, require_root, workload};
+use super::{SCHEDLAT, TracerProcess, require_root, workload};
 
-/// Seed 003's hogs are `cal.sh`; ours get a name of their own.
+/// The hogs get a name of their own, so tables and events can be checked by it.
 pub const HOG: &str = "schedlat-hog";
 pub const SLEEPER: &str = "cyclic-sleeper";
 pub const PERIOD: Duration = Duration::from_millis(1);
@@ -24,10 +24,10 @@ pub struct Run {
 /// thread named SLEEPER, all on the workload CPU; schedlat is stopped with
 /// SIGINT once the sleeper is done.
 pub fn run(args: &[&str]) -> Run {
-    require_root();
+    assert!(require_root(), "callers check require_root() first");
     let cpu = workload::workload_cpu();
     let hogs = workload::Hogs::start_named(cpu, HOGS, HOG);
-    let tracer = Tracer::start(SCHEDLAT, args);
+    let tracer = TracerProcess::start(SCHEDLAT, args);
     let tid = workload::named_sleeper(cpu, PERIOD, ROUNDS, SLEEPER);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat {args:?}: {status}");
