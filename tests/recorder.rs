@@ -1,6 +1,6 @@
 //! Root tests of the flight recorder (`schedlat record --ring`, docs/
 //! recorder.md) on the real kernel, measured with `-p` on this test process
-//! so that other tasks' waits do not count: seed 003's phases (a 1 ms
+//! so that other tasks' waits do not count: three phases (a 1 ms
 //! sleeper alone, then with CPU hogs on its CPU, then alone again) in a
 //! SIGHUP dump, read back by `replay` and by readers schedlat did not write
 //! (the HdrHistogram and protobuf Python packages, tests/readers/); the p99
@@ -19,7 +19,7 @@ use std::{
 
 use common::{
     SCHEDLAT, require_root,
-    seed003::{HOG, HOGS, PERIOD, me},
+    sleeper::{HOG, HOGS, PERIOD, me},
     workload,
 };
 use serde_json::Value;
@@ -122,7 +122,7 @@ fn unix_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// The sleeper for `secs`, with seed 003's hogs on its CPU when `hogs`.
+/// The sleeper for `secs`, with CPU hogs on its CPU when `hogs`.
 fn phase(secs: u64, hogs: bool) -> (u64, u64) {
     let cpu = workload::workload_cpu();
     let _hogs = hogs.then(|| workload::Hogs::start_named(cpu, HOGS, HOG));
@@ -173,11 +173,11 @@ fn p99(v: &Value) -> u64 {
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
-    v.sort();
+    v.sort_unstable();
     v[v.len() / 2]
 }
 
-/// Quiet, seed 003, quiet; SIGHUP: the dump holds the three phases in
+/// Quiet, sleeper and hogs, quiet; SIGHUP: the dump holds the three phases in
 /// order, replay's verdicts and p99 follow them, and the .hlog and the
 /// Perfetto trace agree with the JSON under readers schedlat did not write.
 #[test]

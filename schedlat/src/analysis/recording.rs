@@ -181,8 +181,9 @@ impl Window {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
+
+    use super::*;
 
     #[test]
     fn compact_round_trips_and_is_small() {

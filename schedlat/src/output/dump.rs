@@ -239,10 +239,10 @@ mod erased {
 
 #[cfg(test)]
 pub mod tests {
-    use super::*;
-    use crate::analysis::task::tests::task;
-    use crate::collect::histogram::Waits;
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
+
+    use super::*;
+    use crate::{analysis::task::tests::task, collect::histogram::Waits};
 
     pub fn sample_window() -> Window {
         let waits = |values: &[u64]| {

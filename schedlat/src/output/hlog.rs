@@ -138,8 +138,9 @@ pub fn of_window(w: &crate::analysis::recording::Window) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use schedlat_common::{CpuStats, bucket_index};
+
+    use super::*;
 
     #[test]
     fn every_bucket_maps_inside_itself() {

@@ -92,7 +92,7 @@ pub fn encode(window: &Window) -> Vec<u8> {
     let mut order: Vec<&SlowEvent> = window.slow.iter().collect();
     order.sort_by_key(|e| (start_ns(e), e.cpu, e.at_ns));
     // Per CPU, the end of the last wait on each lane.
-    let mut lanes: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    let mut lanes: std::collections::BTreeMap<u32, Vec<u64>> = std::collections::BTreeMap::new();
     let mut slices = Vec::with_capacity(order.len());
     for e in order {
         let ends = lanes.entry(e.cpu).or_default();

@@ -15,7 +15,6 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::{Context, Result};
 use schedlat_common::scope::Breakdown;
 use tokio::signal::unix::{SignalKind, signal};
-
 pub use trigger::Trigger;
 
 use self::{
@@ -120,7 +119,7 @@ pub async fn run(
         window_s: opts.window_s,
         slow_threshold_ns: opts.slow_ns,
         slice_ns: slice.ns,
-        slice_source: slice.source.to_string(),
+        slice_source: slice.source.clone(),
         ..Meta::default()
     };
 

@@ -79,9 +79,10 @@ impl Trigger {
 
 #[cfg(test)]
 mod tests {
+    use schedlat_common::{CpuStats, bucket_index};
+
     use super::*;
     use crate::analysis::recording::CompactWaits;
-    use schedlat_common::{CpuStats, bucket_index};
 
     fn second(values: &[u64]) -> Second {
         let mut cpu = CpuStats::ZERO;
