@@ -43,13 +43,21 @@ struct Header {
     slow_waits: usize,
 }
 
-/// The dump as JSON Lines.
+/// The dump as JSON Lines, in memory.
+#[cfg(test)]
 pub fn render(w: &Window) -> String {
+    let mut out = Vec::new();
+    write(&mut out, w).expect("writing to memory");
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+/// Writes the dump as JSON Lines, a line at a time (a dump is never whole
+/// in memory).
+pub fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Result<()> {
     let m = &w.meta;
-    let mut out = String::new();
-    let mut line = |v: &dyn erased::Ser| {
-        out.push_str(&v.to_json());
-        out.push('\n');
+    let mut line = |v: &dyn erased::Ser| -> std::io::Result<()> {
+        out.write_all(v.to_json().as_bytes())?;
+        out.write_all(b"\n")
     };
     line(&Header {
         kind: "header".into(),
@@ -66,7 +74,7 @@ pub fn render(w: &Window) -> String {
         slow_evicted: m.slow_evicted,
         intervals: w.seconds.len(),
         slow_waits: w.slow.len(),
-    });
+    })?;
     let unit = if m.unit == "msecs" {
         Unit::Msecs
     } else {
@@ -92,14 +100,13 @@ pub fn render(w: &Window) -> String {
                 v["series_dropped"] = s.series_dropped.into();
                 v["slow_lost"] = s.slow_lost.into();
             }
-            line(&v);
+            line(&v)?;
         }
     }
     for e in &w.slow {
-        line(&slow_line(e, w));
+        line(&slow_line(e, w))?;
     }
-    line(&json!({"type": "end", "schema": SCHEMA}));
-    out
+    line(&json!({"type": "end", "schema": SCHEMA}))
 }
 
 fn slow_line(e: &SlowEvent, w: &Window) -> Value {

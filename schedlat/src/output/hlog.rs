@@ -37,12 +37,12 @@ const HIGHEST_NS: u64 = 1 << 42;
 
 /// One interval of one series, ready for the log.
 pub struct LogInterval<'a> {
-    /// Seconds since the log's base time (the dump's first interval).
+    /// Since the log's base time (the dump's first interval).
     pub start: Duration,
     pub duration: Duration,
     /// `total`, or the series' name (made tag-safe here).
     pub tag: &'a str,
-    pub waits: &'a Waits,
+    pub waits: Waits,
 }
 
 /// The value each wait of fine bucket `index` is recorded at.
@@ -82,10 +82,12 @@ pub fn tag_of(series: &str) -> String {
 }
 
 /// Writes the log: a header with the base time, then every interval.
-pub fn write(
+/// Writes the log: a header with the base time, then every interval, one
+/// at a time (a dump's log is never whole in memory).
+pub fn write<'a>(
     out: &mut impl Write,
     base_unix: std::time::SystemTime,
-    intervals: &[LogInterval],
+    intervals: impl IntoIterator<Item = LogInterval<'a>>,
 ) -> Result<()> {
     let mut serializer = V2DeflateSerializer::new();
     let mut log = IntervalLogWriterBuilder::new()
@@ -96,7 +98,7 @@ pub fn write(
         .begin_log_with(out, &mut serializer)
         .context("writing the .hlog header")?;
     for interval in intervals {
-        let h = histogram_of(interval.waits)?;
+        let h = histogram_of(&interval.waits)?;
         let tag = tag_of(interval.tag);
         log.write_histogram(&h, interval.start, interval.duration, Tag::new(&tag))
             .map_err(|e| anyhow!("writing the .hlog: {e}"))?;
@@ -105,35 +107,23 @@ pub fn write(
 }
 
 /// The window's log: every second of every series, timed from its first.
-pub fn of_window(w: &crate::analysis::recording::Window) -> Result<Vec<u8>> {
+pub fn write_window(out: &mut impl Write, w: &crate::analysis::recording::Window) -> Result<()> {
     let base = w.seconds.first().map_or(0, |s| s.start_unix_ns);
-    let all: Vec<(Duration, Duration, &str, Waits)> = w
-        .seconds
-        .iter()
-        .flat_map(|s| {
-            let start = Duration::from_nanos(s.start_unix_ns - base);
-            let length = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
-            s.series
-                .iter()
-                .map(move |(name, c)| (start, length, name.as_str(), c.waits()))
+    let intervals = w.seconds.iter().flat_map(|s| {
+        let start = Duration::from_nanos(s.start_unix_ns - base);
+        let duration = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
+        s.series.iter().map(move |(name, c)| LogInterval {
+            start,
+            duration,
+            tag: name,
+            waits: c.waits(),
         })
-        .collect();
-    let intervals: Vec<LogInterval> = all
-        .iter()
-        .map(|(start, duration, tag, waits)| LogInterval {
-            start: *start,
-            duration: *duration,
-            tag,
-            waits,
-        })
-        .collect();
-    let mut out = Vec::new();
+    });
     write(
-        &mut out,
+        out,
         std::time::UNIX_EPOCH + Duration::from_nanos(base),
-        &intervals,
-    )?;
-    Ok(out)
+        intervals,
+    )
 }
 
 #[cfg(test)]
@@ -180,9 +170,9 @@ mod tests {
             start: Duration::from_secs(1),
             duration: Duration::from_secs(1),
             tag: "cgroup /a b,c",
-            waits: &waits,
+            waits,
         };
-        write(&mut out, base, &[one]).unwrap();
+        write(&mut out, base, [one]).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("#[BaseTime: 1700000000.000"), "{text}");
         assert!(text.contains("Tag=cgroup_/a_b_c,1.000,1.000,"), "{text}");

@@ -88,7 +88,18 @@ pub fn track_uuid(cpu: u32, lane: u32) -> u64 {
 }
 
 /// The trace of the window's slow waits, encoded.
+#[cfg(test)]
 pub fn encode(window: &Window) -> Vec<u8> {
+    let mut out = Vec::new();
+    write(&mut out, window).expect("writing to memory");
+    out
+}
+
+/// Writes the trace one packet at a time: a Trace is a repeated field, so
+/// Trace messages of one packet each, concatenated, are the whole Trace
+/// (protobuf merges repeated fields), and the trace is never whole in
+/// memory.
+pub fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::Result<()> {
     let mut order: Vec<&SlowEvent> = window.slow.iter().collect();
     order.sort_by_key(|e| (start_ns(e), e.cpu, e.at_ns));
     // Per CPU, the end of the last wait on each lane.
@@ -108,31 +119,34 @@ pub fn encode(window: &Window) -> Vec<u8> {
         slices.push((e, lane as u32 + 1));
     }
 
-    let mut packet = Vec::new();
+    let mut first = true;
+    let mut put = |mut p: TracePacket| {
+        if std::mem::take(&mut first) {
+            p.sequence_flags = Some(SEQ_INCREMENTAL_STATE_CLEARED);
+        }
+        out.write_all(&Trace { packet: vec![p] }.encode_to_vec())
+    };
     for (&cpu, ends) in &lanes {
-        packet.push(descriptor(track_uuid(cpu, 0), format!("CPU {cpu}"), None));
+        put(descriptor(track_uuid(cpu, 0), format!("CPU {cpu}"), None))?;
         for lane in 1..=ends.len() as u32 {
             let name = format!("CPU {cpu} waits #{lane}");
-            packet.push(descriptor(
+            put(descriptor(
                 track_uuid(cpu, lane),
                 name,
                 Some(track_uuid(cpu, 0)),
-            ));
+            ))?;
         }
     }
     for (e, lane) in slices {
         let track = track_uuid(e.cpu, lane);
-        packet.push(event(start_ns(e), track, TYPE_SLICE_BEGIN, |ev| {
+        put(event(start_ns(e), track, TYPE_SLICE_BEGIN, |ev| {
             ev.name = Some(format!("{} {}", task::comm(&e.victim), e.victim.tid));
             ev.categories = vec![CATEGORY.to_string()];
             ev.debug_annotations = args(e, window);
-        }));
-        packet.push(event(e.at_ns, track, TYPE_SLICE_END, |_| {}));
+        }))?;
+        put(event(e.at_ns, track, TYPE_SLICE_END, |_| {}))?;
     }
-    if let Some(first) = packet.first_mut() {
-        first.sequence_flags = Some(SEQ_INCREMENTAL_STATE_CLEARED);
-    }
-    Trace { packet }.encode_to_vec()
+    Ok(())
 }
 
 /// When the wait began: its end minus its length.

@@ -7,7 +7,7 @@
 
 use std::{
     fs::{self, File},
-    io::Write,
+    io::BufWriter,
     path::{Path, PathBuf},
     sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
     thread::JoinHandle,
@@ -110,9 +110,11 @@ pub fn write_dump(dir: &Path, name: &str, window: &Window) -> Result<PathBuf> {
     let done = dir.join(name);
     let result = (|| -> Result<()> {
         fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        write_file(&tmp.join("dump.jsonl"), dump::render(window).as_bytes())?;
-        write_file(&tmp.join("waits.hlog"), &hlog::of_window(window)?)?;
-        write_file(&tmp.join("slow.perfetto-trace"), &perfetto::encode(window))?;
+        write_file(&tmp.join("dump.jsonl"), |f| Ok(dump::write(f, window)?))?;
+        write_file(&tmp.join("waits.hlog"), |f| hlog::write_window(f, window))?;
+        write_file(&tmp.join("slow.perfetto-trace"), |f| {
+            Ok(perfetto::write(f, window)?)
+        })?;
         sync_dir(&tmp)?;
         fs::rename(&tmp, &done)
             .with_context(|| format!("renaming {} to {}", tmp.display(), done.display()))?;
@@ -125,11 +127,15 @@ pub fn write_dump(dir: &Path, name: &str, window: &Window) -> Result<PathBuf> {
     Ok(done)
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", path.display()))
+/// Creates `path`, writes it through a buffer, and fsyncs it.
+fn write_file(path: &Path, fill: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
+    let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = BufWriter::with_capacity(64 << 10, f);
+    let written = fill(&mut out).and_then(|()| {
+        let f = out.into_inner().map_err(|e| e.into_error())?;
+        Ok(f.sync_all()?)
+    });
+    written.with_context(|| format!("writing {}", path.display()))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
