@@ -38,6 +38,9 @@ pub struct Interval {
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<serde_json::Value>,
+    /// What was measured; absent in objects from before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<super::recording::Scope>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -137,6 +140,7 @@ pub fn interval(report: &Report) -> Interval {
         buckets,
         log2,
         breakdown: report.breakdown.clone(),
+        scope: report.scope.clone(),
     }
 }
 

@@ -4,6 +4,7 @@ pub mod dump;
 pub mod hlog;
 pub mod json;
 pub mod perfetto;
+pub mod recording;
 pub mod text;
 
 use crate::{
@@ -30,6 +31,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// What was measured (filters, breakdown, kernel, host), for compare.
+    pub scope: Option<recording::Scope>,
 }
 
 impl<'a> Report<'a> {
@@ -52,6 +55,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            scope: None,
         }
     }
 }

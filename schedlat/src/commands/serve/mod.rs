@@ -15,7 +15,7 @@ mod http;
 mod keyed;
 pub mod listen;
 mod metrics;
-mod negotiate;
+pub(crate) mod negotiate;
 mod scrape;
 
 use std::{net::SocketAddr, rc::Rc, time::Duration};
@@ -85,6 +85,8 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // and some formatting, so nothing blocks for long. LocalSet because the
     // tracer is not shared across threads.
     let connections = LocalSet::new();
+    let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
+    let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
     // With -p, a target that exits ends the run, as in histogram mode.
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     connections
@@ -92,13 +94,14 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => {
-                            tokio::task::spawn_local(http::serve_connection(stream, source.clone()));
-                        }
+                        Ok((stream, _)) => open.spawn(stream, source.clone()),
                         // Out of fds or a connection reset before accept:
-                        // keep serving the others.
+                        // free a descriptor, keep serving the others.
                         Err(e) => {
-                            say!("schedlat: accept failed: {e}");
+                            if let Some(line) = accept_errors.line(&e) {
+                                say!("schedlat: {line}");
+                            }
+                            open.shed_one();
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },
