@@ -13,17 +13,28 @@
 //! `schedlat_process_runqueue_latency_seconds{pid=...,comm=...}`), never
 //! next to the whole-system series, so that `sum()` over a family never
 //! counts a wait twice; the overflow series of `--max-series` is one more
-//! labelled series of that family (keyed.rs).
+//! labelled series of that family (keyed.rs). The total uses the fine
+//! layout, the per-key family `--key-buckets` (buckets.rs).
+//!
+//! Under a filter (`-p`, `-t`, `--comm`, `-c`, `--cpu`) every histogram
+//! series has a `scope` label saying which waits it counts, so that a
+//! dashboard cannot take it for the whole system.
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet, prometheus_text, text},
+    encoding::{
+        DescriptorEncoder, EncodeGaugeValue, EncodeMetric, NoLabelSet, prometheus_text, text,
+    },
     metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
     registry::{Registry, Unit},
 };
 use schedlat_common::scope::Breakdown;
 
-use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
+use super::{
+    buckets::{KeyBuckets, LAYOUT, Layout},
+    keyed::{Folded, KeyedScrape},
+    negotiate::Format,
+};
 use crate::{
     collect::{bpf_cost::ProgramCost, histogram::Waits},
     kernel::hook::HookMode,
@@ -41,6 +52,20 @@ pub struct Snapshot {
     pub bpf: Option<BpfCost>,
     /// With `--cgroups` or `--pids`: the breakdown's own counters.
     pub keyed: Option<KeyedCounters>,
+    /// With `-p`/`-t`: whether the target still runs.
+    pub target_alive: Option<bool>,
+    /// The previous scrape's cost, once there was one.
+    pub cost: Option<ScrapeCost>,
+}
+
+/// What serving one scrape cost: read, encode, and the body's size.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScrapeCost {
+    pub seconds: f64,
+    pub cpu_seconds: f64,
+    pub body_bytes: usize,
+    /// Scrapes served so far, this one included.
+    pub scrapes: u64,
 }
 
 /// The counters that go with the per-key family.
@@ -48,8 +73,10 @@ pub struct Snapshot {
 pub struct KeyedCounters {
     /// Waits in the total but in no key (kernel key map full).
     pub unkeyed: u64,
-    /// Keys folded into the overflow series, ever.
+    /// Keys whose new waits went to the overflow series in this scrape.
     pub overflow_keys: u64,
+    /// Per-key series in this scrape, overflow included.
+    pub series: usize,
 }
 
 /// A histogram metric: one name, any number of labelled series.
@@ -57,14 +84,16 @@ pub struct KeyedCounters {
 pub struct HistogramFamily {
     /// Without the unit: the encoder appends `_seconds`.
     pub name: &'static str,
-    pub help: &'static str,
+    pub help: String,
+    pub layout: &'static Layout,
     pub series: Vec<Series>,
 }
 
 #[derive(Debug)]
 pub struct Series {
     pub labels: Vec<(&'static str, String)>,
-    pub waits: Waits,
+    /// In the family's layout.
+    pub waits: Folded,
 }
 
 #[derive(Debug)]
@@ -74,10 +103,10 @@ pub struct BpfCost {
     pub programs: Vec<ProgramCost>,
 }
 
-const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; with -p only that process, in label pid";
+const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile";
 
-const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller), since schedlat started or the cgroup first waited; cgroups beyond --max-series in cgroup=\"__overflow__\"";
-const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited, since schedlat started or the process first waited; processes beyond --max-series in pid=\"__overflow__\"";
+const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller); a series is exported when its cgroup is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\"";
+const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited; a series is exported when its process is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in pid=\"__overflow__\"";
 
 impl Snapshot {
     /// The one view the kernel side has today: every wait (unlabelled), or
@@ -94,32 +123,52 @@ impl Snapshot {
             discarded_negative: waits.discarded_negative,
             histograms: vec![HistogramFamily {
                 name: "schedlat_runqueue_latency",
-                help: SYSTEM_HELP,
-                series: vec![Series { labels, waits }],
+                help: SYSTEM_HELP.into(),
+                layout: &LAYOUT,
+                series: vec![Series {
+                    labels,
+                    waits: Folded::of(&LAYOUT, &waits),
+                }],
             }],
             bpf,
             keyed: None,
+            target_alive: None,
+            cost: None,
         }
     }
 
-    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`).
-    pub fn with_keyed(mut self, by: Breakdown, keyed: KeyedScrape, unkeyed: u64) -> Snapshot {
+    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`);
+    /// `scope` is the filter's label, if any.
+    pub fn with_keyed(
+        mut self,
+        by: Breakdown,
+        layout: KeyBuckets,
+        keyed: KeyedScrape,
+        unkeyed: u64,
+        scope: Option<&(&'static str, String)>,
+    ) -> Snapshot {
         let (name, help) = match by {
             Breakdown::Process => ("schedlat_process_runqueue_latency", PROCESS_HELP),
             _ => ("schedlat_cgroup_runqueue_latency", CGROUP_HELP),
         };
-        self.histograms.push(HistogramFamily {
-            name,
-            help,
-            series: keyed
-                .series
-                .into_iter()
-                .map(|(labels, waits)| Series { labels, waits })
-                .collect(),
-        });
+        let series: Vec<Series> = keyed
+            .series
+            .into_iter()
+            .map(|(mut labels, waits)| {
+                labels.extend(scope.cloned());
+                Series { labels, waits }
+            })
+            .collect();
         self.keyed = Some(KeyedCounters {
             unkeyed,
             overflow_keys: keyed.overflow_keys,
+            series: series.len(),
+        });
+        self.histograms.push(HistogramFamily {
+            name,
+            help: format!("{help}; {}", layout.help()),
+            layout: layout.layout(),
+            series,
         });
         self
     }
@@ -143,13 +192,13 @@ impl Collector for Snapshot {
         for family in &self.histograms {
             let mut metric = encoder.encode_descriptor(
                 family.name,
-                family.help,
+                &family.help,
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
             for series in &family.series {
                 let w = &series.waits;
-                let buckets = LAYOUT.fold(&w.buckets);
+                let buckets = family.layout.with_bounds(&w.buckets);
                 let sum_seconds = w.sum_ns as f64 / 1e9;
                 metric
                     .encode_family(&series.labels)?
@@ -177,12 +226,29 @@ impl Collector for Snapshot {
                 "Waits in schedlat_runqueue_latency_seconds but in no per-cgroup or per-process series: the kernel's key map was full (raise --max-keys)",
                 keyed.unkeyed,
             )?;
-            counter(
+            gauge(
                 &mut encoder,
                 "schedlat_overflow_keys",
-                "Cgroups or processes whose waits go to the __overflow__ series, because --max-series series were taken when they first waited",
-                keyed.overflow_keys,
+                "Cgroups or processes that waited since the previous scrape but got no series of their own in this one (not pinned, not among the --max-series that waited most): their waits went to __overflow__",
+                keyed.overflow_keys as i64,
             )?;
+            gauge(
+                &mut encoder,
+                "schedlat_keyed_series",
+                "Per-cgroup or per-process series in this scrape, __overflow__ included",
+                keyed.series as i64,
+            )?;
+        }
+        if let Some(alive) = self.target_alive {
+            gauge(
+                &mut encoder,
+                "schedlat_target_alive",
+                "1 while the process or thread of -p/-t runs, 0 once it exited (schedlat keeps serving what it measured)",
+                i64::from(alive),
+            )?;
+        }
+        if let Some(cost) = &self.cost {
+            encode_cost(&mut encoder, cost)?;
         }
 
         let info = [
@@ -213,6 +279,44 @@ fn counter(
 ) -> Result<(), std::fmt::Error> {
     let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
     ConstCounter::new(value).encode(metric)
+}
+
+fn gauge<N: EncodeGaugeValue + std::fmt::Debug>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: N,
+) -> Result<(), std::fmt::Error> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+/// serve's own cost, so that it shows in the dashboards it feeds.
+fn encode_cost(encoder: &mut DescriptorEncoder, cost: &ScrapeCost) -> Result<(), std::fmt::Error> {
+    gauge(
+        encoder,
+        "schedlat_last_scrape_duration_seconds",
+        "Wall time schedlat took to serve the previous scrape (kernel reads and encoding)",
+        cost.seconds,
+    )?;
+    gauge(
+        encoder,
+        "schedlat_last_scrape_cpu_seconds",
+        "CPU time (user and system) schedlat's thread spent serving the previous scrape",
+        cost.cpu_seconds,
+    )?;
+    gauge(
+        encoder,
+        "schedlat_last_scrape_body_bytes",
+        "Size of the previous scrape's body, in bytes",
+        cost.body_bytes as i64,
+    )?;
+    counter(
+        encoder,
+        "schedlat_scrapes",
+        "Scrapes served since schedlat started, this one included",
+        cost.scrapes,
+    )
 }
 
 fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std::fmt::Error> {
@@ -394,7 +498,7 @@ mod tests {
         let mut one = CpuStats::ZERO;
         one.buckets[bucket_index(3_000_000)] = 2;
         one.sum_ns = 6_000_000;
-        let waits = Waits::from_cpus(&[one]);
+        let waits = Folded::of(KeyBuckets::Log2.layout(), &Waits::from_cpus(&[one]));
         let keyed = KeyedScrape {
             series: vec![
                 (
@@ -408,17 +512,26 @@ mod tests {
             ],
             overflow_keys: 3,
         };
+        let scope = ("scope", "cpu=0".to_string());
         let out = known()
-            .with_keyed(Breakdown::Process, keyed, 4)
+            .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 4, Some(&scope))
             .encode(Format::Text);
         let h = "schedlat_process_runqueue_latency_seconds";
         for line in [
             format!("# TYPE {h} histogram"),
-            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\"}} 2"),
-            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\"}} 2"),
-            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",le=\"+Inf\"}} 2"),
+            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\"}} 2"),
+            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\",scope=\"cpu=0\"}} 2"),
+            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"+Inf\"}} 2"),
+            // One boundary per power of two: 3 ms is in (2.10, 4.19] ms.
+            format!(
+                "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.002097152\"}} 0"
+            ),
+            format!(
+                "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.004194304\"}} 2"
+            ),
             "schedlat_unkeyed_waits_total 4".into(),
-            "schedlat_overflow_keys_total 3".into(),
+            "schedlat_overflow_keys 3".into(),
+            "schedlat_keyed_series 2".into(),
             // The whole-system family is unchanged.
             "schedlat_runqueue_latency_seconds_count 5".into(),
         ] {
