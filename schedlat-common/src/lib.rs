@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod bucket;
+pub mod kconfig;
 pub mod scope;
 pub mod victims;
 
@@ -71,51 +72,17 @@ unsafe impl aya::Pod for CpuStats {}
 // SAFETY: as above.
 unsafe impl aya::Pod for Extremes {}
 
-/// Names shared by the loader and the eBPF object: maps, programs, globals.
+/// Names shared by the loader and the eBPF object: maps and programs (the
+/// globals are named by their types, [`kconfig::KernelGlobal`]).
 pub mod names {
     pub const MAP_START: &str = "START";
     pub const MAP_STATS: &str = "STATS";
     pub const MAP_EXTREMES: &str = "EXTREMES";
     pub const MAP_EPOCH: &str = "EPOCH";
-
-    /// Nanoseconds per histogram unit (1000 = usecs, 1000000 = msecs).
-    pub const GLOBAL_UNIT_NS: &str = "UNIT_NS";
-    /// task_struct field offsets (bytes), resolved from the running kernel's BTF.
-    pub const GLOBAL_TASK_PID_OFF: &str = "TASK_PID_OFF";
-    pub const GLOBAL_TASK_STATE_OFF: &str = "TASK_STATE_OFF";
-    pub const GLOBAL_TASK_TGID_OFF: &str = "TASK_TGID_OFF";
-    /// Process filter (`-p`): only this tgid's waits; 0 = all.
-    pub const GLOBAL_FILTER_TGID: &str = "FILTER_TGID";
-    /// Scopes (schedlat-ebpf scope.rs): thread (`-t`), comm (`--comm`, 1
-    /// plus the name as two words), cgroup id (`-c`), CPU mask (`--cpu`).
-    pub const GLOBAL_FILTER_TID: &str = "FILTER_TID";
-    pub const GLOBAL_FILTER_COMM: &str = "FILTER_COMM";
-    pub const GLOBAL_FILTER_COMM_LO: &str = "FILTER_COMM_LO";
-    pub const GLOBAL_FILTER_COMM_HI: &str = "FILTER_COMM_HI";
-    pub const GLOBAL_FILTER_CGROUP_ID: &str = "FILTER_CGROUP_ID";
-    pub const GLOBAL_FILTER_CPUS: &str = "FILTER_CPUS";
-    pub const GLOBAL_FILTER_CPU_MASK: &str = "FILTER_CPU_MASK";
-    /// The breakdown key (`scope::Breakdown`) and its map.
-    pub const GLOBAL_BREAKDOWN: &str = "BREAKDOWN";
+    /// The breakdown histograms (`scope::Breakdown`) and the zeroed value
+    /// new keys are inserted from.
     pub const MAP_KEYED: &str = "KEYED";
     pub const MAP_KEY_ZERO: &str = "KEY_ZERO";
-    /// task->cgroups, then the css in the chosen hierarchy (css_set's
-    /// dfl_cgrp for v2, subsys[id] for a v1 controller), css->cgroup,
-    /// css->parent, cgroup->kn, kn->id.
-    pub const GLOBAL_TASK_CGROUPS_OFF: &str = "TASK_CGROUPS_OFF";
-    pub const GLOBAL_CSET_CSS_OFF: &str = "CSET_CSS_OFF";
-    pub const GLOBAL_CSS_CGROUP_OFF: &str = "CSS_CGROUP_OFF";
-    pub const GLOBAL_CSS_PARENT_OFF: &str = "CSS_PARENT_OFF";
-    pub const GLOBAL_CGROUP_KN_OFF: &str = "CGROUP_KN_OFF";
-    pub const GLOBAL_KN_ID_OFF: &str = "KN_ID_OFF";
-    /// task->thread_pid, pid->level, pid->numbers, sizeof(struct upid),
-    /// upid->ns, pid_namespace->ns.inum: the active PID namespace.
-    pub const GLOBAL_TASK_THREAD_PID_OFF: &str = "TASK_THREAD_PID_OFF";
-    pub const GLOBAL_PID_LEVEL_OFF: &str = "PID_LEVEL_OFF";
-    pub const GLOBAL_PID_NUMBERS_OFF: &str = "PID_NUMBERS_OFF";
-    pub const GLOBAL_UPID_SIZE: &str = "UPID_SIZE";
-    pub const GLOBAL_UPID_NS_OFF: &str = "UPID_NS_OFF";
-    pub const GLOBAL_PIDNS_INUM_OFF: &str = "PIDNS_INUM_OFF";
     /// Victims and slow modes (schedlat-ebpf victims.rs): per-TID row
     /// slots, per-interval rows in two halves picked by the low bit of
     /// EPOCH, rows used per half, and the slow events.
@@ -126,32 +93,6 @@ pub mod names {
     pub const MAP_ROWS_USED: &str = "ROWS_USED";
     pub const MAP_MODE_COUNTERS: &str = "MODE_COUNTERS";
     pub const MAP_SLOW_EVENTS: &str = "SLOW_EVENTS";
-    /// 0 in the victims and slow modes: the histogram is not kept there.
-    pub const GLOBAL_HISTOGRAM: &str = "HISTOGRAM";
-    /// Rows per half of each table; culprit rows reserved for idle tasks.
-    pub const GLOBAL_MAX_TASKS: &str = "MAX_TASKS";
-    pub const GLOBAL_IDLE_ROWS: &str = "IDLE_ROWS";
-    /// Waits of at least this many ns go to the ring buffer; 0 = off.
-    pub const GLOBAL_SLOW_NS: &str = "SLOW_NS";
-    pub const GLOBAL_TASK_COMM_OFF: &str = "TASK_COMM_OFF";
-    pub const GLOBAL_TASK_POLICY_OFF: &str = "TASK_POLICY_OFF";
-    pub const GLOBAL_TASK_STATIC_PRIO_OFF: &str = "TASK_STATIC_PRIO_OFF";
-    pub const GLOBAL_TASK_RT_PRIORITY_OFF: &str = "TASK_RT_PRIORITY_OFF";
-    /// task->se.cfs_rq, cfs_rq->rq, rq->nr_running: the run-queue length
-    /// of slow events; RQ_LEN 0 when the kernel's BTF lacks the chain.
-    pub const GLOBAL_RQ_LEN: &str = "RQ_LEN";
-    pub const GLOBAL_TASK_CFS_RQ_OFF: &str = "TASK_CFS_RQ_OFF";
-    pub const GLOBAL_CFS_RQ_RQ_OFF: &str = "CFS_RQ_RQ_OFF";
-    pub const GLOBAL_RQ_NR_RUNNING_OFF: &str = "RQ_NR_RUNNING_OFF";
-    /// Classic tracepoint record offsets, parsed from tracefs format files.
-    pub const GLOBAL_TP_SWITCH_PREV_PID_OFF: &str = "TP_SWITCH_PREV_PID_OFF";
-    pub const GLOBAL_TP_SWITCH_PREV_STATE_OFF: &str = "TP_SWITCH_PREV_STATE_OFF";
-    pub const GLOBAL_TP_SWITCH_NEXT_PID_OFF: &str = "TP_SWITCH_NEXT_PID_OFF";
-    pub const GLOBAL_TP_WAKEUP_PID_OFF: &str = "TP_WAKEUP_PID_OFF";
-    pub const GLOBAL_TP_EXIT_PID_OFF: &str = "TP_EXIT_PID_OFF";
-    /// Bits of the classic `prev_state` that mean "not runnable" (the
-    /// preemption marker TASK_REPORT_MAX lies above them).
-    pub const GLOBAL_TP_STATE_MASK: &str = "TP_STATE_MASK";
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [

@@ -28,13 +28,18 @@ pub struct TaskInfo {
     pub _pad: u32,
 }
 
-/// One victim (a task that waited), for one interval.
+/// One row of the victims mode's tables, for one interval: a victim (a
+/// task that waited) or a culprit (a task switched out in favour of one that
+/// waited). The two tables count the same waits from either side, so one
+/// row type and one kernel update serve both.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VictimStats {
+pub struct WaitStats {
     pub task: TaskInfo,
-    /// Waits that ended in the interval.
+    /// Waits that ended in the interval: of this task (victim), or when
+    /// this task left the CPU (culprit).
     pub count: u64,
+    /// Their sum: for a culprit, the wait this task is charged with.
     pub total_ns: u64,
     pub max_ns: u64,
     /// CLOCK_MONOTONIC (bpf_ktime_get_ns) when the longest wait ended.
@@ -42,27 +47,9 @@ pub struct VictimStats {
     /// CPU the longest wait ended on.
     pub max_cpu: u32,
     pub _pad: u32,
-    /// The task that held that CPU until the longest wait ended.
-    pub max_culprit: TaskInfo,
-}
-
-/// One culprit (a task switched out in favour of a task that waited), for
-/// one interval.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CulpritStats {
-    pub task: TaskInfo,
-    /// Waits that ended when this task left the CPU.
-    pub count: u64,
-    /// Their sum: the wait this task is charged with.
-    pub total_ns: u64,
-    pub max_ns: u64,
-    /// CLOCK_MONOTONIC when the longest of those waits ended.
-    pub max_at_ns: u64,
-    pub max_cpu: u32,
-    pub _pad: u32,
-    /// The task that waited longest for this one.
-    pub max_victim: TaskInfo,
+    /// The other side of the longest wait: the task that held the CPU
+    /// until it ended (victim row), or the task that waited (culprit row).
+    pub max_other: TaskInfo,
 }
 
 /// One wait over the slow threshold, sent through the ring buffer.
@@ -108,14 +95,12 @@ pub struct RowSlot {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
-    // Each of the five: repr(C), integer fields and byte arrays only, no
+    // Each of the four: repr(C), integer fields and byte arrays only, no
     // implicit padding (explicit `_pad` fields), valid for any bit pattern.
     // SAFETY: as above.
     unsafe impl aya::Pod for TaskInfo {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for VictimStats {}
-    // SAFETY: as above.
-    unsafe impl aya::Pod for CulpritStats {}
+    unsafe impl aya::Pod for WaitStats {}
     // SAFETY: as above.
     unsafe impl aya::Pod for ModeCounters {}
     // SAFETY: as above.
@@ -131,8 +116,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
-        assert_eq!(size_of::<VictimStats>(), 40 + 4 * 8 + 8 + 40);
-        assert_eq!(size_of::<CulpritStats>(), 40 + 4 * 8 + 8 + 40);
+        assert_eq!(size_of::<WaitStats>(), 40 + 4 * 8 + 8 + 40);
         assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40);
         // The ring buffer hands out 8-byte aligned records.
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);

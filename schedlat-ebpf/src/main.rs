@@ -9,6 +9,16 @@
 //! userspace when over a threshold (slow.rs): a sched_switch program of its
 //! own for the first, read-only globals for the second.
 //!
+//! Modules, lowest first; each imports only from those above it:
+//! - atomic, bpf: atomic adds in BPF assembly; helper wrappers.
+//! - config: the loader-set read-only globals (schedlat_common::kconfig).
+//! - memory: kernel memory reads at those offsets (task_struct and chains).
+//! - filter: which waits are measured.
+//! - keying: the breakdown histograms.
+//! - wait: the measurement itself, and the total histogram.
+//! - victims, slow: the modes that use each ended wait (slow counts its
+//!   events in victims' counters).
+//!
 //! Two hook modes carry the same logic:
 //! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
 //!   they read come from the running kernel's BTF, resolved by the loader and
@@ -20,10 +30,12 @@
 #![feature(asm_experimental_arch)]
 
 mod atomic;
-mod globals;
-mod scope;
+mod bpf;
+mod config;
+mod filter;
+mod keying;
+mod memory;
 mod slow;
-mod task;
 mod victims;
 mod wait;
 
@@ -33,8 +45,9 @@ use aya_ebpf::{
 };
 
 use crate::{
-    globals::load,
-    task::{TaskPtr, tp_read},
+    config::{COMPUTE, TP, get},
+    keying::Key,
+    memory::{TaskPtr, tp_read},
 };
 
 // tp_btf: sched_wakeup(struct task_struct *p)
@@ -42,7 +55,7 @@ use crate::{
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
     // Filtered-out tasks return here, before any map access.
-    if task.wanted() {
+    if filter::wanted(task) {
         wait::enqueue(task.pid());
     }
     0
@@ -52,7 +65,7 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
-    if task.wanted() {
+    if filter::wanted(task) {
         wait::enqueue(task.pid());
     }
     0
@@ -63,12 +76,12 @@ pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
 // Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
-    let histogram = load(&globals::HISTOGRAM) != 0;
+    let histogram = get(&COMPUTE.histogram) != 0;
     let Some((prev, next, ended)) = btf_switch(&ctx, histogram) else {
         return 0;
     };
     // A constant: in histogram mode the verifier drops this.
-    let slow_ns = load(&globals::SLOW_NS);
+    let slow_ns = get(&COMPUTE.slow_ns);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {
         slow::emit(prev, next, ended);
     }
@@ -80,10 +93,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
 // allocation is an atomic fetch-and-add (kernel 5.12+), which older kernels
 // refuse anywhere in a program, even in code the mode switches would make
 // dead. Only loaded in that mode, it costs the other modes nothing.
-// `schedlat top` loads it with HISTOGRAM=1: histogram and tables at once.
+// `schedlat top` loads it with Compute.histogram 1: histogram and tables at once.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
-    let histogram = load(&globals::HISTOGRAM) != 0;
+    let histogram = get(&COMPUTE.histogram) != 0;
     if let Some((prev, next, ended)) = btf_switch(&ctx, histogram) {
         victims::charge(prev, next, ended);
     }
@@ -105,9 +118,9 @@ fn btf_switch(
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
-    let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && prev.wanted();
+    let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
-    let keyed = || scope::key_histogram(next);
+    let keyed = || keying::key_histogram(next);
     let ended = wait::switch(prev.pid(), prev_runnable, next.pid(), histogram, keyed)?;
     Some((prev, next, ended))
 }
@@ -121,34 +134,34 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
 
 #[tracepoint(category = "sched", name = "sched_wakeup")]
 pub fn tp_sched_wakeup(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, load(&globals::TP_WAKEUP_PID_OFF)));
+    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)));
     0
 }
 
 #[tracepoint(category = "sched", name = "sched_wakeup_new")]
 pub fn tp_sched_wakeup_new(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, load(&globals::TP_WAKEUP_PID_OFF)));
+    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)));
     0
 }
 
 #[tracepoint(category = "sched", name = "sched_switch")]
 pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
-    let prev_pid = tp_read::<u32>(&ctx, load(&globals::TP_SWITCH_PREV_PID_OFF));
-    let prev_state = tp_read::<u64>(&ctx, load(&globals::TP_SWITCH_PREV_STATE_OFF));
-    let next_pid = tp_read::<u32>(&ctx, load(&globals::TP_SWITCH_NEXT_PID_OFF));
+    let prev_pid = tp_read::<u32>(&ctx, get(&TP.switch_prev_pid));
+    let prev_state = tp_read::<u64>(&ctx, get(&TP.switch_prev_state));
+    let next_pid = tp_read::<u32>(&ctx, get(&TP.switch_next_pid));
     // The record holds the *reported* state: a preempted task shows as
     // TASK_REPORT_MAX ("R+"), above every real state bit, so only the bits
     // under it decide (kernel/sched: __trace_sched_switch_state()).
-    let prev_runnable = prev_state & load(&globals::TP_STATE_MASK) == 0;
+    let prev_runnable = prev_state & get(&TP.state_mask) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true, || None);
+    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true, || Key::Off);
     0
 }
 
 #[tracepoint(category = "sched", name = "sched_process_exit")]
 pub fn tp_sched_process_exit(ctx: TracePointContext) -> u32 {
-    wait::forget(tp_read::<u32>(&ctx, load(&globals::TP_EXIT_PID_OFF)));
+    wait::forget(tp_read::<u32>(&ctx, get(&TP.exit_pid)));
     0
 }
 

@@ -1,4 +1,4 @@
-//! The slow mode: each wait of at least SLOW_NS goes to userspace as it
+//! The slow mode: each wait of at least Compute.slow_ns goes to userspace as it
 //! happens, with its victim, its culprit and the run-queue length, through a
 //! ring buffer (runqslower's job, with context). Only waits over the
 //! threshold touch the buffer; a reserve that fails (buffer full, reader
@@ -7,11 +7,7 @@
 use aya_ebpf::{macros::map, maps::RingBuf};
 use schedlat_common::victims::SlowEvent;
 
-use crate::{
-    task::TaskPtr,
-    victims::{counters, cpu},
-    wait::Ended,
-};
+use crate::{bpf::cpu, memory::TaskPtr, victims::counters, wait::Ended};
 
 /// Default size; the loader sets it (one page when the mode is off). Must be
 /// a power-of-two multiple of the page size.

@@ -21,16 +21,16 @@
 //! culprits get a row per CPU, reserved at the start of each half.
 
 use aya_ebpf::{
-    helpers::bpf_get_smp_processor_id,
     macros::map,
     maps::{Array, PerCpuArray},
 };
-use schedlat_common::victims::{CulpritStats, ModeCounters, RowSlot, VictimStats};
+use schedlat_common::victims::{ModeCounters, RowSlot, WaitStats};
 
 use crate::{
     atomic,
-    globals::{self, load},
-    task::TaskPtr,
+    bpf::cpu,
+    config::{COMPUTE, get},
+    memory::TaskPtr,
     wait::{EPOCH, Ended},
 };
 
@@ -43,11 +43,11 @@ static CULPRIT_SLOTS: Array<RowSlot> = Array::with_max_entries(1, 0);
 
 /// 2 x MAX_TASKS rows: half 0, then half 1.
 #[map]
-static VICTIM_ROWS: Array<VictimStats> = Array::with_max_entries(1, 0);
+static VICTIM_ROWS: Array<WaitStats> = Array::with_max_entries(1, 0);
 /// 2 x (IDLE_ROWS + MAX_TASKS) rows: per half, one row per CPU's idle task,
 /// then the allocated ones.
 #[map]
-static CULPRIT_ROWS: Array<CulpritStats> = Array::with_max_entries(1, 0);
+static CULPRIT_ROWS: Array<WaitStats> = Array::with_max_entries(1, 0);
 
 /// Rows taken per half: victims 0, 1, culprits 0, 1. Userspace zeroes a
 /// half's count once it has drained it.
@@ -65,13 +65,25 @@ pub fn counters() -> Option<&'static mut ModeCounters> {
     MODE_COUNTERS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
+/// Charges the wait of `next` that a switch from `prev` just ended: to
+/// `next`'s victim row, and to `prev`'s culprit row.
 #[inline(always)]
-pub fn cpu() -> u32 {
-    // SAFETY: helper without arguments.
-    unsafe { bpf_get_smp_processor_id() }
+pub fn charge(prev: TaskPtr, next: TaskPtr, ended: Ended) {
+    let cpu = cpu();
+    let epoch = EPOCH.get(0).copied().unwrap_or(0);
+    let half = epoch & 1;
+    match victim_row(ended.next_tid, epoch, half) {
+        Some((row, fresh)) => update(row, fresh, next, prev, ended, cpu),
+        None => bump(|c| c.victims_overflow += 1),
+    }
+    match culprit_row(ended.prev_tid, cpu, epoch, half) {
+        Some((row, fresh)) => update(row, fresh, prev, next, ended, cpu),
+        None => bump(|c| c.culprits_overflow += 1),
+    }
 }
 
-/// Charges the wait of `next` that a switch from `prev` just ended.
+/// Adds the wait `ended` to the row of `task`, whose other side is `other`
+/// (the culprit of a victim's wait, the victim of a culprit's).
 ///
 /// A row takes the task's identity and class at its first wait in the
 /// interval and at its longest; its comm at every wait (a thread names
@@ -79,66 +91,31 @@ pub fn cpu() -> u32 {
 /// shows the latest comm too). Reading the rest of task_struct only then
 /// keeps the common case to two loads per task.
 #[inline(always)]
-pub fn charge(prev: TaskPtr, next: TaskPtr, ended: Ended) {
-    let cpu = cpu();
-    let epoch = EPOCH.get(0).copied().unwrap_or(0);
-    let half = epoch & 1;
+fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended: Ended, cpu: u32) {
     let wait = ended.wait_ns;
-
-    match victim_row(ended.next_tid, epoch, half) {
-        Some((v, fresh)) => {
-            if fresh {
-                *v = VictimStats {
-                    task: next.info(),
-                    ..VictimStats::default()
-                };
-            } else {
-                v.task.comm = next.comm();
-            }
-            v.count += 1;
-            v.total_ns += wait;
-            if wait > v.max_ns {
-                v.max_ns = wait;
-                v.max_at_ns = ended.now;
-                v.max_cpu = cpu;
-                v.max_culprit = prev.info();
-                v.task = next.info();
-            }
-        }
-        None => bump(|c| c.victims_overflow += 1),
+    if fresh {
+        *row = WaitStats {
+            task: task.info(),
+            ..WaitStats::default()
+        };
+    } else {
+        row.task.comm = task.comm();
     }
-
-    match culprit_row(ended.prev_tid, cpu, epoch, half) {
-        Some((c, fresh)) => {
-            if fresh {
-                *c = CulpritStats {
-                    task: prev.info(),
-                    ..CulpritStats::default()
-                };
-            } else if c.count == 0 {
-                // An idle task's reserved row, zeroed by userspace.
-                c.task = prev.info();
-            } else {
-                c.task.comm = prev.comm();
-            }
-            c.count += 1;
-            c.total_ns += wait;
-            if wait > c.max_ns {
-                c.max_ns = wait;
-                c.max_at_ns = ended.now;
-                c.max_cpu = cpu;
-                c.max_victim = next.info();
-                c.task = prev.info();
-            }
-        }
-        None => bump(|c| c.culprits_overflow += 1),
+    row.count += 1;
+    row.total_ns += wait;
+    if wait > row.max_ns {
+        row.max_ns = wait;
+        row.max_at_ns = ended.now;
+        row.max_cpu = cpu;
+        row.max_other = other.info();
+        row.task = task.info();
     }
 }
 
 /// `tid`'s victim row in this interval, and whether it was just taken.
 #[inline(always)]
-fn victim_row(tid: u32, epoch: u32, half: u32) -> Option<(&'static mut VictimStats, bool)> {
-    let max = load(&globals::MAX_TASKS);
+fn victim_row(tid: u32, epoch: u32, half: u32) -> Option<(&'static mut WaitStats, bool)> {
+    let max = get(&COMPUTE.max_tasks);
     let (index, fresh) = slot(&VICTIM_SLOTS, tid, epoch, half, max)?;
     let row = VICTIM_ROWS.get_ptr_mut(half * max as u32 + index)?;
     // SAFETY: a map value, valid for this program run; no other CPU updates
@@ -147,27 +124,30 @@ fn victim_row(tid: u32, epoch: u32, half: u32) -> Option<(&'static mut VictimSta
 }
 
 /// The culprit row of `tid` switched out on `cpu`: idle tasks (pid 0) have
-/// the reserved row of their CPU, zeroed by userspace after each drain.
+/// the reserved row of their CPU, zeroed by userspace after each drain
+/// (fresh again when it counts nothing).
 #[inline(always)]
 fn culprit_row(
     tid: u32,
     cpu: u32,
     epoch: u32,
     half: u32,
-) -> Option<(&'static mut CulpritStats, bool)> {
-    let max = load(&globals::MAX_TASKS);
-    let idle = load(&globals::IDLE_ROWS);
+) -> Option<(&'static mut WaitStats, bool)> {
+    let max = get(&COMPUTE.max_tasks);
+    let idle = get(&COMPUTE.idle_rows);
     let base = half * (idle + max) as u32;
-    let (index, fresh) = if tid == 0 {
+    if tid == 0 {
         if u64::from(cpu) >= idle {
             return None;
         }
-        (cpu, false)
-    } else {
-        let (index, fresh) = slot(&CULPRIT_SLOTS, tid, epoch, 2 + half, max)?;
-        (idle as u32 + index, fresh)
-    };
-    let row = CULPRIT_ROWS.get_ptr_mut(base + index)?;
+        let row = CULPRIT_ROWS.get_ptr_mut(base + cpu)?;
+        // SAFETY: as in victim_row.
+        let row = unsafe { &mut *row };
+        let fresh = row.count == 0;
+        return Some((row, fresh));
+    }
+    let (index, fresh) = slot(&CULPRIT_SLOTS, tid, epoch, 2 + half, max)?;
+    let row = CULPRIT_ROWS.get_ptr_mut(base + idle as u32 + index)?;
     // SAFETY: as in victim_row.
     Some((unsafe { &mut *row }, fresh))
 }

@@ -3,15 +3,16 @@
 //! when it is switched in.
 
 use aya_ebpf::{
-    helpers::bpf_ktime_get_ns,
     macros::map,
     maps::{Array, PerCpuArray},
 };
-use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot, scope::KeyStats};
+use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
 
 use crate::{
-    globals::{self, load},
-    scope,
+    bpf::{barrier_var, now},
+    config::{COMPUTE, get},
+    filter,
+    keying::{self, Key},
 };
 
 /// Enqueue timestamp (ns) per TID; 0 = not waiting. Indexed by TID and sized
@@ -34,15 +35,8 @@ static EXTREMES: PerCpuArray<Extremes> = PerCpuArray::with_max_entries(2, 0);
 #[map]
 pub static EPOCH: Array<u32> = Array::with_max_entries(1, 0);
 
-/// Monotonic clock shared by all CPUs.
 #[inline(always)]
-fn now() -> u64 {
-    // SAFETY: helper without arguments.
-    unsafe { bpf_ktime_get_ns() }
-}
-
-#[inline(always)]
-pub fn stats() -> Option<&'static mut CpuStats> {
+fn stats() -> Option<&'static mut CpuStats> {
     // SAFETY: per-CPU value, and BPF programs do not nest on one CPU for the
     // sched tracepoints (they run with preemption disabled).
     STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
@@ -84,14 +78,14 @@ pub struct Ended {
 /// A context switch from `prev` to `next`; the wait of `next` that it ends,
 /// if one was measured (for the victims and slow modes), added to the
 /// histogram when `histogram` (off in those modes), and to the breakdown
-/// histogram `keyed` returns, if any (scope.rs key_histogram()).
+/// histogram `keyed` returns, if any (keying.rs key_histogram()).
 #[inline(always)]
 pub fn switch(
     prev_tid: u32,
     prev_runnable: bool,
     next_tid: u32,
     histogram: bool,
-    keyed: impl FnOnce() -> Option<&'static mut KeyStats>,
+    keyed: impl FnOnce() -> Key,
 ) -> Option<Ended> {
     // One clock read serves both sides of the switch.
     let now = now();
@@ -100,7 +94,7 @@ pub fn switch(
     }
     // A wait ending on a CPU outside `--cpu` is not measured. Its start time
     // stays: the task's next enqueue overwrites it before any switch-in.
-    if next_tid == 0 || !scope::cpu_wanted() {
+    if next_tid == 0 || !filter::cpu_wanted() {
         return None;
     }
     let slot = START.get_ptr_mut(next_tid)?;
@@ -130,7 +124,7 @@ pub fn switch(
 }
 
 /// Adds `wait` to the total histogram and to its key's, if `keyed` gives
-/// one.
+/// one (when the key map is full, the wait counts as unkeyed).
 ///
 /// Each index is computed once and used for both histograms as soon as it
 /// is known. Computing it again for the key let LLVM specialise the
@@ -140,24 +134,31 @@ pub fn switch(
 /// verified instructions, and 3 -> 14 ms of load time (43 ms with a
 /// breakdown), measured with bpf_prog_info's `verified_insns`.
 #[inline(always)]
-fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Option<&'static mut KeyStats>) {
-    let mut key = keyed();
+fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Key) {
+    let mut key = match keyed() {
+        Key::Stats(k) => Some(k),
+        Key::Full => {
+            s.unkeyed += 1;
+            None
+        }
+        Key::Off => None,
+    };
     let bucket = bucket_index(wait);
     if let Some(count) = s.buckets.get_mut(barrier_var(bucket)) {
         *count += 1;
     }
     if let Some(k) = key.as_deref_mut() {
-        scope::count_bucket(k, bucket);
+        keying::count_bucket(k, bucket);
     }
     // checked_div: a plain `/` would carry a panic path the verifier rejects.
-    let in_unit = wait.checked_div(load(&globals::UNIT_NS)).unwrap_or(0);
+    let in_unit = wait.checked_div(get(&COMPUTE.unit_ns)).unwrap_or(0);
     let slot = log2_slot(in_unit);
     if let Some(count) = s.log2.get_mut(barrier_var(slot)) {
         *count += 1;
     }
     if let Some(k) = key {
-        scope::count_slot(k, slot);
-        scope::add_sum(k, wait);
+        keying::count_slot(k, slot);
+        keying::add_sum(k, wait);
     }
     s.sum_ns += wait;
 
@@ -181,14 +182,4 @@ pub fn forget(tid: u32) {
         // SAFETY: pointer into the map value, valid for this program run.
         unsafe { *slot = 0 };
     }
-}
-
-/// Makes LLVM bounds-check the index itself rather than a value it was
-/// derived from, which older verifiers (6.1) cannot relate to it: "math
-/// between map_value pointer and register with unbounded min value" (found
-/// by `cargo xtask vm-test`). The same trick as libbpf's barrier_var().
-#[inline(always)]
-pub fn barrier_var(index: usize) -> usize {
-    // SAFETY: reading a local.
-    unsafe { core::ptr::read_volatile(&index) }
 }

@@ -35,6 +35,9 @@ use crate::commands::{compare, diagnose, run, serve, slow, top, victims};
 /// The binary's entry point: parse the command line, run the command, and
 /// turn its outcome into the exit status (2 for a bad command line, from clap).
 pub fn main() -> ExitCode {
+    if let Some(status) = cli::generate::from_args() {
+        return status;
+    }
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()

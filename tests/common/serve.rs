@@ -36,9 +36,15 @@ impl Server {
     }
 
     fn spawn(listen: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(SCHEDLAT)
-            .args(["serve", "--listen", listen])
-            .args(extra)
+        let mut cmd = Command::new(SCHEDLAT);
+        cmd.args(["serve", "--listen", listen]).args(extra);
+        Server::start_command(cmd)
+    }
+
+    /// Starts a `schedlat serve` command line as given (another binary,
+    /// another user) and waits until it serves.
+    pub fn start_command(mut cmd: Command) -> Server {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -77,6 +83,10 @@ impl Server {
                 .unwrap_or_else(|_| panic!("bad address `{addr}`")),
             stderr,
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn stderr(&self) -> String {

@@ -1,13 +1,19 @@
 //! `cargo xtask <command>`: everything schedlat needs besides `cargo build`.
 //!
-//! - `setup`: make this machine able to build and test schedlat (idempotent).
+//! - `setup`: make this machine able to build schedlat (idempotent);
+//!   `--test` / `--vm` add the tools of the tests and of vm-test.
 //! - `build`: build the release binary (the eBPF object is embedded).
 //! - `run -- ARGS`: setup, build, then run schedlat with ARGS.
-//! - `test`: setup, then every test tier that this machine can run.
+//! - `dist`: build, then the .deb and tarball in target/dist/.
+//! - `test`: setup with the test tools, dist, then every test tier that
+//!   this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
+//! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 
 mod bench;
+mod clippy_ebpf;
+mod dist;
 mod setup;
 mod util;
 mod vm;
@@ -25,24 +31,40 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Show the eBPF sub-build's output even when it succeeds
+    #[arg(short, long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Install what building and testing schedlat needs (nightly rust-src,
-    /// bpf-linker against LLVM 22, libbpf-tools, perf) and mount tracefs.
-    /// Fast when everything is already there.
-    Setup,
-    /// Build the release binary (target/release/schedlat).
+    /// Install what building and running schedlat needs (nightly rust-src,
+    /// bpf-linker against LLVM 22) and mount tracefs. Fast when everything
+    /// is already there.
+    Setup {
+        /// Also the tools of `cargo xtask test` and `bench` (libbpf-tools,
+        /// perf, prometheus, stress-ng, tmux, ...)
+        #[arg(long)]
+        test: bool,
+        /// Also the tools of `cargo xtask vm-test` (QEMU, busybox, cpio)
+        #[arg(long)]
+        vm: bool,
+    },
+    /// Setup, then build the release binary (target/release/schedlat).
     Build,
+    /// Setup, build, then package: target/dist/ gets a .deb and a tarball
+    /// with the binary, man pages, shell completions, docs and a systemd
+    /// unit for `schedlat serve`.
+    Dist,
     /// Setup, build, then run schedlat as root with the given arguments.
     Run {
         /// Arguments for schedlat, after `--` (e.g. `cargo xtask run -- 5 1`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Setup, then run all tests: host unit tests and the root integration
-    /// tests that load the eBPF object on this kernel.
+    /// Setup (with the test tools), build the package (`dist`), then run all
+    /// tests: host unit tests and the root integration tests that load the
+    /// eBPF object on this kernel, the package's among them.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -63,6 +85,10 @@ enum Command {
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
+    /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
+    /// nightly, core from source), warnings as errors. Needs `cargo xtask
+    /// setup`'s nightly rust-src.
+    ClippyEbpf,
     /// Boot other kernels (Debian 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
@@ -70,9 +96,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.verbose {
+        // Read by schedlat/build.rs; inherited by every cargo we run.
+        // SAFETY: no other thread exists yet.
+        unsafe { std::env::set_var("SCHEDLAT_BUILD_VERBOSE", "1") };
+    }
     let result = match cli.command {
-        Command::Setup => setup::run(),
-        Command::Build => build_release(),
+        Command::Setup { test, vm } => setup_tiers(test, vm),
+        Command::Build => setup::run().and_then(|()| build_release()),
+        Command::Dist => setup::run()
+            .and_then(|()| build_release())
+            .and_then(|()| dist::run().map(drop)),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
         Command::BenchSleepers {
@@ -81,9 +115,10 @@ fn main() -> ExitCode {
             processes,
         } => bench::sleepers::serve(threads, cpu, processes),
         Command::BenchBtfFloor => bench::floor::parse_once(),
-        Command::Bench(opts) => setup::run()
+        Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
+        Command::ClippyEbpf => clippy_ebpf::run(),
         Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
@@ -93,6 +128,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn setup_tiers(test: bool, vm: bool) -> Result<()> {
+    if test {
+        setup::test_tools()?;
+    } else {
+        setup::run()?;
+    }
+    if vm {
+        setup::vm_tools()?;
+    }
+    Ok(())
 }
 
 fn build_release() -> Result<()> {
@@ -113,7 +160,8 @@ fn run(args: &[String]) -> Result<()> {
 /// The habits the tests hold the code to before running it: formatted as
 /// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
 /// clean with the workspace lints on the userspace crates, warnings denied.
-/// (The eBPF crate builds for the bpf target only; it is linted there.)
+/// The eBPF crate builds for the bpf target only and is linted there
+/// (`clippy_ebpf`).
 fn lint() -> Result<()> {
     let status = std::process::Command::new("rustup")
         .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
@@ -134,13 +182,23 @@ fn lint() -> Result<()> {
         "--",
         "--deny",
         "warnings",
-    ])
+    ])?;
+    clippy_ebpf::run()
 }
 
 fn test(args: &[String]) -> Result<()> {
-    setup::run()?;
+    setup::test_tools()?;
     lint()?;
     util::require_root("the integration tests load eBPF programs into this kernel")?;
+    // tests/dist.rs checks the package; built here, once, rather than by a
+    // cargo nested in the test run.
+    build_release()?;
+    let artifacts = dist::run()?;
+    // SAFETY: single-threaded here; inherited by cargo and the tests.
+    unsafe {
+        std::env::set_var("SCHEDLAT_DIST_DEB", &artifacts.deb);
+        std::env::set_var("SCHEDLAT_DIST_TARBALL", &artifacts.tarball);
+    }
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.
     // The default members: every crate but schedlat-ebpf (bpf target only).

@@ -1,6 +1,12 @@
 //! `cargo xtask setup`: each step checks first and acts only when needed, so
 //! a ready machine is done in about a second. A step that cannot act (not
 //! root, no apt) says what the user must do instead.
+//!
+//! Three tiers, installed by the command that needs them: `run()` what
+//! building and running schedlat needs (every command), `test_tools()` the
+//! references and loads of `cargo xtask test` and `bench`, `vm_tools()` QEMU
+//! for `cargo xtask vm-test`. A user who only runs schedlat gets no
+//! Prometheus service, stress-ng or QEMU.
 
 use std::{path::Path, process::Command, time::Instant};
 
@@ -12,9 +18,10 @@ use crate::util::{is_root, run_visible, succeeds};
 /// against the same major version.
 const LLVM_MAJOR: &str = "22";
 /// Debian packages the tests and the benchmark use: the runqlat anchor,
-/// perf (bench load), taskset (pinned workloads), and prometheus (the
-/// server and promtool that check `schedlat serve`, tests/serve.rs).
-const RUNTIME_PACKAGES: [&str; 6] = [
+/// perf (bench load), taskset and setpriv (pinned and unprivileged
+/// workloads), and prometheus (the server and promtool that check
+/// `schedlat serve`, tests/serve.rs).
+const TEST_PACKAGES: [&str; 10] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -23,8 +30,17 @@ const RUNTIME_PACKAGES: [&str; 6] = [
     "tmux",
     // under `stress-ng --cpu 4` (tests/top.rs).
     "stress-ng",
+    // tests/dist.rs: the package's man pages rendered with `man -l`,
+    "man-db",
+    // the binary's glibc symbol versions read with `objdump -T`,
+    "binutils",
+    // and its systemd unit checked with `systemd-analyze verify`.
+    "systemd",
+    "dpkg",
 ];
 
+/// What building and running schedlat needs: the eBPF toolchain and tracefs.
+/// `cargo xtask setup`, `build`, `run` and `dist` stop here.
 pub fn run() -> Result<()> {
     let started = Instant::now();
     step(
@@ -36,12 +52,17 @@ pub fn run() -> Result<()> {
         lint_tools,
     )?;
     step("bpf-linker built against LLVM 22", bpf_linker)?;
-    step("packages for tests and bench", || {
-        apt_install(&RUNTIME_PACKAGES)
-    })?;
     step("tracefs mounted", tracefs)?;
     eprintln!("setup: ready in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// `run()`, then the tools only `cargo xtask test` and `bench` use.
+pub fn test_tools() -> Result<()> {
+    run()?;
+    step("packages for tests and bench", || {
+        apt_install(&TEST_PACKAGES)
+    })
 }
 
 fn step(what: &str, f: impl FnOnce() -> Result<Outcome>) -> Result<()> {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, btree_map::Entry};
 
-use schedlat_common::victims::{CulpritStats, TaskInfo, VictimStats};
+use schedlat_common::victims::{TaskInfo, WaitStats};
 
 /// What the tables are ranked by (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -85,8 +85,8 @@ impl Row {
     }
 }
 
-impl From<&VictimStats> for Row {
-    fn from(v: &VictimStats) -> Row {
+impl From<&WaitStats> for Row {
+    fn from(v: &WaitStats) -> Row {
         Row {
             task: v.task,
             count: v.count,
@@ -94,21 +94,7 @@ impl From<&VictimStats> for Row {
             max_ns: v.max_ns,
             max_at_ns: v.max_at_ns,
             max_cpu: v.max_cpu,
-            other: v.max_culprit,
-        }
-    }
-}
-
-impl From<&CulpritStats> for Row {
-    fn from(c: &CulpritStats) -> Row {
-        Row {
-            task: c.task,
-            count: c.count,
-            total_ns: c.total_ns,
-            max_ns: c.max_ns,
-            max_at_ns: c.max_at_ns,
-            max_cpu: c.max_cpu,
-            other: c.max_victim,
+            other: v.max_other,
         }
     }
 }
@@ -151,7 +137,7 @@ pub struct Tables {
 
 /// Ranks an interval's rows by `by` (descending; ties by TID) and keeps the
 /// first `top` of each table (0 = all).
-pub fn rank(victims: &[VictimStats], culprits: &[CulpritStats], by: SortKey, top: usize) -> Tables {
+pub fn rank(victims: &[WaitStats], culprits: &[WaitStats], by: SortKey, top: usize) -> Tables {
     rank_rows(
         victims.iter().map(Row::from).collect(),
         culprits.iter().map(Row::from).collect(),
@@ -231,7 +217,7 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn add(&mut self, victims: &[VictimStats], culprits: &[CulpritStats]) {
+    pub fn add(&mut self, victims: &[WaitStats], culprits: &[WaitStats]) {
         let full = add_rows(&mut self.victims, victims.iter().map(Row::from));
         self.overflow.0 += full;
         let full = add_rows(&mut self.culprits, culprits.iter().map(Row::from));
@@ -271,19 +257,19 @@ mod tests {
     use super::*;
     use crate::analysis::task::{comm, tests::task};
 
-    fn victim(tid: u32, count: u64, total_ns: u64, max_ns: u64, culprit: TaskInfo) -> VictimStats {
-        VictimStats {
+    fn victim(tid: u32, count: u64, total_ns: u64, max_ns: u64, culprit: TaskInfo) -> WaitStats {
+        WaitStats {
             task: task(tid, tid, "v", 0, 0, 0),
             count,
             total_ns,
             max_ns,
-            max_culprit: culprit,
+            max_other: culprit,
             ..Default::default()
         }
     }
 
-    fn culprit(t: TaskInfo, cpu: u32, count: u64, total_ns: u64, max_ns: u64) -> CulpritStats {
-        CulpritStats {
+    fn culprit(t: TaskInfo, cpu: u32, count: u64, total_ns: u64, max_ns: u64) -> WaitStats {
+        WaitStats {
             task: t,
             count,
             total_ns,
@@ -398,7 +384,7 @@ mod tests {
 
     #[test]
     fn average_of_nothing_is_zero() {
-        let r = Row::from(&VictimStats::default());
+        let r = Row::from(&WaitStats::default());
         assert_eq!(r.avg_ns(), 0);
     }
 }

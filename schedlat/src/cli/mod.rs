@@ -2,6 +2,7 @@
 //! schedlat's own options.
 
 mod args;
+pub mod generate;
 
 use std::path::PathBuf;
 

@@ -11,7 +11,7 @@ use aya::{
 };
 use schedlat_common::{
     names,
-    victims::{CulpritStats, ModeCounters, VictimStats},
+    victims::{ModeCounters, WaitStats},
 };
 
 use super::interval::HistogramInterval;
@@ -24,8 +24,8 @@ const GRACE: Duration = Duration::from_millis(2);
 /// One interval's tables and what could not be recorded.
 #[derive(Debug, Default)]
 pub struct Interval {
-    pub victims: Vec<VictimStats>,
-    pub culprits: Vec<CulpritStats>,
+    pub victims: Vec<WaitStats>,
+    pub culprits: Vec<WaitStats>,
     /// Differences over the interval: overflows (and slow-event counts).
     pub counters: ModeCounters,
     /// Enqueues beyond the start array, and waits that ended before they
@@ -73,7 +73,7 @@ impl Collector {
         let culprits_used = rows_used(ebpf, 2 + half, None)?;
         let max = self.max_tasks;
         let n = victims_used.min(u64::from(max)) as u32;
-        let victims = read_rows::<VictimStats>(ebpf, names::MAP_VICTIM_ROWS, half * max, n)?;
+        let victims = read_rows::<WaitStats>(ebpf, names::MAP_VICTIM_ROWS, half * max, n)?;
         let culprits = self.culprits(ebpf, half, culprits_used)?;
         // Empty: the programs take rows from 0 again when they next use it.
         rows_used(ebpf, half, Some(0))?;
@@ -94,23 +94,17 @@ impl Collector {
 
     /// The idle tasks' rows that were used (zeroed for the half's next
     /// turn: the programs never reset them), then the allocated ones.
-    fn culprits(
-        &self,
-        ebpf: &mut Ebpf,
-        half: u32,
-        used: u64,
-    ) -> Result<Vec<CulpritStats>, ReadError> {
+    fn culprits(&self, ebpf: &mut Ebpf, half: u32, used: u64) -> Result<Vec<WaitStats>, ReadError> {
         let name = names::MAP_CULPRIT_ROWS;
         let base = half * (self.idle_rows + self.max_tasks);
         let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut rows =
-            Array::<&mut MapData, CulpritStats>::try_from(map).map_err(map_error(name))?;
+        let mut rows = Array::<&mut MapData, WaitStats>::try_from(map).map_err(map_error(name))?;
         let mut out = Vec::new();
         for i in base..base + self.idle_rows {
             let row = rows.get(&i, 0).map_err(map_error(name))?;
             if row.count > 0 {
                 out.push(row);
-                rows.set(i, CulpritStats::default(), 0)
+                rows.set(i, WaitStats::default(), 0)
                     .map_err(map_error(name))?;
             }
         }

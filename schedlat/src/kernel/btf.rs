@@ -1,11 +1,13 @@
 //! Kernel struct offsets for the tp_btf programs, resolved at load time from
 //! the running kernel's BTF (`/sys/kernel/btf/vmlinux`). Rust eBPF has no
 //! CO-RE relocations (aya issue 349), so this is how one object runs on many
-//! kernels: the offsets travel to the programs as read-only globals.
+//! kernels: the offsets travel to the programs as read-only globals, in the
+//! kernel configuration structs this module fills (schedlat_common::kconfig).
 
 use std::path::{Path, PathBuf};
 
 use btf_rs::{Btf, Type};
+use schedlat_common::kconfig::{CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets};
 use thiserror::Error;
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -32,31 +34,6 @@ pub enum BtfError {
         strukt: String,
         fields: Vec<String>,
     },
-}
-
-/// Byte offsets in `struct task_struct` that the programs read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskOffsets {
-    pub pid: u64,
-    pub tgid: u64,
-    /// `__state` since 5.14, `state` before.
-    pub state: u64,
-    /// What the victims and slow modes report of a task.
-    pub comm: u64,
-    pub policy: u64,
-    pub static_prio: u64,
-    pub rt_priority: u64,
-}
-
-/// The chain task->se.cfs_rq->rq->nr_running (slow events' run-queue
-/// length). `se.cfs_rq` and `cfs_rq.rq` exist only with
-/// CONFIG_FAIR_GROUP_SCHED, so this is optional.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RqOffsets {
-    /// `se` in task_struct plus `cfs_rq` in sched_entity.
-    pub task_cfs_rq: u64,
-    pub cfs_rq_rq: u64,
-    pub rq_nr_running: u64,
 }
 
 /// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
@@ -91,7 +68,8 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
     Ok(offsets)
 }
 
-/// The run-queue length chain, or None when this kernel lacks a link.
+/// The run-queue length chain, or None when this kernel lacks a link
+/// (`se.cfs_rq` and `cfs_rq.rq` need CONFIG_FAIR_GROUP_SCHED).
 pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
     let field = |strukt: &str, name: &str| {
         StructLayout::find(btf, path, strukt)
@@ -99,24 +77,11 @@ pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
             .ok()
     };
     Some(RqOffsets {
+        resolved: 1,
         task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
         cfs_rq_rq: field("cfs_rq", "rq")?,
         rq_nr_running: field("rq", "nr_running")?,
     })
-}
-
-/// The chain from a task to the kernfs id of its cgroup in one hierarchy
-/// (schedlat-ebpf scope.rs): task->cgroups, then the css (css_set's
-/// dfl_cgrp for cgroup v2, subsys[id] for a v1 controller), css->cgroup,
-/// css->parent, cgroup->kn, kn->id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CgroupOffsets {
-    pub task_cgroups: u64,
-    pub cset_css: u64,
-    pub css_cgroup: u64,
-    pub css_parent: u64,
-    pub cgroup_kn: u64,
-    pub kn_id: u64,
 }
 
 /// Which css of a task's css_set names its cgroup.
@@ -129,6 +94,8 @@ pub enum CssChoice {
     Controllers(Vec<String>),
 }
 
+/// The chain from a task to the kernfs id of its cgroup in the hierarchy
+/// `css` picks.
 pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
     let cset = StructLayout::find(btf, path, "css_set")?;
     let cgroup = StructLayout::find(btf, path, "cgroup")?;
@@ -195,18 +162,7 @@ fn subsys_id(btf: &Btf, path: &Path, controllers: &[String]) -> Result<u64, BtfE
         })
 }
 
-/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
-/// namespace's inode number (`--pidnss`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PidnsOffsets {
-    pub task_thread_pid: u64,
-    pub pid_level: u64,
-    pub pid_numbers: u64,
-    pub upid_size: u64,
-    pub upid_ns: u64,
-    pub pidns_inum: u64,
-}
-
+/// The chain from a task to the inode number of its active PID namespace.
 pub fn pidns_offsets(btf: &Btf, path: &Path) -> Result<PidnsOffsets, BtfError> {
     let pid = StructLayout::find(btf, path, "pid")?;
     let upid = StructLayout::find(btf, path, "upid")?;

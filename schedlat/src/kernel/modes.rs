@@ -1,18 +1,14 @@
 //! What the kernel side computes for each wait, chosen at load time: the
 //! histogram (default), the victims and culprits tables (`schedlat victims`;
 //! `schedlat top` keeps both), slow events (`schedlat slow`). The choice
-//! reaches the programs as read-only globals, so the verifier removes the
-//! code of what is off (schedlat-ebpf/src/globals.rs) and histogram mode
-//! keeps its cost; the maps of what is off are shrunk to nothing.
+//! reaches the programs as a read-only global (`kconfig::Compute`), so the
+//! verifier removes the code of what is off and histogram mode keeps its
+//! cost; the maps of what is off are shrunk to nothing.
 
 use aya::EbpfLoader;
-use schedlat_common::{names, scope::Breakdown};
+use schedlat_common::{kconfig::Compute, names, scope::Breakdown};
 
-use crate::kernel::{
-    btf::{RqOffsets, TaskOffsets},
-    error::LoadError,
-    limits::pid_max,
-};
+use crate::kernel::{error::LoadError, limits::pid_max};
 
 /// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with
 /// the kernel's header), seconds of backlog at one slow wait per
@@ -118,14 +114,13 @@ impl Modes {
         self.slow_ns.is_some()
     }
 
-    /// Sets the mode globals and sizes the maps. `task` and `rq` are the
-    /// offsets resolved for the btf hook mode, if it is a candidate.
+    /// Sizes the maps, and returns what the programs compute, with
+    /// `unit_ns` nanoseconds per histogram unit.
     pub fn configure(
         &self,
         loader: &mut EbpfLoader<'_>,
-        task: Option<&TaskOffsets>,
-        rq: Option<&RqOffsets>,
-    ) -> Result<(), LoadError> {
+        unit_ns: u64,
+    ) -> Result<Compute, LoadError> {
         let tables = Tables::new(self.victims)?;
         loader.map_max_entries(names::MAP_VICTIM_SLOTS, tables.slots);
         loader.map_max_entries(names::MAP_CULPRIT_SLOTS, tables.slots);
@@ -140,40 +135,14 @@ impl Modes {
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
-
-        let mut values = vec![
-            (names::GLOBAL_HISTOGRAM, u64::from(self.histogram)),
-            (names::GLOBAL_MAX_TASKS, u64::from(tables.max_tasks)),
-            (names::GLOBAL_IDLE_ROWS, u64::from(tables.idle_rows)),
-            (names::GLOBAL_SLOW_NS, self.slow_ns.unwrap_or(0)),
-            (
-                names::GLOBAL_BREAKDOWN,
-                self.keyed.map_or(Breakdown::None, |k| k.by) as u64,
-            ),
-        ];
-        if let Some(t) = task {
-            values.extend([
-                (names::GLOBAL_TASK_COMM_OFF, t.comm),
-                (names::GLOBAL_TASK_POLICY_OFF, t.policy),
-                (names::GLOBAL_TASK_STATIC_PRIO_OFF, t.static_prio),
-                (names::GLOBAL_TASK_RT_PRIORITY_OFF, t.rt_priority),
-            ]);
-        }
-        if let Some(r) = rq {
-            values.extend([
-                (names::GLOBAL_RQ_LEN, 1),
-                (names::GLOBAL_TASK_CFS_RQ_OFF, r.task_cfs_rq),
-                (names::GLOBAL_CFS_RQ_RQ_OFF, r.cfs_rq_rq),
-                (names::GLOBAL_RQ_NR_RUNNING_OFF, r.rq_nr_running),
-            ]);
-        }
-        for (name, value) in values {
-            // aya copies the bytes; a leaked u64 per global keeps the borrow
-            // simple (as loader/globals.rs does).
-            let value: &'static u64 = Box::leak(Box::new(value));
-            loader.override_global(name, value, true);
-        }
-        Ok(())
+        Ok(Compute {
+            unit_ns,
+            histogram: u64::from(self.histogram),
+            breakdown: self.keyed.map_or(Breakdown::None, |k| k.by) as u64,
+            max_tasks: u64::from(tables.max_tasks),
+            idle_rows: u64::from(tables.idle_rows),
+            slow_ns: self.slow_ns.unwrap_or(0),
+        })
     }
 }
 

@@ -19,8 +19,14 @@ pub enum TracefsError {
         TRACEFS_CANDIDATES.join(", ")
     )]
     NotMounted,
+    /// Mounted, but mode 0700 root as tracefs is by default.
     #[error(
-        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root?)"
+        "tracefs at {} is not readable by this user: classic tracepoints need root or CAP_DAC_READ_SEARCH (the default tp_btf mode does not)",
+        .0.display()
+    )]
+    Denied(PathBuf),
+    #[error(
+        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root or do you have CAP_DAC_READ_SEARCH?)"
     )]
     Unreadable {
         path: PathBuf,
@@ -36,11 +42,17 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, TracefsError> {
     if let Some(path) = explicit {
         return Ok(path.to_path_buf());
     }
-    TRACEFS_CANDIDATES
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.join("events").is_dir())
-        .ok_or(TracefsError::NotMounted)
+    let mut denied = None;
+    for dir in TRACEFS_CANDIDATES.iter().map(PathBuf::from) {
+        match fs::metadata(dir.join("events")) {
+            Ok(meta) if meta.is_dir() => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                denied.get_or_insert(dir);
+            }
+            _ => {}
+        }
+    }
+    Err(denied.map_or(TracefsError::NotMounted, TracefsError::Denied))
 }
 
 /// One `field:` line of a format file.

@@ -71,18 +71,37 @@ pub fn run(opts: &Options) -> Result<()> {
     let vm_dir = workspace_root().join("target/vm");
     let build_started = Instant::now();
     let binaries = initramfs::build(opts.inject_bad_offset.is_some())?;
+    // The guests run the packaged binary, except with fault injection (a
+    // feature only the test build has).
+    let packaged = match opts.inject_bad_offset {
+        Some(_) => None,
+        None => {
+            crate::build_release()?;
+            Some(crate::dist::run()?.binary)
+        }
+    };
     let initrd = vm_dir.join("initramfs.cpio");
     let timeout = Duration::from_secs(opts.timeout);
     // The guest gives up first, so that a hang is reported from inside.
     let watchdog = timeout
         .saturating_sub(Duration::from_secs(30))
         .max(timeout / 2);
-    initramfs::pack(&binaries, &vm_dir.join("initramfs"), &initrd, watchdog)?;
+    initramfs::pack(
+        &binaries,
+        packaged.as_deref(),
+        &vm_dir.join("initramfs"),
+        &initrd,
+        watchdog,
+    )?;
     eprintln!(
         "vm-test: guest tests built and packed ({:.1} MiB) in {:.1} s",
         fs::metadata(&initrd)?.len() as f64 / (1 << 20) as f64,
         build_started.elapsed().as_secs_f64()
     );
+    match &packaged {
+        Some(binary) => eprintln!("vm-test: the guests run the packaged {}", binary.display()),
+        None => eprintln!("vm-test: the guests run the static test build of schedlat"),
+    }
     let extra_cmdline = match opts.inject_bad_offset {
         Some(bytes) => {
             eprintln!(

@@ -364,29 +364,29 @@ mod tests {
     /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
     /// one normal nice-0 victim that waited 1000 ns in all.
     fn attribution(culprits: &[(u32, i32, u32, u64)]) -> Attribution {
-        use schedlat_common::victims::{CulpritStats, VictimStats};
+        use schedlat_common::victims::WaitStats;
 
         use crate::analysis::{
             task::tests::task,
             victims::{SortKey, rank},
         };
         let victim = task(20, 20, "victim", 0, 0, 0);
-        let rows: Vec<CulpritStats> = culprits
+        let rows: Vec<WaitStats> = culprits
             .iter()
             .enumerate()
             .map(|(i, &(policy, nice, rt, total_ns))| {
                 // TIDs no process has: the cgroup check does not apply.
                 let tid = 4_100_000 + i as u32;
-                CulpritStats {
+                WaitStats {
                     task: task(tid, tid, "hog", policy, nice, rt),
                     count: 10,
                     total_ns,
-                    max_victim: victim,
+                    max_other: victim,
                     ..Default::default()
                 }
             })
             .collect();
-        let victims = [VictimStats {
+        let victims = [WaitStats {
             task: victim,
             count: 30,
             total_ns: 1_000,

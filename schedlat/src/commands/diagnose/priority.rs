@@ -178,7 +178,7 @@ fn cpu_group(tid: u32) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::victims::CulpritStats;
+    use schedlat_common::victims::WaitStats;
 
     use super::*;
     use crate::analysis::{
@@ -212,12 +212,12 @@ mod tests {
     #[test]
     fn the_share_is_of_the_wait_charged_to_outranking_culprits() {
         let victim = task(20, 20, "victim", NORMAL, 0, 0);
-        let culprit = |t: TaskInfo, total_ns| CulpritStats {
+        let culprit = |t: TaskInfo, total_ns| WaitStats {
             task: t,
             count: 10,
             total_ns,
             max_ns: total_ns / 10,
-            max_victim: victim,
+            max_other: victim,
             ..Default::default()
         };
         // TIDs no process has: no cgroup check applies.
@@ -226,7 +226,7 @@ mod tests {
             culprit(task(4_000_002, 4_000_002, "peer", NORMAL, 0, 0), 300),
             culprit(task(0, 0, "swapper/1", NORMAL, 0, 0), 100),
         ];
-        let victims = [schedlat_common::victims::VictimStats {
+        let victims = [schedlat_common::victims::WaitStats {
             task: victim,
             count: 30,
             total_ns: 1_000,

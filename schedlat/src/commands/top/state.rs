@@ -4,7 +4,7 @@
 
 use std::{collections::VecDeque, time::Duration};
 
-use schedlat_common::victims::{CulpritStats, VictimStats};
+use schedlat_common::victims::WaitStats;
 
 use crate::{
     analysis::{
@@ -55,8 +55,8 @@ pub struct State {
 /// The victims and culprits of the last interval, and of the run so far.
 #[derive(Debug, Default)]
 pub struct VictimTables {
-    last_victims: Vec<VictimStats>,
-    last_culprits: Vec<CulpritStats>,
+    last_victims: Vec<WaitStats>,
+    last_culprits: Vec<WaitStats>,
     /// Waits the kernel's tables had no room for (victims, culprits): the
     /// last interval's, and the run's.
     last_overflow: (u64, u64),
@@ -231,7 +231,7 @@ mod tests {
         let tables = s.victims.as_ref().unwrap();
         assert!(tables.ranked(false, SortKey::Total, 5).is_none());
         let interval = |count| Interval {
-            victims: vec![VictimStats {
+            victims: vec![WaitStats {
                 task: task(7, 7, "stress-ng-cpu", 0, 0, 0),
                 count,
                 total_ns: count * 1_000,

@@ -290,10 +290,7 @@ mod tests {
     use std::time::Duration;
 
     use ratatui::{Terminal, backend::TestBackend};
-    use schedlat_common::{
-        CpuStats, Extremes, bucket_index, log2_slot,
-        victims::{CulpritStats, VictimStats},
-    };
+    use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot, victims::WaitStats};
 
     use super::*;
     use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
@@ -338,23 +335,23 @@ mod tests {
         let worker = |tid| task(tid, 4000, "stress-ng-cpu", 0, 0, 0);
         let shell = task(900, 900, "bash", 0, 0, 0);
         let victims = (0..4u32)
-            .map(|i| VictimStats {
+            .map(|i| WaitStats {
                 task: worker(4001 + i),
                 count: 200 - 10 * u64::from(i),
                 total_ns: 40_000_000 - 5_000_000 * u64::from(i),
                 max_ns: 1_000_000 + 500_000 * u64::from(i),
-                max_culprit: if i == 0 { shell } else { worker(4001) },
+                max_other: if i == 0 { shell } else { worker(4001) },
                 ..Default::default()
             })
             .collect();
         let culprits = [(worker(4002), 300), (shell, 20), (worker(4003), 280)]
             .into_iter()
-            .map(|(t, count)| CulpritStats {
+            .map(|(t, count)| WaitStats {
                 task: t,
                 count,
                 total_ns: count * 100_000,
                 max_ns: 2_500_000,
-                max_victim: worker(4004),
+                max_other: worker(4004),
                 ..Default::default()
             })
             .collect();

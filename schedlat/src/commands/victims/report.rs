@@ -296,7 +296,7 @@ pub fn json(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::victims::{CulpritStats, VictimStats};
+    use schedlat_common::victims::WaitStats;
 
     use super::*;
     use crate::analysis::{task::tests::task, victims::rank};
@@ -319,21 +319,21 @@ mod tests {
         let hog = task(917, 917, "cal.sh", 0, 0, 0);
         let victim = task(943, 943, "cyclictest", 0, 0, 0);
         Interval {
-            victims: vec![VictimStats {
+            victims: vec![WaitStats {
                 task: victim,
                 count: 2000,
                 total_ns: 80_000_000,
                 max_ns: 3_120_000,
-                max_culprit: hog,
+                max_other: hog,
                 max_cpu: 3,
                 ..Default::default()
             }],
-            culprits: vec![CulpritStats {
+            culprits: vec![WaitStats {
                 task: hog,
                 count: 300,
                 total_ns: 40_000_000,
                 max_ns: 3_120_000,
-                max_victim: victim,
+                max_other: victim,
                 ..Default::default()
             }],
             ..Default::default()

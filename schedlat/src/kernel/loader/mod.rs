@@ -8,7 +8,7 @@ mod plan;
 use std::path::PathBuf;
 
 use aya::{Ebpf, EbpfLoader};
-use globals::configure_loader;
+use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
@@ -81,9 +81,9 @@ pub fn load(
         if sources.btf.is_some() {
             loader.btf(plan.attach_btf.as_ref());
         }
-        configure_loader(&mut loader, &plan.globals, unit_ns, filter)?;
-        let globals = &plan.globals;
-        modes.configure(&mut loader, globals.task.as_ref(), globals.rq.as_ref())?;
+        let compute = modes.configure(&mut loader, unit_ns)?;
+        let config = KernelConfig::new(&plan.globals, filter, compute);
+        config.configure(&mut loader)?;
         let mut ebpf = loader
             .load(EBPF_OBJECT)
             .map_err(|e| LoadError::Object(Box::new(e)))?;

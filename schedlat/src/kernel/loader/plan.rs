@@ -5,11 +5,15 @@
 use std::path::Path;
 
 use aya::Ebpf;
-use schedlat_common::{names, scope::Breakdown};
+use schedlat_common::{
+    kconfig::{CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets, TpOffsets},
+    names,
+    scope::Breakdown,
+};
 
 use super::{KernelSources, attach::attach};
 use crate::kernel::{
-    btf::{self, CgroupOffsets, CssChoice, PidnsOffsets, RqOffsets, TaskOffsets, VMLINUX_BTF},
+    btf::{self, CssChoice, VMLINUX_BTF},
     btf_prefix,
     cgroupfs::{Hierarchy, Mounts},
     error::LoadError,
@@ -32,32 +36,21 @@ pub(super) struct Globals {
     pub(super) tp: Option<TpOffsets>,
 }
 
-#[derive(Debug, Clone, Copy)]
-pub(super) struct TpOffsets {
-    pub(super) switch_prev_pid: u64,
-    pub(super) switch_prev_state: u64,
-    pub(super) switch_next_pid: u64,
-    pub(super) wakeup_pid: u64,
-    pub(super) exit_pid: u64,
-    pub(super) state_mask: u64,
-}
-
-impl TpOffsets {
-    fn read(tracefs: &Path) -> Result<TpOffsets, TracefsError> {
-        let switch = Format::read(tracefs, "sched", "sched_switch")?;
-        let wakeup = Format::read(tracefs, "sched", "sched_wakeup")?;
-        let exit = Format::read(tracefs, "sched", "sched_process_exit")?;
-        Ok(TpOffsets {
-            switch_prev_pid: switch.offset("prev_pid")?,
-            switch_prev_state: switch.offset("prev_state")?,
-            switch_next_pid: switch.offset("next_pid")?,
-            wakeup_pid: wakeup.offset("pid")?,
-            exit_pid: exit.offset("pid")?,
-            // TASK_REPORT_MAX has been 0x100 since 4.14; older print formats
-            // are parsed, and this is the fallback.
-            state_mask: tracefs::runnable_state_mask(&switch).unwrap_or(0xff),
-        })
-    }
+/// The classic tracepoints' record offsets, from their tracefs format files.
+fn tp_offsets(tracefs: &Path) -> Result<TpOffsets, TracefsError> {
+    let switch = Format::read(tracefs, "sched", "sched_switch")?;
+    let wakeup = Format::read(tracefs, "sched", "sched_wakeup")?;
+    let exit = Format::read(tracefs, "sched", "sched_process_exit")?;
+    Ok(TpOffsets {
+        switch_prev_pid: switch.offset("prev_pid")?,
+        switch_prev_state: switch.offset("prev_state")?,
+        switch_next_pid: switch.offset("next_pid")?,
+        wakeup_pid: wakeup.offset("pid")?,
+        exit_pid: exit.offset("pid")?,
+        // TASK_REPORT_MAX has been 0x100 since 4.14; older print formats
+        // are parsed, and this is the fallback.
+        state_mask: tracefs::runnable_state_mask(&switch).unwrap_or(0xff),
+    })
 }
 
 /// What loading needs to know about this kernel, resolved before the
@@ -122,7 +115,7 @@ impl Plan {
         }
         if candidates.contains(&HookMode::Tracepoint) {
             let offsets =
-                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| TpOffsets::read(&dir));
+                tracefs::locate(sources.tracefs.as_deref()).and_then(|dir| tp_offsets(&dir));
             match offsets {
                 Ok(offsets) => globals.tp = Some(offsets),
                 // Only fatal when it is the last way left.

@@ -1,0 +1,204 @@
+//! The kernel configuration: every value the loader hands the programs
+//! before they load, as one `#[repr(C)]` struct per concern. Each struct is
+//! one read-only global of the object, named after its type
+//! ([`KernelGlobal::SYMBOL`]); the kernel side declares it with
+//! [`kernel_global!`](crate::kernel_global) and reads its fields one by one,
+//! the loader sets it whole. A misspelt field or type is a compile error on
+//! both sides, and the symbol is written nowhere else.
+//!
+//! aya freezes `.rodata` before the programs load, so the verifier reads
+//! every field as a known constant: branches on a field that is off are
+//! dead code it removes (histogram mode pays nothing for the others), and
+//! offsets into kernel structs are constants it checks against their BTF.
+//!
+//! Layouts: u64 fields (and arrays of them) only, so there is no implicit
+//! padding and no bool (a flag is a u64, 0 or 1); the tests check sizes.
+//!
+//! Adding a kernel field: the field here, its resolution (BTF or tracefs),
+//! its use in the eBPF crate.
+
+use crate::scope::CPU_MASK_WORDS;
+
+/// A configuration struct that is one read-only global of the eBPF object.
+pub trait KernelGlobal: Copy + 'static {
+    /// The global's symbol: the type's own name.
+    const SYMBOL: &'static str;
+}
+
+/// Declares the eBPF object's global for configuration struct `$ty`, as
+/// `static $name`, exported under the type's name (the symbol
+/// [`KernelGlobal::SYMBOL`] names) and zeroed until the loader sets it.
+#[macro_export]
+macro_rules! kernel_global {
+    ($name:ident: $ty:ident) => {
+        #[unsafe(export_name = stringify!($ty))]
+        pub static $name: $crate::kconfig::$ty = $crate::kconfig::$ty::ZERO;
+    };
+}
+
+macro_rules! symbol_is_type_name {
+    ($($ty:ident),*) => {$(
+        impl KernelGlobal for $ty {
+            const SYMBOL: &'static str = stringify!($ty);
+        }
+        impl $ty {
+            /// Every field 0: the kernel side's value until the loader sets it.
+            // SAFETY: u64 fields only, for which all-zero bytes are 0.
+            pub const ZERO: $ty = unsafe { core::mem::zeroed() };
+        }
+        #[cfg(feature = "user")]
+        // SAFETY: repr(C), u64 fields and u64 arrays only: no padding (the
+        // tests check the sizes), valid for any bit pattern.
+        unsafe impl aya::Pod for $ty {}
+    )*};
+}
+
+symbol_is_type_name!(
+    TaskOffsets,
+    RqOffsets,
+    CgroupOffsets,
+    PidnsOffsets,
+    TpOffsets,
+    TaskFilter,
+    Compute
+);
+
+/// Byte offsets in `struct task_struct` (tp_btf hook mode), from BTF.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub pid: u64,
+    pub tgid: u64,
+    /// `__state` since 5.14, `state` before.
+    pub state: u64,
+    /// What the victims and slow modes report of a task.
+    pub comm: u64,
+    pub policy: u64,
+    pub static_prio: u64,
+    pub rt_priority: u64,
+}
+
+/// The chain task->se.cfs_rq->rq->nr_running: the run-queue length of slow
+/// events. `se.cfs_rq` and `cfs_rq.rq` exist only with
+/// CONFIG_FAIR_GROUP_SCHED, hence `resolved`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RqOffsets {
+    /// 1 when this kernel has the chain (the offsets below are valid).
+    pub resolved: u64,
+    /// `se` in task_struct plus `cfs_rq` in sched_entity.
+    pub task_cfs_rq: u64,
+    pub cfs_rq_rq: u64,
+    pub rq_nr_running: u64,
+}
+
+/// The chain from a task to the kernfs id of its cgroup in one hierarchy:
+/// task->cgroups, then the css (css_set's dfl_cgrp for cgroup v2,
+/// subsys[id] for a v1 controller), css->cgroup, css->parent, cgroup->kn,
+/// kn->id. Only resolved with `-c` or `--cgroups`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupOffsets {
+    pub task_cgroups: u64,
+    pub cset_css: u64,
+    pub css_cgroup: u64,
+    pub css_parent: u64,
+    pub cgroup_kn: u64,
+    pub kn_id: u64,
+}
+
+/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// namespace's inode number. Only resolved with `--pidnss`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PidnsOffsets {
+    pub task_thread_pid: u64,
+    pub pid_level: u64,
+    pub pid_numbers: u64,
+    /// sizeof(struct upid).
+    pub upid_size: u64,
+    pub upid_ns: u64,
+    /// `ns.inum` in struct pid_namespace.
+    pub pidns_inum: u64,
+}
+
+/// Field offsets in the classic tracepoints' records (tp hook mode), from
+/// their tracefs format files.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TpOffsets {
+    pub switch_prev_pid: u64,
+    pub switch_prev_state: u64,
+    pub switch_next_pid: u64,
+    pub wakeup_pid: u64,
+    pub exit_pid: u64,
+    /// Bits of the record's `prev_state` that mean "not runnable": the
+    /// preemption marker (TASK_REPORT_MAX) lies above them.
+    pub state_mask: u64,
+}
+
+/// Which waits are measured: filters on the task that waited, and on the
+/// CPU the wait ended on. Each is off at 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only this process (`-p`, `task->tgid`).
+    pub tgid: u64,
+    /// Only this thread (`-t`, `task->pid`).
+    pub tid: u64,
+    /// 1: only tasks named `comm` (`--comm`).
+    pub by_comm: u64,
+    /// The name, NUL-padded to 16 bytes, as the two native-endian words
+    /// the programs load from `task->comm`.
+    pub comm: [u64; 2],
+    /// Only tasks in this cgroup or below it (`-c`: its kernfs id in the
+    /// hierarchy [`CgroupOffsets`] leads to).
+    pub cgroup_id: u64,
+    /// 1: only waits that end on a CPU set in `cpu_mask` (`--cpu`).
+    pub by_cpu: u64,
+    pub cpu_mask: [u64; CPU_MASK_WORDS],
+}
+
+/// What the programs compute for each wait.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Compute {
+    /// Nanoseconds per log2 histogram unit: 1000 (usecs) or 1000000 (`-m`).
+    pub unit_ns: u64,
+    /// 1: add each wait to the histogram (0 in the victims and slow modes;
+    /// `schedlat top` keeps it with the victims tables).
+    pub histogram: u64,
+    /// What the breakdown histograms are keyed by (`scope::Breakdown`).
+    pub breakdown: u64,
+    /// Victims and culprits: rows per half of each table; 0 = off.
+    pub max_tasks: u64,
+    /// Culprit rows reserved per half for idle tasks: one per possible CPU.
+    pub idle_rows: u64,
+    /// Send waits of at least this many ns to the ring buffer; 0 = off.
+    pub slow_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use core::mem::size_of;
+
+    use super::*;
+
+    #[test]
+    fn layouts_are_u64_words_without_padding() {
+        assert_eq!(size_of::<TaskOffsets>(), 7 * 8);
+        assert_eq!(size_of::<RqOffsets>(), 4 * 8);
+        assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
+        assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
+        assert_eq!(size_of::<TpOffsets>(), 6 * 8);
+        assert_eq!(size_of::<TaskFilter>(), (7 + CPU_MASK_WORDS) * 8);
+        assert_eq!(size_of::<Compute>(), 6 * 8);
+    }
+
+    #[test]
+    fn symbols_are_the_type_names() {
+        assert_eq!(TaskOffsets::SYMBOL, "TaskOffsets");
+        assert_eq!(TaskFilter::SYMBOL, "TaskFilter");
+        assert_eq!(Compute::SYMBOL, "Compute");
+    }
+}

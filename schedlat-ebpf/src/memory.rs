@@ -1,0 +1,205 @@
+//! Reading kernel memory at offsets resolved at load time: task_struct
+//! fields, the chains from a task to its cgroup, PID namespace and run
+//! queue, and classic tracepoint records. Nothing here decides anything.
+
+use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
+use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
+
+use crate::config::{CGROUP, PIDNS, RQ, TASK, get};
+
+/// A `struct task_struct *` handed to a tp_btf program.
+#[derive(Clone, Copy)]
+pub struct TaskPtr(BtfPtr);
+
+impl TaskPtr {
+    #[inline(always)]
+    pub fn new(ptr: *const u8) -> Self {
+        TaskPtr(BtfPtr(ptr))
+    }
+
+    /// `task->pid` (the TID in userspace terms).
+    #[inline(always)]
+    pub fn pid(self) -> u32 {
+        self.0.read_u32(get(&TASK.pid))
+    }
+
+    /// `task->tgid` (the process id in userspace terms).
+    #[inline(always)]
+    pub fn tgid(self) -> u32 {
+        self.0.read_u32(get(&TASK.tgid))
+    }
+
+    /// `task->__state` (`state` before 5.14); 0 is TASK_RUNNING. Before 5.14
+    /// the field is a long: its low 32 bits still say whether it is 0.
+    #[inline(always)]
+    pub fn state(self) -> u32 {
+        self.0.read_u32(get(&TASK.state))
+    }
+
+    /// Word `i` (0 or 1) of `task->comm`, as the `--comm` filter compares.
+    #[inline(always)]
+    pub fn comm_word(self, i: u64) -> u64 {
+        self.0.read_u64(get(&TASK.comm) + 8 * i)
+    }
+
+    /// `task->comm`. char[16]: two 8-byte loads, both inside the array,
+    /// which is all the verifier asks of a load from a BTF-typed pointer
+    /// (kernel/bpf/btf.c btf_struct_walk()).
+    #[inline(always)]
+    pub fn comm(self) -> [u8; 16] {
+        let lo = self.comm_word(0).to_ne_bytes();
+        let hi = self.comm_word(1).to_ne_bytes();
+        let mut name = [0u8; 16];
+        name[..8].copy_from_slice(&lo);
+        name[8..].copy_from_slice(&hi);
+        name
+    }
+
+    /// Identity and scheduling parameters, for the victims and slow modes.
+    #[inline(always)]
+    pub fn info(self) -> TaskInfo {
+        TaskInfo {
+            tid: self.pid(),
+            tgid: self.tgid(),
+            comm: self.comm(),
+            policy: self.0.read_u32(get(&TASK.policy)),
+            static_prio: self.0.read_u32(get(&TASK.static_prio)),
+            rt_priority: self.0.read_u32(get(&TASK.rt_priority)),
+            _pad: 0,
+        }
+    }
+
+    /// `rq->nr_running` of the CPU this task is queued on, through
+    /// task->se.cfs_rq->rq (every task's se.cfs_rq is kept pointing at its
+    /// CPU's run queue, whatever its class: kernel/sched/sched.h
+    /// set_task_rq()). Each step is a checked BTF load: a NULL pointer on the
+    /// way reads as 0 rather than faulting.
+    #[inline(always)]
+    pub fn rq_len(self) -> u32 {
+        if get(&RQ.resolved) == 0 {
+            return RQ_LEN_UNKNOWN;
+        }
+        let cfs_rq = self.0.read_ptr(get(&RQ.task_cfs_rq));
+        let rq = cfs_rq.read_ptr(get(&RQ.cfs_rq_rq));
+        rq.read_u32(get(&RQ.rq_nr_running))
+    }
+
+    /// The task's css in the hierarchy the loader chose:
+    /// `task->cgroups->dfl_cgrp` (cgroup v2; its `self` css is at offset 0,
+    /// which the loader checks, so css offsets apply to it) or
+    /// `task->cgroups->subsys[id]` (a v1 controller).
+    #[inline(always)]
+    pub fn css(self) -> Css {
+        let cset = self.0.read_ptr(get(&CGROUP.task_cgroups));
+        Css(cset.read_ptr(get(&CGROUP.cset_css)))
+    }
+
+    /// The inode number of the task's active PID namespace (what `ls -l
+    /// /proc/PID/ns/pid` shows): `task->thread_pid->numbers[level].ns->
+    /// ns.inum`, as libbpf-tools runqlat's `--pidnss`. The array index is
+    /// not a load-time constant, and 6.1's verifier refuses variable
+    /// arithmetic on a BTF pointer (found by `cargo xtask vm-test`), so the
+    /// `struct pid` address is read as a plain number and the rest goes
+    /// through bpf_probe_read_kernel. 0 when a read fails.
+    #[inline(always)]
+    pub fn pid_namespace(self) -> u64 {
+        let thread_pid = get(&PIDNS.task_thread_pid);
+        let level = u64::from(self.0.read_ptr(thread_pid).read_u32(get(&PIDNS.pid_level)));
+        let Some(pid) = probe_read::<u64>(self.0.addr(thread_pid)) else {
+            return 0;
+        };
+        let upid = pid + get(&PIDNS.pid_numbers) + level * get(&PIDNS.upid_size);
+        let Some(ns) = probe_read::<u64>(upid + get(&PIDNS.upid_ns)) else {
+            return 0;
+        };
+        probe_read::<u32>(ns + get(&PIDNS.pidns_inum)).map_or(0, u64::from)
+    }
+}
+
+/// A `struct cgroup_subsys_state *`, or NULL.
+#[derive(Clone, Copy)]
+pub struct Css(BtfPtr);
+
+impl Css {
+    #[inline(always)]
+    pub fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+
+    /// `css->cgroup->kn->id`: the inode number of the cgroup's directory.
+    #[inline(always)]
+    pub fn cgroup_id(self) -> u64 {
+        let cgroup = self.0.read_ptr(get(&CGROUP.css_cgroup));
+        let kn = cgroup.read_ptr(get(&CGROUP.cgroup_kn));
+        kn.read_u64(get(&CGROUP.kn_id))
+    }
+
+    /// `css->parent`: NULL at the root.
+    #[inline(always)]
+    pub fn parent(self) -> Css {
+        Css(self.0.read_ptr(get(&CGROUP.css_parent)))
+    }
+}
+
+/// A BTF-typed kernel pointer: a tp_btf argument, or a pointer field loaded
+/// from one (the verifier types those too, and checks each load against the
+/// pointee's BTF).
+#[derive(Clone, Copy)]
+struct BtfPtr(*const u8);
+
+impl BtfPtr {
+    #[inline(always)]
+    fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+
+    /// The pointer field at `offset`. A NULL pointer on the way reads as 0
+    /// (the load's exception fixup) rather than faulting.
+    #[inline(always)]
+    fn read_ptr(self, offset: u64) -> BtfPtr {
+        BtfPtr(self.read_u64(offset) as *const u8)
+    }
+
+    /// The address of the field at `offset` (a load-time constant), to pass
+    /// to bpf_probe_read_kernel.
+    #[inline(always)]
+    fn addr(self, offset: u64) -> u64 {
+        self.0 as u64 + offset
+    }
+
+    /// A direct load, not bpf_probe_read_kernel: tp_btf arguments are
+    /// BTF-typed pointers, and the offset comes from a frozen read-only global,
+    /// which the verifier treats as a known constant. So it checks the access
+    /// against task_struct's BTF at load time and turns it into a plain load
+    /// with an exception-table fixup (BPF_PROBE_MEM): no helper call.
+    #[inline(always)]
+    fn read_u32(self, offset: u64) -> u32 {
+        // SAFETY: verified by the kernel as described above.
+        unsafe { *self.0.add(offset as usize).cast::<u32>() }
+    }
+
+    /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need
+    /// not be 8-byte aligned, which BPF loads from kernel memory allow.
+    #[inline(always)]
+    fn read_u64(self, offset: u64) -> u64 {
+        // SAFETY: as read_u32.
+        unsafe { core::ptr::read_volatile(self.0.add(offset as usize).cast::<u64>()) }
+    }
+}
+
+/// Reads a field of a classic tracepoint record; 0 if the read fails.
+///
+/// A helper call rather than a direct context load: the verifier only allows
+/// context loads whose offset is in the instruction itself ("dereference of
+/// modified ctx ptr disallowed"), and ours arrives at load time.
+#[inline(always)]
+pub fn tp_read<T: Default>(ctx: &TracePointContext, offset: u64) -> T {
+    // SAFETY: the offset comes from the tracepoint's own format file.
+    unsafe { ctx.read_at::<T>(offset as usize).unwrap_or_default() }
+}
+
+#[inline(always)]
+fn probe_read<T>(addr: u64) -> Option<T> {
+    // SAFETY: bpf_probe_read_kernel checks the address and fails cleanly.
+    unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
+}
