@@ -369,7 +369,7 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
             .map(|(_, v)| v as u64);
         assert_eq!(inf, Some(n), "{}: +Inf bucket", group.rel);
     }
-    // Nothing overflowed (the default limit is 1000): no overflow series;
+    // Nothing overflowed (the default limit is 250): no overflow series;
     // and the key map holds every key.
     assert_eq!(count_of(&counts, OVERFLOW), None, "{counts:?}");
     assert_eq!(sample(&body, "schedlat_overflow_keys"), Some(0.0));

@@ -151,7 +151,7 @@ pub struct ServeArgs {
     /// At most N per-key series per scrape, besides pinned ones: the keys
     /// that waited most since the previous scrape; the others' waits are
     /// summed into one series labelled "__overflow__"
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    #[arg(long, value_name = "N", default_value_t = 250, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
     pub max_series: u32,
 
     /// Keys that always get a series: a PID or comm with --pids, a cgroup

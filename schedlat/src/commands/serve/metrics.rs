@@ -22,23 +22,20 @@
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{
-        DescriptorEncoder, EncodeGaugeValue, EncodeMetric, NoLabelSet, prometheus_text, text,
-    },
-    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    encoding::{DescriptorEncoder, NoLabelSet, prometheus_text, text},
+    metrics::MetricType,
     registry::{Registry, Unit},
 };
 use schedlat_common::scope::Breakdown;
 
+pub use super::own::{BpfCost, ScrapeCost};
 use super::{
     buckets::{KeyBuckets, LAYOUT, Layout},
     keyed::{Folded, KeyedScrape},
     negotiate::Format,
+    own::{counter, encode_bpf, encode_cost, gauge},
 };
-use crate::{
-    collect::{bpf_cost::ProgramCost, histogram::Waits},
-    kernel::hook::HookMode,
-};
+use crate::{collect::histogram::Waits, kernel::hook::HookMode};
 
 /// Everything one scrape exports.
 #[derive(Debug)]
@@ -56,16 +53,6 @@ pub struct Snapshot {
     pub target_alive: Option<bool>,
     /// The previous scrape's cost, once there was one.
     pub cost: Option<ScrapeCost>,
-}
-
-/// What serving one scrape cost: read, encode, and the body's size.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScrapeCost {
-    pub seconds: f64,
-    pub cpu_seconds: f64,
-    pub body_bytes: usize,
-    /// Scrapes served so far, this one included.
-    pub scrapes: u64,
 }
 
 /// The counters that go with the per-key family.
@@ -94,13 +81,6 @@ pub struct Series {
     pub labels: Vec<(&'static str, String)>,
     /// In the family's layout.
     pub waits: Folded,
-}
-
-#[derive(Debug)]
-pub struct BpfCost {
-    /// `kernel.bpf_stats_enabled`, if readable.
-    pub stats_enabled: Option<bool>,
-    pub programs: Vec<ProgramCost>,
 }
 
 const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile";
@@ -271,104 +251,12 @@ impl Collector for Snapshot {
     }
 }
 
-fn counter(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    ConstCounter::new(value).encode(metric)
-}
-
-fn gauge<N: EncodeGaugeValue + std::fmt::Debug>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: N,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    ConstGauge::new(value).encode(metric)
-}
-
-/// serve's own cost, so that it shows in the dashboards it feeds.
-fn encode_cost(encoder: &mut DescriptorEncoder, cost: &ScrapeCost) -> Result<(), std::fmt::Error> {
-    gauge(
-        encoder,
-        "schedlat_last_scrape_duration_seconds",
-        "Wall time schedlat took to serve the previous scrape (kernel reads and encoding)",
-        cost.seconds,
-    )?;
-    gauge(
-        encoder,
-        "schedlat_last_scrape_cpu_seconds",
-        "CPU time (user and system) schedlat's thread spent serving the previous scrape",
-        cost.cpu_seconds,
-    )?;
-    gauge(
-        encoder,
-        "schedlat_last_scrape_body_bytes",
-        "Size of the previous scrape's body, in bytes",
-        cost.body_bytes as i64,
-    )?;
-    counter(
-        encoder,
-        "schedlat_scrapes",
-        "Scrapes served since schedlat started, this one included",
-        cost.scrapes,
-    )
-}
-
-fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std::fmt::Error> {
-    // The HELP says when the numbers cannot be trusted to move.
-    let caveat = match bpf.stats_enabled {
-        Some(true) => "",
-        Some(false) => {
-            " (kernel.bpf_stats_enabled is 0: the kernel only counts while BPF stats are enabled, so this may stand still; enable with sysctl kernel.bpf_stats_enabled=1)"
-        }
-        None => " (kernel.bpf_stats_enabled unreadable: counted only while BPF stats are enabled)",
-    };
-    if let Some(enabled) = bpf.stats_enabled {
-        let metric = encoder.encode_descriptor(
-            "schedlat_bpf_stats_enabled",
-            "Value of kernel.bpf_stats_enabled: 1 when the kernel counts BPF program run time",
-            None,
-            MetricType::Gauge,
-        )?;
-        ConstGauge::new(i64::from(enabled)).encode(metric)?;
-    }
-
-    let help = format!(
-        "CPU time spent in schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
-    );
-    let mut metric = encoder.encode_descriptor(
-        "schedlat_bpf_run_time",
-        &help,
-        Some(&Unit::Seconds),
-        MetricType::Counter,
-    )?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.run_time_ns as f64 / 1e9).encode(metric.encode_family(&labels)?)?;
-    }
-
-    let help = format!(
-        "Runs of schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
-    );
-    let mut metric =
-        encoder.encode_descriptor("schedlat_bpf_runs", &help, None, MetricType::Counter)?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.runs).encode(metric.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use schedlat_common::{CpuStats, bucket_index};
 
     use super::*;
+    use crate::collect::bpf_cost::ProgramCost;
 
     /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
     /// last boundary), 2 discarded, 1 untracked.

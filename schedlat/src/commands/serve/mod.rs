@@ -7,6 +7,7 @@
 //! - scrape: what a scrape reads from the kernel;
 //! - keyed: the per-cgroup or per-process series and `--max-series`;
 //! - metrics: the snapshot and its encoding (prometheus-client);
+//! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding.
 
@@ -16,6 +17,7 @@ mod keyed;
 pub mod listen;
 mod metrics;
 mod negotiate;
+mod own;
 mod scrape;
 
 use std::{net::SocketAddr, rc::Rc, time::Duration};
