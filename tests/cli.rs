@@ -88,6 +88,118 @@ fn scope_options_are_explained_in_one_line_each() {
     }
 }
 
+/// Issue 18, defect 11: malformed `--cpu` lists are a bad command line
+/// (exit 2, before: 1), and a CPU past the parser's bound "does not exist"
+/// (before: "not a CPU list").
+#[test]
+fn cpu_lists_are_checked_as_a_bad_command_line() {
+    assert_usage_error(&["--cpu", "0-", "1", "1"], "not a CPU list");
+    assert_usage_error(&["--cpu", "3-1", "1", "1"], "the range 3-1 is backwards");
+    assert_usage_error(&["--cpu", "99999", "1", "1"], "CPU 99999 does not exist");
+}
+
+/// Defect 11: scopes diagnose does not take are a bad command line.
+#[test]
+fn diagnose_refuses_a_thread_scope_with_status_2() {
+    assert_usage_error(
+        &["diagnose", "-t", "1"],
+        "-t, --comm and --cpu are for the histogram modes",
+    );
+}
+
+/// Defect 14: a long `--comm` is a bad command line whose suggestion is
+/// cut at a character, not inside one.
+#[test]
+fn a_long_comm_suggests_whole_characters() {
+    assert_usage_error(
+        &["--comm", "fourteen-bytesé-long", "1", "1"],
+        "use `fourteen-bytes`",
+    );
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("schedlat-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Defect 6 and issue 19: `record -o` refuses an existing file without
+/// --force, and with it a failed run (here a PID typo) leaves the old
+/// recording as it was (before: truncated at once).
+#[test]
+fn record_never_destroys_an_earlier_recording() {
+    let dir = scratch("record");
+    let before = dir.join("before.jsonl");
+    std::fs::write(&before, "baseline\n").unwrap();
+    let out = before.to_str().unwrap();
+    assert_usage_error(
+        &["record", "-o", out, "1"],
+        "exists: choose another name, or pass --force",
+    );
+    let (status, _, stderr) = run_schedlat(&["record", "-o", out, "--force", "-p", "5000000", "1"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no process with PID 5000000"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&before).unwrap(), "baseline\n");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "temporary files left behind: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Defect 13: a FIFO given to compare is refused at once (before: blocked
+/// forever waiting for a writer).
+#[test]
+fn compare_refuses_a_fifo() {
+    let dir = scratch("fifo");
+    let fifo = dir.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let p = fifo.to_str().unwrap();
+    let (status, _, stderr) = run_schedlat(&["compare", p, p]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a FIFO (named pipe), not a regular file"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 19: compare's own output (or any other schema) is named as such.
+#[test]
+fn compare_names_a_file_of_another_schema() {
+    let dir = scratch("schema");
+    let other = dir.join("cmp.json");
+    std::fs::write(&other, "{\"schema\":\"schedlat.compare.v1\"}\n").unwrap();
+    let p = other.to_str().unwrap();
+    let (status, _, stderr) = run_schedlat(&["compare", p, p]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not a recording (schema schedlat.compare.v1)"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Defect 15: size options whose maps would take more kernel memory than
+/// the stated bound are refused with their cost (before: 1.4 GiB and 458
+/// MiB were allocated without a word).
+#[test]
+fn oversized_maps_are_refused_with_their_cost() {
+    assert_usage_error(
+        &["-P", "--max-keys", "1000000", "1", "1"],
+        "--max-keys 1000000 takes about 1.",
+    );
+    assert_usage_error(
+        &["victims", "--max-tasks", "1000000", "1"],
+        "--max-tasks 1000000 takes about",
+    );
+}
+
 /// Issue 18: an INTERVAL beyond what the clock can add used to abort
 /// ("overflow when adding duration to instant"); it is a usage error now.
 #[test]
@@ -159,4 +271,95 @@ fn a_failed_stderr_write_never_panics() {
     // And a usage error keeps its status 2.
     let out = run_redirected(&["0"], "/dev/null", "/dev/full");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The options listed in `schedlat SUBCOMMAND --help`.
+fn help_options(subcommand: &[&str]) -> String {
+    let mut args = subcommand.to_vec();
+    args.push("--help");
+    let (status, stdout, stderr) = run_schedlat(&args);
+    assert!(status.success(), "{args:?}: {stderr}");
+    stdout
+}
+
+const KERNEL: [&str; 3] = ["--hook", "--btf", "--tracefs"];
+const FILTERS: [&str; 5] = ["--pid", "--tid", "--cgroup", "--comm", "--cpu <LIST>"];
+
+/// Issue 19: each subcommand's help shows exactly the options it takes:
+/// every command that measures lists the kernel options and the filters it
+/// applies, diagnose only its scope (-p, -c), compare none of them.
+#[test]
+fn each_help_lists_exactly_what_the_command_takes() {
+    for cmd in [
+        &[][..],
+        &["record"],
+        &["top"],
+        &["serve"],
+        &["victims"],
+        &["slow"],
+    ] {
+        let help = help_options(cmd);
+        for flag in KERNEL.iter().chain(&FILTERS) {
+            assert!(help.contains(flag), "{cmd:?} --help lacks {flag}:\n{help}");
+        }
+    }
+    let help = help_options(&["diagnose"]);
+    for flag in KERNEL.iter().chain(&["--pid", "--cgroup"]) {
+        assert!(help.contains(flag), "diagnose --help lacks {flag}:\n{help}");
+    }
+    for flag in ["--tid", "--comm", "--cpu"] {
+        assert!(
+            !help.contains(flag),
+            "diagnose --help lists {flag}:\n{help}"
+        );
+    }
+    let help = help_options(&["compare"]);
+    for flag in KERNEL.iter().chain(&FILTERS) {
+        assert!(!help.contains(flag), "compare --help lists {flag}:\n{help}");
+    }
+}
+
+/// Issue 19: what a command's help does not list, it refuses (it used to
+/// accept and ignore, or accept and then reject at run time).
+#[test]
+fn options_a_command_does_not_take_are_usage_errors() {
+    for args in [
+        &["compare", "-p", "1", "a", "b"][..],
+        &["compare", "--hook", "tp", "a", "b"],
+        &["diagnose", "-t", "1"],
+        &["diagnose", "--comm", "x"],
+        &["diagnose", "--cpu", "0"],
+    ] {
+        assert_usage_error(args, "unexpected argument");
+    }
+    assert_usage_error(&["diagnose", "-p", "1", "-c", "/"], "cannot be used with");
+}
+
+/// Issue 19: `--top 0` means "all" for the breakdowns as for `victims`.
+#[test]
+fn top_zero_means_all_everywhere() {
+    for cmd in [&[][..], &["victims"]] {
+        // -h: each option on one line.
+        let mut args = cmd.to_vec();
+        args.push("-h");
+        let (_, help, _) = run_schedlat(&args);
+        let line = help
+            .lines()
+            .find(|l| l.contains("--top <N>"))
+            .unwrap_or_else(|| panic!("{cmd:?} has no --top:\n{help}"));
+        assert!(line.contains("0 = all"), "{cmd:?}: {line}");
+    }
+}
+
+/// Issue 19: the culprit rule is said where culprits are shown.
+#[test]
+fn culprit_help_states_the_rule_and_the_idle_labels() {
+    for cmd in ["victims", "top", "slow"] {
+        let help = help_options(&[cmd])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(help.contains("whoever held the CPU when"), "{cmd}: {help}");
+        assert!(help.contains("throttled"), "{cmd}: {help}");
+    }
 }

@@ -286,3 +286,62 @@ fn a_missing_cgroup_or_pid_is_a_clear_error() {
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("no process with PID 4999999"), "{err}");
 }
+
+/// The self-check on a thread whose every wakeup preempts (SCHED_FIFO,
+/// sleeping 2 ms at a time): eBPF sees several times what the kernel's
+/// run_delay does, and the report says which part run_delay misses (the
+/// time from a wakeup to the switch) instead of a bare ratio, with the
+/// waits that woke onto an idle CPU split out (tests/schedstat.rs proves
+/// the mechanism thread by thread).
+#[test]
+fn the_self_check_says_what_run_delay_misses() {
+    if !require_root() {
+        return;
+    }
+    let pid = std::process::id().to_string();
+    // The sleeper runs until diagnose has ended, however long its load
+    // takes: schedstat only covers threads alive at both ends of the window.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sleeper = {
+        let stop = std::sync::Arc::clone(&stop);
+        thread::spawn(move || {
+            // Away from the workload CPU, where other root tests pin their
+            // hogs and FIFO 50 blockers, and above those: every wakeup
+            // preempts at once.
+            workload::pin_current_thread(common::cgroup::other_cpu());
+            workload::make_current_thread_fifo(80);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let r = diagnose(&["-p", &pid], || {});
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sleeper.join().unwrap();
+    let check = &r["ebpf"]["self_check"];
+    eprintln!("{check}");
+    assert!(check["ratio"].as_f64().unwrap() > 2.0, "{check}");
+    assert!(check["unseen_ns"].as_i64().unwrap() > 0, "{check}");
+    assert!(
+        check["idle_cpu_ns"].is_u64(),
+        "victims tables load here: {check}"
+    );
+    let summary: Vec<&str> = check["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        summary[1].starts_with("run_delay misses")
+            && summary[1].contains("from a wakeup to the switch"),
+        "{summary:?}"
+    );
+    // Split by where the waits ended (on an idle CPU or not): which one
+    // depends on the machine's load.
+    assert!(
+        summary[2].contains("idle CPU") && summary[2].contains("preempted a running task")
+            || summary[2].contains("woke onto an idle CPU"),
+        "{summary:?}"
+    );
+}

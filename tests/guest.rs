@@ -2,8 +2,8 @@
 //!
 //! They run twice: here, on the host, with the other root tests (`cargo xtask
 //! test`), and inside QEMU on other Debian kernels (`cargo xtask vm-test`
-//! boots 6.1, 6.1 PREEMPT_RT and 6.12 with this binary, statically linked, in
-//! a small initramfs). Under QEMU's emulation (TCG) every wait is inflated,
+//! boots 5.10, 6.1, 6.1 PREEMPT_RT and 6.12 with this binary, statically
+//! linked, in a small initramfs). Under QEMU's emulation (TCG) every wait is inflated,
 //! so these tests assert counts and structure, never latency values.
 
 mod common;
@@ -183,7 +183,9 @@ fn tracepoint_mode_counts_overlapping_waits() {
 /// kernel's verifier: the victims one has an atomic fetch-and-add, 5.12+)
 /// and report the workload: every sleeper has a victims row, every wait is
 /// charged to one culprit (the two tables' counts add up to the same), and
-/// each round's HOLD-long waits come out as slow events.
+/// each round's HOLD-long waits come out as slow events. Before 5.12 (the
+/// matrix's 5.10), `victims` must refuse with exit 1 and say it needs
+/// 5.12, and `slow` must work.
 #[test]
 fn victims_and_slow_modes_load_and_report() {
     if !require_root() {
@@ -192,7 +194,32 @@ fn victims_and_slow_modes_load_and_report() {
     let me = std::process::id().to_string();
     let cpu = workload::workload_cpu();
     let rounds = 20;
-    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", &me]);
+    if kernel_version() < (5, 12) {
+        let (status, _, err) = common::run_schedlat(&["victims", "--json", "1", "1"]);
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "victims on {} should be refused: {err}",
+            kernel_release()
+        );
+        assert!(
+            err.contains("the victims tables need kernel 5.12 or newer"),
+            "victims on {}: the error should say it needs 5.12: {err}",
+            kernel_release()
+        );
+        eprintln!(
+            "victims on {}: refused as it should be: {}",
+            kernel_release(),
+            first_error(&err)
+        );
+    } else {
+        victims_report(&me, cpu, rounds);
+    }
+    slow_report(&me, cpu, rounds);
+}
+
+fn victims_report(me: &str, cpu: usize, rounds: u32) {
+    let tracer = TracerProcess::start(SCHEDLAT, &["victims", "--json", "--top", "0", "-p", me]);
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(
@@ -222,10 +249,12 @@ fn victims_and_slow_modes_load_and_report() {
         "{r}"
     );
     assert_eq!(r["overflow"]["victim_waits"], 0, "{r}");
+}
 
+fn slow_report(me: &str, cpu: usize, rounds: u32) {
     let tracer = TracerProcess::start(
         SCHEDLAT,
-        &["slow", "--threshold", "1ms", "--json", "-p", &me],
+        &["slow", "--threshold", "1ms", "--json", "-p", me],
     );
     workload::wake_burst(cpu, SLEEPERS, HOLD, GAP, rounds);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
@@ -388,6 +417,15 @@ fn first_error(stderr: &str) -> String {
         Some(i) if i > 0 => format!("verifier: {}; {error}", lines[i - 1]),
         _ => error.to_string(),
     }
+}
+
+/// (major, minor) of the running kernel; (0, 0) if unreadable.
+fn kernel_version() -> (u32, u32) {
+    let release = kernel_release();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 /// `uname -r`, for messages: the same test runs on several kernels.

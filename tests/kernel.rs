@@ -292,11 +292,17 @@ fn explicit_missing_btf_is_a_clear_error() {
         let (status, _, err) =
             common::run_schedlat(&["--hook", hook, "--btf", "/nonexistent/vmlinux", "1", "1"]);
         assert_eq!(status.code(), Some(1), "{hook}: {err}");
+        // Issue 19: a path the user gave that is not there is a typo, not
+        // a kernel built without BTF.
         assert!(
-            err.contains("kernel BTF not found at /nonexistent/vmlinux"),
+            err.contains("BTF file /nonexistent/vmlinux does not exist"),
             "{err}"
         );
-        assert!(err.contains("--hook tp"), "says what to do instead: {err}");
+        assert!(!err.contains("CONFIG_DEBUG_INFO_BTF"), "{err}");
+        assert!(
+            err.contains("leave it out"),
+            "says what to do instead: {err}"
+        );
     }
 }
 
@@ -355,4 +361,19 @@ fn without_privileges_says_what_is_needed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("CAP_BPF") && err.contains("root"), "{err}");
+}
+
+/// Issue 19: `--cpu` alone reads as a sentence ("only waits of ending on
+/// CPUs 0" before).
+#[test]
+fn a_cpu_filter_is_announced_as_a_sentence() {
+    if !require_root() {
+        return;
+    }
+    let (status, _, err) = common::run_schedlat(&["--cpu", "0", "1", "1"]);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("schedlat: only waits that end on CPUs 0\n"),
+        "{err}"
+    );
 }

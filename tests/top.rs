@@ -58,6 +58,10 @@ struct Tmux(String);
 
 impl Tmux {
     fn start() -> Tmux {
+        Tmux::sized(80, 24)
+    }
+
+    fn sized(width: u16, height: u16) -> Tmux {
         // Tests run in parallel: one session each.
         static SESSIONS: AtomicUsize = AtomicUsize::new(0);
         let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
@@ -69,9 +73,9 @@ impl Tmux {
                 "-s",
                 &name,
                 "-x",
-                "80",
+                &width.to_string(),
                 "-y",
-                "24",
+                &height.to_string(),
                 "sh",
             ])
             .status()
@@ -203,6 +207,111 @@ fn live_view_under_stress_ng_shows_counts_verdict_victims_and_restores_the_termi
     // Restored: the shell echoes and runs what is typed, on the main screen.
     tmux.keys(&["echo ok-$((40+2))", "Enter"]);
     tmux.wait_for("a working shell", |s| s.contains("ok-42"));
+}
+
+/// Issue 19's mix: a sleeper beside four CPU hogs on one CPU (waits of a
+/// few microseconds, and waits of a slice and more), in the children's own
+/// process groups, killed when dropped.
+struct SleeperAndHogs(Vec<Child>);
+
+impl SleeperAndHogs {
+    fn start() -> SleeperAndHogs {
+        let cpu = common::workload::workload_cpu();
+        let mut children: Vec<Child> = (0..4)
+            .map(|_| common::cgroup::pinned_sh(cpu, common::cgroup::HOG))
+            .collect();
+        children.push(common::cgroup::pinned_sh(cpu, common::cgroup::SLEEPER));
+        SleeperAndHogs(children)
+    }
+}
+
+impl Drop for SleeperAndHogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The histogram rows whose marks (after the bar) include `mark`.
+fn marked_row<'a>(screen: &'a str, mark: &str) -> Option<&'a str> {
+    screen.lines().find(|l| {
+        l.contains(" -> ")
+            && l.rsplit('|')
+                .next()
+                .is_some_and(|m| m.trim().split(',').any(|m| m == mark))
+    })
+}
+
+/// The verdict, from its first line to the victims panel's title.
+fn verdict_text(screen: &str) -> Option<String> {
+    let verdicts = ["healthy: ", "long-tail: ", "shifted-mean: ", "bimodal: "];
+    let lines: Vec<&str> = screen.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| verdicts.iter().any(|v| l.starts_with(v)))?;
+    let text: Vec<&str> = lines[first..]
+        .iter()
+        .take_while(|l| !l.contains(" victims ") && !l.contains("p99 per interval"))
+        .map(|l| l.trim())
+        .collect();
+    Some(text.join(" "))
+}
+
+/// Issue 19: at 80x24 and 120x40 under a sleeper + hogs mix, the rows
+/// from p50 to p99.9 and every mode the verdict names are on screen (empty
+/// and sparse rows fold; none is cut), and the verdict is whole.
+#[test]
+fn the_tail_and_the_whole_verdict_stay_on_screen_at_80x24_and_120x40() {
+    if !require_root() {
+        return;
+    }
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let _load = SleeperAndHogs::start();
+    for (width, height) in [(80, 24), (120, 40)] {
+        let tmux = Tmux::sized(width, height);
+        // Cumulative: enough waits for p99.9 and a verdict on any host.
+        tmux.keys(&[&format!("{SCHEDLAT} top; echo EXIT=$?"), "Enter"]);
+        tmux.wait_for("the live view", |s| s.contains("q quit"));
+        tmux.keys(&["c"]);
+        let screen = tmux.wait_for("a verdict on the histogram with p50 and p99.9 rows", |s| {
+            verdict_text(s).is_some_and(|v| !v.starts_with("insufficient"))
+                && marked_row(s, "p50").is_some()
+                && marked_row(s, "p99.9").is_some()
+        });
+        assert!(
+            !screen.contains("rows cut") && !screen.contains("above"),
+            "{width}x{height}: rows cut:\n{screen}"
+        );
+        let verdict = verdict_text(&screen).unwrap();
+        // Whole: it ends with the slice's source, closed.
+        assert!(
+            verdict.contains("base slice") && verdict.ends_with(')'),
+            "{width}x{height}: verdict cut: {verdict}\n{screen}"
+        );
+        for mark in ["p50", "p90", "p99", "p99.9"] {
+            assert!(
+                marked_row(&screen, mark).is_some(),
+                "{width}x{height} {mark}:\n{screen}"
+            );
+        }
+        if verdict.starts_with("bimodal") {
+            for mark in ["fast mode", "slow mode"] {
+                assert!(
+                    marked_row(&screen, mark).is_some(),
+                    "{width}x{height} {mark}:\n{screen}"
+                );
+            }
+        }
+        // The culprit rule is said where the culprits are.
+        assert!(
+            screen.contains("held the CPU when the wait ended"),
+            "{screen}"
+        );
+        tmux.keys(&["q"]);
+        tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
+    }
 }
 
 #[test]

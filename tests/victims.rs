@@ -341,3 +341,57 @@ fn perf_sched_latency_rows_parse() {
     assert_eq!((r.avg_ns, r.max_ns), (1_350_000, 2_699_000));
     assert_eq!(rows[1].comm, "lto cgu.3.rcgu.");
 }
+
+/// Issue 19: what tells a throttled wait from a wake onto an idle CPU (both
+/// end on an idle CPU, culprit swapper): a CPU hog in a cgroup with 10% of
+/// a CPU is seen throttled over an interval, this test process is not.
+/// (Whether its waits end on an idle CPU depends on the host's other load;
+/// how the views label them is tested in the binary's own tests.)
+#[test]
+fn a_quota_limited_process_is_seen_throttled() {
+    if !require_root() {
+        return;
+    }
+    let (group, _) = common::cgroup::TestCgroup::with_cpu_quota("throttled", 10_000, 100_000);
+    let mut hog = std::process::Command::new("sh")
+        .args(["-c", common::cgroup::HOG])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let v2 = common::cgroup::v2_root();
+    let v1 = common::cgroup::v1_cpu_root();
+    let mut watch = schedlat::sys::throttle::ThrottleWatch::start(Some(&v2), v1.as_deref());
+    group.add(hog.id());
+    std::thread::sleep(Duration::from_millis(600));
+    watch.end_interval();
+    let (hog_throttled, me_throttled) = (
+        watch.throttled(hog.id()),
+        watch.throttled(std::process::id()),
+    );
+    // Without the quota: after an interval to settle, no growth, no
+    // throttling.
+    let dir = std::path::Path::new(&group.path()).to_path_buf();
+    let lifted = if dir.join("cpu.max").exists() {
+        std::fs::write(dir.join("cpu.max"), "max 100000")
+    } else {
+        std::fs::write(dir.join("cpu.cfs_quota_us"), "-1")
+    };
+    lifted.expect("lifting the quota");
+    std::thread::sleep(Duration::from_millis(300));
+    watch.end_interval();
+    std::thread::sleep(Duration::from_millis(300));
+    watch.end_interval();
+    let after = watch.throttled(hog.id());
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert!(
+        hog_throttled,
+        "the hog in {} was not seen throttled",
+        group.path()
+    );
+    assert!(
+        !me_throttled,
+        "this test process is not in a throttled group"
+    );
+    assert!(!after, "an interval without throttling counts as none");
+}

@@ -19,6 +19,8 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
+#[cfg(test)]
+mod fuzz;
 mod kernel;
 mod output;
 pub mod sys;
@@ -50,45 +52,71 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (kernel, filter) = (&cli.kernel.access(), &cli.filter.spec());
+    // Each command owns the options it takes (cli/): a global option would
+    // be listed, and then ignored or refused, by commands that do not.
+    let measured = |k: &cli::KernelArgs, f: &cli::FilterArgs| (k.access(), f.spec());
     let result = match &cli.command {
-        None => runtime.block_on(run::histogram(
-            &cli.histogram.options(),
-            &cli.breakdown.options(),
-            kernel,
-            filter,
-        )),
-        Some(cli::Command::Record(args)) => runtime.block_on(run::record(
-            &args.output,
-            args.duration,
-            cli::unit(args.milliseconds),
-            kernel,
-            filter,
-        )),
+        None => {
+            let (kernel, filter) = measured(&cli.kernel, &cli.filter);
+            runtime.block_on(run::histogram(
+                &cli.histogram.options(),
+                &cli.breakdown.options(),
+                &kernel,
+                &filter,
+            ))
+        }
+        Some(cli::Command::Record(args)) => {
+            let (kernel, filter) = measured(&args.kernel, &args.filter);
+            runtime.block_on(run::record(
+                &args.output,
+                args.force,
+                args.duration,
+                cli::unit(args.milliseconds),
+                &kernel,
+                &filter,
+            ))
+        }
         Some(cli::Command::Diagnose(args)) => runtime
-            .block_on(diagnose::run(&args.options(), kernel, filter))
+            .block_on(diagnose::run(
+                &args.options(),
+                &args.kernel.access(),
+                &args.scope.spec(),
+            ))
             .map(|()| run::Ended::Done),
-        Some(cli::Command::Top(args)) => runtime
-            .block_on(top::run(&args.options(), kernel, filter))
-            .map(|()| run::Ended::Done),
+        Some(cli::Command::Top(args)) => {
+            let (kernel, filter) = measured(&args.kernel, &args.filter);
+            runtime
+                .block_on(top::run(&args.options(), &kernel, &filter))
+                .map(|()| run::Ended::Done)
+        }
         Some(cli::Command::Compare(args)) => {
             compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
         }
         Some(cli::Command::Serve(args)) => {
-            runtime.block_on(serve::run(&args.options(), kernel, filter))
+            let (kernel, filter) = measured(&args.kernel, &args.filter);
+            runtime.block_on(serve::run(&args.options(), &kernel, &filter))
         }
         Some(cli::Command::Victims(args)) => {
-            runtime.block_on(victims::run(&args.options(), kernel, filter))
+            let (kernel, filter) = measured(&args.kernel, &args.filter);
+            runtime.block_on(victims::run(&args.options(), &kernel, &filter))
         }
         Some(cli::Command::Slow(args)) => {
-            runtime.block_on(slow::run(&args.options(), kernel, filter))
+            let (kernel, filter) = measured(&args.kernel, &args.filter);
+            runtime.block_on(slow::run(&args.options(), &kernel, &filter))
         }
     };
     match result {
         Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
             say!("schedlat: error: {e:#}");
-            ExitCode::FAILURE
+            let usage = e.downcast_ref::<commands::UsageError>().is_some()
+                || e.downcast_ref::<kernel::error::LoadError>()
+                    .is_some_and(kernel::error::LoadError::is_usage);
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -16,9 +16,15 @@ pub fn workspace_root() -> PathBuf {
 
 /// Runs cargo (the one that runs us) in the workspace root.
 pub fn cargo(args: &[&str]) -> Result<()> {
+    cargo_with_env(args, &[])
+}
+
+/// As `cargo`, with extra environment variables.
+pub fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(workspace_root())
         .status()
         .with_context(|| format!("running {cargo} {}", args.join(" ")))?;

@@ -6,6 +6,12 @@
 //! lower bound wide, so every reported percentile is within 12.5% of the true
 //! one (and exact below 8 ns, where buckets are 1 ns wide). The unit tests
 //! check this bound against exact percentiles of known data.
+//!
+//! The bucket also bounds the true value exactly: the nearest-rank
+//! percentile is one of the waits counted in that bucket, so it lies between
+//! the bucket's bounds, narrowed by the exact min and max. `Bound` carries
+//! that interval, for the JSON and for the verdict, which says so when a
+//! threshold falls inside it (docs/shape.md, docs/json.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +27,37 @@ pub struct Percentiles {
     #[serde(rename = "p99_9_ns")]
     pub p999_ns: u64,
     pub max_ns: Option<u64>,
+    /// Where each true percentile lies (recordings made before this field
+    /// existed read back without it).
+    #[serde(default)]
+    pub bounds: Bounds,
+}
+
+/// The interval that holds a true percentile: its bucket, narrowed by the
+/// exact extremes. `high_ns` is None only for the last bucket, which also
+/// holds every longer wait, when the maximum is not known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    pub low_ns: u64,
+    pub high_ns: Option<u64>,
+}
+
+impl Bound {
+    /// True when `threshold_ns` lies inside the interval, so the true value
+    /// may be on either side of it (at or above, or below).
+    pub fn straddles(&self, threshold_ns: u64) -> bool {
+        self.low_ns < threshold_ns && self.high_ns.is_none_or(|high| high >= threshold_ns)
+    }
+}
+
+/// The bounds of the four estimated percentiles, named as their estimates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub p50_ns: Bound,
+    pub p90_ns: Bound,
+    pub p99_ns: Bound,
+    #[serde(rename = "p99_9_ns")]
+    pub p999_ns: Bound,
 }
 
 impl Percentiles {
@@ -32,8 +69,55 @@ impl Percentiles {
             p99_ns: quantile_ns(w, 0.99)?,
             p999_ns: quantile_ns(w, 0.999)?,
             max_ns: w.max_ns,
+            bounds: Bounds {
+                p50_ns: quantile_bound(w, 0.50)?,
+                p90_ns: quantile_bound(w, 0.90)?,
+                p99_ns: quantile_bound(w, 0.99)?,
+                p999_ns: quantile_bound(w, 0.999)?,
+            },
         })
     }
+}
+
+/// The rank of the nearest-rank `q`-quantile among `count` waits.
+fn rank(q: f64, count: u64) -> u64 {
+    ((q * count as f64).ceil() as u64).clamp(1, count)
+}
+
+/// The bucket holding the `rank`-th wait: (index, low, high, waits in it,
+/// waits before it).
+fn bucket_of_rank(w: &Waits, rank: u64) -> Option<(usize, u64, u64, u64, u64)> {
+    let mut before = 0;
+    for (index, low, high, n) in w.nonempty_buckets() {
+        if before + n >= rank {
+            return Some((index, low, high, n, before));
+        }
+        before += n;
+    }
+    None
+}
+
+/// Where the true `q`-quantile lies; None without waits.
+pub fn quantile_bound(w: &Waits, q: f64) -> Option<Bound> {
+    let count = w.count();
+    if count == 0 {
+        return None;
+    }
+    let (index, low, high, ..) = bucket_of_rank(w, rank(q, count))?;
+    let last = index + 1 == schedlat_common::NR_BUCKETS;
+    let high = if last { None } else { Some(high) };
+    let high = match (high, w.max_ns) {
+        (Some(h), Some(max)) => Some(h.min(max)),
+        (None, max) => max,
+        (h, None) => h,
+    };
+    let low = w.min_ns.map_or(low, |min| low.max(min));
+    // Extremes from another span (a per-key histogram has none) could cross
+    // the bucket: keep the interval well-formed.
+    Some(Bound {
+        low_ns: high.map_or(low, |h| low.min(h)),
+        high_ns: high,
+    })
 }
 
 /// The nearest-rank `q`-quantile (0 < q <= 1) in ns; None without waits.
@@ -42,19 +126,13 @@ pub fn quantile_ns(w: &Waits, q: f64) -> Option<u64> {
     if count == 0 {
         return None;
     }
-    let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
-    let mut before = 0;
-    for (_, low, high, n) in w.nonempty_buckets() {
-        if before + n >= rank {
-            let position = (rank - before) as f64 - 0.5;
-            let width = (high - low + 1) as f64;
-            let estimate = (low as f64 + width * position / n as f64).floor() as u64;
-            let estimate = w.min_ns.map_or(estimate, |min| estimate.max(min));
-            return Some(w.max_ns.map_or(estimate, |max| estimate.min(max)));
-        }
-        before += n;
-    }
-    None
+    let rank = rank(q, count);
+    let (_, low, high, n, before) = bucket_of_rank(w, rank)?;
+    let position = (rank - before) as f64 - 0.5;
+    let width = (high - low + 1) as f64;
+    let estimate = (low as f64 + width * position / n as f64).floor() as u64;
+    let estimate = w.min_ns.map_or(estimate, |min| estimate.max(min));
+    Some(w.max_ns.map_or(estimate, |max| estimate.min(max)))
 }
 
 /// Share of waits at or above `threshold_ns` (counting whole buckets whose
@@ -123,6 +201,48 @@ mod tests {
                 assert!(error <= 0.125, "n={n} q={q}: {est} vs {truth} ({error:.3})");
             }
         }
+    }
+
+    #[test]
+    fn every_true_percentile_lies_within_its_bound() {
+        for (n, seed) in [(1, 4), (10, 1), (1000, 2), (100_000, 3)] {
+            let mut values = known_waits(n, seed);
+            let w = waits_of_ns(&values);
+            values.sort_unstable();
+            for q in [0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
+                let b = quantile_bound(&w, q).unwrap();
+                let (truth, est) = (exact(&values, q), quantile_ns(&w, q).unwrap());
+                let high = b.high_ns.unwrap();
+                assert!(
+                    b.low_ns <= truth && truth <= high,
+                    "n={n} q={q}: {truth} {b:?}"
+                );
+                assert!(b.low_ns <= est && est <= high, "n={n} q={q}: {est} {b:?}");
+                // A bucket is at most an eighth of its lower bound wide.
+                assert!(high - b.low_ns <= b.low_ns / 8, "n={n} q={q}: {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_are_narrowed_by_the_extremes_and_open_only_at_the_end() {
+        // 1.00 ms falls in the bucket [983040, 1048575]: min narrows it.
+        let w = waits_of_ns(&[1_000_000; 10]);
+        let b = quantile_bound(&w, 0.5).unwrap();
+        assert_eq!((b.low_ns, b.high_ns), (1_000_000, Some(1_000_000)));
+        // Without extremes (a per-key histogram): the whole bucket.
+        let mut bare = w.clone();
+        (bare.min_ns, bare.max_ns) = (None, None);
+        let b = quantile_bound(&bare, 0.5).unwrap();
+        let (low, high) = schedlat_common::bucket::bucket_bounds(bucket_index(1_000_000));
+        assert_eq!((b.low_ns, b.high_ns), (low, Some(high)));
+        assert!(b.straddles(1_000_000) && !b.straddles(low) && !b.straddles(high + 1));
+        // The last bucket holds everything above it: open without a max.
+        bare.buckets = vec![0; schedlat_common::NR_BUCKETS];
+        bare.buckets[schedlat_common::NR_BUCKETS - 1] = 3;
+        let b = quantile_bound(&bare, 0.99).unwrap();
+        assert_eq!(b.high_ns, None);
+        assert!(b.straddles(u64::MAX));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{
     fmt_ns,
-    percentiles::{quantile_ns, share_at_least},
+    percentiles::{Bound, quantile_bound, quantile_ns, share_at_least},
     slice::Slice,
 };
 use crate::collect::histogram::Waits;
@@ -24,6 +24,15 @@ pub const BIMODAL_MIN_OCTAVES: usize = 3;
 /// ... with a valley between them: the octaves strictly between the two
 /// peaks hold on average at most this fraction of the lower peak.
 pub const BIMODAL_MAX_VALLEY: f64 = 0.25;
+/// A slow tail needs at least this many slow waits (of half a slice or
+/// more), however many waits there are ...
+pub const MIN_SLOW_WAITS: u64 = 5;
+/// ... and the slow share must exceed the tail's share (1% for p99, 0.1%
+/// for p99.9) with confidence: its Wilson score lower bound at this z (95%
+/// two-sided, 97.5% one-sided) must be above it. Otherwise the few slow
+/// waits are isolated: a handful of them in a few hundred waits is what an
+/// idle machine shows (docs/shape.md has the measurements).
+pub const WILSON_Z: f64 = 1.96;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,6 +70,18 @@ pub struct Evidence {
     pub slow_share: f64,
     /// Centers of the fast and slow modes, when bimodal.
     pub modes_ns: Option<(u64, u64)>,
+    /// Waits of at least half a slice: `slow_share`'s buckets, plus the
+    /// part above H/2 of the bucket that holds it (interpolated, as the
+    /// percentiles are).
+    pub slow_count: u64,
+    /// Wilson score lower bound (z = WILSON_Z) of the slow share: a tail is
+    /// only called slow when this exceeds the tail's share.
+    pub slow_share_low: f64,
+    /// The longest wait (exact when known, else its bucket's upper bound).
+    pub max_ns: Option<u64>,
+    /// Where the true p50 and tail lie (their buckets, docs/json.md).
+    pub p50_bound: Option<Bound>,
+    pub tail_bound: Option<Bound>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,11 +92,44 @@ pub struct Shape {
     pub evidence: Evidence,
 }
 
+/// Waits of at least `threshold_ns`: whole buckets above it, and the part
+/// of the bucket that holds it that lies above it (spread evenly inside the
+/// bucket, as the percentile estimates are), so that a tail estimated at
+/// the threshold or above always has slow waits behind it.
+fn slow_waits(w: &Waits, threshold_ns: u64) -> u64 {
+    w.nonempty_buckets()
+        .map(|(_, low, high, n)| {
+            if low >= threshold_ns {
+                n
+            } else if high >= threshold_ns {
+                let above = (high - threshold_ns + 1) as f64 / (high - low + 1) as f64;
+                (n as f64 * above).ceil() as u64
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+/// Wilson score interval's lower bound for `k` successes in `n` trials.
+pub fn wilson_lower(k: u64, n: u64, z: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let (n, p) = (n as f64, k as f64 / n as f64);
+    let z2 = z * z;
+    let center = p + z2 / (2.0 * n);
+    let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((center - margin) / (1.0 + z2 / n)).max(0.0)
+}
+
 pub fn classify(w: &Waits, slice: &Slice) -> Shape {
     let count = w.count();
     let h = slice.ns;
     let tail_label = if count >= P999_FROM { "p99.9" } else { "p99" };
     let tail_q = if count >= P999_FROM { 0.999 } else { 0.99 };
+    let slow_share = share_at_least(w, h / 2);
+    let slow_count = slow_waits(w, h / 2);
     let mut evidence = Evidence {
         count,
         slice_ns: h,
@@ -83,10 +137,21 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
         p50_ns: quantile_ns(w, 0.5),
         tail_label,
         tail_ns: quantile_ns(w, tail_q),
-        slow_share: share_at_least(w, h / 2),
+        slow_share,
         modes_ns: None,
+        slow_count,
+        slow_share_low: wilson_lower(slow_count, count, WILSON_Z),
+        max_ns: w
+            .max_ns
+            .or_else(|| quantile_bound(w, 1.0).map(|b| b.high_ns.unwrap_or(b.low_ns))),
+        p50_bound: quantile_bound(w, 0.5),
+        tail_bound: quantile_bound(w, tail_q),
     };
+    // The tail's share: p99 is slow when more than 1% of waits are.
+    let tail_share = 1.0 - tail_q;
+    let isolated = slow_count < MIN_SLOW_WAITS || evidence.slow_share_low <= tail_share;
     let slice_text = format!("base slice {} ({})", fmt_ns(h), slice.source);
+    let mut sep = ": ";
     let (verdict, why) = match (evidence.p50_ns, evidence.tail_ns) {
         _ if count < MIN_WAITS => (
             Verdict::InsufficientData,
@@ -108,6 +173,21 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
                 fmt_ns(h / 2)
             ),
         ),
+        (_, Some(tail)) if isolated => {
+            // "healthy, 5 isolated slow waits (max X): ..."
+            sep = ", ";
+            (
+                Verdict::Healthy,
+                format!(
+                    "{slow_count} isolated slow waits (max {}): {tail_label} {} reaches half a slice ({}), but {slow_count} of {count} waits cannot show that more than {:.1}% are that slow (95% lower bound {:.2}%)",
+                    fmt_ns(evidence.max_ns.unwrap_or(tail)),
+                    fmt_ns(tail),
+                    fmt_ns(h / 2),
+                    tail_share * 100.0,
+                    evidence.slow_share_low * 100.0
+                ),
+            )
+        }
         _ => {
             let share = evidence.slow_share;
             match modes(w, h / 2).filter(|_| share >= BIMODAL_MIN_SHARE) {
@@ -136,10 +216,37 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
             }
         }
     };
+    let near = near_threshold(verdict, &evidence, h);
     Shape {
         verdict,
-        summary: format!("{}: {why}; {slice_text}", verdict.as_str()),
+        summary: format!("{}{sep}{why}{near}; {slice_text}", verdict.as_str()),
         evidence,
+    }
+}
+
+/// Where it matters, the percentile's bound: when the threshold the verdict
+/// compared it with lies inside its bucket, the true value may be on the
+/// other side, and the summary says so (e.g. "(p99 lies in 703-781 us, on
+/// both sides of 750 us)").
+fn near_threshold(verdict: Verdict, e: &Evidence, h: u64) -> String {
+    let (label, bound, threshold) = match verdict {
+        Verdict::ShiftedMean => ("p50", e.p50_bound, h / 4),
+        Verdict::InsufficientData => return String::new(),
+        // Any other verdict was drawn where the median was under a quarter
+        // slice and the tail was compared with half a slice.
+        _ => match e.p50_bound {
+            Some(b) if b.straddles(h / 4) => ("p50", Some(b), h / 4),
+            _ => (e.tail_label, e.tail_bound, h / 2),
+        },
+    };
+    match bound {
+        Some(b) if b.straddles(threshold) => format!(
+            " ({label} lies in {}-{}, on both sides of {})",
+            fmt_ns(b.low_ns),
+            b.high_ns.map_or("no upper bound".into(), fmt_ns),
+            fmt_ns(threshold)
+        ),
+        _ => String::new(),
     }
 }
 
@@ -258,6 +365,88 @@ mod tests {
         assert_eq!(verdict(&[(2_000_000, 500)]), Verdict::ShiftedMean);
         // Everything in the saturating last bucket.
         assert_eq!(verdict(&[(u64::MAX, 500)]), Verdict::ShiftedMean);
+    }
+
+    /// The idle 2-CPU machine of docs/shape.md: ~300 waits in 3 s, of which
+    /// 4 to 6 reach half a slice. p99 is then slow, but a handful of waits
+    /// cannot show that more than 1% are: healthy, and the summary says how
+    /// many slow waits there were and the longest.
+    #[test]
+    fn a_handful_of_slow_waits_is_healthy() {
+        for slow in 1..=3 {
+            assert_eq!(
+                verdict(&[(8_000, 300 - slow), (2_000_000, slow)]),
+                Verdict::Healthy
+            );
+        }
+        for slow in 4..=6 {
+            let s = classify(
+                &waits(&[(8_000, 300 - slow), (2_000_000, slow)]),
+                &Slice::fixed(SLICE, "t"),
+            );
+            assert!(s.evidence.tail_ns.unwrap() >= SLICE / 2, "{slow}: {s:?}");
+            assert_eq!(s.verdict, Verdict::Healthy, "{slow}: {}", s.summary);
+            assert_eq!(s.evidence.slow_count, slow);
+            assert!(
+                // No exact max here: the top bucket's upper bound (2.10 ms).
+                s.summary.starts_with(&format!(
+                    "healthy, {slow} isolated slow waits (max 2.10 ms)"
+                )),
+                "{}",
+                s.summary
+            );
+        }
+        // From 7 of 300 (2.3%), more than 1% are slow with 95% confidence.
+        assert_eq!(verdict(&[(8_000, 293), (2_000_000, 7)]), Verdict::LongTail);
+    }
+
+    #[test]
+    fn the_evidence_needed_scales_with_the_waits() {
+        // p99.9 from 10,000 waits on: 0.1% of them, with confidence.
+        assert_eq!(
+            verdict(&[(8_000, 9_984), (2_000_000, 16)]),
+            Verdict::Healthy
+        );
+        assert_eq!(
+            verdict(&[(8_000, 9_980), (2_000_000, 20)]),
+            Verdict::LongTail
+        );
+        // Never fewer than MIN_SLOW_WAITS, however confident the share.
+        assert_eq!(verdict(&[(8_000, 200), (2_000_000, 4)]), Verdict::Healthy);
+        assert_eq!(verdict(&[(8_000, 200), (2_000_000, 6)]), Verdict::LongTail);
+    }
+
+    #[test]
+    fn wilson_lower_bound_matches_known_values() {
+        // 5 of 300 at z = 1.96: 0.71% (by hand from the formula).
+        assert!((wilson_lower(5, 300, 1.96) - 0.00714).abs() < 0.0001);
+        assert_eq!(wilson_lower(0, 300, 1.96), 0.0);
+        assert_eq!(wilson_lower(0, 0, 1.96), 0.0);
+        // All slow: the bound approaches 1 as n grows.
+        assert!(wilson_lower(1000, 1000, 1.96) > 0.99);
+    }
+
+    #[test]
+    fn a_threshold_inside_the_bucket_is_said_where_it_matters() {
+        // p99 in the bucket that holds half a slice (1.5 ms: [1.44, 1.57)
+        // ms): the true p99 may be on either side of it.
+        let s = classify(
+            &waits(&[(10_000, 960), (1_520_000, 40)]),
+            &Slice::fixed(SLICE, "t"),
+        );
+        assert_eq!(s.verdict, Verdict::LongTail, "{}", s.summary);
+        assert!(
+            s.summary
+                .contains("(p99 lies in 1.44 ms-1.57 ms, on both sides of 1.50 ms)"),
+            "{}",
+            s.summary
+        );
+        // Far from every threshold: no bound in the text.
+        let s = classify(
+            &waits(&[(10_000, 970), (3_000_000, 30)]),
+            &Slice::fixed(SLICE, "t"),
+        );
+        assert!(!s.summary.contains("lies in"), "{}", s.summary);
     }
 
     #[test]

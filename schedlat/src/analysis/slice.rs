@@ -21,31 +21,48 @@ pub struct Slice {
     pub ns: u64,
     /// Where the value came from, for the evidence line.
     pub source: String,
+    /// Why the live value could not be read, when the kernel's default is
+    /// used: said once per run by the command, not in every verdict line.
+    #[serde(skip)]
+    pub not_live: Option<String>,
 }
 
 impl Slice {
-    /// From debugfs when it is mounted (root), else the kernel's default.
+    /// From debugfs when it is mounted and readable, else the kernel's
+    /// default (and why).
     pub fn detect() -> Slice {
+        let mut first_error = None;
         for file in DEBUGFS_FILES {
-            if let Some(ns) = fs::read_to_string(file)
-                .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok())
-                .filter(|&ns| ns > 0)
-            {
-                let name = Path::new(file)
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy();
-                return Slice {
-                    ns,
-                    source: format!("debugfs {name}"),
-                };
+            match fs::read_to_string(file) {
+                Ok(text) => {
+                    if let Some(ns) = text.trim().parse::<u64>().ok().filter(|&ns| ns > 0) {
+                        let name = Path::new(file)
+                            .file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy();
+                        return Slice {
+                            ns,
+                            source: format!("debugfs {name}"),
+                            not_live: None,
+                        };
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Slice {
             ns: default_ns(cpus),
-            source: format!("kernel default for {cpus} CPUs; mount debugfs for the live value"),
+            source: format!("kernel default for {cpus} CPUs"),
+            not_live: Some(why_not_live(
+                first_error.as_ref(),
+                &lockdown_mode(),
+                Path::new(DEBUGFS_SCHED).exists() || Path::new(DEBUGFS_FILES[0]).exists(),
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                unsafe { libc::geteuid() } == 0,
+            )),
         }
     }
 
@@ -54,6 +71,47 @@ impl Slice {
         Slice {
             ns,
             source: source.to_string(),
+            not_live: None,
+        }
+    }
+}
+
+const DEBUGFS_SCHED: &str = "/sys/kernel/debug/sched";
+
+/// The active kernel lockdown mode ("integrity", "confidentiality"), from
+/// the bracketed word of /sys/kernel/security/lockdown.
+fn lockdown_mode() -> Option<String> {
+    let text = fs::read_to_string("/sys/kernel/security/lockdown").ok()?;
+    let mode = text.split('[').nth(1)?.split(']').next()?.to_string();
+    (mode != "none").then_some(mode)
+}
+
+/// One sentence: why the live slice was not read, and what would fix it.
+fn why_not_live(
+    error: Option<&std::io::Error>,
+    lockdown: &Option<String>,
+    mounted: bool,
+    root: bool,
+) -> String {
+    use std::io::ErrorKind;
+    let default = "using the kernel's default base slice";
+    match (error.map(|e| e.kind()), lockdown) {
+        (Some(ErrorKind::PermissionDenied), Some(mode)) if mounted => {
+            format!("kernel lockdown ({mode}) blocks reading {DEBUGFS_SCHED}; {default}")
+        }
+        // Root refused with debugfs mounted and no lockdown to read (no
+        // securityfs): lockdown, or debugfs restricted at boot.
+        (Some(ErrorKind::PermissionDenied), _) if root && mounted => format!(
+            "the kernel refuses reading {DEBUGFS_SCHED} although debugfs is mounted (kernel lockdown or a debugfs= restriction); {default}"
+        ),
+        (Some(ErrorKind::PermissionDenied), _) => {
+            format!("cannot read {DEBUGFS_SCHED} (needs root); {default}")
+        }
+        _ if !mounted => format!(
+            "debugfs is not mounted; {default} (`mount -t debugfs none /sys/kernel/debug` for the live value)"
+        ),
+        _ => {
+            format!("this kernel publishes no base slice in {DEBUGFS_SCHED}; {default}")
         }
     }
 }
@@ -75,5 +133,35 @@ mod tests {
         assert_eq!(default_ns(2), 1_500_000);
         assert_eq!(default_ns(8), 3_000_000);
         assert_eq!(default_ns(64), 3_000_000);
+    }
+
+    /// Issue 19: the reason is said once and is the real one: lockdown
+    /// with debugfs mounted is not "mount debugfs".
+    #[test]
+    fn says_why_the_live_value_is_missing() {
+        use std::io::{Error, ErrorKind};
+        let denied = Error::from(ErrorKind::PermissionDenied);
+        let lockdown = Some("confidentiality".to_string());
+        let text = why_not_live(Some(&denied), &lockdown, true, true);
+        assert!(
+            text.contains("lockdown (confidentiality)") && !text.contains("mount"),
+            "{text}"
+        );
+        let text = why_not_live(Some(&Error::from(ErrorKind::NotFound)), &None, false, true);
+        assert!(text.contains("debugfs is not mounted"), "{text}");
+        let text = why_not_live(Some(&denied), &None, true, false);
+        assert!(text.contains("needs root"), "{text}");
+        let text = why_not_live(Some(&denied), &None, true, true);
+        assert!(
+            text.contains("refuses") && !text.contains("needs root"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_source_no_longer_repeats_advice() {
+        let s = Slice::detect();
+        assert!(!s.source.contains("mount"), "{}", s.source);
+        assert_eq!(s.not_live.is_none(), s.source.starts_with("debugfs"));
     }
 }

@@ -1,6 +1,8 @@
 //! What the kernel reported of a task (`TaskInfo`), for people and JSON:
 //! its comm, and its scheduling class as `chrt` and `nice` would show it.
 
+use std::collections::HashSet;
+
 use schedlat_common::victims::TaskInfo;
 use serde::Serialize;
 
@@ -46,6 +48,60 @@ pub fn short(t: &TaskInfo) -> String {
         format!("{} (idle)", comm(t))
     } else {
         format!("{} {}/{}", comm(t), t.tgid, t.tid)
+    }
+}
+
+/// What a wait that ended on an idle CPU was: its culprit is the idle task
+/// (swapper), which is not contention. Either the task's cgroup had used its
+/// CPU-bandwidth quota (the task was runnable, the group was throttled, and
+/// the CPU idled until the next period), or the task was woken onto an idle
+/// CPU and the wait is the wakeup path. Told apart by the cgroup's cpu.stat
+/// (sys/throttle.rs): whether it, or a parent, was throttled in the interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleWait {
+    Throttled,
+    WokenOntoIdleCpu,
+}
+
+impl IdleWait {
+    /// For the process that waited, given the processes whose cgroup was
+    /// throttled.
+    pub fn of(victim_pid: u32, throttled: &HashSet<u32>) -> IdleWait {
+        if throttled.contains(&victim_pid) {
+            IdleWait::Throttled
+        } else {
+            IdleWait::WokenOntoIdleCpu
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            IdleWait::Throttled => "(throttled: cgroup quota)",
+            IdleWait::WokenOntoIdleCpu => "(idle: woken onto an idle CPU)",
+        }
+    }
+
+    /// For narrow columns (`top` at 80 columns).
+    pub fn short(self) -> &'static str {
+        match self {
+            IdleWait::Throttled => "throttled",
+            IdleWait::WokenOntoIdleCpu => "idle wake",
+        }
+    }
+}
+
+/// `short`, for the culprit of a wait of process `victim_pid`: an idle
+/// culprit says what the wait was instead of "(idle)".
+pub fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
+    if t.tid == 0 {
+        format!(
+            "{} {}",
+            comm(t),
+            IdleWait::of(victim_pid, throttled).label()
+        )
+    } else {
+        short(t)
     }
 }
 
@@ -110,6 +166,19 @@ pub mod tests {
         );
         assert_eq!(short(&task(917, 900, "cal.sh", 0, 0, 0)), "cal.sh 900/917");
         assert_eq!(short(&task(0, 0, "swapper/1", 0, 0, 0)), "swapper/1 (idle)");
+        // Issue 19: an idle culprit says what the wait was.
+        let idle = task(0, 0, "swapper/1", 0, 0, 0);
+        let throttled = HashSet::from([42]);
+        assert_eq!(
+            culprit(&idle, 42, &throttled),
+            "swapper/1 (throttled: cgroup quota)"
+        );
+        assert_eq!(
+            culprit(&idle, 7, &throttled),
+            "swapper/1 (idle: woken onto an idle CPU)"
+        );
+        let busy = task(9, 9, "hog", 0, 0, 0);
+        assert_eq!(culprit(&busy, 42, &throttled), short(&busy));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use schedlat_common::scope::Breakdown;
 
-use super::{interval_secs, positive_u64};
+use super::{FilterArgs, KernelArgs, interval_secs, positive_u64};
 use crate::{
     analysis::victims::SortKey,
     commands::{
@@ -16,7 +16,7 @@ use crate::{
         top::TopOptions,
         victims::{DEFAULT_MAX_TASKS, VictimsOptions},
     },
-    kernel::modes::Keyed,
+    kernel::{filter::FilterSpec, modes::Keyed},
 };
 
 /// `--max-keys`' range.
@@ -39,6 +39,11 @@ pub struct TopArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 impl TopArgs {
@@ -89,6 +94,11 @@ pub struct VictimsArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 impl VictimsArgs {
@@ -114,6 +124,11 @@ pub struct SlowArgs {
     /// One JSON object per event on stdout (schema in docs/json.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 impl SlowArgs {
@@ -180,6 +195,11 @@ pub struct ServeArgs {
     /// in schedlat_unkeyed_waits_total
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
     pub max_keys: u32,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 impl ServeArgs {
@@ -210,7 +230,8 @@ impl ServeArgs {
     }
 }
 
-/// The scope is the global `-p PID` (a process) or `-c PATH` (a cgroup).
+/// The scope is `-p PID` (a process) or `-c PATH` (a cgroup); diagnose takes
+/// no other filter, so its help lists none.
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
     /// Length of the observation window, in seconds
@@ -219,6 +240,41 @@ pub struct DiagnoseArgs {
     /// One JSON object instead of the text report
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+/// What `diagnose` looks at: the whole system (neither), a process or a
+/// cgroup and below.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Scope (default: the whole system)")]
+pub struct ScopeArgs {
+    /// A process (all its threads): its PSI, quota and waits
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "cgroup"
+    )]
+    pub pid: Option<u32>,
+
+    /// A cgroup and below: a v2 or v1 directory, or relative to v2
+    #[arg(short = 'c', long = "cgroup", value_name = "PATH")]
+    pub cgroup: Option<std::path::PathBuf>,
+}
+
+impl ScopeArgs {
+    pub fn spec(&self) -> FilterSpec {
+        FilterSpec {
+            pid: self.pid,
+            cgroup: self.cgroup.clone(),
+            ..FilterSpec::default()
+        }
+    }
 }
 
 impl DiagnoseArgs {
@@ -252,8 +308,9 @@ pub struct BreakdownArgs {
     /// Order of the per-key histograms, most relevant first
     #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "breakdown")]
     pub sort: KeySort,
-    /// Print only the first N keys of each interval (the rest are counted)
-    #[arg(long, value_name = "N", requires = "breakdown", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Print only the first N keys of each interval (0 = all); what is cut is
+    /// counted
+    #[arg(long, value_name = "N", requires = "breakdown")]
     pub top: Option<u32>,
     /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
@@ -265,7 +322,8 @@ impl BreakdownArgs {
         BreakdownOptions {
             keyed: self.keyed(),
             sort: self.sort,
-            top: self.top,
+            // 0 = all, as `victims --top 0`: one meaning everywhere.
+            top: self.top.filter(|&n| n > 0),
         }
     }
 

@@ -74,6 +74,9 @@ pub enum Command {
     /// The live histogram in a terminal: percentiles, verdict, p99 history,
     /// and who waited behind whom (victims and culprits).
     ///
+    /// Culprits are whoever held the CPU when a wait ended; an idle CPU's
+    /// swapper is labelled "throttled" (cgroup quota) or "idle wake".
+    ///
     /// Keys: q or Ctrl-C quit, space pause, c last interval / cumulative, s
     /// cycle the victims' sort (total, longest, number, average wait), `+`
     /// and `-` slower / faster refresh, ? help. The victims panel needs the
@@ -90,10 +93,17 @@ pub enum Command {
     /// average, longest, when and where) and the task that held the CPU when
     /// each ended (the culprit); per culprit task and process, the wait it
     /// caused. Needs tp_btf. See docs/victims.md.
+    ///
+    /// The culprit is whoever held the CPU when the wait ended, not
+    /// necessarily who caused it. A wait that ended on an idle CPU has the
+    /// idle task (swapper) as culprit and says what it was: "(throttled:
+    /// cgroup quota)" when the task's cgroup was throttled by its CPU quota
+    /// in the interval, else "(idle: woken onto an idle CPU)".
     Victims(VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
-    /// waited, how long, the culprit, the run-queue length (runqslower, with
-    /// context). Needs tp_btf.
+    /// waited, how long, the culprit (whoever held the CPU when it ended; an
+    /// idle CPU's swapper is labelled throttled or a wake onto an idle CPU),
+    /// the run-queue length (runqslower, with context). Needs tp_btf.
     Slow(SlowArgs),
 }
 
@@ -110,8 +120,20 @@ pub struct RecordArgs {
     /// Histogram in milliseconds instead of microseconds
     #[arg(short = 'm', long)]
     pub milliseconds: bool,
+
+    /// Replace FILE if it exists (only once the new recording is complete)
+    #[arg(long)]
+    pub force: bool,
+
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
+/// Reads two files; no kernel access and no filters (a recording's scope is
+/// the one it was recorded with).
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// The recording before the change
@@ -147,50 +169,58 @@ pub struct HistogramArgs {
     pub json: bool,
 }
 
-/// How schedlat reaches the kernel; shared by every mode.
+/// How schedlat reaches the kernel; flattened into every command that
+/// measures (not `compare`, which reads files). Not `global`: a global option
+/// would show in the help of commands that ignore it.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Kernel access")]
 pub struct KernelArgs {
     /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
     /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
-    #[arg(long, value_enum, default_value_t = HookChoice::Auto, global = true)]
+    #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
     pub hook: HookChoice,
 
     /// Kernel BTF to resolve task_struct offsets from [default:
     /// /sys/kernel/btf/vmlinux]. Given explicitly, it must exist.
-    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH", global = true)]
+    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH")]
     pub btf: Option<PathBuf>,
 
     /// tracefs mount holding the sched tracepoint formats (default: found
     /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
-    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH", global = true)]
+    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH")]
     pub tracefs: Option<PathBuf>,
+
+    /// Allow --max-keys or --max-tasks values whose maps take more than 256
+    /// MiB of kernel memory (the cost is printed when it is 16 MiB or more)
+    #[arg(long)]
+    pub force_memory: bool,
 }
 
-/// Which waits to measure; shared by every mode. Applied in the kernel, to
+/// Which waits to measure; flattened into every command that measures but
+/// `diagnose` (whose scope is `ScopeArgs`). Applied in the kernel, to
 /// the task that waited (never to the waker, or to the task it replaced);
 /// combined, all must hold. All but --cpu need the tp_btf hook mode.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Filters (in the kernel, on the task that waited; combinable)")]
 pub struct FilterArgs {
     /// Only waits of this process (all its threads)
-    #[arg(short = 'p', long = "pid", value_name = "PID", global = true)]
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
     pub pid: Option<u32>,
 
     /// Only waits of this thread
-    #[arg(short = 't', long = "tid", value_name = "TID", global = true)]
+    #[arg(short = 't', long = "tid", value_name = "TID")]
     pub tid: Option<u32>,
 
     /// Only tasks in this cgroup and below: a v2 or v1 directory, or relative to v2
-    #[arg(short = 'c', long = "cgroup", value_name = "PATH", global = true)]
+    #[arg(short = 'c', long = "cgroup", value_name = "PATH")]
     pub cgroup: Option<PathBuf>,
 
     /// Only tasks with this name (the kernel's comm, as `ps -o comm` shows it)
-    #[arg(long, value_name = "NAME", global = true)]
+    #[arg(long, value_name = "NAME", value_parser = crate::kernel::filter::comm_arg)]
     pub comm: Option<String>,
 
     /// Only waits that end on these CPUs (where the task ran next), e.g. `0-3,8`
-    #[arg(long, value_name = "LIST", global = true)]
+    #[arg(long, value_name = "LIST", value_parser = crate::kernel::filter::cpu_list_arg)]
     pub cpu: Option<String>,
 }
 
@@ -201,6 +231,7 @@ impl KernelArgs {
             sources: KernelSources {
                 btf: self.btf.clone(),
                 tracefs: self.tracefs.clone(),
+                force_memory: self.force_memory,
             },
         }
     }
@@ -298,12 +329,21 @@ mod tests {
             panic!("not top")
         };
         assert_eq!(top.sort, crate::analysis::victims::SortKey::Max);
-        assert_eq!((top.max_tasks, c.filter.pid), (64, Some(1)));
+        assert_eq!((top.max_tasks, top.filter.pid), (64, Some(1)));
         let Some(Command::Top(top)) = parse(&["top"]).unwrap().command else {
             panic!("not top")
         };
         assert_eq!(top.sort, crate::analysis::victims::SortKey::Total);
         assert!(parse(&["top", "--max-tasks", "0"]).is_err());
+    }
+
+    /// Issue 19: `--top 0` is "all", as `victims --top 0`.
+    #[test]
+    fn breakdown_top_zero_is_all() {
+        let c = parse(&["-P", "--top", "0"]).unwrap();
+        assert_eq!(c.breakdown.options().top, None);
+        let c = parse(&["-P", "--top", "3"]).unwrap();
+        assert_eq!(c.breakdown.options().top, Some(3));
     }
 
     #[test]

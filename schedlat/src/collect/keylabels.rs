@@ -28,7 +28,14 @@ pub struct KeyLabels {
     by: Breakdown,
     comms: HashMap<u64, [u8; 16]>,
     hierarchy: Option<Hierarchy>,
+    /// The hierarchy's cgroups at the last scan, by id.
     cgroup_paths: HashMap<u64, String>,
+    /// Every cgroup path ever seen, by id: a short-lived cgroup is often
+    /// gone by the time its waits are shown, and keeps its name here.
+    known_paths: HashMap<u64, String>,
+    /// When the hierarchy was last scanned: one scan answers for a pass
+    /// over the keys, not one per unknown key.
+    scanned: Option<Instant>,
     /// The PIDs in /proc, listed once per pass over the keys rather than
     /// one /proc read per key (thousands of process keys per scrape).
     processes: Option<(Instant, HashSet<u32>)>,
@@ -36,6 +43,10 @@ pub struct KeyLabels {
 
 /// How long one listing of /proc answers for: one scrape or interval.
 const PROCESS_LIST_TTL: Duration = Duration::from_millis(500);
+
+/// How long one scan of the cgroup hierarchy answers for unknown ids: a
+/// pass over thousands of keys takes far less.
+const CGROUP_SCAN_TTL: Duration = Duration::from_millis(100);
 
 impl KeyLabels {
     /// `hierarchy`: the one cgroup ids refer to (`Tracer::cgroup_hierarchy`).
@@ -45,6 +56,8 @@ impl KeyLabels {
             comms: HashMap::new(),
             hierarchy,
             cgroup_paths: HashMap::new(),
+            known_paths: HashMap::new(),
+            scanned: None,
             processes: None,
         }
     }
@@ -54,8 +67,13 @@ impl KeyLabels {
     }
 
     /// Records the comm the kernel stored with a key's histogram.
+    /// A cgroup key is named as soon as it is seen, while it is likeliest
+    /// to exist still.
     pub fn saw(&mut self, key: u64, stats: &KeyStats) {
         self.comms.insert(key, stats.comm);
+        if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(&key) {
+            self.cgroup_path(key);
+        }
     }
 
     /// Forgets a key whose kernel entry was deleted: a reused TID or id
@@ -75,10 +93,20 @@ impl KeyLabels {
     /// A cgroup's path from its id, relative to the hierarchy's mount
     /// (`/` is its root), rescanning the hierarchy for ids not seen yet.
     pub fn cgroup_path(&mut self, id: u64) -> Option<String> {
+        let fresh = self
+            .scanned
+            .is_some_and(|at| at.elapsed() < CGROUP_SCAN_TTL);
         if !self.cgroup_paths.contains_key(&id)
+            && !fresh
             && let Some(h) = &self.hierarchy
         {
             self.cgroup_paths = h.paths_by_id();
+            self.scanned = Some(Instant::now());
+            self.known_paths.extend(
+                self.cgroup_paths
+                    .iter()
+                    .map(|(id, path)| (*id, path.clone())),
+            );
         }
         self.cgroup_paths.get(&id).cloned()
     }
@@ -139,9 +167,10 @@ impl KeyLabels {
             Breakdown::Process => format!("pid = {key} {}", self.comm(key)),
             Breakdown::Thread => format!("tid = {key} {}", self.comm(key)),
             Breakdown::PidNamespace => format!("pidns = {key}"),
-            Breakdown::Cgroup => match self.cgroup_path(key) {
-                Some(path) => format!("cgroup = {path}"),
-                None => format!("cgroup = (removed, id {key})"),
+            Breakdown::Cgroup => match (self.cgroup_path(key), self.known_paths.get(&key)) {
+                (Some(path), _) => format!("cgroup = {path}"),
+                (None, Some(path)) => format!("cgroup = {path} (removed)"),
+                (None, None) => format!("cgroup = (removed, id {key})"),
             },
             Breakdown::Cpu => format!("cpu = {key}"),
             Breakdown::None => key.to_string(),
@@ -160,4 +189,33 @@ pub fn waits_of(stats: &KeyStats) -> Waits {
     }
     w.sum_ns = stats.sum_ns;
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::btf::CssChoice;
+
+    /// Regression: a cgroup seen while it existed but removed before its
+    /// waits were shown was labelled `(removed, id N)`, its name lost.
+    #[test]
+    fn a_removed_cgroup_keeps_the_name_it_had_when_first_seen() {
+        let mount = std::env::temp_dir().join(format!("schedlat-kl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mount);
+        std::fs::create_dir_all(mount.join("batch/job1")).unwrap();
+        let id = std::fs::metadata(mount.join("batch/job1")).unwrap().ino();
+        let hierarchy = Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        };
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
+        labels.saw(id, &KeyStats::ZERO);
+        assert_eq!(labels.text(id), "cgroup = /batch/job1");
+        std::fs::remove_dir(mount.join("batch/job1")).unwrap();
+        std::thread::sleep(CGROUP_SCAN_TTL);
+        assert!(!labels.exists(id));
+        assert_eq!(labels.text(id), "cgroup = /batch/job1 (removed)");
+        assert_eq!(labels.text(1), "cgroup = (removed, id 1)");
+        std::fs::remove_dir_all(&mount).unwrap();
+    }
 }

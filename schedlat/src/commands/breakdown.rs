@@ -253,7 +253,7 @@ impl KeyedReport {
     }
 }
 
-fn key_noun(by: Breakdown) -> &'static str {
+pub fn key_noun(by: Breakdown) -> &'static str {
     match by {
         Breakdown::Process => "pids",
         Breakdown::Thread => "tids",

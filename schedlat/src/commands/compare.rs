@@ -4,7 +4,7 @@
 //! a file merged) side by side, what changed in the percentiles and the
 //! verdict, and whether the change is beyond noise (analysis::compare).
 
-use std::{fmt::Write as _, fs, path::Path};
+use std::{fmt::Write as _, path::Path};
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -19,7 +19,10 @@ use crate::{
     },
     collect::histogram::Waits,
     commands::stdout,
-    output::json::Interval,
+    output::{
+        json::{self, Interval},
+        recording::Scope,
+    },
 };
 
 /// One side of the comparison.
@@ -27,19 +30,51 @@ struct Recording {
     waits: Waits,
     unit: String,
     slice: Option<Slice>,
+    /// What it measured (None in files from before scopes were written).
+    scope: Option<Scope>,
+    hook: String,
 }
 
 fn load(path: &Path) -> Result<Recording> {
-    let text =
-        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::sys::files::read_regular(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    parse(path, &text)
+}
+
+/// A recording's text (JSON Lines); `path` names it in errors.
+fn parse(path: &Path, text: &str) -> Result<Recording> {
     let mut waits = Waits::default();
     let mut unit = None;
     let mut slice = None;
+    let mut scope = None;
+    let mut hook = String::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('{')) {
-        let interval: Interval = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a schedlat JSON object", path.display(), n + 1))?;
+        let at = || format!("{}:{}", path.display(), n + 1);
+        let value: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+        // Another schema (compare's own output, another tool's JSON) is
+        // named as such rather than as a missing field.
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(json::SCHEMA) => {}
+            Some(other) => bail!(
+                "{}: not a recording (schema {other}): compare reads `schedlat record` files and `schedlat --json` output ({})",
+                at(),
+                json::SCHEMA
+            ),
+            None => bail!(
+                "{}: not a recording (no schema field): compare reads `schedlat record` files and `schedlat --json` output ({})",
+                at(),
+                json::SCHEMA
+            ),
+        }
+        let interval: Interval = serde_json::from_value(value)
+            .with_context(|| format!("{}: a damaged {} object", at(), json::SCHEMA))?;
         if unit.get_or_insert_with(|| interval.unit.clone()) != &interval.unit {
             bail!("{}: mixes usecs and msecs intervals", path.display());
+        }
+        if scope.is_none() {
+            scope = interval.scope.clone();
+            hook = interval.hook.clone();
         }
         // The slice the recording was judged against, so both sides use it.
         if let Some(ev) = interval.shape.as_ref().map(|s| &s.evidence)
@@ -56,7 +91,13 @@ fn load(path: &Path) -> Result<Recording> {
             path.display()
         );
     };
-    Ok(Recording { waits, unit, slice })
+    Ok(Recording {
+        waits,
+        unit,
+        slice,
+        scope,
+        hook,
+    })
 }
 
 pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
@@ -71,6 +112,13 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
         shape::classify(&before.waits, &slice),
         shape::classify(&after.waits, &slice),
     );
+    let mismatch = scope_mismatch(&before, &after);
+    // The text report says it at its top; JSON readers get it on stderr too.
+    if json {
+        for line in &mismatch {
+            say!("schedlat: warning: the recordings differ: {line}");
+        }
+    }
     let test = rank_test(&before.waits, &after.waits);
     let tail = tail_test(&before.waits, &after.waits, slice.ns / 2);
     let change = compare::overall(tail, test);
@@ -84,18 +132,19 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
             "before": side(&before.waits, &shapes.0),
             "after": side(&after.waits, &shapes.1),
             "tail_test": tail, "rank_test": test, "alpha": compare::ALPHA, "change": change,
+            "scope_differences": mismatch,
         });
         format!("{object}\n")
     } else {
         let mut out = String::new();
-        if before.unit == after.unit {
-            out.push_str(&side_by_side(
-                &before.waits.log2_slots(),
-                &after.waits.log2_slots(),
-                &before.unit,
-            ));
-            out.push('\n');
+        for line in &mismatch {
+            let _ = writeln!(out, "warning: the recordings differ: {line}");
         }
+        if !mismatch.is_empty() {
+            out.push_str("  (the change below may come from measuring something else)\n\n");
+        }
+        out.push_str(&tables(&before, &after));
+        out.push('\n');
         out.push_str(&changes(&before.waits, &after.waits, &shapes));
         if let Some(t) = tail {
             let _ = writeln!(
@@ -135,6 +184,95 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     // A closed stdout (`| head`) is no error; a failed write is.
     stdout::write(&text)?;
     Ok(())
+}
+
+/// The fuzz target (src/fuzz.rs): everything compare does with a file it
+/// accepts, without printing.
+#[cfg(test)]
+pub(crate) fn fuzz_one(text: &str) {
+    let Ok(r) = parse(Path::new("fuzz"), text) else {
+        return;
+    };
+    let slice = r
+        .slice
+        .clone()
+        .unwrap_or_else(|| Slice::fixed(3_000_000, "fuzz"));
+    let shapes = (
+        shape::classify(&r.waits, &slice),
+        shape::classify(&r.waits, &slice),
+    );
+    let _ = rank_test(&r.waits, &r.waits);
+    let _ = tail_test(&r.waits, &r.waits, slice.ns / 2);
+    let _ = changes(&r.waits, &r.waits, &shapes);
+    let _ = scope_mismatch(&r, &r);
+    let mut other = parse(Path::new("fuzz"), text).expect("parsed once");
+    other.unit = if r.unit == "msecs" { "usecs" } else { "msecs" }.into();
+    let _ = tables(&r, &other);
+}
+
+/// What differs between the two recordings' scopes (hook included), one
+/// line each; a side without a scope (an older file) is said once.
+fn scope_mismatch(before: &Recording, after: &Recording) -> Vec<String> {
+    let mut out = Vec::new();
+    if before.hook != after.hook {
+        out.push(format!(
+            "hook mode: {} before, {} after",
+            before.hook, after.hook
+        ));
+    }
+    match (&before.scope, &after.scope) {
+        (Some(b), Some(a)) => out.extend(b.differences(a)),
+        (None, None) => {}
+        (b, _) => out.push(format!(
+            "only the {} recording says what it measured (the other was made by an older schedlat): check that both measured the same thing",
+            if b.is_some() { "before" } else { "after" }
+        )),
+    }
+    out
+}
+
+/// The side-by-side log2 tables. Recordings in different units are shown in
+/// milliseconds, the microsecond side's slots rebuilt from its fine (ns)
+/// buckets, each placed by its midpoint.
+fn tables(before: &Recording, after: &Recording) -> String {
+    if before.unit == after.unit {
+        return side_by_side(
+            &before.waits.log2_slots(),
+            &after.waits.log2_slots(),
+            &before.unit,
+        );
+    }
+    const MSECS: u64 = 1_000_000;
+    let slots = |r: &Recording| {
+        if r.unit == "msecs" {
+            r.waits.log2_slots()
+        } else {
+            log2_from_buckets(&r.waits, MSECS)
+        }
+    };
+    let which = if before.unit == "msecs" {
+        "after"
+    } else {
+        "before"
+    };
+    format!(
+        "(the {which} recording is in usecs: its table is rebuilt in msecs from its fine buckets)\n{}",
+        side_by_side(&slots(before), &slots(after), "msecs")
+    )
+}
+
+/// runqlat's log2 slots in `unit_ns` from the fine buckets, each bucket
+/// placed by its midpoint (the fine buckets are 1/8 of a power of two wide,
+/// so a slot boundary is off by at most that).
+fn log2_from_buckets(waits: &Waits, unit_ns: u64) -> Vec<u64> {
+    let mut slots = vec![0u64; schedlat_common::NR_LOG2_SLOTS];
+    for (_, low, high, count) in waits.nonempty_buckets() {
+        let mid = low + (high - low) / 2;
+        slots[schedlat_common::log2_slot(mid / unit_ns)] += count;
+    }
+    let used = slots.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
+    slots.truncate(used);
+    slots
 }
 
 /// Two runqlat tables next to each other, bars 20 wide.
@@ -221,4 +359,107 @@ fn changes(before: &Waits, after: &Waits, shapes: &(Shape, Shape)) -> String {
     let _ = writeln!(out, "  before: {}", shapes.0.summary);
     let _ = writeln!(out, "  after:  {}", shapes.1.summary);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{fs, time::Duration};
+
+    use schedlat_common::{CpuStats, bucket_index, log2_slot};
+
+    use super::*;
+    use crate::{
+        collect::histogram::Unit,
+        kernel::hook::HookMode,
+        output::{Report, recording::Scope},
+    };
+
+    /// A one-object recording of `n` waits of `us` microseconds each.
+    fn recording(
+        name: &str,
+        unit: Unit,
+        us: u64,
+        n: u64,
+        scope: Option<Scope>,
+    ) -> std::path::PathBuf {
+        let mut cpu = CpuStats::ZERO;
+        cpu.buckets[bucket_index(us * 1000)] = n;
+        cpu.log2[log2_slot(us * 1000 / unit.ns())] = n;
+        cpu.sum_ns = us * 1000 * n;
+        let waits = Waits::from_cpus(&[cpu]);
+        let slice = Slice::fixed(3_000_000, "test");
+        let mut report = Report::new(
+            HookMode::Btf,
+            unit,
+            &waits,
+            &slice,
+            Duration::from_secs(1),
+            true,
+        );
+        report.scope = scope;
+        let path = std::env::temp_dir().join(format!("schedlat-cmp-{}-{name}", std::process::id()));
+        fs::write(&path, json::render(&report)).unwrap();
+        path
+    }
+
+    #[test]
+    fn another_schema_is_named_not_a_missing_field() {
+        let path = std::env::temp_dir().join(format!("schedlat-cmp-{}-schema", std::process::id()));
+        fs::write(
+            &path,
+            "{\"schema\":\"schedlat.compare.v1\",\"before\":{}}\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", load(&path).err().unwrap());
+        fs::remove_file(&path).unwrap();
+        assert!(
+            e.contains("not a recording (schema schedlat.compare.v1)"),
+            "{e}"
+        );
+        assert!(!e.contains("missing field"), "{e}");
+    }
+
+    #[test]
+    fn mixed_units_keep_the_side_by_side_table() {
+        // 3 ms waits recorded in usecs and in msecs land in the same ms slot.
+        let b = load(&recording("us", Unit::Usecs, 3000, 5, None)).unwrap();
+        let a = load(&recording("ms", Unit::Msecs, 3000, 7, None)).unwrap();
+        let table = tables(&b, &a);
+        assert!(table.contains("rebuilt in msecs"), "{table}");
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with("2 -> 3"))
+            .unwrap_or_else(|| panic!("no 2 -> 3 ms row: {table}"));
+        assert!(row.contains(": 5 ") && row.contains(": 7 "), "{row}");
+    }
+
+    #[test]
+    fn a_scope_mismatch_is_reported() {
+        let whole = Scope {
+            kernel: "k".into(),
+            host: "h".into(),
+            ..Scope::default()
+        };
+        let one = Scope {
+            pid: Some(7),
+            ..whole.clone()
+        };
+        let b = load(&recording(
+            "whole",
+            Unit::Usecs,
+            100,
+            5,
+            Some(whole.clone()),
+        ))
+        .unwrap();
+        let a = load(&recording("one", Unit::Usecs, 100, 5, Some(one))).unwrap();
+        assert_eq!(
+            scope_mismatch(&b, &a),
+            ["filters: the whole system before, -p 7 after"]
+        );
+        let same = load(&recording("same", Unit::Usecs, 100, 5, Some(whole))).unwrap();
+        assert!(scope_mismatch(&b, &same).is_empty());
+        let old = load(&recording("old", Unit::Usecs, 100, 5, None)).unwrap();
+        assert!(scope_mismatch(&b, &old)[0].contains("only the before recording"));
+    }
 }

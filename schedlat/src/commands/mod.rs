@@ -11,3 +11,9 @@ pub mod slow;
 pub mod stdout;
 pub mod top;
 pub mod victims;
+
+/// A bad command line found after parsing (a combination of options clap
+/// cannot express): the binary exits 2 for it, as for clap's own errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

@@ -10,12 +10,16 @@ use crate::{
     analysis::slice::Slice,
     collect::{histogram::Unit, interval::HistogramInterval},
     commands::{
-        breakdown::{BreakdownOptions, KeyedView},
+        UsageError,
+        breakdown::{BreakdownOptions, KeyedView, key_noun},
         session::{self, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    output::{self, Report},
+    output::{
+        self, Report,
+        recording::{Pending, Scope},
+    },
     sys::clock,
 };
 
@@ -38,16 +42,23 @@ pub struct HistogramOptions {
 }
 
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
-/// printed as usual and also written to FILE as a JSON object.
+/// printed as usual and also written to FILE as a JSON object. An existing
+/// FILE is replaced only with `force`, and only once the run succeeded.
 pub async fn record(
     output: &Path,
+    force: bool,
     duration: u64,
     unit: Unit,
     kernel: &KernelAccess,
     filter: &FilterSpec,
 ) -> Result<Ended> {
-    let file =
-        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    // Written aside and renamed on success: a run that fails (a mistyped
+    // -p, a refused load) leaves an earlier recording of that name intact.
+    let pending = Pending::create(output, force).map_err(UsageError)?;
+    let file = pending
+        .file
+        .try_clone()
+        .context("duplicating the recording's descriptor")?;
     let histogram = HistogramOptions {
         interval: Some(duration),
         count: Some(1),
@@ -63,6 +74,9 @@ pub async fn record(
         Some(file),
     )
     .await?;
+    pending
+        .commit()
+        .with_context(|| format!("cannot put the recording in place at {}", output.display()))?;
     say!("schedlat: recorded to {}", output.display());
     Ok(ended)
 }
@@ -90,8 +104,12 @@ async fn run(
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
+    let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
+    if let Some(why) = &slice.not_live {
+        say!("schedlat: {why}");
+    }
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;
@@ -114,6 +132,7 @@ async fn run(
             None => None,
         };
         report.breakdown = keys.as_ref().map(|k| k.to_json());
+        report.scope = Some(scope.clone());
         let ts = cli.timestamp.then(clock::local_hms);
         let text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),

@@ -86,7 +86,7 @@ pub fn attach_resolved(
     }
     say!("schedlat: hook mode {}", tracer.mode());
     if let Some(target) = filter.describe() {
-        say!("schedlat: only waits of {target}");
+        say!("schedlat: only {target}");
     }
     Ok(tracer)
 }

@@ -18,6 +18,12 @@ pub enum BtfError {
         "kernel BTF not found at {0}: this kernel was built without CONFIG_DEBUG_INFO_BTF. Use `--hook tp` (classic tracepoints) or point --btf at a BTF file for this kernel"
     )]
     Missing(PathBuf),
+    /// A BTF file given with --btf (or SCHEDLAT_BTF) that is not there: a
+    /// typo, not a kernel without BTF.
+    #[error(
+        "BTF file {0} does not exist (given with --btf or SCHEDLAT_BTF); leave it out to use the kernel's own, {VMLINUX_BTF}"
+    )]
+    NoSuchFile(PathBuf),
     #[error("cannot parse BTF {path}: {reason}")]
     Parse { path: PathBuf, reason: String },
     #[error("BTF {path} has no struct `{name}`")]
@@ -39,17 +45,50 @@ pub enum BtfError {
 /// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
 pub fn open(path: &Path) -> Result<Btf, BtfError> {
     if !path.exists() {
-        return Err(BtfError::Missing(path.to_path_buf()));
+        return Err(if path == Path::new(VMLINUX_BTF) {
+            BtfError::Missing(path.to_path_buf())
+        } else {
+            BtfError::NoSuchFile(path.to_path_buf())
+        });
     }
+    crate::sys::files::check_regular(path).map_err(|e| BtfError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     // sysfs only allows mmap of /sys/kernel/btf/vmlinux since 6.16 (older
     // kernels return ENODEV, found by `cargo xtask vm-test` on 6.1 and
-    // 6.12): then read it all instead.
+    // 6.12). btf-rs's other backend parses every type and string into hash
+    // maps: 0.8 s and 41 MiB for 6.18's BTF. A copy in memory that can be
+    // mapped costs 50 ms and 8 MiB; the full parse stays the last resort
+    // (no /proc, no memfd).
     Btf::from_file_with_backend(path, btf_rs::Backend::Mmap)
+        .or_else(|_| mapped_copy(path))
         .or_else(|_| Btf::from_file(path))
         .map_err(|e| BtfError::Parse {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })
+}
+
+/// The BTF at `path` copied into a memfd and parsed from a mapping of that.
+fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
+    use std::{
+        fs::File,
+        os::fd::{AsRawFd, FromRawFd},
+    };
+    // SAFETY: a static C string; the fd returned is new and ours.
+    let fd = unsafe { libc::memfd_create(c"schedlat-btf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    // SAFETY: fd is a valid descriptor nobody else owns.
+    let mut copy = unsafe { File::from_raw_fd(fd) };
+    std::io::copy(&mut File::open(path)?, &mut copy)?;
+    // btf-rs opens by path; the mapping outlives the descriptor.
+    Btf::from_file_with_backend(
+        format!("/proc/self/fd/{}", copy.as_raw_fd()),
+        btf_rs::Backend::Mmap,
+    )
 }
 
 pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
@@ -66,6 +105,11 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
     #[cfg(feature = "fault-injection")]
     let offsets = inject_pid_offset(offsets);
     Ok(offsets)
+}
+
+/// sizeof(struct task_struct), for checking offsets against it.
+pub fn task_struct_size(btf: &Btf, path: &Path) -> Result<u64, BtfError> {
+    StructLayout::find(btf, path, "task_struct").map(|s| s.size)
 }
 
 /// The run-queue length chain, or None when this kernel lacks a link
@@ -198,23 +242,32 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
     offsets
 }
 
-/// The largest BTF id among the `btf_trace_<tracepoint>` typedefs that
-/// tp_btf programs attach to (see btf_prefix.rs for why it matters).
-pub fn last_tracepoint_id(btf: &Btf, path: &Path, tracepoints: &[&str]) -> Result<u32, BtfError> {
-    let mut last = 0;
-    for tp in tracepoints {
-        let name = format!("btf_trace_{tp}");
-        let ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
-        let id = ids
-            .into_iter()
-            .max()
-            .ok_or_else(|| BtfError::NoTracepoint {
-                path: path.to_path_buf(),
-                name: name.clone(),
-            })?;
-        last = last.max(id);
-    }
-    Ok(last)
+/// The BTF ids of the `btf_trace_<tracepoint>` typedefs that tp_btf
+/// programs attach to, as (typedef name, id): for each name the first
+/// typedef, as aya's own lookup picks (see attach_btf.rs for their use).
+pub fn tracepoint_ids(
+    btf: &Btf,
+    path: &Path,
+    tracepoints: &[&str],
+) -> Result<Vec<(String, u32)>, BtfError> {
+    tracepoints
+        .iter()
+        .map(|tp| {
+            let name = format!("btf_trace_{tp}");
+            let mut ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+            ids.sort_unstable();
+            let typedef = ids
+                .into_iter()
+                .find(|&id| matches!(btf.resolve_type_by_id(id), Ok(Type::Typedef(_))));
+            match typedef {
+                Some(id) => Ok((name, id)),
+                None => Err(BtfError::NoTracepoint {
+                    path: path.to_path_buf(),
+                    name,
+                }),
+            }
+        })
+        .collect()
 }
 
 /// A struct's members with their byte offsets, flattened through anonymous
@@ -420,7 +473,12 @@ mod tests {
             panic!("a missing file cannot parse")
         };
         let err = err.to_string();
-        assert!(err.contains("--hook tp"), "{err}");
+        // Issue 19: a path given by the user that is not there is a typo,
+        // not a kernel built without BTF.
+        assert!(
+            err.contains("/nonexistent/vmlinux does not exist") && !err.contains("CONFIG_DEBUG"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -439,5 +497,22 @@ mod tests {
         // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
         let rq = rq_offsets(&btf, path).expect("task->se.cfs_rq->rq->nr_running");
         assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
+    }
+
+    #[test]
+    fn a_mapped_copy_reads_as_the_mapped_file() {
+        // What kernels before 6.16 get, where sysfs refuses the mapping.
+        let path = Path::new(VMLINUX_BTF);
+        let copy = mapped_copy(path).expect("memfd and /proc/self/fd");
+        let direct = open(path).unwrap();
+        assert_eq!(
+            task_offsets(&copy, path).unwrap(),
+            task_offsets(&direct, path).unwrap()
+        );
+        let tracepoints = ["sched_switch", "sched_wakeup"];
+        assert_eq!(
+            tracepoint_ids(&copy, path, &tracepoints).unwrap(),
+            tracepoint_ids(&direct, path, &tracepoints).unwrap()
+        );
     }
 }

@@ -84,22 +84,26 @@ impl Mounts {
             .iter()
             .map(|(m, c)| (m, CssChoice::Controllers(c.clone())));
         let hierarchies: Vec<(&PathBuf, CssChoice)> = v2.chain(v1).collect();
-        let found = if path.is_absolute() {
-            // The longest mount that holds it (/sys/fs/cgroup/unified, not
-            // a cgroup2 at /sys/fs/cgroup).
-            hierarchies
-                .iter()
-                .filter(|(m, _)| path.starts_with(m))
-                .max_by_key(|(m, _)| m.as_os_str().len())
-                .map(|(m, css)| ((*m).clone(), css.clone(), path.to_path_buf()))
+        // The path as the kernel sees it: `..` and symlinks resolved, so
+        // that `/sys/fs/cgroup/cpu/../unified/G` is taken for the v2 group
+        // it is, not for a group of the v1 cpu hierarchy its text starts with.
+        let candidate = if path.is_absolute() {
+            Some(path.to_path_buf())
         } else {
-            let mut relative_to = self.v2.iter().chain(self.v1_cpu.iter());
-            relative_to.find_map(|m| {
-                let dir = m.join(path);
-                let css = hierarchies.iter().find(|(h, _)| *h == m)?.1.clone();
-                dir.is_dir().then(|| (m.clone(), css, dir))
-            })
+            let relative_to = self.v2.iter().chain(self.v1_cpu.iter());
+            relative_to.map(|m| m.join(path)).find(|dir| dir.is_dir())
         };
+        let found = candidate
+            .and_then(|dir| fs::canonicalize(dir).ok())
+            .and_then(|dir| {
+                // The longest mount that holds it (/sys/fs/cgroup/unified,
+                // not a cgroup2 at /sys/fs/cgroup).
+                hierarchies
+                    .iter()
+                    .filter(|(m, _)| dir.starts_with(m))
+                    .max_by_key(|(m, _)| m.as_os_str().len())
+                    .map(|(m, css)| ((*m).clone(), css.clone(), dir.clone()))
+            });
         let looked = || {
             let mounts: Vec<String> = hierarchies
                 .iter()
@@ -250,5 +254,37 @@ mod tests {
         assert!(e.contains("no cgroup no/such/group"), "{e}");
         let e = mounts.resolve(Path::new("/tmp")).unwrap_err();
         assert!(e.contains("no cgroup /tmp"), "{e}");
+    }
+
+    /// Regression: a path whose text starts under the v1 cpu mount but that
+    /// leads (through `..` or a symlink) into the v2 mount was matched by
+    /// its text, giving the v2 group's id with the v1 hierarchy: nothing
+    /// measured.
+    #[test]
+    fn paths_are_resolved_before_picking_the_hierarchy() {
+        let root = std::env::temp_dir().join(format!("schedlat-cg-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("cpu/A")).unwrap();
+        fs::create_dir_all(root.join("unified/G")).unwrap();
+        std::os::unix::fs::symlink(root.join("unified/G"), root.join("cpu/link")).unwrap();
+        let root = fs::canonicalize(&root).unwrap();
+        let mounts = Mounts::parse(&format!(
+            "cgroup {0}/cpu cgroup rw,cpu 0 0\ncgroup2 {0}/unified cgroup2 rw 0 0\n",
+            root.display()
+        ));
+        let g = fs::metadata(root.join("unified/G")).unwrap().ino();
+        for typed in ["cpu/../unified/G", "cpu/link"] {
+            let t = mounts.resolve(&root.join(typed)).unwrap();
+            assert_eq!(t.hierarchy.css, CssChoice::Default, "{typed}");
+            assert_eq!(t.hierarchy.mount, root.join("unified"), "{typed}");
+            assert_eq!(
+                (t.dir.clone(), t.id),
+                (root.join("unified/G"), g),
+                "{typed}"
+            );
+        }
+        let a = mounts.resolve(&root.join("cpu/A")).unwrap();
+        assert_eq!(a.hierarchy.css, CssChoice::Controllers(vec!["cpu".into()]));
+        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use aya::programs::ProgramError;
 use thiserror::Error;
 
-use crate::kernel::{btf::BtfError, btf_prefix, hook::HookMode, privileges, tracefs::TracefsError};
+use crate::kernel::{btf::BtfError, hook::HookMode, privileges, tracefs::TracefsError};
 
 #[derive(Debug, Error)]
 pub enum LoadError {
@@ -20,8 +20,6 @@ pub enum LoadError {
     Btf(#[from] BtfError),
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
-    #[error(transparent)]
-    BtfPrefix(#[from] btf_prefix::PrefixError),
     #[error("cannot read {path}: {error}")]
     Proc {
         path: &'static str,
@@ -31,7 +29,7 @@ pub enum LoadError {
     Object(Box<aya::EbpfError>),
     #[error("no hook mode works on this kernel:\n  - {}", .0.join("\n  - "))]
     NoHookMode(Vec<String>),
-    #[error("cannot parse BTF {path} for the loader: {error}")]
+    #[error("cannot build the attach BTF from {path}: {error}")]
     LoaderBtf { path: PathBuf, error: aya::BtfError },
     #[error("{mode} program `{program}` failed to {step}: {error}{hint}")]
     Program {
@@ -47,4 +45,14 @@ pub enum LoadError {
     NeedsBtf(&'static str),
     #[error("{0}: no cgroup hierarchy is mounted")]
     NoCgroupMount(&'static str),
+    /// A size option past the kernel memory bound (a bad command line).
+    #[error("{0}")]
+    MapMemory(String),
+}
+
+impl LoadError {
+    /// Whether the command line is at fault (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LoadError::MapMemory(_))
+    }
 }

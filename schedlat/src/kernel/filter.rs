@@ -45,6 +45,11 @@ pub struct Filter {
     pub tgid: Option<u32>,
     /// Only this thread.
     pub tid: Option<u32>,
+    /// The start times (/proc/PID/stat) of the process and the thread named:
+    /// with the number they identify the task, so that another one given
+    /// the same number after it exited is not taken for it.
+    pub tgid_start: Option<u64>,
+    pub tid_start: Option<u64>,
     /// Only tasks with this comm (the kernel's 16 bytes, NUL-padded).
     pub comm: Option<[u8; 16]>,
     /// Only tasks in this cgroup or below it.
@@ -78,6 +83,8 @@ impl Filter {
         Ok(Filter {
             tgid: args.pid,
             tid: args.tid,
+            tgid_start: args.pid.and_then(start_time),
+            tid_start: args.tid.and_then(start_time),
             comm: args.comm.as_deref().map(kernel_comm).transpose()?,
             cgroup,
             cpus,
@@ -106,12 +113,12 @@ impl Filter {
     /// None while every target exists; else what went away.
     pub fn gone(&self) -> Option<String> {
         if let Some(pid) = self.tgid
-            && !is_alive(pid)
+            && !is_same_task(pid, self.tgid_start)
         {
             return Some(format!("process {pid} exited"));
         }
         if let Some(tid) = self.tid
-            && !is_alive(tid)
+            && !is_same_task(tid, self.tid_start)
         {
             return Some(format!("thread {tid} exited"));
         }
@@ -128,7 +135,7 @@ impl Filter {
         self.gone().is_none()
     }
 
-    /// For messages: "process 1234 (comm), on CPUs 0-1".
+    /// For messages: "waits of process 1234 (comm) that end on CPUs 0-1".
     pub fn describe(&self) -> Option<String> {
         let comm_of = |path: String| {
             fs::read_to_string(path)
@@ -159,10 +166,16 @@ impl Filter {
                 c.hierarchy.describe()
             ));
         }
-        if let Some(cpus) = &self.cpus {
-            parts.push(format!("ending on CPUs {}", cpu_list_str(cpus)));
+        let cpus = self
+            .cpus
+            .as_ref()
+            .map(|c| format!("that end on CPUs {}", cpu_list_str(c)));
+        match (parts.is_empty(), cpus) {
+            (true, None) => None,
+            (true, Some(cpus)) => Some(format!("waits {cpus}")),
+            (false, None) => Some(format!("waits of {}", parts.join(", "))),
+            (false, Some(cpus)) => Some(format!("waits of {} {cpus}", parts.join(", "))),
         }
-        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// The `--cpu` mask as the kernel side reads it: bit `cpu % 64` of word
@@ -189,6 +202,18 @@ pub fn is_alive(id: u32) -> bool {
         .is_some_and(|s| !matches!(s.trim().chars().next(), Some('Z' | 'X')))
 }
 
+/// Whether the task numbered `id` is still the one that started at `start`
+/// (ticks since boot) and runs: a PID reused by a newcomer is not.
+fn is_same_task(id: u32, start: Option<u64>) -> bool {
+    is_alive(id) && (start.is_none() || start_time(id) == start)
+}
+
+/// A task's start time, from /proc/ID/stat.
+fn start_time(id: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{id}/stat")).ok()?;
+    crate::sys::procfs::parse_stat_starttime(&stat).ok()
+}
+
 /// The process a PID (or TID) belongs to, from /proc/PID/status.
 fn tgid_of(pid: u32) -> Option<u32> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -204,9 +229,15 @@ fn kernel_comm(name: &str) -> Result<[u8; 16], FilterError> {
         return Err(FilterError::Comm("the name is empty".into()));
     }
     if name.len() > 15 {
+        // The kernel cuts bytes, possibly inside a UTF-8 character; a name
+        // to type is cut at the last whole character within 15 bytes.
+        let cut = (0..=15)
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
         return Err(FilterError::Comm(format!(
             "`{name}` is longer than the kernel's 15-byte task name: use `{}` (what `ps -o comm` shows)",
-            String::from_utf8_lossy(&name.as_bytes()[..15])
+            &name[..cut]
         )));
     }
     let mut comm = [0u8; 16];
@@ -219,26 +250,60 @@ pub fn comm_str(comm: &[u8; 16]) -> String {
     String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
-/// `--cpu 0-3,8`: CPUs that exist on this machine.
+/// clap value parser for `--comm`: a bad name is a bad command line (exit 2).
+pub fn comm_arg(name: &str) -> Result<String, String> {
+    kernel_comm(name)
+        .map(|_| name.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// clap value parser for `--cpu`: the list must parse and name CPUs this
+/// machine has, or the command line is bad (exit 2).
+pub fn cpu_list_arg(list: &str) -> Result<String, String> {
+    cpu_list(list)
+        .map(|_| list.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `--cpu 0-3,8`: CPUs that exist on this machine. Each range is checked
+/// for its syntax first, then its order, then against the CPUs this machine
+/// has, so that every mistake gets its own reason.
 fn cpu_list(list: &str) -> Result<Vec<usize>, FilterError> {
     let bad = |why: String| FilterError::Cpu {
         list: list.to_string(),
         why,
     };
-    let cpus = crate::sys::procfs::parse_cpu_list(list)
-        .map_err(|_| bad("not a CPU list (e.g. `0`, `0-3`, `0,2-3`)".into()))?;
-    if cpus.is_empty() {
-        return Err(bad("no CPU in it".into()));
-    }
+    let syntax = || bad("not a CPU list (e.g. `0`, `0-3`, `0,2-3`)".into());
     // Possible CPUs are numbered 0..n (the per-CPU maps' size, too).
     let possible = aya::util::nr_cpus()
         .map_err(|(path, e)| bad(format!("cannot read {path}: {e}")))?
         .min(schedlat_common::scope::CPU_MASK_WORDS * 64);
-    if let Some(cpu) = cpus.iter().find(|&&c| c >= possible) {
-        return Err(bad(format!(
-            "CPU {cpu} does not exist (this machine has 0-{})",
-            possible - 1
-        )));
+    let number = |s: &str| -> Result<u64, FilterError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(syntax());
+        }
+        // All digits: too long for u64 is still a number, just not a CPU.
+        Ok(s.parse().unwrap_or(u64::MAX))
+    };
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',') {
+        let (low, high) = match part.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => (number(part)?, number(part)?),
+        };
+        if low > high {
+            return Err(bad(format!(
+                "the range {part} is backwards (write {high}-{low})"
+            )));
+        }
+        if high >= possible as u64 {
+            let cpu = if low >= possible as u64 { low } else { high };
+            return Err(bad(format!(
+                "CPU {cpu} does not exist (this machine has 0-{})",
+                possible - 1
+            )));
+        }
+        cpus.extend(low as usize..=high as usize);
     }
     Ok(cpus)
 }
@@ -290,7 +355,7 @@ mod tests {
         assert!(
             f.describe()
                 .unwrap()
-                .starts_with(&format!("process {me} ("))
+                .starts_with(&format!("waits of process {me} ("))
         );
     }
 
@@ -333,6 +398,40 @@ mod tests {
         assert_eq!(f.gone(), Some(format!("thread {tid} exited")));
     }
 
+    /// Issue 19: `--cpu 0` alone read "only waits of ending on CPUs 0".
+    #[test]
+    fn a_cpu_filter_reads_as_a_sentence() {
+        let cpu = |list: &str| FilterSpec {
+            cpu: Some(list.to_string()),
+            ..FilterSpec::default()
+        };
+        let f = resolve(cpu("0")).unwrap();
+        assert_eq!(f.describe().unwrap(), "waits that end on CPUs 0");
+        let me = std::process::id();
+        let f = resolve(FilterSpec {
+            pid: Some(me),
+            ..cpu("0")
+        })
+        .unwrap();
+        let text = f.describe().unwrap();
+        assert!(
+            text.starts_with(&format!("waits of process {me} ("))
+                && text.ends_with(") that end on CPUs 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_the_target() {
+        let me = std::process::id();
+        let mut f = resolve(pid(me)).unwrap();
+        assert!(f.tgid_start.is_some() && f.target_alive());
+        // A newcomer given our number after we exited would have another
+        // start time; before the start time was kept, this passed as alive.
+        f.tgid_start = f.tgid_start.map(|t| t + 1);
+        assert_eq!(f.gone(), Some(format!("process {me} exited")));
+    }
+
     #[test]
     fn no_filter_is_inactive() {
         let f = resolve(FilterSpec::default()).unwrap();
@@ -347,6 +446,11 @@ mod tests {
         let e = kernel_comm("sixteen-chars-xy").unwrap_err().to_string();
         assert!(e.contains("`sixteen-chars-x`"), "{e}");
         assert!(kernel_comm("").is_err());
+        // Regression: the suggestion was cut at byte 15, inside the "é"
+        // (bytes 14-15), and printed as a replacement character.
+        let e = kernel_comm("fourteen-bytesé-long").unwrap_err().to_string();
+        assert!(e.contains("use `fourteen-bytes`"), "{e}");
+        assert!(!e.contains('\u{fffd}'), "{e}");
     }
 
     #[test]
@@ -362,6 +466,17 @@ mod tests {
         assert!(e.contains("CPU 4000 does not exist"), "{e}");
         let e = resolve(args("x")).unwrap_err().to_string();
         assert!(e.contains("not a CPU list"), "{e}");
+        for open_or_empty in ["0-", "-1", "", "0,,1", "1 2"] {
+            let e = cpu_list_arg(open_or_empty).unwrap_err();
+            assert!(e.contains("not a CPU list"), "{open_or_empty:?}: {e}");
+        }
+        let e = cpu_list_arg("3-1").unwrap_err();
+        assert!(e.contains("range 3-1 is backwards"), "{e}");
+        // Regression: numbers past the parser's old bound were "not a CPU list".
+        for huge in ["99999", "0-99999", "99999999999999999999999"] {
+            let e = cpu_list_arg(huge).unwrap_err();
+            assert!(e.contains("does not exist"), "{huge}: {e}");
+        }
         assert_eq!(cpu_list_str(&[5, 0, 1, 2]), "0-2,5");
     }
 }

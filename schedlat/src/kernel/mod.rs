@@ -2,14 +2,18 @@
 //! kernel's BTF and tracefs formats, the cgroup filesystems, the privileges
 //! loading needs, and what the programs are configured to compute and keep.
 
+pub mod attach_btf;
 pub mod btf;
-pub mod btf_prefix;
+// Unused in fault-injection builds, which replace an offset on purpose.
+#[cfg_attr(feature = "fault-injection", allow(dead_code))]
+pub mod btf_check;
 pub mod cgroupfs;
 pub mod error;
 pub mod filter;
 pub mod hook;
 pub mod limits;
 pub mod loader;
+pub mod map_memory;
 pub mod modes;
 pub mod privileges;
 pub mod tracefs;

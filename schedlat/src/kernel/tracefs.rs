@@ -34,6 +34,10 @@ pub enum TracefsError {
     },
     #[error("tracepoint format {path} has no field `{field}`")]
     MissingField { path: PathBuf, field: String },
+    #[error(
+        "tracepoint format {path} is not a layout this kernel could produce ({why}): is --tracefs a real tracefs?"
+    )]
+    Layout { path: PathBuf, why: String },
 }
 
 /// Finds the tracefs mount: the explicit path if given, else the first
@@ -42,12 +46,19 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, TracefsError> {
     if let Some(path) = explicit {
         return Ok(path.to_path_buf());
     }
+    locate_among(&TRACEFS_CANDIDATES.map(Path::new))
+}
+
+/// The first of `candidates` with an `events` directory. One that exists
+/// but cannot be searched (EACCES: mounted with mode 0700 and no
+/// CAP_DAC_READ_SEARCH) is told apart from one that is not mounted.
+fn locate_among(candidates: &[&Path]) -> Result<PathBuf, TracefsError> {
     let mut denied = None;
-    for dir in TRACEFS_CANDIDATES.iter().map(PathBuf::from) {
+    for dir in candidates {
         match fs::metadata(dir.join("events")) {
-            Ok(meta) if meta.is_dir() => return Ok(dir),
+            Ok(m) if m.is_dir() => return Ok(dir.to_path_buf()),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                denied.get_or_insert(dir);
+                denied.get_or_insert_with(|| dir.to_path_buf());
             }
             _ => {}
         }
@@ -78,9 +89,15 @@ impl Format {
             .join(category)
             .join(event)
             .join("format");
-        let text = fs::read_to_string(&path).map_err(|error| TracefsError::Unreadable {
-            path: path.clone(),
-            error,
+        let text = crate::sys::files::read_regular(&path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::PermissionDenied {
+                TracefsError::Denied(tracefs.to_path_buf())
+            } else {
+                TracefsError::Unreadable {
+                    path: path.clone(),
+                    error,
+                }
+            }
         })?;
         Ok(Format::parse(path, &text))
     }
@@ -109,10 +126,85 @@ impl Format {
             })
     }
 
+    #[cfg(test)]
     pub fn offset(&self, name: &str) -> Result<u64, TracefsError> {
         self.field(name).map(|f| f.offset)
     }
+
+    /// The offset of a field the programs read, checked to have one of the
+    /// `sizes` the kernel gives it.
+    pub fn offset_sized(&self, name: &str, sizes: &[u64]) -> Result<u64, TracefsError> {
+        let field = self.field(name)?;
+        if !sizes.contains(&field.size) {
+            return Err(self.layout(format!(
+                "field `{name}` is {} bytes, not {}",
+                field.size,
+                sizes
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )));
+        }
+        // A scalar the programs read sits at a multiple of its size.
+        if field.offset % field.size != 0 {
+            return Err(self.layout(format!(
+                "field `{name}` at {} is not aligned to its size {}",
+                field.offset, field.size
+            )));
+        }
+        Ok(field.offset)
+    }
+
+    /// Checks that the fields form a record the kernel could write: the
+    /// eBPF programs read at these offsets without bounds known to the
+    /// verifier, so a wrong layout would not fail, it would read other
+    /// fields and measure nothing. The kernel lists the fields in offset
+    /// order from 0, without overlap, with no
+    /// gap beyond alignment padding, and each name once.
+    pub fn validate(&self) -> Result<(), TracefsError> {
+        if self.fields.is_empty() {
+            return Err(self.layout("no fields".into()));
+        }
+        let mut end = 0;
+        for (i, f) in self.fields.iter().enumerate() {
+            if self.fields[..i].iter().any(|g| g.name == f.name) {
+                return Err(self.layout(format!("field `{}` appears twice", f.name)));
+            }
+            if f.size == 0 || f.size > MAX_RECORD {
+                return Err(self.layout(format!("field `{}` has size {}", f.name, f.size)));
+            }
+            if f.offset < end {
+                return Err(self.layout(format!(
+                    "field `{}` at {} overlaps the field before it or is out of order",
+                    f.name, f.offset
+                )));
+            }
+            if f.offset - end >= 8 || (i == 0 && f.offset != 0) {
+                return Err(self.layout(format!(
+                    "field `{}` at {} leaves a gap after byte {end}",
+                    f.name, f.offset
+                )));
+            }
+            end = f.offset + f.size;
+            if end > MAX_RECORD {
+                return Err(self.layout(format!("field `{}` ends past the record", f.name)));
+            }
+        }
+        Ok(())
+    }
+
+    fn layout(&self, why: String) -> TracefsError {
+        TracefsError::Layout {
+            path: self.path.clone(),
+            why,
+        }
+    }
 }
+
+/// Largest trace record the programs accept: sched records are under 100
+/// bytes; the kernel's own limit is a page.
+const MAX_RECORD: u64 = 4096;
 
 /// `\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;`
 fn parse_field(line: &str) -> Option<Field> {
@@ -188,6 +280,66 @@ mod tests {
             f.offset("nope"),
             Err(TracefsError::MissingField { .. })
         ));
+    }
+
+    #[test]
+    fn the_real_layout_is_valid() {
+        let f = Format::parse("sched_switch".into(), SWITCH_6_18);
+        f.validate().unwrap();
+        assert_eq!(f.offset_sized("prev_pid", &[4]).unwrap(), 24);
+        assert_eq!(f.offset_sized("prev_state", &[4, 8]).unwrap(), 32);
+    }
+
+    /// Regression: corrupt formats loaded and measured nothing (0 waits,
+    /// exit 0). Each corruption here is refused with its reason.
+    #[test]
+    fn corrupt_layouts_are_refused() {
+        let corrupt = |from: &str, to: &str, why: &str| {
+            assert!(SWITCH_6_18.contains(from), "fixture lacks {from}");
+            let text = SWITCH_6_18.replacen(from, to, 1);
+            let f = Format::parse("x".into(), &text);
+            let e = f
+                .validate()
+                .and_then(|()| f.offset_sized("prev_pid", &[4]).map(|_| ()))
+                .and_then(|()| f.offset_sized("next_pid", &[4]).map(|_| ()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{from} -> {to}: {e}");
+        };
+        // A field moved past the record.
+        corrupt("offset:56;", "offset:4000;", "gap");
+        // The two PIDs swapped: the record read in file order has a hole.
+        let swapped = SWITCH_6_18
+            .replacen("prev_pid;\toffset:24;", "prev_pid;\toffset:@;", 1)
+            .replacen("next_pid;\toffset:56;", "next_pid;\toffset:24;", 1)
+            .replacen("offset:@;", "offset:56;", 1);
+        let e = Format::parse("x".into(), &swapped).validate().unwrap_err();
+        assert!(e.to_string().contains("gap after byte 24"), "{e}");
+        // Overlapping fields.
+        corrupt(
+            "prev_prio;\toffset:28;",
+            "prev_prio;\toffset:24;",
+            "overlaps",
+        );
+        // A wrong size.
+        corrupt(
+            "next_pid;\toffset:56;\tsize:4;",
+            "next_pid;\toffset:56;\tsize:2;",
+            "is 2 bytes, not 4",
+        );
+        corrupt(
+            "prev_pid;\toffset:24;\tsize:4;",
+            "prev_pid;\toffset:24;\tsize:8;",
+            "overlaps",
+        );
+        // A duplicated field.
+        corrupt("next_comm[16]", "prev_comm[16]", "appears twice");
+        // A PID at an odd offset.
+        let odd = "\tfield:int common_pid;\toffset:0;\tsize:4;\n\tfield:char c;\toffset:4;\tsize:1;\n\tfield:pid_t pid;\toffset:5;\tsize:4;\n";
+        let f = Format::parse("x".into(), odd);
+        f.validate().unwrap();
+        let e = f.offset_sized("pid", &[4]).unwrap_err().to_string();
+        assert!(e.contains("not aligned"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct Interval {
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<serde_json::Value>,
+    /// What was measured; absent in objects from before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<super::recording::Scope>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -130,6 +133,7 @@ pub fn render(report: &Report) -> String {
         buckets,
         log2,
         breakdown: report.breakdown.clone(),
+        scope: report.scope.clone(),
     };
     let mut line = serde_json::to_string(&record).expect("plain data serializes");
     line.push('\n');

@@ -1,6 +1,7 @@
 //! Renderings of an interval's waits: runqlat's text table, or JSON lines.
 
 pub mod json;
+pub mod recording;
 pub mod text;
 
 use crate::{
@@ -27,6 +28,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// What was measured (filters, breakdown, kernel, host), for compare.
+    pub scope: Option<recording::Scope>,
 }
 
 impl<'a> Report<'a> {
@@ -49,6 +52,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            scope: None,
         }
     }
 }

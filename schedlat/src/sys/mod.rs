@@ -3,4 +3,6 @@
 //! targets can feed them.
 
 pub mod clock;
+pub mod files;
 pub mod procfs;
+pub mod throttle;

@@ -69,6 +69,23 @@ pub fn parse_schedstat(text: &str) -> Result<Schedstat, ParseError> {
     }
 }
 
+/// A task's start time from /proc/PID/stat (field 22, clock ticks since
+/// boot): with the PID, it names one process, since a PID can be reused once
+/// its owner exits. The name in field 2 may hold spaces and parentheses, so
+/// fields are counted after the last `)`.
+pub fn parse_stat_starttime(text: &str) -> Result<u64, ParseError> {
+    let after_name = text
+        .rfind(')')
+        .map(|i| &text[i + 1..])
+        .ok_or_else(|| bad("/proc/PID/stat", text))?;
+    // Field 3 (state) is the first after the name; field 22 is the 20th.
+    after_name
+        .split_whitespace()
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| bad("/proc/PID/stat (field 22)", text))
+}
+
 /// One line of /proc/PID/cgroup: `hierarchy:controllers:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupLine {
@@ -219,6 +236,15 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_starttime_counts_fields_after_the_name() {
+        let stat =
+            "4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+        assert_eq!(parse_stat_starttime(stat), Ok(987_654));
+        assert!(parse_stat_starttime("4242 (x) S 1 2").is_err());
+        assert!(parse_stat_starttime("no name here").is_err());
+    }
 
     #[test]
     fn pressure() {

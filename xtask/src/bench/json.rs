@@ -6,15 +6,46 @@ use serde_json::{Value, json};
 use super::{
     Sample,
     report::{Results, Summary, ms},
+    steady::{Steady, mib},
 };
 
-/// One JSON document for all sleeper levels.
-pub fn render_all(all: &[(usize, Results)]) -> String {
+/// One JSON document: the comparison at each sleeper level, and the
+/// steady-state RSS.
+pub fn render_all(all: &[(usize, Results)], steady: &Steady) -> String {
     let levels: Vec<Value> = all
         .iter()
         .map(|(n, r)| json!({"sleeping_threads": n, "results": results_json(r)}))
         .collect();
-    serde_json::to_string_pretty(&levels).expect("JSON values serialize") + "\n"
+    let doc = json!({"comparisons": levels, "steady_rss": steady_json(steady)});
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n"
+}
+
+fn steady_json(steady: &Steady) -> Value {
+    let tracers: Vec<Value> = steady
+        .names
+        .iter()
+        .zip(&steady.rss)
+        .map(|(name, r)| {
+            json!({
+                "tracer": name, "vm_rss_mib": mib(r.total), "rss_anon_mib": mib(r.anon),
+                "rss_file_mib": mib(r.file), "rss_shmem_mib": mib(r.shmem),
+            })
+        })
+        .collect();
+    let ratios: Vec<Value> = steady
+        .ratios
+        .iter()
+        .map(|r| {
+            json!({
+                "tracer": r.what, "vm_rss_mib": r.schedlat, "runqlat_vm_rss_mib": r.runqlat,
+                "ratio": r.value(), "target": r.target(), "met": r.met(),
+            })
+        })
+        .collect();
+    json!({
+        "settle_secs": super::steady::SETTLE.as_secs(), "rounds": steady.rounds,
+        "tracers": tracers, "ratios_over_runqlat": ratios,
+    })
 }
 
 fn results_json(results: &Results) -> Value {

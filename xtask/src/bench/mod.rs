@@ -12,7 +12,11 @@
 //! - ops/s of the load and its drop against the baseline (overhead);
 //! - BPF ns per context switch, from the kernel's per-program run-time stats;
 //! - ready time: tracer exec to its "Tracing run queue latency" banner;
-//! - the tracer's CPU time and peak RSS, from `wait4`'s rusage.
+//! - the tracer's CPU time (`wait4`'s rusage) and peak RSS (its VmHWM,
+//!   see tracer.rs for why not rusage's).
+//!
+//! Then, with no load, the steady-state RSS of `runqlat 1`, `schedlat 1`
+//! and `schedlat serve` running side by side (`steady`).
 //!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
@@ -22,6 +26,8 @@ mod progs;
 mod report;
 mod scrape;
 pub mod sleepers;
+mod soak;
+mod steady;
 mod tracer;
 mod workload;
 
@@ -70,6 +76,16 @@ pub struct Options {
     /// serve's CPU per scrape.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
+    /// The schedlat binary to measure (default: the release build), e.g. an
+    /// older build to compare against in the same conditions.
+    #[arg(long, value_name = "PATH")]
+    pub schedlat: Option<PathBuf>,
+    /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
+    /// for SECS seconds (600 if no value) under a fork storm, sampling RSS,
+    /// file descriptors and BPF map memory; reports whether they stay flat.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "600",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub soak: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,8 +148,18 @@ pub fn run(opts: &Options) -> Result<()> {
     if let Some(scrapes) = opts.scrape {
         return scrape::run(opts, scrapes);
     }
+    if let Some(secs) = opts.soak {
+        return match soak::run(opts, secs) {
+            Err(e) if !opts.strict && e.to_string().starts_with("grew:") => Ok(()),
+            other => other,
+        };
+    }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
-    let schedlat = Tool::new("schedlat", workspace_root().join("target/release/schedlat"))?;
+    let schedlat_path = opts
+        .schedlat
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
+    let schedlat = Tool::new("schedlat", schedlat_path)?;
     let victims = Tool::new("schedlat", schedlat.path.clone())?.with_args(
         "schedlat victims",
         &["victims"],
@@ -183,14 +209,17 @@ pub fn run(opts: &Options) -> Result<()> {
         );
         all.push((n, results));
     }
+    let steady = steady_rss(opts, &tools.schedlat.path)?;
+    print!("{}", steady.render());
+    missed.extend(steady.missed_targets());
     let floor = floor::measure(5)?;
     println!(
-        "\nfloor under any aya 0.14 loader (a process that only parses the kernel BTF, as \
-         EbpfLoader::new() must): {:.1} ms, peak RSS {:.1} MiB",
+        "\nparsing all of the kernel BTF in a process that does only that (what unpatched \
+         aya 0.14's EbpfLoader::new() does first): {:.1} ms, peak RSS {:.1} MiB",
         floor.ms, floor.rss_mib
     );
     if let Some(path) = &opts.json {
-        std::fs::write(path, json::render_all(&all))
+        std::fs::write(path, json::render_all(&all, &steady))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("bench: JSON results in {}", path.display());
     }
@@ -198,6 +227,21 @@ pub fn run(opts: &Options) -> Result<()> {
         bail!("targets missed (--strict): {}", missed.join(", "));
     }
     Ok(())
+}
+
+/// Steady-state RSS of runqlat and of schedlat's two long-running forms.
+fn steady_rss(opts: &Options, schedlat: &std::path::Path) -> Result<steady::Steady> {
+    let subjects = [
+        steady::subject("runqlat 1", RUNQLAT.as_ref(), &["1"]),
+        steady::subject("schedlat 1", schedlat, &["1"]),
+        steady::subject(
+            "schedlat serve",
+            schedlat,
+            &["serve", "--listen", "127.0.0.1:0"],
+        ),
+    ];
+    let rss = steady::measure(&subjects, opts.rounds)?;
+    Ok(steady::Steady::new(&subjects, rss, opts.rounds))
 }
 
 /// The tracers the modes run.

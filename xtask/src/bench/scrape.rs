@@ -205,13 +205,13 @@ fn cpu_ns(pid: u32) -> Result<u64> {
 }
 
 /// One HTTP/1.1 keep-alive connection, reading bodies by Content-Length.
-struct Conn {
+pub(super) struct Conn {
     reader: BufReader<TcpStream>,
     request: Vec<u8>,
 }
 
 impl Conn {
-    fn open(addr: SocketAddr) -> Result<Conn> {
+    pub(super) fn open(addr: SocketAddr) -> Result<Conn> {
         let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         stream.set_nodelay(true)?;
@@ -224,7 +224,7 @@ impl Conn {
     }
 
     /// One scrape; returns the body.
-    fn scrape(&mut self) -> Result<Vec<u8>> {
+    pub(super) fn scrape(&mut self) -> Result<Vec<u8>> {
         self.reader.get_mut().write_all(&self.request)?;
         let mut line = String::new();
         self.reader.read_line(&mut line)?;
@@ -252,13 +252,13 @@ impl Conn {
 }
 
 /// The release `schedlat serve`, stopped with SIGINT when dropped.
-struct Serve {
+pub(super) struct Serve {
     child: Child,
-    addr: SocketAddr,
+    pub(super) addr: SocketAddr,
 }
 
 impl Serve {
-    fn start(exe: &std::path::Path, extra: &[&str]) -> Result<Serve> {
+    pub(super) fn start(exe: &std::path::Path, extra: &[&str]) -> Result<Serve> {
         let mut child = Command::new(exe)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(extra)
@@ -300,7 +300,7 @@ impl Serve {
         Ok(Serve { child, addr })
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

@@ -1,6 +1,12 @@
 //! A tracer process (runqlat or schedlat) under measurement: spawn, wait for
 //! its banner, stop with SIGINT, reap with rusage. Killed on drop unless it
 //! was reaped, so an error anywhere never leaves a tracer attached.
+//!
+//! Peak RSS is the tracer's VmHWM, read just before SIGINT, not rusage's
+//! ru_maxrss: Linux folds the RSS high-water mark of the memory a process
+//! had before exec into ru_maxrss, and a child spawned with vfork (as
+//! Command does) had its parent's, so ru_maxrss never reads below this
+//! harness's own peak.
 
 use std::{
     io::{BufRead, BufReader, Read},
@@ -58,7 +64,8 @@ impl Tool {
     }
 }
 
-/// What the tracer cost over its whole life, from `wait4`.
+/// What the tracer cost over its whole life: CPU from `wait4`, peak RSS
+/// from its VmHWM just before it was stopped.
 pub struct Exit {
     pub cpu_secs: f64,
     pub max_rss_kib: u64,
@@ -154,6 +161,10 @@ impl Tracer {
     pub fn stop(mut self, timeout: Duration) -> Result<Exit> {
         let deadline = Instant::now() + timeout;
         let pid = self.pid() as libc::pid_t;
+        let max_rss_kib = match vm_hwm_kib(self.pid()) {
+            Ok(kib) => kib,
+            Err(e) => return Err(self.abort(&format!("has no readable VmHWM ({e:#})"))),
+        };
         // SAFETY: kill has no memory preconditions; the child is not reaped
         // yet, so the pid is still ours.
         if unsafe { libc::kill(pid, libc::SIGINT) } != 0 {
@@ -188,7 +199,7 @@ impl Tracer {
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         Ok(Exit {
             cpu_secs: secs(usage.ru_utime) + secs(usage.ru_stime),
-            max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            max_rss_kib,
         })
     }
 
@@ -251,6 +262,17 @@ impl Tracer {
     }
 }
 
+/// The peak resident set of `pid` since its exec, in KiB.
+fn vm_hwm_kib(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .with_context(|| format!("no VmHWM in {path}"))
+}
+
 impl Drop for Tracer {
     fn drop(&mut self) {
         self.kill();
@@ -285,6 +307,18 @@ mod tests {
             !Path::new(&format!("/proc/{pid}")).exists(),
             "still running or unreaped"
         );
+    }
+
+    #[test]
+    fn peak_rss_is_the_tracers_own() {
+        // A child of a process with a large RSS: its ru_maxrss would carry
+        // the parent's, its VmHWM does not.
+        let ballast = vec![1u8; 64 << 20];
+        std::hint::black_box(&ballast);
+        let tracer = Tracer::spawn(&tool("/usr/bin/yes")).unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let kib = vm_hwm_kib(tracer.pid()).unwrap();
+        assert!(kib > 0 && kib < 32 << 10, "{kib} KiB");
     }
 
     #[test]

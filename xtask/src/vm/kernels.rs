@@ -1,7 +1,9 @@
 //! The kernels vm-test boots: Debian packages resolved to the current
 //! versioned package at run time (versions drift between point releases),
-//! fetched with `apt-get download`, and cached as the extracted kernel image
-//! (plus its unpacked ELF, see bzimage.rs), so the .deb is not kept.
+//! fetched with `apt-get download` (from this machine's apt sources, or
+//! Debian 11's through a private configuration, see apt.rs), and cached as
+//! the extracted kernel image (plus its unpacked ELF, see bzimage.rs), so
+//! the .deb is not kept.
 
 use std::{
     fs,
@@ -11,17 +13,24 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::bzimage;
+use super::{
+    apt::{Apt, Archive},
+    bzimage,
+};
 use crate::util::is_root;
 
-/// The default matrix: a short name and the Debian package that tracks it.
-pub const MATRIX: [(&str, &str); 3] = [
+/// The default matrix: a short name, the Debian package that tracks it, and
+/// the archive that has it.
+pub const MATRIX: [(&str, &str, Archive); 4] = [
+    // Debian 11's kernel: the oldest the README claims that Debian still
+    // ships (tp_btf, BTF, ring buffer; no BPF atomics with fetch, 5.12).
+    ("5.10", "linux-image-amd64", Archive::Bullseye),
     // Debian 12's kernel.
-    ("6.1", "linux-image-amd64"),
+    ("6.1", "linux-image-amd64", Archive::Machine),
     // The same kernel built with PREEMPT_RT.
-    ("6.1-rt", "linux-image-rt-amd64"),
+    ("6.1-rt", "linux-image-rt-amd64", Archive::Machine),
     // The newer kernel Debian 12 ships through its security archive.
-    ("6.12", "linux-image-6.12-amd64"),
+    ("6.12", "linux-image-6.12-amd64", Archive::Machine),
 ];
 
 /// A kernel ready to boot.
@@ -33,44 +42,61 @@ pub struct Kernel {
     pub image: PathBuf,
 }
 
-/// The package behind a `--kernel` name: a short name from the matrix, or
-/// any `linux-image-*` package (a metapackage or a versioned one).
-pub fn package_for(name: &str) -> Result<&str> {
-    if let Some((_, package)) = MATRIX.iter().find(|(short, _)| *short == name) {
-        return Ok(package);
+/// The package behind a `--kernel` name and its archive: a short name from
+/// the matrix, or any `linux-image-*` package (a metapackage or a versioned
+/// one) of this machine's sources, or of Debian 11's when it names a 5.10
+/// kernel (`linux-image-5.10.0-*`).
+pub fn package_for(name: &str) -> Result<(&str, Archive)> {
+    if let Some((_, package, archive)) = MATRIX.iter().find(|(short, ..)| *short == name) {
+        return Ok((package, *archive));
+    }
+    if name.starts_with("linux-image-5.10.") {
+        return Ok((name, Archive::Bullseye));
     }
     if name.starts_with("linux-image-") {
-        return Ok(name);
+        return Ok((name, Archive::Machine));
     }
-    let known: Vec<&str> = MATRIX.iter().map(|(short, _)| *short).collect();
+    let known: Vec<&str> = MATRIX.iter().map(|(short, ..)| *short).collect();
     bail!(
         "unknown kernel `{name}`: use one of {} or a Debian linux-image-* package name",
         known.join(", ")
     )
 }
 
-/// Resolves `package`, downloads it unless cached, and returns the image.
+/// Resolves `package` in `archive`, downloads it unless cached, and returns
+/// the image. A private archive's lists are fetched before their first use.
 /// A failure (old apt lists, or a mirror that dropped the version they name)
-/// is retried once after `apt-get update`, when we may run it.
-pub fn prepare(package: &str, cache: &Path) -> Result<Kernel> {
-    match fetch(package, cache) {
+/// is retried once after `apt-get update`, when we may run it (always for a
+/// private archive, as root for the machine's).
+pub fn prepare(package: &str, archive: Archive, cache: &Path) -> Result<Kernel> {
+    // target/vm/apt beside target/vm/cache.
+    let apt = Apt::for_archive(archive, &cache.parent().unwrap_or(cache).join("apt"))?;
+    if apt.needs_update() {
+        eprintln!("vm-test: {package}: fetching the {archive:?} package lists (private, once)");
+        update(&apt)?;
+    }
+    match fetch(&apt, package, cache) {
         Ok(kernel) => Ok(kernel),
-        Err(_) if is_root() => {
+        Err(_) if is_root() || apt.is_private() => {
             eprintln!(
                 "vm-test: {package}: not resolved or not fetched; apt-get update, then again"
             );
-            run_quiet(Command::new("apt-get").args(["update", "-qq"]))?;
-            fetch(package, cache)
+            update(&apt)?;
+            fetch(&apt, package, cache)
         }
         Err(e) => Err(e.context("`apt-get update` (as root) may help")),
     }
 }
 
-fn fetch(package: &str, cache: &Path) -> Result<Kernel> {
-    let (versioned, version) = resolve(package)?;
+fn update(apt: &Apt) -> Result<()> {
+    run_quiet(apt.command("apt-get").args(["update", "-qq"])).context("apt-get update")
+}
+
+fn fetch(apt: &Apt, package: &str, cache: &Path) -> Result<Kernel> {
+    let (versioned, version) = resolve(apt, package)?;
     let dir = cache.join(format!("{versioned}_{version}"));
     if !dir.join("vmlinuz").exists() {
-        download(&versioned, &version, cache, &dir)?;
+        download(apt, &versioned, &version, cache, &dir)?;
     }
     Ok(with_elf(versioned, version, &dir))
 }
@@ -97,8 +123,8 @@ fn with_elf(package: String, version: String, dir: &Path) -> Kernel {
 
 /// (versioned package, version) for `package`: a metapackage is replaced by
 /// the linux-image package its candidate depends on.
-fn resolve(package: &str) -> Result<(String, String)> {
-    let policy = output(Command::new("apt-cache").args(["policy", package]))?;
+fn resolve(apt: &Apt, package: &str) -> Result<(String, String)> {
+    let policy = output(apt.command("apt-cache").args(["policy", package]))?;
     let candidate = policy
         .lines()
         .find_map(|l| l.trim().strip_prefix("Candidate:"))
@@ -106,10 +132,13 @@ fn resolve(package: &str) -> Result<(String, String)> {
     if candidate.is_none_or(|c| c == "(none)") {
         bail!(
             "{package} is not available from this machine's apt sources (`apt-cache policy {package}` has no candidate; `apt-get update` if the lists are old). Kernel metapackages available here: {}",
-            available_metapackages().join(", ")
+            available_metapackages(apt).join(", ")
         );
     }
-    let show = output(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
+    let show = output(
+        apt.command("apt-cache")
+            .args(["show", "--no-all-versions", package]),
+    )?;
     let field = |name: &str| {
         show.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
@@ -131,9 +160,9 @@ fn resolve(package: &str) -> Result<(String, String)> {
 
 /// Names like linux-image-amd64, linux-image-rt-amd64, linux-image-6.12-amd64
 /// (not the versioned packages they point to), for error messages.
-fn available_metapackages() -> Vec<String> {
+fn available_metapackages(apt: &Apt) -> Vec<String> {
     let names =
-        output(Command::new("apt-cache").args(["pkgnames", "linux-image-"])).unwrap_or_default();
+        output(apt.command("apt-cache").args(["pkgnames", "linux-image-"])).unwrap_or_default();
     let mut metas: Vec<String> = names
         .lines()
         .filter(|name| {
@@ -159,13 +188,13 @@ fn available_metapackages() -> Vec<String> {
 }
 
 /// Downloads `package=version` and keeps only `./boot/vmlinuz-*`, as `dir/vmlinuz`.
-fn download(package: &str, version: &str, cache: &Path, dir: &Path) -> Result<()> {
+fn download(apt: &Apt, package: &str, version: &str, cache: &Path, dir: &Path) -> Result<()> {
     eprintln!("vm-test: downloading {package} {version}");
     let scratch = cache.join(".download");
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch)?;
     run_quiet(
-        Command::new("apt-get")
+        apt.command("apt-get")
             .args(["download", "-q", &format!("{package}={version}")])
             .current_dir(&scratch),
     )

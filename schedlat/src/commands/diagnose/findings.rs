@@ -72,6 +72,9 @@ pub struct Findings {
     pub threads: usize,
     /// Sum of run-queue wait over the scope's threads (schedstat field 2).
     pub schedstat_wait_ns: u64,
+    /// Their switch-ins over the window (schedstat field 3): one per wait
+    /// run_delay ended, whether or not it saw the wait's time.
+    pub schedstat_switch_ins: u64,
     /// False when every thread's schedstat reads zero (CONFIG_SCHED_INFO
     /// off): then the wait numbers are unknown, not zero.
     pub schedstat_works: bool,
@@ -120,6 +123,14 @@ impl Findings {
             .collect();
         let threads = waits.len();
         let schedstat_wait_ns = waits.iter().map(|w| w.wait_ns).sum();
+        let schedstat_switch_ins = end
+            .schedstat
+            .iter()
+            .map(|(tid, s)| {
+                let before = start.schedstat.get(tid).map_or(0, |b| b.slices);
+                s.slices.saturating_sub(before)
+            })
+            .sum();
         let schedstat_works = end.schedstat.values().any(|s| s.run_ns > 0);
         waits.sort_by_key(|w| std::cmp::Reverse(w.wait_ns));
         waits.truncate(5);
@@ -167,6 +178,7 @@ impl Findings {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads,
             schedstat_wait_ns,
+            schedstat_switch_ins,
             schedstat_works,
             top_waiters: waits,
             psi_system: psi(&start.psi_system, &end.psi_system),

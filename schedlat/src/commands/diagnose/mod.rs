@@ -3,13 +3,15 @@
 //! no root needed); 3. with root, the eBPF histogram of the same window and
 //! its shape, and who waited and who held the CPU instead (the victims
 //! tables); 4. named causes with evidence and a next step; 5. a self-check
-//! of the eBPF total against the kernel's own schedstat accounting.
+//! of the eBPF total against the kernel's own schedstat accounting, saying
+//! which part of the waiting that accounting does not see (selfcheck.rs).
 
 mod causes;
 mod findings;
 mod priority;
 mod report;
 mod scope;
+mod selfcheck;
 
 use std::time::{Duration, Instant};
 
@@ -59,12 +61,15 @@ pub struct DiagnoseOptions {
 pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
     let mounts = Mounts::read();
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
-        anyhow::bail!(
-            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes"
-        );
+        return Err(super::UsageError(
+            "diagnose scopes are the whole system, a process (-p) or a cgroup (-c); -t, --comm and --cpu are for the histogram modes".into(),
+        )
+        .into());
     }
     let scope = match (filter.pid, &filter.cgroup) {
-        (Some(_), Some(_)) => anyhow::bail!("give either -p PID or -c PATH, not both"),
+        (Some(_), Some(_)) => {
+            return Err(super::UsageError("give either -p PID or -c PATH, not both".into()).into());
+        }
         (Some(pid), None) => Scope::for_process(pid, &mounts)?,
         (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
         (None, None) => Scope::System,
@@ -104,6 +109,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => None,
     };
     let start = Snapshot::take(&scope);
+    let mut throttle = victims::watch_throttling();
     let started = Instant::now();
     let mut runnable = Vec::new();
     while started.elapsed() < window {
@@ -128,14 +134,18 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                 (Some(interval), _) => {
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
-                    Ok(Attribution::new(
-                        tables,
-                        (c.victims_overflow, c.culprits_overflow),
-                    ))
+                    throttle.end_interval();
+                    let throttled = victims::throttled_pids(&throttle, &tables);
+                    let mut a = Attribution::new(tables, (c.victims_overflow, c.culprits_overflow));
+                    a.throttled = throttled;
+                    Ok(a)
                 }
                 (None, why) => Err(why.unwrap_or_default()),
             };
             let slice = Slice::detect();
+            if let Some(why) = &slice.not_live {
+                say!("schedlat: {why}");
+            }
             Some(Traced {
                 hook: t.mode().to_string(),
                 percentiles: Percentiles::of(&waits),
@@ -148,7 +158,13 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
     let diagnosis = report::Diagnosis {
-        waiting: causes::waiting(&findings),
+        waiting: causes::waiting(
+            &findings,
+            traced
+                .as_ref()
+                .and_then(|t| t.victims.as_ref().ok())
+                .map(|a| a.max_task_share(elapsed)),
+        ),
         causes: causes::causes(
             &findings,
             traced.as_ref().and_then(|t| t.victims.as_ref().ok()),

@@ -20,6 +20,9 @@ pub struct Attribution {
     /// The culprits that outrank the victim they made wait longest, most
     /// charged first.
     pub outranking: Vec<Outranking>,
+    /// Processes whose cgroup was throttled in the window: their waits that
+    /// ended on an idle CPU were throttling (task::IdleWait).
+    pub throttled: std::collections::HashSet<u32>,
 }
 
 /// A culprit that won by rule, and the wait charged to it.
@@ -48,6 +51,12 @@ pub enum Edge {
 }
 
 impl Attribution {
+    /// The largest share of `window` one task spent waiting, by eBPF.
+    pub fn max_task_share(&self, window: std::time::Duration) -> f64 {
+        let most = self.tables.victims.iter().map(|v| v.total_ns).max();
+        most.unwrap_or(0) as f64 / window.as_nanos().max(1) as f64
+    }
+
     /// From the window's ranked tables (all rows: `rank(.., 0)`).
     pub fn new(tables: Tables, overflow: (u64, u64)) -> Attribution {
         let mut outranking: Vec<Outranking> = tables
@@ -61,6 +70,7 @@ impl Attribution {
             tables,
             overflow,
             outranking,
+            throttled: std::collections::HashSet::new(),
         }
     }
 

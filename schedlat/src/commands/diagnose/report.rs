@@ -11,11 +11,12 @@ use super::{
     findings::Findings,
     priority::Attribution,
     scope::Scope,
+    selfcheck,
 };
 use crate::{
     analysis::{
         fmt_ns,
-        task::{self, TaskJson},
+        task::{self, IdleWait, TaskJson},
         victims::Row,
     },
     output::text,
@@ -104,21 +105,16 @@ pub fn text(d: &Diagnosis) -> String {
             c.name, c.evidence, c.next_step
         );
     }
-    out.push_str("\n4. Self-check\n");
-    match traced {
-        Some(t) if f.schedstat_works && f.schedstat_wait_ns > 0 => {
-            let _ = writeln!(
-                out,
-                "   eBPF measured {} of waits; the kernel's schedstat says {}: {:.0}%",
-                fmt_ns(t.waits.sum_ns),
-                fmt_ns(f.schedstat_wait_ns),
-                t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64 * 100.0
-            );
-            if f.system_scope {
-                out.push_str("   (schedstat only covers threads alive at both ends of the window; eBPF also counts those that came and went)\n");
+    out.push_str("\n4. Self-check: eBPF against the kernel's schedstat run_delay\n");
+    match traced.map(|t| selfcheck::check(t, f)) {
+        Some(Some(check)) => {
+            for line in &check.summary {
+                let _ = writeln!(out, "   {line}");
             }
         }
-        Some(_) => out.push_str("   schedstat shows no waiting to compare with\n"),
+        Some(None) => {
+            out.push_str("   schedstat reads zero on this kernel: nothing to compare with\n")
+        }
         None => out.push_str("   needs the eBPF measurement (root)\n"),
     }
     out
@@ -146,7 +142,7 @@ fn victims_text(out: &mut String, a: &Attribution) {
             fmt_ns(v.total_ns),
             share(v.total_ns),
             fmt_ns(v.max_ns),
-            task::short(&v.other),
+            task::culprit(&v.other, v.task.tgid, &a.throttled),
             task::sched_label(&v.other)
         );
     }
@@ -157,10 +153,12 @@ fn victims_text(out: &mut String, a: &Attribution) {
         t.totals.1
     );
     for c in t.culprits.iter().take(TOP) {
+        // The idle task: what its waits were (those of its longest victim).
+        let name = task::culprit(&c.task, c.other.tgid, &a.throttled);
         let _ = writeln!(
             out,
             "     {} ({}): charged {} ({:.0}%) in {} waits, max {}",
-            task::short(&c.task),
+            name,
             task::sched_label(&c.task),
             fmt_ns(c.total_ns),
             share(c.total_ns),
@@ -177,16 +175,26 @@ fn victims_text(out: &mut String, a: &Attribution) {
     }
 }
 
-/// A row of the victims or culprits table in JSON.
-fn row_json(row: &Row, waited_ns: u64, other: &str) -> serde_json::Value {
-    json!({
+/// A row of the victims or culprits table in JSON; `idle_wait` when the
+/// culprit (of the longest wait, or the row's own task) is an idle task.
+fn row_json(row: &Row, a: &Attribution, other: &str) -> serde_json::Value {
+    let (culprit, victim_pid) = if other == "max_culprit" {
+        (&row.other, row.task.tgid)
+    } else {
+        (&row.task, row.other.tgid)
+    };
+    let mut v = json!({
         "task": TaskJson::from(&row.task),
         "count": row.count,
         "total_ns": row.total_ns,
-        "share": row.total_ns as f64 / waited_ns.max(1) as f64,
+        "share": row.total_ns as f64 / a.tables.waited_ns.max(1) as f64,
         "max_ns": row.max_ns,
         other: TaskJson::from(&row.other),
-    })
+    });
+    if culprit.tid == 0 {
+        v["idle_wait"] = json!(IdleWait::of(victim_pid, &a.throttled));
+    }
+    v
 }
 
 fn victims_json(a: &Attribution) -> serde_json::Value {
@@ -195,9 +203,9 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
         "count": t.waits,
         "sum_ns": t.waited_ns,
         "victims": t.victims.iter().take(TOP)
-            .map(|r| row_json(r, t.waited_ns, "max_culprit")).collect::<Vec<_>>(),
+            .map(|r| row_json(r, a, "max_culprit")).collect::<Vec<_>>(),
         "culprits": t.culprits.iter().take(TOP)
-            .map(|r| row_json(r, t.waited_ns, "max_victim")).collect::<Vec<_>>(),
+            .map(|r| row_json(r, a, "max_victim")).collect::<Vec<_>>(),
         "rows": {"victims": t.totals.0, "culprits": t.totals.1},
         "outranking": a.outranking.iter().map(|o| json!({
             "culprit": TaskJson::from(&o.culprit),
@@ -226,6 +234,7 @@ pub fn json(d: &Diagnosis) -> String {
             "percentiles": t.percentiles, "shape": t.shape,
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
+            "self_check": selfcheck::check(t, f),
             "victims": t.victims.as_ref().ok().map(victims_json),
             "victims_unavailable": t.victims.as_ref().err(),
         })
@@ -240,4 +249,59 @@ pub fn json(d: &Diagnosis) -> String {
         "ebpf_unavailable": why_not_traced,
     });
     format!("{object}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::victims::WaitStats;
+
+    use super::*;
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+
+    /// Issue 19: diagnose's tables say what an idle culprit's waits were,
+    /// in the text and the JSON, like the other views.
+    #[test]
+    fn idle_culprits_say_throttled() {
+        let idle = task(0, 0, "swapper/0", 0, 0, 0);
+        let boxed = task(500, 500, "boxed", 0, 0, 0);
+        let victims = [WaitStats {
+            task: boxed,
+            count: 10,
+            total_ns: 50_000_000,
+            max_ns: 9_000_000,
+            max_other: idle,
+            ..Default::default()
+        }];
+        let culprits = [WaitStats {
+            task: idle,
+            count: 10,
+            total_ns: 50_000_000,
+            max_ns: 9_000_000,
+            max_other: boxed,
+            ..Default::default()
+        }];
+        let mut a = Attribution::new(rank(&victims, &culprits, SortKey::Total, 0), (0, 0));
+        a.throttled.insert(500);
+        let mut out = String::new();
+        victims_text(&mut out, &a);
+        assert!(
+            out.contains("longest behind swapper/0 (throttled: cgroup quota)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("     swapper/0 (throttled: cgroup quota) ("),
+            "{out}"
+        );
+        let v = victims_json(&a);
+        assert_eq!(v["victims"][0]["idle_wait"], "throttled");
+        assert_eq!(v["culprits"][0]["idle_wait"], "throttled");
+        a.throttled.clear();
+        assert_eq!(
+            victims_json(&a)["victims"][0]["idle_wait"],
+            "woken-onto-idle-cpu"
+        );
+    }
 }

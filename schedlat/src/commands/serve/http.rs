@@ -1,7 +1,17 @@
 //! The HTTP side: one hyper HTTP/1 connection per task, `/metrics` encoded
-//! at request time in the negotiated format.
+//! at request time in the negotiated format. Connections are bounded: a
+//! client must send its first request soon after connecting, and at the
+//! limit the connection that has been quiet longest is closed for the new
+//! one, so idle sockets cannot use up the file descriptors and lock the
+//! scrapers out.
 
-use std::{convert::Infallible, rc::Rc, time::Duration};
+use std::{
+    cell::{Cell, RefCell},
+    collections::BTreeMap,
+    convert::Infallible,
+    rc::Rc,
+    time::{Duration, Instant},
+};
 
 use http_body_util::Full;
 use hyper::{
@@ -12,7 +22,7 @@ use hyper::{
     service::service_fn,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpStream;
+use tokio::{net::TcpStream, sync::Notify};
 
 use super::{negotiate::negotiate, scrape::Source};
 
@@ -24,21 +34,134 @@ use super::{negotiate::negotiate, scrape::Source};
 /// send nothing.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(6 * 60);
 
+/// How long a new connection may take to send its first request: a scraper
+/// sends it at once; a client that connects and says nothing is let go.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Open connections at most: a few Prometheus servers and curl users need
+/// a handful; the default fd limit (1024) is far above this.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The open connections, for the limit: each one's last activity and a
+/// way to close it.
+pub struct Connections {
+    limit: usize,
+    first_request: Duration,
+    next_id: Cell<u64>,
+    open: Rc<RefCell<BTreeMap<u64, Slot>>>,
+}
+
+struct Slot {
+    /// When it connected or last sent a request.
+    active: Rc<Cell<Instant>>,
+    close: Rc<Notify>,
+}
+
+impl Connections {
+    pub fn new(limit: usize, first_request: Duration) -> Connections {
+        Connections {
+            limit: limit.max(1),
+            first_request,
+            next_id: Cell::new(0),
+            open: Rc::new(RefCell::new(BTreeMap::new())),
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.open.borrow().len()
+    }
+
+    /// Closes the connection that has been quiet longest; false if none is
+    /// open. Used at the limit, and when accept runs out of descriptors.
+    pub fn shed_one(&self) -> bool {
+        let open = self.open.borrow();
+        let quietest = open.values().min_by_key(|slot| slot.active.get());
+        if let Some(slot) = quietest {
+            slot.close.notify_one();
+        }
+        quietest.is_some()
+    }
+
+    /// Serves `stream` on a task of the current LocalSet with `source`.
+    pub fn spawn(&self, stream: TcpStream, source: Rc<Source>) {
+        self.spawn_with(stream, move |request| respond(request, &source));
+    }
+
+    /// As `spawn`, with any responder (tests use a trivial one).
+    pub fn spawn_with(
+        &self,
+        stream: TcpStream,
+        respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
+    ) {
+        // At the limit the quietest connection makes room; it closes at its
+        // task's next turn, before this one has sent anything back.
+        if self.count() >= self.limit {
+            self.shed_one();
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let active = Rc::new(Cell::new(Instant::now()));
+        let close = Rc::new(Notify::new());
+        self.open.borrow_mut().insert(
+            id,
+            Slot {
+                active: active.clone(),
+                close: close.clone(),
+            },
+        );
+        let open = self.open.clone();
+        let first_request = self.first_request;
+        tokio::task::spawn_local(async move {
+            serve_connection(stream, respond, active, close, first_request).await;
+            open.borrow_mut().remove(&id);
+        });
+    }
+}
+
 /// Serves one connection (keep-alive: Prometheus reuses it every scrape)
-/// until the client closes it or the task is dropped at shutdown.
-pub async fn serve_connection(stream: TcpStream, source: Rc<Source>) {
+/// until the client closes it, it sends no request in time, it is shed, or
+/// the task is dropped at shutdown.
+async fn serve_connection(
+    stream: TcpStream,
+    respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
+    active: Rc<Cell<Instant>>,
+    close: Rc<Notify>,
+    first_request: Duration,
+) {
+    let requests = Rc::new(Cell::new(0u64));
+    let seen = requests.clone();
+    let last = active.clone();
     let service = service_fn(move |request: Request<Incoming>| {
-        let response = respond(&request, &source);
+        seen.set(seen.get() + 1);
+        last.set(Instant::now());
+        let response = respond(&request);
         async move { Ok::<_, Infallible>(response) }
     });
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
-    // Errors here are the client's (reset, garbage, timeout): nothing to do.
-    let _ = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let deadline = tokio::time::sleep(first_request);
+    tokio::pin!(deadline);
+    // Errors from the connection are the client's (reset, garbage,
+    // timeout): nothing to do. Dropping it closes the socket. The deadline
+    // only matters if no request came before it: a request may arrive
+    // while this select is waiting, so it is checked when it fires.
+    let mut deadline_passed = false;
+    loop {
+        tokio::select! {
+            _ = &mut connection => return,
+            _ = close.notified() => return,
+            _ = &mut deadline, if !deadline_passed => {
+                if requests.get() == 0 {
+                    return;
+                }
+                deadline_passed = true;
+            }
+        }
+    }
 }
 
 fn respond(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>> {
@@ -95,4 +218,125 @@ fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{Read, Write},
+        net::TcpStream as Client,
+        sync::mpsc,
+    };
+
+    use super::*;
+
+    /// Runs a server with `conns` on the current thread while `clients`
+    /// runs on another; returns what `clients` returns.
+    fn with_server<T: Send + 'static>(
+        conns: Connections,
+        clients: impl FnOnce(std::net::SocketAddr) -> T + Send + 'static,
+    ) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || tx.send(clients(addr)).unwrap());
+            loop {
+                tokio::select! {
+                    Ok((stream, _)) = listener.accept() => {
+                        conns.spawn_with(stream, |_| plain(StatusCode::OK, "ok\n"));
+                    }
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                        if let Ok(v) = rx.try_recv() {
+                            return v;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Whether the server closed `c` (EOF) within a second.
+    fn closed(c: &mut Client) -> bool {
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        matches!(c.read(&mut [0u8; 64]), Ok(0))
+    }
+
+    fn get(addr: std::net::SocketAddr) -> String {
+        let mut c = Client::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out
+    }
+
+    /// Regression: a client that connected and sent nothing held its
+    /// descriptor for 6 minutes.
+    #[test]
+    fn a_silent_client_is_let_go_quickly() {
+        let conns = Connections::new(8, Duration::from_millis(200));
+        let (silent_closed, answered) = with_server(conns, |addr| {
+            let mut silent = Client::connect(addr).unwrap();
+            (closed(&mut silent), get(addr))
+        });
+        assert!(silent_closed, "a silent connection stayed open");
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    }
+
+    /// A kept-alive connection that sent its first request in time stays
+    /// open past the first-request deadline (Prometheus reuses it).
+    #[test]
+    fn a_client_that_asked_stays_past_the_deadline() {
+        let conns = Connections::new(8, Duration::from_millis(200));
+        let (first, second) = with_server(conns, |addr| {
+            let mut c = Client::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let ask = |c: &mut Client| {
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut buf = [0u8; 512];
+                let n = c.read(&mut buf).unwrap_or(0);
+                String::from_utf8_lossy(&buf[..n]).into_owned()
+            };
+            let first = ask(&mut c);
+            std::thread::sleep(Duration::from_millis(400));
+            (first, ask(&mut c))
+        });
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(
+            second.starts_with("HTTP/1.1 200"),
+            "closed after the deadline: {second:?}"
+        );
+    }
+
+    /// Regression: idle connections piled up without limit until accept
+    /// failed and scrapes timed out; now the quietest makes room.
+    #[test]
+    fn at_the_limit_the_quietest_connection_makes_room() {
+        let conns = Connections::new(2, Duration::from_secs(60));
+        let (first_closed, second_open, answered) = with_server(conns, |addr| {
+            let mut first = Client::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let mut second = Client::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let answered = get(addr);
+            second
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let second_open = matches!(
+                second.read(&mut [0u8; 8]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut
+            );
+            (closed(&mut first), second_open, answered)
+        });
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+        assert!(first_closed, "the quietest connection was not shed");
+        assert!(second_open, "a newer connection was shed instead");
+    }
 }

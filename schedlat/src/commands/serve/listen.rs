@@ -1,7 +1,11 @@
 //! `--listen`: parsing the address and binding it, with errors that say
 //! what to do.
 
-use std::{io::ErrorKind, net::SocketAddr};
+use std::{
+    io::ErrorKind,
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Result, anyhow};
 use tokio::net::TcpListener;
@@ -38,6 +42,40 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     })
 }
 
+/// Accept errors come in bursts (out of file descriptors: every retry
+/// fails): the first is printed, then at most one line per period saying
+/// how many more there were.
+pub struct ErrorLog {
+    period: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl ErrorLog {
+    pub fn new(period: Duration) -> ErrorLog {
+        ErrorLog {
+            period,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// The line to print for this error, if one is due.
+    pub fn line(&mut self, error: &std::io::Error) -> Option<String> {
+        if self.last.is_some_and(|at| at.elapsed() < self.period) {
+            self.suppressed += 1;
+            return None;
+        }
+        self.last = Some(Instant::now());
+        let more = std::mem::take(&mut self.suppressed);
+        Some(if more > 0 {
+            format!("accept failed: {error} ({more} more since the last message)")
+        } else {
+            format!("accept failed: {error}")
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +95,23 @@ mod tests {
             let e = parse(bad).unwrap_err();
             assert!(e.contains("is not IP:PORT"), "{bad}: {e}");
         }
+    }
+
+    /// Regression: "accept failed" was printed ten times a second while
+    /// the descriptors were used up.
+    #[test]
+    fn accept_errors_are_rate_limited() {
+        let mut log = ErrorLog::new(Duration::from_millis(200));
+        let e = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(
+            log.line(&e)
+                .unwrap()
+                .starts_with("accept failed: Too many open files")
+        );
+        assert!((0..50).all(|_| log.line(&e).is_none()));
+        std::thread::sleep(Duration::from_millis(210));
+        let line = log.line(&e).unwrap();
+        assert!(line.ends_with("(50 more since the last message)"), "{line}");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -16,7 +16,7 @@ mod http;
 mod keyed;
 pub mod listen;
 mod metrics;
-mod negotiate;
+pub(crate) mod negotiate;
 mod own;
 mod scrape;
 
@@ -102,6 +102,8 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // and some formatting, so nothing blocks for long. LocalSet because the
     // tracer is not shared across threads.
     let connections = LocalSet::new();
+    let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
+    let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
     // With -p/-t, a target that exits does not end the run (unlike the
     // histogram mode): the scrape target stays up, with what it measured,
     // and says the process is gone (schedlat_target_alive 0).
@@ -111,13 +113,14 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => {
-                            tokio::task::spawn_local(http::serve_connection(stream, source.clone()));
-                        }
+                        Ok((stream, _)) => open.spawn(stream, source.clone()),
                         // Out of fds or a connection reset before accept:
-                        // keep serving the others.
+                        // free a descriptor, keep serving the others.
                         Err(e) => {
-                            say!("schedlat: accept failed: {e}");
+                            if let Some(line) = accept_errors.line(&e) {
+                                say!("schedlat: {line}");
+                            }
+                            open.shed_one();
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },

@@ -7,20 +7,22 @@
 
 mod render;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use schedlat_common::victims::SlowEvent;
 
 use crate::{
+    analysis::task::IdleWait,
     collect::{histogram::Unit, slow::SlowEvents},
     commands::{
         run::Ended,
         session::{self, Signals},
         stdout,
+        victims::watch_throttling,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    sys::clock::WallClock,
+    sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
 /// What `schedlat slow` reports and how.
@@ -48,6 +50,8 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         events: 0,
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
+        throttle: watch_throttling(),
+        scanned: Instant::now(),
     };
     if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
         return Ok(Ended::StdoutClosed);
@@ -72,6 +76,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
                     return Ok(Ended::StdoutClosed);
                 }
                 out.clock = WallClock::now();
+                out.scan();
                 false
             }
             _ = watch.tick(), if filter.is_active() => {
@@ -112,7 +117,14 @@ struct Output {
     /// Losses reported so far, and the kernel's count at the start.
     lost: u64,
     lost_base: u64,
+    /// Tells a wait that ended on an idle CPU as throttled or a wake onto
+    /// an idle CPU; the cgroup tree is scanned once a second, and before
+    /// such an event if the last scan is older than RESCAN.
+    throttle: ThrottleWatch,
+    scanned: Instant,
 }
+
+const RESCAN: Duration = Duration::from_millis(100);
 
 impl Output {
     /// Prints the events; false when stdout is closed.
@@ -120,16 +132,31 @@ impl Output {
         let mut text = String::new();
         for event in events {
             self.events += 1;
+            let idle = (event.culprit.tid == 0).then(|| {
+                if self.scanned.elapsed() >= RESCAN {
+                    self.scan();
+                }
+                if self.throttle.throttled_recently(event.victim.tgid) {
+                    IdleWait::Throttled
+                } else {
+                    IdleWait::WokenOntoIdleCpu
+                }
+            });
             text.push_str(&if self.json {
-                render::json(event, self.clock)
+                render::json(event, idle, self.clock)
             } else {
-                render::line(event, self.clock)
+                render::line(event, idle, self.clock)
             });
         }
         if text.is_empty() {
             return Ok(true);
         }
         stdout::write(&text)
+    }
+
+    fn scan(&mut self) {
+        self.throttle.end_interval();
+        self.scanned = Instant::now();
     }
 
     /// Reports losses since the last report, in the stream.

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::{
     analysis::{
         fmt_ns,
-        task::{self, TaskJson},
+        task::{self, IdleWait, TaskJson},
     },
     sys::clock::{WallClock, local_time_us},
 };
@@ -16,14 +16,16 @@ pub const SCHEMA: &str = "schedlat.slow.v1";
 
 pub const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ";
 
-pub fn line(e: &SlowEvent, clock: WallClock) -> String {
+/// One event; `idle` says what a wait that ended on an idle CPU (culprit
+/// swapper) was, after the columns.
+pub fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     let rq = if e.rq_len == RQ_LEN_UNKNOWN {
         "-".to_string()
     } else {
         e.rq_len.to_string()
     };
     format!(
-        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}\n",
+        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}\n",
         local_time_us(clock.unix_ns(e.at_ns)),
         e.cpu,
         task::comm(&e.victim),
@@ -35,7 +37,8 @@ pub fn line(e: &SlowEvent, clock: WallClock) -> String {
         e.culprit.tgid,
         e.culprit.tid,
         task::sched_label(&e.culprit),
-        rq
+        rq,
+        idle.map_or(String::new(), |i| format!("  {}", i.label()))
     )
 }
 
@@ -64,6 +67,10 @@ enum Json {
         rq_len: Option<u32>,
         victim: TaskJson,
         culprit: TaskJson,
+        /// An idle culprit (the wait ended on an idle CPU): "throttled" or
+        /// "woken-onto-idle-cpu".
+        #[serde(skip_serializing_if = "Option::is_none")]
+        idle_wait: Option<IdleWait>,
     },
     Lost {
         schema: &'static str,
@@ -89,7 +96,7 @@ fn to_line(j: &Json) -> String {
     serde_json::to_string(j).expect("JSON values serialize") + "\n"
 }
 
-pub fn json(e: &SlowEvent, clock: WallClock) -> String {
+pub fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     to_line(&Json::Wait {
         schema: SCHEMA,
         time_unix_ns: clock.unix_ns(e.at_ns),
@@ -98,6 +105,7 @@ pub fn json(e: &SlowEvent, clock: WallClock) -> String {
         rq_len: (e.rq_len != RQ_LEN_UNKNOWN).then_some(e.rq_len),
         victim: TaskJson::from(&e.victim),
         culprit: TaskJson::from(&e.culprit),
+        idle_wait: idle,
     })
 }
 
@@ -137,13 +145,13 @@ mod tests {
 
     #[test]
     fn a_line_has_victim_wait_culprit_and_run_queue() {
-        let l = line(&event(7), WallClock::now());
+        let l = line(&event(7), None, WallClock::now());
         let fields: Vec<&str> = l.split_whitespace().collect();
         assert_eq!(fields[2..5], ["cyclictest", "943", "943"], "{l}");
         assert!(l.contains("3.12 ms") && l.contains("cal.sh"), "{l}");
         assert_eq!(fields.last(), Some(&"7"));
         assert!(
-            line(&event(RQ_LEN_UNKNOWN), WallClock::now())
+            line(&event(RQ_LEN_UNKNOWN), None, WallClock::now())
                 .trim_end()
                 .ends_with('-')
         );
@@ -152,7 +160,7 @@ mod tests {
     #[test]
     fn json_objects_are_typed() {
         let v: serde_json::Value =
-            serde_json::from_str(&json(&event(7), WallClock::now())).unwrap();
+            serde_json::from_str(&json(&event(7), None, WallClock::now())).unwrap();
         assert_eq!(
             (v["type"].as_str(), v["schema"].as_str()),
             (Some("wait"), Some(SCHEMA))
@@ -161,7 +169,7 @@ mod tests {
         assert_eq!(v["culprit"]["comm"], "cal.sh");
         assert_eq!(v["rq_len"], 7);
         let v: serde_json::Value =
-            serde_json::from_str(&json(&event(RQ_LEN_UNKNOWN), WallClock::now())).unwrap();
+            serde_json::from_str(&json(&event(RQ_LEN_UNKNOWN), None, WallClock::now())).unwrap();
         assert!(v["rq_len"].is_null());
         let v: serde_json::Value = serde_json::from_str(&lost_json(3)).unwrap();
         assert_eq!(
@@ -171,5 +179,25 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&end_json(5, 0, 1_000_000)).unwrap();
         assert_eq!(v["type"], "end");
         assert_eq!(v["events"], 5);
+    }
+
+    /// Issue 19: a wait that ended on an idle CPU says what it was.
+    #[test]
+    fn an_idle_culprit_is_labelled() {
+        let mut e = event(1);
+        e.culprit = task(0, 0, "swapper/1", 0, 0, 0);
+        let l = line(&e, Some(IdleWait::Throttled), WallClock::now());
+        assert!(l.trim_end().ends_with("(throttled: cgroup quota)"), "{l}");
+        let l = line(&e, Some(IdleWait::WokenOntoIdleCpu), WallClock::now());
+        assert!(
+            l.trim_end().ends_with("(idle: woken onto an idle CPU)"),
+            "{l}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&e, Some(IdleWait::Throttled), WallClock::now())).unwrap();
+        assert_eq!(v["idle_wait"], "throttled");
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&event(1), None, WallClock::now())).unwrap();
+        assert!(v.get("idle_wait").is_none());
     }
 }

@@ -6,6 +6,7 @@
 //! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
 //! SIGINT, an error, a panic) restores the terminal.
 
+mod bars;
 mod panel;
 mod state;
 mod view;
@@ -57,7 +58,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
     let filter = Filter::resolve(filter)?;
     let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
     let slice = Slice::detect();
-    let scope = filter.describe().unwrap_or_else(|| "all tasks".to_string());
+    let scope = filter.describe().unwrap_or_else(|| "all waits".to_string());
     let mut state = State::new(tracer.mode(), scope, args.interval);
     state.sort = args.sort;
 
@@ -66,6 +67,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         state.victims = Err(reason);
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
+    let mut throttle = victims::watch_throttling();
     let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -98,6 +100,8 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
             state.push(waits, elapsed);
             if let Some(victims) = &victims {
                 state.push_victims(victims);
+                throttle.end_interval();
+                state.push_throttled(victims::throttled_in(&throttle, victims));
             }
             let now = tracer.program_costs();
             state.bpf_ns_per_run = ns_per_run(&costs, &now);

@@ -3,6 +3,8 @@
 //! compute them; docs/victims.md says what the attribution means), or why
 //! they are unavailable.
 
+use std::collections::HashSet;
+
 use ratatui::{
     layout::Rect,
     style::{Modifier, Style},
@@ -12,7 +14,11 @@ use ratatui::{
 
 use super::state::{Ranked, State};
 use crate::{
-    analysis::{fmt_ns, task, victims::Row},
+    analysis::{
+        fmt_ns,
+        task::{self, IdleWait},
+        victims::Row,
+    },
     commands::victims::sort_name,
 };
 
@@ -102,12 +108,25 @@ impl Panel {
         if t.victims.is_empty() {
             lines.push(Line::from("no waits"));
         }
-        lines.extend(t.victims[..nv].iter().map(|r| row(r, width)));
+        let throttled = state.throttled_shown();
+        lines.extend(
+            t.victims[..nv]
+                .iter()
+                .map(|r| row(r, width, throttled, true)),
+        );
+        // The culprit rule, where culprits are shown (docs/victims.md).
         lines.push(Line::styled(
-            format!("{:<FIXED$}  VICTIM (LONGEST)", "culprits (held the CPU)"),
+            format!(
+                "{:<FIXED$}  VICTIM (LONGEST)",
+                "culprits: held the CPU when the wait ended"
+            ),
             bold,
         ));
-        lines.extend(t.culprits[..nc].iter().map(|r| row(r, width)));
+        lines.extend(
+            t.culprits[..nc]
+                .iter()
+                .map(|r| row(r, width, throttled, false)),
+        );
         Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(title))
     }
 }
@@ -121,16 +140,31 @@ fn split_rows(rows: usize, victims: usize, culprits: usize) -> (usize, usize) {
     (nv, nc)
 }
 
-/// One task's row; idle tasks are TID 0, named swapper/CPU.
-fn row(r: &Row, width: usize) -> Line<'static> {
+/// One task's row; idle tasks are TID 0, named swapper/CPU, and say what
+/// their waits were: "throttled" (the victim's cgroup used its quota) or
+/// "idle wake" (woken onto an idle CPU); `?` explains both.
+fn row(r: &Row, width: usize, throttled: &HashSet<u32>, victim: bool) -> Line<'static> {
     let room = width.saturating_sub(FIXED + 2);
+    let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();
     // The other task: "comm pid/tid" when there is room, else "comm/tid".
-    let other = if r.other.tid == 0 || room >= 28 {
+    let other = if victim && r.other.tid == 0 {
+        // "swapper/1 (throttled)", or without the CPU at 80 columns.
+        let name = if room >= 28 {
+            task::comm(&r.other)
+        } else {
+            "swapper".to_string()
+        };
+        format!("{name} ({})", idle(r.task.tgid))
+    } else if r.other.tid == 0 || room >= 28 {
         task::short(&r.other)
     } else {
         format!("{}/{}", task::comm(&r.other), r.other.tid)
     };
-    let comm: String = task::comm(&r.task).chars().take(15).collect();
+    let comm: String = if !victim && r.task.tid == 0 {
+        format!("({})", idle(r.other.tgid))
+    } else {
+        task::comm(&r.task).chars().take(15).collect()
+    };
     Line::from(format!(
         "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {other}",
         r.task.tid,

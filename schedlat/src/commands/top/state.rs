@@ -2,7 +2,10 @@
 //! run so far, the p99 history, the victims and culprits, and the view
 //! toggles the keys change.
 
-use std::{collections::VecDeque, time::Duration};
+use std::{
+    collections::{HashSet, VecDeque},
+    time::Duration,
+};
 
 use schedlat_common::victims::WaitStats;
 
@@ -50,6 +53,9 @@ pub struct State {
     pub victims: Result<VictimTables, String>,
     /// What the victims panel is ranked by (`s` cycles).
     pub sort: SortKey,
+    /// Processes whose cgroup was throttled: in the last interval, and in
+    /// any so far. Their waits that ended on an idle CPU were throttling.
+    pub throttled: (HashSet<u32>, HashSet<u32>),
 }
 
 /// The victims and culprits of the last interval, and of the run so far.
@@ -122,7 +128,23 @@ impl State {
             bpf_ns_per_run: None,
             victims: Ok(VictimTables::default()),
             sort: SortKey::Total,
+            throttled: (HashSet::new(), HashSet::new()),
         }
+    }
+
+    /// The throttled processes of the view shown (last interval or run).
+    pub fn throttled_shown(&self) -> &HashSet<u32> {
+        if self.cumulative {
+            &self.throttled.1
+        } else {
+            &self.throttled.0
+        }
+    }
+
+    /// Takes one interval's throttled processes.
+    pub fn push_throttled(&mut self, pids: HashSet<u32>) {
+        self.throttled.1.extend(&pids);
+        self.throttled.0 = pids;
     }
 
     /// Takes one interval's victims and culprits.

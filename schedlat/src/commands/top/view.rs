@@ -10,7 +10,7 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph, Sparkline, Wrap},
 };
 
-use super::{panel::Panel, state::State};
+use super::{bars, panel::Panel, state::State};
 use crate::analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice};
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";
@@ -29,7 +29,8 @@ pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     let rest = area
         .height
         .saturating_sub(HEADER + summary_rows + FOOTER + spark_rows);
-    let (bars, victims) = split(rest, histogram_height(state), &panel, area.width);
+    let wanted = (bars::wanted_height(state), bars::least_height(state, slice));
+    let (bars, victims) = split(rest, wanted, &panel, area.width);
     let [header, body, summary, table, spark, footer] = Layout::vertical([
         Constraint::Length(HEADER),
         Constraint::Length(bars),
@@ -40,7 +41,7 @@ pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     ])
     .areas(area);
     frame.render_widget(header_text(state, area.width), header);
-    frame.render_widget(histogram(state, body), body);
+    frame.render_widget(bars::histogram(state, slice, body), body);
     frame.render_widget(verdict(state, slice), summary);
     frame.render_widget(panel.widget(state, table), table);
     frame.render_widget(p99_sparkline(state), spark);
@@ -49,7 +50,7 @@ pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
         footer,
     );
     if state.show_help {
-        let area = centered(frame.area(), 64, 13);
+        let area = centered(frame.area(), 64, 16);
         frame.render_widget(ratatui::widgets::Clear, area);
         frame.render_widget(help(), area);
     }
@@ -103,118 +104,33 @@ fn header_text(state: &State, width: u16) -> Paragraph<'static> {
     Paragraph::new(vec![Line::from(first), Line::from(second)])
 }
 
-/// Rows the histogram can use: its title, column header and bars.
-fn histogram_height(state: &State) -> u16 {
-    let slots = state.shown().0.log2_slots();
-    let bars = slots
-        .iter()
-        .position(|&n| n > 0)
-        .map_or(1, |first| slots.len() - first);
-    2 + bars as u16
-}
-
 /// Splits `rest` rows between the histogram and the victims panel: the
 /// panel gets two fifths (at least its title, header and a row of each
 /// table), and whatever the histogram cannot use; neither takes more than
-/// it shows.
-fn split(rest: u16, bars_wanted: u16, panel: &Panel, width: u16) -> (u16, u16) {
+/// it shows, and the histogram keeps at least its marked rows (the
+/// percentiles and the verdict's modes): the panel gives way first.
+fn split(
+    rest: u16,
+    (bars_wanted, bars_least): (u16, u16),
+    panel: &Panel,
+    width: u16,
+) -> (u16, u16) {
     let wanted = panel.wanted_height(width);
     let mut victims = (rest * 2 / 5).max(panel.least_height(width)).min(wanted);
     let bars = rest.saturating_sub(victims);
     if bars > bars_wanted {
         victims = (victims + bars - bars_wanted).min(wanted);
     }
-    victims = victims.min(rest);
+    victims = victims.min(rest.saturating_sub(bars_least.min(bars_wanted)));
     (rest - victims, victims)
 }
 
-/// runqlat's log2 rows as bars. When the area is short, runs of empty
-/// rows fold into one (`16 -> 2047 : 0`), so a tail stays on screen; if
-/// it is still short, the rows around the bulk of the waits are kept.
-fn histogram(state: &State, area: Rect) -> Paragraph<'static> {
-    let (waits, _) = state.shown();
-    let slots = waits.log2_slots();
-    let title = if state.cumulative {
-        " run queue latency, cumulative "
-    } else {
-        " run queue latency, last interval "
-    };
-    let block = Block::new().borders(Borders::TOP).title(title);
-    let Some(first) = slots.iter().position(|&n| n > 0) else {
-        return Paragraph::new("no waits yet").block(block);
-    };
-    let rows_fit = area.height.saturating_sub(2).max(1) as usize;
-    // (first slot, last slot) of each row.
-    let mut rows: Vec<(usize, usize)> = (first..slots.len()).map(|i| (i, i)).collect();
-    if rows.len() > rows_fit {
-        rows = fold_empty_runs(&slots, first);
-    }
-    let count = |(lo, hi): (usize, usize)| slots[lo..=hi].iter().sum::<u64>();
-    let (mut below, mut above) = (0, 0);
-    while rows.len() > rows_fit {
-        // Drop whichever end holds fewer waits; the title counts them.
-        let (low, high) = (count(rows[0]), count(rows[rows.len() - 1]));
-        if low <= high {
-            below += low;
-            rows.remove(0);
-        } else {
-            above += high;
-            rows.pop();
-        }
-    }
-    let block = if below + above > 0 {
-        block.title(format!("(rows cut: {below} waits below, {above} above) "))
-    } else {
-        block
-    };
-    let max = slots.iter().copied().max().unwrap_or(1).max(1);
-    let bar_width = area.width.saturating_sub(40).clamp(10, 60) as u64;
-    let mut lines = vec![Line::from(format!(
-        "{:>10}    {:<10} : {:<8} distribution",
-        "usecs", "", "count"
-    ))];
-    for (lo, hi) in rows {
-        let mut low = (1u64 << (lo + 1)) >> 1;
-        let high = (1u64 << (hi + 1)) - 1;
-        if lo == 0 {
-            low = 0;
-        }
-        let n = count((lo, hi));
-        let stars = (n * bar_width / max) as usize;
-        let bar = format!(
-            "{}{}",
-            "█".repeat(stars),
-            " ".repeat(bar_width as usize - stars)
-        );
-        lines.push(Line::from(format!(
-            "{low:>10} -> {high:<10} : {n:<8} |{bar}|"
-        )));
-    }
-    Paragraph::new(lines).block(block)
-}
-
-/// The rows from slot `first` on, with each run of two or more empty
-/// slots as one row.
-fn fold_empty_runs(slots: &[u64], first: usize) -> Vec<(usize, usize)> {
-    let mut rows: Vec<(usize, usize)> = Vec::new();
-    for i in first..slots.len() {
-        match rows.last_mut() {
-            Some((lo, hi)) if slots[i] == 0 && slots[*lo] == 0 && *hi + 1 == i => *hi = i,
-            _ => rows.push((i, i)),
-        }
-    }
-    rows
-}
-
-/// The percentiles and the verdict with its evidence: title, one line,
-/// and the verdict's wrapped lines; at most two of those in a short
-/// terminal (the rest is cut).
+/// The percentiles and the verdict with its evidence: title, then the
+/// lines they wrap to at this width, all of them: the verdict wraps, it is
+/// never cut.
 fn summary_height(state: &State, slice: &Slice, area: Rect) -> u16 {
-    let verdict = shape::classify(state.shown().0, slice).summary;
-    // Word wrapping leaves the end of most lines empty: about a tenth.
-    let chars = verdict.chars().count() * 11 / 10;
-    let lines = chars.div_ceil(usize::from(area.width.max(1))).max(1) as u16;
-    2 + lines.min(if area.height >= 30 { 4 } else { 2 })
+    let lines = verdict(state, slice).line_count(area.width.max(1));
+    u16::try_from(lines).unwrap_or(u16::MAX)
 }
 
 fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
@@ -268,6 +184,9 @@ fn help() -> Paragraph<'static> {
         Line::from("? or h      this help"),
         Line::from(""),
         Line::from("A wait: from a task becoming runnable to it running."),
+        Line::from("Culprit: whoever held the CPU when the wait ended."),
+        Line::from("swapper (idle CPU): throttled = cgroup quota used up;"),
+        Line::from("  idle wake = woken onto an idle CPU (wakeup path)."),
         Line::from("Shape rule: docs/shape.md; victims: docs/victims.md"),
         Line::from("BPF cost: sysctl kernel.bpf_stats_enabled=1"),
     ])
@@ -430,6 +349,59 @@ mod tests {
         assert_eq!(draw_on(&mut terminal, &state), small);
     }
 
+    /// Issue 19: an idle culprit says what the waits were, and the
+    /// culprits' header says the rule.
+    #[test]
+    fn idle_culprits_are_labelled_throttled_or_idle_wake() {
+        let mut s = known_state();
+        let idle = task(0, 0, "swapper/1", 0, 0, 0);
+        let boxed = task(500, 500, "boxed", 0, 0, 0);
+        let sleeper = task(600, 600, "sleeper", 0, 0, 0);
+        let victim = |t, total| WaitStats {
+            task: t,
+            count: 10,
+            total_ns: total,
+            max_ns: 9_000_000,
+            max_other: idle,
+            ..Default::default()
+        };
+        s.push_victims(&Interval {
+            victims: vec![victim(boxed, 900_000_000), victim(sleeper, 800_000_000)],
+            culprits: vec![WaitStats {
+                task: idle,
+                count: 20,
+                total_ns: 1_700_000_000,
+                max_ns: 9_000_000,
+                max_other: boxed,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        s.push_throttled(std::collections::HashSet::from([500]));
+        for (width, name) in [(80, "swapper"), (120, "swapper/1")] {
+            let text = screen(&s, width, 30);
+            let line = |start: &str| {
+                text.lines()
+                    .find(|l| l.starts_with(start))
+                    .expect(&text)
+                    .trim_end()
+            };
+            assert!(
+                line("boxed ").ends_with(&format!("{name} (throttled)")),
+                "{text}"
+            );
+            assert!(
+                line("sleeper ").ends_with(&format!("{name} (idle wake)")),
+                "{text}"
+            );
+            assert!(line("(throttled) ").contains("boxed"), "{text}");
+            assert!(
+                text.contains("culprits: held the CPU when the wait ended"),
+                "{text}"
+            );
+        }
+    }
+
     #[test]
     fn s_changes_the_sort_and_its_label() {
         let mut s = known_state();
@@ -500,32 +472,125 @@ mod tests {
     }
 
     #[test]
-    fn empty_runs_fold_only_when_short() {
-        let slots = [0, 5, 0, 0, 0, 7, 0, 2];
-        assert_eq!(
-            fold_empty_runs(&slots, 1),
-            [(1, 1), (2, 4), (5, 5), (6, 6), (7, 7)]
-        );
-        // 970 waits in 8 -> 15, 30 in 2048 -> 4095: one row between.
-        let text = screen(&known_state(), 80, 24);
-        assert!(text.contains("16 -> 2047       : 0 "), "{text}");
-        assert!(!text.contains("rows cut"), "{text}");
-        // Too short even folded: what is cut is counted.
-        let text = screen(&known_state(), 80, 18);
-        assert!(text.contains("rows cut: 0 waits below, 30 above"), "{text}");
+    fn short_terminals_fold_rows_and_cut_none() {
+        // 970 waits in 8 -> 15, 30 in 2048 -> 4095: both rows, labelled.
+        for height in [24, 18, 14] {
+            let text = screen(&known_state(), 80, height);
+            assert!(!text.contains("cut") && !text.contains("above"), "{text}");
+            let row = |mark: &str| {
+                text.lines()
+                    .find(|l| l.contains('|') && l.ends_with_mark(mark))
+            };
+            assert!(
+                row("p50").is_some_and(|l| l.contains("8 -> ")),
+                "{height}: {text}"
+            );
+            assert!(
+                row("p99.9").is_some_and(|l| l.contains(" -> 4095")),
+                "{height}: {text}"
+            );
+        }
         let text = screen(&known_state(), 100, 40);
         assert!(
-            text.contains("16 -> 31 ") && !text.contains("16 -> 2047"),
+            text.contains("16 -> 31 ") && text.contains("1024 -> 2047 "),
             "{text}"
         );
+    }
+
+    trait Marks {
+        fn ends_with_mark(&self, mark: &str) -> bool;
+    }
+    impl Marks for &str {
+        /// The row's marks (after the bar) include `mark`.
+        fn ends_with_mark(&self, mark: &str) -> bool {
+            self.rsplit('|')
+                .next()
+                .is_some_and(|m| m.trim().split(',').any(|m| m == mark))
+        }
+    }
+
+    /// A sleeper beside four CPU hogs on two CPUs: the sleeper's waits are
+    /// short, the hogs' are a slice or more, in two modes far apart (the
+    /// mix issue 19 was found with: 45.6% of the waits in the slow mode).
+    fn sleeper_and_hogs() -> State {
+        let mut cpu = CpuStats::ZERO;
+        let groups = [
+            (3_000u64, 600u64),
+            (6_000, 900),
+            (12_000, 200),
+            (40_000, 30),
+            (150_000, 8),
+            (600_000, 2),
+            (2_500_000, 500),
+            (5_000_000, 700),
+            (9_000_000, 60),
+            (20_000_000, 3),
+        ];
+        for (ns, n) in groups {
+            cpu.buckets[bucket_index(ns)] += n;
+            cpu.log2[log2_slot(ns / 1000)] += n;
+            cpu.sum_ns += ns * n;
+        }
+        let x = Extremes {
+            min_ns: 3_000,
+            max_ns: 20_000_000,
+        };
+        let waits = crate::collect::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let mut s = known_state();
+        s.push(waits, Duration::from_secs(1));
+        s
+    }
+
+    /// Issue 19: at 80x24 and 120x40, the rows from p50 to p99.9 and the
+    /// modes the verdict names are on screen, labelled, and the verdict is
+    /// whole (wrapped, not cut).
+    #[test]
+    fn the_tail_and_the_verdict_stay_on_screen() {
+        let state = sleeper_and_hogs();
+        let slice = Slice::fixed(1_500_000, "test");
+        let shape = shape::classify(state.shown().0, &slice);
+        assert_eq!(shape.verdict, shape::Verdict::Bimodal, "{}", shape.summary);
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (w, h) in [(80, 24), (120, 40), (80, 20)] {
+            let text = screen(&state, w, h);
+            for mark in ["p50", "p90", "p99", "p99.9", "fast mode", "slow mode"] {
+                assert!(
+                    text.lines()
+                        .any(|l| l.contains('|') && l.ends_with_mark(mark)),
+                    "{w}x{h}: no row marked {mark}:\n{text}"
+                );
+            }
+            assert!(!text.contains("cut") && !text.contains("above"), "{text}");
+            assert!(
+                words(&text).contains(&words(&shape.summary)),
+                "{w}x{h}: verdict cut:\n{text}"
+            );
+            // Every wait is in some row: the counts add up.
+            let counted: u64 = text
+                .lines()
+                .filter(|l| l.contains(" -> ") && l.contains('|'))
+                .filter_map(|l| {
+                    l.split(':')
+                        .nth(1)?
+                        .split('|')
+                        .next()?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum();
+            assert_eq!(counted, state.shown().0.count(), "{w}x{h}:\n{text}");
+        }
     }
 
     #[test]
     fn split_gives_spare_rows_to_whoever_can_use_them() {
         let panel = Panel::of(&known_state()); // 3 + 4 + 3 rows wanted
-        assert_eq!(split(15, 9, &panel, 80), (9, 6));
-        assert_eq!(split(40, 9, &panel, 80), (30, 10));
-        assert_eq!(split(40, 35, &panel, 80), (30, 10));
-        assert_eq!(split(3, 9, &panel, 80), (0, 3));
+        assert_eq!(split(15, (9, 4), &panel, 80), (9, 6));
+        assert_eq!(split(40, (9, 4), &panel, 80), (30, 10));
+        assert_eq!(split(40, (35, 4), &panel, 80), (30, 10));
+        // The marked rows before the panel's least height.
+        assert_eq!(split(8, (9, 6), &panel, 80), (6, 2));
+        assert_eq!(split(3, (9, 4), &panel, 80), (3, 0));
     }
 }

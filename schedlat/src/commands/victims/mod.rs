@@ -9,28 +9,33 @@
 
 mod report;
 
-use std::time::Instant;
+use std::{collections::HashSet, time::Instant};
 
 use anyhow::Result;
 use report::Report;
 pub use report::sort_name;
 
 use crate::{
-    analysis::victims::{SortKey, rank},
-    collect::{histogram::Unit, tracer::Tracer, victims::Collector},
+    analysis::victims::{Row, SortKey, Tables, rank},
+    collect::{
+        histogram::Unit,
+        tracer::Tracer,
+        victims::{Collector, Interval},
+    },
     commands::{
         run::Ended,
         session::{self, Intervals, Signals},
         stdout,
     },
     kernel::{
+        cgroupfs::Mounts,
         error::LoadError,
         filter::{Filter, FilterSpec},
         hook::HookChoice,
         loader::KernelAccess,
         modes::Modes,
     },
-    sys::clock::WallClock,
+    sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
 /// Tasks each kernel table holds per interval, unless `--max-tasks` says.
@@ -65,6 +70,7 @@ pub async fn run(
     // The first interval starts before the banner: whatever a reader of
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
+    let mut throttle = watch_throttling();
     let mut started = Instant::now();
     if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
@@ -75,7 +81,10 @@ pub async fn run(
         let stop = intervals.next(&mut signals, &filter).await;
         let interval = collector.end_interval(&mut tracer)?;
         let tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
+        throttle.end_interval();
+        let throttled = throttled_pids(&throttle, &tables);
         let report = Report {
+            throttled: &throttled,
             hook: tracer.mode(),
             tables: &tables,
             interval: &interval,
@@ -98,6 +107,51 @@ pub async fn run(
         }
         started = Instant::now();
     }
+}
+
+/// Starts telling throttled waits from wakes onto an idle CPU (both end on
+/// an idle CPU, culprit swapper), in the cpu controller's hierarchies.
+pub fn watch_throttling() -> ThrottleWatch {
+    let mounts = Mounts::read();
+    ThrottleWatch::start(mounts.v2.as_deref(), mounts.v1_cpu.as_deref())
+}
+
+/// The processes of the rows' idle-ended waits whose cgroup was throttled
+/// in the interval `watch` last ended: victims whose longest wait's culprit
+/// was idle, and the longest victims of the idle culprits.
+pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
+    let victims = tables
+        .victims
+        .iter()
+        .filter(|r| r.other.tid == 0)
+        .map(|r| r.task.tgid);
+    let of_idle = tables
+        .culprits
+        .iter()
+        .filter(|r| r.task.tid == 0)
+        .map(|r: &Row| r.other.tgid);
+    victims
+        .chain(of_idle)
+        .filter(|&pid| pid != 0 && watch.throttled(pid))
+        .collect()
+}
+
+/// `throttled_pids`, over an interval's rows before any ranking (`top`).
+pub fn throttled_in(watch: &ThrottleWatch, interval: &Interval) -> HashSet<u32> {
+    let victims = interval
+        .victims
+        .iter()
+        .filter(|v| v.max_other.tid == 0)
+        .map(|v| v.task.tgid);
+    let of_idle = interval
+        .culprits
+        .iter()
+        .filter(|c| c.task.tid == 0)
+        .map(|c| c.max_other.tgid);
+    victims
+        .chain(of_idle)
+        .filter(|&pid| pid != 0 && watch.throttled(pid))
+        .collect()
 }
 
 /// Loads the histogram with the victims tables (Modes::

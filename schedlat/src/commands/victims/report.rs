@@ -2,14 +2,14 @@
 //! latency style) or as one JSON object (docs/json.md,
 //! `schedlat.victims.v1`).
 
-use std::{fmt::Write as _, time::Duration};
+use std::{collections::HashSet, fmt::Write as _, time::Duration};
 
 use serde::Serialize;
 
 use crate::{
     analysis::{
         fmt_ns,
-        task::{self, TaskJson},
+        task::{self, IdleWait, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
     collect::victims::Interval,
@@ -21,6 +21,9 @@ pub const SCHEMA: &str = "schedlat.victims.v1";
 
 /// Everything one report shows.
 pub struct Report<'a> {
+    /// Processes whose cgroup was throttled in the interval: their waits
+    /// that ended on an idle CPU were throttling (task::IdleWait).
+    pub throttled: &'a HashSet<u32>,
     pub hook: HookMode,
     pub tables: &'a Tables,
     pub interval: &'a Interval,
@@ -47,16 +50,17 @@ pub fn text(r: &Report) -> String {
     );
     let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX");
     for row in &r.tables.victims {
-        task_row(&mut out, row, r.clock);
+        task_row(&mut out, row, r, true);
     }
     more(&mut out, r.tables.totals.0, r.tables.victims.len());
     let _ = writeln!(
         out,
         "culprits (the task on the CPU when a wait ended), by {by}:"
     );
+    let _ = writeln!(out, "{CULPRIT_RULE}");
     let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX");
     for row in &r.tables.culprits {
-        task_row(&mut out, row, r.clock);
+        task_row(&mut out, row, r, false);
     }
     more(&mut out, r.tables.totals.1, r.tables.culprits.len());
     let _ = writeln!(out, "culprit processes, by {by}:");
@@ -72,10 +76,25 @@ pub fn text(r: &Report) -> String {
     out
 }
 
-fn task_row(out: &mut String, row: &Row, clock: WallClock) {
+/// The culprit rule, said where culprits are shown (docs/victims.md).
+pub const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
+
+/// A victim row names its longest wait's culprit; a culprit row its
+/// longest victim, and for the idle task what its waits were.
+fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
+    let other = if victim {
+        task::culprit(&row.other, row.task.tgid, r.throttled)
+    } else {
+        task::short(&row.other)
+    };
+    let idle = if !victim && row.task.tid == 0 {
+        format!("  {}", IdleWait::of(row.other.tgid, r.throttled).label())
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4}  {} {}",
+        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4}  {} {}{idle}",
         row.task.tid,
         row.task.tgid,
         task::comm(&row.task),
@@ -84,9 +103,9 @@ fn task_row(out: &mut String, row: &Row, clock: WallClock) {
         fmt_ns(row.total_ns),
         fmt_ns(row.avg_ns()),
         fmt_ns(row.max_ns),
-        local_time_us(clock.unix_ns(row.max_at_ns)),
+        local_time_us(r.clock.unix_ns(row.max_at_ns)),
         row.max_cpu,
-        task::short(&row.other),
+        other,
         task::sched_label(&row.other),
     );
 }
@@ -204,6 +223,11 @@ struct RowJson {
     max_culprit: Option<TaskJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_victim: Option<TaskJson>,
+    /// When the culprit is an idle task (victims: of the longest wait;
+    /// culprits: the row's own task): what the wait was, "throttled" or
+    /// "woken-onto-idle-cpu".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_wait: Option<IdleWait>,
 }
 
 #[derive(Serialize)]
@@ -217,18 +241,24 @@ struct ProcessJson {
     max_ns: u64,
 }
 
-fn row_json(row: &Row, clock: WallClock, victim: bool) -> RowJson {
+fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
     let other = TaskJson::from(&row.other);
+    let (culprit, victim_pid) = if victim {
+        (&row.other, row.task.tgid)
+    } else {
+        (&row.task, row.other.tgid)
+    };
     RowJson {
         task: TaskJson::from(&row.task),
         count: row.count,
         total_ns: row.total_ns,
         avg_ns: row.avg_ns(),
         max_ns: row.max_ns,
-        max_time_unix_ns: clock.unix_ns(row.max_at_ns),
+        max_time_unix_ns: r.clock.unix_ns(row.max_at_ns),
         max_cpu: row.max_cpu,
         max_culprit: victim.then(|| other.clone()),
         max_victim: (!victim).then_some(other),
+        idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
     }
 }
 
@@ -258,16 +288,8 @@ pub fn json(r: &Report) -> String {
         discarded: Discarded {
             negative_delta: r.interval.discarded_negative,
         },
-        victims: t
-            .victims
-            .iter()
-            .map(|v| row_json(v, r.clock, true))
-            .collect(),
-        culprits: t
-            .culprits
-            .iter()
-            .map(|c| row_json(c, r.clock, false))
-            .collect(),
+        victims: t.victims.iter().map(|v| row_json(v, r, true)).collect(),
+        culprits: t.culprits.iter().map(|c| row_json(c, r, false)).collect(),
         culprit_processes: t
             .processes
             .iter()
@@ -302,7 +324,17 @@ mod tests {
     use crate::analysis::{task::tests::task, victims::rank};
 
     fn report_of(interval: &Interval, tables: &Tables, f: fn(&Report) -> String) -> String {
+        report_throttled(interval, tables, &HashSet::new(), f)
+    }
+
+    fn report_throttled(
+        interval: &Interval,
+        tables: &Tables,
+        throttled: &HashSet<u32>,
+        f: fn(&Report) -> String,
+    ) -> String {
         let r = Report {
+            throttled,
             hook: HookMode::Btf,
             tables,
             interval,
@@ -367,5 +399,67 @@ mod tests {
         assert_eq!(v["culprit_processes"][0]["threads"], 1);
         assert_eq!(v["overflow"]["victim_waits"], 0);
         assert_eq!(v["sort"], "max");
+    }
+
+    /// Issue 19: waits that ended on an idle CPU say what they were, in
+    /// the text and the JSON, and the culprit rule is stated.
+    #[test]
+    fn idle_culprits_say_throttled_or_woken() {
+        let idle = task(0, 0, "swapper/1", 0, 0, 0);
+        let boxed = task(500, 500, "worker", 0, 0, 0);
+        let sleeper = task(600, 600, "sleeper", 0, 0, 0);
+        let victim = |t, n| WaitStats {
+            task: t,
+            count: n,
+            total_ns: n * 1_000_000,
+            max_ns: 2_000_000,
+            max_other: idle,
+            max_cpu: 1,
+            ..Default::default()
+        };
+        let i = Interval {
+            victims: vec![victim(boxed, 50), victim(sleeper, 10)],
+            culprits: vec![WaitStats {
+                task: idle,
+                count: 60,
+                total_ns: 60_000_000,
+                max_ns: 2_000_000,
+                max_other: boxed,
+                max_cpu: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = rank(&i.victims, &i.culprits, SortKey::Total, 20);
+        let throttled = HashSet::from([500]);
+        let out = report_throttled(&i, &t, &throttled, text);
+        let line = |name: &str| out.lines().find(|l| l.contains(name)).unwrap().to_string();
+        assert!(
+            line(" worker ").contains("swapper/1 (throttled: cgroup quota)"),
+            "{out}"
+        );
+        assert!(
+            line(" sleeper ").contains("swapper/1 (idle: woken onto an idle CPU)"),
+            "{out}"
+        );
+        let idle_row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("0 "))
+            .unwrap();
+        assert!(idle_row.ends_with("(throttled: cgroup quota)"), "{out}");
+        assert!(
+            out.contains("whoever held the CPU when the wait ended"),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&report_throttled(&i, &t, &throttled, json)).unwrap();
+        assert_eq!(v["victims"][0]["idle_wait"], "throttled");
+        assert_eq!(v["victims"][1]["idle_wait"], "woken-onto-idle-cpu");
+        assert_eq!(v["culprits"][0]["idle_wait"], "throttled");
+        // A busy culprit has no idle_wait.
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        assert!(v["victims"][0].get("idle_wait").is_none());
     }
 }

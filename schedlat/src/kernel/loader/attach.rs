@@ -8,10 +8,13 @@ use schedlat_common::names;
 
 use crate::kernel::{error::LoadError, hook::HookMode};
 
+/// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
+/// of a verifier refusal then (offsets of another kernel's task_struct).
 pub(super) fn attach(
     ebpf: &mut Ebpf,
     mode: HookMode,
     btf: Option<&aya::Btf>,
+    custom_btf: bool,
     btf_programs: &[(&'static str, &'static str)],
 ) -> Result<(), LoadError> {
     let fail = |program, step, error, hint| LoadError::Program {
@@ -25,12 +28,25 @@ pub(super) fn attach(
         HookMode::Btf => {
             let btf = btf.expect("BTF is parsed whenever tp_btf is a candidate");
             const HINT: &str = " (the kernel may lack tp_btf support, 5.5+; try --hook tp)";
+            const BTF_HINT: &str = " (the --btf file is the likely cause: offsets from another kernel's BTF make the verifier refuse the programs; drop --btf, or give this kernel's)";
+            // The victims tables' sched_switch program allocates rows with
+            // an atomic fetch-and-add (BPF_ATOMIC | BPF_FETCH), which
+            // verifiers before 5.12 refuse ("BPF_STX uses reserved
+            // fields"); classic tracepoints cannot help there.
+            const VICTIMS_HINT: &str = " (the victims tables need kernel 5.12 or newer: their program uses a BPF atomic fetch-and-add; the histogram modes and `schedlat slow` work on older kernels)";
             for &(program, tracepoint) in btf_programs {
+                let hint = if program == names::BTF_SWITCH_VICTIMS {
+                    VICTIMS_HINT
+                } else {
+                    HINT
+                };
+                // A verifier refusal with --btf is most likely the file's.
+                let load_hint = if custom_btf { BTF_HINT } else { hint };
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                 prog.load(tracepoint, btf)
-                    .map_err(|e| fail(program, "load", e, HINT))?;
+                    .map_err(|e| fail(program, "load", e, load_hint))?;
                 prog.attach()
-                    .map_err(|e| fail(program, "attach", e, HINT))?;
+                    .map_err(|e| fail(program, "attach", e, hint))?;
             }
         }
         HookMode::Tracepoint => {

@@ -4,6 +4,7 @@
 mod attach;
 mod globals;
 mod plan;
+mod release;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,8 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub struct KernelSources {
     pub btf: Option<PathBuf>,
     pub tracefs: Option<PathBuf>,
+    /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
+    pub force_memory: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -63,42 +66,37 @@ pub fn load(
     if EBPF_OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
+    let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let memory_notes = crate::kernel::map_memory::check(modes, cpus, sources.force_memory)
+        .map_err(LoadError::MapMemory)?;
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
-    std::thread::scope(|scope| {
-        // aya 0.14's EbpfLoader::new() parses all of the kernel's BTF
-        // (~17 ms here) before anything can be configured. Nothing below
-        // needs it until the object is loaded, so it runs on a second
-        // thread while this one resolves offsets and the attach BTF.
-        let loader = scope.spawn(EbpfLoader::new);
-        let hierarchy = cgroup_hierarchy(filter, modes)?;
-        let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
-        let mut loader = loader.join().expect("EbpfLoader::new panicked");
-        // A custom BTF replaces the one the loader parsed from sysfs. The
-        // loader only uses it for CO-RE relocations, which Rust eBPF
-        // objects do not have, so the prefix serves.
-        if sources.btf.is_some() {
-            loader.btf(plan.attach_btf.as_ref());
-        }
-        let compute = modes.configure(&mut loader, unit_ns)?;
-        let config = KernelConfig::new(&plan.globals, filter, compute);
-        config.configure(&mut loader)?;
-        let mut ebpf = loader
-            .load(EBPF_OBJECT)
-            .map_err(|e| LoadError::Object(Box::new(e)))?;
-        let btf_programs = plan.btf_programs;
-        let (mode, notes) = plan.attach_first_working(choice, &mut ebpf)?;
-        let programs = match mode {
-            HookMode::Btf => btf_programs.to_vec(),
-            HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
-        };
-        Ok(Loaded {
-            ebpf,
-            mode,
-            programs,
-            notes,
-            cgroup_hierarchy: hierarchy,
-        })
+    // The patched aya (vendor/aya/PATCHED.md) parses the kernel's BTF only
+    // for CO-RE relocations, which Rust eBPF objects do not have: the
+    // loader costs nothing until `load`.
+    let hierarchy = cgroup_hierarchy(filter, modes)?;
+    let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
+    let mut loader = EbpfLoader::new();
+    let compute = modes.configure(&mut loader, unit_ns)?;
+    let config = KernelConfig::new(&plan.globals, filter, compute);
+    config.configure(&mut loader)?;
+    let mut ebpf = loader
+        .load(EBPF_OBJECT)
+        .map_err(|e| LoadError::Object(Box::new(e)))?;
+    let btf_programs = plan.btf_programs;
+    let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
+    notes.extend(memory_notes);
+    let programs = match mode {
+        HookMode::Btf => btf_programs.to_vec(),
+        HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
+    };
+    release::startup_memory(EBPF_OBJECT);
+    Ok(Loaded {
+        ebpf,
+        mode,
+        programs,
+        notes,
+        cgroup_hierarchy: hierarchy,
     })
 }

@@ -13,8 +13,8 @@ use schedlat_common::{
 
 use super::{KernelSources, attach::attach};
 use crate::kernel::{
+    attach_btf,
     btf::{self, CssChoice, VMLINUX_BTF},
-    btf_prefix,
     cgroupfs::{Hierarchy, Mounts},
     error::LoadError,
     filter::Filter,
@@ -41,12 +41,16 @@ fn tp_offsets(tracefs: &Path) -> Result<TpOffsets, TracefsError> {
     let switch = Format::read(tracefs, "sched", "sched_switch")?;
     let wakeup = Format::read(tracefs, "sched", "sched_wakeup")?;
     let exit = Format::read(tracefs, "sched", "sched_process_exit")?;
+    for format in [&switch, &wakeup, &exit] {
+        format.validate()?;
+    }
+    // pid_t is 4 bytes; prev_state is a long (4 on 32-bit kernels).
     Ok(TpOffsets {
-        switch_prev_pid: switch.offset("prev_pid")?,
-        switch_prev_state: switch.offset("prev_state")?,
-        switch_next_pid: switch.offset("next_pid")?,
-        wakeup_pid: wakeup.offset("pid")?,
-        exit_pid: exit.offset("pid")?,
+        switch_prev_pid: switch.offset_sized("prev_pid", &[4])?,
+        switch_prev_state: switch.offset_sized("prev_state", &[4, 8])?,
+        switch_next_pid: switch.offset_sized("next_pid", &[4])?,
+        wakeup_pid: wakeup.offset_sized("pid", &[4])?,
+        exit_pid: exit.offset_sized("pid", &[4])?,
         // TASK_REPORT_MAX has been 0x100 since 4.14; older print formats
         // are parsed, and this is the fallback.
         state_mask: tracefs::runnable_state_mask(&switch).unwrap_or(0xff),
@@ -62,6 +66,11 @@ pub(super) struct Plan {
     pub(super) globals: Globals,
     pub(super) attach_btf: Option<aya::Btf>,
     pub(super) notes: Vec<String>,
+    /// Why a fallback mode is unavailable: said only if the modes before it
+    /// fail, since a run on tp_btf does not need tracefs at all.
+    pub(super) fallback_notes: Vec<String>,
+    /// The offsets come from `--btf`, not the running kernel's BTF.
+    pub(super) custom_btf: bool,
 }
 
 impl Plan {
@@ -76,6 +85,7 @@ impl Plan {
     ) -> Result<Plan, LoadError> {
         let btf_path = sources.btf.clone().unwrap_or_else(|| VMLINUX_BTF.into());
         let mut notes = Vec::new();
+        let mut fallback_notes = Vec::new();
         let mut globals = Globals::default();
         let mut attach_btf = None;
         let mut candidates = match choice {
@@ -120,7 +130,7 @@ impl Plan {
                 Ok(offsets) => globals.tp = Some(offsets),
                 // Only fatal when it is the last way left.
                 Err(e) if candidates.len() > 1 => {
-                    notes.push(format!("classic tracepoints unavailable: {e}"));
+                    fallback_notes.push(format!("classic tracepoints unavailable: {e}"));
                     candidates.retain(|m| *m != HookMode::Tracepoint);
                 }
                 Err(e) => return Err(e.into()),
@@ -132,6 +142,8 @@ impl Plan {
             globals,
             attach_btf,
             notes,
+            fallback_notes,
+            custom_btf: sources.btf.is_some(),
         })
     }
 
@@ -144,7 +156,13 @@ impl Plan {
         let mut notes = self.notes;
         let mut failures = Vec::new();
         for mode in self.candidates {
-            match attach(ebpf, mode, self.attach_btf.as_ref(), &self.btf_programs) {
+            match attach(
+                ebpf,
+                mode,
+                self.attach_btf.as_ref(),
+                self.custom_btf,
+                &self.btf_programs,
+            ) {
                 Ok(()) => {
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok((mode, notes));
@@ -154,6 +172,7 @@ impl Plan {
             }
         }
         notes.extend(failures);
+        notes.extend(self.fallback_notes);
         Err(LoadError::NoHookMode(notes))
     }
 }
@@ -176,12 +195,20 @@ struct BtfFacts {
     attach_btf: aya::Btf,
 }
 
-/// task_struct offsets, and the BTF the tp_btf attach needs (a prefix of the
-/// kernel's, see btf_prefix.rs), from the BTF at `path`; and the chains
-/// `wants` names (the run-queue length only if this kernel has it).
+/// task_struct offsets, and the BTF the tp_btf attach needs (a stand-in
+/// with the kernel's ids, see attach_btf.rs), from the BTF at `path`; and
+/// the chains `wants` names (the run-queue length only if this kernel has
+/// it).
 fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     let btf = btf::open(path)?;
     let task = btf::task_offsets(&btf, path)?;
+    // Without fault injection, which replaces the pid offset on purpose.
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        use crate::kernel::btf_check;
+        btf_check::check_plausible(&task, btf::task_struct_size(&btf, path)?, path)?;
+        btf_check::check_against_running(&task, path)?;
+    }
     let rq = wants.rq_len.then(|| btf::rq_offsets(&btf, path)).flatten();
     let cgroup = match &wants.cgroups {
         Some(css) => Some(btf::cgroup_offsets(&btf, path, css)?),
@@ -192,13 +219,12 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         false => None,
     };
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
-    let last_id = btf::last_tracepoint_id(&btf, path, &tracepoints)?;
-    let blob = btf_prefix::prefix_blob(path, last_id)?;
-    let attach_btf = aya::Btf::parse(&blob, aya::Endianness::default()).map_err(|error| {
-        LoadError::LoaderBtf {
-            path: path.to_path_buf(),
-            error,
-        }
+    let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
+    // The parse (and its mapping of the file) is not needed past here.
+    drop(btf);
+    let attach_btf = attach_btf::stand_in(&ids).map_err(|error| LoadError::LoaderBtf {
+        path: path.to_path_buf(),
+        error,
     })?;
     Ok(BtfFacts {
         task,
