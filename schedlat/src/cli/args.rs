@@ -13,7 +13,7 @@ use crate::{
         diagnose::DiagnoseOptions,
         recorder::{RecorderOptions, Trigger},
         replay::ReplayOptions,
-        serve::{ServeOptions, listen},
+        serve::{KeyBuckets, Pins, ServeOptions, listen},
         slow::{SlowOptions, parse_duration_ns},
         top::TopOptions,
         victims::{DEFAULT_MAX_TASKS, VictimsOptions},
@@ -165,10 +165,33 @@ pub struct ServeArgs {
     )]
     pub pids: bool,
 
-    /// At most N per-key series; keys first seen beyond them are summed into
-    /// one series labelled "__overflow__" (and counted)
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    /// At most N per-key series per scrape, besides pinned ones: the keys
+    /// that waited most since the previous scrape; the others' waits are
+    /// summed into one series labelled "__overflow__"
+    #[arg(long, value_name = "N", default_value_t = 250, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
     pub max_series: u32,
+
+    /// Keys that always get a series: a PID or comm with --pids, a cgroup
+    /// path (as in the cgroup label) with --cgroups; repeat or comma-separate
+    #[arg(
+        long,
+        value_name = "KEY",
+        value_delimiter = ',',
+        requires = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub pin: Vec<String>,
+
+    /// Buckets of the per-key families: log2 (one per power of two, a
+    /// percentile within 2x) or fine (as the total, within 25%)
+    #[arg(
+        long,
+        value_name = "LAYOUT",
+        default_value = "log2",
+        requires = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub key_buckets: KeyBuckets,
 
     /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
     /// in schedlat_unkeyed_waits_total
@@ -187,6 +210,10 @@ impl ServeArgs {
             listen: self.listen,
             keyed: self.keyed(),
             max_series: self.max_series,
+            key_buckets: self.key_buckets,
+            pins: Pins {
+                values: self.pin.clone(),
+            },
         }
     }
 

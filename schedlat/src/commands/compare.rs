@@ -299,7 +299,8 @@ fn side_by_side(before: &[u64], after: &[u64], unit: &str) -> String {
         .unwrap_or(0)
         .max(1);
     let bar = |n: u64| {
-        let stars = (n * WIDTH / max) as usize;
+        // u128: a count near u64::MAX (a corrupt file) must not overflow.
+        let stars = (u128::from(n) * u128::from(WIDTH) / u128::from(max)) as usize;
         format!(
             "|{}{}|",
             "*".repeat(stars),

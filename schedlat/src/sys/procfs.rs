@@ -198,8 +198,14 @@ pub fn parse_proc_stat(text: &str) -> Result<CpuTimes, ParseError> {
                     return Err(bad("/proc/stat", line));
                 }
                 // user nice system idle iowait irq softirq steal ...
-                let idle = v[3] + v[4];
-                let total: u64 = v.iter().take(8).sum();
+                // Found by fuzzing: the sums are checked, a corrupt line is
+                // an error rather than a wrapped or panicking total.
+                let total = v
+                    .iter()
+                    .take(8)
+                    .try_fold(0u64, |sum, &t| sum.checked_add(t))
+                    .ok_or_else(|| bad("/proc/stat", line))?;
+                let idle = v[3].saturating_add(v[4]).min(total);
                 times.per_cpu.push((total - idle, total));
             }
             Some("procs_running") => {

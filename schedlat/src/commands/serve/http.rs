@@ -190,8 +190,8 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let format = negotiate(accept);
-    let snapshot = match source.snapshot() {
-        Ok(s) => s,
+    let body = match source.serve(format) {
+        Ok(body) => body,
         Err(e) => {
             say!("schedlat: scrape failed: {e}");
             return plain(
@@ -200,7 +200,6 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
             );
         }
     };
-    let body = snapshot.encode(format);
     let mut response = Response::new(Full::new(Bytes::from(body)));
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&format.content_type()) {

@@ -7,6 +7,7 @@
 //! - scrape: what a scrape reads from the kernel;
 //! - keyed: the per-cgroup or per-process series and `--max-series`;
 //! - metrics: the snapshot and its encoding (prometheus-client);
+//! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding.
 
@@ -16,6 +17,7 @@ mod keyed;
 pub mod listen;
 mod metrics;
 pub(crate) mod negotiate;
+mod own;
 mod scrape;
 
 use std::{net::SocketAddr, rc::Rc, time::Duration};
@@ -24,6 +26,7 @@ use anyhow::{Context, Result};
 use schedlat_common::scope::Breakdown;
 use tokio::task::LocalSet;
 
+pub use self::{buckets::KeyBuckets, keyed::Pins};
 use crate::{
     commands::{
         run::Ended,
@@ -41,8 +44,12 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Per-key series (`--cgroups`, `--pids`) and the kernel's key limit.
     pub keyed: Option<Keyed>,
-    /// At most this many per-key series.
+    /// At most this many per-key series per scrape, pinned ones aside.
     pub max_series: u32,
+    /// The per-key families' buckets.
+    pub key_buckets: KeyBuckets,
+    /// Keys that always get a series.
+    pub pins: Pins,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -67,17 +74,27 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     }
     if let Some(k) = keyed {
         say!(
-            "schedlat: per-{} series, at most {} (--max-series), {} keys in the kernel (--max-keys)",
+            "schedlat: per-{} series, at most {} per scrape (--max-series){}, {} keys in the kernel (--max-keys)",
             if k.by == Breakdown::Cgroup {
                 "cgroup"
             } else {
                 "process"
             },
             args.max_series,
+            if args.pins.values.is_empty() {
+                String::new()
+            } else {
+                format!(" plus pinned {}", args.pins.values.join(", "))
+            },
             k.max_keys
         );
     }
-    let keyed = keyed.map(|k| (k.by, args.max_series));
+    let keyed = keyed.map(|k| scrape::KeyedOptions {
+        by: k.by,
+        max_series: args.max_series,
+        layout: args.key_buckets,
+        pins: args.pins.clone(),
+    });
     let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
@@ -87,7 +104,9 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     let connections = LocalSet::new();
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
-    // With -p, a target that exits ends the run, as in histogram mode.
+    // With -p/-t, a target that exits does not end the run (unlike the
+    // histogram mode): the scrape target stays up, with what it measured,
+    // and says the process is gone (schedlat_target_alive 0).
     let mut watch = tokio::time::interval(Duration::from_millis(500));
     connections
         .run_until(async {
@@ -105,10 +124,9 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },
-                    _ = watch.tick(), if filter.is_active() => {
-                        if !filter.target_alive() {
-                            say!("schedlat: the target process exited; stopping");
-                            break;
+                    _ = watch.tick(), if filter.tgid.is_some() || filter.tid.is_some() => {
+                        if source.target_exited(filter.target_alive()) {
+                            say!("schedlat: the target process exited; still serving (schedlat_target_alive 0)");
                         }
                     }
                     _ = signals.recv() => break,
