@@ -98,6 +98,14 @@ fn cpu_lists_are_checked_as_a_bad_command_line() {
     assert_usage_error(&["--cpu", "99999", "1", "1"], "CPU 99999 does not exist");
 }
 
+/// Defect 11: scopes diagnose does not take are a bad command line.
+#[test]
+fn diagnose_refuses_a_thread_scope_with_status_2() {
+    // diagnose does not take -t at all (its help lists only -p and -c):
+    // clap refuses it as an unknown argument.
+    assert_usage_error(&["diagnose", "-t", "1"], "unexpected argument '-t'");
+}
+
 /// Defect 14: a long `--comm` is a bad command line whose suggestion is
 /// cut at a character, not inside one.
 #[test]
