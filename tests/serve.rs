@@ -21,7 +21,7 @@ use common::{
     prometheus::{PROMTOOL, Prometheus, unix_now},
     require_root, run_schedlat,
     serve::Server,
-    workload,
+    sleeper, workload,
 };
 
 const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
@@ -554,4 +554,102 @@ fn serve_keeps_serving_when_the_target_exits() {
     let addr = server.addr;
     assert!(server.stop_with(libc::SIGINT).success());
     assert!(nothing_listens(addr));
+}
+
+/// `serve --ring`: after a few seconds with waits (a sleeper among CPU
+/// hogs), `POST /snapshot` answers 202 with the dump's directory, written
+/// off the serving thread, which `replay` reads back as per-second
+/// intervals with those waits; `/metrics` still answers; GET is refused.
+#[test]
+fn post_snapshot_dumps_the_flight_recorder() {
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-serve-ring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let before_ns = (unix_now() * 1e9) as u64;
+    let server = Server::start(&[
+        "--ring",
+        "30s",
+        "--dump-dir",
+        dir.to_str().unwrap(),
+        "--slow-threshold",
+        "1ms",
+    ]);
+    {
+        let cpu = workload::workload_cpu();
+        let _hogs = workload::Hogs::start_named(cpu, sleeper::HOGS, sleeper::HOG);
+        let rounds = (4_000 / sleeper::PERIOD.as_millis()) as u32;
+        workload::named_sleeper(cpu, sleeper::PERIOD, rounds, "snap-sleeper");
+    }
+    let get = http::get(server.addr, "/snapshot", None).unwrap();
+    assert_eq!(get.status, 405, "{get:?}");
+    assert_eq!(get.header("allow"), Some("POST"), "{get:?}");
+
+    let posted = http::post(server.addr, "/snapshot").unwrap();
+    assert_eq!(posted.status, 202, "{posted:?}\n{}", server.stderr());
+    let path = posted
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("dump: "))
+        .unwrap_or_else(|| panic!("no `dump: PATH` in {:?}", posted.body));
+    let path = std::path::PathBuf::from(path);
+    assert!(path.starts_with(&dir), "{path:?} is not in {dir:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.join("dump.jsonl").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{path:?} not written within 30 s: {}",
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let metrics = http::get(server.addr, "/metrics", None).unwrap();
+    assert_eq!(metrics.status, 200);
+
+    let out = Command::new(SCHEDLAT)
+        .arg("replay")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let intervals: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["type"] == "interval")
+        .collect();
+    // About 4 s of sleeper plus start-up: at least 3 whole seconds, all
+    // after serve started, and with the sleeper's waits in them.
+    assert!(intervals.len() >= 3, "{stdout}");
+    assert!(
+        intervals
+            .iter()
+            .all(|i| i["start_unix_ns"].as_u64().unwrap() >= before_ns),
+        "{stdout}"
+    );
+    let waits: u64 = intervals.iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert!(waits >= 100, "{waits} waits in {stdout}");
+    let status = server.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--ring`, `/snapshot` says how to get one.
+#[test]
+fn post_snapshot_without_a_ring_says_how_to_get_one() {
+    if !require_root() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let r = http::post(server.addr, "/snapshot").unwrap();
+    assert_eq!(r.status, 404, "{r:?}");
+    assert!(r.body.contains("--ring"), "{}", r.body);
+    let metrics = http::get(server.addr, "/metrics", None).unwrap();
+    assert_eq!(metrics.status, 200);
 }

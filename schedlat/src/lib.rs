@@ -67,7 +67,10 @@ pub fn main() -> ExitCode {
         }
         Some(cli::Command::Record(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
-            match args.ring.options(cli::unit(args.milliseconds)) {
+            match args
+                .ring
+                .options(cli::unit(args.milliseconds), args.ring_cgroups.series())
+            {
                 Some(ring) => runtime.block_on(recorder::run(&ring, &kernel, &filter)),
                 // clap requires both without --ring.
                 None => runtime.block_on(run::record(

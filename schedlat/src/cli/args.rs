@@ -197,6 +197,12 @@ pub struct ServeArgs {
     /// in schedlat_unkeyed_waits_total
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
     pub max_keys: u32,
+
+    // The flight recorder: `--ring DURATION` keeps the last DURATION,
+    // dumped on `POST /snapshot` (and on SIGHUP or a trigger).
+    #[command(flatten)]
+    pub ring: RingArgs,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -207,6 +213,9 @@ pub struct ServeArgs {
 impl ServeArgs {
     pub fn options(&self) -> ServeOptions {
         ServeOptions {
+            ring: self
+                .ring
+                .options(crate::collect::histogram::Unit::Usecs, None),
             listen: self.listen,
             keyed: self.keyed(),
             max_series: self.max_series,
@@ -347,10 +356,10 @@ impl BreakdownArgs {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(next_help_heading = "Flight recorder (record --ring)")]
+#[command(next_help_heading = "Flight recorder (--ring)")]
 pub struct RingArgs {
     /// Keep the last DURATION (e.g. 300s, 10m) always on, and dump it on
-    /// SIGHUP or a trigger
+    /// SIGHUP or a trigger (with serve, also on POST /snapshot)
     #[arg(long, value_name = "DURATION", value_parser = ring_secs)]
     pub ring: Option<u64>,
     /// Directory the dumps go to
@@ -367,13 +376,6 @@ pub struct RingArgs {
     #[arg(long, value_name = "N", default_value_t = 20_000, requires = "ring",
           value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub max_slow: u32,
-    /// Also one series per cgroup (the largest total wait first)
-    #[arg(long = "ring-cgroups", requires = "ring")]
-    pub cgroups: bool,
-    /// Per-cgroup series kept per second at most
-    #[arg(long, value_name = "N", default_value_t = 16, requires = "ring",
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub max_series: u32,
     /// Dump when this holds: p50, p90, p99, p999 or max over the trigger
     /// window above a duration (`p99>5ms`), or one wait at least that long
     /// (`slow>20ms`). Repeatable.
@@ -388,19 +390,44 @@ pub struct RingArgs {
 }
 
 impl RingArgs {
-    pub fn options(&self, unit: crate::collect::histogram::Unit) -> Option<RecorderOptions> {
+    /// The recorder's options; `cgroups`: per-cgroup series kept a second
+    /// (`record --ring-cgroups`; serve's ring keeps the total).
+    pub fn options(
+        &self,
+        unit: crate::collect::histogram::Unit,
+        cgroups: Option<u32>,
+    ) -> Option<RecorderOptions> {
         Some(RecorderOptions {
             window_s: self.ring?,
             dir: self.dump_dir.clone(),
             keep: self.keep as usize,
             slow_ns: self.slow_threshold,
             max_slow: self.max_slow as usize,
-            cgroups: self.cgroups.then_some(self.max_series),
+            cgroups,
             triggers: self.trigger.clone(),
             trigger_window_s: self.trigger_window,
             cooldown_s: self.cooldown,
             unit,
         })
+    }
+}
+
+/// `record --ring`'s per-cgroup series (serve has its own `--cgroups`).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Flight recorder (record --ring)")]
+pub struct RingCgroupArgs {
+    /// Also one series per cgroup (the largest total wait first)
+    #[arg(long = "ring-cgroups", requires = "ring")]
+    pub cgroups: bool,
+    /// Per-cgroup series kept per second at most
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "ring",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_series: u32,
+}
+
+impl RingCgroupArgs {
+    pub fn series(&self) -> Option<u32> {
+        self.cgroups.then_some(self.max_series)
     }
 }
 

@@ -139,6 +139,8 @@ pub struct RecordArgs {
 
     #[command(flatten)]
     pub ring: RingArgs,
+    #[command(flatten)]
+    pub ring_cgroups: args::RingCgroupArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,

@@ -9,7 +9,11 @@ use std::{
     fs::{self, File},
     io::BufWriter,
     path::{Path, PathBuf},
-    sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
+    },
     thread::JoinHandle,
 };
 
@@ -30,31 +34,90 @@ pub struct Job {
 }
 
 pub struct Writer {
-    jobs: Option<SyncSender<Job>>,
+    jobs: Option<SyncSender<(String, Job)>>,
     thread: Option<JoinHandle<()>>,
+    dir: PathBuf,
+    /// Dumps named so far (the `<n>` of the names).
+    named: AtomicU64,
+    /// Dumps handed over and not yet written (or failed).
+    pending: Arc<AtomicUsize>,
+}
+
+/// Why a dump asked for over HTTP was not taken.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Another dump is being written.
+    Busy,
+    /// The writer thread is gone.
+    Stopped,
 }
 
 impl Writer {
     pub fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
         // One dump written and one waiting: a request beyond is refused
         // (said on stderr) rather than queued without bound.
-        let (jobs, rx) = sync_channel::<Job>(1);
+        let (jobs, rx) = sync_channel::<(String, Job)>(1);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (at, done) = (dir.clone(), pending.clone());
         let thread = std::thread::Builder::new()
             .name("schedlat-dump".into())
-            .spawn(move || run(rx, &dir, keep))
+            .spawn(move || run(rx, &at, keep, &done))
             .context("starting the dump writer thread")?;
         Ok(Writer {
             jobs: Some(jobs),
             thread: Some(thread),
+            dir,
+            named: AtomicU64::new(0),
+            pending,
         })
     }
 
-    /// Hands a dump to the writer; never waits.
+    /// The directory the dump will have once written.
+    fn name(&self, job: &Job) -> String {
+        let n = self.named.fetch_add(1, Ordering::Relaxed) + 1;
+        format!(
+            "{PREFIX}{}-{n}-{}",
+            utc_stamp(job.window.meta.dumped_unix_ns),
+            job.kind
+        )
+    }
+
+    /// Hands a dump to the writer unless one is being written (a request
+    /// over HTTP, which is answered at once); never waits. The path is
+    /// where the dump will be once whole.
+    pub fn request_now(&self, job: Job) -> Result<PathBuf, Refused> {
+        let jobs = self.jobs.as_ref().ok_or(Refused::Stopped)?;
+        if self.pending.load(Ordering::Acquire) > 0 {
+            return Err(Refused::Busy);
+        }
+        let name = self.name(&job);
+        let path = self.dir.join(&name);
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        match jobs.try_send((name, job)) {
+            Ok(()) => Ok(path),
+            Err(e) => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
+                Err(match e {
+                    TrySendError::Full(_) => Refused::Busy,
+                    TrySendError::Disconnected(_) => Refused::Stopped,
+                })
+            }
+        }
+    }
+
+    /// Hands a dump to the writer; never waits. One may wait while
+    /// another is written (SIGHUP, triggers).
     pub fn request(&self, job: Job) {
         let Some(jobs) = &self.jobs else { return };
-        match jobs.try_send(job) {
+        let name = self.name(&job);
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let sent = jobs.try_send((name, job));
+        if sent.is_err() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+        match sent {
             Ok(()) => {}
-            Err(TrySendError::Full(job)) => say!(
+            Err(TrySendError::Full((_, job))) => say!(
                 "schedlat: dump ({}) not taken: one is being written and another waits; collection continues",
                 job.window.meta.reason
             ),
@@ -73,16 +136,11 @@ impl Writer {
     }
 }
 
-fn run(rx: Receiver<Job>, dir: &Path, keep: usize) {
-    let mut n = 0u64;
-    while let Ok(job) = rx.recv() {
-        n += 1;
-        let name = format!(
-            "{PREFIX}{}-{n}-{}",
-            utc_stamp(job.window.meta.dumped_unix_ns),
-            job.kind
-        );
-        match write_dump(dir, &name, &job.window) {
+fn run(rx: Receiver<(String, Job)>, dir: &Path, keep: usize, pending: &AtomicUsize) {
+    while let Ok((name, job)) = rx.recv() {
+        let written = write_dump(dir, &name, &job.window);
+        pending.fetch_sub(1, Ordering::AcqRel);
+        match written {
             Ok(path) => {
                 say!(
                     "schedlat: dumped {} s and {} slow waits ({}) to {}",

@@ -6,7 +6,7 @@
 //! (keyed.rs), and what the previous scrape cost.
 
 use std::{
-    cell::{Cell, RefCell},
+    cell::{Cell, RefCell, RefMut},
     time::Instant,
 };
 
@@ -115,6 +115,11 @@ impl Source {
             target_alive: target.then(|| Cell::new(true)),
             cost: Cell::new(None),
         }
+    }
+
+    /// The tracer, between scrapes (the flight recorder's seconds).
+    pub fn tracer(&self) -> RefMut<'_, Tracer> {
+        self.tracer.borrow_mut()
     }
 
     /// Records whether the -p/-t target still runs; true the first time it
