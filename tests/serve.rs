@@ -21,7 +21,7 @@ use common::{
     prometheus::{PROMTOOL, Prometheus, unix_now},
     require_root, run_schedlat,
     serve::Server,
-    workload,
+    sleeper, workload,
 };
 
 const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
@@ -230,17 +230,22 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket"
     );
 
-    // With -p, this process' own series holds the same waits as the total
-    // (read a moment earlier in each scrape): the same p99.
+    // The per-process family (--key-buckets log2, one bucket per power of
+    // two): its p99 lies in the same power of two as the true one, so within
+    // a factor of two of schedlat's own (the error its HELP states).
     let per_process = format!(
-        "histogram_quantile(0.99, rate({PROCESS_HISTOGRAM}_bucket{{job=\"schedlat\",pid=\"{me}\"}}[{window}s]))"
+        "histogram_quantile(0.99, sum by (le) (rate({PROCESS_HISTOGRAM}_bucket{{job=\"schedlat\",pid=\"{me}\"}}[{window}s])))"
     );
     let process_p99 = prometheus
         .query_value(&per_process, Some(ended))
         .unwrap_or_else(|| panic!("{per_process}: no result"));
+    eprintln!(
+        "per-process p99 (log2 buckets): {:.3} ms",
+        process_p99 * 1e3
+    );
     assert!(
-        (process_p99 - prom_p99).abs() <= 0.01 * prom_p99,
-        "per-process p99 {process_p99} s vs total {prom_p99} s"
+        (0.5 * own_p99..=2.0 * own_p99).contains(&process_p99),
+        "per-process p99 {process_p99} s vs schedlat {own_p99} s: beyond a factor of two"
     );
 
     // Prometheus negotiated OpenMetrics: only that format carries units.
@@ -302,14 +307,16 @@ fn non_loopback_listen_is_announced() {
     assert!(nothing_listens(loopback));
 }
 
-/// Per-cgroup `_count` samples of a classic-text scrape, by cgroup label.
+/// Per-cgroup `_count` samples of a classic-text scrape, by cgroup label
+/// (the first label; `scope` follows it under -c).
 fn cgroup_counts(body: &str) -> Vec<(String, u64)> {
     samples(body, &format!("{CGROUP_HISTOGRAM}_count"))
         .into_iter()
         .map(|(labels, v)| {
             let path = labels
                 .strip_prefix("cgroup=\"")
-                .and_then(|l| l.strip_suffix('"'))
+                .and_then(|l| l.split_once('"'))
+                .map(|(path, _)| path)
                 .unwrap_or_else(|| panic!("unexpected labels {labels}"));
             (path.to_string(), v as u64)
         })
@@ -350,16 +357,26 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
         let n = count_of(&counts, &group.rel)
             .unwrap_or_else(|| panic!("no series for {}: {counts:?}", group.rel));
         assert!(n >= 50, "{}: {n} waits: {counts:?}", group.rel);
+        // -c is a filter: the series say so.
+        let labels = format!(
+            "cgroup=\"{}\",scope=\"cgroup={}\",le=\"+Inf\"",
+            group.rel,
+            root.display()
+        );
         let inf = samples(&body, &format!("{CGROUP_HISTOGRAM}_bucket"))
             .into_iter()
-            .find(|(l, _)| *l == format!("cgroup=\"{}\",le=\"+Inf\"", group.rel))
+            .find(|(l, _)| *l == labels)
             .map(|(_, v)| v as u64);
         assert_eq!(inf, Some(n), "{}: +Inf bucket", group.rel);
     }
-    // Nothing overflowed (the default limit is 1000) and the key map holds
-    // every key.
-    assert_eq!(count_of(&counts, OVERFLOW), Some(0), "{counts:?}");
-    assert_eq!(sample(&body, "schedlat_overflow_keys_total"), Some(0.0));
+    // Nothing overflowed (the default limit is 250): no overflow series;
+    // and the key map holds every key.
+    assert_eq!(count_of(&counts, OVERFLOW), None, "{counts:?}");
+    assert_eq!(sample(&body, "schedlat_overflow_keys"), Some(0.0));
+    assert_eq!(
+        sample(&body, "schedlat_keyed_series"),
+        Some(counts.len() as f64)
+    );
     assert_eq!(sample(&body, "schedlat_unkeyed_waits_total"), Some(0.0));
     promtool_check(&body);
 
@@ -369,14 +386,35 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     assert!(nothing_listens(addr));
 }
 
-/// `--max-series 1` on a parent cgroup holding two test cgroups: exactly one
-/// keyed series, the other group's waits in the overflow series. Checked
-/// exactly once the load has ended, against a second serve without a limit
-/// attached to the same waits, and against the total. Then both groups are
-/// removed: the first scrape still exports them, the next drops the keyed
-/// series, and the overflow series keeps its count (it never goes down).
+/// Every series' last value, across scrapes: Prometheus keeps a series'
+/// last sample while it is left out.
+#[derive(Default)]
+struct LastValues(std::collections::BTreeMap<String, u64>);
+
+impl LastValues {
+    /// Takes a scrape's series; none went down (no false counter reset).
+    fn update(&mut self, counts: &[(String, u64)]) {
+        for (name, n) in counts {
+            let before = self.0.insert(name.clone(), *n).unwrap_or(0);
+            assert!(*n >= before, "{name} went down: {before} -> {n}");
+        }
+    }
+
+    fn sum(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+/// `--max-series 1` on a parent cgroup holding two test cgroups, A busy
+/// (a hog and a sleeper on one CPU) and B idle (a sleeper): in each scrape
+/// the group that waited most since the previous one gets the series, the
+/// other's new waits go to the overflow series. Across scrapes no series
+/// goes down, and the last value of every series, plus overflow, plus
+/// unkeyed, is the total; a second serve without a limit sees the same
+/// waits. With `--pin B` B has a series in every scrape. Then both groups
+/// are removed: idle and gone, they are left out, overflow keeps its count.
 #[test]
-fn max_series_folds_the_other_keys_into_the_overflow_series() {
+fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     if !require_root() {
         return;
     }
@@ -387,15 +425,41 @@ fn max_series_folds_the_other_keys_into_the_overflow_series() {
         TestCgroup::new(&root, "serve-limit/b"),
     );
     let limited = Server::start(&["--cgroups", "-c", &parent.path(), "--max-series", "1"]);
+    let pinned = Server::start(&[
+        "--cgroups",
+        "-c",
+        &parent.path(),
+        "--max-series",
+        "1",
+        "--pin",
+        &b.rel,
+    ]);
     let full = Server::start(&["--cgroups", "-c", &parent.path()]);
     let procs = busy_and_idle(&a, &b, 1);
-    thread::sleep(Duration::from_secs(2));
 
-    // While the load runs: one keyed series, one overflow, one folded key.
-    let running = cgroup_counts(&scrape_text(&limited));
-    assert_eq!(running.len(), 2, "{running:?}");
-    assert_eq!(running[1].0, OVERFLOW, "{running:?}");
-    assert!(running[1].1 > 0, "{running:?}");
+    let mut last = LastValues::default();
+    let mut overflowed = 0;
+    for _ in 0..5 {
+        thread::sleep(Duration::from_millis(400));
+        let body = scrape_text(&limited);
+        let counts = cgroup_counts(&body);
+        last.update(&counts);
+        let keyed: Vec<_> = counts.iter().filter(|(p, _)| p != OVERFLOW).collect();
+        assert!(keyed.len() <= 1, "{counts:?}");
+        let folded = sample(&body, "schedlat_overflow_keys").unwrap();
+        overflowed += folded as u64;
+        assert_eq!(
+            sample(&body, "schedlat_keyed_series"),
+            Some(counts.len() as f64)
+        );
+        let pinned_counts = cgroup_counts(&scrape_text(&pinned));
+        assert!(
+            count_of(&pinned_counts, &b.rel).is_some(),
+            "pinned {} missing: {pinned_counts:?}",
+            b.rel
+        );
+    }
+    assert!(overflowed > 0, "both groups wait: one overflowed");
 
     // The load ends; a killed shell's last `sleep` may still run a moment.
     drop(procs);
@@ -406,41 +470,186 @@ fn max_series_folds_the_other_keys_into_the_overflow_series() {
     let body = scrape_text(&limited);
     promtool_check(&body);
     let counts = cgroup_counts(&body);
-    let total = sample(&body, &format!("{HISTOGRAM}_count")).unwrap() as u64;
+    last.update(&counts);
+    let total = samples(&body, &format!("{HISTOGRAM}_count"))[0].1 as u64;
     let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
-    let unlimited = cgroup_counts(&scrape_text(&full));
-    assert_eq!(counts.len(), 2, "{counts:?}");
-    let (shown, shown_n) = counts[0].clone();
-    let overflow = count_of(&counts, OVERFLOW).unwrap();
-    let other = if shown == a.rel { &b.rel } else { &a.rel };
-    assert!(shown == a.rel || shown == b.rel, "{counts:?}");
-    assert_eq!(
-        sample(&body, "schedlat_overflow_keys_total"),
-        Some(1.0),
-        "{body}"
-    );
-    // The same waits, seen by the unlimited serve: the shown group's count,
-    // and the other group's in the overflow series.
-    assert_eq!(count_of(&unlimited, &shown), Some(shown_n), "{unlimited:?}");
-    assert_eq!(count_of(&unlimited, other), Some(overflow), "{unlimited:?}");
-    assert!(shown_n >= 50 && overflow >= 50, "{counts:?}");
-    // Every wait of the total is in exactly one series, or unkeyed.
+    let overflow = count_of(&counts, OVERFLOW).expect("something overflowed");
     assert_eq!(unkeyed, 0);
-    assert_eq!(shown_n + overflow + unkeyed, total, "{counts:?}");
+    // Every wait of the total is in exactly one series, or unkeyed.
+    assert_eq!(last.sum() + unkeyed, total, "{:?}", last.0);
+    let unlimited = cgroup_counts(&scrape_text(&full));
+    let both = count_of(&unlimited, &a.rel).unwrap() + count_of(&unlimited, &b.rel).unwrap();
+    assert_eq!(both, last.sum(), "{unlimited:?} vs {:?}", last.0);
+    assert!(overflow >= 50, "{:?}", last.0);
 
-    // Remove both groups: exported once more (no wait since the last
-    // scrape, so deleted now), then the keyed series is gone and overflow
-    // keeps its count.
+    // Remove both groups: idle and gone, they are left out and deleted;
+    // overflow keeps its count.
     drop(b);
     drop(a);
-    let again = cgroup_counts(&scrape_text(&limited));
-    assert_eq!(again, counts);
-    let after = cgroup_counts(&scrape_text(&limited));
-    assert_eq!(after, [(OVERFLOW.to_string(), overflow)]);
+    for _ in 0..2 {
+        let after = cgroup_counts(&scrape_text(&limited));
+        assert_eq!(after, [(OVERFLOW.to_string(), overflow)]);
+    }
 
-    let (l, f) = (limited.addr, full.addr);
-    assert!(limited.stop_with(libc::SIGINT).success());
-    assert!(full.stop_with(libc::SIGINT).success());
-    assert!(nothing_listens(l) && nothing_listens(f));
+    let addrs = [limited.addr, pinned.addr, full.addr];
+    for server in [limited, pinned, full] {
+        assert!(server.stop_with(libc::SIGINT).success());
+    }
+    assert!(addrs.iter().all(|&a| nothing_listens(a)));
     drop(parent);
+}
+
+/// Under a filter every histogram series is labelled with its scope, and
+/// passes promtool; the per-process family with it too.
+#[test]
+fn filtered_series_are_labelled_with_their_scope() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload::workload_cpu().to_string();
+    let server = Server::start(&["--cpu", &cpu, "--pids"]);
+    workload::ping_pong(workload::workload_cpu(), 1_000);
+    let body = scrape_text(&server);
+    let scope = format!("scope=\"cpu={cpu}\"");
+    let total = samples(&body, &format!("{HISTOGRAM}_count"));
+    assert_eq!(total.len(), 1, "{body}");
+    assert_eq!(total[0].0, scope, "{body}");
+    let keyed = samples(&body, &format!("{PROCESS_HISTOGRAM}_count"));
+    assert!(!keyed.is_empty(), "{body}");
+    assert!(keyed.iter().all(|(l, _)| l.ends_with(&scope)), "{keyed:?}");
+    promtool_check(&body);
+    // serve's own cost, from the previous scrape.
+    let body = scrape_text(&server);
+    assert!(sample(&body, "schedlat_last_scrape_body_bytes").unwrap() > 1_000.0);
+    assert!(sample(&body, "schedlat_last_scrape_duration_seconds").unwrap() > 0.0);
+    assert_eq!(sample(&body, "schedlat_scrapes_total"), Some(2.0));
+    let addr = server.addr;
+    assert!(server.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(addr));
+}
+
+/// `serve -p PID` keeps serving when the target exits, and says so.
+#[test]
+fn serve_keeps_serving_when_the_target_exits() {
+    if !require_root() {
+        return;
+    }
+    let mut target = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = target.id().to_string();
+    let server = Server::start(&["-p", &pid]);
+    assert_eq!(
+        sample(&scrape_text(&server), "schedlat_target_alive"),
+        Some(1.0)
+    );
+    target.kill().unwrap();
+    target.wait().unwrap();
+    thread::sleep(Duration::from_millis(1_200));
+    let body = scrape_text(&server);
+    assert_eq!(sample(&body, "schedlat_target_alive"), Some(0.0), "{body}");
+    assert!(
+        server.stderr().contains("still serving"),
+        "{}",
+        server.stderr()
+    );
+    let addr = server.addr;
+    assert!(server.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(addr));
+}
+
+/// `serve --ring`: after a few seconds with waits (a sleeper among CPU
+/// hogs), `POST /snapshot` answers 202 with the dump's directory, written
+/// off the serving thread, which `replay` reads back as per-second
+/// intervals with those waits; `/metrics` still answers; GET is refused.
+#[test]
+fn post_snapshot_dumps_the_flight_recorder() {
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-serve-ring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let before_ns = (unix_now() * 1e9) as u64;
+    let server = Server::start(&[
+        "--ring",
+        "30s",
+        "--dump-dir",
+        dir.to_str().unwrap(),
+        "--slow-threshold",
+        "1ms",
+    ]);
+    {
+        let cpu = workload::workload_cpu();
+        let _hogs = workload::Hogs::start_named(cpu, sleeper::HOGS, sleeper::HOG);
+        let rounds = (4_000 / sleeper::PERIOD.as_millis()) as u32;
+        workload::named_sleeper(cpu, sleeper::PERIOD, rounds, "snap-sleeper");
+    }
+    let get = http::get(server.addr, "/snapshot", None).unwrap();
+    assert_eq!(get.status, 405, "{get:?}");
+    assert_eq!(get.header("allow"), Some("POST"), "{get:?}");
+
+    let posted = http::post(server.addr, "/snapshot").unwrap();
+    assert_eq!(posted.status, 202, "{posted:?}\n{}", server.stderr());
+    let path = posted
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("dump: "))
+        .unwrap_or_else(|| panic!("no `dump: PATH` in {:?}", posted.body));
+    let path = std::path::PathBuf::from(path);
+    assert!(path.starts_with(&dir), "{path:?} is not in {dir:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.join("dump.jsonl").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{path:?} not written within 30 s: {}",
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let metrics = http::get(server.addr, "/metrics", None).unwrap();
+    assert_eq!(metrics.status, 200);
+
+    let out = Command::new(SCHEDLAT)
+        .arg("replay")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let intervals: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["type"] == "interval")
+        .collect();
+    // About 4 s of sleeper plus start-up: at least 3 whole seconds, all
+    // after serve started, and with the sleeper's waits in them.
+    assert!(intervals.len() >= 3, "{stdout}");
+    assert!(
+        intervals
+            .iter()
+            .all(|i| i["start_unix_ns"].as_u64().unwrap() >= before_ns),
+        "{stdout}"
+    );
+    let waits: u64 = intervals.iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert!(waits >= 100, "{waits} waits in {stdout}");
+    let status = server.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--ring`, `/snapshot` says how to get one.
+#[test]
+fn post_snapshot_without_a_ring_says_how_to_get_one() {
+    if !require_root() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let r = http::post(server.addr, "/snapshot").unwrap();
+    assert_eq!(r.status, 404, "{r:?}");
+    assert!(r.body.contains("--ring"), "{}", r.body);
+    let metrics = http::get(server.addr, "/metrics", None).unwrap();
+    assert_eq!(metrics.status, 200);
 }

@@ -32,7 +32,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::commands::{compare, diagnose, run, serve, slow, top, victims};
+use crate::commands::{compare, diagnose, recorder, replay, run, serve, slow, top, victims};
 
 /// The binary's entry point: parse the command line, run the command, and
 /// turn its outcome into the exit status (2 for a bad command line, from clap).
@@ -67,14 +67,24 @@ pub fn main() -> ExitCode {
         }
         Some(cli::Command::Record(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
-            runtime.block_on(run::record(
-                &args.output,
-                args.force,
-                args.duration,
-                cli::unit(args.milliseconds),
-                &kernel,
-                &filter,
-            ))
+            match args
+                .ring
+                .options(cli::unit(args.milliseconds), args.ring_cgroups.series())
+            {
+                Some(ring) => runtime.block_on(recorder::run(&ring, &kernel, &filter)),
+                // clap requires both without --ring.
+                None => runtime.block_on(run::record(
+                    args.output.as_deref().unwrap_or(std::path::Path::new("-")),
+                    args.force,
+                    args.duration.unwrap_or(1),
+                    cli::unit(args.milliseconds),
+                    &kernel,
+                    &filter,
+                )),
+            }
+        }
+        Some(cli::Command::Replay(args)) => {
+            replay::run(&args.dump, &args.options()).map(|()| run::Ended::Done)
         }
         Some(cli::Command::Diagnose(args)) => runtime
             .block_on(diagnose::run(

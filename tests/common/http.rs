@@ -1,4 +1,4 @@
-//! A minimal HTTP/1.0 GET over a plain TcpStream: enough to scrape
+//! A minimal HTTP/1.0 GET (or POST without a body) over a plain TcpStream: enough to scrape
 //! `schedlat serve` and to query Prometheus' API without an HTTP client
 //! dependency. HTTP/1.0 makes both servers close the connection after the
 //! response and send no chunked encoding, so the body is "the rest".
@@ -28,9 +28,26 @@ impl Response {
 
 /// `GET target` (path and query) from `addr`, with an optional Accept.
 pub fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> io::Result<Response> {
+    request(addr, "GET", target, accept)
+}
+
+/// `POST target` with an empty body.
+pub fn post(addr: SocketAddr, target: &str) -> io::Result<Response> {
+    request(addr, "POST", target, None)
+}
+
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    accept: Option<&str>,
+) -> io::Result<Response> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut request = format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\n");
+    let mut request = format!("{method} {target} HTTP/1.0\r\nHost: {addr}\r\n");
+    if method == "POST" {
+        request.push_str("Content-Length: 0\r\n");
+    }
     if let Some(accept) = accept {
         request.push_str(&format!("Accept: {accept}\r\n"));
     }

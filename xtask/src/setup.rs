@@ -53,6 +53,10 @@ pub fn run() -> Result<()> {
     )?;
     step("bpf-linker built against LLVM 22", bpf_linker)?;
     step("tracefs mounted", tracefs)?;
+    step(
+        "Python readers of the recorder's dumps (tests/readers)",
+        python_readers,
+    )?;
     eprintln!("setup: ready in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -187,6 +191,38 @@ fn apt_install(packages: &[&str]) -> Result<Outcome> {
         .status()?;
     if !status.success() {
         bail!("`apt-get install {list}` failed ({status})");
+    }
+    Ok(Outcome::Installed)
+}
+
+/// The HdrHistogram and protobuf packages (and protoc, from grpcio-tools)
+/// that read the recorder's .hlog and Perfetto dumps in tests/recorder.rs:
+/// readers schedlat did not write. Installed from PyPI only when missing.
+fn python_readers() -> Result<Outcome> {
+    const IMPORTS: &str = "import hdrh.log, google.protobuf, grpc_tools.protoc";
+    if succeeds("python3", &["-c", IMPORTS]) {
+        return Ok(Outcome::Present);
+    }
+    if !succeeds("python3", &["-m", "pip", "--version"]) {
+        bail!("python3 with pip is needed for the recorder's tests: `apt-get install python3-pip`");
+    }
+    let requirements = crate::util::workspace_root().join("tests/readers/requirements.txt");
+    let requirements = requirements.to_string_lossy();
+    eprintln!("setup: pip install -r {requirements}");
+    run_visible(
+        "python3",
+        &[
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            &requirements,
+        ],
+    )?;
+    if !succeeds("python3", &["-c", IMPORTS]) {
+        bail!("installed {requirements}, but python3 still cannot `{IMPORTS}`");
     }
     Ok(Outcome::Installed)
 }

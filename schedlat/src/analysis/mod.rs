@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod percentiles;
+pub mod recording;
 pub mod shape;
 pub mod slice;
 pub mod task;

@@ -11,7 +11,9 @@ use crate::{
     commands::{
         breakdown::{BreakdownOptions, DEFAULT_MAX_KEYS, KeySort},
         diagnose::DiagnoseOptions,
-        serve::{ServeOptions, listen},
+        recorder::{RecorderOptions, Trigger},
+        replay::ReplayOptions,
+        serve::{KeyBuckets, Pins, ServeOptions, listen},
         slow::{SlowOptions, parse_duration_ns},
         top::TopOptions,
         victims::{DEFAULT_MAX_TASKS, VictimsOptions},
@@ -163,15 +165,44 @@ pub struct ServeArgs {
     )]
     pub pids: bool,
 
-    /// At most N per-key series; keys first seen beyond them are summed into
-    /// one series labelled "__overflow__" (and counted)
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
+    /// At most N per-key series per scrape, besides pinned ones: the keys
+    /// that waited most since the previous scrape; the others' waits are
+    /// summed into one series labelled "__overflow__"
+    #[arg(long, value_name = "N", default_value_t = 250, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
     pub max_series: u32,
+
+    /// Keys that always get a series: a PID or comm with --pids, a cgroup
+    /// path (as in the cgroup label) with --cgroups; repeat or comma-separate
+    #[arg(
+        long,
+        value_name = "KEY",
+        value_delimiter = ',',
+        requires = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub pin: Vec<String>,
+
+    /// Buckets of the per-key families: log2 (one per power of two, a
+    /// percentile within 2x) or fine (as the total, within 25%)
+    #[arg(
+        long,
+        value_name = "LAYOUT",
+        default_value = "log2",
+        requires = "keyed",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub key_buckets: KeyBuckets,
 
     /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
     /// in schedlat_unkeyed_waits_total
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
     pub max_keys: u32,
+
+    // The flight recorder: `--ring DURATION` keeps the last DURATION,
+    // dumped on `POST /snapshot` (and on SIGHUP or a trigger).
+    #[command(flatten)]
+    pub ring: RingArgs,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -182,9 +213,16 @@ pub struct ServeArgs {
 impl ServeArgs {
     pub fn options(&self) -> ServeOptions {
         ServeOptions {
+            ring: self
+                .ring
+                .options(crate::collect::histogram::Unit::Usecs, None),
             listen: self.listen,
             keyed: self.keyed(),
             max_series: self.max_series,
+            key_buckets: self.key_buckets,
+            pins: Pins {
+                values: self.pin.clone(),
+            },
         }
     }
 
@@ -314,5 +352,112 @@ impl BreakdownArgs {
             by,
             max_keys: self.max_keys,
         })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Flight recorder (--ring)")]
+pub struct RingArgs {
+    /// Keep the last DURATION (e.g. 300s, 10m) always on, and dump it on
+    /// SIGHUP or a trigger (with serve, also on POST /snapshot)
+    #[arg(long, value_name = "DURATION", value_parser = ring_secs)]
+    pub ring: Option<u64>,
+    /// Directory the dumps go to
+    #[arg(long, value_name = "DIR", default_value = ".", requires = "ring")]
+    pub dump_dir: std::path::PathBuf,
+    /// Dumps kept in DIR; the oldest are removed
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "ring",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub keep: u32,
+    /// Slow waits kept with their context: at least this long
+    #[arg(long, value_name = "DURATION", default_value = "5ms", value_parser = parse_duration_ns, requires = "ring")]
+    pub slow_threshold: u64,
+    /// Slow waits kept at most (the oldest are dropped, and counted)
+    #[arg(long, value_name = "N", default_value_t = 20_000, requires = "ring",
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_slow: u32,
+    /// Dump when this holds: p50, p90, p99, p999 or max over the trigger
+    /// window above a duration (`p99>5ms`), or one wait at least that long
+    /// (`slow>20ms`). Repeatable.
+    #[arg(long, value_name = "EXPR", value_parser = Trigger::parse, requires = "ring")]
+    pub trigger: Vec<Trigger>,
+    /// Seconds a percentile trigger judges, the newest last
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, requires = "ring", value_parser = positive_u64)]
+    pub trigger_window: u64,
+    /// After a trigger's dump, seconds before a trigger dumps again
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, requires = "ring")]
+    pub cooldown: u64,
+}
+
+impl RingArgs {
+    /// The recorder's options; `cgroups`: per-cgroup series kept a second
+    /// (`record --ring-cgroups`; serve's ring keeps the total).
+    pub fn options(
+        &self,
+        unit: crate::collect::histogram::Unit,
+        cgroups: Option<u32>,
+    ) -> Option<RecorderOptions> {
+        Some(RecorderOptions {
+            window_s: self.ring?,
+            dir: self.dump_dir.clone(),
+            keep: self.keep as usize,
+            slow_ns: self.slow_threshold,
+            max_slow: self.max_slow as usize,
+            cgroups,
+            triggers: self.trigger.clone(),
+            trigger_window_s: self.trigger_window,
+            cooldown_s: self.cooldown,
+            unit,
+        })
+    }
+}
+
+/// `record --ring`'s per-cgroup series (serve has its own `--cgroups`).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Flight recorder (record --ring)")]
+pub struct RingCgroupArgs {
+    /// Also one series per cgroup (the largest total wait first)
+    #[arg(long = "ring-cgroups", requires = "ring")]
+    pub cgroups: bool,
+    /// Per-cgroup series kept per second at most
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "ring",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_series: u32,
+}
+
+impl RingCgroupArgs {
+    pub fn series(&self) -> Option<u32> {
+        self.cgroups.then_some(self.max_series)
+    }
+}
+
+/// `--ring`: 300, 300s, 10m or 1h, in seconds (at most a day).
+fn ring_secs(s: &str) -> Result<u64, String> {
+    let (n, scale) = match s.trim().chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1),
+        Some('m') => (&s[..s.len() - 1], 60),
+        Some('h') => (&s[..s.len() - 1], 3600),
+        _ => (s, 1),
+    };
+    let n: u64 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 300s or 10m"))?;
+    match n * scale {
+        0 => Err("must be at least 1s".to_string()),
+        secs if secs > 86_400 => Err(format!("`{s}`: at most a day (24h)")),
+        secs => Ok(secs),
+    }
+}
+
+impl super::ReplayArgs {
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            series: self.series.clone(),
+            slow: self.slow,
+            json: self.json,
+        }
     }
 }

@@ -6,7 +6,7 @@ pub mod generate;
 
 use std::path::PathBuf;
 
-pub use args::{BreakdownArgs, DiagnoseArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
+pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
 
 use crate::{
@@ -66,7 +66,9 @@ pub struct Cli {
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Record one run to a file for `compare` (measure, fix, then measure
-    /// again and compare). Prints the histogram too.
+    /// again and compare). Prints the histogram too. With --ring: the flight
+    /// recorder, always on, dumping its window on SIGHUP or a trigger
+    /// (docs/recorder.md).
     Record(RecordArgs),
     /// From "it is janky" to a named cause: PSI and schedstat (no root),
     /// the eBPF histogram (root), quota throttling, saturation, pinning.
@@ -86,6 +88,10 @@ pub enum Command {
     /// Compare two recordings (or `--json` outputs): histograms side by side,
     /// percentile and verdict changes, and whether the change is beyond noise.
     Compare(CompareArgs),
+    /// Read a flight-recorder dump (`record --ring`), without root: per
+    /// interval the percentiles and verdict, then any sub-window merged
+    /// (--from/--to) with its longest slow waits. See docs/recorder.md.
+    Replay(ReplayArgs),
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
     /// endpoint for Prometheus (OpenMetrics or the classic text format).
     Serve(ServeArgs),
@@ -110,26 +116,59 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// File to write (JSON Lines, the `--json` schema; docs/json.md)
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE",
+        required_unless_present = "ring",
+        conflicts_with = "ring"
+    )]
+    pub output: Option<PathBuf>,
 
     /// Seconds to record
-    #[arg(value_parser = interval_secs)]
-    pub duration: u64,
+    #[arg(value_parser = interval_secs, required_unless_present = "ring", conflicts_with = "ring")]
+    pub duration: Option<u64>,
 
     /// Histogram in milliseconds instead of microseconds
     #[arg(short = 'm', long)]
     pub milliseconds: bool,
 
     /// Replace FILE if it exists (only once the new recording is complete)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ring")]
     pub force: bool,
+
+    #[command(flatten)]
+    pub ring: RingArgs,
+    #[command(flatten)]
+    pub ring_cgroups: args::RingCgroupArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
 
     #[command(flatten)]
     pub filter: FilterArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A dump of `schedlat record --ring` (its directory or dump.jsonl)
+    pub dump: PathBuf,
+    /// Start of the sub-window: seconds from the dump's start (30, 30s, 2m)
+    /// or a local time of day (14:05:00)
+    #[arg(long, value_name = "WHEN")]
+    pub from: Option<String>,
+    /// End of the sub-window, the same way
+    #[arg(long, value_name = "WHEN")]
+    pub to: Option<String>,
+    /// The series shown: `total` or a cgroup's (as the dump names it)
+    #[arg(long, default_value = "total")]
+    pub series: String,
+    /// Longest slow waits listed
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub slow: usize,
+    /// One JSON object per interval, then one for the sub-window
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Reads two files; no kernel access and no filters (a recording's scope is

@@ -1,7 +1,7 @@
 //! `schedlat compare BEFORE AFTER`: the diagnosis' last step (fix, then
-//! measure again; docs/architecture.md). Two
-//! recordings (from `schedlat record` or `schedlat --json`, every interval in
-//! a file merged) side by side, what changed in the percentiles and the
+//! measure again; docs/architecture.md). Two recordings (from `schedlat
+//! record`, `schedlat --json` or a `record --ring` dump; every interval in a
+//! file merged) side by side, what changed in the percentiles and the
 //! verdict, and whether the change is beyond noise (analysis::compare).
 
 use std::{fmt::Write as _, path::Path};
@@ -36,6 +36,9 @@ struct Recording {
 }
 
 fn load(path: &Path) -> Result<Recording> {
+    // A recorder dump is a directory; its JSON Lines are read.
+    let dump = path.join("dump.jsonl");
+    let path = if path.is_dir() { dump.as_path() } else { path };
     let text = crate::sys::files::read_regular(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     parse(path, &text)
@@ -50,19 +53,28 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
     let mut hook = String::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('{')) {
         let at = || format!("{}:{}", path.display(), n + 1);
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+        // A dump's lines are typed (docs/recorder.md): its total series'
+        // intervals count, the rest (header, per-cgroup series, slow waits,
+        // end) not.
+        if let Some(kind) = value.get("type").and_then(|t| t.as_str()) {
+            if kind != "interval" || value["series"] != "total" {
+                continue;
+            }
+            value = value["histogram"].take();
+        }
         // Another schema (compare's own output, another tool's JSON) is
         // named as such rather than as a missing field.
         match value.get("schema").and_then(|s| s.as_str()) {
             Some(json::SCHEMA) => {}
             Some(other) => bail!(
-                "{}: not a recording (schema {other}): compare reads `schedlat record` files and `schedlat --json` output ({})",
+                "{}: not a recording (schema {other}): compare reads `schedlat record` files, `schedlat --json` output ({}) and `record --ring` dumps",
                 at(),
                 json::SCHEMA
             ),
             None => bail!(
-                "{}: not a recording (no schema field): compare reads `schedlat record` files and `schedlat --json` output ({})",
+                "{}: not a recording (no schema field): compare reads `schedlat record` files, `schedlat --json` output ({}) and `record --ring` dumps",
                 at(),
                 json::SCHEMA
             ),
@@ -234,7 +246,7 @@ fn scope_mismatch(before: &Recording, after: &Recording) -> Vec<String> {
         (Some(b), Some(a)) => out.extend(b.differences(a)),
         (None, None) => {}
         (b, _) => out.push(format!(
-            "only the {} recording says what it measured (the other was made by an older schedlat): check that both measured the same thing",
+            "only the {} recording says what it measured (the other is a recorder dump or was made by an older schedlat): check that both measured the same thing",
             if b.is_some() { "before" } else { "after" }
         )),
     }
@@ -446,6 +458,41 @@ mod tests {
             "{e}"
         );
         parse(Path::new("big"), &one).unwrap();
+    }
+
+    /// A recorder dump (its directory) is read as a recording: the total
+    /// series' intervals merged, the per-cgroup series and slow waits not.
+    #[test]
+    fn a_recorder_dump_is_read_beside_a_recording_with_scope() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recorder-dump");
+        let text = fs::read_to_string(dir.join("dump.jsonl")).unwrap();
+        let total: u64 = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["type"] == "interval" && v["series"] == "total")
+            .map(|v| {
+                v["histogram"]["buckets"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["count"].as_u64().unwrap())
+                    .sum::<u64>()
+            })
+            .sum();
+        let dump = load(&dir).unwrap();
+        assert!(total > 0);
+        assert_eq!(dump.waits.count(), total);
+        let scoped = Scope {
+            kernel: "k".into(),
+            host: "h".into(),
+            ..Scope::default()
+        };
+        let file = load(&recording("vs-dump", Unit::Usecs, 100, 5, Some(scoped))).unwrap();
+        let lines = scope_mismatch(&file, &dump);
+        assert!(
+            lines.iter().any(|l| l.contains("recorder dump")),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 pub mod breakdown;
 pub mod compare;
 pub mod diagnose;
+pub mod recorder;
+pub mod replay;
 pub mod run;
 pub mod serve;
 pub mod session;

@@ -88,6 +88,13 @@ pub fn shape_out(shape: &Shape) -> ShapeOut {
 }
 
 pub fn render(report: &Report) -> String {
+    let mut line = serde_json::to_string(&interval(report)).expect("plain data serializes");
+    line.push('\n');
+    line
+}
+
+/// The interval object of a report (recorder dumps embed it).
+pub fn interval(report: &Report) -> Interval {
     let w = report.waits;
     let buckets = w
         .nonempty_buckets()
@@ -107,7 +114,7 @@ pub fn render(report: &Report) -> String {
             count,
         })
         .collect();
-    let record = Interval {
+    Interval {
         schema: SCHEMA.to_string(),
         hook: report.hook.to_string(),
         unit: report.unit.label().to_string(),
@@ -134,10 +141,7 @@ pub fn render(report: &Report) -> String {
         log2,
         breakdown: report.breakdown.clone(),
         scope: report.scope.clone(),
-    };
-    let mut line = serde_json::to_string(&record).expect("plain data serializes");
-    line.push('\n');
-    line
+    }
 }
 
 impl Interval {
@@ -156,6 +160,7 @@ impl Interval {
         w.sum_ns = self.sum_ns;
         w.untracked_tid = self.dropped.untracked_tid;
         w.discarded_negative = self.discarded.negative_delta;
+        w.unkeyed = self.dropped.unkeyed;
         if let Some(p) = &self.percentiles {
             w.min_ns = p.min_ns;
             w.max_ns = p.max_ns;

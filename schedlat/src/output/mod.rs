@@ -1,6 +1,9 @@
 //! Renderings of an interval's waits: runqlat's text table, or JSON lines.
 
+pub mod dump;
+pub mod hlog;
 pub mod json;
+pub mod perfetto;
 pub mod recording;
 pub mod text;
 

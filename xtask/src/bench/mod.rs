@@ -23,6 +23,7 @@
 pub mod floor;
 mod json;
 mod progs;
+mod recorder;
 mod report;
 mod scrape;
 pub mod sleepers;
@@ -86,6 +87,12 @@ pub struct Options {
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "600",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub soak: Option<u64>,
+    /// Instead of the comparison: the flight recorder (`record --ring`)
+    /// beside plain histogram mode under a fork storm for SECONDS (default
+    /// 600): CPU and sampled RSS of each.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600",
+          value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "soak")]
+    pub recorder: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +160,9 @@ pub fn run(opts: &Options) -> Result<()> {
             Err(e) if !opts.strict && e.to_string().starts_with("grew:") => Ok(()),
             other => other,
         };
+    }
+    if let Some(seconds) = opts.recorder {
+        return recorder::run(seconds, opts.cpu);
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
     let schedlat_path = opts

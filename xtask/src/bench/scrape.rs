@@ -19,8 +19,13 @@
 //! per key: aya's HashMap iterator), with the ratio of the two. With
 //! `--sleeper-processes` every sleeper is a process, so a row of N
 //! sleepers has N+ keys; the key map is then sized to hold them all
-//! (`--max-keys`), and `--max-series` keeps its default (1000): the
-//! `series` column counts the keyed series in the body, overflow included.
+//! (`--max-keys`), and `--max-series` keeps its default: the `series`
+//! column counts the keyed series in the body, overflow included.
+//!
+//! `--pids` scrapes are paced a second apart, as a Prometheus would scrape
+//! (and every sleeper wakes once a second): serve exports only the keys
+//! that waited since the previous scrape, so back-to-back scrapes would see
+//! almost none and understate the cost.
 
 use std::{
     fs,
@@ -77,9 +82,14 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
         let sleepers = SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
         // Room for every sleeper's key, and the machine's other processes.
         let max_keys = (n + 4096).to_string();
-        let plain = measure(&exe, scrapes, &[])?;
+        let plain = measure(&exe, scrapes, &[], Duration::ZERO)?;
         print_row(n, "plain", &plain);
-        let keyed = measure(&exe, scrapes, &["--pids", "--max-keys", &max_keys])?;
+        let keyed = measure(
+            &exe,
+            scrapes,
+            &["--pids", "--max-keys", &max_keys],
+            Duration::from_secs(1),
+        )?;
         print_row(n, "--pids", &keyed);
         drop(sleepers);
         println!(
@@ -133,7 +143,8 @@ struct Row {
     programs: usize,
 }
 
-fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str]) -> Result<Row> {
+/// `pace`: the time from one scrape's start to the next's.
+fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str], pace: Duration) -> Result<Row> {
     let server = Serve::start(exe, extra)?;
     let programs = aya::programs::loaded_programs().count();
     // Every sleeper wakes once a second: by then each has its key.
@@ -141,6 +152,7 @@ fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str]) -> Result<Row> {
     let mut conn = Conn::open(server.addr)?;
     // The first scrape also faults in the encoder's code and buffers.
     conn.scrape()?;
+    thread::sleep(pace);
     let cpu_before = cpu_ns(server.pid())?;
     let mut latencies = Vec::with_capacity(scrapes as usize);
     let mut body = Vec::new();
@@ -148,6 +160,7 @@ fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str]) -> Result<Row> {
         let start = Instant::now();
         body = conn.scrape()?;
         latencies.push(start.elapsed().as_secs_f64() * 1e6);
+        thread::sleep(pace.saturating_sub(start.elapsed()));
     }
     let text = String::from_utf8_lossy(&body);
     let series = text

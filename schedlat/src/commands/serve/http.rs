@@ -24,7 +24,8 @@ use hyper::{
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpStream, sync::Notify};
 
-use super::{negotiate::negotiate, scrape::Source};
+use super::{negotiate::negotiate, scrape::Source, snapshot};
+use crate::commands::recorder::Flight;
 
 /// How long a connection may sit without a complete request header. hyper
 /// counts the idle time between keep-alive requests too, and Prometheus
@@ -82,9 +83,17 @@ impl Connections {
         quietest.is_some()
     }
 
-    /// Serves `stream` on a task of the current LocalSet with `source`.
-    pub fn spawn(&self, stream: TcpStream, source: Rc<Source>) {
-        self.spawn_with(stream, move |request| respond(request, &source));
+    /// Serves `stream` on a task of the current LocalSet with `source`,
+    /// and `flight` on /snapshot when serve keeps a ring.
+    pub fn spawn(
+        &self,
+        stream: TcpStream,
+        source: Rc<Source>,
+        flight: Option<Rc<RefCell<Flight>>>,
+    ) {
+        self.spawn_with(stream, move |request| {
+            respond(request, &source, flight.as_deref())
+        });
     }
 
     /// As `spawn`, with any responder (tests use a trivial one).
@@ -164,7 +173,14 @@ async fn serve_connection(
     }
 }
 
-fn respond(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>> {
+fn respond(
+    request: &Request<Incoming>,
+    source: &Source,
+    flight: Option<&RefCell<Flight>>,
+) -> Response<Full<Bytes>> {
+    if request.uri().path() == "/snapshot" {
+        return snapshot::respond(request, flight);
+    }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
         r.headers_mut()
@@ -190,8 +206,8 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let format = negotiate(accept);
-    let snapshot = match source.snapshot() {
-        Ok(s) => s,
+    let body = match source.serve(format) {
+        Ok(body) => body,
         Err(e) => {
             say!("schedlat: scrape failed: {e}");
             return plain(
@@ -200,7 +216,6 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
             );
         }
     };
-    let body = snapshot.encode(format);
     let mut response = Response::new(Full::new(Bytes::from(body)));
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&format.content_type()) {
@@ -211,7 +226,7 @@ fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>
     response
 }
 
-fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+pub(super) fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert(

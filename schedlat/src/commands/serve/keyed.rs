@@ -1,33 +1,36 @@
 //! Per-cgroup and per-process series (`serve --cgroups`, `serve --pids`)
-//! under a cardinality limit (`--max-series`).
+//! under a cardinality limit (`--max-series`), for a Prometheus that
+//! scrapes many hosts.
 //!
-//! The kernel keeps one cumulative histogram per key since load. Prometheus
-//! treats every series as a counter: a value that goes down is a reset and
-//! is read as a restart from zero, so each exported series must only grow.
-//! That decides the rules:
+//! The kernel keeps one cumulative histogram per key since load; here each
+//! is folded into the per-key layout (`--key-buckets`, buckets.rs) and
+//! handed out in intervals: what a key waited since the previous scrape.
+//! The rules:
 //!
-//! - Which keys get a series: the first ones seen, up to `--max-series`, and
-//!   they keep it for their lifetime. Among the keys that first appear in
-//!   the same scrape, those with the most total wait come first. A ranking
-//!   redone at every scrape ("the N with the most wait") would move keys in
-//!   and out of the overflow series, which would then go down.
-//! - Every other key is folded into one overflow series (label value
-//!   `__overflow__`), counted once in `schedlat_overflow_keys_total`, and
-//!   stays there for its lifetime, even if a slot frees up later.
-//! - A key whose task or cgroup is gone, with no new wait since the previous
-//!   scrape, is exported one last time in that scrape, then deleted from the
-//!   kernel map and from the output. A series that disappears is what
-//!   Prometheus expects of a finished target (it marks it stale); its waits
-//!   were all in earlier samples. Its slot goes to the next new key. A
-//!   folded key's waits stay in the overflow series (`retired`), so the
-//!   overflow series never goes down either.
-//! - Labels are fixed when a key gets its series (a process' comm then, a
-//!   cgroup's path then): a renamed cgroup or an exec keeps one series.
+//! - Who gets a series in a scrape: the pinned keys (`--pin`), whenever
+//!   they have waited at all; then the keys that waited since the previous
+//!   scrape, most wait (sum of wait time) first, up to `--max-series`. A
+//!   key with nothing new is left out: its series has not changed, and
+//!   Prometheus keeps its last value until it goes stale.
+//! - Counters never go down: a key's series carries the waits of the
+//!   intervals in which it had a series, so a key that comes back has its
+//!   old value plus what it waited since. An interval's waits of a key
+//!   without a series go to the overflow series (label value
+//!   `__overflow__`), which only grows too. It is exported only once
+//!   something went into it.
+//! - So, at every scrape: the last value of every key's series, plus the
+//!   overflow series, plus `schedlat_unkeyed_waits_total`, is the total.
+//! - A key whose task or cgroup is gone, with no new wait since the
+//!   previous scrape, is deleted from the kernel map and forgotten; all its
+//!   waits were in earlier samples.
+//! - Labels are fixed when a key first gets a series (a process' comm then,
+//!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
 
-use std::collections::{HashMap, HashSet, hash_map::Entry};
+use std::collections::{HashMap, HashSet};
 
 use schedlat_common::scope::Breakdown;
 
+use super::buckets::Layout;
 use crate::collect::{histogram::Waits, keylabels::KeyLabels};
 
 /// The label value of the overflow series.
@@ -35,24 +38,89 @@ pub const OVERFLOW: &str = "__overflow__";
 
 pub type Labels = Vec<(&'static str, String)>;
 
+/// Waits folded into an export layout: per bucket (the last `+Inf`) and
+/// their sum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub buckets: Vec<u64>,
+    pub sum_ns: u64,
+}
+
+impl Folded {
+    pub fn of(layout: &Layout, waits: &Waits) -> Folded {
+        Folded {
+            buckets: layout.counts(&waits.buckets),
+            sum_ns: waits.sum_ns,
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// What `self` has more than `earlier` (per bucket; the kernel's
+    /// counts only grow).
+    fn since(&self, earlier: &Folded) -> Folded {
+        Folded {
+            buckets: (self.buckets.iter().enumerate())
+                .map(|(i, &n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
+                .collect(),
+            sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
+        }
+    }
+
+    fn add(&mut self, other: &Folded) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.sum_ns += other.sum_ns;
+    }
+}
+
+/// Which keys always get a series (`--pin`): PIDs, comms, or cgroup paths.
+#[derive(Clone, Debug, Default)]
+pub struct Pins {
+    pub values: Vec<String>,
+}
+
+impl Pins {
+    /// Whether a key with these labels is pinned. A value matches a label's
+    /// value exactly (pid, comm, or cgroup path).
+    pub fn matches(&self, labels: &Labels) -> bool {
+        (labels.iter()).any(|(_, v)| self.values.iter().any(|p| p == v))
+    }
+}
+
+/// One key's state across scrapes.
+struct Key {
+    /// The kernel's cumulative waits at the previous scrape, folded.
+    last: Folded,
+    /// Labels, once looked up (a pinned check or a first series).
+    labels: Option<Labels>,
+    pinned: bool,
+    /// The key's series: the waits of the intervals it had one.
+    own: Option<Folded>,
+}
+
 /// The state kept across scrapes.
 pub struct KeyedSeries {
     max_series: usize,
-    /// Keys with a series of their own: labels and the last waits exported.
-    own: HashMap<u64, (Labels, Waits)>,
-    /// Keys folded into the overflow series: the last waits read.
-    folded: HashMap<u64, Waits>,
-    /// Waits of folded keys since deleted.
-    retired: Waits,
-    /// Keys ever folded.
-    overflow_keys: u64,
+    pins: Pins,
+    keys: HashMap<u64, Key>,
+    /// The overflow series: waits of intervals without a series.
+    overflow: Folded,
 }
 
 /// One scrape's keyed series.
 #[derive(Debug)]
 pub struct KeyedScrape {
-    /// The keys' own series, ordered by key, then the overflow series.
-    pub series: Vec<(Labels, Waits)>,
+    /// The series in this scrape, ordered by key, then the overflow series
+    /// (only once it holds a wait).
+    pub series: Vec<(Labels, Folded)>,
+    /// Keys that waited since the previous scrape but got no series.
     pub overflow_keys: u64,
 }
 
@@ -79,110 +147,105 @@ pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
 }
 
 impl KeyedSeries {
-    pub fn new(max_series: u32) -> KeyedSeries {
+    pub fn new(max_series: u32, pins: Pins) -> KeyedSeries {
         KeyedSeries {
             max_series: max_series as usize,
-            own: HashMap::new(),
-            folded: HashMap::new(),
-            retired: Waits::default(),
-            overflow_keys: 0,
+            pins,
+            keys: HashMap::new(),
+            overflow: Folded::default(),
         }
     }
 
-    /// Takes the kernel's cumulative per-key waits. `label` names a key
-    /// getting a series; `exists` says whether a key's task or cgroup is
-    /// still there; `forget` deletes a key from the kernel map (false if
-    /// that failed: the key is then kept and tried again next scrape).
+    /// Takes the kernel's cumulative per-key waits, folded. `label` names a
+    /// key; `exists` says whether a key's task or cgroup is still there;
+    /// `forget` deletes a key from the kernel map (false if that failed:
+    /// the key is then kept and tried again next scrape).
     pub fn scrape(
         &mut self,
-        current: Vec<(u64, Waits)>,
+        current: Vec<(u64, Folded)>,
         mut label: impl FnMut(u64) -> Labels,
         mut exists: impl FnMut(u64) -> bool,
         mut forget: impl FnMut(u64) -> bool,
         overflow: Labels,
     ) -> KeyedScrape {
-        // New keys: the ones that waited most take the free slots first.
-        let mut new: Vec<&(u64, Waits)> = current
-            .iter()
-            .filter(|(k, _)| !self.own.contains_key(k) && !self.folded.contains_key(k))
-            .collect();
-        new.sort_by_key(|(k, w)| (std::cmp::Reverse(w.sum_ns), *k));
-        for (key, _) in new {
-            if self.own.len() < self.max_series {
-                self.own.insert(*key, (label(*key), Waits::default()));
-            } else {
-                self.folded.insert(*key, Waits::default());
-                self.overflow_keys += 1;
-            }
-        }
-
         // Keys that left the map without a delete from here (none should).
         let present: HashSet<u64> = current.iter().map(|(k, _)| *k).collect();
-        let vanished: Vec<u64> = (self.own.keys().chain(self.folded.keys()))
-            .filter(|k| !present.contains(k))
-            .copied()
-            .collect();
-        for key in vanished {
-            self.drop_key(key);
-        }
+        self.keys.retain(|k, _| present.contains(k));
 
-        let mut series = Vec::new();
-        let mut overflow_waits = self.retired.clone();
+        // Each key's interval; pinned keys are in whatever it holds.
+        let mut shown: Vec<(u64, Folded)> = Vec::new();
+        let mut ranked: Vec<(u64, Folded)> = Vec::new();
         let mut gone = Vec::new();
         for (key, now) in current {
-            let last = match self.own.get_mut(&key) {
-                Some((labels, last)) => {
-                    series.push((key, labels.clone(), now.clone()));
-                    last
+            let state = self.keys.entry(key).or_insert_with(|| {
+                let labels = (!self.pins.values.is_empty()).then(|| label(key));
+                Key {
+                    last: Folded::default(),
+                    pinned: labels.as_ref().is_some_and(|l| self.pins.matches(l)),
+                    labels,
+                    own: None,
                 }
-                None => {
-                    let last = self.folded.get_mut(&key).expect("every key is assigned");
-                    overflow_waits.merge(&now);
-                    last
-                }
-            };
-            // Idle since the last scrape (a new key's `last` is empty).
-            let idle = last.count() > 0 && now.count() == last.count();
-            *last = now;
+            });
+            let new = now.since(&state.last);
+            state.last = now;
+            let idle = new.count() == 0;
             if idle && !exists(key) {
                 gone.push(key);
             }
+            if state.pinned {
+                shown.push((key, new));
+            } else if !idle {
+                ranked.push((key, new));
+            }
+        }
+        ranked.sort_unstable_by_key(|(k, new)| (std::cmp::Reverse(new.sum_ns), *k));
+        let room = self.max_series.min(ranked.len());
+        let folded = ranked.split_off(room);
+        shown.extend(ranked);
+        let overflow_keys = folded.len() as u64;
+        for (_, new) in &folded {
+            self.overflow.add(new);
+        }
+
+        let mut series = Vec::with_capacity(shown.len() + 1);
+        shown.sort_unstable_by_key(|(k, _)| *k);
+        for (key, new) in shown {
+            let state = self.keys.get_mut(&key).expect("every key has a state");
+            let labels = state.labels.get_or_insert_with(|| label(key)).clone();
+            let own = state.own.get_or_insert_with(Folded::default);
+            own.add(&new);
+            series.push((labels, own.clone()));
+        }
+        if self.overflow.count() > 0 {
+            series.push((overflow, self.overflow.clone()));
         }
         for key in gone {
             if forget(key) {
-                self.drop_key(key);
+                self.keys.remove(&key);
             }
         }
-        series.sort_by_key(|(key, ..)| *key);
-        let mut series: Vec<(Labels, Waits)> = series.into_iter().map(|(_, l, w)| (l, w)).collect();
-        series.push((overflow, overflow_waits));
         KeyedScrape {
             series,
-            overflow_keys: self.overflow_keys,
-        }
-    }
-
-    /// Drops a deleted key's series; a folded key's waits stay in overflow.
-    fn drop_key(&mut self, key: u64) {
-        if self.own.remove(&key).is_none()
-            && let Entry::Occupied(folded) = self.folded.entry(key)
-        {
-            self.retired.merge(&folded.remove());
+            overflow_keys,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::bucket_index;
+    use std::collections::BTreeMap;
 
     use super::*;
 
-    fn waits(count: u64, each_ns: u64) -> Waits {
-        let mut w = Waits::default();
-        w.buckets[bucket_index(each_ns)] = count;
-        w.sum_ns = count * each_ns;
-        w
+    /// `count` waits of about `each_us` us, in a 4-bucket layout where the
+    /// bucket is the wait's decimal order of magnitude in us.
+    fn folded(count: u64, each_us: u64) -> Folded {
+        let mut buckets = vec![0; 4];
+        buckets[(each_us.max(1).ilog10() as usize).min(3)] = count;
+        Folded {
+            buckets,
+            sum_ns: count * each_us * 1_000,
+        }
     }
 
     fn labels(key: u64) -> Labels {
@@ -198,6 +261,7 @@ mod tests {
             .collect()
     }
 
+    /// One scrape of cumulative `(key, count, each_us)`.
     fn scrape(
         s: &mut KeyedSeries,
         current: &[(u64, u64, u64)],
@@ -206,7 +270,7 @@ mod tests {
     ) -> KeyedScrape {
         let current = current
             .iter()
-            .map(|&(k, n, ns)| (k, waits(n, ns)))
+            .map(|&(k, n, us)| (k, folded(n, us)))
             .collect();
         s.scrape(
             current,
@@ -221,11 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn the_first_keys_keep_their_series_and_the_rest_overflow() {
-        let mut s = KeyedSeries::new(2);
+    fn the_keys_that_waited_most_get_the_series_and_idle_ones_are_left_out() {
+        let mut s = KeyedSeries::new(2, Pins::default());
         let mut forgotten = Vec::new();
         let alive = [1, 2, 3, 4];
-        // First scrape: key 3 waited most, then 1; 2 overflows.
+        // Key 3 waited most (1 s), then 1 (20 ms); 2 (5 ms) overflows.
         let first = scrape(
             &mut s,
             &[(1, 10, 2_000), (2, 5, 1_000), (3, 1, 1_000_000)],
@@ -237,12 +301,13 @@ mod tests {
             [("/g1".into(), 10), ("/g3".into(), 1), (OVERFLOW.into(), 5)]
         );
         assert_eq!(first.overflow_keys, 1);
-        // Later, key 2 waits far more and key 4 appears: no slot moves.
+        // Then key 2 waits far more and 4 appears; 3 is idle: 2 and 4 get
+        // the series, 1's new wait overflows, 3 is left out.
         let second = scrape(
             &mut s,
             &[
                 (1, 11, 2_000),
-                (2, 1_000, 1_000_000),
+                (2, 1_005, 1_000),
                 (3, 1, 1_000_000),
                 (4, 7, 1_000),
             ],
@@ -252,68 +317,103 @@ mod tests {
         assert_eq!(
             counts(&second),
             [
-                ("/g1".into(), 11),
-                ("/g3".into(), 1),
-                (OVERFLOW.into(), 1_007)
+                ("/g2".into(), 1_000),
+                ("/g4".into(), 7),
+                (OVERFLOW.into(), 6)
             ]
         );
-        assert_eq!(second.overflow_keys, 2);
+        assert_eq!(second.overflow_keys, 1);
         assert!(forgotten.is_empty());
     }
 
     #[test]
-    fn gone_keys_are_exported_once_more_then_dropped_and_overflow_never_falls() {
-        let mut s = KeyedSeries::new(1);
+    fn overflow_is_left_out_until_something_overflows() {
+        let mut s = KeyedSeries::new(5, Pins::default());
+        let out = scrape(&mut s, &[(1, 3, 10)], &[1], &mut Vec::new());
+        assert_eq!(counts(&out), [("/g1".into(), 3)]);
+        assert_eq!(out.overflow_keys, 0);
+    }
+
+    #[test]
+    fn pinned_keys_always_have_a_series() {
+        let pins = Pins {
+            values: vec!["/g9".into()],
+        };
+        let mut s = KeyedSeries::new(1, pins);
         let mut forgotten = Vec::new();
-        scrape(
-            &mut s,
-            &[(1, 3, 10_000), (2, 4, 1_000)],
-            &[1, 2],
-            &mut forgotten,
-        );
-        // Both gone, but key 1 waited since: only 2 (idle) is deleted, and
-        // still exported in this scrape.
         let out = scrape(
             &mut s,
-            &[(1, 5, 10_000), (2, 4, 1_000)],
-            &[],
+            &[(1, 100, 1_000), (9, 1, 10)],
+            &[1, 9],
             &mut forgotten,
         );
-        assert_eq!(counts(&out), [("/g1".into(), 5), (OVERFLOW.into(), 4)]);
-        assert_eq!(forgotten, [2]);
-        // Key 2 is gone from the kernel map: overflow keeps its 4 waits.
+        assert_eq!(counts(&out), [("/g1".into(), 100), ("/g9".into(), 1)]);
+        // Idle, still there.
         let out = scrape(
             &mut s,
-            &[(1, 5, 10_000), (3, 2, 1_000)],
-            &[3],
+            &[(1, 200, 1_000), (9, 1, 10)],
+            &[1, 9],
             &mut forgotten,
         );
-        assert_eq!(counts(&out), [("/g1".into(), 5), (OVERFLOW.into(), 6)]);
-        assert_eq!(forgotten, [2, 1]);
-        // Key 1's slot is free again: the next new key takes it; key 3
-        // stays folded.
-        let out = scrape(
-            &mut s,
-            &[(3, 2, 1_000), (5, 1, 1_000)],
-            &[3, 5],
-            &mut forgotten,
-        );
-        assert_eq!(counts(&out), [("/g5".into(), 1), (OVERFLOW.into(), 6)]);
-        assert_eq!(out.overflow_keys, 2);
+        assert_eq!(counts(&out), [("/g1".into(), 200), ("/g9".into(), 1)]);
+    }
+
+    /// Keys come and go at random, with a small cap: every series only
+    /// grows, and the last value of every series seen, plus overflow, is
+    /// the kernel's total at every scrape.
+    #[test]
+    fn series_never_go_down_and_add_up_to_the_total() {
+        let mut s = KeyedSeries::new(3, Pins::default());
+        let mut kernel: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut last_seen: HashMap<String, u64> = HashMap::new();
+        let mut deleted_total = 0;
+        let mut rng = 12345u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut deleted: HashSet<u64> = HashSet::new();
+        for round in 0..300 {
+            // Some keys wait (never a deleted one again: that would be a
+            // reused PID), some die.
+            for _ in 0..(next() % 6) {
+                let key = round / 10 + next() % 12;
+                if !deleted.contains(&key) {
+                    *kernel.entry(key).or_default() += 1 + next() % 5;
+                }
+            }
+            let alive: Vec<u64> = (kernel.keys().copied())
+                .filter(|k| (k + round) % 7 != 0)
+                .collect();
+            let current: Vec<(u64, u64, u64)> = kernel.iter().map(|(&k, &n)| (k, n, 1)).collect();
+            let mut forgotten = Vec::new();
+            let out = scrape(&mut s, &current, &alive, &mut forgotten);
+            for (name, n) in counts(&out) {
+                let before = last_seen.insert(name.clone(), n).unwrap_or(0);
+                assert!(n >= before, "{name}: {before} -> {n} in round {round}");
+            }
+            let total = kernel.values().sum::<u64>() + deleted_total;
+            assert_eq!(last_seen.values().sum::<u64>(), total, "round {round}");
+            for k in forgotten {
+                deleted_total += kernel.remove(&k).unwrap();
+                deleted.insert(k);
+            }
+        }
     }
 
     #[test]
     fn a_failed_delete_keeps_the_key() {
-        let mut s = KeyedSeries::new(1);
-        let current = || vec![(1, waits(2, 1_000))];
+        let mut s = KeyedSeries::new(1, Pins::default());
+        let current = || vec![(1, folded(2, 1))];
         let over = || overflow_labels(Breakdown::Process);
-        s.scrape(current(), labels, |_| false, |_| false, over());
         let out = s.scrape(current(), labels, |_| false, |_| false, over());
-        assert_eq!(out.series.len(), 2);
-        let out = s.scrape(current(), labels, |_| false, |_| true, over());
-        assert_eq!(out.series.len(), 2, "exported the last time");
-        let out = s.scrape(Vec::new(), labels, |_| false, |_| true, over());
-        assert_eq!(out.series.len(), 1, "only the overflow series");
-        assert_eq!(out.series[0].0, over());
+        assert_eq!(out.series.len(), 1, "new waits: exported");
+        let out = s.scrape(current(), labels, |_| false, |_| false, over());
+        assert!(out.series.is_empty(), "idle: left out");
+        assert_eq!(s.keys.len(), 1, "deleting failed: still there");
+        s.scrape(current(), labels, |_| false, |_| true, over());
+        assert!(s.keys.is_empty(), "deleted now");
     }
 }

@@ -13,21 +13,29 @@
 //! `schedlat_process_runqueue_latency_seconds{pid=...,comm=...}`), never
 //! next to the whole-system series, so that `sum()` over a family never
 //! counts a wait twice; the overflow series of `--max-series` is one more
-//! labelled series of that family (keyed.rs).
+//! labelled series of that family (keyed.rs). The total uses the fine
+//! layout, the per-key family `--key-buckets` (buckets.rs).
+//!
+//! Under a filter (`-p`, `-t`, `--comm`, `-c`, `--cpu`) every histogram
+//! series has a `scope` label saying which waits it counts, so that a
+//! dashboard cannot take it for the whole system.
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet, prometheus_text, text},
-    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    encoding::{DescriptorEncoder, NoLabelSet, prometheus_text, text},
+    metrics::MetricType,
     registry::{Registry, Unit},
 };
 use schedlat_common::scope::Breakdown;
 
-use super::{buckets::LAYOUT, keyed::KeyedScrape, negotiate::Format};
-use crate::{
-    collect::{bpf_cost::ProgramCost, histogram::Waits},
-    kernel::hook::HookMode,
+pub use super::own::{BpfCost, ScrapeCost};
+use super::{
+    buckets::{KeyBuckets, LAYOUT, Layout},
+    keyed::{Folded, KeyedScrape},
+    negotiate::Format,
+    own::{counter, encode_bpf, encode_cost, gauge},
 };
+use crate::{collect::histogram::Waits, kernel::hook::HookMode};
 
 /// Everything one scrape exports.
 #[derive(Debug)]
@@ -41,6 +49,10 @@ pub struct Snapshot {
     pub bpf: Option<BpfCost>,
     /// With `--cgroups` or `--pids`: the breakdown's own counters.
     pub keyed: Option<KeyedCounters>,
+    /// With `-p`/`-t`: whether the target still runs.
+    pub target_alive: Option<bool>,
+    /// The previous scrape's cost, once there was one.
+    pub cost: Option<ScrapeCost>,
 }
 
 /// The counters that go with the per-key family.
@@ -48,8 +60,10 @@ pub struct Snapshot {
 pub struct KeyedCounters {
     /// Waits in the total but in no key (kernel key map full).
     pub unkeyed: u64,
-    /// Keys folded into the overflow series, ever.
+    /// Keys whose new waits went to the overflow series in this scrape.
     pub overflow_keys: u64,
+    /// Per-key series in this scrape, overflow included.
+    pub series: usize,
 }
 
 /// A histogram metric: one name, any number of labelled series.
@@ -57,27 +71,22 @@ pub struct KeyedCounters {
 pub struct HistogramFamily {
     /// Without the unit: the encoder appends `_seconds`.
     pub name: &'static str,
-    pub help: &'static str,
+    pub help: String,
+    pub layout: &'static Layout,
     pub series: Vec<Series>,
 }
 
 #[derive(Debug)]
 pub struct Series {
     pub labels: Vec<(&'static str, String)>,
-    pub waits: Waits,
+    /// In the family's layout.
+    pub waits: Folded,
 }
 
-#[derive(Debug)]
-pub struct BpfCost {
-    /// `kernel.bpf_stats_enabled`, if readable.
-    pub stats_enabled: Option<bool>,
-    pub programs: Vec<ProgramCost>,
-}
+const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile";
 
-const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; with -p only that process, in label pid";
-
-const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller), since schedlat started or the cgroup first waited; cgroups beyond --max-series in cgroup=\"__overflow__\"";
-const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited, since schedlat started or the process first waited; processes beyond --max-series in pid=\"__overflow__\"";
+const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller); a series is exported when its cgroup is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\"";
+const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited; a series is exported when its process is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in pid=\"__overflow__\"";
 
 impl Snapshot {
     /// The one view the kernel side has today: every wait (unlabelled), or
@@ -94,32 +103,52 @@ impl Snapshot {
             discarded_negative: waits.discarded_negative,
             histograms: vec![HistogramFamily {
                 name: "schedlat_runqueue_latency",
-                help: SYSTEM_HELP,
-                series: vec![Series { labels, waits }],
+                help: SYSTEM_HELP.into(),
+                layout: &LAYOUT,
+                series: vec![Series {
+                    labels,
+                    waits: Folded::of(&LAYOUT, &waits),
+                }],
             }],
             bpf,
             keyed: None,
+            target_alive: None,
+            cost: None,
         }
     }
 
-    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`).
-    pub fn with_keyed(mut self, by: Breakdown, keyed: KeyedScrape, unkeyed: u64) -> Snapshot {
+    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`);
+    /// `scope` is the filter's label, if any.
+    pub fn with_keyed(
+        mut self,
+        by: Breakdown,
+        layout: KeyBuckets,
+        keyed: KeyedScrape,
+        unkeyed: u64,
+        scope: Option<&(&'static str, String)>,
+    ) -> Snapshot {
         let (name, help) = match by {
             Breakdown::Process => ("schedlat_process_runqueue_latency", PROCESS_HELP),
             _ => ("schedlat_cgroup_runqueue_latency", CGROUP_HELP),
         };
-        self.histograms.push(HistogramFamily {
-            name,
-            help,
-            series: keyed
-                .series
-                .into_iter()
-                .map(|(labels, waits)| Series { labels, waits })
-                .collect(),
-        });
+        let series: Vec<Series> = keyed
+            .series
+            .into_iter()
+            .map(|(mut labels, waits)| {
+                labels.extend(scope.cloned());
+                Series { labels, waits }
+            })
+            .collect();
         self.keyed = Some(KeyedCounters {
             unkeyed,
             overflow_keys: keyed.overflow_keys,
+            series: series.len(),
+        });
+        self.histograms.push(HistogramFamily {
+            name,
+            help: format!("{help}; {}", layout.help()),
+            layout: layout.layout(),
+            series,
         });
         self
     }
@@ -143,13 +172,13 @@ impl Collector for Snapshot {
         for family in &self.histograms {
             let mut metric = encoder.encode_descriptor(
                 family.name,
-                family.help,
+                &family.help,
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
             for series in &family.series {
                 let w = &series.waits;
-                let buckets = LAYOUT.fold(&w.buckets);
+                let buckets = family.layout.with_bounds(&w.buckets);
                 let sum_seconds = w.sum_ns as f64 / 1e9;
                 metric
                     .encode_family(&series.labels)?
@@ -177,12 +206,29 @@ impl Collector for Snapshot {
                 "Waits in schedlat_runqueue_latency_seconds but in no per-cgroup or per-process series: the kernel's key map was full (raise --max-keys)",
                 keyed.unkeyed,
             )?;
-            counter(
+            gauge(
                 &mut encoder,
                 "schedlat_overflow_keys",
-                "Cgroups or processes whose waits go to the __overflow__ series, because --max-series series were taken when they first waited",
-                keyed.overflow_keys,
+                "Cgroups or processes that waited since the previous scrape but got no series of their own in this one (not pinned, not among the --max-series that waited most): their waits went to __overflow__",
+                keyed.overflow_keys as i64,
             )?;
+            gauge(
+                &mut encoder,
+                "schedlat_keyed_series",
+                "Per-cgroup or per-process series in this scrape, __overflow__ included",
+                keyed.series as i64,
+            )?;
+        }
+        if let Some(alive) = self.target_alive {
+            gauge(
+                &mut encoder,
+                "schedlat_target_alive",
+                "1 while the process or thread of -p/-t runs, 0 once it exited (schedlat keeps serving what it measured)",
+                i64::from(alive),
+            )?;
+        }
+        if let Some(cost) = &self.cost {
+            encode_cost(&mut encoder, cost)?;
         }
 
         let info = [
@@ -205,66 +251,12 @@ impl Collector for Snapshot {
     }
 }
 
-fn counter(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    ConstCounter::new(value).encode(metric)
-}
-
-fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std::fmt::Error> {
-    // The HELP says when the numbers cannot be trusted to move.
-    let caveat = match bpf.stats_enabled {
-        Some(true) => "",
-        Some(false) => {
-            " (kernel.bpf_stats_enabled is 0: the kernel only counts while BPF stats are enabled, so this may stand still; enable with sysctl kernel.bpf_stats_enabled=1)"
-        }
-        None => " (kernel.bpf_stats_enabled unreadable: counted only while BPF stats are enabled)",
-    };
-    if let Some(enabled) = bpf.stats_enabled {
-        let metric = encoder.encode_descriptor(
-            "schedlat_bpf_stats_enabled",
-            "Value of kernel.bpf_stats_enabled: 1 when the kernel counts BPF program run time",
-            None,
-            MetricType::Gauge,
-        )?;
-        ConstGauge::new(i64::from(enabled)).encode(metric)?;
-    }
-
-    let help = format!(
-        "CPU time spent in schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
-    );
-    let mut metric = encoder.encode_descriptor(
-        "schedlat_bpf_run_time",
-        &help,
-        Some(&Unit::Seconds),
-        MetricType::Counter,
-    )?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.run_time_ns as f64 / 1e9).encode(metric.encode_family(&labels)?)?;
-    }
-
-    let help = format!(
-        "Runs of schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
-    );
-    let mut metric =
-        encoder.encode_descriptor("schedlat_bpf_runs", &help, None, MetricType::Counter)?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.runs).encode(metric.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use schedlat_common::{CpuStats, bucket_index};
 
     use super::*;
+    use crate::collect::bpf_cost::ProgramCost;
 
     /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
     /// last boundary), 2 discarded, 1 untracked.
@@ -394,7 +386,7 @@ mod tests {
         let mut one = CpuStats::ZERO;
         one.buckets[bucket_index(3_000_000)] = 2;
         one.sum_ns = 6_000_000;
-        let waits = Waits::from_cpus(&[one]);
+        let waits = Folded::of(KeyBuckets::Log2.layout(), &Waits::from_cpus(&[one]));
         let keyed = KeyedScrape {
             series: vec![
                 (
@@ -408,17 +400,26 @@ mod tests {
             ],
             overflow_keys: 3,
         };
+        let scope = ("scope", "cpu=0".to_string());
         let out = known()
-            .with_keyed(Breakdown::Process, keyed, 4)
+            .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 4, Some(&scope))
             .encode(Format::Text);
         let h = "schedlat_process_runqueue_latency_seconds";
         for line in [
             format!("# TYPE {h} histogram"),
-            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\"}} 2"),
-            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\"}} 2"),
-            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",le=\"+Inf\"}} 2"),
+            format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\"}} 2"),
+            format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\",scope=\"cpu=0\"}} 2"),
+            format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"+Inf\"}} 2"),
+            // One boundary per power of two: 3 ms is in (2.10, 4.19] ms.
+            format!(
+                "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.002097152\"}} 0"
+            ),
+            format!(
+                "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.004194304\"}} 2"
+            ),
             "schedlat_unkeyed_waits_total 4".into(),
-            "schedlat_overflow_keys_total 3".into(),
+            "schedlat_overflow_keys 3".into(),
+            "schedlat_keyed_series 2".into(),
             // The whole-system family is unchanged.
             "schedlat_runqueue_latency_seconds_count 5".into(),
         ] {

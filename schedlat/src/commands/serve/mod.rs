@@ -7,8 +7,10 @@
 //! - scrape: what a scrape reads from the kernel;
 //! - keyed: the per-cgroup or per-process series and `--max-series`;
 //! - metrics: the snapshot and its encoding (prometheus-client);
+//! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
-//! - http: the hyper server; listen: `--listen` and binding.
+//! - http: the hyper server; listen: `--listen` and binding;
+//! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
 mod buckets;
 mod http;
@@ -16,16 +18,24 @@ mod keyed;
 pub mod listen;
 mod metrics;
 pub(crate) mod negotiate;
+mod own;
 mod scrape;
+mod snapshot;
 
-use std::{net::SocketAddr, rc::Rc, time::Duration};
+use std::{cell::RefCell, net::SocketAddr, rc::Rc, time::Duration};
 
 use anyhow::{Context, Result};
-use schedlat_common::scope::Breakdown;
-use tokio::task::LocalSet;
+use schedlat_common::{scope::Breakdown, victims::SlowEvent};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    task::LocalSet,
+};
 
+pub use self::{buckets::KeyBuckets, keyed::Pins};
 use crate::{
+    collect::slow::SlowEvents,
     commands::{
+        recorder::{Flight, RecorderOptions},
         run::Ended,
         session::{self, Signals},
     },
@@ -41,8 +51,14 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Per-key series (`--cgroups`, `--pids`) and the kernel's key limit.
     pub keyed: Option<Keyed>,
-    /// At most this many per-key series.
+    /// At most this many per-key series per scrape, pinned ones aside.
     pub max_series: u32,
+    /// The per-key families' buckets.
+    pub key_buckets: KeyBuckets,
+    /// Keys that always get a series.
+    pub pins: Pins,
+    /// The flight recorder (`--ring`), dumped on `POST /snapshot`.
+    pub ring: Option<RecorderOptions>,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -58,8 +74,26 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // Microseconds, as in histogram mode; the fine buckets that the exporter
     // reads are nanoseconds whatever the unit.
     let keyed = args.keyed;
-    let modes = Modes::histogram(keyed);
-    let tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
+    let mut modes = Modes::histogram(keyed);
+    if let Some(ring) = &args.ring {
+        modes = Flight::with_slow(ring, modes);
+    }
+    let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
+    // The ring, its slow waits and SIGHUP, taken before the scrapes own
+    // the tracer.
+    let (flight, mut events, mut sighup) = match &args.ring {
+        Some(ring) => {
+            let events = SlowEvents::take(&mut tracer)?;
+            let flight = Flight::start(ring, &mut tracer, "POST /snapshot or SIGHUP dumps now")?;
+            let sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+            (
+                Some(Rc::new(RefCell::new(flight))),
+                Some(events),
+                Some(sighup),
+            )
+        }
+        None => (None, None, None),
+    };
     if !addr.ip().is_loopback() {
         say!(
             "schedlat: note: {addr} is reachable from other machines; /metrics has no authentication"
@@ -67,17 +101,27 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     }
     if let Some(k) = keyed {
         say!(
-            "schedlat: per-{} series, at most {} (--max-series), {} keys in the kernel (--max-keys)",
+            "schedlat: per-{} series, at most {} per scrape (--max-series){}, {} keys in the kernel (--max-keys)",
             if k.by == Breakdown::Cgroup {
                 "cgroup"
             } else {
                 "process"
             },
             args.max_series,
+            if args.pins.values.is_empty() {
+                String::new()
+            } else {
+                format!(" plus pinned {}", args.pins.values.join(", "))
+            },
             k.max_keys
         );
     }
-    let keyed = keyed.map(|k| (k.by, args.max_series));
+    let keyed = keyed.map(|k| scrape::KeyedOptions {
+        by: k.by,
+        max_series: args.max_series,
+        layout: args.key_buckets,
+        pins: args.pins.clone(),
+    });
     let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
@@ -87,14 +131,19 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     let connections = LocalSet::new();
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
-    // With -p, a target that exits ends the run, as in histogram mode.
+    // With -p/-t, a target that exits does not end the run (unlike the
+    // histogram mode): the scrape target stays up, with what it measured,
+    // and says the process is gone (schedlat_target_alive 0).
     let mut watch = tokio::time::interval(Duration::from_millis(500));
+    let mut second = tokio::time::interval(Duration::from_secs(1));
+    second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    second.tick().await;
     connections
         .run_until(async {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => open.spawn(stream, source.clone()),
+                        Ok((stream, _)) => open.spawn(stream, source.clone(), flight.clone()),
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.
                         Err(e) => {
@@ -105,20 +154,60 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     },
-                    _ = watch.tick(), if filter.is_active() => {
-                        if !filter.target_alive() {
-                            say!("schedlat: the target process exited; stopping");
-                            break;
+                    _ = watch.tick(), if filter.tgid.is_some() || filter.tid.is_some() => {
+                        if source.target_exited(filter.target_alive()) {
+                            say!("schedlat: the target process exited; still serving (schedlat_target_alive 0)");
+                        }
+                    }
+                    slow = slow_events(events.as_mut()) => {
+                        let slow = slow.context("waiting for slow events")?;
+                        if let Some(flight) = &flight {
+                            flight.borrow_mut().push_slow(slow);
+                        }
+                    }
+                    _ = second.tick(), if flight.is_some() => {
+                        if let (Some(flight), Some(events)) = (&flight, events.as_mut()) {
+                            flight.borrow_mut().second(&mut source.tracer(), events.drain())?;
+                        }
+                    }
+                    _ = hangup(sighup.as_mut()) => {
+                        if let Some(flight) = &flight {
+                            flight.borrow().dump("SIGHUP", "sighup");
                         }
                     }
                     _ = signals.recv() => break,
                 }
             }
+            Ok::<(), anyhow::Error>(())
         })
-        .await;
+        .await?;
     // Stop listening, drop open connections, then detach the programs.
     drop(listener);
     drop(connections);
     drop(source);
+    // The dumps asked for finish before exit (the connections, which held
+    // the other references, are gone).
+    if let Some(flight) = flight.and_then(|f| Rc::try_unwrap(f).ok()) {
+        flight.into_inner().finish();
+    }
     Ok(Ended::Done)
+}
+
+/// The ring's next slow waits; never, without a ring.
+async fn slow_events(events: Option<&mut SlowEvents>) -> std::io::Result<Vec<SlowEvent>> {
+    match events {
+        Some(events) => events.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next SIGHUP; never, without a ring (SIGHUP then ends serve as
+/// before).
+async fn hangup(sighup: Option<&mut tokio::signal::unix::Signal>) {
+    match sighup {
+        Some(sighup) => {
+            sighup.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }

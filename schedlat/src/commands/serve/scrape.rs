@@ -3,15 +3,20 @@
 //! histogram (one map walk), and the programs' run-time counters. The
 //! kernel's counters are cumulative since load, which is what Prometheus
 //! expects; only the per-key series' assignment is kept between scrapes
-//! (keyed.rs).
+//! (keyed.rs), and what the previous scrape cost.
 
-use std::cell::RefCell;
+use std::{
+    cell::{Cell, RefCell, RefMut},
+    time::Instant,
+};
 
 use schedlat_common::scope::Breakdown;
 
 use super::{
-    keyed::{self, KeyedSeries},
-    metrics::{BpfCost, Snapshot},
+    buckets::KeyBuckets,
+    keyed::{self, Folded, KeyedSeries, Pins},
+    metrics::{BpfCost, ScrapeCost, Snapshot},
+    negotiate::Format,
 };
 use crate::{
     collect::{
@@ -21,41 +26,129 @@ use crate::{
         keylabels::{KeyLabels, waits_of},
         tracer::Tracer,
     },
-    kernel::filter::Filter,
+    kernel::filter::{Filter, comm_str, cpu_list_str},
 };
 
 pub struct Source {
     /// Mutable for deleting the kernel entries of gone keys.
     tracer: RefCell<Tracer>,
-    /// Labels of the one series: `pid` when filtered with -p.
+    /// Labels of the one series: `pid` when filtered with -p, and `scope`.
     labels: Vec<(&'static str, String)>,
+    /// The filter's `scope` label, if any.
+    scope: Option<(&'static str, String)>,
     /// With `--cgroups` or `--pids`.
     keyed: Option<RefCell<Keyed>>,
+    /// With -p/-t: whether the target still ran at the last look.
+    target_alive: Option<Cell<bool>>,
+    /// The previous scrape's cost.
+    cost: Cell<Option<ScrapeCost>>,
+}
+
+/// The per-key series' options.
+pub struct KeyedOptions {
+    pub by: Breakdown,
+    pub max_series: u32,
+    pub layout: KeyBuckets,
+    pub pins: Pins,
 }
 
 struct Keyed {
     labels: KeyLabels,
     series: KeyedSeries,
+    layout: KeyBuckets,
+}
+
+/// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
+/// whole system.
+fn scope_label(filter: &Filter) -> Option<(&'static str, String)> {
+    let mut parts = Vec::new();
+    if let Some(pid) = filter.tgid {
+        parts.push(format!("pid={pid}"));
+    }
+    if let Some(tid) = filter.tid {
+        parts.push(format!("tid={tid}"));
+    }
+    if let Some(comm) = &filter.comm {
+        parts.push(format!("comm={}", comm_str(comm)));
+    }
+    if let Some(c) = &filter.cgroup {
+        parts.push(format!("cgroup={}", c.dir.display()));
+    }
+    if let Some(cpus) = &filter.cpus {
+        parts.push(format!("cpu={}", cpu_list_str(cpus)));
+    }
+    (!parts.is_empty()).then(|| ("scope", parts.join(",")))
+}
+
+/// This thread's CPU time, user and system, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 impl Source {
-    /// `keyed`: the breakdown loaded and the `--max-series` limit.
-    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<(Breakdown, u32)>) -> Source {
-        let labels = filter
+    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Source {
+        let scope = scope_label(filter);
+        let mut labels: Vec<(&'static str, String)> = filter
             .tgid
             .map(|pid| vec![("pid", pid.to_string())])
             .unwrap_or_default();
-        let keyed = keyed.map(|(by, max_series)| {
+        labels.extend(scope.clone());
+        let keyed = keyed.map(|k| {
             RefCell::new(Keyed {
-                labels: KeyLabels::new(by, tracer.cgroup_hierarchy.clone()),
-                series: KeyedSeries::new(max_series),
+                labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
+                series: KeyedSeries::new(k.max_series, k.pins),
+                layout: k.layout,
             })
         });
+        let target = filter.tgid.is_some() || filter.tid.is_some();
         Source {
             tracer: RefCell::new(tracer),
             labels,
+            scope,
             keyed,
+            target_alive: target.then(|| Cell::new(true)),
+            cost: Cell::new(None),
         }
+    }
+
+    /// The tracer, between scrapes (the flight recorder's seconds).
+    pub fn tracer(&self) -> RefMut<'_, Tracer> {
+        self.tracer.borrow_mut()
+    }
+
+    /// Records whether the -p/-t target still runs; true the first time it
+    /// is found gone.
+    pub fn target_exited(&self, alive: bool) -> bool {
+        match &self.target_alive {
+            Some(cell) => cell.replace(alive) && !alive,
+            None => false,
+        }
+    }
+
+    /// One scrape: read, encode, and note what it cost for the next one.
+    pub fn serve(&self, format: Format) -> Result<String, ReadError> {
+        let (start, cpu) = (Instant::now(), thread_cpu_seconds());
+        let mut snapshot = self.snapshot()?;
+        let previous = self.cost.get();
+        let scrapes = previous.map_or(0, |c| c.scrapes) + 1;
+        snapshot.cost = Some(ScrapeCost {
+            scrapes,
+            ..previous.unwrap_or_default()
+        });
+        let body = snapshot.encode(format);
+        self.cost.set(Some(ScrapeCost {
+            seconds: start.elapsed().as_secs_f64(),
+            cpu_seconds: thread_cpu_seconds() - cpu,
+            body_bytes: body.len(),
+            scrapes,
+        }));
+        Ok(body)
     }
 
     pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
@@ -73,21 +166,36 @@ impl Source {
             stats_enabled: bpf_cost::stats_sysctl(),
             programs: tracer.program_costs(),
         });
-        let snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
+        let mut snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
+        snapshot.target_alive = self.target_alive.as_ref().map(Cell::get);
         Ok(match (keyed, &self.keyed) {
-            (Some(scrape), Some(k)) => snapshot.with_keyed(k.borrow().labels.by(), scrape, unkeyed),
+            (Some(scrape), Some(k)) => {
+                let k = k.borrow();
+                snapshot.with_keyed(
+                    k.labels.by(),
+                    k.layout,
+                    scrape,
+                    unkeyed,
+                    self.scope.as_ref(),
+                )
+            }
             _ => snapshot,
         })
     }
 
     fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
         let read = self.tracer.borrow().read_keyed()?;
-        let Keyed { labels, series } = keyed;
+        let Keyed {
+            labels,
+            series,
+            layout,
+        } = keyed;
+        let layout = layout.layout();
         let current = read
             .iter()
             .map(|(key, stats)| {
                 labels.saw(*key, stats);
-                (*key, waits_of(stats))
+                (*key, Folded::of(layout, &waits_of(stats)))
             })
             .collect();
         let overflow = keyed::overflow_labels(labels.by());

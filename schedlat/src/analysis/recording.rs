@@ -1,0 +1,207 @@
+//! A recorded window: per-second histograms of one or more series (the
+//! total, and per cgroup) and the slow waits, as the flight recorder keeps
+//! them in memory and as a dump holds them (docs/recorder.md).
+//!
+//! A second's histogram is kept sparse, only its non-empty buckets, as
+//! (index, count) pairs of 2 + 4 bytes (a count per bucket per second fits
+//! 32 bits: 4 billion waits in one bucket in one second do not happen on a
+//! run queue; more saturate). That bounds a series-second at
+//! `MAX_SERIES_SECOND_BYTES` whatever the load, and it is a few hundred
+//! bytes in practice.
+
+use schedlat_common::{NR_BUCKETS, NR_LOG2_SLOTS, victims::SlowEvent};
+
+use crate::collect::histogram::Waits;
+
+/// One series' waits in one interval, sparse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactWaits {
+    /// Non-empty fine buckets: (index, count).
+    pub buckets: Box<[(u16, u32)]>,
+    /// Non-empty runqlat log2 slots: (slot, count).
+    pub log2: Box<[(u8, u32)]>,
+    pub sum_ns: u64,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub untracked_tid: u32,
+    pub discarded_negative: u32,
+    pub unkeyed: u32,
+}
+
+/// The most a series-second can take: every bucket and slot non-empty,
+/// plus the fixed part (what the memory bound is computed from).
+pub const MAX_SERIES_SECOND_BYTES: usize =
+    NR_BUCKETS * 8 + NR_LOG2_SLOTS * 8 + std::mem::size_of::<CompactWaits>();
+
+fn narrow(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl CompactWaits {
+    pub fn of(w: &Waits) -> CompactWaits {
+        let nonzero = |v: &[u64]| -> Vec<(usize, u32)> {
+            v.iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, &n)| (i, narrow(n)))
+                .collect()
+        };
+        CompactWaits {
+            buckets: nonzero(&w.buckets)
+                .into_iter()
+                .map(|(i, n)| (i as u16, n))
+                .collect(),
+            log2: nonzero(&w.log2)
+                .into_iter()
+                .map(|(i, n)| (i as u8, n))
+                .collect(),
+            sum_ns: w.sum_ns,
+            min_ns: w.min_ns,
+            max_ns: w.max_ns,
+            untracked_tid: narrow(w.untracked_tid),
+            discarded_negative: narrow(w.discarded_negative),
+            unkeyed: narrow(w.unkeyed),
+        }
+    }
+
+    pub fn waits(&self) -> Waits {
+        let mut w = Waits::default();
+        for &(i, n) in &self.buckets {
+            w.buckets[usize::from(i)] = u64::from(n);
+        }
+        for &(i, n) in &self.log2 {
+            w.log2[usize::from(i)] = u64::from(n);
+        }
+        w.sum_ns = self.sum_ns;
+        w.min_ns = self.min_ns;
+        w.max_ns = self.max_ns;
+        w.untracked_tid = u64::from(self.untracked_tid);
+        w.discarded_negative = u64::from(self.discarded_negative);
+        w.unkeyed = u64::from(self.unkeyed);
+        w
+    }
+
+    /// Heap and inline bytes this value holds.
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + std::mem::size_of_val(&*self.buckets)
+            + std::mem::size_of_val(&*self.log2)
+    }
+}
+
+/// One interval (a second, normally) of the recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Second {
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// The total first, then the series kept (per cgroup, the largest
+    /// total wait first, up to the series cap).
+    pub series: Vec<(String, CompactWaits)>,
+    /// Series with waits this second that the cap left out.
+    pub series_dropped: u32,
+    /// Slow waits the kernel's ring buffer had no room for this second.
+    pub slow_lost: u64,
+}
+
+impl Second {
+    pub fn total(&self) -> Option<&CompactWaits> {
+        self.series.first().map(|(_, w)| w)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&CompactWaits> {
+        self.series.iter().find(|(n, _)| n == name).map(|(_, w)| w)
+    }
+}
+
+/// What the dump's header says about how it was recorded.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Meta {
+    /// Why the dump was taken (SIGHUP, HTTP, a trigger's description).
+    pub reason: String,
+    pub host: String,
+    pub hook: String,
+    pub unit: String,
+    pub window_s: u64,
+    pub slow_threshold_ns: u64,
+    pub slice_ns: u64,
+    pub slice_source: String,
+    pub dumped_unix_ns: u64,
+    /// Slow waits the recorder's own window had no room for (oldest
+    /// dropped first), over the whole run so far.
+    pub slow_evicted: u64,
+}
+
+/// A dump: its seconds in order, and the slow waits of the same window.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    pub meta: Meta,
+    /// Shared with the recorder's ring while a dump is written.
+    pub seconds: Vec<std::sync::Arc<Second>>,
+    pub slow: Vec<SlowEvent>,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC when the slow waits were taken, to
+    /// put their kernel timestamps on the wall clock.
+    pub mono_to_unix_ns: i128,
+}
+
+impl Window {
+    /// A slow wait's end on the wall clock.
+    pub fn unix_ns(&self, mono_ns: u64) -> u64 {
+        u64::try_from(i128::from(mono_ns) + self.mono_to_unix_ns).unwrap_or(0)
+    }
+
+    /// The series named in any second, the total first.
+    pub fn series_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for s in &self.seconds {
+            for (n, _) in &s.series {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        names
+    }
+
+    /// The merged waits of `series` over the seconds in `[from, to)` (unix ns).
+    pub fn merged(&self, series: &str, from: u64, to: u64) -> Waits {
+        let mut w = Waits::default();
+        for s in self
+            .seconds
+            .iter()
+            .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
+        {
+            if let Some(c) = s.get(series) {
+                w.merge(&c.waits());
+            }
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
+
+    use super::*;
+
+    #[test]
+    fn compact_round_trips_and_is_small() {
+        let mut cpu = CpuStats::ZERO;
+        for v in [1_000u64, 1_000, 50_000, 3_000_000] {
+            cpu.buckets[bucket_index(v)] += 1;
+            cpu.log2[log2_slot(v / 1000)] += 1;
+            cpu.sum_ns += v;
+        }
+        let x = Extremes {
+            min_ns: 1_000,
+            max_ns: 3_000_000,
+        };
+        let w = Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let c = CompactWaits::of(&w);
+        assert_eq!(c.waits(), w);
+        assert_eq!(c.waits().count(), 4);
+        assert!(c.bytes() < 200, "{}", c.bytes());
+        assert!(c.bytes() <= MAX_SERIES_SECOND_BYTES);
+    }
+}

@@ -1,0 +1,331 @@
+//! A flight-recorder dump as JSON Lines (`schedlat.dump.v1`, docs/
+//! recorder.md): a header, one line per interval per series embedding the
+//! `--json` interval object (`schedlat.histogram.v1`, so `compare` and any
+//! reader of schedlat's JSON read it), one line per slow wait, an end line.
+//! The same module reads a dump back for `replay` and `compare`.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Report, json::Interval};
+use crate::{
+    analysis::{
+        recording::{CompactWaits, Meta, Second, Window},
+        slice::Slice,
+        task::{TaskJson, policy_name},
+    },
+    collect::histogram::Unit,
+    kernel::hook::HookMode,
+};
+
+pub const SCHEMA: &str = "schedlat.dump.v1";
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    #[serde(rename = "type")]
+    kind: String,
+    schema: String,
+    reason: String,
+    host: String,
+    hook: String,
+    unit: String,
+    window_s: u64,
+    slow_threshold_ns: u64,
+    slice_ns: u64,
+    slice_source: String,
+    dumped_unix_ns: u64,
+    slow_evicted: u64,
+    intervals: usize,
+    slow_waits: usize,
+}
+
+/// The dump as JSON Lines, in memory.
+#[cfg(test)]
+pub fn render(w: &Window) -> String {
+    let mut out = Vec::new();
+    write(&mut out, w).expect("writing to memory");
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+/// Writes the dump as JSON Lines, a line at a time (a dump is never whole
+/// in memory).
+pub fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Result<()> {
+    let m = &w.meta;
+    let mut line = |v: &dyn erased::Ser| -> std::io::Result<()> {
+        out.write_all(v.to_json().as_bytes())?;
+        out.write_all(b"\n")
+    };
+    line(&Header {
+        kind: "header".into(),
+        schema: SCHEMA.into(),
+        reason: m.reason.clone(),
+        host: m.host.clone(),
+        hook: m.hook.clone(),
+        unit: m.unit.clone(),
+        window_s: m.window_s,
+        slow_threshold_ns: m.slow_threshold_ns,
+        slice_ns: m.slice_ns,
+        slice_source: m.slice_source.clone(),
+        dumped_unix_ns: m.dumped_unix_ns,
+        slow_evicted: m.slow_evicted,
+        intervals: w.seconds.len(),
+        slow_waits: w.slow.len(),
+    })?;
+    let unit = if m.unit == "msecs" {
+        Unit::Msecs
+    } else {
+        Unit::Usecs
+    };
+    let slice = Slice::fixed(m.slice_ns, &m.slice_source);
+    for s in &w.seconds {
+        for (i, (name, c)) in s.series.iter().enumerate() {
+            let waits = c.waits();
+            let length = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
+            let mut report = Report::new(HookMode::Btf, unit, &waits, &slice, length, false);
+            report.time = UNIX_EPOCH + Duration::from_nanos(s.end_unix_ns);
+            let mut histogram = super::json::interval(&report);
+            histogram.hook = m.hook.clone();
+            let mut v = json!({
+                "type": "interval",
+                "series": name,
+                "start_unix_ns": s.start_unix_ns,
+                "end_unix_ns": s.end_unix_ns,
+                "histogram": histogram,
+            });
+            if i == 0 {
+                v["series_dropped"] = s.series_dropped.into();
+                v["slow_lost"] = s.slow_lost.into();
+            }
+            line(&v)?;
+        }
+    }
+    for e in &w.slow {
+        line(&slow_line(e, w))?;
+    }
+    line(&json!({"type": "end", "schema": SCHEMA}))
+}
+
+fn slow_line(e: &SlowEvent, w: &Window) -> Value {
+    json!({
+        "type": "slow",
+        "end_unix_ns": w.unix_ns(e.at_ns),
+        "start_unix_ns": w.unix_ns(e.at_ns.saturating_sub(e.wait_ns)),
+        "end_mono_ns": e.at_ns,
+        "cpu": e.cpu,
+        "wait_ns": e.wait_ns,
+        "rq_len": (e.rq_len != RQ_LEN_UNKNOWN).then_some(e.rq_len),
+        "victim": TaskJson::from(&e.victim),
+        "culprit": TaskJson::from(&e.culprit),
+    })
+}
+
+/// Reads a dump back. Errors name the line.
+pub fn parse(text: &str, origin: &str) -> Result<Window> {
+    let mut w = Window::default();
+    let mut header = None;
+    let mut ended = false;
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = || format!("{origin}:{}", n + 1);
+        let v: Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+        match v["type"].as_str() {
+            Some("header") => {
+                let h: Header = serde_json::from_value(v).with_context(at)?;
+                if h.schema != SCHEMA {
+                    bail!(
+                        "{}: schema {} (this schedlat reads {SCHEMA})",
+                        at(),
+                        h.schema
+                    );
+                }
+                header = Some(h);
+            }
+            Some("interval") => {
+                let histogram: Interval =
+                    serde_json::from_value(v["histogram"].clone()).with_context(at)?;
+                let start = v["start_unix_ns"].as_u64().unwrap_or(0);
+                let end = v["end_unix_ns"].as_u64().unwrap_or(0);
+                let name = v["series"].as_str().unwrap_or("total").to_string();
+                let waits = histogram.waits().with_context(|| {
+                    format!(
+                        "{}: wait counts add up to more than 2^64: a damaged dump",
+                        at()
+                    )
+                })?;
+                let c = CompactWaits::of(&waits);
+                match w.seconds.last_mut() {
+                    Some(s) if s.start_unix_ns == start && s.end_unix_ns == end => {
+                        std::sync::Arc::make_mut(s).series.push((name, c))
+                    }
+                    _ => w.seconds.push(std::sync::Arc::new(Second {
+                        start_unix_ns: start,
+                        end_unix_ns: end,
+                        series: vec![(name, c)],
+                        series_dropped: v["series_dropped"].as_u64().unwrap_or(0) as u32,
+                        slow_lost: v["slow_lost"].as_u64().unwrap_or(0),
+                    })),
+                }
+            }
+            Some("slow") => {
+                let e = slow_event(&v).with_context(|| format!("{}: bad slow wait", at()))?;
+                if w.slow.is_empty() {
+                    w.mono_to_unix_ns =
+                        i128::from(v["end_unix_ns"].as_u64().unwrap_or(0)) - i128::from(e.at_ns);
+                }
+                w.slow.push(e);
+            }
+            Some("end") => ended = true,
+            _ => bail!("{}: not a line of a schedlat dump ({SCHEMA})", at()),
+        }
+    }
+    let Some(h) = header else {
+        bail!("{origin}: no dump header: not a schedlat dump (docs/recorder.md)");
+    };
+    if !ended {
+        bail!("{origin}: the dump is cut short (no end line)");
+    }
+    w.meta = Meta {
+        reason: h.reason,
+        host: h.host,
+        hook: h.hook,
+        unit: h.unit,
+        window_s: h.window_s,
+        slow_threshold_ns: h.slow_threshold_ns,
+        slice_ns: h.slice_ns,
+        slice_source: h.slice_source,
+        dumped_unix_ns: h.dumped_unix_ns,
+        slow_evicted: h.slow_evicted,
+    };
+    Ok(w)
+}
+
+fn slow_event(v: &Value) -> Option<SlowEvent> {
+    Some(SlowEvent {
+        at_ns: v["end_mono_ns"].as_u64()?,
+        wait_ns: v["wait_ns"].as_u64()?,
+        cpu: v["cpu"].as_u64()? as u32,
+        rq_len: v["rq_len"].as_u64().map_or(RQ_LEN_UNKNOWN, |n| n as u32),
+        victim: task_of(&v["victim"])?,
+        culprit: task_of(&v["culprit"])?,
+    })
+}
+
+/// A TaskJson back into the kernel's form (for display only).
+fn task_of(v: &Value) -> Option<TaskInfo> {
+    let mut comm = [0u8; 16];
+    let name = v["comm"].as_str()?.as_bytes();
+    let n = name.len().min(16);
+    comm[..n].copy_from_slice(&name[..n]);
+    let policy_name_of = v["policy"].as_str()?;
+    let policy = (0..8u32)
+        .find(|&p| policy_name(p) == policy_name_of)
+        .unwrap_or(0);
+    Some(TaskInfo {
+        tid: v["tid"].as_u64()? as u32,
+        tgid: v["pid"].as_u64()? as u32,
+        comm,
+        policy,
+        static_prio: (120 + v["nice"].as_i64()?) as u32,
+        rt_priority: v["rt_priority"].as_u64()? as u32,
+        _pad: 0,
+    })
+}
+
+/// serde_json::to_string for any Serialize, behind a trait object.
+mod erased {
+    pub trait Ser {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string(self).expect("plain data serializes")
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use schedlat_common::{CpuStats, bucket_index, log2_slot};
+
+    use super::*;
+    use crate::{analysis::task::tests::task, collect::histogram::Waits};
+
+    pub fn sample_window() -> Window {
+        let waits = |values: &[u64]| {
+            let mut cpu = CpuStats::ZERO;
+            for &v in values {
+                cpu.buckets[bucket_index(v)] += 1;
+                cpu.log2[log2_slot(v / 1000)] += 1;
+                cpu.sum_ns += v;
+            }
+            CompactWaits::of(&Waits::from_cpus(&[cpu]))
+        };
+        let base = 1_700_000_000_000_000_000u64;
+        let second = |i: u64, values: &[u64]| Second {
+            start_unix_ns: base + i * 1_000_000_000,
+            end_unix_ns: base + (i + 1) * 1_000_000_000,
+            series: vec![
+                ("total".into(), waits(values)),
+                ("cgroup /a".into(), waits(&values[..1])),
+            ],
+            series_dropped: i as u32,
+            slow_lost: 0,
+        };
+        Window {
+            meta: Meta {
+                reason: "SIGHUP".into(),
+                host: "h".into(),
+                hook: "tp_btf".into(),
+                unit: "usecs".into(),
+                window_s: 60,
+                slow_threshold_ns: 1_000_000,
+                slice_ns: 3_000_000,
+                slice_source: "test".into(),
+                dumped_unix_ns: base + 3_000_000_000,
+                slow_evicted: 0,
+            },
+            seconds: vec![
+                second(0, &[2_000, 3_000]).into(),
+                second(1, &[5_000_000, 9_000]).into(),
+            ],
+            slow: vec![SlowEvent {
+                at_ns: 5_000_000_000,
+                wait_ns: 5_000_000,
+                cpu: 1,
+                rq_len: 4,
+                victim: task(10, 10, "sleeper", 0, 0, 0),
+                culprit: task(20, 20, "hog", 0, 5, 0),
+            }],
+            mono_to_unix_ns: i128::from(base),
+        }
+    }
+
+    #[test]
+    fn a_dump_reads_back_as_written() {
+        let w = sample_window();
+        let text = render(&w);
+        assert_eq!(text.lines().count(), 1 + 4 + 1 + 1);
+        let back = parse(&text, "dump").unwrap();
+        assert_eq!(back.meta, w.meta);
+        assert_eq!(back.seconds, w.seconds);
+        assert_eq!(back.slow, w.slow);
+        assert_eq!(back.mono_to_unix_ns, w.mono_to_unix_ns);
+    }
+
+    #[test]
+    fn a_cut_dump_is_refused() {
+        let text = render(&sample_window());
+        let cut: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+        let e = parse(&cut, "d").unwrap_err().to_string();
+        assert!(e.contains("cut short"), "{e}");
+        let e = parse("{\"schema\":1}\n", "d").unwrap_err().to_string();
+        assert!(e.contains("not a line of a schedlat dump"), "{e}");
+    }
+}
