@@ -163,8 +163,10 @@ impl Window {
         names
     }
 
-    /// The merged waits of `series` over the seconds in `[from, to)` (unix ns).
-    pub fn merged(&self, series: &str, from: u64, to: u64) -> Waits {
+    /// The merged waits of `series` over the seconds in `[from, to)` (unix
+    /// ns); None when the counts add up past u64 (a damaged dump: each
+    /// second was checked when read, their sum is checked here).
+    pub fn merged(&self, series: &str, from: u64, to: u64) -> Option<Waits> {
         let mut w = Waits::default();
         for s in self
             .seconds
@@ -172,10 +174,10 @@ impl Window {
             .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
         {
             if let Some(c) = s.get(series) {
-                w.merge(&c.waits());
+                w.try_merge(&c.waits())?;
             }
         }
-        w
+        Some(w)
     }
 }
 

@@ -72,7 +72,9 @@ pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
     if inside.is_empty() {
         bail!("no whole interval between --from and --to");
     }
-    let merged = w.merged(&opts.series, from, to);
+    let Some(merged) = w.merged(&opts.series, from, to) else {
+        bail!("the window's wait counts add up to more than 2^64: a damaged dump");
+    };
     let window_shape = shape::classify(&merged, &slice);
     let mut slow: Vec<_> = w
         .slow

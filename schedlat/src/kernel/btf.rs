@@ -306,7 +306,7 @@ impl StructLayout {
             })
             .ok_or_else(no_struct)?;
         let mut members = Vec::new();
-        collect_members(btf, &strukt, 0, &mut members);
+        collect_members(btf, &strukt, 0, 0, &mut members);
         Ok(StructLayout {
             path: path.to_path_buf(),
             name: name.to_string(),
@@ -345,12 +345,23 @@ impl StructLayout {
     }
 }
 
+/// How deep anonymous structs and unions nest, and how long a typedef or
+/// qualifier chain runs, before the BTF is taken as damaged: real kernels
+/// nest a few levels, and a BTF whose types loop back on themselves must
+/// not recurse or spin forever.
+const MAX_ANONYMOUS_DEPTH: u32 = 16;
+const MAX_TYPE_CHAIN: u32 = 32;
+
 fn collect_members(
     btf: &Btf,
     strukt: &btf_rs::Struct,
     base_bits: u64,
+    depth: u32,
     out: &mut Vec<(String, u64)>,
 ) {
+    if depth > MAX_ANONYMOUS_DEPTH {
+        return;
+    }
     for member in &strukt.members {
         let bits = base_bits + u64::from(member.bit_offset());
         let name = btf.resolve_name(member).unwrap_or_default();
@@ -362,10 +373,10 @@ fn collect_members(
         let Ok(mut ty) = btf.resolve_chained_type(member) else {
             continue;
         };
-        loop {
+        for _ in 0..MAX_TYPE_CHAIN {
             match ty {
                 Type::Struct(ref inner) | Type::Union(ref inner) => {
-                    collect_members(btf, inner, bits, out);
+                    collect_members(btf, inner, bits, depth + 1, out);
                     break;
                 }
                 Type::Typedef(_) | Type::Const(_) | Type::Volatile(_) => {
