@@ -102,6 +102,22 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
         static_prio: task.offset_of(&["static_prio"])?,
         rt_priority: task.offset_of(&["rt_priority"])?,
     };
+    // offset_of lets a member start at the struct's end (a flexible
+    // array); these are ints and comm[16], which must end inside it.
+    let ends = [
+        ("pid", offsets.pid + 4),
+        ("tgid", offsets.tgid + 4),
+        ("comm", offsets.comm + 16),
+    ];
+    if let Some((name, end)) = ends.into_iter().find(|&(_, end)| end > task.size) {
+        return Err(BtfError::Layout {
+            path: path.to_path_buf(),
+            what: format!(
+                "task_struct.{name} ends at byte {end}, past the struct ({} bytes): a damaged BTF",
+                task.size
+            ),
+        });
+    }
     #[cfg(feature = "fault-injection")]
     let offsets = inject_pid_offset(offsets);
     Ok(offsets)
@@ -332,7 +348,10 @@ impl StructLayout {
                 strukt: self.name.clone(),
                 fields: candidates.iter().map(|s| s.to_string()).collect(),
             })?;
-        if offset >= self.size {
+        // `>`, not `>=`: a flexible array member (struct pid's numbers[]
+        // on 6.1-6.12) starts exactly at the struct's end. Found by
+        // vm-test after the fuzz finding below first used `>=`.
+        if offset > self.size {
             return Err(BtfError::Layout {
                 path: self.path.clone(),
                 what: format!(
