@@ -47,26 +47,27 @@ pub fn run() -> Result<()> {
         "nightly toolchain with rust-src (builds the eBPF object)",
         nightly_rust_src,
     )?;
-    step(
-        "nightly rustfmt and stable clippy (the test command checks both)",
-        lint_tools,
-    )?;
     step("bpf-linker built against LLVM 22", bpf_linker)?;
     step("tracefs mounted", tracefs)?;
-    step(
-        "Python readers of the recorder's dumps (tests/readers)",
-        python_readers,
-    )?;
     eprintln!("setup: ready in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// `run()`, then the tools only `cargo xtask test` and `bench` use.
+/// `run()`, then the tools only `cargo xtask test` and `bench` use: a
+/// user who only builds and runs schedlat never gets them.
 pub fn test_tools() -> Result<()> {
     run()?;
+    step(
+        "nightly rustfmt and stable clippy (the test command checks both)",
+        lint_tools,
+    )?;
     step("packages for tests and bench", || {
         apt_install(&TEST_PACKAGES)
-    })
+    })?;
+    step(
+        "Python readers of the recorder's dumps (tests/readers)",
+        python_readers,
+    )
 }
 
 fn step(what: &str, f: impl FnOnce() -> Result<Outcome>) -> Result<()> {
