@@ -276,10 +276,11 @@ fn text(data: &[u8]) -> String {
 
 #[test]
 fn fuzz_btf_offsets() {
-    use crate::kernel::btf;
+    use crate::kernel::{btf, btf_check};
     // The BTF a user passes with --btf is parsed by btf-rs from a file, so
     // each case goes through a file too; every lookup that loading does
-    // must fail cleanly or give offsets inside the struct it names.
+    // must fail cleanly, and the task_struct layout loading accepts (after
+    // btf_check, as kernel/loader/plan.rs does) must lie inside the struct.
     let dir = std::env::temp_dir().join(format!("schedlat-fuzz-btf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("case.btf");
@@ -291,8 +292,12 @@ fn fuzz_btf_offsets() {
         if let (Ok(task), Ok(size)) = (
             btf::task_offsets(&parsed, &path),
             btf::task_struct_size(&parsed, &path),
-        ) {
-            assert!(task.pid < size && task.tgid < size, "{task:?} in {size}");
+        ) && btf_check::check_plausible(&task, size, &path).is_ok()
+        {
+            assert!(
+                task.pid + 4 <= size && task.tgid + 4 <= size && task.comm + 16 <= size,
+                "{task:?} in {size}"
+            );
         }
         let _ = btf::rq_offsets(&parsed, &path);
         let _ = btf::pidns_offsets(&parsed, &path);

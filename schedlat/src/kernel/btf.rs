@@ -102,22 +102,6 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
         static_prio: task.offset_of(&["static_prio"])?,
         rt_priority: task.offset_of(&["rt_priority"])?,
     };
-    // offset_of lets a member start at the struct's end (a flexible
-    // array); these are ints and comm[16], which must end inside it.
-    let ends = [
-        ("pid", offsets.pid + 4),
-        ("tgid", offsets.tgid + 4),
-        ("comm", offsets.comm + 16),
-    ];
-    if let Some((name, end)) = ends.into_iter().find(|&(_, end)| end > task.size) {
-        return Err(BtfError::Layout {
-            path: path.to_path_buf(),
-            what: format!(
-                "task_struct.{name} ends at byte {end}, past the struct ({} bytes): a damaged BTF",
-                task.size
-            ),
-        });
-    }
     #[cfg(feature = "fault-injection")]
     let offsets = inject_pid_offset(offsets);
     Ok(offsets)

@@ -36,6 +36,7 @@ pub fn check_plausible(offsets: &TaskOffsets, size: u64, path: &Path) -> Result<
     }
     let fields = [
         ("pid", o.pid, 4),
+        ("tgid", o.tgid, 4),
         ("comm", o.comm, 16),
         ("state", o.state, 4),
         ("policy", o.policy, 4),
