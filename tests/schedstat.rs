@@ -20,7 +20,10 @@
 //!   nearly all of its waiting while it counts the same switch-ins;
 //! - a normal thread that sleeps 2 ms at a time (the case of a report with
 //!   eBPF/schedstat at 229% to 1400%): on an idle or lightly loaded CPU most
-//!   of its wakeups preempt too, so schedlat sees more than run_delay.
+//!   of its wakeups preempt too, so schedlat sees more than run_delay. It
+//!   starts once the FIFO thread is done: a preempted wait is the one case
+//!   where the skipped update makes run_delay count more (its enqueue is
+//!   stamped with the clock of the preempting wakeup, before the switch).
 
 mod common;
 
@@ -126,8 +129,29 @@ fn run_delay_misses_the_wakeup_to_switch_time_of_preempting_wakeups() {
             thread::sleep(Duration::from_millis(2));
         }
     };
-    handles.push(spawn("fifo-sleeper", sleep_cpu, true, Box::new(sleeps)));
-    handles.push(spawn("sleeper", sleep_cpu, false, Box::new(sleeps)));
+    // The two sleepers share a CPU but take turns: were the FIFO thread to
+    // wake while the normal sleeper runs, it would preempt it, and the
+    // switch's skipped clock update would date that preempted wait from
+    // the FIFO wakeup, so run_delay would count more than the wait.
+    let (fifo_done_tx, fifo_done_rx) = mpsc::channel::<()>();
+    handles.push(spawn(
+        "fifo-sleeper",
+        sleep_cpu,
+        true,
+        Box::new(move || {
+            sleeps();
+            fifo_done_tx.send(()).unwrap();
+        }),
+    ));
+    handles.push(spawn(
+        "sleeper",
+        sleep_cpu,
+        false,
+        Box::new(move || {
+            fifo_done_rx.recv().unwrap();
+            sleeps();
+        }),
+    ));
     drop(done_tx);
     let tids: HashMap<&'static str, u32> = (0..4).map(|_| tid_rx.recv().unwrap()).collect();
 
