@@ -3,7 +3,7 @@
 //! per-cgroup and per-process series of `schedlat serve`.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     os::unix::fs::MetadataExt,
     time::{Duration, Instant},
 };
@@ -36,13 +36,7 @@ pub struct KeyLabels {
     /// When the hierarchy was last scanned: one scan answers for a pass
     /// over the keys, not one per unknown key.
     scanned: Option<Instant>,
-    /// The PIDs in /proc, listed once per pass over the keys rather than
-    /// one /proc read per key (thousands of process keys per scrape).
-    processes: Option<(Instant, HashSet<u32>)>,
 }
-
-/// How long one listing of /proc answers for: one scrape or interval.
-const PROCESS_LIST_TTL: Duration = Duration::from_millis(500);
 
 /// How long one scan of the cgroup hierarchy answers for unknown ids: a
 /// pass over thousands of keys takes far less.
@@ -58,7 +52,6 @@ impl KeyLabels {
             cgroup_paths: HashMap::new(),
             known_paths: HashMap::new(),
             scanned: None,
-            processes: None,
         }
     }
 
@@ -116,32 +109,11 @@ impl KeyLabels {
     /// once reaped). Other keys always exist.
     pub fn exists(&mut self, key: u64) -> bool {
         match self.by {
-            Breakdown::Process => self.process_exists(key as u32),
+            Breakdown::Process => process_exists(key as u32),
             Breakdown::Thread => is_alive(key as u32),
             Breakdown::Cgroup => self.cgroup_exists(key),
             _ => true,
         }
-    }
-
-    /// From one listing of /proc (which lists processes, not threads).
-    fn process_exists(&mut self, pid: u32) -> bool {
-        let fresh = self
-            .processes
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < PROCESS_LIST_TTL);
-        if !fresh {
-            let pids = std::fs::read_dir("/proc")
-                .map(|dir| {
-                    dir.flatten()
-                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            self.processes = Some((Instant::now(), pids));
-        }
-        self.processes
-            .as_ref()
-            .is_some_and(|(_, pids)| pids.contains(&pid))
     }
 
     /// Whether cgroup `id` is still there: its known path still has that
@@ -176,6 +148,21 @@ impl KeyLabels {
             Breakdown::None => key.to_string(),
         }
     }
+}
+
+/// kill(pid, 0): one syscall, where a listing of /proc costs
+/// milliseconds at ten thousand processes. It finds threads too, but a
+/// process key is a tgid; a zombie is there until reaped, as in /proc.
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// A key's kernel histogram as `Waits` (no extremes: they are not kept per key).

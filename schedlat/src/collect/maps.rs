@@ -4,7 +4,10 @@
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use schedlat_common::{CpuStats, Extremes, names, scope::KeyStats};
 
-use super::tracer::Tracer;
+use super::{
+    batch::{self, Entries},
+    tracer::Tracer,
+};
 use crate::collect::error::ReadError;
 
 impl Tracer {
@@ -57,14 +60,17 @@ impl Tracer {
     /// Every key's cumulative histogram (`--pids`, `--cgroups`...): empty
     /// unless a breakdown is on.
     pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
+        let mut entries = Entries::default();
+        self.read_keyed_into(&mut entries)?;
+        Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
+    }
+
+    /// [`Tracer::read_keyed`] into buffers kept between reads, in a few
+    /// syscalls (batch.rs): what a scrape of thousands of keys needs.
+    pub fn read_keyed_into(&self, out: &mut Entries<u64, KeyStats>) -> Result<(), ReadError> {
         let name = names::MAP_KEYED;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
-        keyed
-            .iter()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| ReadError::Map { name, error })
+        batch::read(map, out).map_err(|error| ReadError::Map { name, error })
     }
 
     /// Deletes one key's histogram (its task or cgroup is gone).

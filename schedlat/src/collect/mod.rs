@@ -2,6 +2,7 @@
 //! histogram interval, the breakdown keys and their labels, the victims
 //! tables and the programs' own cost.
 
+pub mod batch;
 pub mod bpf_cost;
 pub mod error;
 pub mod histogram;

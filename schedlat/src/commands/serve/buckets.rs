@@ -49,6 +49,9 @@ const PER_OCTAVE: u64 = 4;
 pub struct Layout {
     edges_ns: Vec<u64>,
     fold: Vec<usize>,
+    /// Per exported bucket, the kernel buckets folded into it: `fold` is
+    /// non-decreasing, so each is a range, summed without a scatter.
+    ranges: Vec<std::ops::Range<usize>>,
 }
 
 /// The whole-system total's layout: 4 boundaries per power of two.
@@ -103,8 +106,33 @@ impl Layout {
                 let (_, high) = bucket_bounds(i);
                 edges_ns.partition_point(|&edge| edge <= high)
             })
+            .collect::<Vec<usize>>();
+        let ranges = (0..=edges_ns.len())
+            .map(|to| fold.partition_point(|&t| t < to)..fold.partition_point(|&t| t <= to))
             .collect();
-        Layout { edges_ns, fold }
+        Layout {
+            edges_ns,
+            fold,
+            ranges,
+        }
+    }
+
+    /// Exported buckets, `+Inf` included.
+    pub fn len(&self) -> usize {
+        self.edges_ns.len() + 1
+    }
+
+    /// [`Layout::counts`] of a key's kernel buckets (u32 counts), into
+    /// `out` (`len()` long): no allocation, one pass.
+    pub fn fold_into(&self, kernel_buckets: &[u32], out: &mut [u64]) {
+        for (sum, range) in out.iter_mut().zip(&self.ranges) {
+            let end = range.end.min(kernel_buckets.len());
+            let start = range.start.min(end);
+            *sum = kernel_buckets[start..end]
+                .iter()
+                .map(|&n| u64::from(n))
+                .sum();
+        }
     }
 
     /// Finite boundaries, in nanoseconds, ascending.
@@ -178,6 +206,20 @@ mod tests {
         assert_eq!(c.len(), 26);
         // 3 ms is in (2^21, 2^22] ns; 20 s only in +Inf.
         assert_eq!((c[0], c[12], c[25]), (1, 1, 1));
+    }
+
+    #[test]
+    fn fold_into_matches_counts() {
+        let mut kernel = vec![0u32; NR_BUCKETS];
+        for (i, n) in kernel.iter_mut().enumerate() {
+            *n = (i as u32 * 7919) % 13;
+        }
+        let wide: Vec<u64> = kernel.iter().map(|&n| u64::from(n)).collect();
+        for layout in [&*LAYOUT, &*LOG2] {
+            let mut out = vec![0; layout.len()];
+            layout.fold_into(&kernel, &mut out);
+            assert_eq!(out, layout.counts(&wide));
+        }
     }
 
     #[test]

@@ -26,9 +26,9 @@
 //! - Labels are fixed when a key first gets a series (a process' comm then,
 //!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use schedlat_common::scope::Breakdown;
+use schedlat_common::scope::{Breakdown, KeyStats};
 
 use super::buckets::Layout;
 use crate::collect::{histogram::Waits, keylabels::KeyLabels};
@@ -57,27 +57,6 @@ impl Folded {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
-
-    /// What `self` has more than `earlier` (per bucket; the kernel's
-    /// counts only grow).
-    fn since(&self, earlier: &Folded) -> Folded {
-        Folded {
-            buckets: (self.buckets.iter().enumerate())
-                .map(|(i, &n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
-                .collect(),
-            sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
-        }
-    }
-
-    fn add(&mut self, other: &Folded) {
-        if self.buckets.len() < other.buckets.len() {
-            self.buckets.resize(other.buckets.len(), 0);
-        }
-        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
-            *a += b;
-        }
-        self.sum_ns += other.sum_ns;
-    }
 }
 
 /// Which keys always get a series (`--pin`): PIDs, comms, or cgroup paths.
@@ -94,10 +73,32 @@ impl Pins {
     }
 }
 
+/// What the scrape needs to know about keys beyond the kernel's counts:
+/// names, and whether a key's task or cgroup is still there.
+pub trait KeyNames {
+    /// A key has new waits; `stats` is its kernel entry (a comm, for a
+    /// process that may be gone by the time it is named).
+    fn saw(&mut self, key: u64, stats: &KeyStats);
+    /// A key's labels.
+    fn labels(&mut self, key: u64) -> Labels;
+    /// Whether its task or cgroup still exists.
+    fn exists(&mut self, key: u64) -> bool;
+    /// Deletes it from the kernel map; false if that failed (the key is
+    /// then kept and tried again next scrape).
+    fn forget(&mut self, key: u64) -> bool;
+}
+
 /// One key's state across scrapes.
 struct Key {
-    /// The kernel's cumulative waits at the previous scrape, folded.
-    last: Folded,
+    /// The scrape that last found the key in the kernel map.
+    seen: u64,
+    /// The kernel's cumulative sum and 0 ns bucket at the previous scrape:
+    /// a wait changes one of them (a wait of 1 ns or more adds to the sum),
+    /// so equal means idle, without looking at the buckets.
+    last_sum_ns: u64,
+    last_zero: u32,
+    /// The kernel's cumulative buckets at the previous scrape, folded.
+    last: Box<[u64]>,
     /// Labels, once looked up (a pinned check or a first series).
     labels: Option<Labels>,
     pinned: bool,
@@ -109,9 +110,14 @@ struct Key {
 pub struct KeyedSeries {
     max_series: usize,
     pins: Pins,
+    layout: &'static Layout,
     keys: HashMap<u64, Key>,
     /// The overflow series: waits of intervals without a series.
     overflow: Folded,
+    /// Scrapes so far.
+    round: u64,
+    /// One key's folded buckets, reused.
+    scratch: Vec<u64>,
 }
 
 /// One scrape's keyed series.
@@ -146,81 +152,142 @@ pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
     }
 }
 
+/// A key with new waits in this scrape.
+struct Active<'a> {
+    key: u64,
+    /// Its wait since the previous scrape, the rank.
+    new_sum_ns: u64,
+    stats: &'a KeyStats,
+    shown: bool,
+}
+
 impl KeyedSeries {
-    pub fn new(max_series: u32, pins: Pins) -> KeyedSeries {
+    pub fn new(max_series: u32, pins: Pins, layout: &'static Layout) -> KeyedSeries {
         KeyedSeries {
             max_series: max_series as usize,
             pins,
+            layout,
             keys: HashMap::new(),
-            overflow: Folded::default(),
+            overflow: Folded {
+                buckets: vec![0; layout.len()],
+                sum_ns: 0,
+            },
+            round: 0,
+            scratch: vec![0; layout.len()],
         }
     }
 
-    /// Takes the kernel's cumulative per-key waits, folded. `label` names a
-    /// key; `exists` says whether a key's task or cgroup is still there;
-    /// `forget` deletes a key from the kernel map (false if that failed:
-    /// the key is then kept and tried again next scrape).
-    pub fn scrape(
+    /// Takes the kernel's cumulative per-key entries. Per key the work is
+    /// a map lookup and two compares, unless it waited (then one fold of
+    /// its buckets): ten thousand keys cost about a millisecond.
+    pub fn scrape<'a>(
         &mut self,
-        current: Vec<(u64, Folded)>,
-        mut label: impl FnMut(u64) -> Labels,
-        mut exists: impl FnMut(u64) -> bool,
-        mut forget: impl FnMut(u64) -> bool,
+        current: impl IntoIterator<Item = (u64, &'a KeyStats)>,
+        names: &mut impl KeyNames,
         overflow: Labels,
     ) -> KeyedScrape {
-        // Keys that left the map without a delete from here (none should).
-        let present: HashSet<u64> = current.iter().map(|(k, _)| *k).collect();
-        self.keys.retain(|k, _| present.contains(k));
-
-        // Each key's interval; pinned keys are in whatever it holds.
-        let mut shown: Vec<(u64, Folded)> = Vec::new();
-        let mut ranked: Vec<(u64, Folded)> = Vec::new();
+        self.round += 1;
+        let round = self.round;
+        let (layout, pins) = (self.layout, &self.pins);
+        let mut active: Vec<Active<'a>> = Vec::new();
+        // Pinned keys without new waits: shown as they were.
+        let mut idle_pinned: Vec<u64> = Vec::new();
         let mut gone = Vec::new();
-        for (key, now) in current {
+        for (key, stats) in current {
             let state = self.keys.entry(key).or_insert_with(|| {
-                let labels = (!self.pins.values.is_empty()).then(|| label(key));
+                let labels = (!pins.values.is_empty()).then(|| names.labels(key));
                 Key {
-                    last: Folded::default(),
-                    pinned: labels.as_ref().is_some_and(|l| self.pins.matches(l)),
+                    seen: round,
+                    last_sum_ns: 0,
+                    last_zero: 0,
+                    last: vec![0; layout.len()].into_boxed_slice(),
+                    pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
                     labels,
                     own: None,
                 }
             });
-            let new = now.since(&state.last);
-            state.last = now;
-            let idle = new.count() == 0;
-            if idle && !exists(key) {
-                gone.push(key);
+            state.seen = round;
+            let zero = stats.buckets[0];
+            if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
+                if !names.exists(key) {
+                    gone.push(key);
+                }
+                if state.pinned {
+                    idle_pinned.push(key);
+                }
+                continue;
             }
-            if state.pinned {
-                shown.push((key, new));
-            } else if !idle {
-                ranked.push((key, new));
-            }
+            names.saw(key, stats);
+            active.push(Active {
+                key,
+                new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
+                stats,
+                shown: state.pinned,
+            });
         }
-        ranked.sort_unstable_by_key(|(k, new)| (std::cmp::Reverse(new.sum_ns), *k));
+        // Keys that left the map without a delete from here (none should).
+        self.keys.retain(|_, k| k.seen == round);
+
+        // The unpinned keys that waited most get the series left.
+        let mut ranked: Vec<&mut Active> = active.iter_mut().filter(|a| !a.shown).collect();
+        if ranked.len() > self.max_series && self.max_series > 0 {
+            ranked.select_nth_unstable_by_key(self.max_series - 1, |a| {
+                (std::cmp::Reverse(a.new_sum_ns), a.key)
+            });
+        }
         let room = self.max_series.min(ranked.len());
-        let folded = ranked.split_off(room);
-        shown.extend(ranked);
-        let overflow_keys = folded.len() as u64;
-        for (_, new) in &folded {
-            self.overflow.add(new);
+        for a in &mut ranked[..room] {
+            a.shown = true;
+        }
+        let overflow_keys = (ranked.len() - room) as u64;
+
+        // Each active key's interval, added to its series or to overflow.
+        let mut shown: Vec<u64> = idle_pinned;
+        for a in &active {
+            let state = self.keys.get_mut(&a.key).expect("every key has a state");
+            layout.fold_into(&a.stats.buckets, &mut self.scratch);
+            let into = match (a.shown, &mut state.own) {
+                (false, _) => &mut self.overflow,
+                (true, Some(own)) => own,
+                (true, own @ None) => own.insert(Folded {
+                    buckets: vec![0; layout.len()],
+                    sum_ns: 0,
+                }),
+            };
+            for ((sum, last), &now) in (into.buckets.iter_mut())
+                .zip(state.last.iter_mut())
+                .zip(&self.scratch)
+            {
+                *sum += now.saturating_sub(*last);
+                *last = now;
+            }
+            into.sum_ns += a.new_sum_ns;
+            state.last_sum_ns = a.stats.sum_ns;
+            state.last_zero = a.stats.buckets[0];
+            if a.shown {
+                shown.push(a.key);
+            }
         }
 
         let mut series = Vec::with_capacity(shown.len() + 1);
-        shown.sort_unstable_by_key(|(k, _)| *k);
-        for (key, new) in shown {
+        shown.sort_unstable();
+        for key in shown {
             let state = self.keys.get_mut(&key).expect("every key has a state");
-            let labels = state.labels.get_or_insert_with(|| label(key)).clone();
-            let own = state.own.get_or_insert_with(Folded::default);
-            own.add(&new);
+            let labels = state
+                .labels
+                .get_or_insert_with(|| names.labels(key))
+                .clone();
+            let own = state.own.get_or_insert_with(|| Folded {
+                buckets: vec![0; layout.len()],
+                sum_ns: 0,
+            });
             series.push((labels, own.clone()));
         }
         if self.overflow.count() > 0 {
             series.push((overflow, self.overflow.clone()));
         }
         for key in gone {
-            if forget(key) {
+            if names.forget(key) {
                 self.keys.remove(&key);
             }
         }
@@ -233,23 +300,46 @@ impl KeyedSeries {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashSet};
 
     use super::*;
 
-    /// `count` waits of about `each_us` us, in a 4-bucket layout where the
-    /// bucket is the wait's decimal order of magnitude in us.
-    fn folded(count: u64, each_us: u64) -> Folded {
-        let mut buckets = vec![0; 4];
-        buckets[(each_us.max(1).ilog10() as usize).min(3)] = count;
-        Folded {
-            buckets,
-            sum_ns: count * each_us * 1_000,
-        }
+    /// `count` waits of `each_us` us each, as the kernel keeps them.
+    fn stats(count: u64, each_us: u64) -> KeyStats {
+        let mut s = KeyStats::ZERO;
+        s.buckets[schedlat_common::bucket_index(each_us * 1_000)] = count as u32;
+        s.sum_ns = count * each_us * 1_000;
+        s
     }
 
     fn labels(key: u64) -> Labels {
         vec![("cgroup", format!("/g{key}"))]
+    }
+
+    /// Names `/gKEY`; `alive` exist; deletes succeed unless `stuck`.
+    #[derive(Default)]
+    struct Names {
+        alive: Vec<u64>,
+        forgotten: Vec<u64>,
+        stuck: bool,
+    }
+
+    impl KeyNames for Names {
+        fn saw(&mut self, _: u64, _: &KeyStats) {}
+        fn labels(&mut self, key: u64) -> Labels {
+            labels(key)
+        }
+        fn exists(&mut self, key: u64) -> bool {
+            self.alive.contains(&key)
+        }
+        fn forget(&mut self, key: u64) -> bool {
+            self.forgotten.push(key);
+            !self.stuck
+        }
+    }
+
+    fn series(max: u32, pins: Pins) -> KeyedSeries {
+        KeyedSeries::new(max, pins, &super::super::buckets::LOG2)
     }
 
     /// (label value, count) of each series.
@@ -262,39 +352,30 @@ mod tests {
     }
 
     /// One scrape of cumulative `(key, count, each_us)`.
-    fn scrape(
-        s: &mut KeyedSeries,
-        current: &[(u64, u64, u64)],
-        alive: &[u64],
-        forgotten: &mut Vec<u64>,
-    ) -> KeyedScrape {
-        let current = current
+    fn scrape(s: &mut KeyedSeries, current: &[(u64, u64, u64)], names: &mut Names) -> KeyedScrape {
+        let current: Vec<(u64, KeyStats)> = current
             .iter()
-            .map(|&(k, n, us)| (k, folded(n, us)))
+            .map(|&(k, n, us)| (k, stats(n, us)))
             .collect();
         s.scrape(
-            current,
-            labels,
-            |k| alive.contains(&k),
-            |k| {
-                forgotten.push(k);
-                true
-            },
+            current.iter().map(|(k, v)| (*k, v)),
+            names,
             overflow_labels(Breakdown::Cgroup),
         )
     }
 
     #[test]
     fn the_keys_that_waited_most_get_the_series_and_idle_ones_are_left_out() {
-        let mut s = KeyedSeries::new(2, Pins::default());
-        let mut forgotten = Vec::new();
-        let alive = [1, 2, 3, 4];
+        let mut s = series(2, Pins::default());
+        let mut names = Names {
+            alive: vec![1, 2, 3, 4],
+            ..Names::default()
+        };
         // Key 3 waited most (1 s), then 1 (20 ms); 2 (5 ms) overflows.
         let first = scrape(
             &mut s,
             &[(1, 10, 2_000), (2, 5, 1_000), (3, 1, 1_000_000)],
-            &alive,
-            &mut forgotten,
+            &mut names,
         );
         assert_eq!(
             counts(&first),
@@ -311,8 +392,7 @@ mod tests {
                 (3, 1, 1_000_000),
                 (4, 7, 1_000),
             ],
-            &alive,
-            &mut forgotten,
+            &mut names,
         );
         assert_eq!(
             counts(&second),
@@ -323,13 +403,56 @@ mod tests {
             ]
         );
         assert_eq!(second.overflow_keys, 1);
-        assert!(forgotten.is_empty());
+        assert!(names.forgotten.is_empty());
+    }
+
+    #[test]
+    fn buckets_and_sums_are_the_intervals_added_up() {
+        let mut s = series(5, Pins::default());
+        let mut names = Names {
+            alive: vec![1],
+            ..Names::default()
+        };
+        scrape(&mut s, &[(1, 3, 10)], &mut names);
+        // Cumulative in the kernel: 3 waits of 10 us, then 2 more of 3 ms.
+        let mut kernel = stats(3, 10);
+        kernel.buckets[schedlat_common::bucket_index(3_000_000)] = 2;
+        kernel.sum_ns += 6_000_000;
+        let out = s.scrape(
+            [(1, &kernel)],
+            &mut names,
+            overflow_labels(Breakdown::Cgroup),
+        );
+        let mut expected = vec![0; s.layout.len()];
+        s.layout.fold_into(&kernel.buckets, &mut expected);
+        assert_eq!(out.series[0].1.buckets, expected);
+        assert_eq!(out.series[0].1.sum_ns, kernel.sum_ns);
+    }
+
+    #[test]
+    fn a_wait_of_zero_ns_is_not_taken_for_idle() {
+        let mut s = series(5, Pins::default());
+        let mut names = Names::default();
+        scrape(&mut s, &[(1, 3, 10)], &mut names);
+        let mut kernel = stats(3, 10);
+        kernel.buckets[0] += 1;
+        let out = s.scrape(
+            [(1, &kernel)],
+            &mut names,
+            overflow_labels(Breakdown::Cgroup),
+        );
+        assert_eq!(counts(&out), [("/g1".into(), 4)]);
+        assert!(names.forgotten.is_empty(), "it waited: not deleted");
     }
 
     #[test]
     fn overflow_is_left_out_until_something_overflows() {
-        let mut s = KeyedSeries::new(5, Pins::default());
-        let out = scrape(&mut s, &[(1, 3, 10)], &[1], &mut Vec::new());
+        let mut s = series(5, Pins::default());
+        let mut names = Names {
+            alive: vec![1],
+            ..Names::default()
+        };
+        let out = scrape(&mut s, &[(1, 3, 10)], &mut names);
         assert_eq!(counts(&out), [("/g1".into(), 3)]);
         assert_eq!(out.overflow_keys, 0);
     }
@@ -339,22 +462,15 @@ mod tests {
         let pins = Pins {
             values: vec!["/g9".into()],
         };
-        let mut s = KeyedSeries::new(1, pins);
-        let mut forgotten = Vec::new();
-        let out = scrape(
-            &mut s,
-            &[(1, 100, 1_000), (9, 1, 10)],
-            &[1, 9],
-            &mut forgotten,
-        );
+        let mut s = series(1, pins);
+        let mut names = Names {
+            alive: vec![1, 9],
+            ..Names::default()
+        };
+        let out = scrape(&mut s, &[(1, 100, 1_000), (9, 1, 10)], &mut names);
         assert_eq!(counts(&out), [("/g1".into(), 100), ("/g9".into(), 1)]);
         // Idle, still there.
-        let out = scrape(
-            &mut s,
-            &[(1, 200, 1_000), (9, 1, 10)],
-            &[1, 9],
-            &mut forgotten,
-        );
+        let out = scrape(&mut s, &[(1, 200, 1_000), (9, 1, 10)], &mut names);
         assert_eq!(counts(&out), [("/g1".into(), 200), ("/g9".into(), 1)]);
     }
 
@@ -363,7 +479,7 @@ mod tests {
     /// the kernel's total at every scrape.
     #[test]
     fn series_never_go_down_and_add_up_to_the_total() {
-        let mut s = KeyedSeries::new(3, Pins::default());
+        let mut s = series(3, Pins::default());
         let mut kernel: BTreeMap<u64, u64> = BTreeMap::new();
         let mut last_seen: HashMap<String, u64> = HashMap::new();
         let mut deleted_total = 0;
@@ -384,19 +500,21 @@ mod tests {
                     *kernel.entry(key).or_default() += 1 + next() % 5;
                 }
             }
-            let alive: Vec<u64> = (kernel.keys().copied())
-                .filter(|k| (k + round) % 7 != 0)
-                .collect();
+            let mut names = Names {
+                alive: (kernel.keys().copied())
+                    .filter(|k| (k + round) % 7 != 0)
+                    .collect(),
+                ..Names::default()
+            };
             let current: Vec<(u64, u64, u64)> = kernel.iter().map(|(&k, &n)| (k, n, 1)).collect();
-            let mut forgotten = Vec::new();
-            let out = scrape(&mut s, &current, &alive, &mut forgotten);
+            let out = scrape(&mut s, &current, &mut names);
             for (name, n) in counts(&out) {
                 let before = last_seen.insert(name.clone(), n).unwrap_or(0);
                 assert!(n >= before, "{name}: {before} -> {n} in round {round}");
             }
             let total = kernel.values().sum::<u64>() + deleted_total;
             assert_eq!(last_seen.values().sum::<u64>(), total, "round {round}");
-            for k in forgotten {
+            for k in names.forgotten {
                 deleted_total += kernel.remove(&k).unwrap();
                 deleted.insert(k);
             }
@@ -405,15 +523,18 @@ mod tests {
 
     #[test]
     fn a_failed_delete_keeps_the_key() {
-        let mut s = KeyedSeries::new(1, Pins::default());
-        let current = || vec![(1, folded(2, 1))];
-        let over = || overflow_labels(Breakdown::Process);
-        let out = s.scrape(current(), labels, |_| false, |_| false, over());
+        let mut s = series(1, Pins::default());
+        let mut names = Names {
+            stuck: true,
+            ..Names::default()
+        };
+        let out = scrape(&mut s, &[(1, 2, 1)], &mut names);
         assert_eq!(out.series.len(), 1, "new waits: exported");
-        let out = s.scrape(current(), labels, |_| false, |_| false, over());
+        let out = scrape(&mut s, &[(1, 2, 1)], &mut names);
         assert!(out.series.is_empty(), "idle: left out");
         assert_eq!(s.keys.len(), 1, "deleting failed: still there");
-        s.scrape(current(), labels, |_| false, |_| true, over());
+        names.stuck = false;
+        scrape(&mut s, &[(1, 2, 1)], &mut names);
         assert!(s.keys.is_empty(), "deleted now");
     }
 }

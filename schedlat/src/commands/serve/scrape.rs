@@ -10,20 +10,17 @@ use std::{
     time::Instant,
 };
 
-use schedlat_common::scope::Breakdown;
+use schedlat_common::scope::{Breakdown, KeyStats};
 
 use super::{
     buckets::KeyBuckets,
-    keyed::{self, Folded, KeyedSeries, Pins},
+    keyed::{self, KeyNames, KeyedSeries, Pins},
     metrics::{BpfCost, ScrapeCost, Snapshot},
     negotiate::Format,
 };
 use crate::{
     collect::{
-        bpf_cost,
-        error::ReadError,
-        histogram::Waits,
-        keylabels::{KeyLabels, waits_of},
+        batch::Entries, bpf_cost, error::ReadError, histogram::Waits, keylabels::KeyLabels,
         tracer::Tracer,
     },
     kernel::filter::{Filter, comm_str, cpu_list_str},
@@ -56,6 +53,36 @@ struct Keyed {
     labels: KeyLabels,
     series: KeyedSeries,
     layout: KeyBuckets,
+    /// The kernel's entries, read into the same buffers every scrape.
+    entries: Entries<u64, KeyStats>,
+}
+
+/// Names keys from the labeller, and deletes gone ones from the kernel map.
+struct Names<'a> {
+    labels: &'a mut KeyLabels,
+    tracer: &'a mut Tracer,
+}
+
+impl KeyNames for Names<'_> {
+    fn saw(&mut self, key: u64, stats: &KeyStats) {
+        self.labels.saw(key, stats);
+    }
+
+    fn labels(&mut self, key: u64) -> keyed::Labels {
+        keyed::key_labels(self.labels, key)
+    }
+
+    fn exists(&mut self, key: u64) -> bool {
+        self.labels.exists(key)
+    }
+
+    fn forget(&mut self, key: u64) -> bool {
+        let deleted = self.tracer.forget_key(key).is_ok();
+        if deleted {
+            self.labels.forget(key);
+        }
+        deleted
+    }
 }
 
 /// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
@@ -102,8 +129,9 @@ impl Source {
         let keyed = keyed.map(|k| {
             RefCell::new(Keyed {
                 labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
-                series: KeyedSeries::new(k.max_series, k.pins),
+                series: KeyedSeries::new(k.max_series, k.pins, k.layout.layout()),
                 layout: k.layout,
+                entries: Entries::default(),
             })
         });
         let target = filter.tgid.is_some() || filter.tid.is_some();
@@ -184,37 +212,19 @@ impl Source {
     }
 
     fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
-        let read = self.tracer.borrow().read_keyed()?;
         let Keyed {
             labels,
             series,
-            layout,
+            entries,
+            ..
         } = keyed;
-        let layout = layout.layout();
-        let current = read
-            .iter()
-            .map(|(key, stats)| {
-                labels.saw(*key, stats);
-                (*key, Folded::of(layout, &waits_of(stats)))
-            })
-            .collect();
-        let overflow = keyed::overflow_labels(labels.by());
-        // `label` and `exists` both need the labeller: one RefCell for two
-        // closures that never run at the same time.
-        let labels = RefCell::new(labels);
         let mut tracer = self.tracer.borrow_mut();
-        Ok(series.scrape(
-            current,
-            |key| keyed::key_labels(&mut labels.borrow_mut(), key),
-            |key| labels.borrow_mut().exists(key),
-            |key| {
-                let deleted = tracer.forget_key(key).is_ok();
-                if deleted {
-                    labels.borrow_mut().forget(key);
-                }
-                deleted
-            },
-            overflow,
-        ))
+        tracer.read_keyed_into(entries)?;
+        let overflow = keyed::overflow_labels(labels.by());
+        let mut names = Names {
+            labels,
+            tracer: &mut tracer,
+        };
+        Ok(series.scrape(entries.iter().map(|(k, v)| (*k, v)), &mut names, overflow))
     }
 }

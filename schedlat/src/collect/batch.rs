@@ -1,0 +1,292 @@
+//! Reading a whole BPF hash map in a few syscalls: `BPF_MAP_LOOKUP_BATCH`
+//! (Linux 5.6+) into buffers kept from one read to the next.
+//!
+//! aya 0.14's `HashMap::iter` costs two syscalls per key
+//! (`BPF_MAP_GET_NEXT_KEY`, then `BPF_MAP_LOOKUP_ELEM`) and a fresh value
+//! per key; at ten thousand per-process keys that was most of a scrape of
+//! `serve --pids`. The batch command copies as many entries per call as the
+//! buffers hold. A kernel without it (EINVAL: unknown command; ENOTSUPP/
+//! EOPNOTSUPP: not for this map type) gets the per-key walk, into the same
+//! buffers, and is not asked again.
+//!
+//! A batch read is not a snapshot: an entry inserted or deleted during the
+//! read may be missed or seen, as with the per-key walk. Entries that exist
+//! throughout are read exactly once (the kernel walks the table bucket by
+//! bucket, and never splits a bucket across calls).
+
+use std::{
+    cell::Cell,
+    mem::{MaybeUninit, size_of},
+    os::fd::{AsFd, AsRawFd, RawFd},
+};
+
+use aya::{
+    Pod,
+    maps::{Map, MapData, MapError},
+};
+
+/// `enum bpf_cmd`'s `BPF_MAP_LOOKUP_BATCH` (include/uapi/linux/bpf.h).
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+/// The kernel-internal "not supported" some map types answer with.
+const ENOTSUPP: i32 = 524;
+/// Entries a call may return at least: a hash bucket that holds more than
+/// the room left makes the kernel answer ENOSPC.
+const MIN_ROOM: usize = 256;
+
+/// `union bpf_attr`'s `batch` member: the part of the union the command
+/// reads (the kernel accepts a shorter attr; the rest counts as zero).
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// A hash map's entries, read by [`read`]; the buffers are reused.
+pub struct Entries<K, V> {
+    keys: Vec<MaybeUninit<K>>,
+    values: Vec<MaybeUninit<V>>,
+    /// Entries the last read filled in.
+    len: usize,
+    /// None until a batch read was tried; false once the kernel refused.
+    batch: Cell<Option<bool>>,
+}
+
+impl<K: Pod, V: Pod> Default for Entries<K, V> {
+    fn default() -> Self {
+        Entries {
+            keys: Vec::new(),
+            values: Vec::new(),
+            len: 0,
+            batch: Cell::new(None),
+        }
+    }
+}
+
+impl<K: Pod, V: Pod> Entries<K, V> {
+    /// The last read's entries, in the map's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        let keys = &self.keys[..self.len];
+        let values = &self.values[..self.len];
+        // SAFETY: the first `len` slots were written by the kernel (or by
+        // the fallback walk), and K and V are Pod: any bytes are valid.
+        keys.iter()
+            .zip(values)
+            .map(|(k, v)| unsafe { (k.assume_init_ref(), v.assume_init_ref()) })
+    }
+
+    /// Room for at least `room` more entries after the first `len`.
+    fn reserve(&mut self, room: usize) {
+        let want = self.len + room;
+        if self.keys.len() < want {
+            self.keys.resize_with(want, MaybeUninit::uninit);
+            self.values.resize_with(want, MaybeUninit::uninit);
+        }
+    }
+
+    fn push(&mut self, key: K, value: V) {
+        self.reserve(1);
+        self.keys[self.len] = MaybeUninit::new(key);
+        self.values[self.len] = MaybeUninit::new(value);
+        self.len += 1;
+    }
+}
+
+/// Reads every entry of the hash map `map` into `out`, replacing what it
+/// held: with the batch command, else one key at a time.
+pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+    // aya checks that K and V have the map's key and value sizes (no
+    // syscall): the kernel writes entries of those sizes into the buffers.
+    aya::maps::HashMap::<&MapData, K, V>::try_from(map)?;
+    let Map::HashMap(data) = map else {
+        return walk(map, out);
+    };
+    if out.batch.get() != Some(false) {
+        match read_batched(data.fd().as_fd().as_raw_fd(), out) {
+            Ok(()) => {
+                out.batch.set(Some(true));
+                return Ok(());
+            }
+            Err(e) if unsupported(&e) => out.batch.set(Some(false)),
+            Err(io_error) => {
+                return Err(MapError::SyscallError(aya::sys::SyscallError {
+                    call: "bpf_map_lookup_batch",
+                    io_error,
+                }));
+            }
+        }
+    }
+    walk(map, out)
+}
+
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP | libc::ENOSYS)
+    )
+}
+
+/// aya's per-key walk, for kernels without the batch command.
+fn walk<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+    out.len = 0;
+    let map = aya::maps::HashMap::<&MapData, K, V>::try_from(map)?;
+    for entry in map.iter() {
+        let (k, v) = entry?;
+        out.push(k, v);
+    }
+    Ok(())
+}
+
+/// The batch reads of the hash map `fd`, whose keys are K and values V.
+fn read_batched<K: Pod, V: Pod>(fd: RawFd, out: &mut Entries<K, V>) -> std::io::Result<()> {
+    out.len = 0;
+    // The kernel's resume point: opaque, at most a key's size for hash maps
+    // (u64 holds the u32 it uses).
+    let (mut token_in, mut token_out) = (0u64, 0u64);
+    let mut first = true;
+    // Enough for the previous read's entries and some more, at once.
+    let headroom = (out.keys.len() / 4).max(MIN_ROOM);
+    out.reserve(headroom);
+    loop {
+        if out.keys.len() - out.len < MIN_ROOM {
+            out.reserve(out.keys.len().max(MIN_ROOM));
+        }
+        let room = out.keys.len() - out.len;
+        let mut attr = BatchAttr {
+            in_batch: if first { 0 } else { &raw const token_in as u64 },
+            out_batch: &raw mut token_out as u64,
+            keys: out.keys[out.len..].as_mut_ptr() as u64,
+            values: out.values[out.len..].as_mut_ptr() as u64,
+            count: u32::try_from(room).unwrap_or(u32::MAX),
+            map_fd: fd as u32,
+            ..BatchAttr::default()
+        };
+        // SAFETY: the attr points at buffers with room for `count` keys and
+        // values of the map's sizes (checked in `read`), and at two tokens
+        // that outlive the call.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_LOOKUP_BATCH,
+                &raw mut attr,
+                size_of::<BatchAttr>() as u32,
+            )
+        };
+        // The kernel writes `count` on success and at the end (ENOENT).
+        let got = (attr.count as usize).min(room);
+        if ret == 0 {
+            out.len += got;
+            token_in = token_out;
+            first = false;
+            continue;
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::ENOENT) => {
+                out.len += got;
+                return Ok(());
+            }
+            // One bucket holds more than the room left: more room, again.
+            Some(libc::ENOSPC) if room < 1 << 20 => {
+                out.reserve(room * 2);
+            }
+            _ => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value the size of a key's histogram, not a multiple of 8 bytes.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    struct Value([u32; 357]);
+    // SAFETY: an array of integers.
+    unsafe impl Pod for Value {}
+
+    /// `union bpf_attr` for BPF_MAP_CREATE and BPF_MAP_UPDATE_ELEM (their
+    /// leading fields).
+    #[repr(C)]
+    #[derive(Default)]
+    struct CreateAttr {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        map_flags: u32,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct UpdateAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+
+    fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
+        // SAFETY: attr is the command's leading part of union bpf_attr.
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, size_of::<T>() as u32) }
+    }
+
+    /// Every entry of a hash map of 5,000 (more than one call's room, and
+    /// buckets of several entries) is read exactly once, with its value.
+    #[test]
+    fn batch_reads_every_entry_once() {
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: creating a BPF map needs root");
+            return;
+        }
+        const N: u64 = 5_000;
+        let mut create = CreateAttr {
+            map_type: 1, // BPF_MAP_TYPE_HASH
+            key_size: 8,
+            value_size: size_of::<Value>() as u32,
+            max_entries: N as u32,
+            ..CreateAttr::default()
+        };
+        let fd = bpf(0, &mut create);
+        assert!(
+            fd >= 0,
+            "BPF_MAP_CREATE: {}",
+            std::io::Error::last_os_error()
+        );
+        let value_of = |k: u64| Value(std::array::from_fn(|i| (k as u32) ^ i as u32));
+        for k in 0..N {
+            let key = k * 7_919;
+            let value = value_of(key);
+            let mut update = UpdateAttr {
+                map_fd: fd as u32,
+                key: &raw const key as u64,
+                value: &raw const value as u64,
+                ..UpdateAttr::default()
+            };
+            assert_eq!(
+                bpf(2, &mut update),
+                0,
+                "{}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let mut out = Entries::<u64, Value>::default();
+        for _ in 0..2 {
+            read_batched(fd as RawFd, &mut out).unwrap();
+            let mut keys: Vec<u64> = out.iter().map(|(k, _)| *k).collect();
+            assert!(out.iter().all(|(k, v)| *v == value_of(*k)));
+            keys.sort_unstable();
+            assert_eq!(keys, (0..N).map(|k| k * 7_919).collect::<Vec<_>>());
+        }
+        // SAFETY: our own fd.
+        unsafe { libc::close(fd as RawFd) };
+    }
+}
