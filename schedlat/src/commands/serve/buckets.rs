@@ -136,7 +136,6 @@ impl Layout {
     }
 
     /// Finite boundaries, in nanoseconds, ascending.
-    #[cfg(test)]
     pub fn edges_ns(&self) -> &[u64] {
         &self.edges_ns
     }

@@ -73,11 +73,36 @@ impl Pins {
     }
 }
 
+/// A hasher for the u64 keys: std's SipHash guards against inputs chosen
+/// to collide, which PIDs and cgroup ids are not, at several times the
+/// cost over ten thousand keys a scrape.
+#[derive(Clone, Copy, Default)]
+pub struct KeyHash(u64);
+
+impl std::hash::Hasher for KeyHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let h = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHash>>;
+
 /// What the scrape needs to know about keys beyond the kernel's counts:
 /// names, and whether a key's task or cgroup is still there.
 pub trait KeyNames {
-    /// A key has new waits; `stats` is its kernel entry (a comm, for a
-    /// process that may be gone by the time it is named).
+    /// A key is new; `stats` is its kernel entry (a comm, for a process
+    /// that may be gone by the time it is named).
     fn saw(&mut self, key: u64, stats: &KeyStats);
     /// A key's labels.
     fn labels(&mut self, key: u64) -> Labels;
@@ -111,13 +136,15 @@ pub struct KeyedSeries {
     max_series: usize,
     pins: Pins,
     layout: &'static Layout,
-    keys: HashMap<u64, Key>,
+    keys: KeyMap<Key>,
     /// The overflow series: waits of intervals without a series.
     overflow: Folded,
     /// Scrapes so far.
     round: u64,
     /// One key's folded buckets, reused.
     scratch: Vec<u64>,
+    /// Each active key's new waits per bucket, one row per key, reused.
+    news: Vec<u64>,
 }
 
 /// One scrape's keyed series.
@@ -152,12 +179,12 @@ pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
     }
 }
 
-/// A key with new waits in this scrape.
-struct Active<'a> {
+/// A key with new waits in this scrape; its buckets' are row `row` of
+/// `KeyedSeries::news`.
+struct Active {
     key: u64,
     /// Its wait since the previous scrape, the rank.
     new_sum_ns: u64,
-    stats: &'a KeyStats,
     shown: bool,
 }
 
@@ -167,13 +194,14 @@ impl KeyedSeries {
             max_series: max_series as usize,
             pins,
             layout,
-            keys: HashMap::new(),
+            keys: KeyMap::default(),
             overflow: Folded {
                 buckets: vec![0; layout.len()],
                 sum_ns: 0,
             },
             round: 0,
             scratch: vec![0; layout.len()],
+            news: Vec::new(),
         }
     }
 
@@ -189,18 +217,23 @@ impl KeyedSeries {
         self.round += 1;
         let round = self.round;
         let (layout, pins) = (self.layout, &self.pins);
-        let mut active: Vec<Active<'a>> = Vec::new();
+        let width = layout.len();
+        let mut active: Vec<Active> = Vec::new();
+        self.news.clear();
         // Pinned keys without new waits: shown as they were.
-        let mut idle_pinned: Vec<u64> = Vec::new();
+        let mut shown: Vec<u64> = Vec::new();
         let mut gone = Vec::new();
         for (key, stats) in current {
             let state = self.keys.entry(key).or_insert_with(|| {
+                // The kernel's comm and a cgroup's path, while it is there
+                // to be read: a key shown later is named from it.
+                names.saw(key, stats);
                 let labels = (!pins.values.is_empty()).then(|| names.labels(key));
                 Key {
                     seen: round,
                     last_sum_ns: 0,
                     last_zero: 0,
-                    last: vec![0; layout.len()].into_boxed_slice(),
+                    last: vec![0; width].into_boxed_slice(),
                     pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
                     labels,
                     own: None,
@@ -213,17 +246,22 @@ impl KeyedSeries {
                     gone.push(key);
                 }
                 if state.pinned {
-                    idle_pinned.push(key);
+                    shown.push(key);
                 }
                 continue;
             }
-            names.saw(key, stats);
+            layout.fold_into(&stats.buckets, &mut self.scratch);
+            for (last, &now) in state.last.iter_mut().zip(&self.scratch) {
+                self.news.push(now.saturating_sub(*last));
+                *last = now;
+            }
             active.push(Active {
                 key,
                 new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
-                stats,
                 shown: state.pinned,
             });
+            state.last_sum_ns = stats.sum_ns;
+            state.last_zero = zero;
         }
         // Keys that left the map without a delete from here (none should).
         self.keys.retain(|_, k| k.seen == round);
@@ -242,31 +280,21 @@ impl KeyedSeries {
         let overflow_keys = (ranked.len() - room) as u64;
 
         // Each active key's interval, added to its series or to overflow.
-        let mut shown: Vec<u64> = idle_pinned;
-        for a in &active {
-            let state = self.keys.get_mut(&a.key).expect("every key has a state");
-            layout.fold_into(&a.stats.buckets, &mut self.scratch);
-            let into = match (a.shown, &mut state.own) {
-                (false, _) => &mut self.overflow,
-                (true, Some(own)) => own,
-                (true, own @ None) => own.insert(Folded {
-                    buckets: vec![0; layout.len()],
+        for (a, new) in active.iter().zip(self.news.chunks_exact(width)) {
+            let into = if a.shown {
+                shown.push(a.key);
+                let state = self.keys.get_mut(&a.key).expect("every key has a state");
+                state.own.get_or_insert_with(|| Folded {
+                    buckets: vec![0; width],
                     sum_ns: 0,
-                }),
+                })
+            } else {
+                &mut self.overflow
             };
-            for ((sum, last), &now) in (into.buckets.iter_mut())
-                .zip(state.last.iter_mut())
-                .zip(&self.scratch)
-            {
-                *sum += now.saturating_sub(*last);
-                *last = now;
+            for (sum, n) in into.buckets.iter_mut().zip(new) {
+                *sum += n;
             }
             into.sum_ns += a.new_sum_ns;
-            state.last_sum_ns = a.stats.sum_ns;
-            state.last_zero = a.stats.buckets[0];
-            if a.shown {
-                shown.push(a.key);
-            }
         }
 
         let mut series = Vec::with_capacity(shown.len() + 1);

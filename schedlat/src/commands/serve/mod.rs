@@ -17,6 +17,7 @@ mod http;
 mod keyed;
 pub mod listen;
 mod metrics;
+mod native;
 pub(crate) mod negotiate;
 mod own;
 mod scrape;
