@@ -78,15 +78,24 @@ impl KeyBuckets {
         }
     }
 
-    /// For HELP texts: the layout and the error of a percentile from it.
-    pub fn help(self) -> &'static str {
+    /// How its buckets go into a native histogram (protobuf).
+    pub fn native(self) -> &'static super::native::NativeMap {
         match self {
-            KeyBuckets::Log2 => {
-                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile"
-            }
-            KeyBuckets::Fine => {
-                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile"
-            }
+            KeyBuckets::Log2 => &super::native::LOG2_MAP,
+            KeyBuckets::Fine => &super::native::FINE_MAP,
+        }
+    }
+
+    /// For HELP texts: the layout and the error of a percentile from it.
+    pub fn help(self) -> String {
+        use super::native::{FINE_ERROR, LOG2_ERROR};
+        match self {
+            KeyBuckets::Log2 => format!(
+                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile; as a native histogram (protobuf, schema 3) within {LOG2_ERROR}"
+            ),
+            KeyBuckets::Fine => format!(
+                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3) within {FINE_ERROR}"
+            ),
         }
     }
 }

@@ -26,11 +26,12 @@
 //! - Labels are fixed when a key first gets a series (a process' comm then,
 //!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
 
-use std::collections::HashMap;
-
 use schedlat_common::scope::{Breakdown, KeyStats};
 
-use super::buckets::Layout;
+use super::{
+    buckets::Layout,
+    slots::{Key, Slots},
+};
 use crate::collect::{histogram::Waits, keylabels::KeyLabels};
 
 /// The label value of the overflow series.
@@ -73,31 +74,6 @@ impl Pins {
     }
 }
 
-/// A hasher for the u64 keys: std's SipHash guards against inputs chosen
-/// to collide, which PIDs and cgroup ids are not, at several times the
-/// cost over ten thousand keys a scrape.
-#[derive(Clone, Copy, Default)]
-pub struct KeyHash(u64);
-
-impl std::hash::Hasher for KeyHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        let h = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = h ^ (h >> 29);
-    }
-}
-
-type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHash>>;
-
 /// What the scrape needs to know about keys beyond the kernel's counts:
 /// names, and whether a key's task or cgroup is still there.
 pub trait KeyNames {
@@ -113,30 +89,12 @@ pub trait KeyNames {
     fn forget(&mut self, key: u64) -> bool;
 }
 
-/// One key's state across scrapes.
-struct Key {
-    /// The scrape that last found the key in the kernel map.
-    seen: u64,
-    /// The kernel's cumulative sum and 0 ns bucket at the previous scrape:
-    /// a wait changes one of them (a wait of 1 ns or more adds to the sum),
-    /// so equal means idle, without looking at the buckets.
-    last_sum_ns: u64,
-    last_zero: u32,
-    /// The kernel's cumulative buckets at the previous scrape, folded.
-    last: Box<[u64]>,
-    /// Labels, once looked up (a pinned check or a first series).
-    labels: Option<Labels>,
-    pinned: bool,
-    /// The key's series: the waits of the intervals it had one.
-    own: Option<Folded>,
-}
-
 /// The state kept across scrapes.
 pub struct KeyedSeries {
     max_series: usize,
     pins: Pins,
     layout: &'static Layout,
-    keys: KeyMap<Key>,
+    keys: Slots,
     /// The overflow series: waits of intervals without a series.
     overflow: Folded,
     /// Scrapes so far.
@@ -179,10 +137,11 @@ pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
     }
 }
 
-/// A key with new waits in this scrape; its buckets' are row `row` of
-/// `KeyedSeries::news`.
+/// A key with new waits in this scrape; its new waits per bucket are its
+/// row of `KeyedSeries::news`.
 struct Active {
     key: u64,
+    slot: usize,
     /// Its wait since the previous scrape, the rank.
     new_sum_ns: u64,
     shown: bool,
@@ -194,7 +153,7 @@ impl KeyedSeries {
             max_series: max_series as usize,
             pins,
             layout,
-            keys: KeyMap::default(),
+            keys: Slots::new(layout.len()),
             overflow: Folded {
                 buckets: vec![0; layout.len()],
                 sum_ns: 0,
@@ -220,25 +179,28 @@ impl KeyedSeries {
         let width = layout.len();
         let mut active: Vec<Active> = Vec::new();
         self.news.clear();
-        // Pinned keys without new waits: shown as they were.
-        let mut shown: Vec<u64> = Vec::new();
+        // Slots shown; first the pinned keys without new waits, as they
+        // were.
+        let mut shown: Vec<usize> = Vec::new();
         let mut gone = Vec::new();
-        for (key, stats) in current {
-            let state = self.keys.entry(key).or_insert_with(|| {
+        self.keys.begin();
+        for (position, (key, stats)) in current.into_iter().enumerate() {
+            let slot = self.keys.find(position, key, || {
                 // The kernel's comm and a cgroup's path, while it is there
                 // to be read: a key shown later is named from it.
                 names.saw(key, stats);
                 let labels = (!pins.values.is_empty()).then(|| names.labels(key));
                 Key {
+                    key,
                     seen: round,
                     last_sum_ns: 0,
                     last_zero: 0,
-                    last: vec![0; width].into_boxed_slice(),
                     pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
                     labels,
                     own: None,
                 }
             });
+            let (state, last) = self.keys.with_last(slot);
             state.seen = round;
             let zero = stats.buckets[0];
             if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
@@ -246,25 +208,24 @@ impl KeyedSeries {
                     gone.push(key);
                 }
                 if state.pinned {
-                    shown.push(key);
+                    shown.push(slot);
                 }
                 continue;
             }
             layout.fold_into(&stats.buckets, &mut self.scratch);
-            for (last, &now) in state.last.iter_mut().zip(&self.scratch) {
+            for (last, &now) in last.iter_mut().zip(&self.scratch) {
                 self.news.push(now.saturating_sub(*last));
                 *last = now;
             }
             active.push(Active {
                 key,
+                slot,
                 new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
                 shown: state.pinned,
             });
             state.last_sum_ns = stats.sum_ns;
             state.last_zero = zero;
         }
-        // Keys that left the map without a delete from here (none should).
-        self.keys.retain(|_, k| k.seen == round);
 
         // The unpinned keys that waited most get the series left.
         let mut ranked: Vec<&mut Active> = active.iter_mut().filter(|a| !a.shown).collect();
@@ -282,9 +243,8 @@ impl KeyedSeries {
         // Each active key's interval, added to its series or to overflow.
         for (a, new) in active.iter().zip(self.news.chunks_exact(width)) {
             let into = if a.shown {
-                shown.push(a.key);
-                let state = self.keys.get_mut(&a.key).expect("every key has a state");
-                state.own.get_or_insert_with(|| Folded {
+                shown.push(a.slot);
+                self.keys.key(a.slot).own.get_or_insert_with(|| Folded {
                     buckets: vec![0; width],
                     sum_ns: 0,
                 })
@@ -298,9 +258,10 @@ impl KeyedSeries {
         }
 
         let mut series = Vec::with_capacity(shown.len() + 1);
-        shown.sort_unstable();
-        for key in shown {
-            let state = self.keys.get_mut(&key).expect("every key has a state");
+        shown.sort_unstable_by_key(|&slot| self.keys.key(slot).key);
+        for slot in shown {
+            let state = self.keys.key(slot);
+            let key = state.key;
             let labels = state
                 .labels
                 .get_or_insert_with(|| names.labels(key))
@@ -314,9 +275,11 @@ impl KeyedSeries {
         if self.overflow.count() > 0 {
             series.push((overflow, self.overflow.clone()));
         }
+        // Keys that left the map without a delete from here (none should).
+        self.keys.retain(|k| k.seen == round);
         for key in gone {
             if names.forget(key) {
-                self.keys.remove(&key);
+                self.keys.remove(key);
             }
         }
         KeyedScrape {
@@ -328,7 +291,7 @@ impl KeyedSeries {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashSet};
+    use std::collections::{BTreeMap, HashMap, HashSet};
 
     use super::*;
 
@@ -563,6 +526,6 @@ mod tests {
         assert_eq!(s.keys.len(), 1, "deleting failed: still there");
         names.stuck = false;
         scrape(&mut s, &[(1, 2, 1)], &mut names);
-        assert!(s.keys.is_empty(), "deleted now");
+        assert_eq!(s.keys.len(), 0, "deleted now");
     }
 }

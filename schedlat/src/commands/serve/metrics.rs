@@ -22,9 +22,8 @@
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, NoLabelSet, prometheus_text, text},
-    metrics::MetricType,
-    registry::{Registry, Unit},
+    encoding::{DescriptorEncoder, prometheus_text, text},
+    registry::Registry,
 };
 use schedlat_common::scope::Breakdown;
 
@@ -32,8 +31,11 @@ pub use super::own::{BpfCost, ScrapeCost};
 use super::{
     buckets::{KeyBuckets, LAYOUT, Layout},
     keyed::{Folded, KeyedScrape},
+    native::{self, NativeMap},
     negotiate::Format,
     own::{counter, encode_bpf, encode_cost, gauge},
+    protobuf::Families,
+    sink::{Sink, Value},
 };
 use crate::{collect::histogram::Waits, kernel::hook::HookMode};
 
@@ -73,6 +75,8 @@ pub struct HistogramFamily {
     pub name: &'static str,
     pub help: String,
     pub layout: &'static Layout,
+    /// How the layout's buckets go into a native histogram (protobuf).
+    pub native: &'static NativeMap,
     pub series: Vec<Series>,
 }
 
@@ -81,9 +85,17 @@ pub struct Series {
     pub labels: Vec<(&'static str, String)>,
     /// In the family's layout.
     pub waits: Folded,
+    /// The kernel's own buckets, where the series has them (the total):
+    /// its native histogram is made from them, at a finer grain.
+    pub kernel: Option<Vec<u64>>,
 }
 
-const SYSTEM_HELP: &str = "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile";
+fn system_help() -> String {
+    format!(
+        "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3, from the kernel's 8 buckets per power of two) within {}",
+        native::TOTAL_ERROR
+    )
+}
 
 const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the task that waited (path in the hierarchy of -c, else of the cpu controller); a series is exported when its cgroup is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\"";
 const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited; a series is exported when its process is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in pid=\"__overflow__\"";
@@ -103,11 +115,13 @@ impl Snapshot {
             discarded_negative: waits.discarded_negative,
             histograms: vec![HistogramFamily {
                 name: "schedlat_runqueue_latency",
-                help: SYSTEM_HELP.into(),
+                help: system_help(),
                 layout: &LAYOUT,
+                native: &native::FINE_MAP,
                 series: vec![Series {
                     labels,
                     waits: Folded::of(&LAYOUT, &waits),
+                    kernel: Some(waits.buckets.clone()),
                 }],
             }],
             bpf,
@@ -136,7 +150,11 @@ impl Snapshot {
             .into_iter()
             .map(|(mut labels, waits)| {
                 labels.extend(scope.cloned());
-                Series { labels, waits }
+                Series {
+                    labels,
+                    waits,
+                    kernel: None,
+                }
             })
             .collect();
         self.keyed = Some(KeyedCounters {
@@ -148,52 +166,47 @@ impl Snapshot {
             name,
             help: format!("{help}; {}", layout.help()),
             layout: layout.layout(),
+            native: layout.native(),
             series,
         });
         self
     }
 
     /// The exposition in `format`.
-    pub fn encode(self, format: Format) -> String {
+    pub fn encode(self, format: Format) -> Vec<u8> {
+        if format == Format::Protobuf {
+            let mut families = Families::default();
+            self.write(&mut families)
+                .expect("collecting families cannot fail");
+            return families.encode();
+        }
         let mut registry = Registry::default();
         registry.register_collector(Box::new(self));
         let mut out = String::with_capacity(16 * 1024);
         match format {
-            Format::Text => prometheus_text::encode(&mut out, &registry),
             Format::OpenMetrics { .. } => text::encode(&mut out, &registry),
+            _ => prometheus_text::encode(&mut out, &registry),
         }
         .expect("writing to a String cannot fail");
-        out
+        out.into_bytes()
     }
 }
 
-impl Collector for Snapshot {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+impl Snapshot {
+    /// Every family, to `sink`.
+    fn write(&self, sink: &mut impl Sink) -> std::fmt::Result {
         for family in &self.histograms {
-            let mut metric = encoder.encode_descriptor(
-                family.name,
-                &family.help,
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?;
-            for series in &family.series {
-                let w = &series.waits;
-                let buckets = family.layout.with_bounds(&w.buckets);
-                let sum_seconds = w.sum_ns as f64 / 1e9;
-                metric
-                    .encode_family(&series.labels)?
-                    .encode_histogram::<NoLabelSet>(sum_seconds, w.count(), &buckets, None)?;
-            }
+            sink.histogram(family)?;
         }
 
         counter(
-            &mut encoder,
+            sink,
             "schedlat_dropped_untracked_tid",
             "Enqueues not timestamped because the TID exceeded the start array (pid_max raised after schedlat started): those waits are missing from the histogram",
             self.untracked_tid,
         )?;
         counter(
-            &mut encoder,
+            sink,
             "schedlat_discarded_negative_delta",
             "Waits discarded because their end preceded their start (clock skew between CPUs); not in the histogram",
             self.discarded_negative,
@@ -201,53 +214,55 @@ impl Collector for Snapshot {
 
         if let Some(keyed) = &self.keyed {
             counter(
-                &mut encoder,
+                sink,
                 "schedlat_unkeyed_waits",
                 "Waits in schedlat_runqueue_latency_seconds but in no per-cgroup or per-process series: the kernel's key map was full (raise --max-keys)",
                 keyed.unkeyed,
             )?;
             gauge(
-                &mut encoder,
+                sink,
                 "schedlat_overflow_keys",
                 "Cgroups or processes that waited since the previous scrape but got no series of their own in this one (not pinned, not among the --max-series that waited most): their waits went to __overflow__",
-                keyed.overflow_keys as i64,
+                Value::Int(keyed.overflow_keys as i64),
             )?;
             gauge(
-                &mut encoder,
+                sink,
                 "schedlat_keyed_series",
                 "Per-cgroup or per-process series in this scrape, __overflow__ included",
-                keyed.series as i64,
+                Value::Int(keyed.series as i64),
             )?;
         }
         if let Some(alive) = self.target_alive {
             gauge(
-                &mut encoder,
+                sink,
                 "schedlat_target_alive",
                 "1 while the process or thread of -p/-t runs, 0 once it exited (schedlat keeps serving what it measured)",
-                i64::from(alive),
+                Value::Int(i64::from(alive)),
             )?;
         }
         if let Some(cost) = &self.cost {
-            encode_cost(&mut encoder, cost)?;
+            encode_cost(sink, cost)?;
         }
 
-        let info = [
-            ("hook", self.hook.to_string()),
-            ("version", env!("CARGO_PKG_VERSION").to_string()),
-        ];
-        encoder
-            .encode_descriptor(
-                "schedlat",
-                "schedlat's version and how it hooks the scheduler (tp_btf or tracepoint)",
-                None,
-                MetricType::Info,
-            )?
-            .encode_info(&info)?;
+        sink.info(
+            "schedlat",
+            "schedlat's version and how it hooks the scheduler (tp_btf or tracepoint)",
+            &[
+                ("hook", &self.hook.to_string()),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ],
+        )?;
 
         if let Some(bpf) = &self.bpf {
-            encode_bpf(&mut encoder, bpf)?;
+            encode_bpf(sink, bpf)?;
         }
         Ok(())
+    }
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.write(&mut encoder)
     }
 }
 
@@ -257,6 +272,12 @@ mod tests {
 
     use super::*;
     use crate::collect::bpf_cost::ProgramCost;
+
+    impl Snapshot {
+        fn encode_text(self, format: Format) -> String {
+            String::from_utf8(self.encode(format)).expect("text formats are UTF-8")
+        }
+    }
 
     /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
     /// last boundary), 2 discarded, 1 untracked.
@@ -298,7 +319,7 @@ mod tests {
 
     #[test]
     fn text_format_histogram_is_cumulative_in_seconds() {
-        let out = known().encode(Format::Text);
+        let out = known().encode_text(Format::Text);
         let h = "schedlat_runqueue_latency_seconds";
         assert!(out.contains(&format!("# TYPE {h} histogram\n")), "{out}");
         assert!(out.contains(&format!("{h}_count 5\n")), "{out}");
@@ -325,7 +346,7 @@ mod tests {
 
     #[test]
     fn text_format_counters_info_and_bpf_cost() {
-        let out = known().encode(Format::Text);
+        let out = known().encode_text(Format::Text);
         let info = format!(
             "schedlat_info{{hook=\"tp_btf\",version=\"{}\"}} 1",
             env!("CARGO_PKG_VERSION")
@@ -352,7 +373,7 @@ mod tests {
 
     #[test]
     fn openmetrics_has_units_totals_and_eof() {
-        let out = known().encode(Format::OpenMetrics { version: "1.0.0" });
+        let out = known().encode_text(Format::OpenMetrics { version: "1.0.0" });
         let h = "schedlat_runqueue_latency_seconds";
         for line in [
             format!("# TYPE {h} histogram"),
@@ -372,11 +393,11 @@ mod tests {
     fn bpf_cost_is_left_out_when_unreadable() {
         let mut s = known();
         s.bpf = None;
-        let out = s.encode(Format::Text);
+        let out = s.encode_text(Format::Text);
         assert!(!out.contains("schedlat_bpf_"), "{out}");
         let mut s = known();
         s.bpf.as_mut().unwrap().stats_enabled = Some(true);
-        let out = s.encode(Format::Text);
+        let out = s.encode_text(Format::Text);
         assert!(out.contains("schedlat_bpf_stats_enabled 1\n"));
         assert!(!out.contains("may stand still"));
     }
@@ -403,7 +424,7 @@ mod tests {
         let scope = ("scope", "cpu=0".to_string());
         let out = known()
             .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 4, Some(&scope))
-            .encode(Format::Text);
+            .encode_text(Format::Text);
         let h = "schedlat_process_runqueue_latency_seconds";
         for line in [
             format!("# TYPE {h} histogram"),
@@ -426,7 +447,7 @@ mod tests {
             assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
         }
         // Without a breakdown, no keyed counters.
-        let out = known().encode(Format::Text);
+        let out = known().encode_text(Format::Text);
         assert!(
             !out.contains("unkeyed") && !out.contains("overflow"),
             "{out}"

@@ -6,9 +6,12 @@
 //! - buckets: the exported `le` boundaries;
 //! - scrape: what a scrape reads from the kernel;
 //! - keyed: the per-cgroup or per-process series and `--max-series`;
-//! - metrics: the snapshot and its encoding (prometheus-client);
+//!   slots: their state, laid out for ten thousand keys;
+//! - metrics: the snapshot; sink: its two writers, prometheus-client's
+//!   text encoders and protobuf (protobuf.rs, with native histograms in
+//!   Prometheus' schema 3, native.rs);
 //! - own: serve's own cost (BPF run time, the previous scrape);
-//! - negotiate: OpenMetrics or classic text, from `Accept`;
+//! - negotiate: protobuf, OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
@@ -20,7 +23,10 @@ mod metrics;
 mod native;
 pub(crate) mod negotiate;
 mod own;
+mod protobuf;
 mod scrape;
+mod sink;
+mod slots;
 mod snapshot;
 
 use std::{cell::RefCell, net::SocketAddr, rc::Rc, time::Duration};

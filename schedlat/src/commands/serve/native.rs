@@ -54,7 +54,9 @@ pub struct NativeMap {
     /// Per source bucket: its native index, None for the zero bucket.
     index: Vec<Option<i32>>,
     /// The worst relative error of a percentile, over the source buckets
-    /// from 1.024 us to the last finite classic boundary.
+    /// from 1.024 us to the last finite classic boundary (what the tests
+    /// check the stated errors against).
+    #[cfg_attr(not(test), allow(dead_code))]
     worst: f64,
 }
 
@@ -167,6 +169,7 @@ impl NativeMap {
     }
 
     /// The worst relative error of a percentile (0.122 for 12.2%).
+    #[cfg(test)]
     pub fn worst(&self) -> f64 {
         self.worst
     }

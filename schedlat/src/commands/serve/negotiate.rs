@@ -5,7 +5,11 @@
 //! format (0.0.4) otherwise, including for `curl` and browsers that send no
 //! preference. Prometheus sends
 //! `application/openmetrics-text;version=1.0.0,...;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1`
-//! and so gets OpenMetrics; protobuf is not offered.
+//! and so gets OpenMetrics. Prometheus with native histograms on
+//! (`--enable-feature=native-histograms`) puts
+//! `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`
+//! first, and gets protobuf (protobuf.rs), the format with native
+//! histograms; a protobuf of another message or encoding is not offered.
 
 /// An exposition format and the version to announce in `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +18,8 @@ pub enum Format {
     Text,
     /// OpenMetrics text; the body is 1.0.0, announced as the version asked for.
     OpenMetrics { version: &'static str },
+    /// Prometheus' delimited protobuf `MetricFamily` stream.
+    Protobuf,
 }
 
 impl Format {
@@ -23,6 +29,7 @@ impl Format {
             Format::OpenMetrics { version } => {
                 format!("application/openmetrics-text; version={version}; charset=utf-8")
             }
+            Format::Protobuf => super::protobuf::CONTENT_TYPE.to_string(),
         }
     }
 }
@@ -50,20 +57,28 @@ pub fn negotiate(accept: Option<&str>) -> Format {
 }
 
 /// One media range: the format it names (None if not one we serve, e.g.
-/// protobuf or `*/*`, which falls through to the default) and its q.
+/// `*/*`, which falls through to the default) and its q.
 fn parse_item(item: &str) -> Option<(Option<Format>, f32)> {
     let mut parts = item.split(';').map(str::trim);
     let media = parts.next()?.to_ascii_lowercase();
     let mut q = 1.0f32;
     let mut version = None;
+    let (mut proto, mut encoding) = (None, None);
     for param in parts {
         let (key, value) = param.split_once('=')?;
         let value = value.trim().trim_matches('"');
         match key.trim().to_ascii_lowercase().as_str() {
             "q" => q = value.parse().ok()?,
             "version" => version = Some(value.to_string()),
+            "proto" => proto = Some(value.to_string()),
+            "encoding" => encoding = Some(value.to_ascii_lowercase()),
             _ => {}
         }
+    }
+    if media == "application/vnd.google.protobuf" {
+        let ours = proto.as_deref() == Some("io.prometheus.client.MetricFamily")
+            && encoding.as_deref() == Some("delimited");
+        return Some((ours.then_some(Format::Protobuf), q));
     }
     let format = match (media.as_str(), version.as_deref()) {
         ("application/openmetrics-text", None | Some("1.0.0")) => {
@@ -89,6 +104,18 @@ mod tests {
         // Prometheus 2.x's scrape Accept header, verbatim.
         let accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert_eq!(negotiate(Some(accept)), OM);
+    }
+
+    #[test]
+    fn prometheus_with_native_histograms_gets_protobuf() {
+        // Prometheus 2.42 with --enable-feature=native-histograms
+        // (scrape.go, `scrapeAcceptHeaderWithProtobuf`), verbatim.
+        let accept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(negotiate(Some(accept)), Format::Protobuf);
+        assert_eq!(
+            Format::Protobuf.content_type(),
+            "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+        );
     }
 
     #[test]
@@ -119,12 +146,19 @@ mod tests {
             )),
             Format::Text
         );
-        // q=0 refuses; protobuf is not offered, so the next choice wins.
+        // q=0 refuses; a protobuf other than the delimited MetricFamily
+        // stream is not offered, so the next choice wins.
         assert_eq!(
             negotiate(Some(
-                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;q=0.5"
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text,application/openmetrics-text;q=0.5"
             )),
             OM
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0,text/plain"
+            )),
+            Format::Text
         );
         assert_eq!(
             negotiate(Some("application/openmetrics-text;q=0")),

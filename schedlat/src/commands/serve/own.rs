@@ -2,12 +2,9 @@
 //! its BPF programs' run time, and what serving the previous scrape took;
 //! and the small encoding helpers for plain counters and gauges.
 
-use prometheus_client::{
-    encoding::{DescriptorEncoder, EncodeGaugeValue, EncodeMetric},
-    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
-    registry::Unit,
-};
+use prometheus_client::registry::Unit;
 
+use super::sink::{LabelRefs, Sink, Value, one};
 use crate::collect::bpf_cost::ProgramCost;
 
 /// What serving one scrape cost: read, encode, and the body's size.
@@ -27,58 +24,43 @@ pub struct BpfCost {
     pub programs: Vec<ProgramCost>,
 }
 
-pub fn counter(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    ConstCounter::new(value).encode(metric)
+pub fn counter(sink: &mut impl Sink, name: &str, help: &str, value: u64) -> std::fmt::Result {
+    sink.counter(name, help, None, &one(Value::Count(value)))
 }
 
-pub fn gauge<N: EncodeGaugeValue + std::fmt::Debug>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: N,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    ConstGauge::new(value).encode(metric)
+pub fn gauge(sink: &mut impl Sink, name: &str, help: &str, value: Value) -> std::fmt::Result {
+    sink.gauge(name, help, &one(value))
 }
 
 /// serve's own cost, so that it shows in the dashboards it feeds.
-pub fn encode_cost(
-    encoder: &mut DescriptorEncoder,
-    cost: &ScrapeCost,
-) -> Result<(), std::fmt::Error> {
+pub fn encode_cost(sink: &mut impl Sink, cost: &ScrapeCost) -> std::fmt::Result {
     gauge(
-        encoder,
+        sink,
         "schedlat_last_scrape_duration_seconds",
         "Wall time schedlat took to serve the previous scrape (kernel reads and encoding)",
-        cost.seconds,
+        Value::Float(cost.seconds),
     )?;
     gauge(
-        encoder,
+        sink,
         "schedlat_last_scrape_cpu_seconds",
         "CPU time (user and system) schedlat's thread spent serving the previous scrape",
-        cost.cpu_seconds,
+        Value::Float(cost.cpu_seconds),
     )?;
     gauge(
-        encoder,
+        sink,
         "schedlat_last_scrape_body_bytes",
         "Size of the previous scrape's body, in bytes",
-        cost.body_bytes as i64,
+        Value::Int(cost.body_bytes as i64),
     )?;
     counter(
-        encoder,
+        sink,
         "schedlat_scrapes",
         "Scrapes served since schedlat started, this one included",
         cost.scrapes,
     )
 }
 
-pub fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), std::fmt::Error> {
+pub fn encode_bpf(sink: &mut impl Sink, bpf: &BpfCost) -> std::fmt::Result {
     // The HELP says when the numbers cannot be trusted to move.
     let caveat = match bpf.stats_enabled {
         Some(true) => "",
@@ -88,37 +70,38 @@ pub fn encode_bpf(encoder: &mut DescriptorEncoder, bpf: &BpfCost) -> Result<(), 
         None => " (kernel.bpf_stats_enabled unreadable: counted only while BPF stats are enabled)",
     };
     if let Some(enabled) = bpf.stats_enabled {
-        let metric = encoder.encode_descriptor(
+        gauge(
+            sink,
             "schedlat_bpf_stats_enabled",
             "Value of kernel.bpf_stats_enabled: 1 when the kernel counts BPF program run time",
-            None,
-            MetricType::Gauge,
+            Value::Int(i64::from(enabled)),
         )?;
-        ConstGauge::new(i64::from(enabled)).encode(metric)?;
     }
 
+    let labels: Vec<[(&str, &str); 1]> = (bpf.programs.iter())
+        .map(|p| [("program", p.name.as_str())])
+        .collect();
+    let samples = |value: &dyn Fn(&ProgramCost) -> Value| -> Vec<(LabelRefs, Value)> {
+        (labels.iter().zip(&bpf.programs))
+            .map(|(l, p)| (&l[..], value(p)))
+            .collect()
+    };
     let help = format!(
         "CPU time spent in schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
     );
-    let mut metric = encoder.encode_descriptor(
+    sink.counter(
         "schedlat_bpf_run_time",
         &help,
-        Some(&Unit::Seconds),
-        MetricType::Counter,
+        Some(Unit::Seconds),
+        &samples(&|p| Value::Float(p.run_time_ns as f64 / 1e9)),
     )?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.run_time_ns as f64 / 1e9).encode(metric.encode_family(&labels)?)?;
-    }
-
     let help = format!(
         "Runs of schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
     );
-    let mut metric =
-        encoder.encode_descriptor("schedlat_bpf_runs", &help, None, MetricType::Counter)?;
-    for p in &bpf.programs {
-        let labels = [("program", p.name.as_str())];
-        ConstCounter::new(p.runs).encode(metric.encode_family(&labels)?)?;
-    }
-    Ok(())
+    sink.counter(
+        "schedlat_bpf_runs",
+        &help,
+        None,
+        &samples(&|p| Value::Count(p.runs)),
+    )
 }

@@ -160,7 +160,7 @@ impl Source {
     }
 
     /// One scrape: read, encode, and note what it cost for the next one.
-    pub fn serve(&self, format: Format) -> Result<String, ReadError> {
+    pub fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
         let (start, cpu) = (Instant::now(), thread_cpu_seconds());
         let mut snapshot = self.snapshot()?;
         let previous = self.cost.get();

@@ -1,0 +1,203 @@
+//! The per-key state of `serve --cgroups/--pids` (keyed.rs), laid out for
+//! ten thousand keys a scrape.
+//!
+//! The states sit in one vector, and their folded cumulative buckets in one
+//! flat array beside it, rather than in a hash map of boxed rows: looking
+//! up a key in a 10,000-entry map costs a cache miss, and at one lookup per
+//! key per scrape those misses were most of the scrape's userspace time.
+//! The kernel's batch read returns the keys in the order of its hash table,
+//! which stays the same from one read to the next while the keys do, so
+//! each read position first tries the slot it found at that position last
+//! time: the states are then walked in order, and the hash index is only
+//! consulted for keys that are new or moved.
+
+use std::collections::HashMap;
+
+use super::keyed::{Folded, Labels};
+
+/// One key's state across scrapes.
+pub struct Key {
+    pub key: u64,
+    /// The scrape that last found the key in the kernel map.
+    pub seen: u64,
+    /// The kernel's cumulative sum and 0 ns bucket at the previous scrape:
+    /// a wait changes one of them (a wait of 1 ns or more adds to the sum),
+    /// so equal means idle, without looking at the buckets.
+    pub last_sum_ns: u64,
+    pub last_zero: u32,
+    /// Labels, once looked up (a pinned check or a first series).
+    pub labels: Option<Labels>,
+    pub pinned: bool,
+    /// The key's series: the waits of the intervals it had one.
+    pub own: Option<Folded>,
+}
+
+/// A hasher for the u64 keys: std's SipHash guards against inputs chosen
+/// to collide, which PIDs and cgroup ids are not, at several times the
+/// cost.
+#[derive(Clone, Copy, Default)]
+pub struct KeyHash(u64);
+
+impl std::hash::Hasher for KeyHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let h = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHash>>;
+
+/// Every key's state, and its folded buckets (`width` per key).
+pub struct Slots {
+    width: usize,
+    keys: Vec<Key>,
+    /// Row `i` belongs to `keys[i]`: the kernel's cumulative buckets at the
+    /// previous scrape, folded.
+    lasts: Vec<u64>,
+    index: KeyMap<usize>,
+    /// The slot found at each read position, in the previous read and in
+    /// this one.
+    previous: Vec<usize>,
+    order: Vec<usize>,
+}
+
+impl Slots {
+    pub fn new(width: usize) -> Slots {
+        Slots {
+            width,
+            keys: Vec::new(),
+            lasts: Vec::new(),
+            index: KeyMap::default(),
+            previous: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Starts a read of the kernel map.
+    pub fn begin(&mut self) {
+        std::mem::swap(&mut self.previous, &mut self.order);
+        self.order.clear();
+    }
+
+    /// The slot of `key`, the `position`-th entry of this read; `new`
+    /// makes the state of a key not seen before.
+    pub fn find(&mut self, position: usize, key: u64, new: impl FnOnce() -> Key) -> usize {
+        let slot = match self.previous.get(position) {
+            Some(&s) if self.keys.get(s).is_some_and(|k| k.key == key) => s,
+            _ => match self.index.get(&key) {
+                Some(&s) => s,
+                None => {
+                    let s = self.keys.len();
+                    self.keys.push(new());
+                    self.lasts.resize(self.lasts.len() + self.width, 0);
+                    self.index.insert(key, s);
+                    s
+                }
+            },
+        };
+        self.order.push(slot);
+        slot
+    }
+
+    pub fn key(&mut self, slot: usize) -> &mut Key {
+        &mut self.keys[slot]
+    }
+
+    /// The state and the folded buckets of a slot.
+    pub fn with_last(&mut self, slot: usize) -> (&mut Key, &mut [u64]) {
+        let row = &mut self.lasts[slot * self.width..(slot + 1) * self.width];
+        (&mut self.keys[slot], row)
+    }
+
+    /// Drops the keys for which `keep` is false (slots move: any slot
+    /// number held across this call is stale).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) {
+        let mut s = self.keys.len();
+        while s > 0 {
+            s -= 1;
+            if !keep(&self.keys[s]) {
+                self.remove_slot(s);
+            }
+        }
+    }
+
+    /// Drops one key.
+    pub fn remove(&mut self, key: u64) {
+        if let Some(&s) = self.index.get(&key) {
+            self.remove_slot(s);
+        }
+    }
+
+    /// The last slot moves into the hole.
+    fn remove_slot(&mut self, s: usize) {
+        let w = self.width;
+        let last = self.keys.len() - 1;
+        self.index.remove(&self.keys[s].key);
+        self.keys.swap_remove(s);
+        if s != last {
+            self.lasts.copy_within(last * w..(last + 1) * w, s * w);
+            self.index.insert(self.keys[s].key, s);
+        }
+        self.lasts.truncate(last * w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: u64) -> Key {
+        Key {
+            key: k,
+            seen: 0,
+            last_sum_ns: k,
+            last_zero: 0,
+            labels: None,
+            pinned: false,
+            own: None,
+        }
+    }
+
+    #[test]
+    fn slots_follow_keys_through_moves_and_removals() {
+        let mut s = Slots::new(2);
+        s.begin();
+        for (pos, k) in [10, 20, 30, 40].into_iter().enumerate() {
+            let slot = s.find(pos, k, || key(k));
+            s.with_last(slot).1.fill(k);
+        }
+        // Another order, one key gone: every key finds its own state.
+        s.remove(20);
+        s.begin();
+        for (pos, k) in [40, 10, 30].into_iter().enumerate() {
+            let slot = s.find(pos, k, || panic!("{k} is known"));
+            let (state, last) = s.with_last(slot);
+            assert_eq!((state.key, state.last_sum_ns), (k, k));
+            assert_eq!(last, [k, k]);
+        }
+        s.retain(|k| k.key != 10);
+        assert_eq!(s.len(), 2);
+        s.begin();
+        let slot = s.find(0, 50, || key(50));
+        assert_eq!(s.with_last(slot).1, [0, 0], "a new key starts from zero");
+        for k in [30, 40] {
+            let slot = s.find(1, k, || panic!("{k} is known"));
+            assert_eq!(s.with_last(slot).1, [k, k]);
+        }
+    }
+}
