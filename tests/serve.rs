@@ -307,6 +307,133 @@ fn non_loopback_listen_is_announced() {
     assert!(nothing_listens(loopback));
 }
 
+/// Prometheus' protobuf Accept header with native histograms on (2.42,
+/// `scrapeAcceptHeaderWithProtobuf`).
+const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// The stated worst errors of a percentile from the native histograms
+/// (schema 3): the total, from the kernel's buckets, and the per-key
+/// family in the default `--key-buckets log2`. The HELP states them too.
+const NATIVE_TOTAL_ERROR: f64 = 0.122;
+const NATIVE_LOG2_ERROR: f64 = 0.397;
+
+/// The native-histogram path, end to end: a real Prometheus with
+/// `--enable-feature=native-histograms` asks for protobuf, stores the
+/// histograms as native ones, and its `histogram_quantile(0.99, ...)` over
+/// them agrees with schedlat's own p99 of the same load within the stated
+/// re-bucketing error: for the whole (here: this process') total and for
+/// the per-process series of `--pids`.
+///
+/// The load and the comparison are those of the classic test above: ~3 ms
+/// waits from a SCHED_FIFO blocker, measured by both sides for this process
+/// only (`-p`).
+#[test]
+fn prometheus_native_histograms_give_the_p99_within_the_stated_error() {
+    if !require_root() {
+        return;
+    }
+    let me = std::process::id().to_string();
+    let server = Server::start(&["-p", &me, "--pids"]);
+
+    // Asked for protobuf, serve answers it.
+    let got = http::get(server.addr, "/metrics", Some(PROTOBUF_ACCEPT)).unwrap();
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.header("content-type"),
+        Some(
+            "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+        )
+    );
+    assert!(!got.body.is_empty());
+
+    let prometheus = Prometheus::start_with(server.addr, "1s", &["native-histograms"]);
+    let series = format!("{{job=\"schedlat\",pid=\"{me}\"}}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while prometheus.query_value("up{job=\"schedlat\"}", None) != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped schedlat serve: {:?}\nPrometheus log:\n{}\nserve stderr:\n{}",
+            prometheus.api("/api/v1/targets"),
+            prometheus.log(),
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+
+    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
+    let started = unix_now();
+    workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
+    let ended = unix_now();
+    let (status, lines) = own.stop_with(libc::SIGINT);
+    assert!(status.success());
+    let records = parse_json_lines(&lines);
+    let own_p99 = own_p99_seconds(&records[0]);
+    assert!(
+        (0.002..=0.004).contains(&own_p99),
+        "schedlat's own p99 {own_p99} s is not the load's 3 ms: {}",
+        records[0]
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while prometheus
+        .query_value(&format!("timestamp({HISTOGRAM}{series})"), None)
+        .is_none_or(|t| t < ended)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no scrape after the load; Prometheus log:\n{}",
+            prometheus.log()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+
+    // Stored as native histograms: a raw sample is a histogram, not a
+    // value, and there are no classic `_bucket` series.
+    let raw = prometheus.query(&format!("{HISTOGRAM}{series}"), Some(ended));
+    assert_eq!(raw.len(), 1, "{raw:?}");
+    assert!(raw[0].get("histogram").is_some(), "not native: {raw:?}");
+    assert!(
+        prometheus
+            .query(&format!("{HISTOGRAM}_bucket{series}"), Some(ended))
+            .is_empty()
+    );
+
+    let window = (ended - started).floor() as u64 - 1;
+    let total_expr = format!("histogram_quantile(0.99, rate({HISTOGRAM}{series}[{window}s]))");
+    let total_p99 = prometheus
+        .query_value(&total_expr, Some(ended))
+        .unwrap_or_else(|| panic!("{total_expr}: no result"));
+    let key_expr = format!(
+        "histogram_quantile(0.99, sum(rate({PROCESS_HISTOGRAM}{{job=\"schedlat\",pid=\"{me}\"}}[{window}s])))"
+    );
+    let key_p99 = prometheus
+        .query_value(&key_expr, Some(ended))
+        .unwrap_or_else(|| panic!("{key_expr}: no result"));
+    eprintln!(
+        "native p99: total {:.3} ms, per-process {:.3} ms; schedlat {:.3} ms",
+        total_p99 * 1e3,
+        key_p99 * 1e3,
+        own_p99 * 1e3
+    );
+    assert!(
+        (total_p99 - own_p99).abs() <= NATIVE_TOTAL_ERROR * own_p99,
+        "native total p99 {total_p99} s vs schedlat {own_p99} s: beyond {NATIVE_TOTAL_ERROR}"
+    );
+    assert!(
+        (key_p99 - own_p99).abs() <= NATIVE_LOG2_ERROR * own_p99,
+        "native per-process p99 {key_p99} s vs schedlat {own_p99} s: beyond {NATIVE_LOG2_ERROR}"
+    );
+    // The HELP states those errors.
+    let metadata = prometheus.api(&format!("/api/v1/metadata?metric={HISTOGRAM}"));
+    let help = metadata[HISTOGRAM][0]["help"].as_str().unwrap_or_default();
+    assert!(help.contains("within 12.2%"), "{metadata}");
+
+    let (serve_addr, prometheus_addr) = (server.addr, prometheus.addr);
+    drop(prometheus);
+    assert!(server.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(serve_addr) && nothing_listens(prometheus_addr));
+}
+
 /// Per-cgroup `_count` samples of a classic-text scrape, by cgroup label
 /// (the first label; `scope` follows it under -c).
 fn cgroup_counts(body: &str) -> Vec<(String, u64)> {

@@ -26,6 +26,12 @@ impl Prometheus {
     /// Starts Prometheus scraping `target` every `interval` (e.g. "1s"), and
     /// waits until it is ready to answer queries.
     pub fn start(target: SocketAddr, interval: &str) -> Prometheus {
+        Prometheus::start_with(target, interval, &[])
+    }
+
+    /// The same with `--enable-feature=...` flags (e.g.
+    /// `native-histograms`, which makes it ask for protobuf first).
+    pub fn start_with(target: SocketAddr, interval: &str, features: &[&str]) -> Prometheus {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -53,6 +59,7 @@ impl Prometheus {
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
+            .args(features.iter().map(|f| format!("--enable-feature={f}")))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -20,9 +20,11 @@
 //!   something went into it.
 //! - So, at every scrape: the last value of every key's series, plus the
 //!   overflow series, plus `schedlat_unkeyed_waits_total`, is the total.
-//! - A key whose task or cgroup is gone, with no new wait since the
-//!   previous scrape, is deleted from the kernel map and forgotten; all its
-//!   waits were in earlier samples.
+//! - A key whose task or cgroup is gone, with no new wait for two scrapes,
+//!   is deleted from the kernel map and forgotten; all its waits were in
+//!   earlier samples. (Whether it is gone is asked after 2, 4, 8... idle
+//!   scrapes: one syscall per key asked, and at ten thousand keys many
+//!   sleep through an interval.)
 //! - Labels are fixed when a key first gets a series (a process' comm then,
 //!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
 
@@ -195,6 +197,7 @@ impl KeyedSeries {
                     seen: round,
                     last_sum_ns: 0,
                     last_zero: 0,
+                    idle: 0,
                     pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
                     labels,
                     own: None,
@@ -204,7 +207,11 @@ impl KeyedSeries {
             state.seen = round;
             let zero = stats.buckets[0];
             if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
-                if !names.exists(key) {
+                // Gone? Asked after two idle scrapes, then after 4, 8...:
+                // a task that merely slept through one interval is not
+                // asked at all, one idle for long is asked rarely.
+                state.idle = state.idle.saturating_add(1);
+                if state.idle >= 2 && state.idle.is_power_of_two() && !names.exists(key) {
                     gone.push(key);
                 }
                 if state.pinned {
@@ -225,6 +232,7 @@ impl KeyedSeries {
             });
             state.last_sum_ns = stats.sum_ns;
             state.last_zero = zero;
+            state.idle = 0;
         }
 
         // The unpinned keys that waited most get the series left.
@@ -523,9 +531,15 @@ mod tests {
         assert_eq!(out.series.len(), 1, "new waits: exported");
         let out = scrape(&mut s, &[(1, 2, 1)], &mut names);
         assert!(out.series.is_empty(), "idle: left out");
+        assert!(names.forgotten.is_empty(), "idle once: not asked yet");
+        scrape(&mut s, &[(1, 2, 1)], &mut names);
+        assert_eq!(names.forgotten, [1], "idle twice and gone: deleted");
         assert_eq!(s.keys.len(), 1, "deleting failed: still there");
         names.stuck = false;
-        scrape(&mut s, &[(1, 2, 1)], &mut names);
+        for _ in 0..2 {
+            scrape(&mut s, &[(1, 2, 1)], &mut names);
+        }
+        assert_eq!(names.forgotten, [1, 1], "asked again after 4 idle scrapes");
         assert_eq!(s.keys.len(), 0, "deleted now");
     }
 }

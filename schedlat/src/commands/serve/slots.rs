@@ -25,6 +25,8 @@ pub struct Key {
     /// so equal means idle, without looking at the buckets.
     pub last_sum_ns: u64,
     pub last_zero: u32,
+    /// Scrapes in a row without a new wait.
+    pub idle: u32,
     /// Labels, once looked up (a pinned check or a first series).
     pub labels: Option<Labels>,
     pub pinned: bool,
@@ -167,6 +169,7 @@ mod tests {
             seen: 0,
             last_sum_ns: k,
             last_zero: 0,
+            idle: 0,
             labels: None,
             pinned: false,
             own: None,
