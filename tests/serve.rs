@@ -575,6 +575,10 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
         assert!(keyed.len() <= 1, "{counts:?}");
         let folded = sample(&body, "schedlat_overflow_keys").unwrap();
         overflowed += folded as u64;
+        // Keys are read before the total: never more than it, at any scrape.
+        let total = samples(&body, &format!("{HISTOGRAM}_count"))[0].1 as u64;
+        let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
+        assert!(last.sum() + unkeyed <= total, "{:?} > {total}", last.0);
         assert_eq!(
             sample(&body, "schedlat_keyed_series"),
             Some(counts.len() as f64)
@@ -624,6 +628,83 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     }
     assert!(addrs.iter().all(|&a| nothing_listens(a)));
     drop(parent);
+}
+
+/// `serve --pids` while processes come and go: two shell loops under a
+/// test cgroup start a `sleep` every 5 ms, each a key that waits a few
+/// times and exits, and `--max-series 3` keeps most of them in overflow.
+/// At every scrape no series goes down (no false counter reset), and the
+/// last value of every series seen, plus unkeyed, is at most the total
+/// (the keys are read before the total); once the load stops, exactly the
+/// total. After the load, the idle processes are left out: only overflow
+/// is exported.
+#[test]
+fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
+    if !require_root() {
+        return;
+    }
+    let root = v2_root();
+    let parent = TestCgroup::new(&root, "serve-churn");
+    let (a, b) = (
+        TestCgroup::new(&root, "serve-churn/a"),
+        TestCgroup::new(&root, "serve-churn/b"),
+    );
+    let server = Server::start(&["--pids", "-c", &parent.path(), "--max-series", "3"]);
+    let procs = busy_and_idle(&a, &b, 1);
+
+    let counts = |body: &str| -> Vec<(String, u64)> {
+        samples(body, &format!("{PROCESS_HISTOGRAM}_count"))
+            .into_iter()
+            .map(|(labels, v)| (labels, v as u64))
+            .collect()
+    };
+    let total = |body: &str| samples(body, &format!("{HISTOGRAM}_count"))[0].1 as u64;
+    let mut last = LastValues::default();
+    let mut scrapes = 0;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(250));
+        let body = scrape_text(&server);
+        let now = counts(&body);
+        last.update(&now);
+        let keyed = now.iter().filter(|(l, _)| !l.contains(OVERFLOW)).count();
+        assert!(keyed <= 3, "{now:?}");
+        let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
+        assert!(
+            last.sum() + unkeyed <= total(&body),
+            "series {} + unkeyed {unkeyed} > total {}",
+            last.sum(),
+            total(&body)
+        );
+        scrapes += 1;
+    }
+    let seen = last.0.keys().filter(|l| !l.contains(OVERFLOW)).count();
+    assert!(
+        seen > 3,
+        "processes came and went: {seen} had a series in {scrapes} scrapes"
+    );
+
+    drop(procs);
+    a.wait_empty();
+    b.wait_empty();
+    thread::sleep(Duration::from_millis(100));
+    let body = scrape_text(&server);
+    last.update(&counts(&body));
+    let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
+    assert_eq!(last.sum() + unkeyed, total(&body), "{:?}", last.0);
+    // Idle, and gone: left out; only overflow is exported.
+    for _ in 0..3 {
+        let body = scrape_text(&server);
+        let now = counts(&body);
+        last.update(&now);
+        assert!(now.iter().all(|(l, _)| l.contains(OVERFLOW)), "{now:?}");
+    }
+    promtool_check(&scrape_text(&server));
+
+    let addr = server.addr;
+    assert!(server.stop_with(libc::SIGINT).success());
+    assert!(nothing_listens(addr));
+    drop((a, b, parent));
 }
 
 /// Under a filter every histogram series is labelled with its scope, and

@@ -136,7 +136,7 @@ fn unsupported(e: &std::io::Error) -> bool {
 fn walk<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
     out.len = 0;
     let map = aya::maps::HashMap::<&MapData, K, V>::try_from(map)?;
-    for entry in map.iter() {
+    for entry in &map {
         let (k, v) = entry?;
         out.push(k, v);
     }

@@ -88,13 +88,13 @@ impl KeyBuckets {
 
     /// For HELP texts: the layout and the error of a percentile from it.
     pub fn help(self) -> String {
-        use super::native::{FINE_ERROR, LOG2_ERROR};
+        let error = self.native().stated();
         match self {
             KeyBuckets::Log2 => format!(
-                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile; as a native histogram (protobuf, schema 3) within {LOG2_ERROR}"
+                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
             ),
             KeyBuckets::Fine => format!(
-                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3) within {FINE_ERROR}"
+                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
             ),
         }
     }

@@ -93,7 +93,7 @@ pub struct Series {
 fn system_help() -> String {
     format!(
         "Time runnable tasks waited on a CPU run queue (woken or preempted, until switched in), all CPUs, since schedlat started; under a filter only the waits in label scope (with -p also label pid); buckets: four per power of two, a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3, from the kernel's 8 buckets per power of two) within {}",
-        native::TOTAL_ERROR
+        native::KERNEL.stated()
     )
 }
 
