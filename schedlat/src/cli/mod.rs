@@ -93,7 +93,8 @@ pub enum Command {
     /// (--from/--to) with its longest slow waits. See docs/recorder.md.
     Replay(ReplayArgs),
     /// Serve cumulative run-queue latency histograms on an HTTP /metrics
-    /// endpoint for Prometheus (OpenMetrics or the classic text format).
+    /// endpoint for Prometheus (OpenMetrics, the classic text format, or
+    /// protobuf with native histograms, as the scraper asks).
     Serve(ServeArgs),
     /// Who waited and behind whom: per task, its waits (count, total,
     /// average, longest, when and where) and the task that held the CPU when

@@ -77,8 +77,7 @@ impl KeyLabels {
 
     /// A process' or thread's name: the live one, else the kernel's.
     pub fn comm(&self, key: u64) -> String {
-        let live = std::fs::read_to_string(format!("/proc/{key}/comm")).ok();
-        live.map(|c| c.trim().to_string())
+        live_comm(key)
             .or_else(|| self.comms.get(&key).map(comm_str))
             .unwrap_or_default()
     }
@@ -163,6 +162,17 @@ fn process_exists(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     let found = unsafe { libc::kill(pid, 0) } == 0;
     found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// /proc/PID/comm in three syscalls (open, read, close: no size probe), as
+/// `serve --pids` names up to --max-series new keys a scrape.
+fn live_comm(pid: u64) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/comm")).ok()?;
+    // TASK_COMM_LEN is 16 (64 since 6.x for some kthreads): room for both.
+    let mut buf = [0u8; 80];
+    let n = file.read(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 
 /// A key's kernel histogram as `Waits` (no extremes: they are not kept per key).

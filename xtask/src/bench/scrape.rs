@@ -12,11 +12,16 @@
 //! - latency seen by the scraper (request written to last body byte);
 //! - the server's CPU time per scrape, from /proc/PID/schedstat (ns on CPU,
 //!   every thread of serve: it has one once loaded);
+//! - serve's own wall time per scrape, from the body's
+//!   `schedlat_last_scrape_duration_seconds` (p50/p99): the latency less
+//!   the wait for a CPU before serve starts and the transfer;
 //! - the body size.
 //!
-//! Each row is measured twice: plain `serve`, and `serve --pids` (one
-//! histogram per process, read from the kernel's key map with one lookup
-//! per key: aya's HashMap iterator), with the ratio of the two. With
+//! Each row is measured three times: plain `serve`, `serve --pids` (one
+//! histogram per process, read from the kernel's key map in a few batch
+//! lookups), with the ratio of the two, and `serve --pids` scraped for
+//! protobuf with native histograms (`proto`, as a Prometheus with
+//! `--enable-feature=native-histograms` scrapes it). With
 //! `--sleeper-processes` every sleeper is a process, so a row of N
 //! sleepers has N+ keys; the key map is then sized to hold them all
 //! (`--max-keys`), and `--max-series` keeps its default: the `series`
@@ -45,7 +50,9 @@ use crate::util::{require_root, workspace_root};
 /// What serve prints once it is attached and listening.
 const READY: &str = "Serving run queue latency on http://";
 /// Prometheus 2.x's scrape Accept header.
-const ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+pub(super) const ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+/// The same with native histograms on: protobuf first.
+const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
     require_root("schedlat serve loads eBPF programs")?;
@@ -65,7 +72,7 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
         "scrapes of `schedlat serve`: {scrapes} per row, over one keep-alive connection; sleepers are {what}"
     );
     println!(
-        "{:>8}  {:<7}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>9}  {:>6}  {:>10}",
+        "{:>8}  {:<7}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>11}  {:>9}  {:>6}  {:>10}",
         "tasks",
         "serve",
         "p50 us",
@@ -73,6 +80,7 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
         "max us",
         "mean us",
         "serve CPU us",
+        "own p50/p99",
         "bytes",
         "series",
         "BPF progs"
@@ -82,15 +90,21 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
         let sleepers = SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
         // Room for every sleeper's key, and the machine's other processes.
         let max_keys = (n + 4096).to_string();
-        let plain = measure(&exe, scrapes, &[], Duration::ZERO)?;
+        let plain = measure(&exe, scrapes, &[], Duration::ZERO, ACCEPT)?;
         print_row(n, "plain", &plain);
-        let keyed = measure(
+        let pids = ["--pids", "--max-keys", &max_keys];
+        let keyed = measure(&exe, scrapes, &pids, Duration::from_secs(1), ACCEPT)?;
+        print_row(n, "--pids", &keyed);
+        // As a Prometheus with native histograms scrapes it (the series
+        // column is not counted in protobuf).
+        let proto = measure(
             &exe,
             scrapes,
-            &["--pids", "--max-keys", &max_keys],
+            &pids,
             Duration::from_secs(1),
+            ACCEPT_PROTOBUF,
         )?;
-        print_row(n, "--pids", &keyed);
+        print_row(n, "proto", &proto);
         drop(sleepers);
         println!(
             "{n:>8}  {:<7}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>9.1}",
@@ -114,12 +128,13 @@ pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
 
 fn print_row(n: usize, serve: &str, row: &Row) {
     println!(
-        "{n:>8}  {serve:<7}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>9}  {:>6}  {:>10}",
+        "{n:>8}  {serve:<7}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>11}  {:>9}  {:>6}  {:>10}",
         row.p50_us,
         row.p99_us,
         row.max_us,
         row.mean_us,
         row.cpu_us,
+        row.own,
         row.bytes,
         row.series,
         row.programs
@@ -133,6 +148,10 @@ struct Row {
     mean_us: f64,
     /// serve's CPU time per scrape.
     cpu_us: f64,
+    /// serve's own wall time per scrape (its
+    /// `schedlat_last_scrape_duration_seconds`), p50/p99 in us; "-" where
+    /// the body is protobuf.
+    own: String,
     bytes: usize,
     /// Per-process series in the last body (overflow included).
     series: usize,
@@ -144,22 +163,38 @@ struct Row {
 }
 
 /// `pace`: the time from one scrape's start to the next's.
-fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str], pace: Duration) -> Result<Row> {
+fn measure(
+    exe: &std::path::Path,
+    scrapes: u32,
+    extra: &[&str],
+    pace: Duration,
+    accept: &str,
+) -> Result<Row> {
     let server = Serve::start(exe, extra)?;
     let programs = aya::programs::loaded_programs().count();
     // Every sleeper wakes once a second: by then each has its key.
     thread::sleep(Duration::from_millis(1_500));
-    let mut conn = Conn::open(server.addr)?;
+    let mut conn = Conn::open(server.addr, accept)?;
     // The first scrape also faults in the encoder's code and buffers.
     conn.scrape()?;
     thread::sleep(pace);
     let cpu_before = cpu_ns(server.pid())?;
     let mut latencies = Vec::with_capacity(scrapes as usize);
+    let mut own = Vec::with_capacity(scrapes as usize);
     let mut body = Vec::new();
     for _ in 0..scrapes {
         let start = Instant::now();
         body = conn.scrape()?;
         latencies.push(start.elapsed().as_secs_f64() * 1e6);
+        // The previous scrape's wall time inside serve: reading and
+        // encoding, without the wait for a CPU before it starts.
+        if let Some(seconds) = String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|l| l.strip_prefix("schedlat_last_scrape_duration_seconds "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+        {
+            own.push(seconds * 1e6);
+        }
         thread::sleep(pace.saturating_sub(start.elapsed()));
     }
     let text = String::from_utf8_lossy(&body);
@@ -175,12 +210,20 @@ fn measure(exe: &std::path::Path, scrapes: u32, extra: &[&str], pace: Duration) 
     let cpu_after = cpu_ns(server.pid())?;
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    own.sort_by(f64::total_cmp);
+    let own = if own.is_empty() {
+        "-".to_string()
+    } else {
+        let at = |q: f64| own[((own.len() - 1) as f64 * q).round() as usize];
+        format!("{:.0}/{:.0}", at(0.5), at(0.99))
+    };
     Ok(Row {
         p50_us: at(0.5),
         p99_us: at(0.99),
         max_us: at(1.0),
         mean_us: latencies.iter().sum::<f64>() / latencies.len() as f64,
         cpu_us: (cpu_after - cpu_before) as f64 / 1e3 / f64::from(scrapes),
+        own,
         bytes: body.len(),
         series,
         unkeyed,
@@ -211,11 +254,11 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn open(addr: SocketAddr) -> Result<Conn> {
+    pub(super) fn open(addr: SocketAddr, accept: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         stream.set_nodelay(true)?;
-        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: {ACCEPT}\r\n\r\n")
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n")
             .into_bytes();
         Ok(Conn {
             reader: BufReader::new(stream),

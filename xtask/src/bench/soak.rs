@@ -137,7 +137,7 @@ pub fn run(_opts: &Options, secs: u64) -> Result<()> {
     let storm = fork_storm()?;
     let hist = histogram(&exe)?;
     let serve = Serve::start(&exe, &["--pids"])?;
-    let mut conn = Conn::open(serve.addr)?;
+    let mut conn = Conn::open(serve.addr, super::scrape::ACCEPT)?;
     let duration = Duration::from_secs(secs);
     let every = Duration::from_secs((secs / 20).max(1));
     let started = Instant::now();
