@@ -1,10 +1,12 @@
-//! The metrics of one scrape, and their encoding through prometheus-client.
+//! The metrics of one scrape, and their encoding.
 //!
 //! The kernel's counters are already aggregated and cumulative, so there is
 //! nothing for a client-side `Histogram` to observe: a `Snapshot` is read at
-//! scrape time and handed to prometheus-client as a custom `Collector`,
-//! which writes it with the library's own encoders (OpenMetrics or the
-//! classic text format), names, suffixes and escaping included.
+//! scrape time and written family by family to a `Sink` (sink.rs): for the
+//! text formats, prometheus-client as a custom `Collector`, which writes it
+//! with the library's own encoders (OpenMetrics or the classic text
+//! format), names, suffixes and escaping included; for protobuf, the
+//! `MetricFamily` messages of protobuf.rs, native histograms included.
 //!
 //! Label plumbing: histograms come in families, each a list of labelled
 //! series. The whole system is one unlabelled series of its own family.
