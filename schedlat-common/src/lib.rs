@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod bucket;
+pub mod causes;
 pub mod kconfig;
 pub mod scope;
 pub mod victims;

@@ -3,6 +3,7 @@
 //! tables and the programs' own cost.
 
 pub mod bpf_cost;
+pub mod causes;
 pub mod error;
 pub mod histogram;
 pub mod interval;
