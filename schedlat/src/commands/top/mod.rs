@@ -7,6 +7,7 @@
 //! SIGINT, an error, a panic) restores the terminal.
 
 mod bars;
+mod causes;
 mod panel;
 mod state;
 mod view;

@@ -10,7 +10,7 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph, Sparkline, Wrap},
 };
 
-use super::{bars, panel::Panel, state::State};
+use super::{bars, causes, panel::Panel, state::State};
 use crate::analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice};
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";
@@ -125,9 +125,9 @@ fn split(
     (rest - victims, victims)
 }
 
-/// The percentiles and the verdict with its evidence: title, then the
-/// lines they wrap to at this width, all of them: the verdict wraps, it is
-/// never cut.
+/// The percentiles, the verdict with its evidence and the cause split:
+/// title, then the lines they wrap to at this width, all of them: the
+/// verdict wraps, it is never cut.
 fn summary_height(state: &State, slice: &Slice, area: Rect) -> u16 {
     let lines = verdict(state, slice).line_count(area.width.max(1));
     u16::try_from(lines).unwrap_or(u16::MAX)
@@ -153,12 +153,13 @@ fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
         )),
+        Line::from(causes::line(waits)),
     ])
     .wrap(Wrap { trim: true })
     .block(
         Block::new()
             .borders(Borders::TOP)
-            .title(" percentiles and shape "),
+            .title(" percentiles, shape and causes "),
     )
 }
 
@@ -580,6 +581,27 @@ mod tests {
                 })
                 .sum();
             assert_eq!(counted, state.shown().0.count(), "{w}x{h}:\n{text}");
+        }
+    }
+
+    /// Issue 15: the split of the waits shown, whole (wrapped, not cut),
+    /// under the verdict; "not measured" where the load has none.
+    #[test]
+    fn the_cause_split_is_under_the_verdict() {
+        let mut state = known_state();
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words(&screen(&state, 80, 24)).contains("causes: not measured by this load"),
+            "{}",
+            screen(&state, 80, 24)
+        );
+        state.last.causes = Some(super::super::causes::tests::counts());
+        let line = super::super::causes::line(&state.last);
+        for (w, h) in [(80, 24), (120, 40)] {
+            let text = screen(&state, w, h);
+            assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");
+            assert!(text.contains("percentiles, shape and causes"), "{text}");
+            assert!(text.contains(": 970") && text.contains("long-tail"), "{text}");
         }
     }
 
