@@ -220,9 +220,15 @@ impl Causes {
     /// classic tracepoints' waits): the whole of the held-by shares.
     pub fn held(&self) -> Counted {
         let h = &self.held_by;
-        [h.same_cgroup, h.other_cgroup, h.kernel, h.higher_class, h.idle]
-            .into_iter()
-            .fold(Counted::default(), Counted::plus)
+        [
+            h.same_cgroup,
+            h.other_cgroup,
+            h.kernel,
+            h.higher_class,
+            h.idle,
+        ]
+        .into_iter()
+        .fold(Counted::default(), Counted::plus)
     }
 
     /// The held-by classes with their labels, in the order the views print
@@ -347,11 +353,18 @@ mod tests {
             cpu.sum_ns[class as usize] = n * ns;
         }
         let causes = Causes::of(&CauseCounts::from_cpus(Measurable::default(), &[cpu]));
-        let migrated = causes.placement.migrated.counted().share_in(causes.placed());
+        let migrated = causes
+            .placement
+            .migrated
+            .counted()
+            .share_in(causes.placed());
         assert!((migrated.waits - 0.25).abs() < 1e-9, "{migrated:?}");
         let other = causes.held_by.other_cgroup.share_in(causes.held());
         assert!((other.time - 0.75).abs() < 1e-9, "{other:?}");
-        assert_eq!(causes.holders()[1], ("other cgroup", causes.held_by.other_cgroup));
+        assert_eq!(
+            causes.holders()[1],
+            ("other cgroup", causes.held_by.other_cgroup)
+        );
         assert_eq!(causes.overlaps()[0], ("steal", None));
         assert_eq!(causes.placement.migrated.counted().mean_ns(), Some(1_000.0));
     }

@@ -436,7 +436,10 @@ mod tests {
         let r = totals.rank(SortKey::Total, 0).victims[0];
         assert_eq!((r.kinds, r.migrated), ([10, 0, 10], 4));
         let c = r.causes().unwrap();
-        assert_eq!((c.woken, c.new, c.preempted, c.migrated), (0.5, 0.0, 0.5, 0.2));
+        assert_eq!(
+            (c.woken, c.new, c.preempted, c.migrated),
+            (0.5, 0.0, 0.5, 0.2)
+        );
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! SIGINT, an error, a panic) restores the terminal.
 
 mod bars;
-mod causes;
 mod panel;
 mod state;
 mod view;

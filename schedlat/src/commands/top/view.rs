@@ -10,8 +10,11 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph, Sparkline, Wrap},
 };
 
-use super::{bars, causes, panel::Panel, state::State};
-use crate::analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice};
+use super::{bars, panel::Panel, state::State};
+use crate::{
+    analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice},
+    output::causes_line,
+};
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";
 
@@ -153,7 +156,7 @@ fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
         )),
-        Line::from(causes::line(waits)),
+        Line::from(causes_line::line(waits)),
     ])
     .wrap(Wrap { trim: true })
     .block(
@@ -595,13 +598,16 @@ mod tests {
             "{}",
             screen(&state, 80, 24)
         );
-        state.last.causes = Some(super::super::causes::tests::counts());
-        let line = super::super::causes::line(&state.last);
+        state.last.causes = Some(crate::output::causes_line::tests::counts());
+        let line = causes_line::line(&state.last);
         for (w, h) in [(80, 24), (120, 40)] {
             let text = screen(&state, w, h);
             assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");
             assert!(text.contains("percentiles, shape and causes"), "{text}");
-            assert!(text.contains(": 970") && text.contains("long-tail"), "{text}");
+            assert!(
+                text.contains(": 970") && text.contains("long-tail"),
+                "{text}"
+            );
         }
     }
 

@@ -96,9 +96,9 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     // rest of the waits woke, or were a new task's first); "-" where the
     // load did not split them.
     let pct = |share: f64| format!("{:.0}%", share * 100.0);
-    let (pre, mig) = row
-        .causes()
-        .map_or(("-".into(), "-".into()), |c| (pct(c.preempted), pct(c.migrated)));
+    let (pre, mig) = row.causes().map_or(("-".into(), "-".into()), |c| {
+        (pct(c.preempted), pct(c.migrated))
+    });
     let _ = writeln!(
         out,
         "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",

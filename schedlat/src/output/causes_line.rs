@@ -1,5 +1,6 @@
-//! The cause split of the waits `schedlat top` shows (docs/causes.md), as
-//! one compact line under the shape verdict: how the waits began (woken,
+//! The cause split of a span of waits (docs/causes.md) as one compact
+//! line, for the views that show it beside other things (`schedlat top`
+//! under the shape verdict, `schedlat diagnose` under the histogram's): how the waits began (woken,
 //! preempted: share of the waits and of their time, and p99), how many
 //! ended on another CPU, what else took the CPU during them (steal, IRQ,
 //! throttling: share of the measured wait time, or unavailable), and who
@@ -23,7 +24,10 @@ pub fn line(waits: &Waits) -> String {
         return "causes: no waits".into();
     }
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
-    let p99 = |s: &Summary| s.p99_ns.map_or(String::new(), |p| format!(" p99 {}", fmt_ns(p)));
+    let p99 = |s: &Summary| {
+        s.p99_ns
+            .map_or(String::new(), |p| format!(" p99 {}", fmt_ns(p)))
+    };
     // "woken 92%/41% p99 120 us": share of the waits / of their time.
     let began = |name: &str, s: &Summary| {
         let share = s.counted().share_in(c.all());
