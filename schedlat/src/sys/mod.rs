@@ -7,3 +7,4 @@ pub mod clock;
 pub mod files;
 pub mod procfs;
 pub mod throttle;
+pub mod topology;
