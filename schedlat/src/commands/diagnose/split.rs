@@ -47,16 +47,27 @@ pub const PLACEMENT_TIME: f64 = 0.10;
 /// shares a handful of events: no rule is applied to it.
 pub const MIN_WAITS: u64 = 20;
 
+/// What the split's causes are named from: the split, the victims tables,
+/// and the cgroups of the scope (`scope_cgroup`: of a live thread of a
+/// process or cgroup scope; None for the whole system), which stand for a
+/// victim gone by the end of the window (a short-lived child).
+pub struct Evidence<'a> {
+    pub split: &'a Causes,
+    pub attribution: Option<&'a Attribution>,
+    pub scope_cgroup: Option<&'a [CgroupLine]>,
+}
+
 /// Adds the causes the split supports to `causes` (the throttling seen in
 /// the split joins a quota throttling cause already named from cpu.stat).
-pub fn add(causes: &mut Vec<Cause>, f: &Findings, split: &Causes, a: Option<&Attribution>) {
+pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
+    let (split, a) = (e.split, e.attribution);
     let waited = waited(f, a);
     if waited < NEGLIGIBLE {
         return;
     }
     let found = [
         same_cgroup(split, waited),
-        other_cgroup(split, waited, a),
+        other_cgroup(split, waited, a, e.scope_cgroup),
         placement(split, waited),
         overlap(split, waited, "steal", split.overlap.steal_ns),
         overlap(split, waited, "IRQ", split.overlap.irq_ns),
@@ -118,24 +129,38 @@ fn same_cgroup(split: &Causes, waited: f64) -> Option<Cause> {
     })
 }
 
-fn other_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Cause> {
+fn other_cgroup(
+    split: &Causes,
+    waited: f64,
+    a: Option<&Attribution>,
+    scope: Option<&[CgroupLine]>,
+) -> Option<Cause> {
     let class = split.held_by.other_cgroup;
     let share = dominant(split, class)?;
-    let top = a.and_then(top_other_cgroup);
-    let (who, step) = match &top {
-        Some(t) => (
-            format!(
-                "most of it behind cgroup {} ({}: charged {}, {} of the scope's measured wait)",
-                t.path,
-                t.comms.join(", "),
-                fmt_ns(t.charged_ns),
-                pct(t.charged_ns as f64 / t.waited_ns.max(1) as f64)
-            ),
-            format!(
-                "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
-                t.path
-            ),
-        ),
+    let others = a.map_or_else(Vec::new, |a| other_cgroups(a, scope));
+    let (who, step) = match others.first() {
+        Some(top) => {
+            let waited_ns = a.map_or(0, |a| a.tables.waited_ns).max(1);
+            let named: Vec<String> = others
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} ({}: {}, {} of the scope's measured wait)",
+                        o.path,
+                        o.comms.join(", "),
+                        fmt_ns(o.charged_ns),
+                        pct(o.charged_ns as f64 / waited_ns as f64)
+                    )
+                })
+                .collect();
+            (
+                format!("the other cgroups charged with most: {}", named.join(", ")),
+                format!(
+                    "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                    top.path
+                ),
+            )
+        }
         None => (
             "the culprits' cgroups could not be read (gone by the end of the window, or no victims tables)".into(),
             "give the scope's cgroup more cpu.weight than its neighbours, cap them (cpu.max), or keep them on different CPUs (cpuset)".into(),
@@ -156,21 +181,23 @@ fn other_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<
     })
 }
 
-/// The other cgroup charged with most of the scope's wait, from the
-/// culprits table.
-struct TopCgroup {
+/// Other cgroups named in the evidence, most charged first.
+const OTHER_CGROUPS: usize = 3;
+
+/// An other cgroup charged with the scope's wait, from the culprits table.
+struct OtherCgroup {
     path: String,
     charged_ns: u64,
-    /// The scope's measured wait in the victims tables.
-    waited_ns: u64,
+    /// Its culprits' comms (a few).
     comms: Vec<String>,
 }
 
 /// Culprits grouped by their cgroup where it is not that of the victim
-/// they made wait longest (the kernel's same-cgroup test, per culprit);
-/// idle tasks and kernel threads are no cgroup's. The cgroups are read at
-/// the end of the window: a culprit gone by then is not counted.
-fn top_other_cgroup(a: &Attribution) -> Option<TopCgroup> {
+/// they made wait longest (the kernel's same-cgroup test, per culprit; the
+/// scope's cgroup when that victim is gone), the OTHER_CGROUPS charged with
+/// most; idle tasks and kernel threads are no cgroup's. The cgroups are
+/// read at the end of the window: a culprit gone by then is not counted.
+fn other_cgroups(a: &Attribution, scope: Option<&[CgroupLine]>) -> Vec<OtherCgroup> {
     let mut cache: HashMap<u32, Option<Vec<CgroupLine>>> = HashMap::new();
     let mut lines = |pid: u32| {
         cache
@@ -184,7 +211,8 @@ fn top_other_cgroup(a: &Attribution) -> Option<TopCgroup> {
         if c.task.tid == 0 || c.other.tid == 0 || cgroup_of::is_kernel_thread(pid) {
             continue;
         }
-        let (Some(culprit), Some(victim)) = (lines(pid), lines(c.other.tgid)) else {
+        let victim = lines(c.other.tgid).or_else(|| scope.map(<[CgroupLine]>::to_vec));
+        let (Some(culprit), Some(victim)) = (lines(pid), victim) else {
             continue;
         };
         if let Some(path) = cgroup_of::differs(&culprit, &victim) {
@@ -193,13 +221,17 @@ fn top_other_cgroup(a: &Attribution) -> Option<TopCgroup> {
             group.1.insert(task::comm(&c.task));
         }
     }
-    let (path, (charged_ns, comms)) = groups.into_iter().max_by_key(|(_, (ns, _))| *ns)?;
-    Some(TopCgroup {
-        path,
-        charged_ns,
-        waited_ns: a.tables.waited_ns,
-        comms: comms.into_iter().take(3).collect(),
-    })
+    let mut others: Vec<OtherCgroup> = groups
+        .into_iter()
+        .map(|(path, (charged_ns, comms))| OtherCgroup {
+            path,
+            charged_ns,
+            comms: comms.into_iter().take(3).collect(),
+        })
+        .collect();
+    others.sort_by_key(|o| std::cmp::Reverse(o.charged_ns));
+    others.truncate(OTHER_CGROUPS);
+    others
 }
 
 fn placement(split: &Causes, waited: f64) -> Option<Cause> {

@@ -63,9 +63,17 @@ fn split(classes: &[(Class, u64, u64)], overlap: &[(usize, u64)]) -> Causes {
     Causes::of(&CauseCounts::from_cpus(all, &[cpu]))
 }
 
+fn evidence(split: &Causes) -> Evidence<'_> {
+    Evidence {
+        split,
+        attribution: None,
+        scope_cgroup: None,
+    }
+}
+
 fn named(f: &Findings, s: &Causes) -> Vec<Cause> {
     let mut causes = Vec::new();
-    add(&mut causes, f, s, None);
+    add(&mut causes, f, &evidence(s));
     causes
 }
 
@@ -219,7 +227,7 @@ fn throttling_in_the_split_joins_or_names_quota_throttling() {
         evidence: "85 of 100 periods".into(),
         next_step: "raise the quota".into(),
     }];
-    add(&mut causes, &findings(0.5), &s, None);
+    add(&mut causes, &findings(0.5), &evidence(&s));
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert!(
         causes[0].evidence.starts_with("85 of 100 periods; eBPF: "),
