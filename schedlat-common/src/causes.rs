@@ -146,10 +146,45 @@ impl KeyCauses {
     };
 }
 
+/// The kernel's accounting at the enqueue of a wait in progress, to be
+/// differenced at its switch-in (a `CAUSE_SLOTS` value). Slots are per CPU
+/// and TID modulo [`SLOTS_PER_CPU`]: `word` is the task's start word at the
+/// enqueue, and a switch-in only uses a slot holding its own word.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub word: u64,
+    /// rq->prev_steal_time_rq, rq->prev_irq_time, and the task group's
+    /// cfs_bandwidth.throttled_time, by `OVERLAP_*` index.
+    pub at: [u64; NR_OVERLAPS],
+}
+
+/// Overlap snapshot slots per CPU: TIDs that share one (equal modulo
+/// this) and wait on one CPU at once lose each other's measurement, never
+/// mix it up.
+pub const SLOTS_PER_CPU: u32 = 256;
+
+/// Where a CPU sits (a `TOPOLOGY` value, from sysfs): the lowest CPU
+/// sharing its last-level cache, and its NUMA node.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTopology {
+    pub llc: u32,
+    pub node: u32,
+}
+
 #[cfg(feature = "user")]
 // SAFETY: repr(C), u64 fields and arrays only, no padding (checked below),
 // valid for any bit pattern.
 unsafe impl aya::Pod for CauseStats {}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), u64 fields only.
+unsafe impl aya::Pod for Snapshot {}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), two u32 fields, no padding.
+unsafe impl aya::Pod for CpuTopology {}
 
 #[cfg(feature = "user")]
 // SAFETY: as above; the u32 array is followed by an explicit `_pad`.
@@ -171,6 +206,8 @@ mod tests {
             size_of::<KeyCauses>(),
             4 * NR_CAUSES + 4 + 8 * (NR_CAUSES + NR_OVERLAPS + 2)
         );
+        assert_eq!(size_of::<Snapshot>(), 32);
+        assert_eq!(size_of::<CpuTopology>(), 8);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<CauseStats>() <= 32 * 1024);
     }

@@ -59,6 +59,11 @@ pub struct Row {
     pub max_at_ns: u64,
     pub max_cpu: u32,
     pub other: TaskInfo,
+    /// The waits by how they began (`causes::Cause` Woken, New,
+    /// Preempted; all 0 when the kernel did not split them), and those
+    /// that ended on another CPU than the task last ran on.
+    pub kinds: [u64; 3],
+    pub migrated: u64,
 }
 
 impl Row {
@@ -75,6 +80,10 @@ impl Row {
     fn absorb(&mut self, later: &Row) {
         self.count += later.count;
         self.total_ns += later.total_ns;
+        for (n, more) in self.kinds.iter_mut().zip(later.kinds) {
+            *n += more;
+        }
+        self.migrated += later.migrated;
         if later.max_ns > self.max_ns {
             self.max_ns = later.max_ns;
             self.max_at_ns = later.max_at_ns;
@@ -95,6 +104,8 @@ impl From<&WaitStats> for Row {
             max_at_ns: v.max_at_ns,
             max_cpu: v.max_cpu,
             other: v.max_other,
+            kinds: v.kinds.map(u64::from),
+            migrated: u64::from(v.migrated),
         }
     }
 }

@@ -111,7 +111,7 @@ impl KeyedView {
         let mut current = HashMap::new();
         for (key, stats) in tracer.read_keyed()? {
             self.labels.saw(key, &stats);
-            current.insert(key, waits_of(&stats));
+            current.insert(key, waits_of(&stats, tracer.measurable));
         }
         let mut rows = Vec::new();
         for (key, now) in &current {
@@ -292,7 +292,7 @@ mod tests {
             stats.log2[schedlat_common::log2_slot(us)] += 1;
             stats.sum_ns += us * 1000;
         }
-        let waits = waits_of(&stats);
+        let waits = waits_of(&stats, None);
         KeyRow {
             key,
             label: format!("pid = {key} x"),

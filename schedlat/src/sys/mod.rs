@@ -6,3 +6,4 @@ pub mod clock;
 pub mod files;
 pub mod procfs;
 pub mod throttle;
+pub mod topology;

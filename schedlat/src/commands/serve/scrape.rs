@@ -22,7 +22,6 @@ use crate::{
     collect::{
         bpf_cost,
         error::ReadError,
-        histogram::Waits,
         keylabels::{KeyLabels, waits_of},
         tracer::Tracer,
     },
@@ -160,7 +159,7 @@ impl Source {
             None => None,
         };
         let tracer = self.tracer.borrow();
-        let waits = Waits::from_cpus(&tracer.read_stats()?);
+        let waits = tracer.read_waits()?;
         let unkeyed = waits.unkeyed;
         let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),
@@ -185,6 +184,7 @@ impl Source {
 
     fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
         let read = self.tracer.borrow().read_keyed()?;
+        let measurable = self.tracer.borrow().measurable;
         let Keyed {
             labels,
             series,
@@ -195,7 +195,7 @@ impl Source {
             .iter()
             .map(|(key, stats)| {
                 labels.saw(*key, stats);
-                (*key, Folded::of(layout, &waits_of(stats)))
+                (*key, Folded::of(layout, &waits_of(stats, measurable)))
             })
             .collect();
         let overflow = keyed::overflow_labels(labels.by());

@@ -14,6 +14,7 @@ use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
 use crate::kernel::{
+    causes::{Measurable, Setup},
     cgroupfs::Hierarchy,
     error::LoadError,
     filter::Filter,
@@ -51,6 +52,8 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
+    /// What the cause split measures; None when it is off.
+    pub measurable: Option<Measurable>,
 }
 
 /// Loads the object with `unit_ns` nanoseconds per histogram unit,
@@ -78,15 +81,19 @@ pub fn load(
     let hierarchy = cgroup_hierarchy(filter, modes)?;
     let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
     let mut loader = EbpfLoader::new();
-    let compute = modes.configure(&mut loader, unit_ns)?;
-    let config = KernelConfig::new(&plan.globals, filter, compute);
+    let mut compute = modes.configure(&mut loader, unit_ns)?;
+    let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
+    causes.configure(&mut loader, &mut compute);
+    let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
     config.configure(&mut loader)?;
     let mut ebpf = loader
         .load(EBPF_OBJECT)
         .map_err(|e| LoadError::Object(Box::new(e)))?;
+    let topology_note = causes.fill(&mut ebpf);
     let btf_programs = plan.btf_programs;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
+    notes.extend(topology_note);
     let programs = match mode {
         HookMode::Btf => btf_programs.to_vec(),
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
@@ -98,5 +105,6 @@ pub fn load(
         programs,
         notes,
         cgroup_hierarchy: hierarchy,
+        measurable: causes.measurable(mode),
     })
 }
