@@ -371,7 +371,7 @@ mod tests {
         let causes = after_shape.lines().nth(1).unwrap();
         assert_eq!(
             causes,
-            "causes: woken 0.0% of waits, 0.0% of time; preempted 100%, 100%"
+            "causes: woken 0% of waits, 0% of time; preempted 100%, 100%"
         );
         assert!(out.contains("queue depth 2: 100%; held by same cgroup 100% of wait time"));
         let json = report.to_json();

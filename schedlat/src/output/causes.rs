@@ -161,7 +161,9 @@ fn held_by(causes: &Causes, time: u64) -> String {
 /// A share as a percentage: one decimal below 10%, none above.
 fn pct(s: f64) -> String {
     let p = s * 100.0;
-    if p > 0.0 && p < 0.1 {
+    if p == 0.0 {
+        "0%".to_string()
+    } else if p < 0.1 {
         "<0.1%".to_string()
     } else if p < 10.0 {
         format!("{p:.1}%")
@@ -374,7 +376,7 @@ pub mod tests {
             "{t}"
         );
         assert!(
-            lines[1].ends_with("steal unavailable, irq 0.0%, throttled 50% of same-CPU wait time"),
+            lines[1].ends_with("steal unavailable, irq 0%, throttled 50% of same-CPU wait time"),
             "{t}"
         );
         assert_eq!(
