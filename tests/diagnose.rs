@@ -270,6 +270,11 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
         .nth(1)
         .unwrap_or_else(|| panic!("no cgroup named: {evidence}"));
     assert!(named.contains(&format!("{} (sh: ", b.rel)), "{evidence}");
+    // The split itself is in the JSON, as in schedlat.histogram.v2.
+    let held_by = &r["ebpf"]["causes"]["held_by"];
+    let other = held_by["other_cgroup"]["sum_ns"].as_u64().unwrap();
+    let same = held_by["same_cgroup"]["sum_ns"].as_u64().unwrap();
+    assert!(other > same, "{r}");
 }
 
 /// Classic tracepoints pass no task pointers: the histogram still runs

@@ -19,7 +19,7 @@ use crate::{
         task::{self, IdleWait, TaskJson},
         victims::Row,
     },
-    output::{causes_line, text},
+    output::{self, causes_line, text},
 };
 
 /// Rows of the victims and culprits tables the report shows.
@@ -233,6 +233,8 @@ pub fn json(d: &Diagnosis) -> String {
         json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
             "percentiles": t.percentiles, "shape": t.shape,
+            // The split of the window's waits, as in schedlat.histogram.v2.
+            "causes": output::causes::of(&t.waits).as_ref().map(output::causes::json),
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
             "self_check": selfcheck::check(t, f),
