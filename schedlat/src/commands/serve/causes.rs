@@ -11,8 +11,12 @@
 //! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
 //! histogram's (keyed.rs: the same intervals, `__overflow__` included), so
 //! `sum()` over a family never counts a wait twice. Not with `--pids`: a
-//! process per series is unbounded, and a dozen series per process would
-//! multiply that.
+//! process per series is unbounded, and a few dozen series per process
+//! would multiply that.
+//!
+//! The families are described first ([`CounterFamily`]: name, help, unit,
+//! labelled samples), then written, so that any writer of counter families
+//! can take them.
 
 use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeMetric},
@@ -95,27 +99,68 @@ const CGROUP: Names = Names {
     whose: "Waits of schedlat_cgroup_runqueue_latency_seconds, by cgroup as that family (its series and __overflow__),",
 };
 
-pub fn encode_system(
-    encoder: &mut DescriptorEncoder,
-    series: &CauseSeries,
-) -> Result<(), std::fmt::Error> {
-    encode(encoder, &SYSTEM, series)
+/// One counter family, described independently of the writer (the text
+/// encoders here; any writer that takes a name, help, unit and labelled
+/// samples).
+#[derive(Debug)]
+pub struct CounterFamily {
+    /// Without `_total` and without the unit.
+    pub name: String,
+    pub help: String,
+    /// Seconds (values converted from nanoseconds), or a plain count.
+    pub unit: Option<Unit>,
+    pub samples: Vec<(Labels, Value)>,
 }
 
-pub fn encode_cgroups(
-    encoder: &mut DescriptorEncoder,
-    series: &CauseSeries,
-) -> Result<(), std::fmt::Error> {
-    encode(encoder, &CGROUP, series)
+/// A counter's value: waits, or nanoseconds exported as seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Count(u64),
+    Seconds(u64),
 }
 
-fn encode(
+impl Value {
+    /// As exported: a count, or seconds.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Count(n) => n as f64,
+            Value::Seconds(ns) => ns as f64 / 1e9,
+        }
+    }
+}
+
+/// The whole system's families (none without the split).
+pub fn system_families(series: &CauseSeries) -> Vec<CounterFamily> {
+    families(&SYSTEM, series)
+}
+
+/// The per-cgroup families (none without `--cgroups`).
+pub fn cgroup_families(series: &CauseSeries) -> Vec<CounterFamily> {
+    families(&CGROUP, series)
+}
+
+/// Writes families with prometheus-client's text encoders.
+pub fn encode(
     encoder: &mut DescriptorEncoder,
-    names: &Names,
-    family: &CauseSeries,
+    families: &[CounterFamily],
 ) -> Result<(), std::fmt::Error> {
+    for f in families {
+        let mut metric =
+            encoder.encode_descriptor(&f.name, &f.help, f.unit.as_ref(), MetricType::Counter)?;
+        for (labels, value) in &f.samples {
+            let sample = metric.encode_family(labels)?;
+            match *value {
+                Value::Count(n) => ConstCounter::new(n).encode(sample)?,
+                Value::Seconds(_) => ConstCounter::new(value.as_f64()).encode(sample)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn families(names: &Names, family: &CauseSeries) -> Vec<CounterFamily> {
     if family.series.is_empty() {
-        return Ok(());
+        return Vec::new();
     }
     let prefix = names.prefix;
     let whose = names.whose;
@@ -127,68 +172,55 @@ fn encode(
         ""
     };
     // Waits per class, then their time.
-    for (name, unit, help, value) in [
-        (
-            format!("{prefix}_waits_by_cause"),
-            None,
-            format!("{whose} counted by cause: {splits}{split_note}"),
-            (|c: &CauseCounts, i: usize| Value::Count(c.count[i]))
-                as fn(&CauseCounts, usize) -> Value,
-        ),
-        (
-            format!("{prefix}_wait_by_cause"),
-            Some(Unit::Seconds),
-            format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
-            |c: &CauseCounts, i: usize| Value::Seconds(c.sum_ns[i]),
-        ),
-    ] {
-        let mut metric =
-            encoder.encode_descriptor(&name, &help, unit.as_ref(), MetricType::Counter)?;
+    let by_class = |value: fn(&CauseCounts, usize) -> Value| {
+        let mut samples = Vec::new();
         for (labels, counts) in &family.series {
             for (split, classes) in SPLITS {
                 for &(cause, class) in classes {
-                    let l = with(labels, split, cause);
-                    value(counts, class as usize).encode(metric.encode_family(&l)?)?;
+                    samples.push((with(labels, split, cause), value(counts, class as usize)));
                 }
             }
             if counts.measurable.topology {
                 for (cause, class) in CROSSED {
-                    let l = with(labels, "crossed", cause);
-                    value(counts, class as usize).encode(metric.encode_family(&l)?)?;
+                    samples.push((
+                        with(labels, "crossed", cause),
+                        value(counts, class as usize),
+                    ));
                 }
             }
         }
-    }
-    encode_overlaps(encoder, names, family)
+        samples
+    };
+    let mut out = vec![
+        CounterFamily {
+            name: format!("{prefix}_waits_by_cause"),
+            help: format!("{whose} counted by cause: {splits}{split_note}"),
+            unit: None,
+            samples: by_class(|c, i| Value::Count(c.count[i])),
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_by_cause"),
+            help: format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
+            unit: Some(Unit::Seconds),
+            samples: by_class(|c, i| Value::Seconds(c.sum_ns[i])),
+        },
+    ];
+    out.extend(overlaps(prefix, family));
+    out
 }
 
-/// What else took the CPU during same-CPU waits, and those waits.
-fn encode_overlaps(
-    encoder: &mut DescriptorEncoder,
-    names: &Names,
-    family: &CauseSeries,
-) -> Result<(), std::fmt::Error> {
-    let prefix = names.prefix;
-    let (overlap, measured_time, measured_waits) = (
-        format!("{prefix}_wait_overlap"),
-        format!("{prefix}_wait_overlap_measured"),
-        format!("{prefix}_wait_overlap_measured_waits"),
-    );
+/// What else took the CPU during same-CPU waits, and those waits; none
+/// when no overlap is measurable on this kernel (absent, not 0).
+fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<CounterFamily> {
     let measured = |c: &CauseCounts| [c.measurable.steal, c.measurable.irq, c.measurable.throttled];
     if family
         .series
         .iter()
         .all(|(_, c)| !measured(c).contains(&true))
     {
-        // No overlap measurable on this kernel: the families are absent.
-        return Ok(());
+        return Vec::new();
     }
-    let mut metric = encoder.encode_descriptor(
-        &overlap,
-        "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share",
-        Some(&Unit::Seconds),
-        MetricType::Counter,
-    )?;
+    let mut covered = Vec::new();
     for (labels, counts) in &family.series {
         let on = measured(counts);
         for (i, overlap) in [
@@ -199,29 +231,35 @@ fn encode_overlaps(
             if on[i] {
                 let mut l = labels.clone();
                 l.push(("overlap", overlap.into()));
-                Value::Seconds(counts.overlap_ns[i]).encode(metric.encode_family(&l)?)?;
+                covered.push((l, Value::Seconds(counts.overlap_ns[i])));
             }
         }
     }
-    let mut metric = encoder.encode_descriptor(
-        &measured_time,
-        "Time of the waits whose overlap was measured: those that began and ended on one CPU",
-        Some(&Unit::Seconds),
-        MetricType::Counter,
-    )?;
-    for (labels, counts) in &family.series {
-        Value::Seconds(counts.overlap_wait_ns).encode(metric.encode_family(labels)?)?;
-    }
-    let mut metric = encoder.encode_descriptor(
-        &measured_waits,
-        "Waits whose overlap was measured: those that began and ended on one CPU",
-        None,
-        MetricType::Counter,
-    )?;
-    for (labels, counts) in &family.series {
-        Value::Count(counts.overlap_waits).encode(metric.encode_family(labels)?)?;
-    }
-    Ok(())
+    let each = |value: fn(&CauseCounts) -> Value| {
+        (family.series.iter())
+            .map(|(labels, counts)| (labels.clone(), value(counts)))
+            .collect()
+    };
+    vec![
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap"),
+            help: "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
+            unit: Some(Unit::Seconds),
+            samples: covered,
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap_measured"),
+            help: "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
+            unit: Some(Unit::Seconds),
+            samples: each(|c| Value::Seconds(c.overlap_wait_ns)),
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap_measured_waits"),
+            help: "Waits whose overlap was measured: those that began and ended on one CPU".into(),
+            unit: None,
+            samples: each(|c| Value::Count(c.overlap_waits)),
+        },
+    ]
 }
 
 fn with(labels: &Labels, split: &'static str, cause: &str) -> Labels {
@@ -229,24 +267,6 @@ fn with(labels: &Labels, split: &'static str, cause: &str) -> Labels {
     l.push(("split", split.into()));
     l.push(("cause", cause.into()));
     l
-}
-
-/// A counter's value: waits, or nanoseconds exported as seconds.
-enum Value {
-    Count(u64),
-    Seconds(u64),
-}
-
-impl Value {
-    fn encode(
-        self,
-        metric: prometheus_client::encoding::MetricEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        match self {
-            Value::Count(n) => ConstCounter::new(n).encode(metric),
-            Value::Seconds(ns) => ConstCounter::new(ns as f64 / 1e9).encode(metric),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -207,8 +207,8 @@ impl Collector for Snapshot {
             }
         }
 
-        causes::encode_system(&mut encoder, &self.causes)?;
-        causes::encode_cgroups(&mut encoder, &self.cgroup_causes)?;
+        causes::encode(&mut encoder, &causes::system_families(&self.causes))?;
+        causes::encode(&mut encoder, &causes::cgroup_families(&self.cgroup_causes))?;
 
         counter(
             &mut encoder,
