@@ -77,15 +77,20 @@ pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
     causes.sort_by(|a, b| b.strength.total_cmp(&a.strength));
 }
 
-/// The scope's waiting as a share of the window, as the class or priority
-/// cause takes it: its most-waiting thread, or by eBPF when schedstat
-/// reads zero.
+/// The scope's waiting as a share of the window: its most-waiting task,
+/// by schedstat or by eBPF, whichever saw more (schedstat only covers
+/// threads alive at both ends of the window, and misses part of each
+/// wakeup's wait; eBPF sees short-lived children and that part).
 fn waited(f: &Findings, a: Option<&Attribution>) -> f64 {
-    if f.schedstat_works {
-        return f.max_thread_share();
-    }
-    a.and_then(|a| a.tables.victims.first())
-        .map_or(0.0, |v| v.total_ns as f64 / f.window_ns as f64)
+    let schedstat = if f.schedstat_works {
+        f.max_thread_share()
+    } else {
+        0.0
+    };
+    let ebpf = a.map_or(0.0, |a| {
+        a.max_task_share(std::time::Duration::from_nanos(f.window_ns))
+    });
+    schedstat.max(ebpf)
 }
 
 fn pct(share: f64) -> String {

@@ -235,3 +235,36 @@ fn throttling_in_the_split_joins_or_names_quota_throttling() {
     );
     assert!((causes[0].strength - 0.45).abs() < 1e-9, "{causes:?}");
 }
+
+/// A scope whose waiting is in short-lived children: schedstat (threads
+/// alive at both ends of the window) sees almost none of it, the eBPF
+/// victims tables see it all; the split's causes go by the larger.
+#[test]
+fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let child = WaitStats {
+        task: task(4_100_001, 4_100_001, "sleep", 0, 0, 0),
+        count: 3,
+        total_ns: 3_000_000_000,
+        ..Default::default()
+    };
+    let a = Attribution::new(rank(&[child], &[], SortKey::Total, 0), (0, 0));
+    let split = held(0, 90);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        scope_cgroup: None,
+    };
+    add(&mut causes, &findings(0.005), &evidence);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+    // 30% of the 10 s window, times 90% of the wait.
+    assert!((causes[0].strength - 0.27).abs() < 1e-9, "{causes:?}");
+    assert!(named(&findings(0.005), &split).is_empty());
+}
