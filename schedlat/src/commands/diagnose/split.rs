@@ -66,7 +66,7 @@ pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
         return;
     }
     let found = [
-        same_cgroup(split, waited),
+        same_cgroup(split, waited, a),
         other_cgroup(split, waited, a, e.scope_cgroup),
         placement(split, waited),
         overlap(split, waited, "steal", split.overlap.steal_ns),
@@ -116,12 +116,17 @@ fn dominant(split: &Causes, class: Counted) -> Option<f64> {
     (held.count >= MIN_WAITS && share > DOMINANT).then_some(share)
 }
 
-fn same_cgroup(split: &Causes, waited: f64) -> Option<Cause> {
+/// Peers of one cgroup: a culprit that outranks its victim by weight (a
+/// lower nice) is in its cgroup too, and those waits are class or
+/// priority's (each wait explained once, as for the capacity causes): the
+/// strength counts the rest.
+fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Cause> {
     let class = split.held_by.same_cgroup;
     let share = dominant(split, class)?;
+    let peers = a.map_or(1.0, |a| 1.0 - a.outranking_share());
     Some(Cause {
         name: "contention inside the cgroup",
-        strength: waited * share,
+        strength: waited * share * peers,
         evidence: format!(
             "{} of the measured wait time ({} of {}, {} waits) ended when a task of the waiter's own cgroup left the CPU: the group's tasks wait for each other; {}",
             pct(share),

@@ -268,3 +268,43 @@ fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
     assert!((causes[0].strength - 0.27).abs() < 1e-9, "{causes:?}");
     assert!(named(&findings(0.005), &split).is_empty());
 }
+
+/// A nice -10 hog and a nice 0 victim in one cgroup: the waits are behind
+/// a peer of the same cgroup and also by weight; class or priority
+/// explains them, so contention inside the cgroup keeps only the peers'
+/// share of its strength.
+#[test]
+fn outranking_peers_leave_contention_inside_the_cgroup_weak() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let victim = task(4_100_001, 4_100_001, "victim", 0, 0, 0);
+    let hog = WaitStats {
+        task: task(4_100_002, 4_100_002, "hog", 0, -10, 0),
+        count: 10,
+        total_ns: 900,
+        max_other: victim,
+        ..Default::default()
+    };
+    let victims = [WaitStats {
+        task: victim,
+        count: 10,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let a = Attribution::new(rank(&victims, &[hog], SortKey::Total, 0), (0, 0));
+    let split = held(100, 0);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        scope_cgroup: None,
+    };
+    add(&mut causes, &findings(0.5), &evidence);
+    assert_eq!(causes[0].name, "contention inside the cgroup");
+    // 50% waited, all of it behind the own cgroup, 10% charged to peers.
+    assert!((causes[0].strength - 0.05).abs() < 1e-9, "{causes:?}");
+}
