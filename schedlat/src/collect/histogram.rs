@@ -211,6 +211,15 @@ fn checked_add_all(into: &[u64], from: &[u64]) -> Option<Vec<u64>> {
         .collect()
 }
 
+/// A span with the split plus one without it has no split: a share of the
+/// waits would be read as all of them.
+fn merge_causes(total: &mut Option<CauseCounts>, more: &Option<CauseCounts>) {
+    match (total.as_mut(), more) {
+        (Some(total), Some(more)) => total.merge(more),
+        _ => *total = None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use schedlat_common::{bucket_index, log2_slot};
@@ -270,14 +279,5 @@ mod tests {
         let w = waits_of_us(&[10, 20, 30]);
         assert_eq!(w.mean_ns(), Some(20_000.0));
         assert_eq!(Waits::default().mean_ns(), None);
-    }
-}
-
-/// A span with the split plus one without it has no split: a share of the
-/// waits would be read as all of them.
-fn merge_causes(total: &mut Option<CauseCounts>, more: &Option<CauseCounts>) {
-    match (total.as_mut(), more) {
-        (Some(total), Some(more)) => total.merge(more),
-        _ => *total = None,
     }
 }

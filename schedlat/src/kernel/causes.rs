@@ -168,27 +168,27 @@ mod tests {
         }
     }
 
-    fn chain() -> Option<RqOffsets> {
-        Some(RqOffsets {
-            resolved: 1,
-            ..RqOffsets::default()
-        })
-    }
+    const CHAIN: Option<RqOffsets> = Some(RqOffsets {
+        resolved: 1,
+        task_cfs_rq: 0,
+        cfs_rq_rq: 0,
+        rq_nr_running: 0,
+    });
 
     #[test]
     fn what_is_measurable_follows_the_kernel_and_the_hook() {
-        let s = Setup::new(true, Some(offsets(0, 1, 1)), chain(), 2);
+        let s = Setup::new(true, Some(offsets(0, 1, 1)), CHAIN, 2);
         let m = s.measurable(HookMode::Btf).unwrap();
         assert!(!m.steal && m.irq && m.throttled && m.queue_depth && m.held_by);
         // Classic tracepoints: how it began and where it ended only.
         let m = s.measurable(HookMode::Tracepoint).unwrap();
         assert!(!m.irq && !m.throttled && !m.queue_depth && !m.held_by);
         // No accounting at all, or no chain: no overlaps.
-        let none = Setup::new(true, Some(offsets(0, 0, 0)), chain(), 2);
+        let none = Setup::new(true, Some(offsets(0, 0, 0)), CHAIN, 2);
         assert!(!none.overlaps());
         assert!(!Setup::new(true, Some(offsets(1, 1, 1)), None, 2).overlaps());
         assert_eq!(
-            Setup::new(false, Some(offsets(1, 1, 1)), chain(), 2).measurable(HookMode::Btf),
+            Setup::new(false, Some(offsets(1, 1, 1)), CHAIN, 2).measurable(HookMode::Btf),
             None
         );
     }

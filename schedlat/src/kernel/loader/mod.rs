@@ -32,6 +32,8 @@ pub struct KernelSources {
     pub tracefs: Option<PathBuf>,
     /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
     pub force_memory: bool,
+    /// No cause split whatever the modes say (`--no-causes`).
+    pub no_causes: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -69,6 +71,10 @@ pub fn load(
     if EBPF_OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
+    let modes = &match sources.no_causes {
+        true => modes.without_causes(),
+        false => *modes,
+    };
     let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
     let memory_notes = crate::kernel::map_memory::check(modes, cpus, sources.force_memory)
         .map_err(LoadError::MapMemory)?;
