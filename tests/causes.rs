@@ -425,3 +425,27 @@ fn steal_and_irq_follow_the_kernels_accounting() {
         }
     }
 }
+
+/// `--no-causes` loads without the split: JSON `causes` null, no text
+/// lines.
+#[test]
+fn no_causes_measures_none_and_says_null() {
+    if !require_root() {
+        return;
+    }
+    let hogs = Hogs::start(workload_cpu(), 2);
+    let (status, out, err) = common::run_schedlat(&["--no-causes", "--json", "1", "1"]);
+    assert!(status.success(), "{err}");
+    let v = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .unwrap_or_else(|| panic!("no JSON: {out}"));
+    assert!(v["count"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v.get("causes"), Some(&Value::Null), "{v}");
+    let (status, text, err) = common::run_schedlat(&["--no-causes", "1", "1"]);
+    drop(hogs);
+    assert!(status.success(), "{err}");
+    assert!(
+        text.contains("shape: ") && !text.contains("causes:"),
+        "{text}"
+    );
+}
