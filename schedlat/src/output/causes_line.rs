@@ -19,10 +19,10 @@ pub fn line(waits: &Waits) -> String {
     let Some(counts) = &waits.causes else {
         return "causes: not measured by this load".into();
     };
-    let c = Causes::of(counts);
-    if c.waits() == 0 {
+    if counts.waits() == 0 {
         return "causes: no waits".into();
     }
+    let c = Causes::of(counts);
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let p99 = |s: &Summary| {
         s.p99_ns
