@@ -53,7 +53,7 @@ pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
         footer,
     );
     if state.show_help {
-        let area = centered(frame.area(), 64, 16);
+        let area = centered(frame.area(), 64, 18);
         frame.render_widget(ratatui::widgets::Clear, area);
         frame.render_widget(help(), area);
     }
@@ -192,6 +192,8 @@ fn help() -> Paragraph<'static> {
         Line::from("swapper (idle CPU): throttled = cgroup quota used up;"),
         Line::from("  idle wake = woken onto an idle CPU (wakeup path)."),
         Line::from("Shape rule: docs/shape.md; victims: docs/victims.md"),
+        Line::from("causes (waits/time): share of waits / of wait time;"),
+        Line::from("  docs/causes.md"),
         Line::from("BPF cost: sysctl kernel.bpf_stats_enabled=1"),
     ])
     .block(Block::bordered().title(" help "))
