@@ -109,11 +109,31 @@ fn began(split: &Causes) -> String {
 }
 
 /// A held-by class's share of the time of the waits whose holder is known,
-/// when it passes DOMINANT.
-fn dominant(split: &Causes, class: Counted) -> Option<f64> {
+/// and that share less the part the group was throttled for (a throttled
+/// task waits for the next period whoever holds the CPU: who held it when
+/// the wait ended is then not why it waited; the throttled share is of
+/// the same-CPU waits, taken as the same share of these), when the latter
+/// passes DOMINANT.
+struct Held {
+    share: f64,
+    unthrottled: f64,
+}
+
+fn dominant(split: &Causes, class: Counted) -> Option<Held> {
     let held = split.held();
     let share = class.share_in(held).time;
-    (held.count >= MIN_WAITS && share > DOMINANT).then_some(share)
+    let throttled = split.overlap.share(split.overlap.throttled_ns);
+    let unthrottled = share * (1.0 - throttled.unwrap_or(0.0).min(1.0));
+    (held.count >= MIN_WAITS && unthrottled > DOMINANT).then_some(Held { share, unthrottled })
+}
+
+/// ", N% of it outside throttling" when throttling took a part.
+fn unthrottled_note(h: &Held) -> String {
+    if h.unthrottled < h.share {
+        format!(" ({} outside the group's throttling)", pct(h.unthrottled))
+    } else {
+        String::new()
+    }
 }
 
 /// Peers of one cgroup: a culprit that outranks its victim by weight (a
@@ -122,14 +142,15 @@ fn dominant(split: &Causes, class: Counted) -> Option<f64> {
 /// strength counts the rest.
 fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Cause> {
     let class = split.held_by.same_cgroup;
-    let share = dominant(split, class)?;
+    let h = dominant(split, class)?;
     let peers = a.map_or(1.0, |a| 1.0 - a.outranking_share());
     Some(Cause {
         name: "contention inside the cgroup",
-        strength: waited * share * peers,
+        strength: waited * h.unthrottled * peers,
         evidence: format!(
-            "{} of the measured wait time ({} of {}, {} waits) ended when a task of the waiter's own cgroup left the CPU: the group's tasks wait for each other; {}",
-            pct(share),
+            "{}{} of the measured wait time ({} of {}, {} waits) ended when a task of the waiter's own cgroup left the CPU: the group's tasks wait for each other; {}",
+            pct(h.share),
+            unthrottled_note(&h),
             fmt_ns(class.sum_ns),
             fmt_ns(split.held().sum_ns),
             class.count,
@@ -146,7 +167,7 @@ fn other_cgroup(
     scope: Option<&[CgroupLine]>,
 ) -> Option<Cause> {
     let class = split.held_by.other_cgroup;
-    let share = dominant(split, class)?;
+    let h = dominant(split, class)?;
     let others = a.map_or_else(Vec::new, |a| other_cgroups(a, scope));
     let (who, step) = match others.first() {
         Some(top) => {
@@ -178,10 +199,11 @@ fn other_cgroup(
     };
     Some(Cause {
         name: "noisy neighbour (other cgroups)",
-        strength: waited * share,
+        strength: waited * h.unthrottled,
         evidence: format!(
-            "{} of the measured wait time ({} of {}, {} waits) ended when a task of another cgroup left the CPU; {who}; {}",
-            pct(share),
+            "{}{} of the measured wait time ({} of {}, {} waits) ended when a task of another cgroup left the CPU; {who}; {}",
+            pct(h.share),
+            unthrottled_note(&h),
             fmt_ns(class.sum_ns),
             fmt_ns(split.held().sum_ns),
             class.count,

@@ -308,3 +308,26 @@ fn outranking_peers_leave_contention_inside_the_cgroup_weak() {
     // 50% waited, all of it behind the own cgroup, 10% charged to peers.
     assert!((causes[0].strength - 0.05).abs() < 1e-9, "{causes:?}");
 }
+
+/// A quota-throttled group: its waits end behind whoever ran in another
+/// cgroup when the period turned, but the quota is why it waited; the
+/// relation is only named for the part outside throttling.
+#[test]
+fn throttled_waits_are_not_a_noisy_neighbour() {
+    let mut s = held(0, 100);
+    s.overlap.throttled_ns = Some(80_000_000);
+    let c = named(&findings(0.5), &s);
+    let names: Vec<&str> = c.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["quota throttling"], "{c:?}");
+    // A little throttling: still named, with the part outside it.
+    s.overlap.throttled_ns = Some(10_000_000);
+    let c = named(&findings(0.5), &s);
+    assert_eq!(c[0].name, "noisy neighbour (other cgroups)", "{c:?}");
+    assert!(
+        c[0].evidence
+            .starts_with("100% (90% outside the group's throttling) of the measured"),
+        "{}",
+        c[0].evidence
+    );
+    assert!((c[0].strength - 0.45).abs() < 1e-9, "{c:?}");
+}
