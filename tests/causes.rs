@@ -103,17 +103,40 @@ fn assert_splits_add_up(c: &Value) {
     }
 }
 
+/// `n` threads of this process named `name` (their comm, for `--comm`),
+/// spinning on `cpu` for WINDOW. Threads, not shell loops: the guests'
+/// shell is busybox, which cannot run under another name.
+fn named_spinners(cpu: usize, n: usize, name: &str) {
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || {
+                    pin_current_thread(cpu);
+                    let until = Instant::now() + WINDOW;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                })
+                .expect("spawn a spinner")
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("spinner thread");
+    }
+}
+
 /// Hogs that never sleep only ever wait because the CPU was taken from
 /// them: at least 90% of their waits are `preempted` (the rest are their
-/// first wait, `new`, and the odd signal or page fault that slept).
+/// first wait, `new`, and the odd page fault that slept).
 #[test]
 fn hogs_sharing_a_cpu_are_preempted() {
     if !require_root() {
         return;
     }
-    let hogs = Hogs::start_named(workload_cpu(), 3, "causes-hog");
-    let v = traced(&["--comm", "causes-hog"], || thread::sleep(WINDOW));
-    drop(hogs);
+    let v = traced(&["--comm", "causes-hog"], || {
+        named_spinners(workload_cpu(), 3, "causes-hog");
+    });
     let c = causes(&v);
     let total = waits(c);
     eprintln!("hogs: {total} waits, causes {c}");
@@ -293,7 +316,7 @@ fn a_busy_loop_over_its_quota_is_throttled() {
     let c = causes(&v);
     let o = &c["overlap_ns"];
     eprintln!("quota ({which}): causes {c}");
-    if !kernel_has("CONFIG_CFS_BANDWIDTH", "cfs_bandwidth") {
+    if !kernel_has("CONFIG_CFS_BANDWIDTH", "throttled_time") {
         assert!(o["throttled"].is_null(), "no CFS bandwidth, yet {o}");
         return;
     }
@@ -366,9 +389,9 @@ fn n_hogs_queue_behind_n_minus_one() {
         return;
     }
     const N: usize = 3;
-    let hogs = Hogs::start_named(workload_cpu(), N, "causes-deep");
-    let v = traced(&["--comm", "causes-deep"], || thread::sleep(WINDOW));
-    drop(hogs);
+    let v = traced(&["--comm", "causes-deep"], || {
+        named_spinners(workload_cpu(), N, "causes-deep");
+    });
     let c = causes(&v);
     let d = &c["queue_depth"];
     eprintln!("{N} hogs: causes {c}");
