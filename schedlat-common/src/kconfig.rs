@@ -60,7 +60,8 @@ symbol_is_type_name!(
     PidnsOffsets,
     TpOffsets,
     TaskFilter,
-    Compute
+    Compute,
+    CauseOffsets
 );
 
 /// Byte offsets in `struct task_struct` (tp_btf hook mode), from BTF.
@@ -176,6 +177,41 @@ pub struct Compute {
     pub idle_rows: u64,
     /// Send waits of at least this many ns to the ring buffer; 0 = off.
     pub slow_ns: u64,
+    /// 1: split each wait by cause (docs/causes.md) into CAUSES, the keys'
+    /// `causes` and the victims rows' kinds.
+    pub causes: u64,
+    /// 1: the loader filled TOPOLOGY (cross-LLC and cross-node waits).
+    pub topology: u64,
+    /// 1: the overlaps are measured: CAUSE_SLOTS holds nr_cpus times
+    /// `causes::SLOTS_PER_CPU` snapshots, and at least one of steal, IRQ
+    /// and throttled time is in this kernel.
+    pub overlaps: u64,
+}
+
+/// What the cause split reads besides the run-queue chain (`RqOffsets`):
+/// each field's offset, and whether this kernel has it (a field the kernel
+/// lacks stays 0 and its code is dead for the verifier).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CauseOffsets {
+    /// `task->flags` (PF_KTHREAD) and `task->cgroups` (the css_set
+    /// pointer: equal when two tasks share every cgroup).
+    pub task_flags: u64,
+    pub task_cgroups: u64,
+    /// 1 when `rq->cpu` is known (CONFIG_SMP): the CPU of a task's queue.
+    pub has_rq_cpu: u64,
+    pub rq_cpu: u64,
+    /// `rq->prev_steal_time_rq` (CONFIG_PARAVIRT_TIME_ACCOUNTING).
+    pub has_steal: u64,
+    pub rq_steal: u64,
+    /// `rq->prev_irq_time` (CONFIG_IRQ_TIME_ACCOUNTING).
+    pub has_irq: u64,
+    pub rq_irq: u64,
+    /// `cfs_rq->tg`, then `tg->cfs_bandwidth.throttled_time`
+    /// (CONFIG_CFS_BANDWIDTH).
+    pub has_throttled: u64,
+    pub cfs_rq_tg: u64,
+    pub tg_throttled_time: u64,
 }
 
 #[cfg(test)]
@@ -192,7 +228,8 @@ mod tests {
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (7 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 6 * 8);
+        assert_eq!(size_of::<Compute>(), 9 * 8);
+        assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
     }
 
     #[test]

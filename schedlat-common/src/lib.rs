@@ -7,8 +7,10 @@
 #![no_std]
 
 pub mod bucket;
+pub mod causes;
 pub mod kconfig;
 pub mod scope;
+pub mod start;
 pub mod victims;
 
 pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
@@ -93,6 +95,11 @@ pub mod names {
     pub const MAP_ROWS_USED: &str = "ROWS_USED";
     pub const MAP_MODE_COUNTERS: &str = "MODE_COUNTERS";
     pub const MAP_SLOW_EVENTS: &str = "SLOW_EVENTS";
+    /// The cause split (schedlat-ebpf causes.rs): per-CPU totals, the
+    /// overlap snapshots of waits in progress, the CPUs' topology.
+    pub const MAP_CAUSES: &str = "CAUSES";
+    pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
+    pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [

@@ -2,7 +2,7 @@
 //! and the per-key breakdown histograms (`-P`, `-L`, `--pidnss`,
 //! `--cgroups`, `--cpus`).
 
-use crate::{NR_BUCKETS, NR_LOG2_SLOTS};
+use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses};
 
 /// What a breakdown histogram is keyed by (the `BREAKDOWN` global).
 #[repr(u64)]
@@ -40,6 +40,8 @@ pub struct KeyStats {
     /// comm of the task that last waited under this key (thread and
     /// process keys); NUL-padded.
     pub comm: [u8; 16],
+    /// The cause split of the key's waits (counts and sums).
+    pub causes: KeyCauses,
 }
 
 impl KeyStats {
@@ -48,6 +50,7 @@ impl KeyStats {
         log2: [0; NR_LOG2_SLOTS],
         sum_ns: 0,
         comm: [0; 16],
+        causes: KeyCauses::ZERO,
     };
 }
 
@@ -58,13 +61,15 @@ unsafe impl aya::Pod for KeyStats {}
 
 #[cfg(test)]
 mod tests {
+    use core::mem::size_of;
+
     use super::*;
 
     #[test]
     fn key_stats_has_no_implicit_padding() {
         assert_eq!(
-            core::mem::size_of::<KeyStats>(),
-            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16
+            size_of::<KeyStats>(),
+            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>()
         );
     }
 }

@@ -50,6 +50,10 @@ pub struct WaitStats {
     /// The other side of the longest wait: the task that held the CPU
     /// until it ended (victim row), or the task that waited (culprit row).
     pub max_other: TaskInfo,
+    /// The waits by how they began (`causes::Cause` Woken, New, Preempted)
+    /// and those that ended on another CPU than the task last ran on.
+    pub kinds: [u32; 3],
+    pub migrated: u32,
 }
 
 /// One wait over the slow threshold, sent through the ring buffer.
@@ -116,7 +120,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
-        assert_eq!(size_of::<WaitStats>(), 40 + 4 * 8 + 8 + 40);
+        assert_eq!(size_of::<WaitStats>(), 40 + 4 * 8 + 8 + 40 + 16);
         assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40);
         // The ring buffer hands out 8-byte aligned records.
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);

@@ -12,6 +12,7 @@ kernel_global!(PIDNS: PidnsOffsets);
 kernel_global!(TP: TpOffsets);
 kernel_global!(FILTER: TaskFilter);
 kernel_global!(COMPUTE: Compute);
+kernel_global!(CAUSE: CauseOffsets);
 
 /// One field of a global (`get(&TASK.pid)`), through a volatile load so
 /// the compiler cannot fold the zeroed placeholder into the code; the

@@ -15,6 +15,7 @@
 //! - memory: kernel memory reads at those offsets (task_struct and chains).
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
+//! - causes: the cause split of each wait.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
@@ -31,6 +32,7 @@
 
 mod atomic;
 mod bpf;
+mod causes;
 mod config;
 mod filter;
 mod keying;
@@ -43,6 +45,7 @@ use aya_ebpf::{
     macros::{btf_tracepoint, tracepoint},
     programs::{BtfTracePointContext, TracePointContext},
 };
+use schedlat_common::start::Kind;
 
 use crate::{
     config::{COMPUTE, TP, get},
@@ -56,7 +59,7 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
     // Filtered-out tasks return here, before any map access.
     if filter::wanted(task) {
-        wait::enqueue(task.pid());
+        wait::enqueue(task.pid(), Kind::Woken, Some(task));
     }
     0
 }
@@ -66,7 +69,7 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
     if filter::wanted(task) {
-        wait::enqueue(task.pid());
+        wait::enqueue(task.pid(), Kind::New, Some(task));
     }
     0
 }
@@ -121,7 +124,13 @@ fn btf_switch(
     let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
-    let ended = wait::switch(prev.pid(), prev_runnable, next.pid(), histogram, keyed)?;
+    let ended = wait::switch(
+        (prev.pid(), Some(prev)),
+        prev_runnable,
+        (next.pid(), Some(next)),
+        histogram,
+        keyed,
+    )?;
     Some((prev, next, ended))
 }
 
@@ -134,13 +143,13 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
 
 #[tracepoint(category = "sched", name = "sched_wakeup")]
 pub fn tp_sched_wakeup(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)));
+    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::Woken, None);
     0
 }
 
 #[tracepoint(category = "sched", name = "sched_wakeup_new")]
 pub fn tp_sched_wakeup_new(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)));
+    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::New, None);
     0
 }
 
@@ -155,7 +164,13 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     let prev_runnable = prev_state & get(&TP.state_mask) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch(prev_pid, prev_runnable, next_pid, true, || Key::Off);
+    let _ = wait::switch(
+        (prev_pid, None),
+        prev_runnable,
+        (next_pid, None),
+        true,
+        || Key::Off,
+    );
     0
 }
 

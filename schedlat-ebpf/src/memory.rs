@@ -5,7 +5,7 @@
 use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
-use crate::config::{CGROUP, PIDNS, RQ, TASK, get};
+use crate::config::{CAUSE, CGROUP, PIDNS, RQ, TASK, get};
 
 /// A `struct task_struct *` handed to a tp_btf program.
 #[derive(Clone, Copy)]
@@ -62,7 +62,7 @@ impl TaskPtr {
             tid: self.pid(),
             tgid: self.tgid(),
             comm: self.comm(),
-            policy: self.0.read_u32(get(&TASK.policy)),
+            policy: self.policy(),
             static_prio: self.0.read_u32(get(&TASK.static_prio)),
             rt_priority: self.0.read_u32(get(&TASK.rt_priority)),
             _pad: 0,
@@ -79,9 +79,33 @@ impl TaskPtr {
         if get(&RQ.resolved) == 0 {
             return RQ_LEN_UNKNOWN;
         }
-        let cfs_rq = self.0.read_ptr(get(&RQ.task_cfs_rq));
-        let rq = cfs_rq.read_ptr(get(&RQ.cfs_rq_rq));
-        rq.read_u32(get(&RQ.rq_nr_running))
+        self.cfs_rq().rq().nr_running()
+    }
+
+    /// `task->se.cfs_rq`: the CFS queue of its group on its CPU (valid
+    /// only when `RQ.resolved`).
+    #[inline(always)]
+    pub fn cfs_rq(self) -> CfsRq {
+        CfsRq(self.0.read_ptr(get(&RQ.task_cfs_rq)))
+    }
+
+    /// `task->policy`: FIFO 1, RR 2, DEADLINE 6 outrank the others.
+    #[inline(always)]
+    pub fn policy(self) -> u32 {
+        self.0.read_u32(get(&TASK.policy))
+    }
+
+    /// `task->flags` (PF_KTHREAD...).
+    #[inline(always)]
+    pub fn flags(self) -> u32 {
+        self.0.read_u32(get(&CAUSE.task_flags))
+    }
+
+    /// `task->cgroups`, as a number: two tasks with the same css_set are in
+    /// the same cgroup of every hierarchy.
+    #[inline(always)]
+    pub fn css_set(self) -> u64 {
+        self.0.read_u64(get(&CAUSE.task_cgroups))
     }
 
     /// The task's css in the hierarchy the loader chose:
@@ -113,6 +137,56 @@ impl TaskPtr {
             return 0;
         };
         probe_read::<u32>(ns + get(&PIDNS.pidns_inum)).map_or(0, u64::from)
+    }
+}
+
+/// A `struct cfs_rq *`.
+#[derive(Clone, Copy)]
+pub struct CfsRq(BtfPtr);
+
+impl CfsRq {
+    /// `cfs_rq->rq`: the CPU's run queue.
+    #[inline(always)]
+    pub fn rq(self) -> Rq {
+        Rq(self.0.read_ptr(get(&RQ.cfs_rq_rq)))
+    }
+
+    /// `cfs_rq->tg->cfs_bandwidth.throttled_time`: ns the task group's
+    /// queues spent throttled, summed over CPUs, added at each unthrottle.
+    #[inline(always)]
+    pub fn group_throttled_ns(self) -> u64 {
+        let tg = self.0.read_ptr(get(&CAUSE.cfs_rq_tg));
+        tg.read_u64(get(&CAUSE.tg_throttled_time))
+    }
+}
+
+/// A `struct rq *`: one CPU's run queue.
+#[derive(Clone, Copy)]
+pub struct Rq(BtfPtr);
+
+impl Rq {
+    /// Runnable tasks on it, the running one included.
+    #[inline(always)]
+    pub fn nr_running(self) -> u32 {
+        self.0.read_u32(get(&RQ.rq_nr_running))
+    }
+
+    /// `rq->cpu`.
+    #[inline(always)]
+    pub fn cpu(self) -> u32 {
+        self.0.read_u32(get(&CAUSE.rq_cpu))
+    }
+
+    /// `rq->prev_steal_time_rq`: steal time the rq clock has left out.
+    #[inline(always)]
+    pub fn steal_ns(self) -> u64 {
+        self.0.read_u64(get(&CAUSE.rq_steal))
+    }
+
+    /// `rq->prev_irq_time`: IRQ time the rq clock has left out.
+    #[inline(always)]
+    pub fn irq_ns(self) -> u64 {
+        self.0.read_u64(get(&CAUSE.rq_irq))
     }
 }
 

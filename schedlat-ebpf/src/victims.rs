@@ -28,7 +28,7 @@ use schedlat_common::victims::{ModeCounters, RowSlot, WaitStats};
 
 use crate::{
     atomic,
-    bpf::cpu,
+    bpf::{barrier_var, cpu},
     config::{COMPUTE, get},
     memory::TaskPtr,
     wait::{EPOCH, Ended},
@@ -103,6 +103,12 @@ fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended
     }
     row.count += 1;
     row.total_ns += wait;
+    if let Some(n) = row.kinds.get_mut(barrier_var(ended.kind as usize)) {
+        *n += 1;
+    }
+    if ended.migrated {
+        row.migrated += 1;
+    }
     if wait > row.max_ns {
         row.max_ns = wait;
         row.max_at_ns = ended.now;

@@ -6,18 +6,26 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, PerCpuArray},
 };
-use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
+use schedlat_common::{
+    CpuStats, Extremes, bucket_index, log2_slot,
+    scope::KeyStats,
+    start::{self, Kind},
+};
 
 use crate::{
-    bpf::{barrier_var, now},
+    bpf::{barrier_var, cpu, now},
+    causes,
     config::{COMPUTE, get},
     filter,
     keying::{self, Key},
+    memory::TaskPtr,
 };
 
-/// Enqueue timestamp (ns) per TID; 0 = not waiting. Indexed by TID and sized
-/// from pid_max by the loader, so a lookup is an array index (no hashing, no
-/// capacity to fill up: every TID the kernel can hand out has a slot).
+/// Per TID, its start word (schedlat_common::start): the enqueue
+/// timestamp, how the wait began (0 = not waiting), the queue depth and
+/// the CPU it last ran on. Indexed by TID and sized from pid_max by the
+/// loader, so a lookup is an array index (no hashing, no capacity to fill
+/// up: every TID the kernel can hand out has a slot).
 #[map]
 static START: Array<u64> = Array::with_max_entries(4_194_304, 0);
 
@@ -42,55 +50,65 @@ fn stats() -> Option<&'static mut CpuStats> {
     STATS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
-/// `tid` became runnable now.
+/// `tid` became runnable now, the `kind` way; `task` is its task_struct
+/// (None in the tp hook mode).
 #[inline(always)]
-pub fn enqueue(tid: u32) {
-    enqueue_at(tid, now());
+pub fn enqueue(tid: u32, kind: Kind, task: Option<TaskPtr>) {
+    enqueue_at(tid, now(), kind, task);
 }
 
 #[inline(always)]
-fn enqueue_at(tid: u32, now: u64) {
+fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     // The idle task (pid 0) is never waiting for a CPU.
     if tid == 0 {
         return;
     }
-    match START.get_ptr_mut(tid) {
-        // SAFETY: pointer into the map value, valid for this program run.
-        Some(slot) => unsafe { *slot = now },
-        None => {
-            if let Some(s) = stats() {
-                s.untracked_tid += 1;
-            }
+    let Some(slot) = START.get_ptr_mut(tid) else {
+        if let Some(s) = stats() {
+            s.untracked_tid += 1;
         }
-    }
+        return;
+    };
+    let queue = causes::queue(task);
+    // SAFETY: pointer into the map value, valid for this program run.
+    let word = unsafe { start::begin(*slot, now, kind, causes::depth(queue)) };
+    // SAFETY: as above.
+    unsafe { *slot = word };
+    causes::snapshot(queue, tid, word);
 }
 
-/// A wait that just ended: its length, the clock at its end, and the TIDs
-/// of the switch that ended it (already read: the victims mode reuses them).
+/// A wait that just ended: its length, the clock at its end, the TIDs of
+/// the switch that ended it (already read: the victims mode reuses them),
+/// how it began (`Cause` index) and whether it ended on another CPU than
+/// the task last ran on.
 #[derive(Clone, Copy)]
 pub struct Ended {
     pub wait_ns: u64,
     pub now: u64,
     pub prev_tid: u32,
     pub next_tid: u32,
+    pub kind: u64,
+    pub migrated: bool,
 }
 
 /// A context switch from `prev` to `next`; the wait of `next` that it ends,
 /// if one was measured (for the victims and slow modes), added to the
 /// histogram when `histogram` (off in those modes), and to the breakdown
 /// histogram `keyed` returns, if any (keying.rs key_histogram()).
+/// `prev` and `next` are the task_structs (None in the tp hook mode), for
+/// the cause split.
 #[inline(always)]
 pub fn switch(
-    prev_tid: u32,
+    (prev_tid, prev): (u32, Option<TaskPtr>),
     prev_runnable: bool,
-    next_tid: u32,
+    (next_tid, next): (u32, Option<TaskPtr>),
     histogram: bool,
     keyed: impl FnOnce() -> Key,
 ) -> Option<Ended> {
     // One clock read serves both sides of the switch.
     let now = now();
     if prev_runnable {
-        enqueue_at(prev_tid, now);
+        enqueue_at(prev_tid, now, Kind::Preempted, prev);
     }
     // A wait ending on a CPU outside `--cpu` is not measured. Its start time
     // stays: the task's next enqueue overwrites it before any switch-in.
@@ -99,27 +117,41 @@ pub fn switch(
     }
     let slot = START.get_ptr_mut(next_tid)?;
     // SAFETY: pointer into the map value, valid for this program run.
-    let start = unsafe { *slot };
-    if start == 0 {
+    let word = unsafe { *slot };
+    if !start::waiting(word) {
         // Enqueued before we attached: no start time, nothing to measure.
         return None;
     }
+    let cpu = cpu();
+    // Not waiting any more, and last run here.
     // SAFETY: as above.
-    unsafe { *slot = 0 };
+    unsafe { *slot = start::ended_on(cpu) };
     let s = stats()?;
-    if now < start {
+    let Some(wait_ns) = start::wait_ns(word, now) else {
         s.discarded_negative += 1;
         return None;
-    }
-    let wait_ns = now - start;
+    };
     if histogram {
-        record(s, wait_ns, keyed);
+        let key = record(s, wait_ns, keyed, |bucket| {
+            causes::histograms(word, cpu, bucket);
+        });
+        if causes::on() {
+            causes::count(
+                (word, wait_ns),
+                cpu,
+                (prev_tid, prev),
+                (next_tid, next),
+                key.map(|k| &mut k.causes),
+            );
+        }
     }
     Some(Ended {
         wait_ns,
         now,
         prev_tid,
         next_tid,
+        kind: start::kind_cause(word),
+        migrated: causes::migrated(word, cpu),
     })
 }
 
@@ -133,8 +165,18 @@ pub fn switch(
 /// at once multiplied the verifier's states by their ranges: 5x the
 /// verified instructions, and 3 -> 14 ms of load time (43 ms with a
 /// breakdown), measured with bpf_prog_info's `verified_insns`.
+///
+/// `cause_rows` adds the wait to the cause split's histograms, given the
+/// fine bucket as soon as it is known, and the key is returned for the
+/// rest of the split: a bucket kept for later multiplies the verifier's
+/// states (40k more verified instructions when the split took it after).
 #[inline(always)]
-fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Key) {
+fn record(
+    s: &mut CpuStats,
+    wait: u64,
+    keyed: impl FnOnce() -> Key,
+    cause_rows: impl FnOnce(usize),
+) -> Option<&'static mut KeyStats> {
     let mut key = match keyed() {
         Key::Stats(k) => Some(k),
         Key::Full => {
@@ -147,6 +189,7 @@ fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Key) {
     if let Some(count) = s.buckets.get_mut(barrier_var(bucket)) {
         *count += 1;
     }
+    cause_rows(bucket);
     if let Some(k) = key.as_deref_mut() {
         keying::count_bucket(k, bucket);
     }
@@ -156,7 +199,7 @@ fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Key) {
     if let Some(count) = s.log2.get_mut(barrier_var(slot)) {
         *count += 1;
     }
-    if let Some(k) = key {
+    if let Some(k) = key.as_deref_mut() {
         keying::count_slot(k, slot);
         keying::add_sum(k, wait);
     }
@@ -173,9 +216,11 @@ fn record(s: &mut CpuStats, wait: u64, keyed: impl FnOnce() -> Key) {
             x.min_ns = wait;
         }
     }
+    key
 }
 
-/// `tid` exited: drop any start time so a reused TID cannot inherit it.
+/// `tid` exited: drop its word so a reused TID inherits neither a start
+/// time nor a last CPU.
 #[inline(always)]
 pub fn forget(tid: u32) {
     if let Some(slot) = START.get_ptr_mut(tid) {

@@ -234,6 +234,11 @@ pub struct KernelArgs {
     /// MiB of kernel memory (the cost is printed when it is 16 MiB or more)
     #[arg(long)]
     pub force_memory: bool,
+
+    /// Do not split waits by cause (how each began, where it ended, who
+    /// held the CPU, queue depth, steal/IRQ/throttled time; docs/causes.md)
+    #[arg(long)]
+    pub no_causes: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -272,6 +277,7 @@ impl KernelArgs {
                 btf: self.btf.clone(),
                 tracefs: self.tracefs.clone(),
                 force_memory: self.force_memory,
+                no_causes: self.no_causes,
             },
         }
     }

@@ -3,6 +3,8 @@
 
 use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS, bucket::bucket_bounds};
 
+use super::causes::CauseCounts;
+
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
@@ -45,6 +47,8 @@ pub struct Waits {
     pub untracked_tid: u64,
     /// Waits in this total but in no breakdown histogram (key map full).
     pub unkeyed: u64,
+    /// The cause split of these waits, when the programs measured it.
+    pub causes: Option<CauseCounts>,
 }
 
 impl Default for Waits {
@@ -58,6 +62,7 @@ impl Default for Waits {
             discarded_negative: 0,
             untracked_tid: 0,
             unkeyed: 0,
+            causes: None,
         }
     }
 }
@@ -105,6 +110,10 @@ impl Waits {
                 .saturating_sub(earlier.discarded_negative),
             untracked_tid: self.untracked_tid.saturating_sub(earlier.untracked_tid),
             unkeyed: self.unkeyed.saturating_sub(earlier.unkeyed),
+            causes: match (&self.causes, &earlier.causes) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 
@@ -137,6 +146,7 @@ impl Waits {
         self.unkeyed += other.unkeyed;
         self.min_ns = [self.min_ns, other.min_ns].into_iter().flatten().min();
         self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
+        merge_causes(&mut self.causes, &other.causes);
     }
 
     /// [`Waits::merge`] for counts read from a file: None, and `self`
@@ -154,6 +164,9 @@ impl Waits {
             unkeyed: self.unkeyed.checked_add(other.unkeyed)?,
             min_ns: [self.min_ns, other.min_ns].into_iter().flatten().min(),
             max_ns: [self.max_ns, other.max_ns].into_iter().flatten().max(),
+            // Recordings do not carry the split: only the kernel's counts
+            // (which cannot overflow) come here with one.
+            causes: self.causes.clone(),
         };
         merged.checked_count()?;
         merged
@@ -161,6 +174,7 @@ impl Waits {
             .iter()
             .try_fold(0u64, |sum, &n| sum.checked_add(n))?;
         *self = merged;
+        merge_causes(&mut self.causes, &other.causes);
         Some(())
     }
 
@@ -195,6 +209,15 @@ fn checked_add_all(into: &[u64], from: &[u64]) -> Option<Vec<u64>> {
         .zip(from)
         .map(|(a, b)| a.checked_add(*b))
         .collect()
+}
+
+/// A span with the split plus one without it has no split: a share of the
+/// waits would be read as all of them.
+fn merge_causes(total: &mut Option<CauseCounts>, more: &Option<CauseCounts>) {
+    match (total.as_mut(), more) {
+        (Some(total), Some(more)) => total.merge(more),
+        _ => *total = None,
+    }
 }
 
 #[cfg(test)]

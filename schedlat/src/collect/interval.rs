@@ -29,8 +29,7 @@ impl HistogramInterval {
     /// Ends the current interval and starts the next: the interval's waits,
     /// with its extremes.
     pub fn end(&mut self, tracer: &mut Tracer) -> Result<Waits, ReadError> {
-        let (cpus, extremes) = tracer.end_interval()?;
-        let current = Waits::from_cpus(&cpus);
+        let (current, extremes) = tracer.end_interval()?;
         let waits = current.since(&self.previous).with_extremes(&extremes);
         self.previous = current;
         Ok(waits)

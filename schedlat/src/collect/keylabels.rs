@@ -14,7 +14,10 @@ use schedlat_common::{
 };
 
 use crate::{
-    collect::histogram::Waits,
+    collect::{
+        causes::{CauseCounts, Measurable},
+        histogram::Waits,
+    },
     kernel::{
         cgroupfs::Hierarchy,
         filter::{comm_str, is_alive},
@@ -175,8 +178,9 @@ fn live_comm(pid: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 
-/// A key's kernel histogram as `Waits` (no extremes: they are not kept per key).
-pub fn waits_of(stats: &KeyStats) -> Waits {
+/// A key's kernel histogram as `Waits` (no extremes: they are not kept per
+/// key), with its cause split when the split is on (`measurable`).
+pub fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
     let mut w = Waits::default();
     for (sum, &n) in w.buckets.iter_mut().zip(&stats.buckets[..NR_BUCKETS]) {
         *sum = u64::from(n);
@@ -185,6 +189,7 @@ pub fn waits_of(stats: &KeyStats) -> Waits {
         *sum = u64::from(n);
     }
     w.sum_ns = stats.sum_ns;
+    w.causes = measurable.map(|m| CauseCounts::from_key(m, &stats.causes));
     w
 }
 

@@ -2,21 +2,23 @@
 //! at each interval end, and the breakdown's per-key histograms.
 
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
-use schedlat_common::{CpuStats, Extremes, names, scope::KeyStats};
+use schedlat_common::{CpuStats, Extremes, causes::CauseStats, names, scope::KeyStats};
 
 use super::{
     batch::{self, Entries},
+    causes::CauseCounts,
+    histogram::Waits,
     tracer::Tracer,
 };
 use crate::collect::error::ReadError;
 
 impl Tracer {
     /// Ends the current interval: flips the kernel's extremes epoch, then
-    /// returns the cumulative per-CPU statistics and the per-CPU extremes of
+    /// returns the cumulative waits (with their cause split) and the per-CPU extremes of
     /// the interval that just ended (cleared for its next turn). A wait that
     /// ends within the few microseconds of the flip may have its extremes
     /// land in the neighbouring interval; its count is never lost.
-    pub fn end_interval(&mut self) -> Result<(Vec<CpuStats>, Vec<Extremes>), ReadError> {
+    pub fn end_interval(&mut self) -> Result<(Waits, Vec<Extremes>), ReadError> {
         let epoch = {
             let name = names::MAP_EPOCH;
             let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
@@ -30,7 +32,7 @@ impl Tracer {
                 .map_err(|error| ReadError::Map { name, error })?;
             current & 1
         };
-        let stats = self.read_stats()?;
+        let stats = self.read_waits()?;
         let name = names::MAP_EXTREMES;
         let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut extremes = PerCpuArray::<&mut MapData, Extremes>::try_from(map)
@@ -82,6 +84,30 @@ impl Tracer {
         keyed
             .remove(&key)
             .map_err(|error| ReadError::Map { name, error })
+    }
+
+    /// The cumulative waits summed over CPUs, with their cause split when
+    /// it is on.
+    pub fn read_waits(&self) -> Result<Waits, ReadError> {
+        let mut waits = Waits::from_cpus(&self.read_stats()?);
+        waits.causes = self.read_causes()?;
+        Ok(waits)
+    }
+
+    /// The cumulative cause split, summed over CPUs; None when it is off.
+    pub fn read_causes(&self) -> Result<Option<CauseCounts>, ReadError> {
+        let Some(measurable) = self.measurable else {
+            return Ok(None);
+        };
+        let name = names::MAP_CAUSES;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let causes = PerCpuArray::<&MapData, CauseStats>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        let values = causes
+            .get(&0, 0)
+            .map_err(|error| ReadError::Map { name, error })?;
+        let cpus: Vec<CauseStats> = values.iter().copied().collect();
+        Ok(Some(CauseCounts::from_cpus(measurable, &cpus)))
     }
 
     /// Per-CPU statistics, one element per possible CPU.

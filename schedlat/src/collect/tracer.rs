@@ -6,6 +6,7 @@
 use aya::Ebpf;
 
 use crate::kernel::{
+    causes::Measurable,
     cgroupfs::Hierarchy,
     error::LoadError,
     filter::Filter,
@@ -25,6 +26,8 @@ pub struct Tracer {
     pub notes: Vec<String>,
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
+    /// What the cause split measures; None when it is off.
+    pub measurable: Option<Measurable>,
 }
 
 impl Tracer {
@@ -53,6 +56,7 @@ impl Tracer {
             programs,
             notes,
             cgroup_hierarchy,
+            measurable,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
         Ok(Tracer {
             ebpf,
@@ -60,6 +64,7 @@ impl Tracer {
             programs,
             notes,
             cgroup_hierarchy,
+            measurable,
         })
     }
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use btf_rs::{Btf, Type};
-use schedlat_common::kconfig::{CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets};
+use schedlat_common::kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets};
 use thiserror::Error;
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -125,6 +125,42 @@ pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
         task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
         cfs_rq_rq: field("cfs_rq", "rq")?,
         rq_nr_running: field("rq", "nr_running")?,
+    })
+}
+
+/// What the cause split reads besides the run-queue chain: task->flags and
+/// task->cgroups (every kernel with cgroups), then each piece of the
+/// kernel's accounting where its config put it in the BTF.
+pub fn cause_offsets(btf: &Btf, path: &Path) -> Result<CauseOffsets, BtfError> {
+    let task = StructLayout::find(btf, path, "task_struct")?;
+    let rq = StructLayout::find(btf, path, "rq").ok();
+    let rq_field = |name: &str| rq.as_ref().and_then(|rq| rq.offset_of(&[name]).ok());
+    let field = |strukt: &str, name: &str| {
+        StructLayout::find(btf, path, strukt)
+            .and_then(|s| s.offset_of(&[name]))
+            .ok()
+    };
+    let throttled = field("cfs_rq", "tg").zip(
+        field("task_group", "cfs_bandwidth")
+            .zip(field("cfs_bandwidth", "throttled_time"))
+            .map(|(a, b)| a + b),
+    );
+    let has = |o: Option<u64>| (u64::from(o.is_some()), o.unwrap_or(0));
+    let (has_rq_cpu, rq_cpu) = has(rq_field("cpu"));
+    let (has_steal, rq_steal) = has(rq_field("prev_steal_time_rq"));
+    let (has_irq, rq_irq) = has(rq_field("prev_irq_time"));
+    Ok(CauseOffsets {
+        task_flags: task.offset_of(&["flags"])?,
+        task_cgroups: task.offset_of(&["cgroups"])?,
+        has_rq_cpu,
+        rq_cpu,
+        has_steal,
+        rq_steal,
+        has_irq,
+        rq_irq,
+        has_throttled: u64::from(throttled.is_some()),
+        cfs_rq_tg: throttled.map_or(0, |t| t.0),
+        tg_throttled_time: throttled.map_or(0, |t| t.1),
     })
 }
 
@@ -547,6 +583,14 @@ mod tests {
         // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
         let rq = rq_offsets(&btf, path).expect("task->se.cfs_rq->rq->nr_running");
         assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
+        // ... and CONFIG_SMP, CONFIG_CFS_BANDWIDTH.
+        let cause = cause_offsets(&btf, path).unwrap();
+        assert!(cause.task_flags > 0 && cause.task_cgroups > 0, "{cause:?}");
+        assert_eq!((cause.has_rq_cpu, cause.has_throttled), (1, 1), "{cause:?}");
+        assert!(
+            cause.cfs_rq_tg > 0 && cause.tg_throttled_time > 0,
+            "{cause:?}"
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Modes {
     pub slow_ns: Option<u64>,
     /// Keep one histogram per key as well (histogram mode only).
     pub keyed: Option<Keyed>,
+    /// Split each wait by cause (docs/causes.md): with the histogram, on
+    /// unless `--no-causes`.
+    pub causes: bool,
 }
 
 /// The breakdown histograms: what they are keyed by, and how many keys fit.
@@ -40,6 +43,7 @@ impl Modes {
         victims: None,
         slow_ns: None,
         keyed: None,
+        causes: true,
     };
 
     /// Histogram mode, plus one histogram per key when `keyed`.
@@ -56,6 +60,7 @@ impl Modes {
             victims: Some(max_tasks),
             slow_ns: None,
             keyed: None,
+            causes: false,
         }
     }
 
@@ -64,6 +69,7 @@ impl Modes {
     pub fn histogram_and_victims(max_tasks: u32) -> Modes {
         Modes {
             histogram: true,
+            causes: true,
             ..Modes::victims(max_tasks)
         }
     }
@@ -75,6 +81,7 @@ impl Modes {
             // 0 would mean "off" to the kernel; 1 ns catches every wait.
             slow_ns: Some(threshold_ns.max(1)),
             keyed: None,
+            causes: false,
         }
     }
 
@@ -108,10 +115,18 @@ impl Modes {
         programs
     }
 
-    /// Whether the slow events' run-queue length is wanted (it costs a few
-    /// more BTF lookups at load).
+    /// Whether the run-queue chain is wanted: the slow events' run-queue
+    /// length, the split's queue depth (a few more BTF lookups at load).
     pub fn wants_rq_len(&self) -> bool {
-        self.slow_ns.is_some()
+        self.slow_ns.is_some() || self.causes
+    }
+
+    /// Without the cause split (`--no-causes`).
+    pub fn without_causes(self) -> Modes {
+        Modes {
+            causes: false,
+            ..self
+        }
     }
 
     /// Sizes the maps, and returns what the programs compute, with
@@ -142,6 +157,10 @@ impl Modes {
             max_tasks: u64::from(tables.max_tasks),
             idle_rows: u64::from(tables.idle_rows),
             slow_ns: self.slow_ns.unwrap_or(0),
+            // Set by kernel::causes::Setup, which knows the kernel.
+            causes: 0,
+            topology: 0,
+            overlaps: 0,
         })
     }
 }

@@ -34,7 +34,10 @@ use super::{
     buckets::Layout,
     slots::{Key, Slots},
 };
-use crate::collect::{histogram::Waits, keylabels::KeyLabels};
+use crate::{
+    collect::{causes::CauseCounts, histogram::Waits, keylabels::KeyLabels},
+    kernel::causes::Measurable,
+};
 
 /// The label value of the overflow series.
 pub const OVERFLOW: &str = "__overflow__";
@@ -47,6 +50,9 @@ pub type Labels = Vec<(&'static str, String)>;
 pub struct Folded {
     pub buckets: Vec<u64>,
     pub sum_ns: u64,
+    /// The cause split of the same waits, where the kernel keeps it per
+    /// key (per cgroup; causes.rs).
+    pub causes: Option<CauseCounts>,
 }
 
 impl Folded {
@@ -54,11 +60,28 @@ impl Folded {
         Folded {
             buckets: layout.counts(&waits.buckets),
             sum_ns: waits.sum_ns,
+            causes: waits.causes.clone(),
+        }
+    }
+
+    /// No waits, in a layout of `width` buckets.
+    fn empty(width: usize) -> Folded {
+        Folded {
+            buckets: vec![0; width],
+            sum_ns: 0,
+            causes: None,
         }
     }
 
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
+    }
+
+    fn add_causes(&mut self, more: &CauseCounts) {
+        match &mut self.causes {
+            Some(sum) => sum.merge(more),
+            None => self.causes = Some(more.clone()),
+        }
     }
 }
 
@@ -105,6 +128,9 @@ pub struct KeyedSeries {
     scratch: Vec<u64>,
     /// Each active key's new waits per bucket, one row per key, reused.
     news: Vec<u64>,
+    /// Per key, the cause split too (per cgroup only: per process it
+    /// would be unbounded).
+    causes: Option<Measurable>,
 }
 
 /// One scrape's keyed series.
@@ -146,23 +172,28 @@ struct Active {
     slot: usize,
     /// Its wait since the previous scrape, the rank.
     new_sum_ns: u64,
+    /// Its cause split since the previous scrape, when kept per key.
+    new_causes: Option<CauseCounts>,
     shown: bool,
 }
 
 impl KeyedSeries {
-    pub fn new(max_series: u32, pins: Pins, layout: &'static Layout) -> KeyedSeries {
+    pub fn new(
+        max_series: u32,
+        pins: Pins,
+        layout: &'static Layout,
+        causes: Option<Measurable>,
+    ) -> KeyedSeries {
         KeyedSeries {
             max_series: max_series as usize,
             pins,
             layout,
             keys: Slots::new(layout.len()),
-            overflow: Folded {
-                buckets: vec![0; layout.len()],
-                sum_ns: 0,
-            },
+            overflow: Folded::empty(layout.len()),
             round: 0,
             scratch: vec![0; layout.len()],
             news: Vec::new(),
+            causes,
         }
     }
 
@@ -199,6 +230,7 @@ impl KeyedSeries {
                     last_sum_ns: 0,
                     last_zero: 0,
                     idle: 0,
+                    last_causes: None,
                     pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
                     labels,
                     own: None,
@@ -225,10 +257,20 @@ impl KeyedSeries {
                 self.news.push(now.saturating_sub(*last));
                 *last = now;
             }
+            let new_causes = self.causes.map(|m| {
+                let now = CauseCounts::from_key(m, &stats.causes);
+                let new = match &state.last_causes {
+                    Some(then) => now.since(then),
+                    None => now.clone(),
+                };
+                state.last_causes = Some(now);
+                new
+            });
             active.push(Active {
                 key,
                 slot,
                 new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
+                new_causes,
                 shown: state.pinned,
             });
             state.last_sum_ns = stats.sum_ns;
@@ -253,10 +295,7 @@ impl KeyedSeries {
         for (a, new) in active.iter().zip(self.news.chunks_exact(width)) {
             let into = if a.shown {
                 shown.push(a.slot);
-                self.keys.key(a.slot).own.get_or_insert_with(|| Folded {
-                    buckets: vec![0; width],
-                    sum_ns: 0,
-                })
+                (self.keys.key(a.slot).own).get_or_insert_with(|| Folded::empty(width))
             } else {
                 &mut self.overflow
             };
@@ -264,6 +303,9 @@ impl KeyedSeries {
                 *sum += n;
             }
             into.sum_ns += a.new_sum_ns;
+            if let Some(c) = &a.new_causes {
+                into.add_causes(c);
+            }
         }
 
         let mut series = Vec::with_capacity(shown.len() + 1);
@@ -278,10 +320,7 @@ impl KeyedSeries {
                 .labels
                 .get_or_insert_with(|| names.labels(key))
                 .clone();
-            let own = state.own.get_or_insert_with(|| Folded {
-                buckets: vec![0; layout.len()],
-                sum_ns: 0,
-            });
+            let own = state.own.get_or_insert_with(|| Folded::empty(width));
             series.push((labels, own.clone()));
         }
         if self.overflow.count() > 0 {
@@ -342,7 +381,7 @@ mod tests {
     }
 
     fn series(max: u32, pins: Pins) -> KeyedSeries {
-        KeyedSeries::new(max, pins, &super::super::buckets::LOG2)
+        KeyedSeries::new(max, pins, &super::super::buckets::LOG2, None)
     }
 
     /// (label value, count) of each series.

@@ -32,6 +32,7 @@ use schedlat_common::scope::Breakdown;
 pub use super::own::{BpfCost, ScrapeCost};
 use super::{
     buckets::{KeyBuckets, LAYOUT, Layout},
+    causes::{self, CauseSeries},
     keyed::{Folded, KeyedScrape},
     native::{self, NativeMap},
     negotiate::Format,
@@ -57,6 +58,10 @@ pub struct Snapshot {
     pub target_alive: Option<bool>,
     /// The previous scrape's cost, once there was one.
     pub cost: Option<ScrapeCost>,
+    /// The cause split: of the whole system (or the filter's scope), and
+    /// per cgroup with `--cgroups` (causes.rs).
+    pub causes: CauseSeries,
+    pub cgroup_causes: CauseSeries,
 }
 
 /// The counters that go with the per-key family.
@@ -111,8 +116,18 @@ impl Snapshot {
         labels: Vec<(&'static str, String)>,
         bpf: Option<BpfCost>,
     ) -> Snapshot {
+        let causes = CauseSeries {
+            series: waits
+                .causes
+                .clone()
+                .map(|c| (labels.clone(), c))
+                .into_iter()
+                .collect(),
+        };
         Snapshot {
             hook,
+            causes,
+            cgroup_causes: CauseSeries::default(),
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
             histograms: vec![HistogramFamily {
@@ -159,6 +174,12 @@ impl Snapshot {
                 }
             })
             .collect();
+        if by == Breakdown::Cgroup {
+            self.cgroup_causes.series = series
+                .iter()
+                .filter_map(|s| Some((s.labels.clone(), s.waits.causes.clone()?)))
+                .collect();
+        }
         self.keyed = Some(KeyedCounters {
             unkeyed,
             overflow_keys: keyed.overflow_keys,
@@ -172,6 +193,12 @@ impl Snapshot {
             series,
         });
         self
+    }
+
+    /// A text exposition as a String (tests).
+    #[cfg(test)]
+    pub fn encode_text(self, format: Format) -> String {
+        String::from_utf8(self.encode(format)).expect("text formats are UTF-8")
     }
 
     /// The exposition in `format`.
@@ -194,12 +221,36 @@ impl Snapshot {
     }
 }
 
+/// The cause split's counter families (causes.rs describes them), to any
+/// sink.
+fn write_counters(sink: &mut impl Sink, families: &[causes::CounterFamily]) -> std::fmt::Result {
+    for f in families {
+        let labels: Vec<Vec<(&str, &str)>> = (f.samples.iter())
+            .map(|(l, _)| l.iter().map(|(k, v)| (*k, v.as_str())).collect())
+            .collect();
+        let samples: Vec<(&[(&str, &str)], Value)> = (labels.iter().zip(&f.samples))
+            .map(|(l, (_, v))| {
+                let value = match *v {
+                    causes::Value::Count(n) => Value::Count(n),
+                    causes::Value::Seconds(_) => Value::Float(v.as_f64()),
+                };
+                (&l[..], value)
+            })
+            .collect();
+        sink.counter(&f.name, &f.help, f.unit.clone(), &samples)?;
+    }
+    Ok(())
+}
+
 impl Snapshot {
     /// Every family, to `sink`.
     fn write(&self, sink: &mut impl Sink) -> std::fmt::Result {
         for family in &self.histograms {
             sink.histogram(family)?;
         }
+
+        write_counters(sink, &causes::system_families(&self.causes))?;
+        write_counters(sink, &causes::cgroup_families(&self.cgroup_causes))?;
 
         counter(
             sink,
@@ -274,12 +325,6 @@ mod tests {
 
     use super::*;
     use crate::collect::bpf_cost::ProgramCost;
-
-    impl Snapshot {
-        fn encode_text(self, format: Format) -> String {
-            String::from_utf8(self.encode(format)).expect("text formats are UTF-8")
-        }
-    }
 
     /// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
     /// last boundary), 2 discarded, 1 untracked.

@@ -10,12 +10,14 @@
 //! - metrics: the snapshot; sink: its two writers, prometheus-client's
 //!   text encoders and protobuf (protobuf.rs, with native histograms in
 //!   Prometheus' schema 3, native.rs);
+//! - causes: the cause split's counter families;
 //! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: protobuf, OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
 mod buckets;
+mod causes;
 mod http;
 mod keyed;
 pub mod listen;

@@ -19,10 +19,7 @@ use super::{
     negotiate::Format,
 };
 use crate::{
-    collect::{
-        batch::Entries, bpf_cost, error::ReadError, histogram::Waits, keylabels::KeyLabels,
-        tracer::Tracer,
-    },
+    collect::{batch::Entries, bpf_cost, error::ReadError, keylabels::KeyLabels, tracer::Tracer},
     kernel::filter::{Filter, comm_str, cpu_list_str},
 };
 
@@ -129,7 +126,14 @@ impl Source {
         let keyed = keyed.map(|k| {
             RefCell::new(Keyed {
                 labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
-                series: KeyedSeries::new(k.max_series, k.pins, k.layout.layout()),
+                // The cause split per cgroup only: per process it is
+                // unbounded.
+                series: KeyedSeries::new(
+                    k.max_series,
+                    k.pins,
+                    k.layout.layout(),
+                    tracer.measurable.filter(|_| k.by == Breakdown::Cgroup),
+                ),
                 layout: k.layout,
                 entries: Entries::default(),
             })
@@ -188,7 +192,7 @@ impl Source {
             None => None,
         };
         let tracer = self.tracer.borrow();
-        let waits = Waits::from_cpus(&tracer.read_stats()?);
+        let waits = tracer.read_waits()?;
         let unkeyed = waits.unkeyed;
         let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use super::keyed::{Folded, Labels};
+use crate::collect::causes::CauseCounts;
 
 /// One key's state across scrapes.
 pub struct Key {
@@ -28,6 +29,9 @@ pub struct Key {
     pub last_zero: u32,
     /// Scrapes in a row without a new wait.
     pub idle: u32,
+    /// The kernel's cumulative cause split at the previous scrape, when
+    /// kept per key.
+    pub last_causes: Option<CauseCounts>,
     /// Labels, once looked up (a pinned check or a first series).
     pub labels: Option<Labels>,
     pub pinned: bool,
@@ -188,6 +192,7 @@ mod tests {
             last_sum_ns: k,
             last_zero: 0,
             idle: 0,
+            last_causes: None,
             labels: None,
             pinned: false,
             own: None,

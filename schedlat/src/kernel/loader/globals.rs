@@ -5,8 +5,8 @@
 use aya::{EbpfLoader, Pod};
 use schedlat_common::{
     kconfig::{
-        CgroupOffsets, Compute, KernelGlobal, PidnsOffsets, RqOffsets, TaskFilter, TaskOffsets,
-        TpOffsets,
+        CauseOffsets, CgroupOffsets, Compute, KernelGlobal, PidnsOffsets, RqOffsets, TaskFilter,
+        TaskOffsets, TpOffsets,
     },
     names,
 };
@@ -26,10 +26,16 @@ pub(super) struct KernelConfig {
     tp: TpOffsets,
     filter: TaskFilter,
     compute: Compute,
+    cause: CauseOffsets,
 }
 
 impl KernelConfig {
-    pub(super) fn new(globals: &Globals, filter: &Filter, compute: Compute) -> KernelConfig {
+    pub(super) fn new(
+        globals: &Globals,
+        filter: &Filter,
+        compute: Compute,
+        cause: CauseOffsets,
+    ) -> KernelConfig {
         KernelConfig {
             task: globals.task.unwrap_or(TaskOffsets::ZERO),
             rq: globals.rq.unwrap_or(RqOffsets::ZERO),
@@ -38,6 +44,7 @@ impl KernelConfig {
             tp: globals.tp.unwrap_or(TpOffsets::ZERO),
             filter: task_filter(filter),
             compute,
+            cause,
         }
     }
 
@@ -53,6 +60,7 @@ impl KernelConfig {
         set(loader, &self.tp);
         set(loader, &self.filter);
         set(loader, &self.compute);
+        set(loader, &self.cause);
         Ok(())
     }
 }

@@ -14,6 +14,7 @@ use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
 use crate::kernel::{
+    causes::{Measurable, Setup},
     cgroupfs::Hierarchy,
     error::LoadError,
     filter::Filter,
@@ -31,6 +32,8 @@ pub struct KernelSources {
     pub tracefs: Option<PathBuf>,
     /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
     pub force_memory: bool,
+    /// No cause split whatever the modes say (`--no-causes`).
+    pub no_causes: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -51,6 +54,8 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
+    /// What the cause split measures; None when it is off.
+    pub measurable: Option<Measurable>,
 }
 
 /// Loads the object with `unit_ns` nanoseconds per histogram unit,
@@ -66,6 +71,10 @@ pub fn load(
     if EBPF_OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
+    let modes = &match sources.no_causes {
+        true => modes.without_causes(),
+        false => *modes,
+    };
     let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
     let memory_notes = crate::kernel::map_memory::check(modes, cpus, sources.force_memory)
         .map_err(LoadError::MapMemory)?;
@@ -78,15 +87,19 @@ pub fn load(
     let hierarchy = cgroup_hierarchy(filter, modes)?;
     let plan = Plan::resolve(choice, sources, filter, modes, hierarchy.as_ref())?;
     let mut loader = EbpfLoader::new();
-    let compute = modes.configure(&mut loader, unit_ns)?;
-    let config = KernelConfig::new(&plan.globals, filter, compute);
+    let mut compute = modes.configure(&mut loader, unit_ns)?;
+    let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
+    causes.configure(&mut loader, &mut compute);
+    let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
     config.configure(&mut loader)?;
     let mut ebpf = loader
         .load(EBPF_OBJECT)
         .map_err(|e| LoadError::Object(Box::new(e)))?;
+    let topology_note = causes.fill(&mut ebpf);
     let btf_programs = plan.btf_programs;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
+    notes.extend(topology_note);
     let programs = match mode {
         HookMode::Btf => btf_programs.to_vec(),
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
@@ -98,5 +111,6 @@ pub fn load(
         programs,
         notes,
         cgroup_hierarchy: hierarchy,
+        measurable: causes.measurable(mode),
     })
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use aya::Ebpf;
 use schedlat_common::{
-    kconfig::{CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets, TpOffsets},
+    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets, TpOffsets},
     names,
     scope::Breakdown,
 };
@@ -34,6 +34,8 @@ pub(super) struct Globals {
     /// Only with `--pidnss`.
     pub(super) pidns: Option<PidnsOffsets>,
     pub(super) tp: Option<TpOffsets>,
+    /// Only with the cause split.
+    pub(super) cause: Option<CauseOffsets>,
 }
 
 /// The classic tracepoints' record offsets, from their tracefs format files.
@@ -105,6 +107,7 @@ impl Plan {
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
+            causes: modes.causes,
         };
         if candidates.contains(&HookMode::Btf) {
             match resolve_btf(&btf_path, &wants) {
@@ -113,6 +116,8 @@ impl Plan {
                     globals.rq = facts.rq;
                     globals.cgroup = facts.cgroup;
                     globals.pidns = facts.pidns;
+                    globals.cause = facts.cause;
+                    notes.extend(facts.notes);
                     attach_btf = Some(facts.attach_btf);
                 }
                 // An explicit --btf that fails is an error even in auto mode.
@@ -185,6 +190,8 @@ struct BtfWants {
     cgroups: Option<CssChoice>,
     /// A task's PID namespace (`--pidnss`).
     pidns: bool,
+    /// The cause split's fields.
+    causes: bool,
 }
 
 struct BtfFacts {
@@ -192,6 +199,8 @@ struct BtfFacts {
     rq: Option<RqOffsets>,
     cgroup: Option<CgroupOffsets>,
     pidns: Option<PidnsOffsets>,
+    cause: Option<CauseOffsets>,
+    notes: Vec<String>,
     attach_btf: aya::Btf,
 }
 
@@ -218,6 +227,17 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         true => Some(btf::pidns_offsets(&btf, path)?),
         false => None,
     };
+    let mut notes = Vec::new();
+    // The split's optional parts are optional: a kernel without them
+    // measures the rest.
+    let cause = match wants.causes.then(|| btf::cause_offsets(&btf, path)) {
+        Some(Ok(offsets)) => Some(offsets),
+        Some(Err(e)) => {
+            notes.push(format!("cause split without who held the CPU: {e}"));
+            None
+        }
+        None => None,
+    };
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
     let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
@@ -231,6 +251,8 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         rq,
         cgroup,
         pidns,
+        cause,
+        notes,
         attach_btf,
     })
 }

@@ -1,0 +1,328 @@
+//! The cause split of each wait (docs/causes.md): how it began, where it
+//! ended against the CPU the task last ran on, who held the CPU, how deep
+//! the queue was, and for a wait that ends on the CPU it was queued on,
+//! what else took that CPU meanwhile (steal, IRQ, bandwidth throttling).
+//!
+//! How it began, the depth and the last-run CPU travel in the task's start
+//! word (schedlat_common::start): the split adds no per-task map. Overlaps
+//! need the kernel's accounting at the enqueue: a snapshot slot per CPU and
+//! TID modulo SLOTS_PER_CPU, tagged with the start word, so a slot another
+//! task took since is never read as this wait's.
+//!
+//! Off unless Compute.causes: the verifier removes all of it.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, PerCpuArray},
+};
+use schedlat_common::{
+    causes::{
+        Cause, CauseStats, CpuTopology, KeyCauses, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL,
+        OVERLAP_THROTTLED, SLOTS_PER_CPU, Snapshot,
+    },
+    start,
+};
+
+use crate::{
+    atomic,
+    bpf::barrier_var,
+    config::{CAUSE, COMPUTE, RQ, get},
+    memory::{CfsRq, Rq, TaskPtr},
+};
+
+/// The split of the total, per CPU, cumulative since load.
+#[map]
+static CAUSES: PerCpuArray<CauseStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// nr_cpus x SLOTS_PER_CPU snapshots when the overlaps are on (the loader
+/// sizes it; 1 entry otherwise).
+#[map]
+static CAUSE_SLOTS: Array<Snapshot> = Array::with_max_entries(1, 0);
+
+/// Per CPU, its last-level cache and NUMA node (filled by the loader when
+/// Compute.topology).
+#[map]
+static TOPOLOGY: Array<CpuTopology> = Array::with_max_entries(1, 0);
+
+/// task->flags bit of kernel threads (include/linux/sched.h).
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+#[inline(always)]
+pub fn on() -> bool {
+    get(&COMPUTE.causes) != 0
+}
+
+/// The queue a task was just put on: its group's CFS queue on that CPU,
+/// and the CPU's run queue.
+#[derive(Clone, Copy)]
+pub struct Queue {
+    cfs_rq: CfsRq,
+    rq: Rq,
+}
+
+/// `task`'s queue, when the split is on and the kernel has the chain.
+#[inline(always)]
+pub fn queue(task: Option<TaskPtr>) -> Option<Queue> {
+    if !on() || get(&RQ.resolved) == 0 {
+        return None;
+    }
+    let cfs_rq = task?.cfs_rq();
+    Some(Queue {
+        cfs_rq,
+        rq: cfs_rq.rq(),
+    })
+}
+
+/// The start word's depth field for a task just counted in its queue's
+/// nr_running (at sched_wakeup it is enqueued; a preempted prev still is).
+#[inline(always)]
+pub fn depth(queue: Option<Queue>) -> u64 {
+    match queue {
+        Some(q) => start::depth_field(q.rq.nr_running().saturating_sub(1)),
+        None => start::DEPTH_UNKNOWN,
+    }
+}
+
+/// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`.
+/// The slot is that of the queue's CPU (a wakeup often runs on the
+/// waker's), where the switch-in on that CPU looks.
+#[inline(always)]
+pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
+    if get(&COMPUTE.overlaps) == 0 {
+        return;
+    }
+    let Some(q) = queue else {
+        return;
+    };
+    let index = q.rq.cpu() * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
+        // SAFETY: a map value, valid for this program run.
+        unsafe {
+            *slot = Snapshot {
+                word,
+                at: accounting(q),
+            }
+        };
+    }
+}
+
+/// Steal, IRQ and throttled time of the queue's accounting now; 0 for what
+/// the kernel lacks.
+#[inline(always)]
+fn accounting(q: Queue) -> [u64; NR_OVERLAPS] {
+    let mut at = [0; NR_OVERLAPS];
+    if get(&CAUSE.has_steal) != 0 {
+        at[OVERLAP_STEAL] = q.rq.steal_ns();
+    }
+    if get(&CAUSE.has_irq) != 0 {
+        at[OVERLAP_IRQ] = q.rq.irq_ns();
+    }
+    if get(&CAUSE.has_throttled) != 0 {
+        at[OVERLAP_THROTTLED] = q.cfs_rq.group_throttled_ns();
+    }
+    at
+}
+
+/// Whether a wait with start word `word` that ends on `cpu` migrated: it
+/// last ran on another CPU (known).
+#[inline(always)]
+pub fn migrated(word: u64, cpu: u32) -> bool {
+    let last = start::last_cpu_plus_one(word);
+    last != 0 && last != u64::from(cpu) + 1
+}
+
+/// Where a wait's classes are counted: the per-CPU total, and the split of
+/// its breakdown key when there is one.
+///
+/// Each class is counted where it is decided, with a constant index, not
+/// collected first and counted after: a class carried as a value through
+/// the later decisions multiplies the verifier's states by the number of
+/// values it can take (1M instructions, refused, when the whole split was
+/// built first).
+struct Sink<'a> {
+    cs: &'a mut CauseStats,
+    key: Option<&'a mut KeyCauses>,
+    wait: u64,
+}
+
+impl Sink<'_> {
+    #[inline(always)]
+    fn add(&mut self, class: Cause) {
+        self.add_at(class as usize);
+    }
+
+    /// `class` bounded by the caller (a `Cause` index, or checked here).
+    #[inline(always)]
+    fn add_at(&mut self, class: usize) {
+        let class = barrier_var(class);
+        if let Some(n) = self.cs.count.get_mut(class) {
+            *n += 1;
+        }
+        if let Some(sum) = self.cs.sum_ns.get_mut(class) {
+            *sum += self.wait;
+        }
+        if let Some(key) = self.key.as_deref_mut() {
+            if let Some(n) = key.count.get_mut(class) {
+                // SAFETY: an aligned u32 in a map value.
+                unsafe { atomic::add_u32(n, 1) };
+            }
+            if let Some(sum) = key.sum_ns.get_mut(class) {
+                // SAFETY: an aligned u64 in a map value.
+                unsafe { atomic::add_u64(sum, self.wait) };
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn overlap(&mut self, i: usize, ns: u64) {
+        self.cs.overlap_ns[i] += ns;
+        if let Some(key) = self.key.as_deref_mut() {
+            // SAFETY: an aligned u64 in a map value.
+            unsafe { atomic::add_u64(&mut key.overlap_ns[i], ns) };
+        }
+    }
+}
+
+/// Adds the wait `word` that ended on `cpu` to the histograms of how it
+/// began and of where it ended (same CPU or migrated), at fine bucket
+/// `bucket` (the total only: keys keep counts and sums).
+#[inline(always)]
+pub fn histograms(word: u64, cpu: u32, bucket: usize) {
+    if !on() {
+        return;
+    }
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    let mut one = |class: usize| {
+        if let Some(h) = cs.buckets.get_mut(barrier_var(class))
+            && let Some(n) = h.get_mut(barrier_var(bucket))
+        {
+            *n += 1;
+        }
+    };
+    one(start::kind_cause(word) as usize);
+    let last = start::last_cpu_plus_one(word);
+    if last != 0 {
+        one(if last == u64::from(cpu) + 1 {
+            Cause::SameCpu as usize
+        } else {
+            Cause::Migrated as usize
+        });
+    }
+}
+
+/// Splits the wait `word` of `next_tid` that ended after `wait` ns on `cpu`, when `prev` (`prev_tid`) was switched out
+/// for it (`next`): into the per-CPU total and `key`'s split. The task
+/// pointers are None in the tp hook mode.
+#[inline(always)]
+pub fn count(
+    (word, wait): (u64, u64),
+    cpu: u32,
+    (prev_tid, prev): (u32, Option<TaskPtr>),
+    (next_tid, next): (u32, Option<TaskPtr>),
+    key: Option<&mut KeyCauses>,
+) {
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    let mut sink = Sink { cs, key, wait };
+    // How it began: bits of the word, 0..=2.
+    let kind = start::kind_cause(word) as usize;
+    sink.add_at(kind);
+    // Where it ended, against where the task last ran.
+    let last = start::last_cpu_plus_one(word);
+    if last == 0 {
+        sink.add(Cause::PlacementUnknown);
+    } else if last == u64::from(cpu) + 1 {
+        sink.add(Cause::SameCpu);
+    } else {
+        sink.add(Cause::Migrated);
+        crossings(&mut sink, (last - 1) as u32, cpu);
+    }
+    held_by(&mut sink, prev_tid, prev, next);
+    sink.add_at(start::depth_cause(word) as usize);
+    overlap(&mut sink, word, cpu, next_tid, next);
+}
+
+/// A migration from `from` to `to` that left a last-level cache or a node.
+#[inline(always)]
+fn crossings(sink: &mut Sink<'_>, from: u32, to: u32) {
+    if get(&COMPUTE.topology) == 0 {
+        return;
+    }
+    let (Some(a), Some(b)) = (TOPOLOGY.get(from), TOPOLOGY.get(to)) else {
+        return;
+    };
+    if a.llc != b.llc {
+        sink.add(Cause::CrossLlc);
+    }
+    if a.node != b.node {
+        sink.add(Cause::CrossNode);
+    }
+}
+
+/// Who held the CPU until the wait ended: `prev`, by its relation to the
+/// task that waited.
+#[inline(always)]
+fn held_by(sink: &mut Sink<'_>, prev_tid: u32, prev: Option<TaskPtr>, next: Option<TaskPtr>) {
+    let (Some(prev), Some(next)) = (prev, next) else {
+        sink.add(Cause::HeldByUnknown);
+        return;
+    };
+    if prev_tid == 0 {
+        sink.add(Cause::HeldByIdle);
+        return;
+    }
+    // SCHED_FIFO 1, SCHED_RR 2, SCHED_DEADLINE 6.
+    let outranks = |policy: u32| policy == 1 || policy == 2 || policy == 6;
+    if outranks(prev.policy()) && !outranks(next.policy()) {
+        sink.add(Cause::HeldByHigherClass);
+    } else if prev.flags() & PF_KTHREAD != 0 {
+        sink.add(Cause::HeldByKernel);
+    } else if prev.css_set() == next.css_set() {
+        sink.add(Cause::HeldBySameCgroup);
+    } else {
+        sink.add(Cause::HeldByOtherCgroup);
+    }
+}
+
+/// The overlaps of a wait that ends on the CPU it was queued on: the
+/// snapshot its enqueue left in this CPU's slot, against the accounting
+/// now. Each delta is capped at the wait: the throttled time of a group
+/// is summed over its CPUs and added at the unthrottle.
+#[inline(always)]
+fn overlap(sink: &mut Sink<'_>, word: u64, cpu: u32, tid: u32, next: Option<TaskPtr>) {
+    if get(&COMPUTE.overlaps) == 0 {
+        return;
+    }
+    let index = cpu * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) else {
+        return;
+    };
+    // SAFETY: a map value, valid for this program run.
+    let slot = unsafe { &mut *slot };
+    if slot.word != word {
+        return;
+    }
+    slot.word = 0;
+    let Some(queue) = queue(next) else {
+        return;
+    };
+    let now = accounting(queue);
+    let wait = sink.wait;
+    for (i, (now, then)) in now.iter().zip(slot.at).enumerate() {
+        sink.overlap(i, now.saturating_sub(then).min(wait));
+    }
+    sink.cs.overlap_waits += 1;
+    sink.cs.overlap_wait_ns += wait;
+    if let Some(key) = sink.key.as_deref_mut() {
+        // SAFETY: aligned u64s in a map value.
+        unsafe {
+            atomic::add_u64(&mut key.overlap_waits, 1);
+            atomic::add_u64(&mut key.overlap_wait_ns, wait);
+        }
+    }
+}
