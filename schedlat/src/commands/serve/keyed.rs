@@ -471,6 +471,43 @@ mod tests {
         assert_eq!(out.series[0].1.sum_ns, kernel.sum_ns);
     }
 
+    /// With the split kept per key (cgroups), each series carries the
+    /// split of the same intervals as its buckets, overflow included: the
+    /// counts of a cause add up to the kernel's over every series.
+    #[test]
+    fn cause_counts_follow_their_series_and_overflow() {
+        let mut s = KeyedSeries::new(
+            1,
+            Pins::default(),
+            &super::super::buckets::LOG2,
+            Some(Measurable::default()),
+        );
+        let mut names = Names::default();
+        let with_cause = |count: u64, each_us: u64, cause: usize| {
+            let mut k = stats(count, each_us);
+            k.causes.count[cause] = count as u32;
+            k
+        };
+        let mut last: HashMap<String, u64> = HashMap::new();
+        let mut kernel = (0u64, 0u64);
+        for (a, b) in [(5, 1), (6, 9), (20, 9)] {
+            kernel = (a, b);
+            let entries = [(1, with_cause(a, 1_000, 0)), (2, with_cause(b, 1_000, 0))];
+            let out = s.scrape(
+                entries.iter().map(|(k, v)| (*k, v)),
+                &mut names,
+                overflow_labels(Breakdown::Cgroup),
+            );
+            for (labels, folded) in &out.series {
+                let c = folded.causes.as_ref().expect("a split per series");
+                assert_eq!(c.count[0], folded.count(), "{labels:?}");
+                last.insert(labels[0].1.clone(), c.count[0]);
+            }
+        }
+        assert_eq!(last.values().sum::<u64>(), kernel.0 + kernel.1);
+        assert!(last.contains_key(OVERFLOW), "{last:?}");
+    }
+
     #[test]
     fn a_wait_of_zero_ns_is_not_taken_for_idle() {
         let mut s = series(5, Pins::default());
