@@ -101,18 +101,42 @@ impl<K: Pod, V: Pod> Entries<K, V> {
 /// Reads every entry of the hash map `map` into `out`, replacing what it
 /// held: with the batch command, else one key at a time.
 pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+    walk_map(map, out, None, &mut |_, _| {})
+}
+
+/// Hands every entry of the hash map `map` to `each`, `chunk` entries per
+/// syscall through `buf`: each chunk is used while the kernel's copy of it
+/// is still in the CPU's cache (a whole 10,000-key map is 17 MB, far more
+/// than a cache holds, and reading it back afterwards was most of the
+/// userspace cost of a scrape).
+pub fn for_each<K: Pod, V: Pod>(
+    map: &Map,
+    buf: &mut Entries<K, V>,
+    chunk: usize,
+    mut each: impl FnMut(&K, &V),
+) -> Result<(), MapError> {
+    walk_map(map, buf, Some(chunk.max(MIN_ROOM)), &mut each)
+}
+
+fn walk_map<K: Pod, V: Pod>(
+    map: &Map,
+    out: &mut Entries<K, V>,
+    chunk: Option<usize>,
+    each: &mut dyn FnMut(&K, &V),
+) -> Result<(), MapError> {
     // aya checks that K and V have the map's key and value sizes (no
     // syscall): the kernel writes entries of those sizes into the buffers.
     aya::maps::HashMap::<&MapData, K, V>::try_from(map)?;
     let Map::HashMap(data) = map else {
-        return walk(map, out);
+        return walk(map, out, chunk.is_some(), each);
     };
     if out.batch.get() != Some(false) {
-        match read_batched(data.fd().as_fd().as_raw_fd(), out) {
+        match read_batched(data.fd().as_fd().as_raw_fd(), out, chunk, each) {
             Ok(()) => {
                 out.batch.set(Some(true));
                 return Ok(());
             }
+            // Refused before any entry was read: nothing handed out twice.
             Err(e) if unsupported(&e) => out.batch.set(Some(false)),
             Err(io_error) => {
                 return Err(MapError::SyscallError(aya::sys::SyscallError {
@@ -122,7 +146,7 @@ pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), Ma
             }
         }
     }
-    walk(map, out)
+    walk(map, out, chunk.is_some(), each)
 }
 
 fn unsupported(e: &std::io::Error) -> bool {
@@ -132,27 +156,52 @@ fn unsupported(e: &std::io::Error) -> bool {
     )
 }
 
-/// aya's per-key walk, for kernels without the batch command.
-fn walk<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+/// aya's per-key walk, for kernels without the batch command: into `out`,
+/// or (`streaming`) to `each` only.
+fn walk<K: Pod, V: Pod>(
+    map: &Map,
+    out: &mut Entries<K, V>,
+    streaming: bool,
+    each: &mut dyn FnMut(&K, &V),
+) -> Result<(), MapError> {
     out.len = 0;
     let map = aya::maps::HashMap::<&MapData, K, V>::try_from(map)?;
     for entry in &map {
         let (k, v) = entry?;
-        out.push(k, v);
+        if streaming {
+            each(&k, &v);
+        } else {
+            out.push(k, v);
+        }
     }
     Ok(())
 }
 
-/// The batch reads of the hash map `fd`, whose keys are K and values V.
-fn read_batched<K: Pod, V: Pod>(fd: RawFd, out: &mut Entries<K, V>) -> std::io::Result<()> {
+/// The batch reads of the hash map `fd`, whose keys are K and values V:
+/// all into `out`, or (`chunk`) `chunk` at a time handed to `each`.
+fn read_batched<K: Pod, V: Pod>(
+    fd: RawFd,
+    out: &mut Entries<K, V>,
+    chunk: Option<usize>,
+    each: &mut dyn FnMut(&K, &V),
+) -> std::io::Result<()> {
     out.len = 0;
     // The kernel's resume point: opaque, at most a key's size for hash maps
     // (u64 holds the u32 it uses).
     let (mut token_in, mut token_out) = (0u64, 0u64);
     let mut first = true;
-    // Enough for the previous read's entries and some more, at once.
-    let headroom = (out.keys.len() / 4).max(MIN_ROOM);
+    // Enough for the previous read's entries and some more, at once; or
+    // one chunk.
+    let headroom = chunk.unwrap_or((out.keys.len() / 4).max(MIN_ROOM));
     out.reserve(headroom);
+    let hand_out = |out: &mut Entries<K, V>, each: &mut dyn FnMut(&K, &V)| {
+        if chunk.is_some() {
+            for (k, v) in out.iter() {
+                each(k, v);
+            }
+            out.len = 0;
+        }
+    };
     loop {
         if out.keys.len() - out.len < MIN_ROOM {
             out.reserve(out.keys.len().max(MIN_ROOM));
@@ -168,8 +217,8 @@ fn read_batched<K: Pod, V: Pod>(fd: RawFd, out: &mut Entries<K, V>) -> std::io::
             ..BatchAttr::default()
         };
         // SAFETY: the attr points at buffers with room for `count` keys and
-        // values of the map's sizes (checked in `read`), and at two tokens
-        // that outlive the call.
+        // values of the map's sizes (checked in `walk_map`), and at two
+        // tokens that outlive the call.
         let ret = unsafe {
             libc::syscall(
                 libc::SYS_bpf,
@@ -182,6 +231,7 @@ fn read_batched<K: Pod, V: Pod>(fd: RawFd, out: &mut Entries<K, V>) -> std::io::
         let got = (attr.count as usize).min(room);
         if ret == 0 {
             out.len += got;
+            hand_out(out, each);
             token_in = token_out;
             first = false;
             continue;
@@ -190,12 +240,16 @@ fn read_batched<K: Pod, V: Pod>(fd: RawFd, out: &mut Entries<K, V>) -> std::io::
         match error.raw_os_error() {
             Some(libc::ENOENT) => {
                 out.len += got;
+                hand_out(out, each);
                 return Ok(());
             }
             // One bucket holds more than the room left: more room, again.
             Some(libc::ENOSPC) if room < 1 << 20 => {
                 out.reserve(room * 2);
             }
+            // Refused after entries were handed out: an error, not a
+            // reason to walk (and hand them out) again.
+            _ if !first => return Err(std::io::Error::other(error)),
             _ => return Err(error),
         }
     }
@@ -279,8 +333,17 @@ mod tests {
             );
         }
         let mut out = Entries::<u64, Value>::default();
+        // In chunks of 256, handed out as they come.
+        let mut keys = Vec::new();
+        read_batched(fd as RawFd, &mut out, Some(256), &mut |k, v| {
+            assert_eq!(*v, value_of(*k));
+            keys.push(*k);
+        })
+        .unwrap();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..N).map(|k| k * 7_919).collect::<Vec<_>>());
         for _ in 0..2 {
-            read_batched(fd as RawFd, &mut out).unwrap();
+            read_batched(fd as RawFd, &mut out, None, &mut |_, _| {}).unwrap();
             let mut keys: Vec<u64> = out.iter().map(|(k, _)| *k).collect();
             assert!(out.iter().all(|(k, v)| *v == value_of(*k)));
             keys.sort_unstable();

@@ -75,6 +75,20 @@ impl Tracer {
         batch::read(map, out).map_err(|error| ReadError::Map { name, error })
     }
 
+    /// Every key's cumulative histogram handed to `each`, `chunk` keys per
+    /// syscall through `buf` (batch.rs): what a scrape of thousands of
+    /// keys needs.
+    pub fn for_each_keyed(
+        &self,
+        buf: &mut Entries<u64, KeyStats>,
+        chunk: usize,
+        each: impl FnMut(&u64, &KeyStats),
+    ) -> Result<(), ReadError> {
+        let name = names::MAP_KEYED;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
+    }
+
     /// Deletes one key's histogram (its task or cgroup is gone).
     pub fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
         let name = names::MAP_KEYED;

@@ -131,6 +131,10 @@ pub struct KeyedSeries {
     /// Per key, the cause split too (per cgroup only: per process it
     /// would be unbounded).
     causes: Option<Measurable>,
+    /// This scrape's keys that waited, slots shown, keys found gone.
+    active: Vec<Active>,
+    shown: Vec<usize>,
+    gone: Vec<u64>,
 }
 
 /// One scrape's keyed series.
@@ -194,92 +198,110 @@ impl KeyedSeries {
             scratch: vec![0; layout.len()],
             news: Vec::new(),
             causes,
+            active: Vec::new(),
+            shown: Vec::new(),
+            gone: Vec::new(),
         }
     }
 
-    /// Takes the kernel's cumulative per-key entries. Per key the work is
-    /// finding its slot (slots.rs: usually the one at the same read
-    /// position as last time) and two compares, unless it waited: then one
-    /// fold of its buckets.
+    /// Takes the kernel's cumulative per-key entries (`begin`, `feed`
+    /// each, `finish`, in one call).
+    #[cfg(test)]
     pub fn scrape<'a>(
         &mut self,
         current: impl IntoIterator<Item = (u64, &'a KeyStats)>,
         names: &mut impl KeyNames,
         overflow: Labels,
     ) -> KeyedScrape {
-        self.round += 1;
-        let round = self.round;
-        let (layout, pins) = (self.layout, &self.pins);
-        let width = layout.len();
-        let mut active: Vec<Active> = Vec::new();
-        self.news.clear();
-        // Slots shown; first the pinned keys without new waits, as they
-        // were.
-        let mut shown: Vec<usize> = Vec::new();
-        let mut gone = Vec::new();
-        self.keys.begin();
+        self.begin();
         for (key, stats) in current {
-            let slot = self.keys.find(key, || {
-                // The kernel's comm and a cgroup's path, while it is there
-                // to be read: a key shown later is named from it.
-                names.saw(key, stats);
-                let labels = (!pins.values.is_empty()).then(|| names.labels(key));
-                Key {
-                    key,
-                    seen: round,
-                    last_sum_ns: 0,
-                    last_zero: 0,
-                    idle: 0,
-                    last_causes: None,
-                    pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
-                    labels,
-                    own: None,
-                }
-            });
-            let (state, last) = self.keys.with_last(slot);
-            state.seen = round;
-            let zero = stats.buckets[0];
-            if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
-                // Gone? Asked after two idle scrapes, then after 4, 8...:
-                // a task that merely slept through one interval is not
-                // asked at all, one idle for long is asked rarely.
-                state.idle = state.idle.saturating_add(1);
-                if state.idle >= 2 && state.idle.is_power_of_two() && !names.exists(key) {
-                    gone.push(key);
-                }
-                if state.pinned {
-                    shown.push(slot);
-                }
-                continue;
-            }
-            layout.fold_into(&stats.buckets, &mut self.scratch);
-            for (last, &now) in last.iter_mut().zip(&self.scratch) {
-                self.news.push(now.saturating_sub(*last));
-                *last = now;
-            }
-            let new_causes = self.causes.map(|m| {
-                let now = CauseCounts::from_key(m, &stats.causes);
-                let new = match &state.last_causes {
-                    Some(then) => now.since(then),
-                    None => now.clone(),
-                };
-                state.last_causes = Some(now);
-                new
-            });
-            active.push(Active {
-                key,
-                slot,
-                new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
-                new_causes,
-                shown: state.pinned,
-            });
-            state.last_sum_ns = stats.sum_ns;
-            state.last_zero = zero;
-            state.idle = 0;
+            self.feed(key, stats, names);
         }
+        self.finish(names, overflow)
+    }
 
+    /// Starts a scrape.
+    pub fn begin(&mut self) {
+        self.round += 1;
+        self.active.clear();
+        self.news.clear();
+        self.shown.clear();
+        self.gone.clear();
+        self.keys.begin();
+    }
+
+    /// One key's cumulative entry. The work is finding its slot (slots.rs:
+    /// usually the one that followed the previous key's last time) and two
+    /// compares, unless it waited: then one fold of its buckets, while the
+    /// entry is still in the CPU's cache.
+    pub fn feed(&mut self, key: u64, stats: &KeyStats, names: &mut impl KeyNames) {
+        let (round, layout, pins) = (self.round, self.layout, &self.pins);
+        let slot = self.keys.find(key, || {
+            // The kernel's comm and a cgroup's path, while it is there to
+            // be read: a key shown later is named from it.
+            names.saw(key, stats);
+            let labels = (!pins.values.is_empty()).then(|| names.labels(key));
+            Key {
+                key,
+                seen: round,
+                last_sum_ns: 0,
+                last_zero: 0,
+                idle: 0,
+                last_causes: None,
+                pinned: labels.as_ref().is_some_and(|l| pins.matches(l)),
+                labels,
+                own: None,
+            }
+        });
+        let (state, last) = self.keys.with_last(slot);
+        state.seen = round;
+        let zero = stats.buckets[0];
+        if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
+            // Gone? Asked after two idle scrapes, then after 4, 8...: a
+            // task that merely slept through one interval is not asked at
+            // all, one idle for long is asked rarely.
+            state.idle = state.idle.saturating_add(1);
+            if state.idle >= 2 && state.idle.is_power_of_two() && !names.exists(key) {
+                self.gone.push(key);
+            }
+            // Pinned keys without new waits: shown as they were.
+            if state.pinned {
+                self.shown.push(slot);
+            }
+            return;
+        }
+        layout.fold_into(&stats.buckets, &mut self.scratch);
+        for (last, &now) in last.iter_mut().zip(&self.scratch) {
+            self.news.push(now.saturating_sub(*last));
+            *last = now;
+        }
+        let new_causes = self.causes.map(|m| {
+            let now = CauseCounts::from_key(m, &stats.causes);
+            let new = match &state.last_causes {
+                Some(then) => now.since(then),
+                None => now.clone(),
+            };
+            state.last_causes = Some(now);
+            new
+        });
+        self.active.push(Active {
+            key,
+            slot,
+            new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
+            new_causes,
+            shown: state.pinned,
+        });
+        state.last_sum_ns = stats.sum_ns;
+        state.last_zero = zero;
+        state.idle = 0;
+    }
+
+    /// Ends a scrape: ranks the keys that waited, adds each interval to
+    /// its series or to overflow, and deletes the keys found gone.
+    pub fn finish(&mut self, names: &mut impl KeyNames, overflow: Labels) -> KeyedScrape {
+        let (round, width) = (self.round, self.layout.len());
         // The unpinned keys that waited most get the series left.
-        let mut ranked: Vec<&mut Active> = active.iter_mut().filter(|a| !a.shown).collect();
+        let mut ranked: Vec<&mut Active> = self.active.iter_mut().filter(|a| !a.shown).collect();
         if ranked.len() > self.max_series && self.max_series > 0 {
             ranked.select_nth_unstable_by_key(self.max_series - 1, |a| {
                 (std::cmp::Reverse(a.new_sum_ns), a.key)
@@ -292,9 +314,9 @@ impl KeyedSeries {
         let overflow_keys = (ranked.len() - room) as u64;
 
         // Each active key's interval, added to its series or to overflow.
-        for (a, new) in active.iter().zip(self.news.chunks_exact(width)) {
+        for (a, new) in self.active.iter().zip(self.news.chunks_exact(width)) {
             let into = if a.shown {
-                shown.push(a.slot);
+                self.shown.push(a.slot);
                 (self.keys.key(a.slot).own).get_or_insert_with(|| Folded::empty(width))
             } else {
                 &mut self.overflow
@@ -308,12 +330,13 @@ impl KeyedSeries {
             }
         }
 
-        let mut series = Vec::with_capacity(shown.len() + 1);
+        let mut shown = std::mem::take(&mut self.shown);
         shown.sort_unstable_by_key(|&slot| self.keys.key(slot).key);
         // The per-key walk of kernels without the batch read may return a
         // key twice when another is deleted meanwhile: one series each.
         shown.dedup();
-        for slot in shown {
+        let mut series = Vec::with_capacity(shown.len() + 1);
+        for &slot in &shown {
             let state = self.keys.key(slot);
             let key = state.key;
             let labels = state
@@ -323,12 +346,13 @@ impl KeyedSeries {
             let own = state.own.get_or_insert_with(|| Folded::empty(width));
             series.push((labels, own.clone()));
         }
+        self.shown = shown;
         if self.overflow.count() > 0 {
             series.push((overflow, self.overflow.clone()));
         }
         // Keys that left the map without a delete from here (none should).
         self.keys.retain(|k| k.seen == round);
-        for key in gone {
+        for &key in &self.gone {
             if names.forget(key) {
                 self.keys.remove(key);
             }
