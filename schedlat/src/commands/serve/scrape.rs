@@ -1,9 +1,10 @@
 //! What one scrape reads from the kernel: the per-CPU statistics (one map
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
-//! histogram (one map walk), and the programs' run-time counters. The
-//! kernel's counters are cumulative since load, which is what Prometheus
-//! expects; only the per-key series' assignment is kept between scrapes
-//! (keyed.rs), and what the previous scrape cost.
+//! histogram (batch reads of 256 keys, collect/batch.rs), and the
+//! programs' run-time counters. The kernel's counters are cumulative since
+//! load, which is what Prometheus expects; only the per-key series'
+//! assignment is kept between scrapes (keyed.rs), and what the previous
+//! scrape cost.
 
 use std::{
     cell::{Cell, RefCell, RefMut},
