@@ -210,6 +210,9 @@ impl KeyedReport {
                 let _ = writeln!(out, "{}", text::quantiles(p));
             }
             let _ = writeln!(out, "shape: {}", row.shape.summary);
+            if let Some(causes) = output::causes::of(&row.waits) {
+                out.push_str(&output::causes::text(&causes));
+            }
         }
         let _ = writeln!(
             out,
@@ -239,6 +242,7 @@ impl KeyedReport {
                     "percentiles": r.percentiles,
                     "shape": output::json::shape_out(&r.shape),
                     "log2": r.waits.log2_slots(),
+                    "causes": output::causes::of(&r.waits).map(|c| output::causes::json(&c)),
                 })
             })
             .collect();
@@ -336,5 +340,44 @@ mod tests {
         let json = report.to_json();
         assert_eq!(json["keys"][0]["count"], 3);
         assert_eq!(json["by"], "pids");
+        // Not measured: no causes line, a null object.
+        assert!(!out.contains("causes:"), "{out}");
+        assert_eq!(json["keys"][0]["causes"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn each_key_gets_its_causes_line_and_object() {
+        use schedlat_common::causes::{Cause, KeyCauses};
+
+        use crate::collect::causes::{CauseCounts, Measurable};
+        let mut r = row(42, &[3, 5, 9]);
+        let mut key = KeyCauses::ZERO;
+        key.count[Cause::Preempted as usize] = 3;
+        key.sum_ns[Cause::Preempted as usize] = 17_000;
+        key.count[Cause::Depth2 as usize] = 3;
+        key.count[Cause::HeldBySameCgroup as usize] = 3;
+        key.sum_ns[Cause::HeldBySameCgroup as usize] = 17_000;
+        r.waits.causes = Some(CauseCounts::from_key(Measurable::default(), &key));
+        let report = KeyedReport {
+            by: Breakdown::Process,
+            sort: KeySort::Total,
+            rows: vec![r],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        };
+        let out = report.render_text(Unit::Usecs);
+        let after_shape = out.split_once("\nshape: ").unwrap().1;
+        let causes = after_shape.lines().nth(1).unwrap();
+        assert_eq!(
+            causes,
+            "causes: woken 0% of waits, 0% of time; preempted 100%, 100%"
+        );
+        assert!(out.contains("queue depth 2: 100%; held by same cgroup 100% of wait time"));
+        let json = report.to_json();
+        let c = &json["keys"][0]["causes"];
+        assert_eq!(c["preempted"]["count"], 3);
+        assert_eq!(c["preempted"]["p99_ns"], serde_json::Value::Null);
+        assert_eq!(c["queue_depth"]["2"], 3);
     }
 }

@@ -67,7 +67,7 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
         // Another schema (compare's own output, another tool's JSON) is
         // named as such rather than as a missing field.
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(json::SCHEMA) => {}
+            Some(schema) if json::READS.contains(&schema) => {}
             Some(other) => bail!(
                 "{}: not a recording (schema {other}): compare reads `schedlat record` files, `schedlat --json` output ({}) and `record --ring` dumps",
                 at(),

@@ -1,6 +1,6 @@
 //! A flight-recorder dump as JSON Lines (`schedlat.dump.v1`, docs/
 //! recorder.md): a header, one line per interval per series embedding the
-//! `--json` interval object (`schedlat.histogram.v1`, so `compare` and any
+//! `--json` interval object (`schedlat.histogram.v2`, so `compare` and any
 //! reader of schedlat's JSON read it), one line per slow wait, an end line.
 //! The same module reads a dump back for `replay` and `compare`.
 

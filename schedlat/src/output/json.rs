@@ -13,7 +13,10 @@ use crate::{
     collect::histogram::Waits,
 };
 
-pub const SCHEMA: &str = "schedlat.histogram.v1";
+pub const SCHEMA: &str = "schedlat.histogram.v2";
+
+/// Every schema of this object `compare` reads: v1 is v2 without `causes`.
+pub const READS: [&str; 2] = ["schedlat.histogram.v1", SCHEMA];
 
 #[derive(Serialize, Deserialize)]
 pub struct Interval {
@@ -35,6 +38,10 @@ pub struct Interval {
     pub buckets: Vec<Bucket>,
     /// runqlat's log2 view, in the display unit, up to the highest non-empty slot.
     pub log2: Vec<Log2Slot>,
+    /// The cause split (docs/causes.md); null when the programs did not
+    /// measure it, absent in objects written before it existed.
+    #[serde(default)]
+    pub causes: Option<super::causes::CausesOut>,
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<serde_json::Value>,
@@ -139,6 +146,7 @@ pub fn interval(report: &Report) -> Interval {
         shape: Some(shape_out(&report.shape)),
         buckets,
         log2,
+        causes: super::causes::of(w).map(|c| super::causes::json(&c)),
         breakdown: report.breakdown.clone(),
         scope: report.scope.clone(),
     }
@@ -224,6 +232,38 @@ mod tests {
         assert_eq!(v["percentiles"]["max_ns"], 3_010_000);
         assert!(v["percentiles"]["p99_9_ns"].as_u64().unwrap() <= 3_010_000);
         assert_eq!(v["shape"]["verdict"], "insufficient-data");
+        // Not measured: null, not absent (docs/json.md).
+        assert_eq!(v.get("causes"), Some(&serde_json::Value::Null));
+    }
+
+    #[test]
+    fn a_measured_split_is_the_causes_object() {
+        use crate::collect::causes::{CauseCounts, Measurable};
+        let mut waits = sample();
+        let cpu = crate::output::causes::tests::sample_cpu();
+        waits.causes = Some(CauseCounts::from_cpus(Measurable::default(), &[cpu]));
+        let slice = Slice::fixed(1_500_000, "test");
+        let report = Report::new(
+            HookMode::Btf,
+            Unit::Usecs,
+            &waits,
+            &slice,
+            Duration::from_secs(1),
+            true,
+        );
+        let v: serde_json::Value = serde_json::from_str(&render(&report)).unwrap();
+        assert_eq!(v["causes"]["woken"]["count"], 900);
+        assert_eq!(
+            v["causes"]["overlap_ns"]["throttled"],
+            serde_json::Value::Null
+        );
+        // An older reader's view: v1 objects have no `causes`.
+        let mut old = v.clone();
+        old.as_object_mut().unwrap().remove("causes");
+        old["schema"] = "schedlat.histogram.v1".into();
+        let back: Interval = serde_json::from_value(old).unwrap();
+        assert!(back.causes.is_none());
+        assert!(READS.contains(&back.schema.as_str()));
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
         out.push_str(&percentile_line(p));
     }
     let _ = writeln!(out, "shape: {}", report.shape.summary);
+    if let Some(causes) = super::causes::of(report.waits) {
+        out.push_str(&super::causes::text(&causes));
+    }
     out
 }
 

@@ -1,6 +1,6 @@
 //! The guest's root file system: a cpio (newc) initramfs holding a static
-//! busybox, /init, and schedlat's guest tests (tests/guest.rs) with the
-//! schedlat binary they run, both statically linked.
+//! busybox, /init, and schedlat's guest tests ([`GUEST_TESTS`]) with the
+//! schedlat binary they run, all statically linked.
 //!
 //! The test binary runs schedlat from the absolute path cargo compiled into
 //! it (`CARGO_BIN_EXE_schedlat`), so both binaries go into the initramfs at
@@ -30,27 +30,29 @@ const TARGET: &str = "x86_64-unknown-linux-gnu";
 /// Where Debian's busybox-static installs it.
 const BUSYBOX: &str = "/bin/busybox";
 
-/// The two guest binaries, at their host paths.
+/// The test targets the guests run, in this order: the kernel-level
+/// checks (tests/guest.rs), then the cause split's scenarios
+/// (tests/causes.rs).
+pub const GUEST_TESTS: [&str; 2] = ["guest", "causes"];
+
+/// The guest binaries, at their host paths: the test executables (in
+/// [`GUEST_TESTS`] order) and schedlat.
 pub struct GuestBinaries {
-    pub tests: PathBuf,
+    pub tests: Vec<PathBuf>,
     pub schedlat: PathBuf,
 }
 
-/// Builds tests/guest.rs and schedlat, statically linked, in their own
+/// Builds the [`GUEST_TESTS`] and schedlat, statically linked, in their own
 /// target directory (other flags would otherwise rebuild the normal one).
 pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
     let target_dir = workspace_root().join("target/vm/build");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
+    cmd.args(["test", "--package", "schedlat", "--no-run"]);
+    for test in GUEST_TESTS {
+        cmd.args(["--test", test]);
+    }
     cmd.args([
-        "test",
-        "--package",
-        "schedlat",
-        "--test",
-        "guest",
-        "--no-run",
-    ])
-    .args([
         "--target",
         TARGET,
         "--message-format",
@@ -73,28 +75,37 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
         cmd.args(["--features", "fault-injection"]);
     }
     let mut child = cmd.spawn().with_context(|| format!("cannot run {cargo}"))?;
-    let (mut tests, mut schedlat) = (None, None);
+    let mut tests: Vec<Option<PathBuf>> = vec![None; GUEST_TESTS.len()];
+    let mut schedlat = None;
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let message: serde_json::Value = serde_json::from_str(&line?).unwrap_or_default();
         let Some(exe) = message["executable"].as_str() else {
             continue;
         };
         let kinds = message["target"]["kind"].to_string();
-        match message["target"]["name"].as_str() {
-            Some("guest") if kinds.contains("\"test\"") => tests = Some(PathBuf::from(exe)),
-            Some("schedlat") if kinds.contains("\"bin\"") => schedlat = Some(PathBuf::from(exe)),
-            _ => {}
+        let name = message["target"]["name"].as_str().unwrap_or_default();
+        if kinds.contains("\"test\"")
+            && let Some(i) = GUEST_TESTS.iter().position(|t| *t == name)
+        {
+            tests[i] = Some(PathBuf::from(exe));
+        } else if name == "schedlat" && kinds.contains("\"bin\"") {
+            schedlat = Some(PathBuf::from(exe));
         }
     }
     let status = child.wait()?;
     if !status.success() {
         bail!("building the guest tests failed ({status})");
     }
+    let tests = tests
+        .into_iter()
+        .zip(GUEST_TESTS)
+        .map(|(exe, name)| exe.with_context(|| format!("cargo reported no {name} test executable")))
+        .collect::<Result<Vec<_>>>()?;
     let binaries = GuestBinaries {
-        tests: tests.context("cargo reported no guest test executable")?,
+        tests,
         schedlat: schedlat.context("cargo reported no schedlat executable")?,
     };
-    for path in [&binaries.tests, &binaries.schedlat] {
+    for path in binaries.tests.iter().chain([&binaries.schedlat]) {
         ensure!(
             elf::is_static(&fs::read(path)?),
             "{} is not statically linked (is glibc's libc.a, package libc6-dev, installed?)",
@@ -127,7 +138,9 @@ pub fn pack(
     );
     install(stage, Path::new("/bin/busybox"), &busybox)?;
     symlink("busybox", stage.join("bin/sh"))?;
-    install(stage, &binaries.tests, &fs::read(&binaries.tests)?)?;
+    for tests in &binaries.tests {
+        install(stage, tests, &fs::read(tests)?)?;
+    }
     let mut library_dirs = Vec::new();
     match packaged {
         Some(binary) => {
@@ -196,7 +209,18 @@ fn install(stage: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
 /// reports FAIL with the step, so a broken guest never passes silently; a
 /// hung one lists its processes and where in the kernel they wait, which
 /// the host's timeout alone could not tell.
-fn init_script(tests: &Path, library_path: &str, watchdog_secs: u64) -> String {
+fn init_script(tests: &[PathBuf], library_path: &str, watchdog_secs: u64) -> String {
+    // Every binary runs, also after one fails, so a guest reports all its
+    // failures at once.
+    let run_tests: String = tests
+        .iter()
+        .map(|t| {
+            format!(
+                "{} --test-threads=1 --show-output || status=$?\n",
+                t.display()
+            )
+        })
+        .collect();
     format!(
         r#"#!/bin/sh
 # Generated by `cargo xtask vm-test` (xtask/src/vm/initramfs.rs).
@@ -229,16 +253,14 @@ echo "schedlat-vm: kernel $(uname -r), running the guest tests"
 cd /
 # --show-output: what each passing test measured (its eprintln! lines)
 # reaches the console log too, not only a failure's.
-{tests} --test-threads=1 --show-output
-status=$?
-if [ "$status" = 0 ]; then
+status=0
+{run_tests}if [ "$status" = 0 ]; then
     echo "{MARKER} PASS"
 else
     echo "{MARKER} FAIL guest tests exited with status $status"
 fi
 poweroff -f
-"#,
-        tests = tests.display()
+"#
     )
 }
 

@@ -1,0 +1,474 @@
+//! The cause split (docs/causes.md) on the real kernel, one scenario per
+//! cause, each built so that its answer is known from the construction:
+//! hogs sharing a CPU are preempted, a sleeper beside them is woken, a
+//! wakee whose CPU is taken migrates, a group over its quota is throttled,
+//! a sleeper beside another group's hogs waits behind that group, N hogs
+//! queue behind N-1 others. Steal and IRQ time are checked against what the
+//! running kernel accounts (its config, else its BTF).
+//!
+//! They run here (`cargo xtask test`) and inside QEMU on other kernels
+//! (`cargo xtask vm-test`), on 2 CPUs shared with other work: the
+//! assertions are shares with margins and counts, never latencies.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use common::{
+    SCHEDLAT, TracerProcess,
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, pinned_sh, v2_root},
+    parse_json_lines, require_root,
+    workload::{Hogs, make_current_thread_fifo, named_sleeper, pin_current_thread, workload_cpu},
+};
+use serde_json::Value;
+
+const WINDOW: Duration = Duration::from_secs(2);
+
+/// Runs schedlat with `args` plus `--json` until `work` returns, stops it
+/// with SIGINT, and returns its last interval.
+fn traced(args: &[&str], work: impl FnOnce()) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let tracer = TracerProcess::start(SCHEDLAT, &all);
+    work();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "schedlat {args:?} exited with {status}");
+    parse_json_lines(&lines)
+        .pop()
+        .unwrap_or_else(|| panic!("no JSON from schedlat {args:?}"))
+}
+
+/// The interval's `causes` object; the tp_btf hook (the default where the
+/// kernel has it, as on every kernel these tests run on) always measures it.
+fn causes(interval: &Value) -> &Value {
+    let c = &interval["causes"];
+    assert!(c.is_object(), "no causes object in {interval}");
+    c
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Waits split by how they began: every wait is in one class.
+fn waits(c: &Value) -> u64 {
+    n(&c["woken"]["count"]) + n(&c["new"]["count"]) + n(&c["preempted"]["count"])
+}
+
+fn wait_ns(c: &Value) -> u64 {
+    n(&c["woken"]["sum_ns"]) + n(&c["new"]["sum_ns"]) + n(&c["preempted"]["sum_ns"])
+}
+
+/// Each split counts every wait once: its classes add up to the waits,
+/// within a few waits that end between the reads of two counters.
+fn assert_splits_add_up(c: &Value) {
+    let total = waits(c);
+    let sum = |v: &Value, names: &[&str]| -> u64 { names.iter().map(|k| n(&v[k]["count"])).sum() };
+    let placement = sum(&c["placement"], &["same_cpu", "migrated", "unknown"]);
+    let held = sum(
+        &c["held_by"],
+        &[
+            "same_cgroup",
+            "other_cgroup",
+            "kernel",
+            "higher_class",
+            "idle",
+            "unknown",
+        ],
+    );
+    let depth: u64 = c["queue_depth"]
+        .as_object()
+        .expect("queue_depth is an object")
+        .values()
+        .map(n)
+        .sum();
+    let slack = 2 + total / 100;
+    for (split, counted) in [
+        ("placement", placement),
+        ("held_by", held),
+        ("queue_depth", depth),
+    ] {
+        assert!(
+            counted.abs_diff(total) <= slack,
+            "{split} counts {counted} waits, how they began {total}: {c}"
+        );
+    }
+}
+
+/// `n` threads of this process named `name` (their comm, for `--comm`),
+/// spinning on `cpu` for WINDOW. Threads, not shell loops: the guests'
+/// shell is busybox, which cannot run under another name.
+fn named_spinners(cpu: usize, n: usize, name: &str) {
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || {
+                    pin_current_thread(cpu);
+                    let until = Instant::now() + WINDOW;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                })
+                .expect("spawn a spinner")
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("spinner thread");
+    }
+}
+
+/// Hogs that never sleep only ever wait because the CPU was taken from
+/// them: at least 90% of their waits are `preempted` (the rest are their
+/// first wait, `new`, and the odd page fault that slept).
+#[test]
+fn hogs_sharing_a_cpu_are_preempted() {
+    if !require_root() {
+        return;
+    }
+    let v = traced(&["--comm", "causes-hog"], || {
+        named_spinners(workload_cpu(), 3, "causes-hog");
+    });
+    let c = causes(&v);
+    let total = waits(c);
+    eprintln!("hogs: {total} waits, causes {c}");
+    assert!(total >= 50, "too few waits to judge: {c}");
+    let preempted = n(&c["preempted"]["count"]);
+    assert!(
+        preempted * 10 >= total * 9,
+        "{preempted} of {total} waits preempted: {c}"
+    );
+    assert_eq!(total, n(&v["count"]), "the split covers other waits: {v}");
+    assert_splits_add_up(c);
+    // The total has the histograms for percentiles.
+    assert!(c["preempted"]["p99_ns"].is_u64(), "{c}");
+}
+
+/// A 1 ms sleeper beside hogs waits after each wakeup: at least 90% of its
+/// waits are `woken`.
+#[test]
+fn a_sleeper_beside_hogs_is_woken() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let hogs = Hogs::start(cpu, 2);
+    let v = traced(&["--comm", "causes-sleeper"], || {
+        named_sleeper(cpu, Duration::from_millis(1), 1000, "causes-sleeper");
+    });
+    drop(hogs);
+    let c = causes(&v);
+    let total = waits(c);
+    eprintln!("sleeper: {total} waits, causes {c}");
+    assert!(total >= 200, "too few waits to judge: {c}");
+    let woken = n(&c["woken"]["count"]);
+    assert!(
+        woken * 10 >= total * 9,
+        "{woken} of {total} waits woken: {c}"
+    );
+    assert_splits_add_up(c);
+}
+
+/// `se.nr_migrations` of a thread of this process.
+fn nr_migrations(tid: i32) -> u64 {
+    let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched"))
+        .unwrap_or_else(|e| panic!("/proc/self/task/{tid}/sched: {e}"));
+    sched
+        .lines()
+        .find(|l| l.starts_with("se.nr_migrations"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no se.nr_migrations in:\n{sched}"))
+}
+
+/// A wakee allowed on every CPU sleeps 1 ms at a time while a SCHED_FIFO
+/// hog moves from CPU to CPU every 20 ms: the CPU it last ran on is often
+/// the hog's when it wakes, where it cannot preempt, and the scheduler
+/// places it on (or load balancing pulls it to) another one. Some of
+/// its waits end `migrated`, and never more than the kernel's own count of
+/// its migrations over a span that contains the traced one (each migrated
+/// wait is at least one migration).
+#[test]
+fn a_wakee_whose_cpu_is_taken_migrates() {
+    if !require_root() {
+        return;
+    }
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("skipped: migration needs 2 CPUs, this machine has {cpus}");
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let (exit_tx, exit_rx) = mpsc::channel::<()>();
+    let wakee = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            // Alive until its migrations are read.
+            let _ = exit_rx.recv();
+        })
+    };
+    let mover = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            // FIFO: the wakee cannot preempt it, so a wakeup on its CPU
+            // waits there or moves.
+            make_current_thread_fifo(50);
+            let mut cpu = 0;
+            while !stop.load(Ordering::Relaxed) {
+                pin_current_thread(cpu);
+                let until = Instant::now() + Duration::from_millis(20);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                cpu = (cpu + 1) % cpus;
+            }
+        })
+    };
+    let tid = tid_rx.recv().unwrap();
+    let before = nr_migrations(tid);
+    // Longer than the others: with both CPUs busy (other work on the
+    // machine) the scheduler has nowhere better, and migrations come a few
+    // a second.
+    let v = traced(&["-t", &tid.to_string()], || {
+        thread::sleep(3 * WINDOW / 2);
+    });
+    let after = nr_migrations(tid);
+    stop.store(true, Ordering::Relaxed);
+    let _ = exit_tx.send(());
+    mover.join().unwrap();
+    wakee.join().unwrap();
+    let c = causes(&v);
+    let migrated = n(&c["placement"]["migrated"]["count"]);
+    let delta = after - before;
+    eprintln!(
+        "wakee: {} waits, {migrated} migrated, nr_migrations +{delta}; causes {c}",
+        waits(c)
+    );
+    assert!(waits(c) >= 50, "too few waits to judge: {c}");
+    assert!(
+        migrated > 0,
+        "no migrated waits (nr_migrations +{delta}): {c}"
+    );
+    assert!(
+        migrated <= delta,
+        "{migrated} migrated waits but only {delta} migrations: {c}"
+    );
+    assert_splits_add_up(c);
+}
+
+/// The running kernel's config: /boot/config-RELEASE, else
+/// /proc/config.gz (CONFIG_IKCONFIG_PROC) through zcat.
+fn kernel_config() -> Option<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    if let Ok(text) = std::fs::read_to_string(format!("/boot/config-{}", release.trim())) {
+        return Some(text);
+    }
+    let out = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether the kernel has an accounting: `CONFIG_X=y` in its config, else
+/// (the VM guests have no /boot) the field it keeps in its BTF's strings.
+fn kernel_has(config: &str, btf_field: &str) -> bool {
+    if let Some(text) = kernel_config() {
+        return text.lines().any(|l| l == format!("{config}=y"));
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").expect("BTF at /sys/kernel/btf/vmlinux");
+    let mut needle = btf_field.as_bytes().to_vec();
+    needle.insert(0, 0);
+    needle.push(0);
+    btf.windows(needle.len()).any(|w| w == needle.as_slice())
+}
+
+/// A busy loop in a group allowed 10% of a CPU spends most of its time
+/// throttled: the throttling covers most of its measured wait time. Where
+/// the kernel lacks CFS bandwidth control, the field is null instead.
+#[test]
+fn a_busy_loop_over_its_quota_is_throttled() {
+    if !require_root() {
+        return;
+    }
+    let (group, which) = TestCgroup::with_cpu_quota("causes-quota", 10_000, 100_000);
+    let worker = Procs(vec![pinned_sh(workload_cpu(), HOG)]);
+    let pid = worker.pids()[0];
+    group.add(pid);
+    let v = traced(&["-p", &pid.to_string()], || thread::sleep(WINDOW));
+    drop(worker);
+    let c = causes(&v);
+    let o = &c["overlap_ns"];
+    eprintln!("quota ({which}): causes {c}");
+    if !kernel_has("CONFIG_CFS_BANDWIDTH", "throttled_time") {
+        assert!(o["throttled"].is_null(), "no CFS bandwidth, yet {o}");
+        return;
+    }
+    let throttled = n(&o["throttled"]);
+    let measured = n(&o["measured_wait_ns"]);
+    // 20 periods of 100 ms, 90 ms of each throttled.
+    assert!(waits(c) >= 10, "too few waits to judge: {c}");
+    assert!(
+        measured * 2 >= wait_ns(c),
+        "only {measured} of {} ns measured (pinned: same CPU): {c}",
+        wait_ns(c)
+    );
+    assert!(
+        throttled * 2 >= measured && throttled <= measured,
+        "throttled {throttled} of {measured} ns: {c}"
+    );
+    drop(group);
+}
+
+/// A sleeper in group A beside group B's hogs on one CPU: its waits end
+/// when a hog of B is switched out, so `held_by.other_cgroup` has most of
+/// A's wait time (`-c A`).
+#[test]
+fn a_sleeper_beside_another_groups_hogs_waits_behind_it() {
+    if !require_root() {
+        return;
+    }
+    let root = v2_root();
+    let (a, b) = (
+        TestCgroup::new(&root, "causes-a"),
+        TestCgroup::new(&root, "causes-b"),
+    );
+    let cpu = workload_cpu();
+    let hogs = Procs((0..2).map(|_| pinned_sh(cpu, HOG)).collect());
+    for pid in hogs.pids() {
+        b.add(pid);
+    }
+    let sleeper = Procs(vec![pinned_sh(cpu, SLEEPER)]);
+    a.add(sleeper.pids()[0]);
+    let v = traced(&["-c", &a.path()], || thread::sleep(WINDOW));
+    drop(sleeper);
+    drop(hogs);
+    let c = causes(&v);
+    let h = &c["held_by"];
+    eprintln!("A beside B: causes {c}");
+    assert!(waits(c) >= 100, "too few waits to judge: {c}");
+    let other = n(&h["other_cgroup"]["sum_ns"]);
+    let time = wait_ns(c);
+    assert!(
+        other * 10 >= time * 6,
+        "other cgroup {other} of {time} ns: {h}"
+    );
+    for class in ["same_cgroup", "kernel", "higher_class", "idle", "unknown"] {
+        assert!(
+            n(&h[class]["sum_ns"]) < other,
+            "{class} beats other_cgroup: {h}"
+        );
+    }
+    assert_splits_add_up(c);
+    a.wait_empty();
+    b.wait_empty();
+}
+
+/// N hogs on one CPU: each, when preempted, is queued behind the N-1
+/// others (and whatever else runs there), so depth N-1 or more has most of
+/// their waits.
+#[test]
+fn n_hogs_queue_behind_n_minus_one() {
+    if !require_root() {
+        return;
+    }
+    const N: usize = 3;
+    let v = traced(&["--comm", "causes-deep"], || {
+        named_spinners(workload_cpu(), N, "causes-deep");
+    });
+    let c = causes(&v);
+    let d = &c["queue_depth"];
+    eprintln!("{N} hogs: causes {c}");
+    let total = waits(c);
+    assert!(total >= 50, "too few waits to judge: {c}");
+    // N - 1 = 2: the classes "2", "3-4", "5-8", "9+".
+    let deep = n(&d["2"]) + n(&d["3-4"]) + n(&d["5-8"]) + n(&d["9+"]);
+    assert!(n(&d["unknown"]) * 10 < total, "depth not measured: {d}");
+    assert!(
+        deep * 10 >= total * 7,
+        "{deep} of {total} waits at depth >= 2: {d}"
+    );
+}
+
+/// Steal and IRQ time: null where the kernel lacks the accounting (and the
+/// text says "unavailable"), else a count within the measured wait time.
+#[test]
+fn steal_and_irq_follow_the_kernels_accounting() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let hogs = Hogs::start(cpu, 2);
+    let v = traced(&[], || {
+        named_sleeper(cpu, Duration::from_millis(1), 500, "causes-irq");
+    });
+    let (status, text, err) = common::run_schedlat(&["1", "1"]);
+    drop(hogs);
+    assert!(status.success(), "{err}");
+    let o = &causes(&v)["overlap_ns"];
+    let measured = n(&o["measured_wait_ns"]);
+    assert!(n(&o["measured_waits"]) > 0, "{o}");
+    let line = text
+        .lines()
+        .find(|l| l.contains(" of same-CPU wait time"))
+        .unwrap_or_else(|| panic!("no overlap line in:\n{text}"));
+    for (field, config, btf_field) in [
+        (
+            "steal",
+            "CONFIG_PARAVIRT_TIME_ACCOUNTING",
+            "prev_steal_time_rq",
+        ),
+        ("irq", "CONFIG_IRQ_TIME_ACCOUNTING", "prev_irq_time"),
+    ] {
+        let has = kernel_has(config, btf_field);
+        eprintln!("{field}: kernel accounts it: {has}; {o}; text: {line}");
+        if has {
+            let ns = n(&o[field]);
+            assert!(ns <= measured, "{field} {ns} > measured {measured}: {o}");
+            assert!(!line.contains(&format!("{field} unavailable")), "{line}");
+        } else {
+            assert!(o[field].is_null(), "{config} is off, yet {o}");
+            assert!(line.contains(&format!("{field} unavailable")), "{line}");
+        }
+    }
+}
+
+/// `--no-causes` loads without the split: JSON `causes` null, no text
+/// lines.
+#[test]
+fn no_causes_measures_none_and_says_null() {
+    if !require_root() {
+        return;
+    }
+    let hogs = Hogs::start(workload_cpu(), 2);
+    let (status, out, err) = common::run_schedlat(&["--no-causes", "--json", "1", "1"]);
+    assert!(status.success(), "{err}");
+    let v = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .unwrap_or_else(|| panic!("no JSON: {out}"));
+    assert!(v["count"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v.get("causes"), Some(&Value::Null), "{v}");
+    let (status, text, err) = common::run_schedlat(&["--no-causes", "1", "1"]);
+    drop(hogs);
+    assert!(status.success(), "{err}");
+    assert!(
+        text.contains("shape: ") && !text.contains("causes:"),
+        "{text}"
+    );
+}
