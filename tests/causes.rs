@@ -13,6 +13,7 @@
 mod common;
 
 use std::{
+    io::Write,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -24,7 +25,7 @@ use std::{
 
 use common::{
     SCHEDLAT, TracerProcess,
-    cgroup::{HOG, Procs, SLEEPER, TestCgroup, pinned_sh, v2_root},
+    cgroup::{HOG, Procs, TestCgroup, other_cpu, pinned_sh, v2_root},
     parse_json_lines, require_root,
     workload::{Hogs, make_current_thread_fifo, named_sleeper, pin_current_thread, workload_cpu},
 };
@@ -103,6 +104,12 @@ fn assert_splits_add_up(c: &Value) {
     }
 }
 
+/// The spinners' names: 15 bytes, the whole of comm. Before 6.x kernels
+/// copied a new name without clearing the bytes after it (strlcpy), so a
+/// shorter name keeps the tail of the test binary's in comm.
+const HOG_NAME: &str = "causes-hogspins";
+const DEEP_NAME: &str = "causes-deephogs";
+
 /// `n` threads of this process named `name` (their comm, for `--comm`),
 /// spinning on `cpu` for WINDOW. Threads, not shell loops: the guests'
 /// shell is busybox, which cannot run under another name.
@@ -134,8 +141,8 @@ fn hogs_sharing_a_cpu_are_preempted() {
     if !require_root() {
         return;
     }
-    let v = traced(&["--comm", "causes-hog"], || {
-        named_spinners(workload_cpu(), 3, "causes-hog");
+    let v = traced(&["--comm", HOG_NAME], || {
+        named_spinners(workload_cpu(), 3, HOG_NAME);
     });
     let c = causes(&v);
     let total = waits(c);
@@ -338,7 +345,11 @@ fn a_busy_loop_over_its_quota_is_throttled() {
 
 /// A sleeper in group A beside group B's hogs on one CPU: its waits end
 /// when a hog of B is switched out, so `held_by.other_cgroup` has most of
-/// A's wait time (`-c A`).
+/// A's wait time (`-c A`). The sleeper is a shell reading a FIFO that this
+/// test writes a line to every millisecond from another CPU: it neither
+/// forks (a `sleep` child's exit would hand the CPU over within A) nor is
+/// woken by a timer (on PREEMPT_RT, timers fire in a SCHED_FIFO kernel
+/// thread, which would be what held the CPU).
 #[test]
 fn a_sleeper_beside_another_groups_hogs_waits_behind_it() {
     if !require_root() {
@@ -354,11 +365,31 @@ fn a_sleeper_beside_another_groups_hogs_waits_behind_it() {
     for pid in hogs.pids() {
         b.add(pid);
     }
-    let sleeper = Procs(vec![pinned_sh(cpu, SLEEPER)]);
+    let fifo = std::env::temp_dir().join(format!("schedlat-causes-{}.fifo", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let path = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = format!("while read x; do :; done < {}", fifo.display());
+    let sleeper = Procs(vec![pinned_sh(cpu, &reader)]);
     a.add(sleeper.pids()[0]);
-    let v = traced(&["-c", &a.path()], || thread::sleep(WINDOW));
+    // Blocks until the shell opens its end.
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the FIFO");
+    let v = traced(&["-c", &a.path()], || {
+        pin_current_thread(other_cpu());
+        let until = Instant::now() + WINDOW;
+        while Instant::now() < until {
+            writer.write_all(b"x\n").expect("write the FIFO");
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    drop(writer);
     drop(sleeper);
     drop(hogs);
+    let _ = std::fs::remove_file(&fifo);
     let c = causes(&v);
     let h = &c["held_by"];
     eprintln!("A beside B: causes {c}");
@@ -368,6 +399,12 @@ fn a_sleeper_beside_another_groups_hogs_waits_behind_it() {
     assert!(
         other * 10 >= time * 6,
         "other cgroup {other} of {time} ns: {h}"
+    );
+    let other_waits = n(&h["other_cgroup"]["count"]);
+    assert!(
+        other_waits * 10 >= waits(c) * 6,
+        "other cgroup {other_waits} of {} waits: {h}",
+        waits(c)
     );
     for class in ["same_cgroup", "kernel", "higher_class", "idle", "unknown"] {
         assert!(
@@ -389,8 +426,8 @@ fn n_hogs_queue_behind_n_minus_one() {
         return;
     }
     const N: usize = 3;
-    let v = traced(&["--comm", "causes-deep"], || {
-        named_spinners(workload_cpu(), N, "causes-deep");
+    let v = traced(&["--comm", DEEP_NAME], || {
+        named_spinners(workload_cpu(), N, DEEP_NAME);
     });
     let c = causes(&v);
     let d = &c["queue_depth"];
