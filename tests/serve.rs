@@ -28,6 +28,9 @@ const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
 const PROCESS_HISTOGRAM: &str = "schedlat_process_runqueue_latency_seconds";
 const CGROUP_HISTOGRAM: &str = "schedlat_cgroup_runqueue_latency_seconds";
 const OVERFLOW: &str = "__overflow__";
+/// The cause split's waits (serve/causes.rs), whole system and per cgroup.
+const BY_CAUSE: &str = "schedlat_runqueue_waits_by_cause_total";
+const CGROUP_BY_CAUSE: &str = "schedlat_cgroup_runqueue_waits_by_cause_total";
 /// What Prometheus 2.x sends (scrape.go, `scrapeAcceptHeader`).
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
@@ -42,6 +45,24 @@ fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
+}
+
+/// The sum of `name`'s samples whose labels contain `with` and
+/// `split="SPLIT"`, per split: every wait is in one cause of each, so
+/// each sum is the histogram's count.
+fn split_sums(text: &str, name: &str, with: &str) -> Vec<(&'static str, f64)> {
+    ["began", "placement", "held_by", "queue_depth"]
+        .into_iter()
+        .map(|split| {
+            let label = format!("split=\"{split}\"");
+            let sum = samples(text, name)
+                .into_iter()
+                .filter(|(l, _)| l.contains(with) && l.contains(&label))
+                .map(|(_, v)| v)
+                .sum();
+            (split, sum)
+        })
+        .collect()
 }
 
 /// The labelled samples `name{labels} value` of an exposition, as
@@ -101,6 +122,24 @@ fn exposition_passes_promtool_in_both_formats() {
     assert_eq!(
         sample(&text.body, &format!("{HISTOGRAM}_bucket{{le=\"+Inf\"}}")),
         Some(count)
+    );
+    // The cause split (issue 15): each split adds up to the waits of the
+    // histogram, read a moment apart (a few waits may end in between).
+    for (split, sum) in split_sums(&text.body, BY_CAUSE, "") {
+        assert!(
+            (sum - count).abs() <= count * 0.01 + 10.0,
+            "split {split}: {sum} waits against {count}: {}",
+            text.body
+        );
+    }
+    assert!(
+        sample(
+            &text.body,
+            "schedlat_runqueue_wait_overlap_measured_waits_total"
+        )
+        .is_some(),
+        "{}",
+        text.body
     );
     promtool_check(&text.body);
 
@@ -335,8 +374,8 @@ fn scrape_text(server: &Server) -> String {
 
 /// `serve --cgroups` on the whole cgroup v2 hierarchy: two cgroups made
 /// here, A with a CPU hog and a sleeper on one CPU, B with a sleeper on the
-/// other, each get a series labelled with its path, with their waits; the
-/// exposition passes promtool.
+/// other, each get a series labelled with its path, with their waits and
+/// their cause split; the exposition passes promtool.
 #[test]
 fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     if !require_root() {
@@ -368,7 +407,28 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
             .find(|(l, _)| *l == labels)
             .map(|(_, v)| v as u64);
         assert_eq!(inf, Some(n), "{}: +Inf bucket", group.rel);
+        // The cause split of the same series (issue 15): read with the
+        // histogram from one kernel value, so every split adds up exactly.
+        let key = format!("cgroup=\"{}\",scope=", group.rel);
+        for (split, sum) in split_sums(&body, CGROUP_BY_CAUSE, &key) {
+            assert_eq!(sum as u64, n, "{}: split {split}: {body}", group.rel);
+        }
     }
+    // A's waits (the hog's and the sleeper's on one CPU) include
+    // preemptions; B's sleeper alone on its CPU is woken.
+    let began = |group: &TestCgroup, cause: &str| {
+        let labels = format!(
+            "cgroup=\"{}\",scope=\"cgroup={}\",split=\"began\",cause=\"{cause}\"",
+            group.rel,
+            root.display()
+        );
+        samples(&body, CGROUP_BY_CAUSE)
+            .into_iter()
+            .find(|(l, _)| *l == labels)
+            .map_or(0.0, |(_, v)| v)
+    };
+    assert!(began(&a, "preempted") > 0.0, "{body}");
+    assert!(began(&b, "woken") > began(&b, "preempted"), "{body}");
     // Nothing overflowed (the default limit is 250): no overflow series;
     // and the key map holds every key.
     assert_eq!(count_of(&counts, OVERFLOW), None, "{counts:?}");

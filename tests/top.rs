@@ -244,7 +244,8 @@ fn marked_row<'a>(screen: &'a str, mark: &str) -> Option<&'a str> {
     })
 }
 
-/// The verdict, from its first line to the victims panel's title.
+/// The verdict, from its first line to the cause split's line (or the
+/// victims panel's title).
 fn verdict_text(screen: &str) -> Option<String> {
     let verdicts = ["healthy: ", "long-tail: ", "shifted-mean: ", "bimodal: "];
     let lines: Vec<&str> = screen.lines().collect();
@@ -253,7 +254,9 @@ fn verdict_text(screen: &str) -> Option<String> {
         .position(|l| verdicts.iter().any(|v| l.starts_with(v)))?;
     let text: Vec<&str> = lines[first..]
         .iter()
-        .take_while(|l| !l.contains(" victims ") && !l.contains("p99 per interval"))
+        .take_while(|l| {
+            !l.starts_with("causes") && !l.contains(" victims ") && !l.contains("p99 per interval")
+        })
         .map(|l| l.trim())
         .collect();
     Some(text.join(" "))
@@ -289,6 +292,12 @@ fn the_tail_and_the_whole_verdict_stay_on_screen_at_80x24_and_120x40() {
         assert!(
             verdict.contains("base slice") && verdict.ends_with(')'),
             "{width}x{height}: verdict cut: {verdict}\n{screen}"
+        );
+        // Issue 15: the split of the same waits, under the verdict (the
+        // hogs preempt each other, the sleeper is woken).
+        assert!(
+            screen.contains("causes (waits/time): woken ") && screen.contains("preempted "),
+            "{width}x{height}: no cause split:\n{screen}"
         );
         for mark in ["p50", "p90", "p99", "p99.9"] {
             assert!(

@@ -70,6 +70,18 @@ fn sleeper_and_hogs_names_the_victim_its_worst_wait_and_the_hog() {
     // One wait per wakeup (a few more if the sleeper is preempted).
     let count = v["count"].as_u64().unwrap();
     assert!((1900..=2200).contains(&count), "{count} waits: {v}");
+    // Issue 15: per victim, how its waits began and where they ended. The
+    // sleeper's are wakeups (a few preemptions while it runs); pinned to
+    // one CPU, at most its first waits (around the pinning) migrate.
+    let causes = &v["causes"];
+    let woken = causes["woken"]["share"].as_f64().unwrap();
+    assert!(woken >= 0.9, "woken share {woken}: {v}");
+    let kinds: u64 = ["woken", "new", "preempted"]
+        .iter()
+        .map(|k| causes[k]["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(kinds, count, "every wait classified: {v}");
+    assert!(causes["migrated"]["count"].as_u64().unwrap() <= 2, "{v}");
     let (max, slice) = (v["max_ns"].as_u64().unwrap(), slice_ns());
     assert!(
         max >= slice / 2,

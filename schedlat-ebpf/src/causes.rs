@@ -173,17 +173,6 @@ impl Sink<'_> {
         }
     }
 
-    /// One more wait in fine bucket `bucket` of class `class`'s histogram
-    /// (the total only: keys keep counts and sums).
-    #[inline(always)]
-    fn histogram(&mut self, class: usize, bucket: usize) {
-        if let Some(h) = self.cs.buckets.get_mut(barrier_var(class))
-            && let Some(n) = h.get_mut(barrier_var(bucket))
-        {
-            *n += 1;
-        }
-    }
-
     #[inline(always)]
     fn overlap(&mut self, i: usize, ns: u64) {
         self.cs.overlap_ns[i] += ns;
@@ -194,13 +183,42 @@ impl Sink<'_> {
     }
 }
 
-/// Splits the wait `word` of `next_tid` that ended after `wait` ns (fine
-/// bucket `bucket`) on `cpu`, when `prev` (`prev_tid`) was switched out
+/// Adds the wait `word` that ended on `cpu` to the histograms of how it
+/// began and of where it ended (same CPU or migrated), at fine bucket
+/// `bucket` (the total only: keys keep counts and sums).
+#[inline(always)]
+pub fn histograms(word: u64, cpu: u32, bucket: usize) {
+    if !on() {
+        return;
+    }
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    let mut one = |class: usize| {
+        if let Some(h) = cs.buckets.get_mut(barrier_var(class))
+            && let Some(n) = h.get_mut(barrier_var(bucket))
+        {
+            *n += 1;
+        }
+    };
+    one(start::kind_cause(word) as usize);
+    let last = start::last_cpu_plus_one(word);
+    if last != 0 {
+        one(if last == u64::from(cpu) + 1 {
+            Cause::SameCpu as usize
+        } else {
+            Cause::Migrated as usize
+        });
+    }
+}
+
+/// Splits the wait `word` of `next_tid` that ended after `wait` ns on `cpu`, when `prev` (`prev_tid`) was switched out
 /// for it (`next`): into the per-CPU total and `key`'s split. The task
 /// pointers are None in the tp hook mode.
 #[inline(always)]
 pub fn count(
-    (word, wait, bucket): (u64, u64, usize),
+    (word, wait): (u64, u64),
     cpu: u32,
     (prev_tid, prev): (u32, Option<TaskPtr>),
     (next_tid, next): (u32, Option<TaskPtr>),
@@ -214,17 +232,14 @@ pub fn count(
     // How it began: bits of the word, 0..=2.
     let kind = start::kind_cause(word) as usize;
     sink.add_at(kind);
-    sink.histogram(kind, bucket);
     // Where it ended, against where the task last ran.
     let last = start::last_cpu_plus_one(word);
     if last == 0 {
         sink.add(Cause::PlacementUnknown);
     } else if last == u64::from(cpu) + 1 {
         sink.add(Cause::SameCpu);
-        sink.histogram(Cause::SameCpu as usize, bucket);
     } else {
         sink.add(Cause::Migrated);
-        sink.histogram(Cause::Migrated as usize, bucket);
         crossings(&mut sink, (last - 1) as u32, cpu);
     }
     held_by(&mut sink, prev_tid, prev, next);

@@ -15,6 +15,35 @@ pub struct Counted {
     pub sum_ns: u64,
 }
 
+/// A class's share of a whole: of the waits, and of their time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Share {
+    pub waits: f64,
+    pub time: f64,
+}
+
+impl Counted {
+    /// Its share of `whole` (0 where the whole is empty).
+    pub fn share_in(self, whole: Counted) -> Share {
+        Share {
+            waits: share(self.count, whole.count),
+            time: share(self.sum_ns, whole.sum_ns),
+        }
+    }
+
+    /// Mean wait; None without waits.
+    pub fn mean_ns(self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_ns as f64 / self.count as f64)
+    }
+
+    fn plus(self, other: Counted) -> Counted {
+        Counted {
+            count: self.count + other.count,
+            sum_ns: self.sum_ns + other.sum_ns,
+        }
+    }
+}
+
 /// A class with percentiles (the total has its histogram; a breakdown key
 /// does not, and its percentiles are None).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,6 +52,15 @@ pub struct Summary {
     pub sum_ns: u64,
     pub p50_ns: Option<u64>,
     pub p99_ns: Option<u64>,
+}
+
+impl Summary {
+    pub fn counted(&self) -> Counted {
+        Counted {
+            count: self.count,
+            sum_ns: self.sum_ns,
+        }
+    }
 }
 
 /// Where the wait ended against where the task last ran.
@@ -161,6 +199,61 @@ impl Causes {
     pub fn wait_ns(&self) -> u64 {
         self.woken.sum_ns + self.new.sum_ns + self.preempted.sum_ns
     }
+
+    /// Every wait of the span, and their time: the whole of how they began.
+    pub fn all(&self) -> Counted {
+        Counted {
+            count: self.waits(),
+            sum_ns: self.wait_ns(),
+        }
+    }
+
+    /// The waits whose placement is known (same CPU or migrated): the
+    /// whole of the migrated share, so that a task's first wait since load
+    /// (no earlier CPU) counts neither way.
+    pub fn placed(&self) -> Counted {
+        let p = &self.placement;
+        p.same_cpu.counted().plus(p.migrated.counted())
+    }
+
+    /// The waits whose holder is known (every class but `unknown`, the
+    /// classic tracepoints' waits): the whole of the held-by shares.
+    pub fn held(&self) -> Counted {
+        let h = &self.held_by;
+        [
+            h.same_cgroup,
+            h.other_cgroup,
+            h.kernel,
+            h.higher_class,
+            h.idle,
+        ]
+        .into_iter()
+        .fold(Counted::default(), Counted::plus)
+    }
+
+    /// The held-by classes with their labels, in the order the views print
+    /// them; `held_by.unknown` is left out (it is not a holder).
+    pub fn holders(&self) -> [(&'static str, Counted); 5] {
+        let h = &self.held_by;
+        [
+            ("same cgroup", h.same_cgroup),
+            ("other cgroup", h.other_cgroup),
+            ("kernel thread", h.kernel),
+            ("higher class", h.higher_class),
+            ("idle", h.idle),
+        ]
+    }
+
+    /// The overlaps with their labels: steal, IRQ, throttled; None where
+    /// the kernel lacks the accounting.
+    pub fn overlaps(&self) -> [(&'static str, Option<u64>); 3] {
+        let o = &self.overlap;
+        [
+            ("steal", o.steal_ns),
+            ("IRQ", o.irq_ns),
+            ("throttled", o.throttled_ns),
+        ]
+    }
 }
 
 /// Share of `part` in `whole` (0 when the whole is 0).
@@ -235,5 +328,44 @@ mod tests {
         assert_eq!(causes.queue_depth[2].count, 100);
         assert_eq!(causes.placement.cross_llc, None);
         assert_eq!(causes.waking, None);
+        // Shares: of the waits and of their time.
+        let pre = causes.preempted.counted().share_in(causes.all());
+        assert!((pre.waits - 0.10).abs() < 1e-9, "{pre:?}");
+        assert!((pre.time - 10.0 / 10.9).abs() < 1e-9, "{pre:?}");
+        assert_eq!(causes.placed(), Counted::default());
+        assert_eq!(Counted::default().share_in(causes.placed()).waits, 0.0);
+        assert_eq!(causes.held(), Counted::default());
+    }
+
+    #[test]
+    fn placement_and_holders_leave_the_unknown_out() {
+        let mut cpu = CauseStats::ZERO;
+        for (class, n, ns) in [
+            (Cause::Woken, 10u64, 1_000u64),
+            (Cause::SameCpu, 6, 1_000),
+            (Cause::Migrated, 2, 1_000),
+            (Cause::PlacementUnknown, 2, 1_000),
+            (Cause::HeldByOtherCgroup, 6, 1_000),
+            (Cause::HeldByIdle, 2, 1_000),
+            (Cause::HeldByUnknown, 2, 1_000),
+        ] {
+            cpu.count[class as usize] = n;
+            cpu.sum_ns[class as usize] = n * ns;
+        }
+        let causes = Causes::of(&CauseCounts::from_cpus(Measurable::default(), &[cpu]));
+        let migrated = causes
+            .placement
+            .migrated
+            .counted()
+            .share_in(causes.placed());
+        assert!((migrated.waits - 0.25).abs() < 1e-9, "{migrated:?}");
+        let other = causes.held_by.other_cgroup.share_in(causes.held());
+        assert!((other.time - 0.75).abs() < 1e-9, "{other:?}");
+        assert_eq!(
+            causes.holders()[1],
+            ("other cgroup", causes.held_by.other_cgroup)
+        );
+        assert_eq!(causes.overlaps()[0], ("steal", None));
+        assert_eq!(causes.placement.migrated.counted().mean_ns(), Some(1_000.0));
     }
 }

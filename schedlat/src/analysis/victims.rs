@@ -59,16 +59,42 @@ pub struct Row {
     pub max_at_ns: u64,
     pub max_cpu: u32,
     pub other: TaskInfo,
-    /// The waits by how they began (`causes::Cause` Woken, New,
-    /// Preempted; all 0 when the kernel did not split them), and those
-    /// that ended on another CPU than the task last ran on.
+    /// The waits by how they began: woken, new, preempted (a culprit row:
+    /// the waits that ended when it left the CPU); and those that ended on
+    /// another CPU than the waiter last ran on (docs/causes.md).
     pub kinds: [u64; 3],
     pub migrated: u64,
+}
+
+/// A row's waits by cause, as shares of its waits (docs/victims.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowCauses {
+    pub woken: f64,
+    pub new: f64,
+    pub preempted: f64,
+    pub migrated: f64,
 }
 
 impl Row {
     pub fn avg_ns(&self) -> u64 {
         avg_ns(self.total_ns, self.count)
+    }
+
+    /// The shares of its waits that were woken, new, preempted and
+    /// migrated; None when the kernel classified none of them (a load
+    /// without the split) or there were none.
+    pub fn causes(&self) -> Option<RowCauses> {
+        let classified: u64 = self.kinds.iter().sum();
+        if classified == 0 {
+            return None;
+        }
+        let of = |n: u64| n as f64 / classified as f64;
+        Some(RowCauses {
+            woken: of(self.kinds[0]),
+            new: of(self.kinds[1]),
+            preempted: of(self.kinds[2]),
+            migrated: of(self.migrated),
+        })
     }
 
     fn key(&self, by: SortKey) -> u64 {
@@ -80,8 +106,8 @@ impl Row {
     fn absorb(&mut self, later: &Row) {
         self.count += later.count;
         self.total_ns += later.total_ns;
-        for (n, more) in self.kinds.iter_mut().zip(later.kinds) {
-            *n += more;
+        for (sum, n) in self.kinds.iter_mut().zip(later.kinds) {
+            *sum += n;
         }
         self.migrated += later.migrated;
         if later.max_ns > self.max_ns {
@@ -373,6 +399,8 @@ mod tests {
         assert_eq!((r.task.tid, r.count, r.total_ns), (1, 15, 3_000));
         // The longest wait and its culprit come from the interval that had it.
         assert_eq!((r.max_ns, r.max_cpu, r.other.tid), (1_500, 1, 918));
+        // The causes add up like the counts (neither row set them here).
+        assert_eq!(r.causes(), None);
         assert_eq!((t.waits, t.waited_ns), (16, 3_010));
     }
 
@@ -391,6 +419,27 @@ mod tests {
             .map(|tid| Row::from(&victim(tid + 1, 3, 3, 1, task(9, 9, "x", 0, 0, 0))));
         assert_eq!(add_rows(&mut table, rows), 6);
         assert_eq!(table.len(), TOTALS_MAX_TASKS);
+    }
+
+    #[test]
+    fn causes_are_shares_of_the_classified_waits_summed_over_intervals() {
+        let hog = task(917, 917, "cal.sh", 0, 0, 0);
+        let mut first = victim(1, 10, 1_000, 900, hog);
+        first.kinds = [8, 0, 2];
+        first.migrated = 1;
+        let mut later = victim(1, 10, 1_000, 900, hog);
+        later.kinds = [2, 0, 8];
+        later.migrated = 3;
+        let mut totals = Totals::default();
+        totals.add(&[first], &[]);
+        totals.add(&[later], &[]);
+        let r = totals.rank(SortKey::Total, 0).victims[0];
+        assert_eq!((r.kinds, r.migrated), ([10, 0, 10], 4));
+        let c = r.causes().unwrap();
+        assert_eq!(
+            (c.woken, c.new, c.preempted, c.migrated),
+            (0.5, 0.0, 0.5, 0.2)
+        );
     }
 
     #[test]

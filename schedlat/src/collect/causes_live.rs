@@ -203,9 +203,10 @@ fn btf_mode_splits_every_wait_and_sees_the_queue() {
     assert!(c.count[Cause::Preempted as usize] > 50, "{c:?}");
     assert!(c.count[Cause::Woken as usize] > 50, "{c:?}");
     assert_eq!(c.count[Cause::HeldByUnknown as usize], 0);
-    // Three runnable threads on CPU 0: queues of one or two others.
-    let deep = sum(&c, &[Cause::Depth1, Cause::Depth2]);
-    assert!(deep > 100, "{c:?}");
+    // Three runnable threads on CPU 0: a wait is queued behind one or
+    // two others at least (more when other tasks share the CPU).
+    assert!(c.count[Cause::Depth0 as usize] < c.waits() / 10, "{c:?}");
+    assert!(c.count[Cause::DepthUnknown as usize] == 0, "{c:?}");
     // The same-CPU waits (most of them: the threads are pinned) carry
     // their overlaps when the kernel has any of the accounting.
     if m.irq || m.steal || m.throttled {

@@ -1,6 +1,7 @@
 //! Renderings of an interval's waits: runqlat's text table, or JSON lines.
 
 pub mod causes;
+pub mod causes_line;
 pub mod dump;
 pub mod hlog;
 pub mod json;

@@ -12,6 +12,7 @@ mod priority;
 mod report;
 mod scope;
 mod selfcheck;
+mod split;
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use scope::{Mounts, Scope};
 
 use crate::{
     analysis::{
+        causes::Causes,
         percentiles::Percentiles,
         shape,
         slice::Slice,
@@ -38,7 +40,7 @@ use crate::{
         loader::KernelAccess,
         privileges,
     },
-    sys::procfs,
+    sys::{cgroup_of, procfs},
 };
 
 /// What the eBPF side measured over the window (root only).
@@ -49,6 +51,28 @@ pub struct Traced {
     pub shape: shape::Shape,
     /// Who waited and who held the CPU instead, or why not measured.
     pub victims: Result<Attribution, String>,
+}
+
+/// The causes the findings support, and with eBPF those its victims
+/// tables and its split of the waits support, strongest first.
+fn named_causes(scope: &Scope, findings: &Findings, traced: Option<&Traced>) -> Vec<causes::Cause> {
+    let attribution = traced.and_then(|t| t.victims.as_ref().ok());
+    let mut named = causes::causes(findings, attribution);
+    if let Some(counts) = traced.and_then(|t| t.waits.causes.as_ref()) {
+        // The scope's cgroups, from a thread alive now.
+        let scope_cgroup = match scope {
+            Scope::System => None,
+            Scope::Process { pid, .. } => cgroup_of::of(*pid),
+            Scope::Cgroup(c) => c.threads().into_iter().find_map(cgroup_of::of),
+        };
+        let evidence = split::Evidence {
+            split: &Causes::of(counts),
+            attribution,
+            scope_cgroup: scope_cgroup.as_deref(),
+        };
+        split::add(&mut named, findings, &evidence);
+    }
+    named
 }
 
 /// The observation window and how the diagnosis is printed.
@@ -165,10 +189,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                 .and_then(|t| t.victims.as_ref().ok())
                 .map(|a| a.max_task_share(elapsed)),
         ),
-        causes: causes::causes(
-            &findings,
-            traced.as_ref().and_then(|t| t.victims.as_ref().ok()),
-        ),
+        causes: named_causes(&scope, &findings, traced.as_ref()),
         scope: &scope,
         findings: &findings,
         traced: traced.as_ref(),

@@ -19,7 +19,7 @@ use crate::{
         task::{self, IdleWait, TaskJson},
         victims::Row,
     },
-    output::text,
+    output::{self, causes_line, text},
 };
 
 /// Rows of the victims and culprits tables the report shows.
@@ -78,6 +78,7 @@ pub fn text(d: &Diagnosis) -> String {
                 );
             }
             let _ = writeln!(out, "   shape: {}", t.shape.summary);
+            let _ = writeln!(out, "   {}", causes_line::line(&t.waits));
             match &t.victims {
                 Ok(a) => victims_text(&mut out, a),
                 Err(why) => {
@@ -93,7 +94,7 @@ pub fn text(d: &Diagnosis) -> String {
     out.push_str("\n3. Causes, strongest first\n");
     if causes.is_empty() {
         if matches!(waiting, Waiting::Significant { .. }) {
-            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning, class or priority) matched: look at which tasks ran instead\n");
+            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning, class or priority, and from the split: contention inside the cgroup, noisy neighbour, placement, steal, interrupt time) matched: look at which tasks ran instead\n");
         } else {
             out.push_str("   none\n");
         }
@@ -232,6 +233,8 @@ pub fn json(d: &Diagnosis) -> String {
         json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
             "percentiles": t.percentiles, "shape": t.shape,
+            // The split of the window's waits, as in schedlat.histogram.v2.
+            "causes": output::causes::of(&t.waits).as_ref().map(output::causes::json),
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
             "self_check": selfcheck::check(t, f),

@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use schedlat_common::scope::Breakdown;
 
 use super::buckets::Layout;
-use crate::collect::{histogram::Waits, keylabels::KeyLabels};
+use crate::collect::{causes::CauseCounts, histogram::Waits, keylabels::KeyLabels};
 
 /// The label value of the overflow series.
 pub const OVERFLOW: &str = "__overflow__";
@@ -44,6 +44,9 @@ pub type Labels = Vec<(&'static str, String)>;
 pub struct Folded {
     pub buckets: Vec<u64>,
     pub sum_ns: u64,
+    /// The cause split of the same waits, where the kernel keeps it per
+    /// key (per cgroup; causes.rs).
+    pub causes: Option<CauseCounts>,
 }
 
 impl Folded {
@@ -51,6 +54,7 @@ impl Folded {
         Folded {
             buckets: layout.counts(&waits.buckets),
             sum_ns: waits.sum_ns,
+            causes: waits.causes.clone(),
         }
     }
 
@@ -66,6 +70,10 @@ impl Folded {
                 .map(|(i, &n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
                 .collect(),
             sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
+            causes: match (&self.causes, &earlier.causes) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 
@@ -77,6 +85,11 @@ impl Folded {
             *a += b;
         }
         self.sum_ns += other.sum_ns;
+        match (&mut self.causes, &other.causes) {
+            (Some(sum), Some(more)) => sum.merge(more),
+            (None, Some(more)) => self.causes = Some(more.clone()),
+            (_, None) => {}
+        }
     }
 }
 
@@ -245,6 +258,7 @@ mod tests {
         Folded {
             buckets,
             sum_ns: count * each_us * 1_000,
+            causes: None,
         }
     }
 

@@ -31,6 +31,7 @@ use schedlat_common::scope::Breakdown;
 pub use super::own::{BpfCost, ScrapeCost};
 use super::{
     buckets::{KeyBuckets, LAYOUT, Layout},
+    causes::{self, CauseSeries},
     keyed::{Folded, KeyedScrape},
     negotiate::Format,
     own::{counter, encode_bpf, encode_cost, gauge},
@@ -53,6 +54,10 @@ pub struct Snapshot {
     pub target_alive: Option<bool>,
     /// The previous scrape's cost, once there was one.
     pub cost: Option<ScrapeCost>,
+    /// The cause split: of the whole system (or the filter's scope), and
+    /// per cgroup with `--cgroups` (causes.rs).
+    pub causes: CauseSeries,
+    pub cgroup_causes: CauseSeries,
 }
 
 /// The counters that go with the per-key family.
@@ -97,8 +102,18 @@ impl Snapshot {
         labels: Vec<(&'static str, String)>,
         bpf: Option<BpfCost>,
     ) -> Snapshot {
+        let causes = CauseSeries {
+            series: waits
+                .causes
+                .clone()
+                .map(|c| (labels.clone(), c))
+                .into_iter()
+                .collect(),
+        };
         Snapshot {
             hook,
+            causes,
+            cgroup_causes: CauseSeries::default(),
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
             histograms: vec![HistogramFamily {
@@ -139,6 +154,12 @@ impl Snapshot {
                 Series { labels, waits }
             })
             .collect();
+        if by == Breakdown::Cgroup {
+            self.cgroup_causes.series = series
+                .iter()
+                .filter_map(|s| Some((s.labels.clone(), s.waits.causes.clone()?)))
+                .collect();
+        }
         self.keyed = Some(KeyedCounters {
             unkeyed,
             overflow_keys: keyed.overflow_keys,
@@ -185,6 +206,9 @@ impl Collector for Snapshot {
                     .encode_histogram::<NoLabelSet>(sum_seconds, w.count(), &buckets, None)?;
             }
         }
+
+        causes::encode(&mut encoder, &causes::system_families(&self.causes))?;
+        causes::encode(&mut encoder, &causes::cgroup_families(&self.cgroup_causes))?;
 
         counter(
             &mut encoder,

@@ -7,12 +7,14 @@
 //! - scrape: what a scrape reads from the kernel;
 //! - keyed: the per-cgroup or per-process series and `--max-series`;
 //! - metrics: the snapshot and its encoding (prometheus-client);
+//! - causes: the cause split's counter families;
 //! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
 mod buckets;
+mod causes;
 mod http;
 mod keyed;
 pub mod listen;

@@ -195,7 +195,12 @@ impl Source {
             .iter()
             .map(|(key, stats)| {
                 labels.saw(*key, stats);
-                (*key, Folded::of(layout, &waits_of(stats, measurable)))
+                let mut waits = waits_of(stats, measurable);
+                // The split per cgroup only: per process it is unbounded.
+                if labels.by() != Breakdown::Cgroup {
+                    waits.causes = None;
+                }
+                (*key, Folded::of(layout, &waits))
             })
             .collect();
         let overflow = keyed::overflow_labels(labels.by());

@@ -160,7 +160,14 @@ impl State {
             self.p99_history.pop_front();
         }
         self.p99_history.push_back(quantile_ns(&waits, 0.99));
-        self.total.merge(&waits);
+        // The first interval is the total so far: merging it into the
+        // empty default would drop its cause split (a span merged with
+        // one that has none has none).
+        if self.total_elapsed.is_zero() {
+            self.total = waits.clone();
+        } else {
+            self.total.merge(&waits);
+        }
         self.total_elapsed += elapsed;
         self.last = waits;
         self.last_elapsed = elapsed;
@@ -244,6 +251,20 @@ mod tests {
         }
         assert_eq!(s.p99_history.len(), HISTORY);
         assert_eq!(s.total_elapsed, Duration::from_secs(HISTORY as u64 + 5));
+    }
+
+    #[test]
+    fn the_cumulative_view_keeps_the_cause_split() {
+        let mut s = state();
+        let split = crate::output::causes_line::tests::counts();
+        let waits = Waits {
+            causes: Some(split.clone()),
+            ..Waits::default()
+        };
+        s.push(waits.clone(), Duration::from_secs(1));
+        s.push(waits, Duration::from_secs(1));
+        let total = s.total.causes.as_ref().expect("the run's split");
+        assert_eq!(total.waits(), 2 * split.waits());
     }
 
     #[test]

@@ -11,7 +11,10 @@ use ratatui::{
 };
 
 use super::{bars, panel::Panel, state::State};
-use crate::analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice};
+use crate::{
+    analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice},
+    output::causes_line,
+};
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";
 
@@ -50,7 +53,7 @@ pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
         footer,
     );
     if state.show_help {
-        let area = centered(frame.area(), 64, 16);
+        let area = centered(frame.area(), 64, 18);
         frame.render_widget(ratatui::widgets::Clear, area);
         frame.render_widget(help(), area);
     }
@@ -125,9 +128,9 @@ fn split(
     (rest - victims, victims)
 }
 
-/// The percentiles and the verdict with its evidence: title, then the
-/// lines they wrap to at this width, all of them: the verdict wraps, it is
-/// never cut.
+/// The percentiles, the verdict with its evidence and the cause split:
+/// title, then the lines they wrap to at this width, all of them: the
+/// verdict wraps, it is never cut.
 fn summary_height(state: &State, slice: &Slice, area: Rect) -> u16 {
     let lines = verdict(state, slice).line_count(area.width.max(1));
     u16::try_from(lines).unwrap_or(u16::MAX)
@@ -153,12 +156,13 @@ fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
         )),
+        Line::from(causes_line::line(waits)),
     ])
     .wrap(Wrap { trim: true })
     .block(
         Block::new()
             .borders(Borders::TOP)
-            .title(" percentiles and shape "),
+            .title(" percentiles, shape and causes "),
     )
 }
 
@@ -188,6 +192,8 @@ fn help() -> Paragraph<'static> {
         Line::from("swapper (idle CPU): throttled = cgroup quota used up;"),
         Line::from("  idle wake = woken onto an idle CPU (wakeup path)."),
         Line::from("Shape rule: docs/shape.md; victims: docs/victims.md"),
+        Line::from("causes (waits/time): share of waits / of wait time;"),
+        Line::from("  docs/causes.md"),
         Line::from("BPF cost: sysctl kernel.bpf_stats_enabled=1"),
     ])
     .block(Block::bordered().title(" help "))
@@ -580,6 +586,30 @@ mod tests {
                 })
                 .sum();
             assert_eq!(counted, state.shown().0.count(), "{w}x{h}:\n{text}");
+        }
+    }
+
+    /// Issue 15: the split of the waits shown, whole (wrapped, not cut),
+    /// under the verdict; "not measured" where the load has none.
+    #[test]
+    fn the_cause_split_is_under_the_verdict() {
+        let mut state = known_state();
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words(&screen(&state, 80, 24)).contains("causes: not measured by this load"),
+            "{}",
+            screen(&state, 80, 24)
+        );
+        state.last.causes = Some(crate::output::causes_line::tests::counts());
+        let line = causes_line::line(&state.last);
+        for (w, h) in [(80, 24), (120, 40)] {
+            let text = screen(&state, w, h);
+            assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");
+            assert!(text.contains("percentiles, shape and causes"), "{text}");
+            assert!(
+                text.contains(": 970") && text.contains("long-tail"),
+                "{text}"
+            );
         }
     }
 

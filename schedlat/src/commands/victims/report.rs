@@ -34,7 +34,7 @@ pub struct Report<'a> {
     pub last: bool,
 }
 
-const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU";
+const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU PRE% MIG%";
 
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
@@ -92,9 +92,16 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     } else {
         String::new()
     };
+    // Shares of the row's waits that were preempted and migrated (the
+    // rest of the waits woke, or were a new task's first); "-" where the
+    // load did not split them.
+    let pct = |share: f64| format!("{:.0}%", share * 100.0);
+    let (pre, mig) = row.causes().map_or(("-".into(), "-".into()), |c| {
+        (pct(c.preempted), pct(c.migrated))
+    });
     let _ = writeln!(
         out,
-        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4}  {} {}{idle}",
+        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",
         row.task.tid,
         row.task.tgid,
         task::comm(&row.task),
@@ -105,6 +112,8 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         fmt_ns(row.max_ns),
         local_time_us(r.clock.unix_ns(row.max_at_ns)),
         row.max_cpu,
+        pre,
+        mig,
         other,
         task::sched_label(&row.other),
     );
@@ -228,6 +237,35 @@ struct RowJson {
     /// "woken-onto-idle-cpu".
     #[serde(skip_serializing_if = "Option::is_none")]
     idle_wait: Option<IdleWait>,
+    /// The row's waits by how they began and where they ended; null when
+    /// the load did not split them.
+    causes: Option<RowCausesJson>,
+}
+
+/// Waits of one class, and their share of the row's waits.
+#[derive(Serialize)]
+struct KindJson {
+    count: u64,
+    share: f64,
+}
+
+#[derive(Serialize)]
+struct RowCausesJson {
+    woken: KindJson,
+    new: KindJson,
+    preempted: KindJson,
+    migrated: KindJson,
+}
+
+fn row_causes(row: &Row) -> Option<RowCausesJson> {
+    let c = row.causes()?;
+    let kind = |count, share| KindJson { count, share };
+    Some(RowCausesJson {
+        woken: kind(row.kinds[0], c.woken),
+        new: kind(row.kinds[1], c.new),
+        preempted: kind(row.kinds[2], c.preempted),
+        migrated: kind(row.migrated, c.migrated),
+    })
 }
 
 #[derive(Serialize)]
@@ -259,6 +297,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         max_culprit: victim.then(|| other.clone()),
         max_victim: (!victim).then_some(other),
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
+        causes: row_causes(row),
     }
 }
 
@@ -358,6 +397,8 @@ mod tests {
                 max_ns: 3_120_000,
                 max_other: hog,
                 max_cpu: 3,
+                kinds: [1500, 0, 500],
+                migrated: 100,
                 ..Default::default()
             }],
             culprits: vec![WaitStats {
@@ -384,6 +425,11 @@ mod tests {
         );
         assert!(out.contains("culprit processes"), "{out}");
         assert!(out.contains("total 2000 waits of 1 tasks"), "{out}");
+        // 500 of 2000 preempted, 100 migrated; the culprit's row unsplit.
+        assert!(line.contains("    3  25%   5%  cal.sh"), "{out}");
+        assert!(out.contains(" CPU PRE% MIG%  CULPRIT OF MAX"), "{out}");
+        let hog = out.lines().find(|l| l.starts_with("     917")).unwrap();
+        assert!(hog.contains("    -    -  cyclictest"), "{out}");
     }
 
     #[test]
@@ -399,6 +445,12 @@ mod tests {
         assert_eq!(v["culprit_processes"][0]["threads"], 1);
         assert_eq!(v["overflow"]["victim_waits"], 0);
         assert_eq!(v["sort"], "max");
+        let causes = &v["victims"][0]["causes"];
+        assert_eq!(causes["woken"]["count"], 1500);
+        assert_eq!(causes["preempted"]["share"], 0.25);
+        assert_eq!(causes["migrated"]["share"], 0.05);
+        assert_eq!(causes["new"]["count"], 0);
+        assert!(v["culprits"][0]["causes"].is_null());
     }
 
     /// Issue 19: waits that ended on an idle CPU say what they were, in

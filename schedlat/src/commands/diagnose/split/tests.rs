@@ -1,0 +1,333 @@
+use schedlat_common::{
+    bucket_index,
+    causes::{Cause as Class, CauseStats, OVERLAP_STEAL, OVERLAP_THROTTLED},
+};
+
+use super::*;
+use crate::{
+    collect::causes::{CauseCounts, Measurable},
+    commands::diagnose::findings::ThreadWait,
+};
+
+/// A 10 s window on 2 CPUs in which the scope's most-waiting thread waited
+/// `waited` of it.
+fn findings(waited: f64) -> Findings {
+    Findings {
+        window_ns: 10_000_000_000,
+        cpus: 2,
+        threads: 1,
+        schedstat_wait_ns: (waited * 1e10) as u64,
+        schedstat_switch_ins: 1000,
+        schedstat_works: true,
+        top_waiters: vec![ThreadWait {
+            tid: 7,
+            comm: "victim".into(),
+            wait_ns: (waited * 1e10) as u64,
+            share: waited,
+        }],
+        psi_system: None,
+        psi_cgroup: None,
+        throttling: None,
+        cpu_busy: vec![0.5, 0.5],
+        avg_runnable: 1.0,
+        allowed_cpus: None,
+        system_scope: false,
+    }
+}
+
+/// The split of 100 waits: `(class, waits, ns each)` counted, the first
+/// five classes also histogrammed; every class measurable.
+fn split(classes: &[(Class, u64, u64)], overlap: &[(usize, u64)]) -> Causes {
+    let mut cpu = CauseStats::ZERO;
+    for &(class, n, ns) in classes {
+        cpu.count[class as usize] += n;
+        cpu.sum_ns[class as usize] += n * ns;
+        if let Some(h) = cpu.buckets.get_mut(class as usize) {
+            h[bucket_index(ns)] += n;
+        }
+    }
+    for &(i, ns) in overlap {
+        cpu.overlap_ns[i] = ns;
+    }
+    cpu.overlap_waits = 100;
+    cpu.overlap_wait_ns = 100_000_000;
+    let all = Measurable {
+        steal: true,
+        irq: true,
+        throttled: true,
+        queue_depth: true,
+        held_by: true,
+        topology: false,
+        waking: false,
+    };
+    Causes::of(&CauseCounts::from_cpus(all, &[cpu]))
+}
+
+fn evidence(split: &Causes) -> Evidence<'_> {
+    Evidence {
+        split,
+        attribution: None,
+        scope_cgroup: None,
+    }
+}
+
+fn named(f: &Findings, s: &Causes) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    add(&mut causes, f, &evidence(s));
+    causes
+}
+
+/// 100 woken waits of 1 ms each, held by `same` and `other` (of 100).
+fn held(same: u64, other: u64) -> Causes {
+    split(
+        &[
+            (Class::Woken, 100, 1_000_000),
+            (Class::HeldBySameCgroup, same, 1_000_000),
+            (Class::HeldByOtherCgroup, other, 1_000_000),
+            (Class::HeldByIdle, 100 - same - other, 1_000_000),
+        ],
+        &[],
+    )
+}
+
+#[test]
+fn a_dominant_other_cgroup_is_the_noisy_neighbour() {
+    let c = named(&findings(0.4), &held(10, 80));
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].name, "noisy neighbour (other cgroups)");
+    assert!((c[0].strength - 0.32).abs() < 1e-9, "{c:?}");
+    assert!(
+        c[0].evidence
+            .starts_with("80% of the measured wait time (80.0 ms of 100 ms, 80 waits)"),
+        "{}",
+        c[0].evidence
+    );
+    // Without the victims tables the neighbour is not named, and that is said.
+    assert!(
+        c[0].evidence.contains("could not be read"),
+        "{}",
+        c[0].evidence
+    );
+    assert!(
+        c[0].evidence.contains("0% began as preemptions"),
+        "{}",
+        c[0].evidence
+    );
+}
+
+#[test]
+fn a_dominant_own_cgroup_is_contention_inside_it() {
+    let c = named(&findings(0.4), &held(80, 10));
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].name, "contention inside the cgroup");
+    assert!(c[0].evidence.starts_with("80% of the measured"), "{c:?}");
+}
+
+#[test]
+fn no_relation_over_half_names_none_nor_does_negligible_waiting() {
+    assert!(named(&findings(0.4), &held(50, 50)).is_empty());
+    assert!(named(&findings(0.4), &held(40, 40)).is_empty());
+    assert!(named(&findings(0.001), &held(0, 100)).is_empty());
+    // Too few waits to say anything.
+    let few = split(
+        &[
+            (Class::Woken, 10, 1_000_000),
+            (Class::HeldByOtherCgroup, 10, 1_000_000),
+        ],
+        &[],
+    );
+    assert!(named(&findings(0.4), &few).is_empty());
+}
+
+/// 80 same-CPU waits of 10 us, `migrated` of `ns` each.
+fn placed(migrated: u64, ns: u64) -> Causes {
+    split(
+        &[
+            (Class::Woken, 80 + migrated, 10_000),
+            (Class::SameCpu, 80, 10_000),
+            (Class::Migrated, migrated, ns),
+        ],
+        &[],
+    )
+}
+
+#[test]
+fn migrated_waits_much_slower_are_placement() {
+    let c = named(&findings(0.2), &placed(20, 100_000));
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].name, "placement (migrated waits slower)");
+    let e = &c[0].evidence;
+    assert!(
+        e.starts_with("migrated waits 10.4x slower at p99 (106 us against 10.2 us"),
+        "{e}"
+    );
+    assert!(
+        e.contains(", 10.0x by the mean): 20 waits, 20% of the waits and 71% of the wait time"),
+        "{e}"
+    );
+    // Not twice slower, too few, or too little of the time: not named.
+    assert!(named(&findings(0.2), &placed(20, 15_000)).is_empty());
+    assert!(named(&findings(0.2), &placed(19, 100_000)).is_empty());
+    let rare = split(
+        &[
+            (Class::SameCpu, 10_000, 10_000),
+            (Class::Migrated, 20, 30_000),
+            (Class::Woken, 10_020, 10_000),
+        ],
+        &[],
+    );
+    assert!(named(&findings(0.2), &rare).is_empty());
+}
+
+#[test]
+fn steal_is_named_when_it_covers_a_quarter_and_never_when_unavailable() {
+    let base = [(Class::Woken, 100, 1_000_000)];
+    let c = named(
+        &findings(0.3),
+        &split(&base, &[(OVERLAP_STEAL, 60_000_000)]),
+    );
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].name, "hypervisor steal");
+    assert!(
+        c[0].evidence
+            .starts_with("steal time covers 60% of the measured wait (60.0 ms of 100 ms"),
+        "{}",
+        c[0].evidence
+    );
+    assert!(
+        named(
+            &findings(0.3),
+            &split(&base, &[(OVERLAP_STEAL, 20_000_000)])
+        )
+        .is_empty()
+    );
+    let mut unavailable = split(&base, &[(OVERLAP_STEAL, 60_000_000)]);
+    unavailable.overlap.steal_ns = None;
+    assert!(named(&findings(0.3), &unavailable).is_empty());
+}
+
+#[test]
+fn throttling_in_the_split_joins_or_names_quota_throttling() {
+    let s = split(
+        &[(Class::Woken, 100, 1_000_000)],
+        &[(OVERLAP_THROTTLED, 90_000_000)],
+    );
+    let c = named(&findings(0.5), &s);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].name, "quota throttling");
+    assert!(
+        c[0].evidence
+            .contains("throttled during 90% of the measured wait"),
+        "{c:?}"
+    );
+    // Already named from cpu.stat: the split's numbers join its evidence.
+    let mut causes = vec![Cause {
+        name: "quota throttling",
+        strength: 0.2,
+        evidence: "85 of 100 periods".into(),
+        next_step: "raise the quota".into(),
+    }];
+    add(&mut causes, &findings(0.5), &evidence(&s));
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert!(
+        causes[0].evidence.starts_with("85 of 100 periods; eBPF: "),
+        "{causes:?}"
+    );
+    assert!((causes[0].strength - 0.45).abs() < 1e-9, "{causes:?}");
+}
+
+/// A scope whose waiting is in short-lived children: schedstat (threads
+/// alive at both ends of the window) sees almost none of it, the eBPF
+/// victims tables see it all; the split's causes go by the larger.
+#[test]
+fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let child = WaitStats {
+        task: task(4_100_001, 4_100_001, "sleep", 0, 0, 0),
+        count: 3,
+        total_ns: 3_000_000_000,
+        ..Default::default()
+    };
+    let a = Attribution::new(rank(&[child], &[], SortKey::Total, 0), (0, 0));
+    let split = held(0, 90);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        scope_cgroup: None,
+    };
+    add(&mut causes, &findings(0.005), &evidence);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+    // 30% of the 10 s window, times 90% of the wait.
+    assert!((causes[0].strength - 0.27).abs() < 1e-9, "{causes:?}");
+    assert!(named(&findings(0.005), &split).is_empty());
+}
+
+/// A nice -10 hog and a nice 0 victim in one cgroup: the waits are behind
+/// a peer of the same cgroup and also by weight; class or priority
+/// explains them, so contention inside the cgroup keeps only the peers'
+/// share of its strength.
+#[test]
+fn outranking_peers_leave_contention_inside_the_cgroup_weak() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let victim = task(4_100_001, 4_100_001, "victim", 0, 0, 0);
+    let hog = WaitStats {
+        task: task(4_100_002, 4_100_002, "hog", 0, -10, 0),
+        count: 10,
+        total_ns: 900,
+        max_other: victim,
+        ..Default::default()
+    };
+    let victims = [WaitStats {
+        task: victim,
+        count: 10,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let a = Attribution::new(rank(&victims, &[hog], SortKey::Total, 0), (0, 0));
+    let split = held(100, 0);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        scope_cgroup: None,
+    };
+    add(&mut causes, &findings(0.5), &evidence);
+    assert_eq!(causes[0].name, "contention inside the cgroup");
+    // 50% waited, all of it behind the own cgroup, 10% charged to peers.
+    assert!((causes[0].strength - 0.05).abs() < 1e-9, "{causes:?}");
+}
+
+/// A quota-throttled group: its waits end behind whoever ran in another
+/// cgroup when the period turned, but the quota is why it waited; the
+/// relation is only named for the part outside throttling.
+#[test]
+fn throttled_waits_are_not_a_noisy_neighbour() {
+    let mut s = held(0, 100);
+    s.overlap.throttled_ns = Some(80_000_000);
+    let c = named(&findings(0.5), &s);
+    let names: Vec<&str> = c.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["quota throttling"], "{c:?}");
+    // A little throttling: still named, with the part outside it.
+    s.overlap.throttled_ns = Some(10_000_000);
+    let c = named(&findings(0.5), &s);
+    assert_eq!(c[0].name, "noisy neighbour (other cgroups)", "{c:?}");
+    assert!(
+        c[0].evidence
+            .starts_with("100% (90% outside the group's throttling) of the measured"),
+        "{}",
+        c[0].evidence
+    );
+    assert!((c[0].strength - 0.45).abs() < 1e-9, "{c:?}");
+}

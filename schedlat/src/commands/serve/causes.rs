@@ -1,0 +1,273 @@
+//! The cause split (docs/causes.md) as Prometheus counters: every wait of
+//! the histogram counted once per split (`split` label: how it `began`,
+//! its `placement`, who it was `held_by`, its `queue_depth`), with the
+//! class as `cause`; a handful of label values each, never one per task.
+//! The overlaps (steal, IRQ time, throttling) are seconds counters of
+//! their own, with the measured waits they are a share of; a series is
+//! absent, not 0, where the kernel lacks the accounting.
+//!
+//! Families, as for the histograms: the whole system (with the filter's
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
+//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! histogram's (keyed.rs: the same intervals, `__overflow__` included), so
+//! `sum()` over a family never counts a wait twice. Not with `--pids`: a
+//! process per series is unbounded, and a few dozen series per process
+//! would multiply that.
+//!
+//! The families are described first ([`CounterFamily`]: name, help, unit,
+//! labelled samples), then written, so that any writer of counter families
+//! can take them.
+
+use prometheus_client::{
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{MetricType, counter::ConstCounter},
+    registry::Unit,
+};
+use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
+
+use crate::{analysis::causes::DEPTH_LABELS, collect::causes::CauseCounts};
+
+pub type Labels = Vec<(&'static str, String)>;
+
+/// The split's series of one family: a label set (the scope, or the
+/// cgroup) and its counters.
+#[derive(Debug, Default)]
+pub struct CauseSeries {
+    pub series: Vec<(Labels, CauseCounts)>,
+}
+
+/// Each split with its classes, as label values.
+const SPLITS: [(&str, &[(&str, Cause)]); 4] = [
+    (
+        "began",
+        &[
+            ("woken", Cause::Woken),
+            ("new", Cause::New),
+            ("preempted", Cause::Preempted),
+        ],
+    ),
+    (
+        "placement",
+        &[
+            ("same_cpu", Cause::SameCpu),
+            ("migrated", Cause::Migrated),
+            ("unknown", Cause::PlacementUnknown),
+        ],
+    ),
+    (
+        "held_by",
+        &[
+            ("same_cgroup", Cause::HeldBySameCgroup),
+            ("other_cgroup", Cause::HeldByOtherCgroup),
+            ("kernel", Cause::HeldByKernel),
+            ("higher_class", Cause::HeldByHigherClass),
+            ("idle", Cause::HeldByIdle),
+            ("unknown", Cause::HeldByUnknown),
+        ],
+    ),
+    (
+        "queue_depth",
+        &[
+            (DEPTH_LABELS[0], Cause::Depth0),
+            (DEPTH_LABELS[1], Cause::Depth1),
+            (DEPTH_LABELS[2], Cause::Depth2),
+            (DEPTH_LABELS[3], Cause::Depth3To4),
+            (DEPTH_LABELS[4], Cause::Depth5To8),
+            (DEPTH_LABELS[5], Cause::Depth9Plus),
+            (DEPTH_LABELS[6], Cause::DepthUnknown),
+        ],
+    ),
+];
+
+/// The migrated waits that crossed a last-level cache or a NUMA node: a
+/// subset of `placement="migrated"`, so a split of its own (summing it
+/// with the placement split would count those waits twice).
+const CROSSED: [(&str, Cause); 2] = [("llc", Cause::CrossLlc), ("node", Cause::CrossNode)];
+
+/// One family's names and help, whole system or per cgroup.
+struct Names {
+    prefix: &'static str,
+    whose: &'static str,
+}
+
+const SYSTEM: Names = Names {
+    prefix: "schedlat_runqueue",
+    whose: "Waits of schedlat_runqueue_latency_seconds",
+};
+const CGROUP: Names = Names {
+    prefix: "schedlat_cgroup_runqueue",
+    whose: "Waits of schedlat_cgroup_runqueue_latency_seconds, by cgroup as that family (its series and __overflow__),",
+};
+
+/// One counter family, described independently of the writer (the text
+/// encoders here; any writer that takes a name, help, unit and labelled
+/// samples).
+#[derive(Debug)]
+pub struct CounterFamily {
+    /// Without `_total` and without the unit.
+    pub name: String,
+    pub help: String,
+    /// Seconds (values converted from nanoseconds), or a plain count.
+    pub unit: Option<Unit>,
+    pub samples: Vec<(Labels, Value)>,
+}
+
+/// A counter's value: waits, or nanoseconds exported as seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Count(u64),
+    Seconds(u64),
+}
+
+impl Value {
+    /// As exported: a count, or seconds.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Count(n) => n as f64,
+            Value::Seconds(ns) => ns as f64 / 1e9,
+        }
+    }
+}
+
+/// The whole system's families (none without the split).
+pub fn system_families(series: &CauseSeries) -> Vec<CounterFamily> {
+    families(&SYSTEM, series)
+}
+
+/// The per-cgroup families (none without `--cgroups`).
+pub fn cgroup_families(series: &CauseSeries) -> Vec<CounterFamily> {
+    families(&CGROUP, series)
+}
+
+/// Writes families with prometheus-client's text encoders.
+pub fn encode(
+    encoder: &mut DescriptorEncoder,
+    families: &[CounterFamily],
+) -> Result<(), std::fmt::Error> {
+    for f in families {
+        let mut metric =
+            encoder.encode_descriptor(&f.name, &f.help, f.unit.as_ref(), MetricType::Counter)?;
+        for (labels, value) in &f.samples {
+            let sample = metric.encode_family(labels)?;
+            match *value {
+                Value::Count(n) => ConstCounter::new(n).encode(sample)?,
+                Value::Seconds(_) => ConstCounter::new(value.as_f64()).encode(sample)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn families(names: &Names, family: &CauseSeries) -> Vec<CounterFamily> {
+    if family.series.is_empty() {
+        return Vec::new();
+    }
+    let prefix = names.prefix;
+    let whose = names.whose;
+    let splits = "split began (woken, new, preempted), placement (same_cpu, migrated, unknown: against the CPU the task last ran on), held_by (who held the CPU when the wait ended: same_cgroup, other_cgroup, kernel, higher_class, idle, unknown) or queue_depth (other tasks queued when it was queued: 0, 1, 2, 3-4, 5-8, 9+, unknown); each wait is in one cause of every split (docs/causes.md)";
+    let crossed = family.series.iter().any(|(_, c)| c.measurable.topology);
+    let split_note = if crossed {
+        "; split crossed (llc, node): the migrated waits that crossed a last-level cache or a NUMA node, a subset of placement migrated"
+    } else {
+        ""
+    };
+    // Waits per class, then their time.
+    let by_class = |value: fn(&CauseCounts, usize) -> Value| {
+        let mut samples = Vec::new();
+        for (labels, counts) in &family.series {
+            for (split, classes) in SPLITS {
+                for &(cause, class) in classes {
+                    samples.push((with(labels, split, cause), value(counts, class as usize)));
+                }
+            }
+            if counts.measurable.topology {
+                for (cause, class) in CROSSED {
+                    samples.push((
+                        with(labels, "crossed", cause),
+                        value(counts, class as usize),
+                    ));
+                }
+            }
+        }
+        samples
+    };
+    let mut out = vec![
+        CounterFamily {
+            name: format!("{prefix}_waits_by_cause"),
+            help: format!("{whose} counted by cause: {splits}{split_note}"),
+            unit: None,
+            samples: by_class(|c, i| Value::Count(c.count[i])),
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_by_cause"),
+            help: format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
+            unit: Some(Unit::Seconds),
+            samples: by_class(|c, i| Value::Seconds(c.sum_ns[i])),
+        },
+    ];
+    out.extend(overlaps(prefix, family));
+    out
+}
+
+/// What else took the CPU during same-CPU waits, and those waits; none
+/// when no overlap is measurable on this kernel (absent, not 0).
+fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<CounterFamily> {
+    let measured = |c: &CauseCounts| [c.measurable.steal, c.measurable.irq, c.measurable.throttled];
+    if family
+        .series
+        .iter()
+        .all(|(_, c)| !measured(c).contains(&true))
+    {
+        return Vec::new();
+    }
+    let mut covered = Vec::new();
+    for (labels, counts) in &family.series {
+        let on = measured(counts);
+        for (i, overlap) in [
+            (OVERLAP_STEAL, "steal"),
+            (OVERLAP_IRQ, "irq"),
+            (OVERLAP_THROTTLED, "throttled"),
+        ] {
+            if on[i] {
+                let mut l = labels.clone();
+                l.push(("overlap", overlap.into()));
+                covered.push((l, Value::Seconds(counts.overlap_ns[i])));
+            }
+        }
+    }
+    let each = |value: fn(&CauseCounts) -> Value| {
+        (family.series.iter())
+            .map(|(labels, counts)| (labels.clone(), value(counts)))
+            .collect()
+    };
+    vec![
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap"),
+            help: "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
+            unit: Some(Unit::Seconds),
+            samples: covered,
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap_measured"),
+            help: "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
+            unit: Some(Unit::Seconds),
+            samples: each(|c| Value::Seconds(c.overlap_wait_ns)),
+        },
+        CounterFamily {
+            name: format!("{prefix}_wait_overlap_measured_waits"),
+            help: "Waits whose overlap was measured: those that began and ended on one CPU".into(),
+            unit: None,
+            samples: each(|c| Value::Count(c.overlap_waits)),
+        },
+    ]
+}
+
+fn with(labels: &Labels, split: &'static str, cause: &str) -> Labels {
+    let mut l = labels.clone();
+    l.push(("split", split.into()));
+    l.push(("cause", cause.into()));
+    l
+}
+
+#[cfg(test)]
+mod tests;
