@@ -32,6 +32,9 @@ use common::{
 use serde_json::Value;
 
 const WINDOW: Duration = Duration::from_secs(2);
+// Hogs on a CPU that other work shares wait whole slices of all of it:
+// on a machine with a load of 60 they had ~50 waits in WINDOW, so the
+// hog tests ask for 20 (every wait of a hog is preempted by construction).
 
 /// Runs schedlat with `args` plus `--json` until `work` returns, stops it
 /// with SIGINT, and returns its last interval.
@@ -147,7 +150,7 @@ fn hogs_sharing_a_cpu_are_preempted() {
     let c = causes(&v);
     let total = waits(c);
     eprintln!("hogs: {total} waits, causes {c}");
-    assert!(total >= 50, "too few waits to judge: {c}");
+    assert!(total >= 20, "too few waits to judge: {c}");
     let preempted = n(&c["preempted"]["count"]);
     assert!(
         preempted * 10 >= total * 9,
@@ -433,7 +436,7 @@ fn n_hogs_queue_behind_n_minus_one() {
     let d = &c["queue_depth"];
     eprintln!("{N} hogs: causes {c}");
     let total = waits(c);
-    assert!(total >= 50, "too few waits to judge: {c}");
+    assert!(total >= 20, "too few waits to judge: {c}");
     // N - 1 = 2: the classes "2", "3-4", "5-8", "9+".
     let deep = n(&d["2"]) + n(&d["3-4"]) + n(&d["5-8"]) + n(&d["9+"]);
     assert!(n(&d["unknown"]) * 10 < total, "depth not measured: {d}");
