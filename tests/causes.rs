@@ -187,6 +187,14 @@ fn a_sleeper_beside_hogs_is_woken() {
     assert_splits_add_up(c);
 }
 
+/// Whether this kernel is PREEMPT_RT (/sys/kernel/realtime, or the build
+/// string `uname -v` prints).
+fn preempt_rt() -> bool {
+    let file = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    file("/sys/kernel/realtime").trim() == "1"
+        || file("/proc/sys/kernel/version").contains("PREEMPT_RT")
+}
+
 /// `se.nr_migrations` of a thread of this process.
 fn nr_migrations(tid: i32) -> u64 {
     let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched"))
@@ -199,8 +207,8 @@ fn nr_migrations(tid: i32) -> u64 {
         .unwrap_or_else(|| panic!("no se.nr_migrations in:\n{sched}"))
 }
 
-/// A wakee allowed on every CPU sleeps 1 ms at a time while a SCHED_FIFO
-/// hog moves from CPU to CPU every 20 ms: the CPU it last ran on is often
+/// A wakee allowed on every CPU sleeps 1 ms at a time while a hog
+/// (SCHED_FIFO but on PREEMPT_RT) moves from CPU to CPU every 20 ms: the CPU it last ran on is often
 /// the hog's when it wakes, where it cannot preempt, and the scheduler
 /// places it on (or load balancing pulls it to) another one. Some of
 /// its waits end `migrated`, and never more than the kernel's own count of
@@ -231,12 +239,18 @@ fn a_wakee_whose_cpu_is_taken_migrates() {
             let _ = exit_rx.recv();
         })
     };
+    // SCHED_FIFO where it can be: the wakee cannot preempt it, so a wakeup
+    // on its CPU waits there or moves. Not on PREEMPT_RT, where the
+    // wakee's timer fires in a SCHED_FIFO kernel thread (ktimers, priority
+    // 1) that the mover would starve, so that the wakee is only woken once
+    // the mover has left its CPU.
+    let fifo = !preempt_rt();
     let mover = {
         let stop = Arc::clone(&stop);
         thread::spawn(move || {
-            // FIFO: the wakee cannot preempt it, so a wakeup on its CPU
-            // waits there or moves.
-            make_current_thread_fifo(50);
+            if fifo {
+                make_current_thread_fifo(50);
+            }
             let mut cpu = 0;
             while !stop.load(Ordering::Relaxed) {
                 pin_current_thread(cpu);
@@ -265,7 +279,8 @@ fn a_wakee_whose_cpu_is_taken_migrates() {
     let migrated = n(&c["placement"]["migrated"]["count"]);
     let delta = after - before;
     eprintln!(
-        "wakee: {} waits, {migrated} migrated, nr_migrations +{delta}; causes {c}",
+        "wakee ({} mover): {} waits, {migrated} migrated, nr_migrations +{delta}; causes {c}",
+        if fifo { "SCHED_FIFO" } else { "normal" },
         waits(c)
     );
     assert!(waits(c) >= 50, "too few waits to judge: {c}");
