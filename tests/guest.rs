@@ -433,3 +433,53 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "this kernel".to_string(), |s| s.trim().to_string())
 }
+
+/// The cause split is on by default, and `--no-causes` really removes it:
+/// the verifier drops its code, so the programs it checked are shorter.
+/// Prints each program's verified instructions (kernels 5.16+ report them
+/// in fdinfo) and the time from exec to attached, per kernel, for the
+/// record of what the split costs at load.
+#[test]
+fn the_cause_split_is_removed_by_no_causes() {
+    if !require_root() {
+        return;
+    }
+    let measure = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let tracer = TracerProcess::start(SCHEDLAT, args);
+        let ready = started.elapsed();
+        let mut insns = Vec::new();
+        let dir = format!("/proc/{}/fdinfo", tracer.pid());
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            if !text.contains("prog_type:") {
+                continue;
+            }
+            if let Some(n) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("verified_insns:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+            {
+                insns.push(n);
+            }
+        }
+        drop(tracer);
+        insns.sort_unstable();
+        eprintln!(
+            "{} schedlat {args:?}: attached after {} ms, verified_insns {insns:?}",
+            kernel_release(),
+            ready.as_millis()
+        );
+        insns
+    };
+    let on = measure(&["1"]);
+    let off = measure(&["--no-causes", "1"]);
+    // verified_insns is in fdinfo since 5.16.
+    if kernel_version() >= (5, 16) {
+        assert_eq!(on.len(), 4, "four programs: {on:?}");
+        assert!(
+            off.last() < on.last(),
+            "--no-causes leaves the split in: {off:?} vs {on:?}"
+        );
+    }
+}

@@ -152,6 +152,11 @@ pub struct TaskFilter {
     /// The name, NUL-padded to 16 bytes, as the two native-endian words
     /// the programs load from `task->comm`.
     pub comm: [u64; 2],
+    /// The bytes of `comm` that decide, in the same words: the name and
+    /// its NUL. Kernels before 6.x renamed a task with strlcpy, which
+    /// leaves the old name's tail after the NUL, so the bytes past it are
+    /// not compared.
+    pub comm_mask: [u64; 2],
     /// Only tasks in this cgroup or below it (`-c`: its kernfs id in the
     /// hierarchy [`CgroupOffsets`] leads to).
     pub cgroup_id: u64,
@@ -227,7 +232,7 @@ mod tests {
         assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
-        assert_eq!(size_of::<TaskFilter>(), (7 + CPU_MASK_WORDS) * 8);
+        assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 9 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
     }

@@ -24,7 +24,8 @@ pub fn wanted(task: TaskPtr) -> bool {
         return false;
     }
     if get(&FILTER.by_comm) != 0
-        && (task.comm_word(0) != get(&FILTER.comm[0]) || task.comm_word(1) != get(&FILTER.comm[1]))
+        && (task.comm_word(0) & get(&FILTER.comm_mask[0]) != get(&FILTER.comm[0])
+            || task.comm_word(1) & get(&FILTER.comm_mask[1]) != get(&FILTER.comm[1]))
     {
         return false;
     }

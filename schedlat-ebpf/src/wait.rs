@@ -139,7 +139,7 @@ pub fn switch(
             causes::count(
                 (word, wait_ns),
                 cpu,
-                (prev_tid, prev),
+                prev,
                 (next_tid, next),
                 key.map(|k| &mut k.causes),
             );

@@ -193,7 +193,7 @@ pub struct ServeArgs {
     )]
     pub key_buckets: KeyBuckets,
 
-    /// Keys the kernel keeps (1.4 KiB each); waits beyond them are counted
+    /// Keys the kernel keeps (1.7 KiB each); waits beyond them are counted
     /// in schedlat_unkeyed_waits_total
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
     pub max_keys: u32,
@@ -323,7 +323,7 @@ pub struct BreakdownArgs {
     /// counted
     #[arg(long, value_name = "N", requires = "breakdown")]
     pub top: Option<u32>,
-    /// Keys the kernel keeps (1.4 KiB each); waits beyond are counted as unkeyed
+    /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
 }

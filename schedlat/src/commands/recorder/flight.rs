@@ -24,7 +24,7 @@ use crate::{
     sys::clock::WallClock,
 };
 
-/// Kernel keys for the per-cgroup histograms (1.4 KiB each).
+/// Kernel keys for the per-cgroup histograms (1.7 KiB each).
 const CGROUP_KEYS: u32 = 1024;
 
 pub struct Flight {

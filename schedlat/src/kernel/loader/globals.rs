@@ -78,10 +78,23 @@ fn task_filter(filter: &Filter) -> TaskFilter {
         comm: filter
             .comm
             .map_or([0; 2], |c| [comm_word(&c, 0), comm_word(&c, 1)]),
+        comm_mask: filter.comm.map_or([0; 2], |c| {
+            let mask = comm_mask(&c);
+            [comm_word(&mask, 0), comm_word(&mask, 1)]
+        }),
         cgroup_id: filter.cgroup.as_ref().map_or(0, |c| c.id),
         by_cpu: u64::from(filter.cpus.is_some()),
         cpu_mask: filter.cpu_mask().unwrap_or_default(),
     }
+}
+
+/// 0xff over the bytes of a NUL-padded name that a match compares: the
+/// name and the NUL that ends it (all 16 for a name that fills them).
+fn comm_mask(comm: &[u8; 16]) -> [u8; 16] {
+    let compared = comm.iter().position(|&b| b == 0).map_or(16, |nul| nul + 1);
+    let mut mask = [0u8; 16];
+    mask[..compared].fill(0xff);
+    mask
 }
 
 /// Word `i` of a comm as the kernel side loads it (native-endian u64s).
@@ -89,4 +102,40 @@ fn comm_word(comm: &[u8; 16], i: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&comm[i * 8..i * 8 + 8]);
     u64::from_ne_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn padded(name: &str) -> [u8; 16] {
+        let mut comm = [0u8; 16];
+        comm[..name.len()].copy_from_slice(name.as_bytes());
+        comm
+    }
+
+    #[test]
+    fn a_comm_match_ignores_what_follows_the_nul() {
+        // A task renamed from "longer-name" to "hog" by strlcpy keeps the
+        // old tail after the NUL: the mask must not compare it.
+        let mut renamed = padded("longer-name");
+        renamed[..4].copy_from_slice(b"hog\0");
+        let filter = padded("hog");
+        let mask = comm_mask(&filter);
+        for i in 0..2 {
+            assert_eq!(
+                comm_word(&renamed, i) & comm_word(&mask, i),
+                comm_word(&filter, i)
+            );
+        }
+        // Still a whole-name match: "hogs" and "ho" differ from "hog".
+        for other in ["hogs", "ho"] {
+            let other = padded(other);
+            assert_ne!(
+                comm_word(&other, 0) & comm_word(&mask, 0),
+                comm_word(&filter, 0)
+            );
+        }
+        assert_eq!(comm_mask(&padded("fifteen-chars-x")), [0xff; 16]);
+    }
 }
