@@ -527,3 +527,52 @@ fn no_causes_measures_none_and_says_null() {
         "{text}"
     );
 }
+
+/// `--waking` times the wakeup path before the queue: a 1 ms sleeper's
+/// every wakeup goes through sched_waking, so its waking stages number
+/// about its woken waits (a few differ at the run's ends). Without the
+/// flag the stage is null; classic tracepoints measure it too; with
+/// `--no-causes` it is a bad command line.
+#[test]
+fn waking_times_the_wakeup_path_only_when_asked() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let hogs = Hogs::start(cpu, 2);
+    let v = traced(&["--waking", "--comm", "causes-waking"], || {
+        named_sleeper(cpu, Duration::from_millis(1), 1000, "causes-waking");
+    });
+    let c = causes(&v);
+    let woken = n(&c["woken"]["count"]);
+    let w = &c["waking"];
+    eprintln!("waking: {woken} woken waits, waking stage {w}");
+    assert!(woken >= 200, "too few waits to judge: {c}");
+    let count = n(&w["count"]);
+    assert!(
+        count.abs_diff(woken) * 10 <= woken + 50,
+        "{count} waking stages for {woken} woken waits: {c}"
+    );
+    assert!(n(&w["sum_ns"]) > 0, "{w}");
+    let (p50, p99) = (n(&w["p50_ns"]), n(&w["p99_ns"]));
+    assert!(p50 <= p99, "{w}");
+
+    let v = traced(&["--comm", "causes-waking"], || {
+        named_sleeper(cpu, Duration::from_millis(1), 200, "causes-waking");
+    });
+    assert_eq!(causes(&v)["waking"], Value::Null, "{v}");
+
+    let v = traced(&["--hook", "tp", "--waking"], || {
+        named_sleeper(cpu, Duration::from_millis(1), 200, "causes-waking");
+    });
+    drop(hogs);
+    let c = causes(&v);
+    assert!(n(&c["waking"]["count"]) > 0, "{c}");
+    assert!(
+        n(&c["waking"]["count"]) <= n(&c["woken"]["count"]) + 50,
+        "{c}"
+    );
+
+    let (status, _, err) = common::run_schedlat(&["--waking", "--no-causes", "1", "1"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+}

@@ -191,6 +191,9 @@ pub struct Compute {
     /// `causes::SLOTS_PER_CPU` snapshots, and at least one of steal, IRQ
     /// and throttled time is in this kernel.
     pub overlaps: u64,
+    /// 1: `--waking`: the sched_waking program is attached and each
+    /// sched_wakeup adds the wakeup path before it to CAUSES.
+    pub waking: u64,
 }
 
 /// What the cause split reads besides the run-queue chain (`RqOffsets`):

@@ -110,6 +110,9 @@ pub mod names {
     ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
+    /// `--waking` (the wakeup path before the queue), in either mode.
+    pub const BTF_WAKING: (&str, &str) = ("sched_waking", "sched_waking");
+    pub const TP_WAKING: (&str, &str) = ("tp_sched_waking", "sched_waking");
     pub const TP_PROGRAMS: [(&str, &str); 4] = [
         ("tp_sched_wakeup", "sched_wakeup"),
         ("tp_sched_wakeup_new", "sched_wakeup_new"),

@@ -16,6 +16,14 @@
 //! The last-run CPU is written at the switch-in that ends a wait and kept
 //! while the task runs and sleeps, so the next wait can tell whether it
 //! ended on the same CPU.
+//!
+//! With `--waking`, a word that is not waiting may carry the time of the
+//! task's sched_waking: kind 0 and depth field [`WAKING_MARK`] (a value no
+//! wait writes), the timestamp in bits 0..46. The sched_wakeup that follows
+//! reads the wakeup path's length from it ([`waking_ns`]) and overwrites it
+//! with the wait ([`begin`]). A task woken while still waiting (preempted
+//! on its way to sleep: still on its run queue) keeps its wait's word: it
+//! is never stamped.
 
 use crate::causes::Cause;
 
@@ -41,6 +49,9 @@ pub enum Kind {
 
 /// The depth field's "not measured" value.
 pub const DEPTH_UNKNOWN: u64 = 6;
+/// The depth field of a not-waiting word stamped at sched_waking.
+pub const WAKING_MARK: u64 = 7;
+const DEPTH_FIELD: u64 = 7 << DEPTH_SHIFT;
 
 /// The word of a wait that begins at `now`, the `kind` way, behind
 /// `depth` (a depth class index 0..=5, or [`DEPTH_UNKNOWN`]); `old` is the
@@ -107,6 +118,28 @@ pub fn depth_field(others: u32) -> u64 {
     crate::causes::depth_class(others) as u64 - Cause::Depth0 as u64
 }
 
+/// The word of a task whose sched_waking fires at `now`, its word being
+/// `old`: stamped, its last-run CPU kept; None (leave it) while a wait is
+/// in progress.
+#[inline(always)]
+pub fn waking(old: u64, now: u64) -> Option<u64> {
+    if waiting(old) {
+        return None;
+    }
+    Some((old & (u64::MAX << CPU_SHIFT)) | (now & TS_MASK) | (WAKING_MARK << DEPTH_SHIFT))
+}
+
+/// The wakeup path's length at the sched_wakeup at `now`: from the stamp
+/// [`waking`] left in `word`; None without one (a wait in progress, no
+/// sched_waking seen since the last wait, or a stamp later than `now`).
+#[inline(always)]
+pub fn waking_ns(word: u64, now: u64) -> Option<u64> {
+    if waiting(word) || word & DEPTH_FIELD != WAKING_MARK << DEPTH_SHIFT {
+        return None;
+    }
+    wait_ns(word, now)
+}
+
 /// The CPU the task last ran on plus one; 0 when unknown.
 #[inline(always)]
 pub fn last_cpu_plus_one(word: u64) -> u64 {
@@ -171,6 +204,45 @@ mod tests {
         assert_eq!(ended_on(MAX_CPUS - 1) >> CPU_SHIFT, u64::from(MAX_CPUS));
         assert_eq!(ended_on(MAX_CPUS), 0);
         assert_eq!(ended_on(u32::MAX), 0);
+    }
+
+    #[test]
+    fn a_waking_stamp_times_the_wakeup_path_and_keeps_the_cpu() {
+        let now = 987_654_321_000;
+        let w = waking(ended_on(3), now).unwrap();
+        assert!(!waiting(w));
+        assert_eq!(last_cpu_plus_one(w), 4);
+        assert_eq!(waking_ns(w, now + 2500), Some(2500));
+        // Stamped again (a second wakeup before the first was consumed).
+        let w = waking(w, now + 100).unwrap();
+        assert_eq!(waking_ns(w, now + 2500), Some(2400));
+        // The wait replaces the stamp: its wakeup has no second stage.
+        let wait = begin(w, now + 2500, Kind::Woken, depth_field(1));
+        assert_eq!(waking_ns(wait, now + 3000), None);
+        assert_eq!(last_cpu_plus_one(wait), 4);
+        assert_eq!(depth_cause(wait), Cause::Depth1 as u64);
+        // A stamp in the future (clock skew) is discarded.
+        assert_eq!(waking_ns(w, now), None);
+    }
+
+    #[test]
+    fn no_stamp_means_no_waking_stage() {
+        // Ran and slept without a sched_waking seen (attached mid-way).
+        assert_eq!(waking_ns(ended_on(0), 1_000), None);
+        assert_eq!(waking_ns(0, 1_000), None);
+        // A task woken while still queued (preempted on its way to sleep)
+        // keeps its wait, and no wait reads as stamped.
+        for kind in [Kind::Woken, Kind::New, Kind::Preempted] {
+            for depth in [0, 5, DEPTH_UNKNOWN] {
+                let w = begin(ended_on(1), 5_000, kind, depth);
+                assert_eq!(waking(w, 6_000), None);
+                assert_eq!(waking_ns(w, 6_000), None);
+            }
+        }
+        // Every stamp is a not-waiting word whatever the clock's bits.
+        let w = waking(u64::MAX << CPU_SHIFT, u64::MAX).unwrap();
+        assert!(!waiting(w));
+        assert_eq!(last_cpu_plus_one(w), u64::from(MAX_CPUS));
     }
 
     #[test]

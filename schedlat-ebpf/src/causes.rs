@@ -16,6 +16,7 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray},
 };
 use schedlat_common::{
+    bucket_index,
     causes::{
         Cause, CauseStats, CpuTopology, KeyCauses, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL,
         OVERLAP_THROTTLED, SLOTS_PER_CPU, Snapshot,
@@ -82,6 +83,27 @@ pub fn depth(queue: Option<Queue>) -> u64 {
     match queue {
         Some(q) => start::depth_field(q.rq.nr_running().saturating_sub(1)),
         None => start::DEPTH_UNKNOWN,
+    }
+}
+
+/// At the sched_wakeup at `now` of a task whose word is `word`: the
+/// wakeup path since its sched_waking, if `--waking` stamped one.
+#[inline(always)]
+pub fn waking(word: u64, now: u64) {
+    if !on() || get(&COMPUTE.waking) == 0 {
+        return;
+    }
+    let Some(ns) = start::waking_ns(word, now) else {
+        return;
+    };
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    cs.waking_count += 1;
+    cs.waking_sum_ns += ns;
+    if let Some(n) = cs.waking_buckets.get_mut(barrier_var(bucket_index(ns))) {
+        *n += 1;
     }
 }
 

@@ -64,6 +64,16 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+// tp_btf: sched_waking(struct task_struct *p); attached with `--waking`.
+#[btf_tracepoint(function = "sched_waking")]
+pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
+    let task = TaskPtr::new(ctx.arg(0));
+    if filter::wanted(task) {
+        wait::waking(task.pid());
+    }
+    0
+}
+
 // tp_btf: sched_wakeup_new(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
@@ -144,6 +154,13 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
 #[tracepoint(category = "sched", name = "sched_wakeup")]
 pub fn tp_sched_wakeup(ctx: TracePointContext) -> u32 {
     wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::Woken, None);
+    0
+}
+
+// sched_waking shares sched_wakeup's event class: the same record layout.
+#[tracepoint(category = "sched", name = "sched_waking")]
+pub fn tp_sched_waking(ctx: TracePointContext) -> u32 {
+    wait::waking(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)));
     0
 }
 

@@ -69,6 +69,10 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
         }
         return;
     };
+    if kind == Kind::Woken {
+        // SAFETY: as below.
+        causes::waking(unsafe { *slot }, now);
+    }
     let queue = causes::queue(task);
     // SAFETY: pointer into the map value, valid for this program run.
     let word = unsafe { start::begin(*slot, now, kind, causes::depth(queue)) };
@@ -217,6 +221,23 @@ fn record(
         }
     }
     key
+}
+
+/// `tid`'s sched_waking (`--waking`): stamp its word with the wakeup
+/// path's start, unless it is waiting already (start::waking).
+#[inline(always)]
+pub fn waking(tid: u32) {
+    if tid == 0 {
+        return;
+    }
+    if let Some(slot) = START.get_ptr_mut(tid) {
+        // SAFETY: pointer into the map value, valid for this program run.
+        unsafe {
+            if let Some(word) = start::waking(*slot, now()) {
+                *slot = word;
+            }
+        }
+    }
 }
 
 /// `tid` exited: drop its word so a reused TID inherits neither a start

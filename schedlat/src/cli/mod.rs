@@ -239,6 +239,11 @@ pub struct KernelArgs {
     /// held the CPU, queue depth, steal/IRQ/throttled time; docs/causes.md)
     #[arg(long)]
     pub no_causes: bool,
+
+    /// Also time the wakeup path before the queue, sched_waking to
+    /// sched_wakeup (the cause split's `waking` stage; hooks every wakeup)
+    #[arg(long, conflicts_with = "no_causes")]
+    pub waking: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -278,6 +283,7 @@ impl KernelArgs {
                 tracefs: self.tracefs.clone(),
                 force_memory: self.force_memory,
                 no_causes: self.no_causes,
+                waking: self.waking,
             },
         }
     }

@@ -74,6 +74,11 @@ impl CauseCounts {
 
     /// One breakdown key's counters.
     pub fn from_key(measurable: Measurable, key: &KeyCauses) -> CauseCounts {
+        // Keys keep no wakeup path: the stage is the total's only.
+        let measurable = Measurable {
+            waking: false,
+            ..measurable
+        };
         let mut counts = CauseCounts::zero(measurable, false);
         for (sum, &n) in counts.count.iter_mut().zip(&key.count) {
             *sum = u64::from(n);

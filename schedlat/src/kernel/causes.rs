@@ -50,6 +50,8 @@ pub(crate) struct Setup {
     /// The run-queue chain (task->se.cfs_rq->rq) is in this kernel.
     chain: bool,
     topology: Option<Vec<CpuTopology>>,
+    /// `--waking`: sched_waking is attached (set by the loader).
+    pub(crate) waking: bool,
 }
 
 impl Setup {
@@ -71,6 +73,7 @@ impl Setup {
             offsets: offsets.filter(|_| on),
             chain: rq.is_some_and(|rq| rq.resolved != 0),
             topology,
+            waking: false,
         }
     }
 
@@ -92,6 +95,7 @@ impl Setup {
         compute.causes = u64::from(self.on);
         compute.overlaps = u64::from(self.on && self.overlaps());
         compute.topology = u64::from(self.topology.is_some());
+        compute.waking = u64::from(self.on && self.waking);
         let slots = if compute.overlaps != 0 {
             self.cpus.saturating_mul(SLOTS_PER_CPU)
         } else {
@@ -146,7 +150,7 @@ impl Setup {
             queue_depth: btf && self.chain,
             held_by: btf && self.offsets.is_some(),
             topology: self.topology.is_some(),
-            waking: false,
+            waking: self.waking,
         })
     }
 }
@@ -191,5 +195,11 @@ mod tests {
             Setup::new(false, Some(offsets(1, 1, 1)), CHAIN, 2).measurable(HookMode::Btf),
             None
         );
+        // The wakeup path only with --waking, in either hook mode.
+        assert!(!m.waking);
+        let mut w = Setup::new(true, Some(offsets(0, 1, 1)), CHAIN, 2);
+        w.waking = true;
+        assert!(w.measurable(HookMode::Tracepoint).unwrap().waking);
+        assert!(w.measurable(HookMode::Btf).unwrap().waking);
     }
 }

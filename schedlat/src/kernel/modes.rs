@@ -161,6 +161,7 @@ impl Modes {
             causes: 0,
             topology: 0,
             overlaps: 0,
+            waking: 0,
         })
     }
 }

@@ -16,6 +16,7 @@ pub(super) fn attach(
     btf: Option<&aya::Btf>,
     custom_btf: bool,
     btf_programs: &[(&'static str, &'static str)],
+    waking: bool,
 ) -> Result<(), LoadError> {
     let fail = |program, step, error, hint| LoadError::Program {
         mode,
@@ -52,7 +53,8 @@ pub(super) fn attach(
         HookMode::Tracepoint => {
             const HINT: &str =
                 " (is tracefs mounted? `mount -t tracefs nodev /sys/kernel/tracing`)";
-            for (program, tracepoint) in names::TP_PROGRAMS {
+            let waking = waking.then_some(names::TP_WAKING);
+            for (program, tracepoint) in names::TP_PROGRAMS.into_iter().chain(waking) {
                 let prog: &mut TracePoint = program_mut(ebpf, mode, program)?;
                 prog.load().map_err(|e| fail(program, "load", e, ""))?;
                 prog.attach("sched", tracepoint)

@@ -34,6 +34,9 @@ pub struct KernelSources {
     pub force_memory: bool,
     /// No cause split whatever the modes say (`--no-causes`).
     pub no_causes: bool,
+    /// Time the wakeup path before the queue too (`--waking`): attaches
+    /// sched_waking; only with the cause split.
+    pub waking: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -89,6 +92,7 @@ pub fn load(
     let mut loader = EbpfLoader::new();
     let mut compute = modes.configure(&mut loader, unit_ns)?;
     let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
+    causes.waking = plan.waking;
     causes.configure(&mut loader, &mut compute);
     let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
     config.configure(&mut loader)?;
@@ -96,14 +100,18 @@ pub fn load(
         .load(EBPF_OBJECT)
         .map_err(|e| LoadError::Object(Box::new(e)))?;
     let topology_note = causes.fill(&mut ebpf);
-    let btf_programs = plan.btf_programs;
+    let btf_programs = plan.btf_programs.clone();
+    let waking = plan.waking;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
     notes.extend(topology_note);
-    let programs = match mode {
-        HookMode::Btf => btf_programs.to_vec(),
+    let mut programs = match mode {
+        HookMode::Btf => btf_programs,
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
     };
+    if waking && mode == HookMode::Tracepoint {
+        programs.push(names::TP_WAKING);
+    }
     release::startup_memory(EBPF_OBJECT);
     Ok(Loaded {
         ebpf,

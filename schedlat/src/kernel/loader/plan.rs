@@ -64,7 +64,10 @@ fn tp_offsets(tracefs: &Path) -> Result<TpOffsets, TracefsError> {
 pub(super) struct Plan {
     pub(super) candidates: Vec<HookMode>,
     /// The tp_btf (program, tracepoint) pairs of the chosen modes.
-    pub(super) btf_programs: [(&'static str, &'static str); 4],
+    /// With `--waking`, sched_waking's last.
+    pub(super) btf_programs: Vec<(&'static str, &'static str)>,
+    /// `--waking` with the cause split: sched_waking is attached.
+    pub(super) waking: bool,
     pub(super) globals: Globals,
     pub(super) attach_btf: Option<aya::Btf>,
     pub(super) notes: Vec<String>,
@@ -103,7 +106,9 @@ impl Plan {
                 _ => candidates.retain(|m| *m == HookMode::Btf),
             }
         }
+        let waking = sources.waking && modes.causes;
         let wants = BtfWants {
+            waking,
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
@@ -141,9 +146,14 @@ impl Plan {
                 Err(e) => return Err(e.into()),
             }
         }
+        let mut btf_programs = modes.btf_programs().to_vec();
+        if waking {
+            btf_programs.push(names::BTF_WAKING);
+        }
         Ok(Plan {
             candidates,
-            btf_programs: modes.btf_programs(),
+            btf_programs,
+            waking,
             globals,
             attach_btf,
             notes,
@@ -167,6 +177,7 @@ impl Plan {
                 self.attach_btf.as_ref(),
                 self.custom_btf,
                 &self.btf_programs,
+                self.waking,
             ) {
                 Ok(()) => {
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
@@ -192,6 +203,8 @@ struct BtfWants {
     pidns: bool,
     /// The cause split's fields.
     causes: bool,
+    /// sched_waking's BTF id (`--waking`).
+    waking: bool,
 }
 
 struct BtfFacts {
@@ -238,7 +251,10 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         }
         None => None,
     };
-    let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
+    let mut tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp).to_vec();
+    if wants.waking {
+        tracepoints.push(names::BTF_WAKING.1);
+    }
     let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
     drop(btf);

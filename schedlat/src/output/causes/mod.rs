@@ -22,8 +22,9 @@ pub fn of(waits: &Waits) -> Option<Causes> {
 }
 
 /// The text block: three lines, the first starting `causes: `, the others
-/// indented under it; empty when there is nothing to split. Percentiles
-/// appear where the split has them (the total, not a breakdown key).
+/// indented under it, and a fourth for the wakeup path with `--waking`;
+/// empty when there is nothing to split. Percentiles appear where the
+/// split has them (the total, not a breakdown key).
 pub fn text(causes: &Causes) -> String {
     let waits = causes.waits();
     if waits == 0 {
@@ -92,7 +93,21 @@ pub fn text(causes: &Causes) -> String {
         queue_depth(&causes.queue_depth, waits),
         held_by(causes, time)
     );
+    if let Some(w) = &causes.waking {
+        let _ = writeln!(out, "        {}", waking(w));
+    }
     out
+}
+
+/// `wakeup path (sched_waking to enqueue) 812 wakeups, p50 3.1 us, p99 9 us`.
+fn waking(w: &Summary) -> String {
+    let mut line = format!("wakeup path (sched_waking to enqueue) {} wakeups", w.count);
+    if let (Some(p50), Some(p99)) = (w.p50_ns, w.p99_ns)
+        && w.count > 0
+    {
+        let _ = write!(line, ", p50 {}, p99 {}", fmt_ns(p50), fmt_ns(p99));
+    }
+    line
 }
 
 /// `, p99 210 us` where the class has percentiles and waits.
@@ -273,6 +288,41 @@ pub mod tests {
         let v = serde_json::to_value(json(&Causes::of(&counts))).unwrap();
         assert_eq!(v["woken"]["p99_ns"], serde_json::Value::Null);
         assert_eq!(v["woken"]["count"], 900);
+    }
+
+    #[test]
+    fn the_wakeup_path_shows_only_when_measured() {
+        let mut cpu = sample_cpu();
+        cpu.waking_count = 1000;
+        cpu.waking_sum_ns = 3_000_000;
+        cpu.waking_buckets[bucket_index(3_000)] = 1000;
+        let m = Measurable {
+            waking: true,
+            ..measurable()
+        };
+        let causes = Causes::of(&CauseCounts::from_cpus(m, &[cpu]));
+        let t = text(&causes);
+        let last = t.lines().nth(3).unwrap_or_default();
+        assert!(
+            last.starts_with("        wakeup path (sched_waking to enqueue) 1000 wakeups, p50 "),
+            "{t}"
+        );
+        assert!(last.contains(", p99 "), "{t}");
+        let v = serde_json::to_value(json(&causes)).unwrap();
+        assert_eq!(v["waking"]["count"], 1000);
+        assert_eq!(v["waking"]["sum_ns"], 3_000_000);
+        let p50 = v["waking"]["p50_ns"].as_u64().unwrap();
+        assert!(p50.abs_diff(3_000) <= 500, "{p50}");
+        // A breakdown key keeps no wakeup path: null, no line.
+        let key = Causes::of(&CauseCounts::from_key(m, &KeyCauses::ZERO));
+        assert_eq!(key.waking, None);
+        // Not measured: no line, null in JSON (the counts are ignored).
+        let off = Causes::of(&CauseCounts::from_cpus(measurable(), &[cpu]));
+        assert_eq!(text(&off).lines().count(), 3);
+        assert_eq!(
+            serde_json::to_value(json(&off)).unwrap()["waking"],
+            serde_json::Value::Null
+        );
     }
 
     #[test]
