@@ -300,7 +300,7 @@ fn fuzz_btf_offsets() {
         }
         let _ = btf::rq_offsets(&layouts);
         let _ = btf::pidns_offsets(&layouts);
-        let _ = btf::tracepoint_ids(&parsed, &path, &["sched_switch", "sched_wakeup"]);
+        let _ = btf::tracepoint_ids(&layouts, &["sched_switch", "sched_wakeup"]);
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

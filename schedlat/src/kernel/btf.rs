@@ -12,7 +12,10 @@ use std::{
 };
 
 use btf_rs::{Btf, Type};
-use schedlat_common::kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets};
+use schedlat_common::{
+    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
+    names,
+};
 use thiserror::Error;
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -96,22 +99,56 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
     )
 }
 
+/// Every struct an offset set reads, and the tracepoints' typedefs: their
+/// ids are found in one pass over the BTF (btf_names.rs).
+const STRUCTS: [&str; 14] = [
+    "task_struct",
+    "sched_entity",
+    "cfs_rq",
+    "rq",
+    "task_group",
+    "cfs_bandwidth",
+    "css_set",
+    "cgroup",
+    "cgroup_subsys_state",
+    "kernfs_node",
+    "pid",
+    "upid",
+    "pid_namespace",
+    "ns_common",
+];
+
 /// The structs of one BTF, each looked up once however many offset sets
 /// read it: a lookup by name is a scan over every type (~150,000 on 6.18,
 /// about 0.8 ms), and the offset sets share task_struct, cfs_rq and rq.
 pub struct Layouts<'a> {
     btf: &'a Btf,
     path: &'a Path,
+    /// The ids of STRUCTS and the tracepoint typedefs, from one pass; None
+    /// where the file cannot be mapped (btf-rs then scans per name).
+    ids: Option<HashMap<String, Vec<u32>>>,
     /// By name; None when the BTF has no such struct.
     found: RefCell<HashMap<&'static str, Option<Rc<StructLayout>>>>,
 }
 
 impl<'a> Layouts<'a> {
     pub fn new(btf: &'a Btf, path: &'a Path) -> Self {
+        let typedefs = names::BTF_PROGRAMS.map(|(_, tp)| format!("btf_trace_{tp}"));
+        let mut wanted: Vec<&str> = STRUCTS.to_vec();
+        wanted.extend(typedefs.iter().map(String::as_str));
         Layouts {
             btf,
             path,
+            ids: crate::kernel::btf_names::ids_of(path, &wanted),
             found: RefCell::default(),
+        }
+    }
+
+    /// The ids of the types named `name`, ascending.
+    fn ids(&self, name: &str) -> Vec<u32> {
+        match self.ids.as_ref().and_then(|ids| ids.get(name)) {
+            Some(ids) => ids.clone(),
+            None => self.btf.resolve_ids_by_name(name).unwrap_or_default(),
         }
     }
 
@@ -120,11 +157,7 @@ impl<'a> Layouts<'a> {
             .found
             .borrow_mut()
             .entry(name)
-            .or_insert_with(|| {
-                StructLayout::find(self.btf, self.path, name)
-                    .ok()
-                    .map(Rc::new)
-            })
+            .or_insert_with(|| StructLayout::find(self, name).ok().map(Rc::new))
             .clone();
         layout.ok_or_else(|| BtfError::NoStruct {
             path: self.path.to_path_buf(),
@@ -330,15 +363,15 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
 /// programs attach to, as (typedef name, id): for each name the first
 /// typedef, as aya's own lookup picks (see attach_btf.rs for their use).
 pub fn tracepoint_ids(
-    btf: &Btf,
-    path: &Path,
+    layouts: &Layouts,
     tracepoints: &[&str],
 ) -> Result<Vec<(String, u32)>, BtfError> {
+    let (btf, path) = (layouts.btf, layouts.path);
     tracepoints
         .iter()
         .map(|tp| {
             let name = format!("btf_trace_{tp}");
-            let mut ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+            let mut ids = layouts.ids(&name);
             ids.sort_unstable();
             let typedef = ids
                 .into_iter()
@@ -366,13 +399,18 @@ struct StructLayout {
 }
 
 impl StructLayout {
-    fn find(btf: &Btf, path: &Path, name: &str) -> Result<StructLayout, BtfError> {
+    fn find(layouts: &Layouts, name: &str) -> Result<StructLayout, BtfError> {
+        let (btf, path) = (layouts.btf, layouts.path);
         let no_struct = || BtfError::NoStruct {
             path: path.to_path_buf(),
             name: name.to_string(),
         };
-        let types = btf.resolve_types_by_name(name).map_err(|_| no_struct())?;
-        let strukt = types
+        let strukt = layouts
+            .ids(name)
+            .into_iter()
+            .map(|id| btf.resolve_type_by_id(id))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| no_struct())?
             .into_iter()
             .find_map(|t| match t {
                 Type::Struct(s) => Some(s),
@@ -586,7 +624,9 @@ mod tests {
     #[test]
     fn missing_field_is_named_in_the_error() {
         let btf = Btf::from_bytes(&fixture_btf()).unwrap();
-        let layout = StructLayout::find(&btf, Path::new("fixture"), "task_struct").unwrap();
+        let layout = Layouts::new(&btf, Path::new("fixture"))
+            .get("task_struct")
+            .unwrap();
         let err = layout.offset_of(&["cgroups"]).unwrap_err().to_string();
         assert!(
             err.contains("cgroups") && err.contains("task_struct"),
@@ -636,6 +676,27 @@ mod tests {
     }
 
     #[test]
+    fn one_pass_finds_what_btf_rs_finds_on_the_running_kernel() {
+        let path = Path::new(VMLINUX_BTF);
+        let names = [
+            "task_struct",
+            "rq",
+            "btf_trace_sched_switch",
+            "no_such_type",
+        ];
+        // Kernels before 6.16 refuse the mapping: nothing to compare.
+        let Some(ids) = crate::kernel::btf_names::ids_of(path, &names) else {
+            return;
+        };
+        let parsed = open(path).unwrap();
+        for name in names {
+            let want = parsed.resolve_ids_by_name(name).unwrap_or_default();
+            assert_eq!(ids[name], want, "{name}");
+        }
+        assert!(!ids["task_struct"].is_empty());
+    }
+
+    #[test]
     fn a_mapped_copy_reads_as_the_mapped_file() {
         // What kernels before 6.16 get, where sysfs refuses the mapping.
         let path = Path::new(VMLINUX_BTF);
@@ -647,8 +708,8 @@ mod tests {
         );
         let tracepoints = ["sched_switch", "sched_wakeup"];
         assert_eq!(
-            tracepoint_ids(&copy, path, &tracepoints).unwrap(),
-            tracepoint_ids(&direct, path, &tracepoints).unwrap()
+            tracepoint_ids(&Layouts::new(&copy, path), &tracepoints).unwrap(),
+            tracepoint_ids(&Layouts::new(&direct, path), &tracepoints).unwrap()
         );
     }
 }

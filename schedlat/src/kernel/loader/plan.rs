@@ -241,7 +241,7 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         None => None,
     };
     let tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp);
-    let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
+    let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
     drop(layouts);
     drop(btf);
