@@ -55,6 +55,14 @@ pub fn on() -> bool {
     get(&COMPUTE.causes) != 0
 }
 
+/// `task` with the pointer fields the split follows from it read now
+/// (memory.rs with_links() says why): for sched_switch's prev and next,
+/// before its paths branch.
+#[inline(always)]
+pub fn linked(task: TaskPtr) -> TaskPtr {
+    task.with_links(on() && get(&RQ.resolved) != 0, on())
+}
+
 /// The queue a task was just put on: its group's CFS queue on that CPU,
 /// and the CPU's run queue.
 #[derive(Clone, Copy)]

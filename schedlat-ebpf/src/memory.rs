@@ -7,14 +7,43 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
 use crate::config::{CAUSE, CGROUP, PIDNS, RQ, TASK, get};
 
-/// A `struct task_struct *` handed to a tp_btf program.
+/// A `struct task_struct *` handed to a tp_btf program, with the pointer
+/// fields `with_links` read already.
 #[derive(Clone, Copy)]
-pub struct TaskPtr(BtfPtr);
+pub struct TaskPtr(BtfPtr, Links);
+
+/// `task->se.cfs_rq` and `task->cgroups`, when read up front.
+#[derive(Clone, Copy, Default)]
+struct Links {
+    cfs_rq: Option<BtfPtr>,
+    css_set: Option<u64>,
+}
 
 impl TaskPtr {
     #[inline(always)]
     pub fn new(ptr: *const u8) -> Self {
-        TaskPtr(BtfPtr(ptr))
+        TaskPtr(BtfPtr(ptr), Links::default())
+    }
+
+    /// Reads `task->se.cfs_rq` (when `cfs_rq`) and `task->cgroups` (when
+    /// `css_set`) now, once, for `cfs_rq()` and `css_set()` to return.
+    ///
+    /// Loading a pointer field from a tp_btf argument (a trusted pointer)
+    /// makes the verifier look up `<struct>__safe_trusted`, `..._or_null`,
+    /// `__safe_rcu` and `..._or_null` in the kernel's BTF, each a scan by
+    /// name over every type (kernel/bpf/verifier.c
+    /// check_ptr_to_btf_access()), on every path it walks to that load:
+    /// about 1 ms a load on 6.18. Read where sched_switch's paths branch,
+    /// these loads cost 19 ms of its load time; read here, before any
+    /// branch, each is verified once. At run time they are plain loads of
+    /// fields next to those the switch reads anyway.
+    #[inline(always)]
+    pub fn with_links(self, cfs_rq: bool, css_set: bool) -> Self {
+        let links = Links {
+            cfs_rq: cfs_rq.then(|| self.0.read_ptr(get(&RQ.task_cfs_rq))),
+            css_set: css_set.then(|| self.0.read_u64(get(&CAUSE.task_cgroups))),
+        };
+        TaskPtr(self.0, links)
     }
 
     /// `task->pid` (the TID in userspace terms).
@@ -86,7 +115,11 @@ impl TaskPtr {
     /// only when `RQ.resolved`).
     #[inline(always)]
     pub fn cfs_rq(self) -> CfsRq {
-        CfsRq(self.0.read_ptr(get(&RQ.task_cfs_rq)))
+        CfsRq(
+            self.1
+                .cfs_rq
+                .unwrap_or_else(|| self.0.read_ptr(get(&RQ.task_cfs_rq))),
+        )
     }
 
     /// `task->policy`: FIFO 1, RR 2, DEADLINE 6 outrank the others.
@@ -105,7 +138,9 @@ impl TaskPtr {
     /// the same cgroup of every hierarchy.
     #[inline(always)]
     pub fn css_set(self) -> u64 {
-        self.0.read_u64(get(&CAUSE.task_cgroups))
+        self.1
+            .css_set
+            .unwrap_or_else(|| self.0.read_u64(get(&CAUSE.task_cgroups)))
     }
 
     /// The task's css in the hierarchy the loader chose:

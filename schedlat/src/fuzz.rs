@@ -289,19 +289,18 @@ fn fuzz_btf_offsets() {
         let Ok(parsed) = btf::open(&path) else {
             return;
         };
-        if let (Ok(task), Ok(size)) = (
-            btf::task_offsets(&parsed, &path),
-            btf::task_struct_size(&parsed, &path),
-        ) && btf_check::check_plausible(&task, size, &path).is_ok()
+        let layouts = btf::Layouts::new(&parsed, &path);
+        if let (Ok(task), Ok(size)) = (btf::task_offsets(&layouts), btf::task_struct_size(&layouts))
+            && btf_check::check_plausible(&task, size, &path).is_ok()
         {
             assert!(
                 task.pid + 4 <= size && task.tgid + 4 <= size && task.comm + 16 <= size,
                 "{task:?} in {size}"
             );
         }
-        let _ = btf::rq_offsets(&parsed, &path);
-        let _ = btf::pidns_offsets(&parsed, &path);
-        let _ = btf::tracepoint_ids(&parsed, &path, &["sched_switch", "sched_wakeup"]);
+        let _ = btf::rq_offsets(&layouts);
+        let _ = btf::pidns_offsets(&layouts);
+        let _ = btf::tracepoint_ids(&layouts, &["sched_switch", "sched_wakeup"]);
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

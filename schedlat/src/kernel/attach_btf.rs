@@ -91,7 +91,7 @@ mod tests {
         let path = std::path::Path::new(btf::VMLINUX_BTF);
         let parsed = btf::open(path).unwrap();
         let tracepoints = schedlat_common::names::BTF_PROGRAMS.map(|(_, tp)| tp);
-        let ids = btf::tracepoint_ids(&parsed, path, &tracepoints).unwrap();
+        let ids = btf::tracepoint_ids(&btf::Layouts::new(&parsed, path), &tracepoints).unwrap();
         let small = stand_in(&ids).unwrap();
         // What aya's own lookup in the whole of the kernel's BTF finds.
         let full = aya::Btf::from_sys_fs().expect("kernel BTF");

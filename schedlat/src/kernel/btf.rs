@@ -4,10 +4,18 @@
 //! kernels: the offsets travel to the programs as read-only globals, in the
 //! kernel configuration structs this module fills (schedlat_common::kconfig).
 
-use std::path::{Path, PathBuf};
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    path::{Path, PathBuf},
+    rc::Rc,
+};
 
 use btf_rs::{Btf, Type};
-use schedlat_common::kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets};
+use schedlat_common::{
+    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
+    names,
+};
 use thiserror::Error;
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -91,8 +99,86 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
     )
 }
 
-pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
-    let task = StructLayout::find(btf, path, "task_struct")?;
+/// Every struct an offset set reads, and the tracepoints' typedefs: their
+/// ids are found in one pass over the BTF (btf_names.rs).
+const STRUCTS: [&str; 14] = [
+    "task_struct",
+    "sched_entity",
+    "cfs_rq",
+    "rq",
+    "task_group",
+    "cfs_bandwidth",
+    "css_set",
+    "cgroup",
+    "cgroup_subsys_state",
+    "kernfs_node",
+    "pid",
+    "upid",
+    "pid_namespace",
+    "ns_common",
+];
+
+/// The structs of one BTF, each looked up once however many offset sets
+/// read it: a lookup by name is a scan over every type (~150,000 on 6.18,
+/// about 0.8 ms), and the offset sets share task_struct, cfs_rq and rq.
+pub struct Layouts<'a> {
+    btf: &'a Btf,
+    path: &'a Path,
+    /// The ids of STRUCTS and the tracepoint typedefs, from one pass; None
+    /// where the file cannot be mapped (btf-rs then scans per name).
+    ids: Option<HashMap<String, Vec<u32>>>,
+    /// By name; None when the BTF has no such struct.
+    found: RefCell<HashMap<&'static str, Option<Rc<StructLayout>>>>,
+}
+
+impl<'a> Layouts<'a> {
+    pub fn new(btf: &'a Btf, path: &'a Path) -> Self {
+        // sched_waking's too: indexing one more name costs nothing, and
+        // `--waking` then needs no second scan.
+        let typedefs = names::BTF_PROGRAMS
+            .iter()
+            .chain([&names::BTF_WAKING])
+            .map(|(_, tp)| format!("btf_trace_{tp}"))
+            .collect::<Vec<_>>();
+        let mut wanted: Vec<&str> = STRUCTS.to_vec();
+        wanted.extend(typedefs.iter().map(String::as_str));
+        Layouts {
+            btf,
+            path,
+            ids: crate::kernel::btf_names::ids_of(path, &wanted),
+            found: RefCell::default(),
+        }
+    }
+
+    /// The ids of the types named `name`, ascending.
+    fn ids(&self, name: &str) -> Vec<u32> {
+        match self.ids.as_ref().and_then(|ids| ids.get(name)) {
+            Some(ids) => ids.clone(),
+            None => self.btf.resolve_ids_by_name(name).unwrap_or_default(),
+        }
+    }
+
+    fn get(&self, name: &'static str) -> Result<Rc<StructLayout>, BtfError> {
+        let layout = self
+            .found
+            .borrow_mut()
+            .entry(name)
+            .or_insert_with(|| StructLayout::find(self, name).ok().map(Rc::new))
+            .clone();
+        layout.ok_or_else(|| BtfError::NoStruct {
+            path: self.path.to_path_buf(),
+            name: name.to_string(),
+        })
+    }
+
+    /// `strukt`'s member `name`, if both exist.
+    fn field(&self, strukt: &'static str, name: &str) -> Option<u64> {
+        self.get(strukt).and_then(|s| s.offset_of(&[name])).ok()
+    }
+}
+
+pub fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {
+    let task = layouts.get("task_struct")?;
     let offsets = TaskOffsets {
         pid: task.offset_of(&["pid"])?,
         tgid: task.offset_of(&["tgid"])?,
@@ -108,18 +194,14 @@ pub fn task_offsets(btf: &Btf, path: &Path) -> Result<TaskOffsets, BtfError> {
 }
 
 /// sizeof(struct task_struct), for checking offsets against it.
-pub fn task_struct_size(btf: &Btf, path: &Path) -> Result<u64, BtfError> {
-    StructLayout::find(btf, path, "task_struct").map(|s| s.size)
+pub fn task_struct_size(layouts: &Layouts) -> Result<u64, BtfError> {
+    layouts.get("task_struct").map(|s| s.size)
 }
 
 /// The run-queue length chain, or None when this kernel lacks a link
 /// (`se.cfs_rq` and `cfs_rq.rq` need CONFIG_FAIR_GROUP_SCHED).
-pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
-    let field = |strukt: &str, name: &str| {
-        StructLayout::find(btf, path, strukt)
-            .and_then(|s| s.offset_of(&[name]))
-            .ok()
-    };
+pub fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
+    let field = |strukt, name| layouts.field(strukt, name);
     Some(RqOffsets {
         resolved: 1,
         task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
@@ -131,15 +213,10 @@ pub fn rq_offsets(btf: &Btf, path: &Path) -> Option<RqOffsets> {
 /// What the cause split reads besides the run-queue chain: task->flags and
 /// task->cgroups (every kernel with cgroups), then each piece of the
 /// kernel's accounting where its config put it in the BTF.
-pub fn cause_offsets(btf: &Btf, path: &Path) -> Result<CauseOffsets, BtfError> {
-    let task = StructLayout::find(btf, path, "task_struct")?;
-    let rq = StructLayout::find(btf, path, "rq").ok();
-    let rq_field = |name: &str| rq.as_ref().and_then(|rq| rq.offset_of(&[name]).ok());
-    let field = |strukt: &str, name: &str| {
-        StructLayout::find(btf, path, strukt)
-            .and_then(|s| s.offset_of(&[name]))
-            .ok()
-    };
+pub fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError> {
+    let task = layouts.get("task_struct")?;
+    let rq_field = |name| layouts.field("rq", name);
+    let field = |strukt, name| layouts.field(strukt, name);
     let throttled = field("cfs_rq", "tg").zip(
         field("task_group", "cfs_bandwidth")
             .zip(field("cfs_bandwidth", "throttled_time"))
@@ -176,9 +253,10 @@ pub enum CssChoice {
 
 /// The chain from a task to the kernfs id of its cgroup in the hierarchy
 /// `css` picks.
-pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
-    let cset = StructLayout::find(btf, path, "css_set")?;
-    let cgroup = StructLayout::find(btf, path, "cgroup")?;
+pub fn cgroup_offsets(layouts: &Layouts, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
+    let (btf, path) = (layouts.btf, layouts.path);
+    let cset = layouts.get("css_set")?;
+    let cgroup = layouts.get("cgroup")?;
     let cset_css = match css {
         CssChoice::Default => {
             // The v2 chain reads css fields through the cgroup pointer, which
@@ -208,14 +286,14 @@ pub fn cgroup_offsets(btf: &Btf, path: &Path, css: &CssChoice) -> Result<CgroupO
             at
         }
     };
-    let css = StructLayout::find(btf, path, "cgroup_subsys_state")?;
+    let css = layouts.get("cgroup_subsys_state")?;
     Ok(CgroupOffsets {
-        task_cgroups: StructLayout::find(btf, path, "task_struct")?.offset_of(&["cgroups"])?,
+        task_cgroups: layouts.get("task_struct")?.offset_of(&["cgroups"])?,
         cset_css,
         css_cgroup: css.offset_of(&["cgroup"])?,
         css_parent: css.offset_of(&["parent"])?,
         cgroup_kn: cgroup.offset_of(&["kn"])?,
-        kn_id: StructLayout::find(btf, path, "kernfs_node")?.offset_of(&["id"])?,
+        kn_id: layouts.get("kernfs_node")?.offset_of(&["id"])?,
     })
 }
 
@@ -253,14 +331,13 @@ fn subsys_id(btf: &Btf, path: &Path, controllers: &[String]) -> Result<u64, BtfE
 }
 
 /// The chain from a task to the inode number of its active PID namespace.
-pub fn pidns_offsets(btf: &Btf, path: &Path) -> Result<PidnsOffsets, BtfError> {
-    let pid = StructLayout::find(btf, path, "pid")?;
-    let upid = StructLayout::find(btf, path, "upid")?;
-    let ns = StructLayout::find(btf, path, "pid_namespace")?.offset_of(&["ns"])?;
-    let inum = StructLayout::find(btf, path, "ns_common")?.offset_of(&["inum"])?;
+pub fn pidns_offsets(layouts: &Layouts) -> Result<PidnsOffsets, BtfError> {
+    let pid = layouts.get("pid")?;
+    let upid = layouts.get("upid")?;
+    let ns = layouts.get("pid_namespace")?.offset_of(&["ns"])?;
+    let inum = layouts.get("ns_common")?.offset_of(&["inum"])?;
     Ok(PidnsOffsets {
-        task_thread_pid: StructLayout::find(btf, path, "task_struct")?
-            .offset_of(&["thread_pid"])?,
+        task_thread_pid: layouts.get("task_struct")?.offset_of(&["thread_pid"])?,
         pid_level: pid.offset_of(&["level"])?,
         pid_numbers: pid.offset_of(&["numbers"])?,
         upid_size: upid.size,
@@ -292,15 +369,15 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
 /// programs attach to, as (typedef name, id): for each name the first
 /// typedef, as aya's own lookup picks (see attach_btf.rs for their use).
 pub fn tracepoint_ids(
-    btf: &Btf,
-    path: &Path,
+    layouts: &Layouts,
     tracepoints: &[&str],
 ) -> Result<Vec<(String, u32)>, BtfError> {
+    let (btf, path) = (layouts.btf, layouts.path);
     tracepoints
         .iter()
         .map(|tp| {
             let name = format!("btf_trace_{tp}");
-            let mut ids = btf.resolve_ids_by_name(&name).unwrap_or_default();
+            let mut ids = layouts.ids(&name);
             ids.sort_unstable();
             let typedef = ids
                 .into_iter()
@@ -328,13 +405,18 @@ struct StructLayout {
 }
 
 impl StructLayout {
-    fn find(btf: &Btf, path: &Path, name: &str) -> Result<StructLayout, BtfError> {
+    fn find(layouts: &Layouts, name: &str) -> Result<StructLayout, BtfError> {
+        let (btf, path) = (layouts.btf, layouts.path);
         let no_struct = || BtfError::NoStruct {
             path: path.to_path_buf(),
             name: name.to_string(),
         };
-        let types = btf.resolve_types_by_name(name).map_err(|_| no_struct())?;
-        let strukt = types
+        let strukt = layouts
+            .ids(name)
+            .into_iter()
+            .map(|id| btf.resolve_type_by_id(id))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| no_struct())?
             .into_iter()
             .find_map(|t| match t {
                 Type::Struct(s) => Some(s),
@@ -511,7 +593,8 @@ mod tests {
     #[test]
     fn resolves_offsets_from_fixture_through_anonymous_union() {
         let btf = Btf::from_bytes(&fixture_btf()).expect("fixture parses");
-        let offs = task_offsets(&btf, Path::new("fixture")).unwrap();
+        let layouts = Layouts::new(&btf, Path::new("fixture"));
+        let offs = task_offsets(&layouts).unwrap();
         assert_eq!(
             offs,
             TaskOffsets {
@@ -525,7 +608,7 @@ mod tests {
             }
         );
         // No sched_entity, cfs_rq or rq in the fixture: no run-queue length.
-        assert_eq!(rq_offsets(&btf, Path::new("fixture")), None);
+        assert_eq!(rq_offsets(&layouts), None);
     }
 
     /// Regression (fuzz_btf_offsets): a BTF placing task_struct.pid at
@@ -535,7 +618,9 @@ mod tests {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("fuzz/corpus/btf/member_offset_past_struct_end.btf");
         let btf = open(&path).unwrap();
-        let e = task_offsets(&btf, &path).unwrap_err().to_string();
+        let e = task_offsets(&Layouts::new(&btf, &path))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("pid at byte 64 lies outside the struct (40 bytes)"),
             "{e}"
@@ -545,7 +630,9 @@ mod tests {
     #[test]
     fn missing_field_is_named_in_the_error() {
         let btf = Btf::from_bytes(&fixture_btf()).unwrap();
-        let layout = StructLayout::find(&btf, Path::new("fixture"), "task_struct").unwrap();
+        let layout = Layouts::new(&btf, Path::new("fixture"))
+            .get("task_struct")
+            .unwrap();
         let err = layout.offset_of(&["cgroups"]).unwrap_err().to_string();
         assert!(
             err.contains("cgroups") && err.contains("task_struct"),
@@ -572,7 +659,8 @@ mod tests {
         // Every machine schedlat supports (and CI) has kernel BTF.
         let path = Path::new(VMLINUX_BTF);
         let btf = open(path).expect("this kernel has BTF");
-        let offs = task_offsets(&btf, path).unwrap();
+        let layouts = Layouts::new(&btf, path);
+        let offs = task_offsets(&layouts).unwrap();
         // pid and __state are both well inside task_struct and distinct.
         assert_ne!(offs.pid, offs.state);
         assert!(offs.pid > 0 && offs.pid < 16384, "{offs:?}");
@@ -581,10 +669,10 @@ mod tests {
             assert!(off > 0 && off < 16384 && off != offs.pid, "{offs:?}");
         }
         // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
-        let rq = rq_offsets(&btf, path).expect("task->se.cfs_rq->rq->nr_running");
+        let rq = rq_offsets(&layouts).expect("task->se.cfs_rq->rq->nr_running");
         assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
         // ... and CONFIG_SMP, CONFIG_CFS_BANDWIDTH.
-        let cause = cause_offsets(&btf, path).unwrap();
+        let cause = cause_offsets(&layouts).unwrap();
         assert!(cause.task_flags > 0 && cause.task_cgroups > 0, "{cause:?}");
         assert_eq!((cause.has_rq_cpu, cause.has_throttled), (1, 1), "{cause:?}");
         assert!(
@@ -594,19 +682,40 @@ mod tests {
     }
 
     #[test]
+    fn one_pass_finds_what_btf_rs_finds_on_the_running_kernel() {
+        let path = Path::new(VMLINUX_BTF);
+        let names = [
+            "task_struct",
+            "rq",
+            "btf_trace_sched_switch",
+            "no_such_type",
+        ];
+        // Kernels before 6.16 refuse the mapping: nothing to compare.
+        let Some(ids) = crate::kernel::btf_names::ids_of(path, &names) else {
+            return;
+        };
+        let parsed = open(path).unwrap();
+        for name in names {
+            let want = parsed.resolve_ids_by_name(name).unwrap_or_default();
+            assert_eq!(ids[name], want, "{name}");
+        }
+        assert!(!ids["task_struct"].is_empty());
+    }
+
+    #[test]
     fn a_mapped_copy_reads_as_the_mapped_file() {
         // What kernels before 6.16 get, where sysfs refuses the mapping.
         let path = Path::new(VMLINUX_BTF);
         let copy = mapped_copy(path).expect("memfd and /proc/self/fd");
         let direct = open(path).unwrap();
         assert_eq!(
-            task_offsets(&copy, path).unwrap(),
-            task_offsets(&direct, path).unwrap()
+            task_offsets(&Layouts::new(&copy, path)).unwrap(),
+            task_offsets(&Layouts::new(&direct, path)).unwrap()
         );
         let tracepoints = ["sched_switch", "sched_wakeup"];
         assert_eq!(
-            tracepoint_ids(&copy, path, &tracepoints).unwrap(),
-            tracepoint_ids(&direct, path, &tracepoints).unwrap()
+            tracepoint_ids(&Layouts::new(&copy, path), &tracepoints).unwrap(),
+            tracepoint_ids(&Layouts::new(&direct, path), &tracepoints).unwrap()
         );
     }
 }

@@ -58,7 +58,9 @@ pub fn check_against_running(offsets: &TaskOffsets, path: &Path) -> Result<(), B
     if path == running || !running.exists() {
         return Ok(());
     }
-    let Ok(kernel) = btf::open(running).and_then(|b| btf::task_offsets(&b, running)) else {
+    let Ok(kernel) =
+        btf::open(running).and_then(|b| btf::task_offsets(&btf::Layouts::new(&b, running)))
+    else {
         return Ok(());
     };
     compare(offsets, &kernel, path)
@@ -131,8 +133,9 @@ mod tests {
     fn the_running_kernel_passes_both_checks() {
         let path = Path::new(VMLINUX_BTF);
         let b = btf::open(path).unwrap();
-        let o = btf::task_offsets(&b, path).unwrap();
-        check_plausible(&o, btf::task_struct_size(&b, path).unwrap(), path).unwrap();
+        let layouts = btf::Layouts::new(&b, path);
+        let o = btf::task_offsets(&layouts).unwrap();
+        check_plausible(&o, btf::task_struct_size(&layouts).unwrap(), path).unwrap();
         check_against_running(&o, path).unwrap();
     }
 }

@@ -7,6 +7,7 @@ pub mod btf;
 // Unused in fault-injection builds, which replace an offset on purpose.
 #[cfg_attr(feature = "fault-injection", allow(dead_code))]
 pub mod btf_check;
+mod btf_names;
 pub mod causes;
 pub mod cgroupfs;
 pub mod error;

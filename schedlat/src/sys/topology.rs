@@ -55,28 +55,31 @@ pub fn read(root: &Path, cpus: usize) -> Option<Vec<CpuTopology>> {
     Some(out)
 }
 
-/// The lowest CPU sharing the highest-level cache under `dir`.
+/// The lowest CPU sharing the highest-level cache under `dir` (whose
+/// `shared_cpu_list` reads). The lists are read highest level first, and
+/// only until one reads: on start-up's path, a file per CPU and cache
+/// level adds up.
 fn llc(dir: &Path) -> Option<u32> {
-    let mut best: Option<(u32, u32)> = None;
+    let mut levels = Vec::new();
     for entry in fs::read_dir(dir).ok()?.flatten() {
         if !entry.file_name().to_string_lossy().starts_with("index") {
             continue;
         }
-        let read = |f: &str| fs::read_to_string(entry.path().join(f)).ok();
-        let Some(level) = read("level").and_then(|l| l.trim().parse::<u32>().ok()) else {
-            continue;
-        };
-        let Some(first) = read("shared_cpu_list")
-            .and_then(|l| cpu_list(&l))
-            .and_then(|l| l.into_iter().min())
-        else {
-            continue;
-        };
-        if best.is_none_or(|(l, _)| level > l) {
-            best = Some((level, first));
+        if let Some(level) = fs::read_to_string(entry.path().join("level"))
+            .ok()
+            .and_then(|l| l.trim().parse::<u32>().ok())
+        {
+            levels.push((level, entry.path()));
         }
     }
-    best.map(|(_, first)| first)
+    // Stable: of equal levels the first listed wins, as it did.
+    levels.sort_by_key(|&(level, _)| std::cmp::Reverse(level));
+    levels.into_iter().find_map(|(_, index)| {
+        fs::read_to_string(index.join("shared_cpu_list"))
+            .ok()
+            .and_then(|l| cpu_list(&l))
+            .and_then(|l| l.into_iter().min())
+    })
 }
 
 /// A sysfs CPU list ("0-3,8,10-11"); None when malformed.

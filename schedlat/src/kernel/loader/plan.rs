@@ -223,27 +223,29 @@ struct BtfFacts {
 /// it).
 fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     let btf = btf::open(path)?;
-    let task = btf::task_offsets(&btf, path)?;
+    // Every offset set below reads its structs through this one cache.
+    let layouts = btf::Layouts::new(&btf, path);
+    let task = btf::task_offsets(&layouts)?;
     // Without fault injection, which replaces the pid offset on purpose.
     #[cfg(not(feature = "fault-injection"))]
     {
         use crate::kernel::btf_check;
-        btf_check::check_plausible(&task, btf::task_struct_size(&btf, path)?, path)?;
+        btf_check::check_plausible(&task, btf::task_struct_size(&layouts)?, path)?;
         btf_check::check_against_running(&task, path)?;
     }
-    let rq = wants.rq_len.then(|| btf::rq_offsets(&btf, path)).flatten();
+    let rq = wants.rq_len.then(|| btf::rq_offsets(&layouts)).flatten();
     let cgroup = match &wants.cgroups {
-        Some(css) => Some(btf::cgroup_offsets(&btf, path, css)?),
+        Some(css) => Some(btf::cgroup_offsets(&layouts, css)?),
         None => None,
     };
     let pidns = match wants.pidns {
-        true => Some(btf::pidns_offsets(&btf, path)?),
+        true => Some(btf::pidns_offsets(&layouts)?),
         false => None,
     };
     let mut notes = Vec::new();
     // The split's optional parts are optional: a kernel without them
     // measures the rest.
-    let cause = match wants.causes.then(|| btf::cause_offsets(&btf, path)) {
+    let cause = match wants.causes.then(|| btf::cause_offsets(&layouts)) {
         Some(Ok(offsets)) => Some(offsets),
         Some(Err(e)) => {
             notes.push(format!("cause split without who held the CPU: {e}"));
@@ -255,8 +257,9 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
     }
-    let ids = btf::tracepoint_ids(&btf, path, &tracepoints)?;
+    let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
+    drop(layouts);
     drop(btf);
     let attach_btf = attach_btf::stand_in(&ids).map_err(|error| LoadError::LoaderBtf {
         path: path.to_path_buf(),
