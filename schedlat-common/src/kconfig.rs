@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 9 * 8);
+        assert_eq!(size_of::<Compute>(), 10 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
     }
 
