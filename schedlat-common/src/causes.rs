@@ -63,6 +63,29 @@ pub const NR_CAUSES: usize = 21;
 /// Classes with a fine histogram: Woken, New, Preempted, SameCpu, Migrated.
 pub const NR_CAUSE_HISTOGRAMS: usize = 5;
 
+/// The classes of each split, in order: every wait is in exactly one
+/// class of each (`CrossLlc` and `CrossNode` are subsets of `Migrated`,
+/// in none of these).
+pub const BEGAN: [Cause; 3] = [Cause::Woken, Cause::New, Cause::Preempted];
+pub const PLACEMENT: [Cause; 3] = [Cause::SameCpu, Cause::Migrated, Cause::PlacementUnknown];
+pub const HELD_BY: [Cause; 6] = [
+    Cause::HeldByHigherClass,
+    Cause::HeldByKernel,
+    Cause::HeldByIdle,
+    Cause::HeldBySameCgroup,
+    Cause::HeldByOtherCgroup,
+    Cause::HeldByUnknown,
+];
+pub const DEPTH: [Cause; 7] = [
+    Cause::Depth0,
+    Cause::Depth1,
+    Cause::Depth2,
+    Cause::Depth3To4,
+    Cause::Depth5To8,
+    Cause::Depth9Plus,
+    Cause::DepthUnknown,
+];
+
 /// What else took the CPU during a same-CPU wait, by index into
 /// `overlap_ns`.
 pub const OVERLAP_STEAL: usize = 0;

@@ -3,7 +3,9 @@
 //! p99; the overlaps as shares of the measured wait time; and the shares
 //! the text line, top, victims and diagnose quote.
 
-use schedlat_common::causes::{Cause, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
+use schedlat_common::causes::{
+    Cause, DEPTH, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED,
+};
 
 use super::percentiles::quantile_ns;
 use crate::collect::{causes::CauseCounts, histogram::Waits};
@@ -138,15 +140,6 @@ impl Causes {
         };
         let m = counts.measurable;
         let overlap = |i: usize, on: bool| on.then_some(counts.overlap_ns[i]);
-        let depth = [
-            Cause::Depth0,
-            Cause::Depth1,
-            Cause::Depth2,
-            Cause::Depth3To4,
-            Cause::Depth5To8,
-            Cause::Depth9Plus,
-            Cause::DepthUnknown,
-        ];
         Causes {
             woken: summary(Cause::Woken),
             new: summary(Cause::New),
@@ -175,7 +168,7 @@ impl Causes {
                     sum_ns: counts.overlap_wait_ns,
                 },
             },
-            queue_depth: depth.map(counted),
+            queue_depth: DEPTH.map(counted),
             waking: m.waking.then(|| {
                 let hist =
                     (!counts.waking_buckets.is_empty()).then_some(counts.waking_buckets.as_slice());

@@ -4,7 +4,7 @@
 
 use schedlat_common::{
     NR_BUCKETS,
-    causes::{CauseStats, KeyCauses, NR_CAUSE_HISTOGRAMS, NR_CAUSES, NR_OVERLAPS},
+    causes::{BEGAN, CauseStats, KeyCauses, NR_CAUSE_HISTOGRAMS, NR_CAUSES, NR_OVERLAPS},
 };
 
 pub use crate::kernel::causes::Measurable;
@@ -137,11 +137,7 @@ impl CauseCounts {
 
     /// Waits counted: every wait is in exactly one class of how it began.
     pub fn waits(&self) -> u64 {
-        use schedlat_common::causes::Cause;
-        [Cause::Woken, Cause::New, Cause::Preempted]
-            .iter()
-            .map(|&c| self.count[c as usize])
-            .sum()
+        BEGAN.iter().map(|&c| self.count[c as usize]).sum()
     }
 }
 

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use schedlat_common::causes::Cause;
+use schedlat_common::causes::{Cause, DEPTH, HELD_BY, PLACEMENT};
 
 use super::{causes::CauseCounts, tracer::Tracer};
 use crate::kernel::{
@@ -88,25 +88,6 @@ fn contend(duration: Duration) {
 fn sum(c: &CauseCounts, classes: &[Cause]) -> u64 {
     classes.iter().map(|&k| c.count[k as usize]).sum()
 }
-
-const PLACEMENT: [Cause; 3] = [Cause::SameCpu, Cause::Migrated, Cause::PlacementUnknown];
-const HELD_BY: [Cause; 6] = [
-    Cause::HeldByHigherClass,
-    Cause::HeldByKernel,
-    Cause::HeldByIdle,
-    Cause::HeldBySameCgroup,
-    Cause::HeldByOtherCgroup,
-    Cause::HeldByUnknown,
-];
-const DEPTH: [Cause; 7] = [
-    Cause::Depth0,
-    Cause::Depth1,
-    Cause::Depth2,
-    Cause::Depth3To4,
-    Cause::Depth5To8,
-    Cause::Depth9Plus,
-    Cause::DepthUnknown,
-];
 
 /// Each split adds up to the waits. The per-CPU values are copied while
 /// the programs run, so one read can catch a wait half counted: a few
