@@ -176,6 +176,54 @@ fn own_p99_seconds(record: &serde_json::Value) -> f64 {
     panic!("rank {rank} beyond {count} waits: {record}");
 }
 
+/// Waits until Prometheus has scraped serve once (scraping works before
+/// any load starts).
+fn wait_for_first_scrape(prometheus: &Prometheus, server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while prometheus.query_value("up{job=\"schedlat\"}", None) != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped schedlat serve: {:?}\nPrometheus log:\n{}\nserve stderr:\n{}",
+            prometheus.api("/api/v1/targets"),
+            prometheus.log(),
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The load of the Prometheus tests, measured at the same time by
+/// schedlat's histogram mode for this process: its window (Unix seconds),
+/// schedlat's interval record and its p99 in seconds, which must be the
+/// load's 3 ms.
+struct Load {
+    started: f64,
+    ended: f64,
+    record: serde_json::Value,
+    own_p99: f64,
+}
+
+fn measured_load(me: &str) -> Load {
+    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", me]);
+    let started = unix_now();
+    workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
+    let ended = unix_now();
+    let (status, lines) = own.stop_with(libc::SIGINT);
+    assert!(status.success());
+    let record = parse_json_lines(&lines).swap_remove(0);
+    let own_p99 = own_p99_seconds(&record);
+    assert!(
+        (0.002..=0.004).contains(&own_p99),
+        "schedlat's own p99 {own_p99} s is not the load's 3 ms: {record}"
+    );
+    Load {
+        started,
+        ended,
+        record,
+        own_p99,
+    }
+}
+
 /// The acceptance test of the exporter: a real Prometheus scrapes `schedlat
 /// serve` every second while a known load runs; its
 /// `histogram_quantile(0.99, rate(..._bucket[W]))` over the load must agree
@@ -206,27 +254,15 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
     let series = format!("{{job=\"schedlat\",pid=\"{me}\"}}");
 
     // Scraping works before the load starts.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while prometheus.query_value("up{job=\"schedlat\"}", None) != Some(1.0) {
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never scraped schedlat serve: {:?}\nPrometheus log:\n{}\nserve stderr:\n{}",
-            prometheus.api("/api/v1/targets"),
-            prometheus.log(),
-            server.stderr()
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_first_scrape(&prometheus, &server);
 
     // The load, measured at the same time by schedlat's histogram mode.
-    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
-    let started = unix_now();
-    workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
-    let ended = unix_now();
-    let (status, lines) = own.stop_with(libc::SIGINT);
-    assert!(status.success());
-    let records = parse_json_lines(&lines);
-    let own_p99 = own_p99_seconds(&records[0]);
+    let Load {
+        started,
+        ended,
+        record,
+        own_p99,
+    } = measured_load(&me);
 
     // Wait for a scrape after the load ended, so the window is complete.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -253,12 +289,7 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         "p99: Prometheus {:.3} ms, schedlat {:.3} ms; {} waits in schedlat's histogram, ~{waits:.0} in Prometheus' {window} s window",
         prom_p99 * 1e3,
         own_p99 * 1e3,
-        records[0]["count"]
-    );
-    assert!(
-        (0.002..=0.004).contains(&own_p99),
-        "schedlat's own p99 {own_p99} s is not the load's 3 ms: {}",
-        records[0]
+        record["count"]
     );
     assert!(
         (0.002..=0.004).contains(&prom_p99),
@@ -387,31 +418,14 @@ fn prometheus_native_histograms_give_the_p99_within_the_stated_error() {
 
     let prometheus = Prometheus::start_with(server.addr, "1s", &["native-histograms"]);
     let series = format!("{{job=\"schedlat\",pid=\"{me}\"}}");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while prometheus.query_value("up{job=\"schedlat\"}", None) != Some(1.0) {
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never scraped schedlat serve: {:?}\nPrometheus log:\n{}\nserve stderr:\n{}",
-            prometheus.api("/api/v1/targets"),
-            prometheus.log(),
-            server.stderr()
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_first_scrape(&prometheus, &server);
 
-    let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
-    let started = unix_now();
-    workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
-    let ended = unix_now();
-    let (status, lines) = own.stop_with(libc::SIGINT);
-    assert!(status.success());
-    let records = parse_json_lines(&lines);
-    let own_p99 = own_p99_seconds(&records[0]);
-    assert!(
-        (0.002..=0.004).contains(&own_p99),
-        "schedlat's own p99 {own_p99} s is not the load's 3 ms: {}",
-        records[0]
-    );
+    let Load {
+        started,
+        ended,
+        own_p99,
+        ..
+    } = measured_load(&me);
 
     let deadline = Instant::now() + Duration::from_secs(10);
     while prometheus
