@@ -31,11 +31,15 @@ fn row_of(rows: &Value, tid: u32) -> &Value {
 /// nor this process: load from outside the test (another test's hogs, a VM)
 /// on the workload CPU. Culprits are whoever held the CPU, so then the
 /// strict expectations about who they are do not hold.
+/// A task from outside this test: not a hog, not idle, not this process.
+fn is_foreign(task: &Value) -> bool {
+    task["comm"] != HOG && task["tid"] != 0 && task["pid"] != u64::from(std::process::id())
+}
+
 fn foreign_share(culprits: &[Value], sum_ns: u64) -> f64 {
-    let me = u64::from(std::process::id());
     let foreign: u64 = culprits
         .iter()
-        .filter(|c| c["comm"] != HOG && c["tid"] != 0 && c["pid"] != me)
+        .filter(|c| is_foreign(c))
         .map(|c| c["total_ns"].as_u64().unwrap())
         .sum();
     foreign as f64 / sum_ns.max(1) as f64
@@ -123,12 +127,22 @@ fn sleeper_and_hogs_names_the_victim_its_worst_wait_and_the_hog() {
         max <= 20 * slice,
         "longest wait {max} ns, slice {slice} ns: {v}"
     );
-    assert_eq!(v["max_culprit"]["comm"], HOG, "{v}");
-    let culprit_pid = v["max_culprit"]["pid"].as_u64().unwrap() as u32;
-    assert!(
-        hog_pids.contains(&culprit_pid),
-        "{culprit_pid} not in {hog_pids:?}"
-    );
+    // A single wait behind a task from outside the test (a kworker) can be
+    // the longest even when such tasks hold under 5% of the wait: then it
+    // rightly names that task, and the hogs' part is checked below.
+    if is_foreign(&v["max_culprit"]) {
+        eprintln!(
+            "note: the longest wait was behind a task from outside this test: {}",
+            v["max_culprit"]
+        );
+    } else {
+        assert_eq!(v["max_culprit"]["comm"], HOG, "{v}");
+        let culprit_pid = v["max_culprit"]["pid"].as_u64().unwrap() as u32;
+        assert!(
+            hog_pids.contains(&culprit_pid),
+            "{culprit_pid} not in {hog_pids:?}"
+        );
+    }
     assert_eq!(culprits[0]["comm"], HOG, "largest total: {}", culprits[0]);
     let by_hogs: u64 = culprits
         .iter()
