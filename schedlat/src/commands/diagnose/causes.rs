@@ -51,6 +51,52 @@ pub struct Cause {
     pub next_step: String,
 }
 
+/// What eBPF measured of the scope's waiting (root only), as shares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EbpfWaiting {
+    /// The most-waiting task's total wait over the window, from the
+    /// victims tables (None when they could not be read).
+    pub most_task: Option<f64>,
+    /// All the scope's measured waits over its CPUs' time (the window
+    /// times the CPUs its tasks may use), at most 1. A scope whose waiting
+    /// is spread over many tasks, such as a shell's short-lived children
+    /// waiting a few milliseconds each, has no one task that waited 1% of
+    /// the window and still lost a quarter of its CPU's time to waiting.
+    /// Where waits overlap on one CPU this counts each, so it bounds PSI's
+    /// "some" (at least one task waiting) from above.
+    pub scope: f64,
+}
+
+impl EbpfWaiting {
+    /// From the scope's histogram sum over the window (`waited_ns`).
+    pub fn new(waited_ns: u64, most_task: Option<f64>, f: &Findings) -> EbpfWaiting {
+        let cpu_time = f.window_ns as f64 * f.scope_cpus() as f64;
+        EbpfWaiting {
+            most_task,
+            scope: (waited_ns as f64 / cpu_time.max(1.0)).min(1.0),
+        }
+    }
+
+    /// The larger of the two: how much eBPF says the scope waited.
+    pub fn share(&self) -> f64 {
+        self.scope.max(self.most_task.unwrap_or(0.0))
+    }
+}
+
+/// The scope's waiting as a share of the window, for the 1% test of the
+/// causes and their strengths: the largest of its most-waiting thread by
+/// schedstat (threads alive at both ends of the window) and what eBPF
+/// measured (which also sees short-lived children and run_delay's blind
+/// spot).
+pub fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
+    let schedstat = if f.schedstat_works {
+        f.max_thread_share()
+    } else {
+        0.0
+    };
+    schedstat.max(ebpf.map_or(0.0, |e| e.share()))
+}
+
 /// The time from a wakeup to the switch when the wakeup preempts, which
 /// schedstat's run_delay does not count (selfcheck.rs says why): about
 /// 10 us on an idle CPU of a virtual machine (measured: 4.29 ms in 398
@@ -58,11 +104,9 @@ pub struct Cause {
 /// scale, to say how much waiting run_delay could be missing.
 pub const PREEMPTING_WAKEUP_NS: u64 = 10_000;
 
-/// Was the scope runnable but waiting? `ebpf_max_share`: the largest share
-/// of the window one task waited, as measured by eBPF (the victims
-/// tables), when there is such a measurement; it sees what run_delay
-/// misses.
-pub fn waiting(f: &Findings, ebpf_max_share: Option<f64>) -> Waiting {
+/// Was the scope runnable but waiting? `ebpf`: what eBPF measured, when
+/// it could; it sees what run_delay misses.
+pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>) -> Waiting {
     let window = fmt_ns(f.window_ns);
     let psi = f.scope_psi();
     if !f.schedstat_works && psi.is_none() {
@@ -93,10 +137,14 @@ pub fn waiting(f: &Findings, ebpf_max_share: Option<f64>) -> Waiting {
             fmt_ns(blind_ns),
             blind_ns as f64 / f.window_ns as f64 * 100.0,
             fmt_ns(PREEMPTING_WAKEUP_NS),
-            match (ebpf_max_share, psi.is_some()) {
-                (Some(share), _) => format!(
-                    "eBPF, which counts it, measured at most {:.1}% of the window for one task",
-                    share * 100.0
+            match (ebpf, psi.is_some()) {
+                (Some(e), _) => format!(
+                    "eBPF, which counts it, measured the scope's waits at {:.1}% of its CPUs' time{}",
+                    e.scope * 100.0,
+                    e.most_task.map_or(String::new(), |m| format!(
+                        ", its most-waiting task at {:.1}% of the window",
+                        m * 100.0
+                    ))
                 ),
                 (None, true) => "PSI counts it".into(),
                 (None, false) => "no PSI of this scope's own counts it".into(),
@@ -124,8 +172,7 @@ pub fn waiting(f: &Findings, ebpf_max_share: Option<f64>) -> Waiting {
         ));
     }
     let evidence = evidence.join("; ");
-    let thread_ok = (!f.schedstat_works || f.max_thread_share() < NEGLIGIBLE)
-        && ebpf_max_share.is_none_or(|share| share < NEGLIGIBLE);
+    let scope_ok = scope_waited(f, ebpf) < NEGLIGIBLE;
     let psi_ok = psi.is_none_or(|(share, _)| share < NEGLIGIBLE);
     // Negligible by run_delay alone, with nothing that sees its blind spot
     // (no PSI of the scope's own, no eBPF), while that blind spot could
@@ -134,8 +181,8 @@ pub fn waiting(f: &Findings, ebpf_max_share: Option<f64>) -> Waiting {
     let blind_share = f.schedstat_switch_ins.saturating_mul(PREEMPTING_WAKEUP_NS) as f64
         / f.window_ns.max(1) as f64;
     let unconfirmed =
-        f.schedstat_works && psi.is_none() && ebpf_max_share.is_none() && blind_share >= NEGLIGIBLE;
-    match (thread_ok && psi_ok, unconfirmed) {
+        f.schedstat_works && psi.is_none() && ebpf.is_none() && blind_share >= NEGLIGIBLE;
+    match (scope_ok && psi_ok, unconfirmed) {
         (true, false) => Waiting::Negligible { evidence },
         (true, true) => Waiting::Unknown {
             reason: format!(
@@ -151,8 +198,13 @@ pub fn waiting(f: &Findings, ebpf_max_share: Option<f64>) -> Waiting {
 /// (`attribution`), each measured wait is explained once: the share
 /// charged to culprits that outrank their victims goes to class or
 /// priority, the rest to the capacity causes (saturation, pinning), whose
-/// strength is scaled by it.
-pub fn causes(f: &Findings, attribution: Option<&Attribution>) -> Vec<Cause> {
+/// strength is scaled by it. `ebpf`: the scope's waiting as eBPF measured
+/// it, when it could.
+pub fn causes(
+    f: &Findings,
+    attribution: Option<&Attribution>,
+    ebpf: Option<EbpfWaiting>,
+) -> Vec<Cause> {
     let peers = attribution.map_or(1.0, |a| 1.0 - a.outranking_share());
     let capacity = [saturation(f), pinning(f)]
         .into_iter()
@@ -161,11 +213,14 @@ pub fn causes(f: &Findings, attribution: Option<&Attribution>) -> Vec<Cause> {
             strength: c.strength * peers,
             ..c
         });
-    let mut causes: Vec<Cause> = [throttling(f), attribution.and_then(|a| priority(f, a))]
-        .into_iter()
-        .flatten()
-        .chain(capacity)
-        .collect();
+    let mut causes: Vec<Cause> = [
+        throttling(f),
+        attribution.and_then(|a| priority(f, a, ebpf)),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(capacity)
+    .collect();
     causes.sort_by(|a, b| b.strength.total_cmp(&a.strength));
     causes
 }
@@ -180,7 +235,7 @@ fn throttling(f: &Findings) -> Option<Cause> {
     // (kernel: unthrottle_cfs_rq), so it can exceed the window. The share
     // of periods throttled is the normalised measure, comparable with the
     // other causes' shares; the time is given with what it sums.
-    let cpus = f.allowed_cpus.as_ref().map_or(f.cpus, Vec::len).max(1);
+    let cpus = f.scope_cpus();
     let share = t.throttled as f64 / t.periods.max(1) as f64;
     Some(Cause {
         name: "quota throttling",
@@ -248,18 +303,9 @@ fn pinning(f: &Findings) -> Option<Cause> {
 /// RT or lower-nice culprits preempting the scope's tasks: named when
 /// they are charged with at least OUTRANKED of the scope's measured wait
 /// and the scope waited at all.
-fn priority(f: &Findings, a: &Attribution) -> Option<Cause> {
+fn priority(f: &Findings, a: &Attribution, ebpf: Option<EbpfWaiting>) -> Option<Cause> {
     let share = a.outranking_share();
-    // The scope's waiting as a share of the window: its most-waiting
-    // thread (as pinning), or the eBPF victims' when schedstat reads zero.
-    let waited = if f.schedstat_works {
-        f.max_thread_share()
-    } else {
-        a.tables
-            .victims
-            .first()
-            .map_or(0.0, |v| v.total_ns as f64 / f.window_ns as f64)
-    };
+    let waited = scope_waited(f, ebpf);
     if share < OUTRANKED || waited < NEGLIGIBLE {
         return None;
     }
@@ -352,6 +398,15 @@ mod tests {
         }
     }
 
+    /// eBPF's measure with the scope's waits and its most-waiting task at
+    /// `share`.
+    fn ebpf(share: f64) -> EbpfWaiting {
+        EbpfWaiting {
+            most_task: Some(share),
+            scope: share,
+        }
+    }
+
     fn waiter(share: f64) -> Vec<ThreadWait> {
         vec![ThreadWait {
             tid: 7,
@@ -367,7 +422,7 @@ mod tests {
             waiting(&findings(), None),
             Waiting::Negligible { .. }
         ));
-        assert!(causes(&findings(), None).is_empty());
+        assert!(causes(&findings(), None, None).is_empty());
     }
 
     #[test]
@@ -400,11 +455,11 @@ mod tests {
             w => panic!("{w:?}"),
         }
         assert!(matches!(
-            waiting(&f, Some(0.001)),
+            waiting(&f, Some(ebpf(0.001))),
             Waiting::Negligible { .. }
         ));
         assert!(matches!(
-            waiting(&f, Some(0.05)),
+            waiting(&f, Some(ebpf(0.05))),
             Waiting::Significant { .. }
         ));
         // With PSI of its own (a cgroup, or the system), PSI counts it.
@@ -420,6 +475,32 @@ mod tests {
         }
     }
 
+    /// A cgroup whose waiting is spread over short-lived children: no
+    /// thread alive at both ends waited 1% of the window, no one task
+    /// measured by eBPF either, but together they waited a quarter of
+    /// their CPU's time.
+    #[test]
+    fn waiting_spread_over_many_tasks_is_significant() {
+        let f = Findings {
+            top_waiters: waiter(0.001),
+            system_scope: false,
+            psi_system: None,
+            ..findings()
+        };
+        let spread = EbpfWaiting {
+            most_task: Some(0.003),
+            scope: 0.25,
+        };
+        match waiting(&f, Some(spread)) {
+            Waiting::Significant { evidence } => assert!(
+                evidence.contains("the scope's waits at 25.0% of its CPUs' time, its most-waiting task at 0.3% of the window"),
+                "{evidence}"
+            ),
+            w => panic!("{w:?}"),
+        }
+        assert_eq!(scope_waited(&f, Some(spread)), 0.25);
+    }
+
     #[test]
     fn saturation_needs_every_cpu_busy_and_a_queue() {
         let f = Findings {
@@ -430,7 +511,7 @@ mod tests {
             ..findings()
         };
         assert!(matches!(waiting(&f, None), Waiting::Significant { .. }));
-        let c = causes(&f, None);
+        let c = causes(&f, None, None);
         assert_eq!(c[0].name, "CPU saturation");
         assert!(c[0].evidence.contains("6.0 runnable"), "{}", c[0].evidence);
     }
@@ -444,7 +525,7 @@ mod tests {
             allowed_cpus: Some(vec![1]),
             ..findings()
         };
-        let c = causes(&f, None);
+        let c = causes(&f, None, None);
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(c[0].name, "affinity (pinning) contention");
         // Not pinned: the idle CPU was allowed, so no pinning verdict.
@@ -452,7 +533,7 @@ mod tests {
             allowed_cpus: Some(vec![0, 1]),
             ..f
         };
-        assert!(causes(&free, None).is_empty());
+        assert!(causes(&free, None, None).is_empty());
     }
 
     /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
@@ -499,7 +580,7 @@ mod tests {
             ..findings()
         };
         let a = attribution(&[(1, 0, 50, 900), (0, 0, 0, 100)]);
-        let c = causes(&f, Some(&a));
+        let c = causes(&f, Some(&a), None);
         let names: Vec<&str> = c.iter().map(|c| c.name).collect();
         assert_eq!(
             names,
@@ -512,7 +593,7 @@ mod tests {
         assert!(c[0].next_step.contains("chrt"));
         // Peers only: no class cause, pinning unscaled.
         let peers = attribution(&[(0, 0, 0, 1000)]);
-        let c = causes(&f, Some(&peers));
+        let c = causes(&f, Some(&peers), None);
         assert_eq!(c.len(), 1);
         assert!((c[0].strength - 0.6).abs() < 1e-9);
     }
@@ -525,9 +606,9 @@ mod tests {
         };
         // A nice -20 kworker with 10% of the wait: below OUTRANKED.
         let a = attribution(&[(0, -20, 0, 100), (0, 0, 0, 900)]);
-        assert!(causes(&f, Some(&a)).is_empty());
+        assert!(causes(&f, Some(&a), None).is_empty());
         let a = attribution(&[(0, -10, 0, 800), (0, 0, 0, 200)]);
-        let c = causes(&f, Some(&a));
+        let c = causes(&f, Some(&a), None);
         assert_eq!(c[0].name, "class or priority");
         assert!(c[0].next_step.contains("renice"), "{}", c[0].next_step);
     }
@@ -546,7 +627,7 @@ mod tests {
             }),
             ..findings()
         };
-        let c = causes(&f, None);
+        let c = causes(&f, None, None);
         assert_eq!(c[0].name, "quota throttling");
         assert!(
             c[0].evidence.contains("85 of 100 periods"),

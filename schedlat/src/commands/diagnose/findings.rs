@@ -199,6 +199,15 @@ impl Findings {
         self.top_waiters.first().map_or(0.0, |w| w.share)
     }
 
+    /// The CPUs the scope's tasks may run on: its most-waiting thread's
+    /// allowed list, or every CPU.
+    pub fn scope_cpus(&self) -> usize {
+        self.allowed_cpus
+            .as_ref()
+            .map_or(self.cpus, Vec::len)
+            .max(1)
+    }
+
     /// PSI that speaks for the scope: its own cgroup's, or the system's
     /// when the scope is the system. A process in the root cgroup has none.
     pub fn scope_psi(&self) -> Option<(f64, f64)> {

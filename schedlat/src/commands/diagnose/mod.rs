@@ -53,12 +53,23 @@ pub struct Traced {
     pub victims: Result<Attribution, String>,
 }
 
+impl Traced {
+    /// The scope's waiting as measured here: its histogram's sum, and its
+    /// most-waiting task from the victims tables.
+    fn waiting(&self, findings: &Findings) -> causes::EbpfWaiting {
+        let window = Duration::from_nanos(findings.window_ns);
+        let most_task = self.victims.as_ref().ok().map(|a| a.max_task_share(window));
+        causes::EbpfWaiting::new(self.waits.sum_ns, most_task, findings)
+    }
+}
+
 /// The causes the findings support, and with eBPF those its victims
 /// tables and its split of the waits support, strongest first.
 fn named_causes(scope: &Scope, findings: &Findings, traced: Option<&Traced>) -> Vec<causes::Cause> {
     let attribution = traced.and_then(|t| t.victims.as_ref().ok());
-    let mut named = causes::causes(findings, attribution);
-    if let Some(counts) = traced.and_then(|t| t.waits.causes.as_ref()) {
+    let ebpf = traced.map(|t| t.waiting(findings));
+    let mut named = causes::causes(findings, attribution, ebpf);
+    if let (Some(counts), Some(ebpf)) = (traced.and_then(|t| t.waits.causes.as_ref()), ebpf) {
         // The scope's cgroups, from a thread alive now.
         let scope_cgroup = match scope {
             Scope::System => None,
@@ -68,6 +79,7 @@ fn named_causes(scope: &Scope, findings: &Findings, traced: Option<&Traced>) -> 
         let evidence = split::Evidence {
             split: &Causes::of(counts),
             attribution,
+            ebpf,
             scope_cgroup: scope_cgroup.as_deref(),
         };
         split::add(&mut named, findings, &evidence);
@@ -182,13 +194,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
     let diagnosis = report::Diagnosis {
-        waiting: causes::waiting(
-            &findings,
-            traced
-                .as_ref()
-                .and_then(|t| t.victims.as_ref().ok())
-                .map(|a| a.max_task_share(elapsed)),
-        ),
+        waiting: causes::waiting(&findings, traced.as_ref().map(|t| t.waiting(&findings))),
         causes: named_causes(&scope, &findings, traced.as_ref()),
         scope: &scope,
         findings: &findings,

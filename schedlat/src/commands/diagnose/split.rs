@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    causes::{Cause, NEGLIGIBLE},
+    causes::{Cause, EbpfWaiting, NEGLIGIBLE, scope_waited},
     findings::Findings,
     priority::Attribution,
 };
@@ -48,12 +48,13 @@ pub const PLACEMENT_TIME: f64 = 0.10;
 pub const MIN_WAITS: u64 = 20;
 
 /// What the split's causes are named from: the split, the victims tables,
-/// and the cgroups of the scope (`scope_cgroup`: of a live thread of a
+/// the scope's waiting as eBPF measured it, and the cgroups of the scope (`scope_cgroup`: of a live thread of a
 /// process or cgroup scope; None for the whole system), which stand for a
 /// victim gone by the end of the window (a short-lived child).
 pub struct Evidence<'a> {
     pub split: &'a Causes,
     pub attribution: Option<&'a Attribution>,
+    pub ebpf: EbpfWaiting,
     pub scope_cgroup: Option<&'a [CgroupLine]>,
 }
 
@@ -61,7 +62,7 @@ pub struct Evidence<'a> {
 /// the split joins a quota throttling cause already named from cpu.stat).
 pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
     let (split, a) = (e.split, e.attribution);
-    let waited = waited(f, a);
+    let waited = scope_waited(f, Some(e.ebpf));
     if waited < NEGLIGIBLE {
         return;
     }
@@ -75,22 +76,6 @@ pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
     causes.extend(found.into_iter().flatten());
     throttled(causes, split, waited);
     causes.sort_by(|a, b| b.strength.total_cmp(&a.strength));
-}
-
-/// The scope's waiting as a share of the window: its most-waiting task,
-/// by schedstat or by eBPF, whichever saw more (schedstat only covers
-/// threads alive at both ends of the window, and misses part of each
-/// wakeup's wait; eBPF sees short-lived children and that part).
-fn waited(f: &Findings, a: Option<&Attribution>) -> f64 {
-    let schedstat = if f.schedstat_works {
-        f.max_thread_share()
-    } else {
-        0.0
-    };
-    let ebpf = a.map_or(0.0, |a| {
-        a.max_task_share(std::time::Duration::from_nanos(f.window_ns))
-    });
-    schedstat.max(ebpf)
 }
 
 fn pct(share: f64) -> String {

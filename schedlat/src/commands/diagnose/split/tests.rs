@@ -9,6 +9,8 @@ use crate::{
     commands::diagnose::findings::ThreadWait,
 };
 
+const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A 10 s window on 2 CPUs in which the scope's most-waiting thread waited
 /// `waited` of it.
 fn findings(waited: f64) -> Findings {
@@ -63,10 +65,18 @@ fn split(classes: &[(Class, u64, u64)], overlap: &[(usize, u64)]) -> Causes {
     Causes::of(&CauseCounts::from_cpus(all, &[cpu]))
 }
 
+/// eBPF's measure of a scope that waited nothing: the findings' schedstat
+/// decides.
+const NO_EBPF_WAIT: EbpfWaiting = EbpfWaiting {
+    most_task: None,
+    scope: 0.0,
+};
+
 fn evidence(split: &Causes) -> Evidence<'_> {
     Evidence {
         split,
         attribution: None,
+        ebpf: NO_EBPF_WAIT,
         scope_cgroup: None,
     }
 }
@@ -259,6 +269,11 @@ fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
     let evidence = Evidence {
         split: &split,
         attribution: Some(&a),
+        ebpf: EbpfWaiting::new(
+            3_000_000_000,
+            Some(a.max_task_share(TEN_S)),
+            &findings(0.005),
+        ),
         scope_cgroup: None,
     };
     add(&mut causes, &findings(0.005), &evidence);
@@ -267,6 +282,50 @@ fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
     // 30% of the 10 s window, times 90% of the wait.
     assert!((causes[0].strength - 0.27).abs() < 1e-9, "{causes:?}");
     assert!(named(&findings(0.005), &split).is_empty());
+}
+
+/// A shell loop in cgroup A whose `sleep` children each wait a few
+/// milliseconds behind hogs of cgroup B, on the one CPU A may use: no task
+/// waits 1% of the window, but the scope's waits cover a quarter of its
+/// CPU's time, and the neighbour is named with that strength.
+#[test]
+fn waiting_spread_over_short_lived_children_still_names_the_split_causes() {
+    let f = Findings {
+        allowed_cpus: Some(vec![1]),
+        ..findings(0.001)
+    };
+    let spread = EbpfWaiting::new(2_500_000_000, Some(0.003), &f);
+    assert!((spread.scope - 0.25).abs() < 1e-9, "{spread:?}");
+    let split = held(0, 80);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: None,
+        ebpf: spread,
+        scope_cgroup: None,
+    };
+    add(&mut causes, &f, &evidence);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+    // 25% of the CPU's time, times 80% of the wait.
+    assert!((causes[0].strength - 0.2).abs() < 1e-9, "{causes:?}");
+    // Without that measure, the most-waiting task alone is negligible.
+    let alone = EbpfWaiting {
+        scope: 0.0,
+        ..spread
+    };
+    causes.clear();
+    add(
+        &mut causes,
+        &f,
+        &Evidence {
+            ebpf: alone,
+            ..evidence
+        },
+    );
+    assert!(causes.is_empty(), "{causes:?}");
+    // Overlapping waits of many tasks count once per CPU at most.
+    assert_eq!(EbpfWaiting::new(u64::MAX, None, &f).scope, 1.0);
 }
 
 /// A nice -10 hog and a nice 0 victim in one cgroup: the waits are behind
@@ -301,6 +360,7 @@ fn outranking_peers_leave_contention_inside_the_cgroup_weak() {
     let evidence = Evidence {
         split: &split,
         attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
         scope_cgroup: None,
     };
     add(&mut causes, &findings(0.5), &evidence);
