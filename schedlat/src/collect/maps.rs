@@ -9,6 +9,7 @@ use super::{
     causes::CauseCounts,
     histogram::Waits,
     tracer::Tracer,
+    whole,
 };
 use crate::collect::error::ReadError;
 
@@ -124,15 +125,18 @@ impl Tracer {
         Ok(Some(CauseCounts::from_cpus(measurable, &cpus)))
     }
 
-    /// Per-CPU statistics, one element per possible CPU.
+    /// Per-CPU statistics, one element per possible CPU, each a whole
+    /// copy (whole.rs: a copy taken while the CPU adds a wait is read again).
     pub fn read_stats(&self) -> Result<Vec<CpuStats>, ReadError> {
         let name = names::MAP_STATS;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         let stats = PerCpuArray::<&MapData, CpuStats>::try_from(map)
             .map_err(|error| ReadError::Map { name, error })?;
-        let values = stats
-            .get(&0, 0)
-            .map_err(|error| ReadError::Map { name, error })?;
-        Ok(values.iter().copied().collect())
+        whole::read(|| {
+            let values = stats
+                .get(&0, 0)
+                .map_err(|error| ReadError::Map { name, error })?;
+            Ok(values.iter().copied().collect())
+        })
     }
 }

@@ -15,3 +15,4 @@ mod maps;
 pub mod slow;
 pub mod tracer;
 pub mod victims;
+mod whole;
