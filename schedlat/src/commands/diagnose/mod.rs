@@ -13,6 +13,7 @@ mod report;
 mod scope;
 mod selfcheck;
 mod split;
+mod waited;
 
 use std::time::{Duration, Instant};
 
@@ -56,10 +57,10 @@ pub struct Traced {
 impl Traced {
     /// The scope's waiting as measured here: its histogram's sum, and its
     /// most-waiting task from the victims tables.
-    fn waiting(&self, findings: &Findings) -> causes::EbpfWaiting {
+    fn waiting(&self, findings: &Findings) -> waited::EbpfWaiting {
         let window = Duration::from_nanos(findings.window_ns);
         let most_task = self.victims.as_ref().ok().map(|a| a.max_task_share(window));
-        causes::EbpfWaiting::new(self.waits.sum_ns, most_task, findings)
+        waited::EbpfWaiting::new(self.waits.sum_ns, most_task, findings)
     }
 }
 

@@ -9,9 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    causes::{Cause, EbpfWaiting, NEGLIGIBLE, scope_waited},
+    causes::{Cause, NEGLIGIBLE},
     findings::Findings,
     priority::Attribution,
+    waited::{EbpfWaiting, scope_waited},
 };
 use crate::{
     analysis::{
