@@ -49,9 +49,10 @@ pub const PLACEMENT_TIME: f64 = 0.10;
 pub const MIN_WAITS: u64 = 20;
 
 /// What the split's causes are named from: the split, the victims tables,
-/// the scope's waiting as eBPF measured it, and the cgroups of the scope (`scope_cgroup`: of a live thread of a
-/// process or cgroup scope; None for the whole system), which stand for a
-/// victim gone by the end of the window (a short-lived child).
+/// the scope's waiting as eBPF measured it, and the cgroups of the scope
+/// (`scope_cgroup`: of a live thread of a process or cgroup scope; None for
+/// the whole system), which stand for a victim gone by the end of the
+/// window (a short-lived child).
 pub struct Evidence<'a> {
     pub split: &'a Causes,
     pub attribution: Option<&'a Attribution>,
