@@ -123,6 +123,19 @@ fn unthrottled_note(h: &Held) -> String {
     }
 }
 
+/// "N% of the measured wait time (.. of .., N waits) ended when a task of
+/// `whose` left the CPU": the share a held-by class carries.
+fn held_share(split: &Causes, class: Counted, h: &Held, whose: &str) -> String {
+    format!(
+        "{}{} of the measured wait time ({} of {}, {} waits) ended when a task of {whose} left the CPU",
+        pct(h.share),
+        unthrottled_note(h),
+        fmt_ns(class.sum_ns),
+        fmt_ns(split.held().sum_ns),
+        class.count
+    )
+}
+
 /// Peers of one cgroup: a culprit that outranks its victim by weight (a
 /// lower nice) is in its cgroup too, and those waits are class or
 /// priority's (each wait explained once, as for the capacity causes): the
@@ -135,12 +148,8 @@ fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<C
         name: "contention inside the cgroup",
         strength: waited * h.unthrottled * peers,
         evidence: format!(
-            "{}{} of the measured wait time ({} of {}, {} waits) ended when a task of the waiter's own cgroup left the CPU: the group's tasks wait for each other; {}",
-            pct(h.share),
-            unthrottled_note(&h),
-            fmt_ns(class.sum_ns),
-            fmt_ns(split.held().sum_ns),
-            class.count,
+            "{}: the group's tasks wait for each other; {}",
+            held_share(split, class, &h, "the waiter's own cgroup"),
             began(split)
         ),
         next_step: "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group".into(),
@@ -188,12 +197,8 @@ fn other_cgroup(
         name: "noisy neighbour (other cgroups)",
         strength: waited * h.unthrottled,
         evidence: format!(
-            "{}{} of the measured wait time ({} of {}, {} waits) ended when a task of another cgroup left the CPU; {who}; {}",
-            pct(h.share),
-            unthrottled_note(&h),
-            fmt_ns(class.sum_ns),
-            fmt_ns(split.held().sum_ns),
-            class.count,
+            "{}; {who}; {}",
+            held_share(split, class, &h, "another cgroup"),
             began(split)
         ),
         next_step: step,
