@@ -66,9 +66,14 @@ impl Traced {
 
 /// The causes the findings support, and with eBPF those its victims
 /// tables and its split of the waits support, strongest first.
-fn named_causes(scope: &Scope, findings: &Findings, traced: Option<&Traced>) -> Vec<causes::Cause> {
+/// `ebpf`: the scope's waiting as `traced` measured it.
+fn named_causes(
+    scope: &Scope,
+    findings: &Findings,
+    traced: Option<&Traced>,
+    ebpf: Option<waited::EbpfWaiting>,
+) -> Vec<causes::Cause> {
     let attribution = traced.and_then(|t| t.victims.as_ref().ok());
-    let ebpf = traced.map(|t| t.waiting(findings));
     let mut named = causes::causes(findings, attribution, ebpf);
     if let (Some(counts), Some(ebpf)) = (traced.and_then(|t| t.waits.causes.as_ref()), ebpf) {
         // The scope's cgroups, from a thread alive now.
@@ -194,9 +199,11 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => None,
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
+    // How much the scope waited by eBPF: read once, for both questions.
+    let ebpf = traced.as_ref().map(|t| t.waiting(&findings));
     let diagnosis = report::Diagnosis {
-        waiting: causes::waiting(&findings, traced.as_ref().map(|t| t.waiting(&findings))),
-        causes: named_causes(&scope, &findings, traced.as_ref()),
+        waiting: causes::waiting(&findings, ebpf),
+        causes: named_causes(&scope, &findings, traced.as_ref(), ebpf),
         scope: &scope,
         findings: &findings,
         traced: traced.as_ref(),
