@@ -5,6 +5,7 @@
 //! - `build`: build the release binary (the eBPF object is embedded).
 //! - `run -- ARGS`: setup, build, then run schedlat with ARGS.
 //! - `dist`: build, then the .deb and tarball in target/dist/.
+//! - `image`: dist, then an OCI image of the package in target/dist/.
 //! - `test`: setup with the test tools, dist, then every test tier that
 //!   this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
@@ -14,6 +15,7 @@
 mod bench;
 mod clippy_ebpf;
 mod dist;
+mod image;
 mod setup;
 mod util;
 mod vm;
@@ -56,6 +58,10 @@ enum Command {
     /// with the binary, man pages, shell completions, docs and a systemd
     /// unit for `schedlat serve`.
     Dist,
+    /// Setup, build, dist, then an OCI image of the package
+    /// (target/dist/schedlat-VERSION-ARCH-oci.tar; `podman load -i FILE`),
+    /// assembled offline: no registry, no container engine.
+    Image,
     /// Setup, build, then run schedlat as root with the given arguments.
     Run {
         /// Arguments for schedlat, after `--` (e.g. `cargo xtask run -- 5 1`).
@@ -107,6 +113,10 @@ fn main() -> ExitCode {
         Command::Dist => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| dist::run().map(drop)),
+        Command::Image => setup::run()
+            .and_then(|()| build_release())
+            .and_then(|()| dist::run())
+            .and_then(|artifacts| image::build(&artifacts).map(drop)),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
         Command::BenchSleepers {

@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Context, Result, bail, ensure};
 
 use super::{elf, qemu::MARKER};
-use crate::util::workspace_root;
+use crate::util::{shared_libraries, workspace_root};
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 /// Where Debian's busybox-static installs it.
@@ -163,36 +163,6 @@ pub fn pack(
     let init = init_script(&binaries.tests, &library_path, watchdog.as_secs());
     install(stage, Path::new("/init"), init.as_bytes())?;
     cpio(stage, out)
-}
-
-/// The absolute paths of what `binary` loads, its interpreter included,
-/// from `ldd` (`libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)`).
-fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
-    let out = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .context("cannot run ldd")?;
-    ensure!(
-        out.status.success(),
-        "ldd {} failed: {}",
-        binary.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let libraries: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let path = line.split("=>").last()?.split_whitespace().next()?;
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect();
-    ensure!(
-        libraries
-            .iter()
-            .any(|l| l.to_string_lossy().contains("libc.so")),
-        "ldd found no libc for {}",
-        binary.display()
-    );
-    Ok(libraries)
 }
 
 /// Copies `bytes` to `stage` + `path`, executable.
