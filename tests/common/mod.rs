@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod http;
+pub mod kube;
 pub mod perf;
 pub mod prometheus;
 pub mod serve;

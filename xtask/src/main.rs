@@ -204,10 +204,13 @@ fn test(args: &[String]) -> Result<()> {
     // cargo nested in the test run.
     build_release()?;
     let artifacts = dist::run()?;
+    // tests/deploy.rs runs the image.
+    let image = image::build(&artifacts)?;
     // SAFETY: single-threaded here; inherited by cargo and the tests.
     unsafe {
         std::env::set_var("SCHEDLAT_DIST_DEB", &artifacts.deb);
         std::env::set_var("SCHEDLAT_DIST_TARBALL", &artifacts.tarball);
+        std::env::set_var("SCHEDLAT_DIST_IMAGE", &image);
     }
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.

@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 10] = [
+const TEST_PACKAGES: [&str; 14] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -37,6 +37,13 @@ const TEST_PACKAGES: [&str; 10] = [
     // and its systemd unit checked with `systemd-analyze verify`.
     "systemd",
     "dpkg",
+    // tests/deploy.rs: the OCI image run by podman, with runc (crun refuses
+    // this VM's hybrid cgroup layout), its file capabilities read with
+    // getcap, and the seccomp profile made with jq as docs/deploy.md shows.
+    "podman",
+    "runc",
+    "libcap2-bin",
+    "jq",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
@@ -67,6 +74,10 @@ pub fn test_tools() -> Result<()> {
     step(
         "Python readers of the recorder's dumps (tests/readers)",
         python_readers,
+    )?;
+    step(
+        "Kubernetes manifest validators (tests/deploy)",
+        manifest_validators,
     )
 }
 
@@ -228,6 +239,61 @@ fn python_readers() -> Result<Outcome> {
     Ok(Outcome::Installed)
 }
 
+/// kubernetes-validate (PyPI) for the core kinds, and prometheus-operator's
+/// CRD schema (npm) for the ServiceMonitor, with tests/deploy's script in
+/// target/npm/deploy (an ES module resolves its packages from its own
+/// directory). Each installed only when missing.
+fn manifest_validators() -> Result<Outcome> {
+    let repo = crate::util::workspace_root();
+    let npm_dir = repo.join("target/npm/deploy");
+    let python = succeeds("kubernetes-validate", &["--version"])
+        && succeeds("python3", &["-c", "import yaml"]);
+    let package = std::fs::read(repo.join("tests/deploy/package.json"))?;
+    let npm = npm_dir
+        .join("node_modules/@kubernetes-models/prometheus-operator")
+        .is_dir()
+        && std::fs::read(npm_dir.join("package.json")).is_ok_and(|p| p == package);
+    // The script is copied every time: it is part of the test.
+    std::fs::create_dir_all(&npm_dir)?;
+    std::fs::copy(
+        repo.join("tests/deploy/servicemonitor.mjs"),
+        npm_dir.join("servicemonitor.mjs"),
+    )?;
+    if python && npm {
+        return Ok(Outcome::Present);
+    }
+    if !python {
+        let requirements = repo.join("tests/deploy/requirements.txt");
+        let requirements = requirements.to_string_lossy();
+        eprintln!("setup: pip install -r {requirements}");
+        run_visible(
+            "python3",
+            &[
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+                &requirements,
+            ],
+        )?;
+    }
+    if !npm {
+        std::fs::write(npm_dir.join("package.json"), &package)?;
+        eprintln!("setup: npm install in {}", npm_dir.display());
+        let status = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund"])
+            .current_dir(&npm_dir)
+            .status()
+            .context("running npm (Debian package npm, or Node.js)")?;
+        if !status.success() {
+            bail!("npm install in {} failed ({status})", npm_dir.display());
+        }
+    }
+    Ok(Outcome::Installed)
+}
+
 fn tracefs() -> Result<Outcome> {
     if Path::new("/sys/kernel/tracing/events").is_dir() {
         return Ok(Outcome::Present);
@@ -240,13 +306,15 @@ fn tracefs() -> Result<Outcome> {
 }
 
 /// Debian packages only `cargo xtask vm-test` needs: QEMU, a static busybox
-/// for the guest's /init, and cpio to pack the initramfs.
-const VM_PACKAGES: [&str; 3] = ["qemu-system-x86", "busybox-static", "cpio"];
+/// for the guest's /init, cpio to pack the initramfs, and debootstrap for
+/// the systemd guest's Debian root file system.
+const VM_PACKAGES: [&str; 4] = ["qemu-system-x86", "busybox-static", "cpio", "debootstrap"];
 
 /// vm-test's tools, installed when vm-test runs rather than by `setup`,
 /// which stays quick for everyone else.
 pub fn vm_tools() -> Result<()> {
-    step("packages for vm-test (QEMU, busybox, cpio)", || {
-        apt_install(&VM_PACKAGES)
-    })
+    step(
+        "packages for vm-test (QEMU, busybox, cpio, debootstrap)",
+        || apt_install(&VM_PACKAGES),
+    )
 }
