@@ -538,3 +538,83 @@ impl Drop for TempDir {
         let _ = fs::remove_dir_all(&self.0);
     }
 }
+
+/// Kubernetes' `RuntimeDefault` on containerd (most clusters' runtime):
+/// containerd's own default seccomp profile, which its CRI plugin and `ctr
+/// run --seccomp` both apply, with the DaemonSet's capabilities, read-only
+/// root and mounts, and the image's own user. containerd runs here as a
+/// private daemon (its own root, state and socket) for the test's length.
+#[test]
+fn image_runs_under_containerds_default_seccomp_profile() {
+    let Some(archive) = image_archive() else {
+        return;
+    };
+    if !require_root() {
+        return;
+    }
+    let dir = TempDir::new("containerd");
+    let config = dir.0.join("config.toml");
+    // Only what `ctr run` needs: no CRI server.
+    fs::write(
+        &config,
+        "version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n",
+    )
+    .unwrap();
+    let socket = dir.0.join("containerd.sock");
+    let daemon = cgroup::Procs(vec![
+        Command::new("containerd")
+            .arg("--config")
+            .arg(&config)
+            .arg("--root")
+            .arg(dir.0.join("root"))
+            .arg("--state")
+            .arg(dir.0.join("state"))
+            .arg("--address")
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("containerd (Debian package containerd) runs"),
+    ]);
+    let ready = Instant::now();
+    while !socket.exists() && ready.elapsed() < Duration::from_secs(20) {
+        thread::sleep(Duration::from_millis(100));
+    }
+    let ctr = || {
+        let mut cmd = Command::new("ctr");
+        cmd.arg("--address")
+            .arg(&socket)
+            .args(["--namespace", "schedlat-test"]);
+        cmd
+    };
+    let out = run(ctr().args(["image", "import"]).arg(&archive));
+    assert!(out.status.success(), "{}", text(&out));
+
+    let docs = kube::documents(&kube::kustomize_yaml("containerd", &[]));
+    let daemonset = kube::find(&docs, "DaemonSet");
+    let (_, container) = kube::pod(daemonset);
+    let image = container["image"].as_str().unwrap();
+    let caps = &container["securityContext"]["capabilities"];
+    let mut cmd = ctr();
+    cmd.args(["run", "--rm", "--seccomp", "--read-only"]);
+    assert_eq!(caps["drop"], serde_json::json!(["ALL"]));
+    cmd.args(["--cap-drop", "ALL"]);
+    for cap in caps["add"].as_array().unwrap() {
+        cmd.args(["--cap-add", &format!("CAP_{}", cap.as_str().unwrap())]);
+    }
+    for path in ["/sys/fs/cgroup", "/sys/kernel/btf"] {
+        cmd.args([
+            "--mount",
+            &format!("type=bind,src={path},dst={path},options=rbind:ro"),
+        ]);
+    }
+    let out = run(cmd
+        .arg(image)
+        .arg(format!("schedlat-test-{}", std::process::id()))
+        .args(["/usr/bin/schedlat", "1", "1"]));
+    let _ = run(ctr().args(["image", "rm", image]));
+    drop(daemon);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("total "), "{report}");
+}

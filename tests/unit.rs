@@ -214,8 +214,9 @@ fn enabled_unit_runs_with_only_bpf_and_perfmon_sandboxed() {
         .map(|(_, v)| v.trim().to_string())
         .unwrap_or_else(|| panic!("{security}"));
     let score: f64 = exposure.split_whitespace().next().unwrap().parse().unwrap();
-    // systemd-analyze calls 0-2 "OK"... through to 9-10 "UNSAFE".
-    assert!(score < 3.0, "exposure {exposure}:\n{security}");
+    // 3.1 before the system call filter; what is left is what tracing and
+    // serving need (CAP_BPF, the host's /proc and network).
+    assert!(score < 2.0, "exposure {exposure}:\n{security}");
 
     // A scrape answers with waits counted.
     let body = scrape(ADDR.parse().unwrap()).unwrap();

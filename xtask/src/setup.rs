@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 14] = [
+const TEST_PACKAGES: [&str; 15] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -44,6 +44,9 @@ const TEST_PACKAGES: [&str; 14] = [
     "runc",
     "libcap2-bin",
     "jq",
+    // and by containerd (`ctr run --seccomp`: Kubernetes' RuntimeDefault
+    // on most clusters).
+    "containerd",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
