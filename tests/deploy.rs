@@ -314,15 +314,9 @@ fn image_serves_per_cgroup_series_with_the_daemonsets_security_context() {
     // Who it runs as, seen from the node.
     let out = run(podman().args(["inspect", "--format", "{{.State.Pid}}", &name]));
     let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let field = |name: &str| common::status_field(pid.parse().unwrap(), name);
+    // The whole file, for the failure messages.
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     assert!(field("Uid:").starts_with("65532"), "{status}");
     // CAP_PERFMON is bit 38, CAP_BPF bit 39: exactly these, effective.
     assert_eq!(field("CapEff:"), "000000c000000000", "{status}");

@@ -8,6 +8,8 @@
 //! Each test leaves the unit as it found it (enabled; started again where
 //! it stopped it), so they run in any order, one at a time.
 
+mod common;
+
 use std::{
     fs,
     io::{Read, Write},
@@ -17,6 +19,8 @@ use std::{
     thread,
     time::{Duration, Instant},
 };
+
+use common::status_field;
 
 const UNIT: &str = "schedlat.service";
 /// Where the unit's ExecStart listens.
@@ -129,16 +133,6 @@ fn scrape(addr: SocketAddr) -> Option<String> {
     stream.read_to_string(&mut text).ok()?;
     let (head, body) = text.split_once("\r\n\r\n")?;
     (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
-}
-
-fn status_field(pid: u32, name: &str) -> String {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[test]

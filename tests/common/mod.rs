@@ -25,6 +25,19 @@ pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
 /// How long a tracer may take to print its banner (attached).
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A field of /proc/PID/status (`name` with its colon, e.g. `CapEff:`),
+/// trimmed; empty when absent.
+pub fn status_field(pid: u32, name: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// These tests load eBPF programs into the running kernel, which needs root.
 /// Not root: the test says so on stderr and is skipped (false), except
 /// under CI=true, where not being root is a failure: CI must run them.

@@ -222,22 +222,12 @@ fn python_readers() -> Result<Outcome> {
         bail!("python3 with pip is needed for the recorder's tests: `apt-get install python3-pip`");
     }
     let requirements = crate::util::workspace_root().join("tests/readers/requirements.txt");
-    let requirements = requirements.to_string_lossy();
-    eprintln!("setup: pip install -r {requirements}");
-    run_visible(
-        "python3",
-        &[
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "-r",
-            &requirements,
-        ],
-    )?;
+    pip_install(&requirements)?;
     if !succeeds("python3", &["-c", IMPORTS]) {
-        bail!("installed {requirements}, but python3 still cannot `{IMPORTS}`");
+        bail!(
+            "installed {}, but python3 still cannot `{IMPORTS}`",
+            requirements.display()
+        );
     }
     Ok(Outcome::Installed)
 }
@@ -266,21 +256,7 @@ fn manifest_validators() -> Result<Outcome> {
         return Ok(Outcome::Present);
     }
     if !python {
-        let requirements = repo.join("tests/deploy/requirements.txt");
-        let requirements = requirements.to_string_lossy();
-        eprintln!("setup: pip install -r {requirements}");
-        run_visible(
-            "python3",
-            &[
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "-r",
-                &requirements,
-            ],
-        )?;
+        pip_install(&repo.join("tests/deploy/requirements.txt"))?;
     }
     if !npm {
         std::fs::write(npm_dir.join("package.json"), &package)?;
@@ -295,6 +271,24 @@ fn manifest_validators() -> Result<Outcome> {
         }
     }
     Ok(Outcome::Installed)
+}
+
+/// `pip install -r requirements` with this machine's python3.
+fn pip_install(requirements: &Path) -> Result<()> {
+    let requirements = requirements.to_string_lossy();
+    eprintln!("setup: pip install -r {requirements}");
+    run_visible(
+        "python3",
+        &[
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            &requirements,
+        ],
+    )
 }
 
 fn tracefs() -> Result<Outcome> {
