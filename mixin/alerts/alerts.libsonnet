@@ -31,7 +31,7 @@ local lib = import '../lib.libsonnet';
             annotations: {
               summary: 'Tasks of {{ $labels.cgroup }} wait long for a CPU.',
               description: 'On {{ $labels.instance }}, the p99 run-queue wait of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}, container {{ $labels.container }}){{ end }} is {{ $value | humanizeDuration }}, above '
-                           + std.toString(config.latencyHighSeconds * 1000) + ' ms for ' + config.latencyHighFor + '.',
+                           + std.format('%g', config.latencyHighSeconds * 1000) + ' ms for ' + config.latencyHighFor + '.',
               runbook_url: runbook('RunqueueLatencyHigh'),
             },
           },
@@ -50,8 +50,8 @@ local lib = import '../lib.libsonnet';
             annotations: {
               summary: '{{ $labels.cgroup }} waits behind {{ $labels.holder_cgroup }}.',
               description: 'On {{ $labels.instance }}, {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }} ended with {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} on the CPU; its p99 wait is above '
-                           + std.toString(config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
-                           + std.toString(config.ownThrottledShareMax * 100) + '% of its waits.',
+                           + std.format('%g', config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
+                           + std.format('%g', config.ownThrottledShareMax * 100) + '% of its waits.',
               runbook_url: runbook('NoisyNeighbour'),
             },
           },
@@ -91,7 +91,7 @@ local lib = import '../lib.libsonnet';
             annotations: {
               summary: "schedlat's own BPF programs cost more than their budget on {{ $labels.instance }}.",
               description: "schedlat's BPF programs use {{ $value | humanizePercentage }} of a CPU on {{ $labels.instance }}, over the budget of "
-                           + std.toString(config.exporterBpfCpuBudget * 100) + '%.',
+                           + std.format('%g', config.exporterBpfCpuBudget * 100) + '%.',
               runbook_url: runbook('ExporterCost'),
             },
           },
