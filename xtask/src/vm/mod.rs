@@ -10,7 +10,6 @@
 //!   installs the .deb and checks the unit (tests/unit.rs), on the kernels
 //!   of [`systemd::KERNELS`]
 
-mod apt;
 mod bzimage;
 mod elf;
 mod initramfs;
@@ -27,7 +26,7 @@ use std::{
 
 use anyhow::{Result, bail};
 
-use crate::{setup, util::workspace_root};
+use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
