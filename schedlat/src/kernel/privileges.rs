@@ -120,9 +120,12 @@ pub fn can_trace() -> bool {
     effective_caps().is_none_or(|caps| missing(caps).is_empty())
 }
 
-/// Why file capabilities could not have applied: `no_new_privs`
-/// (Kubernetes' `allowPrivilegeEscalation: false`, systemd's
-/// `NoNewPrivileges=`) keeps exec from granting them to a non-root user.
+/// Why file capabilities could not have applied: under `no_new_privs`
+/// (systemd's `NoNewPrivileges=`, Kubernetes' `allowPrivilegeEscalation:
+/// false`) the exec grants a non-root user no capability it did not
+/// already hold (security/commoncap.c, cap_bprm_creds_from_file). Container
+/// runtimes set the granted ones before the exec; a shell or a unit
+/// without `AmbientCapabilities=` does not.
 fn no_new_privs_note() -> &'static str {
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     let nnp = status
@@ -132,7 +135,7 @@ fn no_new_privs_note() -> &'static str {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if nnp && !root {
-        "; no_new_privs is set, so file capabilities do not apply to this non-root user: grant the capabilities as ambient ones (systemd's AmbientCapabilities=), or allow privilege escalation (Kubernetes: allowPrivilegeEscalation: true), or run as uid 0 with only these capabilities"
+        "; no_new_privs is set, so the binary's file capabilities add none this non-root process did not already hold: grant them as ambient capabilities (systemd's AmbientCapabilities=), or start schedlat without no_new_privs, or as uid 0 with only these capabilities"
     } else {
         ""
     }
