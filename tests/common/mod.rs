@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
 pub mod cgroup;
+pub mod container;
 pub mod http;
 pub mod kube;
 pub mod perf;
