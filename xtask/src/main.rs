@@ -206,7 +206,7 @@ fn test(args: &[String]) -> Result<()> {
     // cargo nested in the test run.
     build_release()?;
     let artifacts = dist::run()?;
-    // tests/deploy.rs runs the image.
+    // tests/image.rs runs the image.
     let image = image::build(&artifacts)?;
     // SAFETY: single-threaded here; inherited by cargo and the tests.
     unsafe {

@@ -39,7 +39,7 @@ const TEST_PACKAGES: [&str; 16] = [
     "dpkg",
     // The monitoring mixin's renderer (tests/mixin.rs).
     "jsonnet",
-    // tests/deploy.rs: the OCI image run by podman, with runc (crun refuses
+    // tests/image.rs: the OCI image run by podman, with runc (crun refuses
     // this VM's hybrid cgroup layout), its file capabilities read with
     // getcap, and the seccomp profile made with jq as docs/deploy.md shows.
     "podman",
