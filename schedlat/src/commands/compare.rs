@@ -11,18 +11,17 @@ use serde_json::json;
 
 use crate::{
     analysis::{
-        compare::{self, Change, rank_test, tail_test},
+        compare,
+        compare::{Change, rank_test, tail_test},
         fmt_ns,
         percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
+        shape,
+        shape::Shape,
     },
     collect::histogram::Waits,
     commands::stdout,
-    output::{
-        json::{self, Interval},
-        recording::Scope,
-    },
+    output::{json, json::Interval, recording::Scope},
+    sys::slice::Slice,
 };
 
 /// One side of the comparison.

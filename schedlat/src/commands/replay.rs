@@ -9,17 +9,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::{
-    analysis::{
-        fmt_ns,
-        percentiles::Percentiles,
-        recording::Window,
-        shape::{self, Shape},
-        slice::Slice,
-        task,
-    },
+    analysis::{fmt_ns, percentiles::Percentiles, recording::Window, shape, shape::Shape, task},
     collect::histogram::Waits,
     output::{dump, text},
-    sys::clock::local_time_us,
+    sys::{clock::local_time_us, slice::Slice},
 };
 
 /// What to show of the dump.

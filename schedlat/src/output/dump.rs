@@ -15,11 +15,11 @@ use super::{Report, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
         task::{TaskJson, policy_name},
     },
     collect::histogram::Unit,
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 pub const SCHEMA: &str = "schedlat.dump.v1";

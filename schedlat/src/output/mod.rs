@@ -2,6 +2,7 @@
 
 pub mod causes;
 pub mod causes_line;
+pub mod diagnosis;
 pub mod dump;
 pub mod hlog;
 pub mod json;
@@ -10,13 +11,10 @@ pub mod recording;
 pub mod text;
 
 use crate::{
-    analysis::{
-        percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
-    },
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
     collect::histogram::{Unit, Waits},
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 /// One interval's result, as every output sees it.

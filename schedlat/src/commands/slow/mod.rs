@@ -19,7 +19,7 @@ use crate::{
         session::{self, Ended, Signals},
         stdout,
     },
-    kernel::{cgroupfs::watch_throttling, filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
@@ -48,7 +48,7 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         events: 0,
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
-        throttle: watch_throttling(),
+        throttle: ThrottleWatch::start_mounted(),
         scanned: Instant::now(),
     };
     if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {

@@ -21,17 +21,14 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use state::{Action, State};
 
 use crate::{
-    analysis::{
-        slice::Slice,
-        victims::{SortKey, throttled_in},
-    },
+    analysis::victims::{SortKey, throttled_in},
     collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
     commands::session::Signals,
     kernel::{
-        cgroupfs::watch_throttling,
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
+    sys::{slice::Slice, throttle::ThrottleWatch},
 };
 
 /// What `schedlat top` shows and how often.
@@ -71,7 +68,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         state.victims = Err(reason);
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
-    let mut throttle = watch_throttling();
+    let mut throttle = ThrottleWatch::start_mounted();
     let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;

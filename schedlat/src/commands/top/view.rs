@@ -12,8 +12,9 @@ use ratatui::{
 
 use super::{bars, panel::Panel, state::State};
 use crate::{
-    analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice},
+    analysis::{fmt_ns, percentiles::Percentiles, shape},
     output::causes_line,
+    sys::slice::Slice,
 };
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";

@@ -21,8 +21,8 @@ use crate::{
         session::{self, Ended, Intervals, Signals},
         stdout,
     },
-    kernel::{cgroupfs::watch_throttling, filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    sys::clock::WallClock,
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
 /// What `schedlat victims` reports, how often and how.
@@ -54,7 +54,7 @@ pub async fn run(
     // The first interval starts before the banner: whatever a reader of
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
-    let mut throttle = watch_throttling();
+    let mut throttle = ThrottleWatch::start_mounted();
     let mut started = Instant::now();
     if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
