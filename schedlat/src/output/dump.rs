@@ -123,6 +123,18 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
     })
 }
 
+/// Reads a dump: its directory or its dump.jsonl.
+pub fn load(path: &std::path::Path) -> Result<Window> {
+    let file = if path.is_dir() {
+        path.join("dump.jsonl")
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    parse(&text, &file.display().to_string())
+}
+
 /// Reads a dump back. Errors name the line.
 pub fn parse(text: &str, origin: &str) -> Result<Window> {
     let mut w = Window::default();

@@ -6,11 +6,6 @@
 //! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
 //! SIGINT, an error, a panic) restores the terminal.
 
-mod bars;
-mod panel;
-mod state;
-mod view;
-
 use std::{
     io::IsTerminal,
     time::{Duration, Instant},
@@ -18,7 +13,6 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use state::{Action, State};
 
 use crate::{
     analysis::victims::{SortKey, throttled_in},
@@ -27,6 +21,10 @@ use crate::{
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
+    },
+    output::top::{
+        self,
+        state::{Action, State},
     },
     sys::{slice::Slice, throttle::ThrottleWatch},
 };
@@ -74,7 +72,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
     loop {
-        terminal.draw(|frame| view::draw(frame, &state, &slice))?;
+        terminal.draw(|frame| top::draw(frame, &state, &slice))?;
         let due = interval_start + state.interval;
         let wait = due
             .saturating_duration_since(Instant::now())
