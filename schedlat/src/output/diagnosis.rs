@@ -7,12 +7,15 @@ use serde_json::json;
 
 use crate::{
     analysis::{
-        diagnosis::{Traced, Verdict, priority::Attribution, selfcheck, waiting::Waiting},
-        fmt_ns,
-        task::{self, IdleWait, TaskJson},
+        diagnosis::{
+            priority::Attribution, selfcheck, traced::Traced, verdict::Verdict, waiting::Waiting,
+        },
+        fmt_ns, task,
+        task::{IdleWait, TaskJson},
         victims::Row,
     },
-    output::{self, causes_line, text},
+    output,
+    output::{causes_line, text},
     sys::{findings::Findings, scope::Scope},
 };
 

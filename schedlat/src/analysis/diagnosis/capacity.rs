@@ -3,7 +3,7 @@
 //! the kernel's accounting of the window with its evidence and a next step.
 //! Thresholds are named constants, documented in docs/diagnose.md.
 
-use super::{Diagnosis, waiting::NEGLIGIBLE};
+use super::{named::Diagnosis, waiting::NEGLIGIBLE};
 use crate::{analysis::fmt_ns, sys::findings::Findings};
 
 /// A CPU at least this busy counts as busy ...

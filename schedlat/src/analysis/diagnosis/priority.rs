@@ -9,7 +9,7 @@
 use schedlat_common::victims::TaskInfo;
 
 use super::{
-    Diagnosis,
+    named::Diagnosis,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
 };
 use crate::{

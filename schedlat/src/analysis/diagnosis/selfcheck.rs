@@ -25,7 +25,7 @@
 
 use serde::Serialize;
 
-use super::Traced;
+use super::traced::Traced;
 use crate::{analysis::fmt_ns, sys::findings::Findings};
 
 /// eBPF and run_delay agree when within this fraction of each other.

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    Diagnosis,
+    named::Diagnosis,
     priority::Attribution,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
 };

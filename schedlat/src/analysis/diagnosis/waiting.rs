@@ -172,7 +172,16 @@ pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>) -> Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::diagnosis::fixtures::{ebpf, findings, waiter};
+    use crate::analysis::diagnosis::fixtures::{findings, waiter};
+
+    /// eBPF's measure with the scope's waits and its most-waiting task at
+    /// `share`.
+    fn ebpf(share: f64) -> EbpfWaiting {
+        EbpfWaiting {
+            most_task: Some(share),
+            scope: share,
+        }
+    }
 
     #[test]
     fn zeros_everywhere_are_unknown_not_facts() {

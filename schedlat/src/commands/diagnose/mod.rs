@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use crate::{
     analysis::{
-        diagnosis::{self, Traced, priority::Attribution},
+        diagnosis::{priority::Attribution, traced::Traced, verdict},
         victims::{SortKey, rank, throttled_pids},
     },
     collect::{interval::Source, tracer::Tracer},
@@ -25,10 +25,11 @@ use crate::{
         modes::DEFAULT_MAX_TASKS,
         privileges,
     },
-    output::diagnosis::{self as report, DiagnoseReport},
+    output::{diagnosis as report, diagnosis::DiagnoseReport},
     sys::{
         cgroup_of::TaskCgroups,
-        findings::{self, Findings, ProcSample},
+        findings,
+        findings::{Findings, ProcSample},
         mounts::Mounts,
         scope::Scope,
         slice::Slice,
@@ -90,7 +91,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => (None, TaskCgroups::default()),
     };
     let findings = Findings::between(&scope, &start, &end, elapsed, &runnable);
-    let verdict = diagnosis::diagnose(&findings, traced.as_ref(), &cgroups);
+    let verdict = verdict::diagnose(&findings, traced.as_ref(), &cgroups);
     let report = DiagnoseReport {
         scope: &scope,
         findings: &findings,

@@ -11,7 +11,7 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{KernelSources, attach::attach};
+use super::{access::KernelSources, attach::attach};
 use crate::{
     kernel::{
         attach_btf,
