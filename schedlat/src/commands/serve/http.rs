@@ -24,8 +24,23 @@ use hyper::{
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpStream, sync::Notify};
 
-use super::{negotiate::negotiate, scrape::Source, snapshot};
+use super::{
+    guard::{self, RateLimit},
+    negotiate::negotiate,
+    scrape::Source,
+    snapshot,
+};
 use crate::commands::recorder::Flight;
+
+/// What every connection's requests are checked and served against.
+pub struct Endpoint {
+    /// Where serve listens: a loopback listener answers local names only
+    /// (guard.rs).
+    pub listen: std::net::SocketAddr,
+    /// The flight recorder, when `POST /snapshot` may dump it.
+    pub snapshot: Option<Rc<RefCell<Flight>>>,
+    pub snapshot_limit: RefCell<RateLimit>,
+}
 
 /// How long a connection may sit without a complete request header. hyper
 /// counts the idle time between keep-alive requests too, and Prometheus
@@ -84,16 +99,9 @@ impl Connections {
     }
 
     /// Serves `stream` on a task of the current LocalSet with `source`,
-    /// and `flight` on /snapshot when serve keeps a ring.
-    pub fn spawn(
-        &self,
-        stream: TcpStream,
-        source: Rc<Source>,
-        flight: Option<Rc<RefCell<Flight>>>,
-    ) {
-        self.spawn_with(stream, move |request| {
-            respond(request, &source, flight.as_deref())
-        });
+    /// under `endpoint`'s checks.
+    pub fn spawn(&self, stream: TcpStream, source: Rc<Source>, endpoint: Rc<Endpoint>) {
+        self.spawn_with(stream, move |request| respond(request, &source, &endpoint));
     }
 
     /// As `spawn`, with any responder (tests use a trivial one).
@@ -176,10 +184,18 @@ async fn serve_connection(
 fn respond(
     request: &Request<Incoming>,
     source: &Source,
-    flight: Option<&RefCell<Flight>>,
+    endpoint: &Endpoint,
 ) -> Response<Full<Bytes>> {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    if let Err(refusal) = guard::check(
+        endpoint.listen,
+        header(header::HOST),
+        header(header::ORIGIN),
+    ) {
+        return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
+    }
     if request.uri().path() == "/snapshot" {
-        return snapshot::respond(request, flight);
+        return snapshot::respond(request, endpoint);
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");

@@ -14,10 +14,13 @@
 //! - own: serve's own cost (BPF run time, the previous scrape);
 //! - negotiate: protobuf, OpenMetrics or classic text, from `Accept`;
 //! - http: the hyper server; listen: `--listen` and binding;
-//! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
+//! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`,
+//!   `--web.enable-snapshot`); guard: the Host and Origin checks every
+//!   request passes first, and the dumps' rate limit.
 
 mod buckets;
 mod causes;
+mod guard;
 mod http;
 mod keyed;
 pub mod listen;
@@ -65,8 +68,10 @@ pub struct ServeOptions {
     pub key_buckets: KeyBuckets,
     /// Keys that always get a series.
     pub pins: Pins,
-    /// The flight recorder (`--ring`), dumped on `POST /snapshot`.
+    /// The flight recorder (`--ring`), dumped on SIGHUP and triggers.
     pub ring: Option<RecorderOptions>,
+    /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
+    pub snapshot_enabled: bool,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -136,6 +141,11 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // One thread: connections are tasks on it, and a scrape is a map read
     // and some formatting, so nothing blocks for long. LocalSet because the
     // tracer is not shared across threads.
+    let endpoint = Rc::new(http::Endpoint {
+        listen: addr,
+        snapshot: flight.clone().filter(|_| args.snapshot_enabled),
+        snapshot_limit: RefCell::new(guard::RateLimit::new(snapshot::INTERVAL)),
+    });
     let connections = LocalSet::new();
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
@@ -151,7 +161,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => open.spawn(stream, source.clone(), flight.clone()),
+                        Ok((stream, _)) => open.spawn(stream, source.clone(), endpoint.clone()),
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.
                         Err(e) => {
