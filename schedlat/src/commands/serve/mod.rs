@@ -97,7 +97,12 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     let (flight, mut events, mut sighup) = match &args.ring {
         Some(ring) => {
             let events = SlowEvents::take(&mut tracer)?;
-            let flight = Flight::start(ring, &mut tracer, "POST /snapshot or SIGHUP dumps now")?;
+            let how = if args.snapshot_enabled {
+                "POST /snapshot or SIGHUP dumps now"
+            } else {
+                "SIGHUP dumps now"
+            };
+            let flight = Flight::start(ring, &mut tracer, how)?;
             let sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
             (
                 Some(Rc::new(RefCell::new(flight))),
