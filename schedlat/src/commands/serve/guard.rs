@@ -4,8 +4,9 @@
 //!   `Host` names an address, or `localhost`: a page elsewhere that has a
 //!   browser resolve its own name to 127.0.0.1 (DNS rebinding) sends its
 //!   own name there, and would otherwise read the PIDs, process names and
-//!   cgroup paths of /metrics. Beyond loopback the names a fleet scrapes
-//!   by are many, and the web configuration's authentication protects it.
+//!   cgroup paths of /metrics. Beyond loopback a fleet scrapes by many
+//!   names, so the Host is not judged there: who may reach such a
+//!   listener is the network's to decide (a firewall, a NetworkPolicy).
 //! - A request that carries an `Origin` other than its own `Host` comes
 //!   from a page of another site (browsers send it on cross-origin
 //!   requests, and a form POST with `Content-Type: text/plain` needs no
