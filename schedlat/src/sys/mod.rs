@@ -8,3 +8,4 @@ pub mod files;
 pub mod procfs;
 pub mod throttle;
 pub mod topology;
+pub mod workload;
