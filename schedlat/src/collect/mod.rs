@@ -5,12 +5,16 @@
 pub mod batch;
 pub mod bpf_cost;
 pub mod causes;
+pub mod cgroup_names;
 #[cfg(test)]
 mod causes_live;
+#[cfg(test)]
+mod pairs_live;
 pub mod error;
 pub mod histogram;
 pub mod interval;
 pub mod keylabels;
+pub mod pairs;
 mod maps;
 pub mod slow;
 pub mod tracer;

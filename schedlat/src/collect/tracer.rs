@@ -4,6 +4,9 @@
 //! bpf_cost.rs) and no command touches a map.
 
 use aya::Ebpf;
+use schedlat_common::scope::Breakdown;
+
+use super::{cgroup_names::CgroupNames, keylabels::KeyLabels};
 
 use crate::kernel::{
     causes::Measurable,
@@ -28,6 +31,9 @@ pub struct Tracer {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// The cgroups' names as the kernel made them, when cgroups are named
+    /// (cgroup keys, neighbour pairs).
+    pub cgroup_names: Option<CgroupNames>,
 }
 
 impl Tracer {
@@ -58,17 +64,39 @@ impl Tracer {
             cgroup_hierarchy,
             measurable,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
-        Ok(Tracer {
+        let mut tracer = Tracer {
             ebpf,
             mode,
             programs,
             notes,
             cgroup_hierarchy,
             measurable,
-        })
+            cgroup_names: None,
+        };
+        match CgroupNames::start(&mut tracer) {
+            Ok(names) => tracer.cgroup_names = names,
+            Err(e) => tracer
+                .notes
+                .push(format!("cgroups removed before a scan stay unnamed: {e}")),
+        }
+        Ok(tracer)
+    }
+
+    /// The labels of breakdown keys `by` this tracer's keys: cgroups
+    /// named in its hierarchy, and from the names the kernel sent.
+    pub fn key_labels(&self, by: Breakdown) -> KeyLabels {
+        KeyLabels::new(by, self.cgroup_hierarchy.clone()).with_names(self.cgroup_names.clone())
     }
 
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(names) = &self.cgroup_names {
+            names.stop();
+        }
     }
 }

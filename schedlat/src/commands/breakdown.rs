@@ -96,7 +96,7 @@ impl KeyedView {
             top: args.top.map(|n| n as usize),
             max_keys: keyed.max_keys,
             previous: HashMap::new(),
-            labels: KeyLabels::new(keyed.by, tracer.cgroup_hierarchy.clone()),
+            labels: tracer.key_labels(keyed.by),
         }
     }
 

@@ -1,0 +1,228 @@
+//! The neighbour-pair table as this kernel counts it (root: loads the
+//! programs): every measured wait is in one pair or in the overflow, a
+//! cgroup's pairs add up to its breakdown key, and a sleeper beside
+//! another group's hogs on one CPU waits behind that group.
+
+use std::{
+    fs,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use schedlat_common::scope::Breakdown;
+
+use super::{
+    batch::Entries,
+    pairs::{Holder, PairCounts, PairIntervals},
+    tracer::Tracer,
+};
+use crate::kernel::{
+    cgroupfs::Mounts,
+    filter::Filter,
+    hook::HookChoice,
+    loader::KernelSources,
+    modes::{Keyed, Modes},
+};
+
+/// Loads `modes` for the whole system; None (skipped, said on stderr)
+/// when not root, which CI=true makes a failure.
+fn load(modes: &Modes) -> Option<Tracer> {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(!ci, "CI=true: this test loads eBPF programs and must run as root");
+        eprintln!("skipped: loads eBPF programs, needs root");
+        return None;
+    }
+    let started = Instant::now();
+    let tracer = Tracer::load_modes(
+        HookChoice::Btf,
+        &KernelSources::default(),
+        1000,
+        &Filter::default(),
+        modes,
+    )
+    .expect("the programs load and attach");
+    eprintln!("loaded and attached in {:?}", started.elapsed());
+    for &(program, _) in &tracer.programs {
+        if let Some(Ok(info)) = tracer.ebpf.program(program).map(|p| p.info()) {
+            eprintln!("  {program}: verified_insns {:?}", info.verified_instruction_count());
+        }
+    }
+    Some(tracer)
+}
+
+/// A cgroup made for the test in the hierarchy `--cgroups` keys by,
+/// removed when dropped (its processes moved back to the root first).
+struct Group {
+    dir: PathBuf,
+    root: PathBuf,
+    id: u64,
+}
+
+impl Group {
+    fn new(name: &str) -> Group {
+        let root = Mounts::read()
+            .default_hierarchy()
+            .expect("a cgroup hierarchy with the cpu controller, or cgroup v2")
+            .mount;
+        let dir = root.join(format!("schedlat-pairs-{}-{name}", std::process::id()));
+        fs::create_dir_all(&dir).expect("mkdir the test cgroup");
+        let id = fs::metadata(&dir).unwrap().ino();
+        Group { dir, root, id }
+    }
+
+    fn run(&self, cpu: usize, script: &str) -> Child {
+        let child = Command::new("taskset")
+            .args(["-c", &cpu.to_string(), "sh", "-c", script])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux) runs");
+        fs::write(self.dir.join("cgroup.procs"), child.id().to_string()).expect("move into the group");
+        child
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
+                for pid in procs.lines() {
+                    let _ = fs::write(self.root.join("cgroup.procs"), pid);
+                }
+            }
+            if fs::remove_dir(&self.dir).is_ok() || !Path::new(&self.dir).exists() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn stop(children: Vec<Child>) {
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// The foreign busy share of CPU 0 over the test, for failure messages:
+/// a noisy machine can be told from a regression.
+fn cpu0_busy(before: &[u64], after: &[u64]) -> String {
+    let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let total: u64 = d.iter().sum();
+    let idle = d.get(3).copied().unwrap_or(0) + d.get(4).copied().unwrap_or(0);
+    format!("CPU 0 busy {:.0}% of the test", 100.0 * (total - idle) as f64 / total.max(1) as f64)
+}
+
+fn cpu0_times() -> Vec<u64> {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .find(|l| l.starts_with("cpu0 "))
+        .map(|l| l.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_sleeper_beside_another_groups_hogs_waits_behind_that_group() {
+    let keyed = Keyed {
+        by: Breakdown::Cgroup,
+        max_keys: 4096,
+    };
+    let Some(mut tracer) = load(&Modes::histogram(Some(keyed)).with_pairs(4096)) else {
+        return;
+    };
+    let victim = Group::new("victim");
+    let hogs = Group::new("hogs");
+    let mut intervals = PairIntervals::default();
+    intervals.next(&mut tracer, |_| true).unwrap();
+    let before = cpu0_times();
+    let mut children = vec![victim.run(0, "while :; do sleep 0.002; done")];
+    children.extend((0..2).map(|_| hogs.run(0, "while :; do :; done")));
+    thread::sleep(Duration::from_secs(3));
+    stop(children);
+    thread::sleep(Duration::from_millis(100));
+    let after = cpu0_times();
+    let interval = intervals.next(&mut tracer, |_| true).unwrap();
+    let of_victim: Vec<(Holder, PairCounts)> = interval
+        .pairs
+        .iter()
+        .filter(|(p, _)| p.victim == victim.id)
+        .map(|(p, c)| (p.holder, *c))
+        .collect();
+    let mut total = PairCounts::default();
+    for (_, c) in &of_victim {
+        total.add(*c);
+    }
+    // The key of the same waits, counted by the same program run.
+    let key = tracer
+        .read_keyed()
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| *k == victim.id)
+        .map(|(_, s)| s)
+        .expect("the victim group has a breakdown key");
+    let key_count: u64 = key.buckets.iter().map(|&n| u64::from(n)).sum();
+    assert_eq!(total.count, key_count, "pairs {of_victim:?}");
+    assert_eq!(total.sum_ns, key.sum_ns);
+    let behind_hogs = of_victim
+        .iter()
+        .find(|(h, _)| *h == Holder::Cgroup(hogs.id))
+        .map_or(0, |(_, c)| c.sum_ns);
+    assert!(
+        behind_hogs * 10 >= total.sum_ns * 6,
+        "the sleeper waited {behind_hogs} of {} ns behind the hogs' group: {of_victim:?}; {}",
+        total.sum_ns,
+        cpu0_busy(&before, &after)
+    );
+    assert!(interval.overflow.count == 0, "overflow {:?}", interval.overflow);
+    // The groups are gone: their pairs leave the kernel's table once
+    // their last waits are counted.
+    let (victim_id, hogs_id) = (victim.id, hogs.id);
+    drop(victim);
+    drop(hogs);
+    let gone = |id: u64| id == victim_id || id == hogs_id;
+    intervals.next(&mut tracer, |id| !gone(id)).unwrap();
+    let left = tracer.read_pairs(&mut Entries::default()).unwrap();
+    assert!(
+        !left.pairs.iter().any(|(p, _)| gone(p.victim)),
+        "pairs of removed groups are still in the table"
+    );
+}
+
+#[test]
+fn a_full_table_counts_the_rest_as_overflow() {
+    let Some(tracer) = load(&Modes::HISTOGRAM.with_pairs(2)) else {
+        return;
+    };
+    let work: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    stop_after(work);
+    let before = tracer.read_waits().unwrap().count();
+    let reading = tracer.read_pairs(&mut Entries::default()).unwrap();
+    let after = tracer.read_waits().unwrap().count();
+    assert_eq!(reading.capacity, 2);
+    assert!(reading.pairs.len() <= 2);
+    assert!(reading.overflow.count > 0, "no overflow with 2 pairs");
+    let counted = reading.pairs.iter().map(|(_, c)| c.count).sum::<u64>() + reading.overflow.count;
+    // Each wait is in the total before it is in a pair (one program run).
+    assert!(
+        before.saturating_sub(8) <= counted && counted <= after,
+        "{counted} in pairs and overflow, against {before}..{after} waits"
+    );
+}
+
+fn stop_after(children: Vec<Child>) {
+    for mut c in children {
+        let _ = c.wait();
+    }
+}
