@@ -273,7 +273,9 @@ pub struct ScopeArgs {
     )]
     pub pid: Option<u32>,
 
-    /// A cgroup and below: a v2 or v1 directory, or relative to v2
+    /// A cgroup and below: a v2 or v1 directory, or relative to v2; or a
+    /// container ID (or unique prefix), pod UID or systemd unit, whose
+    /// cgroup is found by its path
     #[arg(short = 'c', long = "cgroup", value_name = "PATH")]
     pub cgroup: Option<std::path::PathBuf>,
 }

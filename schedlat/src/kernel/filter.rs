@@ -7,7 +7,10 @@ use std::{fs, path::PathBuf};
 
 use thiserror::Error;
 
-use crate::kernel::cgroupfs::{CgroupTarget, Mounts};
+use crate::kernel::{
+    cgroup_by_name,
+    cgroupfs::{CgroupTarget, Mounts},
+};
 
 /// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
 /// they are checked.
@@ -73,7 +76,7 @@ impl Filter {
             return Err(FilterError::NoSuchThread(tid));
         }
         let cgroup = match &args.cgroup {
-            Some(path) => Some(Mounts::read().resolve(path).map_err(FilterError::Cgroup)?),
+            Some(path) => Some(cgroup_target(path).map_err(FilterError::Cgroup)?),
             None => None,
         };
         let cpus = match &args.cpu {
@@ -192,6 +195,18 @@ impl Filter {
 
 /// Whether a process or thread still runs: it exists and is not a zombie
 /// waiting for its parent to reap it (it will never wait again).
+/// `-c`'s cgroup: a path (absolute, or relative to the cgroup v2 mount,
+/// then to the v1 cpu mount); else a container ID or unique prefix, a pod
+/// UID or a systemd unit (cgroup_by_name.rs).
+fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
+    let mounts = Mounts::read();
+    let as_path = mounts.resolve(arg);
+    match (&as_path, arg.to_str()) {
+        (Err(_), Some(name)) => cgroup_by_name::find(&mounts, name).unwrap_or(as_path),
+        _ => as_path,
+    }
+}
+
 pub fn is_alive(id: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
         return false;
