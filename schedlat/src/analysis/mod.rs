@@ -4,6 +4,7 @@
 
 pub mod causes;
 pub mod compare;
+pub mod pairs;
 pub mod percentiles;
 pub mod recording;
 pub mod shape;

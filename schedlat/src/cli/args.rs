@@ -328,7 +328,19 @@ pub struct BreakdownArgs {
     /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
+    /// Also count who waited behind whom: per pair of cgroups, the waits of
+    /// the first's tasks that ended when a task of the second left the CPU
+    #[arg(long)]
+    pub pairs: bool,
+    /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
+    /// counted as in no pair
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
+    pub max_pairs: u32,
 }
+
+/// Pairs of cgroups the neighbour table holds by default: a node's
+/// containers two by two behind the few that hold its CPUs.
+pub const DEFAULT_MAX_PAIRS: u32 = 4096;
 
 impl BreakdownArgs {
     pub fn options(&self) -> BreakdownOptions {
@@ -337,6 +349,7 @@ impl BreakdownArgs {
             sort: self.sort,
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
+            pairs: self.pairs.then_some(self.max_pairs),
         }
     }
 

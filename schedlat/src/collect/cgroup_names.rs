@@ -44,21 +44,16 @@ pub struct CgroupNames {
 struct Book {
     paths: HashMap<u64, String>,
     order: VecDeque<u64>,
-    /// Records read, and names forgotten for room.
-    seen: u64,
-    evicted: u64,
 }
 
 impl Book {
     fn insert(&mut self, id: u64, path: String) {
-        self.seen += 1;
         if self.paths.insert(id, path).is_none() {
             self.order.push_back(id);
         }
         while self.order.len() > BOOK_CAPACITY {
             if let Some(old) = self.order.pop_front() {
                 self.paths.remove(&old);
-                self.evicted += 1;
             }
         }
     }
@@ -101,12 +96,6 @@ impl CgroupNames {
     /// last [`BOOK_CAPACITY`].
     pub fn get(&self, id: u64) -> Option<String> {
         self.lock().paths.get(&id).cloned()
-    }
-
-    /// Records read, and names forgotten for room, since load.
-    pub fn counts(&self) -> (u64, u64) {
-        let book = self.lock();
-        (book.seen, book.evicted)
     }
 
     /// Ends the reading thread (within [`POLL`]).
@@ -193,7 +182,6 @@ mod tests {
         assert_eq!(book.paths.len(), BOOK_CAPACITY);
         assert!(!book.paths.contains_key(&9));
         assert_eq!(book.paths.get(&10).map(String::as_str), Some("/g10"));
-        assert_eq!(book.evicted, 10);
         // An id seen again (a reused inode) takes its new path, once.
         book.insert(20, "/new".into());
         assert_eq!(book.paths.get(&20).map(String::as_str), Some("/new"));

@@ -16,6 +16,7 @@ use schedlat_common::{
 
 use super::{
     batch::{self, Entries},
+    keylabels::KeyLabels,
     tracer::Tracer,
 };
 use crate::collect::error::ReadError;
@@ -226,3 +227,28 @@ impl PairIntervals {
         })
     }
 }
+
+impl PairsInterval {
+    /// Each pair with its sides named by `labels` (cgroup keys): a
+    /// cgroup's path, `(idle CPU)` for an idle holder.
+    pub fn named(&self, labels: &mut KeyLabels) -> Vec<(String, String, PairCounts)> {
+        let mut name = |id: u64| {
+            labels
+                .cgroup_name(id)
+                .unwrap_or_else(|| format!("(removed, id {id})"))
+        };
+        self.pairs
+            .iter()
+            .map(|(pair, counts)| {
+                let holder = match pair.holder {
+                    Holder::Idle => IDLE.to_string(),
+                    Holder::Cgroup(id) => name(id),
+                };
+                (name(pair.victim), holder, *counts)
+            })
+            .collect()
+    }
+}
+
+/// The holder of the waits that ended on an idle CPU.
+pub const IDLE: &str = "(idle CPU)";

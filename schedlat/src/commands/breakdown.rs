@@ -35,6 +35,8 @@ pub struct BreakdownOptions {
     pub sort: KeySort,
     /// Only the first N keys of each interval.
     pub top: Option<u32>,
+    /// Count who waited behind whom, in a table of this many pairs.
+    pub pairs: Option<u32>,
 }
 
 /// How keys are ordered: by what they waited in the interval.

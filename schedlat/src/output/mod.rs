@@ -5,6 +5,7 @@ pub mod causes_line;
 pub mod dump;
 pub mod hlog;
 pub mod json;
+pub mod pairs;
 pub mod perfetto;
 pub mod recording;
 pub mod text;
@@ -33,6 +34,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// The neighbour-pair table, with `--pairs` (JSON form).
+    pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
     pub scope: Option<recording::Scope>,
 }
@@ -57,6 +60,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            pairs: None,
             scope: None,
         }
     }

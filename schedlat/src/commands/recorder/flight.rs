@@ -76,6 +76,7 @@ impl Flight {
                 keyed: Some(k),
                 sort: KeySort::Total,
                 top: opts.cgroups,
+                pairs: None,
             };
             KeyedView::new(&view, k, tracer)
         });

@@ -1,0 +1,64 @@
+//! The neighbour-pair table as text and JSON (docs/json.md `pairs`).
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use crate::analysis::{fmt_ns, pairs::PairTable};
+
+/// The table under its heading; the rows not shown and the waits no pair
+/// took are counted, never dropped silently.
+pub fn render_text(table: &PairTable) -> String {
+    let mut out = String::from("\nwho waited behind whom (waiting cgroup <- cgroup that held the CPU), by total wait:\n");
+    let _ = writeln!(out, "{:>10} {:>10} {:>10}  waiting <- holding", "waits", "total", "max");
+    for r in &table.rows {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10} {:>10}  {} <- {}",
+            r.counts.count,
+            fmt_ns(r.counts.sum_ns),
+            fmt_ns(r.counts.max_ns),
+            r.victim,
+            r.holder
+        );
+    }
+    if table.rows.is_empty() {
+        out.push_str("    (no waits)\n");
+    }
+    if table.cut > 0 {
+        let _ = writeln!(
+            out,
+            "    {} more pairs: {} waits, {}",
+            table.cut,
+            table.cut_counts.count,
+            fmt_ns(table.cut_counts.sum_ns)
+        );
+    }
+    if table.overflow.count > 0 {
+        let _ = writeln!(
+            out,
+            "    {} waits ({}) in no pair: the table of {} pairs was full (--max-pairs)",
+            table.overflow.count,
+            fmt_ns(table.overflow.sum_ns),
+            table.capacity
+        );
+    }
+    out
+}
+
+pub fn to_json(table: &PairTable) -> Value {
+    let counts = |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
+    json!({
+        "by": "cgroup",
+        "capacity": table.capacity,
+        "rows": table.rows.iter().map(|r| json!({
+            "victim": r.victim,
+            "holder": r.holder,
+            "count": r.counts.count,
+            "sum_ns": r.counts.sum_ns,
+            "max_ns": r.counts.max_ns,
+        })).collect::<Vec<_>>(),
+        "cut": {"pairs": table.cut, "count": table.cut_counts.count, "sum_ns": table.cut_counts.sum_ns},
+        "overflow": counts(&table.overflow),
+    })
+}
