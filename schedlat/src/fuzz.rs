@@ -1,7 +1,8 @@
 //! Fuzz targets for every parser of outside input: BTF and the offsets read
 //! from it,
-//! tracefs formats, /proc and cgroup files, compare's recordings, and the
-//! HTTP Accept header of `serve`.
+//! tracefs formats, /proc and cgroup files, compare's recordings, the
+//! HTTP Accept header of `serve`, and the workload labels of cgroup paths
+//! and container runtimes' files.
 //!
 //! Each target mutates the seeds in `schedlat/fuzz/corpus/<target>/` (real
 //! files from kernels and tools, and any input that once failed) with
@@ -365,5 +366,40 @@ fn fuzz_http_accept_negotiation() {
             hyper::header::HeaderValue::from_str(&content_type).is_ok(),
             "{accept:?} -> {content_type:?}"
         );
+    });
+}
+
+#[test]
+fn fuzz_workload_labels() {
+    use crate::sys::workload::{names, path};
+    const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+    fuzz("workload", |data| {
+        let t = text(data);
+        // Whatever the path, a label is only ever what its owner allows.
+        let labels = path::parse(&t);
+        if let Some(id) = &labels.container_id {
+            assert!(path::is_container_id(id), "{id:?}");
+        }
+        if let Some(uid) = &labels.pod_uid {
+            assert!(path::is_pod_uid(uid), "{uid:?}");
+        }
+        for unit in labels.unit.iter().chain(&labels.slice) {
+            assert!(
+                unit.bytes().all(|b| b.is_ascii_graphic()) && unit.len() <= 255,
+                "{unit:?}"
+            );
+        }
+        // The runtimes' files: names are clean or absent.
+        let found = [
+            names::parse_containerd_bundle(&t),
+            names::parse_storage_config(&t),
+            names::parse_storage_containers(&t, ID),
+            names::parse_docker_config(&t),
+        ];
+        for n in found.into_iter().flatten() {
+            for name in [&n.container, &n.pod, &n.namespace].into_iter().flatten() {
+                assert_eq!(names::clean_name(name).as_ref(), Some(name));
+            }
+        }
     });
 }
