@@ -483,3 +483,54 @@ fn the_cause_split_is_removed_by_no_causes() {
         );
     }
 }
+
+/// The workload views load on every kernel: `--cgroups --pairs` attaches
+/// the cgroup_mkdir program and the switch path's pair table; groups that
+/// live 50 ms are named (sent by the kernel at their creation), and the
+/// pairs' waits add up to the interval's.
+#[test]
+fn short_lived_cgroups_are_named_and_waits_paired() {
+    if !require_root() {
+        return;
+    }
+    let root = common::cgroup::v1_cpu_root().unwrap_or_else(common::cgroup::v2_root);
+    let parent = TestCgroup::new(&root, "named");
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &["--cgroups", "--pairs", "--top", "0", "--json"],
+    );
+    let made = common::cgroup::churn(&parent, &root, 20, 1, 0.05);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "--cgroups --pairs on {}: {status}", kernel_release());
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let labels: Vec<&str> = r["breakdown"]["keys"]
+        .as_array()
+        .expect("a breakdown")
+        .iter()
+        .filter_map(|k| k["label"].as_str())
+        .collect();
+    for path in &made {
+        assert!(
+            labels.iter().any(|l| l.starts_with(&format!("cgroup = {path}"))),
+            "{path} not named on {}: {labels:?}",
+            kernel_release()
+        );
+    }
+    assert!(!labels.iter().any(|l| l.contains("(removed, id")), "{labels:?}");
+    let pairs = &r["pairs"];
+    let rows = pairs["rows"].as_array().expect("pairs rows");
+    let in_pairs = sum_counts(&pairs["rows"])
+        + pairs["cut"]["count"].as_u64().unwrap()
+        + pairs["overflow"]["count"].as_u64().unwrap();
+    let count = r["count"].as_u64().unwrap();
+    // The table and the total are read one after the other.
+    assert!(
+        in_pairs.abs_diff(count) <= 10 + count / 50,
+        "{in_pairs} waits in pairs against {count} on {}: {pairs}",
+        kernel_release()
+    );
+    assert!(
+        rows.iter().any(|p| made.iter().any(|m| p["victim"].as_str() == Some(m))),
+        "no pair of a churned group: {pairs}"
+    );
+}

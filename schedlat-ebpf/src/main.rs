@@ -16,11 +16,11 @@
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
 //! - causes: the cause split of each wait.
+//! - workload: the neighbour-pair table of each ended wait, and the names
+//!   of cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
-//! - workload: the neighbour-pair table of each ended wait, and the
-//!   names of cgroups at their creation.
 //!
 //! Two hook modes carry the same logic:
 //! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
@@ -144,7 +144,6 @@ fn btf_switch(
         histogram,
         keyed,
     )?;
-    workload::count_pair(prev, next, &ended);
     Some((prev, next, ended))
 }
 

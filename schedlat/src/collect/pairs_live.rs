@@ -222,9 +222,10 @@ fn a_full_table_counts_the_rest_as_overflow() {
     assert!(reading.pairs.len() <= 2);
     assert!(reading.overflow.count > 0, "no overflow with 2 pairs");
     let counted = reading.pairs.iter().map(|(_, c)| c.count).sum::<u64>() + reading.overflow.count;
-    // Each wait is in the total before it is in a pair (one program run).
+    // The total and the table are read one after the other, while the
+    // rest of the machine waits too.
     assert!(
-        before.saturating_sub(8) <= counted && counted <= after,
+        before.saturating_sub(8) <= counted && counted <= after + 8,
         "{counted} in pairs and overflow, against {before}..{after} waits"
     );
 }
