@@ -18,7 +18,12 @@ use serde_json::Value;
 fn labels(intervals: &[Value]) -> Vec<String> {
     intervals
         .iter()
-        .flat_map(|i| i["breakdown"]["keys"].as_array().cloned().unwrap_or_default())
+        .flat_map(|i| {
+            i["breakdown"]["keys"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .map(|k| k["label"].as_str().unwrap().to_string())
         .collect()
 }
@@ -34,7 +39,14 @@ fn every_short_lived_group_is_named(
     life: f64,
 ) {
     let parent = TestCgroup::new(root, parent);
-    let mut args = vec!["--cgroups", "--max-keys", "16384", "--top", "100000", "--json"];
+    let mut args = vec![
+        "--cgroups",
+        "--max-keys",
+        "16384",
+        "--top",
+        "100000",
+        "--json",
+    ];
     args.extend(extra);
     args.push("1");
     let tracer = TracerProcess::start(SCHEDLAT, &args);
@@ -44,7 +56,10 @@ fn every_short_lived_group_is_named(
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat exited with {status}");
     let labels = labels(&parse_json_lines(&lines));
-    let unnamed: Vec<&String> = labels.iter().filter(|l| l.contains("(removed, id")).collect();
+    let unnamed: Vec<&String> = labels
+        .iter()
+        .filter(|l| l.contains("(removed, id"))
+        .collect();
     let ours: BTreeSet<&str> = labels
         .iter()
         .filter_map(|l| l.strip_prefix("cgroup = "))

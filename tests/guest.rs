@@ -495,13 +495,14 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
     }
     let root = common::cgroup::v1_cpu_root().unwrap_or_else(common::cgroup::v2_root);
     let parent = TestCgroup::new(&root, "named");
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &["--cgroups", "--pairs", "--top", "0", "--json"],
-    );
+    let tracer = TracerProcess::start(SCHEDLAT, &["--cgroups", "--pairs", "--top", "0", "--json"]);
     let made = common::cgroup::churn(&parent, &root, 20, 1, 0.05);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
-    assert!(status.success(), "--cgroups --pairs on {}: {status}", kernel_release());
+    assert!(
+        status.success(),
+        "--cgroups --pairs on {}: {status}",
+        kernel_release()
+    );
     let r = parse_json_lines(&lines).pop().expect("an interval");
     let labels: Vec<&str> = r["breakdown"]["keys"]
         .as_array()
@@ -511,12 +512,17 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
         .collect();
     for path in &made {
         assert!(
-            labels.iter().any(|l| l.starts_with(&format!("cgroup = {path}"))),
+            labels
+                .iter()
+                .any(|l| l.starts_with(&format!("cgroup = {path}"))),
             "{path} not named on {}: {labels:?}",
             kernel_release()
         );
     }
-    assert!(!labels.iter().any(|l| l.contains("(removed, id")), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| l.contains("(removed, id")),
+        "{labels:?}"
+    );
     let pairs = &r["pairs"];
     let rows = pairs["rows"].as_array().expect("pairs rows");
     let in_pairs = sum_counts(&pairs["rows"])
@@ -530,7 +536,8 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
         kernel_release()
     );
     assert!(
-        rows.iter().any(|p| made.iter().any(|m| p["victim"].as_str() == Some(m))),
+        rows.iter()
+            .any(|p| made.iter().any(|m| p["victim"].as_str() == Some(m))),
         "no pair of a churned group: {pairs}"
     );
 }

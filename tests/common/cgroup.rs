@@ -176,7 +176,13 @@ pub fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs
 /// a time, each living about `life` seconds with a process in it that
 /// sleeps and spins (so that it waits for a CPU at least once), then
 /// removes it. Returns each group's path relative to the hierarchy root.
-pub fn churn(parent: &TestCgroup, root: &Path, count: usize, parallel: usize, life: f64) -> Vec<String> {
+pub fn churn(
+    parent: &TestCgroup,
+    root: &Path,
+    count: usize,
+    parallel: usize,
+    life: f64,
+) -> Vec<String> {
     let dir = parent.path();
     // One shell per lane: mkdir, a child moved in that sleeps and spins,
     // wait for it, rmdir. The child moves itself, then execs: every wait

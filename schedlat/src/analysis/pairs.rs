@@ -40,7 +40,10 @@ pub fn rank(
 ) -> PairTable {
     let mut merged: HashMap<(String, String), PairCounts> = HashMap::new();
     for p in pairs {
-        merged.entry((p.victim, p.holder)).or_default().add(p.counts);
+        merged
+            .entry((p.victim, p.holder))
+            .or_default()
+            .add(p.counts);
     }
     let mut rows: Vec<WorkloadPair> = merged
         .into_iter()

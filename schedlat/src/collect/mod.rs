@@ -5,17 +5,17 @@
 pub mod batch;
 pub mod bpf_cost;
 pub mod causes;
-pub mod cgroup_names;
 #[cfg(test)]
 mod causes_live;
-#[cfg(test)]
-mod pairs_live;
+pub mod cgroup_names;
 pub mod error;
 pub mod histogram;
 pub mod interval;
 pub mod keylabels;
-pub mod pairs;
 mod maps;
+pub mod pairs;
+#[cfg(test)]
+mod pairs_live;
 pub mod slow;
 pub mod tracer;
 pub mod victims;

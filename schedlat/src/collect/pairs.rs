@@ -104,7 +104,10 @@ pub struct PairsReading {
 
 impl Tracer {
     /// Reads the neighbour-pair table (cumulative since load).
-    pub fn read_pairs(&self, out: &mut Entries<PairKey, PairStats>) -> Result<PairsReading, ReadError> {
+    pub fn read_pairs(
+        &self,
+        out: &mut Entries<PairKey, PairStats>,
+    ) -> Result<PairsReading, ReadError> {
         let name = names::MAP_PAIRS;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         batch::read(map, out).map_err(|error| ReadError::Map { name, error })?;
@@ -114,7 +117,10 @@ impl Tracer {
             _ => 0,
         };
         Ok(PairsReading {
-            pairs: out.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            pairs: out
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
             overflow: PairCounts {
                 count: counters.pairs_overflow,
                 sum_ns: counters.pairs_overflow_ns,
@@ -146,12 +152,14 @@ impl Tracer {
         let values = counters
             .get(&0, 0)
             .map_err(|error| ReadError::Map { name, error })?;
-        Ok(values.iter().fold(WorkloadCounters::default(), |mut sum, c| {
-            sum.pairs_overflow += c.pairs_overflow;
-            sum.pairs_overflow_ns += c.pairs_overflow_ns;
-            sum.names_lost += c.names_lost;
-            sum
-        }))
+        Ok(values
+            .iter()
+            .fold(WorkloadCounters::default(), |mut sum, c| {
+                sum.pairs_overflow += c.pairs_overflow;
+                sum.pairs_overflow_ns += c.pairs_overflow_ns;
+                sum.names_lost += c.names_lost;
+                sum
+            }))
     }
 }
 
@@ -211,7 +219,10 @@ impl PairIntervals {
         }
         self.previous = now;
         let overflow = PairCounts {
-            count: reading.overflow.count.saturating_sub(self.previous_overflow.count),
+            count: reading
+                .overflow
+                .count
+                .saturating_sub(self.previous_overflow.count),
             sum_ns: reading
                 .overflow
                 .sum_ns

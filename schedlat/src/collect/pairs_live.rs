@@ -33,7 +33,10 @@ fn load(modes: &Modes) -> Option<Tracer> {
     // SAFETY: no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(!ci, "CI=true: this test loads eBPF programs and must run as root");
+        assert!(
+            !ci,
+            "CI=true: this test loads eBPF programs and must run as root"
+        );
         eprintln!("skipped: loads eBPF programs, needs root");
         return None;
     }
@@ -49,7 +52,10 @@ fn load(modes: &Modes) -> Option<Tracer> {
     eprintln!("loaded and attached in {:?}", started.elapsed());
     for &(program, _) in &tracer.programs {
         if let Some(Ok(info)) = tracer.ebpf.program(program).map(|p| p.info()) {
-            eprintln!("  {program}: verified_insns {:?}", info.verified_instruction_count());
+            eprintln!(
+                "  {program}: verified_insns {:?}",
+                info.verified_instruction_count()
+            );
         }
     }
     Some(tracer)
@@ -81,7 +87,8 @@ impl Group {
             .stdout(Stdio::null())
             .spawn()
             .expect("taskset (util-linux) runs");
-        fs::write(self.dir.join("cgroup.procs"), child.id().to_string()).expect("move into the group");
+        fs::write(self.dir.join("cgroup.procs"), child.id().to_string())
+            .expect("move into the group");
         child
     }
 }
@@ -115,14 +122,22 @@ fn cpu0_busy(before: &[u64], after: &[u64]) -> String {
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     let total: u64 = d.iter().sum();
     let idle = d.get(3).copied().unwrap_or(0) + d.get(4).copied().unwrap_or(0);
-    format!("CPU 0 busy {:.0}% of the test", 100.0 * (total - idle) as f64 / total.max(1) as f64)
+    format!(
+        "CPU 0 busy {:.0}% of the test",
+        100.0 * (total - idle) as f64 / total.max(1) as f64
+    )
 }
 
 fn cpu0_times() -> Vec<u64> {
     let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
     stat.lines()
         .find(|l| l.starts_with("cpu0 "))
-        .map(|l| l.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -188,7 +203,11 @@ fn a_sleeper_beside_another_groups_hogs_waits_behind_that_group() {
         total.sum_ns,
         cpu0_busy(&before, &after)
     );
-    assert!(interval.overflow.count == 0, "overflow {:?}", interval.overflow);
+    assert!(
+        interval.overflow.count == 0,
+        "overflow {:?}",
+        interval.overflow
+    );
     // The groups are gone: their pairs leave the kernel's table once
     // their last waits are counted.
     let (victim_id, hogs_id) = (victim.id, hogs.id);
@@ -212,7 +231,12 @@ fn a_full_table_counts_the_rest_as_overflow() {
     let groups: Vec<Group> = (0..4).map(|i| Group::new(&format!("full{i}"))).collect();
     let work: Vec<_> = groups
         .iter()
-        .map(|g| g.run(0, "i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done"))
+        .map(|g| {
+            g.run(
+                0,
+                "i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done",
+            )
+        })
         .collect();
     stop_after(work);
     let before = tracer.read_waits().unwrap().count();

@@ -5,7 +5,6 @@
 use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
-
 use schedlat_common::scope::Breakdown;
 
 use crate::{
@@ -20,7 +19,7 @@ use crate::{
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session::{self, Intervals, Signals},
+        session::{self, Ended, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
@@ -30,14 +29,6 @@ use crate::{
     },
     sys::clock,
 };
-
-/// How a run ended, for the exit status.
-pub enum Ended {
-    /// COUNT reached, or a signal asked us to stop.
-    Done,
-    /// stdout was closed (e.g. `| head`): stop quietly.
-    StdoutClosed,
-}
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
 /// and `--json`.
@@ -115,7 +106,9 @@ async fn run(
     }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
-    let mut pairs_view = breakdown.pairs.map(|_| PairsView::new(&tracer, breakdown.top));
+    let mut pairs_view = breakdown
+        .pairs
+        .map(|_| PairsView::new(&tracer, breakdown.top));
     let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
@@ -199,11 +192,19 @@ impl PairsView {
     fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
         let labels = &mut self.labels;
         let interval = self.intervals.next(tracer, |id| labels.exists(id))?;
-        let named = interval.named(labels).into_iter().map(|(victim, holder, counts)| WorkloadPair {
-            victim,
-            holder,
-            counts,
-        });
-        Ok(pairs::rank(named, self.top, interval.overflow, interval.capacity))
+        let named = interval
+            .named(labels)
+            .into_iter()
+            .map(|(victim, holder, counts)| WorkloadPair {
+                victim,
+                holder,
+                counts,
+            });
+        Ok(pairs::rank(
+            named,
+            self.top,
+            interval.overflow,
+            interval.capacity,
+        ))
     }
 }

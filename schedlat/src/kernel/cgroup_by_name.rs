@@ -133,7 +133,8 @@ mod tests {
     const UID_: &str = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
 
     fn node() -> Vec<String> {
-        let pod = format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
+        let pod =
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
         let other = "9a8b".to_string() + &"0".repeat(60);
         vec![
             "/".into(),
@@ -155,7 +156,8 @@ mod tests {
 
     #[test]
     fn a_container_by_id_or_unique_prefix_a_pod_by_uid_a_unit_by_name() {
-        let pod = format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
+        let pod =
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
         let container = Ok(Some(format!("{pod}/cri-containerd-{ID}.scope")));
         assert_eq!(find_in(ID), container);
         assert_eq!(find_in(&ID[..12]), container);
@@ -163,13 +165,22 @@ mod tests {
         // The container's own cgroup, not its `container` child.
         assert_eq!(
             find_in("abab"),
-            Ok(Some(format!("/machine.slice/libpod-{}.scope", "ab".repeat(32))))
+            Ok(Some(format!(
+                "/machine.slice/libpod-{}.scope",
+                "ab".repeat(32)
+            )))
         );
         // The pod, in either spelling: its cgroup, not a container's.
         assert_eq!(find_in(UID_), Ok(Some(pod.clone())));
         assert_eq!(find_in(&UID_.replace('_', "-")), Ok(Some(pod)));
-        assert_eq!(find_in("nginx.service"), Ok(Some("/system.slice/nginx.service".into())));
-        assert_eq!(find_in("kubepods.slice"), Ok(Some("/kubepods.slice".into())));
+        assert_eq!(
+            find_in("nginx.service"),
+            Ok(Some("/system.slice/nginx.service".into()))
+        );
+        assert_eq!(
+            find_in("kubepods.slice"),
+            Ok(Some("/kubepods.slice".into()))
+        );
         assert_eq!(find_in("absent.service"), Ok(None));
     }
 
@@ -182,7 +193,13 @@ mod tests {
 
     #[test]
     fn paths_and_short_prefixes_are_not_names() {
-        for arg in ["abc", "mygroup", "/sys/fs/cgroup/x", "a/b.service", "xyz.txt"] {
+        for arg in [
+            "abc",
+            "mygroup",
+            "/sys/fs/cgroup/x",
+            "a/b.service",
+            "xyz.txt",
+        ] {
             assert_eq!(Wanted::of(arg), None, "{arg}");
         }
     }

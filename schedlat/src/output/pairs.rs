@@ -9,8 +9,14 @@ use crate::analysis::{fmt_ns, pairs::PairTable};
 /// The table under its heading; the rows not shown and the waits no pair
 /// took are counted, never dropped silently.
 pub fn render_text(table: &PairTable) -> String {
-    let mut out = String::from("\nwho waited behind whom (waiting cgroup <- cgroup that held the CPU), by total wait:\n");
-    let _ = writeln!(out, "{:>10} {:>10} {:>10}  waiting <- holding", "waits", "total", "max");
+    let mut out = String::from(
+        "\nwho waited behind whom (waiting cgroup <- cgroup that held the CPU), by total wait:\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10} {:>10}  waiting <- holding",
+        "waits", "total", "max"
+    );
     for r in &table.rows {
         let _ = writeln!(
             out,
@@ -47,7 +53,8 @@ pub fn render_text(table: &PairTable) -> String {
 }
 
 pub fn to_json(table: &PairTable) -> Value {
-    let counts = |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
+    let counts =
+        |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
     json!({
         "by": "cgroup",
         "capacity": table.capacity,

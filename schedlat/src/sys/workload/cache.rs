@@ -96,7 +96,11 @@ fn serve(roots: &NameRoots, state: &Mutex<State>, queue: &Receiver<(String, Opti
         let answer = roots.resolve(&id, runtime);
         let mut state = lock(state);
         state.pending.remove(&id);
-        if state.answers.insert(id.clone(), (answer, Instant::now())).is_none() {
+        if state
+            .answers
+            .insert(id.clone(), (answer, Instant::now()))
+            .is_none()
+        {
             state.order.push_back(id);
         }
         while state.order.len() > CAPACITY {

@@ -176,7 +176,9 @@ pub fn parse_storage_config(text: &str) -> Option<ContainerNames> {
 /// `names`: what `podman ps` shows).
 pub fn parse_storage_containers(text: &str, id: &str) -> Option<ContainerNames> {
     let list: Vec<Value> = serde_json::from_str(text).ok()?;
-    let entry = list.iter().find(|c| c.get("id").and_then(Value::as_str) == Some(id))?;
+    let entry = list
+        .iter()
+        .find(|c| c.get("id").and_then(Value::as_str) == Some(id))?;
     let name = entry.get("names")?.as_array()?.first()?.as_str()?;
     Some(ContainerNames {
         container: Some(clean_name(name)?),
@@ -227,7 +229,10 @@ impl NameRoots {
                 at("run/containerd/io.containerd.runtime.v2.task"),
                 at("run/containerd/io.containerd.runtime.v1.linux"),
             ],
-            storage: vec![at("run/containers/storage"), at("var/lib/containers/storage")],
+            storage: vec![
+                at("run/containers/storage"),
+                at("var/lib/containers/storage"),
+            ],
             docker: at("var/lib/docker/containers"),
         }
     }

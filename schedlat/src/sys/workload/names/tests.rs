@@ -46,7 +46,13 @@ fn containerd_bundles_name_the_pod_and_the_container() {
     assert_eq!(pause.container, None);
     // nerdctl's containers outside Kubernetes.
     let nerdctl = r#"{"annotations":{"nerdctl/name":"db","nerdctl/namespace":"default"}}"#;
-    assert_eq!(parse_containerd_bundle(nerdctl).unwrap().container.as_deref(), Some("db"));
+    assert_eq!(
+        parse_containerd_bundle(nerdctl)
+            .unwrap()
+            .container
+            .as_deref(),
+        Some("db")
+    );
     assert_eq!(parse_containerd_bundle(r#"{"annotations":{}}"#), None);
     assert_eq!(parse_containerd_bundle("not json"), None);
 }
@@ -110,10 +116,21 @@ fn docker_configs_name_the_container_and_cri_dockerd_pods() {
 
 #[test]
 fn hostile_names_are_dropped() {
-    for bad in ["", "a b", "evil\u{1b}[8m", "new\nline", "q\"uote", &"n".repeat(254), "päd"] {
+    for bad in [
+        "",
+        "a b",
+        "evil\u{1b}[8m",
+        "new\nline",
+        "q\"uote",
+        &"n".repeat(254),
+        "päd",
+    ] {
         assert_eq!(clean_name(bad), None, "{bad:?}");
     }
-    assert_eq!(clean_name("web-7d4b9c_0.x").as_deref(), Some("web-7d4b9c_0.x"));
+    assert_eq!(
+        clean_name("web-7d4b9c_0.x").as_deref(),
+        Some("web-7d4b9c_0.x")
+    );
     let config = r#"{"annotations":{"io.kubernetes.pod.name":"ok","io.kubernetes.container.name":"bad\u001b[2J","io.kubernetes.pod.uid":"../../etc"}}"#;
     let names = parse_storage_config(config).unwrap();
     assert_eq!(names.pod.as_deref(), Some("ok"));
@@ -126,7 +143,8 @@ struct Host(PathBuf);
 
 impl Host {
     fn new(name: &str) -> Host {
-        let dir = std::env::temp_dir().join(format!("schedlat-names-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("schedlat-names-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         Host(dir)
@@ -159,7 +177,10 @@ fn each_runtime_is_found_where_it_keeps_its_files() {
     assert_eq!(names.container.as_deref(), Some("nginx"));
     // The runtime the path named decides where to look.
     assert_eq!(roots.resolve(ID, Some(Runtime::Docker)), None);
-    assert_eq!(roots.resolve(ID, None).unwrap().source, Some(NameSource::ContainerdBundle));
+    assert_eq!(
+        roots.resolve(ID, None).unwrap().source,
+        Some(NameSource::ContainerdBundle)
+    );
 
     let other = "ab".repeat(32);
     host.write(
