@@ -99,7 +99,7 @@ fn pair_stats(key: &PairKey) -> Option<*mut PairStats> {
     if let Some(p) = PAIRS.get_ptr_mut(key) {
         return Some(p);
     }
-    let _ = PAIRS.insert(key, &PairStats::default(), u64::from(BPF_NOEXIST));
+    let _ = PAIRS.insert(key, PairStats::default(), u64::from(BPF_NOEXIST));
     PAIRS.get_ptr_mut(key)
 }
 

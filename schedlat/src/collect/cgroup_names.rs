@@ -63,11 +63,7 @@ impl CgroupNames {
     /// Starts reading the names the kernel sends, when the object names
     /// cgroups (its cgroup_mkdir program is attached); None otherwise.
     pub fn start(tracer: &mut Tracer) -> Result<Option<CgroupNames>, ReadError> {
-        if !tracer
-            .programs
-            .iter()
-            .any(|p| *p == names::BTF_CGROUP_MKDIR)
-        {
+        if !tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
             return Ok(None);
         }
         let name = names::MAP_CGROUP_NAMES;

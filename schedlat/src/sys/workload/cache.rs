@@ -67,10 +67,10 @@ impl NameCache {
     /// thread is asked (answered by a later lookup).
     pub fn get(&self, id: &str, runtime: Option<Runtime>) -> Option<ContainerNames> {
         let mut state = self.lock();
-        if let Some((answer, at)) = state.answers.get(id) {
-            if answer.is_some() || at.elapsed() < RETRY_AFTER {
-                return answer.clone();
-            }
+        if let Some((answer, at)) = state.answers.get(id)
+            && (answer.is_some() || at.elapsed() < RETRY_AFTER)
+        {
+            return answer.clone();
         }
         if state.pending.insert(id.to_string())
             && self.requests.try_send((id.to_string(), runtime)).is_err()
