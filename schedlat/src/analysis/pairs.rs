@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::collect::pairs::PairCounts;
+use crate::{collect::pairs::PairCounts, sys::workload::level::Level};
 
 /// One row: the workload that waited, the one that held the CPU, and
 /// the waits of the first behind the second.
@@ -27,16 +27,18 @@ pub struct PairTable {
     pub overflow: PairCounts,
     /// The kernel table's size (`--max-pairs`).
     pub capacity: u32,
+    /// The level the sides are named at.
+    pub by: Level,
 }
 
-/// Adds up the pairs with the same names on both sides, ranks them by
-/// total wait (then by names, for a stable order), and keeps `top` rows
-/// (all when None).
+/// Adds up the pairs with the same names on both sides (named at level
+/// `by`), ranks them by total wait (then by names, for a stable order),
+/// and keeps `top` rows (all when None).
 pub fn rank(
     pairs: impl IntoIterator<Item = WorkloadPair>,
+    by: Level,
     top: Option<usize>,
-    overflow: PairCounts,
-    capacity: u32,
+    (overflow, capacity): (PairCounts, u32),
 ) -> PairTable {
     let mut merged: HashMap<(String, String), PairCounts> = HashMap::new();
     for p in pairs {
@@ -72,6 +74,7 @@ pub fn rank(
         cut_counts,
         overflow,
         capacity,
+        by,
     }
 }
 
@@ -100,9 +103,9 @@ mod tests {
                 pair("db", "web", 100, 7_000, 100),
                 pair("web", "(idle)", 50, 1_000, 50),
             ],
+            Level::Cgroup,
             Some(2),
-            PairCounts::default(),
-            64,
+            (PairCounts::default(), 64),
         );
         assert_eq!(t.rows[0], pair("web", "batch", 15, 8_000, 1_200));
         assert_eq!(t.rows[1], pair("db", "web", 100, 7_000, 100));

@@ -336,10 +336,40 @@ pub struct BreakdownArgs {
     /// the first's tasks that ended when a task of the second left the CPU
     #[arg(long)]
     pub pairs: bool,
+    /// Name and roll up the pairs' cgroups by their container, pod or
+    /// systemd unit (docs/containers.md); a cgroup outside any stays itself
+    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "pairs")]
+    pub by: ByLevel,
     /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
     /// counted as in no pair
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
     pub max_pairs: u32,
+}
+
+/// What `--by` rolls cgroups up to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByLevel {
+    /// Each cgroup by its path
+    #[default]
+    Cgroup,
+    /// Its container (namespace/pod/container, or runtime and ID)
+    Container,
+    /// Its Kubernetes pod (namespace/pod, or its UID)
+    Pod,
+    /// Its systemd unit
+    Unit,
+}
+
+impl ByLevel {
+    fn level(self) -> crate::sys::workload::level::Level {
+        use crate::sys::workload::level::Level;
+        match self {
+            ByLevel::Cgroup => Level::Cgroup,
+            ByLevel::Container => Level::Container,
+            ByLevel::Pod => Level::Pod,
+            ByLevel::Unit => Level::Unit,
+        }
+    }
 }
 
 /// Pairs of cgroups the neighbour table holds by default: a node's
@@ -354,6 +384,7 @@ impl BreakdownArgs {
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
             pairs: self.pairs.then_some(self.max_pairs),
+            by: self.by.level(),
         }
     }
 

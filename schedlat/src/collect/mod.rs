@@ -20,3 +20,4 @@ pub mod slow;
 pub mod tracer;
 pub mod victims;
 mod whole;
+pub mod workloads;

@@ -16,7 +16,6 @@ use schedlat_common::{
 
 use super::{
     batch::{self, Entries},
-    keylabels::KeyLabels,
     tracer::Tracer,
 };
 use crate::collect::error::ReadError;
@@ -240,14 +239,9 @@ impl PairIntervals {
 }
 
 impl PairsInterval {
-    /// Each pair with its sides named by `labels` (cgroup keys): a
-    /// cgroup's path, `(idle CPU)` for an idle holder.
-    pub fn named(&self, labels: &mut KeyLabels) -> Vec<(String, String, PairCounts)> {
-        let mut name = |id: u64| {
-            labels
-                .cgroup_name(id)
-                .unwrap_or_else(|| format!("(removed, id {id})"))
-        };
+    /// Each pair with its sides named by `name` (a cgroup id's name), and
+    /// `(idle CPU)` for an idle holder.
+    pub fn named(&self, mut name: impl FnMut(u64) -> String) -> Vec<(String, String, PairCounts)> {
         self.pairs
             .iter()
             .map(|(pair, counts)| {

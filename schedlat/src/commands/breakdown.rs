@@ -37,6 +37,8 @@ pub struct BreakdownOptions {
     pub top: Option<u32>,
     /// Count who waited behind whom, in a table of this many pairs.
     pub pairs: Option<u32>,
+    /// The level the pairs' cgroups are named and rolled up at.
+    pub by: crate::sys::workload::level::Level,
 }
 
 /// How keys are ordered: by what they waited in the interval.

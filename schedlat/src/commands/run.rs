@@ -5,7 +5,6 @@
 use std::{fs::File, io::Write, path::Path, time::Instant};
 
 use anyhow::{Context, Result};
-use schedlat_common::scope::Breakdown;
 
 use crate::{
     analysis::{
@@ -13,8 +12,8 @@ use crate::{
         slice::Slice,
     },
     collect::{
-        histogram::Unit, interval::HistogramInterval, keylabels::KeyLabels, pairs::PairIntervals,
-        tracer::Tracer,
+        histogram::Unit, interval::HistogramInterval, pairs::PairIntervals, tracer::Tracer,
+        workloads::WorkloadNamer,
     },
     commands::{
         UsageError,
@@ -27,7 +26,7 @@ use crate::{
         self, Report,
         recording::{Pending, Scope},
     },
-    sys::clock,
+    sys::{clock, workload::level::Level},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -108,7 +107,7 @@ async fn run(
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
     let mut pairs_view = breakdown
         .pairs
-        .map(|_| PairsView::new(&tracer, breakdown.top));
+        .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
     let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
@@ -176,35 +175,33 @@ async fn run(
 /// The neighbour-pair table's intervals, named and ranked (`--pairs`).
 struct PairsView {
     intervals: PairIntervals,
-    labels: KeyLabels,
+    names: WorkloadNamer,
+    level: Level,
     top: Option<usize>,
 }
 
 impl PairsView {
-    fn new(tracer: &Tracer, top: Option<u32>) -> PairsView {
+    fn new(tracer: &Tracer, level: Level, top: Option<u32>) -> PairsView {
         PairsView {
             intervals: PairIntervals::default(),
-            labels: tracer.key_labels(Breakdown::Cgroup),
+            names: WorkloadNamer::new(tracer, level),
+            level,
             top: top.map(|n| n as usize),
         }
     }
 
     fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
-        let labels = &mut self.labels;
-        let interval = self.intervals.next(tracer, |id| labels.exists(id))?;
-        let named = interval
-            .named(labels)
+        let names = &mut self.names;
+        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
+        let named = interval.named(|id| names.name(id));
+        let rows = named
             .into_iter()
             .map(|(victim, holder, counts)| WorkloadPair {
                 victim,
                 holder,
                 counts,
             });
-        Ok(pairs::rank(
-            named,
-            self.top,
-            interval.overflow,
-            interval.capacity,
-        ))
+        let table = (interval.overflow, interval.capacity);
+        Ok(pairs::rank(rows, self.level, self.top, table))
     }
 }

@@ -9,8 +9,9 @@ use crate::analysis::{fmt_ns, pairs::PairTable};
 /// The table under its heading; the rows not shown and the waits no pair
 /// took are counted, never dropped silently.
 pub fn render_text(table: &PairTable) -> String {
-    let mut out = String::from(
-        "\nwho waited behind whom (waiting cgroup <- cgroup that held the CPU), by total wait:\n",
+    let by = table.by.as_str();
+    let mut out = format!(
+        "\nwho waited behind whom (waiting {by} <- {by} that held the CPU), by total wait:\n"
     );
     let _ = writeln!(
         out,
@@ -56,7 +57,7 @@ pub fn to_json(table: &PairTable) -> Value {
     let counts =
         |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
     json!({
-        "by": "cgroup",
+        "by": table.by.as_str(),
         "capacity": table.capacity,
         "rows": table.rows.iter().map(|r| json!({
             "victim": r.victim,

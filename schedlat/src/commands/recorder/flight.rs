@@ -77,6 +77,7 @@ impl Flight {
                 sort: KeySort::Total,
                 top: opts.cgroups,
                 pairs: None,
+                by: Default::default(),
             };
             KeyedView::new(&view, k, tracer)
         });

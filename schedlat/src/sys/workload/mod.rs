@@ -5,5 +5,6 @@
 //! by a thread of their own (`cache`).
 
 pub mod cache;
+pub mod level;
 pub mod names;
 pub mod path;
