@@ -77,7 +77,7 @@ impl Flight {
                 sort: KeySort::Total,
                 top: opts.cgroups,
                 pairs: None,
-                by: Default::default(),
+                by: crate::sys::workload::level::Level::Cgroup,
             };
             KeyedView::new(&view, k, tracer)
         });
