@@ -28,6 +28,16 @@ impl WorkloadNamer {
         let names = matches!(level, Level::Container | Level::Pod)
             .then(|| NameCache::start(NameRoots::under(std::path::Path::new("/"))).ok())
             .flatten();
+        // Every container there now is asked for at once (the asking does
+        // not wait), so that the first interval already has their names.
+        if let (Some(cache), Some(h)) = (&names, &tracer.cgroup_hierarchy) {
+            for path in h.paths_by_id().values() {
+                let labels = path::parse(path);
+                if let Some(id) = &labels.container_id {
+                    cache.get(id, labels.runtime);
+                }
+            }
+        }
         WorkloadNamer {
             labels: tracer.key_labels(Breakdown::Cgroup),
             level,
