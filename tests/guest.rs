@@ -444,36 +444,8 @@ fn the_cause_split_is_removed_by_no_causes() {
     if !require_root() {
         return;
     }
-    let measure = |args: &[&str]| {
-        let started = std::time::Instant::now();
-        let tracer = TracerProcess::start(SCHEDLAT, args);
-        let ready = started.elapsed();
-        let mut insns = Vec::new();
-        let dir = format!("/proc/{}/fdinfo", tracer.pid());
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            if !text.contains("prog_type:") {
-                continue;
-            }
-            if let Some(n) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("verified_insns:"))
-                .and_then(|n| n.trim().parse::<u64>().ok())
-            {
-                insns.push(n);
-            }
-        }
-        drop(tracer);
-        insns.sort_unstable();
-        eprintln!(
-            "{} schedlat {args:?}: attached after {} ms, verified_insns {insns:?}",
-            kernel_release(),
-            ready.as_millis()
-        );
-        insns
-    };
-    let on = measure(&["1"]);
-    let off = measure(&["--no-causes", "1"]);
+    let on = load_cost(&["1"]);
+    let off = load_cost(&["--no-causes", "1"]);
     // verified_insns is in fdinfo since 5.16.
     if kernel_version() >= (5, 16) {
         assert_eq!(on.len(), 4, "four programs: {on:?}");
@@ -492,6 +464,14 @@ fn the_cause_split_is_removed_by_no_causes() {
 fn short_lived_cgroups_are_named_and_waits_paired() {
     if !require_root() {
         return;
+    }
+    // What the pair table adds at load, printed per kernel.
+    let without = load_cost(&["--cgroups", "1"]);
+    let with = load_cost(&["--cgroups", "--pairs", "1"]);
+    // The cgroup_mkdir program is loaded with --cgroups (verified_insns is
+    // in fdinfo since 5.16).
+    if kernel_version() >= (5, 16) {
+        assert_eq!((without.len(), with.len()), (5, 5), "{without:?} {with:?}");
     }
     let root = common::cgroup::v1_cpu_root().unwrap_or_else(common::cgroup::v2_root);
     let parent = TestCgroup::new(&root, "named");
@@ -540,4 +520,37 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
             .any(|p| made.iter().any(|m| p["victim"].as_str() == Some(m))),
         "no pair of a churned group: {pairs}"
     );
+}
+
+/// Starts schedlat with `args` and prints, for the record of what each
+/// mode costs at load on this kernel, the time from exec to attached and
+/// the verifier's instructions per program (`verified_insns` in fdinfo,
+/// since 5.16); returns those, sorted.
+fn load_cost(args: &[&str]) -> Vec<u64> {
+    let started = std::time::Instant::now();
+    let tracer = TracerProcess::start(SCHEDLAT, args);
+    let ready = started.elapsed();
+    let mut insns = Vec::new();
+    let dir = format!("/proc/{}/fdinfo", tracer.pid());
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if !text.contains("prog_type:") {
+            continue;
+        }
+        if let Some(n) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("verified_insns:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            insns.push(n);
+        }
+    }
+    drop(tracer);
+    insns.sort_unstable();
+    eprintln!(
+        "{} schedlat {args:?}: attached after {} ms, verified_insns {insns:?}",
+        kernel_release(),
+        ready.as_millis()
+    );
+    insns
 }
