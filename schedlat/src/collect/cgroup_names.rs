@@ -19,7 +19,6 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use schedlat_common::{names, workload::NameHeader};
 
-use super::tracer::Tracer;
 use crate::collect::error::ReadError;
 
 /// Names kept: the oldest is forgotten first. Far more than the keys a
@@ -60,17 +59,10 @@ impl Book {
 }
 
 impl CgroupNames {
-    /// Starts reading the names the kernel sends, when the object names
-    /// cgroups (its cgroup_mkdir program is attached); None otherwise.
-    pub fn start(tracer: &mut Tracer) -> Result<Option<CgroupNames>, ReadError> {
-        if !tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
-            return Ok(None);
-        }
+    /// Starts reading the names the kernel sends through `map` (the
+    /// CGROUP_NAMES ring buffer, taken out of the object).
+    pub fn start(map: aya::maps::Map) -> Result<CgroupNames, ReadError> {
         let name = names::MAP_CGROUP_NAMES;
-        let map = tracer
-            .ebpf
-            .take_map(name)
-            .ok_or(ReadError::MissingMap(name))?;
         let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
         let names = CgroupNames {
             book: Arc::default(),
@@ -84,7 +76,7 @@ impl CgroupNames {
                 path: "a thread for the cgroup names",
                 error,
             })?;
-        Ok(Some(names))
+        Ok(names)
     }
 
     /// The path the kernel gave cgroup `id` when it made it (relative to

@@ -9,7 +9,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use schedlat_common::scope::Breakdown;
@@ -21,44 +21,14 @@ use super::{
 };
 use crate::kernel::{
     cgroupfs::Mounts,
-    filter::Filter,
     hook::HookChoice,
-    loader::KernelSources,
     modes::{Keyed, Modes},
 };
 
-/// Loads `modes` for the whole system; None (skipped, said on stderr)
-/// when not root, which CI=true makes a failure.
+/// Loads `modes` in the tp_btf hook mode for the whole system (the cause
+/// split's live tests' loader: None when not root, a failure under CI).
 fn load(modes: &Modes) -> Option<Tracer> {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(
-            !ci,
-            "CI=true: this test loads eBPF programs and must run as root"
-        );
-        eprintln!("skipped: loads eBPF programs, needs root");
-        return None;
-    }
-    let started = Instant::now();
-    let tracer = Tracer::load_modes(
-        HookChoice::Btf,
-        &KernelSources::default(),
-        1000,
-        &Filter::default(),
-        modes,
-    )
-    .expect("the programs load and attach");
-    eprintln!("loaded and attached in {:?}", started.elapsed());
-    for &(program, _) in &tracer.programs {
-        if let Some(Ok(info)) = tracer.ebpf.program(program).map(|p| p.info()) {
-            eprintln!(
-                "  {program}: verified_insns {:?}",
-                info.verified_instruction_count()
-            );
-        }
-    }
-    Some(tracer)
+    super::causes_live::load(HookChoice::Btf, modes)
 }
 
 /// A cgroup made for the test in the hierarchy `--cgroups` keys by,

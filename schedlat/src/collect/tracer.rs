@@ -4,9 +4,9 @@
 //! bpf_cost.rs) and no command touches a map.
 
 use aya::Ebpf;
-use schedlat_common::scope::Breakdown;
+use schedlat_common::{names, scope::Breakdown};
 
-use super::{cgroup_names::CgroupNames, keylabels::KeyLabels};
+use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
 use crate::{
     collect::histogram::Unit,
     kernel::{
@@ -75,11 +75,20 @@ impl Tracer {
             measurable,
             cgroup_names: None,
         };
-        match CgroupNames::start(&mut tracer) {
-            Ok(names) => tracer.cgroup_names = names,
-            Err(e) => tracer
-                .notes
-                .push(format!("cgroups removed before a scan stay unnamed: {e}")),
+        // When the object names cgroups (its cgroup_mkdir program is
+        // attached), the names it sends are read from now on.
+        if tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
+            let name = names::MAP_CGROUP_NAMES;
+            let started = match tracer.ebpf.take_map(name) {
+                Some(map) => CgroupNames::start(map),
+                None => Err(ReadError::MissingMap(name)),
+            };
+            match started {
+                Ok(names) => tracer.cgroup_names = Some(names),
+                Err(e) => tracer
+                    .notes
+                    .push(format!("cgroups removed before a scan stay unnamed: {e}")),
+            }
         }
         Ok(tracer)
     }
