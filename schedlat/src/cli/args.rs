@@ -332,6 +332,14 @@ pub struct BreakdownArgs {
     /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
+    #[command(flatten)]
+    pub pairs: PairArgs,
+}
+
+/// `--pairs` and how its table is named and sized.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Who waited behind whom")]
+pub struct PairArgs {
     /// Also count who waited behind whom: per pair of cgroups, the waits of
     /// the first's tasks that ended when a task of the second left the CPU
     #[arg(long)]
@@ -383,8 +391,8 @@ impl BreakdownArgs {
             sort: self.sort,
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
-            pairs: self.pairs.then_some(self.max_pairs),
-            by: self.by.level(),
+            pairs: self.pairs.pairs.then_some(self.pairs.max_pairs),
+            by: self.pairs.by.level(),
         }
     }
 
