@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::{collections::BTreeSet, path::Path};
+use std::{collections::BTreeSet, path::Path, process::Command};
 
 use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, churn, v1_cpu_root, v2_root},
-    parse_json_lines, require_root,
+    parse_json_lines, require_root, run_schedlat,
 };
 use serde_json::Value;
 
@@ -116,4 +116,177 @@ fn short_lived_groups_are_named_in_cgroup_v2_too() {
     // The churn's parent is made under the scope, so -c sees its groups.
     let c = scope.path();
     every_short_lived_group_is_named(&["-c", &c], (&root, "v2scope/churn"), 300, 2, 0.05);
+}
+
+/// A podman container of the test, removed when dropped.
+struct Container {
+    name: String,
+    id: String,
+}
+
+/// What podman needs on hosts like this project's VM: runc (crun refuses
+/// hybrid cgroups while the v2 hierarchy holds a controller), and limits
+/// below the hard ones (podman's default of 1,048,576 open files needs
+/// CAP_SYS_RESOURCE, which a sandboxed root may lack).
+const PODMAN_RUN: [&str; 6] = [
+    "--runtime",
+    "runc",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=4096:4096",
+];
+
+/// A local image of one static busybox (no registry is reached): the
+/// host's busybox-static, imported once under a fixed tag.
+fn busybox_image() -> String {
+    let image = "localhost/schedlat-test-busybox:1".to_string();
+    let exists = Command::new("podman")
+        .args(["image", "exists", &image])
+        .status()
+        .expect("podman runs (cargo xtask setup installs it)");
+    if exists.success() {
+        return image;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-rootfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", dir.join("bin/busybox")).expect("busybox-static installed");
+    for applet in ["sh", "sleep"] {
+        std::os::unix::fs::symlink("busybox", dir.join("bin").join(applet)).unwrap();
+    }
+    let tar = dir.with_extension("tar");
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(&dir)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(ok.success(), "tar of the rootfs failed");
+    let out = Command::new("podman")
+        .arg("import")
+        .arg(&tar)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "podman import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&tar);
+    image
+}
+
+impl Container {
+    /// Runs `script` in busybox's sh in a new container pinned to `cpu`.
+    fn run(image: &str, name: &str, cpu: usize, script: &str) -> Container {
+        let name = format!("schedlat-test-{}-{name}", std::process::id());
+        let _ = Command::new("podman").args(["rm", "-f", &name]).output();
+        let out = Command::new("podman")
+            .args(["run", "-d", "--name", &name])
+            .args(PODMAN_RUN)
+            .args(["--cpuset-cpus", &cpu.to_string(), image, "sh", "-c", script])
+            .output()
+            .expect("podman runs");
+        assert!(
+            out.status.success(),
+            "podman run {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(id.len(), 64, "podman printed {id:?}");
+        Container { name, id }
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("podman")
+            .args(["rm", "-f", "-t", "0", &self.name])
+            .output();
+    }
+}
+
+/// A real container pair (podman, a local busybox image): a sleeper and
+/// a hog pinned to one CPU, in two containers. On the host, `--pairs --by
+/// container` names both by the names podman gave them (its storage's
+/// containers.json), the breakdown by their IDs, and `-c` takes a prefix
+/// of the sleeper's ID.
+#[test]
+fn podman_containers_are_named_by_id_and_by_name() {
+    if !require_root() {
+        return;
+    }
+    let image = busybox_image();
+    let cpu = common::workload::workload_cpu();
+    let sleeper = Container::run(&image, "sleeper", cpu, "while :; do sleep 0.002; done");
+    let hog = Container::run(&image, "hog", cpu, "while :; do :; done");
+    let (status, out, err) = run_schedlat(&[
+        "--cgroups",
+        "--pairs",
+        "--by",
+        "container",
+        "--top",
+        "0",
+        "--json",
+        "3",
+        "1",
+    ]);
+    assert!(status.success(), "schedlat: {err}");
+    let interval = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let labels: Vec<&str> = interval["breakdown"]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["label"].as_str())
+        .collect();
+    for c in [&sleeper, &hog] {
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.contains(&format!("libpod-{}", c.id))),
+            "{} not among the keys: {labels:?}",
+            c.id
+        );
+    }
+    let rows = interval["pairs"]["rows"].as_array().unwrap();
+    let wait = |victim: &str, holder: Option<&str>| -> u64 {
+        rows.iter()
+            .filter(|r| r["victim"] == victim && holder.is_none_or(|h| r["holder"] == h))
+            .map(|r| r["sum_ns"].as_u64().unwrap())
+            .sum()
+    };
+    let behind_hog = wait(&sleeper.name, Some(&hog.name));
+    let of_ours = behind_hog
+        + wait(&sleeper.name, Some(&sleeper.name))
+        + wait(&sleeper.name, Some("(idle CPU)"));
+    assert!(
+        behind_hog > 0 && behind_hog * 2 >= of_ours,
+        "the sleeper {} waited {behind_hog} ns behind the hog {}, of {of_ours} ns behind the two and the idle CPU ({} ns in all): {rows:?}",
+        sleeper.name,
+        hog.name,
+        wait(&sleeper.name, None)
+    );
+    // -c by a prefix of the ID: the container's own cgroup.
+    let prefix = &sleeper.id[..12];
+    let (status, out, err) = run_schedlat(&["-c", prefix, "--json", "1", "1"]);
+    assert!(status.success(), "-c {prefix}: {err}");
+    let interval = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let scope = interval["scope"]["cgroup"].as_str().unwrap_or_default();
+    assert!(
+        scope.ends_with(&format!("libpod-{}", sleeper.id)),
+        "-c {prefix} took {scope}"
+    );
+    assert!(
+        interval["count"].as_u64().unwrap() > 0,
+        "no waits under -c {prefix}"
+    );
 }

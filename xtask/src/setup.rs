@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 11] = [
+const TEST_PACKAGES: [&str; 14] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -39,6 +39,11 @@ const TEST_PACKAGES: [&str; 11] = [
     "dpkg",
     // The monitoring mixin's renderer (tests/mixin.rs).
     "jsonnet",
+    // Real containers named on the host (tests/containers.rs): podman, the
+    // runc it runs them with, and the static busybox of their image.
+    "podman",
+    "runc",
+    "busybox-static",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
