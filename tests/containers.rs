@@ -189,7 +189,7 @@ impl Container {
         let out = Command::new("podman")
             .args(["run", "-d", "--name", &name])
             .args(PODMAN_RUN)
-            .args(["--cpuset-cpus", &cpu.to_string(), image, "sh", "-c", script])
+            .args([image, "sh", "-c", script])
             .output()
             .expect("podman runs");
         assert!(
@@ -199,7 +199,21 @@ impl Container {
         );
         let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert_eq!(id.len(), 64, "podman printed {id:?}");
-        Container { name, id }
+        let container = Container { name, id };
+        // Pinned from the host (`--cpuset-cpus` needs a cpuset the
+        // runtime's parent cgroup may not give): its children inherit it.
+        let pid = Command::new("podman")
+            .args(["inspect", "-f", "{{.State.Pid}}", &container.name])
+            .output()
+            .expect("podman inspect");
+        let pid = String::from_utf8_lossy(&pid.stdout).trim().to_string();
+        let pinned = Command::new("taskset")
+            .args(["-a", "-p", "-c", &cpu.to_string(), &pid])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("taskset (util-linux) runs");
+        assert!(pinned.success(), "taskset {cpu} {pid} ({})", container.name);
+        container
     }
 }
 
