@@ -20,7 +20,7 @@ use super::{
     tracer::Tracer,
 };
 use crate::kernel::{
-    cgroupfs::Mounts,
+    cgroupfs,
     hook::HookChoice,
     modes::{Keyed, Modes},
 };
@@ -41,8 +41,7 @@ struct Group {
 
 impl Group {
     fn new(name: &str) -> Group {
-        let root = Mounts::read()
-            .default_hierarchy()
+        let root = cgroupfs::default_hierarchy(&crate::sys::mounts::Mounts::read())
             .expect("a cgroup hierarchy with the cpu controller, or cgroup v2")
             .mount;
         let dir = root.join(format!("schedlat-pairs-{}-{name}", std::process::id()));

@@ -7,10 +7,7 @@ use std::{fs::File, io::Write, path::Path, time::Instant};
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::{
-        pairs::{self, PairTable, WorkloadPair},
-        slice::Slice,
-    },
+    analysis::pairs::{self, PairTable, WorkloadPair},
     collect::{
         histogram::Unit, interval::HistogramInterval, pairs::PairIntervals, tracer::Tracer,
         workloads::WorkloadNamer,
@@ -18,15 +15,17 @@ use crate::{
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session::{self, Ended, Intervals, Signals},
+        session,
+        session::{Ended, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output,
     output::{
-        self, Report,
+        Report,
         recording::{Pending, Scope},
     },
-    sys::{clock, workload::level::Level},
+    sys::{clock, slice::Slice, workload::level::Level},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,

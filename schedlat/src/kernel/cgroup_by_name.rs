@@ -11,9 +11,12 @@ use std::path::PathBuf;
 use crate::{
     kernel::{
         btf::CssChoice,
-        cgroupfs::{CgroupTarget, Hierarchy, Mounts},
+        cgroupfs::{self, CgroupTarget, Hierarchy},
     },
-    sys::workload::path::{self, PathLabels},
+    sys::{
+        mounts::Mounts,
+        workload::path::{self, PathLabels},
+    },
 };
 
 /// The shortest container ID prefix taken (`docker ps` shows 12).
@@ -86,7 +89,7 @@ pub fn find(mounts: &Mounts, arg: &str) -> Option<Result<CgroupTarget, String>> 
         match choose(&wanted, &paths) {
             Ok(Some(rel)) => {
                 let dir: PathBuf = hierarchy.mount.join(rel.trim_start_matches('/'));
-                return Some(mounts.resolve(&dir));
+                return Some(cgroupfs::resolve(mounts, &dir));
             }
             Ok(None) => {}
             Err(e) => return Some(Err(format!("-c {arg}: {e}"))),

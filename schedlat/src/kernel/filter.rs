@@ -7,9 +7,12 @@ use std::{fs, path::PathBuf};
 
 use thiserror::Error;
 
-use crate::kernel::{
-    cgroup_by_name,
-    cgroupfs::{CgroupTarget, Mounts},
+use crate::{
+    kernel::{
+        cgroup_by_name,
+        cgroupfs::{self, CgroupTarget},
+    },
+    sys::mounts::Mounts,
 };
 
 /// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
@@ -200,7 +203,7 @@ impl Filter {
 /// UID or a systemd unit (cgroup_by_name.rs).
 fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
     let mounts = Mounts::read();
-    let as_path = mounts.resolve(arg);
+    let as_path = cgroupfs::resolve(&mounts, arg);
     match (&as_path, arg.to_str()) {
         (Err(_), Some(name)) => cgroup_by_name::find(&mounts, name).unwrap_or(as_path),
         _ => as_path,
