@@ -91,7 +91,7 @@ const MAX_FILE: u64 = 16 << 20;
 
 /// A name as a label may carry it: the characters Kubernetes, Docker and
 /// podman allow in names (letters, digits, `.`, `_`, `-`), at most
-/// [`MAX_NAME`]. Anything else is not a name they gave: dropped.
+/// 253 bytes (`MAX_NAME`). Anything else is not a name they gave: dropped.
 pub fn clean_name(s: &str) -> Option<String> {
     let ok = !s.is_empty()
         && s.len() <= MAX_NAME
