@@ -122,6 +122,8 @@ fn short_lived_groups_are_named_in_cgroup_v2_too() {
 struct Container {
     name: String,
     id: String,
+    /// Its first process, as the host sees it.
+    pid: String,
 }
 
 /// What podman needs on hosts like this project's VM: runc (crun refuses
@@ -182,8 +184,8 @@ fn busybox_image() -> String {
 }
 
 impl Container {
-    /// Runs `script` in busybox's sh in a new container pinned to `cpu`.
-    fn run(image: &str, name: &str, cpu: usize, script: &str) -> Container {
+    /// Runs `script` in busybox's sh in a new container.
+    fn run(image: &str, name: &str, script: &str) -> Container {
         let name = format!("schedlat-test-{}-{name}", std::process::id());
         let _ = Command::new("podman").args(["rm", "-f", &name]).output();
         let out = Command::new("podman")
@@ -199,21 +201,43 @@ impl Container {
         );
         let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert_eq!(id.len(), 64, "podman printed {id:?}");
-        let container = Container { name, id };
-        // Pinned from the host (`--cpuset-cpus` needs a cpuset the
-        // runtime's parent cgroup may not give): its children inherit it.
         let pid = Command::new("podman")
-            .args(["inspect", "-f", "{{.State.Pid}}", &container.name])
+            .args(["inspect", "-f", "{{.State.Pid}}", &name])
             .output()
             .expect("podman inspect");
         let pid = String::from_utf8_lossy(&pid.stdout).trim().to_string();
+        Container { name, id, pid }
+    }
+
+    /// The first CPU the container's cgroup lets it run on (its cpuset
+    /// may be narrower than the host's).
+    fn first_allowed_cpu(&self) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list");
+        let first = list.trim().split([',', '-']).next().unwrap();
+        first
+            .parse()
+            .unwrap_or_else(|_| panic!("Cpus_allowed_list {list:?}"))
+    }
+
+    /// Pins the container's processes (and so their children) to `cpu`,
+    /// from the host: `--cpuset-cpus` needs a cpuset its runtime's parent
+    /// cgroup may not give.
+    fn pin(&self, cpu: usize) {
         let pinned = Command::new("taskset")
-            .args(["-a", "-p", "-c", &cpu.to_string(), &pid])
+            .args(["-a", "-p", "-c", &cpu.to_string(), &self.pid])
             .stdout(std::process::Stdio::null())
             .status()
             .expect("taskset (util-linux) runs");
-        assert!(pinned.success(), "taskset {cpu} {pid} ({})", container.name);
-        container
+        assert!(
+            pinned.success(),
+            "taskset {cpu} {} ({})",
+            self.pid,
+            self.name
+        );
     }
 }
 
@@ -236,9 +260,12 @@ fn podman_containers_are_named_by_id_and_by_name() {
         return;
     }
     let image = busybox_image();
-    let cpu = common::workload::workload_cpu();
-    let sleeper = Container::run(&image, "sleeper", cpu, "while :; do sleep 0.002; done");
-    let hog = Container::run(&image, "hog", cpu, "while :; do :; done");
+    let sleeper = Container::run(&image, "sleeper", "while :; do sleep 0.002; done");
+    let hog = Container::run(&image, "hog", "while :; do :; done");
+    // Both on one CPU their cgroups allow.
+    let cpu = sleeper.first_allowed_cpu();
+    sleeper.pin(cpu);
+    hog.pin(cpu);
     let (status, out, err) = run_schedlat(&[
         "--cgroups",
         "--pairs",
