@@ -194,11 +194,14 @@ impl Container {
             .args([image, "sh", "-c", script])
             .output()
             .expect("podman runs");
-        assert!(
-            out.status.success(),
-            "podman run {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            // A container the runtime failed to start is left created.
+            let _ = Command::new("podman").args(["rm", "-f", &name]).output();
+            panic!(
+                "podman run {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert_eq!(id.len(), 64, "podman printed {id:?}");
         let pid = Command::new("podman")
