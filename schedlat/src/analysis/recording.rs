@@ -163,16 +163,12 @@ impl Window {
         names
     }
 
-    /// The merged waits of `series` over the seconds in `[from, to)` (unix
-    /// ns); None when the counts add up past u64 (a damaged dump: each
-    /// second was checked when read, their sum is checked here).
-    pub fn merged(&self, series: &str, from: u64, to: u64) -> Option<Waits> {
+    /// The merged waits of `series` over `seconds`; None when the counts
+    /// add up past u64 (a damaged dump: each second was checked when read,
+    /// their sum is checked here).
+    pub fn merge<'a>(seconds: impl IntoIterator<Item = &'a Second>, series: &str) -> Option<Waits> {
         let mut w = Waits::default();
-        for s in self
-            .seconds
-            .iter()
-            .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
-        {
+        for s in seconds {
             if let Some(c) = s.get(series) {
                 w.try_merge(&c.waits())?;
             }

@@ -14,15 +14,18 @@ use crate::{
         compare::{self, Change, rank_test, tail_test},
         fmt_ns,
         percentiles::Percentiles,
+        recording::Window,
         shape::{self, Shape},
         slice::Slice,
     },
     collect::histogram::Waits,
     commands::stdout,
     output::{
+        dump,
         json::{self, Interval},
         recording::Scope,
     },
+    sys::files::Lines,
 };
 
 /// One side of the comparison.
@@ -35,39 +38,67 @@ struct Recording {
     hook: String,
 }
 
+/// The longest line of a recording read: a `--json` line carries its
+/// breakdown (skipped unbuilt when read), about 0.5-15 KiB a key, so this
+/// takes tens of thousands of keys; the line is all compare holds at once.
+const MAX_LINE_BYTES: usize = 256 << 20;
+
 fn load(path: &Path) -> Result<Recording> {
     // A recorder dump is a directory; its JSON Lines are read.
     let dump = path.join("dump.jsonl");
     let path = if path.is_dir() { dump.as_path() } else { path };
-    let text = crate::sys::files::read_regular(path)
+    let lines = Lines::open(path, dump::MAX_DUMP_BYTES, MAX_LINE_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    parse(path, &text)
+    parse(path, lines)
 }
 
-/// A recording's text (JSON Lines); `path` names it in errors.
-fn parse(path: &Path, text: &str) -> Result<Recording> {
+/// The schema of a line, and whether it is a dump's (typed); the rest of
+/// the line is skipped unread.
+#[derive(serde::Deserialize)]
+struct Schema {
+    schema: Option<String>,
+}
+
+/// A recording (JSON Lines), read a line at a time; `path` names it in
+/// errors. A recorder dump is read by the dump reader, with every check
+/// `replay` makes, its total series' intervals merged.
+fn parse<R: std::io::Read>(path: &Path, mut lines: Lines<R>) -> Result<Recording> {
     let mut waits = Waits::default();
     let mut unit = None;
     let mut slice = None;
     let mut scope = None;
     let mut hook = String::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('{')) {
-        let at = || format!("{}:{}", path.display(), n + 1);
-        let mut value: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
-        // A dump's lines are typed (docs/recorder.md): its total series'
-        // intervals count, the rest (header, per-cgroup series, slow waits,
-        // end) not.
-        if let Some(kind) = value.get("type").and_then(|t| t.as_str()) {
-            if kind != "interval" || value["series"] != "total" {
-                continue;
-            }
-            value = value["histogram"].take();
+    let origin = path.display().to_string();
+    let mut dump: Option<dump::Reader> = None;
+    while let Some((n, line)) = lines
+        .next_line()
+        .with_context(|| format!("cannot read {origin}"))?
+    {
+        if let Some(reader) = dump.as_mut() {
+            reader.line(n, line)?;
+            continue;
         }
+        // Text around the objects (a banner captured with 2>&1) is skipped.
+        if !line.starts_with(b"{") {
+            continue;
+        }
+        let at = || format!("{origin}:{n}");
+        if unit.is_none() && dump::is_dump_line(line) {
+            let mut reader = dump::Reader::new(&origin);
+            reader.line(n, line)?;
+            dump = Some(reader);
+            continue;
+        }
+        let schema: Schema =
+            serde_json::from_slice(line).with_context(|| format!("{}: not JSON", at()))?;
         // Another schema (compare's own output, another tool's JSON) is
         // named as such rather than as a missing field.
-        match value.get("schema").and_then(|s| s.as_str()) {
+        match schema.schema.as_deref() {
             Some(schema) if json::READS.contains(&schema) => {}
+            _ if dump::is_dump_line(line) => bail!(
+                "{}: a recorder dump's line inside a recording: not a whole dump",
+                at()
+            ),
             Some(other) => bail!(
                 "{}: not a recording (schema {other}): compare reads `schedlat record` files, `schedlat --json` output ({}) and `record --ring` dumps",
                 at(),
@@ -79,10 +110,10 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
                 json::SCHEMA
             ),
         }
-        let interval: Interval = serde_json::from_value(value)
+        let interval: Interval = serde_json::from_slice(line)
             .with_context(|| format!("{}: a damaged {} object", at(), json::SCHEMA))?;
         if unit.get_or_insert_with(|| interval.unit.clone()) != &interval.unit {
-            bail!("{}: mixes usecs and msecs intervals", path.display());
+            bail!("{origin}: mixes usecs and msecs intervals");
         }
         if scope.is_none() {
             scope = interval.scope.clone();
@@ -106,11 +137,12 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
                 )
             })?;
     }
+    if let Some(reader) = dump {
+        return of_dump(&reader.finish()?, &origin);
+    }
     let Some(unit) = unit else {
         bail!(
-            "{}: no schedlat JSON objects in it (make one with `schedlat record -o {} 10`)",
-            path.display(),
-            path.display()
+            "{origin}: no schedlat JSON objects in it (make one with `schedlat record -o {origin} 10`)"
         );
     };
     Ok(Recording {
@@ -119,6 +151,25 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
         slice,
         scope,
         hook,
+    })
+}
+
+/// A whole dump as one side: its total series over every interval.
+fn of_dump(w: &Window, origin: &str) -> Result<Recording> {
+    let mut waits = Waits::default();
+    for s in &w.seconds {
+        if let Some(total) = s.total() {
+            waits.try_merge(&total.waits()).with_context(|| {
+                format!("{origin}: wait counts add up to more than 2^64: a damaged dump")
+            })?;
+        }
+    }
+    Ok(Recording {
+        waits,
+        unit: w.meta.unit.clone(),
+        slice: Some(Slice::fixed(w.meta.slice_ns, &w.meta.slice_source)),
+        scope: None,
+        hook: w.meta.hook.clone(),
     })
 }
 
@@ -208,11 +259,11 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// The fuzz target (src/fuzz.rs): everything compare does with a file it
+/// The fuzz target (src/fuzz/): everything compare does with a file it
 /// accepts, without printing.
-#[cfg(test)]
-pub(crate) fn fuzz_one(text: &str) {
-    let Ok(r) = parse(Path::new("fuzz"), text) else {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn fuzz_one(text: &[u8]) {
+    let Ok(r) = parse_text(Path::new("fuzz"), text) else {
         return;
     };
     let slice = r
@@ -227,9 +278,15 @@ pub(crate) fn fuzz_one(text: &str) {
     let _ = tail_test(&r.waits, &r.waits, slice.ns / 2);
     let _ = changes(&r.waits, &r.waits, &shapes);
     let _ = scope_mismatch(&r, &r);
-    let mut other = parse(Path::new("fuzz"), text).expect("parsed once");
+    let mut other = parse_text(Path::new("fuzz"), text).expect("parsed once");
     other.unit = if r.unit == "msecs" { "usecs" } else { "msecs" }.into();
     let _ = tables(&r, &other);
+}
+
+/// `parse` of text in memory (tests and the fuzz target).
+#[cfg(any(test, feature = "fuzzing"))]
+fn parse_text(path: &Path, text: &[u8]) -> Result<Recording> {
+    parse(path, Lines::new(text, u64::MAX, MAX_LINE_BYTES))
 }
 
 /// What differs between the two recordings' scopes (hook included), one
@@ -451,13 +508,15 @@ mod tests {
         // Two intervals of 2^63 waits each: 2^64 in all.
         let e = format!(
             "{:#}",
-            parse(Path::new("big"), &one.repeat(2)).err().unwrap()
+            parse_text(Path::new("big"), one.repeat(2).as_bytes())
+                .err()
+                .unwrap()
         );
         assert!(
             e.contains("big:2: wait counts add up to more than 2^64"),
             "{e}"
         );
-        parse(Path::new("big"), &one).unwrap();
+        parse_text(Path::new("big"), one.as_bytes()).unwrap();
     }
 
     /// A recorder dump (its directory) is read as a recording: the total

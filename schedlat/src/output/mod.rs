@@ -3,6 +3,7 @@
 pub mod causes;
 pub mod causes_line;
 pub mod dump;
+pub mod escape;
 pub mod hlog;
 pub mod json;
 pub mod perfetto;
