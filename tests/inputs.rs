@@ -328,3 +328,78 @@ fn record_refuses_to_replace_a_link_even_forced() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "baseline\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 29 item 7: names from a file reached the terminal raw: a slow
+/// wait's task named with ESC sequences cleared the screen, and one with a
+/// newline forged a line of replay's output; a recording's scope (a cgroup
+/// path) did the same in compare's warning. They are shown escaped as ps
+/// does (`?`), and kept exact in JSON.
+#[test]
+fn names_from_files_reach_the_terminal_escaped() {
+    let dir = scratch("names");
+    let mut dump = fixture_dump();
+    let hostile = ["\u{1b}[2J\u{1b}[H", "x\nFAKE 1 waits"];
+    let slow: Vec<usize> = (0..dump.len())
+        .filter(|&i| dump[i]["type"] == "slow")
+        .collect();
+    for (k, &i) in slow.iter().enumerate() {
+        dump[i]["victim"]["comm"] = hostile[k % 2].into();
+        dump[i]["culprit"]["comm"] = hostile[(k + 1) % 2].into();
+    }
+    write_lines(&dir.join("dump.jsonl"), &dump);
+    let d = dir.to_str().unwrap();
+    let (status, stdout, stderr) = run_schedlat(&["replay", d, "--slow", "100"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stdout.contains('\u{1b}'), "an ESC reached the terminal");
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("FAKE")),
+        "a forged line: {stdout}"
+    );
+    assert!(stdout.contains("?[2J?[H"), "{stdout}");
+    assert!(stdout.contains("x?FAKE 1 waits"), "{stdout}");
+
+    // A recording whose scope names a hostile cgroup, against a plain one.
+    let plain = &dump[1]["histogram"];
+    let mut forged = plain.clone();
+    forged["scope"] = serde_json::json!({
+        "pid": null, "tid": null, "cgroup": "/a\u{1b}[8m\nchange: improved", "comm": null,
+        "cpus": null, "breakdown": null, "kernel": "k", "host": "h",
+    });
+    let mut other = plain.clone();
+    other["scope"] = serde_json::json!({
+        "pid": null, "tid": null, "cgroup": null, "comm": null,
+        "cpus": null, "breakdown": null, "kernel": "k", "host": "h",
+    });
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    write_lines(&a, &[other]);
+    write_lines(&b, &[forged]);
+    let (status, stdout, stderr) =
+        run_schedlat(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stdout.contains('\u{1b}'), "an ESC reached the terminal");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("change: ")).count(),
+        1,
+        "a forged verdict line: {stdout}"
+    );
+    assert!(
+        stdout.contains("-c /a?[8m?change: improved after"),
+        "{stdout}"
+    );
+    // JSON keeps the name exactly.
+    let (_, json, _) = run_schedlat(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["scope_differences"][0]
+            .as_str()
+            .unwrap()
+            .contains("/a\u{1b}[8m\nchange"),
+        "{json}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

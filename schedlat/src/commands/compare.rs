@@ -22,6 +22,7 @@ use crate::{
     commands::stdout,
     output::{
         dump,
+        escape::printable,
         json::{self, Interval},
         recording::Scope,
     },
@@ -189,7 +190,10 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     // The text report says it at its top; JSON readers get it on stderr too.
     if json {
         for line in &mismatch {
-            say!("schedlat: warning: the recordings differ: {line}");
+            say!(
+                "schedlat: warning: the recordings differ: {}",
+                printable(line)
+            );
         }
     }
     let test = rank_test(&before.waits, &after.waits);
@@ -210,8 +214,10 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
         format!("{object}\n")
     } else {
         let mut out = String::new();
+        // The scopes come from the files: a cgroup path or a --comm in them
+        // reaches the terminal only escaped.
         for line in &mismatch {
-            let _ = writeln!(out, "warning: the recordings differ: {line}");
+            let _ = writeln!(out, "warning: the recordings differ: {}", printable(line));
         }
         if !mismatch.is_empty() {
             out.push_str("  (the change below may come from measuring something else)\n\n");

@@ -93,8 +93,8 @@ pub fn render(w: &Window, opts: &ReplayOptions) -> Result<Replay> {
     if !w.series_names().contains(&opts.series) {
         bail!(
             "no series `{}` in the dump; it has: {}",
-            opts.series,
-            w.series_names().join(", ")
+            printable(&opts.series),
+            printable(&w.series_names().join(", "))
         );
     }
     let mut warnings = Vec::new();
