@@ -12,10 +12,12 @@
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 //! - `fuzz`: the libFuzzer targets (also the last step of `test`).
 
+mod apt;
 mod bench;
 mod clippy_ebpf;
 mod dist;
 mod fuzz;
+mod prometheus3;
 mod setup;
 mod util;
 mod vm;
