@@ -115,7 +115,7 @@ impl LoadError {
     ) -> Option<LoadError> {
         let fix = match errno(e)? {
             libc::EMFILE => {
-                let soft = super::limits::open_files().map_or("too few".to_string(), |n| n.to_string());
+                let soft = crate::sys::own_limits::open_files().map_or("too few".to_string(), |n| n.to_string());
                 format!(
                     "EMFILE: schedlat may have {soft} open files (RLIMIT_NOFILE) and needs about {DESCRIPTORS} in every mode, more for serve's clients: raise the limit (`ulimit -n 1024`; LimitNOFILE=1024 in a systemd unit; a container runtime's nofile ulimit)"
                 )
@@ -128,7 +128,7 @@ impl LoadError {
                 } else {
                     format!(" ({})", sizes.join("; "))
                 },
-                super::limits::own_memory_cgroup()
+                crate::sys::own_limits::own_memory_cgroup()
             ),
             _ => return None,
         };

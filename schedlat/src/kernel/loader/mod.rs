@@ -84,7 +84,7 @@ pub fn load(
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
-    crate::kernel::limits::raise_open_files();
+    crate::sys::own_limits::raise_open_files();
     // The patched aya (vendor/aya/PATCHED.md) parses the kernel's BTF only
     // for CO-RE relocations, which Rust eBPF objects do not have: the
     // loader costs nothing until `load`.
