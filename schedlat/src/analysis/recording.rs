@@ -163,6 +163,21 @@ impl Window {
         names
     }
 
+    /// Intervals that start before the one before them ended, or end
+    /// before they start: the wall clock stepped back while recording (or
+    /// the dump was edited). Their times cannot order them.
+    pub fn out_of_order(&self) -> usize {
+        let mut previous_end = 0;
+        let mut n = 0;
+        for s in &self.seconds {
+            if s.end_unix_ns < s.start_unix_ns || s.start_unix_ns < previous_end {
+                n += 1;
+            }
+            previous_end = s.end_unix_ns;
+        }
+        n
+    }
+
     /// The merged waits of `series` over `seconds`; None when the counts
     /// add up past u64 (a damaged dump: each second was checked when read,
     /// their sum is checked here).

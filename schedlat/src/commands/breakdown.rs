@@ -9,11 +9,7 @@ use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
 use crate::{
-    analysis::{
-        percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
-    },
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
     collect::{
         error::ReadError,
         histogram::{Unit, Waits},
@@ -21,7 +17,9 @@ use crate::{
         tracer::Tracer,
     },
     kernel::modes::Keyed,
-    output::{self, text},
+    output,
+    output::text,
+    sys::slice::Slice,
 };
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.

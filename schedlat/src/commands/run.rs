@@ -7,20 +7,21 @@ use std::{fs::File, io::Write, path::Path, time::Instant};
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::slice::Slice,
     collect::{histogram::Unit, interval::HistogramInterval},
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session::{self, Ended, Intervals, Signals},
+        session,
+        session::{Ended, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output,
     output::{
-        self, Report,
+        Report,
         recording::{Pending, Scope},
     },
-    sys::clock,
+    sys::{clock, slice::Slice},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,

@@ -125,7 +125,7 @@ pub fn procfs(data: &[u8]) {
 /// A recording (or dump) as `compare` reads it, and everything compare
 /// does with one it accepts.
 pub fn compare(data: &[u8]) {
-    crate::commands::compare::fuzz_one(data);
+    crate::output::compare::fuzz_one(data);
 }
 
 /// A dump as `replay` reads it, and replay's whole report (text and JSON,
@@ -146,7 +146,7 @@ pub fn replay(data: &[u8]) {
             slow: 10,
             json,
         };
-        let _ = replay::render(&w, &opts);
+        let _ = replay::report(&w, &opts);
     }
     let mut log = Vec::new();
     if hlog::write_window(&mut log, &w).is_ok() {

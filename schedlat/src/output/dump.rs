@@ -15,11 +15,11 @@ use super::{Report, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
         task::{TaskJson, policy_name},
     },
     collect::histogram::Unit,
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 pub const SCHEMA: &str = "schedlat.dump.v1";
@@ -175,6 +175,21 @@ struct TaskLine {
     policy: String,
     nice: i32,
     rt_priority: u32,
+}
+
+/// Reads a dump: its directory or its dump.jsonl, a regular file of at most
+/// [`MAX_DUMP_BYTES`] read a line at a time (a FIFO, a device or a link to
+/// one is refused: a dump someone sent cannot hang or fill this machine's
+/// memory).
+pub fn load(path: &std::path::Path) -> Result<Window> {
+    let file = if path.is_dir() {
+        path.join("dump.jsonl")
+    } else {
+        path.to_path_buf()
+    };
+    let lines = crate::sys::files::Lines::open(&file, MAX_DUMP_BYTES, MAX_LINE_BYTES)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    read(lines, &file.display().to_string())
 }
 
 /// Reads a dump back from its text (tests and the fuzz targets).

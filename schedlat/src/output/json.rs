@@ -235,7 +235,7 @@ mod tests {
     use schedlat_common::{CpuStats, Extremes, log2_slot};
 
     use super::*;
-    use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::hook::HookMode};
+    use crate::{collect::histogram::Unit, kernel::hook::HookMode, sys::slice::Slice};
 
     fn sample() -> Waits {
         let mut cpu = CpuStats::ZERO;

@@ -13,7 +13,10 @@ use ratatui::{
 use schedlat_common::log2_slot;
 
 use super::state::State;
-use crate::analysis::{percentiles::Percentiles, shape, slice::Slice};
+use crate::{
+    analysis::{percentiles::Percentiles, shape},
+    sys::slice::Slice,
+};
 
 /// Title and column header.
 pub const CHROME: u16 = 2;
