@@ -3,6 +3,8 @@
 //! histogram. Off unless Compute.breakdown says otherwise, and then the
 //! verifier removes all of it.
 
+use core::ptr::NonNull;
+
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     macros::map,
@@ -62,7 +64,7 @@ pub fn key_histogram(next: TaskPtr) -> Key {
     } else {
         u64::from(cpu())
     };
-    let Some(stats) = key_stats(key) else {
+    let Some(stats) = key_stats(key).and_then(NonNull::new) else {
         return Key::Full;
     };
     let stats = SharedKey(stats);
@@ -76,16 +78,18 @@ pub fn key_histogram(next: TaskPtr) -> Key {
 /// A breakdown key's histogram in the map, which every CPU adds to at once:
 /// a pointer whose methods are the only writes, each an atomic add (BPF_XADD,
 /// every kernel), rather than a `&mut`, which would promise that this
-/// program alone writes it.
+/// program alone writes it. NonNull, so that an `Option` of it is one
+/// register, as an `Option<&mut>` was (a raw pointer's `Option` carries a
+/// tag beside it: 1,955 -> 2,145 verified instructions on 6.1).
 #[derive(Clone, Copy)]
-pub struct SharedKey(*mut KeyStats);
+pub struct SharedKey(NonNull<KeyStats>);
 
 impl SharedKey {
     /// One more wait in fine bucket `bucket`.
     #[inline(always)]
     pub fn count_bucket(self, bucket: usize) {
         // SAFETY: a map value, valid for this program run.
-        let buckets = unsafe { &raw mut (*self.0).buckets };
+        let buckets = unsafe { &raw mut (*self.0.as_ptr()).buckets };
         add_one(buckets.cast(), NR_BUCKETS, barrier_var(bucket));
     }
 
@@ -93,7 +97,7 @@ impl SharedKey {
     #[inline(always)]
     pub fn count_slot(self, slot: usize) {
         // SAFETY: as above.
-        let log2 = unsafe { &raw mut (*self.0).log2 };
+        let log2 = unsafe { &raw mut (*self.0.as_ptr()).log2 };
         add_one(log2.cast(), NR_LOG2_SLOTS, barrier_var(slot));
     }
 
@@ -101,7 +105,7 @@ impl SharedKey {
     #[inline(always)]
     pub fn add_sum(self, wait: u64) {
         // SAFETY: an aligned u64 in a map value.
-        unsafe { atomic::add_u64(&raw mut (*self.0).sum_ns, wait) };
+        unsafe { atomic::add_u64(&raw mut (*self.0.as_ptr()).sum_ns, wait) };
     }
 
     /// The name of the task that waited last under this key: a plain
@@ -109,20 +113,20 @@ impl SharedKey {
     #[inline(always)]
     pub fn set_comm(self, comm: [u8; 16]) {
         // SAFETY: a map value; a torn name is the worst a race leaves.
-        unsafe { (&raw mut (*self.0).comm).write(comm) };
+        unsafe { (&raw mut (*self.0.as_ptr()).comm).write(comm) };
     }
 
     /// The key's cause split.
     #[inline(always)]
     pub fn causes(self) -> SharedCauses {
-        // SAFETY: a field of the map value.
-        SharedCauses(unsafe { &raw mut (*self.0).causes })
+        // SAFETY: a field of the map value: not null either.
+        SharedCauses(unsafe { NonNull::new_unchecked(&raw mut (*self.0.as_ptr()).causes) })
     }
 }
 
 /// A breakdown key's cause split, shared by all CPUs as its histogram is.
 #[derive(Clone, Copy)]
-pub struct SharedCauses(*mut KeyCauses);
+pub struct SharedCauses(NonNull<KeyCauses>);
 
 impl SharedCauses {
     /// One more wait of `wait` ns in class `class` (a `Cause` index, already
@@ -130,10 +134,10 @@ impl SharedCauses {
     #[inline(always)]
     pub fn add(self, class: usize, wait: u64) {
         // SAFETY: a map value, valid for this program run.
-        let count = unsafe { &raw mut (*self.0).count };
+        let count = unsafe { &raw mut (*self.0.as_ptr()).count };
         add_one(count.cast(), NR_CAUSES, class);
         // SAFETY: as above.
-        let sums = unsafe { &raw mut (*self.0).sum_ns };
+        let sums = unsafe { &raw mut (*self.0.as_ptr()).sum_ns };
         add_u64_at(sums.cast(), NR_CAUSES, class, wait);
     }
 
@@ -141,7 +145,7 @@ impl SharedCauses {
     #[inline(always)]
     pub fn add_overlap(self, i: usize, ns: u64) {
         // SAFETY: as above.
-        let overlaps = unsafe { &raw mut (*self.0).overlap_ns };
+        let overlaps = unsafe { &raw mut (*self.0.as_ptr()).overlap_ns };
         add_u64_at(overlaps.cast(), NR_OVERLAPS, i, ns);
     }
 
@@ -150,8 +154,8 @@ impl SharedCauses {
     pub fn add_overlap_wait(self, wait: u64) {
         // SAFETY: aligned u64s in a map value.
         unsafe {
-            atomic::add_u64(&raw mut (*self.0).overlap_waits, 1);
-            atomic::add_u64(&raw mut (*self.0).overlap_wait_ns, wait);
+            atomic::add_u64(&raw mut (*self.0.as_ptr()).overlap_waits, 1);
+            atomic::add_u64(&raw mut (*self.0.as_ptr()).overlap_wait_ns, wait);
         }
     }
 }
