@@ -196,7 +196,7 @@ pub struct Compute {
     pub waking: u64,
 }
 
-/// What the cause split reads besides the run-queue chain (`RqOffsets`):
+/// What the cause split reads besides the run-queue chain ([`RqOffsets`]):
 /// each field's offset, and whether this kernel has it (a field the kernel
 /// lacks stays 0 and its code is dead for the verifier).
 #[repr(C)]

@@ -1,9 +1,9 @@
 //! The layer rule, checked on the source itself (unit tests: `cargo test -p
 //! schedlat --lib layers`), from the imports syn reads in every file
 //! (graph.rs): every import of schedlat/src points to its own layer or a
-//! lower one (`LAYERS`), no files import each other in a cycle (inside a
+//! lower one ([`LAYERS`]), no files import each other in a cycle (inside a
 //! folder too), and no command imports another command, only the skeleton
-//! they share (`SKELETON`). The eBPF crate's modules import only those its
+//! they share ([`SKELETON`]). The eBPF crate's modules import only those its
 //! main.rs lists before them, the list docs/architecture.md shows too.
 //! docs/architecture.md says what each layer owns.
 

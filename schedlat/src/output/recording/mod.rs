@@ -1,8 +1,8 @@
 //! Recordings that `compare` can trust: each interval object says what was
-//! measured (the scope), `record -o FILE` never destroys a file it was not
-//! told to replace, nor an earlier recording when the run fails, and a
-//! recording read back (`Recording`) is refused when damaged or of another
-//! schema.
+//! measured (the scope), `record -o FILE` never destroys a file it was not told
+//! to replace, nor an earlier recording when the run fails, and a recording
+//! read back ([`Recording`](crate::output::recording::read::Recording)) is
+//! refused when damaged or of another schema.
 
 use std::{
     fs::{self, File, OpenOptions},
