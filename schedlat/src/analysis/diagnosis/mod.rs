@@ -19,7 +19,7 @@
 
 pub mod capacity;
 #[cfg(test)]
-mod fixtures;
+pub mod fixtures;
 pub mod named;
 pub mod priority;
 pub mod selfcheck;
