@@ -195,7 +195,7 @@ pub fn rank(victims: &[WaitStats], culprits: &[WaitStats], by: SortKey, top: usi
     )
 }
 
-/// `rank`, for rows already converted (or added up: `Totals`).
+/// `rank`, for rows already converted (or added up: [`Totals`]).
 pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> Tables {
     let mut p = processes(&c);
     let order = |a: &Row, b: &Row| b.key(by).cmp(&a.key(by)).then(a.task.tid.cmp(&b.task.tid));
@@ -248,7 +248,7 @@ fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
     by_pid.into_values().collect()
 }
 
-/// Tasks each of `Totals`' tables holds; the waits of tasks beyond it are
+/// Tasks each of [`Totals`]' tables holds; the waits of tasks beyond it are
 /// counted, not added (a day of short-lived processes must not grow the
 /// view without bound).
 pub const TOTALS_MAX_TASKS: usize = 65_536;

@@ -178,7 +178,7 @@ fn live_comm(pid: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 
-/// A key's kernel histogram as `Waits` (no extremes: they are not kept per
+/// A key's kernel histogram as [`Waits`] (no extremes: they are not kept per
 /// key), with its cause split when the split is on (`measurable`).
 pub fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
     let mut w = Waits::default();

@@ -19,7 +19,7 @@ use crate::{
     output,
     output::{
         Report,
-        recording::{Pending, Scope},
+        recording::{Pending, RecordedScope},
     },
     sys::{clock, slice::Slice},
 };
@@ -97,7 +97,7 @@ async fn run(
     let modes = Modes::histogram(keyed);
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
-    let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
+    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
     if let Some(why) = &slice.not_live {

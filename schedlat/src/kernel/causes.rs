@@ -20,9 +20,10 @@ use crate::{
     sys::topology::{self, SYSFS},
 };
 
-/// What this kernel lets the programs measure of the split; the loader
-/// decides it from BTF, and the collect layer copies it onto every
-/// `CauseCounts` so that a reader can tell "0 ns" from "not measured".
+/// What this kernel lets the programs measure of the split; the loader decides
+/// it from BTF, and the collect layer copies it onto every
+/// [`CauseCounts`](crate::collect::causes::CauseCounts) so that a reader can
+/// tell "0 ns" from "not measured".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Measurable {
     /// rq->prev_steal_time_rq (CONFIG_PARAVIRT_TIME_ACCOUNTING).

@@ -39,7 +39,7 @@ pub struct Report<'a> {
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
-    pub scope: Option<recording::Scope>,
+    pub scope: Option<recording::RecordedScope>,
 }
 
 impl<'a> Report<'a> {

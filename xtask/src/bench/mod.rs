@@ -78,7 +78,8 @@ pub struct Options {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
     /// The schedlat binary to measure (default: the release build), e.g. an
-    /// older build to compare against in the same conditions.
+    /// older build to compare against in the same conditions; every mode
+    /// (the comparison, --scrape, --soak, --recorder) runs it.
     #[arg(long, value_name = "PATH")]
     pub schedlat: Option<PathBuf>,
     /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
@@ -150,6 +151,21 @@ pub struct TracerSample {
     pub max_rss_kib: u64,
 }
 
+/// The binary every mode measures: `--schedlat`, else the release build.
+fn schedlat_binary(opts: &Options) -> Result<PathBuf> {
+    let path = opts
+        .schedlat
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
+    if !path.exists() {
+        anyhow::bail!(
+            "{} is missing: `cargo xtask build` first, or give another with --schedlat",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
@@ -162,14 +178,10 @@ pub fn run(opts: &Options) -> Result<()> {
         };
     }
     if let Some(seconds) = opts.recorder {
-        return recorder::run(seconds, opts.cpu);
+        return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);
     }
     let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
-    let schedlat_path = opts
-        .schedlat
-        .clone()
-        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
-    let schedlat = Tool::new("schedlat", schedlat_path)?;
+    let schedlat = Tool::new("schedlat", schedlat_binary(opts)?)?;
     let victims = Tool::new("schedlat", schedlat.path.clone())?.with_args(
         "schedlat victims",
         &["victims"],

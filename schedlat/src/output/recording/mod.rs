@@ -1,8 +1,8 @@
 //! Recordings that `compare` can trust: each interval object says what was
-//! measured (the scope), `record -o FILE` never destroys a file it was not
-//! told to replace, nor an earlier recording when the run fails, and a
-//! recording read back (`Recording`) is refused when damaged or of another
-//! schema.
+//! measured (the scope), `record -o FILE` never destroys a file it was not told
+//! to replace, nor an earlier recording when the run fails, and a recording
+//! read back ([`Recording`](crate::output::recording::read::Recording)) is
+//! refused when damaged or of another schema.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -19,7 +19,7 @@ pub mod read;
 /// What a recording measured, beyond the hook and unit every object carries:
 /// two recordings compare only when these agree.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Scope {
+pub struct RecordedScope {
     /// The filters on the task that waited; null where not set.
     pub pid: Option<u32>,
     pub tid: Option<u32>,
@@ -33,10 +33,10 @@ pub struct Scope {
     pub host: String,
 }
 
-impl Scope {
-    pub fn of(filter: &Filter, breakdown: Option<&str>) -> Scope {
+impl RecordedScope {
+    pub fn of(filter: &Filter, breakdown: Option<&str>) -> RecordedScope {
         let (kernel, host) = uname();
-        Scope {
+        RecordedScope {
             pid: filter.tgid,
             tid: filter.tid,
             cgroup: filter.cgroup.as_ref().map(|c| c.dir.display().to_string()),
@@ -76,7 +76,7 @@ impl Scope {
 
     /// How `after` differs from `self` (before), one line per aspect that
     /// changes what the numbers mean. Empty when they agree.
-    pub fn differences(&self, after: &Scope) -> Vec<String> {
+    pub fn differences(&self, after: &RecordedScope) -> Vec<String> {
         let mut out = Vec::new();
         let mut differ = |what: &str, b: String, a: String| {
             if b != a {
@@ -210,13 +210,13 @@ mod tests {
 
     #[test]
     fn scopes_name_their_differences() {
-        let whole = Scope {
+        let whole = RecordedScope {
             kernel: "6.18".into(),
             host: "a".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
         assert!(whole.differences(&whole).is_empty());
-        let process = Scope {
+        let process = RecordedScope {
             pid: Some(42),
             cpus: Some("0-1".into()),
             kernel: "6.12".into(),
