@@ -108,16 +108,18 @@ fn file_of(files: &BTreeMap<ModPath, File>, path: &[String]) -> Option<File> {
         .find_map(|n| files.get(&path[..n]).cloned())
 }
 
-/// A `use` tree as (path, the name it binds) pairs; a glob binds nothing.
-fn use_paths(
-    tree: &syn::UseTree,
-    prefix: &mut Vec<String>,
-    out: &mut Vec<(ModPath, Option<String>)>,
-) {
+/// A `use` item's paths, each with the name it binds; a glob binds nothing.
+fn use_paths(u: &syn::ItemUse) -> Vec<(ModPath, Option<String>)> {
+    let mut out = Vec::new();
+    expand(&u.tree, &mut Vec::new(), &mut out);
+    out
+}
+
+fn expand(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(ModPath, Option<String>)>) {
     match tree {
         syn::UseTree::Path(p) => {
             prefix.push(p.ident.to_string());
-            use_paths(&p.tree, prefix, out);
+            expand(&p.tree, prefix, out);
             prefix.pop();
         }
         syn::UseTree::Name(n) if n.ident == "self" => {
@@ -138,7 +140,7 @@ fn use_paths(
         syn::UseTree::Glob(_) => out.push((prefix.clone(), None)),
         syn::UseTree::Group(g) => {
             for item in &g.items {
-                use_paths(item, prefix, out);
+                expand(item, prefix, out);
             }
         }
     }
@@ -221,10 +223,8 @@ impl<'ast> Visit<'ast> for Collect<'_> {
     }
 
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-        let mut paths = Vec::new();
-        use_paths(&u.tree, &mut Vec::new(), &mut paths);
         let here = self.here().clone();
-        for (path, name) in paths {
+        for (path, name) in use_paths(u) {
             let (Some(name), Some(to)) = (name, resolve(&here, &path, self.scopes, false)) else {
                 continue;
             };
@@ -303,9 +303,7 @@ impl<'ast> Visit<'ast> for Refs<'_> {
     }
 
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-        let mut paths = Vec::new();
-        use_paths(&u.tree, &mut Vec::new(), &mut paths);
-        for (path, _) in paths {
+        for (path, _) in use_paths(u) {
             self.add(&path, false);
         }
     }

@@ -37,17 +37,12 @@ pub struct DiagnoseReport<'a> {
 }
 
 pub fn text(d: &DiagnoseReport) -> String {
-    let DiagnoseReport {
-        scope,
-        findings: f,
-        verdict: Verdict {
-            waiting,
-            diagnoses: causes,
-        },
-        traced,
-        why_not_traced,
-    } = d;
-    let (traced, why_not_traced) = (*traced, *why_not_traced);
+    let (f, traced, why_not_traced) = (d.findings, d.traced, d.why_not_traced);
+    let Verdict {
+        waiting,
+        diagnoses: causes,
+    } = d.verdict;
+    let scope = d.scope;
     let mut out = format!(
         "schedlat diagnose: {}, {} window\n\n",
         scope.describe(),
@@ -228,16 +223,7 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
 }
 
 pub fn json(d: &DiagnoseReport) -> String {
-    let DiagnoseReport {
-        scope,
-        findings: f,
-        verdict: Verdict {
-            waiting,
-            diagnoses: causes,
-        },
-        traced,
-        why_not_traced,
-    } = d;
+    let (f, traced) = (d.findings, d.traced);
     let ebpf = traced.map(|t| {
         json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
@@ -253,12 +239,12 @@ pub fn json(d: &DiagnoseReport) -> String {
     });
     let object = json!({
         "schema": "schedlat.diagnose.v1",
-        "scope": scope.describe(),
+        "scope": d.scope.describe(),
         "findings": f,
-        "waiting": waiting,
-        "causes": causes,
+        "waiting": d.verdict.waiting,
+        "causes": d.verdict.diagnoses,
         "ebpf": ebpf,
-        "ebpf_unavailable": why_not_traced,
+        "ebpf_unavailable": d.why_not_traced,
     });
     format!("{object}\n")
 }
