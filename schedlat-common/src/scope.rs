@@ -4,7 +4,8 @@
 
 use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses};
 
-/// What a breakdown histogram is keyed by (the `BREAKDOWN` global).
+/// What a breakdown histogram is keyed by: the `Compute` global's
+/// [`breakdown`](crate::kconfig::Compute::breakdown) field.
 #[repr(u64)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Breakdown {
