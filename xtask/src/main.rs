@@ -5,6 +5,7 @@
 //! - `build`: build the release binary (the eBPF object is embedded).
 //! - `run -- ARGS`: setup, build, then run schedlat with ARGS.
 //! - `dist`: build, then the .deb and tarball in target/dist/.
+//! - `image`: dist, then an OCI image of the package in target/dist/.
 //! - `test`: setup with the test tools, dist, then every test tier that
 //!   this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
@@ -15,6 +16,7 @@ mod apt;
 mod bench;
 mod clippy_ebpf;
 mod dist;
+mod image;
 mod prometheus3;
 mod setup;
 mod util;
@@ -58,6 +60,10 @@ enum Command {
     /// with the binary, man pages, shell completions, docs and a systemd
     /// unit for `schedlat serve`.
     Dist,
+    /// Setup, build, dist, then an OCI image of the package
+    /// (target/dist/schedlat-VERSION-ARCH-oci.tar; `podman load -i FILE`),
+    /// assembled offline: no registry, no container engine.
+    Image,
     /// Setup, build, then run schedlat as root with the given arguments.
     Run {
         /// Arguments for schedlat, after `--` (e.g. `cargo xtask run -- 5 1`).
@@ -109,6 +115,10 @@ fn main() -> ExitCode {
         Command::Dist => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| dist::run().map(drop)),
+        Command::Image => setup::run()
+            .and_then(|()| build_release())
+            .and_then(|()| dist::run())
+            .and_then(|artifacts| image::build(&artifacts).map(drop)),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
         Command::BenchSleepers {
@@ -209,10 +219,13 @@ fn test(args: &[String]) -> Result<()> {
     // cargo nested in the test run.
     build_release()?;
     let artifacts = dist::run()?;
+    // tests/image.rs runs the image.
+    let image = image::build(&artifacts)?;
     // SAFETY: single-threaded here; inherited by cargo and the tests.
     unsafe {
         std::env::set_var("SCHEDLAT_DIST_DEB", &artifacts.deb);
         std::env::set_var("SCHEDLAT_DIST_TARBALL", &artifacts.tarball);
+        std::env::set_var("SCHEDLAT_DIST_IMAGE", &image);
     }
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.
