@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 16] = [
+const TEST_PACKAGES: [&str; 17] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -49,6 +49,8 @@ const TEST_PACKAGES: [&str; 16] = [
     // and by containerd (`ctr run --seccomp`: Kubernetes' RuntimeDefault
     // on most clusters).
     "containerd",
+    // tests/containers.rs: the static busybox of its containers' image.
+    "busybox-static",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
@@ -76,6 +78,7 @@ pub fn test_tools() -> Result<()> {
     step("packages for tests and bench", || {
         apt_install(&TEST_PACKAGES)
     })?;
+    step("cargo-fuzz (the libFuzzer targets, on nightly)", cargo_fuzz)?;
     step(
         "Python readers of the recorder's dumps (tests/readers)",
         python_readers,
@@ -180,6 +183,19 @@ fn bpf_linker() -> Result<Outcome> {
     }
     if !succeeds("bpf-linker", &["--version"]) {
         bail!("bpf-linker was installed but is not on PATH: add ~/.cargo/bin to PATH");
+    }
+    Ok(Outcome::Installed)
+}
+
+/// `cargo fuzz` from crates.io (about a minute to build, once).
+fn cargo_fuzz() -> Result<Outcome> {
+    if succeeds("rustup", &["run", "nightly", "cargo", "fuzz", "--version"]) {
+        return Ok(Outcome::Present);
+    }
+    eprintln!("setup: building cargo-fuzz (about a minute)");
+    run_visible("cargo", &["install", "cargo-fuzz", "--locked"])?;
+    if !succeeds("rustup", &["run", "nightly", "cargo", "fuzz", "--version"]) {
+        bail!("cargo-fuzz was installed but `cargo fuzz` does not run: add ~/.cargo/bin to PATH");
     }
     Ok(Outcome::Installed)
 }

@@ -5,6 +5,7 @@
 pub mod causes;
 pub mod compare;
 pub mod diagnosis;
+pub mod pairs;
 pub mod percentiles;
 pub mod recording;
 pub mod shape;

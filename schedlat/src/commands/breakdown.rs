@@ -33,6 +33,10 @@ pub struct BreakdownOptions {
     pub sort: KeySort,
     /// Only the first N keys of each interval.
     pub top: Option<u32>,
+    /// Count who waited behind whom, in a table of this many pairs.
+    pub pairs: Option<u32>,
+    /// The level the pairs' cgroups are named and rolled up at.
+    pub by: crate::sys::workload::level::Level,
 }
 
 /// How keys are ordered: by what they waited in the interval.
@@ -94,7 +98,7 @@ impl KeyedView {
             top: args.top.map(|n| n as usize),
             max_keys: keyed.max_keys,
             previous: HashMap::new(),
-            labels: KeyLabels::new(keyed.by, tracer.cgroup_hierarchy.clone()),
+            labels: tracer.key_labels(keyed.by),
         }
     }
 

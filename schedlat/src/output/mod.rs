@@ -7,8 +7,10 @@ pub mod causes_line;
 pub mod compare;
 pub mod diagnosis;
 pub mod dump;
+pub mod escape;
 pub mod hlog;
 pub mod json;
+pub mod pairs;
 pub mod perfetto;
 pub mod recording;
 pub mod replay;
@@ -38,6 +40,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// The neighbour-pair table, with `--pairs` (JSON form).
+    pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
     pub scope: Option<recording::RecordedScope>,
 }
@@ -62,6 +66,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            pairs: None,
             scope: None,
         }
     }

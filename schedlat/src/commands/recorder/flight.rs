@@ -73,6 +73,8 @@ impl Flight {
                 keyed: Some(k),
                 sort: KeySort::Total,
                 top: opts.cgroups,
+                pairs: None,
+                by: crate::sys::workload::level::Level::Cgroup,
             };
             KeyedView::new(&view, k, tracer)
         });
