@@ -6,5 +6,6 @@ pub mod cgroup_of;
 pub mod clock;
 pub mod files;
 pub mod procfs;
+pub mod terminal;
 pub mod throttle;
 pub mod topology;

@@ -28,6 +28,7 @@ use crate::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
+    sys::terminal,
 };
 
 /// What `schedlat top` shows and how often.
@@ -53,6 +54,13 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
     if !std::io::stdout().is_terminal() {
         bail!(
             "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
+        );
+    }
+    if let Some(job) = terminal::background(&std::io::stdout()) {
+        bail!(
+            "schedlat top runs in the background (process group {}; the terminal reads for group {}), where the kernel stops it at its first key read (SIGTTIN): run it in the foreground (`fg`), or under timeout as `timeout --foreground`",
+            job.group,
+            job.foreground
         );
     }
     let filter = Filter::resolve(filter)?;
