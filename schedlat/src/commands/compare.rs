@@ -108,8 +108,7 @@ fn parse(path: &Path, text: &str) -> Result<Recording> {
     }
     let Some(unit) = unit else {
         bail!(
-            "{}: no schedlat JSON objects in it (make one with `schedlat record -o {} 10`)",
-            path.display(),
+            "{}: no schedlat JSON objects in it, so not a recording; make one with `schedlat record -o NEW.json 10` (a file that does not exist yet: record replaces one only with --force)",
             path.display()
         );
     };
