@@ -7,12 +7,17 @@ pub mod bpf_cost;
 pub mod causes;
 #[cfg(test)]
 mod causes_live;
+pub mod cgroup_names;
 pub mod error;
 pub mod histogram;
 pub mod interval;
 pub mod keylabels;
 mod maps;
+pub mod pairs;
+#[cfg(test)]
+mod pairs_live;
 pub mod slow;
 pub mod tracer;
 pub mod victims;
 mod whole;
+pub mod workloads;

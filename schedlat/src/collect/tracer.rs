@@ -4,15 +4,20 @@
 //! bpf_cost.rs) and no command touches a map.
 
 use aya::Ebpf;
+use schedlat_common::{names, scope::Breakdown};
 
-use crate::kernel::{
-    causes::Measurable,
-    cgroupfs::Hierarchy,
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    loader::{self, KernelSources, Loaded},
-    modes::Modes,
+use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
+use crate::{
+    collect::histogram::Unit,
+    kernel::{
+        causes::Measurable,
+        cgroupfs::Hierarchy,
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        loader::{self, KernelAccess, KernelSources, Loaded},
+        modes::Modes,
+    },
 };
 
 /// The loaded and attached programs, and the maps userspace reads.
@@ -28,6 +33,9 @@ pub struct Tracer {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// The cgroups' names as the kernel made them, when cgroups are named
+    /// (cgroup keys, neighbour pairs).
+    pub cgroup_names: Option<CgroupNames>,
 }
 
 impl Tracer {
@@ -58,17 +66,93 @@ impl Tracer {
             cgroup_hierarchy,
             measurable,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
-        Ok(Tracer {
+        let mut tracer = Tracer {
             ebpf,
             mode,
             programs,
             notes,
             cgroup_hierarchy,
             measurable,
-        })
+            cgroup_names: None,
+        };
+        // When the object names cgroups (its cgroup_mkdir program is
+        // attached), the names it sends are read from now on.
+        if tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
+            let name = names::MAP_CGROUP_NAMES;
+            let started = match tracer.ebpf.take_map(name) {
+                Some(map) => CgroupNames::start(map),
+                None => Err(ReadError::MissingMap(name)),
+            };
+            match started {
+                Ok(names) => tracer.cgroup_names = Some(names),
+                Err(e) => tracer
+                    .notes
+                    .push(format!("cgroups removed before a scan stay unnamed: {e}")),
+            }
+        }
+        Ok(tracer)
+    }
+
+    /// The labels of breakdown keys `by` this tracer's keys: cgroups
+    /// named in its hierarchy, and from the names the kernel sent.
+    pub fn key_labels(&self, by: Breakdown) -> KeyLabels {
+        KeyLabels::new(by, self.cgroup_hierarchy.clone()).with_names(self.cgroup_names.clone())
+    }
+
+    /// Loads the histogram with the victims tables (Modes::
+    /// histogram_and_victims: `schedlat top`, `schedlat diagnose`), or, where
+    /// they cannot load (classic tracepoints, a kernel before 5.12), the
+    /// histogram alone and why there are no victims. An error is the
+    /// histogram's own: without it there is nothing to show.
+    pub fn load_with_victims(
+        kernel: &KernelAccess,
+        filter: &Filter,
+        max_tasks: u32,
+    ) -> Result<(Tracer, Result<(), String>), LoadError> {
+        let (sources, unit) = (&kernel.sources, Unit::Usecs.ns());
+        let victims = if kernel.hook == HookChoice::Tp {
+            Err(LoadError::NeedsBtf("the victims tables"))
+        } else {
+            let modes = Modes::histogram_and_victims(max_tasks);
+            Tracer::load_modes(kernel.hook, sources, unit, filter, &modes)
+        };
+        match victims {
+            Ok(tracer) => Ok((tracer, Ok(()))),
+            Err(e) => {
+                let tracer = Tracer::load(kernel.hook, sources, unit, filter)?;
+                Ok((tracer, Err(why_no_victims(&e))))
+            }
+        }
     }
 
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(names) = &self.cgroup_names {
+            names.stop();
+        }
+    }
+}
+
+/// A load error of the victims tables: one line (a verifier log is long),
+/// cut.
+fn why_no_victims(e: &LoadError) -> String {
+    let text = match e {
+        LoadError::NeedsBtf(_) => {
+            "they need the tp_btf hook mode (classic tracepoints do not pass task pointers): drop --hook tp".to_string()
+        }
+        e => format!(
+            "{} (they need tp_btf and kernel 5.12+)",
+            e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+        ),
+    };
+    const MAX: usize = 300;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
     }
 }

@@ -5,8 +5,6 @@
 //! (schedlat-ebpf/src/slow.rs), and counts the ones the buffer had no room
 //! for; they are reported in the stream, where they were lost.
 
-mod render;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -16,12 +14,11 @@ use crate::{
     analysis::task::IdleWait,
     collect::{histogram::Unit, slow::SlowEvents},
     commands::{
-        run::Ended,
-        session::{self, Signals},
+        session::{self, Ended, Signals},
         stdout,
-        victims::watch_throttling,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output,
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
@@ -50,10 +47,10 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         events: 0,
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
-        throttle: watch_throttling(),
+        throttle: ThrottleWatch::start_mounted(),
         scanned: Instant::now(),
     };
-    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
+    if !session::announce_start(args.json, &format!("{}\n", output::slow::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -96,9 +93,9 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         }
         if stop {
             let end = if args.json {
-                render::end_json(out.events, out.lost, args.threshold)
+                output::slow::end_json(out.events, out.lost, args.threshold)
             } else {
-                render::summary(out.events, out.lost, args.threshold)
+                output::slow::summary(out.events, out.lost, args.threshold)
             };
             return Ok(if stdout::write(&end)? {
                 Ended::Done
@@ -143,9 +140,9 @@ impl Output {
                 }
             });
             text.push_str(&if self.json {
-                render::json(event, idle, self.clock)
+                output::slow::json(event, idle, self.clock)
             } else {
-                render::line(event, idle, self.clock)
+                output::slow::line(event, idle, self.clock)
             });
         }
         if text.is_empty() {
@@ -167,60 +164,9 @@ impl Output {
         let new = total - self.lost;
         self.lost = total;
         stdout::write(&if self.json {
-            render::lost_json(new)
+            output::slow::lost_json(new)
         } else {
-            render::lost_line(new)
+            output::slow::lost_line(new)
         })
-    }
-}
-
-/// "1ms", "500us", "2.5ms", "1s", "250000ns" to nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "" => return Err(format!("`{s}` needs a unit: e.g. 1ms, 500us, 2.5ms")),
-        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration such as 1ms"))?;
-    let ns = value * scale;
-    if !(1.0..=1e12).contains(&ns) {
-        return Err(format!("`{s}` is out of range (1ns to 1000s)"));
-    }
-    Ok(ns.round() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thresholds_need_a_unit() {
-        assert_eq!(parse_duration_ns("1ms"), Ok(1_000_000));
-        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
-        assert_eq!(parse_duration_ns("500us"), Ok(500_000));
-        assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
-        assert_eq!(parse_duration_ns("250ns"), Ok(250));
-        assert!(parse_duration_ns("1").unwrap_err().contains("needs a unit"));
-        assert!(
-            parse_duration_ns("1h")
-                .unwrap_err()
-                .contains("unknown unit")
-        );
-        assert!(
-            parse_duration_ns("0ms")
-                .unwrap_err()
-                .contains("out of range")
-        );
-        assert!(parse_duration_ns("ms").is_err());
     }
 }

@@ -6,11 +6,6 @@
 //! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
 //! SIGINT, an error, a panic) restores the terminal.
 
-mod bars;
-mod panel;
-mod state;
-mod view;
-
 use std::{
     io::IsTerminal,
     time::{Duration, Instant},
@@ -18,17 +13,20 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use state::{Action, State};
 
 use crate::{
-    analysis::{slice::Slice, victims::SortKey},
-    collect::{bpf_cost::ProgramCost, interval::Source},
-    commands::{session::Signals, victims},
+    analysis::victims::{SortKey, throttled_in},
+    collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
+    commands::session::Signals,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
-    sys::terminal,
+    output::top::{
+        self,
+        state::{Action, State},
+    },
+    sys::{slice::Slice, terminal, throttle::ThrottleWatch},
 };
 
 /// What `schedlat top` shows and how often.
@@ -64,7 +62,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         );
     }
     let filter = Filter::resolve(filter)?;
-    let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
+    let (mut tracer, victims) = Tracer::load_with_victims(kernel, &filter, args.max_tasks)?;
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all waits".to_string());
     let mut state = State::new(tracer.mode(), scope, args.interval);
@@ -75,13 +73,13 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         state.victims = Err(reason);
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
-    let mut throttle = victims::watch_throttling();
+    let mut throttle = ThrottleWatch::start_mounted();
     let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
     loop {
-        terminal.draw(|frame| view::draw(frame, &state, &slice))?;
+        terminal.draw(|frame| top::draw(frame, &state, &slice))?;
         let due = interval_start + state.interval;
         let wait = due
             .saturating_duration_since(Instant::now())
@@ -109,7 +107,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
             if let Some(victims) = &victims {
                 state.push_victims(victims);
                 throttle.end_interval();
-                state.push_throttled(victims::throttled_in(&throttle, victims));
+                state.push_throttled(throttled_in(&throttle, victims));
             }
             let now = tracer.program_costs();
             state.bpf_ns_per_run = ns_per_run(&costs, &now);

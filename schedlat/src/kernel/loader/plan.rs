@@ -11,16 +11,19 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{KernelSources, attach::attach};
-use crate::kernel::{
-    attach_btf,
-    btf::{self, CssChoice, VMLINUX_BTF},
-    cgroupfs::{Hierarchy, Mounts},
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    modes::Modes,
-    tracefs::{self, Format, TracefsError},
+use super::{access::KernelSources, attach::attach};
+use crate::{
+    kernel::{
+        attach_btf,
+        btf::{self, CssChoice, VMLINUX_BTF},
+        cgroupfs::{self, Hierarchy},
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        modes::Modes,
+        tracefs::{self, Format, TracefsError},
+    },
+    sys::mounts::Mounts,
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).
@@ -107,8 +110,15 @@ impl Plan {
             }
         }
         let waking = sources.waking && modes.causes;
+        // The hierarchy's number, which the cgroup_mkdir program compares:
+        // without it, no cgroup is named at its creation.
+        let naming = modes
+            .names_cgroups()
+            .then(|| cgroup_hierarchy.and_then(Hierarchy::number))
+            .flatten();
         let wants = BtfWants {
             waking,
+            cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
@@ -119,7 +129,10 @@ impl Plan {
                 Ok(facts) => {
                     globals.task = Some(facts.task);
                     globals.rq = facts.rq;
-                    globals.cgroup = facts.cgroup;
+                    globals.cgroup = facts.cgroup.map(|c| CgroupOffsets {
+                        hierarchy_id: naming.unwrap_or(0),
+                        ..c
+                    });
                     globals.pidns = facts.pidns;
                     globals.cause = facts.cause;
                     notes.extend(facts.notes);
@@ -149,6 +162,9 @@ impl Plan {
         let mut btf_programs = modes.btf_programs().to_vec();
         if waking {
             btf_programs.push(names::BTF_WAKING);
+        }
+        if naming.is_some() {
+            btf_programs.push(names::BTF_CGROUP_MKDIR);
         }
         Ok(Plan {
             candidates,
@@ -184,6 +200,8 @@ impl Plan {
                     return Ok((mode, notes));
                 }
                 Err(e) if choice != HookChoice::Auto => return Err(e),
+                // Another mode needs the same descriptors and memory.
+                Err(e @ LoadError::Limit { .. }) => return Err(e),
                 Err(e) => failures.push(e.to_string()),
             }
         }
@@ -205,6 +223,8 @@ struct BtfWants {
     causes: bool,
     /// sched_waking's BTF id (`--waking`).
     waking: bool,
+    /// cgroup_mkdir's BTF id (cgroups named at their creation).
+    cgroup_mkdir: bool,
 }
 
 struct BtfFacts {
@@ -257,6 +277,9 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
     }
+    if wants.cgroup_mkdir {
+        tracepoints.push(names::BTF_CGROUP_MKDIR.1);
+    }
     let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
     drop(layouts);
@@ -285,9 +308,8 @@ pub(super) fn cgroup_hierarchy(
     if let Some(target) = &filter.cgroup {
         return Ok(Some(target.hierarchy.clone()));
     }
-    if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
-        return Mounts::read()
-            .default_hierarchy()
+    if modes.names_cgroups() {
+        return cgroupfs::default_hierarchy(&Mounts::read())
             .map(Some)
             .ok_or(LoadError::NoCgroupMount("--cgroups"));
     }

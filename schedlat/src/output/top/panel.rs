@@ -1,0 +1,173 @@
+//! The victims panel of `schedlat top`: the tasks that waited most and the
+//! tasks that held the CPU when waits ended (collect/victims.rs and analysis/victims.rs
+//! compute them; docs/victims.md says what the attribution means), or why
+//! they are unavailable.
+
+use std::collections::HashSet;
+
+use ratatui::{
+    layout::Rect,
+    style::{Modifier, Style},
+    text::Line,
+    widgets::{Block, Borders, Paragraph, Wrap},
+};
+
+use super::state::{Ranked, State};
+use crate::analysis::{
+    fmt_ns,
+    task::{self, IdleWait},
+    victims::Row,
+};
+
+/// Rows per table the panel shows at most, however tall the terminal.
+pub const MAX_ROWS: usize = 10;
+
+/// Title, column header, and the culprits' sub-header.
+const CHROME: u16 = 3;
+
+/// Width of the columns before the other task's name.
+const FIXED: usize = 59;
+
+/// The panel's content for this frame: ranked tables, or a message.
+pub enum Panel {
+    Tables(Ranked),
+    Message(String),
+}
+
+impl Panel {
+    pub fn of(state: &State) -> Panel {
+        match &state.victims {
+            Err(reason) => Panel::Message(format!("victims and culprits unavailable: {reason}")),
+            Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
+                Some(ranked) => Panel::Tables(ranked),
+                None => {
+                    Panel::Message("victims and culprits: collecting the first interval".into())
+                }
+            },
+        }
+    }
+
+    /// The height it would use in full at `width` columns.
+    pub fn wanted_height(&self, width: u16) -> u16 {
+        match self {
+            Panel::Tables(r) => {
+                let rows = r.tables.victims.len() + r.tables.culprits.len();
+                CHROME + rows.max(1) as u16
+            }
+            Panel::Message(text) => 1 + (text.len() as u16).div_ceil(width.max(1)).min(4),
+        }
+    }
+
+    /// The height below which it is not worth showing: title, header and a
+    /// row of each table.
+    pub fn least_height(&self, width: u16) -> u16 {
+        self.wanted_height(width).min(CHROME + 2)
+    }
+
+    pub fn widget(&self, state: &State, area: Rect) -> Paragraph<'static> {
+        let scope = if state.cumulative {
+            "since start"
+        } else {
+            "last interval"
+        };
+        let ranked = match self {
+            Panel::Tables(ranked) => ranked,
+            Panel::Message(text) => {
+                return Paragraph::new(text.clone())
+                    .wrap(Wrap { trim: true })
+                    .block(Block::new().borders(Borders::TOP).title(" victims "));
+            }
+        };
+        let t = &ranked.tables;
+        let (v_lost, c_lost) = ranked.overflow;
+        let lost = if v_lost + c_lost > 0 {
+            format!(", not in the tables: {v_lost} waits, {c_lost} culprit charges")
+        } else {
+            String::new()
+        };
+        let title = format!(
+            " victims by {} (s: sort), {scope}: {} tasks, {} waits{lost} ",
+            state.sort.title(),
+            t.totals.0,
+            t.waits
+        );
+        let width = area.width as usize;
+        let rows = area.height.saturating_sub(CHROME) as usize;
+        let (nv, nc) = split_rows(rows, t.victims.len(), t.culprits.len());
+        let bold = Style::new().add_modifier(Modifier::BOLD);
+        let mut lines = vec![Line::styled(
+            format!(
+                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  BEHIND (LONGEST)",
+                "COMM", "TID", "WAITS", "TOTAL", "AVG", "MAX"
+            ),
+            bold,
+        )];
+        if t.victims.is_empty() {
+            lines.push(Line::from("no waits"));
+        }
+        let throttled = state.throttled_shown();
+        lines.extend(
+            t.victims[..nv]
+                .iter()
+                .map(|r| row(r, width, throttled, true)),
+        );
+        // The culprit rule, where culprits are shown (docs/victims.md).
+        lines.push(Line::styled(
+            format!(
+                "{:<FIXED$}  VICTIM (LONGEST)",
+                "culprits: held the CPU when the wait ended"
+            ),
+            bold,
+        ));
+        lines.extend(
+            t.culprits[..nc]
+                .iter()
+                .map(|r| row(r, width, throttled, false)),
+        );
+        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(title))
+    }
+}
+
+/// How many victim and culprit rows fit in `rows`: half each, and what one
+/// table cannot use goes to the other.
+fn split_rows(rows: usize, victims: usize, culprits: usize) -> (usize, usize) {
+    let nv = victims.min(rows.div_ceil(2));
+    let nc = culprits.min(rows - nv);
+    let nv = victims.min(rows - nc);
+    (nv, nc)
+}
+
+/// One task's row; idle tasks are TID 0, named swapper/CPU, and say what
+/// their waits were: "throttled" (the victim's cgroup used its quota) or
+/// "idle wake" (woken onto an idle CPU); `?` explains both.
+fn row(r: &Row, width: usize, throttled: &HashSet<u32>, victim: bool) -> Line<'static> {
+    let room = width.saturating_sub(FIXED + 2);
+    let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();
+    // The other task: "comm pid/tid" when there is room, else "comm/tid".
+    let other = if victim && r.other.tid == 0 {
+        // "swapper/1 (throttled)", or without the CPU at 80 columns.
+        let name = if room >= 28 {
+            task::comm(&r.other)
+        } else {
+            "swapper".to_string()
+        };
+        format!("{name} ({})", idle(r.task.tgid))
+    } else if r.other.tid == 0 || room >= 28 {
+        task::short(&r.other)
+    } else {
+        format!("{}/{}", task::comm(&r.other), r.other.tid)
+    };
+    let comm: String = if !victim && r.task.tid == 0 {
+        format!("({})", idle(r.other.tgid))
+    } else {
+        task::comm(&r.task).chars().take(15).collect()
+    };
+    Line::from(format!(
+        "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {other}",
+        r.task.tid,
+        r.count,
+        fmt_ns(r.total_ns),
+        fmt_ns(r.avg_ns()),
+        fmt_ns(r.max_ns),
+    ))
+}

@@ -1,0 +1,507 @@
+//! One interval of the victims mode, for people (three tables, perf sched
+//! latency style) or as one JSON object (docs/json.md,
+//! `schedlat.victims.v1`).
+
+use std::{collections::HashSet, fmt::Write as _, time::Duration};
+
+use serde::Serialize;
+
+use crate::{
+    analysis::{
+        fmt_ns,
+        task::{self, IdleWait, TaskJson},
+        victims::{ProcessRow, Row, SortKey, Tables},
+    },
+    collect::victims::Interval,
+    kernel::hook::HookMode,
+    sys::clock::{WallClock, local_time_us},
+};
+
+pub const SCHEMA: &str = "schedlat.victims.v1";
+
+/// Everything one report shows.
+pub struct Report<'a> {
+    /// Processes whose cgroup was throttled in the interval: their waits
+    /// that ended on an idle CPU were throttling (task::IdleWait).
+    pub throttled: &'a HashSet<u32>,
+    pub hook: HookMode,
+    pub tables: &'a Tables,
+    pub interval: &'a Interval,
+    pub elapsed: Duration,
+    pub clock: WallClock,
+    pub sort: SortKey,
+    pub max_tasks: u32,
+    pub last: bool,
+}
+
+const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU PRE% MIG%";
+
+pub fn text(r: &Report) -> String {
+    let mut out = String::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let by = r.sort.title();
+    let _ = writeln!(
+        out,
+        "\n{} victims over {:.2} s (tasks that waited for a CPU), by {by}:",
+        &local_time_us(now)[..8],
+        r.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX");
+    for row in &r.tables.victims {
+        task_row(&mut out, row, r, true);
+    }
+    more(&mut out, r.tables.totals.0, r.tables.victims.len());
+    let _ = writeln!(
+        out,
+        "culprits (the task on the CPU when a wait ended), by {by}:"
+    );
+    let _ = writeln!(out, "{CULPRIT_RULE}");
+    let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX");
+    for row in &r.tables.culprits {
+        task_row(&mut out, row, r, false);
+    }
+    more(&mut out, r.tables.totals.1, r.tables.culprits.len());
+    let _ = writeln!(out, "culprit processes, by {by}:");
+    let _ = writeln!(
+        out,
+        "     PID COMM             THREADS    WAITS      TOTAL        AVG        MAX"
+    );
+    for p in &r.tables.processes {
+        process_row(&mut out, p);
+    }
+    more(&mut out, r.tables.totals.2, r.tables.processes.len());
+    out.push_str(&summary(r));
+    out
+}
+
+/// The culprit rule, said where culprits are shown (docs/victims.md).
+pub const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
+
+/// A victim row names its longest wait's culprit; a culprit row its
+/// longest victim, and for the idle task what its waits were.
+fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
+    let other = if victim {
+        task::culprit(&row.other, row.task.tgid, r.throttled)
+    } else {
+        task::short(&row.other)
+    };
+    let idle = if !victim && row.task.tid == 0 {
+        format!("  {}", IdleWait::of(row.other.tgid, r.throttled).label())
+    } else {
+        String::new()
+    };
+    // Shares of the row's waits that were preempted and migrated (the
+    // rest of the waits woke, or were a new task's first); "-" where the
+    // load did not split them.
+    let pct = |share: f64| format!("{:.0}%", share * 100.0);
+    let (pre, mig) = row.causes().map_or(("-".into(), "-".into()), |c| {
+        (pct(c.preempted), pct(c.migrated))
+    });
+    let _ = writeln!(
+        out,
+        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",
+        row.task.tid,
+        row.task.tgid,
+        task::comm(&row.task),
+        task::sched_label(&row.task),
+        row.count,
+        fmt_ns(row.total_ns),
+        fmt_ns(row.avg_ns()),
+        fmt_ns(row.max_ns),
+        local_time_us(r.clock.unix_ns(row.max_at_ns)),
+        row.max_cpu,
+        pre,
+        mig,
+        other,
+        task::sched_label(&row.other),
+    );
+}
+
+fn process_row(out: &mut String, p: &ProcessRow) {
+    let name = if p.pid == 0 {
+        "(idle)".to_string()
+    } else {
+        task::comm(&p.comm)
+    };
+    let _ = writeln!(
+        out,
+        "{:>8} {:<16} {:>7} {:>8} {:>10} {:>10} {:>10}",
+        p.pid,
+        name,
+        p.threads,
+        p.count,
+        fmt_ns(p.total_ns),
+        fmt_ns(p.avg_ns()),
+        fmt_ns(p.max_ns)
+    );
+}
+
+fn more(out: &mut String, total: usize, shown: usize) {
+    if total > shown {
+        let _ = writeln!(out, "  ... {} more (--top)", total - shown);
+    }
+}
+
+/// e.g. `total 2000 waits of 3 tasks, 80.1 ms waited; not in the tables
+/// (full at --max-tasks 10240): 0 waits, 0 culprit charges; dropped 0 (TID >
+/// pid_max), discarded 0 (negative delta)`
+fn summary(r: &Report) -> String {
+    let c = &r.interval.counters;
+    format!(
+        "total {} waits of {} tasks, {} waited; not in the tables (full at --max-tasks {}): {} waits, {} culprit charges; dropped {} (TID > pid_max), discarded {} (negative delta)\n",
+        r.tables.waits,
+        r.tables.totals.0,
+        fmt_ns(r.tables.waited_ns),
+        r.max_tasks,
+        c.victims_overflow,
+        c.culprits_overflow,
+        r.interval.untracked_tid,
+        r.interval.discarded_negative,
+    )
+}
+
+#[derive(Serialize)]
+struct Json {
+    schema: &'static str,
+    hook: HookMode,
+    time_unix_ns: u128,
+    interval_ns: u128,
+    last: bool,
+    sort: SortKey,
+    count: u64,
+    sum_ns: u64,
+    tasks: usize,
+    overflow: Overflow,
+    dropped: Dropped,
+    discarded: Discarded,
+    victims: Vec<RowJson>,
+    culprits: Vec<RowJson>,
+    culprit_processes: Vec<ProcessJson>,
+    /// Rows before --top: victims, culprits, culprit processes.
+    rows: RowCounts,
+}
+
+#[derive(Serialize)]
+struct Overflow {
+    max_tasks: u32,
+    victim_waits: u64,
+    culprit_waits: u64,
+}
+
+#[derive(Serialize)]
+struct Dropped {
+    untracked_tid: u64,
+}
+
+#[derive(Serialize)]
+struct Discarded {
+    negative_delta: u64,
+}
+
+#[derive(Serialize)]
+struct RowCounts {
+    victims: usize,
+    culprits: usize,
+    culprit_processes: usize,
+}
+
+#[derive(Serialize)]
+struct RowJson {
+    #[serde(flatten)]
+    task: TaskJson,
+    count: u64,
+    total_ns: u64,
+    avg_ns: u64,
+    max_ns: u64,
+    max_time_unix_ns: u64,
+    max_cpu: u32,
+    /// Victims: the culprit of the longest wait; culprits: its victim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_culprit: Option<TaskJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_victim: Option<TaskJson>,
+    /// When the culprit is an idle task (victims: of the longest wait;
+    /// culprits: the row's own task): what the wait was, "throttled" or
+    /// "woken-onto-idle-cpu".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_wait: Option<IdleWait>,
+    /// The row's waits by how they began and where they ended; null when
+    /// the load did not split them.
+    causes: Option<RowCausesJson>,
+}
+
+/// Waits of one class, and their share of the row's waits.
+#[derive(Serialize)]
+struct KindJson {
+    count: u64,
+    share: f64,
+}
+
+#[derive(Serialize)]
+struct RowCausesJson {
+    woken: KindJson,
+    new: KindJson,
+    preempted: KindJson,
+    migrated: KindJson,
+}
+
+fn row_causes(row: &Row) -> Option<RowCausesJson> {
+    let c = row.causes()?;
+    let kind = |count, share| KindJson { count, share };
+    Some(RowCausesJson {
+        woken: kind(row.kinds[0], c.woken),
+        new: kind(row.kinds[1], c.new),
+        preempted: kind(row.kinds[2], c.preempted),
+        migrated: kind(row.migrated, c.migrated),
+    })
+}
+
+#[derive(Serialize)]
+struct ProcessJson {
+    pid: u32,
+    comm: String,
+    threads: usize,
+    count: u64,
+    total_ns: u64,
+    avg_ns: u64,
+    max_ns: u64,
+}
+
+fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
+    let other = TaskJson::from(&row.other);
+    let (culprit, victim_pid) = if victim {
+        (&row.other, row.task.tgid)
+    } else {
+        (&row.task, row.other.tgid)
+    };
+    RowJson {
+        task: TaskJson::from(&row.task),
+        count: row.count,
+        total_ns: row.total_ns,
+        avg_ns: row.avg_ns(),
+        max_ns: row.max_ns,
+        max_time_unix_ns: r.clock.unix_ns(row.max_at_ns),
+        max_cpu: row.max_cpu,
+        max_culprit: victim.then(|| other.clone()),
+        max_victim: (!victim).then_some(other),
+        idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
+        causes: row_causes(row),
+    }
+}
+
+pub fn json(r: &Report) -> String {
+    let t = r.tables;
+    let c = &r.interval.counters;
+    let doc = Json {
+        schema: SCHEMA,
+        hook: r.hook,
+        time_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+        interval_ns: r.elapsed.as_nanos(),
+        last: r.last,
+        sort: r.sort,
+        count: t.waits,
+        sum_ns: t.waited_ns,
+        tasks: t.totals.0,
+        overflow: Overflow {
+            max_tasks: r.max_tasks,
+            victim_waits: c.victims_overflow,
+            culprit_waits: c.culprits_overflow,
+        },
+        dropped: Dropped {
+            untracked_tid: r.interval.untracked_tid,
+        },
+        discarded: Discarded {
+            negative_delta: r.interval.discarded_negative,
+        },
+        victims: t.victims.iter().map(|v| row_json(v, r, true)).collect(),
+        culprits: t.culprits.iter().map(|c| row_json(c, r, false)).collect(),
+        culprit_processes: t
+            .processes
+            .iter()
+            .map(|p| ProcessJson {
+                pid: p.pid,
+                comm: if p.pid == 0 {
+                    "(idle)".to_string()
+                } else {
+                    task::comm(&p.comm)
+                },
+                threads: p.threads,
+                count: p.count,
+                total_ns: p.total_ns,
+                avg_ns: p.avg_ns(),
+                max_ns: p.max_ns,
+            })
+            .collect(),
+        rows: RowCounts {
+            victims: t.totals.0,
+            culprits: t.totals.1,
+            culprit_processes: t.totals.2,
+        },
+    };
+    serde_json::to_string(&doc).expect("JSON values serialize") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::victims::WaitStats;
+
+    use super::*;
+    use crate::analysis::{task::tests::task, victims::rank};
+
+    fn report_of(interval: &Interval, tables: &Tables, f: fn(&Report) -> String) -> String {
+        report_throttled(interval, tables, &HashSet::new(), f)
+    }
+
+    fn report_throttled(
+        interval: &Interval,
+        tables: &Tables,
+        throttled: &HashSet<u32>,
+        f: fn(&Report) -> String,
+    ) -> String {
+        let r = Report {
+            throttled,
+            hook: HookMode::Btf,
+            tables,
+            interval,
+            elapsed: Duration::from_secs(1),
+            clock: WallClock::now(),
+            sort: SortKey::Max,
+            max_tasks: 10_240,
+            last: true,
+        };
+        f(&r)
+    }
+
+    fn scenario() -> Interval {
+        let hog = task(917, 917, "cal.sh", 0, 0, 0);
+        let victim = task(943, 943, "cyclictest", 0, 0, 0);
+        Interval {
+            victims: vec![WaitStats {
+                task: victim,
+                count: 2000,
+                total_ns: 80_000_000,
+                max_ns: 3_120_000,
+                max_other: hog,
+                max_cpu: 3,
+                kinds: [1500, 0, 500],
+                migrated: 100,
+                ..Default::default()
+            }],
+            culprits: vec![WaitStats {
+                task: hog,
+                count: 300,
+                total_ns: 40_000_000,
+                max_ns: 3_120_000,
+                max_other: victim,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn text_names_victim_worst_wait_and_culprit() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let out = report_of(&i, &t, text);
+        let line = out.lines().find(|l| l.contains("cyclictest")).unwrap();
+        assert!(
+            line.contains("3.12 ms") && line.contains("cal.sh 917/917 normal 0"),
+            "{out}"
+        );
+        assert!(out.contains("culprit processes"), "{out}");
+        assert!(out.contains("total 2000 waits of 1 tasks"), "{out}");
+        // 500 of 2000 preempted, 100 migrated; the culprit's row unsplit.
+        assert!(line.contains("    3  25%   5%  cal.sh"), "{out}");
+        assert!(out.contains(" CPU PRE% MIG%  CULPRIT OF MAX"), "{out}");
+        let hog = out.lines().find(|l| l.starts_with("     917")).unwrap();
+        assert!(hog.contains("    -    -  cyclictest"), "{out}");
+    }
+
+    #[test]
+    fn json_carries_the_culprit_of_the_worst_wait() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["victims"][0]["comm"], "cyclictest");
+        assert_eq!(v["victims"][0]["max_culprit"]["comm"], "cal.sh");
+        assert!(v["victims"][0].get("max_victim").is_none());
+        assert_eq!(v["culprits"][0]["max_victim"]["pid"], 943);
+        assert_eq!(v["culprit_processes"][0]["threads"], 1);
+        assert_eq!(v["overflow"]["victim_waits"], 0);
+        assert_eq!(v["sort"], "max");
+        let causes = &v["victims"][0]["causes"];
+        assert_eq!(causes["woken"]["count"], 1500);
+        assert_eq!(causes["preempted"]["share"], 0.25);
+        assert_eq!(causes["migrated"]["share"], 0.05);
+        assert_eq!(causes["new"]["count"], 0);
+        assert!(v["culprits"][0]["causes"].is_null());
+    }
+
+    /// Issue 19: waits that ended on an idle CPU say what they were, in
+    /// the text and the JSON, and the culprit rule is stated.
+    #[test]
+    fn idle_culprits_say_throttled_or_woken() {
+        let idle = task(0, 0, "swapper/1", 0, 0, 0);
+        let boxed = task(500, 500, "worker", 0, 0, 0);
+        let sleeper = task(600, 600, "sleeper", 0, 0, 0);
+        let victim = |t, n| WaitStats {
+            task: t,
+            count: n,
+            total_ns: n * 1_000_000,
+            max_ns: 2_000_000,
+            max_other: idle,
+            max_cpu: 1,
+            ..Default::default()
+        };
+        let i = Interval {
+            victims: vec![victim(boxed, 50), victim(sleeper, 10)],
+            culprits: vec![WaitStats {
+                task: idle,
+                count: 60,
+                total_ns: 60_000_000,
+                max_ns: 2_000_000,
+                max_other: boxed,
+                max_cpu: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = rank(&i.victims, &i.culprits, SortKey::Total, 20);
+        let throttled = HashSet::from([500]);
+        let out = report_throttled(&i, &t, &throttled, text);
+        let line = |name: &str| out.lines().find(|l| l.contains(name)).unwrap().to_string();
+        assert!(
+            line(" worker ").contains("swapper/1 (throttled: cgroup quota)"),
+            "{out}"
+        );
+        assert!(
+            line(" sleeper ").contains("swapper/1 (idle: woken onto an idle CPU)"),
+            "{out}"
+        );
+        let idle_row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("0 "))
+            .unwrap();
+        assert!(idle_row.ends_with("(throttled: cgroup quota)"), "{out}");
+        assert!(
+            out.contains("whoever held the CPU when the wait ended"),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&report_throttled(&i, &t, &throttled, json)).unwrap();
+        assert_eq!(v["victims"][0]["idle_wait"], "throttled");
+        assert_eq!(v["victims"][1]["idle_wait"], "woken-onto-idle-cpu");
+        assert_eq!(v["culprits"][0]["idle_wait"], "throttled");
+        // A busy culprit has no idle_wait.
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        assert!(v["victims"][0].get("idle_wait").is_none());
+    }
+}
