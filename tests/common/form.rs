@@ -72,9 +72,9 @@ pub fn samples(page: &str) -> Vec<Sample> {
 }
 
 /// The kind of a line of text output: its leading words with every number
-/// (times, PIDs, counts, percentages, ranges) as `#`; table rows (three or
-/// more bare numbers among the first five words: histogram slots, tasks,
-/// events) are all `row`; a `label:` line is its label; `...` (a cut) is
+/// (times, PIDs, counts, percentages, ranges) as `#`; table rows (a number
+/// first, and three or more bare numbers among the first eight words:
+/// histogram slots, tasks, events) are all `row`; a `label:` line is its label; `...` (a cut) is
 /// itself. Blank lines are "".
 pub fn kind(line: &str) -> String {
     let line = line.trim();
@@ -83,7 +83,8 @@ pub fn kind(line: &str) -> String {
     }
     let masked = mask_numbers(line);
     let words: Vec<&str> = masked.split_whitespace().collect();
-    if words.iter().take(5).filter(|w| **w == "#").count() >= 3 {
+    // A task's name may hold spaces and digits (rustc's `lto cgu.08`).
+    if words[0] == "#" && words.iter().take(8).filter(|w| **w == "#").count() >= 3 {
         return "row".into();
     }
     if words[0].ends_with(':') && words[0] != "schedlat:" {
@@ -252,6 +253,11 @@ mod tests {
             "row"
         );
         assert_eq!(kind("200 waits of at least 1.00 ms; lost 0"), "# waits of");
+        assert_eq!(
+            kind("   18190   18054 lto cgu.08       normal 0         12    20.1 ms"),
+            "row"
+        );
+        assert_eq!(kind("13:28:44 victims over 5.01 s (tasks that"), "# victims over");
         assert_eq!(
             metric_kind(r#"schedlat_info{hook="tp_btf",version="0.1.0"} 1"#),
             "schedlat_info{hook,version}"
