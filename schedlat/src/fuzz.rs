@@ -356,7 +356,7 @@ fn fuzz_compare_input() {
 
 #[test]
 fn fuzz_http_accept_negotiation() {
-    use crate::commands::serve::negotiate::negotiate;
+    use crate::export::negotiate::negotiate;
     fuzz("accept", |data| {
         let accept = text(data);
         let content_type = negotiate(Some(&accept)).content_type();

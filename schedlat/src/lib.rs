@@ -19,8 +19,10 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
+mod export;
 #[cfg(test)]
 mod fuzz;
+mod histogram;
 mod kernel;
 mod output;
 pub mod sys;

@@ -18,7 +18,7 @@
 use serde::Serialize;
 
 use super::percentiles::share_at_least;
-use crate::collect::histogram::Waits;
+use crate::histogram::Waits;
 
 /// Significance level for "beyond noise".
 pub const ALPHA: f64 = 0.001;

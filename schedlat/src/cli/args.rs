@@ -13,11 +13,12 @@ use crate::{
         diagnose::DiagnoseOptions,
         recorder::{RecorderOptions, Trigger},
         replay::ReplayOptions,
-        serve::{KeyBuckets, Pins, ServeOptions, listen},
+        serve::{Pins, ServeOptions, listen},
         slow::{SlowOptions, parse_duration_ns},
         top::TopOptions,
         victims::{DEFAULT_MAX_TASKS, VictimsOptions},
     },
+    export::key_buckets::KeyBuckets,
     kernel::{filter::FilterSpec, modes::Keyed},
 };
 
@@ -213,9 +214,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     pub fn options(&self) -> ServeOptions {
         ServeOptions {
-            ring: self
-                .ring
-                .options(crate::collect::histogram::Unit::Usecs, None),
+            ring: self.ring.options(crate::histogram::Unit::Usecs, None),
             listen: self.listen,
             keyed: self.keyed(),
             max_series: self.max_series,
@@ -394,7 +393,7 @@ impl RingArgs {
     /// (`record --ring-cgroups`; serve's ring keeps the total).
     pub fn options(
         &self,
-        unit: crate::collect::histogram::Unit,
+        unit: crate::histogram::Unit,
         cgroups: Option<u32>,
     ) -> Option<RecorderOptions> {
         Some(RecorderOptions {

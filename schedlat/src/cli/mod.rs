@@ -10,8 +10,8 @@ pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopAr
 use clap::Parser;
 
 use crate::{
-    collect::histogram::Unit,
     commands::run::HistogramOptions,
+    histogram::Unit,
     kernel::{
         filter::FilterSpec,
         hook::HookChoice,

@@ -12,12 +12,15 @@ use std::{
 
 use schedlat_common::causes::{Cause, DEPTH, HELD_BY, PLACEMENT};
 
-use super::{causes::CauseCounts, tracer::Tracer};
-use crate::kernel::{
-    filter::{Filter, FilterSpec},
-    hook::HookChoice,
-    loader::KernelSources,
-    modes::{Keyed, Modes},
+use super::tracer::Tracer;
+use crate::{
+    histogram::CauseCounts,
+    kernel::{
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelSources,
+        modes::{Keyed, Modes},
+    },
 };
 
 /// Loads in `hook` with `modes`, for the whole system; None (skipped, said

@@ -5,11 +5,10 @@
 //! here.
 
 use super::{
-    histogram::Waits,
     tracer::Tracer,
     victims::{self, Collector},
 };
-use crate::collect::error::ReadError;
+use crate::{collect::error::ReadError, histogram::Waits};
 
 /// The histogram's intervals: the running totals at the last interval end.
 #[derive(Debug, Default)]

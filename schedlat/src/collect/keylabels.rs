@@ -8,16 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use schedlat_common::{
-    NR_BUCKETS, NR_LOG2_SLOTS,
-    scope::{Breakdown, KeyStats},
-};
+use schedlat_common::scope::{Breakdown, KeyStats};
 
 use crate::{
-    collect::{
-        causes::{CauseCounts, Measurable},
-        histogram::Waits,
-    },
+    histogram::{CauseCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits},
     kernel::{
         cgroupfs::Hierarchy,
         filter::{comm_str, is_alive},

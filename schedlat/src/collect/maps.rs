@@ -6,12 +6,13 @@ use schedlat_common::{CpuStats, Extremes, causes::CauseStats, names, scope::KeyS
 
 use super::{
     batch::{self, Entries},
-    causes::CauseCounts,
-    histogram::Waits,
     tracer::Tracer,
     whole,
 };
-use crate::collect::error::ReadError;
+use crate::{
+    collect::error::ReadError,
+    histogram::{CauseCounts, Waits},
+};
 
 impl Tracer {
     /// Ends the current interval: flips the kernel's extremes epoch, then

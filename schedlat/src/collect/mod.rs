@@ -4,11 +4,9 @@
 
 pub mod batch;
 pub mod bpf_cost;
-pub mod causes;
 #[cfg(test)]
 mod causes_live;
 pub mod error;
-pub mod histogram;
 pub mod interval;
 pub mod keylabels;
 mod maps;

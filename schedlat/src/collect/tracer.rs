@@ -5,14 +5,16 @@
 
 use aya::Ebpf;
 
-use crate::kernel::{
-    causes::Measurable,
-    cgroupfs::Hierarchy,
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    loader::{self, KernelSources, Loaded},
-    modes::Modes,
+use crate::{
+    histogram::Measurable,
+    kernel::{
+        cgroupfs::Hierarchy,
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        loader::{self, KernelSources, Loaded},
+        modes::Modes,
+    },
 };
 
 /// The loaded and attached programs, and the maps userspace reads.

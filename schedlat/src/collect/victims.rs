@@ -15,7 +15,10 @@ use schedlat_common::{
 };
 
 use super::interval::HistogramInterval;
-use crate::collect::{error::ReadError, histogram::Waits, tracer::Tracer};
+use crate::{
+    collect::{error::ReadError, tracer::Tracer},
+    histogram::Waits,
+};
 
 /// A program that read the old epoch runs to its end within microseconds
 /// (sched tracepoints run with interrupts off); this is far longer.

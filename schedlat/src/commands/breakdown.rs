@@ -16,10 +16,10 @@ use crate::{
     },
     collect::{
         error::ReadError,
-        histogram::{Unit, Waits},
         keylabels::{KeyLabels, waits_of},
         tracer::Tracer,
     },
+    histogram::{Unit, Waits},
     kernel::modes::Keyed,
     output::{self, text},
 };
@@ -349,7 +349,7 @@ mod tests {
     fn each_key_gets_its_causes_line_and_object() {
         use schedlat_common::causes::{Cause, KeyCauses};
 
-        use crate::collect::causes::{CauseCounts, Measurable};
+        use crate::histogram::{CauseCounts, Measurable};
         let mut r = row(42, &[3, 5, 9]);
         let mut key = KeyCauses::ZERO;
         key.count[Cause::Preempted as usize] = 3;

@@ -17,8 +17,8 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    collect::histogram::Waits,
     commands::stdout,
+    histogram::Waits,
     output::{
         json::{self, Interval},
         recording::Scope,
@@ -269,7 +269,7 @@ fn tables(before: &Recording, after: &Recording) -> String {
         if r.unit == "msecs" {
             r.waits.log2_slots()
         } else {
-            log2_from_buckets(&r.waits, MSECS)
+            r.waits.log2_slots_in(MSECS)
         }
     };
     let which = if before.unit == "msecs" {
@@ -281,20 +281,6 @@ fn tables(before: &Recording, after: &Recording) -> String {
         "(the {which} recording is in usecs: its table is rebuilt in msecs from its fine buckets)\n{}",
         side_by_side(&slots(before), &slots(after), "msecs")
     )
-}
-
-/// runqlat's log2 slots in `unit_ns` from the fine buckets, each bucket
-/// placed by its midpoint (the fine buckets are 1/8 of a power of two wide,
-/// so a slot boundary is off by at most that).
-fn log2_from_buckets(waits: &Waits, unit_ns: u64) -> Vec<u64> {
-    let mut slots = vec![0u64; schedlat_common::NR_LOG2_SLOTS];
-    for (_, low, high, count) in waits.nonempty_buckets() {
-        let mid = low + (high - low) / 2;
-        slots[schedlat_common::log2_slot(mid / unit_ns)] += count;
-    }
-    let used = slots.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
-    slots.truncate(used);
-    slots
 }
 
 /// Two runqlat tables next to each other, bars 20 wide.
@@ -392,7 +378,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        collect::histogram::Unit,
+        histogram::Unit,
         kernel::hook::HookMode,
         output::{Report, recording::Scope},
     };

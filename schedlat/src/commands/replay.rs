@@ -17,7 +17,7 @@ use crate::{
         slice::Slice,
         task,
     },
-    collect::histogram::Waits,
+    histogram::Waits,
     output::{dump, text},
     sys::clock::local_time_us,
 };

@@ -8,13 +8,14 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::slice::Slice,
-    collect::{histogram::Unit, interval::HistogramInterval},
+    collect::interval::HistogramInterval,
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
         session::{self, Intervals, Signals},
         stdout,
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{
         self, Report,

@@ -15,7 +15,7 @@ use crate::{
         shape::{self, Shape},
         slice::Slice,
     },
-    collect::histogram::{Unit, Waits},
+    histogram::{Unit, Waits},
     kernel::hook::HookMode,
 };
 

@@ -30,12 +30,13 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank},
     },
-    collect::{histogram::Waits, interval::Source},
+    collect::interval::Source,
     commands::{
         session::Signals,
         stdout,
         victims::{self, DEFAULT_MAX_TASKS},
     },
+    histogram::Waits,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,

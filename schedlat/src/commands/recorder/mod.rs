@@ -20,11 +20,12 @@ pub use trigger::Trigger;
 
 pub use self::{flight::Flight, writer::Refused};
 use crate::{
-    collect::{histogram::Unit, slow::SlowEvents},
+    collect::slow::SlowEvents,
     commands::{
         run::Ended,
         session::{self, Signals},
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess},
 };
 

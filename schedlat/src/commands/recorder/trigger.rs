@@ -5,8 +5,8 @@
 
 use crate::{
     analysis::{fmt_ns, percentiles::quantile_ns, recording::Second},
-    collect::histogram::Waits,
     commands::slow::parse_duration_ns,
+    histogram::Waits,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,7 +3,7 @@
 //! scrapes many hosts.
 //!
 //! The kernel keeps one cumulative histogram per key since load; here each
-//! is folded into the per-key layout (`--key-buckets`, buckets.rs) and
+//! is folded into the per-key layout (`--key-buckets`, histogram/layout.rs) and
 //! handed out in intervals: what a key waited since the previous scrape.
 //! The rules:
 //!
@@ -28,62 +28,16 @@
 //! - Labels are fixed when a key first gets a series (a process' comm then,
 //!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
 
-use schedlat_common::scope::{Breakdown, KeyStats};
+use schedlat_common::scope::KeyStats;
 
-use super::{
-    buckets::Layout,
-    slots::{Key, Slots},
-};
+use super::slots::{Key, Slots};
 use crate::{
-    collect::{causes::CauseCounts, histogram::Waits, keylabels::KeyLabels},
-    kernel::causes::Measurable,
+    export::{
+        families::KeyedScrape,
+        model::{Folded, Labels},
+    },
+    histogram::{CauseCounts, Measurable, layout::Layout},
 };
-
-/// The label value of the overflow series.
-pub const OVERFLOW: &str = "__overflow__";
-
-pub type Labels = Vec<(&'static str, String)>;
-
-/// Waits folded into an export layout: per bucket (the last `+Inf`) and
-/// their sum.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Folded {
-    pub buckets: Vec<u64>,
-    pub sum_ns: u64,
-    /// The cause split of the same waits, where the kernel keeps it per
-    /// key (per cgroup; causes.rs).
-    pub causes: Option<CauseCounts>,
-}
-
-impl Folded {
-    pub fn of(layout: &Layout, waits: &Waits) -> Folded {
-        Folded {
-            buckets: layout.counts(&waits.buckets),
-            sum_ns: waits.sum_ns,
-            causes: waits.causes.clone(),
-        }
-    }
-
-    /// No waits, in a layout of `width` buckets.
-    fn empty(width: usize) -> Folded {
-        Folded {
-            buckets: vec![0; width],
-            sum_ns: 0,
-            causes: None,
-        }
-    }
-
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().sum()
-    }
-
-    fn add_causes(&mut self, more: &CauseCounts) {
-        match &mut self.causes {
-            Some(sum) => sum.merge(more),
-            None => self.causes = Some(more.clone()),
-        }
-    }
-}
 
 /// Which keys always get a series (`--pin`): PIDs, comms, or cgroup paths.
 #[derive(Clone, Debug, Default)]
@@ -135,38 +89,6 @@ pub struct KeyedSeries {
     active: Vec<Active>,
     shown: Vec<usize>,
     gone: Vec<u64>,
-}
-
-/// One scrape's keyed series.
-#[derive(Debug)]
-pub struct KeyedScrape {
-    /// The series in this scrape, ordered by key, then the overflow series
-    /// (only once it holds a wait).
-    pub series: Vec<(Labels, Folded)>,
-    /// Keys that waited since the previous scrape but got no series.
-    pub overflow_keys: u64,
-}
-
-/// The label names of a breakdown, and the values of its overflow series.
-pub fn overflow_labels(by: Breakdown) -> Labels {
-    match by {
-        Breakdown::Process => vec![("pid", OVERFLOW.into()), ("comm", OVERFLOW.into())],
-        _ => vec![("cgroup", OVERFLOW.into())],
-    }
-}
-
-/// A key's labels as exported: `cgroup="/path"`, or `pid="1234",
-/// comm="name"`.
-pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
-    match labels.by() {
-        Breakdown::Process => vec![("pid", key.to_string()), ("comm", labels.comm(key))],
-        _ => {
-            let path = labels
-                .cgroup_path(key)
-                .unwrap_or_else(|| format!("(removed, id {key})"));
-            vec![("cgroup", path)]
-        }
-    }
 }
 
 /// A key with new waits in this scrape; its new waits per bucket are its

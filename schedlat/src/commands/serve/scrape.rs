@@ -13,22 +13,24 @@ use std::{
 
 use schedlat_common::scope::{Breakdown, KeyStats};
 
-use super::{
-    buckets::KeyBuckets,
-    keyed::{self, KeyNames, KeyedSeries, Pins},
-    metrics::{BpfCost, ScrapeCost, Snapshot},
-    negotiate::Format,
-};
+use super::keyed::{KeyNames, KeyedSeries, Pins};
 use crate::{
     collect::{batch::Entries, bpf_cost, error::ReadError, keylabels::KeyLabels, tracer::Tracer},
-    kernel::filter::{Filter, comm_str, cpu_list_str},
+    export::{
+        encode::Format,
+        families::{BpfCost, KeyedScrape, Scrape, ScrapeCost},
+        key_buckets::KeyBuckets,
+        labels,
+        model::Labels,
+    },
+    kernel::filter::Filter,
 };
 
-pub struct Source {
+pub struct Scraper {
     /// Mutable for deleting the kernel entries of gone keys.
     tracer: RefCell<Tracer>,
     /// Labels of the one series: `pid` when filtered with -p, and `scope`.
-    labels: Vec<(&'static str, String)>,
+    labels: Labels,
     /// The filter's `scope` label, if any.
     scope: Option<(&'static str, String)>,
     /// With `--cgroups` or `--pids`.
@@ -72,8 +74,8 @@ impl KeyNames for Names<'_> {
         self.labels.saw(key, stats);
     }
 
-    fn labels(&mut self, key: u64) -> keyed::Labels {
-        keyed::key_labels(self.labels, key)
+    fn labels(&mut self, key: u64) -> Labels {
+        labels::key(self.labels, key)
     }
 
     fn exists(&mut self, key: u64) -> bool {
@@ -92,28 +94,6 @@ impl KeyNames for Names<'_> {
     }
 }
 
-/// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
-/// whole system.
-fn scope_label(filter: &Filter) -> Option<(&'static str, String)> {
-    let mut parts = Vec::new();
-    if let Some(pid) = filter.tgid {
-        parts.push(format!("pid={pid}"));
-    }
-    if let Some(tid) = filter.tid {
-        parts.push(format!("tid={tid}"));
-    }
-    if let Some(comm) = &filter.comm {
-        parts.push(format!("comm={}", comm_str(comm)));
-    }
-    if let Some(c) = &filter.cgroup {
-        parts.push(format!("cgroup={}", c.dir.display()));
-    }
-    if let Some(cpus) = &filter.cpus {
-        parts.push(format!("cpu={}", cpu_list_str(cpus)));
-    }
-    (!parts.is_empty()).then(|| ("scope", parts.join(",")))
-}
-
 /// This thread's CPU time, user and system, in seconds.
 fn thread_cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
@@ -125,14 +105,10 @@ fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-impl Source {
-    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Source {
-        let scope = scope_label(filter);
-        let mut labels: Vec<(&'static str, String)> = filter
-            .tgid
-            .map(|pid| vec![("pid", pid.to_string())])
-            .unwrap_or_default();
-        labels.extend(scope.clone());
+impl Scraper {
+    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Scraper {
+        let scope = labels::scope(filter);
+        let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
             RefCell::new(Keyed {
                 labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
@@ -149,7 +125,7 @@ impl Source {
             })
         });
         let target = filter.tgid.is_some() || filter.tid.is_some();
-        Source {
+        Scraper {
             tracer: RefCell::new(tracer),
             labels,
             scope,
@@ -176,14 +152,14 @@ impl Source {
     /// One scrape: read, encode, and note what it cost for the next one.
     pub fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
         let (start, cpu) = (Instant::now(), thread_cpu_seconds());
-        let mut snapshot = self.snapshot()?;
+        let mut scrape = self.scrape()?;
         let previous = self.cost.get();
         let scrapes = previous.map_or(0, |c| c.scrapes) + 1;
-        snapshot.cost = Some(ScrapeCost {
+        scrape.cost = Some(ScrapeCost {
             scrapes,
             ..previous.unwrap_or_default()
         });
-        let body = snapshot.encode(format);
+        let body = scrape.encode(format);
         self.cost.set(Some(ScrapeCost {
             seconds: start.elapsed().as_secs_f64(),
             cpu_seconds: thread_cpu_seconds() - cpu,
@@ -193,7 +169,7 @@ impl Source {
         Ok(body)
     }
 
-    pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
+    pub fn scrape(&self) -> Result<Scrape, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
@@ -208,24 +184,24 @@ impl Source {
             stats_enabled: bpf_cost::stats_sysctl(),
             programs: tracer.program_costs(),
         });
-        let mut snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
-        snapshot.target_alive = self.target_alive.as_ref().map(Cell::get);
+        let mut scrape = Scrape::system(tracer.mode(), waits, self.labels.clone(), bpf);
+        scrape.target_alive = self.target_alive.as_ref().map(Cell::get);
         Ok(match (keyed, &self.keyed) {
-            (Some(scrape), Some(k)) => {
+            (Some(series), Some(k)) => {
                 let k = k.borrow();
-                snapshot.with_keyed(
+                scrape.with_keyed(
                     k.labels.by(),
                     k.layout,
-                    scrape,
+                    series,
                     unkeyed,
                     self.scope.as_ref(),
                 )
             }
-            _ => snapshot,
+            _ => scrape,
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
+    fn read_keyed(&self, keyed: &mut Keyed) -> Result<KeyedScrape, ReadError> {
         let Keyed {
             labels,
             series,
@@ -241,7 +217,7 @@ impl Source {
         tracer.for_each_keyed(entries, CHUNK, |&key, stats| {
             series.feed(key, stats, &mut reading)
         })?;
-        let overflow = keyed::overflow_labels(reading.labels.by());
+        let overflow = labels::overflow(reading.labels.by());
         let mut names = Names {
             labels: reading.labels,
             tracer: Some(&mut tracer),

@@ -14,8 +14,10 @@
 
 use std::collections::HashMap;
 
-use super::keyed::{Folded, Labels};
-use crate::collect::causes::CauseCounts;
+use crate::{
+    export::model::{Folded, Labels},
+    histogram::CauseCounts,
+};
 
 /// One key's state across scrapes.
 pub struct Key {

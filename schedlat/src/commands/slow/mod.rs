@@ -14,13 +14,14 @@ use schedlat_common::victims::SlowEvent;
 
 use crate::{
     analysis::task::IdleWait,
-    collect::{histogram::Unit, slow::SlowEvents},
+    collect::slow::SlowEvents,
     commands::{
         run::Ended,
         session::{self, Signals},
         stdout,
         victims::watch_throttling,
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };

@@ -14,7 +14,8 @@ use crate::{
         percentiles::quantile_ns,
         victims::{SortKey, Tables, Totals, rank},
     },
-    collect::{histogram::Waits, victims::Interval},
+    collect::victims::Interval,
+    histogram::Waits,
     kernel::hook::HookMode,
 };
 

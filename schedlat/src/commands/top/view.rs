@@ -254,7 +254,7 @@ mod tests {
             min_ns: 10_000,
             max_ns: 3_000_000,
         };
-        let waits = crate::collect::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let waits = crate::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
         let mut s = State::new(HookMode::Btf, "all tasks".into(), Duration::from_secs(1));
         s.push(waits, Duration::from_secs(1));
         let worker = |tid| task(tid, 4000, "stress-ng-cpu", 0, 0, 0);
@@ -541,7 +541,7 @@ mod tests {
             min_ns: 3_000,
             max_ns: 20_000_000,
         };
-        let waits = crate::collect::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let waits = crate::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
         let mut s = known_state();
         s.push(waits, Duration::from_secs(1));
         s

@@ -18,7 +18,6 @@ pub use report::sort_name;
 use crate::{
     analysis::victims::{Row, SortKey, Tables, rank},
     collect::{
-        histogram::Unit,
         tracer::Tracer,
         victims::{Collector, Interval},
     },
@@ -27,6 +26,7 @@ use crate::{
         session::{self, Intervals, Signals},
         stdout,
     },
+    histogram::Unit,
     kernel::{
         cgroupfs::Mounts,
         error::LoadError,

@@ -5,8 +5,8 @@ use schedlat_common::{
 
 use super::*;
 use crate::{
-    collect::causes::{CauseCounts, Measurable},
     commands::diagnose::findings::ThreadWait,
+    histogram::{CauseCounts, Measurable},
 };
 
 const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);

@@ -1,7 +1,13 @@
 //! The rules of keyed.rs, on made-up kernel entries.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use schedlat_common::scope::Breakdown;
+
 use super::*;
+use crate::{
+    export::labels::{OVERFLOW, overflow as overflow_labels},
+    histogram::layout::LOG2,
+};
 
 /// `count` waits of `each_us` us each, as the kernel keeps them.
 fn stats(count: u64, each_us: u64) -> KeyStats {
@@ -38,7 +44,7 @@ impl KeyNames for Names {
 }
 
 fn series(max: u32, pins: Pins) -> KeyedSeries {
-    KeyedSeries::new(max, pins, &super::super::buckets::LOG2, None)
+    KeyedSeries::new(max, pins, &LOG2, None)
 }
 
 /// (label value, count) of each series.
@@ -133,12 +139,7 @@ fn buckets_and_sums_are_the_intervals_added_up() {
 /// counts of a cause add up to the kernel's over every series.
 #[test]
 fn cause_counts_follow_their_series_and_overflow() {
-    let mut s = KeyedSeries::new(
-        1,
-        Pins::default(),
-        &super::super::buckets::LOG2,
-        Some(Measurable::default()),
-    );
+    let mut s = KeyedSeries::new(1, Pins::default(), &LOG2, Some(Measurable::default()));
     let mut names = Names::default();
     let with_cause = |count: u64, each_us: u64, cause: usize| {
         let mut k = stats(count, each_us);
