@@ -14,12 +14,16 @@ use crate::{
         recorder::{RecorderOptions, Trigger},
         replay::ReplayOptions,
         serve::{Pins, ServeOptions, listen},
-        slow::{SlowOptions, parse_duration_ns},
+        slow::SlowOptions,
         top::TopOptions,
-        victims::{DEFAULT_MAX_TASKS, VictimsOptions},
+        victims::VictimsOptions,
     },
     export::key_buckets::KeyBuckets,
-    kernel::{filter::FilterSpec, modes::Keyed},
+    kernel::{
+        filter::FilterSpec,
+        modes::{DEFAULT_MAX_TASKS, Keyed},
+    },
+    sys::clock::parse_duration_ns,
 };
 
 /// `--max-keys`' range.

@@ -28,18 +28,16 @@ use crate::{
         percentiles::Percentiles,
         shape,
         slice::Slice,
-        victims::{SortKey, rank},
+        victims::{SortKey, rank, throttled_pids},
     },
-    collect::interval::Source,
-    commands::{
-        session::Signals,
-        stdout,
-        victims::{self, DEFAULT_MAX_TASKS},
-    },
+    collect::{interval::Source, tracer::Tracer},
+    commands::{session::Signals, stdout},
     histogram::Waits,
     kernel::{
+        cgroupfs::watch_throttling,
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
+        modes::DEFAULT_MAX_TASKS,
         privileges,
     },
     sys::{cgroup_of, procfs},
@@ -127,7 +125,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         // The same scope, in the kernel: the process, or the cgroup and below.
         let tracer_filter = Filter::resolve(filter)?;
         let (loaded, victims) =
-            victims::load_with_histogram(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
+            Tracer::load_with_victims(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
         tracer = Some((loaded, victims));
     } else {
         why_not_traced = Some(format!(
@@ -152,7 +150,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => None,
     };
     let start = Snapshot::take(&scope);
-    let mut throttle = victims::watch_throttling();
+    let mut throttle = watch_throttling();
     let started = Instant::now();
     let mut runnable = Vec::new();
     while started.elapsed() < window {
@@ -178,7 +176,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
                     throttle.end_interval();
-                    let throttled = victims::throttled_pids(&throttle, &tables);
+                    let throttled = throttled_pids(&throttle, &tables);
                     let mut a = Attribution::new(tables, (c.victims_overflow, c.culprits_overflow));
                     a.throttled = throttled;
                     Ok(a)

@@ -5,8 +5,8 @@
 
 use crate::{
     analysis::{fmt_ns, percentiles::quantile_ns, recording::Second},
-    commands::slow::parse_duration_ns,
     histogram::Waits,
+    sys::clock::parse_duration_ns,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -33,8 +33,7 @@ use crate::{
     collect::slow::SlowEvents,
     commands::{
         recorder::{Flight, RecorderOptions},
-        run::Ended,
-        session::{self, Signals},
+        session::{self, Ended, Signals},
     },
     export::key_buckets::KeyBuckets,
     kernel::{
