@@ -18,6 +18,7 @@ const LAYERS: &[&str] = &[
     "collect",
     "analysis",
     "output",
+    "recorder",
     "export",
     "commands",
     "cli",

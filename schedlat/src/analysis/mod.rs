@@ -2,6 +2,7 @@
 //! distribution (docs/shape.md), before/after comparison, and who waited
 //! behind whom (docs/victims.md).
 
+pub mod breakdown;
 pub mod causes;
 pub mod compare;
 pub mod percentiles;

@@ -244,12 +244,14 @@ fn breakdown_keys_carry_their_split() {
         return;
     };
     contend(Duration::from_millis(800));
-    let keys = tracer.read_keyed().unwrap();
+    let mut keys = Vec::new();
+    let mut buf = super::batch::Entries::default();
+    (tracer.for_each_keyed(&mut buf, 256, |k, v| keys.push((*k, *v)))).unwrap();
     let m = tracer.measurable;
     let mut total = CauseCounts::zero(m.unwrap(), false);
     let mut waits = 0u64;
     for (_, stats) in &keys {
-        let w = super::keylabels::waits_of(stats, m);
+        let w = super::key_intervals::waits_of(stats, m);
         waits += w.count();
         total.merge(w.causes.as_ref().unwrap());
     }

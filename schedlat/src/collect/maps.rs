@@ -61,22 +61,6 @@ impl Tracer {
         Ok((stats, ended))
     }
 
-    /// Every key's cumulative histogram (`--pids`, `--cgroups`...): empty
-    /// unless a breakdown is on.
-    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
-        let mut entries = Entries::default();
-        self.read_keyed_into(&mut entries)?;
-        Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
-    }
-
-    /// [`Tracer::read_keyed`] into buffers kept between reads, in a few
-    /// syscalls (batch.rs): what a scrape of thousands of keys needs.
-    pub fn read_keyed_into(&self, out: &mut Entries<u64, KeyStats>) -> Result<(), ReadError> {
-        let name = names::MAP_KEYED;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::read(map, out).map_err(|error| ReadError::Map { name, error })
-    }
-
     /// Every key's cumulative histogram handed to `each`, `chunk` keys per
     /// syscall through `buf` (batch.rs): what a scrape of thousands of
     /// keys needs.

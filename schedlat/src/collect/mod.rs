@@ -8,6 +8,8 @@ pub mod bpf_cost;
 mod causes_live;
 pub mod error;
 pub mod interval;
+pub mod key_intervals;
+mod key_slots;
 pub mod keylabels;
 mod maps;
 pub mod slow;

@@ -8,7 +8,7 @@ use schedlat_common::scope::Breakdown;
 
 use super::model::Labels;
 use crate::{
-    collect::keylabels::KeyLabels,
+    collect::keylabels::{KeyLabels, task_comm},
     kernel::filter::{Filter, comm_str, cpu_list_str},
 };
 
@@ -24,10 +24,10 @@ pub fn overflow(by: Breakdown) -> Labels {
 }
 
 /// A key's labels as exported: `cgroup="/path"`, or `pid="1234",
-/// comm="name"`.
-pub fn key(labels: &mut KeyLabels, key: u64) -> Labels {
+/// comm="name"` (`comm`: the name the kernel stored with the key).
+pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
     match labels.by() {
-        Breakdown::Process => vec![("pid", key.to_string()), ("comm", labels.comm(key))],
+        Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
         _ => {
             let path = labels
                 .cgroup_path(key)

@@ -10,6 +10,9 @@
 //!   overflow series;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
 //!   layouts and their native-histogram translation are histogram/'s;
+//! - keyed_series: which keys get a series of their own in a scrape
+//!   (`--max-series`, `--pin`) and the overflow series, on top of the
+//!   keyed intervals of collect/;
 //! - encode/: one encoder per format (the text formats through
 //!   prometheus-client, protobuf with native histograms);
 //! - negotiate: which format a scraper asked for.
@@ -22,6 +25,7 @@
 pub mod encode;
 pub mod families;
 pub mod key_buckets;
+pub mod keyed_series;
 pub mod labels;
 pub mod model;
 pub(crate) mod negotiate;

@@ -1,5 +1,6 @@
 //! Renderings of an interval's waits: runqlat's text table, or JSON lines.
 
+pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
 pub mod dump;

@@ -30,7 +30,7 @@ use crate::{
         slice::Slice,
         victims::{SortKey, rank, throttled_pids},
     },
-    collect::{interval::Source, tracer::Tracer},
+    collect::{tracer::Tracer, victims::Source},
     commands::{session::Signals, stdout},
     histogram::Waits,
     kernel::{

@@ -4,19 +4,17 @@
 //! "Prometheus"). What the exposition holds and how it is encoded is the
 //! export layer's; serve reads, listens and answers.
 //!
-//! - scrape: what a scrape reads from the kernel;
-//! - keyed: the per-cgroup or per-process series and `--max-series`;
-//!   slots: their state, laid out for ten thousand keys;
+//! - scrape: what a scrape reads from the kernel (with `--cgroups` or
+//!   `--pids`, through the keyed intervals of collect/, and the per-key
+//!   series of export/);
 //! - http: the hyper server; routes: what each path answers; listen:
 //!   `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
 mod http;
-mod keyed;
 pub mod listen;
 mod routes;
 mod scrape;
-mod slots;
 mod snapshot;
 
 use std::{cell::RefCell, net::SocketAddr, rc::Rc, time::Duration};
@@ -28,19 +26,16 @@ use tokio::{
     task::LocalSet,
 };
 
-pub use self::keyed::Pins;
 use crate::{
     collect::slow::SlowEvents,
-    commands::{
-        recorder::{Flight, RecorderOptions},
-        session::{self, Ended, Signals},
-    },
-    export::key_buckets::KeyBuckets,
+    commands::session::{self, Ended, Signals},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
         modes::{Keyed, Modes},
     },
+    recorder::{Flight, RecorderOptions},
 };
 
 /// Where `schedlat serve` listens and what it exports.

@@ -12,7 +12,7 @@ use hyper::{
 };
 
 use super::{http::plain, scrape::Scraper, snapshot};
-use crate::{commands::recorder::Flight, export::negotiate::negotiate};
+use crate::{export::negotiate::negotiate, recorder::Flight};
 
 /// The responder of every connection: `scraper` on /metrics, and `flight`
 /// on /snapshot when serve keeps a ring.

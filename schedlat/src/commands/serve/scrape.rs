@@ -2,24 +2,29 @@
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
 //! histogram (batch reads of 256 keys, collect/batch.rs), and the
 //! programs' run-time counters. The kernel's counters are cumulative since
-//! load, which is what Prometheus expects; only the per-key series'
-//! assignment is kept between scrapes (keyed.rs), and what the previous
-//! scrape cost.
+//! load, which is what Prometheus expects; only the per-key intervals
+//! (collect/key_intervals.rs) and series (export/keyed_series.rs) are kept
+//! between scrapes, and what the previous scrape cost.
 
 use std::{
     cell::{Cell, RefCell, RefMut},
     time::Instant,
 };
 
-use schedlat_common::scope::{Breakdown, KeyStats};
+use schedlat_common::scope::Breakdown;
 
-use super::keyed::{KeyNames, KeyedSeries, Pins};
 use crate::{
-    collect::{batch::Entries, bpf_cost, error::ReadError, keylabels::KeyLabels, tracer::Tracer},
+    collect::{
+        bpf_cost,
+        error::ReadError,
+        key_intervals::{Kept, KeyIntervals},
+        tracer::Tracer,
+    },
     export::{
         encode::Format,
         families::{BpfCost, KeyedScrape, Scrape, ScrapeCost},
         key_buckets::KeyBuckets,
+        keyed_series::{KeyedSeries, Pins, SeriesState},
         labels,
         model::Labels,
     },
@@ -34,16 +39,12 @@ pub struct Scraper {
     /// The filter's `scope` label, if any.
     scope: Option<(&'static str, String)>,
     /// With `--cgroups` or `--pids`.
-    keyed: Option<RefCell<Keyed>>,
+    keyed: Option<RefCell<PerKeySeries>>,
     /// With -p/-t: whether the target still ran at the last look.
     target_alive: Option<Cell<bool>>,
     /// The previous scrape's cost.
     cost: Cell<Option<ScrapeCost>>,
 }
-
-/// Keys per batch read: their 1.7 KiB entries (430 KiB) are folded while
-/// the kernel's copy is still in the CPU's cache.
-const CHUNK: usize = 256;
 
 /// The per-key series' options.
 pub struct KeyedOptions {
@@ -53,45 +54,11 @@ pub struct KeyedOptions {
     pub pins: Pins,
 }
 
-struct Keyed {
-    labels: KeyLabels,
+/// The per-key series: the keys' intervals and which get a series.
+struct PerKeySeries {
+    keys: KeyIntervals<SeriesState>,
     series: KeyedSeries,
     layout: KeyBuckets,
-    /// The kernel's entries, read into the same buffers every scrape.
-    entries: Entries<u64, KeyStats>,
-}
-
-/// Names keys from the labeller, and deletes gone ones from the kernel map.
-struct Names<'a> {
-    labels: &'a mut KeyLabels,
-    /// None while the map is being read (it is borrowed then): nothing is
-    /// deleted before `finish`.
-    tracer: Option<&'a mut Tracer>,
-}
-
-impl KeyNames for Names<'_> {
-    fn saw(&mut self, key: u64, stats: &KeyStats) {
-        self.labels.saw(key, stats);
-    }
-
-    fn labels(&mut self, key: u64) -> Labels {
-        labels::key(self.labels, key)
-    }
-
-    fn exists(&mut self, key: u64) -> bool {
-        self.labels.exists(key)
-    }
-
-    fn forget(&mut self, key: u64) -> bool {
-        let Some(tracer) = self.tracer.as_mut() else {
-            return false;
-        };
-        let deleted = tracer.forget_key(key).is_ok();
-        if deleted {
-            self.labels.forget(key);
-        }
-        deleted
-    }
 }
 
 /// This thread's CPU time, user and system, in seconds.
@@ -110,18 +77,18 @@ impl Scraper {
         let scope = labels::scope(filter);
         let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
-            RefCell::new(Keyed {
-                labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
+            let layout = k.layout.layout();
+            RefCell::new(PerKeySeries {
                 // The cause split per cgroup only: per process it is
                 // unbounded.
-                series: KeyedSeries::new(
-                    k.max_series,
-                    k.pins,
-                    k.layout.layout(),
-                    tracer.measurable.filter(|_| k.by == Breakdown::Cgroup),
+                keys: KeyIntervals::new(
+                    k.by,
+                    &tracer,
+                    Kept::Folded(layout),
+                    k.by == Breakdown::Cgroup,
                 ),
+                series: KeyedSeries::new(k.max_series, k.pins, layout),
                 layout: k.layout,
-                entries: Entries::default(),
             })
         });
         let target = filter.tgid.is_some() || filter.tid.is_some();
@@ -189,39 +156,17 @@ impl Scraper {
         Ok(match (keyed, &self.keyed) {
             (Some(series), Some(k)) => {
                 let k = k.borrow();
-                scrape.with_keyed(
-                    k.labels.by(),
-                    k.layout,
-                    series,
-                    unkeyed,
-                    self.scope.as_ref(),
-                )
+                scrape.with_keyed(k.keys.by(), k.layout, series, unkeyed, self.scope.as_ref())
             }
             _ => scrape,
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<KeyedScrape, ReadError> {
-        let Keyed {
-            labels,
-            series,
-            entries,
-            ..
-        } = keyed;
-        let mut tracer = self.tracer.borrow_mut();
-        series.begin();
-        let mut reading = Names {
-            labels,
-            tracer: None,
-        };
-        tracer.for_each_keyed(entries, CHUNK, |&key, stats| {
-            series.feed(key, stats, &mut reading)
-        })?;
-        let overflow = labels::overflow(reading.labels.by());
-        let mut names = Names {
-            labels: reading.labels,
-            tracer: Some(&mut tracer),
-        };
-        Ok(series.finish(&mut names, overflow))
+    fn read_keyed(&self, keyed: &mut PerKeySeries) -> Result<KeyedScrape, ReadError> {
+        let PerKeySeries { keys, series, .. } = keyed;
+        keys.interval(&mut self.tracer.borrow_mut(), |reading| {
+            let overflow = labels::overflow(reading.by());
+            series.scrape(reading, overflow)
+        })
     }
 }

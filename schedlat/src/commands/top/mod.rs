@@ -25,7 +25,7 @@ use crate::{
         slice::Slice,
         victims::{SortKey, throttled_in},
     },
-    collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
+    collect::{bpf_cost::ProgramCost, tracer::Tracer, victims::Source},
     commands::session::Signals,
     kernel::{
         cgroupfs::watch_throttling,

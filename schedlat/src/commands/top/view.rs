@@ -218,7 +218,9 @@ mod tests {
     use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot, victims::WaitStats};
 
     use super::*;
-    use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
+    use crate::{
+        analysis::task::tests::task, collect::victims::VictimsInterval, kernel::hook::HookMode,
+    };
 
     fn screen(state: &State, width: u16, height: u16) -> String {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -280,7 +282,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        s.push_victims(&Interval {
+        s.push_victims(&VictimsInterval {
             victims,
             culprits,
             ..Default::default()
@@ -371,7 +373,7 @@ mod tests {
             max_other: idle,
             ..Default::default()
         };
-        s.push_victims(&Interval {
+        s.push_victims(&VictimsInterval {
             victims: vec![victim(boxed, 900_000_000), victim(sleeper, 800_000_000)],
             culprits: vec![WaitStats {
                 task: idle,
