@@ -30,7 +30,7 @@ pub const MAX_CGROUP_DEPTH: usize = 16;
 
 /// One key's histogram, cumulative since load (userspace differences
 /// snapshots, as for `CpuStats`). Shared by all CPUs, so the kernel updates
-/// it with atomic adds; u32 counts keep a key at 1.4 KiB.
+/// it with atomic adds; u32 counts keep a key at 1,696 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyStats {
@@ -71,5 +71,7 @@ mod tests {
             size_of::<KeyStats>(),
             4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>()
         );
+        // The size the docs give (and the kernel side's KEY_ZERO comment).
+        assert_eq!(size_of::<KeyStats>(), 1_696);
     }
 }

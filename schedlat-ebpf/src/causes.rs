@@ -18,16 +18,16 @@ use aya_ebpf::{
 use schedlat_common::{
     bucket_index,
     causes::{
-        Cause, CauseStats, CpuTopology, KeyCauses, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL,
-        OVERLAP_THROTTLED, SLOTS_PER_CPU, Snapshot,
+        Cause, CauseStats, CpuTopology, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED,
+        SLOTS_PER_CPU, Snapshot,
     },
     start,
 };
 
 use crate::{
-    atomic,
     bpf::barrier_var,
     config::{CAUSE, COMPUTE, RQ, get},
+    keying::SharedCauses,
     memory::{CfsRq, Rq, TaskPtr},
 };
 
@@ -193,7 +193,7 @@ pub fn migrated(word: u64, cpu: u32) -> bool {
 /// built first).
 struct Sink<'a> {
     cs: &'a mut CauseStats,
-    key: Option<&'a mut KeyCauses>,
+    key: Option<SharedCauses>,
     wait: u64,
 }
 
@@ -213,24 +213,16 @@ impl Sink<'_> {
         if let Some(sum) = self.cs.sum_ns.get_mut(class) {
             *sum += self.wait;
         }
-        if let Some(key) = self.key.as_deref_mut() {
-            if let Some(n) = key.count.get_mut(class) {
-                // SAFETY: an aligned u32 in a map value.
-                unsafe { atomic::add_u32(n, 1) };
-            }
-            if let Some(sum) = key.sum_ns.get_mut(class) {
-                // SAFETY: an aligned u64 in a map value.
-                unsafe { atomic::add_u64(sum, self.wait) };
-            }
+        if let Some(key) = self.key {
+            key.add(class, self.wait);
         }
     }
 
     #[inline(always)]
     fn overlap(&mut self, i: usize, ns: u64) {
         self.cs.overlap_ns[i] += ns;
-        if let Some(key) = self.key.as_deref_mut() {
-            // SAFETY: an aligned u64 in a map value.
-            unsafe { atomic::add_u64(&mut key.overlap_ns[i], ns) };
+        if let Some(key) = self.key {
+            key.add_overlap(i, ns);
         }
     }
 }
@@ -269,7 +261,7 @@ pub fn count(
     cpu: u32,
     prev: Option<TaskPtr>,
     (next_tid, next): (u32, Option<TaskPtr>),
-    key: Option<&mut KeyCauses>,
+    key: Option<SharedCauses>,
 ) {
     // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
     let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
@@ -377,11 +369,7 @@ fn overlap(sink: &mut Sink<'_>, word: u64, cpu: u32, tid: u32, next: Option<Task
     }
     sink.cs.overlap_waits += 1;
     sink.cs.overlap_wait_ns += wait;
-    if let Some(key) = sink.key.as_deref_mut() {
-        // SAFETY: aligned u64s in a map value.
-        unsafe {
-            atomic::add_u64(&mut key.overlap_waits, 1);
-            atomic::add_u64(&mut key.overlap_wait_ns, wait);
-        }
+    if let Some(key) = sink.key {
+        key.add_overlap_wait(wait);
     }
 }

@@ -20,6 +20,10 @@
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
 //!
+//! docs/architecture.md ("Before you edit the hot path") gives the rules
+//! that keep the programs cheap to run and to verify, each with the
+//! measurement behind it.
+//!
 //! Two hook modes carry the same logic:
 //! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
 //!   they read come from the running kernel's BTF, resolved by the loader and
@@ -116,6 +120,12 @@ pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// The bits of a tp_btf argument that hold a `bool`: each argument is a u64
+/// in the context, and a bool is copied into it by its size, one byte
+/// (include/trace/bpf_probe.h, __CAST_TO_U64), so only the low byte is
+/// the value.
+const BOOL_ARG: u64 = 0xff;
+
 /// The measurement of a tp_btf sched_switch: prev, next, and the wait of
 /// next it ended, if measured. The prev_state argument only exists since
 /// 5.18, so the state is read from prev itself, which works on every kernel
@@ -131,7 +141,7 @@ fn btf_switch(
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
-    let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && filter::wanted(prev);
+    let prev_runnable = (preempt & BOOL_ARG != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
     let ended = wait::switch(

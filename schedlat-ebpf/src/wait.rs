@@ -8,7 +8,6 @@ use aya_ebpf::{
 };
 use schedlat_common::{
     CpuStats, Extremes, bucket_index, log2_slot,
-    scope::KeyStats,
     start::{self, Kind},
 };
 
@@ -17,7 +16,7 @@ use crate::{
     causes,
     config::{COMPUTE, get},
     filter,
-    keying::{self, Key},
+    keying::{Key, SharedKey},
     memory::TaskPtr,
 };
 
@@ -83,16 +82,31 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
 /// the switch that ended it (already read: the victims mode reuses them),
-/// how it began (`Cause` index) and whether it ended on another CPU than
-/// the task last ran on.
+/// how it began and whether it ended on another CPU than the task last ran
+/// on.
 #[derive(Clone, Copy)]
 pub struct Ended {
     pub wait_ns: u64,
     pub now: u64,
     pub prev_tid: u32,
     pub next_tid: u32,
-    pub kind: u64,
+    pub began: Began,
     pub migrated: bool,
+}
+
+/// How a wait began, as its class index among the split's first three
+/// (schedlat_common::causes::BEGAN: woken 0, new 1, preempted 2). Kept as
+/// the number the start word yields rather than matched into an enum: each
+/// arm of such a match would be another path for the verifier.
+#[derive(Clone, Copy)]
+pub struct Began(u64);
+
+impl Began {
+    /// The index into a `[_; 3]` of the three (bounded by the caller).
+    #[inline(always)]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
 }
 
 /// A context switch from `prev` to `next`; the wait of `next` that it ends,
@@ -145,7 +159,7 @@ pub fn switch(
                 cpu,
                 prev,
                 (next_tid, next),
-                key.map(|k| &mut k.causes),
+                key.map(SharedKey::causes),
             );
         }
     }
@@ -154,7 +168,7 @@ pub fn switch(
         now,
         prev_tid,
         next_tid,
-        kind: start::kind_cause(word),
+        began: Began(start::kind_cause(word)),
         migrated: causes::migrated(word, cpu),
     })
 }
@@ -180,8 +194,8 @@ fn record(
     wait: u64,
     keyed: impl FnOnce() -> Key,
     cause_rows: impl FnOnce(usize),
-) -> Option<&'static mut KeyStats> {
-    let mut key = match keyed() {
+) -> Option<SharedKey> {
+    let key = match keyed() {
         Key::Stats(k) => Some(k),
         Key::Full => {
             s.unkeyed += 1;
@@ -194,8 +208,8 @@ fn record(
         *count += 1;
     }
     cause_rows(bucket);
-    if let Some(k) = key.as_deref_mut() {
-        keying::count_bucket(k, bucket);
+    if let Some(k) = key {
+        k.count_bucket(bucket);
     }
     // checked_div: a plain `/` would carry a panic path the verifier rejects.
     let in_unit = wait.checked_div(get(&COMPUTE.unit_ns)).unwrap_or(0);
@@ -203,9 +217,9 @@ fn record(
     if let Some(count) = s.log2.get_mut(barrier_var(slot)) {
         *count += 1;
     }
-    if let Some(k) = key.as_deref_mut() {
-        keying::count_slot(k, slot);
-        keying::add_sum(k, wait);
+    if let Some(k) = key {
+        k.count_slot(slot);
+        k.add_sum(wait);
     }
     s.sum_ns += wait;
 

@@ -350,7 +350,7 @@ fn fuzz_proc_and_cgroup_files() {
 #[test]
 fn fuzz_compare_input() {
     fuzz("compare", |data| {
-        crate::commands::compare::fuzz_one(&text(data));
+        crate::output::compare::fuzz_one(&text(data));
     });
 }
 

@@ -5,7 +5,7 @@
 use std::{
     fs,
     net::{SocketAddr, TcpListener},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -15,6 +15,30 @@ use super::http;
 
 pub const PROMETHEUS: &str = "prometheus";
 pub const PROMTOOL: &str = "promtool";
+
+/// Prometheus 3.x's binaries (`prometheus`, `promtool`), beside Debian 12's
+/// 2.x: `SCHEDLAT_PROMETHEUS3_DIR`, else where `cargo xtask setup --test`
+/// puts them (`target/tools/prometheus-3`, from Debian unstable). Missing:
+/// the caller's test says so and is skipped (None), except under CI=true,
+/// where setup must have installed them.
+pub fn prometheus3_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("SCHEDLAT_PROMETHEUS3_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/prometheus-3")
+        });
+    if dir.join("promtool").exists() && dir.join("prometheus").exists() {
+        return Some(dir);
+    }
+    let why = format!(
+        "no Prometheus 3.x in {} (`cargo xtask setup --test` installs it, or set SCHEDLAT_PROMETHEUS3_DIR)",
+        dir.display()
+    );
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(!ci, "CI=true: {why}");
+    eprintln!("skipped: {why}");
+    None
+}
 
 pub struct Prometheus {
     child: Child,
@@ -32,6 +56,18 @@ impl Prometheus {
     /// The same with `--enable-feature=...` flags (e.g.
     /// `native-histograms`, which makes it ask for protobuf first).
     pub fn start_with(target: SocketAddr, interval: &str, features: &[&str]) -> Prometheus {
+        Prometheus::launch(Path::new(PROMETHEUS), target, interval, features, &[])
+    }
+
+    /// `binary` (Debian 12's `prometheus`, or a 3.x one) scraping `target`
+    /// every `interval` and evaluating `rule_files` as often.
+    pub fn launch(
+        binary: &Path,
+        target: SocketAddr,
+        interval: &str,
+        features: &[&str],
+        rule_files: &[PathBuf],
+    ) -> Prometheus {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -42,7 +78,7 @@ impl Prometheus {
         ));
         fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
-        let yaml = [
+        let mut yaml = vec![
             "global:".to_string(),
             format!("  scrape_interval: {interval}"),
             format!("  evaluation_interval: {interval}"),
@@ -52,10 +88,14 @@ impl Prometheus {
             "    static_configs:".to_string(),
             format!("      - targets: ['{target}']"),
         ];
+        if !rule_files.is_empty() {
+            yaml.push("rule_files:".to_string());
+            yaml.extend(rule_files.iter().map(|f| format!("  - '{}'", f.display())));
+        }
         fs::write(&config, yaml.join("\n") + "\n").unwrap();
         let addr = free_loopback_port();
         let log = fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(PROMETHEUS)
+        let child = Command::new(binary)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
@@ -65,7 +105,7 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot run `{PROMETHEUS}` ({e}): install Debian's prometheus package (`cargo xtask setup` does)")
+                panic!("cannot run `{}` ({e}): install Debian's prometheus package (`cargo xtask setup` does)", binary.display())
             });
         let prometheus = Prometheus { child, addr, dir };
         let deadline = Instant::now() + Duration::from_secs(30);

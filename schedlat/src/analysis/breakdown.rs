@@ -9,11 +9,11 @@ use crate::{
     analysis::{
         percentiles::Percentiles,
         shape::{self, Shape},
-        slice::Slice,
     },
     collect::key_intervals::Reading,
     histogram::Waits,
     kernel::modes::Keyed,
+    sys::slice::Slice,
 };
 
 /// The breakdown asked for: what the kernel keys by, and how the keys are

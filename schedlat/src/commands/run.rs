@@ -14,18 +14,15 @@ use anyhow::{Context, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    analysis::{
-        breakdown::{self, BreakdownOptions},
-        slice::Slice,
-    },
+    analysis::breakdown::{self, BreakdownOptions},
     collect::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
         slow::SlowEvents,
     },
     commands::{
-        UsageError,
-        session::{self, Ended, Intervals, Signals},
+        UsageError, session,
+        session::{Ended, Intervals, Signals},
         stdout,
     },
     histogram::Unit,
@@ -36,7 +33,7 @@ use crate::{
         recording::{Pending, Scope},
     },
     recorder::{Flight, RecorderOptions},
-    sys::clock,
+    sys::{clock, slice::Slice},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,

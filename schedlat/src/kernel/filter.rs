@@ -7,7 +7,10 @@ use std::{fs, path::PathBuf};
 
 use thiserror::Error;
 
-use crate::kernel::cgroupfs::{CgroupTarget, Mounts};
+use crate::{
+    kernel::cgroupfs::{self, CgroupTarget},
+    sys::mounts::Mounts,
+};
 
 /// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
 /// they are checked.
@@ -73,7 +76,9 @@ impl Filter {
             return Err(FilterError::NoSuchThread(tid));
         }
         let cgroup = match &args.cgroup {
-            Some(path) => Some(Mounts::read().resolve(path).map_err(FilterError::Cgroup)?),
+            Some(path) => {
+                Some(cgroupfs::resolve(&Mounts::read(), path).map_err(FilterError::Cgroup)?)
+            }
             None => None,
         };
         let cpus = match &args.cpu {

@@ -15,11 +15,11 @@ use super::{Report, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
         task::{TaskJson, policy_name},
     },
     histogram::Unit,
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 pub const SCHEMA: &str = "schedlat.dump.v1";
@@ -121,6 +121,18 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
         "victim": TaskJson::from(&e.victim),
         "culprit": TaskJson::from(&e.culprit),
     })
+}
+
+/// Reads a dump: its directory or its dump.jsonl.
+pub fn load(path: &std::path::Path) -> Result<Window> {
+    let file = if path.is_dir() {
+        path.join("dump.jsonl")
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    parse(&text, &file.display().to_string())
 }
 
 /// Reads a dump back. Errors name the line.

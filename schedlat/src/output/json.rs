@@ -183,9 +183,9 @@ mod tests {
 
     use super::*;
     use crate::{
-        analysis::slice::Slice,
         histogram::{Unit, bucket_index, log2_slot},
         kernel::hook::HookMode,
+        sys::slice::Slice,
     };
 
     fn sample() -> Waits {

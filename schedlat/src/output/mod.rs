@@ -1,23 +1,28 @@
-//! Renderings of an interval's waits: runqlat's text table, or JSON lines.
+//! Renderings for people and machines: an interval's waits (runqlat's text
+//! table, or JSON lines), the cause split, the victims tables, slow events,
+//! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
 pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
+pub mod compare;
+pub mod diagnosis;
 pub mod dump;
 pub mod hlog;
 pub mod json;
 pub mod perfetto;
 pub mod recording;
+pub mod replay;
+pub mod slow;
 pub mod text;
+pub mod top;
+pub mod victims;
 
 use crate::{
-    analysis::{
-        percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
-    },
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
     histogram::{Unit, Waits},
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 /// One interval's result, as every output sees it.

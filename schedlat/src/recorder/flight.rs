@@ -17,7 +17,6 @@ use crate::{
     analysis::{
         breakdown::{self, KeySort},
         recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
     },
     collect::{
         interval::HistogramInterval,
@@ -26,7 +25,7 @@ use crate::{
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes},
-    sys::clock::WallClock,
+    sys::{clock::WallClock, slice::Slice},
 };
 
 /// What the recorder keeps and when it dumps.

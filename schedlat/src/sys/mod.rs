@@ -5,6 +5,10 @@
 pub mod cgroup_of;
 pub mod clock;
 pub mod files;
+pub mod findings;
+pub mod mounts;
 pub mod procfs;
+pub mod scope;
+pub mod slice;
 pub mod throttle;
 pub mod topology;

@@ -1,13 +1,13 @@
 //! Loading the embedded eBPF object and attaching it in one of two hook modes,
 //! with everything kernel-specific resolved at load time.
 
+mod access;
 mod attach;
 mod globals;
 mod plan;
 mod release;
 
-use std::path::PathBuf;
-
+pub use access::{KernelAccess, KernelSources};
 use aya::{Ebpf, EbpfLoader};
 use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
@@ -27,27 +27,6 @@ use crate::{
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
-
-/// Where kernel facts come from; each `None` means "the usual place".
-#[derive(Debug, Clone, Default)]
-pub struct KernelSources {
-    pub btf: Option<PathBuf>,
-    pub tracefs: Option<PathBuf>,
-    /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
-    pub force_memory: bool,
-    /// No cause split whatever the modes say (`--no-causes`).
-    pub no_causes: bool,
-    /// Time the wakeup path before the queue too (`--waking`): attaches
-    /// sched_waking; only with the cause split.
-    pub waking: bool,
-}
-
-/// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
-#[derive(Debug, Clone)]
-pub struct KernelAccess {
-    pub hook: HookChoice,
-    pub sources: KernelSources,
-}
 
 /// The loaded and attached object, handed to the collect layer
 /// (collect::Tracer), which alone reads its maps.

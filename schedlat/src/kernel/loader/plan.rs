@@ -11,16 +11,19 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{KernelSources, attach::attach};
-use crate::kernel::{
-    attach_btf,
-    btf::{self, CssChoice, VMLINUX_BTF},
-    cgroupfs::{Hierarchy, Mounts},
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    modes::Modes,
-    tracefs::{self, Format, TracefsError},
+use super::{access::KernelSources, attach::attach};
+use crate::{
+    kernel::{
+        attach_btf,
+        btf::{self, CssChoice, VMLINUX_BTF},
+        cgroupfs::{self, Hierarchy},
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        modes::Modes,
+        tracefs::{self, Format, TracefsError},
+    },
+    sys::mounts::Mounts,
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).
@@ -286,8 +289,7 @@ pub(super) fn cgroup_hierarchy(
         return Ok(Some(target.hierarchy.clone()));
     }
     if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
-        return Mounts::read()
-            .default_hierarchy()
+        return cgroupfs::default_hierarchy(&Mounts::read())
             .map(Some)
             .ok_or(LoadError::NoCgroupMount("--cgroups"));
     }

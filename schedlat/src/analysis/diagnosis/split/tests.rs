@@ -5,8 +5,8 @@ use schedlat_common::{
 
 use super::*;
 use crate::{
-    commands::diagnose::findings::ThreadWait,
     histogram::{CauseCounts, Measurable},
+    sys::findings::ThreadWait,
 };
 
 const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);
@@ -72,16 +72,20 @@ const NO_EBPF_WAIT: EbpfWaiting = EbpfWaiting {
     scope: 0.0,
 };
 
+/// No cgroups read: no culprit is named by its cgroup.
+static NO_CGROUPS: std::sync::LazyLock<TaskCgroups> =
+    std::sync::LazyLock::new(TaskCgroups::default);
+
 fn evidence(split: &Causes) -> Evidence<'_> {
     Evidence {
         split,
         attribution: None,
         ebpf: NO_EBPF_WAIT,
-        scope_cgroup: None,
+        cgroups: &NO_CGROUPS,
     }
 }
 
-fn named(f: &Findings, s: &Causes) -> Vec<Cause> {
+fn named(f: &Findings, s: &Causes) -> Vec<Diagnosis> {
     let mut causes = Vec::new();
     add(&mut causes, f, &evidence(s));
     causes
@@ -122,6 +126,83 @@ fn a_dominant_other_cgroup_is_the_noisy_neighbour() {
         c[0].evidence.contains("0% began as preemptions"),
         "{}",
         c[0].evidence
+    );
+}
+
+/// With the victims tables and their tasks' cgroups, the neighbour is
+/// named: the culprits' cgroup where it is not their victim's, charged with
+/// its share; kernel threads and idle tasks are no neighbour, and a victim
+/// gone by the end of the window stands in the scope's cgroup.
+#[test]
+fn the_noisy_neighbour_is_named_by_its_cgroup() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::{
+        analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::procfs::parse_proc_cgroup,
+    };
+    let victim = task(40, 40, "victim", 0, 0, 0);
+    let gone = task(41, 41, "child", 0, 0, 0);
+    let culprit = |t, other, total_ns| WaitStats {
+        task: t,
+        count: 10,
+        total_ns,
+        max_other: other,
+        ..Default::default()
+    };
+    let rows = [
+        culprit(task(50, 50, "hog", 0, 0, 0), victim, 600),
+        culprit(task(51, 51, "hog2", 0, 0, 0), gone, 200),
+        culprit(task(52, 52, "kworker/0:1", 0, 0, 0), victim, 150),
+        culprit(task(53, 53, "peer", 0, 0, 0), victim, 50),
+    ];
+    let victims = [WaitStats {
+        task: victim,
+        count: 40,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let lines = |path: &str| Some(parse_proc_cgroup(&format!("0::{path}\n")).unwrap());
+    let cgroups = TaskCgroups {
+        scope: lines("/app"),
+        by_pid: [
+            (40, lines("/app")),
+            (41, None),
+            (50, lines("/batch")),
+            (51, lines("/batch")),
+            (52, lines("/")),
+            (53, lines("/app")),
+        ]
+        .into_iter()
+        .collect(),
+        kernel_threads: [52].into_iter().collect(),
+        ..TaskCgroups::default()
+    };
+    let a = Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0), &cgroups);
+    let split = held(10, 80);
+    let mut causes = Vec::new();
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    add(&mut causes, &findings(0.4), &evidence);
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+    assert!(
+        causes[0].evidence.contains(
+            "the other cgroups charged with most: /batch (hog, hog2: 800 ns, 80% of the scope's measured wait)"
+        ),
+        "{}",
+        causes[0].evidence
+    );
+    assert!(
+        causes[0].next_step.contains("than /batch"),
+        "{}",
+        causes[0].next_step
     );
 }
 
@@ -231,7 +312,7 @@ fn throttling_in_the_split_joins_or_names_quota_throttling() {
         "{c:?}"
     );
     // Already named from cpu.stat: the split's numbers join its evidence.
-    let mut causes = vec![Cause {
+    let mut causes = vec![Diagnosis {
         name: "quota throttling",
         strength: 0.2,
         evidence: "85 of 100 periods".into(),
@@ -263,7 +344,7 @@ fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
         total_ns: 3_000_000_000,
         ..Default::default()
     };
-    let a = Attribution::new(rank(&[child], &[], SortKey::Total, 0), (0, 0));
+    let a = Attribution::new(rank(&[child], &[], SortKey::Total, 0), (0, 0), &NO_CGROUPS);
     let split = held(0, 90);
     let mut causes = Vec::new();
     let evidence = Evidence {
@@ -274,7 +355,7 @@ fn waiting_seen_only_by_ebpf_still_names_the_split_causes() {
             Some(a.max_task_share(TEN_S)),
             &findings(0.005),
         ),
-        scope_cgroup: None,
+        cgroups: &NO_CGROUPS,
     };
     add(&mut causes, &findings(0.005), &evidence);
     assert_eq!(causes.len(), 1, "{causes:?}");
@@ -302,7 +383,7 @@ fn waiting_spread_over_short_lived_children_still_names_the_split_causes() {
         split: &split,
         attribution: None,
         ebpf: spread,
-        scope_cgroup: None,
+        cgroups: &NO_CGROUPS,
     };
     add(&mut causes, &f, &evidence);
     assert_eq!(causes.len(), 1, "{causes:?}");
@@ -354,14 +435,18 @@ fn outranking_peers_leave_contention_inside_the_cgroup_weak() {
         total_ns: 1_000,
         ..Default::default()
     }];
-    let a = Attribution::new(rank(&victims, &[hog], SortKey::Total, 0), (0, 0));
+    let a = Attribution::new(
+        rank(&victims, &[hog], SortKey::Total, 0),
+        (0, 0),
+        &NO_CGROUPS,
+    );
     let split = held(100, 0);
     let mut causes = Vec::new();
     let evidence = Evidence {
         split: &split,
         attribution: Some(&a),
         ebpf: NO_EBPF_WAIT,
-        scope_cgroup: None,
+        cgroups: &NO_CGROUPS,
     };
     add(&mut causes, &findings(0.5), &evidence);
     assert_eq!(causes[0].name, "contention inside the cgroup");

@@ -6,20 +6,22 @@
 //! its numbers pass a threshold below, stated with its reason here and in
 //! docs/diagnose.md; the evidence gives the numbers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    causes::{Cause, NEGLIGIBLE},
-    findings::Findings,
+    named::Diagnosis,
     priority::Attribution,
-    waited::{EbpfWaiting, scope_waited},
+    waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
 };
 use crate::{
     analysis::{
         causes::{Causes, Counted, Summary},
         fmt_ns, task,
     },
-    sys::{cgroup_of, procfs::CgroupLine},
+    sys::{
+        cgroup_of::{self, TaskCgroups},
+        findings::Findings,
+    },
 };
 
 /// A relation (same cgroup, other cgroups) is named when the waits whose
@@ -48,21 +50,21 @@ pub const PLACEMENT_TIME: f64 = 0.10;
 /// shares a handful of events: no rule is applied to it.
 pub const MIN_WAITS: u64 = 20;
 
-/// What the split's causes are named from: the split, the victims tables,
-/// the scope's waiting as eBPF measured it, and the cgroups of the scope
-/// (`scope_cgroup`: of a live thread of a process or cgroup scope; None for
-/// the whole system), which stand for a victim gone by the end of the
-/// window (a short-lived child).
+/// What the split's diagnoses are named from: the split, the victims
+/// tables, the scope's waiting as eBPF measured it, and the cgroups of the
+/// tables' tasks and of the scope (which stand for a victim gone by the end
+/// of the window, a short-lived child).
 pub struct Evidence<'a> {
     pub split: &'a Causes,
     pub attribution: Option<&'a Attribution>,
     pub ebpf: EbpfWaiting,
-    pub scope_cgroup: Option<&'a [CgroupLine]>,
+    pub cgroups: &'a TaskCgroups,
 }
 
-/// Adds the causes the split supports to `causes` (the throttling seen in
-/// the split joins a quota throttling cause already named from cpu.stat).
-pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
+/// Adds the diagnoses the split supports to `causes` (the throttling seen
+/// in the split joins a quota throttling diagnosis already named from
+/// cpu.stat).
+pub fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
     let (split, a) = (e.split, e.attribution);
     let waited = scope_waited(f, Some(e.ebpf));
     if waited < NEGLIGIBLE {
@@ -70,7 +72,7 @@ pub fn add(causes: &mut Vec<Cause>, f: &Findings, e: &Evidence) {
     }
     let found = [
         same_cgroup(split, waited, a),
-        other_cgroup(split, waited, a, e.scope_cgroup),
+        other_cgroup(split, waited, a, e.cgroups),
         placement(split, waited),
         overlap(split, waited, "steal", split.overlap.steal_ns),
         overlap(split, waited, "IRQ", split.overlap.irq_ns),
@@ -140,11 +142,11 @@ fn held_share(split: &Causes, class: Counted, h: &Held, whose: &str) -> String {
 /// lower nice) is in its cgroup too, and those waits are class or
 /// priority's (each wait explained once, as for the capacity causes): the
 /// strength counts the rest.
-fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Cause> {
+fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Diagnosis> {
     let class = split.held_by.same_cgroup;
     let h = dominant(split, class)?;
     let peers = a.map_or(1.0, |a| 1.0 - a.outranking_share());
-    Some(Cause {
+    Some(Diagnosis {
         name: "contention inside the cgroup",
         strength: waited * h.unthrottled * peers,
         evidence: format!(
@@ -160,11 +162,11 @@ fn other_cgroup(
     split: &Causes,
     waited: f64,
     a: Option<&Attribution>,
-    scope: Option<&[CgroupLine]>,
-) -> Option<Cause> {
+    cgroups: &TaskCgroups,
+) -> Option<Diagnosis> {
     let class = split.held_by.other_cgroup;
     let h = dominant(split, class)?;
-    let others = a.map_or_else(Vec::new, |a| other_cgroups(a, scope));
+    let others = a.map_or_else(Vec::new, |a| other_cgroups(a, cgroups));
     let (who, step) = match others.first() {
         Some(top) => {
             let waited_ns = a.map_or(0, |a| a.tables.waited_ns).max(1);
@@ -193,7 +195,7 @@ fn other_cgroup(
             "give the scope's cgroup more cpu.weight than its neighbours, cap them (cpu.max), or keep them on different CPUs (cpuset)".into(),
         ),
     };
-    Some(Cause {
+    Some(Diagnosis {
         name: "noisy neighbour (other cgroups)",
         strength: waited * h.unthrottled,
         evidence: format!(
@@ -221,25 +223,18 @@ struct OtherCgroup {
 /// scope's cgroup when that victim is gone), the OTHER_CGROUPS charged with
 /// most; idle tasks and kernel threads are no cgroup's. The cgroups are
 /// read at the end of the window: a culprit gone by then is not counted.
-fn other_cgroups(a: &Attribution, scope: Option<&[CgroupLine]>) -> Vec<OtherCgroup> {
-    let mut cache: HashMap<u32, Option<Vec<CgroupLine>>> = HashMap::new();
-    let mut lines = |pid: u32| {
-        cache
-            .entry(pid)
-            .or_insert_with(|| cgroup_of::of(pid))
-            .clone()
-    };
+fn other_cgroups(a: &Attribution, cgroups: &TaskCgroups) -> Vec<OtherCgroup> {
     let mut groups: BTreeMap<String, (u64, BTreeSet<String>)> = BTreeMap::new();
     for c in &a.tables.culprits {
         let pid = c.task.tgid;
-        if c.task.tid == 0 || c.other.tid == 0 || cgroup_of::is_kernel_thread(pid) {
+        if c.task.tid == 0 || c.other.tid == 0 || cgroups.is_kernel_thread(pid) {
             continue;
         }
-        let victim = lines(c.other.tgid).or_else(|| scope.map(<[CgroupLine]>::to_vec));
-        let (Some(culprit), Some(victim)) = (lines(pid), victim) else {
+        let victim = cgroups.of(c.other.tgid).or(cgroups.scope.as_deref());
+        let (Some(culprit), Some(victim)) = (cgroups.of(pid), victim) else {
             continue;
         };
-        if let Some(path) = cgroup_of::differs(&culprit, &victim) {
+        if let Some(path) = cgroup_of::differs(culprit, victim) {
             let group = groups.entry(path).or_default();
             group.0 += c.total_ns;
             group.1.insert(task::comm(&c.task));
@@ -258,7 +253,7 @@ fn other_cgroups(a: &Attribution, scope: Option<&[CgroupLine]>) -> Vec<OtherCgro
     others
 }
 
-fn placement(split: &Causes, waited: f64) -> Option<Cause> {
+fn placement(split: &Causes, waited: f64) -> Option<Diagnosis> {
     let (same, migrated) = (&split.placement.same_cpu, &split.placement.migrated);
     if same.count < MIN_WAITS || migrated.count < MIN_WAITS {
         return None;
@@ -279,7 +274,7 @@ fn placement(split: &Causes, waited: f64) -> Option<Cause> {
         ),
         _ => String::new(),
     };
-    Some(Cause {
+    Some(Diagnosis {
         name: "placement (migrated waits slower)",
         strength: waited * share.time,
         evidence: format!(
@@ -297,7 +292,7 @@ fn placement(split: &Causes, waited: f64) -> Option<Cause> {
 
 /// Steal or IRQ time covering OVERLAP of the measured wait; None where the
 /// kernel lacks the accounting (unavailable is not 0).
-fn overlap(split: &Causes, waited: f64, name: &str, ns: Option<u64>) -> Option<Cause> {
+fn overlap(split: &Causes, waited: f64, name: &str, ns: Option<u64>) -> Option<Diagnosis> {
     let measured = split.overlap.measured;
     let share = split.overlap.share(ns)?;
     if measured.count < MIN_WAITS || share < OVERLAP {
@@ -313,7 +308,7 @@ fn overlap(split: &Causes, waited: f64, name: &str, ns: Option<u64>) -> Option<C
             "interrupts (hard and soft) took the CPU while the task waited: find them in /proc/interrupts and /proc/softirqs, and move them off the task's CPUs (IRQ affinity, irqbalance) or use threaded interrupts",
         ),
     };
-    Some(Cause {
+    Some(Diagnosis {
         name: cause,
         strength: waited * share,
         evidence: format!(
@@ -329,7 +324,7 @@ fn overlap(split: &Causes, waited: f64, name: &str, ns: Option<u64>) -> Option<C
 
 /// The group throttled during THROTTLED of the measured wait: joins the
 /// quota throttling cause named from cpu.stat, or names it.
-fn throttled(causes: &mut Vec<Cause>, split: &Causes, waited: f64) {
+fn throttled(causes: &mut Vec<Diagnosis>, split: &Causes, waited: f64) {
     let measured = split.overlap.measured;
     let Some(share) = split.overlap.share(split.overlap.throttled_ns) else {
         return;
@@ -349,7 +344,7 @@ fn throttled(causes: &mut Vec<Cause>, split: &Causes, waited: f64) {
             c.evidence = format!("{}; {evidence}", c.evidence);
             c.strength = c.strength.max(waited * share);
         }
-        None => causes.push(Cause {
+        None => causes.push(Diagnosis {
             name: "quota throttling",
             strength: waited * share,
             evidence,

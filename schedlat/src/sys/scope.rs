@@ -10,8 +10,11 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-pub use crate::kernel::cgroupfs::Mounts;
-use crate::sys::procfs::{self, Quota};
+use super::{
+    cgroup_of,
+    mounts::Mounts,
+    procfs::{self, CgroupLine, Quota},
+};
 
 /// A cgroup, as directories in whichever hierarchies hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +114,16 @@ impl Scope {
         match self {
             Scope::System => None,
             Scope::Process { cgroup, .. } | Scope::Cgroup(cgroup) => Some(cgroup),
+        }
+    }
+
+    /// The scope's cgroups, from a thread alive now (/proc/PID/cgroup); None
+    /// for the whole system.
+    pub fn cgroup_lines(&self) -> Option<Vec<CgroupLine>> {
+        match self {
+            Scope::System => None,
+            Scope::Process { pid, .. } => cgroup_of::of(*pid),
+            Scope::Cgroup(c) => c.threads().into_iter().find_map(cgroup_of::of),
         }
     }
 

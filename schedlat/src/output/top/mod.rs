@@ -1,7 +1,14 @@
-//! Drawing `schedlat top` with ratatui: header, histogram bars, percentiles
-//! and verdict, the victims panel, the p99 sparkline, and the key help.
-//! Pure: it reads a State, so it is tested on ratatui's TestBackend.
+//! `schedlat top`'s terminal view, drawn with ratatui: header, histogram
+//! bars (bars.rs), percentiles and verdict, the victims panel (panel.rs),
+//! the p99 sparkline, and the key help. Pure: it reads a State (state.rs:
+//! what the view shows and the toggles its keys change), so it is tested on
+//! ratatui's TestBackend.
 
+mod bars;
+mod panel;
+pub mod state;
+
+use panel::Panel;
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -9,11 +16,12 @@ use ratatui::{
     text::{Line, Span},
     widgets::{Block, Borders, Paragraph, Sparkline, Wrap},
 };
+use state::State;
 
-use super::{bars, panel::Panel, state::State};
 use crate::{
-    analysis::{fmt_ns, percentiles::Percentiles, shape, slice::Slice},
+    analysis::{fmt_ns, percentiles::Percentiles, shape},
     output::causes_line,
+    sys::slice::Slice,
 };
 
 const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval  ? help";

@@ -1,16 +1,19 @@
-//! Two snapshots of what the kernel publishes, taken at the ends of the
-//! window, and what changed between them: the numbers the causes are named
-//! from.
+//! What the kernel's own accounting says of a scope over a window: two
+//! samples of what it publishes (PSI, schedstat, cpu.stat, /proc/stat),
+//! taken at the ends of the window, and what changed between them. These
+//! are the numbers `diagnose` judges (analysis/diagnosis/).
 
 use std::{collections::HashMap, fs, time::Duration};
 
 use serde::Serialize;
 
-use super::scope::Scope;
-use crate::sys::procfs::{self, CpuTimes, Pressure, Quota, Schedstat};
+use super::{
+    procfs::{self, CpuTimes, Pressure, Quota, Schedstat},
+    scope::Scope,
+};
 
 /// Everything read at one instant.
-pub struct Snapshot {
+pub struct ProcSample {
     pub psi_system: Option<Pressure>,
     pub psi_cgroup: Option<Pressure>,
     pub schedstat: HashMap<u32, Schedstat>,
@@ -18,11 +21,11 @@ pub struct Snapshot {
     pub cpus: Option<CpuTimes>,
 }
 
-impl Snapshot {
-    pub fn take(scope: &Scope) -> Snapshot {
+impl ProcSample {
+    pub fn take(scope: &Scope) -> ProcSample {
         let read = |p: &str| fs::read_to_string(p).ok();
         let cgroup = scope.cgroup();
-        Snapshot {
+        ProcSample {
             psi_system: read("/proc/pressure/cpu").and_then(|t| procfs::parse_pressure(&t).ok()),
             psi_cgroup: cgroup
                 .and_then(|c| c.v2.as_ref())
@@ -98,8 +101,8 @@ pub struct Findings {
 impl Findings {
     pub fn between(
         scope: &Scope,
-        start: &Snapshot,
-        end: &Snapshot,
+        start: &ProcSample,
+        end: &ProcSample,
         window: Duration,
         runnable_samples: &[u64],
     ) -> Findings {
@@ -217,6 +220,13 @@ impl Findings {
             self.psi_cgroup
         }
     }
+}
+
+/// Runnable tasks now: /proc/stat's procs_running, less the one reading it.
+pub fn runnable_now() -> Option<u64> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let times = procfs::parse_proc_stat(&text).ok()?;
+    Some(times.procs_running.saturating_sub(1))
 }
 
 /// A thread's Cpus_allowed_list.

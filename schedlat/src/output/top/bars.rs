@@ -13,8 +13,9 @@ use ratatui::{
 
 use super::state::State;
 use crate::{
-    analysis::{percentiles::Percentiles, shape, slice::Slice},
+    analysis::{percentiles::Percentiles, shape},
     histogram::{log2_slot, log2_slot_bounds},
+    sys::slice::Slice,
 };
 
 /// Title and column header.

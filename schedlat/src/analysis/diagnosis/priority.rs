@@ -6,11 +6,27 @@
 //! such culprits are explained by class or priority; the rest by too
 //! little CPU for peers (saturation, pinning).
 
-use std::fs;
-
 use schedlat_common::victims::TaskInfo;
 
-use crate::analysis::victims::{Row, Tables};
+use super::{
+    named::Diagnosis,
+    waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
+};
+use crate::{
+    analysis::{
+        fmt_ns, task,
+        victims::{Row, Tables},
+    },
+    sys::{cgroup_of::TaskCgroups, findings::Findings},
+};
+
+/// Class or priority is named when culprits that outrank their victims
+/// are charged with at least this share of the scope's measured wait.
+/// Kernel threads that outrank everyone (migration/N at FIFO 99, nice -20
+/// kworkers, RCU and IRQ threads) take a few percent on a busy machine;
+/// a quarter is far above that, and means a structural part of the
+/// waiting was decided by rule, not by turn.
+pub const OUTRANKED: f64 = 0.25;
 
 /// Victims and culprits of the window, ranked by total wait.
 pub struct Attribution {
@@ -57,13 +73,14 @@ impl Attribution {
         most.unwrap_or(0) as f64 / window.as_nanos().max(1) as f64
     }
 
-    /// From the window's ranked tables (all rows: `rank(.., 0)`).
-    pub fn new(tables: Tables, overflow: (u64, u64)) -> Attribution {
+    /// From the window's ranked tables (all rows: `rank(.., 0)`) and the
+    /// cgroups of their tasks.
+    pub fn new(tables: Tables, overflow: (u64, u64), cgroups: &TaskCgroups) -> Attribution {
         let mut outranking: Vec<Outranking> = tables
             .culprits
             .iter()
             .filter_map(outranking)
-            .filter(|o| o.edge != Edge::Weight || !in_other_groups(&o.culprit, &o.victim))
+            .filter(|o| o.edge != Edge::Weight || !in_other_groups(&o.culprit, &o.victim, cgroups))
             .collect();
         outranking.sort_by_key(|o| std::cmp::Reverse(o.charged_ns));
         Attribution {
@@ -145,45 +162,71 @@ pub fn outranks(culprit: &TaskInfo, victim: &TaskInfo) -> Option<Edge> {
 
 /// Nice orders tasks only within one group: across cpu cgroups (or
 /// autogroups) the groups' weights decide (kernel/sched/fair.c, one cfs_rq
-/// per task group). True when both tasks are still there and sit in
+/// per task group). True when both tasks were still there and sat in
 /// different groups; a task that is gone is given the benefit of the doubt.
-fn in_other_groups(a: &TaskInfo, b: &TaskInfo) -> bool {
-    match (cpu_group(a.tid), cpu_group(b.tid)) {
+fn in_other_groups(a: &TaskInfo, b: &TaskInfo, cgroups: &TaskCgroups) -> bool {
+    match (cgroups.cpu_group(a.tid), cgroups.cpu_group(b.tid)) {
         (Some(x), Some(y)) => x != y,
         _ => false,
     }
 }
 
-/// The cpu controller's group of a thread: the v1 `cpu` line of
-/// /proc/TID/cgroup if there is one, else the v2 path when the v2 root
-/// delegates the cpu controller, plus its autogroup when autogroups are on.
-fn cpu_group(tid: u32) -> Option<String> {
-    let text = fs::read_to_string(format!("/proc/{tid}/cgroup")).ok()?;
-    let lines = crate::sys::procfs::parse_proc_cgroup(&text).ok()?;
-    let v1 = lines
+/// RT or lower-nice culprits preempting the scope's tasks: named when
+/// they are charged with at least OUTRANKED of the scope's measured wait
+/// and the scope waited at all.
+pub fn priority(f: &Findings, a: &Attribution, ebpf: Option<EbpfWaiting>) -> Option<Diagnosis> {
+    let share = a.outranking_share();
+    let waited = scope_waited(f, ebpf);
+    if share < OUTRANKED || waited < NEGLIGIBLE {
+        return None;
+    }
+    // The culprits that matter: a migration/N thread (FIFO 99) that took
+    // a few microseconds is not evidence.
+    let top: Vec<String> = a
+        .outranking
         .iter()
-        .find(|l| l.controllers.iter().any(|c| c == "cpu"));
-    let v2_cpu = super::scope::Mounts::read().v2.is_some_and(|m| {
-        fs::read_to_string(m.join("cgroup.subtree_control"))
-            .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
-    });
-    let group = match v1 {
-        Some(l) => l.path.clone(),
-        None if v2_cpu => lines.iter().find(|l| l.hierarchy == 0)?.path.clone(),
-        None => "/".to_string(),
-    };
-    let autogroups = fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
-        .is_ok_and(|t| t.trim() == "1");
-    // Autogroups only apply to tasks of the root group.
-    let auto = if autogroups && group == "/" {
-        fs::read_to_string(format!("/proc/{tid}/autogroup"))
-            .ok()
-            .and_then(|t| t.split_whitespace().next().map(str::to_string))
-            .unwrap_or_default()
+        .filter(|o| o.charged_ns as f64 >= a.tables.waited_ns as f64 * 0.01)
+        .take(3)
+        .map(|o| {
+            format!(
+                "{} ({}) over {} ({}): {} in {} waits, {:.0}% of the measured wait",
+                task::short(&o.culprit),
+                task::sched_label(&o.culprit),
+                task::short(&o.victim),
+                task::sched_label(&o.victim),
+                fmt_ns(o.charged_ns),
+                o.waits,
+                o.charged_ns as f64 / a.tables.waited_ns.max(1) as f64 * 100.0
+            )
+        })
+        .collect();
+    let more = a.outranking.len().saturating_sub(top.len());
+    let more = if more > 0 {
+        format!("; and {more} more")
     } else {
         String::new()
     };
-    Some(format!("{group} {auto}"))
+    let rt = a.outranking.iter().any(|o| o.edge != Edge::Weight);
+    let weight = a.outranking.iter().any(|o| o.edge == Edge::Weight);
+    let mut steps = Vec::new();
+    if rt {
+        steps.push("move the RT/deadline task off the victim's CPUs (taskset, cpuset) or lower its priority (chrt); or, with care, make the victim SCHED_FIFO (chrt -f): an RT task that spins starves everything below it");
+    }
+    if weight {
+        steps.push("renice the culprit (renice -n 0 -p PID) or give the victim a lower nice (renice, CAP_SYS_NICE); to separate services, give them cgroups with their own cpu.weight");
+    }
+    Some(Diagnosis {
+        name: "class or priority",
+        strength: waited * share,
+        evidence: format!(
+            "{:.0}% of the scope's measured wait ({} of {}) is charged to culprits that outrank the task they made wait (higher class, higher RT priority or lower nice): {}{more}",
+            share * 100.0,
+            fmt_ns(a.outranking_ns()),
+            fmt_ns(a.tables.waited_ns),
+            top.join("; ")
+        ),
+        next_step: steps.join("; "),
+    })
 }
 
 #[cfg(test)]
@@ -230,7 +273,7 @@ mod tests {
             max_other: victim,
             ..Default::default()
         };
-        // TIDs no process has: no cgroup check applies.
+        // No cgroups read: no cgroup check applies.
         let rows = [
             culprit(task(4_000_001, 4_000_001, "rt-hog", FIFO, 0, 50), 600),
             culprit(task(4_000_002, 4_000_002, "peer", NORMAL, 0, 0), 300),
@@ -243,10 +286,48 @@ mod tests {
             max_ns: 60,
             ..Default::default()
         }];
-        let a = Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0));
+        let a = Attribution::new(
+            rank(&victims, &rows, SortKey::Total, 0),
+            (0, 0),
+            &TaskCgroups::default(),
+        );
         assert_eq!(a.outranking.len(), 1);
         assert_eq!(a.outranking[0].edge, Edge::Class);
         assert_eq!(a.outranking_ns(), 600);
         assert!((a.outranking_share() - 0.6).abs() < 1e-9);
+    }
+
+    /// Nice decides only inside one cpu group: a lower-nice culprit in
+    /// another group (or autogroup) won by the groups' weights, not by its
+    /// nice; a class edge holds across groups.
+    #[test]
+    fn weight_outranks_only_inside_one_cpu_group() {
+        let victim = task(30, 30, "victim", NORMAL, 0, 0);
+        let culprit = |t: TaskInfo| WaitStats {
+            task: t,
+            count: 10,
+            total_ns: 500,
+            max_other: victim,
+            ..Default::default()
+        };
+        let rows = [
+            culprit(task(31, 31, "reniced", NORMAL, -10, 0)),
+            culprit(task(32, 32, "rt-hog", FIFO, 0, 50)),
+        ];
+        let attribute = |groups: &[(u32, &str)]| {
+            let cgroups = TaskCgroups {
+                cpu_groups: groups
+                    .iter()
+                    .map(|&(tid, g)| (tid, Some(g.to_string())))
+                    .collect(),
+                ..TaskCgroups::default()
+            };
+            let a = Attribution::new(rank(&[], &rows, SortKey::Total, 0), (0, 0), &cgroups);
+            a.outranking.iter().map(|o| o.edge).collect::<Vec<_>>()
+        };
+        let same = attribute(&[(30, "/app "), (31, "/app "), (32, "/batch ")]);
+        assert_eq!(same, [Edge::Weight, Edge::Class]);
+        let apart = attribute(&[(30, "/app "), (31, "/batch "), (32, "/batch ")]);
+        assert_eq!(apart, [Edge::Class]);
     }
 }

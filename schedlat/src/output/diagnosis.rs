@@ -1,47 +1,45 @@
-//! The diagnosis as a person reads it (numbered like the method's steps,
-//! docs/architecture.md), or as one JSON object.
+//! `schedlat diagnose`'s report as a person reads it (numbered like the
+//! method's steps, docs/architecture.md), or as one JSON object.
 
 use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::{
-    Traced,
-    causes::{Cause, Waiting},
-    findings::Findings,
-    priority::Attribution,
-    scope::Scope,
-    selfcheck,
-};
 use crate::{
     analysis::{
-        fmt_ns,
-        task::{self, IdleWait, TaskJson},
+        diagnosis::{
+            priority::Attribution, selfcheck, traced::Traced, verdict::Verdict, waiting::Waiting,
+        },
+        fmt_ns, task,
+        task::{IdleWait, TaskJson},
         victims::Row,
     },
-    output::{self, causes_line, text},
+    output,
+    output::{causes_line, text},
+    sys::{findings::Findings, scope::Scope},
 };
 
 /// Rows of the victims and culprits tables the report shows.
 const TOP: usize = 5;
 
 /// Everything the report shows.
-pub struct Diagnosis<'a> {
+pub struct DiagnoseReport<'a> {
     pub scope: &'a Scope,
     pub findings: &'a Findings,
-    pub waiting: Waiting,
-    pub causes: Vec<Cause>,
+    pub verdict: &'a Verdict,
     pub traced: Option<&'a Traced>,
     /// Why there is no eBPF part (no privileges).
     pub why_not_traced: Option<&'a str>,
 }
 
-pub fn text(d: &Diagnosis) -> String {
-    let Diagnosis {
+pub fn text(d: &DiagnoseReport) -> String {
+    let DiagnoseReport {
         scope,
         findings: f,
-        waiting,
-        causes,
+        verdict: Verdict {
+            waiting,
+            diagnoses: causes,
+        },
         traced,
         why_not_traced,
     } = d;
@@ -220,12 +218,14 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
     })
 }
 
-pub fn json(d: &Diagnosis) -> String {
-    let Diagnosis {
+pub fn json(d: &DiagnoseReport) -> String {
+    let DiagnoseReport {
         scope,
         findings: f,
-        waiting,
-        causes,
+        verdict: Verdict {
+            waiting,
+            diagnoses: causes,
+        },
         traced,
         why_not_traced,
     } = d;
@@ -259,9 +259,12 @@ mod tests {
     use schedlat_common::victims::WaitStats;
 
     use super::*;
-    use crate::analysis::{
-        task::tests::task,
-        victims::{SortKey, rank},
+    use crate::{
+        analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::cgroup_of::TaskCgroups,
     };
 
     /// Issue 19: diagnose's tables say what an idle culprit's waits were,
@@ -286,7 +289,11 @@ mod tests {
             max_other: boxed,
             ..Default::default()
         }];
-        let mut a = Attribution::new(rank(&victims, &culprits, SortKey::Total, 0), (0, 0));
+        let mut a = Attribution::new(
+            rank(&victims, &culprits, SortKey::Total, 0),
+            (0, 0),
+            &TaskCgroups::default(),
+        );
         a.throttled.insert(500);
         let mut out = String::new();
         victims_text(&mut out, &a);

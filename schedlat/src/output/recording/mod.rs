@@ -1,6 +1,8 @@
 //! Recordings that `compare` can trust: each interval object says what was
-//! measured (the scope), and `record -o FILE` never destroys a file it was
-//! not told to replace, nor an earlier recording when the run fails.
+//! measured (the scope), `record -o FILE` never destroys a file it was not
+//! told to replace, nor an earlier recording when the run fails, and a
+//! recording read back (`Recording`) is refused when damaged or of another
+//! schema.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -11,6 +13,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::filter::{Filter, comm_str, cpu_list_str};
+
+pub mod read;
 
 /// What a recording measured, beyond the hook and unit every object carries:
 /// two recordings compare only when these agree.

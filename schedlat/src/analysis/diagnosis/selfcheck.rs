@@ -25,8 +25,8 @@
 
 use serde::Serialize;
 
-use super::{Traced, findings::Findings};
-use crate::analysis::fmt_ns;
+use super::traced::Traced;
+use crate::{analysis::fmt_ns, sys::findings::Findings};
 
 /// eBPF and run_delay agree when within this fraction of each other.
 const AGREE: f64 = 0.05;
