@@ -17,12 +17,10 @@ pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
 /// `--cgroups` and the size of the kernel's key map.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CgroupKeyArgs {
-    /// One histogram per cgroup of the task that waited (`cgroup = PATH`),
-    /// in -c's hierarchy, else the cpu controller's
+    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
     #[arg(long, group = "keyed")]
     pub cgroups: bool,
-    /// Keys the kernel keeps (1.7 KiB each); waits of keys beyond are
-    /// counted as unkeyed, never dropped
+    /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
 }
