@@ -20,8 +20,8 @@ mod cli;
 mod collect;
 mod commands;
 mod export;
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 mod histogram;
 mod kernel;
 mod output;

@@ -12,7 +12,7 @@ use anyhow::Result;
 use crate::{
     analysis::compare::Comparison,
     commands::stdout,
-    output::{compare, recording::read::Recording},
+    output::{compare, escape::printable, recording::read::Recording},
     sys::slice::Slice,
 };
 
@@ -29,8 +29,12 @@ pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     let mismatch = before.differences(&after);
     let text = if json {
         // The text report says it at its top; JSON readers get it on stderr.
+        // The scopes come from the files: escaped for the terminal.
         for line in &mismatch {
-            say!("schedlat: warning: the recordings differ: {line}");
+            say!(
+                "schedlat: warning: the recordings differ: {}",
+                printable(line)
+            );
         }
         compare::json(&before, &after, &comparison, &mismatch)
     } else {

@@ -9,8 +9,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    analysis::shape,
-    output::{dump, replay, replay::Replay},
+    analysis::{recording::Window, shape},
+    commands::UsageError,
+    output::{dump, escape::printable, replay, replay::Replay},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -27,21 +28,44 @@ pub struct ReplayOptions {
 
 pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
     let w = dump::load(path)?;
-    let (Some(first), Some(last)) = (w.seconds.first(), w.seconds.last()) else {
-        bail!("{}: the dump holds no intervals", path.display());
+    let (out, warnings) = report(&w, opts).with_context(|| path.display().to_string())?;
+    for warning in &warnings {
+        say!("schedlat: warning: {}", printable(warning));
+    }
+    crate::commands::stdout::write(&out)?;
+    Ok(())
+}
+
+/// The report on the dump `w` (text or JSON) and what to warn about on
+/// stderr. Without `--from`/`--to`, every interval in the order recorded;
+/// with them, the intervals inside those wall-clock bounds.
+pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)> {
+    let Some(first) = w.seconds.first() else {
+        bail!("the dump holds no intervals");
     };
-    let from = bound(
-        opts.from.as_deref(),
-        first.start_unix_ns,
-        first.start_unix_ns,
-    )?;
-    let to = bound(opts.to.as_deref(), first.start_unix_ns, last.end_unix_ns)?;
+    let earliest = w.seconds.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
+    let latest = w.seconds.iter().map(|s| s.end_unix_ns).max().unwrap_or(0);
+    let from = bound(opts.from.as_deref(), first.start_unix_ns, earliest)?;
+    let to = bound(opts.to.as_deref(), first.start_unix_ns, latest)?;
     if !w.series_names().contains(&opts.series) {
         bail!(
             "no series `{}` in the dump; it has: {}",
-            opts.series,
-            w.series_names().join(", ")
+            printable(&opts.series),
+            printable(&w.series_names().join(", "))
         );
+    }
+    let out_of_order = w.out_of_order();
+    let mut warnings = Vec::new();
+    if out_of_order > 0 {
+        warnings.push(format!(
+            "{out_of_order} of the dump's {} intervals are out of time order (the wall clock stepped back while it was recorded, or the dump was edited): shown in the order recorded{}",
+            w.seconds.len(),
+            if opts.from.is_some() || opts.to.is_some() {
+                "; --from/--to select by wall-clock time, so intervals stamped outside them are left out"
+            } else {
+                ""
+            }
+        ));
     }
     let slice = Slice::fixed(w.meta.slice_ns, &w.meta.slice_source);
     let inside: Vec<_> = w
@@ -53,7 +77,7 @@ pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
     if inside.is_empty() {
         bail!("no whole interval between --from and --to");
     }
-    let Some(merged) = w.merged(&opts.series, from, to) else {
+    let Some(merged) = Window::merge(inside.iter().copied(), &opts.series) else {
         bail!("the window's wait counts add up to more than 2^64: a damaged dump");
     };
     let mut slow: Vec<_> = w
@@ -63,55 +87,68 @@ pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
         .collect();
     slow.sort_by_key(|e| std::cmp::Reverse(e.wait_ns));
     let report = Replay {
-        window: &w,
+        window: w,
         series: &opts.series,
-        from,
-        to,
+        from: from.max(earliest),
+        to: to.min(latest),
         inside,
         shape: shape::classify(&merged, &slice),
         merged,
         slow,
         slice,
         max_slow: opts.slow,
+        out_of_order,
+        warnings: &warnings,
     };
     let out = if opts.json {
         replay::json(&report)
     } else {
         replay::text(&report)
     };
-    crate::commands::stdout::write(&out).ok();
-    Ok(())
+    Ok((out, warnings))
 }
 
 /// `--from`/`--to`: seconds from the dump's start (`30`, `30s`, `2m`) or a
-/// local time of day (`14:05:00`) on the dump's first day.
+/// local time of day (`14:05:00`) on the dump's first day. A value the
+/// clock cannot hold is a bad command line, not a silent wrap.
 fn bound(arg: Option<&str>, start_unix_ns: u64, default: u64) -> Result<u64> {
     let Some(arg) = arg else { return Ok(default) };
+    let bad = |why: &str| UsageError(format!("`{arg}`: {why}"));
+    const NS: u64 = 1_000_000_000;
     if arg.contains(':') {
         let parts: Vec<u64> = arg
             .split(':')
             .map(|p| p.parse())
             .collect::<Result<_, _>>()
-            .with_context(|| format!("`{arg}`: a time of day reads HH:MM:SS"))?;
+            .map_err(|_| bad("a time of day reads HH:MM:SS"))?;
         let [h, m, s] = parts[..] else {
-            bail!("`{arg}`: a time of day reads HH:MM:SS");
+            return Err(bad("a time of day reads HH:MM:SS").into());
         };
+        if h > 23 || m > 59 || s > 60 {
+            return Err(bad("a time of day reads HH:MM:SS, from 00:00:00 to 23:59:60").into());
+        }
         // The local midnight before the dump's start, from its local time.
         let first = local_time_us(start_unix_ns);
-        let secs_of_day: u64 = first[..2].parse::<u64>()? * 3600
-            + first[3..5].parse::<u64>()? * 60
-            + first[6..8].parse::<u64>()?;
-        let midnight = start_unix_ns / 1_000_000_000 - secs_of_day;
-        return Ok((midnight + h * 3600 + m * 60 + s) * 1_000_000_000);
+        let field = |r: std::ops::Range<usize>| first.get(r).and_then(|f| f.parse::<u64>().ok());
+        let (Some(fh), Some(fm), Some(fs)) = (field(0..2), field(3..5), field(6..8)) else {
+            bail!("the dump's start {first} is not a local time HH:MM:SS");
+        };
+        let midnight = (start_unix_ns / NS).saturating_sub(fh * 3600 + fm * 60 + fs);
+        return Ok((midnight + h * 3600 + m * 60 + s).saturating_mul(NS));
     }
     let (number, scale) = match arg.strip_suffix('m') {
         Some(n) => (n, 60),
         None => (arg.strip_suffix('s').unwrap_or(arg), 1),
     };
-    let secs: u64 = number.parse().with_context(|| {
-        format!("`{arg}`: give seconds from the dump's start (30, 30s, 2m) or HH:MM:SS")
-    })?;
-    Ok(start_unix_ns + secs * scale * 1_000_000_000)
+    let secs: u64 = number
+        .parse()
+        .map_err(|_| bad("give seconds from the dump's start (30, 30s, 2m) or HH:MM:SS"))?;
+    secs.checked_mul(scale)
+        .and_then(|s| s.checked_mul(NS))
+        .and_then(|ns| ns.checked_add(start_unix_ns))
+        .ok_or_else(|| {
+            bad("past the end of the clock (2554): give seconds from the dump's start").into()
+        })
 }
 
 #[cfg(test)]

@@ -39,8 +39,14 @@ pub fn json(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[S
 /// the percentiles and the tests.
 pub fn text(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[String]) -> String {
     let mut out = String::new();
+    // The scopes come from the files: a cgroup path or a --comm in them
+    // reaches the terminal only escaped.
     for line in mismatch {
-        let _ = writeln!(out, "warning: the recordings differ: {line}");
+        let _ = writeln!(
+            out,
+            "warning: the recordings differ: {}",
+            super::escape::printable(line)
+        );
     }
     if !mismatch.is_empty() {
         out.push_str("  (the change below may come from measuring something else)\n\n");
@@ -84,10 +90,10 @@ pub fn text(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[S
     out
 }
 
-/// The fuzz target (src/fuzz.rs): everything compare does with a file it
+/// The fuzz target (src/fuzz/): everything compare does with a file it
 /// accepts, without printing.
-#[cfg(test)]
-pub(crate) fn fuzz_one(input: &str) {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn fuzz_one(input: &[u8]) {
     use std::path::Path;
 
     use crate::sys::slice::Slice;

@@ -8,6 +8,7 @@ pub mod causes_line;
 pub mod compare;
 pub mod diagnosis;
 pub mod dump;
+pub mod escape;
 pub mod hlog;
 pub mod json;
 pub mod perfetto;

@@ -18,7 +18,7 @@ use crate::{
         task,
     },
     histogram::Waits,
-    output::text,
+    output::{escape::printable, text},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -37,6 +37,10 @@ pub struct Replay<'a> {
     pub slice: Slice,
     /// Longest slow waits listed (text).
     pub max_slow: usize,
+    /// Intervals stamped out of time order (Window::out_of_order).
+    pub out_of_order: usize,
+    /// Said at the top of the text (JSON readers get them on stderr).
+    pub warnings: &'a [String],
 }
 
 /// One line per interval, then one for the window.
@@ -53,9 +57,6 @@ pub fn json(r: &Replay) -> String {
         slice,
         ..
     } = r;
-    let (Some(first), Some(last)) = (w.seconds.first(), w.seconds.last()) else {
-        return String::new();
-    };
     let mut out = String::new();
     for s in inside {
         let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
@@ -71,11 +72,12 @@ pub fn json(r: &Replay) -> String {
     let line = json!({
         "type": "window", "schema": "schedlat.replay.v1", "series": series,
         "reason": w.meta.reason, "host": w.meta.host,
-        "start_unix_ns": (*from).max(first.start_unix_ns), "end_unix_ns": (*to).min(last.end_unix_ns),
+        "start_unix_ns": from, "end_unix_ns": to,
         "intervals": inside.len(), "count": merged.count(), "mean_ns": merged.mean_ns(),
         "percentiles": Percentiles::of(merged),
         "verdict": window_shape.verdict.as_str(), "summary": window_shape.summary,
         "slow_waits": slow.len(),
+        "out_of_order_intervals": r.out_of_order,
     });
     let _ = writeln!(out, "{line}");
     out
@@ -98,12 +100,15 @@ pub fn text(r: &Replay) -> String {
         return String::new();
     };
     let mut out = String::new();
+    for warning in r.warnings {
+        let _ = writeln!(out, "warning: {}", printable(warning));
+    }
     let _ = writeln!(
         out,
         "dump of {} on {} ({}): {} intervals, {} slow waits of at least {}",
         clock(first.start_unix_ns),
-        w.meta.host,
-        w.meta.reason,
+        printable(&w.meta.host),
+        printable(&w.meta.reason),
         w.seconds.len(),
         w.slow.len(),
         fmt_ns(w.meta.slow_threshold_ns)
@@ -111,7 +116,12 @@ pub fn text(r: &Replay) -> String {
     let _ = writeln!(
         out,
         "\n{:<15} {:>8} {:>9} {:>9} {:>9}  VERDICT ({})",
-        "TIME", "COUNT", "P50", "P99", "MAX", series
+        "TIME",
+        "COUNT",
+        "P50",
+        "P99",
+        "MAX",
+        printable(series)
     );
     for s in inside {
         let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
@@ -139,8 +149,8 @@ pub fn text(r: &Replay) -> String {
                 clock(w.unix_ns(e.at_ns)),
                 e.cpu,
                 fmt_ns(e.wait_ns),
-                task::short(&e.victim),
-                task::short(&e.culprit)
+                printable(&task::short(&e.victim)),
+                printable(&task::short(&e.culprit))
             );
         }
     }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod files;
 pub mod findings;
 pub mod mounts;
+pub mod own_limits;
 pub mod procfs;
 pub mod scope;
 pub mod slice;

@@ -66,6 +66,7 @@ pub fn load(
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
+    crate::sys::own_limits::raise_open_files();
     // The patched aya (vendor/aya/PATCHED.md) parses the kernel's BTF only
     // for CO-RE relocations, which Rust eBPF objects do not have: the
     // loader costs nothing until `load`.
@@ -78,14 +79,21 @@ pub fn load(
     causes.configure(&mut loader, &mut compute);
     let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
     config.configure(&mut loader)?;
-    let mut ebpf = loader
-        .load(EBPF_OBJECT)
-        .map_err(|e| LoadError::Object(Box::new(e)))?;
+    let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| {
+        let sizes: Vec<String> = crate::kernel::map_memory::costs(modes, cpus)
+            .iter()
+            .map(|c| c.describe())
+            .collect();
+        LoadError::limit("loading the eBPF object", &e, &sizes)
+            .unwrap_or_else(|| LoadError::Object(Box::new(e)))
+    })?;
     let topology_note = causes.fill(&mut ebpf);
     let btf_programs = plan.btf_programs.clone();
     let waking = plan.waking;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    notes.extend(filter.offline_note(&online));
     notes.extend(topology_note);
     let mut programs = match mode {
         HookMode::Btf => btf_programs,

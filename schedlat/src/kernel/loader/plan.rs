@@ -187,6 +187,8 @@ impl Plan {
                     return Ok((mode, notes));
                 }
                 Err(e) if choice != HookChoice::Auto => return Err(e),
+                // Another mode needs the same descriptors and memory.
+                Err(e @ LoadError::Limit { .. }) => return Err(e),
                 Err(e) => failures.push(e.to_string()),
             }
         }

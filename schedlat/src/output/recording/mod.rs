@@ -1,8 +1,9 @@
 //! Recordings that `compare` can trust: each interval object says what was
 //! measured (the scope), `record -o FILE` never destroys a file it was not
-//! told to replace, nor an earlier recording when the run fails, and a
-//! recording read back (`Recording`) is refused when damaged or of another
-//! schema.
+//! told to replace, nor an earlier recording when the run fails, nor a
+//! device node or a link (it writes through FIFOs and character devices),
+//! and a recording read back (`Recording`) is refused when damaged or of
+//! another schema.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -113,28 +114,82 @@ fn uname() -> (String, String) {
     }
 }
 
-/// A recording being written: a temporary file next to the destination,
-/// renamed over it only by [`Pending::commit`]. Dropped uncommitted (the run
-/// failed), it is removed and the destination is left as it was.
+/// A recording being written. To a regular file (or a new name): a
+/// temporary file next to the destination, renamed over it only by
+/// [`Pending::commit`]; dropped uncommitted (the run failed), it is removed
+/// and the destination is left as it was. To a FIFO or a character device
+/// (`-o /dev/stdout`, a pipe to another program): written through, the node
+/// itself left in place.
 pub struct Pending {
     pub file: File,
-    tmp: PathBuf,
-    dest: PathBuf,
+    /// The temporary file and the destination it replaces; None when
+    /// written through.
+    replace: Option<(PathBuf, PathBuf)>,
     committed: bool,
 }
 
-impl Pending {
-    /// Refuses an existing `dest` unless `force`: a recording is usually a
-    /// baseline that cannot be made again.
-    pub fn create(dest: &Path, force: bool) -> Result<Pending, String> {
-        if !force && fs::symlink_metadata(dest).is_ok() {
-            return Err(format!(
-                "{} exists: choose another name, or pass --force to replace it (it is replaced only when the new recording is complete)",
-                dest.display()
-            ));
+/// What a destination that exists is, for `record -o`.
+enum Existing {
+    /// Replaced (with --force) by renaming a new file over it.
+    Regular,
+    /// Written through: a FIFO or a character device, or a link to one.
+    Stream,
+    /// Refused, with why.
+    Refused(String),
+}
+
+fn existing(dest: &Path) -> Option<Existing> {
+    use std::os::unix::fs::FileTypeExt;
+    let link = fs::symlink_metadata(dest).ok()?;
+    let target = fs::metadata(dest).map(|m| m.file_type());
+    let stream = |t: &fs::FileType| t.is_fifo() || t.is_char_device();
+    Some(match (link.file_type(), target) {
+        (kind, _) if kind.is_file() => Existing::Regular,
+        (kind, _) if stream(&kind) => Existing::Stream,
+        (kind, Ok(target)) if kind.is_symlink() && stream(&target) => Existing::Stream,
+        // Renaming over a link replaces the link, not what it names: the
+        // file the user meant stays as it was and the link is gone.
+        (kind, Ok(target)) if kind.is_symlink() && target.is_file() => Existing::Refused(format!(
+            "{} is a symbolic link{}: name the file itself to replace it",
+            dest.display(),
+            fs::read_link(dest)
+                .map(|t| format!(" to {}", t.display()))
+                .unwrap_or_default()
+        )),
+        (kind, _) if kind.is_symlink() => Existing::Refused(format!(
+            "{} is a symbolic link to something that is not a file, FIFO or character device",
+            dest.display()
+        )),
+        (kind, _) if kind.is_dir() => {
+            Existing::Refused(format!("{} is a directory", dest.display()))
         }
-        if dest.is_dir() {
-            return Err(format!("{} is a directory", dest.display()));
+        (kind, _) if kind.is_block_device() => Existing::Refused(format!(
+            "{} is a block device: a recording is not written onto a disk",
+            dest.display()
+        )),
+        _ => Existing::Refused(format!(
+            "{} is a socket or another special file: give a file name, a FIFO or a character device",
+            dest.display()
+        )),
+    })
+}
+
+impl Pending {
+    /// Refuses an existing regular `dest` unless `force`: a recording is
+    /// usually a baseline that cannot be made again. A FIFO or character
+    /// device is written through (opening a FIFO waits for its reader);
+    /// anything else that exists is refused, `force` or not.
+    pub fn create(dest: &Path, force: bool) -> Result<Pending, String> {
+        match existing(dest) {
+            Some(Existing::Refused(why)) => return Err(why),
+            Some(Existing::Stream) => return Pending::stream(dest),
+            Some(Existing::Regular) if !force => {
+                return Err(format!(
+                    "{} exists: choose another name, or pass --force to replace it (it is replaced only when the new recording is complete)",
+                    dest.display()
+                ));
+            }
+            Some(Existing::Regular) | None => {}
         }
         let name = dest
             .file_name()
@@ -151,16 +206,46 @@ impl Pending {
             .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
         Ok(Pending {
             file,
-            tmp,
-            dest: dest.to_path_buf(),
+            replace: Some((tmp, dest.to_path_buf())),
             committed: false,
         })
     }
 
-    /// Flushes the recording to disk and puts it in place.
+    /// Opens a FIFO or character device for writing, checking on the open
+    /// descriptor that it still is one (the name may have been swapped for
+    /// a regular file since it was looked at: opened without O_TRUNC and
+    /// closed unwritten, such a file is left as it was).
+    fn stream(dest: &Path) -> Result<Pending, String> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let file = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(dest)
+            .map_err(|e| format!("cannot open {} for writing: {e}", dest.display()))?;
+        let kind = file
+            .metadata()
+            .map_err(|e| format!("{}: {e}", dest.display()))?
+            .file_type();
+        if !(kind.is_fifo() || kind.is_char_device()) {
+            return Err(format!(
+                "{} changed while it was opened: run again",
+                dest.display()
+            ));
+        }
+        Ok(Pending {
+            file,
+            replace: None,
+            committed: false,
+        })
+    }
+
+    /// Flushes the recording to disk and puts it in place (written through:
+    /// nothing to do, the data went out as it was written).
     pub fn commit(mut self) -> io::Result<()> {
-        self.file.sync_all()?;
-        fs::rename(&self.tmp, &self.dest)?;
+        if let Some((tmp, dest)) = &self.replace {
+            self.file.sync_all()?;
+            fs::rename(tmp, dest)?;
+        }
         self.committed = true;
         Ok(())
     }
@@ -168,8 +253,8 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.tmp);
+        if let (false, Some((tmp, _))) = (self.committed, &self.replace) {
+            let _ = fs::remove_file(tmp);
         }
     }
 }
@@ -205,6 +290,62 @@ mod tests {
         p.file.write_all(b"new\n").unwrap();
         p.commit().unwrap();
         assert_eq!(fs::read_to_string(&dest).unwrap(), "new\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 29 item 8: `--force` replaced device nodes and links with
+    /// regular files (`-o /dev/stdout --force` would break /dev/stdout for
+    /// everyone). Links to files are refused; FIFOs and character devices
+    /// are written through and stay what they are.
+    #[test]
+    fn links_are_refused_and_streams_written_through() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = scratch("special");
+        let file = dir.join("baseline.jsonl");
+        fs::write(&file, "baseline\n").unwrap();
+        let link = dir.join("latest.jsonl");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let e = Pending::create(&link, true).err().unwrap();
+        assert!(
+            e.contains("is a symbolic link to") && e.contains("name the file itself"),
+            "{e}"
+        );
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let e = Pending::create(&dir, true).err().unwrap();
+        assert!(e.contains("is a directory"), "{e}");
+
+        // A character device: /dev/null, directly and through a link.
+        for dest in [Path::new("/dev/null").to_path_buf(), {
+            let l = dir.join("null");
+            std::os::unix::fs::symlink("/dev/null", &l).unwrap();
+            l
+        }] {
+            let mut p = Pending::create(&dest, false).unwrap();
+            p.file.write_all(b"{}\n").unwrap();
+            p.commit().unwrap();
+            assert!(fs::metadata(&dest).unwrap().file_type().is_char_device());
+        }
+
+        // A FIFO: what is written arrives at its reader, and it stays a FIFO.
+        let fifo = dir.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+        };
+        let mut p = Pending::create(&fifo, true).unwrap();
+        p.file.write_all(b"{\"recording\":1}\n").unwrap();
+        p.commit().unwrap();
+        assert_eq!(reader.join().unwrap(), "{\"recording\":1}\n");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(fs::read_to_string(&file).unwrap(), "baseline\n");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -8,9 +8,10 @@ use anyhow::{Context, Result, bail};
 
 use super::Scope;
 use crate::{
+    analysis::recording::Window,
     histogram::Waits,
-    output::{json, json::Interval},
-    sys::slice::Slice,
+    output::{dump, json, json::Interval},
+    sys::{files::Lines, slice::Slice},
 };
 
 /// A recording's intervals merged, and what they say they measured.
@@ -24,40 +25,74 @@ pub struct Recording {
     pub hook: String,
 }
 
+/// The longest line of a recording read: a `--json` line carries its
+/// breakdown (skipped unbuilt when read), about 0.5-15 KiB a key, so this
+/// takes tens of thousands of keys; the line is all a read holds at once.
+const MAX_LINE_BYTES: usize = 256 << 20;
+
+/// The schema of a line; the rest of the line is skipped unread.
+#[derive(serde::Deserialize)]
+struct Schema {
+    schema: Option<String>,
+}
+
 impl Recording {
     pub fn load(path: &Path) -> Result<Recording> {
         // A recorder dump is a directory; its JSON Lines are read.
         let dump = path.join("dump.jsonl");
         let path = if path.is_dir() { dump.as_path() } else { path };
-        let text = crate::sys::files::read_regular(path)
+        let lines = Lines::open(path, dump::MAX_DUMP_BYTES, MAX_LINE_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        Recording::parse(path, &text)
+        Recording::read(path, lines)
     }
 
-    /// A recording's text (JSON Lines); `path` names it in errors.
-    pub fn parse(path: &Path, text: &str) -> Result<Recording> {
+    /// A recording's text (JSON Lines) in memory; `path` names it in errors.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn parse(path: &Path, text: &[u8]) -> Result<Recording> {
+        Recording::read(path, Lines::new(text, u64::MAX, MAX_LINE_BYTES))
+    }
+
+    /// A recording read a line at a time, typed: its intervals merged. A
+    /// recorder dump is read by the dump reader, with every check `replay`
+    /// makes, its total series' intervals merged.
+    fn read<R: std::io::Read>(path: &Path, mut lines: Lines<R>) -> Result<Recording> {
         let mut waits = Waits::default();
         let mut unit = None;
         let mut slice = None;
         let mut scope = None;
         let mut hook = String::new();
-        for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('{')) {
-            let at = || format!("{}:{}", path.display(), n + 1);
-            let mut value: serde_json::Value =
-                serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
-            // A dump's lines are typed (docs/recorder.md): its total series'
-            // intervals count, the rest (header, per-cgroup series, slow waits,
-            // end) not.
-            if let Some(kind) = value.get("type").and_then(|t| t.as_str()) {
-                if kind != "interval" || value["series"] != "total" {
-                    continue;
-                }
-                value = value["histogram"].take();
+        let origin = path.display().to_string();
+        let mut dump: Option<dump::Reader> = None;
+        while let Some((n, line)) = lines
+            .next_line()
+            .with_context(|| format!("cannot read {origin}"))?
+        {
+            if let Some(reader) = dump.as_mut() {
+                reader.line(n, line)?;
+                continue;
             }
+            // Text around the objects (a banner captured with 2>&1) is
+            // skipped.
+            if !line.starts_with(b"{") {
+                continue;
+            }
+            let at = || format!("{origin}:{n}");
+            if unit.is_none() && dump::is_dump_line(line) {
+                let mut reader = dump::Reader::new(&origin);
+                reader.line(n, line)?;
+                dump = Some(reader);
+                continue;
+            }
+            let schema: Schema =
+                serde_json::from_slice(line).with_context(|| format!("{}: not JSON", at()))?;
             // Another schema (compare's own output, another tool's JSON) is
             // named as such rather than as a missing field.
-            match value.get("schema").and_then(|s| s.as_str()) {
+            match schema.schema.as_deref() {
                 Some(schema) if json::READS.contains(&schema) => {}
+                _ if dump::is_dump_line(line) => bail!(
+                    "{}: a recorder dump's line inside a recording: not a whole dump",
+                    at()
+                ),
                 Some(other) => bail!(
                     "{}: not a recording (schema {other}): compare reads `schedlat record` files, `schedlat --json` output ({}) and `record --ring` dumps",
                     at(),
@@ -69,24 +104,25 @@ impl Recording {
                     json::SCHEMA
                 ),
             }
-            let interval: Interval = serde_json::from_value(value)
+            let interval: Interval = serde_json::from_slice(line)
                 .with_context(|| format!("{}: a damaged {} object", at(), json::SCHEMA))?;
             if unit.get_or_insert_with(|| interval.unit.clone()) != &interval.unit {
-                bail!("{}: mixes usecs and msecs intervals", path.display());
+                bail!("{origin}: mixes usecs and msecs intervals");
             }
             if scope.is_none() {
                 scope = interval.scope.clone();
                 hook = interval.hook.clone();
             }
-            // The slice the recording was judged against, so both sides use it.
+            // The slice the recording was judged against, so both sides use
+            // it.
             if let Some(ev) = interval.shape.as_ref().map(|s| &s.evidence)
                 && let (Some(ns), Some(src)) =
                     (ev["slice_ns"].as_u64(), ev["slice_source"].as_str())
             {
                 slice.get_or_insert_with(|| Slice::fixed(ns, src));
             }
-            // Counts near 2^64 come only from a damaged or forged file; refused
-            // here so every later sum over the buckets is exact.
+            // Counts near 2^64 come only from a damaged or forged file;
+            // refused here so every later sum over the buckets is exact.
             interval
                 .waits()
                 .and_then(|w| waits.try_merge(&w))
@@ -97,11 +133,12 @@ impl Recording {
                     )
                 })?;
         }
+        if let Some(reader) = dump {
+            return Recording::of_dump(&reader.finish()?, &origin);
+        }
         let Some(unit) = unit else {
             bail!(
-                "{}: no schedlat JSON objects in it (make one with `schedlat record -o {} 10`)",
-                path.display(),
-                path.display()
+                "{origin}: no schedlat JSON objects in it (make one with `schedlat record -o {origin} 10`)"
             );
         };
         Ok(Recording {
@@ -110,6 +147,25 @@ impl Recording {
             slice,
             scope,
             hook,
+        })
+    }
+
+    /// A whole dump as one side: its total series over every interval.
+    fn of_dump(w: &Window, origin: &str) -> Result<Recording> {
+        let mut waits = Waits::default();
+        for s in &w.seconds {
+            if let Some(total) = s.total() {
+                waits.try_merge(&total.waits()).with_context(|| {
+                    format!("{origin}: wait counts add up to more than 2^64: a damaged dump")
+                })?;
+            }
+        }
+        Ok(Recording {
+            waits,
+            unit: w.meta.unit.clone(),
+            slice: Some(Slice::fixed(w.meta.slice_ns, &w.meta.slice_source)),
+            scope: None,
+            hook: w.meta.hook.clone(),
         })
     }
 
@@ -200,7 +256,7 @@ pub mod tests {
         // Two intervals of 2^63 waits each: 2^64 in all.
         let e = format!(
             "{:#}",
-            Recording::parse(Path::new("big"), &one.repeat(2))
+            Recording::parse(Path::new("big"), one.repeat(2).as_bytes())
                 .err()
                 .unwrap()
         );
@@ -208,7 +264,7 @@ pub mod tests {
             e.contains("big:2: wait counts add up to more than 2^64"),
             "{e}"
         );
-        Recording::parse(Path::new("big"), &one).unwrap();
+        Recording::parse(Path::new("big"), one.as_bytes()).unwrap();
     }
 
     /// A recorder dump (its directory) is read as a recording: the total

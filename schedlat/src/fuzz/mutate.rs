@@ -1,14 +1,10 @@
-//! Fuzz targets for every parser of outside input: BTF and the offsets read
-//! from it,
-//! tracefs formats, /proc and cgroup files, compare's recordings, and the
-//! HTTP Accept header of `serve`.
-//!
-//! Each target mutates the seeds in `schedlat/fuzz/corpus/<target>/` (real
-//! files from kernels and tools, and any input that once failed) with
-//! proptest: byte flips, inserts, deletions, duplicated or spliced ranges,
-//! numbers replaced by boundary values. A panic fails the test, and
-//! proptest shrinks the input to the smallest that still fails; add it to
-//! the corpus when fixing the cause.
+//! The proptest driver of the fuzz targets (src/fuzz/mod.rs), in every
+//! `cargo test`: each target mutates the seeds in
+//! `schedlat/fuzz/corpus/<target>/` (real files from kernels and tools, and
+//! any input that once failed) with proptest: byte flips, inserts,
+//! deletions, duplicated or spliced ranges, numbers replaced by boundary
+//! values. A panic fails the test, and proptest shrinks the input to the
+//! smallest that still fails; add it to the corpus when fixing the cause.
 //!
 //! A run is made of rounds of 200 cases, each round seeded from
 //! `SCHEDLAT_FUZZ_SEED` (default fixed, so a failure reproduces) and its
@@ -16,9 +12,9 @@
 //! the time budget is ignored: `cargo xtask test` (and so CI) sets 100
 //! (xtask's `FUZZ_ROUNDS`), so every CI run tries the same inputs whatever
 //! the machine's speed; that took 10-18 s per target (the BTF target, which
-//! writes each case to a file, up to 54 s while the disk was busy), 72 to
-//! 105 s for all five, in the debug build on a busy 2-core VM. Without it a target runs for
-//! `SCHEDLAT_FUZZ_SECS` seconds (default 1), at least one
+//! wrote each case to a file on disk, up to 54 s while the disk was busy;
+//! now a memfd) in the debug build on a busy 2-core VM. Without it a target
+//! runs for `SCHEDLAT_FUZZ_SECS` seconds (default 1), at least one
 //! round: the way to explore longer by hand.
 
 use std::{
@@ -268,102 +264,4 @@ fn save_failure(target: &str, data: &[u8]) -> String {
         Ok(()) => format!("\nminimal failing input saved as {}", path.display()),
         Err(e) => format!("\n(cannot save the minimal failing input: {e})"),
     }
-}
-
-fn text(data: &[u8]) -> String {
-    String::from_utf8_lossy(data).into_owned()
-}
-
-#[test]
-fn fuzz_btf_offsets() {
-    use crate::kernel::{btf, btf_check};
-    // The BTF a user passes with --btf is parsed by btf-rs from a file, so
-    // each case goes through a file too; every lookup that loading does
-    // must fail cleanly, and the task_struct layout loading accepts (after
-    // btf_check, as kernel/loader/plan.rs does) must lie inside the struct.
-    let dir = std::env::temp_dir().join(format!("schedlat-fuzz-btf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("case.btf");
-    fuzz("btf", |data| {
-        std::fs::write(&path, data).expect("write case");
-        let Ok(parsed) = btf::open(&path) else {
-            return;
-        };
-        let layouts = btf::Layouts::new(&parsed, &path);
-        if let (Ok(task), Ok(size)) = (btf::task_offsets(&layouts), btf::task_struct_size(&layouts))
-            && btf_check::check_plausible(&task, size, &path).is_ok()
-        {
-            assert!(
-                task.pid + 4 <= size && task.tgid + 4 <= size && task.comm + 16 <= size,
-                "{task:?} in {size}"
-            );
-        }
-        let _ = btf::rq_offsets(&layouts);
-        let _ = btf::pidns_offsets(&layouts);
-        let _ = btf::tracepoint_ids(&layouts, &["sched_switch", "sched_wakeup"]);
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn fuzz_tracefs_format() {
-    use crate::kernel::tracefs::{Format, runnable_state_mask};
-    fuzz("tracefs", |data| {
-        let format = Format::parse("fuzz".into(), &text(data));
-        let valid = format.validate().is_ok();
-        for name in ["prev_pid", "prev_state", "next_pid", "pid"] {
-            if let (true, Ok(offset)) = (valid, format.offset_sized(name, &[4, 8])) {
-                assert!(offset < 4096, "{name} at {offset} accepted");
-            }
-        }
-        if let Some(mask) = runnable_state_mask(&format) {
-            assert!((mask + 1).is_power_of_two(), "mask {mask:#x}");
-        }
-    });
-}
-
-#[test]
-fn fuzz_proc_and_cgroup_files() {
-    use crate::sys::procfs::*;
-    fuzz("procfs", |data| {
-        let t = text(data);
-        let _ = parse_pressure(&t);
-        let _ = parse_schedstat(&t);
-        let _ = parse_stat_starttime(&t);
-        let _ = parse_proc_cgroup(&t);
-        let _ = parse_flat_keyed(&t);
-        let _ = parse_cpu_max(&t);
-        let _ = parse_proc_stat(&t);
-        if let Ok(cpus) = parse_cpu_list(&t) {
-            assert!(cpus.iter().all(|&c| c < 65_536), "{cpus:?}");
-        }
-        let (quota, period) = t.split_once('\n').unwrap_or((&t, "100000"));
-        if let Ok(Some(q)) = parse_cfs_quota(quota, period) {
-            assert!(q.cpus().is_finite(), "{q:?}");
-        }
-        if let Ok(Some(q)) = parse_cpu_max(&t) {
-            assert!(q.cpus().is_finite(), "{q:?}");
-        }
-    });
-}
-
-#[test]
-fn fuzz_compare_input() {
-    fuzz("compare", |data| {
-        crate::output::compare::fuzz_one(&text(data));
-    });
-}
-
-#[test]
-fn fuzz_http_accept_negotiation() {
-    use crate::export::negotiate::negotiate;
-    fuzz("accept", |data| {
-        let accept = text(data);
-        let content_type = negotiate(Some(&accept)).content_type();
-        // Whatever the header, the answer's Content-Type is a valid value.
-        assert!(
-            hyper::header::HeaderValue::from_str(&content_type).is_ok(),
-            "{accept:?} -> {content_type:?}"
-        );
-    });
 }
