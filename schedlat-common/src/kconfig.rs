@@ -106,6 +106,12 @@ pub struct CgroupOffsets {
     pub css_parent: u64,
     pub cgroup_kn: u64,
     pub kn_id: u64,
+    /// `cgroup->root` and `cgroup_root->hierarchy_id`, and the id of the
+    /// hierarchy the chain reads (0: cgroup v2; as /proc/PID/cgroup
+    /// numbers them): the cgroup_mkdir program names only its cgroups.
+    pub cgroup_root: u64,
+    pub root_hierarchy_id: u64,
+    pub hierarchy_id: u64,
 }
 
 /// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
@@ -194,6 +200,9 @@ pub struct Compute {
     /// 1: `--waking`: the sched_waking program is attached and each
     /// sched_wakeup adds the wakeup path before it to CAUSES.
     pub waking: u64,
+    /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
+    /// holder cgroup), sized by the loader.
+    pub pairs: u64,
 }
 
 /// What the cause split reads besides the run-queue chain (`RqOffsets`):
@@ -232,11 +241,11 @@ mod tests {
     fn layouts_are_u64_words_without_padding() {
         assert_eq!(size_of::<TaskOffsets>(), 7 * 8);
         assert_eq!(size_of::<RqOffsets>(), 4 * 8);
-        assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
+        assert_eq!(size_of::<CgroupOffsets>(), 9 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 10 * 8);
+        assert_eq!(size_of::<Compute>(), 11 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
     }
 

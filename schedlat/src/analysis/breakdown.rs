@@ -13,7 +13,7 @@ use crate::{
     collect::key_intervals::Reading,
     histogram::Waits,
     kernel::modes::Keyed,
-    sys::slice::Slice,
+    sys::{slice::Slice, workload::level::Level},
 };
 
 /// The breakdown asked for: what the kernel keys by, and how the keys are
@@ -22,11 +22,15 @@ use crate::{
 pub struct BreakdownOptions {
     pub keyed: Option<Keyed>,
     pub sort: KeySort,
-    /// Only the first N keys of each reading.
+    /// Only the first N keys of each interval.
     pub top: Option<u32>,
+    /// Count who waited behind whom, in a table of this many pairs.
+    pub pairs: Option<u32>,
+    /// The level the pairs' cgroups are named and rolled up at.
+    pub by: Level,
 }
 
-/// How keys are ordered: by what they waited in the reading.
+/// How keys are ordered: by what they waited in the interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeySort {

@@ -6,6 +6,7 @@ pub mod breakdown;
 pub mod causes;
 pub mod compare;
 pub mod diagnosis;
+pub mod pairs;
 pub mod percentiles;
 pub mod recording;
 pub mod shape;

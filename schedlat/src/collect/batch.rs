@@ -48,7 +48,8 @@ struct BatchAttr {
     flags: u64,
 }
 
-/// A hash map's entries, read by [`for_each`]; the buffers are reused.
+/// A hash map's entries, read by [`read`] or [`for_each`]; the buffers are
+/// reused.
 pub struct Entries<K, V> {
     keys: Vec<MaybeUninit<K>>,
     values: Vec<MaybeUninit<V>>,
@@ -96,6 +97,12 @@ impl<K: Pod, V: Pod> Entries<K, V> {
         self.values[self.len] = MaybeUninit::new(value);
         self.len += 1;
     }
+}
+
+/// Reads every entry of the hash map `map` into `out`, replacing what it
+/// held: with the batch command, else one key at a time.
+pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+    walk_map(map, out, None, &mut |_, _| {})
 }
 
 /// Hands every entry of the hash map `map` to `each`, `chunk` entries per

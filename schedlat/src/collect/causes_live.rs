@@ -25,7 +25,7 @@ use crate::{
 
 /// Loads in `hook` with `modes`, for the whole system; None (skipped, said
 /// on stderr) when not root, which CI=true makes a failure.
-fn load(hook: HookChoice, modes: &Modes) -> Option<Tracer> {
+pub(super) fn load(hook: HookChoice, modes: &Modes) -> Option<Tracer> {
     load_filtered(hook, modes, &Filter::default())
 }
 
@@ -244,9 +244,7 @@ fn breakdown_keys_carry_their_split() {
         return;
     };
     contend(Duration::from_millis(800));
-    let mut keys = Vec::new();
-    let mut buf = super::batch::Entries::default();
-    (tracer.for_each_keyed(&mut buf, 256, |k, v| keys.push((*k, *v)))).unwrap();
+    let keys = tracer.read_keyed().unwrap();
     let m = tracer.measurable;
     let mut total = CauseCounts::zero(m.unwrap(), false);
     let mut waits = 0u64;

@@ -157,7 +157,7 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
     /// with the cause split per key when `with_causes` and the kernel
     /// measures it.
     pub fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_causes: bool) -> Self {
-        let names = KeyLabels::new(by, tracer.cgroup_hierarchy.clone());
+        let names = tracer.key_labels(by);
         let causes = tracer.measurable.filter(|_| with_causes);
         KeyIntervals::with_names(by, names, kept, causes)
     }

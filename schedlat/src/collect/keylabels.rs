@@ -11,14 +11,16 @@ use std::{
 
 use schedlat_common::scope::Breakdown;
 
+use super::cgroup_names::CgroupNames;
 use crate::kernel::{
     cgroupfs::Hierarchy,
     filter::{comm_str, is_alive},
 };
 
 /// Names keys of one breakdown; remembers the hierarchy's cgroup paths by
-/// id. The comm the kernel stored with a key is the caller's to keep (the
-/// keyed intervals keep it with the key's state).
+/// id, and the paths the kernel sent as it made each cgroup. The comm the
+/// kernel stored with a key is the caller's to keep (the keyed intervals
+/// keep it with the key's state).
 pub struct KeyLabels {
     by: Breakdown,
     hierarchy: Option<Hierarchy>,
@@ -30,6 +32,9 @@ pub struct KeyLabels {
     /// When the hierarchy was last scanned: one scan answers for a pass
     /// over the keys, not one per unknown key.
     scanned: Option<Instant>,
+    /// The names the kernel sent as it made each cgroup: those made and
+    /// removed between two scans.
+    names: Option<CgroupNames>,
 }
 
 /// How long one scan of the cgroup hierarchy answers for unknown ids: a
@@ -45,7 +50,14 @@ impl KeyLabels {
             cgroup_paths: HashMap::new(),
             known_paths: HashMap::new(),
             scanned: None,
+            names: None,
         }
+    }
+
+    /// Also names cgroups from the paths the kernel sent at their
+    /// creation (collect/cgroup_names.rs).
+    pub fn with_names(self, names: Option<CgroupNames>) -> KeyLabels {
+        KeyLabels { names, ..self }
     }
 
     pub fn by(&self) -> Breakdown {
@@ -57,6 +69,9 @@ impl KeyLabels {
     pub fn saw(&mut self, key: u64) {
         if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(&key) {
             self.cgroup_path(key);
+            if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
+                self.known_paths.entry(key).or_insert(path);
+            }
         }
     }
 
@@ -79,6 +94,15 @@ impl KeyLabels {
             );
         }
         self.cgroup_paths.get(&id).cloned()
+    }
+
+    /// A cgroup's name: its path now, else the path it had when last seen
+    /// or when the kernel made it. None only for a cgroup that was gone
+    /// before any of these (made before load and removed before a scan).
+    pub fn cgroup_name(&mut self, id: u64) -> Option<String> {
+        self.cgroup_path(id)
+            .or_else(|| self.known_paths.get(&id).cloned())
+            .or_else(|| self.names.as_ref()?.get(id))
     }
 
     /// Whether the process, thread or cgroup a key names still exists
@@ -117,7 +141,7 @@ impl KeyLabels {
             Breakdown::Process => format!("pid = {key} {}", task_comm(key, comm)),
             Breakdown::Thread => format!("tid = {key} {}", task_comm(key, comm)),
             Breakdown::PidNamespace => format!("pidns = {key}"),
-            Breakdown::Cgroup => match (self.cgroup_path(key), self.known_paths.get(&key)) {
+            Breakdown::Cgroup => match (self.cgroup_path(key), self.cgroup_name(key)) {
                 (Some(path), _) => format!("cgroup = {path}"),
                 (None, Some(path)) => format!("cgroup = {path} (removed)"),
                 (None, None) => format!("cgroup = (removed, id {key})"),

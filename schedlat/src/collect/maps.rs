@@ -61,6 +61,18 @@ impl Tracer {
         Ok((stats, ended))
     }
 
+    /// Every key's cumulative histogram (`--pids`, `--cgroups`...), all
+    /// at once: the live tests' view; everything else reads them a chunk
+    /// at a time through the keyed intervals.
+    #[cfg(test)]
+    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
+        let mut entries = Entries::default();
+        let name = names::MAP_KEYED;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        batch::read(map, &mut entries).map_err(|error| ReadError::Map { name, error })?;
+        Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
+    }
+
     /// Every key's cumulative histogram handed to `each`, `chunk` keys per
     /// syscall through `buf` (batch.rs): what a scrape of thousands of
     /// keys needs.

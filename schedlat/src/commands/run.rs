@@ -14,11 +14,17 @@ use anyhow::{Context, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    analysis::breakdown::{self, BreakdownOptions},
+    analysis::{
+        breakdown::{self, BreakdownOptions},
+        pairs::{self, PairTable, WorkloadPair},
+    },
     collect::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
+        pairs::PairIntervals,
         slow::SlowEvents,
+        tracer::Tracer,
+        workloads::WorkloadNamer,
     },
     commands::{
         UsageError, session,
@@ -33,7 +39,7 @@ use crate::{
         recording::{Pending, Scope},
     },
     recorder::{Flight, RecorderOptions},
-    sys::{clock, slice::Slice},
+    sys::{clock, slice::Slice, workload::level::Level},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -106,9 +112,15 @@ async fn run(
     let unit = cli.unit;
     let mut signals = Signals::install()?;
     let keyed = breakdown.keyed;
-    let modes = Modes::histogram(keyed);
+    let mut modes = Modes::histogram(keyed);
+    if let Some(max) = breakdown.pairs {
+        modes = modes.with_pairs(max);
+    }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keys = keyed.map(|k| (KeyIntervals::new(k.by, &tracer, Kept::Whole, true), k));
+    let mut pairs_view = breakdown
+        .pairs
+        .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
     let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
@@ -120,6 +132,9 @@ async fn run(
     let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some((keys, _)) = keys.as_mut() {
         keys.interval(&mut tracer, |_| ())?;
+    }
+    if let Some(view) = pairs_view.as_mut() {
+        view.interval(&mut tracer)?;
     }
     let mut started = Instant::now();
 
@@ -140,9 +155,14 @@ async fn run(
             None => None,
         };
         report.breakdown = keys.as_ref().map(output::breakdown::json);
+        let pairs = match pairs_view.as_mut() {
+            Some(view) => Some(view.interval(&mut tracer)?),
+            None => None,
+        };
+        report.pairs = pairs.as_ref().map(output::pairs::to_json);
         report.scope = Some(scope.clone());
         let ts = cli.timestamp.then(clock::local_hms);
-        let text = match (&keys, cli.json) {
+        let mut text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),
             // runqlat -P/-L/--pidnss print the per-key histograms only.
             (Some(keys), false) => {
@@ -151,6 +171,9 @@ async fn run(
             }
             (None, false) => output::text::render(&report, ts.as_deref()),
         };
+        if let (Some(pairs), false) = (&pairs, cli.json) {
+            text.push_str(&output::pairs::render_text(pairs));
+        }
         if let Some(file) = record_to.as_mut() {
             file.write_all(output::json::render(&report).as_bytes())
                 .context("writing the recording")?;
@@ -194,4 +217,38 @@ pub async fn ring(
     }
     flight.finish();
     Ok(Ended::Done)
+}
+
+/// The neighbour-pair table's intervals, named and ranked (`--pairs`).
+struct PairsView {
+    intervals: PairIntervals,
+    names: WorkloadNamer,
+    level: Level,
+    top: Option<usize>,
+}
+
+impl PairsView {
+    fn new(tracer: &Tracer, level: Level, top: Option<u32>) -> PairsView {
+        PairsView {
+            intervals: PairIntervals::default(),
+            names: WorkloadNamer::new(tracer, level),
+            level,
+            top: top.map(|n| n as usize),
+        }
+    }
+
+    fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
+        let names = &mut self.names;
+        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
+        let named = interval.named(|id| names.name(id));
+        let rows = named
+            .into_iter()
+            .map(|(victim, holder, counts)| WorkloadPair {
+                victim,
+                holder,
+                counts,
+            });
+        let table = (interval.overflow, interval.capacity);
+        Ok(pairs::rank(rows, self.level, self.top, table))
+    }
 }

@@ -30,7 +30,7 @@ pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
         _ => {
             let path = labels
-                .cgroup_path(key)
+                .cgroup_name(key)
                 .unwrap_or_else(|| format!("(removed, id {key})"));
             vec![("cgroup", path)]
         }

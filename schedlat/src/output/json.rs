@@ -51,6 +51,9 @@ pub struct Interval {
     /// not read back (a line of a million keys would be built in memory).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<serde_json::Value>,
+    /// Who waited behind whom (`--pairs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<serde_json::Value>,
     /// What was measured; absent in objects from before it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<super::recording::Scope>,
@@ -196,6 +199,7 @@ pub fn interval(report: &Report) -> Interval {
         log2,
         causes: super::causes::of(w).map(|c| super::causes::json(&c)),
         breakdown: report.breakdown.clone(),
+        pairs: report.pairs.clone(),
         scope: report.scope.clone(),
     }
 }

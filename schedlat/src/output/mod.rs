@@ -11,6 +11,7 @@ pub mod dump;
 pub mod escape;
 pub mod hlog;
 pub mod json;
+pub mod pairs;
 pub mod perfetto;
 pub mod recording;
 pub mod replay;
@@ -40,6 +41,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// The neighbour-pair table, with `--pairs` (JSON form).
+    pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
     pub scope: Option<recording::Scope>,
 }
@@ -64,6 +67,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            pairs: None,
             scope: None,
         }
     }

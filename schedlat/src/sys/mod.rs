@@ -13,3 +13,4 @@ pub mod scope;
 pub mod slice;
 pub mod throttle;
 pub mod topology;
+pub mod workload;
