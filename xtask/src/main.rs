@@ -8,7 +8,8 @@
 //! - `image`: dist, then an OCI image of the package in target/dist/.
 //! - `test`: setup with the test tools, dist, then every test tier that
 //!   this machine can run.
-//! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
+//! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load;
+//!   `bench-docs`: the docs' cost figures rewritten from a bench run's JSON.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 //! - `fuzz`: the libFuzzer targets (also the last step of `test`).
@@ -84,6 +85,17 @@ enum Command {
     /// Compare schedlat with libbpf-tools runqlat on `perf bench sched pipe`:
     /// overhead, BPF ns per event, time to attach, CPU and RSS (root).
     Bench(bench::Options),
+    /// Rewrite the cost figures in README.md and docs/ (the parts between
+    /// `<!-- bench:NAME -->` markers) from a bench run's JSON, by default
+    /// docs/bench.json (written by `cargo xtask bench --json docs/bench.json`).
+    BenchDocs {
+        /// Change nothing; fail when a page differs from what the JSON gives
+        #[arg(long)]
+        check: bool,
+        /// The bench run's JSON
+        #[arg(long, value_name = "PATH")]
+        from: Option<std::path::PathBuf>,
+    },
     /// (internal) The bench's background threads, in their own process.
     #[command(hide = true)]
     BenchSleepers {
@@ -141,6 +153,7 @@ fn main() -> ExitCode {
             processes,
         } => bench::sleepers::serve(threads, cpu, processes),
         Command::BenchBtfFloor => bench::floor::parse_once(),
+        Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),

@@ -124,6 +124,11 @@ impl VictimsArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SlowArgs {
+    /// Report waits at least this long, as runqslower's `min_us`: a bare
+    /// number is microseconds (`slow 1000` = `--threshold 1ms`)
+    #[arg(value_name = "MIN_US", value_parser = parse_min_us, conflicts_with = "threshold")]
+    pub min_us: Option<u64>,
+
     /// Report waits at least this long: a number with a unit, e.g. 1ms,
     /// 500us, 2.5ms (runqslower's default is 10ms)
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
@@ -142,10 +147,23 @@ pub struct SlowArgs {
 impl SlowArgs {
     pub fn options(&self) -> SlowOptions {
         SlowOptions {
-            threshold: self.threshold,
+            threshold: self.min_us.unwrap_or(self.threshold),
             json: self.json,
         }
     }
+}
+
+/// runqslower's positional minimum: a bare number is microseconds, as there;
+/// a number with a unit is read as `--threshold` reads it. Nanoseconds out.
+fn parse_min_us(s: &str) -> Result<u64, String> {
+    if !s.trim().bytes().all(|b| b.is_ascii_digit()) {
+        return parse_duration_ns(s);
+    }
+    let us: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of microseconds"))?;
+    parse_duration_ns(&format!("{us}us"))
 }
 
 /// Options of `schedlat serve`.

@@ -451,6 +451,23 @@ mod tests {
         );
     }
 
+    /// Issue 28: runqslower's positional minimum is microseconds.
+    #[test]
+    fn slow_takes_runqslowers_min_us() {
+        let threshold = |args: &[&str]| match parse(args).unwrap().command {
+            Some(Command::Slow(slow)) => slow.options().threshold,
+            other => panic!("not slow: {other:?}"),
+        };
+        assert_eq!(threshold(&["slow", "1000"]), 1_000_000);
+        assert_eq!(threshold(&["slow", "2ms"]), 2_000_000);
+        assert_eq!(threshold(&["slow", "--threshold", "500us"]), 500_000);
+        assert_eq!(threshold(&["slow"]), 10_000_000);
+        let e = parse(&["slow", "1000", "--threshold", "1ms"]).unwrap_err();
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+        let e = parse(&["slow", "0"]).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
     #[test]
     fn rejects_bad_numbers_with_a_reason() {
         let e = parse(&["0"]).unwrap_err().to_string();

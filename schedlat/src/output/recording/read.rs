@@ -138,7 +138,7 @@ impl Recording {
         }
         let Some(unit) = unit else {
             bail!(
-                "{origin}: no schedlat JSON objects in it (make one with `schedlat record -o {origin} 10`)"
+                "{origin}: no schedlat JSON objects in it, so not a recording; make one with `schedlat record -o NEW.json 10` (a file that does not exist yet: record replaces one only with --force)"
             );
         };
         Ok(Recording {
