@@ -257,7 +257,10 @@ mod tests {
             kind("   18190   18054 lto cgu.08       normal 0         12    20.1 ms"),
             "row"
         );
-        assert_eq!(kind("13:28:44 victims over 5.01 s (tasks that"), "# victims over");
+        assert_eq!(
+            kind("13:28:44 victims over 5.01 s (tasks that"),
+            "# victims over"
+        );
         assert_eq!(
             metric_kind(r#"schedlat_info{hook="tp_btf",version="0.1.0"} 1"#),
             "schedlat_info{hook,version}"
