@@ -12,7 +12,16 @@ use std::{
 
 /// Lowest first. A module may import its own layer and those before it.
 const LAYERS: &[&str] = &[
-    "sys", "kernel", "collect", "analysis", "output", "commands", "cli",
+    "histogram",
+    "sys",
+    "kernel",
+    "collect",
+    "analysis",
+    "output",
+    "recorder",
+    "export",
+    "commands",
+    "cli",
 ];
 
 /// A module, as the first two segments of its path (`kernel::loader`,
