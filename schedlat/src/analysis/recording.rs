@@ -9,9 +9,9 @@
 //! [`MAX_SERIES_SECOND_BYTES`] whatever the load, and it is a few hundred
 //! bytes in practice.
 
-use schedlat_common::{NR_BUCKETS, NR_LOG2_SLOTS, victims::SlowEvent};
+use schedlat_common::victims::SlowEvent;
 
-use crate::collect::histogram::Waits;
+use crate::histogram::{NR_BUCKETS, NR_LOG2_SLOTS, Waits};
 
 /// One series' waits in one interval, sparse.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet, btree_map::Entry};
 
 use schedlat_common::victims::{TaskInfo, WaitStats};
 
-use crate::{collect::victims::Interval, sys::throttle::ThrottleWatch};
+use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 
 /// What the tables are ranked by (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -312,7 +312,7 @@ pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
 }
 
 /// `throttled_pids`, over an interval's rows before any ranking (`top`).
-pub fn throttled_in(watch: &ThrottleWatch, interval: &Interval) -> HashSet<u32> {
+pub fn throttled_in(watch: &ThrottleWatch, interval: &VictimsInterval) -> HashSet<u32> {
     let pairs = |rows: &[WaitStats]| -> Vec<(TaskInfo, TaskInfo)> {
         rows.iter().map(|r| (r.task, r.max_other)).collect()
     };

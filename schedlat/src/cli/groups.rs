@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use crate::{
-    collect::histogram::Unit,
     commands::run::HistogramOptions,
+    histogram::Unit,
     kernel::{
         filter::FilterSpec,
         hook::HookChoice,

@@ -4,6 +4,7 @@
 mod args;
 pub mod generate;
 mod groups;
+mod keyed;
 
 use std::path::PathBuf;
 
@@ -136,7 +137,7 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub ring: RingArgs,
     #[command(flatten)]
-    pub ring_cgroups: args::RingCgroupArgs,
+    pub ring_cgroups: keyed::RingCgroupArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -245,6 +246,58 @@ mod tests {
         assert_eq!(c.breakdown.options().top, None);
         let c = parse(&["-P", "--top", "3"]).unwrap();
         assert_eq!(c.breakdown.options().top, Some(3));
+    }
+
+    /// `--cgroups`, `--max-keys` and `--max-series` are one definition in
+    /// three commands, each resolved into the same `Keyed`.
+    #[test]
+    fn the_per_key_options_are_shared_and_resolved_once() {
+        use schedlat_common::scope::Breakdown;
+
+        use crate::kernel::modes::Keyed;
+        let cgroups = |max_keys| Keyed {
+            by: Breakdown::Cgroup,
+            max_keys,
+        };
+        let c = parse(&["--cgroups", "--max-keys", "7"]).unwrap();
+        assert_eq!(c.breakdown.options().keyed, Some(cgroups(7)));
+        let c = parse(&["-P"]).unwrap();
+        let keyed = c.breakdown.options().keyed.unwrap();
+        assert_eq!((keyed.by, keyed.max_keys), (Breakdown::Process, 4096));
+        let Some(Command::Serve(serve)) = parse(&["serve", "--cgroups", "--max-keys", "9"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve")
+        };
+        let o = serve.options();
+        assert_eq!((o.keyed, o.max_series), (Some(cgroups(9)), 250));
+        let Some(Command::Record(record)) = parse(&["record", "--ring", "60", "--ring-cgroups"])
+            .unwrap()
+            .command
+        else {
+            panic!("not record")
+        };
+        let (keys, series) = (&record.ring_cgroups.keys, &record.ring_cgroups.max_series);
+        assert_eq!(
+            (keys.keyed(None), series.max_series),
+            (Some(cgroups(4096)), 16)
+        );
+        // Each command still says what it needs.
+        assert!(parse(&["record", "--ring-cgroups"]).is_err());
+        assert!(parse(&["serve", "--max-keys", "9"]).is_err());
+        assert!(parse(&["serve", "--max-series", "9"]).is_err());
+        assert!(
+            parse(&[
+                "record",
+                "--ring",
+                "60",
+                "--ring-cgroups",
+                "--max-series",
+                "2000"
+            ])
+            .is_err()
+        );
     }
 
     /// Issue 28: runqslower's positional minimum is microseconds.

@@ -48,7 +48,8 @@ struct BatchAttr {
     flags: u64,
 }
 
-/// A hash map's entries, read by [`read`]; the buffers are reused.
+/// A hash map's entries, read by [`read`] or [`for_each`]; the buffers are
+/// reused.
 pub struct Entries<K, V> {
     keys: Vec<MaybeUninit<K>>,
     values: Vec<MaybeUninit<V>>,

@@ -17,7 +17,7 @@ use crate::{
         shape::Shape,
         task,
     },
-    collect::histogram::Waits,
+    histogram::Waits,
     output::{escape::printable, text},
     sys::{clock::local_time_us, slice::Slice},
 };

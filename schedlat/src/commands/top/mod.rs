@@ -16,7 +16,7 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::victims::{SortKey, throttled_in},
-    collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
+    collect::{bpf_cost::ProgramCost, tracer::Tracer, victims::Source},
     commands::session::Signals,
     kernel::{
         filter::{Filter, FilterSpec},

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use super::RecordedScope;
 use crate::{
     analysis::recording::Window,
-    collect::histogram::Waits,
+    histogram::Waits,
     output::{dump, json, json::Interval},
     sys::{files::Lines, slice::Slice},
 };
@@ -200,7 +200,7 @@ pub mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
-    use crate::{collect::histogram::Unit, kernel::hook::HookMode, output::Report};
+    use crate::{histogram::Unit, kernel::hook::HookMode, output::Report};
 
     /// A one-object recording of `n` waits of `us` microseconds each.
     pub fn recording(

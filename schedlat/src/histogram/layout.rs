@@ -33,7 +33,7 @@
 
 use std::sync::LazyLock;
 
-use schedlat_common::{NR_BUCKETS, bucket::bucket_bounds};
+use super::Bucket;
 
 /// Lowest boundary: 2^10 ns.
 const FIRST_EXP: u32 = 10;
@@ -59,47 +59,6 @@ pub static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout::new(PER_OCTAVE, L
 /// The per-key families' default: one boundary per power of two.
 pub static LOG2: LazyLock<Layout> = LazyLock::new(|| Layout::new(1, LOG2_LAST_EXP));
 
-/// The per-key families' layout (`--key-buckets`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum KeyBuckets {
-    /// One boundary per power of two, 1.024 us to 17.2 s (25): a
-    /// percentile off by less than a factor of two
-    Log2,
-    /// As the total: 4 per power of two, 1.024 us to 68.7 s (105): off by
-    /// less than 25%
-    Fine,
-}
-
-impl KeyBuckets {
-    pub fn layout(self) -> &'static Layout {
-        match self {
-            KeyBuckets::Log2 => &LOG2,
-            KeyBuckets::Fine => &LAYOUT,
-        }
-    }
-
-    /// How its buckets go into a native histogram (protobuf).
-    pub fn native(self) -> &'static super::native::NativeMap {
-        match self {
-            KeyBuckets::Log2 => &super::native::LOG2_MAP,
-            KeyBuckets::Fine => &super::native::FINE_MAP,
-        }
-    }
-
-    /// For HELP texts: the layout and the error of a percentile from it.
-    pub fn help(self) -> String {
-        let error = self.native().stated();
-        match self {
-            KeyBuckets::Log2 => format!(
-                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
-            ),
-            KeyBuckets::Fine => format!(
-                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
-            ),
-        }
-    }
-}
-
 impl Layout {
     fn new(per_octave: u64, last_exp: u32) -> Layout {
         let mut edges_ns = vec![1u64 << FIRST_EXP];
@@ -110,11 +69,8 @@ impl Layout {
         }
         // A kernel bucket goes to the first exported bucket whose boundary
         // lies above all of it (its inclusive `high` is below the edge).
-        let fold = (0..NR_BUCKETS)
-            .map(|i| {
-                let (_, high) = bucket_bounds(i);
-                edges_ns.partition_point(|&edge| edge <= high)
-            })
+        let fold = Bucket::all()
+            .map(|b| edges_ns.partition_point(|&edge| edge <= b.high_ns))
             .collect::<Vec<usize>>();
         let ranges = (0..=edges_ns.len())
             .map(|to| fold.partition_point(|&t| t < to)..fold.partition_point(|&t| t <= to))
@@ -180,16 +136,15 @@ impl Layout {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::bucket_index;
-
     use super::*;
+    use crate::histogram::{NR_BUCKETS, bucket_index};
 
     #[test]
     fn boundaries_are_kernel_bucket_edges() {
         // Exactness: each boundary is where one kernel bucket ends and the
         // next begins, so no kernel bucket straddles it.
         for &edge in LAYOUT.edges_ns() {
-            let (low, _) = bucket_bounds(bucket_index(edge));
+            let low = Bucket::of(edge).low_ns;
             assert_eq!(low, edge, "{edge} ns is not a kernel bucket edge");
         }
         assert_eq!(LAYOUT.edges_ns().len(), 105);
@@ -204,7 +159,7 @@ mod tests {
         assert_eq!(e.len(), 25);
         assert!(e.iter().enumerate().all(|(i, &ns)| ns == 1 << (10 + i)));
         for &edge in e {
-            assert_eq!(bucket_bounds(bucket_index(edge)).0, edge);
+            assert_eq!(Bucket::of(edge).low_ns, edge);
         }
         let mut kernel = vec![0u64; NR_BUCKETS];
         for ns in [1_000, 3_000_000, 20_000_000_000] {

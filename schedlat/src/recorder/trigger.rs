@@ -5,7 +5,7 @@
 
 use crate::{
     analysis::{fmt_ns, percentiles::quantile_ns, recording::Second},
-    collect::histogram::Waits,
+    histogram::Waits,
     sys::clock::parse_duration_ns,
 };
 

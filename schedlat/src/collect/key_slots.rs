@@ -1,5 +1,6 @@
-//! The per-key state of `serve --cgroups/--pids` (keyed.rs), laid out for
-//! ten thousand keys a scrape.
+//! The per-key state of the keyed intervals (key_intervals.rs), laid out
+//! for ten thousand keys a reading (`serve --pids` reads them every
+//! scrape).
 //!
 //! The states sit in one vector, and their folded cumulative buckets in one
 //! flat array beside it, rather than in a hash map of boxed rows: looking
@@ -14,29 +15,28 @@
 
 use std::collections::HashMap;
 
-use super::keyed::{Folded, Labels};
-use crate::collect::causes::CauseCounts;
+use crate::histogram::CauseCounts;
 
-/// One key's state across scrapes.
-pub struct Key {
+/// One key's state across readings.
+pub struct Key<S> {
     pub key: u64,
-    /// The scrape that last found the key in the kernel map.
+    /// The reading that last found the key in the kernel map.
     pub seen: u64,
-    /// The kernel's cumulative sum and 0 ns bucket at the previous scrape:
+    /// The kernel's cumulative sum and 0 ns bucket at the previous reading:
     /// a wait changes one of them (a wait of 1 ns or more adds to the sum),
     /// so equal means idle, without looking at the buckets.
     pub last_sum_ns: u64,
     pub last_zero: u32,
-    /// Scrapes in a row without a new wait.
+    /// Readings in a row without a new wait.
     pub idle: u32,
-    /// The kernel's cumulative cause split at the previous scrape, when
+    /// The kernel's cumulative cause split at the previous reading, when
     /// kept per key.
     pub last_causes: Option<CauseCounts>,
-    /// Labels, once looked up (a pinned check or a first series).
-    pub labels: Option<Labels>,
-    pub pinned: bool,
-    /// The key's series: the waits of the intervals it had one.
-    pub own: Option<Folded>,
+    /// The name the kernel last stored with the key (a task that exited
+    /// has no /proc entry left to read it from).
+    pub comm: [u8; 16],
+    /// What the engine's user keeps per key.
+    pub user: S,
 }
 
 /// A hasher for the u64 keys: std's SipHash guards against inputs chosen
@@ -64,12 +64,12 @@ impl std::hash::Hasher for KeyHash {
 
 type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHash>>;
 
-/// Every key's state, and its folded buckets (`width` per key).
-pub struct Slots {
+/// Every key's state, and its kept buckets (`width` per key).
+pub struct Slots<S> {
     width: usize,
-    keys: Vec<Key>,
+    keys: Vec<Key<S>>,
     /// Row `i` belongs to `keys[i]`: the kernel's cumulative buckets at the
-    /// previous scrape, folded.
+    /// previous reading, as kept.
     lasts: Vec<u64>,
     index: KeyMap<usize>,
     /// Per slot, the slot that followed it in the last read (NONE: none).
@@ -82,8 +82,8 @@ pub struct Slots {
 
 const NONE: usize = usize::MAX;
 
-impl Slots {
-    pub fn new(width: usize) -> Slots {
+impl<S> Slots<S> {
+    pub fn new(width: usize) -> Slots<S> {
         Slots {
             width,
             keys: Vec::new(),
@@ -107,7 +107,7 @@ impl Slots {
 
     /// The slot of `key`, the next entry of this read; `new` makes the
     /// state of a key not seen before.
-    pub fn find(&mut self, key: u64, new: impl FnOnce() -> Key) -> usize {
+    pub fn find(&mut self, key: u64, new: impl FnOnce() -> Key<S>) -> usize {
         let guess = match self.cursor {
             NONE => self.first,
             c => self.next.get(c).copied().unwrap_or(NONE),
@@ -134,19 +134,23 @@ impl Slots {
         slot
     }
 
-    pub fn key(&mut self, slot: usize) -> &mut Key {
+    pub fn key(&mut self, slot: usize) -> &mut Key<S> {
         &mut self.keys[slot]
     }
 
+    pub fn get(&self, slot: usize) -> &Key<S> {
+        &self.keys[slot]
+    }
+
     /// The state and the folded buckets of a slot.
-    pub fn with_last(&mut self, slot: usize) -> (&mut Key, &mut [u64]) {
+    pub fn with_last(&mut self, slot: usize) -> (&mut Key<S>, &mut [u64]) {
         let row = &mut self.lasts[slot * self.width..(slot + 1) * self.width];
         (&mut self.keys[slot], row)
     }
 
     /// Drops the keys for which `keep` is false (slots move: any slot
     /// number held across this call is stale).
-    pub fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&Key<S>) -> bool) {
         let mut s = self.keys.len();
         while s > 0 {
             s -= 1;
@@ -185,7 +189,7 @@ impl Slots {
 mod tests {
     use super::*;
 
-    fn key(k: u64) -> Key {
+    fn key(k: u64) -> Key<()> {
         Key {
             key: k,
             seen: 0,
@@ -193,15 +197,14 @@ mod tests {
             last_zero: 0,
             idle: 0,
             last_causes: None,
-            labels: None,
-            pinned: false,
-            own: None,
+            comm: [0; 16],
+            user: (),
         }
     }
 
     #[test]
     fn slots_follow_keys_through_moves_and_removals() {
-        let mut s = Slots::new(2);
+        let mut s = Slots::<()>::new(2);
         s.begin();
         for k in [10, 20, 30, 40] {
             let slot = s.find(k, || key(k));

@@ -1,13 +1,34 @@
 //! The cause split's counters (docs/causes.md) summed over CPUs or read
-//! from one breakdown key, differenced between snapshots and merged like
-//! the histogram they travel with ([`super::histogram::Waits`]).
+//! from one breakdown key, differenced between readings and merged like
+//! the histogram they travel with ([`super::Waits`]), and what of the
+//! split this kernel measures.
 
 use schedlat_common::{
     NR_BUCKETS,
     causes::{BEGAN, CauseStats, KeyCauses, NR_CAUSE_HISTOGRAMS, NR_CAUSES, NR_OVERLAPS},
 };
 
-pub use crate::kernel::causes::Measurable;
+/// What this kernel lets the programs measure of the split; the loader
+/// decides it from BTF (kernel/causes.rs), and the collect layer copies it
+/// onto every `CauseCounts` so that a reader can tell "0 ns" from "not
+/// measured".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measurable {
+    /// rq->prev_steal_time_rq (CONFIG_PARAVIRT_TIME_ACCOUNTING).
+    pub steal: bool,
+    /// rq->prev_irq_time (CONFIG_IRQ_TIME_ACCOUNTING).
+    pub irq: bool,
+    /// The task group's cfs_bandwidth (CONFIG_CFS_BANDWIDTH).
+    pub throttled: bool,
+    /// rq->nr_running through the task's cfs_rq (CONFIG_FAIR_GROUP_SCHED).
+    pub queue_depth: bool,
+    /// Who held the CPU: needs task pointers (tp_btf hook mode).
+    pub held_by: bool,
+    /// The CPUs' last-level caches and NUMA nodes were read from sysfs.
+    pub topology: bool,
+    /// The sched_waking hook is on (`--waking`).
+    pub waking: bool,
+}
 
 /// The split's counters over some span: cumulative, or an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]

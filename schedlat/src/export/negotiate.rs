@@ -8,31 +8,10 @@
 //! and so gets OpenMetrics. Prometheus with native histograms on
 //! (`--enable-feature=native-histograms`) puts
 //! `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`
-//! first, and gets protobuf (protobuf.rs), the format with native
+//! first, and gets protobuf (encode/protobuf.rs), the format with native
 //! histograms; a protobuf of another message or encoding is not offered.
 
-/// An exposition format and the version to announce in `Content-Type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Prometheus text format 0.0.4.
-    Text,
-    /// OpenMetrics text; the body is 1.0.0, announced as the version asked for.
-    OpenMetrics { version: &'static str },
-    /// Prometheus' delimited protobuf `MetricFamily` stream.
-    Protobuf,
-}
-
-impl Format {
-    pub fn content_type(self) -> String {
-        match self {
-            Format::Text => prometheus_client::encoding::prometheus_text::CONTENT_TYPE.to_string(),
-            Format::OpenMetrics { version } => {
-                format!("application/openmetrics-text; version={version}; charset=utf-8")
-            }
-            Format::Protobuf => super::protobuf::CONTENT_TYPE.to_string(),
-        }
-    }
-}
+use super::encode::Format;
 
 /// The format for an `Accept` header value (None: no header).
 pub fn negotiate(accept: Option<&str>) -> Format {

@@ -1,7 +1,15 @@
-//! The rules of keyed.rs, on made-up kernel entries.
+//! The rules of keyed_series.rs (and of the keyed intervals under it), on
+//! made-up kernel entries.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use schedlat_common::scope::{Breakdown, KeyStats};
+
 use super::*;
+use crate::{
+    collect::key_intervals::{Existence, Kept, KeyIntervals},
+    export::labels::{OVERFLOW, overflow as overflow_labels},
+    histogram::{Measurable, layout::LOG2},
+};
 
 /// `count` waits of `each_us` us each, as the kernel keeps them.
 fn stats(count: u64, each_us: u64) -> KeyStats {
@@ -15,7 +23,7 @@ fn labels(key: u64) -> Labels {
     vec![("cgroup", format!("/g{key}"))]
 }
 
-/// Names `/gKEY`; `alive` exist; deletes succeed unless `stuck`.
+/// `alive` exist; deletes succeed unless `stuck`.
 #[derive(Default)]
 struct Names {
     alive: Vec<u64>,
@@ -23,22 +31,67 @@ struct Names {
     stuck: bool,
 }
 
-impl KeyNames for Names {
-    fn saw(&mut self, _: u64, _: &KeyStats) {}
-    fn labels(&mut self, key: u64) -> Labels {
-        labels(key)
-    }
+/// The live system as the keyed intervals see it: the keys of `alive`
+/// exist, and key K is named `/gK`.
+#[derive(Default)]
+struct Live {
+    alive: Vec<u64>,
+}
+
+impl Existence for Live {
+    fn saw(&mut self, _: u64) {}
     fn exists(&mut self, key: u64) -> bool {
         self.alive.contains(&key)
     }
-    fn forget(&mut self, key: u64) -> bool {
-        self.forgotten.push(key);
-        !self.stuck
+}
+
+impl SeriesLabels for Live {
+    fn labels(&mut self, key: u64, _: &[u8; 16]) -> Labels {
+        labels(key)
     }
 }
 
-fn series(max: u32, pins: Pins) -> KeyedSeries {
-    KeyedSeries::new(max, pins, &super::super::buckets::LOG2, None)
+/// Per-cgroup series of the keyed intervals, in the log2 layout.
+struct Series {
+    keys: KeyIntervals<SeriesState, Live>,
+    series: KeyedSeries,
+    layout: &'static Layout,
+}
+
+fn series(max: u32, pins: Pins) -> Series {
+    with_causes(max, pins, None)
+}
+
+fn with_causes(max: u32, pins: Pins, causes: Option<Measurable>) -> Series {
+    Series {
+        keys: KeyIntervals::with_names(
+            Breakdown::Cgroup,
+            Live::default(),
+            Kept::Folded(&LOG2),
+            causes,
+        ),
+        series: KeyedSeries::new(max, pins, &LOG2),
+        layout: &LOG2,
+    }
+}
+
+impl Series {
+    /// One scrape of the kernel's cumulative entries `current`.
+    fn scrape<'e>(
+        &mut self,
+        current: impl IntoIterator<Item = (u64, &'e KeyStats)>,
+        names: &mut Names,
+    ) -> KeyedScrape {
+        self.keys.names_mut().alive = names.alive.clone();
+        let series = &mut self.series;
+        let forget = |key| {
+            names.forgotten.push(key);
+            !names.stuck
+        };
+        self.keys.interval_of(current, forget, |reading| {
+            series.scrape(reading, overflow_labels(Breakdown::Cgroup))
+        })
+    }
 }
 
 /// (label value, count) of each series.
@@ -51,16 +104,12 @@ fn counts(scrape: &KeyedScrape) -> Vec<(String, u64)> {
 }
 
 /// One scrape of cumulative `(key, count, each_us)`.
-fn scrape(s: &mut KeyedSeries, current: &[(u64, u64, u64)], names: &mut Names) -> KeyedScrape {
+fn scrape(s: &mut Series, current: &[(u64, u64, u64)], names: &mut Names) -> KeyedScrape {
     let current: Vec<(u64, KeyStats)> = current
         .iter()
         .map(|&(k, n, us)| (k, stats(n, us)))
         .collect();
-    s.scrape(
-        current.iter().map(|(k, v)| (*k, v)),
-        names,
-        overflow_labels(Breakdown::Cgroup),
-    )
+    s.scrape(current.iter().map(|(k, v)| (*k, v)), names)
 }
 
 #[test]
@@ -117,11 +166,7 @@ fn buckets_and_sums_are_the_intervals_added_up() {
     let mut kernel = stats(3, 10);
     kernel.buckets[schedlat_common::bucket_index(3_000_000)] = 2;
     kernel.sum_ns += 6_000_000;
-    let out = s.scrape(
-        [(1, &kernel)],
-        &mut names,
-        overflow_labels(Breakdown::Cgroup),
-    );
+    let out = s.scrape([(1, &kernel)], &mut names);
     let mut expected = vec![0; s.layout.len()];
     s.layout.fold_into(&kernel.buckets, &mut expected);
     assert_eq!(out.series[0].1.buckets, expected);
@@ -133,12 +178,7 @@ fn buckets_and_sums_are_the_intervals_added_up() {
 /// counts of a cause add up to the kernel's over every series.
 #[test]
 fn cause_counts_follow_their_series_and_overflow() {
-    let mut s = KeyedSeries::new(
-        1,
-        Pins::default(),
-        &super::super::buckets::LOG2,
-        Some(Measurable::default()),
-    );
+    let mut s = with_causes(1, Pins::default(), Some(Measurable::default()));
     let mut names = Names::default();
     let with_cause = |count: u64, each_us: u64, cause: usize| {
         let mut k = stats(count, each_us);
@@ -150,11 +190,7 @@ fn cause_counts_follow_their_series_and_overflow() {
     for (a, b) in [(5, 1), (6, 9), (20, 9)] {
         kernel = (a, b);
         let entries = [(1, with_cause(a, 1_000, 0)), (2, with_cause(b, 1_000, 0))];
-        let out = s.scrape(
-            entries.iter().map(|(k, v)| (*k, v)),
-            &mut names,
-            overflow_labels(Breakdown::Cgroup),
-        );
+        let out = s.scrape(entries.iter().map(|(k, v)| (*k, v)), &mut names);
         for (labels, folded) in &out.series {
             let c = folded.causes.as_ref().expect("a split per series");
             assert_eq!(c.count[0], folded.count(), "{labels:?}");
@@ -172,11 +208,7 @@ fn a_wait_of_zero_ns_is_not_taken_for_idle() {
     scrape(&mut s, &[(1, 3, 10)], &mut names);
     let mut kernel = stats(3, 10);
     kernel.buckets[0] += 1;
-    let out = s.scrape(
-        [(1, &kernel)],
-        &mut names,
-        overflow_labels(Breakdown::Cgroup),
-    );
+    let out = s.scrape([(1, &kernel)], &mut names);
     assert_eq!(counts(&out), [("/g1".into(), 4)]);
     assert!(names.forgotten.is_empty(), "it waited: not deleted");
 }

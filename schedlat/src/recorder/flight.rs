@@ -6,23 +6,52 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use schedlat_common::{scope::Breakdown, victims::SlowEvent};
+use schedlat_common::victims::SlowEvent;
 
 use super::{
-    RecorderOptions,
     ring::{self, Ring},
+    trigger::Trigger,
     writer::{Job, Refused, Writer},
 };
 use crate::{
-    analysis::recording::{CompactWaits, Meta, Second, Window},
-    collect::{interval::HistogramInterval, tracer::Tracer},
-    commands::breakdown::{BreakdownOptions, KeySort, KeyedView},
+    analysis::{
+        breakdown::{self, KeySort},
+        recording::{CompactWaits, Meta, Second, Window},
+    },
+    collect::{
+        interval::HistogramInterval,
+        key_intervals::{Kept, KeyIntervals},
+        tracer::Tracer,
+    },
+    histogram::Unit,
     kernel::modes::{Keyed, Modes},
     sys::{clock::WallClock, slice::Slice},
 };
 
-/// Kernel keys for the per-cgroup histograms (1.7 KiB each).
-const CGROUP_KEYS: u32 = 1024;
+/// What the recorder keeps and when it dumps.
+#[derive(Debug, Clone)]
+pub struct RecorderOptions {
+    /// Seconds of history kept.
+    pub window_s: u64,
+    pub dir: PathBuf,
+    /// Dumps kept in `dir`; older ones are removed.
+    pub keep: usize,
+    /// Slow waits kept: at least this long (ns), at most `max_slow` of them.
+    pub slow_ns: u64,
+    pub max_slow: usize,
+    /// With per-cgroup series besides the total: the kernel's cgroup keys
+    /// (`--cgroups`, `--max-keys`).
+    pub cgroups: Option<Keyed>,
+    /// Per-cgroup series kept a second at most, the largest total wait
+    /// first.
+    pub max_series: u32,
+    pub triggers: Vec<Trigger>,
+    /// Seconds a quantile trigger merges.
+    pub trigger_window_s: u64,
+    /// After a trigger's dump, seconds before a trigger may dump again.
+    pub cooldown_s: u64,
+    pub unit: Unit,
+}
 
 pub struct Flight {
     opts: RecorderOptions,
@@ -30,7 +59,8 @@ pub struct Flight {
     meta: Meta,
     writer: Writer,
     histogram: HistogramInterval,
-    keyed_view: Option<KeyedView>,
+    /// With `--cgroups`: the cgroups' intervals.
+    cgroups: Option<(KeyIntervals, Keyed)>,
     slice: Slice,
     lost_before: u64,
     started: u64,
@@ -41,11 +71,7 @@ pub struct Flight {
 impl Flight {
     /// The kernel modes `record --ring` needs.
     pub fn modes(opts: &RecorderOptions) -> Modes {
-        let keyed = opts.cgroups.map(|_| Keyed {
-            by: Breakdown::Cgroup,
-            max_keys: CGROUP_KEYS,
-        });
-        Flight::with_slow(opts, Modes::histogram(keyed))
+        Flight::with_slow(opts, Modes::histogram(opts.cgroups))
     }
 
     /// `modes` with the slow waits the ring keeps (serve's own modes).
@@ -64,28 +90,17 @@ impl Flight {
                 opts.dir.display()
             )
         })?;
-        let keyed = opts.cgroups.map(|_| Keyed {
-            by: Breakdown::Cgroup,
-            max_keys: CGROUP_KEYS,
-        });
-        let mut keyed_view = keyed.map(|k| {
-            let view = BreakdownOptions {
-                keyed: Some(k),
-                sort: KeySort::Total,
-                top: opts.cgroups,
-                pairs: None,
-                by: crate::sys::workload::level::Level::Cgroup,
-            };
-            KeyedView::new(&view, k, tracer)
-        });
+        // A dump keeps no cause split: the cgroups' intervals need none.
+        let mut cgroups =
+            (opts.cgroups).map(|k| (KeyIntervals::new(k.by, tracer, Kept::Whole, false), k));
         let slice = Slice::detect();
         let histogram = HistogramInterval::start(tracer)?;
-        if let Some(view) = keyed_view.as_mut() {
-            view.interval(tracer, 0, &slice)?;
+        if let Some((keys, _)) = cgroups.as_mut() {
+            keys.interval(tracer, |_| ())?;
         }
         let lost_before = tracer.mode_counters()?.slow_lost;
         let max_seconds = opts.window_s as usize;
-        let series = opts.cgroups.unwrap_or(0) as usize;
+        let series = opts.cgroups.map_or(0, |_| opts.max_series as usize);
         let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow);
         say!(
             "schedlat: recording the last {} s ({} series, slow waits of at least {}, at most {}) in at most {:.1} MiB; dumps go to {} ({how})",
@@ -113,7 +128,7 @@ impl Flight {
             meta,
             writer,
             histogram,
-            keyed_view,
+            cgroups,
             slice,
             lost_before,
             started: unix_now(),
@@ -142,8 +157,12 @@ impl Flight {
             slow_lost: 0,
         };
         self.started = end;
-        if let Some(view) = self.keyed_view.as_mut() {
-            let keys = view.interval(tracer, waits.unkeyed, &self.slice)?;
+        if let Some((keys, keyed)) = self.cgroups.as_mut() {
+            let top = Some(self.opts.max_series);
+            let (keyed, unkeyed, slice) = (*keyed, waits.unkeyed, &self.slice);
+            let keys = keys.interval(tracer, |reading| {
+                breakdown::report(reading, keyed, KeySort::Total, top, unkeyed, slice)
+            })?;
             second.series_dropped = (keys.keys_with_waits - keys.rows.len()) as u32;
             for row in keys.rows {
                 second

@@ -9,21 +9,18 @@
 //! Families, as for the histograms: the whole system (with the filter's
 //! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
 //! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
-//! histogram's (keyed.rs: the same intervals, `__overflow__` included), so
-//! `sum()` over a family never counts a wait twice. Not with `--pids`: a
-//! process per series is unbounded, and a few dozen series per process
-//! would multiply that.
-//!
-//! The families are described first ([`CounterFamily`]: name, help, unit,
-//! labelled samples), then written by metrics.rs to any sink (the text
-//! encoders, or protobuf).
+//! histogram's (the same intervals, `__overflow__` included), so `sum()`
+//! over a family never counts a wait twice. Not with `--pids`: a process
+//! per series is unbounded, and a few dozen series per process would
+//! multiply that.
 
-use prometheus_client::registry::Unit;
 use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
 
-use crate::{analysis::causes::DEPTH_LABELS, collect::causes::CauseCounts};
-
-pub type Labels = Vec<(&'static str, String)>;
+use crate::{
+    analysis::causes::DEPTH_LABELS,
+    export::model::{Family, Labels, Metric, Sample, Unit, Value},
+    histogram::CauseCounts,
+};
 
 /// The split's series of one family: a label set (the scope, or the
 /// cgroup) and its counters.
@@ -95,47 +92,45 @@ const CGROUP: Names = Names {
     whose: "Waits of schedlat_cgroup_runqueue_latency_seconds, by cgroup as that family (its series and __overflow__),",
 };
 
-/// One counter family, described independently of the writer (the text
-/// encoders here; any writer that takes a name, help, unit and labelled
-/// samples).
-#[derive(Debug)]
-pub struct CounterFamily {
-    /// Without `_total` and without the unit.
-    pub name: String,
-    pub help: String,
-    /// Seconds (values converted from nanoseconds), or a plain count.
-    pub unit: Option<Unit>,
-    pub samples: Vec<(Labels, Value)>,
-}
-
 /// A counter's value: waits, or nanoseconds exported as seconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value {
-    Count(u64),
-    Seconds(u64),
+fn count(n: u64) -> Value {
+    Value::Count(n)
 }
 
-impl Value {
-    /// As exported: a count, or seconds.
-    pub fn as_f64(self) -> f64 {
-        match self {
-            Value::Count(n) => n as f64,
-            Value::Seconds(ns) => ns as f64 / 1e9,
-        }
+fn seconds(ns: u64) -> Value {
+    Value::Float(ns as f64 / 1e9)
+}
+
+/// A counter family of these samples.
+fn counter(
+    name: String,
+    help: String,
+    unit: Option<Unit>,
+    samples: Vec<(Labels, Value)>,
+) -> Family {
+    Family {
+        name,
+        help,
+        unit,
+        metric: Metric::Counter(
+            (samples.into_iter())
+                .map(|(labels, value)| Sample { labels, value })
+                .collect(),
+        ),
     }
 }
 
 /// The whole system's families (none without the split).
-pub fn system_families(series: &CauseSeries) -> Vec<CounterFamily> {
+pub fn system_families(series: &CauseSeries) -> Vec<Family> {
     families(&SYSTEM, series)
 }
 
 /// The per-cgroup families (none without `--cgroups`).
-pub fn cgroup_families(series: &CauseSeries) -> Vec<CounterFamily> {
+pub fn cgroup_families(series: &CauseSeries) -> Vec<Family> {
     families(&CGROUP, series)
 }
 
-fn families(names: &Names, family: &CauseSeries) -> Vec<CounterFamily> {
+fn families(names: &Names, family: &CauseSeries) -> Vec<Family> {
     if family.series.is_empty() {
         return Vec::new();
     }
@@ -169,18 +164,18 @@ fn families(names: &Names, family: &CauseSeries) -> Vec<CounterFamily> {
         samples
     };
     let mut out = vec![
-        CounterFamily {
-            name: format!("{prefix}_waits_by_cause"),
-            help: format!("{whose} counted by cause: {splits}{split_note}"),
-            unit: None,
-            samples: by_class(|c, i| Value::Count(c.count[i])),
-        },
-        CounterFamily {
-            name: format!("{prefix}_wait_by_cause"),
-            help: format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
-            unit: Some(Unit::Seconds),
-            samples: by_class(|c, i| Value::Seconds(c.sum_ns[i])),
-        },
+        counter(
+            format!("{prefix}_waits_by_cause"),
+            format!("{whose} counted by cause: {splits}{split_note}"),
+            None,
+            by_class(|c, i| count(c.count[i])),
+        ),
+        counter(
+            format!("{prefix}_wait_by_cause"),
+            format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
+            Some(Unit::Seconds),
+            by_class(|c, i| seconds(c.sum_ns[i])),
+        ),
     ];
     out.extend(overlaps(prefix, family));
     out
@@ -188,7 +183,7 @@ fn families(names: &Names, family: &CauseSeries) -> Vec<CounterFamily> {
 
 /// What else took the CPU during same-CPU waits, and those waits; none
 /// when no overlap is measurable on this kernel (absent, not 0).
-fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<CounterFamily> {
+fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<Family> {
     let measured = |c: &CauseCounts| [c.measurable.steal, c.measurable.irq, c.measurable.throttled];
     if family
         .series
@@ -208,7 +203,7 @@ fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<CounterFamily> {
             if on[i] {
                 let mut l = labels.clone();
                 l.push(("overlap", overlap.into()));
-                covered.push((l, Value::Seconds(counts.overlap_ns[i])));
+                covered.push((l, seconds(counts.overlap_ns[i])));
             }
         }
     }
@@ -218,24 +213,24 @@ fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<CounterFamily> {
             .collect()
     };
     vec![
-        CounterFamily {
-            name: format!("{prefix}_wait_overlap"),
-            help: "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
-            unit: Some(Unit::Seconds),
-            samples: covered,
-        },
-        CounterFamily {
-            name: format!("{prefix}_wait_overlap_measured"),
-            help: "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
-            unit: Some(Unit::Seconds),
-            samples: each(|c| Value::Seconds(c.overlap_wait_ns)),
-        },
-        CounterFamily {
-            name: format!("{prefix}_wait_overlap_measured_waits"),
-            help: "Waits whose overlap was measured: those that began and ended on one CPU".into(),
-            unit: None,
-            samples: each(|c| Value::Count(c.overlap_waits)),
-        },
+        counter(
+            format!("{prefix}_wait_overlap"),
+            "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
+            Some(Unit::Seconds),
+            covered,
+        ),
+        counter(
+            format!("{prefix}_wait_overlap_measured"),
+            "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
+            Some(Unit::Seconds),
+            each(|c| seconds(c.overlap_wait_ns)),
+        ),
+        counter(
+            format!("{prefix}_wait_overlap_measured_waits"),
+            "Waits whose overlap was measured: those that began and ended on one CPU".into(),
+            None,
+            each(|c| count(c.overlap_waits)),
+        ),
     ]
 }
 

@@ -31,9 +31,10 @@
 
 use std::sync::LazyLock;
 
-use schedlat_common::{NR_BUCKETS, bucket::bucket_bounds};
-
-use super::buckets::{LAYOUT, LOG2, Layout};
+use super::{
+    Bucket,
+    layout::{LAYOUT, LOG2, Layout},
+};
 
 /// Prometheus' exponential schema: 2^3 = 8 buckets per power of two.
 pub const SCHEMA: i32 = 3;
@@ -148,11 +149,8 @@ impl NativeMap {
 
     /// For the kernel's own buckets (the total's `Series::kernel`).
     fn kernel() -> NativeMap {
-        let bounds: Vec<(u64, Option<u64>)> = (0..NR_BUCKETS)
-            .map(|i| {
-                let (low, high) = bucket_bounds(i);
-                (low, (i + 1 < NR_BUCKETS).then_some(high + 1))
-            })
+        let bounds: Vec<(u64, Option<u64>)> = Bucket::all()
+            .map(|b| (b.low_ns, b.upper_ns().map(|high| high + 1)))
             .collect();
         NativeMap::new(&bounds, (1 << 10, 1 << 36))
     }
@@ -232,9 +230,8 @@ pub static FINE_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&L
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::bucket_index;
-
     use super::*;
+    use crate::histogram::{NR_BUCKETS, bucket_index};
 
     #[test]
     fn stated_errors_are_the_computed_ones() {

@@ -11,13 +11,14 @@ use schedlat_common::{
 
 use super::*;
 use crate::{
-    collect::{causes::Measurable, histogram::Waits},
-    commands::serve::{
-        buckets::KeyBuckets,
-        keyed::{Folded, KeyedScrape, overflow_labels},
-        metrics::Snapshot,
-        negotiate::Format,
+    export::{
+        encode::Format,
+        families::{KeyedScrape, Scrape},
+        key_buckets::KeyBuckets,
+        labels::overflow as overflow_labels,
+        model::Folded,
     },
+    histogram::{Measurable, Waits},
     kernel::hook::HookMode,
 };
 
@@ -52,8 +53,8 @@ fn total() -> Waits {
     }
 }
 
-fn snapshot(waits: Waits) -> Snapshot {
-    Snapshot::system(HookMode::Btf, waits, Vec::new(), None)
+fn scrape(waits: Waits) -> Scrape {
+    Scrape::system(HookMode::Btf, waits, Vec::new(), None)
 }
 
 fn has(out: &str, line: &str) {
@@ -62,7 +63,7 @@ fn has(out: &str, line: &str) {
 
 #[test]
 fn the_total_is_split_by_bounded_labels_and_unavailable_overlaps_are_absent() {
-    let out = snapshot(total()).encode_text(Format::Text);
+    let out = scrape(total()).encode_text(Format::Text);
     for line in [
         "# TYPE schedlat_runqueue_waits_by_cause_total counter",
         "schedlat_runqueue_waits_by_cause_total{split=\"began\",cause=\"woken\"} 3",
@@ -94,14 +95,14 @@ fn the_total_is_split_by_bounded_labels_and_unavailable_overlaps_are_absent() {
 
 #[test]
 fn without_the_split_or_any_overlap_the_families_are_absent() {
-    let out = snapshot(Waits::default()).encode_text(Format::Text);
+    let out = scrape(Waits::default()).encode_text(Format::Text);
     assert!(
         !out.contains("by_cause") && !out.contains("overlap"),
         "{out}"
     );
     let mut waits = total();
     waits.causes.as_mut().unwrap().measurable.irq = false;
-    let out = snapshot(waits).encode_text(Format::Text);
+    let out = scrape(waits).encode_text(Format::Text);
     assert!(
         out.contains("waits_by_cause") && !out.contains("overlap"),
         "{out}"
@@ -131,7 +132,7 @@ fn cgroups_get_their_own_family_and_processes_none() {
         ],
         overflow_keys: 1,
     };
-    let out = snapshot(total())
+    let out = scrape(total())
         .with_keyed(Breakdown::Cgroup, KeyBuckets::Log2, keyed(), 0, None)
         .encode_text(Format::Text);
     for line in [
@@ -156,7 +157,7 @@ fn cgroups_get_their_own_family_and_processes_none() {
         )],
         overflow_keys: 0,
     };
-    let out = snapshot(total())
+    let out = scrape(total())
         .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 0, None)
         .encode_text(Format::Text);
     assert!(!out.contains("pid=\"7\",split"), "{out}");
@@ -164,7 +165,7 @@ fn cgroups_get_their_own_family_and_processes_none() {
 
 #[test]
 fn openmetrics_names_and_units() {
-    let out = snapshot(total()).encode_text(Format::OpenMetrics { version: "1.0.0" });
+    let out = scrape(total()).encode_text(Format::OpenMetrics { version: "1.0.0" });
     for line in [
         "# TYPE schedlat_runqueue_waits_by_cause counter",
         "# TYPE schedlat_runqueue_wait_by_cause_seconds counter",

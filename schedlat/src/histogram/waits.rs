@@ -1,9 +1,9 @@
 //! Aggregated waits: the per-CPU kernel counters summed, differenced between
-//! snapshots, and viewed as runqlat's log2 histogram.
+//! readings, and viewed as runqlat's log2 histogram.
 
-use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS, bucket::bucket_bounds};
+use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS};
 
-use super::causes::CauseCounts;
+use super::cause_counts::CauseCounts;
 
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,18 +183,6 @@ impl Waits {
     pub fn log2_slots(&self) -> Vec<u64> {
         let used = self.log2.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
         self.log2[..used].to_vec()
-    }
-
-    /// Non-empty fine buckets as (index, low, high, count), bounds in ns.
-    pub fn nonempty_buckets(&self) -> impl Iterator<Item = (usize, u64, u64, u64)> + '_ {
-        self.buckets
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(i, &n)| {
-                let (low, high) = bucket_bounds(i);
-                (i, low, high, n)
-            })
     }
 }
 
