@@ -200,10 +200,11 @@ fn run(args: &[String]) -> Result<()> {
 }
 
 /// The habits the tests hold the code to before running it: formatted as
-/// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
-/// clean with the workspace lints on the userspace crates, warnings denied.
-/// The eBPF crate builds for the bpf target only and is linted there
-/// (`clippy_ebpf`).
+/// rustfmt.toml says (nightly rustfmt, for its import grouping), clippy
+/// clean with the workspace lints on the userspace crates, warnings denied,
+/// and every intra-doc link of their comments resolving (rustdoc, private
+/// items included: the library's modules are private). The eBPF crate
+/// builds for the bpf target only and is linted there (`clippy_ebpf`).
 fn lint() -> Result<()> {
     let status = std::process::Command::new("rustup")
         .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
@@ -225,6 +226,18 @@ fn lint() -> Result<()> {
         "--deny",
         "warnings",
     ])?;
+    util::cargo_with_env(
+        &[
+            "doc",
+            "--no-deps",
+            "--document-private-items",
+            "--package",
+            "schedlat",
+            "--package",
+            "schedlat-common",
+        ],
+        &[("RUSTDOCFLAGS", "--deny rustdoc::broken_intra_doc_links")],
+    )?;
     clippy_ebpf::run()
 }
 

@@ -6,9 +6,8 @@ use std::{net::SocketAddr, time::Duration};
 use schedlat_common::scope::Breakdown;
 
 use super::{
-    FilterArgs, KernelArgs, interval_secs,
+    groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
     keyed::{CgroupKeyArgs, MaxSeriesArgs, max_keys_parser},
-    positive_u64,
 };
 use crate::{
     analysis::{
@@ -17,7 +16,6 @@ use crate::{
     },
     commands::{
         diagnose::DiagnoseOptions,
-        replay::ReplayOptions,
         serve::{ServeOptions, listen},
         slow::SlowOptions,
         top::TopOptions,
@@ -481,17 +479,5 @@ fn ring_secs(s: &str) -> Result<u64, String> {
         0 => Err("must be at least 1s".to_string()),
         secs if secs > 86_400 => Err(format!("`{s}`: at most a day (24h)")),
         secs => Ok(secs),
-    }
-}
-
-impl super::ReplayArgs {
-    pub fn options(&self) -> ReplayOptions {
-        ReplayOptions {
-            from: self.from.clone(),
-            to: self.to.clone(),
-            series: self.series.clone(),
-            slow: self.slow,
-            json: self.json,
-        }
     }
 }

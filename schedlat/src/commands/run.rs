@@ -36,7 +36,7 @@ use crate::{
     output::{
         self, Report,
         breakdown::key_noun,
-        recording::{Pending, Scope},
+        recording::{Pending, RecordedScope},
     },
     recorder::{Flight, RecorderOptions},
     sys::{clock, slice::Slice, workload::level::Level},
@@ -121,7 +121,7 @@ async fn run(
     let mut pairs_view = breakdown
         .pairs
         .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
-    let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
+    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
     if let Some(why) = &slice.not_live {

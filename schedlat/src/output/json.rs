@@ -56,7 +56,7 @@ pub struct Interval {
     pub pairs: Option<serde_json::Value>,
     /// What was measured; absent in objects from before it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<super::recording::Scope>,
+    pub scope: Option<super::recording::RecordedScope>,
 }
 
 #[derive(Serialize, Deserialize)]

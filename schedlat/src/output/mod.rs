@@ -44,7 +44,7 @@ pub struct Report<'a> {
     /// The neighbour-pair table, with `--pairs` (JSON form).
     pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
-    pub scope: Option<recording::Scope>,
+    pub scope: Option<recording::RecordedScope>,
 }
 
 impl<'a> Report<'a> {

@@ -86,7 +86,8 @@ pub struct Options {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
     /// The schedlat binary to measure (default: the release build), e.g. an
-    /// older build to compare against in the same conditions.
+    /// older build to compare against in the same conditions; every mode
+    /// (the comparison, --scrape, --soak, --recorder) runs it.
     #[arg(long, value_name = "PATH")]
     pub schedlat: Option<PathBuf>,
     /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
@@ -126,6 +127,21 @@ pub struct TracerSample {
     pub max_rss_kib: u64,
 }
 
+/// The binary every mode measures: `--schedlat`, else the release build.
+fn schedlat_binary(opts: &Options) -> Result<PathBuf> {
+    let path = opts
+        .schedlat
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
+    if !path.exists() {
+        anyhow::bail!(
+            "{} is missing: `cargo xtask build` first, or give another with --schedlat",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
@@ -138,12 +154,9 @@ pub fn run(opts: &Options) -> Result<()> {
         };
     }
     if let Some(seconds) = opts.recorder {
-        return recorder::run(seconds, opts.cpu);
+        return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);
     }
-    let schedlat = opts
-        .schedlat
-        .clone()
-        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
+    let schedlat = schedlat_binary(opts)?;
     // Events filtered out must cost less than recorded ones. An empty
     // cgroup filters out everything, through the cgroup walk.
     let empty = EmptyCgroup::create()?;

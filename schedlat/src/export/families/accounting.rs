@@ -2,8 +2,18 @@
 //! time or discarded, and with `--cgroups`/`--pids` the waits in no key
 //! and the keys without a series of their own.
 
-use super::KeyedCounters;
 use crate::export::model::{Family, Metric, Value, single};
+
+/// The counters that go with the per-key family.
+#[derive(Debug)]
+pub struct KeyedCounters {
+    /// Waits in the total but in no key (kernel key map full).
+    pub unkeyed: u64,
+    /// Keys whose new waits went to the overflow series in this scrape.
+    pub overflow_keys: u64,
+    /// Per-key series in this scrape, overflow included.
+    pub series: usize,
+}
 
 /// The loss counters of the whole system.
 pub fn losses(untracked_tid: u64, discarded_negative: u64) -> [Family; 2] {

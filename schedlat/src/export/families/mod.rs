@@ -24,7 +24,10 @@ mod own;
 use schedlat_common::scope::Breakdown;
 
 use self::cause_split::CauseSeries;
-pub use self::own::{BpfCost, ScrapeCost};
+pub use self::{
+    accounting::KeyedCounters,
+    own::{BpfCost, ScrapeCost},
+};
 use super::{
     encode::{self, Format},
     key_buckets::KeyBuckets,
@@ -52,17 +55,6 @@ pub struct Scrape {
     /// per cgroup with `--cgroups` (cause_split.rs).
     pub causes: CauseSeries,
     pub cgroup_causes: CauseSeries,
-}
-
-/// The counters that go with the per-key family.
-#[derive(Debug)]
-pub struct KeyedCounters {
-    /// Waits in the total but in no key (kernel key map full).
-    pub unkeyed: u64,
-    /// Keys whose new waits went to the overflow series in this scrape.
-    pub overflow_keys: u64,
-    /// Per-key series in this scrape, overflow included.
-    pub series: usize,
 }
 
 /// One scrape's per-key series (`--cgroups`, `--pids`).

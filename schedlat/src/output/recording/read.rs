@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::Scope;
+use super::RecordedScope;
 use crate::{
     analysis::recording::Window,
     histogram::Waits,
@@ -21,7 +21,7 @@ pub struct Recording {
     /// The slice it was judged against, when its objects say.
     pub slice: Option<Slice>,
     /// What it measured (None in files from before scopes were written).
-    pub scope: Option<Scope>,
+    pub scope: Option<RecordedScope>,
     pub hook: String,
 }
 
@@ -208,7 +208,7 @@ pub mod tests {
         unit: Unit,
         us: u64,
         n: u64,
-        scope: Option<Scope>,
+        scope: Option<RecordedScope>,
     ) -> std::path::PathBuf {
         let mut cpu = CpuStats::ZERO;
         cpu.buckets[bucket_index(us * 1000)] = n;
@@ -289,10 +289,10 @@ pub mod tests {
         let dump = Recording::load(&dir).unwrap();
         assert!(total > 0);
         assert_eq!(dump.waits.count(), total);
-        let scoped = Scope {
+        let scoped = RecordedScope {
             kernel: "k".into(),
             host: "h".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
         let file =
             Recording::load(&recording("vs-dump", Unit::Usecs, 100, 5, Some(scoped))).unwrap();
@@ -305,12 +305,12 @@ pub mod tests {
 
     #[test]
     fn a_scope_mismatch_is_reported() {
-        let whole = Scope {
+        let whole = RecordedScope {
             kernel: "k".into(),
             host: "h".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
-        let one = Scope {
+        let one = RecordedScope {
             pid: Some(7),
             ..whole.clone()
         };
