@@ -95,7 +95,7 @@ pub struct RqOffsets {
 
 /// The chain from a task to the kernfs id of its cgroup in one hierarchy:
 /// task->cgroups, then the css (css_set's dfl_cgrp for cgroup v2,
-/// subsys[id] for a v1 controller), css->cgroup, css->parent, cgroup->kn,
+/// `subsys[id]` for a v1 controller), css->cgroup, css->parent, cgroup->kn,
 /// kn->id. Only resolved with `-c` or `--cgroups`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub struct CgroupOffsets {
     pub hierarchy_id: u64,
 }
 
-/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// The chain `task->thread_pid->numbers[level].ns->ns.inum`: the active PID
 /// namespace's inode number. Only resolved with `--pidnss`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -205,7 +205,7 @@ pub struct Compute {
     pub pairs: u64,
 }
 
-/// What the cause split reads besides the run-queue chain (`RqOffsets`):
+/// What the cause split reads besides the run-queue chain ([`RqOffsets`]):
 /// each field's offset, and whether this kernel has it (a field the kernel
 /// lacks stays 0 and its code is dead for the verifier).
 #[repr(C)]

@@ -4,13 +4,13 @@
 
 pub mod batch;
 pub mod bpf_cost;
-pub mod causes;
 #[cfg(test)]
 mod causes_live;
 pub mod cgroup_names;
 pub mod error;
-pub mod histogram;
 pub mod interval;
+pub mod key_intervals;
+mod key_slots;
 pub mod keylabels;
 mod maps;
 pub mod pairs;

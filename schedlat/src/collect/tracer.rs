@@ -8,9 +8,8 @@ use schedlat_common::{names, scope::Breakdown};
 
 use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
 use crate::{
-    collect::histogram::Unit,
+    histogram::{Measurable, Unit},
     kernel::{
-        causes::Measurable,
         cgroupfs::Hierarchy,
         error::LoadError,
         filter::Filter,

@@ -2,6 +2,7 @@
 //! table, or JSON lines), the cause split, the victims tables, slow events,
 //! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
+pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
 pub mod compare;
@@ -21,7 +22,7 @@ pub mod victims;
 
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
-    collect::histogram::{Unit, Waits},
+    histogram::{Unit, Waits},
     kernel::hook::HookMode,
     sys::slice::Slice,
 };
@@ -43,7 +44,7 @@ pub struct Report<'a> {
     /// The neighbour-pair table, with `--pairs` (JSON form).
     pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
-    pub scope: Option<recording::Scope>,
+    pub scope: Option<recording::RecordedScope>,
 }
 
 impl<'a> Report<'a> {

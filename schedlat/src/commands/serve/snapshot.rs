@@ -4,7 +4,10 @@
 //! path. At most one dump per [`INTERVAL`]; the refused requests get 429
 //! and one log line per interval with their number.
 
-use std::time::{Duration, Instant};
+use std::{
+    cell::RefCell,
+    time::{Duration, Instant},
+};
 
 use http_body_util::Full;
 use hyper::{
@@ -13,16 +16,22 @@ use hyper::{
     header::{self, HeaderValue},
 };
 
-use super::http::{Endpoint, plain};
-use crate::commands::recorder::Refused;
+use super::{guard::RateLimit, http::plain};
+use crate::recorder::{Flight, Refused};
 
 /// The shortest time between two dumps asked for over HTTP: a dump is
 /// fsynced megabytes, and a loop of requests must not turn into a stream
 /// of them (518 dumps, 2.8 GiB written in 30 s, before this bound).
 pub const INTERVAL: Duration = Duration::from_secs(10);
 
-pub fn respond(request: &Request<Incoming>, endpoint: &Endpoint) -> Response<Full<Bytes>> {
-    let Some(flight) = &endpoint.snapshot else {
+/// Answers `request` with `flight` (None: POST /snapshot is off), at most
+/// one dump per `limit`'s interval.
+pub fn respond(
+    request: &Request<Incoming>,
+    flight: Option<&RefCell<Flight>>,
+    limit: &RefCell<RateLimit>,
+) -> Response<Full<Bytes>> {
+    let Some(flight) = flight else {
         return plain(
             StatusCode::NOT_FOUND,
             "POST /snapshot is off: start serve with --ring DURATION and --web.enable-snapshot (SIGHUP dumps the ring without it)\n",
@@ -38,7 +47,7 @@ pub fn respond(request: &Request<Incoming>, endpoint: &Endpoint) -> Response<Ful
         return r;
     }
     let now = Instant::now();
-    let mut limit = endpoint.snapshot_limit.borrow_mut();
+    let mut limit = limit.borrow_mut();
     let admitted = limit.admit(now);
     if let Some(line) = limit.refusals_line(now) {
         say!("schedlat: {line}");
