@@ -157,7 +157,11 @@ fn as_root_every_mode_runs_and_nothing_stays_in_the_kernel() {
         } else {
             "tp_btf"
         };
-        assert_eq!((&m["runs"], &m["hook"]), (&Value::from(true), &Value::from(hook)), "{m}");
+        assert_eq!(
+            (&m["runs"], &m["hook"]),
+            (&Value::from(true), &Value::from(hook)),
+            "{m}"
+        );
         assert!(m["error"].is_null() && m["needs"].is_string(), "{m}");
     }
     assert_facts_are_whole(&report);
@@ -168,7 +172,12 @@ fn as_root_every_mode_runs_and_nothing_stays_in_the_kernel() {
     let stayed: Vec<Vec<u32>> = left
         .iter()
         .zip(&before)
-        .map(|(now, then)| now.iter().filter(|id| !then.contains(id)).copied().collect())
+        .map(|(now, then)| {
+            now.iter()
+                .filter(|id| !then.contains(id))
+                .copied()
+                .collect()
+        })
         .collect();
     assert!(
         stayed.iter().all(Vec::is_empty),
@@ -182,7 +191,8 @@ fn as_root_every_mode_runs_and_nothing_stays_in_the_kernel() {
     assert!(text.contains("ready: histogram can run here"), "{text}");
     for name in MODES {
         assert!(
-            text.lines().any(|l| l.starts_with("ok") && l.contains(name) && l.contains("runs (")),
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(name) && l.contains("runs (")),
             "{name}: {text}"
         );
     }
@@ -203,14 +213,23 @@ fn without_capabilities_it_fails_with_the_fix_and_exit_1() {
     let caps = fact(&report, "capabilities");
     assert_eq!(caps["status"], "fail", "{caps}");
     let fix = caps["fix"].as_str().unwrap();
-    assert!(fix.contains("CAP_BPF") && fix.contains("CAP_PERFMON"), "{fix}");
-    assert!(caps["found"].as_str().unwrap().contains("uid 65534"), "{caps}");
+    assert!(
+        fix.contains("CAP_BPF") && fix.contains("CAP_PERFMON"),
+        "{fix}"
+    );
+    assert!(
+        caps["found"].as_str().unwrap().contains("uid 65534"),
+        "{caps}"
+    );
     for name in MODES {
         let m = mode(&report, name);
         assert_eq!(m["runs"], false, "{m}");
         assert!(m["error"].as_str().unwrap().contains("CAP_BPF"), "{m}");
         // The pointer to `schedlat check` is for the other commands.
-        assert!(!m["error"].as_str().unwrap().contains("schedlat check"), "{m}");
+        assert!(
+            !m["error"].as_str().unwrap().contains("schedlat check"),
+            "{m}"
+        );
     }
 
     // The other commands point at check.
@@ -226,7 +245,10 @@ fn bpf_and_perfmon_alone_run_the_tp_btf_modes() {
         return;
     }
     let btf_modes = "histogram,per-process,cgroups,victims,slow";
-    let out = as_nobody("+bpf,+perfmon", &["check", "--json", "--require", btf_modes]);
+    let out = as_nobody(
+        "+bpf,+perfmon",
+        &["check", "--json", "--require", btf_modes],
+    );
     let report = report(&out);
     assert!(
         out.status.success(),
@@ -249,7 +271,10 @@ fn bpf_and_perfmon_alone_run_the_tp_btf_modes() {
     assert_eq!(tp["runs"], Value::from(searchable), "{tracefs}: {tp}");
     if !searchable {
         assert!(
-            tp["error"].as_str().unwrap().contains("CAP_DAC_READ_SEARCH"),
+            tp["error"]
+                .as_str()
+                .unwrap()
+                .contains("CAP_DAC_READ_SEARCH"),
             "{tp}"
         );
         assert_eq!(fact(&report, "tracefs")["status"], "warn", "{report}");
@@ -268,5 +293,8 @@ fn an_unknown_mode_is_a_usage_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("per-process"), "the modes are listed: {stderr}");
+    assert!(
+        stderr.contains("per-process"),
+        "the modes are listed: {stderr}"
+    );
 }

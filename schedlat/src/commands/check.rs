@@ -29,10 +29,7 @@ pub fn run(required: &[trial::Mode], json: bool) -> Result<()> {
     let failing = report.failing();
     if !failing.is_empty() {
         let names: Vec<&str> = failing.iter().map(|m| m.name()).collect();
-        bail!(
-            "{} cannot run here: the fixes are above",
-            names.join(", ")
-        );
+        bail!("{} cannot run here: the fixes are above", names.join(", "));
     }
     Ok(())
 }

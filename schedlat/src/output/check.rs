@@ -49,7 +49,10 @@ impl Report<'_> {
             };
             let _ = writeln!(out, "FAIL  {:<14} needs {}", t.mode.name(), t.needs);
             // Without privileges every mode fails alike: said once.
-            if let Some(same) = self.trials[..i].iter().find(|o| o.error.as_ref() == Some(error)) {
+            if let Some(same) = self.trials[..i]
+                .iter()
+                .find(|o| o.error.as_ref() == Some(error))
+            {
                 let _ = writeln!(out, "{:20}(as {})", "", same.mode.name());
                 continue;
             }
@@ -62,7 +65,11 @@ impl Report<'_> {
         let _ = if failing.is_empty() {
             writeln!(out, "\nready: {} can run here", names(self.required))
         } else {
-            writeln!(out, "\nnot ready: {} cannot run here (exit 1)", names(&failing))
+            writeln!(
+                out,
+                "\nnot ready: {} cannot run here (exit 1)",
+                names(&failing)
+            )
         };
         out
     }

@@ -166,7 +166,10 @@ pub enum CgroupLayout {
     /// cgroup2 alone (most production machines).
     V2(PathBuf),
     /// cgroup v1 controllers beside a cgroup2 mount (systemd's hybrid).
-    Hybrid { v1_cpu: Option<PathBuf>, v2: PathBuf },
+    Hybrid {
+        v1_cpu: Option<PathBuf>,
+        v2: PathBuf,
+    },
     /// cgroup v1 only.
     V1(Option<PathBuf>),
     None,

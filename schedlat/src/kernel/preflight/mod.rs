@@ -88,14 +88,22 @@ pub fn facts() -> Vec<Check> {
 }
 
 fn kernel(release: &Release) -> Check {
-    let old = !release.at_least(5, 8);
+    let status = if !release.at_least(5, 8) {
+        Status::Fail
+    } else if !release.at_least(5, 12) {
+        Status::Warn
+    } else {
+        Status::Ok
+    };
     check(
         "kernel",
-        if old { Status::Warn } else { Status::Ok },
+        status,
         format!("Linux {}", release.text),
-        Some(
-            "before 5.8 there is no CAP_BPF or CAP_PERFMON (run as root or with CAP_SYS_ADMIN) and no BPF ring buffer; 5.12+ runs every mode".to_string(),
-        ),
+        Some(if status == Status::Fail {
+            "before 5.8 no mode runs: there is no BPF ring buffer, which every mode creates, nor CAP_BPF and CAP_PERFMON: Linux 5.8 or newer".to_string()
+        } else {
+            "victims and top need 5.12+ (64-bit atomics); before 5.11 maps count against RLIMIT_MEMLOCK (see memlock)".to_string()
+        }),
     )
 }
 
@@ -143,17 +151,30 @@ fn bpf_syscall(can_trace: bool, status: &ProcessStatus, release: &Release) -> Ch
         Some(libc::EPERM) if !release.at_least(5, 11) => "before 5.11 a map's memory counts against RLIMIT_MEMLOCK: raise it (LimitMEMLOCK=infinity, ulimit -l unlimited) or grant CAP_SYS_RESOURCE".to_string(),
         _ => "an LSM (SELinux, AppArmor, lockdown) or kernel.unprivileged_bpf_disabled refuses; see the kernel log".to_string(),
     };
-    check("bpf", Status::Fail, format!("bpf() refused a map: {e}"), Some(fix))
+    check(
+        "bpf",
+        Status::Fail,
+        format!("bpf() refused a map: {e}"),
+        Some(fix),
+    )
 }
 
 fn ring_buffer() -> Check {
     match probe::ring_buffer() {
-        Ok(()) => check("ring-buffer", Status::Ok, "BPF ring buffers".to_string(), None),
+        Ok(()) => check(
+            "ring-buffer",
+            Status::Ok,
+            "BPF ring buffers".to_string(),
+            None,
+        ),
         Err(e) => check(
             "ring-buffer",
             Status::Warn,
             format!("a BPF ring buffer was refused: {e}"),
-            Some("BPF ring buffers came in Linux 5.8: `slow` and the flight recorder need them".to_string()),
+            Some(
+                "BPF ring buffers came in Linux 5.8: `slow` and the flight recorder need them"
+                    .to_string(),
+            ),
         ),
     }
 }
@@ -212,7 +233,9 @@ fn tracefs() -> Check {
             "tracefs",
             Status::Warn,
             "unreadable".to_string(),
-            Some(format!("`--hook tp` (the fallback without BTF) needs it: {e}")),
+            Some(format!(
+                "`--hook tp` (the fallback without BTF) needs it: {e}"
+            )),
         ),
     }
 }
@@ -237,13 +260,20 @@ fn cgroups() -> Vec<Check> {
             "cgroups",
             Status::Warn,
             "no cgroup filesystem mounted".to_string(),
-            Some("--cgroups and -c need one: mount the host's /sys/fs/cgroup (read-only will do)".to_string()),
+            Some(
+                "--cgroups and -c need one: mount the host's /sys/fs/cgroup (read-only will do)"
+                    .to_string(),
+            ),
         )];
     };
     let mut out = vec![check(
         "cgroups",
         Status::Ok,
-        format!("{}; --cgroups reads {}", layout.name(), hierarchy.describe()),
+        format!(
+            "{}; --cgroups reads {}",
+            layout.name(),
+            hierarchy.describe()
+        ),
         None,
     )];
     out.push(match host::shows_whole_hierarchy(&hierarchy.mount) {
@@ -265,7 +295,12 @@ fn cgroups() -> Vec<Check> {
 
 fn pid_namespace(status: &ProcessStatus) -> Check {
     if status.nspid.len() <= 1 {
-        return check("pid-namespace", Status::Ok, "the host's (or the outermost visible)".to_string(), None);
+        return check(
+            "pid-namespace",
+            Status::Ok,
+            "the host's (or the outermost visible)".to_string(),
+            None,
+        );
     }
     check(
         "pid-namespace",
@@ -282,7 +317,9 @@ fn psi() -> Check {
             "psi",
             Status::Warn,
             format!("/proc/pressure/cpu: {e}"),
-            Some("`diagnose` loses its no-root evidence: boot with psi=1 (CONFIG_PSI=y)".to_string()),
+            Some(
+                "`diagnose` loses its no-root evidence: boot with psi=1 (CONFIG_PSI=y)".to_string(),
+            ),
         ),
     }
 }
@@ -296,6 +333,11 @@ fn bpf_stats() -> Check {
             "off: schedlat_bpf_run_time (its own cost) stands still unless enabled".to_string(),
             None,
         ),
-        None => check("bpf-stats", Status::Ok, "kernel.bpf_stats_enabled unreadable".to_string(), None),
+        None => check(
+            "bpf-stats",
+            Status::Ok,
+            "kernel.bpf_stats_enabled unreadable".to_string(),
+            None,
+        ),
     }
 }
