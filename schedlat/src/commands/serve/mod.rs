@@ -29,7 +29,7 @@ use tokio::{
 use crate::{
     collect::slow::SlowEvents,
     commands::session::{self, Ended, Signals},
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -49,6 +49,8 @@ pub struct ServeOptions {
     pub key_buckets: KeyBuckets,
     /// Keys that always get a series.
     pub pins: Pins,
+    /// The workload labels of the per-cgroup series.
+    pub workload_labels: WorkloadLabels,
     /// The flight recorder (`--ring`), dumped on `POST /snapshot`.
     pub ring: Option<RecorderOptions>,
 }
@@ -113,6 +115,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         max_series: args.max_series,
         layout: args.key_buckets,
         pins: args.pins.clone(),
+        workload: args.workload_labels.clone(),
     });
     let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");

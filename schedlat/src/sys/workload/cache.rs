@@ -80,6 +80,16 @@ impl NameCache {
         None
     }
 
+    /// Asks for the names of the container cgroup `path` is, if it is
+    /// one, without waiting for them (a later [`NameCache::get`] has
+    /// them).
+    pub fn ask_for(&self, path: &str) {
+        let labels = super::path::parse(path);
+        if let Some(id) = &labels.container_id {
+            self.get(id, labels.runtime);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
