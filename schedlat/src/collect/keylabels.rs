@@ -44,6 +44,10 @@ pub struct KeyLabels {
     containers: Option<NameCache>,
 }
 
+/// How long a start waits at most for the names of the containers
+/// already there.
+const STARTUP_NAMES: Duration = Duration::from_secs(1);
+
 /// How long one scan of the cgroup hierarchy answers for unknown ids: a
 /// pass over thousands of keys takes far less.
 const CGROUP_SCAN_TTL: Duration = Duration::from_millis(100);
@@ -70,10 +74,11 @@ impl KeyLabels {
 
     /// From now on also names the cgroups of containers by what their
     /// runtimes keep on the host's disk (sys/workload/names.rs), read by a
-    /// thread of its own: every container there now is asked for at once,
-    /// and each new one as the kernel reports its cgroup made or as its
-    /// key is first seen. A lookup never waits; without the thread (it
-    /// could not start), the path's labels stay.
+    /// thread of its own: every container there now is asked for at once
+    /// (and waited for, a second at most), each new one as the kernel
+    /// reports its cgroup made or as its key is first seen. A lookup never
+    /// waits; without the thread (it could not start), the path's labels
+    /// stay.
     pub fn name_containers(&mut self) {
         if self.containers.is_some() {
             return;
@@ -86,6 +91,11 @@ impl KeyLabels {
                 cache.ask_for(path);
             }
         }
+        // Names are fixed with a series' first labels: the containers
+        // there at start are named before the first interval or scrape
+        // (a few ms for a node's hundred containers; a hung file system
+        // delays the start by STARTUP_NAMES at most).
+        cache.settle(STARTUP_NAMES);
         if let Some(names) = &self.names {
             names.prefetch_into(cache.clone());
         }
