@@ -150,7 +150,9 @@ mod tests {
         assert_eq!(cache.get(&id, Some(Runtime::Docker)), None);
         // A start waits for what it asked for: then the answer is there.
         cache.settle(Duration::from_secs(5));
-        let names = cache.get(&id, Some(Runtime::Docker)).expect("answered once settled");
+        let names = cache
+            .get(&id, Some(Runtime::Docker))
+            .expect("answered once settled");
         assert_eq!(names.container.as_deref(), Some("redis"));
         // Unknown containers are answered None, and not asked again at
         // once.
