@@ -37,6 +37,36 @@ pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
     }
 }
 
+/// A neighbour pair's labels (families/neighbours.rs): the victim's as
+/// they are, then the holder's under the same names prefixed `holder_`.
+pub fn pair(victim: Labels, holder: Labels) -> Labels {
+    let mut labels = victim;
+    labels.extend(holder.into_iter().map(|(name, value)| (holder_name(name), value)));
+    labels
+}
+
+/// The overflow pair's labels.
+pub fn overflow_pair() -> Labels {
+    pair(overflow(Breakdown::Cgroup), overflow(Breakdown::Cgroup))
+}
+
+/// `holder_` + a cgroup label's name. Label names are `&'static str`, a
+/// few fixed in the code: each prefixed name is made once and kept.
+fn holder_name(name: &'static str) -> &'static str {
+    use std::{
+        collections::HashMap,
+        sync::{Mutex, OnceLock},
+    };
+    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    names
+        .entry(name)
+        .or_insert_with(|| String::leak(format!("holder_{name}")))
+}
+
 /// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
 /// whole system.
 pub fn scope(filter: &Filter) -> Option<(&'static str, String)> {

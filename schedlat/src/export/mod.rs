@@ -4,15 +4,17 @@
 //! - model: families, samples, labels and folded buckets, the leaf the
 //!   others share;
 //! - families/: the family list of a scrape (`Scrape::families`), one
-//!   file per concern: latency histograms, the cause split, what was not
-//!   counted, schedlat's own cost;
+//!   file per concern: latency histograms, the cause split, the waits per
+//!   CPU, the neighbour pairs, what was not counted, schedlat's own cost;
 //! - labels: the `scope` of a filter, the key of a per-key series, the
-//!   overflow series;
+//!   holder side of a neighbour pair, the overflow series;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
 //!   layouts and their native-histogram translation are histogram/'s;
 //! - keyed_series: which keys get a series of their own in a scrape
 //!   (`--max-series`, `--pin`) and the overflow series, on top of the
 //!   keyed intervals of collect/;
+//! - neighbour_series: which neighbour pairs (`--pairs`) get a series of
+//!   their own in a scrape (`--max-pair-series`) and the overflow pair;
 //! - encode/: one encoder per format (the text formats through
 //!   prometheus-client, protobuf with native histograms);
 //! - negotiate: which format a scraper asked for.
@@ -29,3 +31,4 @@ pub mod keyed_series;
 pub mod labels;
 pub mod model;
 pub(crate) mod negotiate;
+pub mod neighbour_series;

@@ -51,6 +51,17 @@ pub struct ServeOptions {
     pub pins: Pins,
     /// The flight recorder (`--ring`), dumped on `POST /snapshot`.
     pub ring: Option<RecorderOptions>,
+    /// The neighbour pairs (`--pairs`).
+    pub pairs: Option<PairSeriesOptions>,
+}
+
+/// `--pairs`: the kernel's pair table and the pairs exported per scrape.
+#[derive(Clone, Copy, Debug)]
+pub struct PairSeriesOptions {
+    /// Pairs the kernel's table holds (`--max-pairs`).
+    pub max_pairs: u32,
+    /// Pairs with a series of their own per scrape (`--max-pair-series`).
+    pub max_series: u32,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -67,6 +78,9 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // reads are nanoseconds whatever the unit.
     let keyed = args.keyed;
     let mut modes = Modes::histogram(keyed);
+    if let Some(pairs) = args.pairs {
+        modes = modes.with_pairs(pairs.max_pairs);
+    }
     if let Some(ring) = &args.ring {
         modes = Flight::with_slow(ring, modes);
     }
@@ -114,7 +128,13 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         layout: args.key_buckets,
         pins: args.pins.clone(),
     });
-    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
+    let max_pair_series = args.pairs.map(|p| p.max_series);
+    let scraper = Rc::new(scrape::Scraper::new(
+        tracer,
+        &filter,
+        keyed,
+        max_pair_series,
+    ));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read
