@@ -16,9 +16,10 @@ use std::{
 use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, busy_and_idle, v2_root},
+    exposition::{promtool_check, sample, samples},
     http::{self, nothing_listens},
     parse_json_lines,
-    prometheus::{PROMTOOL, Prometheus, unix_now},
+    prometheus::{Prometheus, unix_now},
     require_root, run_schedlat,
     serve::Server,
     sleeper, workload,
@@ -40,13 +41,6 @@ const GAP: Duration = Duration::from_millis(2);
 /// ~8 s of load.
 const ROUNDS: u32 = 1_600;
 
-/// The value of an unlabelled sample line `name value` in an exposition.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-}
-
 /// The sum of `name`'s samples whose labels contain `with` and
 /// `split="SPLIT"`, per split: every wait is in one cause of each, so
 /// each sum is the histogram's count.
@@ -63,42 +57,6 @@ fn split_sums(text: &str, name: &str, with: &str) -> Vec<(&'static str, f64)> {
             (split, sum)
         })
         .collect()
-}
-
-/// The labelled samples `name{labels} value` of an exposition, as
-/// (labels, value); `labels` is the text between the braces.
-fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
-            let (labels, value) = rest.rsplit_once("} ")?;
-            Some((labels.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// `promtool check metrics` (lint included) passes on `body`.
-fn promtool_check(body: &str) {
-    let mut promtool = Command::new(PROMTOOL)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs (Debian package prometheus; `cargo xtask setup` installs it)");
-    {
-        use std::io::Write;
-        let mut stdin = promtool.stdin.take().unwrap();
-        stdin.write_all(body.as_bytes()).unwrap();
-    }
-    let checked = promtool.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&checked.stdout).to_string()
-        + &String::from_utf8_lossy(&checked.stderr);
-    assert!(
-        checked.status.success() && report.trim().is_empty(),
-        "promtool check metrics: {}\n{report}\n{body}",
-        checked.status,
-    );
 }
 
 #[test]

@@ -41,7 +41,11 @@ pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
 /// they are, then the holder's under the same names prefixed `holder_`.
 pub fn pair(victim: Labels, holder: Labels) -> Labels {
     let mut labels = victim;
-    labels.extend(holder.into_iter().map(|(name, value)| (holder_name(name), value)));
+    labels.extend(
+        holder
+            .into_iter()
+            .map(|(name, value)| (holder_name(name), value)),
+    );
     labels
 }
 

@@ -132,7 +132,8 @@ mod tests {
         s.series
             .iter()
             .find(|(l, _)| {
-                l.contains(&("cgroup", victim.into())) && l.contains(&("holder_cgroup", holder.into()))
+                l.contains(&("cgroup", victim.into()))
+                    && l.contains(&("holder_cgroup", holder.into()))
             })
             .map(|(_, c)| c)
     }

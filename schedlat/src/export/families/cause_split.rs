@@ -101,7 +101,6 @@ fn seconds(ns: u64) -> Value {
     Value::seconds_of_ns(ns)
 }
 
-
 /// The whole system's families (none without the split).
 pub fn system_families(series: &CauseSeries) -> Vec<Family> {
     families(&SYSTEM, series)

@@ -25,13 +25,12 @@ mod own;
 
 use schedlat_common::scope::Breakdown;
 
-use self::cause_split::CauseSeries;
 pub use self::{
     accounting::KeyedCounters,
     neighbours::NeighbourScrape,
     own::{BpfCost, ScrapeCost},
 };
-use self::cpu::CpuWaits;
+use self::{cause_split::CauseSeries, cpu::CpuWaits};
 use super::{
     encode::{self, Format},
     key_buckets::KeyBuckets,

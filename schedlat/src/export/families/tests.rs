@@ -271,12 +271,7 @@ fn per_cpu_counters_are_the_cpus_the_total_sums() {
     b.sum_ns = 1_000_000_000;
     let stats = [a, b];
     let scope = vec![("scope", "cpu=0-1".to_string())];
-    let mut scrape = Scrape::system(
-        HookMode::Btf,
-        Waits::from_cpus(&stats),
-        scope.clone(),
-        None,
-    );
+    let mut scrape = Scrape::system(HookMode::Btf, Waits::from_cpus(&stats), scope.clone(), None);
     scrape.cpus = cpu::per_cpu(&stats);
     let out = scrape.encode_text(Format::OpenMetrics { version: "1.0.0" });
     for line in [
@@ -330,5 +325,8 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
         assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
     }
     let out = known().encode_text(Format::Text);
-    assert!(!out.contains("neighbour") && !out.contains("pairs"), "{out}");
+    assert!(
+        !out.contains("neighbour") && !out.contains("pairs"),
+        "{out}"
+    );
 }
