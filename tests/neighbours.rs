@@ -11,7 +11,7 @@ use std::{thread, time::Duration};
 use common::{
     cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v2_root},
     exposition::{promtool_check, sample, samples},
-    http, require_root,
+    require_root,
     serve::Server,
     workload::{self, workload_cpu},
 };
@@ -22,12 +22,6 @@ const CPU_SECONDS: &str = "schedlat_cpu_runqueue_wait_seconds_total";
 const PAIR_WAITS: &str = "schedlat_neighbour_waits_total";
 const PAIR_SECONDS: &str = "schedlat_neighbour_wait_seconds_total";
 const CGROUP_BY_CAUSE: &str = "schedlat_cgroup_runqueue_wait_by_cause_seconds_total";
-
-fn scrape(server: &Server) -> String {
-    let page = http::get(server.addr, "/metrics", None).unwrap();
-    assert_eq!(page.status, 200, "{}", page.body);
-    page.body
-}
 
 /// The per-CPU counters are the CPUs the histogram sums, from the same
 /// read: their waits add up to its count exactly, their time to its sum;
@@ -40,7 +34,7 @@ fn per_cpu_counters_add_up_to_the_histogram() {
     let server = Server::start(&[]);
     let cpu = workload_cpu();
     workload::ping_pong(cpu, 2_000);
-    let body = scrape(&server);
+    let body = server.scrape_text();
     let count = sample(&body, &format!("{WAITS}_count")).unwrap();
     let sum = sample(&body, &format!("{WAITS}_sum")).unwrap();
     let per_cpu = samples(&body, CPU_WAITS);
@@ -90,9 +84,9 @@ fn pairs_name_the_cgroup_that_held_the_cpu() {
     hogs.add(procs.0[1].id());
     alone.add(procs.0[2].id());
     thread::sleep(Duration::from_secs(2));
-    let first = scrape(&server);
+    let first = server.scrape_text();
     thread::sleep(Duration::from_secs(1));
-    let body = scrape(&server);
+    let body = server.scrape_text();
     drop(procs);
 
     let of = |text: &str, name: &str, victim: &str, holder: &str| {
