@@ -8,6 +8,7 @@ pub mod container;
 pub mod exposition;
 pub mod http;
 pub mod kube;
+pub mod kube_node;
 pub mod perf;
 pub mod prometheus;
 pub mod serve;

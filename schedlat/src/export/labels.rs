@@ -1,12 +1,16 @@
 //! The labels of the exported series: which waits a series counts (the
 //! filter's `scope`), which key a per-key series is (`cgroup`, or `pid` and
-//! `comm`), and the overflow series of `--max-series`. A new label for the
-//! per-key series goes in [`key`] and [`overflow`] (a series and its
-//! overflow carry the same label names).
+//! `comm`), and the overflow series of `--max-series`. A new label naming
+//! the key goes in [`key`] and [`overflow`] (a series and its overflow
+//! carry the same key label names); what a cgroup is as a workload (pod,
+//! container, unit...) is workload_labels.rs', added after `cgroup`.
 
 use schedlat_common::scope::Breakdown;
 
-use super::model::Labels;
+use super::{
+    model::Labels,
+    workload_labels::{WorkloadLabel, WorkloadLabels},
+};
 use crate::{
     collect::keylabels::{KeyLabels, task_comm},
     kernel::filter::{Filter, comm_str, cpu_list_str},
@@ -23,52 +27,54 @@ pub fn overflow(by: Breakdown) -> Labels {
     }
 }
 
-/// A key's labels as exported: `cgroup="/path"`, or `pid="1234",
+/// A key's labels as exported: `cgroup="/path"` and what `workload`
+/// keeps of the labels of the workload it is, or `pid="1234",
 /// comm="name"` (`comm`: the name the kernel stored with the key).
-pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
+pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
     match labels.by() {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
-        _ => {
-            let path = labels
-                .cgroup_name(key)
-                .unwrap_or_else(|| format!("(removed, id {key})"));
-            vec![("cgroup", path)]
-        }
+        _ => cgroup(labels, key, workload, ("cgroup", WorkloadLabel::name)),
     }
 }
 
-/// A neighbour pair's labels (families/neighbours.rs): the victim's as
-/// they are, then the holder's under the same names prefixed `holder_`.
-pub fn pair(victim: Labels, holder: Labels) -> Labels {
-    let mut labels = victim;
-    labels.extend(
-        holder
-            .into_iter()
-            .map(|(name, value)| (holder_name(name), value)),
-    );
-    labels
+/// A neighbour pair's labels (families/neighbours.rs): the victim's as a
+/// per-cgroup series has them, then the holder's under the same names
+/// prefixed `holder_`.
+pub fn pair(labels: &mut KeyLabels, victim: u64, holder: u64, workload: &WorkloadLabels) -> Labels {
+    let mut out = cgroup(labels, victim, workload, ("cgroup", WorkloadLabel::name));
+    let holder_name: fn(WorkloadLabel) -> &'static str = |l| l.names().1;
+    out.extend(cgroup(
+        labels,
+        holder,
+        workload,
+        ("holder_cgroup", holder_name),
+    ));
+    out
 }
 
 /// The overflow pair's labels.
 pub fn overflow_pair() -> Labels {
-    pair(overflow(Breakdown::Cgroup), overflow(Breakdown::Cgroup))
+    vec![
+        ("cgroup", OVERFLOW.into()),
+        ("holder_cgroup", OVERFLOW.into()),
+    ]
 }
 
-/// `holder_` + a cgroup label's name. Label names are `&'static str`, a
-/// few fixed in the code: each prefixed name is made once and kept.
-fn holder_name(name: &'static str) -> &'static str {
-    use std::{
-        collections::HashMap,
-        sync::{Mutex, OnceLock},
-    };
-    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    names
-        .entry(name)
-        .or_insert_with(|| String::leak(format!("holder_{name}")))
+/// Cgroup `id`'s path and workload labels, under these names.
+fn cgroup(
+    labels: &mut KeyLabels,
+    id: u64,
+    workload: &WorkloadLabels,
+    (path_name, name): (&'static str, fn(WorkloadLabel) -> &'static str),
+) -> Labels {
+    match labels.workload(id) {
+        Some(named) => {
+            let mut out = vec![(path_name, named.path.clone())];
+            out.extend(workload.of(&named, name));
+            out
+        }
+        None => vec![(path_name, format!("(removed, id {id})"))],
+    }
 }
 
 /// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the

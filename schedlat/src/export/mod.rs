@@ -8,6 +8,8 @@
 //!   CPU, the neighbour pairs, what was not counted, schedlat's own cost;
 //! - labels: the `scope` of a filter, the key of a per-key series, the
 //!   holder side of a neighbour pair, the overflow series;
+//! - workload_labels: what a cgroup's series says of its workload (pod,
+//!   container, unit... in cAdvisor's spelling), on either side of a pair;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
 //!   layouts and their native-histogram translation are histogram/'s;
 //! - keyed_series: which keys get a series of their own in a scrape
@@ -32,3 +34,4 @@ pub mod labels;
 pub mod model;
 pub(crate) mod negotiate;
 pub mod neighbour_series;
+pub mod workload_labels;

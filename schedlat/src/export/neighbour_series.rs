@@ -41,12 +41,13 @@ impl NeighbourSeries {
     }
 
     /// One scrape of the pair table's `interval` (its pairs most wait time
-    /// first). `labels` gives a cgroup id's labels (as the per-cgroup
-    /// family's); `gone` lists the cgroups found gone in this interval.
+    /// first). `name_pair` gives a pair's labels from its victim's and its
+    /// holder's cgroup ids (labels::pair); `gone` lists the cgroups found
+    /// gone in this interval.
     pub fn scrape(
         &mut self,
         interval: &PairsInterval,
-        mut labels: impl FnMut(u64) -> Labels,
+        mut name_pair: impl FnMut(u64, u64) -> Labels,
         gone: &[u64],
     ) -> NeighbourScrape {
         self.unpaired.add(interval.overflow);
@@ -64,12 +65,8 @@ impl NeighbourSeries {
                 overflow_pairs += 1;
                 continue;
             }
-            let (_, own) = self.shown.entry(*pair).or_insert_with(|| {
-                (
-                    labels::pair(labels(pair.victim), labels(holder)),
-                    PairCounts::default(),
-                )
-            });
+            let (_, own) = (self.shown.entry(*pair))
+                .or_insert_with(|| (name_pair(pair.victim, holder), PairCounts::default()));
             own.add(*new);
             exported.push(*pair);
         }
@@ -124,8 +121,11 @@ mod tests {
         }
     }
 
-    fn name(id: u64) -> Labels {
-        vec![("cgroup", format!("/g{id}"))]
+    fn name(victim: u64, holder: u64) -> Labels {
+        vec![
+            ("cgroup", format!("/g{victim}")),
+            ("holder_cgroup", format!("/g{holder}")),
+        ]
     }
 
     fn value<'a>(s: &'a NeighbourScrape, victim: &str, holder: &str) -> Option<&'a PairCounts> {
@@ -199,29 +199,6 @@ mod tests {
             Some(&counts(1, 100))
         );
         assert_eq!(s.unpaired, counts(3, 30), "cumulative");
-    }
-
-    #[test]
-    fn the_holder_is_labelled_with_the_victims_label_names_prefixed() {
-        let mut series = NeighbourSeries::new(10);
-        let workload = |id: u64| vec![("cgroup", format!("/g{id}")), ("pod", format!("p{id}"))];
-        let s = series.scrape(
-            &interval(
-                vec![(pair(1, Holder::Cgroup(2)), counts(1, 1))],
-                PairCounts::default(),
-            ),
-            workload,
-            &[],
-        );
-        assert_eq!(
-            s.series[0].0,
-            vec![
-                ("cgroup", "/g1".to_string()),
-                ("pod", "p1".into()),
-                ("holder_cgroup", "/g2".into()),
-                ("holder_pod", "p2".into()),
-            ]
-        );
     }
 
     #[test]

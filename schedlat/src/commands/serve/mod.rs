@@ -32,7 +32,7 @@ use tokio::{
 use crate::{
     collect::slow::SlowEvents,
     commands::session::{self, Ended, Signals},
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -52,6 +52,8 @@ pub struct ServeOptions {
     pub key_buckets: KeyBuckets,
     /// Keys that always get a series.
     pub pins: Pins,
+    /// The workload labels of the per-cgroup series.
+    pub workload_labels: WorkloadLabels,
     /// The flight recorder (`--ring`), dumped on SIGHUP and triggers.
     pub ring: Option<RecorderOptions>,
     /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
@@ -137,14 +139,13 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         max_series: args.max_series,
         layout: args.key_buckets,
         pins: args.pins.clone(),
+        workload: args.workload_labels.clone(),
     });
-    let max_pair_series = args.pairs.map(|p| p.max_series);
-    let scraper = Rc::new(scrape::Scraper::new(
-        tracer,
-        &filter,
-        keyed,
-        max_pair_series,
-    ));
+    let pairs = args.pairs.map(|p| scrape::PairOptions {
+        max_series: p.max_series,
+        workload: args.workload_labels.clone(),
+    });
+    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed, pairs));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read

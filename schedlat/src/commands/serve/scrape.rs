@@ -32,6 +32,7 @@ use crate::{
         labels,
         model::Labels,
         neighbour_series::NeighbourSeries,
+        workload_labels::WorkloadLabels,
     },
     kernel::filter::Filter,
 };
@@ -59,6 +60,8 @@ pub struct KeyedOptions {
     pub max_series: u32,
     pub layout: KeyBuckets,
     pub pins: Pins,
+    /// The workload labels of a cgroup's series (`--cgroup-labels`).
+    pub workload: WorkloadLabels,
 }
 
 /// The per-key series: the keys' intervals and which get a series.
@@ -73,7 +76,16 @@ struct PerKeySeries {
 struct PairSeries {
     intervals: PairIntervals,
     names: KeyLabels,
+    workload: WorkloadLabels,
     series: NeighbourSeries,
+}
+
+/// The neighbour pairs' options (`--pairs`).
+pub struct PairOptions {
+    /// Pairs with a series per scrape (`--max-pair-series`).
+    pub max_series: u32,
+    /// The workload labels of either side (`--cgroup-labels`).
+    pub workload: WorkloadLabels,
 }
 
 /// This thread's CPU time, user and system, in seconds.
@@ -88,36 +100,40 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 impl Scraper {
-    /// `max_pair_series`: with `--pairs` (the tracer loaded with the pair
-    /// table), how many pairs get a series per scrape.
+    /// `pairs`: with `--pairs` (the tracer loaded with the pair table).
     pub fn new(
         tracer: Tracer,
         filter: &Filter,
         keyed: Option<KeyedOptions>,
-        max_pair_series: Option<u32>,
+        pairs: Option<PairOptions>,
     ) -> Scraper {
         let scope = labels::scope(filter);
         let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
             let layout = k.layout.layout();
+            let by_cgroup = k.by == Breakdown::Cgroup;
+            // The cause split per cgroup only: per process it is
+            // unbounded.
+            let mut keys = KeyIntervals::new(k.by, &tracer, Kept::Folded(layout), by_cgroup);
+            if by_cgroup && k.workload.needs_runtime_files() {
+                keys.name_containers();
+            }
             RefCell::new(PerKeySeries {
-                // The cause split per cgroup only: per process it is
-                // unbounded.
-                keys: KeyIntervals::new(
-                    k.by,
-                    &tracer,
-                    Kept::Folded(layout),
-                    k.by == Breakdown::Cgroup,
-                ),
-                series: KeyedSeries::new(k.max_series, k.pins, layout),
+                keys,
+                series: KeyedSeries::new(k.max_series, k.pins, k.workload, layout),
                 layout: k.layout,
             })
         });
-        let pairs = max_pair_series.map(|max| {
+        let pairs = pairs.map(|p| {
+            let mut names = tracer.key_labels(Breakdown::Cgroup);
+            if p.workload.needs_runtime_files() {
+                names.name_containers();
+            }
             RefCell::new(PairSeries {
                 intervals: PairIntervals::default(),
-                names: tracer.key_labels(Breakdown::Cgroup),
-                series: NeighbourSeries::new(max),
+                names,
+                series: NeighbourSeries::new(p.max_series),
+                workload: p.workload,
             })
         });
         let target = filter.tgid.is_some() || filter.tid.is_some();
@@ -202,6 +218,7 @@ impl Scraper {
         let PairSeries {
             intervals,
             names,
+            workload,
             series,
         } = pairs;
         let mut gone = Vec::new();
@@ -212,7 +229,8 @@ impl Scraper {
             }
             exists
         })?;
-        let mut scrape = series.scrape(&interval, |id| labels::key(names, id, &[0; 16]), &gone);
+        let name_pair = |victim, holder| labels::pair(names, victim, holder, workload);
+        let mut scrape = series.scrape(&interval, name_pair, &gone);
         // The filter's scope, once per pair (not as holder_scope).
         for (labels, _) in &mut scrape.series {
             labels.extend(self.scope.clone());

@@ -302,10 +302,10 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
     scrape.neighbours = Some(NeighbourScrape {
         series: vec![
             (
-                labels::pair(
-                    vec![("cgroup", "/web".into())],
-                    vec![("cgroup", "/batch".into())],
-                ),
+                vec![
+                    ("cgroup", "/web".into()),
+                    ("holder_cgroup", "/batch".into()),
+                ],
                 pair(10, 3_000_000),
             ),
             (labels::overflow_pair(), pair(2, 1_000)),
