@@ -160,7 +160,9 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
         (Some(p50), _) if p50 >= h / 4 => (
             Verdict::ShiftedMean,
             format!(
-                "the median wait {} is at least a quarter slice ({}): most wakeups wait",
+                // Waits begin with a wakeup or a preemption (the cause
+                // split says which): the median speaks of both.
+                "the median wait {} is at least a quarter slice ({}): half the waits last that long or longer",
                 fmt_ns(p50),
                 fmt_ns(h / 4)
             ),
