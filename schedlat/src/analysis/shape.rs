@@ -322,6 +322,13 @@ pub mod tests {
             verdict(&[(5_000, 100), (4_000_000, 900)]),
             Verdict::ShiftedMean
         );
+        // Issue 28: said of waits (preempted ones too), not of wakeups.
+        let summary = classify(&waits(&[(4_000_000, 900)]), &Slice::fixed(SLICE, "test")).summary;
+        assert!(
+            summary.contains("half the waits last that long or longer"),
+            "{summary}"
+        );
+        assert!(!summary.contains("wakeups"), "{summary}");
     }
 
     #[test]
