@@ -3,6 +3,7 @@
 //! in advance.
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
+pub mod bpf;
 pub mod cgroup;
 pub mod container;
 pub mod exposition;
