@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod container;
+pub mod cpu;
 pub mod http;
 pub mod kube;
 pub mod kube_node;
