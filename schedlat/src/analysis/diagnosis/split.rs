@@ -220,7 +220,7 @@ fn other_cgroup(
                 .map(|o| {
                     format!(
                         "{} ({}: {}, {} of the scope's measured wait)",
-                        o.path,
+                        cgroups.owner(&o.path),
                         o.comms.join(", "),
                         fmt_ns(o.charged_ns),
                         pct(o.charged_ns as f64 / waited_ns as f64)
@@ -229,10 +229,16 @@ fn other_cgroup(
                 .collect();
             (
                 format!("the other cgroups charged with most: {}", named.join(", ")),
-                format!(
-                    "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
-                    top.path
-                ),
+                match cgroups.owners.get(&top.path) {
+                    Some(owner) => format!(
+                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {owner}, cap it (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
+                        top.path
+                    ),
+                    None => format!(
+                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                        top.path
+                    ),
+                },
             )
         }
         None => (

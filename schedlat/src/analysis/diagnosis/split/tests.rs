@@ -204,6 +204,36 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
         "{}",
         causes[0].next_step
     );
+    // A neighbour that is a container is named as its owner knows it,
+    // its path said once, where the next step acts on it.
+    let mut named = TaskCgroups {
+        scope: cgroups.scope.clone(),
+        by_pid: cgroups.by_pid.clone(),
+        kernel_threads: cgroups.kernel_threads.clone(),
+        ..TaskCgroups::default()
+    };
+    named
+        .owners
+        .insert("/batch".into(), "container jobs/batch-7/cruncher".into());
+    let evidence = Evidence {
+        cgroups: &named,
+        ..evidence
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert!(
+        causes[0]
+            .evidence
+            .contains("most: container jobs/batch-7/cruncher (hog, hog2: 800 ns"),
+        "{}",
+        causes[0].evidence
+    );
+    let step = &causes[0].next_step;
+    assert!(
+        step.contains("than container jobs/batch-7/cruncher, cap it")
+            && step.matches("/batch").count() == 2,
+        "{step}"
+    );
 }
 
 #[test]
