@@ -8,6 +8,7 @@ pub mod files;
 pub mod findings;
 pub mod mounts;
 pub mod own_limits;
+pub mod owned_dir;
 pub mod procfs;
 pub mod scope;
 pub mod slice;
