@@ -86,7 +86,15 @@ while time.time() < until:
 fn record_with_dumps(dir: &Path, hups: usize) -> (Option<i32>, String) {
     let log = dir.with_extension("stderr");
     let mut child = Command::new(SCHEDLAT)
-        .args(["record", "--ring", "10s", "--dump-dir"])
+        // Few slow waits (this machine may be busy): small dumps.
+        .args([
+            "record",
+            "--ring",
+            "10s",
+            "--slow-threshold",
+            "100ms",
+            "--dump-dir",
+        ])
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log).unwrap())
@@ -214,4 +222,126 @@ fn a_shared_directory_needs_the_sticky_bit_and_then_holds() {
     }
     fs::remove_dir_all(&dir).unwrap();
     fs::remove_dir_all(&outside).unwrap();
+}
+
+fn whole_dumps(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("schedlat-")
+        })
+        .filter(|p| {
+            fs::read_to_string(p.join("dump.jsonl"))
+                .is_ok_and(|t| t.ends_with("\"type\":\"end\"}\n"))
+        })
+        .collect()
+}
+
+/// Issue 29 item 4: two recorders sharing a dump directory, signalled
+/// together (`kill -HUP $(pidof schedlat)`), picked the same name in the
+/// same millisecond and the loser's cleanup removed the winner's
+/// temporary directory: 4 of 20 dumps survived. Every dump asked for is
+/// written now, or refused and said so.
+#[test]
+fn two_recorders_signalled_together_keep_every_dump() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("shared-by-two", 0o755, 0);
+    let start = |n: usize| {
+        let log = dir.with_extension(format!("{n}.stderr"));
+        let child = Command::new(SCHEDLAT)
+            .args(["record", "--ring", "10s", "--slow-threshold", "100ms"])
+            .args(["--keep", "100", "--dump-dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        (child, log)
+    };
+    let mut recorders = [start(1), start(2)];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (_, log) in &recorders {
+        while !fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("recording the last")
+        {
+            assert!(Instant::now() < deadline, "not recording");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    const ROUNDS: usize = 10;
+    for _ in 0..ROUNDS {
+        for (child, _) in &recorders {
+            // SAFETY: signalling our own children.
+            unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+        }
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let mut refused = 0;
+    let mut logs = String::new();
+    for (child, log) in &mut recorders {
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        assert!(child.wait().unwrap().success());
+        let text = fs::read_to_string(&*log).unwrap();
+        refused += text.matches("not taken").count() + text.matches("failed").count();
+        logs.push_str(&text);
+        let _ = fs::remove_file(&*log);
+    }
+    let whole = whole_dumps(&dir);
+    assert_eq!(
+        whole.len() + refused,
+        2 * ROUNDS,
+        "{} whole dumps, {refused} refused, of {}: {logs}",
+        whole.len(),
+        2 * ROUNDS
+    );
+    assert!(whole.len() >= ROUNDS, "{} whole dumps: {logs}", whole.len());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 29 item 5: once the dump disk was full, no dump succeeded again
+/// (old dumps were pruned only after a successful one). The oldest dump
+/// now makes room, said so, and the new one is written.
+#[test]
+fn a_full_disk_gives_up_the_oldest_dump_for_the_new_one() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("full-disk", 0o755, 0);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0755", "schedlat-test"])
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(mounted, "mount a 1 MiB tmpfs on {}", dir.display());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&dir);
+    // An old dump taking all of it (written until the disk is full).
+    let old = dir.join("schedlat-20200101T000000.000Z-1-1-sighup");
+    fs::create_dir(&old).unwrap();
+    let filler = vec![b'x'; 2 << 20];
+    let full = fs::write(old.join("dump.jsonl"), &filler).unwrap_err();
+    assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+    let (status, log) = record_with_dumps(&dir, 1);
+    assert_eq!(status, Some(0), "{log}");
+    assert!(log.contains("is full: removed the oldest dump"), "{log}");
+    assert!(!old.exists(), "{log}");
+    assert_eq!(whole_dumps(&dir).len(), 1, "{log}");
+    drop(_unmount);
+    fs::remove_dir_all(&dir).unwrap();
 }
