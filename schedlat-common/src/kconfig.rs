@@ -95,7 +95,7 @@ pub struct RqOffsets {
 
 /// The chain from a task to the kernfs id of its cgroup in one hierarchy:
 /// task->cgroups, then the css (css_set's dfl_cgrp for cgroup v2,
-/// subsys[id] for a v1 controller), css->cgroup, css->parent, cgroup->kn,
+/// `subsys[id]` for a v1 controller), css->cgroup, css->parent, cgroup->kn,
 /// kn->id. Only resolved with `-c` or `--cgroups`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,9 +106,15 @@ pub struct CgroupOffsets {
     pub css_parent: u64,
     pub cgroup_kn: u64,
     pub kn_id: u64,
+    /// `cgroup->root` and `cgroup_root->hierarchy_id`, and the id of the
+    /// hierarchy the chain reads (0: cgroup v2; as /proc/PID/cgroup
+    /// numbers them): the cgroup_mkdir program names only its cgroups.
+    pub cgroup_root: u64,
+    pub root_hierarchy_id: u64,
+    pub hierarchy_id: u64,
 }
 
-/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// The chain `task->thread_pid->numbers[level].ns->ns.inum`: the active PID
 /// namespace's inode number. Only resolved with `--pidnss`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,9 +200,12 @@ pub struct Compute {
     /// 1: `--waking`: the sched_waking program is attached and each
     /// sched_wakeup adds the wakeup path before it to CAUSES.
     pub waking: u64,
+    /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
+    /// holder cgroup), sized by the loader.
+    pub pairs: u64,
 }
 
-/// What the cause split reads besides the run-queue chain (`RqOffsets`):
+/// What the cause split reads besides the run-queue chain ([`RqOffsets`]):
 /// each field's offset, and whether this kernel has it (a field the kernel
 /// lacks stays 0 and its code is dead for the verifier).
 #[repr(C)]
@@ -232,11 +241,11 @@ mod tests {
     fn layouts_are_u64_words_without_padding() {
         assert_eq!(size_of::<TaskOffsets>(), 7 * 8);
         assert_eq!(size_of::<RqOffsets>(), 4 * 8);
-        assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
+        assert_eq!(size_of::<CgroupOffsets>(), 9 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 10 * 8);
+        assert_eq!(size_of::<Compute>(), 11 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
     }
 

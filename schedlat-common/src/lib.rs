@@ -12,6 +12,7 @@ pub mod kconfig;
 pub mod scope;
 pub mod start;
 pub mod victims;
+pub mod workload;
 
 pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
 
@@ -100,6 +101,13 @@ pub mod names {
     pub const MAP_CAUSES: &str = "CAUSES";
     pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
     pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
+    /// The workload views (schedlat-ebpf workload.rs): the neighbour-pair
+    /// table, its counters, the cgroup names sent at creation.
+    pub const MAP_PAIRS: &str = "PAIRS";
+    pub const MAP_WORKLOAD_COUNTERS: &str = "WORKLOAD_COUNTERS";
+    pub const MAP_CGROUP_NAMES: &str = "CGROUP_NAMES";
+    /// Sends each new cgroup's path with its id, when cgroups are named.
+    pub const BTF_CGROUP_MKDIR: (&str, &str) = ("cgroup_mkdir", "cgroup_mkdir");
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [

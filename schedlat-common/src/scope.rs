@@ -4,7 +4,8 @@
 
 use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses};
 
-/// What a breakdown histogram is keyed by (the `BREAKDOWN` global).
+/// What a breakdown histogram is keyed by: the `Compute` global's
+/// [`breakdown`](crate::kconfig::Compute::breakdown) field.
 #[repr(u64)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Breakdown {
@@ -28,9 +29,9 @@ pub const CPU_MASK_WORDS: usize = 16;
 /// target (it matches the target and its descendants, as cgroup tools do).
 pub const MAX_CGROUP_DEPTH: usize = 16;
 
-/// One key's histogram, cumulative since load (userspace differences
-/// snapshots, as for `CpuStats`). Shared by all CPUs, so the kernel updates
-/// it with atomic adds; u32 counts keep a key at 1,696 bytes.
+/// One key's histogram, cumulative since load (userspace differences snapshots,
+/// as for [`CpuStats`](crate::CpuStats)). Shared by all CPUs, so the kernel
+/// updates it with atomic adds; u32 counts keep a key at 1,696 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyStats {

@@ -19,7 +19,7 @@ use schedlat_common::{
     bucket_index,
     causes::{
         Cause, CauseStats, CpuTopology, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED,
-        SLOTS_PER_CPU, Snapshot,
+        OverlapSlot, SLOTS_PER_CPU,
     },
     start,
 };
@@ -38,7 +38,7 @@ static CAUSES: PerCpuArray<CauseStats> = PerCpuArray::with_max_entries(1, 0);
 /// nr_cpus x SLOTS_PER_CPU snapshots when the overlaps are on (the loader
 /// sizes it; 1 entry otherwise).
 #[map]
-static CAUSE_SLOTS: Array<Snapshot> = Array::with_max_entries(1, 0);
+static CAUSE_SLOTS: Array<OverlapSlot> = Array::with_max_entries(1, 0);
 
 /// Per CPU, its last-level cache and NUMA node (filled by the loader when
 /// Compute.topology).
@@ -130,7 +130,7 @@ pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
     if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
         // SAFETY: a map value, valid for this program run.
         unsafe {
-            *slot = Snapshot {
+            *slot = OverlapSlot {
                 word,
                 at: accounting(q),
             }

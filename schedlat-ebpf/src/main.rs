@@ -16,6 +16,8 @@
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
 //! - causes: the cause split of each wait.
+//! - workload: the neighbour-pair table of each ended wait, and the names
+//!   of cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
@@ -44,6 +46,7 @@ mod memory;
 mod slow;
 mod victims;
 mod wait;
+mod workload;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, tracepoint},
@@ -54,7 +57,7 @@ use schedlat_common::start::Kind;
 use crate::{
     config::{COMPUTE, TP, get},
     keying::Key,
-    memory::{TaskPtr, tp_read},
+    memory::{CgroupPtr, TaskPtr, tp_read},
 };
 
 // tp_btf: sched_wakeup(struct task_struct *p)
@@ -152,6 +155,14 @@ fn btf_switch(
         keyed,
     )?;
     Some((prev, next, ended))
+}
+
+// tp_btf: cgroup_mkdir(struct cgroup *cgrp, const char *path); attached
+// when cgroups are named (breakdown keys, neighbour pairs).
+#[btf_tracepoint(function = "cgroup_mkdir")]
+pub fn cgroup_mkdir(ctx: BtfTracePointContext) -> u32 {
+    workload::created(CgroupPtr::new(ctx.arg(0)), ctx.arg(1));
+    0
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)

@@ -18,6 +18,7 @@ use crate::{
     filter,
     keying::{Key, SharedKey},
     memory::TaskPtr,
+    workload,
 };
 
 /// Per TID, its start word (schedlat_common::start): the enqueue
@@ -149,6 +150,7 @@ pub fn switch(
         s.discarded_negative += 1;
         return None;
     };
+    workload::count_pair(prev, next, prev_tid, wait_ns);
     if histogram {
         let key = record(s, wait_ns, keyed, |bucket| {
             causes::histograms(word, cpu, bucket);

@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 16] = [
+const TEST_PACKAGES: [&str; 17] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -49,6 +49,8 @@ const TEST_PACKAGES: [&str; 16] = [
     // and by containerd (`ctr run --seccomp`: Kubernetes' RuntimeDefault
     // on most clusters).
     "containerd",
+    // tests/containers.rs: the static busybox of its containers' image.
+    "busybox-static",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.

@@ -2,9 +2,11 @@
 //! distribution (docs/shape.md), before/after comparison, who waited
 //! behind whom (docs/victims.md), and the diagnosis (docs/diagnose.md).
 
+pub mod breakdown;
 pub mod causes;
 pub mod compare;
 pub mod diagnosis;
+pub mod pairs;
 pub mod percentiles;
 pub mod recording;
 pub mod shape;

@@ -4,15 +4,20 @@
 
 pub mod batch;
 pub mod bpf_cost;
-pub mod causes;
 #[cfg(test)]
 mod causes_live;
+pub mod cgroup_names;
 pub mod error;
-pub mod histogram;
 pub mod interval;
+pub mod key_intervals;
+mod key_slots;
 pub mod keylabels;
 mod maps;
+pub mod pairs;
+#[cfg(test)]
+mod pairs_live;
 pub mod slow;
 pub mod tracer;
 pub mod victims;
 mod whole;
+pub mod workloads;

@@ -2,8 +2,9 @@
 //! raw bytes and panicking on a defect: BTF and the offsets read from it,
 //! tracefs formats, /proc and cgroup files, `compare`'s recordings, the
 //! recorder dumps `replay` reads (and the .hlog and Perfetto files written
-//! from a window, read back by their own readers), and the HTTP Accept
-//! header of `serve`.
+//! from a window, read back by their own readers), the HTTP Accept
+//! header of `serve`, and the workload labels of cgroup paths and of the
+//! container runtimes' files.
 //!
 //! Two drivers run them over the seeds in `schedlat/fuzz/corpus/<target>/`
 //! (real files from kernels and tools, and every input that once failed):
@@ -30,13 +31,14 @@ use crate::{
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("btf", btf),
     ("tracefs", tracefs),
     ("procfs", procfs),
     ("compare", compare),
     ("replay", replay),
     ("accept", accept),
+    ("workload", workload),
 ];
 
 fn text(data: &[u8]) -> String {
@@ -195,13 +197,46 @@ fn hlog_reads_back(log: &[u8], w: &crate::analysis::recording::Window) {
 /// The HTTP Accept header of a scrape: whatever it says, the answer's
 /// Content-Type is a valid header value.
 pub fn accept(data: &[u8]) {
-    use crate::commands::serve::negotiate::negotiate;
+    use crate::export::negotiate::negotiate;
     let accept = text(data);
     let content_type = negotiate(Some(&accept)).content_type();
     assert!(
         hyper::header::HeaderValue::from_str(&content_type).is_ok(),
         "{accept:?} -> {content_type:?}"
     );
+}
+
+/// A cgroup path, and the container runtimes' files: whatever the input,
+/// a label is only ever what its owner allows (a 64-digit ID, a pod UID,
+/// a unit name), and a name is clean or absent.
+pub fn workload(data: &[u8]) {
+    use crate::sys::workload::{names, path};
+    const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+    let t = text(data);
+    let labels = path::parse(&t);
+    if let Some(id) = &labels.container_id {
+        assert!(path::is_container_id(id), "{id:?}");
+    }
+    if let Some(uid) = &labels.pod_uid {
+        assert!(path::is_pod_uid(uid), "{uid:?}");
+    }
+    for unit in labels.unit.iter().chain(&labels.slice) {
+        assert!(
+            unit.bytes().all(|b| b.is_ascii_graphic()) && unit.len() <= 255,
+            "{unit:?}"
+        );
+    }
+    let found = [
+        names::parse_containerd_bundle(&t),
+        names::parse_storage_config(&t),
+        names::parse_storage_containers(&t, ID),
+        names::parse_docker_config(&t),
+    ];
+    for n in found.into_iter().flatten() {
+        for name in [&n.container, &n.pod, &n.namespace].into_iter().flatten() {
+            assert_eq!(names::clean_name(name).as_ref(), Some(name));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -241,6 +276,11 @@ mod tests {
     #[test]
     fn fuzz_accept() {
         run("accept");
+    }
+
+    #[test]
+    fn fuzz_workload() {
+        run("workload");
     }
 
     /// Each target has its corpus and its libFuzzer binary, and nothing

@@ -101,7 +101,7 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
 
 /// Every struct an offset set reads, and the tracepoints' typedefs: their
 /// ids are found in one pass over the BTF (btf_names.rs).
-const STRUCTS: [&str; 14] = [
+const STRUCTS: [&str; 15] = [
     "task_struct",
     "sched_entity",
     "cfs_rq",
@@ -111,6 +111,7 @@ const STRUCTS: [&str; 14] = [
     "css_set",
     "cgroup",
     "cgroup_subsys_state",
+    "cgroup_root",
     "kernfs_node",
     "pid",
     "upid",
@@ -137,7 +138,7 @@ impl<'a> Layouts<'a> {
         // `--waking` then needs no second scan.
         let typedefs = names::BTF_PROGRAMS
             .iter()
-            .chain([&names::BTF_WAKING])
+            .chain([&names::BTF_WAKING, &names::BTF_CGROUP_MKDIR])
             .map(|(_, tp)| format!("btf_trace_{tp}"))
             .collect::<Vec<_>>();
         let mut wanted: Vec<&str> = STRUCTS.to_vec();
@@ -294,6 +295,10 @@ pub fn cgroup_offsets(layouts: &Layouts, css: &CssChoice) -> Result<CgroupOffset
         css_parent: css.offset_of(&["parent"])?,
         cgroup_kn: cgroup.offset_of(&["kn"])?,
         kn_id: layouts.get("kernfs_node")?.offset_of(&["id"])?,
+        cgroup_root: cgroup.offset_of(&["root"])?,
+        root_hierarchy_id: layouts.get("cgroup_root")?.offset_of(&["hierarchy_id"])?,
+        // The caller's: which hierarchy is not in the BTF.
+        hierarchy_id: 0,
     })
 }
 

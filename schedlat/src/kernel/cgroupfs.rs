@@ -110,6 +110,23 @@ impl Hierarchy {
         }
     }
 
+    /// The hierarchy's number, as /proc/PID/cgroup prints it and the
+    /// kernel keeps it (`cgroup_root.hierarchy_id`): 0 for cgroup v2, else
+    /// that of the line listing the first controller. None when this
+    /// process's /proc/self/cgroup does not list it.
+    pub fn number(&self) -> Option<u64> {
+        let CssChoice::Controllers(controllers) = &self.css else {
+            return Some(0);
+        };
+        let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let lines = crate::sys::procfs::parse_proc_cgroup(&text).ok()?;
+        let first = controllers.first()?;
+        lines
+            .iter()
+            .find(|l| l.controllers.contains(first))
+            .map(|l| u64::from(l.hierarchy))
+    }
+
     /// Every cgroup's path relative to the mount (`/` for the root), by id.
     /// Ids are directory inode numbers, which kernfs keeps equal to the
     /// kernel's `kn->id` on 64-bit kernels.
@@ -146,13 +163,7 @@ pub struct CgroupTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw,mode=755 0 0\n\
-         cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
-         cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
-         cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,xattr,name=systemd 0 0\n\
-         cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset,clone_children 0 0\n\
-         cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+    use crate::sys::mounts::tests::HYBRID;
 
     #[test]
     fn the_cpu_controllers_hierarchy_is_the_default() {

@@ -8,7 +8,10 @@ use std::{fs, path::PathBuf};
 use thiserror::Error;
 
 use crate::{
-    kernel::cgroupfs::{self, CgroupTarget},
+    kernel::{
+        cgroup_by_name,
+        cgroupfs::{self, CgroupTarget},
+    },
     sys::mounts::Mounts,
 };
 
@@ -76,9 +79,7 @@ impl Filter {
             return Err(FilterError::NoSuchThread(tid));
         }
         let cgroup = match &args.cgroup {
-            Some(path) => {
-                Some(cgroupfs::resolve(&Mounts::read(), path).map_err(FilterError::Cgroup)?)
-            }
+            Some(path) => Some(cgroup_target(path).map_err(FilterError::Cgroup)?),
             None => None,
         };
         let cpus = match &args.cpu {
@@ -226,6 +227,18 @@ impl Filter {
 
 /// Whether a process or thread still runs: it exists and is not a zombie
 /// waiting for its parent to reap it (it will never wait again).
+/// `-c`'s cgroup: a path (absolute, or relative to the cgroup v2 mount,
+/// then to the v1 cpu mount); else a container ID or unique prefix, a pod
+/// UID or a systemd unit (cgroup_by_name.rs).
+fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
+    let mounts = Mounts::read();
+    let as_path = cgroupfs::resolve(&mounts, arg);
+    match (&as_path, arg.to_str()) {
+        (Err(_), Some(name)) => cgroup_by_name::find(&mounts, name).unwrap_or(as_path),
+        _ => as_path,
+    }
+}
+
 pub fn is_alive(id: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
         return false;

@@ -2,6 +2,7 @@
 //! table, or JSON lines), the cause split, the victims tables, slow events,
 //! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
+pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
 pub mod compare;
@@ -10,6 +11,7 @@ pub mod dump;
 pub mod escape;
 pub mod hlog;
 pub mod json;
+pub mod pairs;
 pub mod perfetto;
 pub mod recording;
 pub mod replay;
@@ -20,7 +22,7 @@ pub mod victims;
 
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
-    collect::histogram::{Unit, Waits},
+    histogram::{Unit, Waits},
     kernel::hook::HookMode,
     sys::slice::Slice,
 };
@@ -39,8 +41,10 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// The neighbour-pair table, with `--pairs` (JSON form).
+    pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
-    pub scope: Option<recording::Scope>,
+    pub scope: Option<recording::RecordedScope>,
 }
 
 impl<'a> Report<'a> {
@@ -63,6 +67,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            pairs: None,
             scope: None,
         }
     }

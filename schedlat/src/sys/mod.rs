@@ -12,5 +12,7 @@ pub mod owned_dir;
 pub mod procfs;
 pub mod scope;
 pub mod slice;
+pub mod terminal;
 pub mod throttle;
 pub mod topology;
+pub mod workload;

@@ -13,14 +13,17 @@ use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
-use crate::kernel::{
-    causes::{Measurable, Setup},
-    cgroupfs::Hierarchy,
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    modes::Modes,
-    privileges,
+use crate::{
+    histogram::Measurable,
+    kernel::{
+        causes::Setup,
+        cgroupfs::Hierarchy,
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        modes::Modes,
+        privileges,
+    },
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));

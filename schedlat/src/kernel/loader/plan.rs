@@ -110,8 +110,15 @@ impl Plan {
             }
         }
         let waking = sources.waking && modes.causes;
+        // The hierarchy's number, which the cgroup_mkdir program compares:
+        // without it, no cgroup is named at its creation.
+        let naming = modes
+            .names_cgroups()
+            .then(|| cgroup_hierarchy.and_then(Hierarchy::number))
+            .flatten();
         let wants = BtfWants {
             waking,
+            cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
@@ -122,7 +129,10 @@ impl Plan {
                 Ok(facts) => {
                     globals.task = Some(facts.task);
                     globals.rq = facts.rq;
-                    globals.cgroup = facts.cgroup;
+                    globals.cgroup = facts.cgroup.map(|c| CgroupOffsets {
+                        hierarchy_id: naming.unwrap_or(0),
+                        ..c
+                    });
                     globals.pidns = facts.pidns;
                     globals.cause = facts.cause;
                     notes.extend(facts.notes);
@@ -152,6 +162,9 @@ impl Plan {
         let mut btf_programs = modes.btf_programs().to_vec();
         if waking {
             btf_programs.push(names::BTF_WAKING);
+        }
+        if naming.is_some() {
+            btf_programs.push(names::BTF_CGROUP_MKDIR);
         }
         Ok(Plan {
             candidates,
@@ -210,6 +223,8 @@ struct BtfWants {
     causes: bool,
     /// sched_waking's BTF id (`--waking`).
     waking: bool,
+    /// cgroup_mkdir's BTF id (cgroups named at their creation).
+    cgroup_mkdir: bool,
 }
 
 struct BtfFacts {
@@ -262,6 +277,9 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
     }
+    if wants.cgroup_mkdir {
+        tracepoints.push(names::BTF_CGROUP_MKDIR.1);
+    }
     let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
     drop(layouts);
@@ -290,7 +308,7 @@ pub(super) fn cgroup_hierarchy(
     if let Some(target) = &filter.cgroup {
         return Ok(Some(target.hierarchy.clone()));
     }
-    if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
+    if modes.names_cgroups() {
         return cgroupfs::default_hierarchy(&Mounts::read())
             .map(Some)
             .ok_or(LoadError::NoCgroupMount("--cgroups"));
