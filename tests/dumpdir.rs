@@ -84,17 +84,19 @@ while time.time() < until:
 /// `record --ring` in `dir`, sent `hups` SIGHUPs 300 ms apart, then
 /// SIGINT; its status and stderr. Bounded: 60 s at most.
 fn record_with_dumps(dir: &Path, hups: usize) -> (Option<i32>, String) {
+    // Few slow waits (this machine may be busy): small dumps.
+    record_with(dir, hups, &["--slow-threshold", "100ms"], Duration::ZERO)
+}
+
+/// `record --ring` in `dir` with `extra` arguments, sent `hups` SIGHUPs
+/// 300 ms apart, left running `linger` more, then sent SIGINT; its status
+/// and stderr. Bounded: 60 s at most.
+fn record_with(dir: &Path, hups: usize, extra: &[&str], linger: Duration) -> (Option<i32>, String) {
     let log = dir.with_extension("stderr");
     let mut child = Command::new(SCHEDLAT)
-        // Few slow waits (this machine may be busy): small dumps.
-        .args([
-            "record",
-            "--ring",
-            "10s",
-            "--slow-threshold",
-            "100ms",
-            "--dump-dir",
-        ])
+        .args(["record", "--ring", "10s"])
+        .args(extra)
+        .arg("--dump-dir")
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log).unwrap())
@@ -120,7 +122,7 @@ fn record_with_dumps(dir: &Path, hups: usize) -> (Option<i32>, String) {
         unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
         std::thread::sleep(Duration::from_millis(300));
     }
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs(1) + linger);
     // SAFETY: as above.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     while child.try_wait().unwrap().is_none() {
@@ -206,7 +208,15 @@ fn a_shared_directory_needs_the_sticky_bit_and_then_holds() {
         })
         .collect();
     assert!(!dumps.is_empty(), "no dump written: {log}");
-    for d in &dumps {
+    assert_roots_and_whole(&dumps);
+    fs::remove_dir_all(&dir).unwrap();
+    fs::remove_dir_all(&outside).unwrap();
+}
+
+/// Every dump is a directory of root's holding root's regular files,
+/// whole.
+fn assert_roots_and_whole(dumps: &[PathBuf]) {
+    for d in dumps {
         assert_eq!(fs::symlink_metadata(d).unwrap().uid(), 0, "{}", d.display());
         for f in ["dump.jsonl", "waits.hlog", "slow.perfetto-trace"] {
             let meta = fs::symlink_metadata(d.join(f)).unwrap();
@@ -220,8 +230,80 @@ fn a_shared_directory_needs_the_sticky_bit_and_then_holds() {
             d.display()
         );
     }
-    fs::remove_dir_all(&dir).unwrap();
-    fs::remove_dir_all(&outside).unwrap();
+}
+
+/// `n` busy loops as nobody, for at most `secs`: on this 2-CPU machine
+/// they make waits of several milliseconds, as the hostile probe did to
+/// fire a trigger.
+fn busy_as_nobody(n: usize, secs: u64) -> Vec<Child> {
+    let script =
+        "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end: pass";
+    (0..n)
+        .map(|_| {
+            Command::new("setpriv")
+                .args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}")])
+                .args(["--clear-groups", "/usr/bin/python3", "-c", script])
+                .arg(secs.to_string())
+                .spawn()
+                .expect("setpriv and python3 run")
+        })
+        .collect()
+}
+
+/// The trigger's dumps, fired by another user's busy loops: before, with
+/// `--trigger 'slow>2ms'` and the racer, 21 of 21 went into the
+/// root-owned file. In nobody's directory the recorder now refuses to
+/// start; in a sticky one every trigger dump is root's and whole.
+#[test]
+fn trigger_dumps_fired_by_another_user_hold_too() {
+    if !require_root() {
+        return;
+    }
+    let outside = scratch("outside-trigger", 0o755, 0);
+    let victim = victim(&outside);
+    let trigger = [
+        "--slow-threshold",
+        "2ms",
+        "--trigger",
+        "slow>2ms",
+        "--cooldown",
+        "1",
+        "--keep",
+        "100",
+    ];
+    let mut hogs = busy_as_nobody(3, 30);
+    let run = |dir: &Path| {
+        let mut racer = racer(dir, &victim, 20);
+        let ran = record_with(dir, 0, &trigger, Duration::from_secs(5));
+        let _ = racer.kill();
+        let _ = racer.wait();
+        let (_, log) = &ran;
+        assert!(
+            fs::read(&victim).unwrap() == b"root's data\n",
+            "the root-owned {} was overwritten through a planted link: {log}",
+            victim.display()
+        );
+        ran
+    };
+    let owned = scratch("trigger-owned-by-nobody", 0o755, NOBODY);
+    let (status, log) = run(&owned);
+    assert_eq!(status, Some(1), "{log}");
+    let sticky = scratch("trigger-sticky", 0o1777, 0);
+    let (status, log) = run(&sticky);
+    for hog in &mut hogs {
+        let _ = hog.kill();
+        let _ = hog.wait();
+    }
+    assert_eq!(status, Some(0), "{log}");
+    let dumps: Vec<PathBuf> = whole_dumps(&sticky)
+        .into_iter()
+        .filter(|d| d.to_string_lossy().ends_with("-trigger"))
+        .collect();
+    assert!(!dumps.is_empty(), "no trigger dump: {log}");
+    assert_roots_and_whole(&dumps);
+    for d in [owned, sticky, outside] {
+        fs::remove_dir_all(&d).unwrap();
+    }
 }
 
 fn whole_dumps(dir: &Path) -> Vec<PathBuf> {
@@ -241,11 +323,32 @@ fn whole_dumps(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// libfaketime's preload for threaded programs (Debian's `faketime`):
+/// the wall clock a process sees, set by `FAKETIME`, while its monotonic
+/// clock (timers, tokio) stays real.
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// `schedlat` seeing the wall clock `spec` says (libfaketime's FAKETIME:
+/// an absolute time is a frozen clock, `+N`/`-N` an offset in seconds).
+fn schedlat_at_faked_time(spec: &str) -> Command {
+    assert!(
+        Path::new(FAKETIME_LIB).exists(),
+        "{FAKETIME_LIB} is missing: `cargo xtask setup --test` installs Debian's faketime"
+    );
+    let mut cmd = Command::new(SCHEDLAT);
+    cmd.env("LD_PRELOAD", FAKETIME_LIB)
+        .env("FAKETIME", spec)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    cmd
+}
+
 /// Issue 29 item 4: two recorders sharing a dump directory, signalled
 /// together (`kill -HUP $(pidof schedlat)`), picked the same name in the
 /// same millisecond and the loser's cleanup removed the winner's
-/// temporary directory: 4 of 20 dumps survived. Every dump asked for is
-/// written now, or refused and said so.
+/// temporary directory: 4 of 20 dumps survived. Their wall clocks are
+/// frozen at one instant here, so every pair of dumps falls in the same
+/// millisecond. Every dump asked for is written now, or refused and said
+/// so.
 #[test]
 fn two_recorders_signalled_together_keep_every_dump() {
     if !require_root() {
@@ -254,7 +357,7 @@ fn two_recorders_signalled_together_keep_every_dump() {
     let dir = scratch("shared-by-two", 0o755, 0);
     let start = |n: usize| {
         let log = dir.with_extension(format!("{n}.stderr"));
-        let child = Command::new(SCHEDLAT)
+        let child = schedlat_at_faked_time("2026-01-01 00:00:00")
             .args(["record", "--ring", "10s", "--slow-threshold", "100ms"])
             .args(["--keep", "100", "--dump-dir"])
             .arg(&dir)
@@ -330,7 +433,7 @@ fn a_full_disk_gives_up_the_oldest_dump_for_the_new_one() {
             let _ = Command::new("umount").arg(self.0).status();
         }
     }
-    let _unmount = Unmount(&dir);
+    let unmount = Unmount(&dir);
     // An old dump taking all of it (written until the disk is full).
     let old = dir.join("schedlat-20200101T000000.000Z-1-1-sighup");
     fs::create_dir(&old).unwrap();
@@ -342,6 +445,6 @@ fn a_full_disk_gives_up_the_oldest_dump_for_the_new_one() {
     assert!(log.contains("is full: removed the oldest dump"), "{log}");
     assert!(!old.exists(), "{log}");
     assert_eq!(whole_dumps(&dir).len(), 1, "{log}");
-    drop(_unmount);
+    drop(unmount);
     fs::remove_dir_all(&dir).unwrap();
 }
