@@ -213,9 +213,16 @@ pub struct ServeArgs {
     pub key_buckets: KeyBuckets,
 
     // The flight recorder: `--ring DURATION` keeps the last DURATION,
-    // dumped on `POST /snapshot` (and on SIGHUP or a trigger).
+    // dumped on SIGHUP or a trigger (and on `POST /snapshot` if enabled).
     #[command(flatten)]
     pub ring: RingArgs,
+
+    /// Let `POST /snapshot` dump the flight recorder's window (--ring).
+    /// Off by default: whoever can reach the port could otherwise force
+    /// dumps. At most one per 10 s (429 otherwise), kept apart from the
+    /// SIGHUP and trigger dumps' rotation (--keep)
+    #[arg(long = "web.enable-snapshot", requires = "ring")]
+    pub web_enable_snapshot: bool,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -229,6 +236,7 @@ impl ServeArgs {
         ServeOptions {
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
+            snapshot_enabled: self.web_enable_snapshot,
             keyed: self.keyed(),
             max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,
@@ -413,7 +421,8 @@ pub struct RingArgs {
     /// Directory the dumps go to
     #[arg(long, value_name = "DIR", default_value = ".", requires = "ring")]
     pub dump_dir: std::path::PathBuf,
-    /// Dumps kept in DIR; the oldest are removed
+    /// Dumps kept in DIR of each kind (SIGHUP, trigger, HTTP); the oldest
+    /// of that kind are removed
     #[arg(long, value_name = "N", default_value_t = 10, requires = "ring",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub keep: u32,

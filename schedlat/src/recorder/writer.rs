@@ -10,9 +10,11 @@
 //! planted link is followed. `<n>` is the directory's own sequence (one
 //! more than the highest there), so dumps are ordered by it, not by the
 //! wall clock, which can step back; `<pid>` keeps two recorders sharing a
-//! directory from picking one name. Only the newest `keep` dumps are kept;
-//! when the disk is full the oldest make room. Temporary directories left
-//! by a recorder killed during a dump are removed at start.
+//! directory from picking one name. Only the newest `keep` dumps of each
+//! kind (http, sighup, trigger) are kept; when the disk is full the oldest
+//! of the dump's kind make room (then, for SIGHUP and trigger dumps only,
+//! the oldest of any kind). Temporary directories left by a recorder killed
+//! during a dump are removed at start.
 
 use std::{
     fs::File,
@@ -35,6 +37,8 @@ use crate::{
 };
 
 pub const PREFIX: &str = "schedlat-";
+/// The kind of the dumps asked for over HTTP (`POST /snapshot`).
+const HTTP: &str = "http";
 
 /// A dump to write.
 pub struct Job {
@@ -178,7 +182,7 @@ impl Writer {
 
 fn run(rx: Receiver<(String, Job)>, dir: &OwnedDir, keep: usize, pending: &AtomicUsize) {
     while let Ok((name, job)) = rx.recv() {
-        let written = write_making_room(dir, &name, &job.window);
+        let written = write_making_room(dir, &name, job.kind, &job.window);
         pending.fetch_sub(1, Ordering::AcqRel);
         match written {
             Ok(path) => {
@@ -189,7 +193,7 @@ fn run(rx: Receiver<(String, Job)>, dir: &OwnedDir, keep: usize, pending: &Atomi
                     job.window.meta.reason,
                     path.display()
                 );
-                if let Err(e) = prune(dir, keep) {
+                if let Err(e) = prune(dir, keep, job.kind) {
                     say!(
                         "schedlat: removing old dumps in {}: {e:#}",
                         dir.path().display()
@@ -214,17 +218,22 @@ fn disk_full(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Writes the dump; while the disk is full, the oldest dump goes to make
-/// room and the write is tried again (pruning only after a success kept
-/// the oldest incidents and lost every new one).
-fn write_making_room(dir: &OwnedDir, name: &str, window: &Window) -> Result<PathBuf> {
+/// Writes the dump; while the disk is full, the oldest dump of its kind
+/// goes to make room (for a SIGHUP or trigger dump, when none is left, the
+/// oldest of any kind: a request over HTTP never removes another kind's)
+/// and the write is tried again. Pruning only after a success kept the
+/// oldest incidents and lost every new one.
+fn write_making_room(dir: &OwnedDir, name: &str, kind: &str, window: &Window) -> Result<PathBuf> {
     loop {
         match write_dump(dir, name, window) {
             Err(e) if disk_full(&e) => {
-                let Some((_, oldest)) = dumps(dir).into_iter().next() else {
+                let all = dumps(dir);
+                let own = all.iter().find(|(_, n)| of_kind(n, kind));
+                let any = (kind != HTTP).then(|| all.first()).flatten();
+                let Some((_, oldest)) = own.or(any) else {
                     return Err(e.context("no older dump left to make room"));
                 };
-                dir.remove_dir_of_files(&oldest)
+                dir.remove_dir_of_files(oldest)
                     .with_context(|| format!("making room: removing {oldest}"))?;
                 say!(
                     "schedlat: the disk under {} is full: removed the oldest dump, {oldest}, to make room",
@@ -286,11 +295,22 @@ fn dumps(dir: &OwnedDir) -> Vec<(u64, String)> {
     out
 }
 
-/// Removes the oldest dumps beyond `keep`.
-fn prune(dir: &OwnedDir, keep: usize) -> Result<()> {
-    let all = dumps(dir);
-    let excess = all.len().saturating_sub(keep);
-    for (_, name) in all.into_iter().take(excess) {
+/// Whether the dump `name` is of `kind` (its name ends with it).
+fn of_kind(name: &str, kind: &str) -> bool {
+    name.strip_suffix(kind).is_some_and(|rest| rest.ends_with('-'))
+}
+
+/// Removes the oldest dumps of `kind` beyond `keep`. Each kind has its own
+/// rotation: dumps asked for over HTTP never push out a trigger's or a
+/// SIGHUP's.
+fn prune(dir: &OwnedDir, keep: usize, kind: &str) -> Result<()> {
+    let own: Vec<String> = dumps(dir)
+        .into_iter()
+        .filter(|(_, name)| of_kind(name, kind))
+        .map(|(_, name)| name)
+        .collect();
+    let excess = own.len().saturating_sub(keep);
+    for name in own.into_iter().take(excess) {
         dir.remove_dir_of_files(&name)
             .with_context(|| format!("removing {}", dir.path().join(&name).display()))?;
     }
@@ -380,16 +400,20 @@ mod tests {
             )
             .unwrap();
         }
-        prune(&dir, 2).unwrap();
+        // Another kind's dump, older than all: not in sighup's rotation.
+        let http = format!("{PREFIX}20240101T000000.000Z-0-7-http");
+        write_dump(&dir, &http, &sample_window()).unwrap();
+        prune(&dir, 2, "sighup").unwrap();
         assert_eq!(
             names(&path),
             [
+                format!("{PREFIX}20240101T000000.000Z-0-7-http"),
                 format!("{PREFIX}20250101T000000.000Z-3-7-sighup"),
                 format!("{PREFIX}20250101T000001.000Z-4-7-sighup")
             ]
         );
         assert_eq!(
-            std::fs::read_dir(path.join(&names(&path)[1]))
+            std::fs::read_dir(path.join(&names(&path)[2]))
                 .unwrap()
                 .count(),
             3
