@@ -297,7 +297,8 @@ fn dumps(dir: &OwnedDir) -> Vec<(u64, String)> {
 
 /// Whether the dump `name` is of `kind` (its name ends with it).
 fn of_kind(name: &str, kind: &str) -> bool {
-    name.strip_suffix(kind).is_some_and(|rest| rest.ends_with('-'))
+    name.strip_suffix(kind)
+        .is_some_and(|rest| rest.ends_with('-'))
 }
 
 /// Removes the oldest dumps of `kind` beyond `keep`. Each kind has its own
