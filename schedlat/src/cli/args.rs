@@ -21,7 +21,11 @@ use crate::{
         top::TopOptions,
         victims::VictimsOptions,
     },
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{
+        key_buckets::KeyBuckets,
+        keyed_series::Pins,
+        workload_labels::{WorkloadLabel, WorkloadLabels},
+    },
     kernel::{
         filter::FilterSpec,
         modes::{DEFAULT_MAX_TASKS, Keyed},
@@ -201,6 +205,21 @@ pub struct ServeArgs {
     )]
     pub pin: Vec<String>,
 
+    /// Workload labels of the per-cgroup series besides `cgroup` (the
+    /// path): any of namespace, pod, container (from the container
+    /// runtimes' files), unit, slice, pod_uid, container_id, runtime, qos
+    /// (from the path), comma-separated; `none` for the path alone.
+    /// Labels never add series (docs/containers.md)
+    #[arg(
+        long,
+        value_name = "LABELS",
+        value_delimiter = ',',
+        value_parser = cgroup_label_parser,
+        requires = "cgroups",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub cgroup_labels: Option<Vec<Option<WorkloadLabel>>>,
+
     /// Buckets of the per-key families: log2 (one per power of two, a
     /// percentile within 2x) or fine (as the total, within 25%)
     #[arg(
@@ -242,6 +261,12 @@ impl ServeArgs {
             key_buckets: self.key_buckets,
             pins: Pins {
                 values: self.pin.clone(),
+            },
+            workload_labels: match &self.cgroup_labels {
+                Some(kept) => {
+                    WorkloadLabels::only(&kept.iter().flatten().copied().collect::<Vec<_>>())
+                }
+                None => WorkloadLabels::default(),
             },
         }
     }
@@ -380,6 +405,20 @@ impl ByLevel {
             ByLevel::Unit => Level::Unit,
         }
     }
+}
+
+/// One `--cgroup-labels` value: a workload label, or `none` (None).
+fn cgroup_label_parser(value: &str) -> Result<Option<WorkloadLabel>, String> {
+    if value == "none" {
+        return Ok(None);
+    }
+    WorkloadLabel::parse(value).map(Some).ok_or_else(|| {
+        let names: Vec<_> = WorkloadLabel::ALL.iter().map(|l| l.name()).collect();
+        format!(
+            "no label `{value}`: choose among {}, or none",
+            names.join(", ")
+        )
+    })
 }
 
 /// Pairs of cgroups the neighbour table holds by default: a node's

@@ -25,7 +25,7 @@ use crate::{
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes},
-    sys::{clock::WallClock, slice::Slice},
+    sys::{clock::WallClock, mounts::Mounts, slice::Slice},
 };
 
 /// What the recorder keeps and when it dumps.
@@ -111,6 +111,18 @@ impl Flight {
             bound as f64 / f64::from(1 << 20),
             opts.dir.display()
         );
+        // Which groups the per-cgroup series are: on a hybrid host the
+        // cpu controller's v1 hierarchy, whose groups are not the v2 ones
+        // a user may have in mind; said now and kept in the dump's header.
+        let hierarchy = opts.cgroups.and(tracer.cgroup_hierarchy.as_ref());
+        if let Some(h) = hierarchy {
+            let other = h.other_groups(&Mounts::read());
+            say!(
+                "schedlat: per-cgroup series: the groups of {}{}",
+                h.describe(),
+                other.map_or(String::new(), |o| format!("; {o}"))
+            );
+        }
         let writer = Writer::start(opts.dir.clone(), opts.keep)?;
         let meta = Meta {
             host: hostname(),
@@ -120,6 +132,7 @@ impl Flight {
             slow_threshold_ns: opts.slow_ns,
             slice_ns: slice.ns,
             slice_source: slice.source.clone(),
+            cgroup_hierarchy: hierarchy.map(|h| h.describe()),
             ..Meta::default()
         };
         Ok(Flight {
@@ -176,12 +189,15 @@ impl Flight {
         self.ring.push_second(second);
         let now_s = end / 1_000_000_000;
         if now_s >= self.cooldown_until {
-            let window = self.ring.last(self.opts.trigger_window_s as usize);
+            // The ring holds at most its own window: a longer trigger
+            // window judges what the ring holds, once full.
+            let full = self.opts.trigger_window_s.min(self.opts.window_s) as usize;
+            let window = self.ring.last(full);
             let fired = self
                 .opts
                 .triggers
                 .iter()
-                .find_map(|t| t.check(&window, &self.newest_slow));
+                .find_map(|t| t.check(&window, full, &self.newest_slow));
             if let Some(why) = fired {
                 say!("schedlat: trigger: {why}: dumping the window");
                 self.writer

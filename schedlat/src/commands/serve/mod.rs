@@ -32,7 +32,7 @@ use tokio::{
 use crate::{
     collect::slow::SlowEvents,
     commands::session::{self, Ended, Signals},
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -52,6 +52,8 @@ pub struct ServeOptions {
     pub key_buckets: KeyBuckets,
     /// Keys that always get a series.
     pub pins: Pins,
+    /// The workload labels of the per-cgroup series.
+    pub workload_labels: WorkloadLabels,
     /// The flight recorder (`--ring`), dumped on SIGHUP and triggers.
     pub ring: Option<RecorderOptions>,
     /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
@@ -123,6 +125,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         max_series: args.max_series,
         layout: args.key_buckets,
         pins: args.pins.clone(),
+        workload: args.workload_labels.clone(),
     });
     let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
