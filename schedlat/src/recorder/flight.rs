@@ -178,9 +178,19 @@ impl Flight {
             })?;
             second.series_dropped = (keys.keys_with_waits - keys.rows.len()) as u32;
             for row in keys.rows {
+                // A dump's series are named by their cgroup's path, as
+                // replay --series takes them, also where the breakdown
+                // names the container or unit first (whose names have no
+                // `, `: the first one ends the name).
+                let label = match row.label.split_once(", cgroup = ") {
+                    Some((_, path)) if !row.label.starts_with("cgroup = ") => {
+                        format!("cgroup = {path}")
+                    }
+                    _ => row.label,
+                };
                 second
                     .series
-                    .push((ring::label(row.label), CompactWaits::of(&row.waits)));
+                    .push((ring::label(label), CompactWaits::of(&row.waits)));
             }
         }
         let lost = tracer.mode_counters()?.slow_lost;

@@ -6,6 +6,7 @@ pub mod cgroup_of;
 pub mod clock;
 pub mod files;
 pub mod findings;
+pub mod host;
 pub mod mounts;
 pub mod own_limits;
 pub mod owned_dir;
