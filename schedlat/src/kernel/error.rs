@@ -72,12 +72,11 @@ impl LoadError {
 
 /// Descriptors a tracing command holds at most, in every mode: the maps
 /// and programs of the object, a link and (for classic tracepoints) a perf
-/// event per program, the BTF, the runtime's, and the recorder's dump
-/// directory. Measured (smallest `ulimit -n` a run works from): 41 for
-/// the histogram, `-P` and victims, 42 with `--hook tp`, 43 with
-/// `--cgroups`, `--waking` and `record --ring`; stated with room for a
-/// few more programs, and a test runs every mode at this limit. `serve`
-/// adds one per client connection.
+/// event per program, the BTF, the runtime's, the cgroup_mkdir program that
+/// names new cgroups, the recorder's dump directory. Measured (6.18): runs
+/// work from `ulimit -n` 40 (41 with `--hook tp`, 42 with `--cgroups` or
+/// `--waking`, 43 for `serve --cgroups` and `record --ring`), and a test
+/// runs every mode at this limit. `serve` adds one per client connection.
 pub const DESCRIPTORS: u64 = 48;
 
 /// An error and its causes, `a: b: c`. aya keeps the errno in a source
