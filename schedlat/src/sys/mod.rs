@@ -9,6 +9,8 @@ pub mod findings;
 pub mod host;
 pub mod mounts;
 pub mod own_limits;
+pub mod owned_dir;
+pub mod process_name;
 pub mod procfs;
 pub mod scope;
 pub mod slice;
