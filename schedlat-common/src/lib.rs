@@ -8,6 +8,7 @@
 
 pub mod bucket;
 pub mod causes;
+pub mod decision;
 pub mod kconfig;
 pub mod scope;
 pub mod start;
@@ -100,6 +101,11 @@ pub mod names {
     pub const MAP_CAUSES: &str = "CAUSES";
     pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
     pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
+    /// The decision split (schedlat-ebpf decision.rs): per-CPU totals, the
+    /// last need-resched set per CPU, the TIF bits the kernel reported.
+    pub const MAP_DECISIONS: &str = "DECISIONS";
+    pub const MAP_RESCHED_SETS: &str = "RESCHED_SETS";
+    pub const MAP_TIF_SEEN: &str = "TIF_SEEN";
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [
@@ -113,6 +119,10 @@ pub mod names {
     /// `--waking` (the wakeup path before the queue), in either mode.
     pub const BTF_WAKING: (&str, &str) = ("sched_waking", "sched_waking");
     pub const TP_WAKING: (&str, &str) = ("tp_sched_waking", "sched_waking");
+    /// The decision split's need-resched sets, where the kernel has the
+    /// bare tracepoint (tp_btf).
+    pub const BTF_SET_NEED_RESCHED: (&str, &str) =
+        ("sched_set_need_resched", "sched_set_need_resched_tp");
     pub const TP_PROGRAMS: [(&str, &str); 4] = [
         ("tp_sched_wakeup", "sched_wakeup"),
         ("tp_sched_wakeup_new", "sched_wakeup_new"),

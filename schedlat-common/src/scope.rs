@@ -2,7 +2,7 @@
 //! and the per-key breakdown histograms (`-P`, `-L`, `--pidnss`,
 //! `--cgroups`, `--cpus`).
 
-use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses};
+use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses, decision::KeyDecision};
 
 /// What a breakdown histogram is keyed by (the `BREAKDOWN` global).
 #[repr(u64)]
@@ -42,6 +42,8 @@ pub struct KeyStats {
     pub comm: [u8; 16],
     /// The cause split of the key's waits (counts and sums).
     pub causes: KeyCauses,
+    /// The decision split of the key's waits (counts and sums).
+    pub decision: KeyDecision,
 }
 
 impl KeyStats {
@@ -51,6 +53,7 @@ impl KeyStats {
         sum_ns: 0,
         comm: [0; 16],
         causes: KeyCauses::ZERO,
+        decision: KeyDecision::ZERO,
     };
 }
 
@@ -69,7 +72,7 @@ mod tests {
     fn key_stats_has_no_implicit_padding() {
         assert_eq!(
             size_of::<KeyStats>(),
-            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>()
+            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>() + size_of::<KeyDecision>()
         );
     }
 }

@@ -71,6 +71,13 @@ pub struct Queue {
     rq: Rq,
 }
 
+impl Queue {
+    #[inline(always)]
+    pub fn rq(self) -> Rq {
+        self.rq
+    }
+}
+
 /// `task`'s queue, when the split is on and the kernel has the chain.
 #[inline(always)]
 pub fn queue(task: Option<TaskPtr>) -> Option<Queue> {
@@ -115,12 +122,13 @@ pub fn waking(word: u64, now: u64) {
     }
 }
 
-/// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`.
-/// The slot is that of the queue's CPU (a wakeup often runs on the
-/// waker's), where the switch-in on that CPU looks.
+/// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`,
+/// with the decision split's state of it (`decision`, packed). The slot is
+/// that of the queue's CPU (a wakeup often runs on the waker's), where the
+/// switch-in on that CPU looks.
 #[inline(always)]
-pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
-    if get(&COMPUTE.overlaps) == 0 {
+pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64, decision: u64) {
+    if !slots_on() {
         return;
     }
     let Some(q) = queue else {
@@ -133,8 +141,27 @@ pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
             *slot = Snapshot {
                 word,
                 at: accounting(q),
+                decision,
             }
         };
+    }
+}
+
+/// The snapshot slots are written: for the overlaps, or the decision.
+#[inline(always)]
+fn slots_on() -> bool {
+    get(&COMPUTE.overlaps) != 0 || get(&COMPUTE.decision) != 0
+}
+
+/// The decision state the enqueue of `tid`'s wait `word` left in this
+/// CPU's slot, if the slot still holds that wait (it is not cleared here:
+/// the overlaps read it after); u64::MAX (decision.rs NOT_FOUND) if not.
+#[inline(always)]
+pub fn decision_of(word: u64, cpu: u32, tid: u32) -> u64 {
+    let index = cpu * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    match CAUSE_SLOTS.get(index) {
+        Some(slot) if slot.word == word => slot.decision,
+        _ => u64::MAX,
     }
 }
 

@@ -15,6 +15,7 @@
 //! - memory: kernel memory reads at those offsets (task_struct and chains).
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
+//! - decision: the scheduler's decision of each wait.
 //! - causes: the cause split of each wait.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
@@ -34,6 +35,7 @@ mod atomic;
 mod bpf;
 mod causes;
 mod config;
+mod decision;
 mod filter;
 mod keying;
 mod memory;
@@ -71,6 +73,17 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
     if filter::wanted(task) {
         wait::waking(task.pid());
     }
+    0
+}
+
+// tp_btf: sched_set_need_resched_tp(struct task_struct *tsk, int cpu,
+// int tif), where the kernel has it (6.17+): the decision split's record
+// of each need-resched set.
+#[btf_tracepoint(function = "sched_set_need_resched_tp")]
+pub fn sched_set_need_resched(ctx: BtfTracePointContext) -> u32 {
+    let cpu: i32 = ctx.arg(1);
+    let tif: i32 = ctx.arg(2);
+    decision::need_resched_set(TaskPtr::new(ctx.arg(0)), cpu as u32, tif as u32);
     0
 }
 
@@ -131,12 +144,17 @@ fn btf_switch(
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
-    let prev_runnable = (preempt & 0xff != 0 || prev.state() == 0) && filter::wanted(prev);
+    let preempted = preempt & 0xff != 0;
+    let prev_runnable = (preempted || prev.state() == 0) && filter::wanted(prev);
+    let holder = wait::Holder {
+        left: decision::holder(prev, u64::from(preempted)),
+        tick: decision::switched_out(prev, u64::from(preempted)),
+    };
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
     let ended = wait::switch(
         (prev.pid(), Some(prev)),
-        prev_runnable,
+        (prev_runnable, holder),
         (next.pid(), Some(next)),
         histogram,
         keyed,
@@ -183,7 +201,13 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     // refuses them here, so the ended wait has no further use.
     let _ = wait::switch(
         (prev_pid, None),
-        prev_runnable,
+        (
+            prev_runnable,
+            wait::Holder {
+                left: wait::Holder::NONE,
+                tick: 0,
+            },
+        ),
         (next_pid, None),
         true,
         || Key::Off,

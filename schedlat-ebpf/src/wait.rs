@@ -14,7 +14,7 @@ use schedlat_common::{
 
 use crate::{
     bpf::{barrier_var, cpu, now},
-    causes,
+    causes, decision,
     config::{COMPUTE, get},
     filter,
     keying::{self, Key},
@@ -78,7 +78,27 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     let word = unsafe { start::begin(*slot, now, kind, causes::depth(queue)) };
     // SAFETY: as above.
     unsafe { *slot = word };
-    causes::snapshot(queue, tid, word);
+    let decided = match (queue, task) {
+        (Some(q), Some(t)) if decision::on() => decision::at_enqueue(t, q.rq(), kind == Kind::Woken),
+        _ => 0,
+    };
+    causes::snapshot(queue, tid, word, decided);
+}
+
+/// How the task switched out left the CPU, for the decision split: a
+/// `Decision` index, and whether the tick ended its run (tp_btf only).
+/// Plain values, not an Option: an Option of a struct leaves the fields of
+/// its None uninitialised, which the verifier refuses to read ("!read_ok").
+#[derive(Clone, Copy)]
+pub struct Holder {
+    pub left: u64,
+    /// 1: the tick ended its run.
+    pub tick: u64,
+}
+
+impl Holder {
+    /// Not measured (classic tracepoints, or the split is off).
+    pub const NONE: u64 = u64::MAX;
 }
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
@@ -104,7 +124,7 @@ pub struct Ended {
 #[inline(always)]
 pub fn switch(
     (prev_tid, prev): (u32, Option<TaskPtr>),
-    prev_runnable: bool,
+    (prev_runnable, holder): (bool, Holder),
     (next_tid, next): (u32, Option<TaskPtr>),
     histogram: bool,
     keyed: impl FnOnce() -> Key,
@@ -136,8 +156,30 @@ pub fn switch(
         return None;
     };
     if histogram {
-        let key = record(s, wait_ns, keyed, |bucket| {
+        // Read here, before the histogram's branches; counted with the
+        // fine bucket below.
+        let decided = holder.left != Holder::NONE && decision::on();
+        let seen = decision::AtSwitchIn {
+            packed: match decided {
+                true => causes::decision_of(word, cpu, next_tid),
+                false => decision::NOT_FOUND,
+            },
+            switches: match decided {
+                true => causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
+                false => 0,
+            },
+        };
+        let key = record(s, wait_ns, keyed, |bucket, key| {
             causes::histograms(word, cpu, bucket);
+            if decided {
+                decision::count(
+                    (word, wait_ns, bucket),
+                    cpu,
+                    seen,
+                    (holder.left, holder.tick),
+                    key.map(|k| &mut k.decision),
+                );
+            }
         });
         if causes::on() {
             causes::count(
@@ -170,16 +212,16 @@ pub fn switch(
 /// verified instructions, and 3 -> 14 ms of load time (43 ms with a
 /// breakdown), measured with bpf_prog_info's `verified_insns`.
 ///
-/// `cause_rows` adds the wait to the cause split's histograms, given the
-/// fine bucket as soon as it is known, and the key is returned for the
-/// rest of the split: a bucket kept for later multiplies the verifier's
+/// `cause_rows` adds the wait to the cause split's histograms and the
+/// decision split, given the fine bucket as soon as it is known (and the
+/// key), and the key is returned for the rest of the cause split: a bucket kept for later multiplies the verifier's
 /// states (40k more verified instructions when the split took it after).
 #[inline(always)]
 fn record(
     s: &mut CpuStats,
     wait: u64,
     keyed: impl FnOnce() -> Key,
-    cause_rows: impl FnOnce(usize),
+    cause_rows: impl FnOnce(usize, Option<&mut KeyStats>),
 ) -> Option<&'static mut KeyStats> {
     let mut key = match keyed() {
         Key::Stats(k) => Some(k),
@@ -193,7 +235,7 @@ fn record(
     if let Some(count) = s.buckets.get_mut(barrier_var(bucket)) {
         *count += 1;
     }
-    cause_rows(bucket);
+    cause_rows(bucket, key.as_deref_mut());
     if let Some(k) = key.as_deref_mut() {
         keying::count_bucket(k, bucket);
     }

@@ -244,6 +244,12 @@ pub struct KernelArgs {
     /// sched_wakeup (the cause split's `waking` stage; hooks every wakeup)
     #[arg(long, conflicts_with = "no_causes")]
     pub waking: bool,
+
+    /// Do not split waits by the scheduler's decision (whether the wakeup
+    /// asked for the CPU, pass-overs, how the holder left, the fair-class
+    /// rule; docs/decision.md). Off with --no-causes too
+    #[arg(long)]
+    pub no_decision: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -284,6 +290,7 @@ impl KernelArgs {
                 force_memory: self.force_memory,
                 no_causes: self.no_causes,
                 waking: self.waking,
+                no_decision: self.no_decision,
             },
         }
     }

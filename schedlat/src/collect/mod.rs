@@ -7,6 +7,9 @@ pub mod bpf_cost;
 pub mod causes;
 #[cfg(test)]
 mod causes_live;
+pub mod decision;
+#[cfg(test)]
+mod decision_live;
 pub mod error;
 pub mod histogram;
 pub mod interval;

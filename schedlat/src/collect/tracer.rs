@@ -8,6 +8,7 @@ use aya::Ebpf;
 use crate::kernel::{
     causes::Measurable,
     cgroupfs::Hierarchy,
+    decision::DecisionFacts,
     error::LoadError,
     filter::Filter,
     hook::{HookChoice, HookMode},
@@ -28,6 +29,8 @@ pub struct Tracer {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// What the decision split measures; None when it is off.
+    pub decision: Option<DecisionFacts>,
 }
 
 impl Tracer {
@@ -57,6 +60,7 @@ impl Tracer {
             notes,
             cgroup_hierarchy,
             measurable,
+            decision,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
         Ok(Tracer {
             ebpf,
@@ -65,6 +69,7 @@ impl Tracer {
             notes,
             cgroup_hierarchy,
             measurable,
+            decision,
         })
     }
 

@@ -9,6 +9,7 @@ pub mod btf;
 pub mod btf_check;
 mod btf_names;
 pub mod causes;
+pub mod decision;
 pub mod cgroupfs;
 pub mod error;
 pub mod filter;

@@ -162,6 +162,8 @@ impl Modes {
             topology: 0,
             overlaps: 0,
             waking: 0,
+            // Set by kernel::decision::Setup.
+            decision: 0,
         })
     }
 }

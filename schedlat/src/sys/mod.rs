@@ -5,6 +5,7 @@
 pub mod cgroup_of;
 pub mod clock;
 pub mod files;
+pub mod kernel_facts;
 pub mod procfs;
 pub mod throttle;
 pub mod topology;

@@ -15,6 +15,7 @@ use schedlat_common::names;
 
 use crate::kernel::{
     causes::{Measurable, Setup},
+    decision::{self, DecisionFacts},
     cgroupfs::Hierarchy,
     error::LoadError,
     filter::Filter,
@@ -37,6 +38,8 @@ pub struct KernelSources {
     /// Time the wakeup path before the queue too (`--waking`): attaches
     /// sched_waking; only with the cause split.
     pub waking: bool,
+    /// No decision split (`--no-decision`); it needs the cause split.
+    pub no_decision: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
@@ -59,6 +62,8 @@ pub struct Loaded {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// What the decision split measures; None when it is off.
+    pub decision: Option<DecisionFacts>,
 }
 
 /// Loads the object with `unit_ns` nanoseconds per histogram unit,
@@ -93,8 +98,17 @@ pub fn load(
     let mut compute = modes.configure(&mut loader, unit_ns)?;
     let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
     causes.waking = plan.waking;
+    let mut decision_notes = Vec::new();
+    let decision = decision::Setup::new(plan.globals.decision, plan.set_tp, &mut decision_notes);
+    causes.decision = decision.offsets().task_se != 0;
     causes.configure(&mut loader, &mut compute);
-    let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
+    decision.configure(&mut compute, causes.decision_slots());
+    let config = KernelConfig::new(
+        &plan.globals,
+        filter,
+        compute,
+        (causes.offsets(), decision.offsets()),
+    );
     config.configure(&mut loader)?;
     let mut ebpf = loader
         .load(EBPF_OBJECT)
@@ -105,6 +119,7 @@ pub fn load(
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
     notes.extend(topology_note);
+    notes.extend(decision_notes);
     let mut programs = match mode {
         HookMode::Btf => btf_programs,
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
@@ -120,5 +135,6 @@ pub fn load(
         notes,
         cgroup_hierarchy: hierarchy,
         measurable: causes.measurable(mode),
+        decision: decision.facts().filter(|_| mode == HookMode::Btf && compute.decision != 0),
     })
 }

@@ -6,7 +6,10 @@ use std::path::Path;
 
 use aya::Ebpf;
 use schedlat_common::{
-    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets, TpOffsets},
+    kconfig::{
+        CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets,
+        TpOffsets,
+    },
     names,
     scope::Breakdown,
 };
@@ -36,6 +39,8 @@ pub(super) struct Globals {
     pub(super) tp: Option<TpOffsets>,
     /// Only with the cause split.
     pub(super) cause: Option<CauseOffsets>,
+    /// Only with the decision split, on a kernel that has its fields.
+    pub(super) decision: Option<DecisionOffsets>,
 }
 
 /// The classic tracepoints' record offsets, from their tracefs format files.
@@ -68,6 +73,8 @@ pub(super) struct Plan {
     pub(super) btf_programs: Vec<(&'static str, &'static str)>,
     /// `--waking` with the cause split: sched_waking is attached.
     pub(super) waking: bool,
+    /// The decision split's sched_set_need_resched_tp is attached.
+    pub(super) set_tp: bool,
     pub(super) globals: Globals,
     pub(super) attach_btf: Option<aya::Btf>,
     pub(super) notes: Vec<String>,
@@ -93,6 +100,7 @@ impl Plan {
         let mut fallback_notes = Vec::new();
         let mut globals = Globals::default();
         let mut attach_btf = None;
+        let mut set_tp = false;
         let mut candidates = match choice {
             HookChoice::Btf => vec![HookMode::Btf],
             HookChoice::Tp => vec![HookMode::Tracepoint],
@@ -109,6 +117,7 @@ impl Plan {
         let waking = sources.waking && modes.causes;
         let wants = BtfWants {
             waking,
+            decision: modes.causes && modes.histogram && !sources.no_decision,
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
@@ -122,6 +131,8 @@ impl Plan {
                     globals.cgroup = facts.cgroup;
                     globals.pidns = facts.pidns;
                     globals.cause = facts.cause;
+                    globals.decision = facts.decision;
+                    set_tp = facts.set_tp;
                     notes.extend(facts.notes);
                     attach_btf = Some(facts.attach_btf);
                 }
@@ -150,10 +161,14 @@ impl Plan {
         if waking {
             btf_programs.push(names::BTF_WAKING);
         }
+        if set_tp {
+            btf_programs.push(names::BTF_SET_NEED_RESCHED);
+        }
         Ok(Plan {
             candidates,
             btf_programs,
             waking,
+            set_tp,
             globals,
             attach_btf,
             notes,
@@ -205,6 +220,9 @@ struct BtfWants {
     causes: bool,
     /// sched_waking's BTF id (`--waking`).
     waking: bool,
+    /// The decision split's fields, and sched_set_need_resched_tp's id
+    /// where the kernel has it.
+    decision: bool,
 }
 
 struct BtfFacts {
@@ -213,6 +231,8 @@ struct BtfFacts {
     cgroup: Option<CgroupOffsets>,
     pidns: Option<PidnsOffsets>,
     cause: Option<CauseOffsets>,
+    decision: Option<DecisionOffsets>,
+    set_tp: bool,
     notes: Vec<String>,
     attach_btf: aya::Btf,
 }
@@ -253,9 +273,23 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         }
         None => None,
     };
+    let decision = wants
+        .decision
+        .then(|| btf::decision_offsets(&layouts))
+        .flatten();
+    if wants.decision && decision.is_none() {
+        notes.push(
+            "decision split off: this kernel's BTF lacks rq->curr, rq->nr_switches, rq->clock or task->thread_info.flags".to_string(),
+        );
+    }
+    let set_tp = decision.is_some()
+        && btf::has_tracepoint(&layouts, names::BTF_SET_NEED_RESCHED.1);
     let mut tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp).to_vec();
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
+    }
+    if set_tp {
+        tracepoints.push(names::BTF_SET_NEED_RESCHED.1);
     }
     let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
@@ -271,6 +305,8 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         cgroup,
         pidns,
         cause,
+        decision,
+        set_tp,
         notes,
         attach_btf,
     })

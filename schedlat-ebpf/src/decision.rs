@@ -1,0 +1,430 @@
+//! The scheduler's decision of each wait (docs/decision.md): at the
+//! wakeup, whether it asked for the CPU and, if not, which fair-class rule
+//! declined; at the switch-in, how many times the CPU went to others
+//! meanwhile and how the holder left it.
+//!
+//! The wakeup's state rides in the enqueue's overlap snapshot slot
+//! (causes.rs, `Snapshot::decision`): no per-task memory. Reading the
+//! target CPU's running task needs no kernel symbol: the wakee was just
+//! enqueued on that CPU, so `p->se.cfs_rq->rq->curr` is it.
+//!
+//! Off unless Compute.decision (and the cause split, whose slots it uses):
+//! the verifier removes all of it.
+
+use aya_ebpf::{macros::map, maps::PerCpuArray};
+use schedlat_common::{
+    decision::{
+        self, Decision, DecisionStats, KeyDecision, NO_CLASS, NR_PASS_CLASSES, ReschedSet,
+        TifSeen,
+    },
+    start,
+};
+
+use crate::{
+    atomic,
+    bpf::{barrier_var, cpu},
+    config::{COMPUTE, DECISION, RQ, get},
+    memory::{Rq, Se, TaskPtr},
+};
+
+/// The totals, per CPU, cumulative since load.
+#[map]
+static DECISIONS: PerCpuArray<DecisionStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per CPU, the last need-resched set it reported (sched_set_need_resched_tp).
+#[map]
+static RESCHED_SETS: PerCpuArray<ReschedSet> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per CPU, the TIF bit numbers the kernel reported setting.
+#[map]
+static TIF_SEEN: PerCpuArray<TifSeen> = PerCpuArray::with_max_entries(1, 0);
+
+/// task->flags' PF_IDLE (include/linux/sched.h); TASK_DEAD in __state.
+const PF_IDLE: u32 = 0x0000_0002;
+const TASK_DEAD: u32 = 0x0080;
+/// sched policies: bits 1, 2, 6 (FIFO, RR, DEADLINE) outrank the fair
+/// class; 3 and 5 (BATCH, IDLE) never preempt on wakeup.
+const OUTRANKS: u64 = 0x46;
+const NO_WAKEUP_PREEMPTION: u64 = 0x28;
+/// Levels of task groups walked up to find the queue the running task
+/// and the wakee share (kernel/sched/fair.c find_matching_se()).
+const MAX_GROUP_WALK: usize = 8;
+
+#[inline(always)]
+pub fn on() -> bool {
+    get(&COMPUTE.decision) != 0 && get(&RQ.resolved) != 0
+}
+
+/// sched_set_need_resched_tp(tsk, cpu, tif) on this CPU: keep it, for the
+/// wakeup under way here (or the switch that follows) to tell its own set
+/// from an earlier one.
+#[inline(always)]
+pub fn need_resched_set(task: TaskPtr, target: u32, tif: u32) {
+    if !on() || get(&DECISION.has_set_tp) == 0 {
+        return;
+    }
+    let bit = 1u64 << (tif & 63);
+    // SAFETY: per-CPU values; the sched tracepoints' programs do not nest.
+    if let Some(seen) = TIF_SEEN.get_ptr_mut(0).map(|p| unsafe { &mut *p }) {
+        seen.any |= bit;
+        if task.flags() & PF_IDLE != 0 {
+            seen.on_idle |= bit;
+        }
+    }
+    // SAFETY: as above.
+    let Some(set) = RESCHED_SETS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    *set = ReschedSet {
+        task: tag(task),
+        rq_clock: task.cfs_rq().rq().clock(),
+        cpu: target,
+        tif,
+    };
+}
+
+/// The packed decision state of a wait that begins now: `kind` how it
+/// began, `task` the task (woken: just enqueued on `rq`).
+#[inline(always)]
+pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
+    let switches = rq.nr_switches();
+    if !woken {
+        return decision::pack(Decision::RequestNa as u64, 0, switches, 0);
+    }
+    let curr = rq.curr();
+    if curr.flags() & PF_IDLE != 0 {
+        return decision::pack(Decision::Idle as u64, 0, switches, 0);
+    }
+    let request = request(curr, rq);
+    if request != Decision::NotRequested as u64 {
+        return decision::pack(request, 0, switches, 0);
+    }
+    let (rule, predicted) = rule(task, curr);
+    decision::pack(request, rule, switches, predicted)
+}
+
+/// The request class of a wakeup whose target CPU runs `curr` on `rq`.
+#[inline(always)]
+fn request(curr: TaskPtr, rq: Rq) -> u64 {
+    let flags = curr.ti_flags();
+    let full = get(&DECISION.need_resched_mask);
+    let lazy = get(&DECISION.lazy_mask);
+    if get(&DECISION.has_set_tp) != 0 {
+        // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+        if let Some(set) = RESCHED_SETS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) {
+            // This wakeup's own set: for this task, at this wakeup's
+            // clock (ttwu updates it once, before the enqueue and the
+            // check). Used once: the next wakeup in the same batch finds
+            // the bit already set, pending.
+            if set.task == tag(curr) && set.rq_clock == rq.clock() {
+                set.task = 0;
+                return if lazy != 0 && (1u64 << (set.tif & 63)) == lazy {
+                    Decision::Lazy as u64
+                } else {
+                    Decision::Requested as u64
+                };
+            }
+        }
+        if flags & (full | lazy) != 0 {
+            return Decision::Pending as u64;
+        }
+        return Decision::NotRequested as u64;
+    }
+    if flags & full != 0 {
+        Decision::Requested as u64
+    } else if flags & lazy != 0 {
+        Decision::Lazy as u64
+    } else {
+        Decision::NotRequested as u64
+    }
+}
+
+/// Which rule declined the wakeup of `task` while `curr` ran, and the
+/// wait it predicts (ns, 0 for none), recomputed from the fields the fair
+/// class decided with (kernel/sched/fair.c check_preempt_wakeup_fair(),
+/// check_preempt_wakeup() before 6.7, and pick_eevdf()).
+#[inline(always)]
+fn rule(task: TaskPtr, curr: TaskPtr) -> (u64, u64) {
+    let wakee_policy = u64::from(task.policy() & 63);
+    let curr_policy = u64::from(curr.policy() & 63);
+    if (OUTRANKS >> wakee_policy) & 1 != 0 || (OUTRANKS >> curr_policy) & 1 != 0 {
+        return (Decision::OtherClass as u64, 0);
+    }
+    if (NO_WAKEUP_PREEMPTION >> wakee_policy) & 1 != 0 {
+        return (Decision::PolicyGate as u64, 0);
+    }
+    match get(&DECISION.fair) {
+        1 => eevdf_rule(task.se(), curr.se()),
+        2 => (Decision::WakeupGranularity as u64, 0),
+        _ => (Decision::RuleUnknown as u64, 0),
+    }
+}
+
+/// The EEVDF rule, at the queue the two entities share.
+#[inline(always)]
+fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64) {
+    let Some((wakee, curr)) = matching(wakee, curr) else {
+        return (Decision::RuleUnknown as u64, 0);
+    };
+    let q = curr.cfs_rq();
+    let zero = q.zero();
+    let key = |se: Se| se.vruntime().wrapping_sub(zero) as i64;
+    let mut avg = q.key_sum();
+    let mut load = q.weight_sum() as i64;
+    let curr_weight = curr.weight();
+    let curr_key = key(curr);
+    // The running entity is not in the queue's sums (avg_vruntime()).
+    if curr.on_rq() {
+        avg = avg.wrapping_add(curr_key.wrapping_mul(curr_weight as i64));
+        load += curr_weight as i64;
+    }
+    let curr_vruntime = curr.vruntime();
+    let deadline = curr.deadline();
+    // The holder runs until its deadline, where the tick picks again.
+    let slice_left = decision::virtual_to_ns(
+        deadline.wrapping_sub(curr_vruntime) as i64,
+        curr_weight,
+    );
+    let curr_eligible = decision::eligible(avg, load, curr_key);
+    let shorter = get(&DECISION.preempt_short) != 0 && wakee.slice() < curr.slice();
+    if curr_eligible && !shorter {
+        let marker = curr.vlag();
+        if get(&DECISION.has_vprot) != 0 {
+            // 6.17+: protected while vruntime < vprot.
+            let left = marker.wrapping_sub(curr_vruntime) as i64;
+            if left > 0 {
+                return (
+                    Decision::Protected as u64,
+                    decision::virtual_to_ns(left, curr_weight),
+                );
+            }
+        } else if marker == deadline {
+            // 6.6-6.16: vlag == deadline until the slice it was picked
+            // with ends.
+            return (Decision::Protected as u64, slice_left);
+        }
+    }
+    if !decision::eligible(avg, load, key(wakee)) {
+        return (Decision::NotEligible as u64, slice_left);
+    }
+    (Decision::LaterDeadline as u64, slice_left)
+}
+
+/// The entities of the wakee's and the running task's hierarchies that
+/// share a queue (find_matching_se()), within MAX_GROUP_WALK levels.
+#[inline(always)]
+fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
+    let mut wakee_depth = wakee.depth();
+    let mut curr_depth = curr.depth();
+    for _ in 0..MAX_GROUP_WALK {
+        if wakee_depth == curr_depth {
+            if wakee.queue_addr() == curr.queue_addr() {
+                return Some((wakee, curr));
+            }
+            // Both at the root and still apart: not one CPU's queues.
+            if wakee_depth == 0 {
+                return None;
+            }
+            wakee = wakee.parent();
+            curr = curr.parent();
+            wakee_depth -= 1;
+            curr_depth -= 1;
+        } else if wakee_depth > curr_depth {
+            wakee = wakee.parent();
+            wakee_depth -= 1;
+        } else {
+            curr = curr.parent();
+            curr_depth -= 1;
+        }
+    }
+    None
+}
+
+/// At the switch on this CPU from `prev`: 1 when the CPU's last
+/// need-resched set was for prev, on this CPU, and no wakeup used it: the
+/// tick (or another reschedule outside a wakeup) ended prev's run. Used
+/// once; only where the kernel reports its sets. Without branches
+/// (causes.rs placement_class() says why): it feeds every later path.
+#[inline(always)]
+pub fn switched_out(prev: TaskPtr, preempted: u64) -> u64 {
+    if !on() || get(&DECISION.has_set_tp) == 0 {
+        return 0;
+    }
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(set) = RESCHED_SETS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return 0;
+    };
+    let mine = equal(set.task, tag(prev));
+    // Consumed when it was prev's: all ones keeps it, 0 clears it.
+    set.task &= mine.wrapping_sub(1);
+    mine & preempted & equal(u64::from(set.cpu), u64::from(cpu()))
+}
+
+/// A task as RESCHED_SETS names it: its TID plus one (0 is "used"). Not
+/// its address: the verifier allows no arithmetic on a task pointer, and
+/// the switch compares without branching.
+#[inline(always)]
+fn tag(task: TaskPtr) -> u64 {
+    u64::from(task.pid()) + 1
+}
+
+/// 1 when `a == b`, 0 otherwise, without a branch.
+#[inline(always)]
+fn equal(a: u64, b: u64) -> u64 {
+    1 ^ nonzero(a ^ b)
+}
+
+/// 1 when `x != 0`, 0 otherwise, without a branch (barrier_var keeps
+/// LLVM from turning it back into a comparison).
+#[inline(always)]
+fn nonzero(x: u64) -> u64 {
+    (x | barrier_var(x.wrapping_neg() as usize) as u64) >> 63
+}
+
+/// `a` when `pick` is 1, `b` when 0, without a branch.
+#[inline(always)]
+fn select(pick: u64, a: u64, b: u64) -> u64 {
+    b ^ ((a ^ b) & pick.wrapping_neg())
+}
+
+/// How the task switched out (`prev`, switched out with `preempt` 0 or 1)
+/// left the CPU: a `Decision` index, computed without branches (wait.rs
+/// Holder::NONE when the split is off). Still runnable is preempted,
+/// whatever sched_switch's `preempt` says: a task preempted at its return
+/// to user space goes through schedule() with `preempt` false, as
+/// sched_yield() does (kernel/entry/common.c exit_to_user_mode_loop()), so
+/// yielding is not told apart here (`HolderYielded` stays 0).
+#[inline(always)]
+pub fn holder(prev: TaskPtr, preempt: u64) -> u64 {
+    if !on() {
+        return u64::MAX;
+    }
+    let state = u64::from(prev.state());
+    let runnable = preempt | (1 ^ nonzero(state));
+    let dead = nonzero(state & u64::from(TASK_DEAD));
+    let blocked = select(dead, Decision::HolderExited as u64, Decision::HolderBlocked as u64);
+    select(runnable, Decision::HolderPreempted as u64, blocked)
+}
+
+/// The switch-in's view of a wait: the enqueue's packed state
+/// (`NOT_FOUND` when its slot was not), and this CPU's switch count now.
+#[derive(Clone, Copy)]
+pub struct AtSwitchIn {
+    pub packed: u64,
+    pub switches: u64,
+}
+
+/// No packed word has all bits set (its request class is at most 5).
+pub const NOT_FOUND: u64 = u64::MAX;
+
+/// Counts the decision of a wait of `wait` ns at fine bucket `bucket`,
+/// with start word `word`, ended on `cpu` by a switch from a holder that
+/// left the `holder` way (tick-ended when `tick` is 1).
+///
+/// Without branches (causes.rs placement_class() says why: here each
+/// branch doubled the verifier's states of sched_switch, 117,000 verified
+/// instructions before): every class is computed as a value and added,
+/// "no class" to a slot of its own.
+#[inline(always)]
+pub fn count(
+    (word, wait, bucket): (u64, u64, usize),
+    cpu: u32,
+    seen: AtSwitchIn,
+    (holder, tick): (u64, u64),
+    key: Option<&mut KeyDecision>,
+) {
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(ds) = DECISIONS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    let packed = seen.packed;
+    let found = nonzero(packed ^ NOT_FOUND);
+    let passes = decision::passes(packed, seen.switches) & found.wrapping_neg();
+    let capped = select(nonzero(passes >> 2), 3, passes & 3);
+    let migrated = nonzero(start::last_cpu_plus_one(word) ^ (u64::from(cpu) + 1));
+    let lost = select(migrated, Decision::PassMigrated as u64, Decision::PassUnknown as u64);
+    let pass = select(found, Decision::Passed0 as u64 + capped, lost);
+    let request = select(found, decision::request_of(packed), Decision::RequestNa as u64);
+    let rule = decision::rule_of(packed) & found.wrapping_neg();
+    let rule = select(nonzero(rule), rule, NO_CLASS);
+    let mut sink = Sink { ds, key, wait };
+    sink.add_at(request as usize);
+    sink.add_at(pass as usize);
+    sink.add_at(holder as usize);
+    sink.add_at(rule as usize);
+    sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS) as usize);
+    let ds = sink.ds;
+    ds.passes += passes;
+    // The rule's prediction, where it made one (0 otherwise adds 0).
+    let predicted = decision::predicted_ns(packed) & found.wrapping_neg();
+    let predicts = nonzero(predicted);
+    ds.predicted_waits += predicts;
+    ds.predicted_ns += predicted;
+    ds.predicted_actual_ns += wait & predicts.wrapping_neg();
+    // wait > predicted + tick: the top bit of their difference (both far
+    // below 2^63).
+    let over = (predicted + get(&DECISION.tick_ns)).wrapping_sub(wait) >> 63;
+    ds.beyond_prediction += over & predicts;
+    let cell = barrier_var(
+        (request * NR_PASS_CLASSES as u64 + (pass - Decision::Passed0 as u64)) as usize,
+    );
+    if let Some(n) = ds.table_count.get_mut(cell) {
+        *n += 1;
+    }
+    if let Some(s) = ds.table_sum_ns.get_mut(cell) {
+        *s += wait;
+    }
+    if let Some(h) = ds.buckets.get_mut(barrier_var(request as usize))
+        && let Some(n) = h.get_mut(barrier_var(bucket))
+    {
+        *n += 1;
+    }
+    let outcome = outcome(request, pass - Decision::Passed0 as u64);
+    if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome as usize))
+        && let Some(n) = h.get_mut(barrier_var(bucket))
+    {
+        *n += 1;
+    }
+}
+
+/// schedlat_common::decision::outcome() without branches: `pass` is the
+/// pass-over class relative to Passed0 (0..=5).
+#[inline(always)]
+fn outcome(request: u64, pass: u64) -> u64 {
+    // Nibble p: the outcome of pass-over class p when it does not depend
+    // on the request (1-3 passed over, 4-5 other); 0 reads the request's.
+    const BY_PASS: u64 = 0x44_2220;
+    let by_pass = (BY_PASS >> ((pass & 7) * 4)) & 0xf;
+    let of_request = decision::outcome(request, Decision::Passed0 as u64);
+    select(nonzero(pass), by_pass, of_request)
+}
+
+/// The per-CPU total and the key's split of one wait (causes.rs Sink).
+struct Sink<'a> {
+    ds: &'a mut DecisionStats,
+    key: Option<&'a mut KeyDecision>,
+    wait: u64,
+}
+
+impl Sink<'_> {
+    #[inline(always)]
+    fn add_at(&mut self, class: usize) {
+        let class = barrier_var(class);
+        if let Some(n) = self.ds.count.get_mut(class) {
+            *n += 1;
+        }
+        if let Some(sum) = self.ds.sum_ns.get_mut(class) {
+            *sum += self.wait;
+        }
+        if let Some(key) = self.key.as_deref_mut() {
+            if let Some(n) = key.count.get_mut(class) {
+                // SAFETY: an aligned u32 in a map value.
+                unsafe { atomic::add_u32(n, 1) };
+            }
+            if let Some(sum) = key.sum_ns.get_mut(class) {
+                // SAFETY: an aligned u64 in a map value.
+                unsafe { atomic::add_u64(sum, self.wait) };
+            }
+        }
+    }
+}

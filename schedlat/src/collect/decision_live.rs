@@ -1,0 +1,255 @@
+//! The decision split as this kernel counts it (root: loads the programs),
+//! on scenarios whose answer is known from their construction: a real-time
+//! sleeper beside a fair hog is granted the CPU by every wakeup, a
+//! SCHED_BATCH sleeper never asks for it, a sleeper alone wakes onto an
+//! idle CPU. Each prints what the verifier took and the counts.
+
+use std::{
+    thread,
+    time::{Duration, Instant},
+};
+
+use schedlat_common::decision::{Decision, HOLDER, Outcome, PASS_OVERS, RULE};
+
+use super::{decision::DecisionCounts, tracer::Tracer};
+use crate::kernel::{
+    filter::{Filter, FilterSpec},
+    hook::HookChoice,
+    loader::KernelSources,
+    modes::Modes,
+};
+
+/// CPU the scenarios run on (the second, away from CPU 0's housekeeping).
+const CPU: usize = 1;
+
+/// Loaded for the thread `tid` alone; None (skipped) when not root, which
+/// CI=true makes a failure.
+fn load_for(tid: u32) -> Option<Tracer> {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(!ci, "CI=true: this test loads eBPF programs and must run as root");
+        eprintln!("skipped: loads eBPF programs, needs root");
+        return None;
+    }
+    let filter = Filter::resolve(&FilterSpec {
+        tid: Some(tid),
+        ..FilterSpec::default()
+    })
+    .unwrap();
+    let started = Instant::now();
+    let tracer = Tracer::load_modes(
+        HookChoice::Btf,
+        &KernelSources::default(),
+        1000,
+        &filter,
+        &Modes::HISTOGRAM,
+    )
+    .expect("the programs load and attach");
+    eprintln!("loaded and attached in {:?}", started.elapsed());
+    for &(program, _) in &tracer.programs {
+        if let Some(Ok(info)) = tracer.ebpf.program(program).map(|p| p.info()) {
+            eprintln!(
+                "  {program}: verified_insns {:?}",
+                info.verified_instruction_count()
+            );
+        }
+    }
+    eprintln!("{:?}", tracer.decision);
+    Some(tracer)
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn set_policy(policy: libc::c_int, priority: libc::c_int) {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: the calling thread, a valid parameter.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    assert_eq!(rc, 0, "sched_setscheduler: {}", std::io::Error::last_os_error());
+}
+
+fn gettid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// The busy time of CPU `cpu` (user+nice+system+irq+softirq, in ticks)
+/// from /proc/stat, to say how busy it was in a failure message.
+fn busy_ticks(cpu: usize) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let name = format!("cpu{cpu} ");
+    stat.lines()
+        .find(|l| l.starts_with(&name))
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .take(7)
+                .enumerate()
+                .filter(|&(i, _)| i != 3 && i != 4)
+                .filter_map(|(_, v)| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs a sleeper thread (set up by `setup` on CPU, sleeping `sleep` per
+/// loop for `duration`) beside `hogs` fair busy loops on the same CPU,
+/// traced alone; the split of its waits, and CPU's busy ticks meanwhile.
+fn sleeper_beside_hogs(
+    hogs: usize,
+    sleep: Duration,
+    duration: Duration,
+    setup: impl FnOnce() + Send + 'static,
+) -> Option<(DecisionCounts, u64)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let sleeper = thread::spawn(move || {
+        pin(CPU);
+        setup();
+        tx.send(gettid()).unwrap();
+        if go_rx.recv().is_err() {
+            return;
+        }
+        let end = Instant::now() + duration;
+        while Instant::now() < end {
+            thread::sleep(sleep);
+        }
+    });
+    let tid = rx.recv().unwrap();
+    let tracer = load_for(tid)?;
+    let hog_end = Instant::now() + duration + Duration::from_millis(200);
+    let hogs: Vec<_> = (0..hogs)
+        .map(|_| {
+            thread::spawn(move || {
+                pin(CPU);
+                while Instant::now() < hog_end {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(100));
+    let before = tracer.read_decision().unwrap().expect("the split is on");
+    let busy_before = busy_ticks(CPU);
+    go_tx.send(()).unwrap();
+    sleeper.join().unwrap();
+    let d = tracer.read_decision().unwrap().unwrap().since(&before);
+    let busy = busy_ticks(CPU) - busy_before;
+    for h in hogs {
+        h.join().unwrap();
+    }
+    show(&d);
+    assert_every_split_counts_every_wait(&d);
+    Some((d, busy))
+}
+
+fn show(d: &DecisionCounts) {
+    let names = [
+        "requested", "pending", "lazy", "not_requested", "idle", "n/a", "pass0", "pass1",
+        "pass2", "pass3+", "migrated", "pass?", "blocked", "preempted", "exited", "yielded",
+        "not_eligible", "later_deadline", "protected", "policy", "other_class", "granularity",
+        "rule?", "tick",
+    ];
+    let line: Vec<String> = names
+        .iter()
+        .zip(&d.count)
+        .zip(&d.sum_ns)
+        .filter(|((_, c), _)| **c != 0)
+        .map(|((n, c), s)| format!("{n} {c} ({} us)", s / 1000))
+        .collect();
+    eprintln!("{}", line.join(", "));
+    eprintln!(
+        "table {:?}; predicted {} waits, {} us vs {} us actual, {} beyond; tif seen {:#x}, on idle {:#x}",
+        d.table_count,
+        d.predicted_waits,
+        d.predicted_ns / 1000,
+        d.predicted_actual_ns / 1000,
+        d.beyond_prediction,
+        d.tif_seen.any,
+        d.tif_seen.on_idle
+    );
+}
+
+fn sum(d: &DecisionCounts, classes: &[Decision]) -> u64 {
+    classes.iter().map(|&c| d.count_of(c)).sum()
+}
+
+/// Each split adds up to the waits, and so do the outcomes' histograms
+/// (a few waits of slack: per-CPU values are copied while programs run).
+fn assert_every_split_counts_every_wait(d: &DecisionCounts) {
+    let waits = d.waits();
+    let near = |n: u64, what: &str| {
+        assert!(n.abs_diff(waits) <= 4, "{what} {n} vs {waits} waits: {d:?}");
+    };
+    near(sum(d, &PASS_OVERS), "pass-overs");
+    near(sum(d, &HOLDER), "holder");
+    near(d.all_between(0, u64::MAX), "outcomes");
+    near(d.table_count.iter().flatten().sum(), "table");
+    // A rule only for wakeups that did not request the CPU.
+    assert!(sum(d, &RULE) <= d.count_of(Decision::NotRequested) + 4, "{d:?}");
+}
+
+#[test]
+fn a_real_time_sleeper_beside_a_fair_hog_is_granted_by_every_wakeup() {
+    let setup = || set_policy(libc::SCHED_FIFO, 10);
+    let Some((d, busy)) =
+        sleeper_beside_hogs(1, Duration::from_millis(1), Duration::from_secs(1), setup)
+    else {
+        return;
+    };
+    let waits = d.waits();
+    assert!(waits > 300, "{waits} waits");
+    // The RT class preempts the fair one at every wakeup
+    // (kernel/sched/core.c wakeup_preempt()): the bit is set for the hog.
+    let granted = d.count_of(Decision::Requested) + d.count_of(Decision::Pending);
+    assert!(
+        granted * 100 >= waits * 90,
+        "requested {granted} of {waits} (CPU {CPU} busy {busy} ticks): {d:?}"
+    );
+    let immediate = d.outcome_between(Outcome::Granted, 0, u64::MAX);
+    assert!(immediate * 100 >= waits * 90, "granted at once {immediate} of {waits}");
+}
+
+#[test]
+fn a_batch_sleeper_never_asks_for_the_cpu() {
+    let setup = || set_policy(libc::SCHED_BATCH, 0);
+    let Some((d, busy)) =
+        sleeper_beside_hogs(1, Duration::from_millis(1), Duration::from_secs(1), setup)
+    else {
+        return;
+    };
+    let waits = d.waits();
+    // Passed over behind the hog for most of the second: few loops.
+    assert!(waits > 40, "{waits} waits");
+    let declined = d.count_of(Decision::NotRequested);
+    let gate = d.count_of(Decision::PolicyGate);
+    assert!(
+        declined * 100 >= waits * 80 && gate * 100 >= declined * 95,
+        "not requested {declined}, policy gate {gate} of {waits} (CPU {CPU} busy {busy} ticks)"
+    );
+}
+
+#[test]
+fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
+    let Some((d, busy)) =
+        sleeper_beside_hogs(0, Duration::from_millis(2), Duration::from_secs(1), || {})
+    else {
+        return;
+    };
+    let waits = d.waits();
+    assert!(waits > 100, "{waits} waits");
+    let idle = d.count_of(Decision::Idle);
+    assert!(
+        idle * 100 >= waits * 60,
+        "idle {idle} of {waits} (CPU {CPU} busy {busy} ticks in 1 s: other tasks)"
+    );
+}

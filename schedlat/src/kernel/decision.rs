@@ -1,0 +1,139 @@
+//! The decision split's load-time side (docs/decision.md): what this
+//! kernel lets the programs read of the scheduler's decision, the
+//! need-resched bit numbers, the tick, and whether the kernel reports each
+//! need-resched set (sched_set_need_resched_tp).
+
+use schedlat_common::kconfig::{Compute, DecisionOffsets};
+
+use crate::sys::kernel_facts::{self, Release};
+
+/// Where the need-resched bit numbers came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TifSource {
+    /// The architecture's and version's values, as the kernel sources
+    /// define them (the bits are macros, not in BTF).
+    Table,
+    /// The table, and the kernel reports each set with its bit
+    /// (sched_set_need_resched_tp): the collect layer checks them.
+    TableWithTracepoint,
+}
+
+/// What the decision split measures on this load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionFacts {
+    /// TIF_NEED_RESCHED's and TIF_NEED_RESCHED_LAZY's bit numbers (the
+    /// lazy one None where the kernel has none).
+    pub need_resched_bit: u32,
+    pub lazy_bit: Option<u32>,
+    pub tif_source: TifSource,
+    /// The kernel reports which wakeup set the bit: `pending` is told
+    /// apart from `requested`, and tick-ended waits are counted.
+    pub set_tracepoint: bool,
+    /// 1 EEVDF rules, 2 CFS (wakeup granularity), 0 none.
+    pub fair: u64,
+    /// 6.17+'s vprot marks the protected slice (else vlag == deadline).
+    pub vprot: bool,
+    /// The tick in ns (from CONFIG_HZ), when known.
+    pub tick_ns: Option<u64>,
+}
+
+/// The split as this load sets it up: None when off or not possible.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Setup {
+    offsets: Option<DecisionOffsets>,
+    facts: Option<DecisionFacts>,
+}
+
+impl Setup {
+    /// `offsets` as BTF resolved them (None: the kernel lacks the
+    /// request's fields, or the split is off); `set_tp` when the kernel
+    /// has sched_set_need_resched_tp. Notes say what is missing.
+    pub(crate) fn new(
+        offsets: Option<DecisionOffsets>,
+        set_tp: bool,
+        notes: &mut Vec<String>,
+    ) -> Setup {
+        let Some(offsets) = offsets else {
+            return Setup::default();
+        };
+        let release = kernel_facts::release();
+        let Some((need_resched_bit, lazy_bit)) = tif_bits(std::env::consts::ARCH, release) else {
+            notes.push(format!(
+                "decision split off: the need-resched bit numbers of {} are not known",
+                std::env::consts::ARCH
+            ));
+            return Setup::default();
+        };
+        let tick_ns = kernel_facts::hz().map(|hz| 1_000_000_000 / hz);
+        let facts = DecisionFacts {
+            need_resched_bit,
+            lazy_bit,
+            tif_source: if set_tp {
+                TifSource::TableWithTracepoint
+            } else {
+                TifSource::Table
+            },
+            set_tracepoint: set_tp,
+            fair: offsets.fair,
+            vprot: offsets.has_vprot != 0,
+            tick_ns,
+        };
+        let offsets = DecisionOffsets {
+            need_resched_mask: 1 << need_resched_bit,
+            lazy_mask: lazy_bit.map_or(0, |b| 1 << b),
+            has_set_tp: u64::from(set_tp),
+            tick_ns: tick_ns.unwrap_or(0),
+            ..offsets
+        };
+        Setup {
+            offsets: Some(offsets),
+            facts: Some(facts),
+        }
+    }
+
+    /// The offsets global, as the programs read it.
+    pub(crate) fn offsets(&self) -> DecisionOffsets {
+        self.offsets.unwrap_or(DecisionOffsets::ZERO)
+    }
+
+    /// Sets the split's switch in `compute`: it needs the cause split's
+    /// snapshot slots (`slots`).
+    pub(crate) fn configure(&self, compute: &mut Compute, slots: bool) {
+        compute.decision = u64::from(self.offsets.is_some() && compute.causes != 0 && slots);
+    }
+
+    pub(crate) fn facts(&self) -> Option<DecisionFacts> {
+        self.facts
+    }
+}
+
+/// TIF_NEED_RESCHED and TIF_NEED_RESCHED_LAZY of `arch` on kernel
+/// `release`: arch/x86/include/asm/thread_info.h (3, lazy 4 since 6.13:
+/// "sched, x86: Enable Lazy preemption"), then the generic TIF bits x86
+/// uses since 6.18 (include/asm-generic/thread_info_tif.h: 4 and 5).
+/// arm64: arch/arm64/include/asm/thread_info.h (1; lazy 13? not checked:
+/// none). Checked on each kernel of the VM matrix by a granted wakeup.
+fn tif_bits(arch: &str, release: Release) -> Option<(u32, Option<u32>)> {
+    match arch {
+        "x86_64" if release >= Release(6, 18) => Some((4, Some(5))),
+        "x86_64" if release >= Release(6, 13) => Some((3, Some(4))),
+        "x86_64" => Some((3, None)),
+        "aarch64" => Some((1, None)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tif_bits_follow_the_kernel_versions() {
+        assert_eq!(tif_bits("x86_64", Release(5, 10)), Some((3, None)));
+        assert_eq!(tif_bits("x86_64", Release(6, 12)), Some((3, None)));
+        assert_eq!(tif_bits("x86_64", Release(6, 13)), Some((3, Some(4))));
+        assert_eq!(tif_bits("x86_64", Release(6, 17)), Some((3, Some(4))));
+        assert_eq!(tif_bits("x86_64", Release(6, 18)), Some((4, Some(5))));
+        assert_eq!(tif_bits("riscv64", Release(6, 18)), None);
+    }
+}
