@@ -13,6 +13,7 @@
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use schedlat_common::{
+    bucket_index,
     decision::{
         self, Decision, DecisionStats, KeyDecision, NO_CLASS, NR_PASS_CLASSES, ReschedSet,
         TifSeen,
@@ -246,7 +247,7 @@ fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
 /// once; only where the kernel reports its sets. Without branches
 /// (causes.rs placement_class() says why): it feeds every later path.
 #[inline(always)]
-pub fn switched_out(prev: TaskPtr, preempted: u64) -> u64 {
+pub fn switched_out(prev_tag: u64, preempted: u64) -> u64 {
     if !on() || get(&DECISION.has_set_tp) == 0 {
         return 0;
     }
@@ -254,7 +255,7 @@ pub fn switched_out(prev: TaskPtr, preempted: u64) -> u64 {
     let Some(set) = RESCHED_SETS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
         return 0;
     };
-    let mine = equal(set.task, tag(prev));
+    let mine = equal(set.task, prev_tag);
     // Consumed when it was prev's: all ones keeps it, 0 clears it.
     set.task &= mine.wrapping_sub(1);
     mine & preempted & equal(u64::from(set.cpu), u64::from(cpu()))
@@ -306,6 +307,32 @@ pub fn holder(prev: TaskPtr, preempt: u64) -> u64 {
     select(runnable, Decision::HolderPreempted as u64, blocked)
 }
 
+/// How the task switched out left the CPU (a `Decision` index, from
+/// `holder()`), its TID tag and whether it was still runnable (0 or 1),
+/// for the tick-ended count. Plain values, not an Option: an Option of a
+/// struct leaves the fields of its None uninitialised, which the verifier
+/// refuses to read ("!read_ok").
+#[derive(Clone, Copy)]
+pub struct Holder {
+    pub left: u64,
+    pub tag: u64,
+    pub preempted: u64,
+}
+
+impl Holder {
+    /// Not measured (classic tracepoints, or the split is off).
+    pub const NONE: u64 = u64::MAX;
+
+    #[inline(always)]
+    pub fn of(prev: TaskPtr, preempted: u64) -> Holder {
+        Holder {
+            left: holder(prev, preempted),
+            tag: tag(prev),
+            preempted,
+        }
+    }
+}
+
 /// The switch-in's view of a wait: the enqueue's packed state
 /// (`NOT_FOUND` when its slot was not), and this CPU's switch count now.
 #[derive(Clone, Copy)]
@@ -318,8 +345,8 @@ pub struct AtSwitchIn {
 pub const NOT_FOUND: u64 = u64::MAX;
 
 /// Counts the decision of a wait of `wait` ns at fine bucket `bucket`,
-/// with start word `word`, ended on `cpu` by a switch from a holder that
-/// left the `holder` way (tick-ended when `tick` is 1).
+/// with start word `word`, ended on `cpu` by a switch from `holder` (whose
+/// need-resched set, if the tick's, is consumed here: switched_out()).
 ///
 /// Without branches (causes.rs placement_class() says why: here each
 /// branch doubled the verifier's states of sched_switch, 117,000 verified
@@ -327,12 +354,15 @@ pub const NOT_FOUND: u64 = u64::MAX;
 /// "no class" to a slot of its own.
 #[inline(always)]
 pub fn count(
-    (word, wait, bucket): (u64, u64, usize),
+    (word, wait): (u64, u64),
     cpu: u32,
     seen: AtSwitchIn,
-    (holder, tick): (u64, u64),
+    holder: Holder,
     key: Option<&mut KeyDecision>,
 ) {
+    // Computed again rather than kept from the histogram's: a bucket kept
+    // live across the switch's paths multiplies their states.
+    let bucket = bucket_index(wait);
     // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
     let Some(ds) = DECISIONS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
         return;
@@ -350,8 +380,9 @@ pub fn count(
     let mut sink = Sink { ds, key, wait };
     sink.add_at(request as usize);
     sink.add_at(pass as usize);
-    sink.add_at(holder as usize);
+    sink.add_at(holder.left as usize);
     sink.add_at(rule as usize);
+    let tick = switched_out(holder.tag, holder.preempted);
     sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS) as usize);
     let ds = sink.ds;
     ds.passes += passes;

@@ -146,10 +146,7 @@ fn btf_switch(
     // __schedule() only dequeues a non-running prev when !preempt.
     let preempted = preempt & 0xff != 0;
     let prev_runnable = (preempted || prev.state() == 0) && filter::wanted(prev);
-    let holder = wait::Holder {
-        left: decision::holder(prev, u64::from(preempted)),
-        tick: decision::switched_out(prev, u64::from(preempted)),
-    };
+    let holder = decision::Holder::of(prev, u64::from(preempted));
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
     let ended = wait::switch(
@@ -158,8 +155,11 @@ fn btf_switch(
         (next.pid(), Some(next)),
         histogram,
         keyed,
-    )?;
-    Some((prev, next, ended))
+    );
+    // A need-resched set for prev that no measured wait used (a no-op
+    // when one did): the next switch of this CPU must not find it.
+    decision::switched_out(holder.tag, 0);
+    Some((prev, next, ended?))
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)
@@ -203,9 +203,10 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
         (prev_pid, None),
         (
             prev_runnable,
-            wait::Holder {
-                left: wait::Holder::NONE,
-                tick: 0,
+            decision::Holder {
+                left: decision::Holder::NONE,
+                tag: 0,
+                preempted: 0,
             },
         ),
         (next_pid, None),

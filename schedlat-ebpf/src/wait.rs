@@ -14,7 +14,8 @@ use schedlat_common::{
 
 use crate::{
     bpf::{barrier_var, cpu, now},
-    causes, decision,
+    causes,
+    decision::{self, Holder},
     config::{COMPUTE, get},
     filter,
     keying::{self, Key},
@@ -85,21 +86,7 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     causes::snapshot(queue, tid, word, decided);
 }
 
-/// How the task switched out left the CPU, for the decision split: a
-/// `Decision` index, and whether the tick ended its run (tp_btf only).
-/// Plain values, not an Option: an Option of a struct leaves the fields of
-/// its None uninitialised, which the verifier refuses to read ("!read_ok").
-#[derive(Clone, Copy)]
-pub struct Holder {
-    pub left: u64,
-    /// 1: the tick ended its run.
-    pub tick: u64,
-}
 
-impl Holder {
-    /// Not measured (classic tracepoints, or the split is off).
-    pub const NONE: u64 = u64::MAX;
-}
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
 /// the switch that ended it (already read: the victims mode reuses them),
@@ -156,30 +143,8 @@ pub fn switch(
         return None;
     };
     if histogram {
-        // Read here, before the histogram's branches; counted with the
-        // fine bucket below.
-        let decided = holder.left != Holder::NONE && decision::on();
-        let seen = decision::AtSwitchIn {
-            packed: match decided {
-                true => causes::decision_of(word, cpu, next_tid),
-                false => decision::NOT_FOUND,
-            },
-            switches: match decided {
-                true => causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
-                false => 0,
-            },
-        };
-        let key = record(s, wait_ns, keyed, |bucket, key| {
+        let mut key = record(s, wait_ns, keyed, |bucket, _| {
             causes::histograms(word, cpu, bucket);
-            if decided {
-                decision::count(
-                    (word, wait_ns, bucket),
-                    cpu,
-                    seen,
-                    (holder.left, holder.tick),
-                    key.map(|k| &mut k.decision),
-                );
-            }
         });
         if causes::on() {
             causes::count(
@@ -187,7 +152,22 @@ pub fn switch(
                 cpu,
                 prev,
                 (next_tid, next),
-                key.map(|k| &mut k.causes),
+                key.as_deref_mut().map(|k| &mut k.causes),
+            );
+        }
+        // Last, so that its few branches (two map lookups) multiply no
+        // other code's states for the verifier.
+        if holder.left != Holder::NONE && decision::on() {
+            let seen = decision::AtSwitchIn {
+                packed: causes::decision_of(word, cpu, next_tid),
+                switches: causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
+            };
+            decision::count(
+                (word, wait_ns),
+                cpu,
+                seen,
+                holder,
+                key.map(|k| &mut k.decision),
             );
         }
     }
