@@ -146,6 +146,12 @@ pub fn switch(
         let mut key = record(s, wait_ns, keyed, |bucket, _| {
             causes::histograms(word, cpu, bucket);
         });
+        let decided = holder.left != Holder::NONE && decision::on();
+        // Before the cause split's overlaps, which clear the slot.
+        let packed = match decided {
+            true => causes::decision_of(word, cpu, next_tid),
+            false => decision::NOT_FOUND,
+        };
         if causes::on() {
             causes::count(
                 (word, wait_ns),
@@ -157,9 +163,9 @@ pub fn switch(
         }
         // Last, so that its few branches (two map lookups) multiply no
         // other code's states for the verifier.
-        if holder.left != Holder::NONE && decision::on() {
+        if decided {
             let seen = decision::AtSwitchIn {
-                packed: causes::decision_of(word, cpu, next_tid),
+                packed,
                 switches: causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
             };
             decision::count(
