@@ -32,7 +32,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::commands::{compare, diagnose, recorder, replay, run, serve, slow, top, victims};
+use crate::commands::{
+    compare, diagnose, recorder, replay, run, serve, session::Ended, slow, top, victims,
+};
 
 /// The binary's entry point: parse the command line, run the command, and
 /// turn its outcome into the exit status (2 for a bad command line, from clap).
@@ -84,7 +86,7 @@ pub fn main() -> ExitCode {
             }
         }
         Some(cli::Command::Replay(args)) => {
-            replay::run(&args.dump, &args.options()).map(|()| run::Ended::Done)
+            replay::run(&args.dump, &args.options()).map(|()| Ended::Done)
         }
         Some(cli::Command::Diagnose(args)) => runtime
             .block_on(diagnose::run(
@@ -92,15 +94,15 @@ pub fn main() -> ExitCode {
                 &args.kernel.access(),
                 &args.scope.spec(),
             ))
-            .map(|()| run::Ended::Done),
+            .map(|()| Ended::Done),
         Some(cli::Command::Top(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
             runtime
                 .block_on(top::run(&args.options(), &kernel, &filter))
-                .map(|()| run::Ended::Done)
+                .map(|()| Ended::Done)
         }
         Some(cli::Command::Compare(args)) => {
-            compare::run(&args.before, &args.after, args.json).map(|()| run::Ended::Done)
+            compare::run(&args.before, &args.after, args.json).map(|()| Ended::Done)
         }
         Some(cli::Command::Serve(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
@@ -116,7 +118,7 @@ pub fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(run::Ended::Done | run::Ended::StdoutClosed) => ExitCode::SUCCESS,
+        Ok(Ended::Done | Ended::StdoutClosed) => ExitCode::SUCCESS,
         Err(e) => {
             say!("schedlat: error: {e:#}");
             let usage = e.downcast_ref::<commands::UsageError>().is_some()

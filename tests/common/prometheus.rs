@@ -16,6 +16,30 @@ use super::http;
 pub const PROMETHEUS: &str = "prometheus";
 pub const PROMTOOL: &str = "promtool";
 
+/// Prometheus 3.x's binaries (`prometheus`, `promtool`), beside Debian 12's
+/// 2.x: `SCHEDLAT_PROMETHEUS3_DIR`, else where `cargo xtask setup --test`
+/// puts them (`target/tools/prometheus-3`, from Debian unstable). Missing:
+/// the caller's test says so and is skipped (None), except under CI=true,
+/// where setup must have installed them.
+pub fn prometheus3_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("SCHEDLAT_PROMETHEUS3_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/prometheus-3")
+        });
+    if dir.join("promtool").exists() && dir.join("prometheus").exists() {
+        return Some(dir);
+    }
+    let why = format!(
+        "no Prometheus 3.x in {} (`cargo xtask setup --test` installs it, or set SCHEDLAT_PROMETHEUS3_DIR)",
+        dir.display()
+    );
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(!ci, "CI=true: {why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
 pub struct Prometheus {
     child: Child,
     pub addr: SocketAddr,

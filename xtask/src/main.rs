@@ -11,9 +11,11 @@
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 
+mod apt;
 mod bench;
 mod clippy_ebpf;
 mod dist;
+mod prometheus3;
 mod setup;
 mod util;
 mod vm;

@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 10] = [
+const TEST_PACKAGES: [&str; 11] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -37,6 +37,8 @@ const TEST_PACKAGES: [&str; 10] = [
     // and its systemd unit checked with `systemd-analyze verify`.
     "systemd",
     "dpkg",
+    // The monitoring mixin's renderer (tests/mixin.rs).
+    "jsonnet",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
@@ -67,7 +69,20 @@ pub fn test_tools() -> Result<()> {
     step(
         "Python readers of the recorder's dumps (tests/readers)",
         python_readers,
+    )?;
+    step(
+        "Prometheus 3.x beside 2.x (Debian unstable's binaries, in target/tools)",
+        prometheus_3,
     )
+}
+
+/// Prometheus and promtool 3.x (prometheus3.rs), once.
+fn prometheus_3() -> Result<Outcome> {
+    if crate::prometheus3::present() {
+        return Ok(Outcome::Present);
+    }
+    crate::prometheus3::install()?;
+    Ok(Outcome::Installed)
 }
 
 fn step(what: &str, f: impl FnOnce() -> Result<Outcome>) -> Result<()> {
@@ -197,10 +212,11 @@ fn apt_install(packages: &[&str]) -> Result<Outcome> {
 }
 
 /// The HdrHistogram and protobuf packages (and protoc, from grpcio-tools)
-/// that read the recorder's .hlog and Perfetto dumps in tests/recorder.rs:
-/// readers schedlat did not write. Installed from PyPI only when missing.
+/// that read the recorder's .hlog and Perfetto dumps in tests/recorder.rs,
+/// and opentelemetry-proto for the OTLP receiver of tests/otlp.rs: readers
+/// schedlat did not write. Installed from PyPI only when missing.
 fn python_readers() -> Result<Outcome> {
-    const IMPORTS: &str = "import hdrh.log, google.protobuf, grpc_tools.protoc";
+    const IMPORTS: &str = "import hdrh.log, google.protobuf, grpc_tools.protoc, opentelemetry.proto.collector.metrics.v1.metrics_service_pb2";
     if succeeds("python3", &["-c", IMPORTS]) {
         return Ok(Outcome::Present);
     }

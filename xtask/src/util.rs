@@ -67,3 +67,24 @@ pub fn require_root(why: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// stdout of a command that must succeed.
+pub fn output(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed ({}): {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a command for its effect; its chatter is shown only if it fails.
+pub fn run_quiet(cmd: &mut Command) -> Result<()> {
+    output(cmd).map(drop)
+}

@@ -2,9 +2,11 @@
 //! task that held the CPU when a wait ended, and per culprit process
 //! (docs/victims.md says what the attribution means and what it does not).
 
-use std::collections::{BTreeMap, btree_map::Entry};
+use std::collections::{BTreeMap, HashSet, btree_map::Entry};
 
 use schedlat_common::victims::{TaskInfo, WaitStats};
+
+use crate::{collect::victims::Interval, sys::throttle::ThrottleWatch};
 
 /// What the tables are ranked by (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -29,6 +31,16 @@ impl SortKey {
             SortKey::Max => SortKey::Count,
             SortKey::Count => SortKey::Avg,
             SortKey::Avg => SortKey::Total,
+        }
+    }
+
+    /// "longest wait", ...: what a table is ranked by, for titles.
+    pub fn title(self) -> &'static str {
+        match self {
+            SortKey::Max => "longest wait",
+            SortKey::Total => "total wait",
+            SortKey::Count => "number of waits",
+            SortKey::Avg => "average wait",
         }
     }
 
@@ -287,6 +299,44 @@ fn add_rows(table: &mut BTreeMap<(u32, u32, u32), Row>, rows: impl Iterator<Item
         }
     }
     lost
+}
+
+/// The processes of the rows' idle-ended waits whose cgroup was throttled
+/// in the interval `watch` last ended: victims whose longest wait's culprit
+/// was idle, and the longest victims of the idle culprits.
+pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
+    let victims = tables
+        .victims
+        .iter()
+        .filter(|r| r.other.tid == 0)
+        .map(|r| r.task.tgid);
+    let of_idle = tables
+        .culprits
+        .iter()
+        .filter(|r| r.task.tid == 0)
+        .map(|r: &Row| r.other.tgid);
+    victims
+        .chain(of_idle)
+        .filter(|&pid| pid != 0 && watch.throttled(pid))
+        .collect()
+}
+
+/// `throttled_pids`, over an interval's rows before any ranking (`top`).
+pub fn throttled_in(watch: &ThrottleWatch, interval: &Interval) -> HashSet<u32> {
+    let victims = interval
+        .victims
+        .iter()
+        .filter(|v| v.max_other.tid == 0)
+        .map(|v| v.task.tgid);
+    let of_idle = interval
+        .culprits
+        .iter()
+        .filter(|c| c.task.tid == 0)
+        .map(|c| c.max_other.tgid);
+    victims
+        .chain(of_idle)
+        .filter(|&pid| pid != 0 && watch.throttled(pid))
+        .collect()
 }
 
 #[cfg(test)]

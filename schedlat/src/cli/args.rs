@@ -14,11 +14,15 @@ use crate::{
         recorder::{RecorderOptions, Trigger},
         replay::ReplayOptions,
         serve::{KeyBuckets, Pins, ServeOptions, listen},
-        slow::{SlowOptions, parse_duration_ns},
+        slow::SlowOptions,
         top::TopOptions,
-        victims::{DEFAULT_MAX_TASKS, VictimsOptions},
+        victims::VictimsOptions,
     },
-    kernel::{filter::FilterSpec, modes::Keyed},
+    kernel::{
+        filter::FilterSpec,
+        modes::{DEFAULT_MAX_TASKS, Keyed},
+    },
+    sys::clock::parse_duration_ns,
 };
 
 /// `--max-keys`' range.

@@ -5,15 +5,18 @@
 
 use aya::Ebpf;
 
-use crate::kernel::{
-    causes::Measurable,
-    cgroupfs::Hierarchy,
-    decision::DecisionFacts,
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    loader::{self, KernelSources, Loaded},
-    modes::Modes,
+use crate::{
+    collect::histogram::Unit,
+    kernel::{
+        causes::Measurable,
+        cgroupfs::Hierarchy,
+        decision::DecisionFacts,
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        loader::{self, KernelAccess, KernelSources, Loaded},
+        modes::Modes,
+    },
 };
 
 /// The loaded and attached programs, and the maps userspace reads.
@@ -73,7 +76,52 @@ impl Tracer {
         })
     }
 
+    /// Loads the histogram with the victims tables (Modes::
+    /// histogram_and_victims: `schedlat top`, `schedlat diagnose`), or, where
+    /// they cannot load (classic tracepoints, a kernel before 5.12), the
+    /// histogram alone and why there are no victims. An error is the
+    /// histogram's own: without it there is nothing to show.
+    pub fn load_with_victims(
+        kernel: &KernelAccess,
+        filter: &Filter,
+        max_tasks: u32,
+    ) -> Result<(Tracer, Result<(), String>), LoadError> {
+        let (sources, unit) = (&kernel.sources, Unit::Usecs.ns());
+        let victims = if kernel.hook == HookChoice::Tp {
+            Err(LoadError::NeedsBtf("the victims tables"))
+        } else {
+            let modes = Modes::histogram_and_victims(max_tasks);
+            Tracer::load_modes(kernel.hook, sources, unit, filter, &modes)
+        };
+        match victims {
+            Ok(tracer) => Ok((tracer, Ok(()))),
+            Err(e) => {
+                let tracer = Tracer::load(kernel.hook, sources, unit, filter)?;
+                Ok((tracer, Err(why_no_victims(&e))))
+            }
+        }
+    }
+
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+}
+
+/// A load error of the victims tables: one line (a verifier log is long),
+/// cut.
+fn why_no_victims(e: &LoadError) -> String {
+    let text = match e {
+        LoadError::NeedsBtf(_) => {
+            "they need the tp_btf hook mode (classic tracepoints do not pass task pointers): drop --hook tp".to_string()
+        }
+        e => format!(
+            "{} (they need tp_btf and kernel 5.12+)",
+            e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+        ),
+    };
+    const MAX: usize = 300;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
     }
 }

@@ -12,7 +12,7 @@ use crate::{
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session::{self, Intervals, Signals},
+        session::{self, Ended, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
@@ -22,14 +22,6 @@ use crate::{
     },
     sys::clock,
 };
-
-/// How a run ended, for the exit status.
-pub enum Ended {
-    /// COUNT reached, or a signal asked us to stop.
-    Done,
-    /// stdout was closed (e.g. `| head`): stop quietly.
-    StdoutClosed,
-}
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
 /// and `--json`.

@@ -21,6 +21,14 @@ use crate::{
     },
 };
 
+/// How a run ended, for the exit status.
+pub enum Ended {
+    /// COUNT reached, or a signal asked us to stop.
+    Done,
+    /// stdout was closed (e.g. `| head`): stop quietly.
+    StdoutClosed,
+}
+
 /// What the streaming commands print first (stdout, or stderr with
 /// `--json`), as runqlat does.
 pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";

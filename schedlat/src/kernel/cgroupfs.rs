@@ -9,7 +9,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::kernel::btf::CssChoice;
+use crate::{kernel::btf::CssChoice, sys::throttle::ThrottleWatch};
+
+/// Starts telling throttled waits from wakes onto an idle CPU (both end on
+/// an idle CPU, culprit swapper), in the cpu controller's hierarchies.
+pub fn watch_throttling() -> ThrottleWatch {
+    let mounts = Mounts::read();
+    ThrottleWatch::start(mounts.v2.as_deref(), mounts.v1_cpu.as_deref())
+}
 
 /// Where the cgroup filesystems are mounted, from /proc/self/mounts.
 #[derive(Debug, Clone, Default)]

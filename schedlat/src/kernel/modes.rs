@@ -15,6 +15,9 @@ use crate::kernel::{error::LoadError, limits::pid_max};
 /// millisecond per CPU.
 const SLOW_RING_BYTES: u32 = 1 << 20;
 
+/// Tasks each victims table holds per interval, unless `--max-tasks` says.
+pub const DEFAULT_MAX_TASKS: u32 = 10_240;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Modes {
     pub histogram: bool,

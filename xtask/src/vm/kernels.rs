@@ -13,11 +13,11 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::{
+use super::bzimage;
+use crate::{
     apt::{Apt, Archive},
-    bzimage,
+    util::{is_root, output, run_quiet},
 };
-use crate::util::is_root;
 
 /// The default matrix: a short name, the Debian package that tracks it, and
 /// the archive that has it.
@@ -228,25 +228,4 @@ fn download(apt: &Apt, package: &str, version: &str, cache: &Path, dir: &Path) -
     fs::rename(&vmlinuz, dir.join("vmlinuz"))?;
     fs::remove_dir_all(&scratch)?;
     Ok(())
-}
-
-/// stdout of a command that must succeed.
-fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!(
-            "{:?} failed ({}): {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Runs a command for its effect; its chatter is shown only if it fails.
-fn run_quiet(cmd: &mut Command) -> Result<()> {
-    output(cmd).map(drop)
 }

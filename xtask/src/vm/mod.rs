@@ -7,7 +7,6 @@
 //! - initramfs.rs: the static guest binaries, /init, the cpio image
 //! - qemu.rs: one boot, bounded by a timeout, judged by a marker line
 
-mod apt;
 mod bzimage;
 mod elf;
 mod initramfs;
@@ -22,7 +21,7 @@ use std::{
 
 use anyhow::{Result, bail};
 
-use crate::{setup, util::workspace_root};
+use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {

@@ -28,17 +28,15 @@ use crate::{
         percentiles::Percentiles,
         shape,
         slice::Slice,
-        victims::{SortKey, rank},
+        victims::{SortKey, rank, throttled_pids},
     },
-    collect::{histogram::Waits, interval::Source},
-    commands::{
-        session::Signals,
-        stdout,
-        victims::{self, DEFAULT_MAX_TASKS},
-    },
+    collect::{histogram::Waits, interval::Source, tracer::Tracer},
+    commands::{session::Signals, stdout},
     kernel::{
+        cgroupfs::watch_throttling,
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
+        modes::DEFAULT_MAX_TASKS,
         privileges,
     },
     sys::{cgroup_of, procfs},
@@ -126,7 +124,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         // The same scope, in the kernel: the process, or the cgroup and below.
         let tracer_filter = Filter::resolve(filter)?;
         let (loaded, victims) =
-            victims::load_with_histogram(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
+            Tracer::load_with_victims(kernel, &tracer_filter, DEFAULT_MAX_TASKS)?;
         tracer = Some((loaded, victims));
     } else {
         why_not_traced = Some(format!(
@@ -151,7 +149,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
         None => None,
     };
     let start = Snapshot::take(&scope);
-    let mut throttle = victims::watch_throttling();
+    let mut throttle = watch_throttling();
     let started = Instant::now();
     let mut runnable = Vec::new();
     while started.elapsed() < window {
@@ -177,7 +175,7 @@ pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterS
                     let tables = rank(&interval.victims, &interval.culprits, SortKey::Total, 0);
                     let c = &interval.counters;
                     throttle.end_interval();
-                    let throttled = victims::throttled_pids(&throttle, &tables);
+                    let throttled = throttled_pids(&throttle, &tables);
                     let mut a = Attribution::new(tables, (c.victims_overflow, c.culprits_overflow));
                     a.throttled = throttled;
                     Ok(a)

@@ -21,10 +21,7 @@ pub use trigger::Trigger;
 pub use self::{flight::Flight, writer::Refused};
 use crate::{
     collect::{histogram::Unit, slow::SlowEvents},
-    commands::{
-        run::Ended,
-        session::{self, Signals},
-    },
+    commands::session::{self, Ended, Signals},
     kernel::{filter::FilterSpec, loader::KernelAccess},
 };
 

@@ -6,7 +6,7 @@
 use crate::{
     analysis::{fmt_ns, percentiles::quantile_ns, recording::Second},
     collect::histogram::Waits,
-    commands::slow::parse_duration_ns,
+    sys::clock::parse_duration_ns,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]

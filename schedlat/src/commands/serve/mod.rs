@@ -45,8 +45,7 @@ use crate::{
     collect::slow::SlowEvents,
     commands::{
         recorder::{Flight, RecorderOptions},
-        run::Ended,
-        session::{self, Signals},
+        session::{self, Ended, Signals},
     },
     kernel::{
         filter::{Filter, FilterSpec},

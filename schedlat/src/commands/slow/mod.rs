@@ -16,12 +16,10 @@ use crate::{
     analysis::task::IdleWait,
     collect::{histogram::Unit, slow::SlowEvents},
     commands::{
-        run::Ended,
-        session::{self, Signals},
+        session::{self, Ended, Signals},
         stdout,
-        victims::watch_throttling,
     },
-    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    kernel::{cgroupfs::watch_throttling, filter::FilterSpec, loader::KernelAccess, modes::Modes},
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
@@ -171,56 +169,5 @@ impl Output {
         } else {
             render::lost_line(new)
         })
-    }
-}
-
-/// "1ms", "500us", "2.5ms", "1s", "250000ns" to nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "" => return Err(format!("`{s}` needs a unit: e.g. 1ms, 500us, 2.5ms")),
-        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration such as 1ms"))?;
-    let ns = value * scale;
-    if !(1.0..=1e12).contains(&ns) {
-        return Err(format!("`{s}` is out of range (1ns to 1000s)"));
-    }
-    Ok(ns.round() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thresholds_need_a_unit() {
-        assert_eq!(parse_duration_ns("1ms"), Ok(1_000_000));
-        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
-        assert_eq!(parse_duration_ns("500us"), Ok(500_000));
-        assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
-        assert_eq!(parse_duration_ns("250ns"), Ok(250));
-        assert!(parse_duration_ns("1").unwrap_err().contains("needs a unit"));
-        assert!(
-            parse_duration_ns("1h")
-                .unwrap_err()
-                .contains("unknown unit")
-        );
-        assert!(
-            parse_duration_ns("0ms")
-                .unwrap_err()
-                .contains("out of range")
-        );
-        assert!(parse_duration_ns("ms").is_err());
     }
 }

@@ -21,10 +21,14 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use state::{Action, State};
 
 use crate::{
-    analysis::{slice::Slice, victims::SortKey},
-    collect::{bpf_cost::ProgramCost, interval::Source},
-    commands::{session::Signals, victims},
+    analysis::{
+        slice::Slice,
+        victims::{SortKey, throttled_in},
+    },
+    collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
+    commands::session::Signals,
     kernel::{
+        cgroupfs::watch_throttling,
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
@@ -56,7 +60,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         );
     }
     let filter = Filter::resolve(filter)?;
-    let (mut tracer, victims) = victims::load_with_histogram(kernel, &filter, args.max_tasks)?;
+    let (mut tracer, victims) = Tracer::load_with_victims(kernel, &filter, args.max_tasks)?;
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all waits".to_string());
     let mut state = State::new(tracer.mode(), scope, args.interval);
@@ -67,7 +71,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         state.victims = Err(reason);
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
-    let mut throttle = victims::watch_throttling();
+    let mut throttle = watch_throttling();
     let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -101,7 +105,7 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
             if let Some(victims) = &victims {
                 state.push_victims(victims);
                 throttle.end_interval();
-                state.push_throttled(victims::throttled_in(&throttle, victims));
+                state.push_throttled(throttled_in(&throttle, victims));
             }
             let now = tracer.program_costs();
             state.bpf_ns_per_run = ns_per_run(&costs, &now);

@@ -1,5 +1,5 @@
 //! The victims panel of `schedlat top`: the tasks that waited most and the
-//! tasks that held the CPU when waits ended (commands/victims/ and analysis/victims.rs
+//! tasks that held the CPU when waits ended (collect/victims.rs and analysis/victims.rs
 //! compute them; docs/victims.md says what the attribution means), or why
 //! they are unavailable.
 
@@ -13,13 +13,10 @@ use ratatui::{
 };
 
 use super::state::{Ranked, State};
-use crate::{
-    analysis::{
-        fmt_ns,
-        task::{self, IdleWait},
-        victims::Row,
-    },
-    commands::victims::sort_name,
+use crate::analysis::{
+    fmt_ns,
+    task::{self, IdleWait},
+    victims::Row,
 };
 
 /// Rows per table the panel shows at most, however tall the terminal.
@@ -90,7 +87,7 @@ impl Panel {
         };
         let title = format!(
             " victims by {} (s: sort), {scope}: {} tasks, {} waits{lost} ",
-            sort_name(state.sort),
+            state.sort.title(),
             t.totals.0,
             t.waits
         );

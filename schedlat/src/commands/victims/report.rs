@@ -41,7 +41,7 @@ pub fn text(r: &Report) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let by = sort_name(r.sort);
+    let by = r.sort.title();
     let _ = writeln!(
         out,
         "\n{} victims over {:.2} s (tasks that waited for a CPU), by {by}:",
@@ -160,16 +160,6 @@ fn summary(r: &Report) -> String {
         r.interval.untracked_tid,
         r.interval.discarded_negative,
     )
-}
-
-/// "longest wait", ...: what a table is ranked by, for titles.
-pub fn sort_name(by: SortKey) -> &'static str {
-    match by {
-        SortKey::Max => "longest wait",
-        SortKey::Total => "total wait",
-        SortKey::Count => "number of waits",
-        SortKey::Avg => "average wait",
-    }
 }
 
 #[derive(Serialize)]

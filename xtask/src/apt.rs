@@ -1,12 +1,13 @@
-//! Which apt configuration a kernel package is resolved and fetched with.
+//! Which apt configuration a package is resolved and fetched with.
 //!
-//! Most of the matrix comes from this machine's own apt sources. The oldest
-//! kernel, Debian 11 (bullseye)'s 5.10, is not in a Debian 12 machine's
-//! sources, so vm-test keeps a private apt configuration for it under
-//! `target/vm/apt/bullseye`: its own sources list (deb.debian.org, the same
-//! archive as the machine's, signed by the Debian archive keyring), package
-//! lists and cache. The machine's apt configuration is never modified, and
-//! setting the private one up again changes nothing (idempotent).
+//! Most packages come from this machine's own apt sources. Two do not:
+//! vm-test's oldest kernel, Debian 11 (bullseye)'s 5.10, and the tests'
+//! Prometheus 3.x, which only Debian unstable (sid) has. For each, a
+//! private apt configuration under `target/`: its own sources list
+//! (deb.debian.org, the same archive as the machine's, signed by the Debian
+//! archive keyring), package lists and cache. The machine's apt
+//! configuration is never modified, and setting a private one up again
+//! changes nothing (idempotent).
 
 use std::{
     fs,
@@ -23,13 +24,21 @@ deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
 ";
 
-/// Where a kernel package comes from.
+/// Debian unstable, for the Prometheus 3.x binaries (statically linked
+/// Go but for glibc, which runs on Debian 12).
+const SID_SOURCES: &str = "\
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+";
+
+/// Where a package comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Archive {
     /// This machine's apt sources.
     Machine,
     /// Debian 11 (bullseye), through the private configuration.
     Bullseye,
+    /// Debian unstable, through a private configuration of its own.
+    Sid,
 }
 
 /// apt-get and apt-cache, with the options that select an archive.
@@ -50,6 +59,7 @@ impl Apt {
                 lists: None,
             }),
             Archive::Bullseye => private(&root.join("bullseye"), BULLSEYE_SOURCES),
+            Archive::Sid => private(&root.join("sid"), SID_SOURCES),
         }
     }
 

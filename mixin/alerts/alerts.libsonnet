@@ -1,0 +1,102 @@
+// The alerts. Each names what it judged in its labels (the workload, and
+// for NoisyNeighbour the neighbour too) and links its runbook
+// (mixin/runbooks.md), which says what to check and what to change.
+local lib = import '../lib.libsonnet';
+
+{
+  prometheusAlerts+:: {
+    local config = $._config,
+    local r = lib.rateName(config),
+    local rule(name) = std.format('%s:%s', [name, r]),
+    local runbook(alert) = config.runbookURL + '#' + std.asciiLower(alert),
+    local filter = '{' + config.workloadFilter + '}',
+    local onCgroup = ' and on (job, instance, cgroup)\n',
+
+    // The workload condition both latency alerts share: its p99 is above
+    // the threshold while it waits often enough for a p99 to mean something.
+    local slowWorkload =
+      std.format('cgroup:schedlat_runqueue_latency_seconds:p99_%s%s > %g', [r, filter, config.latencyHighSeconds])
+      + onCgroup
+      + std.format('cgroup:schedlat_runqueue_waits:%s >= %g', [r, config.minWaitsPerSecond]),
+
+    groups+: [
+      {
+        name: 'schedlat',
+        rules: [
+          {
+            alert: 'RunqueueLatencyHigh',
+            expr: slowWorkload,
+            'for': config.latencyHighFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'Tasks of {{ $labels.cgroup }} wait long for a CPU.',
+              description: 'On {{ $labels.instance }}, the p99 run-queue wait of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}, container {{ $labels.container }}){{ end }} is {{ $value | humanizeDuration }}, above '
+                           + std.format('%g', config.latencyHighSeconds * 1000) + ' ms for ' + config.latencyHighFor + '.',
+              runbook_url: runbook('RunqueueLatencyHigh'),
+            },
+          },
+          {
+            // The value is the neighbour's share of the victim's wait time.
+            alert: 'NoisyNeighbour',
+            expr:
+              std.format('cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s{holder_cgroup!="__overflow__"} >= %g', [r, config.neighbourShare])
+              + onCgroup
+              + std.format('cgroup:schedlat_runqueue_wait_held_by_other_cgroup:ratio_%s >= %g', [r, config.heldByOtherShare])
+              + onCgroup + '(\n' + slowWorkload + '\n)\n'
+              + 'unless on (job, instance, cgroup)\n'
+              + std.format('cgroup:schedlat_runqueue_wait_throttled:ratio_%s >= %g', [r, config.ownThrottledShareMax]),
+            'for': config.neighbourFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: '{{ $labels.cgroup }} waits behind {{ $labels.holder_cgroup }}.',
+              description: 'On {{ $labels.instance }}, {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }} ended with {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} on the CPU; its p99 wait is above '
+                           + std.format('%g', config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
+                           + std.format('%g', config.ownThrottledShareMax * 100) + '% of its waits.',
+              runbook_url: runbook('NoisyNeighbour'),
+            },
+          },
+          {
+            alert: 'QuotaThrottlingWaits',
+            expr:
+              std.format('cgroup:schedlat_runqueue_wait_throttled:ratio_%s%s >= %g', [r, filter, config.throttledShare])
+              + onCgroup
+              + std.format('cgroup:schedlat_runqueue_wait_seconds:%s >= %g', [r, config.throttledMinWaitRate]),
+            'for': config.throttledFor,
+            labels: { severity: 'info' },
+            annotations: {
+              summary: '{{ $labels.cgroup }} waits on its own CPU quota.',
+              description: 'On {{ $labels.instance }}, the cpu.max throttling of {{ $labels.cgroup }} itself covers {{ $value | humanizePercentage }} of its measured run-queue waits: the wait is self-inflicted, not a neighbour.',
+              runbook_url: runbook('QuotaThrottlingWaits'),
+            },
+          },
+          {
+            alert: 'StealHigh',
+            expr:
+              std.format('instance:schedlat_runqueue_wait_steal:ratio_%s >= %g', [r, config.stealShare])
+              + ' and on (job, instance)\n'
+              + std.format('instance:schedlat_runqueue_wait_seconds:%s >= %g', [r, config.stealMinWaitRate]),
+            'for': config.stealFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'The hypervisor takes the CPU from {{ $labels.instance }} while its tasks wait.',
+              description: 'Steal time covers {{ $value | humanizePercentage }} of the run-queue waits measured on {{ $labels.instance }}: another virtual machine ran on its physical CPUs.',
+              runbook_url: runbook('StealHigh'),
+            },
+          },
+          {
+            alert: 'ExporterCost',
+            expr: std.format('instance:schedlat_bpf_run_time_seconds:%s > %g', [r, config.exporterBpfCpuBudget]),
+            'for': config.exporterCostFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: "schedlat's own BPF programs cost more than their budget on {{ $labels.instance }}.",
+              description: "schedlat's BPF programs use {{ $value | humanizePercentage }} of a CPU on {{ $labels.instance }}, over the budget of "
+                           + std.format('%g', config.exporterBpfCpuBudget * 100) + '%.',
+              runbook_url: runbook('ExporterCost'),
+            },
+          },
+        ],
+      },
+    ],
+  },
+}

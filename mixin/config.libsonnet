@@ -1,0 +1,86 @@
+// What the rules, alerts and dashboard assume about the metrics and about
+// what is worth a page. Override any field when importing the mixin:
+//   (import 'schedlat-mixin/mixin.libsonnet') + { _config+:: { selector: 'job="node-schedlat"' } }
+{
+  _config+:: {
+    // Every expression selects schedlat's series with this.
+    selector: 'job="schedlat"',
+    // rate() window of the recording rules. Keep it at least four scrape
+    // intervals: a per-key series is only exported in scrapes after the key
+    // waited (README, "Per cgroup, per process, and a fleet").
+    rateWindow: '5m',
+
+    // The workload levels of the per-cgroup family, finest last. The labels
+    // are cAdvisor's (namespace, pod, container) plus the systemd unit, so
+    // that the recorded series join with container_* metrics unrelabelled.
+    levels: [
+      { name: 'namespace_pod_container', labels: ['namespace', 'pod', 'container'], present: 'container' },
+      { name: 'namespace_pod', labels: ['namespace', 'pod'], present: 'pod' },
+      { name: 'unit', labels: ['unit'], present: 'unit' },
+      { name: 'cgroup', labels: ['cgroup', 'namespace', 'pod', 'container', 'unit'], present: 'cgroup' },
+    ],
+    quantiles: [0.5, 0.9, 0.99],
+
+    // RunqueueLatencyHigh: a workload's p99 wait above this, for this long,
+    // while it waits at least minWaitsPerSecond times a second (a p99 of a
+    // handful of waits is noise, not a page).
+    latencyHighSeconds: 0.005,
+    latencyHighFor: '10m',
+    minWaitsPerSecond: 1,
+    // Workloads the latency alerts judge (a CPU-bound batch job waits by
+    // design): a label matcher added to the workload series, e.g.
+    // 'namespace!~"batch-.*"'.
+    workloadFilter: 'cgroup!="__overflow__"',
+
+    // NoisyNeighbour: of the victim's wait time, at least heldByOtherShare
+    // ended behind other workloads and at least neighbourShare behind the
+    // one named, while its own quota throttling covered less than
+    // ownThrottledShareMax of its measured waits.
+    heldByOtherShare: 0.5,
+    neighbourShare: 0.2,
+    ownThrottledShareMax: 0.1,
+    neighbourFor: '10m',
+
+    // QuotaThrottlingWaits: its own cpu.max throttling covers at least this
+    // share of its measured waits, and it waits at least throttledMinWaitRate
+    // seconds per second (0.05: 5% of one CPU's time spent queued).
+    throttledShare: 0.5,
+    throttledMinWaitRate: 0.05,
+    throttledFor: '10m',
+
+    // StealHigh: the hypervisor ran another vCPU during at least this share
+    // of the host's measured waits, with at least stealMinWaitRate seconds
+    // of waits per second.
+    stealShare: 0.2,
+    stealMinWaitRate: 0.05,
+    stealFor: '10m',
+
+    // ExporterCost: schedlat's own BPF programs above this many CPU seconds
+    // per second (0.02: 2% of one CPU), for this long.
+    exporterBpfCpuBudget: 0.02,
+    exporterCostFor: '15m',
+
+    // Where the alerts' runbook_url points; the anchor is the alert's name
+    // in lower case.
+    runbookURL: 'https://example.invalid/schedlat/blob/main/mixin/runbooks.md',
+
+    // The dashboard's stacked splits: share of wait time by cause
+    // (schedlat_runqueue_wait_by_cause_seconds_total{split}), one panel each.
+    causeSplits: [
+      { split: 'began', title: 'How waits began', description: 'Woken, new, or preempted (switched out still runnable).' },
+      { split: 'placement', title: 'Where waits ended', description: 'On the CPU the task last ran on, or migrated.' },
+      { split: 'held_by', title: 'Who held the CPU', description: 'When the wait ended: the same cgroup, another cgroup, a kernel thread, a higher class, idle.' },
+      { split: 'queue_depth', title: 'Queue depth at enqueue', description: 'Other tasks queued on the CPU when the task was queued.' },
+    ],
+    // The scheduler's decision for each wait: whether the wakeup asked for
+    // the CPU, how often the task was passed over, and the rule that applied.
+    decisionSplits: [
+      { split: 'request', title: 'Did the wakeup ask for the CPU', description: 'The need-resched state the wakeup left on the target CPU.' },
+      { split: 'passed_over', title: 'Times passed over', description: 'Switches on the waiting CPU to other tasks during the wait.' },
+      { split: 'rule', title: 'The rule that made it wait', description: "The scheduler rule recomputed from the fields it used (EEVDF's eligibility, deadline, slice protection; CFS's wakeup granularity)." },
+    ],
+
+    dashboardUID: 'schedlat-runqueue',
+    dashboardTags: ['schedlat', 'scheduler'],
+  },
+}

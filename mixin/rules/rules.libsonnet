@@ -1,0 +1,110 @@
+// Recording rules: the percentiles per workload level and per host, the
+// wait rates per CPU, and the shares the alerts compare with thresholds.
+// Names follow level:metric:operation.
+local lib = import '../lib.libsonnet';
+
+{
+  prometheusRules+:: {
+    local config = $._config,
+    local r = lib.rateName(config),
+    local cgroupLabels = ['cgroup', 'namespace', 'pod', 'container', 'unit'],
+    local family = 'schedlat_cgroup_runqueue_latency_seconds',
+
+    // Per workload level: p50/p90/p99, waits per second and seconds waited
+    // per second, from the per-cgroup family.
+    local level(l) = [
+      {
+        record: std.format('%s:schedlat_runqueue_latency_seconds:p%s_%s', [l.name, lib.percent(q), r]),
+        expr: lib.quantile(config, q, family, l.labels, [l.present + '!=""']),
+      }
+      for q in config.quantiles
+    ] + [
+      {
+        record: std.format('%s:schedlat_runqueue_waits:%s', [l.name, r]),
+        expr: lib.histogramRate(config, 'count', family, l.labels, [l.present + '!=""']),
+      },
+      {
+        record: std.format('%s:schedlat_runqueue_wait_seconds:%s', [l.name, r]),
+        expr: lib.histogramRate(config, 'sum', family, l.labels, [l.present + '!=""']),
+      },
+    ],
+
+    groups+: [
+      {
+        name: 'schedlat-workloads',
+        rules: std.flattenArrays([level(l) for l in config.levels]),
+      },
+      {
+        name: 'schedlat-host',
+        rules: [
+          {
+            record: std.format('instance:schedlat_runqueue_latency_seconds:p%s_%s', [lib.percent(q), r]),
+            expr: lib.quantile(config, q, 'schedlat_runqueue_latency_seconds', []),
+          }
+          for q in config.quantiles
+        ] + [
+          {
+            record: 'instance:schedlat_runqueue_waits:' + r,
+            expr: lib.histogramRate(config, 'count', 'schedlat_runqueue_latency_seconds', []),
+          },
+          {
+            record: 'instance:schedlat_runqueue_wait_seconds:' + r,
+            expr: lib.histogramRate(config, 'sum', 'schedlat_runqueue_latency_seconds', []),
+          },
+          // Per CPU the wait ended on: comparable with node_exporter's
+          // node_schedstat_waiting_seconds_total{cpu}.
+          {
+            record: 'instance_cpu:schedlat_runqueue_waits:' + r,
+            expr: lib.sumRate(config, 'schedlat_cpu_runqueue_waits_total', ['cpu']),
+          },
+          {
+            record: 'instance_cpu:schedlat_runqueue_wait_seconds:' + r,
+            expr: lib.sumRate(config, 'schedlat_cpu_runqueue_wait_seconds_total', ['cpu']),
+          },
+          // The hypervisor's share of the waits that began and ended on one
+          // CPU (the only ones whose overlap is measured).
+          {
+            record: 'instance:schedlat_runqueue_wait_steal:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_runqueue_wait_overlap_seconds_total', [], ['overlap="steal"'])
+                  + '\n/\n'
+                  + lib.sumRate(config, 'schedlat_runqueue_wait_overlap_measured_seconds_total', []),
+          },
+          {
+            record: 'instance:schedlat_bpf_run_time_seconds:' + r,
+            expr: lib.sumRate(config, 'schedlat_bpf_run_time_seconds_total', []),
+          },
+        ],
+      },
+      {
+        name: 'schedlat-causes',
+        rules: [
+          // Of a cgroup's wait time, the share that ended behind another
+          // cgroup's task (held_by is one split: its classes add up to all
+          // of the cgroup's waits).
+          {
+            record: 'cgroup:schedlat_runqueue_wait_held_by_other_cgroup:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', cgroupLabels, ['split="held_by"', 'cause="other_cgroup"'])
+                  + '\n/\n'
+                  + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', cgroupLabels, ['split="held_by"']),
+          },
+          // Of a cgroup's measured waits, the share its own task group spent
+          // throttled by its cpu.max quota: the self-inflicted part.
+          {
+            record: 'cgroup:schedlat_runqueue_wait_throttled:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_overlap_seconds_total', cgroupLabels, ['overlap="throttled"'])
+                  + '\n/\n'
+                  + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_overlap_measured_seconds_total', cgroupLabels),
+          },
+          // Of a cgroup's wait time, the share that ended behind one named
+          // holder cgroup (the neighbour-pairs family).
+          {
+            record: 'cgroup_holder:schedlat_neighbour_wait_seconds:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_neighbour_wait_seconds_total', cgroupLabels + ['holder_' + l for l in cgroupLabels])
+                  + '\n/ on (job, instance, cgroup) group_left ()\n'
+                  + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', ['cgroup'], ['split="held_by"']),
+          },
+        ],
+      },
+    ],
+  },
+}
