@@ -85,15 +85,21 @@ pub enum Decision {
 /// Classes in [`Decision`].
 pub const NR_DECISIONS: usize = 24;
 /// Slots of the `count` and `sum_ns` arrays: the classes, then one the
-/// kernel adds "no class" to (so that it counts without branching), and
-/// one to keep the u32 arrays of keys 8-byte sized.
-pub const NR_DECISION_SLOTS: usize = NR_DECISIONS + 2;
+/// kernel adds "no class" to (so that it counts without branching), up to
+/// a power of two: an index masked with `SLOT_MASK` is in bounds, so the
+/// kernel needs no bounds check (each one split the verifier's states).
+pub const NR_DECISION_SLOTS: usize = 32;
+pub const SLOT_MASK: u64 = NR_DECISION_SLOTS as u64 - 1;
 /// The slot of "no class": a wait without a rule, not tick-ended.
 pub const NO_CLASS: u64 = NR_DECISIONS as u64;
 /// The request classes have fine histograms (for their percentiles).
 pub const NR_DECISION_HISTOGRAMS: usize = 6;
 /// Pass-over classes of the request x pass-overs table.
 pub const NR_PASS_CLASSES: usize = 6;
+/// The table's cells: request class x 8 + pass-over class (relative to
+/// `Passed0`), both below 8, so that a masked index needs no check.
+pub const TABLE_STRIDE: usize = 8;
+pub const TABLE_CELLS: usize = TABLE_STRIDE * TABLE_STRIDE;
 
 /// The classes of each split, in order: every wait is in one class of
 /// each of the first three; a rule only for not-requested wakeups.
@@ -177,8 +183,8 @@ pub struct DecisionStats {
     /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: [[u64; NR_BUCKETS]; NR_OUTCOMES],
     /// Request class x pass-over class: waits and their sum.
-    pub table_count: [u64; NR_DECISION_HISTOGRAMS * NR_PASS_CLASSES],
-    pub table_sum_ns: [u64; NR_DECISION_HISTOGRAMS * NR_PASS_CLASSES],
+    pub table_count: [u64; TABLE_CELLS],
+    pub table_sum_ns: [u64; TABLE_CELLS],
     /// Pass-overs summed over the waits counted in Passed0..Passed3Plus.
     pub passes: u64,
     /// Waits whose rule predicted a wait, the predictions' sum and the
@@ -196,8 +202,8 @@ impl DecisionStats {
         sum_ns: [0; NR_DECISION_SLOTS],
         buckets: [[0; NR_BUCKETS]; NR_DECISION_HISTOGRAMS],
         outcome_buckets: [[0; NR_BUCKETS]; NR_OUTCOMES],
-        table_count: [0; NR_DECISION_HISTOGRAMS * NR_PASS_CLASSES],
-        table_sum_ns: [0; NR_DECISION_HISTOGRAMS * NR_PASS_CLASSES],
+        table_count: [0; TABLE_CELLS],
+        table_sum_ns: [0; TABLE_CELLS],
         passes: 0,
         predicted_waits: 0,
         predicted_ns: 0,
@@ -346,7 +352,7 @@ mod tests {
             size_of::<DecisionStats>(),
             8 * (2 * NR_DECISION_SLOTS
                 + (NR_DECISION_HISTOGRAMS + NR_OUTCOMES) * NR_BUCKETS
-                + 2 * NR_DECISION_HISTOGRAMS * NR_PASS_CLASSES
+                + 2 * TABLE_CELLS
                 + 5)
         );
         assert_eq!(size_of::<KeyDecision>(), 12 * NR_DECISION_SLOTS);
@@ -354,7 +360,9 @@ mod tests {
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
         assert_eq!(Decision::TickEnded as usize, NR_DECISIONS - 1);
-        assert_eq!(NR_DECISION_SLOTS % 2, 0);
+        assert!(NR_DECISION_SLOTS > NR_DECISIONS);
+        assert!(NR_DECISION_SLOTS.is_power_of_two());
+        assert!(NR_DECISION_HISTOGRAMS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
     }
 
     #[test]

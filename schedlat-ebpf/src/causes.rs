@@ -26,7 +26,7 @@ use schedlat_common::{
 
 use crate::{
     atomic,
-    bpf::barrier_var,
+    bpf::{barrier_var, equal, select},
     config::{CAUSE, COMPUTE, RQ, get},
     memory::{CfsRq, Rq, TaskPtr},
 };
@@ -160,8 +160,8 @@ fn slots_on() -> bool {
 pub fn decision_of(word: u64, cpu: u32, tid: u32) -> u64 {
     let index = cpu * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
     match CAUSE_SLOTS.get(index) {
-        Some(slot) if slot.word == word => slot.decision,
-        _ => u64::MAX,
+        Some(slot) => select(equal(slot.word, word), slot.decision, u64::MAX),
+        None => u64::MAX,
     }
 }
 

@@ -15,15 +15,15 @@ use aya_ebpf::{macros::map, maps::PerCpuArray};
 use schedlat_common::{
     bucket_index,
     decision::{
-        self, Decision, DecisionStats, KeyDecision, NO_CLASS, NR_PASS_CLASSES, ReschedSet,
-        TifSeen,
+        self, Decision, DecisionStats, KeyDecision, NO_CLASS, ReschedSet, SLOT_MASK,
+        TABLE_CELLS, TABLE_STRIDE, TifSeen,
     },
     start,
 };
 
 use crate::{
     atomic,
-    bpf::{barrier_var, cpu},
+    bpf::{barrier_var, cpu, equal, nonzero, select},
     config::{COMPUTE, DECISION, RQ, get},
     memory::{Rq, Se, TaskPtr},
 };
@@ -269,25 +269,6 @@ fn tag(task: TaskPtr) -> u64 {
     u64::from(task.pid()) + 1
 }
 
-/// 1 when `a == b`, 0 otherwise, without a branch.
-#[inline(always)]
-fn equal(a: u64, b: u64) -> u64 {
-    1 ^ nonzero(a ^ b)
-}
-
-/// 1 when `x != 0`, 0 otherwise, without a branch (barrier_var keeps
-/// LLVM from turning it back into a comparison).
-#[inline(always)]
-fn nonzero(x: u64) -> u64 {
-    (x | barrier_var(x.wrapping_neg() as usize) as u64) >> 63
-}
-
-/// `a` when `pick` is 1, `b` when 0, without a branch.
-#[inline(always)]
-fn select(pick: u64, a: u64, b: u64) -> u64 {
-    b ^ ((a ^ b) & pick.wrapping_neg())
-}
-
 /// How the task switched out (`prev`, switched out with `preempt` 0 or 1)
 /// left the CPU: a `Decision` index, computed without branches (wait.rs
 /// Holder::NONE when the split is off). Still runnable is preempted,
@@ -360,9 +341,6 @@ pub fn count(
     holder: Holder,
     key: Option<&mut KeyDecision>,
 ) {
-    // Computed again rather than kept from the histogram's: a bucket kept
-    // live across the switch's paths multiplies their states.
-    let bucket = bucket_index(wait);
     // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
     let Some(ds) = DECISIONS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
         return;
@@ -372,18 +350,19 @@ pub fn count(
     let passes = decision::passes(packed, seen.switches) & found.wrapping_neg();
     let capped = select(nonzero(passes >> 2), 3, passes & 3);
     let migrated = nonzero(start::last_cpu_plus_one(word) ^ (u64::from(cpu) + 1));
-    let lost = select(migrated, Decision::PassMigrated as u64, Decision::PassUnknown as u64);
-    let pass = select(found, Decision::Passed0 as u64 + capped, lost);
-    let request = select(found, decision::request_of(packed), Decision::RequestNa as u64);
+    // Relative to Passed0: 0..=3 counted, 4 migrated, 5 not found.
+    let lost = select(migrated, 4, 5);
+    let pass = select(found, capped, lost) & 7;
+    let request = select(found, decision::request_of(packed), Decision::RequestNa as u64) & 7;
     let rule = decision::rule_of(packed) & found.wrapping_neg();
     let rule = select(nonzero(rule), rule, NO_CLASS);
-    let mut sink = Sink { ds, key, wait };
-    sink.add_at(request as usize);
-    sink.add_at(pass as usize);
-    sink.add_at(holder.left as usize);
-    sink.add_at(rule as usize);
     let tick = switched_out(holder.tag, holder.preempted);
-    sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS) as usize);
+    let mut sink = Sink { ds, key, wait };
+    sink.add_at(request);
+    sink.add_at(Decision::Passed0 as u64 + pass);
+    sink.add_at(holder.left);
+    sink.add_at(rule);
+    sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS));
     let ds = sink.ds;
     ds.passes += passes;
     // The rule's prediction, where it made one (0 otherwise adds 0).
@@ -396,23 +375,20 @@ pub fn count(
     // below 2^63).
     let over = (predicted + get(&DECISION.tick_ns)).wrapping_sub(wait) >> 63;
     ds.beyond_prediction += over & predicts;
-    let cell = barrier_var(
-        (request * NR_PASS_CLASSES as u64 + (pass - Decision::Passed0 as u64)) as usize,
-    );
-    if let Some(n) = ds.table_count.get_mut(cell) {
-        *n += 1;
-    }
-    if let Some(s) = ds.table_sum_ns.get_mut(cell) {
-        *s += wait;
-    }
+    let cell = ((request * TABLE_STRIDE as u64 + pass) & (TABLE_CELLS as u64 - 1)) as usize;
+    ds.table_count[cell] += 1;
+    ds.table_sum_ns[cell] += wait;
+    // The histograms last: their bounds checks split the verifier's
+    // states, and nothing is left to run after them.
+    let outcome = outcome(request, pass);
+    let bucket = barrier_var(bucket_index(wait));
     if let Some(h) = ds.buckets.get_mut(barrier_var(request as usize))
-        && let Some(n) = h.get_mut(barrier_var(bucket))
+        && let Some(n) = h.get_mut(bucket)
     {
         *n += 1;
     }
-    let outcome = outcome(request, pass - Decision::Passed0 as u64);
     if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome as usize))
-        && let Some(n) = h.get_mut(barrier_var(bucket))
+        && let Some(n) = h.get_mut(bucket)
     {
         *n += 1;
     }
@@ -438,23 +414,17 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// Adds the wait to `class` (masked into the slots: no bounds check).
     #[inline(always)]
-    fn add_at(&mut self, class: usize) {
-        let class = barrier_var(class);
-        if let Some(n) = self.ds.count.get_mut(class) {
-            *n += 1;
-        }
-        if let Some(sum) = self.ds.sum_ns.get_mut(class) {
-            *sum += self.wait;
-        }
+    fn add_at(&mut self, class: u64) {
+        let class = (class & SLOT_MASK) as usize;
+        self.ds.count[class] += 1;
+        self.ds.sum_ns[class] += self.wait;
         if let Some(key) = self.key.as_deref_mut() {
-            if let Some(n) = key.count.get_mut(class) {
-                // SAFETY: an aligned u32 in a map value.
-                unsafe { atomic::add_u32(n, 1) };
-            }
-            if let Some(sum) = key.sum_ns.get_mut(class) {
-                // SAFETY: an aligned u64 in a map value.
-                unsafe { atomic::add_u64(sum, self.wait) };
+            // SAFETY: aligned integers in a map value.
+            unsafe {
+                atomic::add_u32(&mut key.count[class], 1);
+                atomic::add_u64(&mut key.sum_ns[class], self.wait);
             }
         }
     }

@@ -7,7 +7,7 @@ use schedlat_common::{
     bucket::bucket_bounds,
     decision::{
         Decision, DecisionStats, NR_DECISION_HISTOGRAMS, NR_DECISIONS, NR_OUTCOMES, NR_PASS_CLASSES,
-        Outcome, REQUEST, TifSeen,
+        Outcome, REQUEST, TABLE_STRIDE, TifSeen,
     },
     names,
 };
@@ -68,8 +68,8 @@ impl DecisionCounts {
             }
             for r in 0..NR_DECISION_HISTOGRAMS {
                 for p in 0..NR_PASS_CLASSES {
-                    d.table_count[r][p] += cpu.table_count[r * NR_PASS_CLASSES + p];
-                    d.table_sum_ns[r][p] += cpu.table_sum_ns[r * NR_PASS_CLASSES + p];
+                    d.table_count[r][p] += cpu.table_count[r * TABLE_STRIDE + p];
+                    d.table_sum_ns[r][p] += cpu.table_sum_ns[r * TABLE_STRIDE + p];
                 }
             }
             d.passes += cpu.passes;
