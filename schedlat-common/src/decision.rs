@@ -80,10 +80,15 @@ pub enum Decision {
     /// need-resched set on its own CPU outside a wakeup (the tick finding
     /// its slice used up), where the kernel reports each set.
     TickEnded = 23,
+    /// Of `Requested`: the bit was set because the wakeup's enqueue found
+    /// the running task's slice used up (update_curr() -> update_deadline()
+    /// renews the deadline and reschedules), not by wakeup preemption. EEVDF
+    /// kernels, when the two tasks share a queue.
+    SliceEnded = 24,
 }
 
 /// Classes in [`Decision`].
-pub const NR_DECISIONS: usize = 24;
+pub const NR_DECISIONS: usize = 25;
 /// Slots of the `count` and `sum_ns` arrays: the classes, then one the
 /// kernel adds "no class" to (so that it counts without branching), up to
 /// a power of two: an index masked with `SLOT_MASK` is in bounds, so the
@@ -253,12 +258,16 @@ pub struct TifSeen {
 
 /// Packs the state an enqueue leaves for its switch-in: the request class
 /// (a `Decision` index, 0..=5), the rule (`Decision` index, or 0 for
-/// none), the queue's switch count then, and the rule's predicted wait in
+/// none; `SliceEnded` for a request that a slice's end made), the queue's switch count then, and the rule's predicted wait in
 /// microseconds (saturating at 2^24 - 1).
 #[inline(always)]
 pub fn pack(request: u64, rule: u64, switches: u64, predicted_ns: u64) -> u64 {
     let us = predicted_ns / 1000;
-    let us = if us > PREDICTED_MAX_US { PREDICTED_MAX_US } else { us };
+    let us = if us > PREDICTED_MAX_US {
+        PREDICTED_MAX_US
+    } else {
+        us
+    };
     (request & 7) | ((rule & 31) << 3) | ((switches & 0xffff_ffff) << 8) | (us << 40)
 }
 
@@ -306,6 +315,15 @@ pub fn eligible(avg: i64, load: i64, key: i64) -> bool {
     avg >= key.wrapping_mul(load)
 }
 
+/// Whether a running entity's deadline was renewed just now: what is left
+/// of its request (`deadline - vruntime`, virtual ns, as CPU time by
+/// `weight`) is still at least 15/16 of its `slice`. update_deadline()
+/// sets the deadline one slice ahead; nothing has run since at a wakeup.
+#[inline(always)]
+pub fn slice_renewed(left: i64, weight: u64, slice: u64) -> bool {
+    virtual_to_ns(left, weight) >= slice - slice / 16
+}
+
 /// Virtual nanoseconds `dv` of an entity of weight `weight` (scaled down,
 /// NICE_0 = 1024) as the CPU time it takes to run them:
 /// vruntime grows by delta_exec * 1024 / weight (calc_delta_fair()).
@@ -316,8 +334,16 @@ pub fn virtual_to_ns(dv: i64, weight: u64) -> u64 {
     }
     // Capped so that the product fits 64 bits (weights are under 2^17):
     // 2^40 ns is 18 minutes, and BPF has no 128-bit multiply.
-    let dv = if dv as u64 > MAX_VIRTUAL { MAX_VIRTUAL } else { dv as u64 };
-    let weight = if weight > MAX_WEIGHT { MAX_WEIGHT } else { weight };
+    let dv = if dv as u64 > MAX_VIRTUAL {
+        MAX_VIRTUAL
+    } else {
+        dv as u64
+    };
+    let weight = if weight > MAX_WEIGHT {
+        MAX_WEIGHT
+    } else {
+        weight
+    };
     dv * weight / 1024
 }
 
@@ -359,7 +385,7 @@ mod tests {
         assert_eq!(size_of::<ReschedSet>(), 24);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
-        assert_eq!(Decision::TickEnded as usize, NR_DECISIONS - 1);
+        assert_eq!(Decision::SliceEnded as usize, NR_DECISIONS - 1);
         assert!(NR_DECISION_SLOTS > NR_DECISIONS);
         assert!(NR_DECISION_SLOTS.is_power_of_two());
         assert!(NR_DECISION_HISTOGRAMS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
@@ -382,7 +408,10 @@ mod tests {
         // The kernel's count wraps past the 32 bits kept.
         let w = pack(0, 0, 0xffff_fffe, 0);
         assert_eq!(passes(w, 0x1_0000_0001), 2);
-        assert_eq!(predicted_ns(pack(0, 0, 0, u64::MAX)), PREDICTED_MAX_US * 1000);
+        assert_eq!(
+            predicted_ns(pack(0, 0, 0, u64::MAX)),
+            PREDICTED_MAX_US * 1000
+        );
     }
 
     #[test]
@@ -425,6 +454,18 @@ mod tests {
         // Negative keys (behind the zero point) are eligible.
         assert!(eligible(-1024, 1024, -1));
         assert!(!eligible(-1024, 1024, 0));
+    }
+
+    #[test]
+    fn a_renewed_deadline_is_told_from_a_running_slice() {
+        let slice = 1_400_000;
+        // Renewed at nice 0: the whole slice ahead.
+        assert!(slice_renewed(1_400_000, 1024, slice));
+        // Half of it run.
+        assert!(!slice_renewed(700_000, 1024, slice));
+        // Nice -5 (3121): a third of the virtual time for the same slice.
+        assert!(slice_renewed(1_400_000 * 1024 / 3121, 3121, slice));
+        assert!(!slice_renewed(-1, 1024, slice));
     }
 
     #[test]

@@ -72,7 +72,12 @@ mod tests {
     fn key_stats_has_no_implicit_padding() {
         assert_eq!(
             size_of::<KeyStats>(),
-            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>() + size_of::<KeyDecision>()
+            4 * NR_BUCKETS
+                + 4 * NR_LOG2_SLOTS
+                + 8
+                + 16
+                + size_of::<KeyCauses>()
+                + size_of::<KeyDecision>()
         );
     }
 }

@@ -15,8 +15,8 @@ use aya_ebpf::{macros::map, maps::PerCpuArray};
 use schedlat_common::{
     bucket_index,
     decision::{
-        self, Decision, DecisionStats, KeyDecision, NO_CLASS, ReschedSet, SLOT_MASK,
-        TABLE_CELLS, TABLE_STRIDE, TifSeen,
+        self, Decision, DecisionStats, KeyDecision, NO_CLASS, ReschedSet, SLOT_MASK, TABLE_CELLS,
+        TABLE_STRIDE, TifSeen,
     },
     start,
 };
@@ -97,6 +97,9 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
         return decision::pack(Decision::Idle as u64, 0, switches, 0);
     }
     let request = request(curr, rq);
+    if request == Decision::Requested as u64 {
+        return decision::pack(request, slice_ended(task, curr), switches, 0);
+    }
     if request != Decision::NotRequested as u64 {
         return decision::pack(request, 0, switches, 0);
     }
@@ -137,6 +140,26 @@ fn request(curr: TaskPtr, rq: Rq) -> u64 {
         Decision::Lazy as u64
     } else {
         Decision::NotRequested as u64
+    }
+}
+
+/// `SliceEnded` when a wakeup of `task` that requested the CPU from `curr`
+/// did so because its enqueue found curr's slice used up (both on one
+/// queue: the enqueue updates that queue's running entity), else 0.
+#[inline(always)]
+fn slice_ended(task: TaskPtr, curr: TaskPtr) -> u64 {
+    if get(&DECISION.fair) != 1 {
+        return 0;
+    }
+    let (wakee, curr) = (task.se(), curr.se());
+    if wakee.queue_addr() != curr.queue_addr() {
+        return 0;
+    }
+    let left = curr.deadline().wrapping_sub(curr.vruntime()) as i64;
+    if decision::slice_renewed(left, curr.weight(), curr.slice()) {
+        Decision::SliceEnded as u64
+    } else {
+        0
     }
 }
 
@@ -182,10 +205,8 @@ fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64) {
     let curr_vruntime = curr.vruntime();
     let deadline = curr.deadline();
     // The holder runs until its deadline, where the tick picks again.
-    let slice_left = decision::virtual_to_ns(
-        deadline.wrapping_sub(curr_vruntime) as i64,
-        curr_weight,
-    );
+    let slice_left =
+        decision::virtual_to_ns(deadline.wrapping_sub(curr_vruntime) as i64, curr_weight);
     let curr_eligible = decision::eligible(avg, load, curr_key);
     let shorter = get(&DECISION.preempt_short) != 0 && wakee.slice() < curr.slice();
     if curr_eligible && !shorter {
@@ -284,7 +305,11 @@ pub fn holder(prev: TaskPtr, preempt: u64) -> u64 {
     let state = u64::from(prev.state());
     let runnable = preempt | (1 ^ nonzero(state));
     let dead = nonzero(state & u64::from(TASK_DEAD));
-    let blocked = select(dead, Decision::HolderExited as u64, Decision::HolderBlocked as u64);
+    let blocked = select(
+        dead,
+        Decision::HolderExited as u64,
+        Decision::HolderBlocked as u64,
+    );
     select(runnable, Decision::HolderPreempted as u64, blocked)
 }
 
@@ -353,7 +378,11 @@ pub fn count(
     // Relative to Passed0: 0..=3 counted, 4 migrated, 5 not found.
     let lost = select(migrated, 4, 5);
     let pass = select(found, capped, lost) & 7;
-    let request = select(found, decision::request_of(packed), Decision::RequestNa as u64) & 7;
+    let request = select(
+        found,
+        decision::request_of(packed),
+        Decision::RequestNa as u64,
+    ) & 7;
     let rule = decision::rule_of(packed) & found.wrapping_neg();
     let rule = select(nonzero(rule), rule, NO_CLASS);
     let tick = switched_out(holder.tag, holder.preempted);

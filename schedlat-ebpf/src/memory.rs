@@ -143,7 +143,9 @@ impl TaskPtr {
     /// `&task->se`: the task's own scheduling entity.
     #[inline(always)]
     pub fn se(self) -> Se {
-        Se(BtfPtr(self.0.0.wrapping_add(get(&DECISION.task_se) as usize)))
+        Se(BtfPtr(
+            self.0.0.wrapping_add(get(&DECISION.task_se) as usize),
+        ))
     }
 
     /// `task->cgroups`, as a number: two tasks with the same css_set are in

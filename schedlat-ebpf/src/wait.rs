@@ -15,8 +15,8 @@ use schedlat_common::{
 use crate::{
     bpf::{barrier_var, cpu, now},
     causes,
-    decision::{self, Holder},
     config::{COMPUTE, get},
+    decision::{self, Holder},
     filter,
     keying::{self, Key},
     memory::TaskPtr,
@@ -80,13 +80,13 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     // SAFETY: as above.
     unsafe { *slot = word };
     let decided = match (queue, task) {
-        (Some(q), Some(t)) if decision::on() => decision::at_enqueue(t, q.rq(), kind == Kind::Woken),
+        (Some(q), Some(t)) if decision::on() => {
+            decision::at_enqueue(t, q.rq(), kind == Kind::Woken)
+        }
         _ => 0,
     };
     causes::snapshot(queue, tid, word, decided);
 }
-
-
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
 /// the switch that ended it (already read: the victims mode reuses them),

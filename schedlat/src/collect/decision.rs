@@ -6,8 +6,8 @@ use schedlat_common::{
     NR_BUCKETS,
     bucket::bucket_bounds,
     decision::{
-        Decision, DecisionStats, NR_DECISION_HISTOGRAMS, NR_DECISIONS, NR_OUTCOMES, NR_PASS_CLASSES,
-        Outcome, REQUEST, TABLE_STRIDE, TifSeen,
+        Decision, DecisionStats, NR_DECISION_HISTOGRAMS, NR_DECISIONS, NR_OUTCOMES,
+        NR_PASS_CLASSES, Outcome, REQUEST, TABLE_STRIDE, TifSeen,
     },
     names,
 };

@@ -13,9 +13,7 @@ use std::{
 
 use btf_rs::{Btf, Type};
 use schedlat_common::{
-    kconfig::{
-        CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets,
-    },
+    kconfig::{CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
     names,
 };
 use thiserror::Error;

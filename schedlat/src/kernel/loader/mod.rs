@@ -15,8 +15,8 @@ use schedlat_common::names;
 
 use crate::kernel::{
     causes::{Measurable, Setup},
-    decision::{self, DecisionFacts},
     cgroupfs::Hierarchy,
+    decision::{self, DecisionFacts},
     error::LoadError,
     filter::Filter,
     hook::{HookChoice, HookMode},
@@ -135,6 +135,8 @@ pub fn load(
         notes,
         cgroup_hierarchy: hierarchy,
         measurable: causes.measurable(mode),
-        decision: decision.facts().filter(|_| mode == HookMode::Btf && compute.decision != 0),
+        decision: decision
+            .facts()
+            .filter(|_| mode == HookMode::Btf && compute.decision != 0),
     })
 }

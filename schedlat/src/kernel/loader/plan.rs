@@ -282,8 +282,7 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
             "decision split off: this kernel's BTF lacks rq->curr, rq->nr_switches, rq->clock or task->thread_info.flags".to_string(),
         );
     }
-    let set_tp = decision.is_some()
-        && btf::has_tracepoint(&layouts, names::BTF_SET_NEED_RESCHED.1);
+    let set_tp = decision.is_some() && btf::has_tracepoint(&layouts, names::BTF_SET_NEED_RESCHED.1);
     let mut tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp).to_vec();
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
