@@ -295,19 +295,18 @@ fn a_batch_sleeper_never_asks_for_the_cpu() {
     // Passed over behind the hog for most of the second: few loops.
     assert!(waits > 40, "{waits} waits");
     // A BATCH wakee never preempts (check_preempt_wakeup_fair() returns
-    // before the pick): its wakeups either leave the bit unset, by that
-    // policy gate, or set it only because their enqueue found the hog's
-    // slice used up.
+    // before the pick): a wakeup that left the bit unset names that gate.
+    // Some do find the bit set by their own wakeup (measured: 300 of 477
+    // on 6.18, 113 of them with the holder's deadline just renewed): the
+    // enqueue's update_curr(), not the preemption check; not asserted on
+    // until the split tells every such case apart.
     let declined = d.count_of(Decision::NotRequested);
     let gate = d.count_of(Decision::PolicyGate);
-    let slice_end = d.count_of(Decision::SliceEnded);
-    let requested = d.count_of(Decision::Requested);
     assert!(
-        gate * 100 >= declined * 95 && slice_end * 100 >= requested * 90,
-        "not requested {declined} (policy gate {gate}), requested {requested} (slice ended \
-         {slice_end}) of {waits} (CPU {CPU} busy {busy} ticks): {d:?}"
+        declined > 20 && gate * 100 >= declined * 95,
+        "not requested {declined}, policy gate {gate}, of {waits} (CPU {CPU} busy {busy} ticks): \
+         {d:?}"
     );
-    assert!((declined + slice_end) * 100 >= waits * 85, "{d:?}");
 }
 
 #[test]
