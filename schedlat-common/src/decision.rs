@@ -16,8 +16,7 @@
 use crate::NR_BUCKETS;
 
 /// A class of one of the decision's splits; the value indexes `count` and
-/// `sum_ns`. The first [`NR_DECISION_HISTOGRAMS`] also have a fine
-/// histogram in [`DecisionStats`].
+/// `sum_ns`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -97,8 +96,8 @@ pub const NR_DECISION_SLOTS: usize = 32;
 pub const SLOT_MASK: u64 = NR_DECISION_SLOTS as u64 - 1;
 /// The slot of "no class": a wait without a rule, not tick-ended.
 pub const NO_CLASS: u64 = NR_DECISIONS as u64;
-/// The request classes have fine histograms (for their percentiles).
-pub const NR_DECISION_HISTOGRAMS: usize = 6;
+/// Request classes (rows of the request x pass-over table).
+pub const NR_REQUESTS: usize = 6;
 /// Pass-over classes of the request x pass-overs table.
 pub const NR_PASS_CLASSES: usize = 6;
 /// The table's cells: request class x 8 + pass-over class (relative to
@@ -183,8 +182,6 @@ const OUTCOME_OF_REQUEST: u64 = 0x4443_1040;
 pub struct DecisionStats {
     pub count: [u64; NR_DECISION_SLOTS],
     pub sum_ns: [u64; NR_DECISION_SLOTS],
-    /// Fine histograms (`bucket_index`) of the request classes.
-    pub buckets: [[u64; NR_BUCKETS]; NR_DECISION_HISTOGRAMS],
     /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: [[u64; NR_BUCKETS]; NR_OUTCOMES],
     /// Request class x pass-over class: waits and their sum.
@@ -205,7 +202,6 @@ impl DecisionStats {
     pub const ZERO: DecisionStats = DecisionStats {
         count: [0; NR_DECISION_SLOTS],
         sum_ns: [0; NR_DECISION_SLOTS],
-        buckets: [[0; NR_BUCKETS]; NR_DECISION_HISTOGRAMS],
         outcome_buckets: [[0; NR_BUCKETS]; NR_OUTCOMES],
         table_count: [0; TABLE_CELLS],
         table_sum_ns: [0; TABLE_CELLS],
@@ -235,7 +231,9 @@ impl KeyDecision {
 
 /// The last need-resched set the kernel reported on one CPU (a per-CPU
 /// `RESCHED_SETS` value, from sched_set_need_resched_tp): for which task,
-/// the rq clock of that task's queue at the set, its CPU and the bit.
+/// the rq clock of that task's queue at the set, its CPU and the bit; and
+/// every bit number reported there, as masks (all sets, and the sets on
+/// idle tasks, always the full TIF_NEED_RESCHED): one lookup per set.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReschedSet {
@@ -244,16 +242,8 @@ pub struct ReschedSet {
     pub rq_clock: u64,
     pub cpu: u32,
     pub tif: u32,
-}
-
-/// What the kernel reported of its TIF bits, per CPU (`TIF_SEEN`): the
-/// bit numbers of every set, and of the sets on idle tasks (always the
-/// full TIF_NEED_RESCHED), as masks.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TifSeen {
-    pub any: u64,
-    pub on_idle: u64,
+    pub tif_any: u64,
+    pub tif_on_idle: u64,
 }
 
 /// Packs the state an enqueue leaves for its switch-in: the request class
@@ -359,12 +349,8 @@ unsafe impl aya::Pod for DecisionStats {}
 unsafe impl aya::Pod for KeyDecision {}
 
 #[cfg(feature = "user")]
-// SAFETY: repr(C), two u64s then two u32s: no padding.
+// SAFETY: repr(C), two u64s, two u32s, two u64s: no padding.
 unsafe impl aya::Pod for ReschedSet {}
-
-#[cfg(feature = "user")]
-// SAFETY: repr(C), u64 fields.
-unsafe impl aya::Pod for TifSeen {}
 
 #[cfg(test)]
 mod tests {
@@ -376,19 +362,16 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(
             size_of::<DecisionStats>(),
-            8 * (2 * NR_DECISION_SLOTS
-                + (NR_DECISION_HISTOGRAMS + NR_OUTCOMES) * NR_BUCKETS
-                + 2 * TABLE_CELLS
-                + 5)
+            8 * (2 * NR_DECISION_SLOTS + NR_OUTCOMES * NR_BUCKETS + 2 * TABLE_CELLS + 5)
         );
         assert_eq!(size_of::<KeyDecision>(), 12 * NR_DECISION_SLOTS);
-        assert_eq!(size_of::<ReschedSet>(), 24);
+        assert_eq!(size_of::<ReschedSet>(), 40);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
         assert_eq!(Decision::SliceEnded as usize, NR_DECISIONS - 1);
         assert!(NR_DECISION_SLOTS > NR_DECISIONS);
         assert!(NR_DECISION_SLOTS.is_power_of_two());
-        assert!(NR_DECISION_HISTOGRAMS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
+        assert!(NR_REQUESTS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
     }
 
     #[test]

@@ -102,10 +102,9 @@ pub mod names {
     pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
     pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
     /// The decision split (schedlat-ebpf decision.rs): per-CPU totals, the
-    /// last need-resched set per CPU, the TIF bits the kernel reported.
+    /// last need-resched set per CPU (with the TIF bits reported there).
     pub const MAP_DECISIONS: &str = "DECISIONS";
     pub const MAP_RESCHED_SETS: &str = "RESCHED_SETS";
-    pub const MAP_TIF_SEEN: &str = "TIF_SEEN";
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [

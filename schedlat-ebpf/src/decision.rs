@@ -13,10 +13,9 @@
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use schedlat_common::{
-    bucket_index,
     decision::{
         self, Decision, DecisionStats, KeyDecision, NO_CLASS, ReschedSet, SLOT_MASK, TABLE_CELLS,
-        TABLE_STRIDE, TifSeen,
+        TABLE_STRIDE,
     },
     start,
 };
@@ -35,10 +34,6 @@ static DECISIONS: PerCpuArray<DecisionStats> = PerCpuArray::with_max_entries(1, 
 /// Per CPU, the last need-resched set it reported (sched_set_need_resched_tp).
 #[map]
 static RESCHED_SETS: PerCpuArray<ReschedSet> = PerCpuArray::with_max_entries(1, 0);
-
-/// Per CPU, the TIF bit numbers the kernel reported setting.
-#[map]
-static TIF_SEEN: PerCpuArray<TifSeen> = PerCpuArray::with_max_entries(1, 0);
 
 /// task->flags' PF_IDLE (include/linux/sched.h); TASK_DEAD in __state.
 const PF_IDLE: u32 = 0x0000_0002;
@@ -64,24 +59,19 @@ pub fn need_resched_set(task: TaskPtr, target: u32, tif: u32) {
     if !on() || get(&DECISION.has_set_tp) == 0 {
         return;
     }
-    let bit = 1u64 << (tif & 63);
-    // SAFETY: per-CPU values; the sched tracepoints' programs do not nest.
-    if let Some(seen) = TIF_SEEN.get_ptr_mut(0).map(|p| unsafe { &mut *p }) {
-        seen.any |= bit;
-        if task.flags() & PF_IDLE != 0 {
-            seen.on_idle |= bit;
-        }
-    }
-    // SAFETY: as above.
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
     let Some(set) = RESCHED_SETS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
         return;
     };
-    *set = ReschedSet {
-        task: tag(task),
-        rq_clock: task.cfs_rq().rq().clock(),
-        cpu: target,
-        tif,
-    };
+    let bit = 1u64 << (tif & 63);
+    set.tif_any |= bit;
+    if task.flags() & PF_IDLE != 0 {
+        set.tif_on_idle |= bit;
+    }
+    set.task = tag(task);
+    set.rq_clock = task.cfs_rq().rq().clock();
+    set.cpu = target;
+    set.tif = tif;
 }
 
 /// The packed decision state of a wait that begins now: `kind` how it
@@ -314,27 +304,26 @@ pub fn holder(prev: TaskPtr, preempt: u64) -> u64 {
 }
 
 /// How the task switched out left the CPU (a `Decision` index, from
-/// `holder()`), its TID tag and whether it was still runnable (0 or 1),
-/// for the tick-ended count. Plain values, not an Option: an Option of a
+/// `holder()`), and 1 when the tick ended its run (`switched_out()`). Plain values, not an Option: an Option of a
 /// struct leaves the fields of its None uninitialised, which the verifier
 /// refuses to read ("!read_ok").
 #[derive(Clone, Copy)]
 pub struct Holder {
     pub left: u64,
-    pub tag: u64,
-    pub preempted: u64,
+    pub tick: u64,
 }
 
 impl Holder {
     /// Not measured (classic tracepoints, or the split is off).
     pub const NONE: u64 = u64::MAX;
 
+    /// prev's leaving, the one read of this CPU's last need-resched set
+    /// per switch (consumed when it was prev's).
     #[inline(always)]
     pub fn of(prev: TaskPtr, preempted: u64) -> Holder {
         Holder {
             left: holder(prev, preempted),
-            tag: tag(prev),
-            preempted,
+            tick: switched_out(tag(prev), preempted),
         }
     }
 }
@@ -351,8 +340,7 @@ pub struct AtSwitchIn {
 pub const NOT_FOUND: u64 = u64::MAX;
 
 /// Counts the decision of a wait of `wait` ns at fine bucket `bucket`,
-/// with start word `word`, ended on `cpu` by a switch from `holder` (whose
-/// need-resched set, if the tick's, is consumed here: switched_out()).
+/// with start word `word`, ended on `cpu` by a switch from `holder`.
 ///
 /// Without branches (causes.rs placement_class() says why: here each
 /// branch doubled the verifier's states of sched_switch, 117,000 verified
@@ -360,7 +348,7 @@ pub const NOT_FOUND: u64 = u64::MAX;
 /// "no class" to a slot of its own.
 #[inline(always)]
 pub fn count(
-    (word, wait): (u64, u64),
+    (word, wait, bucket): (u64, u64, usize),
     cpu: u32,
     seen: AtSwitchIn,
     holder: Holder,
@@ -385,13 +373,12 @@ pub fn count(
     ) & 7;
     let rule = decision::rule_of(packed) & found.wrapping_neg();
     let rule = select(nonzero(rule), rule, NO_CLASS);
-    let tick = switched_out(holder.tag, holder.preempted);
     let mut sink = Sink { ds, key, wait };
     sink.add_at(request);
     sink.add_at(Decision::Passed0 as u64 + pass);
     sink.add_at(holder.left);
     sink.add_at(rule);
-    sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS));
+    sink.add_at(select(holder.tick, Decision::TickEnded as u64, NO_CLASS));
     let ds = sink.ds;
     ds.passes += passes;
     // The rule's prediction, where it made one (0 otherwise adds 0).
@@ -410,12 +397,7 @@ pub fn count(
     // The histograms last: their bounds checks split the verifier's
     // states, and nothing is left to run after them.
     let outcome = outcome(request, pass);
-    let bucket = barrier_var(bucket_index(wait));
-    if let Some(h) = ds.buckets.get_mut(barrier_var(request as usize))
-        && let Some(n) = h.get_mut(bucket)
-    {
-        *n += 1;
-    }
+    let bucket = barrier_var(bucket);
     if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome as usize))
         && let Some(n) = h.get_mut(bucket)
     {

@@ -6,8 +6,8 @@ use schedlat_common::{
     NR_BUCKETS,
     bucket::bucket_bounds,
     decision::{
-        Decision, DecisionStats, NR_DECISION_HISTOGRAMS, NR_DECISIONS, NR_OUTCOMES,
-        NR_PASS_CLASSES, Outcome, REQUEST, TABLE_STRIDE, TifSeen,
+        Decision, DecisionStats, NR_DECISIONS, NR_OUTCOMES, NR_PASS_CLASSES, NR_REQUESTS, Outcome,
+        REQUEST, ReschedSet, TABLE_STRIDE,
     },
     names,
 };
@@ -21,12 +21,11 @@ pub struct DecisionCounts {
     pub facts: DecisionFacts,
     pub count: [u64; NR_DECISIONS],
     pub sum_ns: [u64; NR_DECISIONS],
-    /// Fine histograms of the request classes, and of the outcomes.
-    pub buckets: Vec<[u64; NR_BUCKETS]>,
+    /// Fine histograms of the outcomes.
     pub outcome_buckets: Vec<[u64; NR_BUCKETS]>,
     /// Request class x pass-over class (`Decision::Passed0`..).
-    pub table_count: [[u64; NR_PASS_CLASSES]; NR_DECISION_HISTOGRAMS],
-    pub table_sum_ns: [[u64; NR_PASS_CLASSES]; NR_DECISION_HISTOGRAMS],
+    pub table_count: [[u64; NR_PASS_CLASSES]; NR_REQUESTS],
+    pub table_sum_ns: [[u64; NR_PASS_CLASSES]; NR_REQUESTS],
     pub passes: u64,
     pub predicted_waits: u64,
     pub predicted_ns: u64,
@@ -37,16 +36,22 @@ pub struct DecisionCounts {
     pub tif_seen: TifSeen,
 }
 
+/// TIF bit masks the kernel reported (0 without the tracepoint).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TifSeen {
+    pub any: u64,
+    pub on_idle: u64,
+}
+
 impl DecisionCounts {
-    pub fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats], tif: &[TifSeen]) -> Self {
+    pub fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats], sets: &[ReschedSet]) -> Self {
         let mut d = DecisionCounts {
             facts,
             count: [0; NR_DECISIONS],
             sum_ns: [0; NR_DECISIONS],
-            buckets: vec![[0; NR_BUCKETS]; NR_DECISION_HISTOGRAMS],
             outcome_buckets: vec![[0; NR_BUCKETS]; NR_OUTCOMES],
-            table_count: [[0; NR_PASS_CLASSES]; NR_DECISION_HISTOGRAMS],
-            table_sum_ns: [[0; NR_PASS_CLASSES]; NR_DECISION_HISTOGRAMS],
+            table_count: [[0; NR_PASS_CLASSES]; NR_REQUESTS],
+            table_sum_ns: [[0; NR_PASS_CLASSES]; NR_REQUESTS],
             passes: 0,
             predicted_waits: 0,
             predicted_ns: 0,
@@ -59,14 +64,12 @@ impl DecisionCounts {
                 d.count[i] += cpu.count[i];
                 d.sum_ns[i] += cpu.sum_ns[i];
             }
-            let all = d.buckets.iter_mut().zip(&cpu.buckets);
-            let outcomes = d.outcome_buckets.iter_mut().zip(&cpu.outcome_buckets);
-            for (mine, theirs) in all.chain(outcomes) {
+            for (mine, theirs) in d.outcome_buckets.iter_mut().zip(&cpu.outcome_buckets) {
                 for (m, t) in mine.iter_mut().zip(theirs) {
                     *m += t;
                 }
             }
-            for r in 0..NR_DECISION_HISTOGRAMS {
+            for r in 0..NR_REQUESTS {
                 for p in 0..NR_PASS_CLASSES {
                     d.table_count[r][p] += cpu.table_count[r * TABLE_STRIDE + p];
                     d.table_sum_ns[r][p] += cpu.table_sum_ns[r * TABLE_STRIDE + p];
@@ -78,9 +81,9 @@ impl DecisionCounts {
             d.predicted_actual_ns += cpu.predicted_actual_ns;
             d.beyond_prediction += cpu.beyond_prediction;
         }
-        for t in tif {
-            d.tif_seen.any |= t.any;
-            d.tif_seen.on_idle |= t.on_idle;
+        for set in sets {
+            d.tif_seen.any |= set.tif_any;
+            d.tif_seen.on_idle |= set.tif_on_idle;
         }
         d
     }
@@ -115,14 +118,12 @@ impl DecisionCounts {
             d.count[i] -= before.count[i];
             d.sum_ns[i] -= before.sum_ns[i];
         }
-        let mine = d.buckets.iter_mut().chain(d.outcome_buckets.iter_mut());
-        let theirs = before.buckets.iter().chain(&before.outcome_buckets);
-        for (m, t) in mine.zip(theirs) {
+        for (m, t) in d.outcome_buckets.iter_mut().zip(&before.outcome_buckets) {
             for (a, b) in m.iter_mut().zip(t) {
                 *a -= b;
             }
         }
-        for r in 0..NR_DECISION_HISTOGRAMS {
+        for r in 0..NR_REQUESTS {
             for p in 0..NR_PASS_CLASSES {
                 d.table_count[r][p] -= before.table_count[r][p];
                 d.table_sum_ns[r][p] -= before.table_sum_ns[r][p];
@@ -162,12 +163,12 @@ impl Tracer {
         let stats = PerCpuArray::<&MapData, DecisionStats>::try_from(read(name)?)
             .and_then(|m| m.get(&0, 0))
             .map_err(|error| ReadError::Map { name, error })?;
-        let name = names::MAP_TIF_SEEN;
-        let tif = PerCpuArray::<&MapData, TifSeen>::try_from(read(name)?)
+        let name = names::MAP_RESCHED_SETS;
+        let sets = PerCpuArray::<&MapData, ReschedSet>::try_from(read(name)?)
             .and_then(|m| m.get(&0, 0))
             .map_err(|error| ReadError::Map { name, error })?;
         let cpus: Vec<DecisionStats> = stats.iter().copied().collect();
-        let tif: Vec<TifSeen> = tif.iter().copied().collect();
-        Ok(Some(DecisionCounts::from_cpus(facts, &cpus, &tif)))
+        let sets: Vec<ReschedSet> = sets.iter().copied().collect();
+        Ok(Some(DecisionCounts::from_cpus(facts, &cpus, &sets)))
     }
 }
