@@ -14,7 +14,12 @@ use schedlat_common::{
     decision::{Decision, HOLDER, Outcome, PASS_OVERS, RULE},
 };
 
-use super::{causes::CauseCounts, decision::DecisionCounts, tracer::Tracer};
+use super::{
+    causes::CauseCounts,
+    decision::DecisionCounts,
+    decision_trace::{Trace, TracedWaits, waits_of},
+    tracer::Tracer,
+};
 use crate::kernel::{
     filter::{Filter, FilterSpec},
     hook::HookChoice,
@@ -131,7 +136,7 @@ fn sleeper_beside_hogs(
     (work, sleep): (Duration, Duration),
     duration: Duration,
     setup: impl FnOnce() + Send + 'static,
-) -> Option<(DecisionCounts, u64, CauseCounts)> {
+) -> Option<Run> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let sleeper = thread::spawn(move || {
@@ -164,6 +169,7 @@ fn sleeper_beside_hogs(
         })
         .collect();
     thread::sleep(Duration::from_millis(100));
+    let trace = Trace::start(CPU);
     let before = tracer.read_decision().unwrap().expect("the split is on");
     let causes_before = tracer
         .read_causes()
@@ -174,13 +180,29 @@ fn sleeper_beside_hogs(
     sleeper.join().unwrap();
     let d = tracer.read_decision().unwrap().unwrap().since(&before);
     let causes = tracer.read_causes().unwrap().unwrap().since(&causes_before);
+    let traced = trace.as_ref().map(|t| waits_of(&t.stop(), tid));
     let busy = busy_ticks(CPU) - busy_before;
     for h in hogs {
         h.join().unwrap();
     }
     show(&d);
     assert_every_split_counts_every_wait(&d);
-    Some((d, busy, causes))
+    Some(Run {
+        d,
+        busy,
+        causes,
+        traced,
+    })
+}
+
+/// One scenario's split, CPU's busy ticks meanwhile, the cause split of
+/// the same waits, and the kernel's trace of them (None when tracefs
+/// refused).
+struct Run {
+    d: DecisionCounts,
+    busy: u64,
+    causes: CauseCounts,
+    traced: Option<TracedWaits>,
 }
 
 fn show(d: &DecisionCounts) {
@@ -256,7 +278,7 @@ fn assert_every_split_counts_every_wait(d: &DecisionCounts) {
 #[test]
 fn a_real_time_sleeper_beside_a_fair_hog_is_granted_by_every_wakeup() {
     let setup = || set_policy(libc::SCHED_FIFO, 10);
-    let Some((d, busy, _)) = sleeper_beside_hogs(
+    let Some(Run { d, busy, .. }) = sleeper_beside_hogs(
         1,
         (Duration::ZERO, Duration::from_millis(1)),
         Duration::from_secs(1),
@@ -283,7 +305,7 @@ fn a_real_time_sleeper_beside_a_fair_hog_is_granted_by_every_wakeup() {
 #[test]
 fn a_batch_sleeper_never_asks_for_the_cpu() {
     let setup = || set_policy(libc::SCHED_BATCH, 0);
-    let Some((d, busy, _)) = sleeper_beside_hogs(
+    let Some(Run { d, busy, .. }) = sleeper_beside_hogs(
         1,
         (Duration::ZERO, Duration::from_millis(1)),
         Duration::from_secs(1),
@@ -311,12 +333,15 @@ fn a_batch_sleeper_never_asks_for_the_cpu() {
 
 #[test]
 fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
-    let Some((d, busy, causes)) = sleeper_beside_hogs(
+    let Some(Run {
+        d, busy, causes, ..
+    }) = sleeper_beside_hogs(
         0,
         (Duration::ZERO, Duration::from_millis(2)),
         Duration::from_secs(1),
         || {},
-    ) else {
+    )
+    else {
         return;
     };
     let waits = d.waits();
@@ -345,12 +370,15 @@ fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
 /// waits are declined or passed over, its short ones granted at once.
 #[test]
 fn the_worker_case_splits_into_granted_and_declined_modes() {
-    let Some((d, busy, _)) = sleeper_beside_hogs(
+    let Some(Run {
+        d, busy, traced, ..
+    }) = sleeper_beside_hogs(
         3,
         (Duration::from_micros(800), Duration::from_micros(500)),
         Duration::from_secs(3),
         || {},
-    ) else {
+    )
+    else {
         return;
     };
     const MS: u64 = 1_000_000;

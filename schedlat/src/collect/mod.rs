@@ -10,6 +10,8 @@ mod causes_live;
 pub mod decision;
 #[cfg(test)]
 mod decision_live;
+#[cfg(test)]
+mod decision_trace;
 pub mod error;
 pub mod histogram;
 pub mod interval;
