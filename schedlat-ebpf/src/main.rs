@@ -155,8 +155,11 @@ fn btf_switch(
         (next.pid(), Some(next)),
         histogram,
         keyed,
-    )?;
-    Some((prev, next, ended))
+    );
+    // A need-resched set for prev that no measured wait used (a no-op
+    // when one did): the next switch of this CPU must not find it.
+    decision::switched_out(holder.tag, 0);
+    Some((prev, next, ended?))
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)
@@ -202,7 +205,8 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
             prev_runnable,
             decision::Holder {
                 left: decision::Holder::NONE,
-                tick: 0,
+                tag: 0,
+                preempted: 0,
             },
         ),
         (next_pid, None),
