@@ -22,7 +22,7 @@ use schedlat_common::{
 
 use crate::{
     atomic,
-    bpf::{barrier_var, cpu, equal, nonzero, select},
+    bpf::{barrier_var, cpu, equal, masked, nonzero, select},
     config::{COMPUTE, DECISION, RQ, get},
     memory::{Rq, Se, TaskPtr},
 };
@@ -395,7 +395,7 @@ pub fn count(
     // below 2^63).
     let over = (predicted + get(&DECISION.tick_ns)).wrapping_sub(wait) >> 63;
     ds.beyond_prediction += over & predicts;
-    let cell = ((request * TABLE_STRIDE as u64 + pass) & (TABLE_CELLS as u64 - 1)) as usize;
+    let cell = masked(request * TABLE_STRIDE as u64 + pass, TABLE_CELLS as u64 - 1) as usize;
     ds.table_count[cell] += 1;
     ds.table_sum_ns[cell] += wait;
     // The histograms last: their bounds checks split the verifier's
@@ -432,7 +432,7 @@ impl Sink<'_> {
     /// Adds the wait to `class` (masked into the slots: no bounds check).
     #[inline(always)]
     fn add_at(&mut self, class: u64) {
-        let class = (class & SLOT_MASK) as usize;
+        let class = masked(class, SLOT_MASK) as usize;
         self.ds.count[class] += 1;
         self.ds.sum_ns[class] += self.wait;
         if let Some(key) = self.key.as_deref_mut() {
