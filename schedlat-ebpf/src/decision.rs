@@ -22,7 +22,7 @@ use schedlat_common::{
 
 use crate::{
     atomic,
-    bpf::{barrier_var, cpu, equal, nonzero, select},
+    bpf::{barrier_var, cpu, equal, masked, nonzero, select},
     config::{COMPUTE, DECISION, RQ, get},
     memory::{Rq, Se, TaskPtr},
 };
@@ -368,31 +368,21 @@ pub fn count(
     let migrated = nonzero(start::last_cpu_plus_one(word) ^ (u64::from(cpu) + 1));
     // Relative to Passed0: 0..=3 counted, 4 migrated, 5 not found.
     let lost = select(migrated, 4, 5);
-    // Each class bounded once, by a check whose failing path ends here
-    // (never taken at run time): verifiers before 5.13 track no bounds
-    // through select()'s XOR ("math between map_value pointer and register
-    // with unbounded min value" on 5.10 and 6.1), and a mask behind a
-    // barrier in every add cost 6x the verified instructions (191,000).
-    let pass = barrier_var(select(found, capped, lost) as usize) as u64;
-    let request = barrier_var(select(
+    let pass = select(found, capped, lost) & 7;
+    let request = select(
         found,
         decision::request_of(packed),
         Decision::RequestNa as u64,
-    ) as usize) as u64;
+    ) & 7;
     let rule = decision::rule_of(packed) & found.wrapping_neg();
-    let rule = barrier_var(select(nonzero(rule), rule, NO_CLASS) as usize) as u64;
-    let left = barrier_var(holder.left as usize) as u64;
-    let tick = switched_out(holder.tag, holder.preempted);
-    let tick = barrier_var(select(tick, Decision::TickEnded as u64, NO_CLASS) as usize) as u64;
-    if pass > 7 || request > 7 || rule > SLOT_MASK || left > SLOT_MASK || tick > SLOT_MASK {
-        return;
-    }
+    let rule = select(nonzero(rule), rule, NO_CLASS);
     let mut sink = Sink { ds, key, wait };
     sink.add_at(request);
     sink.add_at(Decision::Passed0 as u64 + pass);
-    sink.add_at(left);
+    sink.add_at(holder.left);
     sink.add_at(rule);
-    sink.add_at(tick);
+    let tick = switched_out(holder.tag, holder.preempted);
+    sink.add_at(select(tick, Decision::TickEnded as u64, NO_CLASS));
     let ds = sink.ds;
     ds.passes += passes;
     // The rule's prediction, where it made one (0 otherwise adds 0).
@@ -405,7 +395,7 @@ pub fn count(
     // below 2^63).
     let over = (predicted + get(&DECISION.tick_ns)).wrapping_sub(wait) >> 63;
     ds.beyond_prediction += over & predicts;
-    let cell = ((request * TABLE_STRIDE as u64 + pass) & (TABLE_CELLS as u64 - 1)) as usize;
+    let cell = masked(request * TABLE_STRIDE as u64 + pass, TABLE_CELLS as u64 - 1) as usize;
     ds.table_count[cell] += 1;
     ds.table_sum_ns[cell] += wait;
     // The histograms last: their bounds checks split the verifier's
@@ -439,10 +429,10 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    /// Adds the wait to `class`, below NR_DECISION_SLOTS (count() checked).
+    /// Adds the wait to `class` (masked into the slots: no bounds check).
     #[inline(always)]
     fn add_at(&mut self, class: u64) {
-        let class = (class & SLOT_MASK) as usize;
+        let class = masked(class, SLOT_MASK) as usize;
         self.ds.count[class] += 1;
         self.ds.sum_ns[class] += self.wait;
         if let Some(key) = self.key.as_deref_mut() {
