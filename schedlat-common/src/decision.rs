@@ -369,9 +369,11 @@ mod tests {
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
         assert_eq!(Decision::SliceEnded as usize, NR_DECISIONS - 1);
-        assert!(NR_DECISION_SLOTS > NR_DECISIONS);
+        const {
+            assert!(NR_DECISION_SLOTS > NR_DECISIONS);
+            assert!(NR_REQUESTS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
+        }
         assert!(NR_DECISION_SLOTS.is_power_of_two());
-        assert!(NR_REQUESTS <= TABLE_STRIDE && NR_PASS_CLASSES <= TABLE_STRIDE);
     }
 
     #[test]

@@ -143,10 +143,8 @@ pub fn switch(
         return None;
     };
     if histogram {
-        let mut fine = 0;
         let mut key = record(s, wait_ns, keyed, |bucket, _| {
             causes::histograms(word, cpu, bucket);
-            fine = bucket;
         });
         let decided = holder.left != Holder::NONE && decision::on();
         // Before the cause split's overlaps, which clear the slot.
@@ -171,7 +169,7 @@ pub fn switch(
                 switches: causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
             };
             decision::count(
-                (word, wait_ns, fine),
+                (word, wait_ns),
                 cpu,
                 seen,
                 holder,
