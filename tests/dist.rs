@@ -369,14 +369,7 @@ fn service_runs_unprivileged_with_only_the_units_capabilities() {
 
     // It is who the unit says, with nothing more.
     let status = fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let field = |name: &str| common::status_field(server.pid(), name);
     assert!(field("Uid:").starts_with(SERVICE_UID), "{status}");
     // CAP_PERFMON is bit 38, CAP_BPF bit 39.
     assert_eq!(field("CapEff:"), "000000c000000000", "{status}");

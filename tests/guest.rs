@@ -444,36 +444,8 @@ fn the_cause_split_is_removed_by_no_causes() {
     if !require_root() {
         return;
     }
-    let measure = |args: &[&str]| {
-        let started = std::time::Instant::now();
-        let tracer = TracerProcess::start(SCHEDLAT, args);
-        let ready = started.elapsed();
-        let mut insns = Vec::new();
-        let dir = format!("/proc/{}/fdinfo", tracer.pid());
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            if !text.contains("prog_type:") {
-                continue;
-            }
-            if let Some(n) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("verified_insns:"))
-                .and_then(|n| n.trim().parse::<u64>().ok())
-            {
-                insns.push(n);
-            }
-        }
-        drop(tracer);
-        insns.sort_unstable();
-        eprintln!(
-            "{} schedlat {args:?}: attached after {} ms, verified_insns {insns:?}",
-            kernel_release(),
-            ready.as_millis()
-        );
-        insns
-    };
-    let on = measure(&["1"]);
-    let off = measure(&["--no-causes", "1"]);
+    let on = load_cost(&["1"]);
+    let off = load_cost(&["--no-causes", "1"]);
     // verified_insns is in fdinfo since 5.16.
     if kernel_version() >= (5, 16) {
         assert_eq!(on.len(), 4, "four programs: {on:?}");
@@ -482,4 +454,103 @@ fn the_cause_split_is_removed_by_no_causes() {
             "--no-causes leaves the split in: {off:?} vs {on:?}"
         );
     }
+}
+
+/// The workload views load on every kernel: `--cgroups --pairs` attaches
+/// the cgroup_mkdir program and the switch path's pair table; groups that
+/// live 50 ms are named (sent by the kernel at their creation), and the
+/// pairs' waits add up to the interval's.
+#[test]
+fn short_lived_cgroups_are_named_and_waits_paired() {
+    if !require_root() {
+        return;
+    }
+    // What the pair table adds at load, printed per kernel.
+    let without = load_cost(&["--cgroups", "1"]);
+    let with = load_cost(&["--cgroups", "--pairs", "1"]);
+    // The cgroup_mkdir program is loaded with --cgroups (verified_insns is
+    // in fdinfo since 5.16).
+    if kernel_version() >= (5, 16) {
+        assert_eq!((without.len(), with.len()), (5, 5), "{without:?} {with:?}");
+    }
+    let root = common::cgroup::v1_cpu_root().unwrap_or_else(common::cgroup::v2_root);
+    let parent = TestCgroup::new(&root, "named");
+    let tracer = TracerProcess::start(SCHEDLAT, &["--cgroups", "--pairs", "--top", "0", "--json"]);
+    let made = common::cgroup::churn(&parent, &root, 20, 1, 0.05);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(
+        status.success(),
+        "--cgroups --pairs on {}: {status}",
+        kernel_release()
+    );
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let labels: Vec<&str> = r["breakdown"]["keys"]
+        .as_array()
+        .expect("a breakdown")
+        .iter()
+        .filter_map(|k| k["label"].as_str())
+        .collect();
+    for path in &made {
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.starts_with(&format!("cgroup = {path}"))),
+            "{path} not named on {}: {labels:?}",
+            kernel_release()
+        );
+    }
+    assert!(
+        !labels.iter().any(|l| l.contains("(removed, id")),
+        "{labels:?}"
+    );
+    let pairs = &r["pairs"];
+    let rows = pairs["rows"].as_array().expect("pairs rows");
+    let in_pairs = sum_counts(&pairs["rows"])
+        + pairs["cut"]["count"].as_u64().unwrap()
+        + pairs["overflow"]["count"].as_u64().unwrap();
+    let count = r["count"].as_u64().unwrap();
+    // The table and the total are read one after the other.
+    assert!(
+        in_pairs.abs_diff(count) <= 10 + count / 50,
+        "{in_pairs} waits in pairs against {count} on {}: {pairs}",
+        kernel_release()
+    );
+    assert!(
+        rows.iter()
+            .any(|p| made.iter().any(|m| p["victim"].as_str() == Some(m))),
+        "no pair of a churned group: {pairs}"
+    );
+}
+
+/// Starts schedlat with `args` and prints, for the record of what each
+/// mode costs at load on this kernel, the time from exec to attached and
+/// the verifier's instructions per program (`verified_insns` in fdinfo,
+/// since 5.16); returns those, sorted.
+fn load_cost(args: &[&str]) -> Vec<u64> {
+    let started = std::time::Instant::now();
+    let tracer = TracerProcess::start(SCHEDLAT, args);
+    let ready = started.elapsed();
+    let mut insns = Vec::new();
+    let dir = format!("/proc/{}/fdinfo", tracer.pid());
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if !text.contains("prog_type:") {
+            continue;
+        }
+        if let Some(n) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("verified_insns:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            insns.push(n);
+        }
+    }
+    drop(tracer);
+    insns.sort_unstable();
+    eprintln!(
+        "{} schedlat {args:?}: attached after {} ms, verified_insns {insns:?}",
+        kernel_release(),
+        ready.as_millis()
+    );
+    insns
 }

@@ -181,7 +181,7 @@ pub struct Snapshot {
     /// rq->prev_steal_time_rq, rq->prev_irq_time, and the task group's
     /// cfs_bandwidth.throttled_time, by `OVERLAP_*` index.
     pub at: [u64; NR_OVERLAPS],
-    /// The decision split's state of the wait (`decision::pack`).
+    /// The decision split's state of the wait (`decision::EnqueueWord`).
     pub decision: u64,
 }
 

@@ -107,6 +107,12 @@ pub struct CgroupOffsets {
     pub css_parent: u64,
     pub cgroup_kn: u64,
     pub kn_id: u64,
+    /// `cgroup->root` and `cgroup_root->hierarchy_id`, and the id of the
+    /// hierarchy the chain reads (0: cgroup v2; as /proc/PID/cgroup
+    /// numbers them): the cgroup_mkdir program names only its cgroups.
+    pub cgroup_root: u64,
+    pub root_hierarchy_id: u64,
+    pub hierarchy_id: u64,
 }
 
 /// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
@@ -198,6 +204,9 @@ pub struct Compute {
     /// 1: the scheduler's decision (docs/decision.md) is split, with the
     /// fields `DecisionOffsets` gives (off with `--no-decision`).
     pub decision: u64,
+    /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
+    /// holder cgroup), sized by the loader.
+    pub pairs: u64,
 }
 
 /// What the cause split reads besides the run-queue chain (`RqOffsets`):
@@ -237,17 +246,12 @@ pub struct DecisionOffsets {
     /// `rq->curr` (a union with `donor` since 6.14) and `rq->nr_switches`.
     pub rq_curr: u64,
     pub rq_nr_switches: u64,
-    /// `rq->clock`: the same value for every step of one wakeup, which
-    /// tells its own need-resched set from an earlier one.
-    pub rq_clock: u64,
     /// `task->thread_info.flags` (CONFIG_THREAD_INFO_IN_TASK).
     pub task_ti_flags: u64,
     /// TIF_NEED_RESCHED and TIF_NEED_RESCHED_LAZY as masks (0 where the
     /// kernel has no lazy bit).
     pub need_resched_mask: u64,
     pub lazy_mask: u64,
-    /// 1: sched_set_need_resched_tp is attached (RESCHED_SETS is filled).
-    pub has_set_tp: u64,
     /// 1: EEVDF fields (6.6+: `se.deadline`); 2: CFS (before 6.6).
     pub fair: u64,
     /// 1: `se.vprot` (6.17+) marks the protected slice, else `se.vlag`
@@ -269,12 +273,11 @@ pub struct DecisionOffsets {
     pub se_parent: u64,
     pub se_cfs_rq: u64,
     /// struct cfs_rq: the weighted key sum (`avg_vruntime`, renamed
-    /// `sum_w_vruntime`), its weight (`avg_load`, `sum_weight`), the keys'
-    /// zero point (`min_vruntime`, `zero_vruntime`) and the running entity.
+    /// `sum_w_vruntime`), its weight (`avg_load`, `sum_weight`) and the
+    /// keys' zero point (`min_vruntime`, `zero_vruntime`).
     pub cfs_key_sum: u64,
     pub cfs_weight_sum: u64,
     pub cfs_zero: u64,
-    pub cfs_curr: u64,
     /// The tick (1e9 / HZ): a wait longer than its prediction plus this is
     /// counted as beyond it.
     pub tick_ns: u64,
@@ -290,13 +293,13 @@ mod tests {
     fn layouts_are_u64_words_without_padding() {
         assert_eq!(size_of::<TaskOffsets>(), 7 * 8);
         assert_eq!(size_of::<RqOffsets>(), 4 * 8);
-        assert_eq!(size_of::<CgroupOffsets>(), 6 * 8);
+        assert_eq!(size_of::<CgroupOffsets>(), 9 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 11 * 8);
+        assert_eq!(size_of::<Compute>(), 12 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
-        assert_eq!(size_of::<DecisionOffsets>(), 25 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 22 * 8);
     }
 
     #[test]

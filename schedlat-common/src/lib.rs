@@ -9,10 +9,12 @@
 pub mod bucket;
 pub mod causes;
 pub mod decision;
+pub mod flat;
 pub mod kconfig;
 pub mod scope;
 pub mod start;
 pub mod victims;
+pub mod workload;
 
 pub use bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
 
@@ -101,10 +103,17 @@ pub mod names {
     pub const MAP_CAUSES: &str = "CAUSES";
     pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
     pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
-    /// The decision split (schedlat-ebpf decision.rs): per-CPU totals, the
-    /// last need-resched set per CPU (with the TIF bits reported there).
+    /// The decision split (schedlat-ebpf decision.rs): per-CPU totals, and
+    /// per CPU the last wakeup onto it that found need-resched set.
     pub const MAP_DECISIONS: &str = "DECISIONS";
-    pub const MAP_RESCHED_SETS: &str = "RESCHED_SETS";
+    pub const MAP_REQUESTS: &str = "REQUESTS";
+    /// The workload views (schedlat-ebpf workload.rs): the neighbour-pair
+    /// table, its counters, the cgroup names sent at creation.
+    pub const MAP_PAIRS: &str = "PAIRS";
+    pub const MAP_WORKLOAD_COUNTERS: &str = "WORKLOAD_COUNTERS";
+    pub const MAP_CGROUP_NAMES: &str = "CGROUP_NAMES";
+    /// Sends each new cgroup's path with its id, when cgroups are named.
+    pub const BTF_CGROUP_MKDIR: (&str, &str) = ("cgroup_mkdir", "cgroup_mkdir");
 
     /// (program, tracepoint) pairs for each hook mode.
     pub const BTF_PROGRAMS: [(&str, &str); 4] = [
@@ -118,10 +127,6 @@ pub mod names {
     /// `--waking` (the wakeup path before the queue), in either mode.
     pub const BTF_WAKING: (&str, &str) = ("sched_waking", "sched_waking");
     pub const TP_WAKING: (&str, &str) = ("tp_sched_waking", "sched_waking");
-    /// The decision split's need-resched sets, where the kernel has the
-    /// bare tracepoint (tp_btf).
-    pub const BTF_SET_NEED_RESCHED: (&str, &str) =
-        ("sched_set_need_resched", "sched_set_need_resched_tp");
     pub const TP_PROGRAMS: [(&str, &str); 4] = [
         ("tp_sched_wakeup", "sched_wakeup"),
         ("tp_sched_wakeup_new", "sched_wakeup_new"),

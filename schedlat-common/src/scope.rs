@@ -30,7 +30,7 @@ pub const MAX_CGROUP_DEPTH: usize = 16;
 
 /// One key's histogram, cumulative since load (userspace differences
 /// snapshots, as for `CpuStats`). Shared by all CPUs, so the kernel updates
-/// it with atomic adds; u32 counts keep a key at 1.4 KiB.
+/// it with atomic adds; u32 counts keep a key at 2,104 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyStats {
@@ -79,5 +79,7 @@ mod tests {
                 + size_of::<KeyCauses>()
                 + size_of::<KeyDecision>()
         );
+        // The size the docs give (and the kernel side's KEY_ZERO comment).
+        assert_eq!(size_of::<KeyStats>(), 2_104);
     }
 }

@@ -26,26 +26,8 @@ pub fn barrier_var(index: usize) -> usize {
     unsafe { core::ptr::read_volatile(&index) }
 }
 
-/// 1 when `x != 0`, 0 otherwise, without a branch: a run of short
-/// decisions made with branches multiplies the paths the verifier walks
-/// (causes.rs placement_class()). barrier_var keeps LLVM from turning the
-/// bit trick back into a comparison, which is a branch in BPF.
-#[inline(always)]
-pub fn nonzero(x: u64) -> u64 {
-    (x | barrier_var(x.wrapping_neg() as usize) as u64) >> 63
-}
-
-/// 1 when `a == b`, 0 otherwise, without a branch.
-#[inline(always)]
-pub fn equal(a: u64, b: u64) -> u64 {
-    1 ^ nonzero(a ^ b)
-}
-
-/// `a` when `pick` is 1, `b` when 0, without a branch.
-#[inline(always)]
-pub fn select(pick: u64, a: u64, b: u64) -> u64 {
-    b ^ ((a ^ b) & pick.wrapping_neg())
-}
+/// The branch-free decisions (schedlat_common::flat says why).
+pub use schedlat_common::flat::{equal, nonzero, select};
 
 /// `x & mask`, with the mask applied after anything LLVM knows of `x`:
 /// it otherwise moves a mask into the branches of a select() (`(a & m) ^

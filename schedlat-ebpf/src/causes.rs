@@ -18,16 +18,16 @@ use aya_ebpf::{
 use schedlat_common::{
     bucket_index,
     causes::{
-        Cause, CauseStats, CpuTopology, KeyCauses, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL,
-        OVERLAP_THROTTLED, SLOTS_PER_CPU, Snapshot,
+        Cause, CauseStats, CpuTopology, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED,
+        SLOTS_PER_CPU, Snapshot,
     },
     start,
 };
 
 use crate::{
-    atomic,
     bpf::{barrier_var, equal, select},
     config::{CAUSE, COMPUTE, RQ, get},
+    keying::SharedCauses,
     memory::{CfsRq, Rq, TaskPtr},
 };
 
@@ -155,7 +155,7 @@ fn slots_on() -> bool {
 
 /// The decision state the enqueue of `tid`'s wait `word` left in this
 /// CPU's slot, if the slot still holds that wait (it is not cleared here:
-/// the overlaps read it after); u64::MAX (decision.rs NOT_FOUND) if not.
+/// the overlaps read it after); `EnqueueWord::NOT_FOUND` (all ones) if not.
 #[inline(always)]
 pub fn decision_of(word: u64, cpu: u32, tid: u32) -> u64 {
     let index = cpu * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
@@ -220,7 +220,7 @@ pub fn migrated(word: u64, cpu: u32) -> bool {
 /// built first).
 struct Sink<'a> {
     cs: &'a mut CauseStats,
-    key: Option<&'a mut KeyCauses>,
+    key: Option<SharedCauses>,
     wait: u64,
 }
 
@@ -240,24 +240,16 @@ impl Sink<'_> {
         if let Some(sum) = self.cs.sum_ns.get_mut(class) {
             *sum += self.wait;
         }
-        if let Some(key) = self.key.as_deref_mut() {
-            if let Some(n) = key.count.get_mut(class) {
-                // SAFETY: an aligned u32 in a map value.
-                unsafe { atomic::add_u32(n, 1) };
-            }
-            if let Some(sum) = key.sum_ns.get_mut(class) {
-                // SAFETY: an aligned u64 in a map value.
-                unsafe { atomic::add_u64(sum, self.wait) };
-            }
+        if let Some(key) = self.key {
+            key.add(class, self.wait);
         }
     }
 
     #[inline(always)]
     fn overlap(&mut self, i: usize, ns: u64) {
         self.cs.overlap_ns[i] += ns;
-        if let Some(key) = self.key.as_deref_mut() {
-            // SAFETY: an aligned u64 in a map value.
-            unsafe { atomic::add_u64(&mut key.overlap_ns[i], ns) };
+        if let Some(key) = self.key {
+            key.add_overlap(i, ns);
         }
     }
 }
@@ -296,7 +288,7 @@ pub fn count(
     cpu: u32,
     prev: Option<TaskPtr>,
     (next_tid, next): (u32, Option<TaskPtr>),
-    key: Option<&mut KeyCauses>,
+    key: Option<SharedCauses>,
 ) {
     // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
     let Some(cs) = CAUSES.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
@@ -404,11 +396,7 @@ fn overlap(sink: &mut Sink<'_>, word: u64, cpu: u32, tid: u32, next: Option<Task
     }
     sink.cs.overlap_waits += 1;
     sink.cs.overlap_wait_ns += wait;
-    if let Some(key) = sink.key.as_deref_mut() {
-        // SAFETY: aligned u64s in a map value.
-        unsafe {
-            atomic::add_u64(&mut key.overlap_waits, 1);
-            atomic::add_u64(&mut key.overlap_wait_ns, wait);
-        }
+    if let Some(key) = sink.key {
+        key.add_overlap_wait(wait);
     }
 }

@@ -15,11 +15,18 @@
 //! - memory: kernel memory reads at those offsets (task_struct and chains).
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
-//! - decision: the scheduler's decision of each wait.
 //! - causes: the cause split of each wait.
+//! - decision: the scheduler's decision of each wait (its switch-in side
+//!   a global function, verified once).
+//! - workload: the neighbour-pair table of each ended wait, and the names
+//!   of cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
+//!
+//! docs/architecture.md ("Before you edit the hot path") gives the rules
+//! that keep the programs cheap to run and to verify, each with the
+//! measurement behind it.
 //!
 //! Two hook modes carry the same logic:
 //! - `btf`: tp_btf programs receive `task_struct` pointers; the field offsets
@@ -42,6 +49,7 @@ mod memory;
 mod slow;
 mod victims;
 mod wait;
+mod workload;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, tracepoint},
@@ -52,7 +60,7 @@ use schedlat_common::start::Kind;
 use crate::{
     config::{COMPUTE, TP, get},
     keying::Key,
-    memory::{TaskPtr, tp_read},
+    memory::{CgroupPtr, TaskPtr, tp_read},
 };
 
 // tp_btf: sched_wakeup(struct task_struct *p)
@@ -73,17 +81,6 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
     if filter::wanted(task) {
         wait::waking(task.pid());
     }
-    0
-}
-
-// tp_btf: sched_set_need_resched_tp(struct task_struct *tsk, int cpu,
-// int tif), where the kernel has it (6.17+): the decision split's record
-// of each need-resched set.
-#[btf_tracepoint(function = "sched_set_need_resched_tp")]
-pub fn sched_set_need_resched(ctx: BtfTracePointContext) -> u32 {
-    let cpu: i32 = ctx.arg(1);
-    let tif: i32 = ctx.arg(2);
-    decision::need_resched_set(TaskPtr::new(ctx.arg(0)), cpu as u32, tif as u32);
     0
 }
 
@@ -129,6 +126,12 @@ pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// The bits of a tp_btf argument that hold a `bool`: each argument is a u64
+/// in the context, and a bool is copied into it by its size, one byte
+/// (include/trace/bpf_probe.h, __CAST_TO_U64), so only the low byte is
+/// the value.
+const BOOL_ARG: u64 = 0xff;
+
 /// The measurement of a tp_btf sched_switch: prev, next, and the wait of
 /// next it ended, if measured. The prev_state argument only exists since
 /// 5.18, so the state is read from prev itself, which works on every kernel
@@ -144,22 +147,25 @@ fn btf_switch(
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
-    let preempted = preempt & 0xff != 0;
-    let prev_runnable = (preempted || prev.state() == 0) && filter::wanted(prev);
-    let holder = decision::Holder::of(prev, u64::from(preempted));
+    let prev_runnable = (preempt & BOOL_ARG != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
     let ended = wait::switch(
         (prev.pid(), Some(prev)),
-        (prev_runnable, holder),
+        (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
         keyed,
-    );
-    // A need-resched set for prev that no measured wait used (a no-op
-    // when one did): the next switch of this CPU must not find it.
-    decision::switched_out(holder.tag, 0);
-    Some((prev, next, ended?))
+    )?;
+    Some((prev, next, ended))
+}
+
+// tp_btf: cgroup_mkdir(struct cgroup *cgrp, const char *path); attached
+// when cgroups are named (breakdown keys, neighbour pairs).
+#[btf_tracepoint(function = "cgroup_mkdir")]
+pub fn cgroup_mkdir(ctx: BtfTracePointContext) -> u32 {
+    workload::created(CgroupPtr::new(ctx.arg(0)), ctx.arg(1));
+    0
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)
@@ -201,14 +207,7 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     // refuses them here, so the ended wait has no further use.
     let _ = wait::switch(
         (prev_pid, None),
-        (
-            prev_runnable,
-            decision::Holder {
-                left: decision::Holder::NONE,
-                tag: 0,
-                preempted: 0,
-            },
-        ),
+        (prev_runnable, 0),
         (next_pid, None),
         true,
         || Key::Off,

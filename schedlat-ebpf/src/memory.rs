@@ -234,12 +234,6 @@ impl Rq {
         self.0.read_u64(get(&DECISION.rq_nr_switches))
     }
 
-    /// `rq->clock`, updated once per wakeup before its enqueue.
-    #[inline(always)]
-    pub fn clock(self) -> u64 {
-        self.0.read_u64(get(&DECISION.rq_clock))
-    }
-
     /// `rq->cpu`.
     #[inline(always)]
     pub fn cpu(self) -> u32 {
@@ -368,6 +362,32 @@ impl Css {
     #[inline(always)]
     pub fn parent(self) -> Css {
         Css(self.0.read_ptr(get(&CGROUP.css_parent)))
+    }
+}
+
+/// A `struct cgroup *` (cgroup_mkdir's argument).
+#[derive(Clone, Copy)]
+pub struct CgroupPtr(BtfPtr);
+
+impl CgroupPtr {
+    #[inline(always)]
+    pub fn new(ptr: *const u8) -> Self {
+        CgroupPtr(BtfPtr(ptr))
+    }
+
+    /// `cgrp->kn->id`: the inode number of its directory.
+    #[inline(always)]
+    pub fn id(self) -> u64 {
+        let kn = self.0.read_ptr(get(&CGROUP.cgroup_kn));
+        kn.read_u64(get(&CGROUP.kn_id))
+    }
+
+    /// `cgrp->root->hierarchy_id`: its hierarchy, as /proc/PID/cgroup
+    /// numbers them (0 for cgroup v2).
+    #[inline(always)]
+    pub fn hierarchy_id(self) -> u64 {
+        let root = self.0.read_ptr(get(&CGROUP.cgroup_root));
+        u64::from(root.read_u32(get(&CGROUP.root_hierarchy_id)))
     }
 }
 

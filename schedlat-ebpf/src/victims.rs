@@ -103,7 +103,7 @@ fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended
     }
     row.count += 1;
     row.total_ns += wait;
-    if let Some(n) = row.kinds.get_mut(barrier_var(ended.kind as usize)) {
+    if let Some(n) = row.kinds.get_mut(barrier_var(ended.began.index())) {
         *n += 1;
     }
     if ended.migrated {

@@ -8,7 +8,6 @@ use aya_ebpf::{
 };
 use schedlat_common::{
     CpuStats, Extremes, bucket_index, log2_slot,
-    scope::KeyStats,
     start::{self, Kind},
 };
 
@@ -16,10 +15,11 @@ use crate::{
     bpf::{barrier_var, cpu, now},
     causes,
     config::{COMPUTE, get},
-    decision::{self, Holder},
+    decision,
     filter,
-    keying::{self, Key},
+    keying::{Key, SharedKey},
     memory::TaskPtr,
+    workload,
 };
 
 /// Per TID, its start word (schedlat_common::start): the enqueue
@@ -90,16 +90,33 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
 /// the switch that ended it (already read: the victims mode reuses them),
-/// how it began (`Cause` index) and whether it ended on another CPU than
-/// the task last ran on.
+/// how it began and whether it ended on another CPU than the task last ran
+/// on.
 #[derive(Clone, Copy)]
 pub struct Ended {
     pub wait_ns: u64,
     pub now: u64,
     pub prev_tid: u32,
     pub next_tid: u32,
-    pub kind: u64,
+    pub began: Began,
     pub migrated: bool,
+    /// The decision split's `Decided` word (0 when off).
+    pub decided: u64,
+}
+
+/// How a wait began, as its class index among the split's first three
+/// (schedlat_common::causes::BEGAN: woken 0, new 1, preempted 2). Kept as
+/// the number the start word yields rather than matched into an enum: each
+/// arm of such a match would be another path for the verifier.
+#[derive(Clone, Copy)]
+pub struct Began(u64);
+
+impl Began {
+    /// The index into a `[_; 3]` of the three (bounded by the caller).
+    #[inline(always)]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
 }
 
 /// A context switch from `prev` to `next`; the wait of `next` that it ends,
@@ -107,11 +124,11 @@ pub struct Ended {
 /// histogram when `histogram` (off in those modes), and to the breakdown
 /// histogram `keyed` returns, if any (keying.rs key_histogram()).
 /// `prev` and `next` are the task_structs (None in the tp hook mode), for
-/// the cause split.
+/// the cause and decision splits, and `preempt` sched_switch's argument.
 #[inline(always)]
 pub fn switch(
     (prev_tid, prev): (u32, Option<TaskPtr>),
-    (prev_runnable, holder): (bool, Holder),
+    (prev_runnable, preempt): (bool, u64),
     (next_tid, next): (u32, Option<TaskPtr>),
     histogram: bool,
     keyed: impl FnOnce() -> Key,
@@ -142,38 +159,30 @@ pub fn switch(
         s.discarded_negative += 1;
         return None;
     };
+    workload::count_pair(prev, next, prev_tid, wait_ns);
+    // Before the cause split's overlaps, which clear the snapshot slot.
+    let decided = match (prev, causes::queue(next)) {
+        (Some(p), Some(q)) if decision::on() => {
+            decision::switched_in((word, wait_ns), next_tid, (p, preempt), q.rq())
+        }
+        _ => 0,
+    };
     if histogram {
-        let mut key = record(s, wait_ns, keyed, |bucket, _| {
+        let key = record(s, wait_ns, keyed, |bucket| {
             causes::histograms(word, cpu, bucket);
         });
-        let decided = holder.left != Holder::NONE && decision::on();
-        // Before the cause split's overlaps, which clear the slot.
-        let packed = match decided {
-            true => causes::decision_of(word, cpu, next_tid),
-            false => decision::NOT_FOUND,
-        };
+        if decision::on()
+            && let Some(k) = key
+        {
+            k.decision().add(decided, wait_ns);
+        }
         if causes::on() {
             causes::count(
                 (word, wait_ns),
                 cpu,
                 prev,
                 (next_tid, next),
-                key.as_deref_mut().map(|k| &mut k.causes),
-            );
-        }
-        // Last, so that its few branches (two map lookups) multiply no
-        // other code's states for the verifier.
-        if decided {
-            let seen = decision::AtSwitchIn {
-                packed,
-                switches: causes::queue(next).map_or(0, |q| q.rq().nr_switches()),
-            };
-            decision::count(
-                (word, wait_ns),
-                cpu,
-                seen,
-                holder,
-                key.map(|k| &mut k.decision),
+                key.map(SharedKey::causes),
             );
         }
     }
@@ -182,8 +191,9 @@ pub fn switch(
         now,
         prev_tid,
         next_tid,
-        kind: start::kind_cause(word),
+        began: Began(start::kind_cause(word)),
         migrated: causes::migrated(word, cpu),
+        decided,
     })
 }
 
@@ -198,18 +208,18 @@ pub fn switch(
 /// verified instructions, and 3 -> 14 ms of load time (43 ms with a
 /// breakdown), measured with bpf_prog_info's `verified_insns`.
 ///
-/// `cause_rows` adds the wait to the cause split's histograms and the
-/// decision split, given the fine bucket as soon as it is known (and the
-/// key), and the key is returned for the rest of the cause split: a bucket kept for later multiplies the verifier's
+/// `cause_rows` adds the wait to the cause split's histograms, given the
+/// fine bucket as soon as it is known, and the key is returned for the
+/// rest of the split: a bucket kept for later multiplies the verifier's
 /// states (40k more verified instructions when the split took it after).
 #[inline(always)]
 fn record(
     s: &mut CpuStats,
     wait: u64,
     keyed: impl FnOnce() -> Key,
-    cause_rows: impl FnOnce(usize, Option<&mut KeyStats>),
-) -> Option<&'static mut KeyStats> {
-    let mut key = match keyed() {
+    cause_rows: impl FnOnce(usize),
+) -> Option<SharedKey> {
+    let key = match keyed() {
         Key::Stats(k) => Some(k),
         Key::Full => {
             s.unkeyed += 1;
@@ -221,9 +231,9 @@ fn record(
     if let Some(count) = s.buckets.get_mut(barrier_var(bucket)) {
         *count += 1;
     }
-    cause_rows(bucket, key.as_deref_mut());
-    if let Some(k) = key.as_deref_mut() {
-        keying::count_bucket(k, bucket);
+    cause_rows(bucket);
+    if let Some(k) = key {
+        k.count_bucket(bucket);
     }
     // checked_div: a plain `/` would carry a panic path the verifier rejects.
     let in_unit = wait.checked_div(get(&COMPUTE.unit_ns)).unwrap_or(0);
@@ -231,9 +241,9 @@ fn record(
     if let Some(count) = s.log2.get_mut(barrier_var(slot)) {
         *count += 1;
     }
-    if let Some(k) = key.as_deref_mut() {
-        keying::count_slot(k, slot);
-        keying::add_sum(k, wait);
+    if let Some(k) = key {
+        k.count_slot(slot);
+        k.add_sum(wait);
     }
     s.sum_ns += wait;
 

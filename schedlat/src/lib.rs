@@ -19,8 +19,8 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 mod kernel;
 mod output;
 pub mod sys;

@@ -171,3 +171,45 @@ pub fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs
     children.push(idle_sleeper);
     Procs(children)
 }
+
+/// Makes `count` cgroups `parent/g<i>` one after the other, `parallel` at
+/// a time, each living about `life` seconds with a process in it that
+/// sleeps and spins (so that it waits for a CPU at least once), then
+/// removes it. Returns each group's path relative to the hierarchy root.
+pub fn churn(
+    parent: &TestCgroup,
+    root: &Path,
+    count: usize,
+    parallel: usize,
+    life: f64,
+) -> Vec<String> {
+    let dir = parent.path();
+    // One shell per lane: mkdir, a child moved in that sleeps and spins,
+    // wait for it, rmdir. The child moves itself, then execs: every wait
+    // of the exec'd process is in the group.
+    let lane = format!(
+        r#"i=$1; while [ $i -le {count} ]; do
+             g={dir}/g$i; mkdir $g
+             sh -c "echo \$\$ > $g/cgroup.procs; exec sh -c 'sleep {life}; n=0; while [ \$n -lt 300 ]; do n=\$((n+1)); done'"
+             rmdir $g; i=$((i+{parallel}))
+           done"#
+    );
+    let lanes: Vec<_> = (1..=parallel)
+        .map(|first| {
+            Command::new("sh")
+                .args(["-c", &lane, "lane", &first.to_string()])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("sh runs")
+        })
+        .collect();
+    for mut lane in lanes {
+        assert!(lane.wait().unwrap().success(), "a churn lane failed");
+    }
+    let rel = Path::new(&dir)
+        .strip_prefix(root)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    (1..=count).map(|i| format!("/{rel}/g{i}")).collect()
+}

@@ -4,7 +4,9 @@
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
 pub mod cgroup;
+pub mod container;
 pub mod http;
+pub mod kube;
 pub mod perf;
 pub mod prometheus;
 pub mod serve;
@@ -23,6 +25,19 @@ pub const SCHEDLAT: &str = env!("CARGO_BIN_EXE_schedlat");
 pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
 /// How long a tracer may take to print its banner (attached).
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A field of /proc/PID/status (`name` with its colon, e.g. `CapEff:`),
+/// trimmed; empty when absent.
+pub fn status_field(pid: u32, name: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string()
+}
 
 /// These tests load eBPF programs into the running kernel, which needs root.
 /// Not root: the test says so on stderr and is skipped (false), except

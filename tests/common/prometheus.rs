@@ -5,7 +5,7 @@
 use std::{
     fs,
     net::{SocketAddr, TcpListener},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -56,6 +56,18 @@ impl Prometheus {
     /// The same with `--enable-feature=...` flags (e.g.
     /// `native-histograms`, which makes it ask for protobuf first).
     pub fn start_with(target: SocketAddr, interval: &str, features: &[&str]) -> Prometheus {
+        Prometheus::launch(Path::new(PROMETHEUS), target, interval, features, &[])
+    }
+
+    /// `binary` (Debian 12's `prometheus`, or a 3.x one) scraping `target`
+    /// every `interval` and evaluating `rule_files` as often.
+    pub fn launch(
+        binary: &Path,
+        target: SocketAddr,
+        interval: &str,
+        features: &[&str],
+        rule_files: &[PathBuf],
+    ) -> Prometheus {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -66,7 +78,7 @@ impl Prometheus {
         ));
         fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
-        let yaml = [
+        let mut yaml = vec![
             "global:".to_string(),
             format!("  scrape_interval: {interval}"),
             format!("  evaluation_interval: {interval}"),
@@ -76,10 +88,14 @@ impl Prometheus {
             "    static_configs:".to_string(),
             format!("      - targets: ['{target}']"),
         ];
+        if !rule_files.is_empty() {
+            yaml.push("rule_files:".to_string());
+            yaml.extend(rule_files.iter().map(|f| format!("  - '{}'", f.display())));
+        }
         fs::write(&config, yaml.join("\n") + "\n").unwrap();
         let addr = free_loopback_port();
         let log = fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(PROMETHEUS)
+        let child = Command::new(binary)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
@@ -89,7 +105,7 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot run `{PROMETHEUS}` ({e}): install Debian's prometheus package (`cargo xtask setup` does)")
+                panic!("cannot run `{}` ({e}): install Debian's prometheus package (`cargo xtask setup` does)", binary.display())
             });
         let prometheus = Prometheus { child, addr, dir };
         let deadline = Instant::now() + Duration::from_secs(30);

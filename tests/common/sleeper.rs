@@ -38,7 +38,7 @@ pub fn run(args: &[&str]) -> Run {
     }
 }
 
-/// The scheduler's base slice as schedlat takes it (schedlat/src/analysis/
+/// The scheduler's base slice as schedlat takes it (schedlat/src/sys/
 /// slice.rs): debugfs when mounted, else the kernel's default,
 /// 0.75 ms x (1 + log2(min(CPUs, 8))).
 pub fn slice_ns() -> u64 {

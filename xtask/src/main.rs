@@ -5,16 +5,20 @@
 //! - `build`: build the release binary (the eBPF object is embedded).
 //! - `run -- ARGS`: setup, build, then run schedlat with ARGS.
 //! - `dist`: build, then the .deb and tarball in target/dist/.
+//! - `image`: dist, then an OCI image of the package in target/dist/.
 //! - `test`: setup with the test tools, dist, then every test tier that
 //!   this machine can run.
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
+//! - `fuzz`: the libFuzzer targets (also the last step of `test`).
 
 mod apt;
 mod bench;
 mod clippy_ebpf;
 mod dist;
+mod fuzz;
+mod image;
 mod prometheus3;
 mod setup;
 mod util;
@@ -58,6 +62,10 @@ enum Command {
     /// with the binary, man pages, shell completions, docs and a systemd
     /// unit for `schedlat serve`.
     Dist,
+    /// Setup, build, dist, then an OCI image of the package
+    /// (target/dist/schedlat-VERSION-ARCH-oci.tar; `podman load -i FILE`),
+    /// assembled offline: no registry, no container engine.
+    Image,
     /// Setup, build, then run schedlat as root with the given arguments.
     Run {
         /// Arguments for schedlat, after `--` (e.g. `cargo xtask run -- 5 1`).
@@ -66,7 +74,8 @@ enum Command {
     },
     /// Setup (with the test tools), build the package (`dist`), then run all
     /// tests: host unit tests and the root integration tests that load the
-    /// eBPF object on this kernel, the package's among them.
+    /// eBPF object on this kernel, the package's among them; then the
+    /// libFuzzer targets (`fuzz`).
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -91,6 +100,17 @@ enum Command {
     /// nightly, core from source), warnings as errors. Needs `cargo xtask
     /// setup`'s nightly rust-src.
     ClippyEbpf,
+    /// Build the libFuzzer targets (schedlat/fuzz/, cargo fuzz on nightly,
+    /// overflow checks on) and run each over its corpus for a fixed number
+    /// of inputs from a fixed seed; the last step of `test`.
+    Fuzz {
+        /// Targets to run (default: all; `cargo fuzz list --fuzz-dir
+        /// schedlat/fuzz` lists them)
+        targets: Vec<String>,
+        /// Inputs per target, after its corpus
+        #[arg(long, default_value_t = fuzz::RUNS)]
+        runs: u64,
+    },
     /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
     /// schedlat's kernel-level checks (tests/guest.rs) inside each.
     VmTest(vm::Options),
@@ -109,6 +129,10 @@ fn main() -> ExitCode {
         Command::Dist => setup::run()
             .and_then(|()| build_release())
             .and_then(|()| dist::run().map(drop)),
+        Command::Image => setup::run()
+            .and_then(|()| build_release())
+            .and_then(|()| dist::run())
+            .and_then(|artifacts| image::build(&artifacts).map(drop)),
         Command::Run { args } => run(&args),
         Command::Test { args } => test(&args),
         Command::BenchSleepers {
@@ -121,6 +145,9 @@ fn main() -> ExitCode {
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
         Command::ClippyEbpf => clippy_ebpf::run(),
+        Command::Fuzz { targets, runs } => {
+            setup::test_tools().and_then(|()| fuzz::run(&targets, runs))
+        }
         Command::VmTest(opts) => vm::run(&opts),
     };
     match result {
@@ -196,10 +223,13 @@ fn test(args: &[String]) -> Result<()> {
     // cargo nested in the test run.
     build_release()?;
     let artifacts = dist::run()?;
+    // tests/image.rs runs the image.
+    let image = image::build(&artifacts)?;
     // SAFETY: single-threaded here; inherited by cargo and the tests.
     unsafe {
         std::env::set_var("SCHEDLAT_DIST_DEB", &artifacts.deb);
         std::env::set_var("SCHEDLAT_DIST_TARBALL", &artifacts.tarball);
+        std::env::set_var("SCHEDLAT_DIST_IMAGE", &image);
     }
     // One test at a time: the kernel tests share the scheduler and the CPUs
     // their workloads pin to.
@@ -210,7 +240,7 @@ fn test(args: &[String]) -> Result<()> {
         cmd.push("--");
     }
     cmd.push("--test-threads=1");
-    // The fuzz targets (schedlat/src/fuzz.rs) run 1 s each in a plain
+    // The fuzz targets (schedlat/src/fuzz/) run 1 s each in a plain
     // `cargo test`; here an exact number of rounds, so that every run tries
     // the same inputs however fast the machine is: a CI result cannot
     // depend on load. An explicit SCHEDLAT_FUZZ_ROUNDS, or SCHEDLAT_FUZZ_SECS
@@ -223,11 +253,22 @@ fn test(args: &[String]) -> Result<()> {
     } else {
         &[("SCHEDLAT_FUZZ_ROUNDS", FUZZ_ROUNDS)]
     };
-    util::cargo_with_env(&cmd, env)
+    util::cargo_with_env(&cmd, env)?;
+    // The coverage-guided runs of the same targets; a filtered run (a test
+    // name given) is after something else and skips them.
+    if args.is_empty() {
+        fuzz::run(&[], fuzz::RUNS)?;
+    } else {
+        eprintln!(
+            "xtask: test arguments given: the libFuzzer runs are skipped (`cargo xtask fuzz` runs them)"
+        );
+    }
+    Ok(())
 }
 
 /// Rounds of 200 cases each fuzz target runs in `cargo xtask test` (and so
 /// in CI): 10-18 s per target in the debug build on a busy 2-core VM (the
-/// BTF target, which writes each case to a file, up to 54 s on a busy disk). Keep it in step with schedlat/src/fuzz.rs's header and
+/// BTF target up to 54 s on a busy disk, when it wrote its cases to disk).
+/// Keep it in step with schedlat/src/fuzz/mutate.rs's header and
 /// docs/development.md.
 const FUZZ_ROUNDS: &str = "100";

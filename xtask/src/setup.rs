@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 11] = [
+const TEST_PACKAGES: [&str; 17] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -39,6 +39,18 @@ const TEST_PACKAGES: [&str; 11] = [
     "dpkg",
     // The monitoring mixin's renderer (tests/mixin.rs).
     "jsonnet",
+    // tests/image.rs: the OCI image run by podman, with runc (crun refuses
+    // this VM's hybrid cgroup layout), its file capabilities read with
+    // getcap, and the seccomp profile made with jq as docs/deploy.md shows.
+    "podman",
+    "runc",
+    "libcap2-bin",
+    "jq",
+    // and by containerd (`ctr run --seccomp`: Kubernetes' RuntimeDefault
+    // on most clusters).
+    "containerd",
+    // tests/containers.rs: the static busybox of its containers' image.
+    "busybox-static",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
@@ -66,6 +78,7 @@ pub fn test_tools() -> Result<()> {
     step("packages for tests and bench", || {
         apt_install(&TEST_PACKAGES)
     })?;
+    step("cargo-fuzz (the libFuzzer targets, on nightly)", cargo_fuzz)?;
     step(
         "Python readers of the recorder's dumps (tests/readers)",
         python_readers,
@@ -73,6 +86,10 @@ pub fn test_tools() -> Result<()> {
     step(
         "Prometheus 3.x beside 2.x (Debian unstable's binaries, in target/tools)",
         prometheus_3,
+    )?;
+    step(
+        "Kubernetes manifest validators (tests/deploy)",
+        manifest_validators,
     )
 }
 
@@ -170,6 +187,19 @@ fn bpf_linker() -> Result<Outcome> {
     Ok(Outcome::Installed)
 }
 
+/// `cargo fuzz` from crates.io (about a minute to build, once).
+fn cargo_fuzz() -> Result<Outcome> {
+    if succeeds("rustup", &["run", "nightly", "cargo", "fuzz", "--version"]) {
+        return Ok(Outcome::Present);
+    }
+    eprintln!("setup: building cargo-fuzz (about a minute)");
+    run_visible("cargo", &["install", "cargo-fuzz", "--locked"])?;
+    if !succeeds("rustup", &["run", "nightly", "cargo", "fuzz", "--version"]) {
+        bail!("cargo-fuzz was installed but `cargo fuzz` does not run: add ~/.cargo/bin to PATH");
+    }
+    Ok(Outcome::Installed)
+}
+
 fn dpkg_installed(package: &str) -> bool {
     Command::new("dpkg-query")
         .args(["-W", "-f=${Status}", package])
@@ -224,6 +254,59 @@ fn python_readers() -> Result<Outcome> {
         bail!("python3 with pip is needed for the recorder's tests: `apt-get install python3-pip`");
     }
     let requirements = crate::util::workspace_root().join("tests/readers/requirements.txt");
+    pip_install(&requirements)?;
+    if !succeeds("python3", &["-c", IMPORTS]) {
+        bail!(
+            "installed {}, but python3 still cannot `{IMPORTS}`",
+            requirements.display()
+        );
+    }
+    Ok(Outcome::Installed)
+}
+
+/// kubernetes-validate (PyPI) for the core kinds, and prometheus-operator's
+/// CRD schema (npm) for the ServiceMonitor, with tests/deploy's script in
+/// target/npm/deploy (an ES module resolves its packages from its own
+/// directory). Each installed only when missing.
+fn manifest_validators() -> Result<Outcome> {
+    let repo = crate::util::workspace_root();
+    let npm_dir = repo.join("target/npm/deploy");
+    let python = succeeds("kubernetes-validate", &["--version"])
+        && succeeds("python3", &["-c", "import yaml"]);
+    let package = std::fs::read(repo.join("tests/deploy/package.json"))?;
+    let npm = npm_dir
+        .join("node_modules/@kubernetes-models/prometheus-operator")
+        .is_dir()
+        && std::fs::read(npm_dir.join("package.json")).is_ok_and(|p| p == package);
+    // The script is copied every time: it is part of the test.
+    std::fs::create_dir_all(&npm_dir)?;
+    std::fs::copy(
+        repo.join("tests/deploy/servicemonitor.mjs"),
+        npm_dir.join("servicemonitor.mjs"),
+    )?;
+    if python && npm {
+        return Ok(Outcome::Present);
+    }
+    if !python {
+        pip_install(&repo.join("tests/deploy/requirements.txt"))?;
+    }
+    if !npm {
+        std::fs::write(npm_dir.join("package.json"), &package)?;
+        eprintln!("setup: npm install in {}", npm_dir.display());
+        let status = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund"])
+            .current_dir(&npm_dir)
+            .status()
+            .context("running npm (Debian package npm, or Node.js)")?;
+        if !status.success() {
+            bail!("npm install in {} failed ({status})", npm_dir.display());
+        }
+    }
+    Ok(Outcome::Installed)
+}
+
+/// `pip install -r requirements` with this machine's python3.
+fn pip_install(requirements: &Path) -> Result<()> {
     let requirements = requirements.to_string_lossy();
     eprintln!("setup: pip install -r {requirements}");
     run_visible(
@@ -237,11 +320,7 @@ fn python_readers() -> Result<Outcome> {
             "-r",
             &requirements,
         ],
-    )?;
-    if !succeeds("python3", &["-c", IMPORTS]) {
-        bail!("installed {requirements}, but python3 still cannot `{IMPORTS}`");
-    }
-    Ok(Outcome::Installed)
+    )
 }
 
 fn tracefs() -> Result<Outcome> {
@@ -256,13 +335,15 @@ fn tracefs() -> Result<Outcome> {
 }
 
 /// Debian packages only `cargo xtask vm-test` needs: QEMU, a static busybox
-/// for the guest's /init, and cpio to pack the initramfs.
-const VM_PACKAGES: [&str; 3] = ["qemu-system-x86", "busybox-static", "cpio"];
+/// for the guest's /init, cpio to pack the initramfs, and debootstrap for
+/// the systemd guest's Debian root file system.
+const VM_PACKAGES: [&str; 4] = ["qemu-system-x86", "busybox-static", "cpio", "debootstrap"];
 
 /// vm-test's tools, installed when vm-test runs rather than by `setup`,
 /// which stays quick for everyone else.
 pub fn vm_tools() -> Result<()> {
-    step("packages for vm-test (QEMU, busybox, cpio)", || {
-        apt_install(&VM_PACKAGES)
-    })
+    step(
+        "packages for vm-test (QEMU, busybox, cpio, debootstrap)",
+        || apt_install(&VM_PACKAGES),
+    )
 }

@@ -1,11 +1,11 @@
 //! Small process helpers shared by the xtask commands.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -66,6 +66,36 @@ pub fn require_root(why: &str) -> Result<()> {
         bail!("{why}: run as root (e.g. `sudo -E cargo xtask ...`)");
     }
     Ok(())
+}
+
+/// The absolute paths of what `binary` loads, its interpreter included,
+/// from `ldd` (`libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)`).
+pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .context("cannot run ldd")?;
+    ensure!(
+        out.status.success(),
+        "ldd {} failed: {}",
+        binary.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let libraries: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let path = line.split("=>").last()?.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect();
+    ensure!(
+        libraries
+            .iter()
+            .any(|l| l.to_string_lossy().contains("libc.so")),
+        "ldd found no libc for {}",
+        binary.display()
+    );
+    Ok(libraries)
 }
 
 /// stdout of a command that must succeed.

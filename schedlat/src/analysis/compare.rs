@@ -17,8 +17,11 @@
 
 use serde::Serialize;
 
-use super::percentiles::share_at_least;
-use crate::collect::histogram::Waits;
+use super::{
+    percentiles::share_at_least,
+    shape::{self, Shape},
+};
+use crate::{collect::histogram::Waits, sys::slice::Slice};
 
 /// Significance level for "beyond noise".
 pub const ALPHA: f64 = 0.001;
@@ -82,6 +85,34 @@ pub fn overall(tail: Option<TailTest>, rank: Option<RankTest>) -> Change {
     match tail.map(|t| t.change()) {
         Some(Change::Unchanged) | None => rank.map_or(Change::Unchanged, |r| r.change()),
         Some(change) => change,
+    }
+}
+
+/// Two recordings compared: their shapes against one slice, the tail and
+/// rank tests, and the overall change.
+pub struct Comparison {
+    pub shapes: (Shape, Shape),
+    pub tail: Option<TailTest>,
+    pub rank: Option<RankTest>,
+    pub change: Change,
+}
+
+impl Comparison {
+    /// `before` against `after`, both judged against `slice`: the tail is
+    /// the waits of at least half of it.
+    pub fn of(before: &Waits, after: &Waits, slice: &Slice) -> Comparison {
+        let shapes = (
+            shape::classify(before, slice),
+            shape::classify(after, slice),
+        );
+        let rank = rank_test(before, after);
+        let tail = tail_test(before, after, slice.ns / 2);
+        Comparison {
+            shapes,
+            tail,
+            rank,
+            change: overall(tail, rank),
+        }
     }
 }
 

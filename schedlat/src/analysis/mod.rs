@@ -1,13 +1,14 @@
 //! What the numbers mean: percentiles from the fine buckets, the shape of the
-//! distribution (docs/shape.md), before/after comparison, and who waited
-//! behind whom (docs/victims.md).
+//! distribution (docs/shape.md), before/after comparison, who waited
+//! behind whom (docs/victims.md), and the diagnosis (docs/diagnose.md).
 
 pub mod causes;
 pub mod compare;
+pub mod diagnosis;
+pub mod pairs;
 pub mod percentiles;
 pub mod recording;
 pub mod shape;
-pub mod slice;
 pub mod task;
 pub mod victims;
 

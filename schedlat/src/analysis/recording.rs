@@ -163,16 +163,27 @@ impl Window {
         names
     }
 
-    /// The merged waits of `series` over the seconds in `[from, to)` (unix
-    /// ns); None when the counts add up past u64 (a damaged dump: each
-    /// second was checked when read, their sum is checked here).
-    pub fn merged(&self, series: &str, from: u64, to: u64) -> Option<Waits> {
+    /// Intervals that start before the one before them ended, or end
+    /// before they start: the wall clock stepped back while recording (or
+    /// the dump was edited). Their times cannot order them.
+    pub fn out_of_order(&self) -> usize {
+        let mut previous_end = 0;
+        let mut n = 0;
+        for s in &self.seconds {
+            if s.end_unix_ns < s.start_unix_ns || s.start_unix_ns < previous_end {
+                n += 1;
+            }
+            previous_end = s.end_unix_ns;
+        }
+        n
+    }
+
+    /// The merged waits of `series` over `seconds`; None when the counts
+    /// add up past u64 (a damaged dump: each second was checked when read,
+    /// their sum is checked here).
+    pub fn merge<'a>(seconds: impl IntoIterator<Item = &'a Second>, series: &str) -> Option<Waits> {
         let mut w = Waits::default();
-        for s in self
-            .seconds
-            .iter()
-            .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
-        {
+        for s in seconds {
             if let Some(c) = s.get(series) {
                 w.try_merge(&c.waits())?;
             }

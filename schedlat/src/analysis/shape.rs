@@ -9,9 +9,8 @@ use serde::Serialize;
 use super::{
     fmt_ns,
     percentiles::{Bound, quantile_bound, quantile_ns, share_at_least},
-    slice::Slice,
 };
-use crate::collect::histogram::Waits;
+use crate::{collect::histogram::Waits, sys::slice::Slice};
 
 /// Fewer waits than this and no verdict is given.
 pub const MIN_WAITS: u64 = 200;

@@ -277,7 +277,9 @@ pub struct ScopeArgs {
     )]
     pub pid: Option<u32>,
 
-    /// A cgroup and below: a v2 or v1 directory, or relative to v2
+    /// A cgroup and below: a v2 or v1 directory, or relative to v2; or a
+    /// container ID (or unique prefix), pod UID or systemd unit, whose
+    /// cgroup is found by its path
     #[arg(short = 'c', long = "cgroup", value_name = "PATH")]
     pub cgroup: Option<std::path::PathBuf>,
 }
@@ -330,7 +332,57 @@ pub struct BreakdownArgs {
     /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
     pub max_keys: u32,
+    #[command(flatten)]
+    pub pairs: PairArgs,
 }
+
+/// `--pairs` and how its table is named and sized.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Who waited behind whom")]
+pub struct PairArgs {
+    /// Also count who waited behind whom: per pair of cgroups, the waits of
+    /// the first's tasks that ended when a task of the second left the CPU
+    #[arg(long)]
+    pub pairs: bool,
+    /// Name and roll up the pairs' cgroups by their container, pod or
+    /// systemd unit (docs/containers.md); a cgroup outside any stays itself
+    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "pairs")]
+    pub by: ByLevel,
+    /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
+    /// counted as in no pair
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
+    pub max_pairs: u32,
+}
+
+/// What `--by` rolls cgroups up to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByLevel {
+    /// Each cgroup by its path
+    #[default]
+    Cgroup,
+    /// Its container (namespace/pod/container, or runtime and ID)
+    Container,
+    /// Its Kubernetes pod (namespace/pod, or its UID)
+    Pod,
+    /// Its systemd unit
+    Unit,
+}
+
+impl ByLevel {
+    fn level(self) -> crate::sys::workload::level::Level {
+        use crate::sys::workload::level::Level;
+        match self {
+            ByLevel::Cgroup => Level::Cgroup,
+            ByLevel::Container => Level::Container,
+            ByLevel::Pod => Level::Pod,
+            ByLevel::Unit => Level::Unit,
+        }
+    }
+}
+
+/// Pairs of cgroups the neighbour table holds by default: a node's
+/// containers two by two behind the few that hold its CPUs.
+pub const DEFAULT_MAX_PAIRS: u32 = 4096;
 
 impl BreakdownArgs {
     pub fn options(&self) -> BreakdownOptions {
@@ -339,6 +391,8 @@ impl BreakdownArgs {
             sort: self.sort,
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
+            pairs: self.pairs.pairs.then_some(self.pairs.max_pairs),
+            by: self.pairs.by.level(),
         }
     }
 

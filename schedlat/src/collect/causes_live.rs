@@ -22,7 +22,7 @@ use crate::kernel::{
 
 /// Loads in `hook` with `modes`, for the whole system; None (skipped, said
 /// on stderr) when not root, which CI=true makes a failure.
-fn load(hook: HookChoice, modes: &Modes) -> Option<Tracer> {
+pub(super) fn load(hook: HookChoice, modes: &Modes) -> Option<Tracer> {
     load_filtered(hook, modes, &Filter::default())
 }
 

@@ -1,13 +1,14 @@
 //! The decision split as the kernel counted it (docs/decision.md), summed
-//! over CPUs, with what the kernel reported of its need-resched bits.
+//! over CPUs: the decision x pass-over table, the holders, the outcomes'
+//! histograms, the predictions and the fair shares.
 
 use aya::maps::{MapData, PerCpuArray};
 use schedlat_common::{
     NR_BUCKETS,
     bucket::bucket_bounds,
     decision::{
-        Decision, DecisionStats, NR_DECISIONS, NR_OUTCOMES, NR_PASS_CLASSES, NR_REQUESTS, Outcome,
-        REQUEST, ReschedSet, TABLE_STRIDE,
+        DECISIONS, Decision, DecisionStats, HOLDERS, Holder, NR_CELLS, NR_HOLDERS, NR_OUTCOMES,
+        Outcome, PASSES, Pass, cell,
     },
     names,
 };
@@ -19,82 +20,148 @@ use crate::kernel::decision::DecisionFacts;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionCounts {
     pub facts: DecisionFacts,
-    pub count: [u64; NR_DECISIONS],
-    pub sum_ns: [u64; NR_DECISIONS],
-    /// Fine histograms of the outcomes.
+    /// Waits and their sum per decision x pass-over cell (`cell()`).
+    pub count: [u64; NR_CELLS],
+    pub sum_ns: [u64; NR_CELLS],
+    pub holder_count: [u64; NR_HOLDERS],
+    pub holder_sum_ns: [u64; NR_HOLDERS],
+    /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: Vec<[u64; NR_BUCKETS]>,
-    /// Request class x pass-over class (`Decision::Passed0`..).
-    pub table_count: [[u64; NR_PASS_CLASSES]; NR_REQUESTS],
-    pub table_sum_ns: [[u64; NR_PASS_CLASSES]; NR_REQUESTS],
     pub passes: u64,
     pub predicted_waits: u64,
     pub predicted_ns: u64,
     pub predicted_actual_ns: u64,
     pub beyond_prediction: u64,
-    /// The TIF bits the kernel reported setting (sched_set_need_resched_tp),
-    /// as masks: any set, and sets on idle tasks (the full bit).
-    pub tif_seen: TifSeen,
-}
-
-/// TIF bit masks the kernel reported (0 without the tracepoint).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TifSeen {
-    pub any: u64,
-    pub on_idle: u64,
+    pub share_waits: u64,
+    pub share_permille: u64,
 }
 
 impl DecisionCounts {
-    pub fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats], sets: &[ReschedSet]) -> Self {
-        let mut d = DecisionCounts {
+    pub fn zero(facts: DecisionFacts) -> Self {
+        DecisionCounts {
             facts,
-            count: [0; NR_DECISIONS],
-            sum_ns: [0; NR_DECISIONS],
+            count: [0; NR_CELLS],
+            sum_ns: [0; NR_CELLS],
+            holder_count: [0; NR_HOLDERS],
+            holder_sum_ns: [0; NR_HOLDERS],
             outcome_buckets: vec![[0; NR_BUCKETS]; NR_OUTCOMES],
-            table_count: [[0; NR_PASS_CLASSES]; NR_REQUESTS],
-            table_sum_ns: [[0; NR_PASS_CLASSES]; NR_REQUESTS],
             passes: 0,
             predicted_waits: 0,
             predicted_ns: 0,
             predicted_actual_ns: 0,
             beyond_prediction: 0,
-            tif_seen: TifSeen::default(),
-        };
-        for cpu in cpus {
-            for i in 0..NR_DECISIONS {
-                d.count[i] += cpu.count[i];
-                d.sum_ns[i] += cpu.sum_ns[i];
-            }
-            for (mine, theirs) in d.outcome_buckets.iter_mut().zip(&cpu.outcome_buckets) {
-                for (m, t) in mine.iter_mut().zip(theirs) {
-                    *m += t;
-                }
-            }
-            for r in 0..NR_REQUESTS {
-                for p in 0..NR_PASS_CLASSES {
-                    d.table_count[r][p] += cpu.table_count[r * TABLE_STRIDE + p];
-                    d.table_sum_ns[r][p] += cpu.table_sum_ns[r * TABLE_STRIDE + p];
-                }
-            }
-            d.passes += cpu.passes;
-            d.predicted_waits += cpu.predicted_waits;
-            d.predicted_ns += cpu.predicted_ns;
-            d.predicted_actual_ns += cpu.predicted_actual_ns;
-            d.beyond_prediction += cpu.beyond_prediction;
+            share_waits: 0,
+            share_permille: 0,
         }
-        for set in sets {
-            d.tif_seen.any |= set.tif_any;
-            d.tif_seen.on_idle |= set.tif_on_idle;
+    }
+
+    pub fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats]) -> Self {
+        let mut d = DecisionCounts::zero(facts);
+        for cpu in cpus {
+            d.combine(cpu, |a, b| a + b);
         }
         d
     }
 
-    pub fn count_of(&self, class: Decision) -> u64 {
-        self.count[class as usize]
+    /// Each counter of `self` combined with `cpu`'s by `op`.
+    fn combine(&mut self, cpu: &DecisionStats, op: impl Fn(u64, u64) -> u64) {
+        let pairs = |mine: &mut [u64], theirs: &[u64]| {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m = op(*m, *t);
+            }
+        };
+        pairs(&mut self.count, &cpu.count);
+        pairs(&mut self.sum_ns, &cpu.sum_ns);
+        pairs(&mut self.holder_count, &cpu.holder_count);
+        pairs(&mut self.holder_sum_ns, &cpu.holder_sum_ns);
+        for (mine, theirs) in self.outcome_buckets.iter_mut().zip(&cpu.outcome_buckets) {
+            pairs(mine, theirs);
+        }
+        let scalars = [
+            (&mut self.passes, cpu.passes),
+            (&mut self.predicted_waits, cpu.predicted_waits),
+            (&mut self.predicted_ns, cpu.predicted_ns),
+            (&mut self.predicted_actual_ns, cpu.predicted_actual_ns),
+            (&mut self.beyond_prediction, cpu.beyond_prediction),
+            (&mut self.share_waits, cpu.share_waits),
+            (&mut self.share_permille, cpu.share_permille),
+        ];
+        for (m, t) in scalars {
+            *m = op(*m, t);
+        }
     }
 
-    /// Waits counted (every wait is in one request class).
+    /// The counters as the kernel's layout (to difference two readings).
+    fn as_stats(&self) -> DecisionStats {
+        let mut s = DecisionStats::ZERO;
+        s.count = self.count;
+        s.sum_ns = self.sum_ns;
+        s.holder_count = self.holder_count;
+        s.holder_sum_ns = self.holder_sum_ns;
+        for (mine, theirs) in s.outcome_buckets.iter_mut().zip(&self.outcome_buckets) {
+            *mine = *theirs;
+        }
+        s.passes = self.passes;
+        s.predicted_waits = self.predicted_waits;
+        s.predicted_ns = self.predicted_ns;
+        s.predicted_actual_ns = self.predicted_actual_ns;
+        s.beyond_prediction = self.beyond_prediction;
+        s.share_waits = self.share_waits;
+        s.share_permille = self.share_permille;
+        s
+    }
+
+    /// Waits in one cell.
+    pub fn cell(&self, decision: Decision, pass: Pass) -> u64 {
+        self.count[cell(decision, pass)]
+    }
+
+    /// Waits of `decision`, whatever their pass-overs.
+    pub fn decided(&self, decision: Decision) -> u64 {
+        PASSES.iter().map(|&p| self.cell(decision, p)).sum()
+    }
+
+    /// Their sum, ns.
+    pub fn decided_ns(&self, decision: Decision) -> u64 {
+        PASSES
+            .iter()
+            .map(|&p| self.sum_ns[cell(decision, p)])
+            .sum()
+    }
+
+    /// Waits with `pass` pass-overs, whatever the decision.
+    pub fn passed(&self, pass: Pass) -> u64 {
+        DECISIONS.iter().map(|&d| self.cell(d, pass)).sum()
+    }
+
+    pub fn passed_ns(&self, pass: Pass) -> u64 {
+        DECISIONS
+            .iter()
+            .map(|&d| self.sum_ns[cell(d, pass)])
+            .sum()
+    }
+
+    /// Waits whose wakeup did not ask for the CPU (every rule).
+    pub fn declined(&self) -> u64 {
+        DECISIONS
+            .iter()
+            .filter(|d| d.declined())
+            .map(|&d| self.decided(d))
+            .sum()
+    }
+
+    pub fn held(&self, holder: Holder) -> u64 {
+        self.holder_count[holder as usize]
+    }
+
+    /// Waits counted.
     pub fn waits(&self) -> u64 {
-        REQUEST.iter().map(|&c| self.count_of(c)).sum()
+        self.count.iter().sum()
+    }
+
+    /// The holders' counts add up to the waits too (for checks).
+    pub fn holder_waits(&self) -> u64 {
+        HOLDERS.iter().map(|&h| self.held(h)).sum()
     }
 
     /// Waits of outcome `outcome` at or above `min_ns` (and below
@@ -111,29 +178,16 @@ impl DecisionCounts {
             .sum()
     }
 
+    /// The declined waits' mean fair share (0..1), when computed.
+    pub fn mean_share(&self) -> Option<f64> {
+        (self.share_waits != 0)
+            .then(|| self.share_permille as f64 / 1000.0 / self.share_waits as f64)
+    }
+
     /// The counts since `before` (an earlier reading of the same load).
     pub fn since(&self, before: &DecisionCounts) -> DecisionCounts {
         let mut d = self.clone();
-        for i in 0..NR_DECISIONS {
-            d.count[i] -= before.count[i];
-            d.sum_ns[i] -= before.sum_ns[i];
-        }
-        for (m, t) in d.outcome_buckets.iter_mut().zip(&before.outcome_buckets) {
-            for (a, b) in m.iter_mut().zip(t) {
-                *a -= b;
-            }
-        }
-        for r in 0..NR_REQUESTS {
-            for p in 0..NR_PASS_CLASSES {
-                d.table_count[r][p] -= before.table_count[r][p];
-                d.table_sum_ns[r][p] -= before.table_sum_ns[r][p];
-            }
-        }
-        d.passes -= before.passes;
-        d.predicted_waits -= before.predicted_waits;
-        d.predicted_ns -= before.predicted_ns;
-        d.predicted_actual_ns -= before.predicted_actual_ns;
-        d.beyond_prediction -= before.beyond_prediction;
+        d.combine(&before.as_stats(), u64::saturating_sub);
         d
     }
 }
@@ -156,19 +210,55 @@ impl Tracer {
         let Some(facts) = self.decision else {
             return Ok(None);
         };
-        let read = |name: &'static str| -> Result<&aya::maps::Map, ReadError> {
-            self.ebpf.map(name).ok_or(ReadError::MissingMap(name))
-        };
         let name = names::MAP_DECISIONS;
-        let stats = PerCpuArray::<&MapData, DecisionStats>::try_from(read(name)?)
-            .and_then(|m| m.get(&0, 0))
-            .map_err(|error| ReadError::Map { name, error })?;
-        let name = names::MAP_RESCHED_SETS;
-        let sets = PerCpuArray::<&MapData, ReschedSet>::try_from(read(name)?)
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let stats = PerCpuArray::<&MapData, DecisionStats>::try_from(map)
             .and_then(|m| m.get(&0, 0))
             .map_err(|error| ReadError::Map { name, error })?;
         let cpus: Vec<DecisionStats> = stats.iter().copied().collect();
-        let sets: Vec<ReschedSet> = sets.iter().copied().collect();
-        Ok(Some(DecisionCounts::from_cpus(facts, &cpus, &sets)))
+        Ok(Some(DecisionCounts::from_cpus(facts, &cpus)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::decision::TifSource;
+
+    fn facts() -> DecisionFacts {
+        DecisionFacts {
+            need_resched_bit: 4,
+            lazy_bit: Some(5),
+            tif_source: TifSource::Table,
+            fair: 1,
+            vprot: true,
+            tick_ns: Some(4_000_000),
+        }
+    }
+
+    #[test]
+    fn cpus_sum_and_readings_difference() {
+        let mut a = DecisionStats::ZERO;
+        a.count[cell(Decision::Protected, Pass::Zero)] = 5;
+        a.count[cell(Decision::Requested, Pass::ThreePlus)] = 2;
+        a.holder_count[Holder::SliceEnded as usize] = 7;
+        a.outcome_buckets[Outcome::Declined as usize][200] = 5;
+        a.share_waits = 5;
+        a.share_permille = 1250;
+        let mut b = a;
+        b.count[cell(Decision::Protected, Pass::Zero)] = 1;
+        let total = DecisionCounts::from_cpus(facts(), &[a, b]);
+        assert_eq!(total.decided(Decision::Protected), 6);
+        assert_eq!(total.passed(Pass::ThreePlus), 4);
+        assert_eq!(total.declined(), 6);
+        assert_eq!(total.waits(), 10);
+        assert_eq!(total.held(Holder::SliceEnded), 14);
+        assert_eq!(total.mean_share(), Some(0.25));
+        let earlier = DecisionCounts::from_cpus(facts(), &[a]);
+        let since = total.since(&earlier);
+        assert_eq!(since.decided(Decision::Protected), 1);
+        assert_eq!(since.waits(), 3);
+        assert_eq!(since.held(Holder::SliceEnded), 7);
+        assert_eq!(since.outcome_between(Outcome::Declined, 0, u64::MAX), 5);
     }
 }

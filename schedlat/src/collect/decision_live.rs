@@ -11,7 +11,7 @@ use std::{
 
 use schedlat_common::{
     causes::Cause,
-    decision::{Decision, HOLDER, Outcome, PASS_OVERS, RULE},
+    decision::{DECISIONS, Decision, HOLDERS, Outcome, PASSES, Pass},
 };
 
 use super::{
@@ -206,55 +206,30 @@ struct Run {
 }
 
 fn show(d: &DecisionCounts) {
-    let names = [
-        "requested",
-        "pending",
-        "lazy",
-        "not_requested",
-        "idle",
-        "n/a",
-        "pass0",
-        "pass1",
-        "pass2",
-        "pass3+",
-        "migrated",
-        "pass?",
-        "blocked",
-        "preempted",
-        "exited",
-        "yielded",
-        "not_eligible",
-        "later_deadline",
-        "protected",
-        "policy",
-        "other_class",
-        "granularity",
-        "rule?",
-        "tick",
-        "slice_ended",
-    ];
-    let line: Vec<String> = names
+    let mut cells = Vec::new();
+    for decision in DECISIONS {
+        for pass in PASSES {
+            let n = d.cell(decision, pass);
+            if n != 0 {
+                cells.push(format!("{decision:?}/{pass:?} {n}"));
+            }
+        }
+    }
+    eprintln!("cells: {}", cells.join(", "));
+    let holders: Vec<String> = HOLDERS
         .iter()
-        .zip(&d.count)
-        .zip(&d.sum_ns)
-        .filter(|((_, c), _)| **c != 0)
-        .map(|((n, c), s)| format!("{n} {c} ({} us)", s / 1000))
+        .map(|&h| format!("{h:?} {}", d.held(h)))
         .collect();
-    eprintln!("{}", line.join(", "));
     eprintln!(
-        "table {:?}; predicted {} waits, {} us vs {} us actual, {} beyond; tif seen {:#x}, on idle {:#x}",
-        d.table_count,
+        "holders: {}; passes {}; predicted {} waits, {} us vs {} us actual, {} beyond; share {:?}",
+        holders.join(", "),
+        d.passes,
         d.predicted_waits,
         d.predicted_ns / 1000,
         d.predicted_actual_ns / 1000,
         d.beyond_prediction,
-        d.tif_seen.any,
-        d.tif_seen.on_idle
+        d.mean_share()
     );
-}
-
-fn sum(d: &DecisionCounts, classes: &[Decision]) -> u64 {
-    classes.iter().map(|&c| d.count_of(c)).sum()
 }
 
 /// Each split adds up to the waits, and so do the outcomes' histograms
@@ -264,15 +239,21 @@ fn assert_every_split_counts_every_wait(d: &DecisionCounts) {
     let near = |n: u64, what: &str| {
         assert!(n.abs_diff(waits) <= 4, "{what} {n} vs {waits} waits: {d:?}");
     };
-    near(sum(d, &PASS_OVERS), "pass-overs");
-    near(sum(d, &HOLDER), "holder");
+    near(d.holder_waits(), "holders");
     near(d.all_between(0, u64::MAX), "outcomes");
-    near(d.table_count.iter().flatten().sum(), "table");
-    // A rule only for wakeups that did not request the CPU.
-    assert!(
-        sum(d, &RULE) <= d.count_of(Decision::NotRequested) + 4,
-        "{d:?}"
-    );
+}
+
+/// The wakeups that asked for the CPU (at once, lazily, or already asked).
+fn asked(d: &DecisionCounts) -> u64 {
+    [
+        Decision::Requested,
+        Decision::SliceEnded,
+        Decision::Pending,
+        Decision::Lazy,
+    ]
+    .iter()
+    .map(|&c| d.decided(c))
+    .sum()
 }
 
 #[test]
@@ -290,11 +271,12 @@ fn a_real_time_sleeper_beside_a_fair_hog_is_granted_by_every_wakeup() {
     assert!(waits > 300, "{waits} waits");
     // The RT class preempts the fair one at every wakeup
     // (kernel/sched/core.c wakeup_preempt()): the bit is set for the hog.
-    let granted = d.count_of(Decision::Requested) + d.count_of(Decision::Pending);
+    let granted = asked(&d);
     assert!(
         granted * 100 >= waits * 90,
         "requested {granted} of {waits} (CPU {CPU} busy {busy} ticks): {d:?}"
     );
+    assert_eq!(d.passed(Pass::Zero), waits, "{d:?}");
     let immediate = d.outcome_between(Outcome::Granted, 0, u64::MAX);
     assert!(
         immediate * 100 >= waits * 90,
@@ -322,8 +304,8 @@ fn a_batch_sleeper_never_asks_for_the_cpu() {
     // on 6.18, 113 of them with the holder's deadline just renewed): the
     // enqueue's update_curr(), not the preemption check; not asserted on
     // until the split tells every such case apart.
-    let declined = d.count_of(Decision::NotRequested);
-    let gate = d.count_of(Decision::PolicyGate);
+    let declined = d.declined();
+    let gate = d.decided(Decision::PolicyGate);
     assert!(
         declined > 20 && gate * 100 >= declined * 95,
         "not requested {declined}, policy gate {gate}, of {waits} (CPU {CPU} busy {busy} ticks): \
@@ -348,7 +330,7 @@ fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
     assert!(waits > 100, "{waits} waits");
     // Woken onto the idle task, the wait ends with the idle task switched
     // out: the two counts agree whatever else keeps the CPU busy.
-    let idle = d.count_of(Decision::Idle);
+    let idle = d.decided(Decision::Idle);
     let held_by_idle = causes.count[Cause::HeldByIdle as usize];
     assert!(
         idle.abs_diff(held_by_idle) <= 3 + idle.max(held_by_idle) / 10,
@@ -401,9 +383,54 @@ fn the_worker_case_splits_into_granted_and_declined_modes() {
         "under 50 us: {short_granted} of {short} granted at once (CPU {CPU} busy {busy} of 300 ticks)"
     );
     // A declined wakeup has its rule named.
-    let rules = sum(&d, &RULE) - d.count_of(Decision::RuleUnknown);
-    assert!(
-        rules * 100 >= d.count_of(Decision::NotRequested) * 90,
-        "{d:?}"
+    let declined = d.declined();
+    let named = declined - d.decided(Decision::RuleUnknown);
+    assert!(named * 100 >= declined * 90, "{named} of {declined}: {d:?}");
+    // The kernel's own trace of the same window agrees, wakeup by wakeup
+    // class: the need-resched flag at sched_wakeup, the switches to
+    // others before the worker ran.
+    if let Some(traced) = traced {
+        assert_agrees_with_the_trace(&d, &traced);
+    }
+}
+
+/// schedlat's wakeups by asked / not asked and pass-overs 0, 1, 2, 3+
+/// against the trace's flag set / clear and switches before the task ran:
+/// each cell within 5% of the traced waits, plus 3.
+fn assert_agrees_with_the_trace(d: &DecisionCounts, traced: &TracedWaits) {
+    let passes = [Pass::Zero, Pass::One, Pass::Two, Pass::ThreePlus];
+    let row = |asked: bool| -> Vec<u64> {
+        passes
+            .iter()
+            .map(|&p| {
+                DECISIONS
+                    .iter()
+                    .filter(|c| {
+                        if asked {
+                            c.asked() || matches!(c, Decision::Pending | Decision::Idle)
+                        } else {
+                            c.declined()
+                        }
+                    })
+                    .map(|&c| d.cell(c, p))
+                    .sum()
+            })
+            .collect()
+    };
+    let (set, clear) = (row(true), row(false));
+    let total: u64 = traced.flag_set.iter().chain(&traced.flag_clear).sum();
+    let slack = 3 + total / 20;
+    eprintln!(
+        "schedlat set {set:?} clear {clear:?}; trace set {:?} clear {:?}",
+        traced.flag_set, traced.flag_clear
     );
+    for (ours, theirs) in set.iter().chain(&clear).zip(traced.flag_set.iter().chain(&traced.flag_clear)) {
+        assert!(
+            ours.abs_diff(*theirs) <= slack,
+            "schedlat set {set:?} clear {clear:?}, the kernel's trace set {:?} clear {:?} \
+             (slack {slack} of {total} traced wakeups)",
+            traced.flag_set,
+            traced.flag_clear
+        );
+    }
 }

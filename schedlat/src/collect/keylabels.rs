@@ -16,6 +16,7 @@ use schedlat_common::{
 use crate::{
     collect::{
         causes::{CauseCounts, Measurable},
+        cgroup_names::CgroupNames,
         histogram::Waits,
     },
     kernel::{
@@ -39,6 +40,9 @@ pub struct KeyLabels {
     /// When the hierarchy was last scanned: one scan answers for a pass
     /// over the keys, not one per unknown key.
     scanned: Option<Instant>,
+    /// The names the kernel sent as it made each cgroup: those made and
+    /// removed between two scans.
+    names: Option<CgroupNames>,
 }
 
 /// How long one scan of the cgroup hierarchy answers for unknown ids: a
@@ -55,7 +59,14 @@ impl KeyLabels {
             cgroup_paths: HashMap::new(),
             known_paths: HashMap::new(),
             scanned: None,
+            names: None,
         }
+    }
+
+    /// Also names cgroups from the paths the kernel sent at their
+    /// creation (collect/cgroup_names.rs).
+    pub fn with_names(self, names: Option<CgroupNames>) -> KeyLabels {
+        KeyLabels { names, ..self }
     }
 
     pub fn by(&self) -> Breakdown {
@@ -69,6 +80,9 @@ impl KeyLabels {
         self.comms.insert(key, stats.comm);
         if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(&key) {
             self.cgroup_path(key);
+            if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
+                self.known_paths.entry(key).or_insert(path);
+            }
         }
     }
 
@@ -106,6 +120,15 @@ impl KeyLabels {
         self.cgroup_paths.get(&id).cloned()
     }
 
+    /// A cgroup's name: its path now, else the path it had when last seen
+    /// or when the kernel made it. None only for a cgroup that was gone
+    /// before any of these (made before load and removed before a scan).
+    pub fn cgroup_name(&mut self, id: u64) -> Option<String> {
+        self.cgroup_path(id)
+            .or_else(|| self.known_paths.get(&id).cloned())
+            .or_else(|| self.names.as_ref()?.get(id))
+    }
+
     /// Whether the process, thread or cgroup a key names still exists
     /// (zombie threads do not: they wait no more; a zombie process goes
     /// once reaped). Other keys always exist.
@@ -141,7 +164,7 @@ impl KeyLabels {
             Breakdown::Process => format!("pid = {key} {}", self.comm(key)),
             Breakdown::Thread => format!("tid = {key} {}", self.comm(key)),
             Breakdown::PidNamespace => format!("pidns = {key}"),
-            Breakdown::Cgroup => match (self.cgroup_path(key), self.known_paths.get(&key)) {
+            Breakdown::Cgroup => match (self.cgroup_path(key), self.cgroup_name(key)) {
                 (Some(path), _) => format!("cgroup = {path}"),
                 (None, Some(path)) => format!("cgroup = {path} (removed)"),
                 (None, None) => format!("cgroup = (removed, id {key})"),

@@ -7,6 +7,7 @@ pub mod bpf_cost;
 pub mod causes;
 #[cfg(test)]
 mod causes_live;
+pub mod cgroup_names;
 pub mod decision;
 #[cfg(test)]
 mod decision_live;
@@ -17,7 +18,11 @@ pub mod histogram;
 pub mod interval;
 pub mod keylabels;
 mod maps;
+pub mod pairs;
+#[cfg(test)]
+mod pairs_live;
 pub mod slow;
 pub mod tracer;
 pub mod victims;
 mod whole;
+pub mod workloads;

@@ -4,7 +4,9 @@
 //! bpf_cost.rs) and no command touches a map.
 
 use aya::Ebpf;
+use schedlat_common::{names, scope::Breakdown};
 
+use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
 use crate::{
     collect::histogram::Unit,
     kernel::{
@@ -34,6 +36,9 @@ pub struct Tracer {
     pub measurable: Option<Measurable>,
     /// What the decision split measures; None when it is off.
     pub decision: Option<DecisionFacts>,
+    /// The cgroups' names as the kernel made them, when cgroups are named
+    /// (cgroup keys, neighbour pairs).
+    pub cgroup_names: Option<CgroupNames>,
 }
 
 impl Tracer {
@@ -65,7 +70,7 @@ impl Tracer {
             measurable,
             decision,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
-        Ok(Tracer {
+        let mut tracer = Tracer {
             ebpf,
             mode,
             programs,
@@ -73,7 +78,30 @@ impl Tracer {
             cgroup_hierarchy,
             measurable,
             decision,
-        })
+            cgroup_names: None,
+        };
+        // When the object names cgroups (its cgroup_mkdir program is
+        // attached), the names it sends are read from now on.
+        if tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
+            let name = names::MAP_CGROUP_NAMES;
+            let started = match tracer.ebpf.take_map(name) {
+                Some(map) => CgroupNames::start(map),
+                None => Err(ReadError::MissingMap(name)),
+            };
+            match started {
+                Ok(names) => tracer.cgroup_names = Some(names),
+                Err(e) => tracer
+                    .notes
+                    .push(format!("cgroups removed before a scan stay unnamed: {e}")),
+            }
+        }
+        Ok(tracer)
+    }
+
+    /// The labels of breakdown keys `by` this tracer's keys: cgroups
+    /// named in its hierarchy, and from the names the kernel sent.
+    pub fn key_labels(&self, by: Breakdown) -> KeyLabels {
+        KeyLabels::new(by, self.cgroup_hierarchy.clone()).with_names(self.cgroup_names.clone())
     }
 
     /// Loads the histogram with the victims tables (Modes::
@@ -104,6 +132,14 @@ impl Tracer {
 
     pub fn mode(&self) -> HookMode {
         self.mode
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(names) = &self.cgroup_names {
+            names.stop();
+        }
     }
 }
 

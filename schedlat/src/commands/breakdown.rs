@@ -9,11 +9,7 @@ use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
 use crate::{
-    analysis::{
-        percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
-    },
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
     collect::{
         error::ReadError,
         histogram::{Unit, Waits},
@@ -21,7 +17,9 @@ use crate::{
         tracer::Tracer,
     },
     kernel::modes::Keyed,
-    output::{self, text},
+    output,
+    output::text,
+    sys::slice::Slice,
 };
 
 /// Default size of the kernel's key map (`--max-keys`): 4096 keys, 5.6 MiB.
@@ -35,6 +33,10 @@ pub struct BreakdownOptions {
     pub sort: KeySort,
     /// Only the first N keys of each interval.
     pub top: Option<u32>,
+    /// Count who waited behind whom, in a table of this many pairs.
+    pub pairs: Option<u32>,
+    /// The level the pairs' cgroups are named and rolled up at.
+    pub by: crate::sys::workload::level::Level,
 }
 
 /// How keys are ordered: by what they waited in the interval.
@@ -96,7 +98,7 @@ impl KeyedView {
             top: args.top.map(|n| n as usize),
             max_keys: keyed.max_keys,
             previous: HashMap::new(),
-            labels: KeyLabels::new(keyed.by, tracer.cgroup_hierarchy.clone()),
+            labels: tracer.key_labels(keyed.by),
         }
     }
 

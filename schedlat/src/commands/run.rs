@@ -7,20 +7,25 @@ use std::{fs::File, io::Write, path::Path, time::Instant};
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::slice::Slice,
-    collect::{histogram::Unit, interval::HistogramInterval},
+    analysis::pairs::{self, PairTable, WorkloadPair},
+    collect::{
+        histogram::Unit, interval::HistogramInterval, pairs::PairIntervals, tracer::Tracer,
+        workloads::WorkloadNamer,
+    },
     commands::{
         UsageError,
         breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session::{self, Ended, Intervals, Signals},
+        session,
+        session::{Ended, Intervals, Signals},
         stdout,
     },
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output,
     output::{
-        self, Report,
+        Report,
         recording::{Pending, Scope},
     },
-    sys::clock,
+    sys::{clock, slice::Slice, workload::level::Level},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -93,9 +98,15 @@ async fn run(
     let unit = cli.unit;
     let mut signals = Signals::install()?;
     let keyed = breakdown.keyed;
-    let modes = Modes::histogram(keyed);
+    let mut modes = Modes::histogram(keyed);
+    if let Some(max) = breakdown.pairs {
+        modes = modes.with_pairs(max);
+    }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
+    let mut pairs_view = breakdown
+        .pairs
+        .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
     let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
@@ -107,6 +118,9 @@ async fn run(
     let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some(view) = keyed_view.as_mut() {
         view.interval(&mut tracer, 0, &slice)?;
+    }
+    if let Some(view) = pairs_view.as_mut() {
+        view.interval(&mut tracer)?;
     }
     let mut started = Instant::now();
 
@@ -124,9 +138,14 @@ async fn run(
             None => None,
         };
         report.breakdown = keys.as_ref().map(|k| k.to_json());
+        let pairs = match pairs_view.as_mut() {
+            Some(view) => Some(view.interval(&mut tracer)?),
+            None => None,
+        };
+        report.pairs = pairs.as_ref().map(output::pairs::to_json);
         report.scope = Some(scope.clone());
         let ts = cli.timestamp.then(clock::local_hms);
-        let text = match (&keys, cli.json) {
+        let mut text = match (&keys, cli.json) {
             (_, true) => output::json::render(&report),
             // runqlat -P/-L/--pidnss print the per-key histograms only.
             (Some(keys), false) => {
@@ -135,6 +154,9 @@ async fn run(
             }
             (None, false) => output::text::render(&report, ts.as_deref()),
         };
+        if let (Some(pairs), false) = (&pairs, cli.json) {
+            text.push_str(&output::pairs::render_text(pairs));
+        }
         if let Some(file) = record_to.as_mut() {
             file.write_all(output::json::render(&report).as_bytes())
                 .context("writing the recording")?;
@@ -146,5 +168,39 @@ async fn run(
             return Ok(Ended::Done);
         }
         started = Instant::now();
+    }
+}
+
+/// The neighbour-pair table's intervals, named and ranked (`--pairs`).
+struct PairsView {
+    intervals: PairIntervals,
+    names: WorkloadNamer,
+    level: Level,
+    top: Option<usize>,
+}
+
+impl PairsView {
+    fn new(tracer: &Tracer, level: Level, top: Option<u32>) -> PairsView {
+        PairsView {
+            intervals: PairIntervals::default(),
+            names: WorkloadNamer::new(tracer, level),
+            level,
+            top: top.map(|n| n as usize),
+        }
+    }
+
+    fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
+        let names = &mut self.names;
+        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
+        let named = interval.named(|id| names.name(id));
+        let rows = named
+            .into_iter()
+            .map(|(victim, holder, counts)| WorkloadPair {
+                victim,
+                holder,
+                counts,
+            });
+        let table = (interval.overflow, interval.capacity);
+        Ok(pairs::rank(rows, self.level, self.top, table))
     }
 }

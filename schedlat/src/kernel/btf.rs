@@ -101,7 +101,7 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
 
 /// Every struct an offset set reads, and the tracepoints' typedefs: their
 /// ids are found in one pass over the BTF (btf_names.rs).
-const STRUCTS: [&str; 16] = [
+const STRUCTS: [&str; 17] = [
     "task_struct",
     "thread_info",
     "load_weight",
@@ -113,6 +113,7 @@ const STRUCTS: [&str; 16] = [
     "css_set",
     "cgroup",
     "cgroup_subsys_state",
+    "cgroup_root",
     "kernfs_node",
     "pid",
     "upid",
@@ -139,7 +140,7 @@ impl<'a> Layouts<'a> {
         // `--waking` then needs no second scan.
         let typedefs = names::BTF_PROGRAMS
             .iter()
-            .chain([&names::BTF_WAKING, &names::BTF_SET_NEED_RESCHED])
+            .chain([&names::BTF_WAKING, &names::BTF_CGROUP_MKDIR])
             .map(|(_, tp)| format!("btf_trace_{tp}"))
             .collect::<Vec<_>>();
         let mut wanted: Vec<&str> = STRUCTS.to_vec();
@@ -179,17 +180,12 @@ impl<'a> Layouts<'a> {
     }
 }
 
-/// Whether the BTF has the tp_btf attach point of `tracepoint`.
-pub fn has_tracepoint(layouts: &Layouts, tracepoint: &str) -> bool {
-    tracepoint_ids(layouts, &[tracepoint]).is_ok()
-}
-
 /// What the decision split reads (docs/decision.md), or None when this
-/// kernel lacks what its request needs: `rq->curr`, `rq->nr_switches`,
-/// `rq->clock` and `task->thread_info.flags` (CONFIG_THREAD_INFO_IN_TASK).
-/// The fair class's fields are resolved where they exist: EEVDF's (6.6+,
-/// `fair` 1), else CFS's (`fair` 2); the TIF masks, `has_set_tp` and
-/// `tick_ns` are the caller's (kernel/decision.rs).
+/// kernel lacks what its request needs: `rq->curr`, `rq->nr_switches`
+/// and `task->thread_info.flags` (CONFIG_THREAD_INFO_IN_TASK). The fair
+/// class's fields are resolved where they exist: EEVDF's (6.6+, `fair`
+/// 1), else CFS's (`fair` 2); the TIF masks and `tick_ns` are the
+/// caller's (kernel/decision.rs).
 pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     let field = |strukt, name| layouts.field(strukt, name);
     let first = |strukt: &'static str, names: &[&str]| {
@@ -202,7 +198,6 @@ pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     let mut offsets = DecisionOffsets {
         rq_curr: field("rq", "curr")?,
         rq_nr_switches: field("rq", "nr_switches")?,
-        rq_clock: field("rq", "clock")?,
         task_ti_flags: field("task_struct", "thread_info")? + field("thread_info", "flags")?,
         task_se,
         ..DecisionOffsets::ZERO
@@ -225,7 +220,6 @@ pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
             cfs_key_sum: first("cfs_rq", &["sum_w_vruntime", "avg_vruntime"])?,
             cfs_weight_sum: first("cfs_rq", &["sum_weight", "avg_load"])?,
             cfs_zero: first("cfs_rq", &["zero_vruntime", "min_vruntime"])?,
-            cfs_curr: field("cfs_rq", "curr")?,
             ..offsets
         })
     };
@@ -356,6 +350,10 @@ pub fn cgroup_offsets(layouts: &Layouts, css: &CssChoice) -> Result<CgroupOffset
         css_parent: css.offset_of(&["parent"])?,
         cgroup_kn: cgroup.offset_of(&["kn"])?,
         kn_id: layouts.get("kernfs_node")?.offset_of(&["id"])?,
+        cgroup_root: cgroup.offset_of(&["root"])?,
+        root_hierarchy_id: layouts.get("cgroup_root")?.offset_of(&["hierarchy_id"])?,
+        // The caller's: which hierarchy is not in the BTF.
+        hierarchy_id: 0,
     })
 }
 

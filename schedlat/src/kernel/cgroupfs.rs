@@ -1,6 +1,7 @@
-//! The cgroup filesystems: where they are mounted, which hierarchy a path
-//! belongs to, its kernfs id (the inode number of its directory, which is
-//! what the kernel side compares), and the way back from an id to a path.
+//! The cgroup filesystems as the kernel side needs them (where they are
+//! mounted is sys/mounts.rs): which hierarchy a path belongs to, its kernfs
+//! id (the inode number of its directory, which is what the kernel side
+//! compares), and the way back from an id to a path.
 
 use std::{
     collections::HashMap,
@@ -9,159 +10,86 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{kernel::btf::CssChoice, sys::throttle::ThrottleWatch};
+use crate::{kernel::btf::CssChoice, sys::mounts::Mounts};
 
-/// Starts telling throttled waits from wakes onto an idle CPU (both end on
-/// an idle CPU, culprit swapper), in the cpu controller's hierarchies.
-pub fn watch_throttling() -> ThrottleWatch {
-    let mounts = Mounts::read();
-    ThrottleWatch::start(mounts.v2.as_deref(), mounts.v1_cpu.as_deref())
-}
-
-/// Where the cgroup filesystems are mounted, from /proc/self/mounts.
-#[derive(Debug, Clone, Default)]
-pub struct Mounts {
-    pub v2: Option<PathBuf>,
-    pub v1_cpu: Option<PathBuf>,
-    /// Every cgroup v1 mount and its controllers (`name=` hierarchies
-    /// have none).
-    pub v1: Vec<(PathBuf, Vec<String>)>,
-}
-
-impl Mounts {
-    pub fn read() -> Mounts {
-        let text = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        Mounts::parse(&text)
-    }
-
-    pub fn parse(text: &str) -> Mounts {
-        let mut mounts = Mounts::default();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let [_, dir, fstype, options, ..] = f[..] else {
-                continue;
-            };
-            match fstype {
-                "cgroup2" => mounts.v2 = mounts.v2.or(Some(dir.into())),
-                "cgroup" => {
-                    let controllers: Vec<String> = options
-                        .split(',')
-                        .filter(|o| is_controller(o))
-                        .map(String::from)
-                        .collect();
-                    if controllers.iter().any(|c| c == "cpu") {
-                        mounts.v1_cpu = Some(dir.into());
-                    }
-                    mounts.v1.push((dir.into(), controllers));
-                }
-                _ => {}
-            }
-        }
-        mounts
-    }
-
-    /// The hierarchy `--cgroups` breaks down by when `-c` does not choose:
-    /// the one the cpu controller is in (v1 where it is mounted there, as
-    /// on hybrid systems; else v2), since that is where CPU policy lives.
-    pub fn default_hierarchy(&self) -> Option<Hierarchy> {
-        if let Some(mount) = &self.v1_cpu {
-            let controllers = self
-                .v1
-                .iter()
-                .find(|(m, _)| m == mount)
-                .map(|(_, c)| c.clone())
-                .unwrap_or_else(|| vec!["cpu".into()]);
-            return Some(Hierarchy {
-                mount: mount.clone(),
-                css: CssChoice::Controllers(controllers),
-            });
-        }
-        self.v2.as_ref().map(|mount| Hierarchy {
-            mount: mount.clone(),
-            css: CssChoice::Default,
-        })
-    }
-
-    /// The cgroup a user names: an absolute directory under a cgroup mount,
-    /// or a path relative to the cgroup v2 mount, then to the v1 cpu mount.
-    pub fn resolve(&self, path: &Path) -> Result<CgroupTarget, String> {
-        let v2 = self.v2.iter().map(|m| (m, CssChoice::Default));
-        let v1 = self
+/// The hierarchy `--cgroups` breaks down by when `-c` does not choose:
+/// the one the cpu controller is in (v1 where it is mounted there, as
+/// on hybrid systems; else v2), since that is where CPU policy lives.
+pub fn default_hierarchy(mounts: &Mounts) -> Option<Hierarchy> {
+    if let Some(mount) = &mounts.v1_cpu {
+        let controllers = mounts
             .v1
             .iter()
-            .map(|(m, c)| (m, CssChoice::Controllers(c.clone())));
-        let hierarchies: Vec<(&PathBuf, CssChoice)> = v2.chain(v1).collect();
-        // The path as the kernel sees it: `..` and symlinks resolved, so
-        // that `/sys/fs/cgroup/cpu/../unified/G` is taken for the v2 group
-        // it is, not for a group of the v1 cpu hierarchy its text starts with.
-        let candidate = if path.is_absolute() {
-            Some(path.to_path_buf())
-        } else {
-            let relative_to = self.v2.iter().chain(self.v1_cpu.iter());
-            relative_to.map(|m| m.join(path)).find(|dir| dir.is_dir())
-        };
-        let found = candidate
-            .and_then(|dir| fs::canonicalize(dir).ok())
-            .and_then(|dir| {
-                // The longest mount that holds it (/sys/fs/cgroup/unified,
-                // not a cgroup2 at /sys/fs/cgroup).
-                hierarchies
-                    .iter()
-                    .filter(|(m, _)| dir.starts_with(m))
-                    .max_by_key(|(m, _)| m.as_os_str().len())
-                    .map(|(m, css)| ((*m).clone(), css.clone(), dir.clone()))
-            });
-        let looked = || {
-            let mounts: Vec<String> = hierarchies
-                .iter()
-                .map(|(m, _)| m.display().to_string())
-                .collect();
-            format!(
-                "no cgroup {} (give a directory under a cgroup mount: {}; or a path relative to the cgroup v2 mount)",
-                path.display(),
-                mounts.join(", ")
-            )
-        };
-        let (mount, css, dir) = found.ok_or_else(looked)?;
-        let meta = fs::metadata(&dir).map_err(|_| looked())?;
-        if !meta.is_dir() {
-            return Err(looked());
-        }
-        if matches!(&css, CssChoice::Controllers(c) if c.is_empty()) {
-            return Err(format!(
-                "{} is in a cgroup v1 hierarchy without a controller (e.g. name=systemd), which the kernel side cannot follow: use the cgroup v2 or the cpu controller's path",
-                dir.display()
-            ));
-        }
-        Ok(CgroupTarget {
-            hierarchy: Hierarchy { mount, css },
-            id: meta.ino(),
-            dir,
-        })
+            .find(|(m, _)| m == mount)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_else(|| vec!["cpu".into()]);
+        return Some(Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Controllers(controllers),
+        });
     }
+    mounts.v2.as_ref().map(|mount| Hierarchy {
+        mount: mount.clone(),
+        css: CssChoice::Default,
+    })
 }
 
-/// Whether a cgroup v1 mount option names a controller: the generic mount
-/// flags and the cgroup v1 options (kernel/cgroup/cgroup-v1.c
-/// cgroup1_parse_param) do not; `name=` and `release_agent=` carry values.
-fn is_controller(option: &str) -> bool {
-    !matches!(
-        option,
-        "rw" | "ro"
-            | "nosuid"
-            | "nodev"
-            | "noexec"
-            | "relatime"
-            | "noatime"
-            | "strictatime"
-            | "xattr"
-            | "none"
-            | "all"
-            | "noprefix"
-            | "clone_children"
-            | "cpuset_v2_mode"
-            | "favordynmods"
-    ) && !option.contains('=')
+/// The cgroup a user names: an absolute directory under a cgroup mount,
+/// or a path relative to the cgroup v2 mount, then to the v1 cpu mount.
+pub fn resolve(mounts: &Mounts, path: &Path) -> Result<CgroupTarget, String> {
+    let v2 = mounts.v2.iter().map(|m| (m, CssChoice::Default));
+    let v1 = mounts
+        .v1
+        .iter()
+        .map(|(m, c)| (m, CssChoice::Controllers(c.clone())));
+    let hierarchies: Vec<(&PathBuf, CssChoice)> = v2.chain(v1).collect();
+    // The path as the kernel sees it: `..` and symlinks resolved, so
+    // that `/sys/fs/cgroup/cpu/../unified/G` is taken for the v2 group
+    // it is, not for a group of the v1 cpu hierarchy its text starts with.
+    let candidate = if path.is_absolute() {
+        Some(path.to_path_buf())
+    } else {
+        let relative_to = mounts.v2.iter().chain(mounts.v1_cpu.iter());
+        relative_to.map(|m| m.join(path)).find(|dir| dir.is_dir())
+    };
+    let found = candidate
+        .and_then(|dir| fs::canonicalize(dir).ok())
+        .and_then(|dir| {
+            // The longest mount that holds it (/sys/fs/cgroup/unified,
+            // not a cgroup2 at /sys/fs/cgroup).
+            hierarchies
+                .iter()
+                .filter(|(m, _)| dir.starts_with(m))
+                .max_by_key(|(m, _)| m.as_os_str().len())
+                .map(|(m, css)| ((*m).clone(), css.clone(), dir.clone()))
+        });
+    let looked = || {
+        let mounts: Vec<String> = hierarchies
+            .iter()
+            .map(|(m, _)| m.display().to_string())
+            .collect();
+        format!(
+            "no cgroup {} (give a directory under a cgroup mount: {}; or a path relative to the cgroup v2 mount)",
+            path.display(),
+            mounts.join(", ")
+        )
+    };
+    let (mount, css, dir) = found.ok_or_else(looked)?;
+    let meta = fs::metadata(&dir).map_err(|_| looked())?;
+    if !meta.is_dir() {
+        return Err(looked());
+    }
+    if matches!(&css, CssChoice::Controllers(c) if c.is_empty()) {
+        return Err(format!(
+            "{} is in a cgroup v1 hierarchy without a controller (e.g. name=systemd), which the kernel side cannot follow: use the cgroup v2 or the cpu controller's path",
+            dir.display()
+        ));
+    }
+    Ok(CgroupTarget {
+        hierarchy: Hierarchy { mount, css },
+        id: meta.ino(),
+        dir,
+    })
 }
 
 /// One cgroup hierarchy: its mount and the css that names a task's cgroup in it.
@@ -180,6 +108,23 @@ impl Hierarchy {
                 format!("cgroup v1 {} at {}", c.join(","), self.mount.display())
             }
         }
+    }
+
+    /// The hierarchy's number, as /proc/PID/cgroup prints it and the
+    /// kernel keeps it (`cgroup_root.hierarchy_id`): 0 for cgroup v2, else
+    /// that of the line listing the first controller. None when this
+    /// process's /proc/self/cgroup does not list it.
+    pub fn number(&self) -> Option<u64> {
+        let CssChoice::Controllers(controllers) = &self.css else {
+            return Some(0);
+        };
+        let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let lines = crate::sys::procfs::parse_proc_cgroup(&text).ok()?;
+        let first = controllers.first()?;
+        lines
+            .iter()
+            .find(|l| l.controllers.contains(first))
+            .map(|l| u64::from(l.hierarchy))
     }
 
     /// Every cgroup's path relative to the mount (`/` for the root), by id.
@@ -227,22 +172,13 @@ mod tests {
          cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
 
     #[test]
-    fn mounts_find_v2_and_the_v1_controllers() {
+    fn the_cpu_controllers_hierarchy_is_the_default() {
         let m = Mounts::parse(HYBRID);
-        assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
-        assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
-        assert_eq!(m.v1.len(), 4);
-        assert_eq!(
-            m.v1[2].1,
-            Vec::<String>::new(),
-            "name=systemd has no controller"
-        );
-        assert_eq!(m.v1[3].1, ["cpuset"], "clone_children is an option");
-        let h = m.default_hierarchy().unwrap();
+        let h = default_hierarchy(&m).unwrap();
         assert_eq!(h.css, CssChoice::Controllers(vec!["cpu".into()]));
         let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
         assert!(pure_v2.v1_cpu.is_none());
-        assert_eq!(pure_v2.default_hierarchy().unwrap().css, CssChoice::Default);
+        assert_eq!(default_hierarchy(&pure_v2).unwrap().css, CssChoice::Default);
     }
 
     #[test]
@@ -251,15 +187,15 @@ mod tests {
         let Some(root) = mounts.v2.clone().or(mounts.v1_cpu.clone()) else {
             panic!("this machine mounts cgroups");
         };
-        let t = mounts.resolve(&root).unwrap();
+        let t = resolve(&mounts, &root).unwrap();
         assert_eq!(t.dir, root);
         assert_eq!(
             t.hierarchy.paths_by_id().get(&t.id).map(String::as_str),
             Some("/")
         );
-        let e = mounts.resolve(Path::new("no/such/group")).unwrap_err();
+        let e = resolve(&mounts, Path::new("no/such/group")).unwrap_err();
         assert!(e.contains("no cgroup no/such/group"), "{e}");
-        let e = mounts.resolve(Path::new("/tmp")).unwrap_err();
+        let e = resolve(&mounts, Path::new("/tmp")).unwrap_err();
         assert!(e.contains("no cgroup /tmp"), "{e}");
     }
 
@@ -281,7 +217,7 @@ mod tests {
         ));
         let g = fs::metadata(root.join("unified/G")).unwrap().ino();
         for typed in ["cpu/../unified/G", "cpu/link"] {
-            let t = mounts.resolve(&root.join(typed)).unwrap();
+            let t = resolve(&mounts, &root.join(typed)).unwrap();
             assert_eq!(t.hierarchy.css, CssChoice::Default, "{typed}");
             assert_eq!(t.hierarchy.mount, root.join("unified"), "{typed}");
             assert_eq!(
@@ -290,7 +226,7 @@ mod tests {
                 "{typed}"
             );
         }
-        let a = mounts.resolve(&root.join("cpu/A")).unwrap();
+        let a = resolve(&mounts, &root.join("cpu/A")).unwrap();
         assert_eq!(a.hierarchy.css, CssChoice::Controllers(vec!["cpu".into()]));
         fs::remove_dir_all(&root).unwrap();
     }

@@ -1,9 +1,12 @@
 //! The decision split's load-time side (docs/decision.md): what this
 //! kernel lets the programs read of the scheduler's decision, the
-//! need-resched bit numbers, the tick, and whether the kernel reports each
-//! need-resched set (sched_set_need_resched_tp).
+//! need-resched bit numbers and the tick.
 
-use schedlat_common::kconfig::{Compute, DecisionOffsets};
+use aya::EbpfLoader;
+use schedlat_common::{
+    kconfig::{Compute, DecisionOffsets},
+    names,
+};
 
 use crate::sys::kernel_facts::{self, Release};
 
@@ -11,11 +14,10 @@ use crate::sys::kernel_facts::{self, Release};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TifSource {
     /// The architecture's and version's values, as the kernel sources
-    /// define them (the bits are macros, not in BTF).
+    /// define them (the bits are macros, not in BTF), checked on every
+    /// kernel of the VM matrix by a wakeup the kernel always grants (a
+    /// SCHED_FIFO task beside fair-class loops).
     Table,
-    /// The table, and the kernel reports each set with its bit
-    /// (sched_set_need_resched_tp): the collect layer checks them.
-    TableWithTracepoint,
 }
 
 /// What the decision split measures on this load.
@@ -26,9 +28,6 @@ pub struct DecisionFacts {
     pub need_resched_bit: u32,
     pub lazy_bit: Option<u32>,
     pub tif_source: TifSource,
-    /// The kernel reports which wakeup set the bit: `pending` is told
-    /// apart from `requested`, and tick-ended waits are counted.
-    pub set_tracepoint: bool,
     /// 1 EEVDF rules, 2 CFS (wakeup granularity), 0 none.
     pub fair: u64,
     /// 6.17+'s vprot marks the protected slice (else vlag == deadline).
@@ -46,13 +45,8 @@ pub(crate) struct Setup {
 
 impl Setup {
     /// `offsets` as BTF resolved them (None: the kernel lacks the
-    /// request's fields, or the split is off); `set_tp` when the kernel
-    /// has sched_set_need_resched_tp. Notes say what is missing.
-    pub(crate) fn new(
-        offsets: Option<DecisionOffsets>,
-        set_tp: bool,
-        notes: &mut Vec<String>,
-    ) -> Setup {
+    /// request's fields, or the split is off). Notes say what is missing.
+    pub(crate) fn new(offsets: Option<DecisionOffsets>, notes: &mut Vec<String>) -> Setup {
         let Some(offsets) = offsets else {
             return Setup::default();
         };
@@ -68,12 +62,7 @@ impl Setup {
         let facts = DecisionFacts {
             need_resched_bit,
             lazy_bit,
-            tif_source: if set_tp {
-                TifSource::TableWithTracepoint
-            } else {
-                TifSource::Table
-            },
-            set_tracepoint: set_tp,
+            tif_source: TifSource::Table,
             fair: offsets.fair,
             vprot: offsets.has_vprot != 0,
             tick_ns,
@@ -81,7 +70,6 @@ impl Setup {
         let offsets = DecisionOffsets {
             need_resched_mask: 1 << need_resched_bit,
             lazy_mask: lazy_bit.map_or(0, |b| 1 << b),
-            has_set_tp: u64::from(set_tp),
             tick_ns: tick_ns.unwrap_or(0),
             ..offsets
         };
@@ -96,10 +84,18 @@ impl Setup {
         self.offsets.unwrap_or(DecisionOffsets::ZERO)
     }
 
-    /// Sets the split's switch in `compute`: it needs the cause split's
-    /// snapshot slots (`slots`).
-    pub(crate) fn configure(&self, compute: &mut Compute, slots: bool) {
-        compute.decision = u64::from(self.offsets.is_some() && compute.causes != 0 && slots);
+    /// Sets the split's switch in `compute` and sizes its map: it needs the
+    /// cause split's snapshot slots (`slots`); REQUESTS has an entry per
+    /// CPU (`cpus`, as the kernel numbers them).
+    pub(crate) fn configure(
+        &self,
+        loader: &mut EbpfLoader<'_>,
+        compute: &mut Compute,
+        (slots, cpus): (bool, u32),
+    ) {
+        let on = self.offsets.is_some() && compute.causes != 0 && slots;
+        compute.decision = u64::from(on);
+        loader.map_max_entries(names::MAP_REQUESTS, if on { cpus.max(1) } else { 1 });
     }
 
     pub(crate) fn facts(&self) -> Option<DecisionFacts> {

@@ -7,7 +7,13 @@ use std::{fs, path::PathBuf};
 
 use thiserror::Error;
 
-use crate::kernel::cgroupfs::{CgroupTarget, Mounts};
+use crate::{
+    kernel::{
+        cgroup_by_name,
+        cgroupfs::{self, CgroupTarget},
+    },
+    sys::mounts::Mounts,
+};
 
 /// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
 /// they are checked.
@@ -73,7 +79,7 @@ impl Filter {
             return Err(FilterError::NoSuchThread(tid));
         }
         let cgroup = match &args.cgroup {
-            Some(path) => Some(Mounts::read().resolve(path).map_err(FilterError::Cgroup)?),
+            Some(path) => Some(cgroup_target(path).map_err(FilterError::Cgroup)?),
             None => None,
         };
         let cpus = match &args.cpu {
@@ -102,6 +108,35 @@ impl Filter {
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
+    }
+
+    /// A note when `--cpu` names CPUs that are offline now (`online` is
+    /// the text of /sys/devices/system/cpu/online): no task runs on them
+    /// until they are brought online, so their waits stay 0, which without
+    /// a word reads as an idle CPU.
+    pub fn offline_note(&self, online: &str) -> Option<String> {
+        let online = crate::sys::procfs::parse_cpu_list(online).ok()?;
+        let offline: Vec<usize> = self
+            .cpus
+            .as_ref()?
+            .iter()
+            .copied()
+            .filter(|c| !online.contains(c))
+            .collect();
+        if offline.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "--cpu: CPU {} {} offline (online: {}): no task runs there until brought online (/sys/devices/system/cpu/cpuN/online), so {} no waits",
+            cpu_list_str(&offline),
+            if offline.len() == 1 { "is" } else { "are" },
+            cpu_list_str(&online),
+            if offline.len() == 1 {
+                "it has"
+            } else {
+                "they have"
+            }
+        ))
     }
 
     /// Whether a target that can go away (a process, thread or cgroup) is
@@ -192,6 +227,18 @@ impl Filter {
 
 /// Whether a process or thread still runs: it exists and is not a zombie
 /// waiting for its parent to reap it (it will never wait again).
+/// `-c`'s cgroup: a path (absolute, or relative to the cgroup v2 mount,
+/// then to the v1 cpu mount); else a container ID or unique prefix, a pod
+/// UID or a systemd unit (cgroup_by_name.rs).
+fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
+    let mounts = Mounts::read();
+    let as_path = cgroupfs::resolve(&mounts, arg);
+    match (&as_path, arg.to_str()) {
+        (Err(_), Some(name)) => cgroup_by_name::find(&mounts, name).unwrap_or(as_path),
+        _ => as_path,
+    }
+}
+
 pub fn is_alive(id: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
         return false;
@@ -451,6 +498,28 @@ mod tests {
         let e = kernel_comm("fourteen-bytesé-long").unwrap_err().to_string();
         assert!(e.contains("use `fourteen-bytes`"), "{e}");
         assert!(!e.contains('\u{fffd}'), "{e}");
+    }
+
+    /// Issue 29 item 11: `--cpu N` for an offline CPU gave 0 waits with no
+    /// note.
+    #[test]
+    fn offline_cpus_are_named() {
+        let f = Filter {
+            cpus: Some(vec![1, 3]),
+            ..Filter::default()
+        };
+        assert_eq!(f.offline_note("0-3\n"), None);
+        let note = f.offline_note("0,2-3\n").unwrap();
+        assert!(
+            note.starts_with("--cpu: CPU 1 is offline (online: 0,2-3)"),
+            "{note}"
+        );
+        let note = f.offline_note("0\n").unwrap();
+        assert!(
+            note.contains("CPU 1,3 are offline") && note.contains("they have no waits"),
+            "{note}"
+        );
+        assert_eq!(Filter::default().offline_note("0"), None);
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! What the size options (`--max-keys`, `--max-tasks`) cost in kernel
+//! What the size options (`--max-keys`, `--max-tasks`, `--max-pairs`) cost in kernel
 //! memory. The maps are preallocated when the object loads, so a large
 //! value takes its memory (and seconds of load time) at once, whether or
 //! not the keys ever come: say how much, and refuse past a bound unless
 //! `--force-memory` is given.
 
-use schedlat_common::{scope::KeyStats, victims::WaitStats};
+use schedlat_common::{
+    scope::KeyStats,
+    victims::WaitStats,
+    workload::{PairKey, PairStats},
+};
 
 use crate::kernel::modes::Modes;
 
@@ -55,6 +59,16 @@ pub fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
         out.push(Cost {
             option: "--max-keys",
             value: k.max_keys,
+            bytes: n * elem + n.next_power_of_two() * HASH_BUCKET,
+        });
+    }
+    if let Some(max_pairs) = modes.pairs {
+        let n = u64::from(max_pairs);
+        let elem =
+            HASH_ELEM_OVERHEAD + round8(size_of::<PairKey>()) + round8(size_of::<PairStats>());
+        out.push(Cost {
+            option: "--max-pairs",
+            value: max_pairs,
             bytes: n * elem + n.next_power_of_two() * HASH_BUCKET,
         });
     }
@@ -141,6 +155,11 @@ mod tests {
         let c = |n| costs(&keyed(n), 2)[0].bytes;
         assert!(c(4096) < 8 << 20 && c(4096) > 4 << 20, "{}", human(c(4096)));
         assert!(check(&Modes::HISTOGRAM, 2, false).unwrap().is_empty());
+        // The pair table: about 100 bytes a pair.
+        let pairs = costs(&Modes::HISTOGRAM.with_pairs(4096), 2)[0].bytes;
+        assert!((400 << 10..500 << 10).contains(&pairs), "{}", human(pairs));
+        let e = check(&Modes::HISTOGRAM.with_pairs(10_000_000), 2, false).unwrap_err();
+        assert!(e.contains("--max-pairs 10000000 takes about"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod btf;
 pub mod btf_check;
 mod btf_names;
 pub mod causes;
+pub mod cgroup_by_name;
 pub mod cgroupfs;
 pub mod decision;
 pub mod error;

@@ -10,6 +10,11 @@ use schedlat_common::{kconfig::Compute, names, scope::Breakdown};
 
 use crate::kernel::{error::LoadError, limits::pid_max};
 
+/// Ring buffer for the names of new cgroups: 256 KiB holds about 1,500
+/// Kubernetes container paths (~170 bytes with the record's header),
+/// drained continuously by a thread of its own (collect/cgroup_names.rs).
+const NAMES_RING_BYTES: u32 = 256 << 10;
+
 /// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with
 /// the kernel's header), seconds of backlog at one slow wait per
 /// millisecond per CPU.
@@ -31,6 +36,9 @@ pub struct Modes {
     /// Split each wait by cause (docs/causes.md): with the histogram, on
     /// unless `--no-causes`.
     pub causes: bool,
+    /// Count each wait in the neighbour-pair table (victim cgroup, holder
+    /// cgroup), with room for this many pairs.
+    pub pairs: Option<u32>,
 }
 
 /// The breakdown histograms: what they are keyed by, and how many keys fit.
@@ -47,6 +55,7 @@ impl Modes {
         slow_ns: None,
         keyed: None,
         causes: true,
+        pairs: None,
     };
 
     /// Histogram mode, plus one histogram per key when `keyed`.
@@ -64,6 +73,7 @@ impl Modes {
             slow_ns: None,
             keyed: None,
             causes: false,
+            pairs: None,
         }
     }
 
@@ -85,6 +95,7 @@ impl Modes {
             slow_ns: Some(threshold_ns.max(1)),
             keyed: None,
             causes: false,
+            pairs: None,
         }
     }
 
@@ -98,6 +109,8 @@ impl Modes {
             Some("`schedlat slow`")
         } else if self.keyed.is_some() {
             Some("a breakdown (-P, -L, --pidnss, --cgroups, --cpus)")
+        } else if self.pairs.is_some() {
+            Some("the neighbour-pair table")
         } else {
             None
         }
@@ -122,6 +135,21 @@ impl Modes {
     /// length, the split's queue depth (a few more BTF lookups at load).
     pub fn wants_rq_len(&self) -> bool {
         self.slow_ns.is_some() || self.causes
+    }
+
+    /// With the neighbour-pair table of `max_pairs` pairs.
+    pub fn with_pairs(self, max_pairs: u32) -> Modes {
+        Modes {
+            pairs: Some(max_pairs),
+            ..self
+        }
+    }
+
+    /// Whether new cgroups are named as they are made (the cgroup_mkdir
+    /// program): cgroup keys and pairs name cgroups that may be gone by
+    /// the time they are shown.
+    pub fn names_cgroups(&self) -> bool {
+        self.pairs.is_some() || self.keyed.is_some_and(|k| k.by == Breakdown::Cgroup)
     }
 
     /// Without the cause split (`--no-causes`).
@@ -153,6 +181,12 @@ impl Modes {
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
+        loader.map_max_entries(names::MAP_PAIRS, self.pairs.map_or(1, |n| n.max(1)));
+        let names = match self.names_cgroups() {
+            true => NAMES_RING_BYTES.max(page_size()),
+            false => page_size(),
+        };
+        loader.map_max_entries(names::MAP_CGROUP_NAMES, names);
         Ok(Compute {
             unit_ns,
             histogram: u64::from(self.histogram),
@@ -167,6 +201,7 @@ impl Modes {
             waking: 0,
             // Set by kernel::decision::Setup.
             decision: 0,
+            pairs: u64::from(self.pairs.is_some()),
         })
     }
 }

@@ -9,12 +9,86 @@
 //! memory locked for maps is charged to the cgroup (5.11+), not
 //! RLIMIT_MEMLOCK. `--hook tp` also reads tracefs, mode 0700 root, so it
 //! needs CAP_DAC_READ_SEARCH as well (its error says so).
+//!
+//! The container image gives the binary these as file capabilities in the
+//! permitted set only (`setcap cap_bpf,cap_perfmon,...+p`), so that a
+//! runtime that withholds them still lets it start and say so; schedlat
+//! raises them to effective itself ([`raise_permitted`]).
 
 use std::{fmt, fs};
 
+const CAP_DAC_READ_SEARCH: u32 = 2;
 const CAP_SYS_ADMIN: u32 = 21;
+const CAP_SYS_RESOURCE: u32 = 24;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
+
+/// What schedlat uses when it holds it: tracing (CAP_BPF, CAP_PERFMON, or
+/// CAP_SYS_ADMIN, which implies both), tracefs for `--hook tp`
+/// (CAP_DAC_READ_SEARCH), and, before Linux 5.11, raising RLIMIT_MEMLOCK
+/// for the maps (CAP_SYS_RESOURCE; aya raises it on the first EPERM).
+const USED: [u32; 5] = [
+    CAP_BPF,
+    CAP_PERFMON,
+    CAP_SYS_ADMIN,
+    CAP_DAC_READ_SEARCH,
+    CAP_SYS_RESOURCE,
+];
+
+/// `struct __user_cap_header_struct` and `__user_cap_data_struct`
+/// (include/uapi/linux/capability.h), version 3: two data words, caps
+/// 0-31 then 32-63.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Makes the [`USED`] capabilities that this process holds in its
+/// permitted set effective too. A binary with file capabilities but no
+/// effective flag (`+p`, as in the container image) starts with them
+/// permitted only: the kernel grants them at exec only where the
+/// runtime's bounding set has them, and never refuses the exec over
+/// them, so the missing ones can be named instead of a bare EPERM from
+/// exec. Returns the effective set afterwards. Nothing to do (and no
+/// syscall that changes anything) when they are effective already.
+pub fn raise_permitted() -> Option<u64> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData (version 3) for this process.
+    let got = unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) };
+    if got != 0 {
+        return None;
+    }
+    let word =
+        |pick: fn(&CapData) -> u32| u64::from(pick(&data[0])) | (u64::from(pick(&data[1])) << 32);
+    let (effective, permitted) = (word(|d| d.effective), word(|d| d.permitted));
+    let used: u64 = USED.iter().map(|cap| 1u64 << cap).sum();
+    let raised = effective | (permitted & used);
+    if raised == effective {
+        return Some(effective);
+    }
+    for (i, d) in data.iter_mut().enumerate() {
+        d.effective = (raised >> (32 * i)) as u32;
+    }
+    // SAFETY: capset reads the header and two CapData; raising effective
+    // capabilities within the permitted set needs no privilege.
+    let set = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
+    Some(if set == 0 { raised } else { effective })
+}
 
 /// Effective capability set of this process, from /proc/self/status.
 fn effective_caps() -> Option<u64> {
@@ -39,10 +113,32 @@ fn missing(caps: u64) -> Vec<&'static str> {
 }
 
 /// True when the effective capabilities allow loading and attaching tracing
-/// programs.
+/// programs, once the permitted ones are raised ([`raise_permitted`]).
 pub fn can_trace() -> bool {
+    raise_permitted();
     // No /proc: let the kernel decide and report its own error.
     effective_caps().is_none_or(|caps| missing(caps).is_empty())
+}
+
+/// Why file capabilities could not have applied: under `no_new_privs`
+/// (systemd's `NoNewPrivileges=`, Kubernetes' `allowPrivilegeEscalation:
+/// false`) the exec grants a non-root user no capability it did not
+/// already hold (security/commoncap.c, cap_bprm_creds_from_file). Container
+/// runtimes set the granted ones before the exec; a shell or a unit
+/// without `AmbientCapabilities=` does not.
+fn no_new_privs_note() -> &'static str {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let nnp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NoNewPrivs:"))
+        .is_some_and(|v| v.trim() == "1");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if nnp && !root {
+        "; no_new_privs is set, so the binary's file capabilities add none this non-root process did not already hold: grant them as ambient capabilities (systemd's AmbientCapabilities=), or start schedlat without no_new_privs, or as uid 0 with only these capabilities"
+    } else {
+        ""
+    }
 }
 
 /// The sentence for a process that may not trace, naming what it lacks
@@ -60,7 +156,8 @@ impl fmt::Display for NeedPrivileges {
         };
         write!(
             f,
-            "schedlat loads eBPF programs into the kernel and needs root, or the capabilities CAP_BPF and CAP_PERFMON{lacking}: for example `sudo schedlat`, or `sudo setcap cap_bpf,cap_perfmon+ep $(command -v schedlat)`"
+            "schedlat loads eBPF programs into the kernel and needs root, or the capabilities CAP_BPF and CAP_PERFMON{lacking}: for example `sudo schedlat`, or `sudo setcap cap_bpf,cap_perfmon+ep $(command -v schedlat)`{}",
+            no_new_privs_note()
         )
     }
 }

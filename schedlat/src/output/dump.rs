@@ -15,11 +15,11 @@ use super::{Report, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
         task::{TaskJson, policy_name},
     },
     collect::histogram::Unit,
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 pub const SCHEMA: &str = "schedlat.dump.v1";
@@ -123,21 +123,141 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
     })
 }
 
-/// Reads a dump back. Errors name the line.
+/// The longest line a dump holds: an interval line with every bucket and
+/// slot non-empty at counts near 2^64 is under 40 KiB (a test checks it);
+/// a longer line is not from schedlat, and is refused before it is read
+/// whole.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The largest dump.jsonl read: a day's window (the longest `--ring`) with
+/// 16 cgroup series at about 4 KiB a line is under 6 GiB; past this cap a
+/// file is refused before it is read.
+pub const MAX_DUMP_BYTES: u64 = 8 << 30;
+
+/// A line's type; its other fields are skipped unread.
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+/// An interval line as read back.
+#[derive(Deserialize)]
+struct IntervalLine {
+    series: String,
+    start_unix_ns: u64,
+    end_unix_ns: u64,
+    histogram: Interval,
+    #[serde(default)]
+    series_dropped: u32,
+    #[serde(default)]
+    slow_lost: u64,
+}
+
+/// A slow wait's line as read back.
+#[derive(Deserialize)]
+struct SlowLine {
+    end_unix_ns: u64,
+    end_mono_ns: u64,
+    wait_ns: u64,
+    cpu: u32,
+    rq_len: Option<u32>,
+    victim: TaskLine,
+    culprit: TaskLine,
+}
+
+/// A TaskJson as read back (for display only).
+#[derive(Deserialize)]
+struct TaskLine {
+    tid: u32,
+    pid: u32,
+    comm: String,
+    policy: String,
+    nice: i32,
+    rt_priority: u32,
+}
+
+/// Reads a dump: its directory or its dump.jsonl, a regular file of at most
+/// [`MAX_DUMP_BYTES`] read a line at a time (a FIFO, a device or a link to
+/// one is refused: a dump someone sent cannot hang or fill this machine's
+/// memory).
+pub fn load(path: &std::path::Path) -> Result<Window> {
+    let file = if path.is_dir() {
+        path.join("dump.jsonl")
+    } else {
+        path.to_path_buf()
+    };
+    let lines = crate::sys::files::Lines::open(&file, MAX_DUMP_BYTES, MAX_LINE_BYTES)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    read(lines, &file.display().to_string())
+}
+
+/// Reads a dump back from its text (tests and the fuzz targets).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn parse(text: &str, origin: &str) -> Result<Window> {
-    let mut w = Window::default();
-    let mut header = None;
-    let mut ended = false;
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
+    read(
+        crate::sys::files::Lines::new(text.as_bytes(), u64::MAX, MAX_LINE_BYTES),
+        origin,
+    )
+}
+
+/// Reads a dump back, a line at a time (never whole in memory). Errors name
+/// the line.
+pub fn read<R: std::io::Read>(
+    mut lines: crate::sys::files::Lines<R>,
+    origin: &str,
+) -> Result<Window> {
+    let mut dump = Reader::new(origin);
+    while let Some((n, line)) = lines
+        .next_line()
+        .with_context(|| format!("{origin}: cannot read"))?
     {
-        let at = || format!("{origin}:{}", n + 1);
-        let v: Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
-        match v["type"].as_str() {
+        dump.line(n, line)?;
+    }
+    dump.finish()
+}
+
+/// Whether a recording's first line is a dump's (typed lines: `compare`
+/// then reads the file as a dump, with the checks `replay` makes).
+pub fn is_dump_line(line: &[u8]) -> bool {
+    serde_json::from_slice::<Kind>(line).is_ok_and(|k| k.kind.is_some())
+}
+
+/// A dump being read, fed one line at a time.
+pub struct Reader<'a> {
+    origin: &'a str,
+    w: Window,
+    header: Option<Header>,
+    ended: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// `origin` names the dump in errors.
+    pub fn new(origin: &'a str) -> Reader<'a> {
+        Reader {
+            origin,
+            w: Window::default(),
+            header: None,
+            ended: false,
+        }
+    }
+
+    /// Line `n` of the dump, without its newline.
+    pub fn line(&mut self, n: usize, line: &[u8]) -> Result<()> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let at = || format!("{}:{n}", self.origin);
+        if self.ended {
+            bail!("{}: a line after the dump's end line", at());
+        }
+        let kind: Kind =
+            serde_json::from_slice(line).with_context(|| format!("{}: not JSON", at()))?;
+        let w = &mut self.w;
+        match kind.kind.as_deref() {
+            Some("header") if self.header.is_some() => bail!("{}: a second dump header", at()),
             Some("header") => {
-                let h: Header = serde_json::from_value(v).with_context(at)?;
+                let h: Header = serde_json::from_slice(line).with_context(at)?;
                 if h.schema != SCHEMA {
                     bail!(
                         "{}: schema {} (this schedlat reads {SCHEMA})",
@@ -145,15 +265,15 @@ pub fn parse(text: &str, origin: &str) -> Result<Window> {
                         h.schema
                     );
                 }
-                header = Some(h);
+                self.header = Some(h);
             }
+            _ if self.header.is_none() => bail!(
+                "{}: no dump header before it: not a whole schedlat dump ({SCHEMA}, docs/recorder.md)",
+                at()
+            ),
             Some("interval") => {
-                let histogram: Interval =
-                    serde_json::from_value(v["histogram"].clone()).with_context(at)?;
-                let start = v["start_unix_ns"].as_u64().unwrap_or(0);
-                let end = v["end_unix_ns"].as_u64().unwrap_or(0);
-                let name = v["series"].as_str().unwrap_or("total").to_string();
-                let waits = histogram.waits().with_context(|| {
+                let v: IntervalLine = serde_json::from_slice(line).with_context(at)?;
+                let waits = v.histogram.waits().with_context(|| {
                     format!(
                         "{}: wait counts add up to more than 2^64: a damaged dump",
                         at()
@@ -161,81 +281,83 @@ pub fn parse(text: &str, origin: &str) -> Result<Window> {
                 })?;
                 let c = CompactWaits::of(&waits);
                 match w.seconds.last_mut() {
-                    Some(s) if s.start_unix_ns == start && s.end_unix_ns == end => {
-                        std::sync::Arc::make_mut(s).series.push((name, c))
+                    Some(s)
+                        if s.start_unix_ns == v.start_unix_ns && s.end_unix_ns == v.end_unix_ns =>
+                    {
+                        std::sync::Arc::make_mut(s).series.push((v.series, c))
                     }
                     _ => w.seconds.push(std::sync::Arc::new(Second {
-                        start_unix_ns: start,
-                        end_unix_ns: end,
-                        series: vec![(name, c)],
-                        series_dropped: v["series_dropped"].as_u64().unwrap_or(0) as u32,
-                        slow_lost: v["slow_lost"].as_u64().unwrap_or(0),
+                        start_unix_ns: v.start_unix_ns,
+                        end_unix_ns: v.end_unix_ns,
+                        series: vec![(v.series, c)],
+                        series_dropped: v.series_dropped,
+                        slow_lost: v.slow_lost,
                     })),
                 }
             }
             Some("slow") => {
-                let e = slow_event(&v).with_context(|| format!("{}: bad slow wait", at()))?;
+                let v: SlowLine = serde_json::from_slice(line)
+                    .with_context(|| format!("{}: bad slow wait", at()))?;
                 if w.slow.is_empty() {
-                    w.mono_to_unix_ns =
-                        i128::from(v["end_unix_ns"].as_u64().unwrap_or(0)) - i128::from(e.at_ns);
+                    w.mono_to_unix_ns = i128::from(v.end_unix_ns) - i128::from(v.end_mono_ns);
                 }
-                w.slow.push(e);
+                w.slow.push(SlowEvent {
+                    at_ns: v.end_mono_ns,
+                    wait_ns: v.wait_ns,
+                    cpu: v.cpu,
+                    rq_len: v.rq_len.unwrap_or(RQ_LEN_UNKNOWN),
+                    victim: task_of(v.victim),
+                    culprit: task_of(v.culprit),
+                });
             }
-            Some("end") => ended = true,
+            Some("end") => self.ended = true,
             _ => bail!("{}: not a line of a schedlat dump ({SCHEMA})", at()),
         }
+        Ok(())
     }
-    let Some(h) = header else {
-        bail!("{origin}: no dump header: not a schedlat dump (docs/recorder.md)");
-    };
-    if !ended {
-        bail!("{origin}: the dump is cut short (no end line)");
-    }
-    w.meta = Meta {
-        reason: h.reason,
-        host: h.host,
-        hook: h.hook,
-        unit: h.unit,
-        window_s: h.window_s,
-        slow_threshold_ns: h.slow_threshold_ns,
-        slice_ns: h.slice_ns,
-        slice_source: h.slice_source,
-        dumped_unix_ns: h.dumped_unix_ns,
-        slow_evicted: h.slow_evicted,
-    };
-    Ok(w)
-}
 
-fn slow_event(v: &Value) -> Option<SlowEvent> {
-    Some(SlowEvent {
-        at_ns: v["end_mono_ns"].as_u64()?,
-        wait_ns: v["wait_ns"].as_u64()?,
-        cpu: v["cpu"].as_u64()? as u32,
-        rq_len: v["rq_len"].as_u64().map_or(RQ_LEN_UNKNOWN, |n| n as u32),
-        victim: task_of(&v["victim"])?,
-        culprit: task_of(&v["culprit"])?,
-    })
+    /// The dump, if it was whole: a header and an end line.
+    pub fn finish(self) -> Result<Window> {
+        let origin = self.origin;
+        let Some(h) = self.header else {
+            bail!("{origin}: no dump header: not a schedlat dump (docs/recorder.md)");
+        };
+        if !self.ended {
+            bail!("{origin}: the dump is cut short (no end line)");
+        }
+        let mut w = self.w;
+        w.meta = Meta {
+            reason: h.reason,
+            host: h.host,
+            hook: h.hook,
+            unit: h.unit,
+            window_s: h.window_s,
+            slow_threshold_ns: h.slow_threshold_ns,
+            slice_ns: h.slice_ns,
+            slice_source: h.slice_source,
+            dumped_unix_ns: h.dumped_unix_ns,
+            slow_evicted: h.slow_evicted,
+        };
+        Ok(w)
+    }
 }
 
 /// A TaskJson back into the kernel's form (for display only).
-fn task_of(v: &Value) -> Option<TaskInfo> {
+fn task_of(t: TaskLine) -> TaskInfo {
     let mut comm = [0u8; 16];
-    let name = v["comm"].as_str()?.as_bytes();
+    let name = t.comm.as_bytes();
     let n = name.len().min(16);
     comm[..n].copy_from_slice(&name[..n]);
-    let policy_name_of = v["policy"].as_str()?;
-    let policy = (0..8u32)
-        .find(|&p| policy_name(p) == policy_name_of)
-        .unwrap_or(0);
-    Some(TaskInfo {
-        tid: v["tid"].as_u64()? as u32,
-        tgid: v["pid"].as_u64()? as u32,
+    let policy = (0..8u32).find(|&p| policy_name(p) == t.policy).unwrap_or(0);
+    TaskInfo {
+        tid: t.tid,
+        tgid: t.pid,
         comm,
         policy,
-        static_prio: (120 + v["nice"].as_i64()?) as u32,
-        rt_priority: v["rt_priority"].as_u64()? as u32,
+        static_prio: (120 + t.nice.clamp(-20, 19)) as u32,
+        rt_priority: t.rt_priority,
         _pad: 0,
-    })
+    }
 }
 
 /// serde_json::to_string for any Serialize, behind a trait object.
@@ -326,6 +448,6 @@ pub mod tests {
         let e = parse(&cut, "d").unwrap_err().to_string();
         assert!(e.contains("cut short"), "{e}");
         let e = parse("{\"schema\":1}\n", "d").unwrap_err().to_string();
-        assert!(e.contains("not a line of a schedlat dump"), "{e}");
+        assert!(e.contains("no dump header before it"), "{e}");
     }
 }

@@ -106,9 +106,11 @@ pub fn write<'a>(
     Ok(())
 }
 
-/// The window's log: every second of every series, timed from its first.
+/// The window's log: every second of every series, timed from the
+/// earliest: a second stamped before the first (the wall clock stepped
+/// back) has a start before it, which the log cannot hold.
 pub fn write_window(out: &mut impl Write, w: &crate::analysis::recording::Window) -> Result<()> {
-    let base = w.seconds.first().map_or(0, |s| s.start_unix_ns);
+    let base = w.seconds.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
     let intervals = w.seconds.iter().flat_map(|s| {
         let start = Duration::from_nanos(s.start_unix_ns - base);
         let duration = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
@@ -159,6 +161,28 @@ mod tests {
             let ours = crate::analysis::percentiles::quantile_ns(&waits, q).unwrap();
             assert_eq!(bucket_index(v), bucket_index(ours), "q={q}");
         }
+    }
+
+    /// Regression (the replay fuzz target, overflow checks on): a second
+    /// stamped before the window's first made `start - base` wrap to about
+    /// 1.8e10 s (a panic in checked builds).
+    #[test]
+    fn a_second_before_the_first_starts_at_its_offset_from_the_earliest() {
+        let mut w = crate::output::dump::tests::sample_window();
+        let mut early = (*w.seconds[0]).clone();
+        early.start_unix_ns -= 10_000_000_000;
+        early.end_unix_ns -= 10_000_000_000;
+        w.seconds.push(early.into());
+        let mut out = Vec::new();
+        write_window(&mut out, &w).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let starts: Vec<f64> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with('"'))
+            .filter_map(|l| l.split(',').nth(1))
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        assert_eq!(starts, [10.0, 10.0, 11.0, 11.0, 0.0, 0.0], "{text}");
     }
 
     #[test]

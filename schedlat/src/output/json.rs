@@ -1,11 +1,15 @@
 //! `--json`: one JSON object per interval, on one line (JSON Lines). The
 //! schema is documented in docs/json.md; bump SCHEMA on incompatible changes.
-//! The same types read recordings back for `schedlat compare`.
+//! The same types read recordings back for `schedlat compare` and
+//! `replay`, bounded: at most one entry per bucket and slot, and the parts
+//! no reader uses (a breakdown's per-key histograms, the shape's evidence
+//! beyond the slice) skipped without being built, so a crafted line costs
+//! no more memory than its own bytes.
 
 use std::time::UNIX_EPOCH;
 
 use schedlat_common::{NR_LOG2_SLOTS, bucket_index};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Report;
 use crate::{
@@ -35,16 +39,22 @@ pub struct Interval {
     pub percentiles: Option<Percentiles>,
     pub shape: Option<ShapeOut>,
     /// Fine (log-linear, ns) buckets with at least one wait.
+    #[serde(deserialize_with = "at_most::<_, _, { schedlat_common::NR_BUCKETS }>")]
     pub buckets: Vec<Bucket>,
     /// runqlat's log2 view, in the display unit, up to the highest non-empty slot.
+    #[serde(deserialize_with = "at_most::<_, _, NR_LOG2_SLOTS>")]
     pub log2: Vec<Log2Slot>,
     /// The cause split (docs/causes.md); null when the programs did not
     /// measure it, absent in objects written before it existed.
     #[serde(default)]
     pub causes: Option<super::causes::CausesOut>,
-    /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`);
+    /// not read back (a line of a million keys would be built in memory).
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<serde_json::Value>,
+    /// Who waited behind whom (`--pairs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<serde_json::Value>,
     /// What was measured; absent in objects from before it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<super::recording::Scope>,
@@ -68,7 +78,50 @@ pub struct Discarded {
 pub struct ShapeOut {
     pub verdict: String,
     pub summary: String,
+    /// Read back: only the slice it was judged against.
+    #[serde(deserialize_with = "slice_evidence")]
     pub evidence: serde_json::Value,
+}
+
+/// A sequence of at most `N` elements; a longer one is refused when its
+/// element `N + 1` is reached, before it is read.
+fn at_most<'de, D: Deserializer<'de>, T: Deserialize<'de>, const N: usize>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    struct Bounded<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Bounded<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {N} entries")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N));
+            while let Some(item) = seq.next_element()? {
+                if out.len() == N {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "more than {N} entries (one per bucket at most)"
+                    )));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded::<T, N>(std::marker::PhantomData))
+}
+
+/// The shape's evidence as read back: its slice, the rest skipped unbuilt.
+fn slice_evidence<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+    // Fields not named here are skipped (serde's IgnoredAny), not built.
+    #[derive(Deserialize)]
+    struct SliceOnly {
+        slice_ns: Option<u64>,
+        slice_source: Option<String>,
+    }
+    Ok(match Option::<SliceOnly>::deserialize(d)? {
+        Some(e) => serde_json::json!({"slice_ns": e.slice_ns, "slice_source": e.slice_source}),
+        None => serde_json::Value::Null,
+    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -148,6 +201,7 @@ pub fn interval(report: &Report) -> Interval {
         log2,
         causes: super::causes::of(w).map(|c| super::causes::json(&c)),
         breakdown: report.breakdown.clone(),
+        pairs: report.pairs.clone(),
         scope: report.scope.clone(),
     }
 }
@@ -185,7 +239,7 @@ mod tests {
     use schedlat_common::{CpuStats, Extremes, log2_slot};
 
     use super::*;
-    use crate::{analysis::slice::Slice, collect::histogram::Unit, kernel::hook::HookMode};
+    use crate::{collect::histogram::Unit, kernel::hook::HookMode, sys::slice::Slice};
 
     fn sample() -> Waits {
         let mut cpu = CpuStats::ZERO;

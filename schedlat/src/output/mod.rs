@@ -1,22 +1,29 @@
-//! Renderings of an interval's waits: runqlat's text table, or JSON lines.
+//! Renderings for people and machines: an interval's waits (runqlat's text
+//! table, or JSON lines), the cause split, the victims tables, slow events,
+//! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
 pub mod causes;
 pub mod causes_line;
+pub mod compare;
+pub mod diagnosis;
 pub mod dump;
+pub mod escape;
 pub mod hlog;
 pub mod json;
+pub mod pairs;
 pub mod perfetto;
 pub mod recording;
+pub mod replay;
+pub mod slow;
 pub mod text;
+pub mod top;
+pub mod victims;
 
 use crate::{
-    analysis::{
-        percentiles::Percentiles,
-        shape::{self, Shape},
-        slice::Slice,
-    },
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
     collect::histogram::{Unit, Waits},
     kernel::hook::HookMode,
+    sys::slice::Slice,
 };
 
 /// One interval's result, as every output sees it.
@@ -33,6 +40,8 @@ pub struct Report<'a> {
     pub shape: Shape,
     /// The per-key histograms, when a breakdown is on (JSON form).
     pub breakdown: Option<serde_json::Value>,
+    /// The neighbour-pair table, with `--pairs` (JSON form).
+    pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
     pub scope: Option<recording::Scope>,
 }
@@ -57,6 +66,7 @@ impl<'a> Report<'a> {
             percentiles: Percentiles::of(waits),
             shape: shape::classify(waits, slice),
             breakdown: None,
+            pairs: None,
             scope: None,
         }
     }

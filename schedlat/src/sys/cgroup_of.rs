@@ -4,10 +4,19 @@
 //! cgroup v2, else in the first hierarchy that tells them apart. The
 //! kernel's "same cgroup" (the same css_set: every hierarchy alike) is what
 //! `differs` compares, so it agrees with the split's held_by classes.
+//! `TaskCgroups` reads all of it for the tasks a diagnosis names, once.
 
-use std::fs;
+use std::{
+    collections::{HashMap, HashSet, hash_map::Entry},
+    fs,
+};
 
-use super::procfs::{self, CgroupLine};
+use schedlat_common::victims::TaskInfo;
+
+use super::{
+    mounts::Mounts,
+    procfs::{self, CgroupLine},
+};
 
 /// A process's cgroups, one line per hierarchy; None when it is gone (or
 /// its file does not parse).
@@ -59,6 +68,113 @@ pub fn differs(culprit: &[CgroupLine], victim: &[CgroupLine]) -> Option<String> 
         .map(|c| format!("{}:{}", c.controllers.join(","), c.path))
 }
 
+/// The cgroups of the tasks a diagnosis names (the culprits of its window
+/// and the victims they made wait longest) and of its scope, read once at
+/// the end of the window: the judgement (analysis/diagnosis/) then reads no
+/// file. A task gone by then has no entry's value (None).
+#[derive(Debug, Default)]
+pub struct TaskCgroups {
+    /// The scope's cgroups, from a thread alive at the end of the window;
+    /// None for the whole system. They stand for a victim that is gone (a
+    /// short-lived child).
+    pub scope: Option<Vec<CgroupLine>>,
+    /// Each process's cgroups, by PID.
+    pub by_pid: HashMap<u32, Option<Vec<CgroupLine>>>,
+    /// Each thread's group in the cpu controller (`cpu_group`), by TID.
+    pub cpu_groups: HashMap<u32, Option<String>>,
+    /// The processes that are kernel threads.
+    pub kernel_threads: HashSet<u32>,
+}
+
+impl TaskCgroups {
+    /// Reads the cgroups of `tasks` (idle tasks, pid 0, are no cgroup's).
+    pub fn read<'a>(
+        scope: Option<Vec<CgroupLine>>,
+        tasks: impl IntoIterator<Item = &'a TaskInfo>,
+    ) -> TaskCgroups {
+        let groups = CpuGroups::read();
+        let mut read = TaskCgroups {
+            scope,
+            ..TaskCgroups::default()
+        };
+        for task in tasks.into_iter().filter(|t| t.tid != 0) {
+            let pid = task.tgid;
+            if let Entry::Vacant(entry) = read.by_pid.entry(pid) {
+                entry.insert(of(pid));
+                if is_kernel_thread(pid) {
+                    read.kernel_threads.insert(pid);
+                }
+            }
+            read.cpu_groups
+                .entry(task.tid)
+                .or_insert_with(|| groups.of(task.tid));
+        }
+        read
+    }
+
+    /// A process's cgroups; None when it is gone or was not read.
+    pub fn of(&self, pid: u32) -> Option<&[CgroupLine]> {
+        self.by_pid.get(&pid)?.as_deref()
+    }
+
+    /// A thread's group in the cpu controller; None when it is gone.
+    pub fn cpu_group(&self, tid: u32) -> Option<&str> {
+        self.cpu_groups.get(&tid)?.as_deref()
+    }
+
+    pub fn is_kernel_thread(&self, pid: u32) -> bool {
+        self.kernel_threads.contains(&pid)
+    }
+}
+
+/// What decides a thread's group in the cpu controller, read once: whether
+/// the cgroup v2 root delegates the cpu controller, and whether autogroups
+/// are on.
+struct CpuGroups {
+    v2_cpu: bool,
+    autogroups: bool,
+}
+
+impl CpuGroups {
+    fn read() -> CpuGroups {
+        let v2_cpu = Mounts::read().v2.is_some_and(|m| {
+            fs::read_to_string(m.join("cgroup.subtree_control"))
+                .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
+        });
+        let autogroups = fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
+            .is_ok_and(|t| t.trim() == "1");
+        CpuGroups { v2_cpu, autogroups }
+    }
+
+    /// The cpu controller's group of a thread: the v1 `cpu` line of
+    /// /proc/TID/cgroup if there is one, else the v2 path when the v2 root
+    /// delegates the cpu controller, plus its autogroup when autogroups are
+    /// on. Nice orders tasks only within one such group (kernel/sched/
+    /// fair.c, one cfs_rq per task group).
+    fn of(&self, tid: u32) -> Option<String> {
+        let text = fs::read_to_string(format!("/proc/{tid}/cgroup")).ok()?;
+        let lines = procfs::parse_proc_cgroup(&text).ok()?;
+        let v1 = lines
+            .iter()
+            .find(|l| l.controllers.iter().any(|c| c == "cpu"));
+        let group = match v1 {
+            Some(l) => l.path.clone(),
+            None if self.v2_cpu => lines.iter().find(|l| l.hierarchy == 0)?.path.clone(),
+            None => "/".to_string(),
+        };
+        // Autogroups only apply to tasks of the root group.
+        let auto = if self.autogroups && group == "/" {
+            fs::read_to_string(format!("/proc/{tid}/autogroup"))
+                .ok()
+                .and_then(|t| t.split_whitespace().next().map(str::to_string))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Some(format!("{group} {auto}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +205,23 @@ mod tests {
         assert!(!is_kernel_thread(me));
         assert!(is_kernel_thread(2));
         assert!(of(4_999_999).is_none());
+    }
+
+    #[test]
+    fn tasks_are_read_once_and_gone_ones_have_none() {
+        let task = |tid| TaskInfo {
+            tid,
+            tgid: tid,
+            ..TaskInfo::default()
+        };
+        let me = std::process::id();
+        let tasks = [task(me), task(me), task(2), task(4_999_999), task(0)];
+        let read = TaskCgroups::read(None, &tasks);
+        assert_eq!(read.by_pid.len(), 3, "{read:?}");
+        assert!(read.of(me).is_some_and(|l| !l.is_empty()));
+        assert!(read.cpu_group(me).is_some());
+        assert!(read.of(4_999_999).is_none() && read.cpu_group(4_999_999).is_none());
+        assert!(read.is_kernel_thread(2) && !read.is_kernel_thread(me));
+        assert!(read.of(0).is_none(), "idle tasks are no cgroup's");
     }
 }

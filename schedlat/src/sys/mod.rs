@@ -5,7 +5,13 @@
 pub mod cgroup_of;
 pub mod clock;
 pub mod files;
+pub mod findings;
 pub mod kernel_facts;
+pub mod mounts;
+pub mod own_limits;
 pub mod procfs;
+pub mod scope;
+pub mod slice;
 pub mod throttle;
 pub mod topology;
+pub mod workload;

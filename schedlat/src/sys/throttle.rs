@@ -16,7 +16,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::procfs;
+use super::{mounts::Mounts, procfs};
 
 /// The throttling counts of every cgroup at the last look, and which grew.
 #[derive(Debug, Default)]
@@ -39,6 +39,14 @@ struct Root {
 }
 
 impl ThrottleWatch {
+    /// Starts watching the cpu controller's hierarchies as mounted now:
+    /// telling throttled waits from wakes onto an idle CPU (both end on an
+    /// idle CPU, culprit swapper).
+    pub fn start_mounted() -> ThrottleWatch {
+        let mounts = Mounts::read();
+        ThrottleWatch::start(mounts.v2.as_deref(), mounts.v1_cpu.as_deref())
+    }
+
     /// Starts watching the hierarchies mounted at `v2` and `v1_cpu`: the
     /// counts now are the baseline of the first interval.
     pub fn start(v2: Option<&Path>, v1_cpu: Option<&Path>) -> ThrottleWatch {

@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Context, Result, bail, ensure};
 
 use super::{elf, qemu::MARKER};
-use crate::util::workspace_root;
+use crate::util::{shared_libraries, workspace_root};
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 /// Where Debian's busybox-static installs it.
@@ -35,10 +35,14 @@ const BUSYBOX: &str = "/bin/busybox";
 /// (tests/causes.rs).
 pub const GUEST_TESTS: [&str; 2] = ["guest", "causes"];
 
+/// The packaged unit's tests, which the systemd guest runs (systemd.rs).
+pub const UNIT_TESTS: &str = "unit";
+
 /// The guest binaries, at their host paths: the test executables (in
-/// [`GUEST_TESTS`] order) and schedlat.
+/// [`GUEST_TESTS`] order), the unit's tests, and schedlat.
 pub struct GuestBinaries {
     pub tests: Vec<PathBuf>,
+    pub unit_tests: PathBuf,
     pub schedlat: PathBuf,
 }
 
@@ -49,7 +53,7 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
     cmd.args(["test", "--package", "schedlat", "--no-run"]);
-    for test in GUEST_TESTS {
+    for test in GUEST_TESTS.iter().chain([&UNIT_TESTS]) {
         cmd.args(["--test", test]);
     }
     cmd.args([
@@ -77,6 +81,7 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
     let mut child = cmd.spawn().with_context(|| format!("cannot run {cargo}"))?;
     let mut tests: Vec<Option<PathBuf>> = vec![None; GUEST_TESTS.len()];
     let mut schedlat = None;
+    let mut unit_tests = None;
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let message: serde_json::Value = serde_json::from_str(&line?).unwrap_or_default();
         let Some(exe) = message["executable"].as_str() else {
@@ -88,6 +93,8 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
             && let Some(i) = GUEST_TESTS.iter().position(|t| *t == name)
         {
             tests[i] = Some(PathBuf::from(exe));
+        } else if kinds.contains("\"test\"") && name == UNIT_TESTS {
+            unit_tests = Some(PathBuf::from(exe));
         } else if name == "schedlat" && kinds.contains("\"bin\"") {
             schedlat = Some(PathBuf::from(exe));
         }
@@ -103,9 +110,14 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
         .collect::<Result<Vec<_>>>()?;
     let binaries = GuestBinaries {
         tests,
+        unit_tests: unit_tests.context("cargo reported no unit test executable")?,
         schedlat: schedlat.context("cargo reported no schedlat executable")?,
     };
-    for path in binaries.tests.iter().chain([&binaries.schedlat]) {
+    for path in binaries
+        .tests
+        .iter()
+        .chain([&binaries.unit_tests, &binaries.schedlat])
+    {
         ensure!(
             elf::is_static(&fs::read(path)?),
             "{} is not statically linked (is glibc's libc.a, package libc6-dev, installed?)",
@@ -162,37 +174,7 @@ pub fn pack(
         .join(":");
     let init = init_script(&binaries.tests, &library_path, watchdog.as_secs());
     install(stage, Path::new("/init"), init.as_bytes())?;
-    cpio(stage, out)
-}
-
-/// The absolute paths of what `binary` loads, its interpreter included,
-/// from `ldd` (`libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)`).
-fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
-    let out = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .context("cannot run ldd")?;
-    ensure!(
-        out.status.success(),
-        "ldd {} failed: {}",
-        binary.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let libraries: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let path = line.split("=>").last()?.split_whitespace().next()?;
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect();
-    ensure!(
-        libraries
-            .iter()
-            .any(|l| l.to_string_lossy().contains("libc.so")),
-        "ldd found no libc for {}",
-        binary.display()
-    );
-    Ok(libraries)
+    cpio(stage, out, true)
 }
 
 /// Copies `bytes` to `stage` + `path`, executable.
@@ -264,13 +246,19 @@ poweroff -f
     )
 }
 
-/// `cpio -o -H newc` over the staged tree, every entry owned by root
-/// (-R 0:0), so no root is needed to build it.
-fn cpio(stage: &Path, out: &Path) -> Result<()> {
+/// `cpio -o -H newc` over the staged tree; with `owned_by_root` every
+/// entry is owned by root (-R 0:0), so no root is needed to build it,
+/// else each keeps its owner.
+pub fn cpio(stage: &Path, out: &Path, owned_by_root: bool) -> Result<()> {
     let mut entries = Vec::new();
     walk(stage, stage, &mut entries)?;
     let mut child = Command::new("cpio")
-        .args(["--quiet", "-o", "-H", "newc", "-R", "0:0"])
+        .args(["--quiet", "-o", "-H", "newc"])
+        .args(if owned_by_root {
+            &["-R", "0:0"][..]
+        } else {
+            &[]
+        })
         .current_dir(stage)
         .stdin(Stdio::piped())
         .stdout(fs::File::create(out)?)

@@ -6,16 +6,21 @@
 //! - bzimage.rs, elf.rs: unpack the ELF kernel for a faster emulated boot
 //! - initramfs.rs: the static guest binaries, /init, the cpio image
 //! - qemu.rs: one boot, bounded by a timeout, judged by a marker line
+//! - rootfs.rs, systemd.rs: a Debian guest with systemd as PID 1 that
+//!   installs the .deb and checks the unit (tests/unit.rs), on the kernels
+//!   of [`systemd::KERNELS`]
 
 mod bzimage;
 mod elf;
 mod initramfs;
 mod kernels;
 mod qemu;
+mod rootfs;
+mod systemd;
 
 use std::{
     fs,
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -29,6 +34,10 @@ pub struct Options {
     /// package name; repeat for several [default: all four]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
+    /// Which guests boot: the kernel-level tests (busybox initramfs), the
+    /// packaged unit under systemd (on 5.10, 6.1 and 6.12 only), or both
+    #[arg(long, value_enum, default_value_t = Guests::All)]
+    guests: Guests,
     /// Build schedlat with its fault-injection feature and give every guest
     /// SCHEDLAT_FAULT_TASK_PID_OFFSET=BYTES (default 0), a wrong task_struct
     /// pid offset: every kernel must then FAIL, showing that vm-test catches it
@@ -41,6 +50,13 @@ pub struct Options {
     /// own report of its stuck tasks
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     timeout: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Guests {
+    Tests,
+    Systemd,
+    All,
 }
 
 /// Console lines shown under a failed kernel.
@@ -77,13 +93,14 @@ pub fn run(opts: &Options) -> Result<()> {
     let binaries = initramfs::build(opts.inject_bad_offset.is_some())?;
     // The guests run the packaged binary, except with fault injection (a
     // feature only the test build has).
-    let packaged = match opts.inject_bad_offset {
+    let artifacts = match opts.inject_bad_offset {
         Some(_) => None,
         None => {
             crate::build_release()?;
-            Some(crate::dist::run()?.binary)
+            Some(crate::dist::run()?)
         }
     };
+    let packaged = artifacts.as_ref().map(|a| a.binary.clone());
     let initrd = vm_dir.join("initramfs.cpio");
     let timeout = Duration::from_secs(opts.timeout);
     // The guest gives up first, so that a hang is reported from inside.
@@ -126,14 +143,53 @@ pub fn run(opts: &Options) -> Result<()> {
     };
     fs::create_dir_all(&matrix.cache)?;
     fs::create_dir_all(&matrix.logs)?;
-    let failed: Vec<&str> = packages
+    let tests_guests: &[(String, (&str, apt::Archive))] = match opts.guests {
+        Guests::Systemd => &[],
+        Guests::Tests | Guests::All => &packages,
+    };
+    let mut failed: Vec<String> = tests_guests
         .iter()
-        .filter(|(name, (package, archive))| !matrix.test_kernel(name, package, *archive))
-        .map(|(name, _)| name.as_str())
+        .filter(|(name, (package, archive))| {
+            !matrix.test_kernel(name, package, *archive, &matrix.initrd, "")
+        })
+        .map(|(name, _)| name.clone())
         .collect();
+    let mut boots = tests_guests.len();
+
+    // The packaged unit under systemd, on the kernels of systemd::KERNELS
+    // that were asked for (not with fault injection: the .deb has none).
+    let systemd_kernels: Vec<&(String, (&str, apt::Archive))> = packages
+        .iter()
+        .filter(|(name, _)| systemd::KERNELS.contains(&name.as_str()))
+        .filter(|_| opts.guests != Guests::Tests)
+        .collect();
+    if let (Some(artifacts), false) = (&artifacts, systemd_kernels.is_empty()) {
+        let built = Instant::now();
+        let rootfs = rootfs::archive(&vm_dir.join("rootfs"))?;
+        let initrd = systemd::initrd_path(&vm_dir);
+        systemd::pack(
+            &rootfs,
+            &artifacts.deb,
+            &binaries.unit_tests,
+            &vm_dir.join("systemd-stage"),
+            &initrd,
+            watchdog,
+        )?;
+        eprintln!(
+            "vm-test: systemd guest ready ({:.0} MiB) in {:.1} s",
+            fs::metadata(&initrd)?.len() as f64 / (1 << 20) as f64,
+            built.elapsed().as_secs_f64()
+        );
+        for (name, (package, archive)) in systemd_kernels {
+            boots += 1;
+            if !matrix.test_kernel(name, package, *archive, &initrd, "systemd") {
+                failed.push(format!("{name} (systemd)"));
+            }
+        }
+    }
 
     let total = started.elapsed().as_secs_f64();
-    let passed = packages.len() - failed.len();
+    let passed = boots - failed.len();
     eprintln!(
         "vm-test: {passed} passed, {} failed, in {total:.1} s",
         failed.len()
@@ -157,7 +213,16 @@ struct Matrix {
 impl Matrix {
     /// Fetches, boots and judges one kernel; prints its result line (and,
     /// on failure, why, with the console's tail). True when it passed.
-    fn test_kernel(&self, name: &str, package: &str, archive: apt::Archive) -> bool {
+    /// `guest` names the guest in logs and result lines ("" for the
+    /// initramfs of the guest tests).
+    fn test_kernel(
+        &self,
+        name: &str,
+        package: &str,
+        archive: apt::Archive,
+        initrd: &Path,
+        guest_name: &str,
+    ) -> bool {
         let kernel = match kernels::prepare(package, archive, &self.cache) {
             Ok(kernel) => kernel,
             Err(e) => {
@@ -165,14 +230,22 @@ impl Matrix {
                 return false;
             }
         };
+        let log = match guest_name {
+            "" => format!("{name}.log"),
+            guest_name => format!("{name}-{guest_name}.log"),
+        };
         let guest = qemu::Guest {
             kernel: &kernel.image,
-            initrd: &self.initrd,
+            initrd,
             extra_cmdline: &self.extra_cmdline,
-            log: self.logs.join(format!("{name}.log")),
+            log: self.logs.join(log),
             timeout: self.timeout,
         };
-        let what = format!("{name:<7} {} {}", kernel.package, kernel.version);
+        let what = format!(
+            "{name:<7} {} {} {guest_name}",
+            kernel.package, kernel.version
+        );
+        let what = what.trim_end();
         let run = match qemu::boot(&guest, &self.accel) {
             Ok(run) => run,
             Err(e) => {

@@ -14,14 +14,11 @@ use super::{
     writer::{Job, Refused, Writer},
 };
 use crate::{
-    analysis::{
-        recording::{CompactWaits, Meta, Second, Window},
-        slice::Slice,
-    },
+    analysis::recording::{CompactWaits, Meta, Second, Window},
     collect::{interval::HistogramInterval, tracer::Tracer},
     commands::breakdown::{BreakdownOptions, KeySort, KeyedView},
     kernel::modes::{Keyed, Modes},
-    sys::clock::WallClock,
+    sys::{clock::WallClock, slice::Slice},
 };
 
 /// Kernel keys for the per-cgroup histograms (1.7 KiB each).
@@ -76,6 +73,8 @@ impl Flight {
                 keyed: Some(k),
                 sort: KeySort::Total,
                 top: opts.cgroups,
+                pairs: None,
+                by: crate::sys::workload::level::Level::Cgroup,
             };
             KeyedView::new(&view, k, tracer)
         });

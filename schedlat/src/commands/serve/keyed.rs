@@ -162,7 +162,7 @@ pub fn key_labels(labels: &mut KeyLabels, key: u64) -> Labels {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", labels.comm(key))],
         _ => {
             let path = labels
-                .cgroup_path(key)
+                .cgroup_name(key)
                 .unwrap_or_else(|| format!("(removed, id {key})"));
             vec![("cgroup", path)]
         }

@@ -135,7 +135,7 @@ impl Source {
         labels.extend(scope.clone());
         let keyed = keyed.map(|k| {
             RefCell::new(Keyed {
-                labels: KeyLabels::new(k.by, tracer.cgroup_hierarchy.clone()),
+                labels: tracer.key_labels(k.by),
                 // The cause split per cgroup only: per process it is
                 // unbounded.
                 series: KeyedSeries::new(

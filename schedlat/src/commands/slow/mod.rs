@@ -5,8 +5,6 @@
 //! (schedlat-ebpf/src/slow.rs), and counts the ones the buffer had no room
 //! for; they are reported in the stream, where they were lost.
 
-mod render;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -19,7 +17,8 @@ use crate::{
         session::{self, Ended, Signals},
         stdout,
     },
-    kernel::{cgroupfs::watch_throttling, filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output,
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
@@ -48,10 +47,10 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         events: 0,
         lost: 0,
         lost_base: tracer.mode_counters()?.slow_lost,
-        throttle: watch_throttling(),
+        throttle: ThrottleWatch::start_mounted(),
         scanned: Instant::now(),
     };
-    if !session::announce_start(args.json, &format!("{}\n", render::HEADER))? {
+    if !session::announce_start(args.json, &format!("{}\n", output::slow::HEADER))? {
         return Ok(Ended::StdoutClosed);
     }
 
@@ -94,9 +93,9 @@ pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec)
         }
         if stop {
             let end = if args.json {
-                render::end_json(out.events, out.lost, args.threshold)
+                output::slow::end_json(out.events, out.lost, args.threshold)
             } else {
-                render::summary(out.events, out.lost, args.threshold)
+                output::slow::summary(out.events, out.lost, args.threshold)
             };
             return Ok(if stdout::write(&end)? {
                 Ended::Done
@@ -141,9 +140,9 @@ impl Output {
                 }
             });
             text.push_str(&if self.json {
-                render::json(event, idle, self.clock)
+                output::slow::json(event, idle, self.clock)
             } else {
-                render::line(event, idle, self.clock)
+                output::slow::line(event, idle, self.clock)
             });
         }
         if text.is_empty() {
@@ -165,9 +164,9 @@ impl Output {
         let new = total - self.lost;
         self.lost = total;
         stdout::write(&if self.json {
-            render::lost_json(new)
+            output::slow::lost_json(new)
         } else {
-            render::lost_line(new)
+            output::slow::lost_line(new)
         })
     }
 }

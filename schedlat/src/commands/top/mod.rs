@@ -6,11 +6,6 @@
 //! alone and the panel says why. Every exit path (q, Ctrl-C, SIGTERM,
 //! SIGINT, an error, a panic) restores the terminal.
 
-mod bars;
-mod panel;
-mod state;
-mod view;
-
 use std::{
     io::IsTerminal,
     time::{Duration, Instant},
@@ -18,20 +13,20 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use state::{Action, State};
 
 use crate::{
-    analysis::{
-        slice::Slice,
-        victims::{SortKey, throttled_in},
-    },
+    analysis::victims::{SortKey, throttled_in},
     collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
     commands::session::Signals,
     kernel::{
-        cgroupfs::watch_throttling,
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
+    output::top::{
+        self,
+        state::{Action, State},
+    },
+    sys::{slice::Slice, throttle::ThrottleWatch},
 };
 
 /// What `schedlat top` shows and how often.
@@ -71,13 +66,13 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
         state.victims = Err(reason);
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
-    let mut throttle = watch_throttling();
+    let mut throttle = ThrottleWatch::start_mounted();
     let mut costs = tracer.program_costs();
     let mut interval_start = Instant::now();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
     loop {
-        terminal.draw(|frame| view::draw(frame, &state, &slice))?;
+        terminal.draw(|frame| top::draw(frame, &state, &slice))?;
         let due = interval_start + state.interval;
         let wait = due
             .saturating_duration_since(Instant::now())

@@ -3,16 +3,13 @@
 //! task that held the CPU when waits ended (the culprits), computed in the
 //! kernel (`perf sched latency`, live, with no trace written).
 //!
-//! - collect: draining the kernel's per-interval tables;
-//! - report: the tables for people, and JSON;
-//! - the ranking itself is analysis/victims.rs.
-
-mod report;
+//! The kernel's per-interval tables are drained by collect/victims.rs,
+//! ranked by analysis/victims.rs and shown by output/victims.rs (tables for
+//! people, and JSON); this module runs the intervals.
 
 use std::time::Instant;
 
 use anyhow::Result;
-use report::Report;
 
 use crate::{
     analysis::victims::{SortKey, rank, throttled_pids},
@@ -21,8 +18,9 @@ use crate::{
         session::{self, Ended, Intervals, Signals},
         stdout,
     },
-    kernel::{cgroupfs::watch_throttling, filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    sys::clock::WallClock,
+    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    output::{self, victims::Report},
+    sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
 /// What `schedlat victims` reports, how often and how.
@@ -54,7 +52,7 @@ pub async fn run(
     // The first interval starts before the banner: whatever a reader of
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
-    let mut throttle = watch_throttling();
+    let mut throttle = ThrottleWatch::start_mounted();
     let mut started = Instant::now();
     if !session::announce_start(args.json, "")? {
         return Ok(Ended::StdoutClosed);
@@ -79,9 +77,9 @@ pub async fn run(
             last: stop,
         };
         let text = if args.json {
-            report::json(&report)
+            output::victims::json(&report)
         } else {
-            report::text(&report)
+            output::victims::text(&report)
         };
         if !stdout::write(&text)? {
             return Ok(Ended::StdoutClosed);

@@ -18,12 +18,17 @@ pub(super) fn attach(
     btf_programs: &[(&'static str, &'static str)],
     waking: bool,
 ) -> Result<(), LoadError> {
-    let fail = |program, step, error, hint| LoadError::Program {
-        mode,
-        program,
-        step,
-        error: Box::new(error),
-        hint,
+    // Out of descriptors or memory, the hint (another hook mode, tracefs)
+    // would mislead: the limit is the error.
+    let fail = |program, step, error: ProgramError, hint| {
+        LoadError::limit(&format!("{mode} program `{program}` ({step})"), &error, &[])
+            .unwrap_or_else(|| LoadError::Program {
+                mode,
+                program,
+                step,
+                error: Box::new(error),
+                hint,
+            })
     };
     match mode {
         HookMode::Btf => {

@@ -1,13 +1,13 @@
 //! Loading the embedded eBPF object and attaching it in one of two hook modes,
 //! with everything kernel-specific resolved at load time.
 
+mod access;
 mod attach;
 mod globals;
 mod plan;
 mod release;
 
-use std::path::PathBuf;
-
+pub use access::{KernelAccess, KernelSources};
 use aya::{Ebpf, EbpfLoader};
 use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
@@ -25,29 +25,6 @@ use crate::kernel::{
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
-
-/// Where kernel facts come from; each `None` means "the usual place".
-#[derive(Debug, Clone, Default)]
-pub struct KernelSources {
-    pub btf: Option<PathBuf>,
-    pub tracefs: Option<PathBuf>,
-    /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
-    pub force_memory: bool,
-    /// No cause split whatever the modes say (`--no-causes`).
-    pub no_causes: bool,
-    /// Time the wakeup path before the queue too (`--waking`): attaches
-    /// sched_waking; only with the cause split.
-    pub waking: bool,
-    /// No decision split (`--no-decision`); it needs the cause split.
-    pub no_decision: bool,
-}
-
-/// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
-#[derive(Debug, Clone)]
-pub struct KernelAccess {
-    pub hook: HookChoice,
-    pub sources: KernelSources,
-}
 
 /// The loaded and attached object, handed to the collect layer
 /// (collect::Tracer), which alone reads its maps.
@@ -89,6 +66,7 @@ pub fn load(
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
+    crate::sys::own_limits::raise_open_files();
     // The patched aya (vendor/aya/PATCHED.md) parses the kernel's BTF only
     // for CO-RE relocations, which Rust eBPF objects do not have: the
     // loader costs nothing until `load`.
@@ -99,10 +77,10 @@ pub fn load(
     let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
     causes.waking = plan.waking;
     let mut decision_notes = Vec::new();
-    let decision = decision::Setup::new(plan.globals.decision, plan.set_tp, &mut decision_notes);
+    let decision = decision::Setup::new(plan.globals.decision, &mut decision_notes);
     causes.decision = decision.offsets().task_se != 0;
     causes.configure(&mut loader, &mut compute);
-    decision.configure(&mut compute, causes.decision_slots());
+    decision.configure(&mut loader, &mut compute, (causes.decision_slots(), cpus));
     let config = KernelConfig::new(
         &plan.globals,
         filter,
@@ -110,14 +88,21 @@ pub fn load(
         (causes.offsets(), decision.offsets()),
     );
     config.configure(&mut loader)?;
-    let mut ebpf = loader
-        .load(EBPF_OBJECT)
-        .map_err(|e| LoadError::Object(Box::new(e)))?;
+    let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| {
+        let sizes: Vec<String> = crate::kernel::map_memory::costs(modes, cpus)
+            .iter()
+            .map(|c| c.describe())
+            .collect();
+        LoadError::limit("loading the eBPF object", &e, &sizes)
+            .unwrap_or_else(|| LoadError::Object(Box::new(e)))
+    })?;
     let topology_note = causes.fill(&mut ebpf);
     let btf_programs = plan.btf_programs.clone();
     let waking = plan.waking;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
     notes.extend(memory_notes);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    notes.extend(filter.offline_note(&online));
     notes.extend(topology_note);
     notes.extend(decision_notes);
     let mut programs = match mode {

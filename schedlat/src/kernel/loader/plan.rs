@@ -14,16 +14,19 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{KernelSources, attach::attach};
-use crate::kernel::{
-    attach_btf,
-    btf::{self, CssChoice, VMLINUX_BTF},
-    cgroupfs::{Hierarchy, Mounts},
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    modes::Modes,
-    tracefs::{self, Format, TracefsError},
+use super::{access::KernelSources, attach::attach};
+use crate::{
+    kernel::{
+        attach_btf,
+        btf::{self, CssChoice, VMLINUX_BTF},
+        cgroupfs::{self, Hierarchy},
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        modes::Modes,
+        tracefs::{self, Format, TracefsError},
+    },
+    sys::mounts::Mounts,
 };
 
 /// The load-time facts the programs need, for the chosen mode(s).
@@ -73,8 +76,6 @@ pub(super) struct Plan {
     pub(super) btf_programs: Vec<(&'static str, &'static str)>,
     /// `--waking` with the cause split: sched_waking is attached.
     pub(super) waking: bool,
-    /// The decision split's sched_set_need_resched_tp is attached.
-    pub(super) set_tp: bool,
     pub(super) globals: Globals,
     pub(super) attach_btf: Option<aya::Btf>,
     pub(super) notes: Vec<String>,
@@ -100,7 +101,6 @@ impl Plan {
         let mut fallback_notes = Vec::new();
         let mut globals = Globals::default();
         let mut attach_btf = None;
-        let mut set_tp = false;
         let mut candidates = match choice {
             HookChoice::Btf => vec![HookMode::Btf],
             HookChoice::Tp => vec![HookMode::Tracepoint],
@@ -115,9 +115,16 @@ impl Plan {
             }
         }
         let waking = sources.waking && modes.causes;
+        // The hierarchy's number, which the cgroup_mkdir program compares:
+        // without it, no cgroup is named at its creation.
+        let naming = modes
+            .names_cgroups()
+            .then(|| cgroup_hierarchy.and_then(Hierarchy::number))
+            .flatten();
         let wants = BtfWants {
             waking,
             decision: modes.causes && modes.histogram && !sources.no_decision,
+            cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
@@ -128,11 +135,13 @@ impl Plan {
                 Ok(facts) => {
                     globals.task = Some(facts.task);
                     globals.rq = facts.rq;
-                    globals.cgroup = facts.cgroup;
+                    globals.cgroup = facts.cgroup.map(|c| CgroupOffsets {
+                        hierarchy_id: naming.unwrap_or(0),
+                        ..c
+                    });
                     globals.pidns = facts.pidns;
                     globals.cause = facts.cause;
                     globals.decision = facts.decision;
-                    set_tp = facts.set_tp;
                     notes.extend(facts.notes);
                     attach_btf = Some(facts.attach_btf);
                 }
@@ -161,14 +170,13 @@ impl Plan {
         if waking {
             btf_programs.push(names::BTF_WAKING);
         }
-        if set_tp {
-            btf_programs.push(names::BTF_SET_NEED_RESCHED);
+        if naming.is_some() {
+            btf_programs.push(names::BTF_CGROUP_MKDIR);
         }
         Ok(Plan {
             candidates,
             btf_programs,
             waking,
-            set_tp,
             globals,
             attach_btf,
             notes,
@@ -199,6 +207,8 @@ impl Plan {
                     return Ok((mode, notes));
                 }
                 Err(e) if choice != HookChoice::Auto => return Err(e),
+                // Another mode needs the same descriptors and memory.
+                Err(e @ LoadError::Limit { .. }) => return Err(e),
                 Err(e) => failures.push(e.to_string()),
             }
         }
@@ -220,9 +230,10 @@ struct BtfWants {
     causes: bool,
     /// sched_waking's BTF id (`--waking`).
     waking: bool,
-    /// The decision split's fields, and sched_set_need_resched_tp's id
-    /// where the kernel has it.
+    /// The decision split's fields.
     decision: bool,
+    /// cgroup_mkdir's BTF id (cgroups named at their creation).
+    cgroup_mkdir: bool,
 }
 
 struct BtfFacts {
@@ -232,7 +243,6 @@ struct BtfFacts {
     pidns: Option<PidnsOffsets>,
     cause: Option<CauseOffsets>,
     decision: Option<DecisionOffsets>,
-    set_tp: bool,
     notes: Vec<String>,
     attach_btf: aya::Btf,
 }
@@ -279,16 +289,15 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         .flatten();
     if wants.decision && decision.is_none() {
         notes.push(
-            "decision split off: this kernel's BTF lacks rq->curr, rq->nr_switches, rq->clock or task->thread_info.flags".to_string(),
+            "decision split off: this kernel's BTF lacks rq->curr, rq->nr_switches or task->thread_info.flags".to_string(),
         );
     }
-    let set_tp = decision.is_some() && btf::has_tracepoint(&layouts, names::BTF_SET_NEED_RESCHED.1);
     let mut tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp).to_vec();
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
     }
-    if set_tp {
-        tracepoints.push(names::BTF_SET_NEED_RESCHED.1);
+    if wants.cgroup_mkdir {
+        tracepoints.push(names::BTF_CGROUP_MKDIR.1);
     }
     let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
     // The parse (and its mapping of the file) is not needed past here.
@@ -305,7 +314,6 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         pidns,
         cause,
         decision,
-        set_tp,
         notes,
         attach_btf,
     })
@@ -320,9 +328,8 @@ pub(super) fn cgroup_hierarchy(
     if let Some(target) = &filter.cgroup {
         return Ok(Some(target.hierarchy.clone()));
     }
-    if modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup) {
-        return Mounts::read()
-            .default_hierarchy()
+    if modes.names_cgroups() {
+        return cgroupfs::default_hierarchy(&Mounts::read())
             .map(Some)
             .ok_or(LoadError::NoCgroupMount("--cgroups"));
     }

@@ -1,0 +1,29 @@
+//! The judgement of `schedlat diagnose` (docs/architecture.md, "The method
+//! `schedlat diagnose` follows"), on typed samples that hold every number it
+//! goes by: the kernel's own accounting of the window
+//! ([`Findings`](crate::sys::findings::Findings)), what eBPF measured of the
+//! same window ([`Traced`]), and the cgroups of the tasks it names
+//! ([`TaskCgroups`]). Nothing here reads a file or a map: each step is a
+//! function of its samples, its thresholds named constants whose reasons
+//! docs/diagnose.md gives.
+//!
+//! - `verdict.rs`: the verdict, from the steps below; `traced.rs` the eBPF
+//!   sample, `named.rs` a named diagnosis;
+//! - `waiting.rs`: step 1, whether the scope was runnable but waiting at all;
+//! - `capacity.rs`: too little CPU (quota throttling, saturation, pinning);
+//! - `priority.rs`: who won by rule (class or priority), from the victims
+//!   tables;
+//! - `split.rs`: what the cause split of the waits names (neighbours,
+//!   placement, steal, interrupts, throttling);
+//! - `selfcheck.rs`: eBPF's total against schedstat's run_delay.
+
+pub mod capacity;
+#[cfg(test)]
+mod fixtures;
+pub mod named;
+pub mod priority;
+pub mod selfcheck;
+pub mod split;
+pub mod traced;
+pub mod verdict;
+pub mod waiting;

@@ -1,0 +1,15 @@
+//! A named diagnosis: what every step of the judgement that names a cause
+//! gives (capacity.rs, priority.rs, split.rs), and what the report shows.
+
+use serde::Serialize;
+
+/// A named diagnosis: a known mechanism that explains the scope's waiting,
+/// with its evidence and a next step.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Diagnosis {
+    pub name: &'static str,
+    /// Roughly, the share of the window it explains; orders the causes.
+    pub strength: f64,
+    pub evidence: String,
+    pub next_step: String,
+}

@@ -1,0 +1,48 @@
+//! What eBPF measured of the window (root only): the sample the diagnosis
+//! judges beside the kernel's own accounting.
+
+use std::time::Duration;
+
+use super::{priority::Attribution, waiting::EbpfWaiting};
+use crate::{
+    analysis::{percentiles::Percentiles, shape, shape::Shape},
+    collect::histogram::Waits,
+    sys::{findings::Findings, slice::Slice},
+};
+
+/// What eBPF measured over the window (root only).
+pub struct Traced {
+    pub hook: String,
+    pub waits: Waits,
+    pub percentiles: Option<Percentiles>,
+    pub shape: Shape,
+    /// Who waited and who held the CPU instead, or why not measured.
+    pub victims: Result<Attribution, String>,
+}
+
+impl Traced {
+    /// The window's histogram (its percentiles and shape against `slice`)
+    /// and its victims tables, as attributed.
+    pub fn new(
+        hook: String,
+        waits: Waits,
+        victims: Result<Attribution, String>,
+        slice: &Slice,
+    ) -> Traced {
+        Traced {
+            hook,
+            percentiles: Percentiles::of(&waits),
+            shape: shape::classify(&waits, slice),
+            waits,
+            victims,
+        }
+    }
+
+    /// The scope's waiting as measured here: its histogram's sum, and its
+    /// most-waiting task from the victims tables.
+    pub fn waiting(&self, findings: &Findings) -> EbpfWaiting {
+        let window = Duration::from_nanos(findings.window_ns);
+        let most_task = self.victims.as_ref().ok().map(|a| a.max_task_share(window));
+        EbpfWaiting::new(self.waits.sum_ns, most_task, findings)
+    }
+}

@@ -1,0 +1,174 @@
+//! The verdict: steps 1 and 5 of the method, put together from the
+//! modules that each judge one part.
+
+use super::{
+    capacity,
+    named::Diagnosis,
+    priority::{self, Attribution},
+    split,
+    traced::Traced,
+    waiting::{self, EbpfWaiting, Waiting},
+};
+use crate::{
+    analysis::causes::Causes,
+    sys::{cgroup_of::TaskCgroups, findings::Findings},
+};
+
+/// The answer: whether the scope waited, and the diagnoses that explain
+/// it, strongest first.
+pub struct Verdict {
+    pub waiting: Waiting,
+    pub diagnoses: Vec<Diagnosis>,
+}
+
+/// Steps 1 and 5 of the method: whether the scope waited, and which known
+/// mechanisms explain it, from the kernel's accounting, and with eBPF from
+/// its victims tables and its split of the waits.
+pub fn diagnose(findings: &Findings, traced: Option<&Traced>, cgroups: &TaskCgroups) -> Verdict {
+    // How much the scope waited by eBPF: read once, for both questions.
+    let ebpf = traced.map(|t| t.waiting(findings));
+    let attribution = traced.and_then(|t| t.victims.as_ref().ok());
+    let mut diagnoses = named(findings, attribution, ebpf);
+    if let (Some(counts), Some(ebpf)) = (traced.and_then(|t| t.waits.causes.as_ref()), ebpf) {
+        let evidence = split::Evidence {
+            split: &Causes::of(counts),
+            attribution,
+            ebpf,
+            cgroups,
+        };
+        split::add(&mut diagnoses, findings, &evidence);
+    }
+    Verdict {
+        waiting: waiting::waiting(findings, ebpf),
+        diagnoses,
+    }
+}
+
+/// The diagnoses the accounting and the victims tables support, strongest
+/// first. With the eBPF victims tables
+/// (`attribution`), each measured wait is explained once: the share
+/// charged to culprits that outrank their victims goes to class or
+/// priority, the rest to the capacity causes (saturation, pinning), whose
+/// strength is scaled by it. `ebpf`: the scope's waiting as eBPF measured
+/// it, when it could.
+fn named(
+    f: &Findings,
+    attribution: Option<&Attribution>,
+    ebpf: Option<EbpfWaiting>,
+) -> Vec<Diagnosis> {
+    let peers = attribution.map_or(1.0, |a| 1.0 - a.outranking_share());
+    let capacity = [capacity::saturation(f), capacity::pinning(f)]
+        .into_iter()
+        .flatten()
+        .map(|c| Diagnosis {
+            strength: c.strength * peers,
+            ..c
+        });
+    let mut named: Vec<Diagnosis> = [
+        capacity::throttling(f),
+        attribution.and_then(|a| priority::priority(f, a, ebpf)),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(capacity)
+    .collect();
+    named.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+    named
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::victims::WaitStats;
+
+    use super::*;
+    use crate::analysis::{
+        diagnosis::fixtures::{findings, waiter},
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+
+    /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
+    /// one normal nice-0 victim that waited 1000 ns in all.
+    fn attribution(culprits: &[(u32, i32, u32, u64)]) -> Attribution {
+        let victim = task(20, 20, "victim", 0, 0, 0);
+        let rows: Vec<WaitStats> = culprits
+            .iter()
+            .enumerate()
+            .map(|(i, &(policy, nice, rt, total_ns))| {
+                // No cgroups read (TaskCgroups::default): the cgroup check
+                // does not apply.
+                let tid = 4_100_000 + i as u32;
+                WaitStats {
+                    task: task(tid, tid, "hog", policy, nice, rt),
+                    count: 10,
+                    total_ns,
+                    max_other: victim,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let victims = [WaitStats {
+            task: victim,
+            count: 30,
+            total_ns: 1_000,
+            ..Default::default()
+        }];
+        Attribution::new(
+            rank(&victims, &rows, SortKey::Total, 0),
+            (0, 0),
+            &TaskCgroups::default(),
+        )
+    }
+
+    #[test]
+    fn idle_is_not_a_scheduling_problem() {
+        assert!(matches!(
+            waiting::waiting(&findings(), None),
+            Waiting::Negligible { .. }
+        ));
+        assert!(named(&findings(), None, None).is_empty());
+    }
+
+    #[test]
+    fn an_rt_culprit_comes_before_the_pinning_it_also_matches() {
+        let f = Findings {
+            top_waiters: waiter(0.6),
+            cpu_busy: vec![0.03, 0.99],
+            avg_runnable: 2.0,
+            allowed_cpus: Some(vec![1]),
+            ..findings()
+        };
+        let a = attribution(&[(1, 0, 50, 900), (0, 0, 0, 100)]);
+        let c = named(&f, Some(&a), None);
+        let names: Vec<&str> = c.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            ["class or priority", "affinity (pinning) contention"]
+        );
+        assert!((c[0].strength - 0.54).abs() < 1e-9, "{c:?}");
+        // Pinning keeps the waits charged to peers only.
+        assert!((c[1].strength - 0.06).abs() < 1e-9, "{c:?}");
+        assert!(c[0].evidence.contains("hog 4100000/4100000 (fifo 50)"));
+        assert!(c[0].next_step.contains("chrt"));
+        // Peers only: no class cause, pinning unscaled.
+        let peers = attribution(&[(0, 0, 0, 1000)]);
+        let c = named(&f, Some(&peers), None);
+        assert_eq!(c.len(), 1);
+        assert!((c[0].strength - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_small_share_of_outranking_wait_is_not_a_cause() {
+        let f = Findings {
+            top_waiters: waiter(0.6),
+            ..findings()
+        };
+        // A nice -20 kworker with 10% of the wait: below OUTRANKED.
+        let a = attribution(&[(0, -20, 0, 100), (0, 0, 0, 900)]);
+        assert!(named(&f, Some(&a), None).is_empty());
+        let a = attribution(&[(0, -10, 0, 800), (0, 0, 0, 200)]);
+        let c = named(&f, Some(&a), None);
+        assert_eq!(c[0].name, "class or priority");
+        assert!(c[0].next_step.contains("renice"), "{}", c[0].next_step);
+    }
+}

@@ -1,0 +1,178 @@
+//! The names of cgroups as the kernel made them (the cgroup_mkdir program
+//! of schedlat-ebpf/src/workload.rs): each new cgroup's id and path, read
+//! off the ring buffer by a thread of its own as they come, into a bounded
+//! book that the labels look up. A cgroup that lives 20 ms is named as
+//! surely as one that lives for hours, and nothing that reads the book
+//! waits for the ring buffer or the filesystem.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    os::fd::{AsFd, AsRawFd},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::Duration,
+};
+
+use aya::maps::{MapData, RingBuf};
+use schedlat_common::{names, workload::NameHeader};
+
+use crate::collect::error::ReadError;
+
+/// Names kept: the oldest is forgotten first. Far more than the keys a
+/// breakdown or a scrape names (`--max-keys`, 4096 by default), so a name
+/// is gone only after this many newer cgroups; at most about 3 MiB with
+/// Kubernetes paths.
+pub const BOOK_CAPACITY: usize = 16_384;
+
+/// How often the thread looks at the ring buffer when it is idle, and so
+/// how soon it sees that the tracer is gone.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The names read so far, shared with the thread that reads them.
+#[derive(Clone)]
+pub struct CgroupNames {
+    book: Arc<Mutex<Book>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Paths by cgroup id, oldest first in `order`.
+#[derive(Default)]
+struct Book {
+    paths: HashMap<u64, String>,
+    order: VecDeque<u64>,
+}
+
+impl Book {
+    fn insert(&mut self, id: u64, path: String) {
+        if self.paths.insert(id, path).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > BOOK_CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.paths.remove(&old);
+            }
+        }
+    }
+}
+
+impl CgroupNames {
+    /// Starts reading the names the kernel sends through `map` (the
+    /// CGROUP_NAMES ring buffer, taken out of the object).
+    pub fn start(map: aya::maps::Map) -> Result<CgroupNames, ReadError> {
+        let name = names::MAP_CGROUP_NAMES;
+        let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
+        let names = CgroupNames {
+            book: Arc::default(),
+            stop: Arc::default(),
+        };
+        let reader = names.clone();
+        thread::Builder::new()
+            .name("cgroup-names".into())
+            .spawn(move || reader.read(ring))
+            .map_err(|error| ReadError::Proc {
+                path: "a thread for the cgroup names",
+                error,
+            })?;
+        Ok(names)
+    }
+
+    /// The path the kernel gave cgroup `id` when it made it (relative to
+    /// its hierarchy's root), if it was made since load and is among the
+    /// last [`BOOK_CAPACITY`].
+    pub fn get(&self, id: u64) -> Option<String> {
+        self.lock().paths.get(&id).cloned()
+    }
+
+    /// Ends the reading thread (within [`POLL`]).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Book> {
+        // A panic while holding it leaves a usable book.
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The thread: drains the ring buffer whenever it is readable.
+    fn read(self, mut ring: RingBuf<MapData>) {
+        let fd = ring.as_fd().as_raw_fd();
+        while !self.stop.load(Ordering::Relaxed) && Arc::strong_count(&self.stop) > 1 {
+            let mut records = Vec::new();
+            while let Some(item) = ring.next() {
+                records.extend(decode(&item));
+            }
+            if !records.is_empty() {
+                let mut book = self.lock();
+                for (id, path) in records {
+                    book.insert(id, path);
+                }
+            }
+            wait_readable(fd, POLL);
+        }
+    }
+}
+
+/// poll(2) on the ring buffer's fd: readable when the kernel has written.
+fn wait_readable(fd: i32, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd; an error or a signal only ends the wait.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// A record: its header, then `len` bytes of path.
+fn decode(bytes: &[u8]) -> Option<(u64, String)> {
+    let head = size_of::<NameHeader>();
+    if bytes.len() < head {
+        return None;
+    }
+    // SAFETY: long enough; NameHeader is repr(C) u64s, valid for any bit
+    // pattern; the record need not be aligned for Rust.
+    let header = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<NameHeader>()) };
+    let len = usize::try_from(header.len).ok()?;
+    let path = bytes.get(head..head.checked_add(len)?)?;
+    Some((header.id, String::from_utf8_lossy(path).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: u64, path: &str) -> Vec<u8> {
+        let mut bytes = id.to_ne_bytes().to_vec();
+        bytes.extend((path.len() as u64).to_ne_bytes());
+        bytes.extend(path.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn records_decode_and_short_or_lying_ones_are_skipped() {
+        assert_eq!(decode(&record(7, "/a/b")), Some((7, "/a/b".into())));
+        assert_eq!(decode(&[0u8; 8]), None);
+        let mut lying = record(7, "/a");
+        lying[8] = 200;
+        assert_eq!(decode(&lying), None);
+    }
+
+    #[test]
+    fn the_book_forgets_the_oldest_names_first() {
+        let mut book = Book::default();
+        for id in 0..BOOK_CAPACITY as u64 + 10 {
+            book.insert(id, format!("/g{id}"));
+        }
+        assert_eq!(book.paths.len(), BOOK_CAPACITY);
+        assert!(!book.paths.contains_key(&9));
+        assert_eq!(book.paths.get(&10).map(String::as_str), Some("/g10"));
+        // An id seen again (a reused inode) takes its new path, once.
+        book.insert(20, "/new".into());
+        assert_eq!(book.paths.get(&20).map(String::as_str), Some("/new"));
+        assert_eq!(book.order.len(), BOOK_CAPACITY);
+    }
+}

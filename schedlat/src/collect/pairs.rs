@@ -1,0 +1,259 @@
+//! The neighbour-pair table (schedlat-ebpf/src/workload.rs): per pair of
+//! cgroups, the waits of the first's tasks that ended when a task of the
+//! second left the CPU. The kernel counts leaf cgroups, cumulatively since
+//! load; this module reads the table, turns two readings into an interval,
+//! and removes the pairs of cgroups that are gone (after their last
+//! interval), so the table holds the live pairs only. Rolling pairs up to
+//! containers, pods or units is the analysis layer's.
+
+use std::collections::HashMap;
+
+use aya::maps::{MapData, PerCpuArray};
+use schedlat_common::{
+    names,
+    workload::{HOLDER_IDLE, PairKey, PairStats, WorkloadCounters},
+};
+
+use super::{
+    batch::{self, Entries},
+    tracer::Tracer,
+};
+use crate::collect::error::ReadError;
+
+/// Who held the CPU when a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Holder {
+    /// Nobody: the CPU was idle (the wait ended in a wakeup onto it).
+    Idle,
+    /// A task of this cgroup (kernfs id; kernel threads are in the root).
+    Cgroup(u64),
+}
+
+/// One pair: the cgroup that waited, and the holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pair {
+    pub victim: u64,
+    pub holder: Holder,
+}
+
+impl From<PairKey> for Pair {
+    fn from(k: PairKey) -> Pair {
+        Pair {
+            victim: k.victim,
+            holder: match k.holder {
+                HOLDER_IDLE => Holder::Idle,
+                id => Holder::Cgroup(id),
+            },
+        }
+    }
+}
+
+impl Pair {
+    fn key(self) -> PairKey {
+        PairKey {
+            victim: self.victim,
+            holder: match self.holder {
+                Holder::Idle => HOLDER_IDLE,
+                Holder::Cgroup(id) => id,
+            },
+        }
+    }
+}
+
+/// A pair's waits: how many, their sum, and the longest (since load: the
+/// kernel keeps one maximum per pair, not one per interval).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PairCounts {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub max_ns: u64,
+}
+
+impl PairCounts {
+    /// Adds another pair's counts (rolling pairs up): the longest wait is
+    /// the longer of the two.
+    pub fn add(&mut self, other: PairCounts) {
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+}
+
+impl From<PairStats> for PairCounts {
+    fn from(s: PairStats) -> PairCounts {
+        PairCounts {
+            count: s.count,
+            sum_ns: s.sum_ns,
+            max_ns: s.max_ns,
+        }
+    }
+}
+
+/// The kernel's table as read once: every pair, cumulative since load
+/// (pairs removed because a cgroup went away are not in it any more).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PairsReading {
+    pub pairs: Vec<(Pair, PairCounts)>,
+    /// Waits no pair could take (the table was full: `--max-pairs`),
+    /// cumulative; their `max_ns` is 0 (not kept).
+    pub overflow: PairCounts,
+    /// Pairs the table holds at most.
+    pub capacity: u32,
+}
+
+impl Tracer {
+    /// Reads the neighbour-pair table (cumulative since load).
+    pub fn read_pairs(
+        &self,
+        out: &mut Entries<PairKey, PairStats>,
+    ) -> Result<PairsReading, ReadError> {
+        let name = names::MAP_PAIRS;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        batch::read(map, out).map_err(|error| ReadError::Map { name, error })?;
+        let counters = self.workload_counters()?;
+        let capacity = match map {
+            aya::maps::Map::HashMap(data) => data.info().map_or(0, |i| i.max_entries()),
+            _ => 0,
+        };
+        Ok(PairsReading {
+            pairs: out
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            overflow: PairCounts {
+                count: counters.pairs_overflow,
+                sum_ns: counters.pairs_overflow_ns,
+                max_ns: 0,
+            },
+            capacity,
+        })
+    }
+
+    /// Removes `pair` from the kernel's table (its cgroup is gone).
+    pub fn forget_pair(&mut self, pair: Pair) -> Result<(), ReadError> {
+        let name = names::MAP_PAIRS;
+        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
+        let mut pairs = aya::maps::HashMap::<&mut MapData, PairKey, PairStats>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        match pairs.remove(&pair.key()) {
+            // Another reader removed it first: the same outcome.
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(error) => Err(ReadError::Map { name, error }),
+        }
+    }
+
+    /// The workload views' counters, summed over CPUs (cumulative).
+    pub fn workload_counters(&self) -> Result<WorkloadCounters, ReadError> {
+        let name = names::MAP_WORKLOAD_COUNTERS;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let counters = PerCpuArray::<&MapData, WorkloadCounters>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        let values = counters
+            .get(&0, 0)
+            .map_err(|error| ReadError::Map { name, error })?;
+        Ok(values
+            .iter()
+            .fold(WorkloadCounters::default(), |mut sum, c| {
+                sum.pairs_overflow += c.pairs_overflow;
+                sum.pairs_overflow_ns += c.pairs_overflow_ns;
+                sum.names_lost += c.names_lost;
+                sum
+            }))
+    }
+}
+
+/// One interval of the pair table: what each pair added since the
+/// previous reading.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PairsInterval {
+    /// Pairs with waits in the interval; `max_ns` is the pair's longest
+    /// wait since load.
+    pub pairs: Vec<(Pair, PairCounts)>,
+    /// Waits of the interval no pair could take.
+    pub overflow: PairCounts,
+    pub capacity: u32,
+}
+
+/// Turns cumulative readings into intervals, and removes from the kernel
+/// the pairs whose cgroups are gone once their last waits are counted.
+#[derive(Default)]
+pub struct PairIntervals {
+    previous: HashMap<Pair, PairCounts>,
+    previous_overflow: PairCounts,
+    entries: Entries<PairKey, PairStats>,
+}
+
+impl PairIntervals {
+    /// The interval since the previous call (since load at the first).
+    /// `exists` says whether a cgroup id is still there: a pair with a
+    /// side gone is reported one last time, then removed from the kernel.
+    pub fn next(
+        &mut self,
+        tracer: &mut Tracer,
+        mut exists: impl FnMut(u64) -> bool,
+    ) -> Result<PairsInterval, ReadError> {
+        let reading = tracer.read_pairs(&mut self.entries)?;
+        let mut now = HashMap::with_capacity(reading.pairs.len());
+        let mut pairs = Vec::new();
+        let mut gone = Vec::new();
+        for (pair, counts) in reading.pairs {
+            let before = self.previous.get(&pair).copied().unwrap_or_default();
+            let delta = PairCounts {
+                count: counts.count.saturating_sub(before.count),
+                sum_ns: counts.sum_ns.saturating_sub(before.sum_ns),
+                max_ns: counts.max_ns,
+            };
+            if delta.count > 0 {
+                pairs.push((pair, delta));
+            }
+            let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if !exists(id));
+            if !exists(pair.victim) || holder_gone {
+                gone.push(pair);
+            } else {
+                now.insert(pair, counts);
+            }
+        }
+        for pair in gone {
+            tracer.forget_pair(pair)?;
+        }
+        self.previous = now;
+        let overflow = PairCounts {
+            count: reading
+                .overflow
+                .count
+                .saturating_sub(self.previous_overflow.count),
+            sum_ns: reading
+                .overflow
+                .sum_ns
+                .saturating_sub(self.previous_overflow.sum_ns),
+            max_ns: 0,
+        };
+        self.previous_overflow = reading.overflow;
+        pairs.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
+        Ok(PairsInterval {
+            pairs,
+            overflow,
+            capacity: reading.capacity,
+        })
+    }
+}
+
+impl PairsInterval {
+    /// Each pair with its sides named by `name` (a cgroup id's name), and
+    /// `(idle CPU)` for an idle holder.
+    pub fn named(&self, mut name: impl FnMut(u64) -> String) -> Vec<(String, String, PairCounts)> {
+        self.pairs
+            .iter()
+            .map(|(pair, counts)| {
+                let holder = match pair.holder {
+                    Holder::Idle => IDLE.to_string(),
+                    Holder::Cgroup(id) => name(id),
+                };
+                (name(pair.victim), holder, *counts)
+            })
+            .collect()
+    }
+}
+
+/// The holder of the waits that ended on an idle CPU.
+pub const IDLE: &str = "(idle CPU)";

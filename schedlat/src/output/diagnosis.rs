@@ -1,0 +1,317 @@
+//! `schedlat diagnose`'s report as a person reads it (numbered like the
+//! method's steps, docs/architecture.md), or as one JSON object.
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use crate::{
+    analysis::{
+        diagnosis::{
+            priority::Attribution, selfcheck, traced::Traced, verdict::Verdict, waiting::Waiting,
+        },
+        fmt_ns, task,
+        task::{IdleWait, TaskJson},
+        victims::Row,
+    },
+    output,
+    output::{causes_line, text},
+    sys::{findings::Findings, scope::Scope},
+};
+
+/// Rows of the victims and culprits tables the report shows.
+const TOP: usize = 5;
+
+/// Everything the report shows.
+pub struct DiagnoseReport<'a> {
+    pub scope: &'a Scope,
+    pub findings: &'a Findings,
+    pub verdict: &'a Verdict,
+    pub traced: Option<&'a Traced>,
+    /// Why there is no eBPF part (no privileges).
+    pub why_not_traced: Option<&'a str>,
+}
+
+pub fn text(d: &DiagnoseReport) -> String {
+    let DiagnoseReport {
+        scope,
+        findings: f,
+        verdict: Verdict {
+            waiting,
+            diagnoses: causes,
+        },
+        traced,
+        why_not_traced,
+    } = d;
+    let (traced, why_not_traced) = (*traced, *why_not_traced);
+    let mut out = format!(
+        "schedlat diagnose: {}, {} window\n\n",
+        scope.describe(),
+        fmt_ns(f.window_ns)
+    );
+    out.push_str("1. Was it runnable but waiting for a CPU?\n");
+    match waiting {
+        Waiting::Negligible { evidence } => {
+            let _ = writeln!(out, "   {evidence}");
+            out.push_str("   -> no: waiting is negligible. This is not a scheduling problem: look at I/O wait, lock contention, or the work itself.\n");
+        }
+        Waiting::Significant { evidence } => {
+            let _ = writeln!(out, "   {evidence}");
+            out.push_str("   -> yes: runnable-but-waiting time is significant.\n");
+        }
+        Waiting::Unknown { reason } => {
+            let _ = writeln!(out, "   unknown: {reason}");
+        }
+    }
+    out.push_str("\n2. Run-queue latency over the window (eBPF)\n");
+    match (traced, why_not_traced) {
+        (Some(t), _) => {
+            let _ = writeln!(out, "   {} waits, hook {}", t.waits.count(), t.hook);
+            if let Some(p) = &t.percentiles {
+                let _ = writeln!(
+                    out,
+                    "   {}, max {}",
+                    text::quantiles(p),
+                    p.max_ns.map_or("-".into(), fmt_ns)
+                );
+            }
+            let _ = writeln!(out, "   shape: {}", t.shape.summary);
+            let _ = writeln!(out, "   {}", causes_line::line(&t.waits));
+            match &t.victims {
+                Ok(a) => victims_text(&mut out, a),
+                Err(why) => {
+                    let _ = writeln!(out, "   victims and culprits: not measured: {why}");
+                }
+            }
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(out, "   {why}");
+        }
+        (None, None) => out.push_str("   not measured\n"),
+    }
+    out.push_str("\n3. Causes, strongest first\n");
+    if causes.is_empty() {
+        if matches!(waiting, Waiting::Significant { .. }) {
+            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning, class or priority, and from the split: contention inside the cgroup, noisy neighbour, placement, steal, interrupt time) matched: look at which tasks ran instead\n");
+        } else {
+            out.push_str("   none\n");
+        }
+    }
+    for c in causes {
+        let _ = writeln!(
+            out,
+            "   - {}: {}\n     next: {}",
+            c.name, c.evidence, c.next_step
+        );
+    }
+    out.push_str("\n4. Self-check: eBPF against the kernel's schedstat run_delay\n");
+    match traced.map(|t| selfcheck::check(t, f)) {
+        Some(Some(check)) => {
+            for line in &check.summary {
+                let _ = writeln!(out, "   {line}");
+            }
+        }
+        Some(None) => {
+            out.push_str("   schedstat reads zero on this kernel: nothing to compare with\n")
+        }
+        None => out.push_str("   needs the eBPF measurement (root)\n"),
+    }
+    out
+}
+
+/// The tasks that waited most and those charged with it, with their class.
+fn victims_text(out: &mut String, a: &Attribution) {
+    let t = &a.tables;
+    let share = |ns: u64| ns as f64 / t.waited_ns.max(1) as f64 * 100.0;
+    let _ = writeln!(
+        out,
+        "   victims (top {} of {}, by total wait; {} in {} waits):",
+        t.victims.len().min(TOP),
+        t.totals.0,
+        fmt_ns(t.waited_ns),
+        t.waits
+    );
+    for v in t.victims.iter().take(TOP) {
+        let _ = writeln!(
+            out,
+            "     {} ({}): {} waits, total {} ({:.0}%), max {}, longest behind {} ({})",
+            task::short(&v.task),
+            task::sched_label(&v.task),
+            v.count,
+            fmt_ns(v.total_ns),
+            share(v.total_ns),
+            fmt_ns(v.max_ns),
+            task::culprit(&v.other, v.task.tgid, &a.throttled),
+            task::sched_label(&v.other)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "   culprits (held the CPU when waits ended; top {} of {}):",
+        t.culprits.len().min(TOP),
+        t.totals.1
+    );
+    for c in t.culprits.iter().take(TOP) {
+        // The idle task: what its waits were (those of its longest victim).
+        let name = task::culprit(&c.task, c.other.tgid, &a.throttled);
+        let _ = writeln!(
+            out,
+            "     {} ({}): charged {} ({:.0}%) in {} waits, max {}",
+            name,
+            task::sched_label(&c.task),
+            fmt_ns(c.total_ns),
+            share(c.total_ns),
+            c.count,
+            fmt_ns(c.max_ns)
+        );
+    }
+    if a.overflow != (0, 0) {
+        let _ = writeln!(
+            out,
+            "   (tables full: {} victim and {} culprit waits not in them)",
+            a.overflow.0, a.overflow.1
+        );
+    }
+}
+
+/// A row of the victims or culprits table in JSON; `idle_wait` when the
+/// culprit (of the longest wait, or the row's own task) is an idle task.
+fn row_json(row: &Row, a: &Attribution, other: &str) -> serde_json::Value {
+    let (culprit, victim_pid) = if other == "max_culprit" {
+        (&row.other, row.task.tgid)
+    } else {
+        (&row.task, row.other.tgid)
+    };
+    let mut v = json!({
+        "task": TaskJson::from(&row.task),
+        "count": row.count,
+        "total_ns": row.total_ns,
+        "share": row.total_ns as f64 / a.tables.waited_ns.max(1) as f64,
+        "max_ns": row.max_ns,
+        other: TaskJson::from(&row.other),
+    });
+    if culprit.tid == 0 {
+        v["idle_wait"] = json!(IdleWait::of(victim_pid, &a.throttled));
+    }
+    v
+}
+
+fn victims_json(a: &Attribution) -> serde_json::Value {
+    let t = &a.tables;
+    json!({
+        "count": t.waits,
+        "sum_ns": t.waited_ns,
+        "victims": t.victims.iter().take(TOP)
+            .map(|r| row_json(r, a, "max_culprit")).collect::<Vec<_>>(),
+        "culprits": t.culprits.iter().take(TOP)
+            .map(|r| row_json(r, a, "max_victim")).collect::<Vec<_>>(),
+        "rows": {"victims": t.totals.0, "culprits": t.totals.1},
+        "outranking": a.outranking.iter().map(|o| json!({
+            "culprit": TaskJson::from(&o.culprit),
+            "victim": TaskJson::from(&o.victim),
+            "edge": o.edge,
+            "charged_ns": o.charged_ns,
+            "count": o.waits,
+        })).collect::<Vec<_>>(),
+        "outranking_share": a.outranking_share(),
+        "overflow": {"victim_waits": a.overflow.0, "culprit_waits": a.overflow.1},
+    })
+}
+
+pub fn json(d: &DiagnoseReport) -> String {
+    let DiagnoseReport {
+        scope,
+        findings: f,
+        verdict: Verdict {
+            waiting,
+            diagnoses: causes,
+        },
+        traced,
+        why_not_traced,
+    } = d;
+    let ebpf = traced.map(|t| {
+        json!({
+            "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
+            "percentiles": t.percentiles, "shape": t.shape,
+            // The split of the window's waits, as in schedlat.histogram.v2.
+            "causes": output::causes::of(&t.waits).as_ref().map(output::causes::json),
+            "schedstat_ratio": (f.schedstat_wait_ns > 0)
+                .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
+            "self_check": selfcheck::check(t, f),
+            "victims": t.victims.as_ref().ok().map(victims_json),
+            "victims_unavailable": t.victims.as_ref().err(),
+        })
+    });
+    let object = json!({
+        "schema": "schedlat.diagnose.v1",
+        "scope": scope.describe(),
+        "findings": f,
+        "waiting": waiting,
+        "causes": causes,
+        "ebpf": ebpf,
+        "ebpf_unavailable": why_not_traced,
+    });
+    format!("{object}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::victims::WaitStats;
+
+    use super::*;
+    use crate::{
+        analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::cgroup_of::TaskCgroups,
+    };
+
+    /// Issue 19: diagnose's tables say what an idle culprit's waits were,
+    /// in the text and the JSON, like the other views.
+    #[test]
+    fn idle_culprits_say_throttled() {
+        let idle = task(0, 0, "swapper/0", 0, 0, 0);
+        let boxed = task(500, 500, "boxed", 0, 0, 0);
+        let victims = [WaitStats {
+            task: boxed,
+            count: 10,
+            total_ns: 50_000_000,
+            max_ns: 9_000_000,
+            max_other: idle,
+            ..Default::default()
+        }];
+        let culprits = [WaitStats {
+            task: idle,
+            count: 10,
+            total_ns: 50_000_000,
+            max_ns: 9_000_000,
+            max_other: boxed,
+            ..Default::default()
+        }];
+        let mut a = Attribution::new(
+            rank(&victims, &culprits, SortKey::Total, 0),
+            (0, 0),
+            &TaskCgroups::default(),
+        );
+        a.throttled.insert(500);
+        let mut out = String::new();
+        victims_text(&mut out, &a);
+        assert!(
+            out.contains("longest behind swapper/0 (throttled: cgroup quota)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("     swapper/0 (throttled: cgroup quota) ("),
+            "{out}"
+        );
+        let v = victims_json(&a);
+        assert_eq!(v["victims"][0]["idle_wait"], "throttled");
+        assert_eq!(v["culprits"][0]["idle_wait"], "throttled");
+        a.throttled.clear();
+        assert_eq!(
+            victims_json(&a)["victims"][0]["idle_wait"],
+            "woken-onto-idle-cpu"
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! The neighbour-pair table as text and JSON (docs/json.md `pairs`).
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use crate::{
+    analysis::{fmt_ns, pairs::PairTable},
+    output::escape::printable,
+};
+
+/// The table under its heading; the rows not shown and the waits no pair
+/// took are counted, never dropped silently. Cgroup names are shown as
+/// `printable` makes them (anyone who may make a cgroup names it).
+pub fn render_text(table: &PairTable) -> String {
+    let by = table.by.as_str();
+    let mut out = format!(
+        "\nwho waited behind whom (waiting {by} <- {by} that held the CPU), by total wait:\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10} {:>10}  waiting <- holding",
+        "waits", "total", "max"
+    );
+    for r in &table.rows {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10} {:>10}  {} <- {}",
+            r.counts.count,
+            fmt_ns(r.counts.sum_ns),
+            fmt_ns(r.counts.max_ns),
+            printable(&r.victim),
+            printable(&r.holder)
+        );
+    }
+    if table.rows.is_empty() {
+        out.push_str("    (no waits)\n");
+    }
+    if table.cut > 0 {
+        let _ = writeln!(
+            out,
+            "    {} more pairs: {} waits, {}",
+            table.cut,
+            table.cut_counts.count,
+            fmt_ns(table.cut_counts.sum_ns)
+        );
+    }
+    if table.overflow.count > 0 {
+        let _ = writeln!(
+            out,
+            "    {} waits ({}) in no pair: the table of {} pairs was full (--max-pairs)",
+            table.overflow.count,
+            fmt_ns(table.overflow.sum_ns),
+            table.capacity
+        );
+    }
+    out
+}
+
+pub fn to_json(table: &PairTable) -> Value {
+    let counts =
+        |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
+    json!({
+        "by": table.by.as_str(),
+        "capacity": table.capacity,
+        "rows": table.rows.iter().map(|r| json!({
+            "victim": r.victim,
+            "holder": r.holder,
+            "count": r.counts.count,
+            "sum_ns": r.counts.sum_ns,
+            "max_ns": r.counts.max_ns,
+        })).collect::<Vec<_>>(),
+        "cut": {"pairs": table.cut, "count": table.cut_counts.count, "sum_ns": table.cut_counts.sum_ns},
+        "overflow": counts(&table.overflow),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        analysis::pairs::WorkloadPair, collect::pairs::PairCounts, sys::workload::level::Level,
+    };
+
+    #[test]
+    fn a_hostile_cgroup_name_cannot_act_on_the_terminal() {
+        let table = PairTable {
+            rows: vec![WorkloadPair {
+                victim: "/evil\u{1b}[2J\nFAKE 1 waits".into(),
+                holder: "/b".into(),
+                counts: PairCounts {
+                    count: 1,
+                    sum_ns: 1_000,
+                    max_ns: 1_000,
+                },
+            }],
+            by: Level::Cgroup,
+            ..PairTable::default()
+        };
+        let text = render_text(&table);
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains("/evil?[2J?FAKE 1 waits <- /b"), "{text:?}");
+        // JSON keeps the exact name.
+        assert_eq!(
+            to_json(&table)["rows"][0]["victim"],
+            "/evil\u{1b}[2J\nFAKE 1 waits"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! `schedlat replay`'s report of a dump: per interval its count,
+//! percentiles and verdict, then the sub-window merged (runqlat's table,
+//! percentiles, verdict) and its longest slow waits with culprits; as text
+//! or JSON Lines (`schedlat.replay.v1`).
+
+use std::fmt::Write as _;
+
+use schedlat_common::victims::SlowEvent;
+use serde_json::json;
+
+use crate::{
+    analysis::{
+        fmt_ns,
+        percentiles::Percentiles,
+        recording::{Second, Window},
+        shape,
+        shape::Shape,
+        task,
+    },
+    collect::histogram::Waits,
+    output::{escape::printable, text},
+    sys::{clock::local_time_us, slice::Slice},
+};
+
+/// What the report shows of a dump: one series' whole intervals between
+/// `from` and `to` (unix ns), merged, and the slow waits that ended in it,
+/// longest first.
+pub struct Replay<'a> {
+    pub window: &'a Window,
+    pub series: &'a str,
+    pub from: u64,
+    pub to: u64,
+    pub inside: Vec<&'a Second>,
+    pub merged: Waits,
+    pub shape: Shape,
+    pub slow: Vec<&'a SlowEvent>,
+    pub slice: Slice,
+    /// Longest slow waits listed (text).
+    pub max_slow: usize,
+    /// Intervals stamped out of time order (Window::out_of_order).
+    pub out_of_order: usize,
+    /// Said at the top of the text (JSON readers get them on stderr).
+    pub warnings: &'a [String],
+}
+
+/// One line per interval, then one for the window.
+pub fn json(r: &Replay) -> String {
+    let Replay {
+        window: w,
+        series,
+        from,
+        to,
+        inside,
+        merged,
+        shape: window_shape,
+        slow,
+        slice,
+        ..
+    } = r;
+    let mut out = String::new();
+    for s in inside {
+        let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
+        let shape = shape::classify(&waits, slice);
+        let line = json!({
+            "type": "interval", "schema": "schedlat.replay.v1", "series": series,
+            "start_unix_ns": s.start_unix_ns, "end_unix_ns": s.end_unix_ns,
+            "count": waits.count(), "percentiles": Percentiles::of(&waits),
+            "verdict": shape.verdict.as_str(),
+        });
+        let _ = writeln!(out, "{line}");
+    }
+    let line = json!({
+        "type": "window", "schema": "schedlat.replay.v1", "series": series,
+        "reason": w.meta.reason, "host": w.meta.host,
+        "start_unix_ns": from, "end_unix_ns": to,
+        "intervals": inside.len(), "count": merged.count(), "mean_ns": merged.mean_ns(),
+        "percentiles": Percentiles::of(merged),
+        "verdict": window_shape.verdict.as_str(), "summary": window_shape.summary,
+        "slow_waits": slow.len(),
+        "out_of_order_intervals": r.out_of_order,
+    });
+    let _ = writeln!(out, "{line}");
+    out
+}
+
+pub fn text(r: &Replay) -> String {
+    let Replay {
+        window: w,
+        series,
+        inside,
+        merged,
+        shape: window_shape,
+        slow,
+        slice,
+        ..
+    } = r;
+    let (Some(first), Some(in_first), Some(in_last)) =
+        (w.seconds.first(), inside.first(), inside.last())
+    else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for warning in r.warnings {
+        let _ = writeln!(out, "warning: {}", printable(warning));
+    }
+    let _ = writeln!(
+        out,
+        "dump of {} on {} ({}): {} intervals, {} slow waits of at least {}",
+        clock(first.start_unix_ns),
+        printable(&w.meta.host),
+        printable(&w.meta.reason),
+        w.seconds.len(),
+        w.slow.len(),
+        fmt_ns(w.meta.slow_threshold_ns)
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<15} {:>8} {:>9} {:>9} {:>9}  VERDICT ({})",
+        "TIME",
+        "COUNT",
+        "P50",
+        "P99",
+        "MAX",
+        printable(series)
+    );
+    for s in inside {
+        let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
+        let _ = writeln!(out, "{}", interval_line(s.end_unix_ns, &waits, slice));
+    }
+    let _ = writeln!(
+        out,
+        "\n{} to {}, {} intervals merged:",
+        clock(in_first.start_unix_ns),
+        clock(in_last.end_unix_ns),
+        inside.len()
+    );
+    out.push_str(&window_text(merged, window_shape, &w.meta.unit));
+    if !slow.is_empty() {
+        let _ = writeln!(out, "\nlongest slow waits ({} in the window):", slow.len());
+        for e in slow.iter().take(r.max_slow) {
+            let rq = if e.rq_len == schedlat_common::victims::RQ_LEN_UNKNOWN {
+                "-".to_string()
+            } else {
+                e.rq_len.to_string()
+            };
+            let _ = writeln!(
+                out,
+                "  {} cpu {:>3} {:>9}  {} waited behind {} (run queue {rq})",
+                clock(w.unix_ns(e.at_ns)),
+                e.cpu,
+                fmt_ns(e.wait_ns),
+                printable(&task::short(&e.victim)),
+                printable(&task::short(&e.culprit))
+            );
+        }
+    }
+    out
+}
+
+fn interval_line(end_unix_ns: u64, waits: &Waits, slice: &Slice) -> String {
+    let p = Percentiles::of(waits);
+    let f = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
+    format!(
+        "{:<15} {:>8} {:>9} {:>9} {:>9}  {}",
+        clock(end_unix_ns),
+        waits.count(),
+        f(p.map(|p| p.p50_ns)),
+        f(p.map(|p| p.p99_ns)),
+        f(waits.max_ns),
+        shape::classify(waits, slice).verdict.as_str()
+    )
+}
+
+fn window_text(w: &Waits, shape: &Shape, unit: &str) -> String {
+    let mut out = text::log2_table(&w.log2_slots(), unit);
+    let _ = writeln!(out, "total {} waits", w.count());
+    if let Some(p) = Percentiles::of(w) {
+        out.push_str(&text::percentile_line(&p));
+    }
+    let _ = writeln!(out, "shape: {}", shape.summary);
+    out
+}
+
+fn clock(unix_ns: u64) -> String {
+    local_time_us(unix_ns)
+}

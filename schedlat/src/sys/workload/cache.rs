@@ -1,0 +1,166 @@
+//! Container names without waiting for the disk: a bounded cache of
+//! [`NameRoots::resolve`] answers, filled by a thread of its own. A lookup
+//! answers at once with what the cache holds and asks the thread for what
+//! it lacks, so an interval or a scrape never waits on a runtime's files
+//! (a slow or hung file system delays names, never a measurement); the
+//! name appears at the next lookup.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        mpsc::{self, Receiver, SyncSender},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use super::{
+    names::{ContainerNames, NameRoots},
+    path::Runtime,
+};
+
+/// Containers whose answers are kept; the oldest answer is dropped first.
+/// A node runs at most a few hundred containers (the kubelet's default
+/// limit is 110 pods).
+pub const CAPACITY: usize = 4096;
+
+/// How long "no names found" stands before the files are read again: a
+/// container's bundle may be written just after its cgroup is made.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Lookups waiting for the thread at most; more are dropped (and asked
+/// again at their next lookup).
+const QUEUE: usize = 1024;
+
+/// The cache, shared with the thread that fills it.
+#[derive(Clone)]
+pub struct NameCache {
+    state: Arc<Mutex<State>>,
+    requests: SyncSender<(String, Option<Runtime>)>,
+}
+
+#[derive(Default)]
+struct State {
+    answers: HashMap<String, (Option<ContainerNames>, Instant)>,
+    order: VecDeque<String>,
+    /// Asked and not answered yet.
+    pending: HashSet<String>,
+}
+
+impl NameCache {
+    /// Starts the thread that reads the runtimes' files under `roots`.
+    pub fn start(roots: NameRoots) -> std::io::Result<NameCache> {
+        let (requests, queue) = mpsc::sync_channel(QUEUE);
+        let cache = NameCache {
+            state: Arc::default(),
+            requests,
+        };
+        let state = Arc::clone(&cache.state);
+        thread::Builder::new()
+            .name("container-names".into())
+            .spawn(move || serve(&roots, &state, &queue))?;
+        Ok(cache)
+    }
+
+    /// The names of container `id` if known now; else None, and the
+    /// thread is asked (answered by a later lookup).
+    pub fn get(&self, id: &str, runtime: Option<Runtime>) -> Option<ContainerNames> {
+        let mut state = self.lock();
+        if let Some((answer, at)) = state.answers.get(id)
+            && (answer.is_some() || at.elapsed() < RETRY_AFTER)
+        {
+            return answer.clone();
+        }
+        if state.pending.insert(id.to_string())
+            && self.requests.try_send((id.to_string(), runtime)).is_err()
+        {
+            state.pending.remove(id);
+        }
+        None
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The thread: answers each request from the files, outside the lock.
+/// Ends when every [`NameCache`] is gone.
+fn serve(roots: &NameRoots, state: &Mutex<State>, queue: &Receiver<(String, Option<Runtime>)>) {
+    for (id, runtime) in queue {
+        let answer = roots.resolve(&id, runtime);
+        let mut state = lock(state);
+        state.pending.remove(&id);
+        if state
+            .answers
+            .insert(id.clone(), (answer, Instant::now()))
+            .is_none()
+        {
+            state.order.push_back(id);
+        }
+        while state.order.len() > CAPACITY {
+            if let Some(old) = state.order.pop_front() {
+                state.answers.remove(&old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    #[test]
+    fn a_lookup_answers_later_and_never_waits() {
+        let root = std::env::temp_dir().join(format!("schedlat-cache-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let id = "ab".repeat(32);
+        let dir = root.join(format!("var/lib/docker/containers/{id}"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("config.v2.json"), r#"{"Name":"/redis"}"#).unwrap();
+        let cache = NameCache::start(NameRoots::under(&root)).unwrap();
+        assert_eq!(cache.get(&id, Some(Runtime::Docker)), None);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let names = loop {
+            if let Some(n) = cache.get(&id, Some(Runtime::Docker)) {
+                break n;
+            }
+            assert!(Instant::now() < deadline, "no answer within 5 s");
+            thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(names.container.as_deref(), Some("redis"));
+        // Unknown containers are answered None, and not asked again at
+        // once.
+        let unknown = "cd".repeat(32);
+        assert_eq!(cache.get(&unknown, None), None);
+        thread::sleep(Duration::from_millis(200));
+        assert_eq!(cache.get(&unknown, None), None);
+        assert!(cache.lock().answers.contains_key(&unknown));
+        assert!(!cache.lock().pending.contains(&unknown));
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_cache_keeps_at_most_its_capacity() {
+        let root = std::env::temp_dir().join("schedlat-cache-empty");
+        let cache = NameCache::start(NameRoots::under(&root)).unwrap();
+        for i in 0..CAPACITY + 100 {
+            let id = format!("{i:064x}");
+            // Paced so the queue never fills.
+            while cache.get(&id, None).is_none() && cache.lock().pending.contains(&id) {
+                thread::sleep(Duration::from_micros(50));
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+        let state = cache.lock();
+        assert!(state.answers.len() <= CAPACITY, "{}", state.answers.len());
+        assert_eq!(state.answers.len(), state.order.len());
+    }
+}

@@ -1,0 +1,152 @@
+//! A cgroup as a workload at the level a user chooses (`--by pod`,
+//! `container`, `unit`, `cgroup`): the name it is shown and rolled up
+//! under. Cgroups that share a name at a level add up there (two cgroups
+//! of one container, the containers of one pod, the scopes of one unit).
+
+use super::{names::ContainerNames, path::PathLabels};
+
+/// What cgroups are rolled up to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// The cgroup itself, by its path.
+    #[default]
+    Cgroup,
+    /// Its container: `namespace/pod/container` when the runtime's files
+    /// name it, else the runtime and the ID's first 12 digits.
+    Container,
+    /// Its Kubernetes pod: `namespace/pod`, else `pod <uid>`.
+    Pod,
+    /// Its systemd unit (a container's scope is a unit too).
+    Unit,
+}
+
+impl Level {
+    /// As `--by` and the JSON `by` field spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Cgroup => "cgroup",
+            Level::Container => "container",
+            Level::Pod => "pod",
+            Level::Unit => "unit",
+        }
+    }
+}
+
+/// A cgroup with what is known of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// Its path, relative to its hierarchy's root.
+    pub path: String,
+    pub labels: PathLabels,
+    /// What its runtime's files say, when it is a container they name.
+    pub names: Option<ContainerNames>,
+}
+
+impl Workload {
+    /// Its name at `level`; its path when it has nothing to be named by
+    /// there (a system service at the pod level is its own cgroup).
+    pub fn name_at(&self, level: Level) -> String {
+        let names = self.names.as_ref();
+        let named = match level {
+            Level::Cgroup => None,
+            Level::Container => self.container_name(),
+            Level::Pod => match (
+                names.and_then(|n| n.namespace.as_deref()),
+                names.and_then(|n| n.pod.as_deref()),
+            ) {
+                (Some(ns), Some(pod)) => Some(format!("{ns}/{pod}")),
+                (None, Some(pod)) => Some(pod.to_string()),
+                _ => self.labels.pod_uid.as_ref().map(|u| format!("pod {u}")),
+            },
+            Level::Unit => self.labels.unit.clone(),
+        };
+        named.unwrap_or_else(|| self.path.clone())
+    }
+
+    fn container_name(&self) -> Option<String> {
+        let id = self.labels.container_id.as_deref()?;
+        let names = self.names.as_ref();
+        let field = |f: fn(&ContainerNames) -> &Option<String>| names.and_then(|n| f(n).as_deref());
+        let short = &id[..12];
+        Some(
+            match (
+                field(|n| &n.namespace),
+                field(|n| &n.pod),
+                field(|n| &n.container),
+            ) {
+                (Some(ns), Some(pod), Some(c)) => format!("{ns}/{pod}/{c}"),
+                (Some(ns), Some(pod), None) if names.is_some_and(|n| n.sandbox) => {
+                    format!("{ns}/{pod}/(sandbox)")
+                }
+                (_, _, Some(c)) => c.to_string(),
+                _ => match self.labels.runtime {
+                    Some(r) => format!("{} {short}", r.as_str()),
+                    None => format!("container {short}"),
+                },
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::workload::{
+        names::NameSource,
+        path::{self, Runtime},
+    };
+
+    const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+    const UID_: &str = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
+
+    fn workload(path: &str, names: Option<ContainerNames>) -> Workload {
+        Workload {
+            path: path.into(),
+            labels: path::parse(path),
+            names,
+        }
+    }
+
+    #[test]
+    fn each_level_names_what_it_can_and_falls_back_to_the_path() {
+        let path = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"
+        );
+        let names = ContainerNames {
+            container: Some("nginx".into()),
+            pod: Some("web-1".into()),
+            namespace: Some("shop".into()),
+            source: Some(NameSource::ContainerdBundle),
+            ..ContainerNames::default()
+        };
+        let named = workload(&path, Some(names));
+        assert_eq!(named.name_at(Level::Container), "shop/web-1/nginx");
+        assert_eq!(named.name_at(Level::Pod), "shop/web-1");
+        assert_eq!(
+            named.name_at(Level::Unit),
+            format!("cri-containerd-{ID}.scope")
+        );
+        assert_eq!(named.name_at(Level::Cgroup), path);
+        // Without the runtime's files: what the path says.
+        let bare = workload(&path, None);
+        assert_eq!(bare.name_at(Level::Container), "containerd 9a8b7c6d5e4f");
+        assert_eq!(
+            bare.name_at(Level::Pod),
+            "pod 3f1c2d4e-5b6a-7c8d-9e0f-123456789abc"
+        );
+        // A service has no container or pod: it stays its own cgroup.
+        let svc = workload("/system.slice/nginx.service", None);
+        assert_eq!(svc.name_at(Level::Container), "/system.slice/nginx.service");
+        assert_eq!(svc.name_at(Level::Pod), "/system.slice/nginx.service");
+        assert_eq!(svc.name_at(Level::Unit), "nginx.service");
+        let podman = workload(
+            &format!("/libpod_parent/libpod-{ID}"),
+            Some(ContainerNames {
+                container: Some("sleeper".into()),
+                ..ContainerNames::default()
+            }),
+        );
+        assert_eq!(podman.name_at(Level::Container), "sleeper");
+        assert_eq!(podman.labels.runtime, Some(Runtime::Podman));
+    }
+}

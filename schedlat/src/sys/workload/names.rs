@@ -1,0 +1,303 @@
+//! The names a container's runtime keeps on the host's disk: the pod's
+//! name, its namespace and the container's name, as the kubelet passed
+//! them to the runtime (annotations of the OCI bundle, labels of Docker's
+//! config), or the name a user gave `podman run --name`. Parsers of the
+//! files' text (tests and fuzz targets feed them), and where each runtime
+//! keeps its files.
+//!
+//! Sources, by runtime:
+//! - containerd: each running task's OCI bundle,
+//!   `/run/containerd/io.containerd.runtime.v2.task/<namespace>/<id>/config.json`
+//!   (annotations `io.kubernetes.cri.sandbox-name`, `-namespace`, `-uid`,
+//!   `container-name`, `container-type`; nerdctl's `nerdctl/name`);
+//! - CRI-O and podman (containers/storage): `<root>/overlay-containers/
+//!   <id>/userdata/config.json` under `/run/containers/storage` and
+//!   `/var/lib/containers/storage` (CRI-O's annotations
+//!   `io.kubernetes.pod.name`, `.namespace`, `.uid`,
+//!   `io.kubernetes.container.name`), and the storage's
+//!   `overlay-containers/containers.json` for the name podman gave it;
+//! - Docker: `/var/lib/docker/containers/<id>/config.v2.json` (`Name`, and
+//!   the `io.kubernetes.*` labels cri-dockerd sets).
+//!
+//! A runtime whose only source is its socket (none of these, on a layout
+//! where the files are elsewhere or unreadable) gets no names: the labels
+//! from the path still hold.
+
+use std::{
+    collections::HashMap,
+    fs, io,
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use serde_json::Value;
+
+use super::path::Runtime;
+
+/// Which file a name came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NameSource {
+    /// containerd's OCI bundle of the running task (config.json).
+    ContainerdBundle,
+    /// The OCI config of a containers/storage container (CRI-O, podman).
+    StorageConfig,
+    /// containers/storage's containers.json (the name podman gave it).
+    StorageContainers,
+    /// Docker's config.v2.json.
+    DockerConfig,
+}
+
+impl NameSource {
+    /// As shown beside a name (`--json`, docs/containers.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NameSource::ContainerdBundle => "containerd-bundle",
+            NameSource::StorageConfig => "storage-config",
+            NameSource::StorageContainers => "storage-containers",
+            NameSource::DockerConfig => "docker-config",
+        }
+    }
+}
+
+/// A container's names, as far as its runtime's files say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerNames {
+    /// The container's name (Kubernetes' container name, or the name
+    /// Docker or podman gave it).
+    pub container: Option<String>,
+    /// The pod's name and namespace, and UID, for a Kubernetes container.
+    pub pod: Option<String>,
+    pub namespace: Option<String>,
+    pub pod_uid: Option<String>,
+    /// The pod's sandbox (pause) container rather than one of its own.
+    pub sandbox: bool,
+    /// Where the names came from; None when nothing was found.
+    pub source: Option<NameSource>,
+}
+
+impl ContainerNames {
+    fn is_empty(&self) -> bool {
+        self.container.is_none() && self.pod.is_none() && self.namespace.is_none()
+    }
+}
+
+/// The longest name kept: Kubernetes object names are at most 253
+/// characters (DNS subdomain), container names 63.
+const MAX_NAME: usize = 253;
+
+/// The largest file read: bundles and configs are tens of KiB;
+/// containers.json grows by about 1 KiB per container.
+const MAX_FILE: u64 = 16 << 20;
+
+/// A name as a label may carry it: the characters Kubernetes, Docker and
+/// podman allow in names (letters, digits, `.`, `_`, `-`), at most
+/// 253 bytes (`MAX_NAME`). Anything else is not a name they gave: dropped.
+pub fn clean_name(s: &str) -> Option<String> {
+    let ok = !s.is_empty()
+        && s.len() <= MAX_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    ok.then(|| s.to_string())
+}
+
+/// The annotations of an OCI runtime config (config.json).
+fn annotations(config: &Value) -> HashMap<&str, &str> {
+    config
+        .get("annotations")
+        .and_then(Value::as_object)
+        .map(|a| {
+            a.iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The names in an OCI config's annotations, under `keys` (pod name,
+/// namespace, pod UID, container name, container type and its sandbox
+/// value).
+fn from_annotations(
+    text: &str,
+    keys: [&str; 5],
+    sandbox_value: &str,
+    source: NameSource,
+) -> Option<ContainerNames> {
+    let config: Value = serde_json::from_str(text).ok()?;
+    let a = annotations(&config);
+    let get = |k: &str| a.get(k).and_then(|v| clean_name(v));
+    let [pod, namespace, uid, container, kind] = keys;
+    let names = ContainerNames {
+        pod: get(pod),
+        namespace: get(namespace),
+        pod_uid: a
+            .get(uid)
+            .filter(|u| super::path::is_pod_uid(u))
+            .map(|u| u.to_string()),
+        container: get(container).or_else(|| get("nerdctl/name")),
+        sandbox: a.get(kind) == Some(&sandbox_value),
+        source: Some(source),
+    };
+    (!names.is_empty() || names.sandbox).then_some(names)
+}
+
+/// containerd's bundle config.json (CRI annotations, or nerdctl's name).
+pub fn parse_containerd_bundle(text: &str) -> Option<ContainerNames> {
+    from_annotations(
+        text,
+        [
+            "io.kubernetes.cri.sandbox-name",
+            "io.kubernetes.cri.sandbox-namespace",
+            "io.kubernetes.cri.sandbox-uid",
+            "io.kubernetes.cri.container-name",
+            "io.kubernetes.cri.container-type",
+        ],
+        "sandbox",
+        NameSource::ContainerdBundle,
+    )
+}
+
+/// A containers/storage container's config.json, as CRI-O writes it.
+pub fn parse_storage_config(text: &str) -> Option<ContainerNames> {
+    from_annotations(
+        text,
+        [
+            "io.kubernetes.pod.name",
+            "io.kubernetes.pod.namespace",
+            "io.kubernetes.pod.uid",
+            "io.kubernetes.container.name",
+            "io.kubernetes.cri-o.ContainerType",
+        ],
+        "sandbox",
+        NameSource::StorageConfig,
+    )
+}
+
+/// The name containers/storage keeps for container `id` (its first in
+/// `names`: what `podman ps` shows).
+pub fn parse_storage_containers(text: &str, id: &str) -> Option<ContainerNames> {
+    let list: Vec<Value> = serde_json::from_str(text).ok()?;
+    let entry = list
+        .iter()
+        .find(|c| c.get("id").and_then(Value::as_str) == Some(id))?;
+    let name = entry.get("names")?.as_array()?.first()?.as_str()?;
+    Some(ContainerNames {
+        container: Some(clean_name(name)?),
+        source: Some(NameSource::StorageContainers),
+        ..ContainerNames::default()
+    })
+}
+
+/// Docker's config.v2.json: `Name` (with Docker's leading `/`), and the
+/// Kubernetes labels cri-dockerd puts on the containers it makes.
+pub fn parse_docker_config(text: &str) -> Option<ContainerNames> {
+    let config: Value = serde_json::from_str(text).ok()?;
+    let labels = config.pointer("/Config/Labels").and_then(Value::as_object);
+    let label = |k: &str| labels?.get(k)?.as_str().and_then(clean_name);
+    let kube_name = label("io.kubernetes.container.name");
+    let own = config
+        .get("Name")
+        .and_then(Value::as_str)
+        .and_then(|n| clean_name(n.trim_start_matches('/')));
+    let names = ContainerNames {
+        container: kube_name.filter(|n| n != "POD").or(own),
+        pod: label("io.kubernetes.pod.name"),
+        namespace: label("io.kubernetes.pod.namespace"),
+        pod_uid: label("io.kubernetes.pod.uid").filter(|u| super::path::is_pod_uid(u)),
+        sandbox: label("io.kubernetes.docker.type").as_deref() == Some("podsandbox"),
+        source: Some(NameSource::DockerConfig),
+    };
+    (!names.is_empty()).then_some(names)
+}
+
+/// Where the runtimes keep their files: the host's usual places, under
+/// `root` (`/`, or where the host's file system is mounted when schedlat
+/// runs in a container: docs/containers.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameRoots {
+    /// containerd's v2 task directories (one subdirectory per namespace).
+    pub containerd_tasks: Vec<PathBuf>,
+    /// containers/storage roots (run root, graph root).
+    pub storage: Vec<PathBuf>,
+    pub docker: PathBuf,
+}
+
+impl NameRoots {
+    pub fn under(root: &Path) -> NameRoots {
+        let at = |p: &str| root.join(p);
+        NameRoots {
+            containerd_tasks: vec![
+                at("run/containerd/io.containerd.runtime.v2.task"),
+                at("run/containerd/io.containerd.runtime.v1.linux"),
+            ],
+            storage: vec![
+                at("run/containers/storage"),
+                at("var/lib/containers/storage"),
+            ],
+            docker: at("var/lib/docker/containers"),
+        }
+    }
+
+    /// The names of container `id` (64 hex digits, checked), from the
+    /// sources of `runtime`, or of every runtime when the path did not
+    /// say. Reads files: callers that must not wait use [`super::cache`].
+    pub fn resolve(&self, id: &str, runtime: Option<Runtime>) -> Option<ContainerNames> {
+        if !super::path::is_container_id(id) {
+            return None;
+        }
+        let wants = |r: Runtime| runtime.is_none_or(|want| want == r);
+        let containerd = || {
+            self.containerd_tasks.iter().find_map(|tasks| {
+                let namespaces = fs::read_dir(tasks).ok()?;
+                namespaces.flatten().find_map(|ns| {
+                    let text = read_capped(&ns.path().join(id).join("config.json")).ok()?;
+                    parse_containerd_bundle(&text)
+                })
+            })
+        };
+        let storage = || {
+            self.storage.iter().find_map(|root| {
+                let dir = root.join("overlay-containers");
+                let config = read_capped(&dir.join(id).join("userdata/config.json")).ok();
+                let kube = config.as_deref().and_then(parse_storage_config);
+                kube.or_else(|| {
+                    let list = read_capped(&dir.join("containers.json")).ok()?;
+                    parse_storage_containers(&list, id)
+                })
+            })
+        };
+        let docker = || {
+            let text = read_capped(&self.docker.join(id).join("config.v2.json")).ok()?;
+            parse_docker_config(&text)
+        };
+        let mut found = None;
+        if wants(Runtime::Containerd) {
+            found = found.or_else(containerd);
+        }
+        if wants(Runtime::CriO) || wants(Runtime::Podman) {
+            found = found.or_else(storage);
+        }
+        if wants(Runtime::Docker) {
+            found = found.or_else(docker);
+        }
+        found
+    }
+}
+
+/// A regular file's text, up to [`MAX_FILE`] bytes. A FIFO or a device
+/// planted there is refused, not read: it is opened without blocking.
+fn read_capped(path: &Path) -> io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests;

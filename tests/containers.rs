@@ -1,0 +1,336 @@
+//! Workloads named as their owners know them, on the real kernel (root):
+//! cgroups that live a fraction of a second keep their names, named by
+//! the kernel as they are made (the cgroup_mkdir program), in the cgroup
+//! v1 cpu hierarchy and in cgroup v2.
+
+mod common;
+
+use std::{collections::BTreeSet, path::Path, process::Command};
+
+use common::{
+    SCHEDLAT, TracerProcess,
+    cgroup::{TestCgroup, churn, v1_cpu_root, v2_root},
+    parse_json_lines, require_root, run_schedlat,
+};
+use serde_json::Value;
+
+/// The breakdown's key labels of a `--cgroups --json` run's intervals.
+fn labels(intervals: &[Value]) -> Vec<String> {
+    intervals
+        .iter()
+        .flat_map(|i| {
+            i["breakdown"]["keys"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|k| k["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Runs `--cgroups` (plus `extra`) while `work` runs; every label of a
+/// cgroup under `prefix` must be its path, and every group made must be
+/// among them (each waited at least once).
+fn every_short_lived_group_is_named(
+    extra: &[&str],
+    (root, parent): (&Path, &str),
+    count: usize,
+    parallel: usize,
+    life: f64,
+) {
+    let parent = TestCgroup::new(root, parent);
+    let mut args = vec![
+        "--cgroups",
+        "--max-keys",
+        "16384",
+        "--top",
+        "100000",
+        "--json",
+    ];
+    args.extend(extra);
+    args.push("1");
+    let tracer = TracerProcess::start(SCHEDLAT, &args);
+    let made = churn(&parent, root, count, parallel, life);
+    // Two more intervals: the last groups' waits are shown.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "schedlat exited with {status}");
+    let labels = labels(&parse_json_lines(&lines));
+    let unnamed: Vec<&String> = labels
+        .iter()
+        .filter(|l| l.contains("(removed, id"))
+        .collect();
+    let ours: BTreeSet<&str> = labels
+        .iter()
+        .filter_map(|l| l.strip_prefix("cgroup = "))
+        .map(|l| l.trim_end_matches(" (removed)"))
+        .filter(|p| p.starts_with(&parent.rel))
+        .collect();
+    let missing: Vec<&String> = made.iter().filter(|p| !ours.contains(p.as_str())).collect();
+    assert!(
+        unnamed.is_empty(),
+        "{} of {} keys unnamed, e.g. {:?}",
+        unnamed.len(),
+        labels.len(),
+        &unnamed[..unnamed.len().min(3)]
+    );
+    assert!(
+        missing.is_empty(),
+        "{} of {count} groups not among the keys, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(3)]
+    );
+}
+
+/// The previous round's case: 30 groups living 0.2 s each, in the
+/// hierarchy `--cgroups` keys by (the cpu controller's: v1 on a hybrid
+/// host, else v2). Before the kernel named them at creation, most were
+/// `(removed, id N)`.
+#[test]
+fn thirty_groups_living_a_fifth_of_a_second_keep_their_names() {
+    if !require_root() {
+        return;
+    }
+    let root = v1_cpu_root().unwrap_or_else(v2_root);
+    every_short_lived_group_is_named(&[], (&root, "churn"), 30, 1, 0.2);
+}
+
+/// A churn of 2,000 groups living about 10 ms each, four at a time.
+#[test]
+fn a_churn_of_thousands_of_groups_keeps_every_name() {
+    if !require_root() {
+        return;
+    }
+    let root = v1_cpu_root().unwrap_or_else(v2_root);
+    every_short_lived_group_is_named(&[], (&root, "churn"), 2000, 4, 0.01);
+}
+
+/// The same in cgroup v2 (hierarchy 0), scoped there by `-c`.
+#[test]
+fn short_lived_groups_are_named_in_cgroup_v2_too() {
+    if !require_root() {
+        return;
+    }
+    let root = v2_root();
+    let scope = TestCgroup::new(&root, "v2scope");
+    // The churn's parent is made under the scope, so -c sees its groups.
+    let c = scope.path();
+    every_short_lived_group_is_named(&["-c", &c], (&root, "v2scope/churn"), 300, 2, 0.05);
+}
+
+/// A podman container of the test, removed when dropped.
+struct Container {
+    name: String,
+    id: String,
+    /// Its first process, as the host sees it.
+    pid: String,
+}
+
+/// What podman needs on hosts like this project's VM: runc (crun refuses
+/// hybrid cgroups while the v2 hierarchy holds a controller), and limits
+/// below the hard ones (podman's default of 1,048,576 open files needs
+/// CAP_SYS_RESOURCE, which a sandboxed root may lack).
+const PODMAN_RUN: [&str; 6] = [
+    "--runtime",
+    "runc",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=4096:4096",
+];
+
+/// A local image of one static busybox (no registry is reached): the
+/// host's busybox-static, imported once under a fixed tag.
+fn busybox_image() -> String {
+    let image = "localhost/schedlat-test-busybox:1".to_string();
+    let exists = Command::new("podman")
+        .args(["image", "exists", &image])
+        .status()
+        .expect("podman runs (cargo xtask setup installs it)");
+    if exists.success() {
+        return image;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-rootfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", dir.join("bin/busybox")).expect("busybox-static installed");
+    for applet in ["sh", "sleep"] {
+        std::os::unix::fs::symlink("busybox", dir.join("bin").join(applet)).unwrap();
+    }
+    let tar = dir.with_extension("tar");
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(&dir)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(ok.success(), "tar of the rootfs failed");
+    let out = Command::new("podman")
+        .arg("import")
+        .arg(&tar)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "podman import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&tar);
+    image
+}
+
+impl Container {
+    /// Runs `script` in busybox's sh in a new container.
+    fn run(image: &str, name: &str, script: &str) -> Container {
+        let name = format!("schedlat-test-{}-{name}", std::process::id());
+        let _ = Command::new("podman").args(["rm", "-f", &name]).output();
+        let out = Command::new("podman")
+            .args(["run", "-d", "--name", &name])
+            .args(PODMAN_RUN)
+            .args([image, "sh", "-c", script])
+            .output()
+            .expect("podman runs");
+        if !out.status.success() {
+            // A container the runtime failed to start is left created.
+            let _ = Command::new("podman").args(["rm", "-f", &name]).output();
+            panic!(
+                "podman run {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(id.len(), 64, "podman printed {id:?}");
+        let pid = Command::new("podman")
+            .args(["inspect", "-f", "{{.State.Pid}}", &name])
+            .output()
+            .expect("podman inspect");
+        let pid = String::from_utf8_lossy(&pid.stdout).trim().to_string();
+        Container { name, id, pid }
+    }
+
+    /// The first CPU the container's cgroup lets it run on (its cpuset
+    /// may be narrower than the host's).
+    fn first_allowed_cpu(&self) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list");
+        let first = list.trim().split([',', '-']).next().unwrap();
+        first
+            .parse()
+            .unwrap_or_else(|_| panic!("Cpus_allowed_list {list:?}"))
+    }
+
+    /// Pins the container's processes (and so their children) to `cpu`,
+    /// from the host: `--cpuset-cpus` needs a cpuset its runtime's parent
+    /// cgroup may not give.
+    fn pin(&self, cpu: usize) {
+        let pinned = Command::new("taskset")
+            .args(["-a", "-p", "-c", &cpu.to_string(), &self.pid])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("taskset (util-linux) runs");
+        assert!(
+            pinned.success(),
+            "taskset {cpu} {} ({})",
+            self.pid,
+            self.name
+        );
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("podman")
+            .args(["rm", "-f", "-t", "0", &self.name])
+            .output();
+    }
+}
+
+/// A real container pair (podman, a local busybox image): a sleeper and
+/// a hog pinned to one CPU, in two containers. On the host, `--pairs --by
+/// container` names both by the names podman gave them (its storage's
+/// containers.json), the breakdown by their IDs, and `-c` takes a prefix
+/// of the sleeper's ID.
+#[test]
+fn podman_containers_are_named_by_id_and_by_name() {
+    if !require_root() {
+        return;
+    }
+    let image = busybox_image();
+    let sleeper = Container::run(&image, "sleeper", "while :; do sleep 0.002; done");
+    let hog = Container::run(&image, "hog", "while :; do :; done");
+    // Both on one CPU their cgroups allow.
+    let cpu = sleeper.first_allowed_cpu();
+    sleeper.pin(cpu);
+    hog.pin(cpu);
+    let (status, out, err) = run_schedlat(&[
+        "--cgroups",
+        "--pairs",
+        "--by",
+        "container",
+        "--top",
+        "0",
+        "--json",
+        "3",
+        "1",
+    ]);
+    assert!(status.success(), "schedlat: {err}");
+    let interval = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let labels: Vec<&str> = interval["breakdown"]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["label"].as_str())
+        .collect();
+    for c in [&sleeper, &hog] {
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.contains(&format!("libpod-{}", c.id))),
+            "{} not among the keys: {labels:?}",
+            c.id
+        );
+    }
+    let rows = interval["pairs"]["rows"].as_array().unwrap();
+    let wait = |victim: &str, holder: Option<&str>| -> u64 {
+        rows.iter()
+            .filter(|r| r["victim"] == victim && holder.is_none_or(|h| r["holder"] == h))
+            .map(|r| r["sum_ns"].as_u64().unwrap())
+            .sum()
+    };
+    let behind_hog = wait(&sleeper.name, Some(&hog.name));
+    let of_ours = behind_hog
+        + wait(&sleeper.name, Some(&sleeper.name))
+        + wait(&sleeper.name, Some("(idle CPU)"));
+    assert!(
+        behind_hog > 0 && behind_hog * 2 >= of_ours,
+        "the sleeper {} waited {behind_hog} ns behind the hog {}, of {of_ours} ns behind the two and the idle CPU ({} ns in all): {rows:?}",
+        sleeper.name,
+        hog.name,
+        wait(&sleeper.name, None)
+    );
+    // -c by a prefix of the ID: the container's own cgroup.
+    let prefix = &sleeper.id[..12];
+    let (status, out, err) = run_schedlat(&["-c", prefix, "--json", "1", "1"]);
+    assert!(status.success(), "-c {prefix}: {err}");
+    let interval = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let scope = interval["scope"]["cgroup"].as_str().unwrap_or_default();
+    assert!(
+        scope.ends_with(&format!("libpod-{}", sleeper.id)),
+        "-c {prefix} took {scope}"
+    );
+    assert!(
+        interval["count"].as_u64().unwrap() > 0,
+        "no waits under -c {prefix}"
+    );
+}
