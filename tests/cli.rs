@@ -184,6 +184,30 @@ fn compare_names_a_file_of_another_schema() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Issue 28: a file that holds no recording gets a `record` command that
+/// will work (before: `schedlat record -o THAT_FILE 10`, which record
+/// refuses, the file existing).
+#[test]
+fn compare_on_a_non_recording_suggests_a_record_that_works() {
+    let dir = scratch("notjson");
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "p99 was 3 ms\n").unwrap();
+    let p = text.to_str().unwrap();
+    let (status, _, stderr) = run_schedlat(&["compare", p, p]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let suggested = stderr
+        .split('`')
+        .find(|s| s.starts_with("schedlat record -o "))
+        .unwrap_or_else(|| panic!("no record command suggested: {stderr}"));
+    let file = suggested.split_whitespace().nth(3).unwrap();
+    assert_ne!(file, p, "{stderr}");
+    assert!(
+        !dir.join(file).exists() && !std::path::Path::new(file).exists(),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Defect 15: size options whose maps would take more kernel memory than
 /// the stated bound are refused with their cost (before: 1.4 GiB and 458
 /// MiB were allocated without a word).

@@ -301,6 +301,36 @@ fn setpriv_caps(caps: &str) -> String {
         .join(",")
 }
 
+/// The arguments of the README's `sudo setpriv ...` block (running the
+/// service without systemd), continuation lines joined, `sudo setpriv` cut.
+fn readme_setpriv_line(readme: &str) -> Vec<String> {
+    let mut lines = readme.lines();
+    let mut words = Vec::new();
+    while let Some(line) = lines.next() {
+        if line.starts_with("sudo setpriv ") {
+            let mut line = line;
+            loop {
+                let (text, more) = match line.trim_end().strip_suffix('\\') {
+                    Some(text) => (text, true),
+                    None => (line, false),
+                };
+                words.extend(text.split_whitespace().map(String::from));
+                match (more, lines.next()) {
+                    (true, Some(next)) => line = next,
+                    _ => break,
+                }
+            }
+            break;
+        }
+    }
+    assert!(
+        words.len() > 2,
+        "the README has no `sudo setpriv ...` line for running the service without systemd"
+    );
+    words.drain(..2);
+    words
+}
+
 fn unit_path(root: &Path) -> PathBuf {
     root.join("usr/lib/systemd/system/schedlat.service")
 }
@@ -350,21 +380,36 @@ fn service_runs_unprivileged_with_only_the_units_capabilities() {
     assert_eq!(ambient, setting(&settings, "CapabilityBoundingSet"));
     let caps = setpriv_caps(ambient);
 
-    // The exact ExecStart, its binary taken from the unpacked package.
+    // The exact ExecStart as the unit's user, with its capabilities: the
+    // README's line for hosts without systemd, which must say exactly that.
     let exec: Vec<&str> = setting(&settings, "ExecStart").split_whitespace().collect();
     assert_eq!(exec[0], "/usr/bin/schedlat");
+    let expected: Vec<String> = [
+        format!("--reuid={SERVICE_UID}"),
+        format!("--regid={SERVICE_UID}"),
+        "--clear-groups".into(),
+        format!("--inh-caps=-all,{caps}"),
+        format!("--ambient-caps=-all,{caps}"),
+        format!("--bounding-set=-all,{caps}"),
+        "--no-new-privs".into(),
+    ]
+    .into_iter()
+    .chain(exec.iter().map(|w| w.to_string()))
+    .collect();
+    let readme = fs::read_to_string(root.join("usr/share/doc/schedlat/README.md")).unwrap();
+    let line = readme_setpriv_line(&readme);
+    assert_eq!(
+        line, expected,
+        "the README's setpriv line is not the unit's ExecStart, user and capabilities"
+    );
+    // Run as written, the binary taken from the unpacked package.
     let mut cmd = Command::new("setpriv");
-    cmd.args([
-        &format!("--reuid={SERVICE_UID}"),
-        &format!("--regid={SERVICE_UID}"),
-        "--clear-groups",
-        &format!("--inh-caps=-all,{caps}"),
-        &format!("--ambient-caps=-all,{caps}"),
-        &format!("--bounding-set=-all,{caps}"),
-        "--no-new-privs",
-    ])
-    .arg(root.join("usr/bin/schedlat"))
-    .args(&exec[1..]);
+    for word in &line {
+        match word.as_str() {
+            "/usr/bin/schedlat" => cmd.arg(root.join("usr/bin/schedlat")),
+            _ => cmd.arg(word),
+        };
+    }
     let server = Server::start_command(cmd);
 
     // It is who the unit says, with nothing more.

@@ -28,7 +28,7 @@ const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
 const PROCESS_HISTOGRAM: &str = "schedlat_process_runqueue_latency_seconds";
 const CGROUP_HISTOGRAM: &str = "schedlat_cgroup_runqueue_latency_seconds";
 const OVERFLOW: &str = "__overflow__";
-/// The cause split's waits (serve/causes.rs), whole system and per cgroup.
+/// The cause split's waits (export/families/cause_split.rs), whole system and per cgroup.
 const BY_CAUSE: &str = "schedlat_runqueue_waits_by_cause_total";
 const CGROUP_BY_CAUSE: &str = "schedlat_cgroup_runqueue_waits_by_cause_total";
 /// What Prometheus 2.x sends (scrape.go, `scrapeAcceptHeader`).

@@ -384,3 +384,41 @@ fn refuses_without_a_terminal() {
         "{err}"
     );
 }
+
+/// Issue 28: `timeout` without `--foreground`, not run from the prompt (here
+/// from `sh -c`, as in a script), runs its command in a process group of its
+/// own, in the background of the terminal: a live view there sat stopped
+/// (SIGTTIN) on a blank screen until the timeout. It says so and exits 1 at
+/// once instead.
+#[test]
+fn a_background_job_is_told_so_instead_of_stopping() {
+    if !require_root() {
+        return;
+    }
+    let tmux = Tmux::start();
+    // Before, the screen stayed blank until the timeout (EXIT=124): past
+    // wait_for's 15 s.
+    tmux.keys(&[
+        &format!("sh -c 'timeout 60 {SCHEDLAT} top'; echo EXIT=$?"),
+        "Enter",
+    ]);
+    let screen = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    assert!(screen.contains("EXIT=1"), "{screen}");
+    // The message wraps at the pane's width, inside words.
+    let said: String = screen.lines().map(str::trim_end).collect();
+    assert!(
+        said.contains("runs in the background") && said.contains("timeout --foreground"),
+        "{screen}"
+    );
+    // The same under `timeout --foreground` draws the view.
+    tmux.keys(&["clear", "Enter"]);
+    tmux.keys(&[
+        &format!("sh -c 'timeout --foreground 60 {SCHEDLAT} top'; echo EXIT=$?"),
+        "Enter",
+    ]);
+    tmux.wait_for("the live view", |s| s.contains("q quit"));
+    tmux.keys(&["q"]);
+    tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
+}

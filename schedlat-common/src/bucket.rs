@@ -1,10 +1,10 @@
 //! Bucketing of a wait, two ways.
 //!
 //! Fine (log-linear, in nanoseconds): values 0..=7 get a bucket each. Above
-//! that, every power of two [2^k, 2^(k+1)) is split into `SUB_BUCKETS` = 8
+//! that, every power of two [2^k, 2^(k+1)) is split into [`SUB_BUCKETS`] = 8
 //! equal linear sub-buckets, so a bucket's width is at most 1/8 of its lower
 //! bound: any value estimated inside its bucket is within 12.5% of the true
-//! value. Exponents above `MAX_EXP` saturate into the last bucket: waits over
+//! value. Exponents above [`MAX_EXP`] saturate into the last bucket: waits over
 //! 2^40 ns (18 minutes), which a run queue does not produce.
 //!
 //! Coarse (runqlat's log2 slots, in the display unit): slot 0 holds 0 and 1,
@@ -20,8 +20,8 @@ pub const SUB_BITS: u32 = 3;
 pub const SUB_BUCKETS: u64 = 1 << SUB_BITS;
 /// Largest exponent with buckets of its own.
 pub const MAX_EXP: u32 = 39;
-/// Number of buckets: the exact ones below `SUB_BUCKETS`, then `SUB_BUCKETS`
-/// per exponent from `SUB_BITS` to `MAX_EXP`.
+/// Number of buckets: the exact ones below [`SUB_BUCKETS`], then
+/// [`SUB_BUCKETS`] per exponent from [`SUB_BITS`] to [`MAX_EXP`].
 pub const NR_BUCKETS: usize = ((MAX_EXP - SUB_BITS + 2) as usize) * SUB_BUCKETS as usize;
 
 /// floor(log2(v)) for v > 0, 0 for v == 0; branch-light and loop-free so the

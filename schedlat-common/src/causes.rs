@@ -176,7 +176,7 @@ impl KeyCauses {
 /// enqueue, and a switch-in only uses a slot holding its own word.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct OverlapSlot {
     pub word: u64,
     /// rq->prev_steal_time_rq, rq->prev_irq_time, and the task group's
     /// cfs_bandwidth.throttled_time, by `OVERLAP_*` index.
@@ -206,7 +206,7 @@ unsafe impl aya::Pod for CauseStats {}
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), u64 fields only.
-unsafe impl aya::Pod for Snapshot {}
+unsafe impl aya::Pod for OverlapSlot {}
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), two u32 fields, no padding.
@@ -232,7 +232,7 @@ mod tests {
             size_of::<KeyCauses>(),
             4 * NR_CAUSES + 4 + 8 * (NR_CAUSES + NR_OVERLAPS + 2)
         );
-        assert_eq!(size_of::<Snapshot>(), 40);
+        assert_eq!(size_of::<OverlapSlot>(), 40);
         assert_eq!(size_of::<CpuTopology>(), 8);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<CauseStats>() <= 32 * 1024);

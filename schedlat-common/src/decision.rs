@@ -6,13 +6,12 @@
 //!
 //! Per CPU the kernel counts the wait once in a decision x pass-over table
 //! ([`DecisionStats::count`]), once by holder, and once in a fine
-//! histogram of its [`Outcome`]; every other split is a sum of cells. A
-//! breakdown key keeps the three marginals ([`KeyDecision`]).
+//! histogram of its [`Outcome`]; every other split is a sum of cells.
 //!
 //! The state of a wait in progress is one word in its enqueue's overlap
-//! snapshot slot (`causes::Snapshot::decision`, [`EnqueueWord`]): no
+//! snapshot slot (`causes::OverlapSlot::decision`, [`EnqueueWord`]): no
 //! per-task memory. The switch-in hands back one word per wait
-//! ([`Decided`]) that slow events and victims rows carry as well.
+//! ([`Decided`]), for slow events and victims rows to carry.
 
 use crate::{
     NR_BUCKETS,
@@ -297,35 +296,6 @@ impl DecisionStats {
     };
 }
 
-/// Slots of a key's split: decisions, then pass-over classes, then
-/// holders.
-pub const KEY_PASS_BASE: usize = NR_DECISIONS;
-pub const KEY_HOLDER_BASE: usize = NR_DECISIONS + NR_PASSES;
-pub const NR_KEY_SLOTS: usize = NR_DECISIONS + NR_PASSES + NR_HOLDERS;
-
-/// One breakdown key's decision split (inside `scope::KeyStats`): the
-/// three marginals' counts and sums, shared by CPUs, updated with atomic
-/// adds.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyDecision {
-    pub count: [u32; NR_KEY_SLOTS],
-    pub sum_ns: [u64; NR_KEY_SLOTS],
-    pub passes: u64,
-    pub share_waits: u64,
-    pub share_permille: u64,
-}
-
-impl KeyDecision {
-    pub const ZERO: KeyDecision = KeyDecision {
-        count: [0; NR_KEY_SLOTS],
-        sum_ns: [0; NR_KEY_SLOTS],
-        passes: 0,
-        share_waits: 0,
-        share_permille: 0,
-    };
-}
-
 /// The state an enqueue leaves for its switch-in, packed in one u64:
 /// the decision (bits 0-3), the wakee's fair share in per mille plus one
 /// (4-13, 0 for none), the rule's predicted wait in microseconds (14-31,
@@ -528,8 +498,6 @@ unsafe impl aya::Pod for DecisionStats {}
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C); a u32 array of even length then u64s: no padding.
-unsafe impl aya::Pod for KeyDecision {}
-
 #[cfg(test)]
 mod tests {
     use core::mem::size_of;
@@ -542,14 +510,12 @@ mod tests {
             size_of::<DecisionStats>(),
             8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + 7)
         );
-        assert_eq!(size_of::<KeyDecision>(), 12 * NR_KEY_SLOTS + 3 * 8);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
         const {
             assert!(NR_DECISIONS.is_power_of_two());
             assert!(NR_PASSES.is_power_of_two());
             assert!(NR_HOLDERS.is_power_of_two());
-            assert!(NR_KEY_SLOTS % 2 == 0);
         }
         assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
         assert!((Pass::Unknown as usize) < NR_PASSES);
@@ -599,7 +565,10 @@ mod tests {
         assert_eq!(d.predicted_us(), 2100);
         assert_eq!(d.passes(), 7);
         assert_eq!(Decided(0).decision(), None);
-        assert_eq!(Decided(Decided::pack((0, 0, 0), 0, 0, 1 << 31)).passes(), PASSES_MAX);
+        assert_eq!(
+            Decided(Decided::pack((0, 0, 0), 0, 0, 1 << 31)).passes(),
+            PASSES_MAX
+        );
     }
 
     #[test]
@@ -620,7 +589,10 @@ mod tests {
         }
         for d in DECISIONS {
             for p in PASSES {
-                assert_eq!(Outcome::of_indices(d as u64, p as u64), Outcome::of(d, p) as u64);
+                assert_eq!(
+                    Outcome::of_indices(d as u64, p as u64),
+                    Outcome::of(d, p) as u64
+                );
             }
         }
         assert!(DECLINED.iter().all(|d| d.declined()));

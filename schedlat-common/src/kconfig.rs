@@ -96,7 +96,7 @@ pub struct RqOffsets {
 
 /// The chain from a task to the kernfs id of its cgroup in one hierarchy:
 /// task->cgroups, then the css (css_set's dfl_cgrp for cgroup v2,
-/// subsys[id] for a v1 controller), css->cgroup, css->parent, cgroup->kn,
+/// `subsys[id]` for a v1 controller), css->cgroup, css->parent, cgroup->kn,
 /// kn->id. Only resolved with `-c` or `--cgroups`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub struct CgroupOffsets {
     pub hierarchy_id: u64,
 }
 
-/// The chain task->thread_pid->numbers[level].ns->ns.inum: the active PID
+/// The chain `task->thread_pid->numbers[level].ns->ns.inum`: the active PID
 /// namespace's inode number. Only resolved with `--pidnss`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -202,14 +202,14 @@ pub struct Compute {
     /// sched_wakeup adds the wakeup path before it to CAUSES.
     pub waking: u64,
     /// 1: the scheduler's decision (docs/decision.md) is split, with the
-    /// fields `DecisionOffsets` gives (off with `--no-decision`).
+    /// fields `DecisionOffsets` gives (on with `--decision`).
     pub decision: u64,
     /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
     /// holder cgroup), sized by the loader.
     pub pairs: u64,
 }
 
-/// What the cause split reads besides the run-queue chain (`RqOffsets`):
+/// What the cause split reads besides the run-queue chain ([`RqOffsets`]):
 /// each field's offset, and whether this kernel has it (a field the kernel
 /// lacks stays 0 and its code is dead for the verifier).
 #[repr(C)]

@@ -122,6 +122,13 @@ pub mod names {
         ("sched_switch", "sched_switch"),
         ("sched_process_exit", "sched_process_exit"),
     ];
+    /// `--decision`'s programs, which replace the three of the same
+    /// tracepoints above: the split compiled in.
+    pub const BTF_DECISION_PROGRAMS: [(&str, &str); 3] = [
+        ("sched_wakeup_decision", "sched_wakeup"),
+        ("sched_wakeup_new_decision", "sched_wakeup_new"),
+        ("sched_switch_decision", "sched_switch"),
+    ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

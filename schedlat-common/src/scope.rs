@@ -2,9 +2,10 @@
 //! and the per-key breakdown histograms (`-P`, `-L`, `--pidnss`,
 //! `--cgroups`, `--cpus`).
 
-use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses, decision::KeyDecision};
+use crate::{NR_BUCKETS, NR_LOG2_SLOTS, causes::KeyCauses};
 
-/// What a breakdown histogram is keyed by (the `BREAKDOWN` global).
+/// What a breakdown histogram is keyed by: the `Compute` global's
+/// [`breakdown`](crate::kconfig::Compute::breakdown) field.
 #[repr(u64)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Breakdown {
@@ -28,9 +29,9 @@ pub const CPU_MASK_WORDS: usize = 16;
 /// target (it matches the target and its descendants, as cgroup tools do).
 pub const MAX_CGROUP_DEPTH: usize = 16;
 
-/// One key's histogram, cumulative since load (userspace differences
-/// snapshots, as for `CpuStats`). Shared by all CPUs, so the kernel updates
-/// it with atomic adds; u32 counts keep a key at 2,104 bytes.
+/// One key's histogram, cumulative since load (userspace differences snapshots,
+/// as for [`CpuStats`](crate::CpuStats)). Shared by all CPUs, so the kernel
+/// updates it with atomic adds; u32 counts keep a key at 1,696 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyStats {
@@ -42,8 +43,6 @@ pub struct KeyStats {
     pub comm: [u8; 16],
     /// The cause split of the key's waits (counts and sums).
     pub causes: KeyCauses,
-    /// The decision split of the key's waits (counts and sums).
-    pub decision: KeyDecision,
 }
 
 impl KeyStats {
@@ -53,7 +52,6 @@ impl KeyStats {
         sum_ns: 0,
         comm: [0; 16],
         causes: KeyCauses::ZERO,
-        decision: KeyDecision::ZERO,
     };
 }
 
@@ -72,14 +70,9 @@ mod tests {
     fn key_stats_has_no_implicit_padding() {
         assert_eq!(
             size_of::<KeyStats>(),
-            4 * NR_BUCKETS
-                + 4 * NR_LOG2_SLOTS
-                + 8
-                + 16
-                + size_of::<KeyCauses>()
-                + size_of::<KeyDecision>()
+            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>()
         );
         // The size the docs give (and the kernel side's KEY_ZERO comment).
-        assert_eq!(size_of::<KeyStats>(), 2_104);
+        assert_eq!(size_of::<KeyStats>(), 1_696);
     }
 }

@@ -65,7 +65,7 @@ pub struct SlowEvent {
     pub wait_ns: u64,
     pub cpu: u32,
     /// `rq->nr_running` of that CPU at the switch (runnable tasks including
-    /// the victim); `RQ_LEN_UNKNOWN` when the kernel's BTF lacks the chain.
+    /// the victim); [`RQ_LEN_UNKNOWN`] when the kernel's BTF lacks the chain.
     pub rq_len: u32,
     pub victim: TaskInfo,
     pub culprit: TaskInfo,

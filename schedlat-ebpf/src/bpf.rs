@@ -27,7 +27,7 @@ pub fn barrier_var(index: usize) -> usize {
 }
 
 /// The branch-free decisions (schedlat_common::flat says why).
-pub use schedlat_common::flat::{equal, nonzero, select};
+pub use schedlat_common::flat::{equal, select};
 
 /// `x & mask`, with the mask applied after anything LLVM knows of `x`:
 /// it otherwise moves a mask into the branches of a select() (`(a & m) ^

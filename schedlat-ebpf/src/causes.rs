@@ -19,7 +19,7 @@ use schedlat_common::{
     bucket_index,
     causes::{
         Cause, CauseStats, CpuTopology, NR_OVERLAPS, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED,
-        SLOTS_PER_CPU, Snapshot,
+        OverlapSlot, SLOTS_PER_CPU,
     },
     start,
 };
@@ -38,7 +38,7 @@ static CAUSES: PerCpuArray<CauseStats> = PerCpuArray::with_max_entries(1, 0);
 /// nr_cpus x SLOTS_PER_CPU snapshots when the overlaps are on (the loader
 /// sizes it; 1 entry otherwise).
 #[map]
-static CAUSE_SLOTS: Array<Snapshot> = Array::with_max_entries(1, 0);
+static CAUSE_SLOTS: Array<OverlapSlot> = Array::with_max_entries(1, 0);
 
 /// Per CPU, its last-level cache and NUMA node (filled by the loader when
 /// Compute.topology).
@@ -122,12 +122,33 @@ pub fn waking(word: u64, now: u64) {
     }
 }
 
-/// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`,
-/// with the decision split's state of it (`decision`, packed). The slot is
-/// that of the queue's CPU (a wakeup often runs on the waker's), where the
-/// switch-in on that CPU looks.
+/// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`.
+/// The slot is that of the queue's CPU (a wakeup often runs on the
+/// waker's), where the switch-in on that CPU looks. The slot's `decision`
+/// is left as it is: only the decision split's programs read it.
 #[inline(always)]
-pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64, decision: u64) {
+pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
+    if get(&COMPUTE.overlaps) == 0 {
+        return;
+    }
+    let Some(q) = queue else {
+        return;
+    };
+    let index = q.rq.cpu() * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
+        // SAFETY: a map value, valid for this program run.
+        unsafe {
+            (*slot).word = word;
+            (*slot).at = accounting(q);
+        };
+    }
+}
+
+/// `snapshot`, with the decision split's state of the wait (`decision`,
+/// packed), for the decision split's programs: the slots are written for
+/// either split.
+#[inline(always)]
+pub fn snapshot_decided(queue: Option<Queue>, tid: u32, word: u64, decision: u64) {
     if !slots_on() {
         return;
     }
@@ -138,7 +159,7 @@ pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64, decision: u64) {
     if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
         // SAFETY: a map value, valid for this program run.
         unsafe {
-            *slot = Snapshot {
+            *slot = OverlapSlot {
                 word,
                 at: accounting(q),
                 decision,

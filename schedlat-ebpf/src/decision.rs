@@ -4,7 +4,7 @@
 //! meanwhile and how the holder left it.
 //!
 //! The wakeup's state rides in the enqueue's overlap snapshot slot
-//! (causes.rs, `Snapshot::decision`): no per-task memory. Reading the
+//! (causes.rs, `OverlapSlot::decision`): no per-task memory. Reading the
 //! target CPU's running task needs no kernel symbol: the wakee was just
 //! enqueued on that CPU, so `p->se.cfs_rq->rq->curr` is it.
 //!
@@ -252,7 +252,8 @@ pub fn switched_in(
     }
     let switches = rq.nr_switches() & 0xffff_ffff;
     let state = u64::from(prev.state()) & 0xffff;
-    let facts = switches | (u64::from(next_tid & 0xff) << 32) | ((preempt & 0xff) << 40) | (state << 48);
+    let facts =
+        switches | (u64::from(next_tid & 0xff) << 32) | ((preempt & 0xff) << 40) | (state << 48);
     // EEVDF: what is left of prev's request, its weight and slice (the
     // verifier drops these loads elsewhere).
     let (left, weight_slice) = if get(&DECISION.fair) == 1 {
@@ -300,7 +301,12 @@ pub extern "C" fn schedlat_decision_at_switch(
     let holder = holder(facts, prev_left, prev_weight_slice);
     let (share, predicted_us) = (w.share(), w.predicted_us());
     if get(&COMPUTE.histogram) != 0 {
-        count((decision, pass, holder), wait, passes, (share, predicted_us));
+        count(
+            (decision, pass, holder),
+            wait,
+            passes,
+            (share, predicted_us),
+        );
     }
     Decided::pack((decision, pass, holder), share, predicted_us, passes)
 }

@@ -13,10 +13,6 @@ use aya_ebpf::{
 use schedlat_common::{
     NR_BUCKETS, NR_LOG2_SLOTS,
     causes::{KeyCauses, NR_CAUSES, NR_OVERLAPS},
-    decision::{
-        Decided, KEY_HOLDER_BASE, KEY_PASS_BASE, KeyDecision, NR_DECISIONS, NR_HOLDERS,
-        NR_KEY_SLOTS, NR_PASSES,
-    },
     scope::{Breakdown, KeyStats},
 };
 
@@ -32,7 +28,7 @@ use crate::{
 #[map]
 static KEYED: HashMap<u64, KeyStats> = HashMap::with_max_entries(1, 0);
 
-/// A zeroed `KeyStats` to insert new keys from (2,104 bytes: too big for
+/// A zeroed `KeyStats` to insert new keys from (1,696 bytes: too big for
 /// the 512-byte BPF stack).
 #[map]
 static KEY_ZERO: Array<KeyStats> = Array::with_max_entries(1, 0);
@@ -120,13 +116,6 @@ impl SharedKey {
         unsafe { (&raw mut (*self.0.as_ptr()).comm).write(comm) };
     }
 
-    /// The key's decision split.
-    #[inline(always)]
-    pub fn decision(self) -> SharedDecision {
-        // SAFETY: a field of the map value: not null either.
-        SharedDecision(unsafe { NonNull::new_unchecked(&raw mut (*self.0.as_ptr()).decision) })
-    }
-
     /// The key's cause split.
     #[inline(always)]
     pub fn causes(self) -> SharedCauses {
@@ -167,49 +156,6 @@ impl SharedCauses {
         unsafe {
             atomic::add_u64(&raw mut (*self.0.as_ptr()).overlap_waits, 1);
             atomic::add_u64(&raw mut (*self.0.as_ptr()).overlap_wait_ns, wait);
-        }
-    }
-}
-
-/// A breakdown key's decision split, shared by all CPUs as its histogram
-/// is.
-#[derive(Clone, Copy)]
-pub struct SharedDecision(NonNull<KeyDecision>);
-
-impl SharedDecision {
-    /// One more wait of `wait` ns, decided as `decided` (a `Decided` word):
-    /// in its decision, pass-over and holder slots, masked into bounds.
-    #[inline(always)]
-    pub fn add(self, decided: u64, wait: u64) {
-        let d = Decided(decided);
-        let slots = [
-            d.decision_index() as usize & (NR_DECISIONS - 1),
-            KEY_PASS_BASE + (d.pass_index() as usize & (NR_PASSES - 1)),
-            KEY_HOLDER_BASE + (d.holder_index() as usize & (NR_HOLDERS - 1)),
-        ];
-        // SAFETY: a map value, valid for this program run.
-        let (count, sums) = unsafe {
-            (
-                &raw mut (*self.0.as_ptr()).count,
-                &raw mut (*self.0.as_ptr()).sum_ns,
-            )
-        };
-        for slot in slots {
-            let slot = barrier_var(slot);
-            add_one(count.cast(), NR_KEY_SLOTS, slot);
-            add_u64_at(sums.cast(), NR_KEY_SLOTS, slot, wait);
-        }
-        let share = d.share();
-        // 1 when a share was computed (it is then 1..=1001): no branch.
-        let shared = (share + 1023) >> 10;
-        // SAFETY: aligned u64s in a map value.
-        unsafe {
-            atomic::add_u64(&raw mut (*self.0.as_ptr()).passes, d.passes());
-            atomic::add_u64(&raw mut (*self.0.as_ptr()).share_waits, shared);
-            atomic::add_u64(
-                &raw mut (*self.0.as_ptr()).share_permille,
-                share - shared,
-            );
         }
     }
 }

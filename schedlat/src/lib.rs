@@ -19,10 +19,13 @@ mod analysis;
 mod cli;
 mod collect;
 mod commands;
+mod export;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
+mod histogram;
 mod kernel;
 mod output;
+mod recorder;
 pub mod sys;
 
 #[cfg(test)]
@@ -32,9 +35,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::commands::{
-    compare, diagnose, recorder, replay, run, serve, session::Ended, slow, top, victims,
-};
+use crate::commands::{compare, diagnose, replay, run, serve, session::Ended, slow, top, victims};
 
 /// The binary's entry point: parse the command line, run the command, and
 /// turn its outcome into the exit status (2 for a bad command line, from clap).
@@ -69,11 +70,13 @@ pub fn main() -> ExitCode {
         }
         Some(cli::Command::Record(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
+            let (cgroups, max_series) = (&args.ring_cgroups.keys, &args.ring_cgroups.max_series);
+            let unit = cli::unit(args.milliseconds);
             match args
                 .ring
-                .options(cli::unit(args.milliseconds), args.ring_cgroups.series())
+                .options(unit, cgroups.keyed(None), max_series.max_series)
             {
-                Some(ring) => runtime.block_on(recorder::run(&ring, &kernel, &filter)),
+                Some(ring) => runtime.block_on(run::ring(&ring, &kernel, &filter)),
                 // clap requires both without --ring.
                 None => runtime.block_on(run::record(
                     args.output.as_deref().unwrap_or(std::path::Path::new("-")),

@@ -8,7 +8,8 @@
 //! - `image`: dist, then an OCI image of the package in target/dist/.
 //! - `test`: setup with the test tools, dist, then every test tier that
 //!   this machine can run.
-//! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load.
+//! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load;
+//!   `bench-docs`: the docs' cost figures rewritten from a bench run's JSON.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
 //! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
 //! - `fuzz`: the libFuzzer targets (also the last step of `test`).
@@ -84,6 +85,17 @@ enum Command {
     /// Compare schedlat with libbpf-tools runqlat on `perf bench sched pipe`:
     /// overhead, BPF ns per event, time to attach, CPU and RSS (root).
     Bench(bench::Options),
+    /// Rewrite the cost figures in README.md and docs/ (the parts between
+    /// `<!-- bench:NAME -->` markers) from a bench run's JSON, by default
+    /// docs/bench.json (written by `cargo xtask bench --json docs/bench.json`).
+    BenchDocs {
+        /// Change nothing; fail when a page differs from what the JSON gives
+        #[arg(long)]
+        check: bool,
+        /// The bench run's JSON
+        #[arg(long, value_name = "PATH")]
+        from: Option<std::path::PathBuf>,
+    },
     /// (internal) The bench's background threads, in their own process.
     #[command(hide = true)]
     BenchSleepers {
@@ -141,6 +153,7 @@ fn main() -> ExitCode {
             processes,
         } => bench::sleepers::serve(threads, cpu, processes),
         Command::BenchBtfFloor => bench::floor::parse_once(),
+        Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())
             .and_then(|()| bench::run(&opts)),
@@ -187,10 +200,11 @@ fn run(args: &[String]) -> Result<()> {
 }
 
 /// The habits the tests hold the code to before running it: formatted as
-/// rustfmt.toml says (nightly rustfmt, for its import grouping), and clippy
-/// clean with the workspace lints on the userspace crates, warnings denied.
-/// The eBPF crate builds for the bpf target only and is linted there
-/// (`clippy_ebpf`).
+/// rustfmt.toml says (nightly rustfmt, for its import grouping), clippy
+/// clean with the workspace lints on the userspace crates, warnings denied,
+/// and every intra-doc link of their comments resolving (rustdoc, private
+/// items included: the library's modules are private). The eBPF crate
+/// builds for the bpf target only and is linted there (`clippy_ebpf`).
 fn lint() -> Result<()> {
     let status = std::process::Command::new("rustup")
         .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])
@@ -212,6 +226,18 @@ fn lint() -> Result<()> {
         "--deny",
         "warnings",
     ])?;
+    util::cargo_with_env(
+        &[
+            "doc",
+            "--no-deps",
+            "--document-private-items",
+            "--package",
+            "schedlat",
+            "--package",
+            "schedlat-common",
+        ],
+        &[("RUSTDOCFLAGS", "--deny rustdoc::broken_intra_doc_links")],
+    )?;
     clippy_ebpf::run()
 }
 

@@ -8,7 +8,7 @@ use schedlat_common::causes::{
 };
 
 use super::percentiles::quantile_ns;
-use crate::collect::{causes::CauseCounts, histogram::Waits};
+use crate::histogram::{CauseCounts, Waits};
 
 /// Waits of one class and their time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -286,7 +286,7 @@ mod tests {
     use schedlat_common::{bucket_index, causes::CauseStats};
 
     use super::*;
-    use crate::collect::causes::Measurable;
+    use crate::histogram::Measurable;
 
     #[test]
     fn classes_summaries_and_unavailable_overlaps() {

@@ -21,7 +21,7 @@ use super::{
     percentiles::share_at_least,
     shape::{self, Shape},
 };
-use crate::{collect::histogram::Waits, sys::slice::Slice};
+use crate::{histogram::Waits, sys::slice::Slice};
 
 /// Significance level for "beyond noise".
 pub const ALPHA: f64 = 0.001;

@@ -2,6 +2,7 @@
 //! distribution (docs/shape.md), before/after comparison, who waited
 //! behind whom (docs/victims.md), and the diagnosis (docs/diagnose.md).
 
+pub mod breakdown;
 pub mod causes;
 pub mod compare;
 pub mod diagnosis;

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::collect::histogram::Waits;
+use crate::histogram::{Rank, Waits};
 
 /// The summary every report carries, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -84,28 +84,14 @@ fn rank(q: f64, count: u64) -> u64 {
     ((q * count as f64).ceil() as u64).clamp(1, count)
 }
 
-/// The bucket holding the `rank`-th wait: (index, low, high, waits in it,
-/// waits before it).
-fn bucket_of_rank(w: &Waits, rank: u64) -> Option<(usize, u64, u64, u64, u64)> {
-    let mut before = 0;
-    for (index, low, high, n) in w.nonempty_buckets() {
-        if before + n >= rank {
-            return Some((index, low, high, n, before));
-        }
-        before += n;
-    }
-    None
-}
-
 /// Where the true `q`-quantile lies; None without waits.
 pub fn quantile_bound(w: &Waits, q: f64) -> Option<Bound> {
     let count = w.count();
     if count == 0 {
         return None;
     }
-    let (index, low, high, ..) = bucket_of_rank(w, rank(q, count))?;
-    let last = index + 1 == schedlat_common::NR_BUCKETS;
-    let high = if last { None } else { Some(high) };
+    let bucket = w.bucket_of_rank(rank(q, count))?.bucket;
+    let (low, high) = (bucket.low_ns, bucket.upper_ns());
     let high = match (high, w.max_ns) {
         (Some(h), Some(max)) => Some(h.min(max)),
         (None, max) => max,
@@ -127,10 +113,14 @@ pub fn quantile_ns(w: &Waits, q: f64) -> Option<u64> {
         return None;
     }
     let rank = rank(q, count);
-    let (_, low, high, n, before) = bucket_of_rank(w, rank)?;
+    let Rank {
+        bucket,
+        count: n,
+        before,
+    } = w.bucket_of_rank(rank)?;
     let position = (rank - before) as f64 - 0.5;
-    let width = (high - low + 1) as f64;
-    let estimate = (low as f64 + width * position / n as f64).floor() as u64;
+    let width = bucket.width_ns() as f64;
+    let estimate = (bucket.low_ns as f64 + width * position / n as f64).floor() as u64;
     let estimate = w.min_ns.map_or(estimate, |min| estimate.max(min));
     Some(w.max_ns.map_or(estimate, |max| estimate.min(max)))
 }
@@ -144,17 +134,18 @@ pub fn share_at_least(w: &Waits, threshold_ns: u64) -> f64 {
     }
     let slow: u64 = w
         .nonempty_buckets()
-        .filter(|(_, low, _, _)| *low >= threshold_ns)
-        .map(|(_, _, _, n)| n)
+        .filter(|(bucket, _)| bucket.low_ns >= threshold_ns)
+        .map(|(_, n)| n)
         .sum();
     slow as f64 / count as f64
 }
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot};
+    use schedlat_common::{CpuStats, Extremes};
 
     use super::*;
+    use crate::histogram::{Bucket, NR_BUCKETS, bucket_index, log2_slot};
 
     fn waits_of_ns(values: &[u64]) -> Waits {
         let mut cpu = CpuStats::ZERO;
@@ -234,12 +225,16 @@ mod tests {
         let mut bare = w.clone();
         (bare.min_ns, bare.max_ns) = (None, None);
         let b = quantile_bound(&bare, 0.5).unwrap();
-        let (low, high) = schedlat_common::bucket::bucket_bounds(bucket_index(1_000_000));
+        let Bucket {
+            low_ns: low,
+            high_ns: high,
+            ..
+        } = Bucket::of(1_000_000);
         assert_eq!((b.low_ns, b.high_ns), (low, Some(high)));
         assert!(b.straddles(1_000_000) && !b.straddles(low) && !b.straddles(high + 1));
         // The last bucket holds everything above it: open without a max.
-        bare.buckets = vec![0; schedlat_common::NR_BUCKETS];
-        bare.buckets[schedlat_common::NR_BUCKETS - 1] = 3;
+        bare.buckets = vec![0; NR_BUCKETS];
+        bare.buckets[NR_BUCKETS - 1] = 3;
         let b = quantile_bound(&bare, 0.99).unwrap();
         assert_eq!(b.high_ns, None);
         assert!(b.straddles(u64::MAX));

@@ -6,12 +6,12 @@
 //! (index, count) pairs of 2 + 4 bytes (a count per bucket per second fits
 //! 32 bits: 4 billion waits in one bucket in one second do not happen on a
 //! run queue; more saturate). That bounds a series-second at
-//! `MAX_SERIES_SECOND_BYTES` whatever the load, and it is a few hundred
+//! [`MAX_SERIES_SECOND_BYTES`] whatever the load, and it is a few hundred
 //! bytes in practice.
 
-use schedlat_common::{NR_BUCKETS, NR_LOG2_SLOTS, victims::SlowEvent};
+use schedlat_common::victims::SlowEvent;
 
-use crate::collect::histogram::Waits;
+use crate::histogram::{NR_BUCKETS, NR_LOG2_SLOTS, Waits};
 
 /// One series' waits in one interval, sparse.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use super::{
     fmt_ns,
     percentiles::{Bound, quantile_bound, quantile_ns, share_at_least},
 };
-use crate::{collect::histogram::Waits, sys::slice::Slice};
+use crate::{histogram::Waits, sys::slice::Slice};
 
 /// Fewer waits than this and no verdict is given.
 pub const MIN_WAITS: u64 = 200;
@@ -97,7 +97,8 @@ pub struct Shape {
 /// the threshold or above always has slow waits behind it.
 fn slow_waits(w: &Waits, threshold_ns: u64) -> u64 {
     w.nonempty_buckets()
-        .map(|(_, low, high, n)| {
+        .map(|(bucket, n)| {
+            let (low, high) = (bucket.low_ns, bucket.high_ns);
             if low >= threshold_ns {
                 n
             } else if high >= threshold_ns {
@@ -256,8 +257,8 @@ fn near_threshold(verdict: Verdict, e: &Evidence, h: u64) -> String {
 /// distribution does not count as a valley).
 fn modes(w: &Waits, split_ns: u64) -> Option<(u64, u64)> {
     let mut octaves = [0u64; 64];
-    for (_, low, _, n) in w.nonempty_buckets() {
-        octaves[low.max(1).ilog2() as usize] += n;
+    for (bucket, n) in w.nonempty_buckets() {
+        octaves[bucket.low_ns.max(1).ilog2() as usize] += n;
     }
     let split = split_ns.max(1).ilog2() as usize;
     let peak = |range: std::ops::Range<usize>| {

@@ -1,4 +1,4 @@
-//! What the kernel reported of a task (`TaskInfo`), for people and JSON:
+//! What the kernel reported of a task ([`TaskInfo`]), for people and JSON:
 //! its comm, and its scheduling class as `chrt` and `nice` would show it.
 
 use std::collections::HashSet;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet, btree_map::Entry};
 
 use schedlat_common::victims::{TaskInfo, WaitStats};
 
-use crate::{collect::victims::Interval, sys::throttle::ThrottleWatch};
+use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 
 /// What the tables are ranked by (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -195,7 +195,7 @@ pub fn rank(victims: &[WaitStats], culprits: &[WaitStats], by: SortKey, top: usi
     )
 }
 
-/// `rank`, for rows already converted (or added up: `Totals`).
+/// `rank`, for rows already converted (or added up: [`Totals`]).
 pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> Tables {
     let mut p = processes(&c);
     let order = |a: &Row, b: &Row| b.key(by).cmp(&a.key(by)).then(a.task.tid.cmp(&b.task.tid));
@@ -248,7 +248,7 @@ fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
     by_pid.into_values().collect()
 }
 
-/// Tasks each of `Totals`' tables holds; the waits of tasks beyond it are
+/// Tasks each of [`Totals`]' tables holds; the waits of tasks beyond it are
 /// counted, not added (a day of short-lived processes must not grow the
 /// view without bound).
 pub const TOTALS_MAX_TASKS: usize = 65_536;
@@ -305,34 +305,35 @@ fn add_rows(table: &mut BTreeMap<(u32, u32, u32), Row>, rows: impl Iterator<Item
 /// in the interval `watch` last ended: victims whose longest wait's culprit
 /// was idle, and the longest victims of the idle culprits.
 pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
-    let victims = tables
-        .victims
-        .iter()
-        .filter(|r| r.other.tid == 0)
-        .map(|r| r.task.tgid);
-    let of_idle = tables
-        .culprits
-        .iter()
-        .filter(|r| r.task.tid == 0)
-        .map(|r: &Row| r.other.tgid);
-    victims
-        .chain(of_idle)
-        .filter(|&pid| pid != 0 && watch.throttled(pid))
-        .collect()
+    let pairs = |rows: &[Row]| -> Vec<(TaskInfo, TaskInfo)> {
+        rows.iter().map(|r| (r.task, r.other)).collect()
+    };
+    throttled(watch, &pairs(&tables.victims), &pairs(&tables.culprits))
 }
 
 /// `throttled_pids`, over an interval's rows before any ranking (`top`).
-pub fn throttled_in(watch: &ThrottleWatch, interval: &Interval) -> HashSet<u32> {
-    let victims = interval
-        .victims
+pub fn throttled_in(watch: &ThrottleWatch, interval: &VictimsInterval) -> HashSet<u32> {
+    let pairs = |rows: &[WaitStats]| -> Vec<(TaskInfo, TaskInfo)> {
+        rows.iter().map(|r| (r.task, r.max_other)).collect()
+    };
+    throttled(watch, &pairs(&interval.victims), &pairs(&interval.culprits))
+}
+
+/// Of (task, the other side of its longest wait) rows: the victims whose
+/// culprit was idle and the idle culprits' victims, when throttled.
+fn throttled(
+    watch: &ThrottleWatch,
+    victims: &[(TaskInfo, TaskInfo)],
+    culprits: &[(TaskInfo, TaskInfo)],
+) -> HashSet<u32> {
+    let victims = victims
         .iter()
-        .filter(|v| v.max_other.tid == 0)
-        .map(|v| v.task.tgid);
-    let of_idle = interval
-        .culprits
+        .filter(|(_, culprit)| culprit.tid == 0)
+        .map(|(victim, _)| victim.tgid);
+    let of_idle = culprits
         .iter()
-        .filter(|c| c.task.tid == 0)
-        .map(|c| c.max_other.tgid);
+        .filter(|(culprit, _)| culprit.tid == 0)
+        .map(|(_, victim)| victim.tgid);
     victims
         .chain(of_idle)
         .filter(|&pid| pid != 0 && watch.throttled(pid))

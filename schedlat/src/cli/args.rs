@@ -5,30 +5,30 @@ use std::{net::SocketAddr, time::Duration};
 
 use schedlat_common::scope::Breakdown;
 
-use super::{FilterArgs, KernelArgs, interval_secs, positive_u64};
+use super::{
+    groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
+    keyed::{CgroupKeyArgs, MaxSeriesArgs, max_keys_parser},
+};
 use crate::{
-    analysis::victims::SortKey,
+    analysis::{
+        breakdown::{BreakdownOptions, KeySort},
+        victims::SortKey,
+    },
     commands::{
-        breakdown::{BreakdownOptions, DEFAULT_MAX_KEYS, KeySort},
         diagnose::DiagnoseOptions,
-        recorder::{RecorderOptions, Trigger},
-        replay::ReplayOptions,
-        serve::{KeyBuckets, Pins, ServeOptions, listen},
+        serve::{ServeOptions, listen},
         slow::SlowOptions,
         top::TopOptions,
         victims::VictimsOptions,
     },
+    export::{key_buckets::KeyBuckets, keyed_series::Pins},
     kernel::{
         filter::FilterSpec,
         modes::{DEFAULT_MAX_TASKS, Keyed},
     },
+    recorder::{RecorderOptions, Trigger},
     sys::clock::parse_duration_ns,
 };
-
-/// `--max-keys`' range.
-pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
-    clap::value_parser!(u32).range(1..=1_000_000)
-}
 
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
@@ -122,6 +122,11 @@ impl VictimsArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SlowArgs {
+    /// Report waits at least this long, as runqslower's `min_us`: a bare
+    /// number is microseconds (`slow 1000` = `--threshold 1ms`)
+    #[arg(value_name = "MIN_US", value_parser = parse_min_us, conflicts_with = "threshold")]
+    pub min_us: Option<u64>,
+
     /// Report waits at least this long: a number with a unit, e.g. 1ms,
     /// 500us, 2.5ms (runqslower's default is 10ms)
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration_ns)]
@@ -140,14 +145,29 @@ pub struct SlowArgs {
 impl SlowArgs {
     pub fn options(&self) -> SlowOptions {
         SlowOptions {
-            threshold: self.threshold,
+            threshold: self.min_us.unwrap_or(self.threshold),
             json: self.json,
         }
     }
 }
 
+/// runqslower's positional minimum: a bare number is microseconds, as there;
+/// a number with a unit is read as `--threshold` reads it. Nanoseconds out.
+fn parse_min_us(s: &str) -> Result<u64, String> {
+    if !s.trim().bytes().all(|b| b.is_ascii_digit()) {
+        return parse_duration_ns(s);
+    }
+    let us: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of microseconds"))?;
+    parse_duration_ns(&format!("{us}us"))
+}
+
 /// Options of `schedlat serve`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("max_keys", |a| a.requires("keyed")))]
+#[command(mut_arg("max_series", |a| a.requires("keyed")))]
 pub struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
     /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415
@@ -155,10 +175,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
     pub listen: SocketAddr,
 
-    /// Also one histogram per cgroup of the task that waited, label
-    /// cgroup="/path" (in -c's hierarchy, else the cpu controller's)
-    #[arg(long, group = "keyed", help_heading = "Per-key series (pick one)")]
-    pub cgroups: bool,
+    #[command(flatten, next_help_heading = "Per-key series (pick one)")]
+    pub cgroup_keys: CgroupKeyArgs,
 
     /// Also one histogram per process that waited, labels pid and comm
     #[arg(
@@ -169,11 +187,8 @@ pub struct ServeArgs {
     )]
     pub pids: bool,
 
-    /// At most N per-key series per scrape, besides pinned ones: the keys
-    /// that waited most since the previous scrape; the others' waits are
-    /// summed into one series labelled "__overflow__"
-    #[arg(long, value_name = "N", default_value_t = 250, requires = "keyed", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Per-key series (pick one)")]
-    pub max_series: u32,
+    #[command(flatten, next_help_heading = "Per-key series (pick one)")]
+    pub max_series: MaxSeriesArgs,
 
     /// Keys that always get a series: a PID or comm with --pids, a cgroup
     /// path (as in the cgroup label) with --cgroups; repeat or comma-separate
@@ -197,11 +212,6 @@ pub struct ServeArgs {
     )]
     pub key_buckets: KeyBuckets,
 
-    /// Keys the kernel keeps (1.7 KiB each); waits beyond them are counted
-    /// in schedlat_unkeyed_waits_total
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, requires = "keyed", value_parser = max_keys_parser(), help_heading = "Per-key series (pick one)")]
-    pub max_keys: u32,
-
     // The flight recorder: `--ring DURATION` keeps the last DURATION,
     // dumped on `POST /snapshot` (and on SIGHUP or a trigger).
     #[command(flatten)]
@@ -217,12 +227,10 @@ pub struct ServeArgs {
 impl ServeArgs {
     pub fn options(&self) -> ServeOptions {
         ServeOptions {
-            ring: self
-                .ring
-                .options(crate::collect::histogram::Unit::Usecs, None),
+            ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
             keyed: self.keyed(),
-            max_series: self.max_series,
+            max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,
             pins: Pins {
                 values: self.pin.clone(),
@@ -231,17 +239,7 @@ impl ServeArgs {
     }
 
     fn keyed(&self) -> Option<Keyed> {
-        let by = if self.cgroups {
-            Breakdown::Cgroup
-        } else if self.pids {
-            Breakdown::Process
-        } else {
-            return None;
-        };
-        Some(Keyed {
-            by,
-            max_keys: self.max_keys,
-        })
+        (self.cgroup_keys).keyed(self.pids.then_some(Breakdown::Process))
     }
 }
 
@@ -308,30 +306,26 @@ impl DiagnoseArgs {
 #[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
 pub struct BreakdownArgs {
     /// One histogram per process (`pid = PID comm`), as runqlat -P
-    #[arg(short = 'P', long = "pids", group = "breakdown")]
+    #[arg(short = 'P', long = "pids", group = "keyed")]
     pub pids: bool,
     /// One histogram per thread (`tid = TID comm`), as runqlat -L
-    #[arg(short = 'L', long = "tids", group = "breakdown")]
+    #[arg(short = 'L', long = "tids", group = "keyed")]
     pub tids: bool,
     /// One histogram per PID namespace (`pidns = INODE`), as runqlat --pidnss
-    #[arg(long, group = "breakdown")]
+    #[arg(long, group = "keyed")]
     pub pidnss: bool,
-    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
-    #[arg(long, group = "breakdown")]
-    pub cgroups: bool,
+    #[command(flatten)]
+    pub cgroup_keys: CgroupKeyArgs,
     /// One histogram per CPU, the one each wait ended on
-    #[arg(long, group = "breakdown")]
+    #[arg(long, group = "keyed")]
     pub cpus: bool,
     /// Order of the per-key histograms, most relevant first
-    #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "breakdown")]
+    #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "keyed")]
     pub sort: KeySort,
     /// Print only the first N keys of each interval (0 = all); what is cut is
     /// counted
-    #[arg(long, value_name = "N", requires = "breakdown")]
+    #[arg(long, value_name = "N", requires = "keyed")]
     pub top: Option<u32>,
-    /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
-    pub max_keys: u32,
     #[command(flatten)]
     pub pairs: PairArgs,
 }
@@ -397,19 +391,15 @@ impl BreakdownArgs {
     }
 
     fn keyed(&self) -> Option<Keyed> {
-        let by = [
+        let other = [
             (self.pids, Breakdown::Process),
             (self.tids, Breakdown::Thread),
             (self.pidnss, Breakdown::PidNamespace),
-            (self.cgroups, Breakdown::Cgroup),
             (self.cpus, Breakdown::Cpu),
         ]
         .into_iter()
-        .find_map(|(on, by)| on.then_some(by))?;
-        Some(Keyed {
-            by,
-            max_keys: self.max_keys,
-        })
+        .find_map(|(on, by)| on.then_some(by));
+        self.cgroup_keys.keyed(other)
     }
 }
 
@@ -448,12 +438,14 @@ pub struct RingArgs {
 }
 
 impl RingArgs {
-    /// The recorder's options; `cgroups`: per-cgroup series kept a second
-    /// (`record --ring-cgroups`; serve's ring keeps the total).
+    /// The recorder's options; `cgroups`: the per-cgroup series' keys
+    /// (`record --ring --ring-cgroups`; serve's ring keeps the total), at
+    /// most `max_series` a second.
     pub fn options(
         &self,
-        unit: crate::collect::histogram::Unit,
-        cgroups: Option<u32>,
+        unit: crate::histogram::Unit,
+        cgroups: Option<Keyed>,
+        max_series: u32,
     ) -> Option<RecorderOptions> {
         Some(RecorderOptions {
             window_s: self.ring?,
@@ -462,30 +454,12 @@ impl RingArgs {
             slow_ns: self.slow_threshold,
             max_slow: self.max_slow as usize,
             cgroups,
+            max_series,
             triggers: self.trigger.clone(),
             trigger_window_s: self.trigger_window,
             cooldown_s: self.cooldown,
             unit,
         })
-    }
-}
-
-/// `record --ring`'s per-cgroup series (serve has its own `--cgroups`).
-#[derive(Debug, clap::Args)]
-#[command(next_help_heading = "Flight recorder (record --ring)")]
-pub struct RingCgroupArgs {
-    /// Also one series per cgroup (the largest total wait first)
-    #[arg(long = "ring-cgroups", requires = "ring")]
-    pub cgroups: bool,
-    /// Per-cgroup series kept per second at most
-    #[arg(long, value_name = "N", default_value_t = 16, requires = "ring",
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub max_series: u32,
-}
-
-impl RingCgroupArgs {
-    pub fn series(&self) -> Option<u32> {
-        self.cgroups.then_some(self.max_series)
     }
 }
 
@@ -505,17 +479,5 @@ fn ring_secs(s: &str) -> Result<u64, String> {
         0 => Err("must be at least 1s".to_string()),
         secs if secs > 86_400 => Err(format!("`{s}`: at most a day (24h)")),
         secs => Ok(secs),
-    }
-}
-
-impl super::ReplayArgs {
-    pub fn options(&self) -> ReplayOptions {
-        ReplayOptions {
-            from: self.from.clone(),
-            to: self.to.clone(),
-            series: self.series.clone(),
-            slow: self.slow,
-            json: self.json,
-        }
     }
 }

@@ -3,21 +3,17 @@
 
 mod args;
 pub mod generate;
+mod groups;
+mod keyed;
 
 use std::path::PathBuf;
 
 pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
 use clap::Parser;
+use groups::interval_secs;
+pub use groups::{FilterArgs, HistogramArgs, KernelArgs, unit};
 
-use crate::{
-    collect::histogram::Unit,
-    commands::run::HistogramOptions,
-    kernel::{
-        filter::FilterSpec,
-        hook::HookChoice,
-        loader::{KernelAccess, KernelSources},
-    },
-};
+use crate::commands::replay::ReplayOptions;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -141,7 +137,7 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub ring: RingArgs,
     #[command(flatten)]
-    pub ring_cgroups: args::RingCgroupArgs,
+    pub ring_cgroups: keyed::RingCgroupArgs,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -185,175 +181,22 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-/// The default mode: runqlat's interface.
-#[derive(Debug, clap::Args)]
-pub struct HistogramArgs {
-    /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
-    #[arg(value_parser = interval_secs)]
-    pub interval: Option<u64>,
-
-    /// Stop after COUNT intervals (default: until Ctrl-C)
-    #[arg(value_parser = positive_u64, requires = "interval")]
-    pub count: Option<u64>,
-
-    /// Include a timestamp (HH:MM:SS) before each histogram
-    #[arg(short = 'T', long)]
-    pub timestamp: bool,
-
-    /// Histogram in milliseconds instead of microseconds
-    #[arg(short = 'm', long)]
-    pub milliseconds: bool,
-
-    /// One JSON object per interval on stdout (JSON Lines; schema in docs/json.md)
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// How schedlat reaches the kernel; flattened into every command that
-/// measures (not `compare`, which reads files). Not `global`: a global option
-/// would show in the help of commands that ignore it.
-#[derive(Debug, Clone, clap::Args)]
-#[command(next_help_heading = "Kernel access")]
-pub struct KernelArgs {
-    /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
-    /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
-    #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
-    pub hook: HookChoice,
-
-    /// Kernel BTF to resolve task_struct offsets from [default:
-    /// /sys/kernel/btf/vmlinux]. Given explicitly, it must exist.
-    #[arg(long, env = "SCHEDLAT_BTF", value_name = "PATH")]
-    pub btf: Option<PathBuf>,
-
-    /// tracefs mount holding the sched tracepoint formats (default: found
-    /// under /sys/kernel/tracing or /sys/kernel/debug/tracing)
-    #[arg(long, env = "SCHEDLAT_TRACEFS", value_name = "PATH")]
-    pub tracefs: Option<PathBuf>,
-
-    /// Allow --max-keys or --max-tasks values whose maps take more than 256
-    /// MiB of kernel memory (the cost is printed when it is 16 MiB or more)
-    #[arg(long)]
-    pub force_memory: bool,
-
-    /// Do not split waits by cause (how each began, where it ended, who
-    /// held the CPU, queue depth, steal/IRQ/throttled time; docs/causes.md)
-    #[arg(long)]
-    pub no_causes: bool,
-
-    /// Also time the wakeup path before the queue, sched_waking to
-    /// sched_wakeup (the cause split's `waking` stage; hooks every wakeup)
-    #[arg(long, conflicts_with = "no_causes")]
-    pub waking: bool,
-
-    /// Do not split waits by the scheduler's decision (whether the wakeup
-    /// asked for the CPU, pass-overs, how the holder left, the fair-class
-    /// rule; docs/decision.md). Off with --no-causes too
-    #[arg(long)]
-    pub no_decision: bool,
-}
-
-/// Which waits to measure; flattened into every command that measures but
-/// `diagnose` (whose scope is `ScopeArgs`). Applied in the kernel, to
-/// the task that waited (never to the waker, or to the task it replaced);
-/// combined, all must hold. All but --cpu need the tp_btf hook mode.
-#[derive(Debug, Clone, Default, clap::Args)]
-#[command(next_help_heading = "Filters (in the kernel, on the task that waited; combinable)")]
-pub struct FilterArgs {
-    /// Only waits of this process (all its threads)
-    #[arg(short = 'p', long = "pid", value_name = "PID")]
-    pub pid: Option<u32>,
-
-    /// Only waits of this thread
-    #[arg(short = 't', long = "tid", value_name = "TID")]
-    pub tid: Option<u32>,
-
-    /// Only tasks in this cgroup and below: a v2 or v1 directory, or relative to v2
-    #[arg(short = 'c', long = "cgroup", value_name = "PATH")]
-    pub cgroup: Option<PathBuf>,
-
-    /// Only tasks with this name (the kernel's comm, as `ps -o comm` shows it)
-    #[arg(long, value_name = "NAME", value_parser = crate::kernel::filter::comm_arg)]
-    pub comm: Option<String>,
-
-    /// Only waits that end on these CPUs (where the task ran next), e.g. `0-3,8`
-    #[arg(long, value_name = "LIST", value_parser = crate::kernel::filter::cpu_list_arg)]
-    pub cpu: Option<String>,
-}
-
-impl KernelArgs {
-    pub fn access(&self) -> KernelAccess {
-        KernelAccess {
-            hook: self.hook,
-            sources: KernelSources {
-                btf: self.btf.clone(),
-                tracefs: self.tracefs.clone(),
-                force_memory: self.force_memory,
-                no_causes: self.no_causes,
-                waking: self.waking,
-                no_decision: self.no_decision,
-            },
-        }
-    }
-}
-
-impl FilterArgs {
-    pub fn spec(&self) -> FilterSpec {
-        FilterSpec {
-            pid: self.pid,
-            tid: self.tid,
-            cgroup: self.cgroup.clone(),
-            comm: self.comm.clone(),
-            cpu: self.cpu.clone(),
-        }
-    }
-}
-
-impl HistogramArgs {
-    pub fn options(&self) -> HistogramOptions {
-        HistogramOptions {
-            interval: self.interval,
-            count: self.count,
-            timestamp: self.timestamp,
-            unit: unit(self.milliseconds),
+impl ReplayArgs {
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            series: self.series.clone(),
+            slow: self.slow,
             json: self.json,
         }
-    }
-}
-
-/// `-m`: milliseconds instead of microseconds.
-pub fn unit(milliseconds: bool) -> Unit {
-    if milliseconds {
-        Unit::Msecs
-    } else {
-        Unit::Usecs
-    }
-}
-
-/// The longest INTERVAL (and `record` DURATION): ten years, so that the end
-/// of an interval is a time the clocks can hold.
-const MAX_INTERVAL_SECS: u64 = 10 * 365 * 24 * 3600;
-
-/// INTERVAL and DURATION: whole seconds, from 1 to ten years.
-pub fn interval_secs(s: &str) -> Result<u64, String> {
-    match positive_u64(s)? {
-        n if n > MAX_INTERVAL_SECS => Err(format!(
-            "must be at most {MAX_INTERVAL_SECS} seconds (ten years)"
-        )),
-        n => Ok(n),
-    }
-}
-
-pub fn positive_u64(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("`{s}` is not a whole number")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::hook::HookChoice;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("schedlat").chain(args.iter().copied()))
@@ -403,6 +246,75 @@ mod tests {
         assert_eq!(c.breakdown.options().top, None);
         let c = parse(&["-P", "--top", "3"]).unwrap();
         assert_eq!(c.breakdown.options().top, Some(3));
+    }
+
+    /// `--cgroups`, `--max-keys` and `--max-series` are one definition in
+    /// three commands, each resolved into the same `Keyed`.
+    #[test]
+    fn the_per_key_options_are_shared_and_resolved_once() {
+        use schedlat_common::scope::Breakdown;
+
+        use crate::kernel::modes::Keyed;
+        let cgroups = |max_keys| Keyed {
+            by: Breakdown::Cgroup,
+            max_keys,
+        };
+        let c = parse(&["--cgroups", "--max-keys", "7"]).unwrap();
+        assert_eq!(c.breakdown.options().keyed, Some(cgroups(7)));
+        let c = parse(&["-P"]).unwrap();
+        let keyed = c.breakdown.options().keyed.unwrap();
+        assert_eq!((keyed.by, keyed.max_keys), (Breakdown::Process, 4096));
+        let Some(Command::Serve(serve)) = parse(&["serve", "--cgroups", "--max-keys", "9"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve")
+        };
+        let o = serve.options();
+        assert_eq!((o.keyed, o.max_series), (Some(cgroups(9)), 250));
+        let Some(Command::Record(record)) = parse(&["record", "--ring", "60", "--ring-cgroups"])
+            .unwrap()
+            .command
+        else {
+            panic!("not record")
+        };
+        let (keys, series) = (&record.ring_cgroups.keys, &record.ring_cgroups.max_series);
+        assert_eq!(
+            (keys.keyed(None), series.max_series),
+            (Some(cgroups(4096)), 16)
+        );
+        // Each command still says what it needs.
+        assert!(parse(&["record", "--ring-cgroups"]).is_err());
+        assert!(parse(&["serve", "--max-keys", "9"]).is_err());
+        assert!(parse(&["serve", "--max-series", "9"]).is_err());
+        assert!(
+            parse(&[
+                "record",
+                "--ring",
+                "60",
+                "--ring-cgroups",
+                "--max-series",
+                "2000"
+            ])
+            .is_err()
+        );
+    }
+
+    /// Issue 28: runqslower's positional minimum is microseconds.
+    #[test]
+    fn slow_takes_runqslowers_min_us() {
+        let threshold = |args: &[&str]| match parse(args).unwrap().command {
+            Some(Command::Slow(slow)) => slow.options().threshold,
+            other => panic!("not slow: {other:?}"),
+        };
+        assert_eq!(threshold(&["slow", "1000"]), 1_000_000);
+        assert_eq!(threshold(&["slow", "2ms"]), 2_000_000);
+        assert_eq!(threshold(&["slow", "--threshold", "500us"]), 500_000);
+        assert_eq!(threshold(&["slow"]), 10_000_000);
+        let e = parse(&["slow", "1000", "--threshold", "1ms"]).unwrap_err();
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+        let e = parse(&["slow", "0"]).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
     }
 
     #[test]

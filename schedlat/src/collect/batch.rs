@@ -1,4 +1,4 @@
-//! Reading a whole BPF hash map in a few syscalls: `BPF_MAP_LOOKUP_BATCH`
+//! Reading a whole BPF hash map in a few syscalls: [`BPF_MAP_LOOKUP_BATCH`]
 //! (Linux 5.6+) into buffers kept from one read to the next.
 //!
 //! aya 0.14's `HashMap::iter` costs two syscalls per key
@@ -25,7 +25,7 @@ use aya::{
     maps::{Map, MapData, MapError},
 };
 
-/// `enum bpf_cmd`'s `BPF_MAP_LOOKUP_BATCH` (include/uapi/linux/bpf.h).
+/// `enum bpf_cmd`'s [`BPF_MAP_LOOKUP_BATCH`] (include/uapi/linux/bpf.h).
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 /// The kernel-internal "not supported" some map types answer with.
 const ENOTSUPP: i32 = 524;
@@ -48,7 +48,8 @@ struct BatchAttr {
     flags: u64,
 }
 
-/// A hash map's entries, read by [`read`]; the buffers are reused.
+/// A hash map's entries, read by [`read`] or [`for_each`]; the buffers are
+/// reused.
 pub struct Entries<K, V> {
     keys: Vec<MaybeUninit<K>>,
     values: Vec<MaybeUninit<V>>,

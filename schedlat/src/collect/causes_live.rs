@@ -12,12 +12,15 @@ use std::{
 
 use schedlat_common::causes::{Cause, DEPTH, HELD_BY, PLACEMENT};
 
-use super::{causes::CauseCounts, tracer::Tracer};
-use crate::kernel::{
-    filter::{Filter, FilterSpec},
-    hook::HookChoice,
-    loader::KernelSources,
-    modes::{Keyed, Modes},
+use super::tracer::Tracer;
+use crate::{
+    histogram::CauseCounts,
+    kernel::{
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelSources,
+        modes::{Keyed, Modes},
+    },
 };
 
 /// Loads in `hook` with `modes`, for the whole system; None (skipped, said
@@ -246,7 +249,7 @@ fn breakdown_keys_carry_their_split() {
     let mut total = CauseCounts::zero(m.unwrap(), false);
     let mut waits = 0u64;
     for (_, stats) in &keys {
-        let w = super::keylabels::waits_of(stats, m);
+        let w = super::key_intervals::waits_of(stats, m);
         waits += w.count();
         total.merge(w.causes.as_ref().unwrap());
     }

@@ -15,16 +15,17 @@ use schedlat_common::{
 };
 
 use super::{
-    causes::CauseCounts,
-    decision::DecisionCounts,
     decision_trace::{Trace, TracedWaits, waits_of},
     tracer::Tracer,
 };
-use crate::kernel::{
-    filter::{Filter, FilterSpec},
-    hook::HookChoice,
-    loader::KernelSources,
-    modes::Modes,
+use crate::{
+    histogram::{CauseCounts, DecisionCounts},
+    kernel::{
+        filter::{Filter, FilterSpec},
+        hook::HookChoice,
+        loader::KernelSources,
+        modes::Modes,
+    },
 };
 
 /// CPU the scenarios run on (the second, away from CPU 0's housekeeping).
@@ -51,7 +52,10 @@ fn load_for(tid: u32) -> Option<Tracer> {
     let started = Instant::now();
     let tracer = Tracer::load_modes(
         HookChoice::Btf,
-        &KernelSources::default(),
+        &KernelSources {
+            decision: true,
+            ..KernelSources::default()
+        },
         1000,
         &filter,
         &Modes::HISTOGRAM,
@@ -424,7 +428,11 @@ fn assert_agrees_with_the_trace(d: &DecisionCounts, traced: &TracedWaits) {
         "schedlat set {set:?} clear {clear:?}; trace set {:?} clear {:?}",
         traced.flag_set, traced.flag_clear
     );
-    for (ours, theirs) in set.iter().chain(&clear).zip(traced.flag_set.iter().chain(&traced.flag_clear)) {
+    for (ours, theirs) in set
+        .iter()
+        .chain(&clear)
+        .zip(traced.flag_set.iter().chain(&traced.flag_clear))
+    {
         assert!(
             ours.abs_diff(*theirs) <= slack,
             "schedlat set {set:?} clear {clear:?}, the kernel's trace set {:?} clear {:?} \

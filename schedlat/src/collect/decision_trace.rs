@@ -73,19 +73,19 @@ pub fn waits_of(trace: &str, pid: u32) -> TracedWaits {
                 let set = flags.chars().nth(1).is_some_and(|c| c != '.' && c != 'p');
                 open = Some((set, 0));
             }
-        } else if let Some(args) = event.strip_prefix("switch: ") {
-            if let Some((set, passes)) = open.as_mut() {
-                if format!("{args} ").contains(&next_pid) {
-                    let row = if *set {
-                        &mut out.flag_set
-                    } else {
-                        &mut out.flag_clear
-                    };
-                    row[(*passes).min(3)] += 1;
-                    open = None;
+        } else if let Some(args) = event.strip_prefix("switch: ")
+            && let Some((set, passes)) = open.as_mut()
+        {
+            if format!("{args} ").contains(&next_pid) {
+                let row = if *set {
+                    &mut out.flag_set
                 } else {
-                    *passes += 1;
-                }
+                    &mut out.flag_clear
+                };
+                row[(*passes).min(3)] += 1;
+                open = None;
+            } else {
+                *passes += 1;
             }
         }
     }

@@ -1,6 +1,7 @@
 //! What a breakdown key (a PID, TID, cgroup id...) stands for, and whether
-//! it still exists: shared by the breakdown tables (commands/breakdown.rs) and the
-//! per-cgroup and per-process series of `schedlat serve`.
+//! it still exists: the names the keyed intervals (key_intervals.rs) carry
+//! for the breakdown tables, the flight recorder's per-cgroup series and
+//! `schedlat serve`'s per-key series.
 
 use std::{
     collections::HashMap,
@@ -8,29 +9,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use schedlat_common::{
-    NR_BUCKETS, NR_LOG2_SLOTS,
-    scope::{Breakdown, KeyStats},
+use schedlat_common::scope::Breakdown;
+
+use super::cgroup_names::CgroupNames;
+use crate::kernel::{
+    cgroupfs::Hierarchy,
+    filter::{comm_str, is_alive},
 };
 
-use crate::{
-    collect::{
-        causes::{CauseCounts, Measurable},
-        cgroup_names::CgroupNames,
-        histogram::Waits,
-    },
-    kernel::{
-        cgroupfs::Hierarchy,
-        filter::{comm_str, is_alive},
-    },
-};
-
-/// Names keys of one breakdown; remembers the comm the kernel saw for each
-/// (a task that exited has no /proc entry left to read it from) and the
-/// hierarchy's cgroup paths by id.
+/// Names keys of one breakdown; remembers the hierarchy's cgroup paths by
+/// id, and the paths the kernel sent as it made each cgroup. The comm the
+/// kernel stored with a key is the caller's to keep (the keyed intervals
+/// keep it with the key's state).
 pub struct KeyLabels {
     by: Breakdown,
-    comms: HashMap<u64, [u8; 16]>,
     hierarchy: Option<Hierarchy>,
     /// The hierarchy's cgroups at the last scan, by id.
     cgroup_paths: HashMap<u64, String>,
@@ -54,7 +46,6 @@ impl KeyLabels {
     pub fn new(by: Breakdown, hierarchy: Option<Hierarchy>) -> KeyLabels {
         KeyLabels {
             by,
-            comms: HashMap::new(),
             hierarchy,
             cgroup_paths: HashMap::new(),
             known_paths: HashMap::new(),
@@ -73,30 +64,15 @@ impl KeyLabels {
         self.by
     }
 
-    /// Records the comm the kernel stored with a key's histogram.
-    /// A cgroup key is named as soon as it is seen, while it is likeliest
-    /// to exist still.
-    pub fn saw(&mut self, key: u64, stats: &KeyStats) {
-        self.comms.insert(key, stats.comm);
+    /// A key seen for the first time: a cgroup key is named at once, while
+    /// it is likeliest to exist still.
+    pub fn saw(&mut self, key: u64) {
         if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(&key) {
             self.cgroup_path(key);
             if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
                 self.known_paths.entry(key).or_insert(path);
             }
         }
-    }
-
-    /// Forgets a key whose kernel entry was deleted: a reused TID or id
-    /// starts again.
-    pub fn forget(&mut self, key: u64) {
-        self.comms.remove(&key);
-    }
-
-    /// A process' or thread's name: the live one, else the kernel's.
-    pub fn comm(&self, key: u64) -> String {
-        live_comm(key)
-            .or_else(|| self.comms.get(&key).map(comm_str))
-            .unwrap_or_default()
     }
 
     /// A cgroup's path from its id, relative to the hierarchy's mount
@@ -158,11 +134,12 @@ impl KeyLabels {
         self.cgroup_path(id).is_some()
     }
 
-    /// runqlat's label line: `pid = 1234 comm`, `cgroup = /path`...
-    pub fn text(&mut self, key: u64) -> String {
+    /// runqlat's label line: `pid = 1234 comm`, `cgroup = /path`...; `comm`
+    /// is the name the kernel stored with the key.
+    pub fn text(&mut self, key: u64, comm: &[u8; 16]) -> String {
         match self.by {
-            Breakdown::Process => format!("pid = {key} {}", self.comm(key)),
-            Breakdown::Thread => format!("tid = {key} {}", self.comm(key)),
+            Breakdown::Process => format!("pid = {key} {}", task_comm(key, comm)),
+            Breakdown::Thread => format!("tid = {key} {}", task_comm(key, comm)),
             Breakdown::PidNamespace => format!("pidns = {key}"),
             Breakdown::Cgroup => match (self.cgroup_path(key), self.cgroup_name(key)) {
                 (Some(path), _) => format!("cgroup = {path}"),
@@ -173,6 +150,12 @@ impl KeyLabels {
             Breakdown::None => key.to_string(),
         }
     }
+}
+
+/// A process' or thread's name: the live one, else `kernel`'s, the name
+/// the kernel stored with the key.
+pub fn task_comm(key: u64, kernel: &[u8; 16]) -> String {
+    live_comm(key).unwrap_or_else(|| comm_str(kernel))
 }
 
 /// kill(pid, 0): one syscall, where a listing of /proc costs
@@ -201,21 +184,6 @@ fn live_comm(pid: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 
-/// A key's kernel histogram as `Waits` (no extremes: they are not kept per
-/// key), with its cause split when the split is on (`measurable`).
-pub fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
-    let mut w = Waits::default();
-    for (sum, &n) in w.buckets.iter_mut().zip(&stats.buckets[..NR_BUCKETS]) {
-        *sum = u64::from(n);
-    }
-    for (sum, &n) in w.log2.iter_mut().zip(&stats.log2[..NR_LOG2_SLOTS]) {
-        *sum = u64::from(n);
-    }
-    w.sum_ns = stats.sum_ns;
-    w.causes = measurable.map(|m| CauseCounts::from_key(m, &stats.causes));
-    w
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,13 +202,13 @@ mod tests {
             css: CssChoice::Default,
         };
         let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
-        labels.saw(id, &KeyStats::ZERO);
-        assert_eq!(labels.text(id), "cgroup = /batch/job1");
+        labels.saw(id);
+        assert_eq!(labels.text(id, &[0; 16]), "cgroup = /batch/job1");
         std::fs::remove_dir(mount.join("batch/job1")).unwrap();
         std::thread::sleep(CGROUP_SCAN_TTL);
         assert!(!labels.exists(id));
-        assert_eq!(labels.text(id), "cgroup = /batch/job1 (removed)");
-        assert_eq!(labels.text(1), "cgroup = (removed, id 1)");
+        assert_eq!(labels.text(id, &[0; 16]), "cgroup = /batch/job1 (removed)");
+        assert_eq!(labels.text(1, &[0; 16]), "cgroup = (removed, id 1)");
         std::fs::remove_dir_all(&mount).unwrap();
     }
 }

@@ -6,12 +6,13 @@ use schedlat_common::{CpuStats, Extremes, causes::CauseStats, names, scope::KeyS
 
 use super::{
     batch::{self, Entries},
-    causes::CauseCounts,
-    histogram::Waits,
     tracer::Tracer,
     whole,
 };
-use crate::collect::error::ReadError;
+use crate::{
+    collect::error::ReadError,
+    histogram::{CauseCounts, Waits},
+};
 
 impl Tracer {
     /// Ends the current interval: flips the kernel's extremes epoch, then
@@ -60,20 +61,16 @@ impl Tracer {
         Ok((stats, ended))
     }
 
-    /// Every key's cumulative histogram (`--pids`, `--cgroups`...): empty
-    /// unless a breakdown is on.
+    /// Every key's cumulative histogram (`--pids`, `--cgroups`...), all
+    /// at once: the live tests' view; everything else reads them a chunk
+    /// at a time through the keyed intervals.
+    #[cfg(test)]
     pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
         let mut entries = Entries::default();
-        self.read_keyed_into(&mut entries)?;
-        Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
-    }
-
-    /// [`Tracer::read_keyed`] into buffers kept between reads, in a few
-    /// syscalls (batch.rs): what a scrape of thousands of keys needs.
-    pub fn read_keyed_into(&self, out: &mut Entries<u64, KeyStats>) -> Result<(), ReadError> {
         let name = names::MAP_KEYED;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::read(map, out).map_err(|error| ReadError::Map { name, error })
+        batch::read(map, &mut entries).map_err(|error| ReadError::Map { name, error })?;
+        Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
     }
 
     /// Every key's cumulative histogram handed to `each`, `chunk` keys per
@@ -101,11 +98,12 @@ impl Tracer {
             .map_err(|error| ReadError::Map { name, error })
     }
 
-    /// The cumulative waits summed over CPUs, with their cause split when
-    /// it is on.
+    /// The cumulative waits summed over CPUs, with their cause and
+    /// decision splits when they are on.
     pub fn read_waits(&self) -> Result<Waits, ReadError> {
         let mut waits = Waits::from_cpus(&self.read_stats()?);
         waits.causes = self.read_causes()?;
+        waits.decision = self.read_decision()?;
         Ok(waits)
     }
 

@@ -4,7 +4,6 @@
 
 pub mod batch;
 pub mod bpf_cost;
-pub mod causes;
 #[cfg(test)]
 mod causes_live;
 pub mod cgroup_names;
@@ -14,8 +13,9 @@ mod decision_live;
 #[cfg(test)]
 mod decision_trace;
 pub mod error;
-pub mod histogram;
 pub mod interval;
+pub mod key_intervals;
+mod key_slots;
 pub mod keylabels;
 mod maps;
 pub mod pairs;

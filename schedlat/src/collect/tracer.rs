@@ -8,11 +8,9 @@ use schedlat_common::{names, scope::Breakdown};
 
 use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
 use crate::{
-    collect::histogram::Unit,
+    histogram::{DecisionFacts, Measurable, Unit},
     kernel::{
-        causes::Measurable,
         cgroupfs::Hierarchy,
-        decision::DecisionFacts,
         error::LoadError,
         filter::Filter,
         hook::{HookChoice, HookMode},

@@ -1,7 +1,9 @@
 //! Reading one interval of the victims mode out of the kernel: flip the
 //! epoch, let the programs that read the old one finish, then read the half
 //! of the row arrays they stopped writing (schedlat-ebpf/src/victims.rs) and
-//! mark it empty, so each interval starts with empty tables.
+//! mark it empty, so each interval starts with empty tables. [`Source`] is
+//! the histogram with the tables when they loaded, without when they did
+//! not (`top`, `diagnose`).
 
 use std::time::Duration;
 
@@ -15,7 +17,10 @@ use schedlat_common::{
 };
 
 use super::interval::HistogramInterval;
-use crate::collect::{error::ReadError, histogram::Waits, tracer::Tracer};
+use crate::{
+    collect::{error::ReadError, tracer::Tracer},
+    histogram::Waits,
+};
 
 /// A program that read the old epoch runs to its end within microseconds
 /// (sched tracepoints run with interrupts off); this is far longer.
@@ -23,7 +28,7 @@ const GRACE: Duration = Duration::from_millis(2);
 
 /// One interval's tables and what could not be recorded.
 #[derive(Debug, Default)]
-pub struct Interval {
+pub struct VictimsInterval {
     pub victims: Vec<WaitStats>,
     pub culprits: Vec<WaitStats>,
     /// Differences over the interval: overflows (and slow-event counts).
@@ -62,7 +67,7 @@ impl Collector {
         Ok(collector)
     }
 
-    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<Interval, ReadError> {
+    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<VictimsInterval, ReadError> {
         let half = epoch(&tracer.ebpf)? & 1;
         // Flips the epoch; its per-CPU statistics carry the loss counters
         // (and the histogram, when it is on).
@@ -80,7 +85,7 @@ impl Collector {
         rows_used(ebpf, 2 + half, Some(0))?;
 
         let counters = mode_counters(ebpf)?;
-        let interval = Interval {
+        let interval = VictimsInterval {
             victims,
             culprits,
             counters: minus(&counters, &self.counters),
@@ -114,6 +119,40 @@ impl Collector {
             out.push(rows.get(&i, 0).map_err(map_error(name))?);
         }
         Ok(out)
+    }
+}
+
+/// Where each interval's numbers come from when the victims tables may or
+/// may not have loaded (`top`, `diagnose`).
+pub enum Source {
+    /// The histogram mode's programs alone.
+    Histogram(HistogramInterval),
+    /// The histogram and the victims tables from one load.
+    WithVictims(Collector),
+}
+
+impl Source {
+    /// Starts the first interval now; with `max_tasks`, the victims tables
+    /// were loaded with that many rows (Modes::histogram_and_victims).
+    pub fn start(tracer: &mut Tracer, max_tasks: Option<u32>) -> Result<Source, ReadError> {
+        Ok(match max_tasks {
+            Some(max_tasks) => Source::WithVictims(Collector::start(tracer, max_tasks)?),
+            None => Source::Histogram(HistogramInterval::start(tracer)?),
+        })
+    }
+
+    /// Ends the kernel's interval: its waits, and its victims if loaded.
+    pub fn end_interval(
+        &mut self,
+        tracer: &mut Tracer,
+    ) -> Result<(Waits, Option<VictimsInterval>), ReadError> {
+        match self {
+            Source::Histogram(histogram) => Ok((histogram.end(tracer)?, None)),
+            Source::WithVictims(collector) => {
+                let mut interval = collector.end_interval(tracer)?;
+                Ok((std::mem::take(&mut interval.waits), Some(interval)))
+            }
+        }
     }
 }
 

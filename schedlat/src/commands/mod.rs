@@ -1,10 +1,8 @@
 //! The commands: each one drives collect, analysis and output for one
 //! subcommand (or the default histogram), plus the skeleton they share.
 
-pub mod breakdown;
 pub mod compare;
 pub mod diagnose;
-pub mod recorder;
 pub mod replay;
 pub mod run;
 pub mod serve;

@@ -1,30 +1,44 @@
 //! Histogram mode: attach, then print one report per interval (or one at the
 //! end), never losing the last interval's waits to Ctrl-C, SIGTERM or a closed
-//! stdout.
+//! stdout. `record` is the same to a file, and `record --ring` the flight
+//! recorder (recorder/) on the same measurement.
 
-use std::{fs::File, io::Write, path::Path, time::Instant};
+use std::{
+    fs::File,
+    io::Write,
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, Result};
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    analysis::pairs::{self, PairTable, WorkloadPair},
+    analysis::{
+        breakdown::{self, BreakdownOptions},
+        pairs::{self, PairTable, WorkloadPair},
+    },
     collect::{
-        histogram::Unit, interval::HistogramInterval, pairs::PairIntervals, tracer::Tracer,
+        interval::HistogramInterval,
+        key_intervals::{Kept, KeyIntervals},
+        pairs::PairIntervals,
+        slow::SlowEvents,
+        tracer::Tracer,
         workloads::WorkloadNamer,
     },
     commands::{
-        UsageError,
-        breakdown::{BreakdownOptions, KeyedView, key_noun},
-        session,
+        UsageError, session,
         session::{Ended, Intervals, Signals},
         stdout,
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    output,
     output::{
-        Report,
-        recording::{Pending, Scope},
+        self, Report,
+        breakdown::key_noun,
+        recording::{Pending, RecordedScope},
     },
+    recorder::{Flight, RecorderOptions},
     sys::{clock, slice::Slice, workload::level::Level},
 };
 
@@ -103,11 +117,11 @@ async fn run(
         modes = modes.with_pairs(max);
     }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
-    let mut keyed_view = keyed.map(|k| KeyedView::new(breakdown, k, &tracer));
+    let mut keys = keyed.map(|k| (KeyIntervals::new(k.by, &tracer, Kept::Whole, true), k));
     let mut pairs_view = breakdown
         .pairs
         .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
-    let scope = Scope::of(&filter, keyed.map(|k| key_noun(k.by)));
+    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
     if let Some(why) = &slice.not_live {
@@ -116,8 +130,8 @@ async fn run(
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;
-    if let Some(view) = keyed_view.as_mut() {
-        view.interval(&mut tracer, 0, &slice)?;
+    if let Some((keys, _)) = keys.as_mut() {
+        keys.interval(&mut tracer, |_| ())?;
     }
     if let Some(view) = pairs_view.as_mut() {
         view.interval(&mut tracer)?;
@@ -133,11 +147,14 @@ async fn run(
         let stop = intervals.next(&mut signals, &filter).await;
         let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
-        let keys = match keyed_view.as_mut() {
-            Some(view) => Some(view.interval(&mut tracer, waits.unkeyed, &slice)?),
+        let (sort, top, unkeyed) = (breakdown.sort, breakdown.top, waits.unkeyed);
+        let keys = match keys.as_mut() {
+            Some((keys, keyed)) => Some(keys.interval(&mut tracer, |reading| {
+                breakdown::report(reading, *keyed, sort, top, unkeyed, &slice)
+            })?),
             None => None,
         };
-        report.breakdown = keys.as_ref().map(|k| k.to_json());
+        report.breakdown = keys.as_ref().map(output::breakdown::json);
         let pairs = match pairs_view.as_mut() {
             Some(view) => Some(view.interval(&mut tracer)?),
             None => None,
@@ -150,7 +167,7 @@ async fn run(
             // runqlat -P/-L/--pidnss print the per-key histograms only.
             (Some(keys), false) => {
                 let ts = ts.map(|t| format!("\n{t:<8}")).unwrap_or_default();
-                format!("{ts}{}", keys.render_text(unit))
+                format!("{ts}{}", output::breakdown::text(keys, unit))
             }
             (None, false) => output::text::render(&report, ts.as_deref()),
         };
@@ -169,6 +186,37 @@ async fn run(
         }
         started = Instant::now();
     }
+}
+
+/// `schedlat record --ring DURATION`: the flight recorder until a signal,
+/// dumping on SIGHUP and when a trigger fires.
+pub async fn ring(
+    opts: &RecorderOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
+    let mut signals = Signals::install()?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let (mut tracer, _filter) =
+        session::attach(kernel, filter, opts.unit.ns(), &Flight::modes(opts))?;
+    let mut ring_buffer = SlowEvents::take(&mut tracer)?;
+    let mut flight = Flight::start(opts, &mut tracer, "SIGHUP dumps now")?;
+
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            events = ring_buffer.next() => {
+                flight.push_slow(events.context("waiting for slow events")?);
+            }
+            _ = tick.tick() => flight.second(&mut tracer, ring_buffer.drain())?,
+            _ = sighup.recv() => flight.dump("SIGHUP", "sighup"),
+            _ = signals.recv() => break,
+        }
+    }
+    flight.finish();
+    Ok(Ended::Done)
 }
 
 /// The neighbour-pair table's intervals, named and ranked (`--pairs`).

@@ -197,7 +197,7 @@ fn hlog_reads_back(log: &[u8], w: &crate::analysis::recording::Window) {
 /// The HTTP Accept header of a scrape: whatever it says, the answer's
 /// Content-Type is a valid header value.
 pub fn accept(data: &[u8]) {
-    use crate::commands::serve::negotiate::negotiate;
+    use crate::export::negotiate::negotiate;
     let accept = text(data);
     let content_type = negotiate(Some(&accept)).content_type();
     assert!(

@@ -16,30 +16,10 @@ use schedlat_common::{
 };
 
 use crate::{
+    histogram::Measurable,
     kernel::hook::HookMode,
     sys::topology::{self, SYSFS},
 };
-
-/// What this kernel lets the programs measure of the split; the loader
-/// decides it from BTF, and the collect layer copies it onto every
-/// `CauseCounts` so that a reader can tell "0 ns" from "not measured".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Measurable {
-    /// rq->prev_steal_time_rq (CONFIG_PARAVIRT_TIME_ACCOUNTING).
-    pub steal: bool,
-    /// rq->prev_irq_time (CONFIG_IRQ_TIME_ACCOUNTING).
-    pub irq: bool,
-    /// The task group's cfs_bandwidth (CONFIG_CFS_BANDWIDTH).
-    pub throttled: bool,
-    /// rq->nr_running through the task's cfs_rq (CONFIG_FAIR_GROUP_SCHED).
-    pub queue_depth: bool,
-    /// Who held the CPU: needs task pointers (tp_btf hook mode).
-    pub held_by: bool,
-    /// The CPUs' last-level caches and NUMA nodes were read from sysfs.
-    pub topology: bool,
-    /// The sched_waking hook is on (`--waking`).
-    pub waking: bool,
-}
 
 /// The split as this load sets it up.
 #[derive(Debug, Clone)]

@@ -163,13 +163,7 @@ pub struct CgroupTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw,mode=755 0 0\n\
-         cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
-         cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
-         cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,xattr,name=systemd 0 0\n\
-         cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset,clone_children 0 0\n\
-         cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+    use crate::sys::mounts::tests::HYBRID;
 
     #[test]
     fn the_cpu_controllers_hierarchy_is_the_default() {

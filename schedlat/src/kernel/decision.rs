@@ -8,33 +8,10 @@ use schedlat_common::{
     names,
 };
 
-use crate::sys::kernel_facts::{self, Release};
-
-/// Where the need-resched bit numbers came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TifSource {
-    /// The architecture's and version's values, as the kernel sources
-    /// define them (the bits are macros, not in BTF), checked on every
-    /// kernel of the VM matrix by a wakeup the kernel always grants (a
-    /// SCHED_FIFO task beside fair-class loops).
-    Table,
-}
-
-/// What the decision split measures on this load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecisionFacts {
-    /// TIF_NEED_RESCHED's and TIF_NEED_RESCHED_LAZY's bit numbers (the
-    /// lazy one None where the kernel has none).
-    pub need_resched_bit: u32,
-    pub lazy_bit: Option<u32>,
-    pub tif_source: TifSource,
-    /// 1 EEVDF rules, 2 CFS (wakeup granularity), 0 none.
-    pub fair: u64,
-    /// 6.17+'s vprot marks the protected slice (else vlag == deadline).
-    pub vprot: bool,
-    /// The tick in ns (from CONFIG_HZ), when known.
-    pub tick_ns: Option<u64>,
-}
+use crate::{
+    histogram::{DecisionFacts, TifSource},
+    sys::kernel_facts::{self, Release},
+};
 
 /// The split as this load sets it up: None when off or not possible.
 #[derive(Debug, Clone, Default)]

@@ -23,6 +23,10 @@ const SLOW_RING_BYTES: u32 = 1 << 20;
 /// Tasks each victims table holds per interval, unless `--max-tasks` says.
 pub const DEFAULT_MAX_TASKS: u32 = 10_240;
 
+/// Keys the breakdown histograms hold, unless `--max-keys` says: 4096
+/// keys, 6.6 MiB (a `KeyStats` is 1,696 bytes).
+pub const DEFAULT_MAX_KEYS: u32 = 4096;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Modes {
     pub histogram: bool,

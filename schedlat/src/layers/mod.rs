@@ -1,269 +1,390 @@
-//! The layer rule, checked: every `crate::` path in schedlat/src (and every
-//! top-level `use super::` that leaves its folder) points to a module of the
-//! same layer or a lower one, and the modules do not import each other in a
-//! cycle. The layers, lowest first, are in `LAYERS`; docs/architecture.md
-//! says what each owns.
+//! The layer rule, checked on the source itself (unit tests: `cargo test -p
+//! schedlat --lib layers`), from the imports syn reads in every file
+//! (graph.rs): every import of schedlat/src points to its own layer or a
+//! lower one ([`LAYERS`]), no files import each other in a cycle (inside a
+//! folder too), and no command imports another command, only the skeleton
+//! they share ([`SKELETON`]). The eBPF crate's modules import only those its
+//! main.rs lists before them, the list docs/architecture.md shows too.
+//! docs/architecture.md says what each layer owns.
+
+mod graph;
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeSet,
     fs,
-    path::Path,
+    path::{Path, PathBuf},
+    sync::OnceLock,
 };
 
-/// Lowest first. A module may import its own layer and those before it.
+use graph::{File, Graph};
+
+/// The layers of schedlat/src, lowest first: a file may import its own
+/// layer and those before it. The crate root (lib.rs) and the test-only
+/// modules at the top (fuzz.rs, this one) sit above them all.
 const LAYERS: &[&str] = &[
-    "sys", "kernel", "collect", "analysis", "output", "commands", "cli",
+    "histogram",
+    "sys",
+    "kernel",
+    "collect",
+    "analysis",
+    "output",
+    "recorder",
+    "export",
+    "commands",
+    "cli",
 ];
 
-/// A module, as the first two segments of its path (`kernel::loader`,
-/// `commands::diagnose`): imports inside one such module are its own
-/// business.
-type Node = String;
+/// The modules of commands/ that every command may import: the run
+/// skeleton (commands/mod.rs, session.rs, stdout.rs).
+const SKELETON: &[&[&str]] = &[
+    &["commands"],
+    &["commands", "session"],
+    &["commands", "stdout"],
+];
 
-fn layer_of(node: &str) -> usize {
-    let top = node.split("::").next().unwrap_or("");
-    LAYERS
-        .iter()
-        .position(|l| *l == top)
-        // The crate root (lib.rs) and anything unlisted sit on top.
+/// What breaks the rule, in words, one line each.
+#[derive(Debug, Default, PartialEq)]
+struct Breaches {
+    upward: Vec<String>,
+    cycles: Vec<String>,
+    cross_command: Vec<String>,
+}
+
+fn layer_of(module: &[String]) -> usize {
+    module
+        .first()
+        .and_then(|top| LAYERS.iter().position(|l| l == top))
         .unwrap_or(LAYERS.len())
 }
 
-fn node_of(segments: &[String]) -> Node {
-    segments
+/// The command a module belongs to (`commands::top::x` is `top`); None
+/// outside commands/ and for the skeleton.
+fn command_of(module: &[String]) -> Option<&str> {
+    if module.first().map(String::as_str) != Some("commands")
+        || SKELETON.iter().any(|s| s.iter().eq(module.iter().take(2)))
+    {
+        return None;
+    }
+    module.get(1).map(String::as_str)
+}
+
+fn check(graph: &Graph) -> Breaches {
+    let mut out = Breaches::default();
+    for (from, to) in graph
+        .edges
         .iter()
-        .take(2)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("::")
-}
-
-/// The module path of a source file: kernel/loader/plan.rs is
-/// kernel::loader::plan; mod.rs and lib.rs name their folder.
-fn module_of(src: &Path, file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src).unwrap().with_extension("");
-    let mut segments: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    if matches!(
-        segments.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
-    ) {
-        segments.pop();
-    }
-    segments
-}
-
-/// Expands a use tree (`a::{b, c::{d, e}}`, `a::b::C`) into the paths it
-/// names, each as its segments.
-fn expand(tree: &str) -> Vec<Vec<String>> {
-    let tree = tree.trim();
-    let Some(open) = tree.find('{') else {
-        let path = tree.split(" as ").next().unwrap_or("");
-        return vec![
-            path.split("::")
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty() && s != "self" && s != "*")
-                .collect(),
-        ];
-    };
-    let prefix: Vec<String> = tree[..open]
-        .split("::")
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    let close = tree.rfind('}').unwrap_or(tree.len());
-    let body = &tree[open + 1..close];
-    let (mut items, mut depth, mut start) = (Vec::new(), 0, 0);
-    for (i, c) in body.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&body[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+        .flat_map(|(f, ts)| ts.iter().map(move |t| (f, t)))
+    {
+        let (fm, tm) = (&graph.modules[from], &graph.modules[to]);
+        if layer_of(tm) > layer_of(fm) {
+            out.upward.push(format!("{from} -> {to}"));
+        }
+        if let (Some(a), Some(b)) = (command_of(fm), command_of(tm))
+            && a != b
+        {
+            out.cross_command.push(format!("{from} -> {to}"));
         }
     }
-    items.push(&body[start..]);
-    items
+    out.cycles = graph::cycles(&graph.edges)
         .into_iter()
-        .filter(|item| !item.trim().is_empty())
-        .flat_map(expand)
-        .map(|rest| prefix.iter().cloned().chain(rest).collect())
-        .collect()
-}
-
-/// The use tree or path that starts at `text` (just after `crate::`).
-fn tree_at(text: &str) -> &str {
-    let mut depth = 0;
-    for (i, c) in text.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return &text[..=i];
-                }
-            }
-            c if depth == 0 && !(c.is_alphanumeric() || c == '_' || c == ':') => {
-                return &text[..i];
-            }
-            _ => {}
-        }
-    }
-    text
-}
-
-/// Every module `file` (of module `module`) refers to.
-fn references(module: &[String], text: &str) -> BTreeSet<Node> {
-    let mut out = BTreeSet::new();
-    let code: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    for (i, _) in code.match_indices("crate::") {
-        for path in expand(tree_at(&code[i + "crate::".len()..])) {
-            if !path.is_empty() {
-                out.insert(node_of(&path));
-            }
-        }
-    }
-    // `use super::` at the top of a file names its parent module; indented
-    // ones (in `mod tests`) name the file itself.
-    for line in code.lines().filter(|l| l.starts_with("use super::")) {
-        let mut base = module.to_vec();
-        let mut rest = &line["use ".len()..];
-        while let Some(r) = rest.strip_prefix("super::") {
-            base.pop();
-            rest = r;
-        }
-        let tree = tree_at(rest.trim_end_matches(';'));
-        for path in expand(tree) {
-            let full: Vec<String> = base.iter().cloned().chain(path).collect();
-            if !full.is_empty() {
-                out.insert(node_of(&full));
-            }
-        }
-    }
+        .map(|c| c.join(" <-> "))
+        .collect();
     out
 }
 
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Every module's imports of other modules, from the source tree.
-fn graph() -> BTreeMap<Node, BTreeSet<Node>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let mut graph: BTreeMap<Node, BTreeSet<Node>> = BTreeMap::new();
-    for file in files {
-        let module = module_of(&src, &file);
-        let from = node_of(&module);
-        let text = fs::read_to_string(&file).unwrap();
-        let edges = graph.entry(from.clone()).or_default();
-        for to in references(&module, &text) {
-            // Within one module, and a module's own children: its business.
-            if to != from && !to.starts_with(&format!("{from}::")) && !from.is_empty() {
-                edges.insert(to);
+/// Every .rs file under `dir`, with its path relative to it.
+fn sources(dir: &Path) -> Vec<(File, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
             }
         }
     }
-    graph
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let text = fs::read_to_string(&p).unwrap();
+            (rel, text)
+        })
+        .collect()
 }
 
-/// A cycle through `node`, if any, as the modules on it.
-fn cycle(
-    graph: &BTreeMap<Node, BTreeSet<Node>>,
-    node: &Node,
-    path: &mut Vec<Node>,
-    done: &mut BTreeSet<Node>,
-) -> Option<Vec<Node>> {
-    if let Some(at) = path.iter().position(|n| n == node) {
-        return Some(path[at..].to_vec());
-    }
-    if done.contains(node) {
-        return None;
-    }
-    path.push(node.clone());
-    for next in graph.get(node).into_iter().flatten() {
-        if let Some(c) = cycle(graph, next, path, done) {
-            return Some(c);
-        }
-    }
-    path.pop();
-    done.insert(node.clone());
-    None
+fn crate_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name)
+}
+
+/// What breaks the rule in schedlat/src (main.rs is the binary, another
+/// crate), read once for the three tests below.
+fn schedlat_breaches() -> &'static Breaches {
+    static BREACHES: OnceLock<Breaches> = OnceLock::new();
+    BREACHES.get_or_init(|| {
+        let sources: Vec<_> = sources(&crate_dir("schedlat/src"))
+            .into_iter()
+            .filter(|(f, _)| f != "main.rs")
+            .collect();
+        let graph = graph::build(&sources).unwrap();
+        assert!(graph.modules.len() > 100, "found too few files");
+        check(&graph)
+    })
 }
 
 #[test]
 fn imports_point_down_the_layers() {
-    let graph = graph();
-    assert!(graph.len() > 20, "found too few modules: {graph:?}");
-    let upward: Vec<String> = graph
-        .iter()
-        .flat_map(|(from, to)| to.iter().map(move |to| (from, to)))
-        .filter(|(from, to)| layer_of(to) > layer_of(from))
-        .map(|(from, to)| format!("{from} -> {to}"))
-        .collect();
+    let b = schedlat_breaches();
     assert!(
-        upward.is_empty(),
+        b.upward.is_empty(),
         "imports up the layers ({LAYERS:?}, lowest first):\n{}",
-        upward.join("\n")
+        b.upward.join("\n")
     );
 }
 
 #[test]
-fn modules_import_each_other_without_a_cycle() {
-    let graph = graph();
-    let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        if let Some(c) = cycle(&graph, node, &mut Vec::new(), &mut done) {
-            panic!("import cycle: {} -> {}", c.join(" -> "), c[0]);
+fn no_files_import_each_other_in_a_cycle() {
+    let b = schedlat_breaches();
+    assert!(
+        b.cycles.is_empty(),
+        "files that import each other in a cycle:\n{}",
+        b.cycles.join("\n")
+    );
+}
+
+#[test]
+fn no_command_imports_another() {
+    let b = schedlat_breaches();
+    assert!(
+        b.cross_command.is_empty(),
+        "commands importing another command (share it through the skeleton, {SKELETON:?}, or the layer it belongs to):\n{}",
+        b.cross_command.join("\n")
+    );
+}
+
+/// The eBPF crate's modules, lowest first, as main.rs's doc lists them
+/// (`//! - atomic, bpf: ...`, after "Modules, lowest first").
+fn ebpf_order(main_rs: &str) -> Vec<String> {
+    main_rs
+        .lines()
+        .skip_while(|l| !l.contains("Modules, lowest first"))
+        .skip(1)
+        .take_while(|l| l.starts_with("//! - ") || l.starts_with("//!   "))
+        .filter_map(|l| l.strip_prefix("//! - "))
+        .flat_map(|l| l.split(':').next().unwrap_or("").split(','))
+        .map(|m| m.trim().to_string())
+        .collect()
+}
+
+/// The same list in docs/architecture.md's eBPF section: the first word of
+/// each line of its code block (`atomic.rs, bpf.rs  ...`), main.rs last.
+fn documented_ebpf_order(architecture: &str) -> Vec<String> {
+    architecture
+        .lines()
+        .skip_while(|l| !l.starts_with("## The eBPF crate"))
+        .skip_while(|l| !l.starts_with("```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .filter(|l| !l.starts_with(' '))
+        .flat_map(|l| {
+            l.split("  ")
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .map(|m| m.trim().trim_end_matches(".rs").to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|m| !m.is_empty() && m != "main")
+        .collect()
+}
+
+#[test]
+fn ebpf_modules_import_only_those_listed_before_them() {
+    let src = crate_dir("schedlat-ebpf/src");
+    let sources: Vec<_> = sources(&src)
+        .into_iter()
+        .filter(|(f, _)| f != "lib.rs")
+        .collect();
+    let main_rs = &sources.iter().find(|(f, _)| f == "main.rs").unwrap().1;
+    let order = ebpf_order(main_rs);
+    let architecture = fs::read_to_string(crate_dir("docs/architecture.md")).unwrap();
+    assert_eq!(
+        documented_ebpf_order(&architecture),
+        order,
+        "docs/architecture.md lists the eBPF modules in another order than main.rs"
+    );
+    let graph = graph::build(&sources).unwrap();
+    let rank = |file: &str| {
+        let module = graph::module_of(file);
+        match module.first() {
+            None => Some(order.len()),
+            Some(m) => order.iter().position(|o| o == m),
+        }
+    };
+    let mut breaches = Vec::new();
+    for (from, tos) in &graph.edges {
+        let Some(f) = rank(from) else {
+            breaches.push(format!("{from} is not in main.rs's list of modules"));
+            continue;
+        };
+        for to in tos {
+            if rank(to).is_none_or(|t| t >= f) {
+                breaches.push(format!("{from} -> {to}"));
+            }
         }
     }
+    assert!(
+        breaches.is_empty(),
+        "eBPF imports not pointing up main.rs's list ({order:?}):\n{}",
+        breaches.join("\n")
+    );
+    assert!(graph::cycles(&graph.edges).is_empty());
 }
 
-#[test]
-fn the_reader_sees_grouped_and_relative_imports() {
-    let module = vec!["commands".to_string(), "top".to_string()];
-    let refs = references(
-        &module,
-        "use super::victims::Row;\nuse crate::{kernel::{error::E, hook::H}, sys::procfs};\n\
-         fn f() { crate::collect::histogram::Waits::default(); }\n    use super::*;\n",
-    );
-    let want = [
-        "collect::histogram",
-        "commands::victims",
-        "kernel::error",
-        "kernel::hook",
-        "sys::procfs",
-    ];
-    assert_eq!(refs, want.iter().map(|s| s.to_string()).collect());
-    // An upward edge and a cycle are caught.
-    let mut graph = BTreeMap::new();
-    graph.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
-    graph.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
-    assert!(
-        cycle(
-            &graph,
-            &"a".to_string(),
-            &mut Vec::new(),
-            &mut BTreeSet::new()
-        )
-        .is_some()
-    );
-    assert!(layer_of("commands::top") > layer_of("kernel::loader"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph_of(files: &[(&str, &str)]) -> Graph {
+        let sources: Vec<(File, String)> = files
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.to_string()))
+            .collect();
+        graph::build(&sources).unwrap()
+    }
+
+    fn imports<'a>(g: &'a Graph, file: &str) -> Vec<&'a str> {
+        g.edges[file].iter().map(String::as_str).collect()
+    }
+
+    /// Every form an import takes is seen, and only imports count.
+    #[test]
+    fn the_reader_sees_every_form_of_import() {
+        let g = graph_of(&[
+            ("lib.rs", "mod kernel; mod sys; mod commands;"),
+            ("sys/mod.rs", "pub mod procfs; pub mod clock;"),
+            ("sys/procfs.rs", ""),
+            ("sys/clock.rs", ""),
+            (
+                "kernel/mod.rs",
+                "pub mod btf; pub mod hook; pub mod modes; pub mod error; mod inner { pub fn f() {} }",
+            ),
+            ("kernel/btf.rs", ""),
+            ("kernel/hook.rs", ""),
+            ("kernel/modes.rs", ""),
+            ("kernel/error.rs", ""),
+            (
+                "commands/mod.rs",
+                "pub mod top; pub mod run; pub mod session;",
+            ),
+            ("commands/session.rs", ""),
+            ("commands/run.rs", ""),
+            (
+                "commands/top/mod.rs",
+                // Multi-line nested trees, a rename, `self` in a group.
+                "mod view;
+                 use crate::{
+                     kernel::{
+                         btf::{self, X},
+                         hook as h,
+                     },
+                 };
+                 // A child module, and a path through a `use` binding.
+                 use view::draw;
+                 use crate::sys;
+                 fn f() {
+                     // Paths in code, and in a macro.
+                     let _ = crate::kernel::modes::Modes::HISTOGRAM;
+                     sys::procfs::parse();
+                     println!(\"{}\", crate::kernel::error::E);
+                 }
+                 #[cfg(test)]
+                 mod tests {
+                     use super::*;
+                     use super::super::session::Signals;
+                 }",
+            ),
+            (
+                "commands/top/view.rs",
+                "pub use super::super::run::Ended; use self::x::Y; mod x {}
+                 // Not imports: another crate, a local item, a comment: crate::sys::clock
+                 use std::fmt; fn g() { let _ = fmt::Error; let s = \"crate::sys::clock\"; }",
+            ),
+        ]);
+        assert_eq!(
+            imports(&g, "commands/top/mod.rs"),
+            [
+                "commands/session.rs",
+                "commands/top/view.rs",
+                "kernel/btf.rs",
+                "kernel/error.rs",
+                "kernel/hook.rs",
+                "kernel/modes.rs",
+                "sys/mod.rs",
+                "sys/procfs.rs",
+            ]
+        );
+        assert_eq!(imports(&g, "commands/top/view.rs"), ["commands/run.rs"]);
+        // Declaring modules is not importing them.
+        assert!(imports(&g, "lib.rs").is_empty());
+        assert!(imports(&g, "kernel/mod.rs").is_empty());
+    }
+
+    /// Injected breaches are each caught and named.
+    #[test]
+    fn an_upward_import_a_cycle_and_a_cross_command_import_fail() {
+        let g = graph_of(&[
+            ("lib.rs", "mod sys; mod commands;"),
+            ("sys/mod.rs", "pub mod a; pub mod b;"),
+            // Upward: sys importing a command.
+            ("sys/a.rs", "use crate::commands::top::X; use super::b::B;"),
+            // A cycle inside sys/: a.rs <-> b.rs, one of them multi-line.
+            ("sys/b.rs", "use super::{\n    a::A,\n};"),
+            (
+                "commands/mod.rs",
+                "pub mod top; pub mod victims; pub mod stdout;",
+            ),
+            ("commands/stdout.rs", ""),
+            // The skeleton is allowed; another command is not.
+            (
+                "commands/top/mod.rs",
+                "use crate::commands::{stdout, victims::Row};",
+            ),
+            ("commands/victims/mod.rs", ""),
+        ]);
+        let b = check(&g);
+        assert_eq!(b.upward, ["sys/a.rs -> commands/top/mod.rs"]);
+        assert_eq!(b.cycles, ["sys/a.rs <-> sys/b.rs"]);
+        assert_eq!(
+            b.cross_command,
+            ["commands/top/mod.rs -> commands/victims/mod.rs"]
+        );
+    }
+
+    #[test]
+    fn the_ebpf_order_is_read_from_main_and_the_docs() {
+        let main_rs = "//! Modules, lowest first; each imports only from those above it:\n\
+                       //! - atomic, bpf: helpers,\n//!   two.\n//! - wait: the measurement.\n\
+                       //!\n//! More.\n";
+        assert_eq!(ebpf_order(main_rs), ["atomic", "bpf", "wait"]);
+        let docs = "## The eBPF crate\n\ntext\n\n```\natomic.rs, bpf.rs  helpers\n                   more\n\
+                    wait.rs            the measurement\nmain.rs            programs\n```\n";
+        assert_eq!(documented_ebpf_order(docs), ["atomic", "bpf", "wait"]);
+    }
+
+    #[test]
+    fn layers_and_commands_are_told_by_their_path() {
+        let m = |s: &str| graph::module_of(s);
+        assert!(layer_of(&m("commands/top/mod.rs")) > layer_of(&m("kernel/loader/plan.rs")));
+        assert_eq!(layer_of(&m("lib.rs")), LAYERS.len());
+        assert_eq!(command_of(&m("commands/top/state.rs")), Some("top"));
+        assert_eq!(command_of(&m("commands/session.rs")), None);
+        assert_eq!(command_of(&m("commands/mod.rs")), None);
+        assert_eq!(command_of(&m("output/top/mod.rs")), None);
+        let _: BTreeSet<&str> = LAYERS.iter().copied().collect();
+    }
 }

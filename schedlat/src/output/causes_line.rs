@@ -11,7 +11,7 @@ use crate::{
         causes::{Causes, Summary},
         fmt_ns,
     },
-    collect::histogram::Waits,
+    histogram::Waits,
 };
 
 /// The line, or why there is none.
@@ -84,7 +84,7 @@ pub mod tests {
     };
 
     use super::*;
-    use crate::collect::causes::{CauseCounts, Measurable};
+    use crate::histogram::{CauseCounts, Measurable};
 
     /// 90 woken waits of 10 us, 10 preempted of 1 ms, 10 of them migrated;
     /// IRQ time measured (1% of the measured time), steal not; the holders

@@ -14,7 +14,7 @@ use crate::{
         percentiles::Percentiles,
         shape::Shape,
     },
-    collect::histogram::Waits,
+    histogram::{Waits, log2_slot_bounds},
     output::recording::read::Recording,
 };
 
@@ -128,7 +128,7 @@ fn tables(before: &Recording, after: &Recording) -> String {
         if r.unit == "msecs" {
             r.waits.log2_slots()
         } else {
-            log2_from_buckets(&r.waits, MSECS)
+            r.waits.log2_slots_in(MSECS)
         }
     };
     let which = if before.unit == "msecs" {
@@ -140,20 +140,6 @@ fn tables(before: &Recording, after: &Recording) -> String {
         "(the {which} recording is in usecs: its table is rebuilt in msecs from its fine buckets)\n{}",
         side_by_side(&slots(before), &slots(after), "msecs")
     )
-}
-
-/// runqlat's log2 slots in `unit_ns` from the fine buckets, each bucket
-/// placed by its midpoint (the fine buckets are 1/8 of a power of two wide,
-/// so a slot boundary is off by at most that).
-fn log2_from_buckets(waits: &Waits, unit_ns: u64) -> Vec<u64> {
-    let mut slots = vec![0u64; schedlat_common::NR_LOG2_SLOTS];
-    for (_, low, high, count) in waits.nonempty_buckets() {
-        let mid = low + (high - low) / 2;
-        slots[schedlat_common::log2_slot(mid / unit_ns)] += count;
-    }
-    let used = slots.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
-    slots.truncate(used);
-    slots
 }
 
 /// Two runqlat tables next to each other, bars 20 wide.
@@ -181,11 +167,7 @@ fn side_by_side(before: &[u64], after: &[u64], unit: &str) -> String {
         "", "before", "distribution", "after"
     );
     for i in 0..slots {
-        let mut low = (1u64 << (i + 1)) >> 1;
-        let high = (1u64 << (i + 1)) - 1;
-        if low == high {
-            low -= 1;
-        }
+        let (low, high) = log2_slot_bounds(i);
         let (b, a) = (
             before.get(i).copied().unwrap_or(0),
             after.get(i).copied().unwrap_or(0),
@@ -246,7 +228,7 @@ fn changes(before: &Waits, after: &Waits, shapes: &(Shape, Shape)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{collect::histogram::Unit, output::recording::read::tests::recording};
+    use crate::{histogram::Unit, output::recording::read::tests::recording};
 
     #[test]
     fn mixed_units_keep_the_side_by_side_table() {

@@ -8,7 +8,11 @@ use serde_json::json;
 use crate::{
     analysis::{
         diagnosis::{
-            priority::Attribution, selfcheck, traced::Traced, verdict::Verdict, waiting::Waiting,
+            priority::Attribution,
+            selfcheck, split,
+            traced::Traced,
+            verdict::{self, Verdict},
+            waiting::Waiting,
         },
         fmt_ns, task,
         task::{IdleWait, TaskJson},
@@ -33,17 +37,12 @@ pub struct DiagnoseReport<'a> {
 }
 
 pub fn text(d: &DiagnoseReport) -> String {
-    let DiagnoseReport {
-        scope,
-        findings: f,
-        verdict: Verdict {
-            waiting,
-            diagnoses: causes,
-        },
-        traced,
-        why_not_traced,
-    } = d;
-    let (traced, why_not_traced) = (*traced, *why_not_traced);
+    let (f, traced, why_not_traced) = (d.findings, d.traced, d.why_not_traced);
+    let Verdict {
+        waiting,
+        diagnoses: causes,
+    } = d.verdict;
+    let scope = d.scope;
     let mut out = format!(
         "schedlat diagnose: {}, {} window\n\n",
         scope.describe(),
@@ -92,7 +91,12 @@ pub fn text(d: &DiagnoseReport) -> String {
     out.push_str("\n3. Causes, strongest first\n");
     if causes.is_empty() {
         if matches!(waiting, Waiting::Significant { .. }) {
-            out.push_str("   none of the known causes (quota throttling, CPU saturation, pinning, class or priority, and from the split: contention inside the cgroup, noisy neighbour, placement, steal, interrupt time) matched: look at which tasks ran instead\n");
+            let _ = writeln!(
+                out,
+                "   none of the known causes ({}, and from the split: {}) matched: look at which tasks ran instead",
+                verdict::KNOWN.join(", "),
+                split::KNOWN.join(", ")
+            );
         } else {
             out.push_str("   none\n");
         }
@@ -219,16 +223,7 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
 }
 
 pub fn json(d: &DiagnoseReport) -> String {
-    let DiagnoseReport {
-        scope,
-        findings: f,
-        verdict: Verdict {
-            waiting,
-            diagnoses: causes,
-        },
-        traced,
-        why_not_traced,
-    } = d;
+    let (f, traced) = (d.findings, d.traced);
     let ebpf = traced.map(|t| {
         json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
@@ -244,12 +239,12 @@ pub fn json(d: &DiagnoseReport) -> String {
     });
     let object = json!({
         "schema": "schedlat.diagnose.v1",
-        "scope": scope.describe(),
+        "scope": d.scope.describe(),
         "findings": f,
-        "waiting": waiting,
-        "causes": causes,
+        "waiting": d.verdict.waiting,
+        "causes": d.verdict.diagnoses,
         "ebpf": ebpf,
-        "ebpf_unavailable": why_not_traced,
+        "ebpf_unavailable": d.why_not_traced,
     });
     format!("{object}\n")
 }
@@ -313,5 +308,33 @@ mod tests {
             victims_json(&a)["victims"][0]["idle_wait"],
             "woken-onto-idle-cpu"
         );
+    }
+
+    /// The report lists every diagnosis it knows when none matched, from
+    /// the lists the analysis keeps.
+    #[test]
+    fn no_match_lists_the_known_diagnoses() {
+        let verdict = Verdict {
+            waiting: Waiting::Significant {
+                evidence: "e".into(),
+            },
+            diagnoses: Vec::new(),
+        };
+        let report = DiagnoseReport {
+            scope: &Scope::System,
+            findings: &crate::analysis::diagnosis::fixtures::findings(),
+            verdict: &verdict,
+            traced: None,
+            why_not_traced: None,
+        };
+        let text = text(&report);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("   none of the known causes ("))
+            .unwrap_or_else(|| panic!("{text}"));
+        for name in verdict::KNOWN.iter().chain(split::KNOWN) {
+            assert!(line.contains(name), "{name}: {line}");
+        }
+        assert!(line.ends_with(") matched: look at which tasks ran instead"));
     }
 }

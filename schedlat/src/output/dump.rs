@@ -17,7 +17,7 @@ use crate::{
         recording::{CompactWaits, Meta, Second, Window},
         task::{TaskJson, policy_name},
     },
-    collect::histogram::Unit,
+    histogram::Unit,
     kernel::hook::HookMode,
     sys::slice::Slice,
 };
@@ -377,7 +377,7 @@ pub mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
-    use crate::{analysis::task::tests::task, collect::histogram::Waits};
+    use crate::{analysis::task::tests::task, histogram::Waits};
 
     pub fn sample_window() -> Window {
         let waits = |values: &[u64]| {

@@ -2,38 +2,18 @@
 //! second per series, so HistogramLogAnalyzer and every HdrHistogram
 //! toolchain can read a recorder dump (docs/recorder.md).
 //!
-//! Transcoding schedlat's fine buckets. They split each power of two
-//! [2^k, 2^(k+1)) into 8 equal parts. An HdrHistogram with 2 significant
-//! figures has 256 sub-buckets, whose upper half splits each power of two
-//! into 128 equal parts; 128 is a multiple of 8 and both are aligned on
-//! powers of two, so every schedlat bucket is a union of whole HdrHistogram
-//! buckets (16 of them), and below 256 ns HdrHistogram is exact. Each
-//! schedlat bucket's count is recorded at its midpoint: the HdrHistogram
-//! bucket that holds it, and so every value HdrHistogram reports for those
-//! waits (lowest, median or highest equivalent), lies inside the schedlat
-//! bucket. Counts per schedlat bucket therefore survive exactly, and a
-//! percentile read from the .hlog and one from schedlat's JSON fall in the
-//! same bucket: they differ by less than its width, at most 1/8 (12.5%) of
-//! its lower bound, and are exact below 8 ns.
+//! The intervals are transcoded by histogram/hdr.rs, which says why every
+//! count survives exactly.
 
 use std::{io::Write, time::Duration};
 
 use anyhow::{Context, Result, anyhow};
-use hdrhistogram::{
-    Histogram,
-    serialization::{
-        V2DeflateSerializer,
-        interval_log::{IntervalLogWriterBuilder, Tag},
-    },
+use hdrhistogram::serialization::{
+    V2DeflateSerializer,
+    interval_log::{IntervalLogWriterBuilder, Tag},
 };
-use schedlat_common::{NR_BUCKETS, bucket::bucket_bounds};
 
-use crate::collect::histogram::Waits;
-
-/// Significant figures of the HdrHistogram (see the module comment).
-pub const SIGFIG: u8 = 2;
-/// Largest trackable value: schedlat's last bucket starts at 2^40 ns.
-const HIGHEST_NS: u64 = 1 << 42;
+use crate::histogram::{Waits, hdr::histogram_of};
 
 /// One interval of one series, ready for the log.
 pub struct LogInterval<'a> {
@@ -43,28 +23,6 @@ pub struct LogInterval<'a> {
     /// `total`, or the series' name (made tag-safe here).
     pub tag: &'a str,
     pub waits: Waits,
-}
-
-/// The value each wait of fine bucket `index` is recorded at.
-pub fn representative_ns(index: usize) -> u64 {
-    let (low, high) = bucket_bounds(index);
-    if index + 1 == NR_BUCKETS {
-        // The last bucket also holds everything above it: only its low
-        // bound is known.
-        return low;
-    }
-    low + (high - low) / 2
-}
-
-/// The waits as an HdrHistogram, in nanoseconds.
-pub fn histogram_of(waits: &Waits) -> Result<Histogram<u64>> {
-    let mut h = Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, SIGFIG)
-        .map_err(|e| anyhow!("HdrHistogram bounds: {e:?}"))?;
-    for (index, _, _, count) in waits.nonempty_buckets() {
-        h.record_n(representative_ns(index), count)
-            .map_err(|e| anyhow!("HdrHistogram record: {e:?}"))?;
-    }
-    Ok(h)
 }
 
 /// Tags may not hold commas or whitespace (the log's field separators).
@@ -130,22 +88,10 @@ pub fn write_window(out: &mut impl Write, w: &crate::analysis::recording::Window
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::{CpuStats, bucket_index};
+    use schedlat_common::CpuStats;
 
     use super::*;
-
-    #[test]
-    fn every_bucket_maps_inside_itself() {
-        let h = Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, SIGFIG).unwrap();
-        for index in 0..NR_BUCKETS - 1 {
-            let (low, high) = bucket_bounds(index);
-            let v = representative_ns(index);
-            assert_eq!(bucket_index(v), index);
-            // What HdrHistogram may report for a value recorded at v.
-            assert!(h.lowest_equivalent(v) >= low, "bucket {index}");
-            assert!(h.highest_equivalent(v) <= high, "bucket {index}");
-        }
-    }
+    use crate::histogram::bucket_index;
 
     #[test]
     fn counts_and_percentiles_survive() {

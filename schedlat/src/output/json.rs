@@ -8,13 +8,12 @@
 
 use std::time::UNIX_EPOCH;
 
-use schedlat_common::{NR_LOG2_SLOTS, bucket_index};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Report;
 use crate::{
     analysis::{percentiles::Percentiles, shape::Shape},
-    collect::histogram::Waits,
+    histogram::{NR_LOG2_SLOTS, Waits, log2_slot_bounds},
 };
 
 pub const SCHEMA: &str = "schedlat.histogram.v2";
@@ -48,6 +47,10 @@ pub struct Interval {
     /// measure it, absent in objects written before it existed.
     #[serde(default)]
     pub causes: Option<super::causes::CausesOut>,
+    /// The decision split (`--decision`, docs/decision.md); absent when
+    /// the programs did not measure it. Not read back.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<serde_json::Value>,
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`);
     /// not read back (a line of a million keys would be built in memory).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
@@ -57,7 +60,7 @@ pub struct Interval {
     pub pairs: Option<serde_json::Value>,
     /// What was measured; absent in objects from before it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<super::recording::Scope>,
+    pub scope: Option<super::recording::RecordedScope>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -158,9 +161,9 @@ pub fn interval(report: &Report) -> Interval {
     let w = report.waits;
     let buckets = w
         .nonempty_buckets()
-        .map(|(index, low, high, count)| Bucket {
-            low_ns: low,
-            high_ns: (index + 1 < schedlat_common::NR_BUCKETS).then_some(high),
+        .map(|(bucket, count)| Bucket {
+            low_ns: bucket.low_ns,
+            high_ns: bucket.upper_ns(),
             count,
         })
         .collect();
@@ -168,10 +171,9 @@ pub fn interval(report: &Report) -> Interval {
         .log2_slots()
         .into_iter()
         .enumerate()
-        .map(|(i, count)| Log2Slot {
-            low: if i == 0 { 0 } else { 1u64 << i },
-            high: (1u64 << (i + 1)) - 1,
-            count,
+        .map(|(i, count)| {
+            let (low, high) = log2_slot_bounds(i);
+            Log2Slot { low, high, count }
         })
         .collect();
     Interval {
@@ -200,6 +202,7 @@ pub fn interval(report: &Report) -> Interval {
         buckets,
         log2,
         causes: super::causes::of(w).map(|c| super::causes::json(&c)),
+        decision: super::decision::json(w),
         breakdown: report.breakdown.clone(),
         pairs: report.pairs.clone(),
         scope: report.scope.clone(),
@@ -213,8 +216,7 @@ impl Interval {
     pub fn waits(&self) -> Option<Waits> {
         let mut w = Waits::default();
         for b in &self.buckets {
-            let sum = &mut w.buckets[bucket_index(b.low_ns)];
-            *sum = sum.checked_add(b.count)?;
+            w.add_at(b.low_ns, b.count)?;
         }
         for (slot, s) in self.log2.iter().enumerate().take(NR_LOG2_SLOTS) {
             w.log2[slot] = s.count;
@@ -236,10 +238,14 @@ impl Interval {
 mod tests {
     use std::time::Duration;
 
-    use schedlat_common::{CpuStats, Extremes, log2_slot};
+    use schedlat_common::{CpuStats, Extremes};
 
     use super::*;
-    use crate::{collect::histogram::Unit, kernel::hook::HookMode, sys::slice::Slice};
+    use crate::{
+        histogram::{Unit, bucket_index, log2_slot},
+        kernel::hook::HookMode,
+        sys::slice::Slice,
+    };
 
     fn sample() -> Waits {
         let mut cpu = CpuStats::ZERO;
@@ -292,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_measured_split_is_the_causes_object() {
-        use crate::collect::causes::{CauseCounts, Measurable};
+        use crate::histogram::{CauseCounts, Measurable};
         let mut waits = sample();
         let cpu = crate::output::causes::tests::sample_cpu();
         waits.causes = Some(CauseCounts::from_cpus(Measurable::default(), &[cpu]));

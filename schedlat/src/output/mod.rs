@@ -2,9 +2,11 @@
 //! table, or JSON lines), the cause split, the victims tables, slow events,
 //! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
+pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
 pub mod compare;
+pub mod decision;
 pub mod diagnosis;
 pub mod dump;
 pub mod escape;
@@ -21,7 +23,7 @@ pub mod victims;
 
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
-    collect::histogram::{Unit, Waits},
+    histogram::{Unit, Waits},
     kernel::hook::HookMode,
     sys::slice::Slice,
 };
@@ -43,7 +45,7 @@ pub struct Report<'a> {
     /// The neighbour-pair table, with `--pairs` (JSON form).
     pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
-    pub scope: Option<recording::Scope>,
+    pub scope: Option<recording::RecordedScope>,
 }
 
 impl<'a> Report<'a> {

@@ -17,7 +17,7 @@ use crate::{
         shape::Shape,
         task,
     },
-    collect::histogram::Waits,
+    histogram::Waits,
     output::{escape::printable, text},
     sys::{clock::local_time_us, slice::Slice},
 };
@@ -45,20 +45,9 @@ pub struct Replay<'a> {
 
 /// One line per interval, then one for the window.
 pub fn json(r: &Replay) -> String {
-    let Replay {
-        window: w,
-        series,
-        from,
-        to,
-        inside,
-        merged,
-        shape: window_shape,
-        slow,
-        slice,
-        ..
-    } = r;
+    let (w, series, slice) = (r.window, r.series, &r.slice);
     let mut out = String::new();
-    for s in inside {
+    for s in &r.inside {
         let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
         let shape = shape::classify(&waits, slice);
         let line = json!({
@@ -72,11 +61,11 @@ pub fn json(r: &Replay) -> String {
     let line = json!({
         "type": "window", "schema": "schedlat.replay.v1", "series": series,
         "reason": w.meta.reason, "host": w.meta.host,
-        "start_unix_ns": from, "end_unix_ns": to,
-        "intervals": inside.len(), "count": merged.count(), "mean_ns": merged.mean_ns(),
-        "percentiles": Percentiles::of(merged),
-        "verdict": window_shape.verdict.as_str(), "summary": window_shape.summary,
-        "slow_waits": slow.len(),
+        "start_unix_ns": r.from, "end_unix_ns": r.to,
+        "intervals": r.inside.len(), "count": r.merged.count(), "mean_ns": r.merged.mean_ns(),
+        "percentiles": Percentiles::of(&r.merged),
+        "verdict": r.shape.verdict.as_str(), "summary": r.shape.summary,
+        "slow_waits": r.slow.len(),
         "out_of_order_intervals": r.out_of_order,
     });
     let _ = writeln!(out, "{line}");
@@ -84,16 +73,7 @@ pub fn json(r: &Replay) -> String {
 }
 
 pub fn text(r: &Replay) -> String {
-    let Replay {
-        window: w,
-        series,
-        inside,
-        merged,
-        shape: window_shape,
-        slow,
-        slice,
-        ..
-    } = r;
+    let (w, series, slice, inside) = (r.window, r.series, &r.slice, &r.inside);
     let (Some(first), Some(in_first), Some(in_last)) =
         (w.seconds.first(), inside.first(), inside.last())
     else {
@@ -134,10 +114,14 @@ pub fn text(r: &Replay) -> String {
         clock(in_last.end_unix_ns),
         inside.len()
     );
-    out.push_str(&window_text(merged, window_shape, &w.meta.unit));
-    if !slow.is_empty() {
-        let _ = writeln!(out, "\nlongest slow waits ({} in the window):", slow.len());
-        for e in slow.iter().take(r.max_slow) {
+    out.push_str(&window_text(&r.merged, &r.shape, &w.meta.unit));
+    if !r.slow.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nlongest slow waits ({} in the window):",
+            r.slow.len()
+        );
+        for e in r.slow.iter().take(r.max_slow) {
             let rq = if e.rq_len == schedlat_common::victims::RQ_LEN_UNKNOWN {
                 "-".to_string()
             } else {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::Report;
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles},
-    collect::histogram::{Unit, Waits},
+    histogram::{Unit, Waits, log2_slot_bounds},
 };
 
 const STARS_MAX: usize = 40;
@@ -32,11 +32,7 @@ pub fn log2_table(slots: &[u64], unit_label: &str) -> String {
         ""
     );
     for (i, &val) in slots.iter().enumerate().take(idx_max + 1) {
-        let mut low = (1u64 << (i + 1)) >> 1;
-        let high = (1u64 << (i + 1)) - 1;
-        if low == high {
-            low -= 1;
-        }
+        let (low, high) = log2_slot_bounds(i);
         let _ = write!(out, "{low:>num_width$} -> {high:<num_width$} : {val:<8} |");
         push_stars(&mut out, val, val_max, stars);
         out.push_str("|\n");
@@ -69,6 +65,7 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
     if let Some(causes) = super::causes::of(report.waits) {
         out.push_str(&super::causes::text(&causes));
     }
+    out.push_str(&super::decision::text(report.waits));
     out
 }
 

@@ -12,7 +12,7 @@ use crate::{
         task::{self, IdleWait, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
-    collect::victims::Interval,
+    collect::victims::VictimsInterval,
     kernel::hook::HookMode,
     sys::clock::{WallClock, local_time_us},
 };
@@ -26,7 +26,7 @@ pub struct Report<'a> {
     pub throttled: &'a HashSet<u32>,
     pub hook: HookMode,
     pub tables: &'a Tables,
-    pub interval: &'a Interval,
+    pub interval: &'a VictimsInterval,
     pub elapsed: Duration,
     pub clock: WallClock,
     pub sort: SortKey,
@@ -352,12 +352,12 @@ mod tests {
     use super::*;
     use crate::analysis::{task::tests::task, victims::rank};
 
-    fn report_of(interval: &Interval, tables: &Tables, f: fn(&Report) -> String) -> String {
+    fn report_of(interval: &VictimsInterval, tables: &Tables, f: fn(&Report) -> String) -> String {
         report_throttled(interval, tables, &HashSet::new(), f)
     }
 
     fn report_throttled(
-        interval: &Interval,
+        interval: &VictimsInterval,
         tables: &Tables,
         throttled: &HashSet<u32>,
         f: fn(&Report) -> String,
@@ -376,10 +376,10 @@ mod tests {
         f(&r)
     }
 
-    fn scenario() -> Interval {
+    fn scenario() -> VictimsInterval {
         let hog = task(917, 917, "cal.sh", 0, 0, 0);
         let victim = task(943, 943, "cyclictest", 0, 0, 0);
-        Interval {
+        VictimsInterval {
             victims: vec![WaitStats {
                 task: victim,
                 count: 2000,
@@ -459,7 +459,7 @@ mod tests {
             max_cpu: 1,
             ..Default::default()
         };
-        let i = Interval {
+        let i = VictimsInterval {
             victims: vec![victim(boxed, 50), victim(sleeper, 10)],
             culprits: vec![WaitStats {
                 task: idle,

@@ -4,7 +4,7 @@
 //! cgroup v2, else in the first hierarchy that tells them apart. The
 //! kernel's "same cgroup" (the same css_set: every hierarchy alike) is what
 //! `differs` compares, so it agrees with the split's held_by classes.
-//! `TaskCgroups` reads all of it for the tasks a diagnosis names, once.
+//! [`TaskCgroups`] reads all of it for the tasks a diagnosis names, once.
 
 use std::{
     collections::{HashMap, HashSet, hash_map::Entry},

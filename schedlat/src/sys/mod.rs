@@ -12,6 +12,7 @@ pub mod own_limits;
 pub mod procfs;
 pub mod scope;
 pub mod slice;
+pub mod terminal;
 pub mod throttle;
 pub mod topology;
 pub mod workload;

@@ -71,12 +71,13 @@ fn is_controller(option: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use std::path::Path;
 
     use super::*;
 
-    const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw,mode=755 0 0\n\
+    /// A hybrid system's mounts: v1 controllers and cgroup2 at unified.
+    pub const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw,mode=755 0 0\n\
          cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
          cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
          cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,xattr,name=systemd 0 0\n\

@@ -16,8 +16,17 @@ pub fn render_all(all: &[(usize, Results)], steady: &Steady) -> String {
         .iter()
         .map(|(n, r)| json!({"sleeping_threads": n, "results": results_json(r)}))
         .collect();
-    let doc = json!({"comparisons": levels, "steady_rss": steady_json(steady)});
+    let doc = json!({
+        "machine": machine(), "comparisons": levels, "steady_rss": steady_json(steady),
+    });
     serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n"
+}
+
+/// Where the numbers were taken: the kernel release and the CPU count.
+fn machine() -> Value {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    json!({"kernel": kernel.trim(), "cpus": cpus})
 }
 
 fn steady_json(steady: &Steady) -> Value {
@@ -53,7 +62,7 @@ fn results_json(results: &Results) -> Value {
     let summary: serde_json::Map<String, Value> = results
         .summaries
         .iter()
-        .map(|s| (s.mode.name().to_string(), summary_json(s)))
+        .map(|s| (s.mode.name.to_string(), summary_json(s)))
         .collect();
     let ratios: Vec<Value> = results
         .ratios
@@ -109,7 +118,7 @@ fn sample_json(s: &Sample) -> Value {
             "max_rss_kib": t.max_rss_kib, "programs": programs,
         })
     });
-    json!({"round": s.round, "mode": s.mode.name(), "ops_per_sec": s.ops_per_sec, "tracer": tracer})
+    json!({"round": s.round, "mode": s.mode.name, "ops_per_sec": s.ops_per_sec, "tracer": tracer})
 }
 
 fn summary_json(s: &Summary) -> Value {
@@ -124,5 +133,8 @@ fn summary_json(s: &Summary) -> Value {
             "peak_rss_mib": t.rss_mib, "program_ns_per_run": programs,
         })
     });
-    json!({"ops_per_sec": s.ops_per_sec, "overhead_pct": s.overhead_pct, "tracer": tracer})
+    json!({
+        "command": s.mode.command(), "about": s.mode.about, "ops_per_sec": s.ops_per_sec,
+        "overhead_pct": s.overhead_pct, "tracer": tracer,
+    })
 }

@@ -1,27 +1,33 @@
 //! `cargo xtask bench`: schedlat against libbpf-tools runqlat on a
 //! context-switch load (`perf bench sched pipe`).
 //!
-//! One invocation runs R rounds; each round runs the load once per mode (no
-//! tracer, runqlat, schedlat, schedlat's victims mode, whose per-task tables
-//! must cost no more than the histogram, and schedlat with a filter that
-//! leaves nothing, which must cost less) in an order rotated every round, so slow drift
-//! of the machine (thermal, page cache, the neighbours on the other CPU) is
-//! spread over all modes instead of landing on one. Per mode we report the
-//! median over rounds:
+//! One invocation runs R rounds; each round runs the load once per mode
+//! (`modes::ALL`: no tracer, runqlat, and schedlat each way its users run
+//! it: the default histogram, --no-causes, --waking, -p, a filter that
+//! leaves nothing, victims, serve plain and per cgroup and per process, the
+//! flight recorder) in an order rotated every round, so slow drift of the
+//! machine (thermal, page cache, the neighbours on the other CPU) is spread
+//! over all modes instead of landing on one. Per mode we report the median
+//! over rounds:
 //!
 //! - ops/s of the load and its drop against the baseline (overhead);
 //! - BPF ns per context switch, from the kernel's per-program run-time stats;
-//! - ready time: tracer exec to its "Tracing run queue latency" banner;
+//! - ready time: tracer exec to the line saying it is attached;
 //! - the tracer's CPU time (`wait4`'s rusage) and peak RSS (its VmHWM,
 //!   see tracer.rs for why not rusage's).
 //!
 //! Then, with no load, the steady-state RSS of `runqlat 1`, `schedlat 1`
 //! and `schedlat serve` running side by side (`steady`).
 //!
+//! The README's and docs' cost tables are generated from `--json`'s output
+//! (`docs`, `cargo xtask bench-docs`), never typed.
+//!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
+pub mod docs;
 pub mod floor;
 mod json;
+mod modes;
 mod progs;
 mod recorder;
 mod report;
@@ -35,8 +41,10 @@ mod workload;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
+use modes::{Mode, Runs};
 use progs::ProgramDelta;
-use tracer::{Tool, Tracer};
+use tracer::Tracer;
+use workload::Load;
 
 use crate::util::{require_root, workspace_root};
 
@@ -78,7 +86,8 @@ pub struct Options {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
     /// The schedlat binary to measure (default: the release build), e.g. an
-    /// older build to compare against in the same conditions.
+    /// older build to compare against in the same conditions; every mode
+    /// (the comparison, --scrape, --soak, --recorder) runs it.
     #[arg(long, value_name = "PATH")]
     pub schedlat: Option<PathBuf>,
     /// Instead of the comparison: run `schedlat -P 1` and `serve --pids`
@@ -93,38 +102,6 @@ pub struct Options {
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "soak")]
     pub recorder: Option<u64>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Baseline,
-    Runqlat,
-    Schedlat,
-    /// `schedlat victims`: per-task tables instead of the histogram.
-    Victims,
-    /// `schedlat -c EMPTY`: every event filtered out, by the costliest
-    /// filter (the cgroup walk).
-    Filtered,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 5] = [
-        Mode::Baseline,
-        Mode::Runqlat,
-        Mode::Schedlat,
-        Mode::Victims,
-        Mode::Filtered,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Baseline => "baseline",
-            Mode::Runqlat => "runqlat",
-            Mode::Schedlat => "schedlat",
-            Mode::Victims => "victims",
-            Mode::Filtered => "filtered",
-        }
-    }
 }
 
 /// One run of the load in one mode.
@@ -150,6 +127,21 @@ pub struct TracerSample {
     pub max_rss_kib: u64,
 }
 
+/// The binary every mode measures: `--schedlat`, else the release build.
+fn schedlat_binary(opts: &Options) -> Result<PathBuf> {
+    let path = opts
+        .schedlat
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
+    if !path.exists() {
+        anyhow::bail!(
+            "{} is missing: `cargo xtask build` first, or give another with --schedlat",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 pub fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
@@ -162,34 +154,21 @@ pub fn run(opts: &Options) -> Result<()> {
         };
     }
     if let Some(seconds) = opts.recorder {
-        return recorder::run(seconds, opts.cpu);
+        return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);
     }
-    let runqlat = Tool::new("runqlat", RUNQLAT.into())?;
-    let schedlat_path = opts
-        .schedlat
-        .clone()
-        .unwrap_or_else(|| workspace_root().join("target/release/schedlat"));
-    let schedlat = Tool::new("schedlat", schedlat_path)?;
-    let victims = Tool::new("schedlat", schedlat.path.clone())?.with_args(
-        "schedlat victims",
-        &["victims"],
-        "culprits (",
-    );
-    // Issue 4: events filtered out must cost less than recorded ones. An
-    // empty cgroup filters out everything, through the cgroup walk.
+    let schedlat = schedlat_binary(opts)?;
+    // Events filtered out must cost less than recorded ones. An empty
+    // cgroup filters out everything, through the cgroup walk.
     let empty = EmptyCgroup::create()?;
-    let cgroup: &'static str = Box::leak(empty.path().into_boxed_str());
-    let filtered = Tool::new("schedlat", schedlat.path.clone())?.with_args(
-        "schedlat -c EMPTY",
-        &["-c", cgroup],
-        "total 0 waits",
-    );
     let tools = Tools {
-        runqlat,
+        runqlat: RUNQLAT.into(),
         schedlat,
-        victims,
-        filtered,
+        empty_cgroup: empty.path(),
     };
+    // Each found now: a missing binary fails before any round runs.
+    for mode in modes::ALL {
+        mode.tool(&tools.runqlat, &tools.schedlat, 1, &tools.empty_cgroup)?;
+    }
 
     // The kernel counts BPF run time only while some fd like this is open.
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -219,7 +198,7 @@ pub fn run(opts: &Options) -> Result<()> {
         );
         all.push((n, results));
     }
-    let steady = steady_rss(opts, &tools.schedlat.path)?;
+    let steady = steady_rss(opts, &tools.schedlat)?;
     print!("{}", steady.render());
     missed.extend(steady.missed_targets());
     let floor = floor::measure(5)?;
@@ -256,10 +235,9 @@ fn steady_rss(opts: &Options, schedlat: &std::path::Path) -> Result<steady::Stea
 
 /// The tracers the modes run.
 struct Tools {
-    runqlat: Tool,
-    schedlat: Tool,
-    victims: Tool,
-    filtered: Tool,
+    runqlat: PathBuf,
+    schedlat: PathBuf,
+    empty_cgroup: String,
 }
 
 /// A cgroup with no task, under the cgroup v2 mount; removed when dropped.
@@ -294,14 +272,11 @@ impl Drop for EmptyCgroup {
 fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     let mut samples = Vec::new();
     for round in 1..=opts.rounds {
-        for mode in order(round) {
-            eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.name());
-            let sample = match mode {
-                Mode::Baseline => baseline(round, opts)?,
-                Mode::Runqlat => traced(round, mode, &tools.runqlat, opts)?,
-                Mode::Schedlat => traced(round, mode, &tools.schedlat, opts)?,
-                Mode::Victims => traced(round, mode, &tools.victims, opts)?,
-                Mode::Filtered => traced(round, mode, &tools.filtered, opts)?,
+        for mode in modes::order(round) {
+            eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.command());
+            let sample = match mode.runs {
+                Runs::Nothing => baseline(round, opts)?,
+                Runs::Runqlat | Runs::Schedlat => traced(round, mode, tools, opts)?,
             };
             samples.push(sample);
         }
@@ -309,38 +284,43 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     report::Results::new(opts, samples)
 }
 
-/// Round 1 runs baseline, runqlat, schedlat, victims, filtered; round 2
-/// starts at runqlat, ...
-fn order(round: u32) -> [Mode; 5] {
-    let mut modes = Mode::ALL;
-    modes.rotate_left((round as usize - 1) % Mode::ALL.len());
-    modes
-}
-
 fn baseline(round: u32, opts: &Options) -> Result<Sample> {
     Ok(Sample {
         round,
-        mode: Mode::Baseline,
+        mode: modes::BASELINE,
         ops_per_sec: workload::run(opts.cpu, opts.loops)?,
         tracer: None,
     })
 }
 
-/// Starts the tracer, runs the load under it, stops it. The tracer is killed
-/// on any error (the guard in `Tracer`), so none is ever left attached.
-fn traced(round: u32, mode: Mode, tool: &Tool, opts: &Options) -> Result<Sample> {
+/// Starts the load stopped, the tracer, runs the load under it, stops the
+/// tracer. The tracer is killed on any error (the guard in `Tracer`), so
+/// none is ever left attached.
+fn traced(round: u32, mode: Mode, tools: &Tools, opts: &Options) -> Result<Sample> {
+    let load = Load::start(opts.cpu, opts.loops)?;
+    let tool = mode
+        .tool(
+            &tools.runqlat,
+            &tools.schedlat,
+            load.pid(),
+            &tools.empty_cgroup,
+        )?
+        .context("a traced mode has a tracer")?;
     // Programs loaded before the spawn cannot be the tracer's.
     let before = progs::loaded_ids()?;
-    let mut tracer = Tracer::spawn(tool)?;
+    let mut tracer = Tracer::spawn(&tool)?;
     let ready = tracer.wait_ready(TRACER_TIMEOUT)?;
     let ids = progs::tracer_programs(&before, tracer.pid())
         .with_context(|| format!("finding {}'s BPF programs", tool.name))?;
 
     let start = progs::counters(&ids)?;
-    let ops_per_sec = workload::run(opts.cpu, opts.loops)?;
+    let ops_per_sec = load.finish()?;
+    // Read at once: with -p, the tracer ends by itself soon after its
+    // target (it checks every 500 ms), and its programs with it.
     let end = progs::counters(&ids)?;
+    let max_rss_kib = tracer.peak_rss_kib()?;
 
-    let exit = tracer.stop(TRACER_TIMEOUT)?;
+    let exit = tracer.stop(TRACER_TIMEOUT, max_rss_kib)?;
     let programs = progs::deltas(&start, &end);
     let ns_per_switch = progs::ns_per_switch(&programs).with_context(|| {
         format!(
@@ -360,18 +340,4 @@ fn traced(round: u32, mode: Mode, tool: &Tool, opts: &Options) -> Result<Sample>
             max_rss_kib: exit.max_rss_kib,
         }),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn order_rotates_every_round() {
-        use Mode::*;
-        assert_eq!(order(1), [Baseline, Runqlat, Schedlat, Victims, Filtered]);
-        assert_eq!(order(2), [Runqlat, Schedlat, Victims, Filtered, Baseline]);
-        assert_eq!(order(3), [Schedlat, Victims, Filtered, Baseline, Runqlat]);
-        assert_eq!(order(6), order(1));
-    }
 }

@@ -14,8 +14,6 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use crate::util::workspace_root;
-
 struct Watched {
     name: &'static str,
     child: Child,
@@ -40,15 +38,14 @@ fn cpu_secs(pid: u32) -> Option<f64> {
     Some(ticks / hz)
 }
 
-pub fn run(seconds: u64, cpu: usize) -> Result<()> {
-    let schedlat = workspace_root().join("target/release/schedlat");
+pub fn run(schedlat: &std::path::Path, seconds: u64, cpu: usize) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("schedlat-bench-recorder-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let dump_dir = dir.join("dumps");
     let dump_arg = dump_dir.to_string_lossy().to_string();
     let spawn = |name: &'static str, args: &[&str]| -> Result<Watched> {
         let stderr = dir.join(format!("{name}.stderr"));
-        let child = Command::new(&schedlat)
+        let child = Command::new(schedlat)
             .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr)?)

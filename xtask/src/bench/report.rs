@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use anyhow::{Result, bail};
 
-use super::{Mode, Options, Sample, TracerSample};
+use super::{
+    Options, Sample, TracerSample,
+    modes::{self, Mode, Runs},
+};
 
 pub struct Results {
     pub(super) rounds: u32,
@@ -81,12 +84,18 @@ impl Ratio {
 
 impl Results {
     pub fn new(opts: &Options, samples: Vec<Sample>) -> Result<Self> {
-        let baseline = median(ops_of(&samples, Mode::Baseline));
-        let summaries: Vec<Summary> = Mode::ALL
+        let baseline = median(ops_of(&samples, modes::BASELINE));
+        let summaries: Vec<Summary> = modes::ALL
             .iter()
             .map(|&mode| summarize(&samples, mode, baseline))
             .collect();
-        let [_, runqlat, schedlat, victims, filtered] = summaries.as_slice() else {
+        let of = |mode: Mode| summaries.iter().find(|s| s.mode == mode);
+        let (Some(runqlat), Some(schedlat), Some(victims), Some(filtered)) = (
+            of(modes::RUNQLAT),
+            of(modes::SCHEDLAT),
+            of(modes::VICTIMS),
+            of(modes::FILTERED),
+        ) else {
             bail!("expected one summary per mode");
         };
         let (Some(r), Some(s), Some(v), Some(f)) = (
@@ -203,31 +212,38 @@ impl Results {
     }
 
     fn render_table(&self, out: &mut String) {
+        let runqlat = self.summaries.iter().find(|s| s.mode.runs == Runs::Runqlat);
+        let runqlat_ns = runqlat
+            .and_then(|s| s.tracer.as_ref())
+            .map(|t| t.ns_per_switch);
         let _ = writeln!(
             out,
-            "{:<9} {:>9} {:>9} {:>14} {:>9} {:>13} {:>13}",
+            "{:<27} {:>9} {:>9} {:>14} {:>8} {:>9} {:>13} {:>13}",
             "mode",
             "ops/s",
             "overhead",
             "BPF ns/switch",
+            "/runqlat",
             "ready ms",
             "tracer CPU s",
             "peak RSS MiB"
         );
         for s in &self.summaries {
-            let _ = write!(out, "{:<9} {:>9.0} ", s.mode.name(), s.ops_per_sec);
+            let _ = write!(out, "{:<27} {:>9.0} ", s.mode.command(), s.ops_per_sec);
             match &s.tracer {
                 None => {
                     let _ = writeln!(
                         out,
-                        "{:>9} {:>14} {:>9} {:>13} {:>13}",
-                        "-", "-", "-", "-", "-"
+                        "{:>9} {:>14} {:>8} {:>9} {:>13} {:>13}",
+                        "-", "-", "-", "-", "-", "-"
                     );
                 }
                 Some(t) => {
+                    let ratio = runqlat_ns
+                        .map_or_else(|| "-".into(), |r| format!("{:.2}", t.ns_per_switch / r));
                     let _ = writeln!(
                         out,
-                        "{:>7.1} % {:>14.0} {:>9.1} {:>13.3} {:>13.1}",
+                        "{:>7.1} % {:>14.0} {ratio:>8} {:>9.1} {:>13.3} {:>13.1}",
                         s.overhead_pct, t.ns_per_switch, t.ready_ms, t.cpu_secs, t.rss_mib
                     );
                 }
@@ -241,7 +257,7 @@ impl Results {
                     .iter()
                     .map(|(name, ns)| format!("{name} {ns:.0} ns"))
                     .collect();
-                let _ = writeln!(out, "  {:<9} {}", s.mode.name(), programs.join(", "));
+                let _ = writeln!(out, "  {:<27} {}", s.mode.command(), programs.join(", "));
             }
         }
     }
@@ -249,16 +265,16 @@ impl Results {
     /// Every round's numbers, so the spread behind each median is visible.
     fn render_raw(&self, out: &mut String) {
         let _ = writeln!(out, "\nper round (rounds 1..{}, in order):", self.rounds);
-        for mode in Mode::ALL {
+        for mode in modes::ALL {
             let mut samples: Vec<&Sample> =
                 self.samples.iter().filter(|s| s.mode == mode).collect();
             samples.sort_by_key(|s| s.round);
             let row = |label: &str, f: &dyn Fn(&Sample) -> Option<String>| {
                 let cells: Vec<String> = samples.iter().filter_map(|s| f(s)).collect();
-                format!("  {:<9} {label:<10} {}\n", mode.name(), cells.join(" "))
+                format!("  {:<27} {label:<10} {}\n", mode.command(), cells.join(" "))
             };
             out.push_str(&row("ops/s", &|s| Some(format!("{:.0}", s.ops_per_sec))));
-            if mode == Mode::Baseline {
+            if mode.runs == Runs::Nothing {
                 continue;
             }
             let t = |f: fn(&TracerSample) -> String| move |s: &Sample| s.tracer.as_ref().map(f);

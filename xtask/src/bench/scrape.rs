@@ -45,7 +45,7 @@ use std::{
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::{Options, sleepers::SleeperProcess};
-use crate::util::{require_root, workspace_root};
+use crate::util::require_root;
 
 /// What serve prints once it is attached and listening.
 const READY: &str = "Serving run queue latency on http://";
@@ -56,7 +56,7 @@ const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.promethe
 
 pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
     require_root("schedlat serve loads eBPF programs")?;
-    let exe = workspace_root().join("target/release/schedlat");
+    let exe = super::schedlat_binary(opts)?;
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());
     let other = if cpus > 1 {
         (opts.cpu + 1) % cpus

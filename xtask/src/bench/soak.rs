@@ -29,7 +29,6 @@ use super::{
     Options,
     scrape::{Conn, Serve},
 };
-use crate::util::workspace_root;
 
 /// One sample of one process.
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,11 +128,8 @@ fn fork_storm() -> Result<Vec<Killed>> {
         .collect()
 }
 
-pub fn run(_opts: &Options, secs: u64) -> Result<()> {
-    let exe = workspace_root().join("target/release/schedlat");
-    if !exe.exists() {
-        bail!("{} is missing: cargo xtask build first", exe.display());
-    }
+pub fn run(opts: &Options, secs: u64) -> Result<()> {
+    let exe = super::schedlat_binary(opts)?;
     let storm = fork_storm()?;
     let hist = histogram(&exe)?;
     let serve = Serve::start(&exe, &["--pids"])?;

@@ -13,29 +13,44 @@ use std::{
     os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::{Child, Command, ExitStatus, Stdio},
-    sync::mpsc::{self, Receiver, RecvTimeoutError},
-    thread::{self, JoinHandle},
+    sync::{
+        Arc, Mutex,
+        mpsc::{self, Receiver, RecvTimeoutError, Sender},
+    },
+    thread,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, anyhow, bail};
 
-/// Both tools print this once their programs are attached.
-const BANNER: &str = "Tracing run queue latency";
+/// Where a tracer says it is attached, and how: a line containing the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// runqlat's and schedlat's "Tracing run queue latency" banner.
+    Stdout(&'static str),
+    /// `serve` and `record --ring` announce themselves on stderr.
+    Stderr(&'static str),
+}
 
 /// A tracer binary to benchmark.
 pub struct Tool {
     pub name: &'static str,
     pub path: PathBuf,
-    /// Arguments (`victims` for schedlat's victims mode).
-    pub args: Vec<&'static str>,
+    pub args: Vec<String>,
+    pub ready: Ready,
     /// A line the tool prints at SIGINT when it reports (a histogram's
-    /// header, the victims mode's culprits table).
-    pub report_marker: &'static str,
+    /// header, the victims mode's culprits table); None: it reports nothing.
+    pub report: Option<&'static str>,
 }
 
 impl Tool {
-    pub fn new(name: &'static str, path: PathBuf) -> Result<Self> {
+    pub fn new(
+        name: &'static str,
+        path: PathBuf,
+        args: Vec<String>,
+        ready: Ready,
+        report: Option<&'static str>,
+    ) -> Result<Self> {
         if !path.is_file() {
             bail!(
                 "{name} not found at {} (run `cargo xtask setup` and a release build)",
@@ -45,22 +60,10 @@ impl Tool {
         Ok(Self {
             name,
             path,
-            args: Vec::new(),
-            report_marker: "distribution",
+            args,
+            ready,
+            report,
         })
-    }
-
-    /// The same binary run as `path ARGS`, reporting `marker` at SIGINT.
-    pub fn with_args(
-        mut self,
-        name: &'static str,
-        args: &[&'static str],
-        marker: &'static str,
-    ) -> Self {
-        self.name = name;
-        self.args = args.to_vec();
-        self.report_marker = marker;
-        self
     }
 }
 
@@ -73,16 +76,25 @@ pub struct Exit {
 
 pub struct Tracer {
     name: &'static str,
-    report_marker: &'static str,
+    ready: Ready,
+    report: Option<&'static str>,
     child: Child,
     /// Set once the process is reaped: from then on its pid may be reused,
     /// so Drop must not signal it.
     reaped: bool,
     spawned: Instant,
-    /// stdout lines with the time they were read, from a reader thread; the
-    /// channel disconnects at EOF.
-    lines: Receiver<(Instant, String)>,
-    stderr: Option<JoinHandle<String>>,
+    /// Lines of both streams with the time they were read, from a reader
+    /// thread each; the channel disconnects at EOF of both.
+    lines: Receiver<Line>,
+    /// stderr as a whole, kept for error messages.
+    stderr: Arc<Mutex<String>>,
+}
+
+/// A line of the tracer's output.
+struct Line {
+    at: Instant,
+    stderr: bool,
+    text: String,
 }
 
 impl Tracer {
@@ -106,27 +118,18 @@ impl Tracer {
         let stderr = child.stderr.take().expect("stderr is piped");
 
         let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut text);
-            text
-        });
+        let text = Arc::new(Mutex::new(String::new()));
+        read_lines(stdout, false, tx.clone(), None);
+        read_lines(stderr, true, tx, Some(text.clone()));
         Ok(Self {
             name: tool.name,
-            report_marker: tool.report_marker,
+            ready: tool.ready,
+            report: tool.report,
             child,
             reaped: false,
             spawned,
             lines,
-            stderr: Some(stderr),
+            stderr: text,
         })
     }
 
@@ -142,7 +145,7 @@ impl Tracer {
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
-                Ok((at, line)) if line.contains(BANNER) => return Ok(at - self.spawned),
+                Ok(line) if self.is_ready(&line) => return Ok(line.at - self.spawned),
                 // A tool that prints without pause never lets recv time out:
                 // the deadline is checked here too.
                 Ok(_) if Instant::now() < deadline => {}
@@ -156,15 +159,27 @@ impl Tracer {
         }
     }
 
-    /// SIGINT (both tools print their histogram and exit), drain stdout to
-    /// EOF, reap.
-    pub fn stop(mut self, timeout: Duration) -> Result<Exit> {
+    fn is_ready(&self, line: &Line) -> bool {
+        match self.ready {
+            Ready::Stdout(text) => !line.stderr && line.text.contains(text),
+            Ready::Stderr(text) => line.stderr && line.text.contains(text),
+        }
+    }
+
+    /// The tracer's peak resident set so far (its VmHWM), in KiB.
+    pub fn peak_rss_kib(&mut self) -> Result<u64> {
+        match vm_hwm_kib(self.pid()) {
+            Ok(kib) => Ok(kib),
+            Err(e) => Err(self.abort(&format!("has no readable VmHWM ({e:#})"))),
+        }
+    }
+
+    /// SIGINT (both tools print their report and exit), drain the output to
+    /// EOF, reap. A tracer that already ended by itself (`-p` whose target
+    /// exited) is reaped the same way.
+    pub fn stop(mut self, timeout: Duration, max_rss_kib: u64) -> Result<Exit> {
         let deadline = Instant::now() + timeout;
         let pid = self.pid() as libc::pid_t;
-        let max_rss_kib = match vm_hwm_kib(self.pid()) {
-            Ok(kib) => kib,
-            Err(e) => return Err(self.abort(&format!("has no readable VmHWM ({e:#})"))),
-        };
         // SAFETY: kill has no memory preconditions; the child is not reaped
         // yet, so the pid is still ours.
         if unsafe { libc::kill(pid, libc::SIGINT) } != 0 {
@@ -177,7 +192,11 @@ impl Tracer {
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
-                Ok((_, line)) => reported |= line.contains(self.report_marker),
+                Ok(line) => {
+                    reported |= self
+                        .report
+                        .is_some_and(|r| !line.stderr && line.text.contains(r));
+                }
                 Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(self.abort(&format!("did not exit within {timeout:?} of SIGINT")));
@@ -193,7 +212,7 @@ impl Tracer {
             let stderr = self.take_stderr();
             bail!("{} failed on SIGINT ({status}): {stderr}", self.name);
         }
-        if !reported {
+        if self.report.is_some() && !reported {
             eprintln!("bench: warning: {} printed no report on SIGINT", self.name);
         }
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
@@ -246,13 +265,18 @@ impl Tracer {
         self.child.wait().ok()
     }
 
-    /// The tracer's stderr; call only once it has exited (else this blocks).
+    /// The tracer's stderr, as far as it was read; whole once it exited.
     fn take_stderr(&mut self) -> String {
-        let text = self
-            .stderr
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
+        // Give the reader thread a moment to take in the last lines.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            match self.lines.try_recv() {
+                Ok(_) => {}
+                Err(mpsc::TryRecvError::Disconnected) => break,
+                Err(mpsc::TryRecvError::Empty) => thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        let text = self.stderr.lock().map(|t| t.clone()).unwrap_or_default();
         let text = text.trim();
         if text.is_empty() {
             "(empty)".into()
@@ -260,6 +284,34 @@ impl Tracer {
             text.into()
         }
     }
+}
+
+/// Sends each line of `stream` to `tx`, and keeps stderr's in `keep`.
+fn read_lines(
+    stream: impl Read + Send + 'static,
+    stderr: bool,
+    tx: Sender<Line>,
+    keep: Option<Arc<Mutex<String>>>,
+) {
+    thread::spawn(move || {
+        for text in BufReader::new(stream).lines() {
+            let Ok(text) = text else { break };
+            if let Some(keep) = &keep
+                && let Ok(mut all) = keep.lock()
+            {
+                all.push_str(&text);
+                all.push('\n');
+            }
+            let line = Line {
+                at: Instant::now(),
+                stderr,
+                text,
+            };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
 }
 
 /// The peak resident set of `pid` since its exec, in KiB.
@@ -286,7 +338,8 @@ mod tests {
     use super::*;
 
     fn tool(path: &str) -> Tool {
-        Tool::new("test tracer", path.into()).unwrap()
+        let ready = Ready::Stdout("Tracing run queue latency");
+        Tool::new("test tracer", path.into(), Vec::new(), ready, None).unwrap()
     }
 
     #[test]

@@ -2,28 +2,88 @@
 //! Pinned to one CPU, every operation is a wakeup plus a context switch, the
 //! events both tracers hook, so their per-event cost shows up as lost ops/s.
 
-use std::process::Command;
+use std::{
+    os::unix::process::ExitStatusExt,
+    process::{Child, Command, Stdio},
+};
 
 use anyhow::{Context, Result, bail};
 
+/// The load, started and stopped before its first instruction: a tracer
+/// can be pointed at its PID (`schedlat -p`) before it runs. The PID is
+/// the one `perf bench` runs as (a shell stops itself, then execs taskset,
+/// which execs perf); perf forks the second process of the pipe.
+pub struct Load {
+    child: Child,
+    args: Vec<String>,
+}
+
+impl Load {
+    /// The load pinned to `cpu`, stopped.
+    pub fn start(cpu: usize, loops: u64) -> Result<Load> {
+        let args: Vec<String> = [
+            "-c",
+            &cpu.to_string(),
+            "perf",
+            "bench",
+            "sched",
+            "pipe",
+            "-l",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([loops.to_string()])
+        .collect();
+        let child = Command::new("sh")
+            .args(["-c", "kill -STOP $$; exec taskset \"$@\"", "sh"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting the load's shell")?;
+        let pid = child.id() as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: pid is our unreaped child; WUNTRACED reports its stop
+        // without reaping it.
+        let got = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        if got != pid || !libc::WIFSTOPPED(status) {
+            bail!(
+                "the load's shell did not stop itself ({})",
+                std::process::ExitStatus::from_raw(status)
+            );
+        }
+        Ok(Load { child, args })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the load run to its end; its ops/s.
+    pub fn finish(self) -> Result<f64> {
+        // SAFETY: signalling our own stopped, unreaped child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
+        let out = self.child.wait_with_output().context(
+            "running `taskset ... perf bench sched pipe` (are util-linux and linux-perf installed?)",
+        )?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "`taskset {}` failed ({}): {}",
+                self.args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        parse_ops_per_sec(&stdout)
+            .with_context(|| format!("no `N ops/sec` line in perf's output:\n{stdout}"))
+    }
+}
+
 /// Runs the load pinned to `cpu` and returns its ops/s.
 pub fn run(cpu: usize, loops: u64) -> Result<f64> {
-    let (cpu, loops) = (cpu.to_string(), loops.to_string());
-    let args = ["-c", &cpu, "perf", "bench", "sched", "pipe", "-l", &loops];
-    let out = Command::new("taskset").args(args).output().context(
-        "running `taskset ... perf bench sched pipe` (are util-linux and linux-perf installed?)",
-    )?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "`taskset {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    parse_ops_per_sec(&stdout)
-        .with_context(|| format!("no `N ops/sec` line in perf's output:\n{stdout}"))
+    Load::start(cpu, loops)?.finish()
 }
 
 /// Finds perf's `         162074 ops/sec` line.

@@ -2,10 +2,10 @@
 //! `schedlat diagnose` follows"), on typed samples that hold every number it
 //! goes by: the kernel's own accounting of the window
 //! ([`Findings`](crate::sys::findings::Findings)), what eBPF measured of the
-//! same window ([`Traced`]), and the cgroups of the tasks it names
-//! ([`TaskCgroups`]). Nothing here reads a file or a map: each step is a
-//! function of its samples, its thresholds named constants whose reasons
-//! docs/diagnose.md gives.
+//! same window ([`Traced`](traced::Traced)), and the cgroups of the tasks
+//! it names ([`TaskCgroups`](crate::sys::cgroup_of::TaskCgroups)). Nothing
+//! here reads a file or a map: each step is a function of its samples, its
+//! thresholds named constants whose reasons docs/diagnose.md gives.
 //!
 //! - `verdict.rs`: the verdict, from the steps below; `traced.rs` the eBPF
 //!   sample, `named.rs` a named diagnosis;
@@ -19,7 +19,7 @@
 
 pub mod capacity;
 #[cfg(test)]
-mod fixtures;
+pub mod fixtures;
 pub mod named;
 pub mod priority;
 pub mod selfcheck;

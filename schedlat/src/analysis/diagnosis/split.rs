@@ -24,6 +24,16 @@ use crate::{
     },
 };
 
+/// The diagnoses the split can give, as the report lists them when none
+/// matched.
+pub const KNOWN: &[&str] = &[
+    "contention inside the cgroup",
+    "noisy neighbour",
+    "placement",
+    "steal",
+    "interrupt time",
+];
+
 /// A relation (same cgroup, other cgroups) is named when the waits whose
 /// CPU it held carry more than half of the measured wait time: then it is
 /// the one relation that explains most of the waiting; below half, no

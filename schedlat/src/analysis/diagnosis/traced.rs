@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{priority::Attribution, waiting::EbpfWaiting};
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
-    collect::histogram::Waits,
+    histogram::Waits,
     sys::{findings::Findings, slice::Slice},
 };
 

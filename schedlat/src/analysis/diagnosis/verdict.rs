@@ -14,6 +14,15 @@ use crate::{
     sys::{cgroup_of::TaskCgroups, findings::Findings},
 };
 
+/// The diagnoses `named` can give, as the report lists them when none
+/// matched (those of the split: split::KNOWN).
+pub const KNOWN: &[&str] = &[
+    "quota throttling",
+    "CPU saturation",
+    "pinning",
+    "class or priority",
+];
+
 /// The answer: whether the scope waited, and the diagnoses that explain
 /// it, strongest first.
 pub struct Verdict {

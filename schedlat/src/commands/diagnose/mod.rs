@@ -17,7 +17,7 @@ use crate::{
         diagnosis::{priority::Attribution, traced::Traced, verdict},
         victims::{SortKey, rank, throttled_pids},
     },
-    collect::{interval::Source, tracer::Tracer},
+    collect::{tracer::Tracer, victims::Source},
     commands::{UsageError, session::Signals, stdout},
     kernel::{
         filter::{Filter, FilterSpec},

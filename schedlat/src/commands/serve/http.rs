@@ -1,5 +1,5 @@
-//! The HTTP side: one hyper HTTP/1 connection per task, `/metrics` encoded
-//! at request time in the negotiated format. Connections are bounded: a
+//! The HTTP side: one hyper HTTP/1 connection per task, each request
+//! answered by a responder (routes.rs says what). Connections are bounded: a
 //! client must send its first request soon after connecting, and at the
 //! limit the connection that has been quiet longest is closed for the new
 //! one, so idle sockets cannot use up the file descriptors and lock the
@@ -15,7 +15,7 @@ use std::{
 
 use http_body_util::Full;
 use hyper::{
-    Method, Request, Response, StatusCode,
+    Request, Response, StatusCode,
     body::{Bytes, Incoming},
     header::{self, HeaderValue},
     server::conn::http1,
@@ -23,9 +23,6 @@ use hyper::{
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpStream, sync::Notify};
-
-use super::{negotiate::negotiate, scrape::Source, snapshot};
-use crate::commands::recorder::Flight;
 
 /// How long a connection may sit without a complete request header. hyper
 /// counts the idle time between keep-alive requests too, and Prometheus
@@ -83,21 +80,9 @@ impl Connections {
         quietest.is_some()
     }
 
-    /// Serves `stream` on a task of the current LocalSet with `source`,
-    /// and `flight` on /snapshot when serve keeps a ring.
+    /// Serves `stream` on a task of the current LocalSet, each request
+    /// answered by `respond` (routes.rs).
     pub fn spawn(
-        &self,
-        stream: TcpStream,
-        source: Rc<Source>,
-        flight: Option<Rc<RefCell<Flight>>>,
-    ) {
-        self.spawn_with(stream, move |request| {
-            respond(request, &source, flight.as_deref())
-        });
-    }
-
-    /// As `spawn`, with any responder (tests use a trivial one).
-    pub fn spawn_with(
         &self,
         stream: TcpStream,
         respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
@@ -173,60 +158,8 @@ async fn serve_connection(
     }
 }
 
-fn respond(
-    request: &Request<Incoming>,
-    source: &Source,
-    flight: Option<&RefCell<Flight>>,
-) -> Response<Full<Bytes>> {
-    if request.uri().path() == "/snapshot" {
-        return snapshot::respond(request, flight);
-    }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
-    }
-    match request.uri().path() {
-        "/metrics" => metrics(request, source),
-        "/" => plain(
-            StatusCode::OK,
-            "schedlat: run queue latency for Prometheus; metrics at /metrics\n",
-        ),
-        _ => plain(
-            StatusCode::NOT_FOUND,
-            "not found: metrics are at /metrics\n",
-        ),
-    }
-}
-
-fn metrics(request: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>> {
-    let accept = request
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    let format = negotiate(accept);
-    let body = match source.serve(format) {
-        Ok(body) => body,
-        Err(e) => {
-            say!("schedlat: scrape failed: {e}");
-            return plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("reading the kernel's counters failed: {e}\n"),
-            );
-        }
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&format.content_type()) {
-        headers.insert(header::CONTENT_TYPE, value);
-    }
-    // The body depends on Accept: caches must not mix the formats.
-    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-    response
-}
-
-pub(super) fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+/// A plain-text answer.
+pub fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -265,7 +198,7 @@ mod tests {
             loop {
                 tokio::select! {
                     Ok((stream, _)) = listener.accept() => {
-                        conns.spawn_with(stream, |_| plain(StatusCode::OK, "ok\n"));
+                        conns.spawn(stream, |_| plain(StatusCode::OK, "ok\n"));
                     }
                     _ = tokio::time::sleep(Duration::from_millis(10)) => {
                         if let Ok(v) = rx.try_recv() {

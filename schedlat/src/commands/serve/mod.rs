@@ -1,34 +1,20 @@
 //! `schedlat serve`: a Prometheus/OpenMetrics endpoint. The same kernel
 //! measurement as the histogram mode, read at scrape time instead of at
 //! intervals, as cumulative histograms and counters (see README,
-//! "Prometheus").
+//! "Prometheus"). What the exposition holds and how it is encoded is the
+//! export layer's; serve reads, listens and answers.
 //!
-//! - buckets: the exported `le` boundaries;
-//! - scrape: what a scrape reads from the kernel;
-//! - keyed: the per-cgroup or per-process series and `--max-series`;
-//!   slots: their state, laid out for ten thousand keys;
-//! - metrics: the snapshot; sink: its two writers, prometheus-client's
-//!   text encoders and protobuf (protobuf.rs, with native histograms in
-//!   Prometheus' schema 3, native.rs);
-//! - causes: the cause split's counter families;
-//! - own: serve's own cost (BPF run time, the previous scrape);
-//! - negotiate: protobuf, OpenMetrics or classic text, from `Accept`;
-//! - http: the hyper server; listen: `--listen` and binding;
+//! - scrape: what a scrape reads from the kernel (with `--cgroups` or
+//!   `--pids`, through the keyed intervals of collect/, and the per-key
+//!   series of export/);
+//! - http: the hyper server; routes: what each path answers; listen:
+//!   `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
 
-mod buckets;
-mod causes;
 mod http;
-mod keyed;
 pub mod listen;
-mod metrics;
-mod native;
-pub(crate) mod negotiate;
-mod own;
-mod protobuf;
+mod routes;
 mod scrape;
-mod sink;
-mod slots;
 mod snapshot;
 
 use std::{cell::RefCell, net::SocketAddr, rc::Rc, time::Duration};
@@ -40,18 +26,16 @@ use tokio::{
     task::LocalSet,
 };
 
-pub use self::{buckets::KeyBuckets, keyed::Pins};
 use crate::{
     collect::slow::SlowEvents,
-    commands::{
-        recorder::{Flight, RecorderOptions},
-        session::{self, Ended, Signals},
-    },
+    commands::session::{self, Ended, Signals},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
         modes::{Keyed, Modes},
     },
+    recorder::{Flight, RecorderOptions},
 };
 
 /// Where `schedlat serve` listens and what it exports.
@@ -130,7 +114,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         layout: args.key_buckets,
         pins: args.pins.clone(),
     });
-    let source = Rc::new(scrape::Source::new(tracer, &filter, keyed));
+    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read
@@ -151,7 +135,9 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => open.spawn(stream, source.clone(), flight.clone()),
+                        Ok((stream, _)) => {
+                            open.spawn(stream, routes::responder(scraper.clone(), flight.clone()));
+                        }
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.
                         Err(e) => {
@@ -163,7 +149,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                         }
                     },
                     _ = watch.tick(), if filter.tgid.is_some() || filter.tid.is_some() => {
-                        if source.target_exited(filter.target_alive()) {
+                        if scraper.target_exited(filter.target_alive()) {
                             say!("schedlat: the target process exited; still serving (schedlat_target_alive 0)");
                         }
                     }
@@ -175,7 +161,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                     }
                     _ = second.tick(), if flight.is_some() => {
                         if let (Some(flight), Some(events)) = (&flight, events.as_mut()) {
-                            flight.borrow_mut().second(&mut source.tracer(), events.drain())?;
+                            flight.borrow_mut().second(&mut scraper.tracer(), events.drain())?;
                         }
                     }
                     _ = hangup(sighup.as_mut()) => {
@@ -192,7 +178,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // Stop listening, drop open connections, then detach the programs.
     drop(listener);
     drop(connections);
-    drop(source);
+    drop(scraper);
     // The dumps asked for finish before exit (the connections, which held
     // the other references, are gone).
     if let Some(flight) = flight.and_then(|f| Rc::try_unwrap(f).ok()) {

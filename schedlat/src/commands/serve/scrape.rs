@@ -2,46 +2,49 @@
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
 //! histogram (batch reads of 256 keys, collect/batch.rs), and the
 //! programs' run-time counters. The kernel's counters are cumulative since
-//! load, which is what Prometheus expects; only the per-key series'
-//! assignment is kept between scrapes (keyed.rs), and what the previous
-//! scrape cost.
+//! load, which is what Prometheus expects; only the per-key intervals
+//! (collect/key_intervals.rs) and series (export/keyed_series.rs) are kept
+//! between scrapes, and what the previous scrape cost.
 
 use std::{
     cell::{Cell, RefCell, RefMut},
     time::Instant,
 };
 
-use schedlat_common::scope::{Breakdown, KeyStats};
+use schedlat_common::scope::Breakdown;
 
-use super::{
-    buckets::KeyBuckets,
-    keyed::{self, KeyNames, KeyedSeries, Pins},
-    metrics::{BpfCost, ScrapeCost, Snapshot},
-    negotiate::Format,
-};
 use crate::{
-    collect::{batch::Entries, bpf_cost, error::ReadError, keylabels::KeyLabels, tracer::Tracer},
-    kernel::filter::{Filter, comm_str, cpu_list_str},
+    collect::{
+        bpf_cost,
+        error::ReadError,
+        key_intervals::{Kept, KeyIntervals},
+        tracer::Tracer,
+    },
+    export::{
+        encode::Format,
+        families::{BpfCost, KeyedScrape, Scrape, ScrapeCost},
+        key_buckets::KeyBuckets,
+        keyed_series::{KeyedSeries, Pins, SeriesState},
+        labels,
+        model::Labels,
+    },
+    kernel::filter::Filter,
 };
 
-pub struct Source {
+pub struct Scraper {
     /// Mutable for deleting the kernel entries of gone keys.
     tracer: RefCell<Tracer>,
     /// Labels of the one series: `pid` when filtered with -p, and `scope`.
-    labels: Vec<(&'static str, String)>,
+    labels: Labels,
     /// The filter's `scope` label, if any.
     scope: Option<(&'static str, String)>,
     /// With `--cgroups` or `--pids`.
-    keyed: Option<RefCell<Keyed>>,
+    keyed: Option<RefCell<PerKeySeries>>,
     /// With -p/-t: whether the target still ran at the last look.
     target_alive: Option<Cell<bool>>,
     /// The previous scrape's cost.
     cost: Cell<Option<ScrapeCost>>,
 }
-
-/// Keys per batch read: their 1.7 KiB entries (430 KiB) are folded while
-/// the kernel's copy is still in the CPU's cache.
-const CHUNK: usize = 256;
 
 /// The per-key series' options.
 pub struct KeyedOptions {
@@ -51,67 +54,11 @@ pub struct KeyedOptions {
     pub pins: Pins,
 }
 
-struct Keyed {
-    labels: KeyLabels,
+/// The per-key series: the keys' intervals and which get a series.
+struct PerKeySeries {
+    keys: KeyIntervals<SeriesState>,
     series: KeyedSeries,
     layout: KeyBuckets,
-    /// The kernel's entries, read into the same buffers every scrape.
-    entries: Entries<u64, KeyStats>,
-}
-
-/// Names keys from the labeller, and deletes gone ones from the kernel map.
-struct Names<'a> {
-    labels: &'a mut KeyLabels,
-    /// None while the map is being read (it is borrowed then): nothing is
-    /// deleted before `finish`.
-    tracer: Option<&'a mut Tracer>,
-}
-
-impl KeyNames for Names<'_> {
-    fn saw(&mut self, key: u64, stats: &KeyStats) {
-        self.labels.saw(key, stats);
-    }
-
-    fn labels(&mut self, key: u64) -> keyed::Labels {
-        keyed::key_labels(self.labels, key)
-    }
-
-    fn exists(&mut self, key: u64) -> bool {
-        self.labels.exists(key)
-    }
-
-    fn forget(&mut self, key: u64) -> bool {
-        let Some(tracer) = self.tracer.as_mut() else {
-            return false;
-        };
-        let deleted = tracer.forget_key(key).is_ok();
-        if deleted {
-            self.labels.forget(key);
-        }
-        deleted
-    }
-}
-
-/// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
-/// whole system.
-fn scope_label(filter: &Filter) -> Option<(&'static str, String)> {
-    let mut parts = Vec::new();
-    if let Some(pid) = filter.tgid {
-        parts.push(format!("pid={pid}"));
-    }
-    if let Some(tid) = filter.tid {
-        parts.push(format!("tid={tid}"));
-    }
-    if let Some(comm) = &filter.comm {
-        parts.push(format!("comm={}", comm_str(comm)));
-    }
-    if let Some(c) = &filter.cgroup {
-        parts.push(format!("cgroup={}", c.dir.display()));
-    }
-    if let Some(cpus) = &filter.cpus {
-        parts.push(format!("cpu={}", cpu_list_str(cpus)));
-    }
-    (!parts.is_empty()).then(|| ("scope", parts.join(",")))
 }
 
 /// This thread's CPU time, user and system, in seconds.
@@ -125,31 +72,27 @@ fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-impl Source {
-    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Source {
-        let scope = scope_label(filter);
-        let mut labels: Vec<(&'static str, String)> = filter
-            .tgid
-            .map(|pid| vec![("pid", pid.to_string())])
-            .unwrap_or_default();
-        labels.extend(scope.clone());
+impl Scraper {
+    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Scraper {
+        let scope = labels::scope(filter);
+        let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
-            RefCell::new(Keyed {
-                labels: tracer.key_labels(k.by),
+            let layout = k.layout.layout();
+            RefCell::new(PerKeySeries {
                 // The cause split per cgroup only: per process it is
                 // unbounded.
-                series: KeyedSeries::new(
-                    k.max_series,
-                    k.pins,
-                    k.layout.layout(),
-                    tracer.measurable.filter(|_| k.by == Breakdown::Cgroup),
+                keys: KeyIntervals::new(
+                    k.by,
+                    &tracer,
+                    Kept::Folded(layout),
+                    k.by == Breakdown::Cgroup,
                 ),
+                series: KeyedSeries::new(k.max_series, k.pins, layout),
                 layout: k.layout,
-                entries: Entries::default(),
             })
         });
         let target = filter.tgid.is_some() || filter.tid.is_some();
-        Source {
+        Scraper {
             tracer: RefCell::new(tracer),
             labels,
             scope,
@@ -176,14 +119,14 @@ impl Source {
     /// One scrape: read, encode, and note what it cost for the next one.
     pub fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
         let (start, cpu) = (Instant::now(), thread_cpu_seconds());
-        let mut snapshot = self.snapshot()?;
+        let mut scrape = self.scrape()?;
         let previous = self.cost.get();
         let scrapes = previous.map_or(0, |c| c.scrapes) + 1;
-        snapshot.cost = Some(ScrapeCost {
+        scrape.cost = Some(ScrapeCost {
             scrapes,
             ..previous.unwrap_or_default()
         });
-        let body = snapshot.encode(format);
+        let body = scrape.encode(format);
         self.cost.set(Some(ScrapeCost {
             seconds: start.elapsed().as_secs_f64(),
             cpu_seconds: thread_cpu_seconds() - cpu,
@@ -193,7 +136,7 @@ impl Source {
         Ok(body)
     }
 
-    pub fn snapshot(&self) -> Result<Snapshot, ReadError> {
+    pub fn scrape(&self) -> Result<Scrape, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
@@ -208,44 +151,22 @@ impl Source {
             stats_enabled: bpf_cost::stats_sysctl(),
             programs: tracer.program_costs(),
         });
-        let mut snapshot = Snapshot::system(tracer.mode(), waits, self.labels.clone(), bpf);
-        snapshot.target_alive = self.target_alive.as_ref().map(Cell::get);
+        let mut scrape = Scrape::system(tracer.mode(), waits, self.labels.clone(), bpf);
+        scrape.target_alive = self.target_alive.as_ref().map(Cell::get);
         Ok(match (keyed, &self.keyed) {
-            (Some(scrape), Some(k)) => {
+            (Some(series), Some(k)) => {
                 let k = k.borrow();
-                snapshot.with_keyed(
-                    k.labels.by(),
-                    k.layout,
-                    scrape,
-                    unkeyed,
-                    self.scope.as_ref(),
-                )
+                scrape.with_keyed(k.keys.by(), k.layout, series, unkeyed, self.scope.as_ref())
             }
-            _ => snapshot,
+            _ => scrape,
         })
     }
 
-    fn read_keyed(&self, keyed: &mut Keyed) -> Result<keyed::KeyedScrape, ReadError> {
-        let Keyed {
-            labels,
-            series,
-            entries,
-            ..
-        } = keyed;
-        let mut tracer = self.tracer.borrow_mut();
-        series.begin();
-        let mut reading = Names {
-            labels,
-            tracer: None,
-        };
-        tracer.for_each_keyed(entries, CHUNK, |&key, stats| {
-            series.feed(key, stats, &mut reading)
-        })?;
-        let overflow = keyed::overflow_labels(reading.labels.by());
-        let mut names = Names {
-            labels: reading.labels,
-            tracer: Some(&mut tracer),
-        };
-        Ok(series.finish(&mut names, overflow))
+    fn read_keyed(&self, keyed: &mut PerKeySeries) -> Result<KeyedScrape, ReadError> {
+        let PerKeySeries { keys, series, .. } = keyed;
+        keys.interval(&mut self.tracer.borrow_mut(), |reading| {
+            let overflow = labels::overflow(reading.by());
+            series.scrape(reading, overflow)
+        })
     }
 }

@@ -12,7 +12,7 @@ use hyper::{
 };
 
 use super::http::plain;
-use crate::commands::recorder::{Flight, Refused};
+use crate::recorder::{Flight, Refused};
 
 pub fn respond(
     request: &Request<Incoming>,

@@ -12,11 +12,12 @@ use schedlat_common::victims::SlowEvent;
 
 use crate::{
     analysis::task::IdleWait,
-    collect::{histogram::Unit, slow::SlowEvents},
+    collect::slow::SlowEvents,
     commands::{
         session::{self, Ended, Signals},
         stdout,
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output,
     sys::{clock::WallClock, throttle::ThrottleWatch},

@@ -16,7 +16,7 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::victims::{SortKey, throttled_in},
-    collect::{bpf_cost::ProgramCost, interval::Source, tracer::Tracer},
+    collect::{bpf_cost::ProgramCost, tracer::Tracer, victims::Source},
     commands::session::Signals,
     kernel::{
         filter::{Filter, FilterSpec},
@@ -26,7 +26,7 @@ use crate::{
         self,
         state::{Action, State},
     },
-    sys::{slice::Slice, throttle::ThrottleWatch},
+    sys::{slice::Slice, terminal, throttle::ThrottleWatch},
 };
 
 /// What `schedlat top` shows and how often.
@@ -52,6 +52,13 @@ pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) 
     if !std::io::stdout().is_terminal() {
         bail!(
             "schedlat top needs a terminal; for a pipe or a file use the histogram mode (`schedlat 1`) or `schedlat --json 1`"
+        );
+    }
+    if let Some(job) = terminal::background(&std::io::stdout()) {
+        bail!(
+            "schedlat top runs in the background (process group {}; the terminal reads for group {}), where the kernel stops it at its first key read (SIGTTIN): run it in the foreground (`fg`), or under timeout as `timeout --foreground`",
+            job.group,
+            job.foreground
         );
     }
     let filter = Filter::resolve(filter)?;

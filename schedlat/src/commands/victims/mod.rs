@@ -13,11 +13,12 @@ use anyhow::Result;
 
 use crate::{
     analysis::victims::{SortKey, rank, throttled_pids},
-    collect::{histogram::Unit, victims::Collector},
+    collect::victims::Collector,
     commands::{
         session::{self, Ended, Intervals, Signals},
         stdout,
     },
+    histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{self, victims::Report},
     sys::{clock::WallClock, throttle::ThrottleWatch},

@@ -13,15 +13,18 @@ use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
-use crate::kernel::{
-    causes::{Measurable, Setup},
-    cgroupfs::Hierarchy,
-    decision::{self, DecisionFacts},
-    error::LoadError,
-    filter::Filter,
-    hook::{HookChoice, HookMode},
-    modes::Modes,
-    privileges,
+use crate::{
+    histogram::{DecisionFacts, Measurable},
+    kernel::{
+        causes::Setup,
+        cgroupfs::Hierarchy,
+        decision,
+        error::LoadError,
+        filter::Filter,
+        hook::{HookChoice, HookMode},
+        modes::Modes,
+        privileges,
+    },
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));

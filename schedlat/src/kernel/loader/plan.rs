@@ -123,7 +123,7 @@ impl Plan {
             .flatten();
         let wants = BtfWants {
             waking,
-            decision: modes.causes && modes.histogram && !sources.no_decision,
+            decision: modes.causes && modes.histogram && sources.decision,
             cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
@@ -167,6 +167,17 @@ impl Plan {
             }
         }
         let mut btf_programs = modes.btf_programs().to_vec();
+        if globals.decision.is_some() {
+            // The split's own programs (schedlat-ebpf main.rs says why).
+            for (program, tracepoint) in &mut btf_programs {
+                if let Some(&(with_split, _)) = names::BTF_DECISION_PROGRAMS
+                    .iter()
+                    .find(|(_, tp)| tp == tracepoint)
+                {
+                    *program = with_split;
+                }
+            }
+        }
         if waking {
             btf_programs.push(names::BTF_WAKING);
         }

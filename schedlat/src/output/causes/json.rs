@@ -38,7 +38,8 @@ pub struct OverlapOut {
     pub measured_wait_ns: u64,
 }
 
-/// Waits per depth class, named by [`DEPTH_LABELS`].
+/// Waits per depth class, named by
+/// [`DEPTH_LABELS`](crate::analysis::causes::DEPTH_LABELS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueDepthOut {
     #[serde(rename = "0")]

@@ -13,7 +13,7 @@ use crate::{
         causes::{Causes, Counted, DEPTH_LABELS, Summary, share},
         fmt_ns,
     },
-    collect::histogram::Waits,
+    histogram::Waits,
 };
 
 /// The split of `waits`, when the programs measured it.
@@ -197,7 +197,7 @@ pub mod tests {
     };
 
     use super::*;
-    use crate::collect::causes::{CauseCounts, Measurable};
+    use crate::histogram::{CauseCounts, Measurable};
 
     /// 900 woken waits of 10 us (100 of them migrated) and 100 preempted
     /// of 1 ms, all behind another cgroup but 100 woken behind the idle

@@ -2,8 +2,9 @@
 //! measured (the scope), `record -o FILE` never destroys a file it was not
 //! told to replace, nor an earlier recording when the run fails, nor a
 //! device node or a link (it writes through FIFOs and character devices),
-//! and a recording read back (`Recording`) is refused when damaged or of
-//! another schema.
+//! and a recording read back
+//! ([`Recording`](crate::output::recording::read::Recording)) is refused
+//! when damaged or of another schema.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -20,7 +21,7 @@ pub mod read;
 /// What a recording measured, beyond the hook and unit every object carries:
 /// two recordings compare only when these agree.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Scope {
+pub struct RecordedScope {
     /// The filters on the task that waited; null where not set.
     pub pid: Option<u32>,
     pub tid: Option<u32>,
@@ -34,10 +35,10 @@ pub struct Scope {
     pub host: String,
 }
 
-impl Scope {
-    pub fn of(filter: &Filter, breakdown: Option<&str>) -> Scope {
+impl RecordedScope {
+    pub fn of(filter: &Filter, breakdown: Option<&str>) -> RecordedScope {
         let (kernel, host) = uname();
-        Scope {
+        RecordedScope {
             pid: filter.tgid,
             tid: filter.tid,
             cgroup: filter.cgroup.as_ref().map(|c| c.dir.display().to_string()),
@@ -77,7 +78,7 @@ impl Scope {
 
     /// How `after` differs from `self` (before), one line per aspect that
     /// changes what the numbers mean. Empty when they agree.
-    pub fn differences(&self, after: &Scope) -> Vec<String> {
+    pub fn differences(&self, after: &RecordedScope) -> Vec<String> {
         let mut out = Vec::new();
         let mut differ = |what: &str, b: String, a: String| {
             if b != a {
@@ -351,13 +352,13 @@ mod tests {
 
     #[test]
     fn scopes_name_their_differences() {
-        let whole = Scope {
+        let whole = RecordedScope {
             kernel: "6.18".into(),
             host: "a".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
         assert!(whole.differences(&whole).is_empty());
-        let process = Scope {
+        let process = RecordedScope {
             pid: Some(42),
             cpus: Some("0-1".into()),
             kernel: "6.12".into(),

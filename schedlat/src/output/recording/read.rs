@@ -6,10 +6,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::Scope;
+use super::RecordedScope;
 use crate::{
     analysis::recording::Window,
-    collect::histogram::Waits,
+    histogram::Waits,
     output::{dump, json, json::Interval},
     sys::{files::Lines, slice::Slice},
 };
@@ -21,7 +21,7 @@ pub struct Recording {
     /// The slice it was judged against, when its objects say.
     pub slice: Option<Slice>,
     /// What it measured (None in files from before scopes were written).
-    pub scope: Option<Scope>,
+    pub scope: Option<RecordedScope>,
     pub hook: String,
 }
 
@@ -138,7 +138,7 @@ impl Recording {
         }
         let Some(unit) = unit else {
             bail!(
-                "{origin}: no schedlat JSON objects in it (make one with `schedlat record -o {origin} 10`)"
+                "{origin}: no schedlat JSON objects in it, so not a recording; make one with `schedlat record -o NEW.json 10` (a file that does not exist yet: record replaces one only with --force)"
             );
         };
         Ok(Recording {
@@ -200,7 +200,7 @@ pub mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
-    use crate::{collect::histogram::Unit, kernel::hook::HookMode, output::Report};
+    use crate::{histogram::Unit, kernel::hook::HookMode, output::Report};
 
     /// A one-object recording of `n` waits of `us` microseconds each.
     pub fn recording(
@@ -208,7 +208,7 @@ pub mod tests {
         unit: Unit,
         us: u64,
         n: u64,
-        scope: Option<Scope>,
+        scope: Option<RecordedScope>,
     ) -> std::path::PathBuf {
         let mut cpu = CpuStats::ZERO;
         cpu.buckets[bucket_index(us * 1000)] = n;
@@ -289,10 +289,10 @@ pub mod tests {
         let dump = Recording::load(&dir).unwrap();
         assert!(total > 0);
         assert_eq!(dump.waits.count(), total);
-        let scoped = Scope {
+        let scoped = RecordedScope {
             kernel: "k".into(),
             host: "h".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
         let file =
             Recording::load(&recording("vs-dump", Unit::Usecs, 100, 5, Some(scoped))).unwrap();
@@ -305,12 +305,12 @@ pub mod tests {
 
     #[test]
     fn a_scope_mismatch_is_reported() {
-        let whole = Scope {
+        let whole = RecordedScope {
             kernel: "k".into(),
             host: "h".into(),
-            ..Scope::default()
+            ..RecordedScope::default()
         };
-        let one = Scope {
+        let one = RecordedScope {
             pid: Some(7),
             ..whole.clone()
         };

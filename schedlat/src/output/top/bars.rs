@@ -10,11 +10,11 @@ use ratatui::{
     text::Line,
     widgets::{Block, Borders, Paragraph},
 };
-use schedlat_common::log2_slot;
 
 use super::state::State;
 use crate::{
     analysis::{percentiles::Percentiles, shape},
+    histogram::{log2_slot, log2_slot_bounds},
     sys::slice::Slice,
 };
 
@@ -132,12 +132,8 @@ pub fn histogram(state: &State, slice: &Slice, area: Rect) -> Paragraph<'static>
         "usecs", "", "count"
     ))];
     for row in &rows {
-        let low = if row.lo == 0 {
-            0
-        } else {
-            (1u64 << (row.lo + 1)) >> 1
-        };
-        let high = (1u64 << (row.hi + 1)) - 1;
+        let (low, _) = log2_slot_bounds(row.lo);
+        let (_, high) = log2_slot_bounds(row.hi);
         let n = count(row);
         let stars = (n * bar_width / max) as usize;
         let bar = format!(

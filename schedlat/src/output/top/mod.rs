@@ -226,7 +226,9 @@ mod tests {
     use schedlat_common::{CpuStats, Extremes, bucket_index, log2_slot, victims::WaitStats};
 
     use super::*;
-    use crate::{analysis::task::tests::task, collect::victims::Interval, kernel::hook::HookMode};
+    use crate::{
+        analysis::task::tests::task, collect::victims::VictimsInterval, kernel::hook::HookMode,
+    };
 
     fn screen(state: &State, width: u16, height: u16) -> String {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -262,7 +264,7 @@ mod tests {
             min_ns: 10_000,
             max_ns: 3_000_000,
         };
-        let waits = crate::collect::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let waits = crate::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
         let mut s = State::new(HookMode::Btf, "all tasks".into(), Duration::from_secs(1));
         s.push(waits, Duration::from_secs(1));
         let worker = |tid| task(tid, 4000, "stress-ng-cpu", 0, 0, 0);
@@ -288,7 +290,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        s.push_victims(&Interval {
+        s.push_victims(&VictimsInterval {
             victims,
             culprits,
             ..Default::default()
@@ -379,7 +381,7 @@ mod tests {
             max_other: idle,
             ..Default::default()
         };
-        s.push_victims(&Interval {
+        s.push_victims(&VictimsInterval {
             victims: vec![victim(boxed, 900_000_000), victim(sleeper, 800_000_000)],
             culprits: vec![WaitStats {
                 task: idle,
@@ -549,7 +551,7 @@ mod tests {
             min_ns: 3_000,
             max_ns: 20_000_000,
         };
-        let waits = crate::collect::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
+        let waits = crate::histogram::Waits::from_cpus(&[cpu]).with_extremes(&[x]);
         let mut s = known_state();
         s.push(waits, Duration::from_secs(1));
         s

@@ -14,7 +14,8 @@ use crate::{
         percentiles::quantile_ns,
         victims::{SortKey, Tables, Totals, rank},
     },
-    collect::{histogram::Waits, victims::Interval},
+    collect::victims::VictimsInterval,
+    histogram::Waits,
     kernel::hook::HookMode,
 };
 
@@ -79,7 +80,7 @@ pub struct Ranked {
 }
 
 impl VictimTables {
-    fn push(&mut self, interval: &Interval) {
+    fn push(&mut self, interval: &VictimsInterval) {
         let c = &interval.counters;
         self.last_overflow = (c.victims_overflow, c.culprits_overflow);
         self.total_overflow.0 += c.victims_overflow;
@@ -148,7 +149,7 @@ impl State {
     }
 
     /// Takes one interval's victims and culprits.
-    pub fn push_victims(&mut self, interval: &Interval) {
+    pub fn push_victims(&mut self, interval: &VictimsInterval) {
         if let Ok(tables) = &mut self.victims {
             tables.push(interval);
         }
@@ -273,7 +274,7 @@ mod tests {
         let mut s = state();
         let tables = s.victims.as_ref().unwrap();
         assert!(tables.ranked(false, SortKey::Total, 5).is_none());
-        let interval = |count| Interval {
+        let interval = |count| VictimsInterval {
             victims: vec![WaitStats {
                 task: task(7, 7, "stress-ng-cpu", 0, 0, 0),
                 count,

@@ -5,7 +5,7 @@ use schedlat_common::{
 
 use super::*;
 use crate::{
-    collect::causes::{CauseCounts, Measurable},
+    histogram::{CauseCounts, Measurable},
     sys::findings::ThreadWait,
 };
 

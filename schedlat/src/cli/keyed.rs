@@ -1,0 +1,71 @@
+//! The options of the per-key histograms the kernel keeps, shared by the
+//! histogram mode's breakdowns, serve's per-key series and `record
+//! --ring`'s per-cgroup series: each defined once here, flattened where it
+//! is used (a command adjusts only what must differ: its spelling, its
+//! default, what it requires), and resolved once into
+//! `kernel::modes::Keyed`.
+
+use schedlat_common::scope::Breakdown;
+
+use crate::kernel::modes::{DEFAULT_MAX_KEYS, Keyed};
+
+/// `--max-keys`' range.
+pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=1_000_000)
+}
+
+/// `--cgroups` and the size of the kernel's key map.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CgroupKeyArgs {
+    /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
+    #[arg(long, group = "keyed")]
+    pub cgroups: bool,
+    /// Keys the kernel keeps (1.7 KiB each); waits beyond are counted as unkeyed
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS, value_parser = max_keys_parser())]
+    pub max_keys: u32,
+}
+
+impl CgroupKeyArgs {
+    /// The per-key histograms asked for: per cgroup, else `other` (the
+    /// command's other keys: -P, -L...), in a map of `--max-keys` keys.
+    pub fn keyed(&self, other: Option<Breakdown>) -> Option<Keyed> {
+        let by = if self.cgroups {
+            Breakdown::Cgroup
+        } else {
+            other?
+        };
+        Some(Keyed {
+            by,
+            max_keys: self.max_keys,
+        })
+    }
+}
+
+/// `--max-series`: how many keys get a series of their own.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MaxSeriesArgs {
+    /// At most N per-key series per interval, the keys that waited most
+    /// first (serve: per scrape, besides pinned ones, the others' waits
+    /// summed into one series labelled "__overflow__"; record --ring: per
+    /// second)
+    #[arg(long, value_name = "N", default_value_t = 250, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_series: u32,
+}
+
+/// `record --ring`'s per-cgroup series: the options above, spelled
+/// `--ring-cgroups`, requiring `--ring`, and at most 16 series a second
+/// unless told (a second's series are in the ring's memory bound).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Flight recorder (record --ring)")]
+#[command(mut_arg("cgroups", |a| a.long("ring-cgroups").requires("ring")))]
+#[command(mut_arg("max_keys", |a| a.requires("ring")))]
+#[command(mut_arg("max_series", |a| a
+    .requires("ring")
+    .default_value("16")
+    .value_parser(clap::value_parser!(u32).range(1..=1024))))]
+pub struct RingCgroupArgs {
+    #[command(flatten)]
+    pub keys: CgroupKeyArgs,
+    #[command(flatten)]
+    pub max_series: MaxSeriesArgs,
+}

@@ -1,0 +1,522 @@
+//! The keyed intervals: the one place the kernel's per-key histograms
+//! (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`, `serve --pids`...) are
+//! turned into intervals. The kernel keeps one cumulative histogram per key
+//! since load; each reading hands out what every key waited since the
+//! previous one, carries what names the key, and deletes the kernel
+//! entries of keys whose task or cgroup is gone. Its users (the breakdown
+//! tables, the flight recorder's per-cgroup series, serve's per-key series
+//! and their `--max-series`) only rank and show.
+//!
+//! - A key is idle in a reading when its sum and its 0 ns bucket did not
+//!   change (a wait of 1 ns or more adds to the sum): two compares, the
+//!   buckets are not looked at. Only a key that waited has its buckets
+//!   differenced, while its entry is still in the CPU's cache.
+//! - Its buckets are kept between readings as the user needs them
+//!   ([`Kept`]): every fine bucket and log2 slot (the tables and their
+//!   percentiles), or folded into an export layout (a quarter of the
+//!   memory and of the work, for ten thousand keys a scrape).
+//! - Names: a key's comm as the kernel last stored it (a task that exited
+//!   has no /proc entry left), a cgroup's path from its first sight
+//!   (keylabels.rs).
+//! - A key idle for 2 readings, then 4, 8..., is asked whether its task or
+//!   cgroup still exists (one syscall per key asked, and at ten thousand
+//!   keys many sleep through an interval); if not, it is deleted from the
+//!   kernel map once the reading is handed out, and forgotten: all its
+//!   waits were in earlier intervals, and a reused TID or id starts again
+//!   from zero.
+
+use schedlat_common::scope::{Breakdown, KeyStats};
+
+use super::{
+    batch::Entries,
+    error::ReadError,
+    key_slots::{Key, Slots},
+    keylabels::KeyLabels,
+    tracer::Tracer,
+};
+use crate::histogram::{CauseCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits, layout::Layout};
+
+/// Keys per batch read: their 1.7 KiB entries (430 KiB) are differenced
+/// while the kernel's copy is still in the CPU's cache.
+const CHUNK: usize = 256;
+
+/// How a key's buckets are kept between readings.
+#[derive(Debug, Clone, Copy)]
+pub enum Kept {
+    /// Every fine bucket and log2 slot: an interval is a whole [`Waits`].
+    Whole,
+    /// Folded into an export layout (per bucket of the layout).
+    Folded(&'static Layout),
+}
+
+impl Kept {
+    fn width(self) -> usize {
+        match self {
+            Kept::Whole => NR_BUCKETS + NR_LOG2_SLOTS,
+            Kept::Folded(layout) => layout.len(),
+        }
+    }
+
+    /// A key's cumulative kernel buckets, as kept, into `out`.
+    fn fold_into(self, stats: &KeyStats, out: &mut [u64]) {
+        match self {
+            Kept::Whole => {
+                let (buckets, log2) = out.split_at_mut(NR_BUCKETS);
+                for (sum, &n) in buckets.iter_mut().zip(&stats.buckets) {
+                    *sum = u64::from(n);
+                }
+                for (sum, &n) in log2.iter_mut().zip(&stats.log2) {
+                    *sum = u64::from(n);
+                }
+            }
+            Kept::Folded(layout) => layout.fold_into(&stats.buckets, out),
+        }
+    }
+}
+
+/// What a user keeps per key beside the engine's own state.
+pub trait PerKey: Default {
+    /// Whether the key is handed out in a reading in which it did not wait
+    /// (serve's pinned keys).
+    fn shown_idle(&self) -> bool {
+        false
+    }
+}
+
+impl PerKey for () {}
+
+/// Whether a key's task or cgroup is still there: the live system
+/// (keylabels.rs), or the tests' own.
+pub trait Existence {
+    fn saw(&mut self, key: u64);
+    fn exists(&mut self, key: u64) -> bool;
+}
+
+impl Existence for KeyLabels {
+    fn saw(&mut self, key: u64) {
+        KeyLabels::saw(self, key);
+    }
+
+    fn exists(&mut self, key: u64) -> bool {
+        KeyLabels::exists(self, key)
+    }
+}
+
+/// The per-key state across readings.
+pub struct KeyIntervals<S = (), N = KeyLabels> {
+    by: Breakdown,
+    kept: Kept,
+    width: usize,
+    names: N,
+    /// Per key, the cause split too (when the kernel keeps it).
+    causes: Option<Measurable>,
+    slots: Slots<S>,
+    /// The kernel's entries, read into the same buffers every time.
+    entries: Entries<u64, KeyStats>,
+    /// Readings so far.
+    round: u64,
+    /// One key's kept buckets, reused.
+    scratch: Vec<u64>,
+    /// This reading's keys that waited, and their new waits per bucket
+    /// (one row each); the idle keys handed out anyway; keys found gone.
+    active: Vec<Active>,
+    news: Vec<u64>,
+    idle_shown: Vec<usize>,
+    gone: Vec<u64>,
+}
+
+/// A key that waited since the previous reading; its new waits per bucket
+/// are its row of the interval.
+#[derive(Debug)]
+pub struct Active {
+    pub key: u64,
+    pub slot: usize,
+    /// What it waited since the previous reading.
+    pub new_sum_ns: u64,
+    /// Its cause split since the previous reading, when kept per key.
+    pub new_causes: Option<CauseCounts>,
+}
+
+impl Active {
+    /// Its waits in this reading, from its row of [`Reading::active`] kept
+    /// [`Kept::Whole`] (no extremes: they are not kept per key).
+    pub fn waits(&self, new: &[u64]) -> Waits {
+        let (buckets, log2) = new.split_at(NR_BUCKETS);
+        Waits {
+            buckets: buckets.to_vec(),
+            log2: log2.to_vec(),
+            sum_ns: self.new_sum_ns,
+            causes: self.new_causes.clone(),
+            ..Waits::default()
+        }
+    }
+}
+
+impl<S: PerKey> KeyIntervals<S, KeyLabels> {
+    /// The keys of breakdown `by` on `tracer`'s kernel, kept as `kept`;
+    /// with the cause split per key when `with_causes` and the kernel
+    /// measures it.
+    pub fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_causes: bool) -> Self {
+        let names = tracer.key_labels(by);
+        let causes = tracer.measurable.filter(|_| with_causes);
+        KeyIntervals::with_names(by, names, kept, causes)
+    }
+
+    /// Reads every key's cumulative entry from the kernel and hands the
+    /// interval to `take`; then deletes the keys found gone.
+    pub fn interval<R>(
+        &mut self,
+        tracer: &mut Tracer,
+        take: impl FnOnce(&mut Reading<'_, S>) -> R,
+    ) -> Result<R, ReadError> {
+        self.begin();
+        let mut entries = std::mem::take(&mut self.entries);
+        let read = tracer.for_each_keyed(&mut entries, CHUNK, |&key, stats| self.feed(key, stats));
+        self.entries = entries;
+        read?;
+        let out = take(&mut Reading { keys: self });
+        self.finish(|key| tracer.forget_key(key).is_ok());
+        Ok(out)
+    }
+}
+
+impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
+    pub fn with_names(by: Breakdown, names: N, kept: Kept, causes: Option<Measurable>) -> Self {
+        let width = kept.width();
+        KeyIntervals {
+            by,
+            kept,
+            width,
+            names,
+            causes,
+            slots: Slots::new(width),
+            entries: Entries::default(),
+            round: 0,
+            scratch: vec![0; width],
+            active: Vec::new(),
+            news: Vec::new(),
+            idle_shown: Vec::new(),
+            gone: Vec::new(),
+        }
+    }
+
+    /// [`KeyIntervals::interval`] on entries given here, `forget` deleting
+    /// a key (false: the delete failed, the key is kept and asked again).
+    #[cfg(test)]
+    pub fn interval_of<'e, R>(
+        &mut self,
+        current: impl IntoIterator<Item = (u64, &'e KeyStats)>,
+        forget: impl FnMut(u64) -> bool,
+        take: impl FnOnce(&mut Reading<'_, S, N>) -> R,
+    ) -> R {
+        self.begin();
+        for (key, stats) in current {
+            self.feed(key, stats);
+        }
+        let out = take(&mut Reading { keys: self });
+        self.finish(forget);
+        out
+    }
+
+    pub fn by(&self) -> Breakdown {
+        self.by
+    }
+
+    /// Keys known (tests).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The names it asks (tests change what exists).
+    #[cfg(test)]
+    pub fn names_mut(&mut self) -> &mut N {
+        &mut self.names
+    }
+
+    fn begin(&mut self) {
+        self.round += 1;
+        self.active.clear();
+        self.news.clear();
+        self.idle_shown.clear();
+        self.gone.clear();
+        self.slots.begin();
+    }
+
+    /// One key's cumulative entry. The work is finding its slot
+    /// (key_slots.rs: usually the one that followed the previous key's last
+    /// time) and two compares, unless it waited: then one pass over its
+    /// buckets.
+    fn feed(&mut self, key: u64, stats: &KeyStats) {
+        let (round, names) = (self.round, &mut self.names);
+        let slot = self.slots.find(key, || {
+            // A cgroup's path while it is there to be read: a key shown
+            // later is named from it.
+            names.saw(key);
+            Key {
+                key,
+                seen: round,
+                last_sum_ns: 0,
+                last_zero: 0,
+                idle: 0,
+                last_causes: None,
+                comm: stats.comm,
+                user: S::default(),
+            }
+        });
+        let (state, last) = self.slots.with_last(slot);
+        state.seen = round;
+        let zero = stats.buckets[0];
+        if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
+            // Gone? Asked after two idle readings, then after 4, 8...: a
+            // task that merely slept through one interval is not asked at
+            // all, one idle for long is asked rarely.
+            state.idle = state.idle.saturating_add(1);
+            if state.idle >= 2 && state.idle.is_power_of_two() && !self.names.exists(key) {
+                self.gone.push(key);
+            }
+            if state.user.shown_idle() {
+                self.idle_shown.push(slot);
+            }
+            return;
+        }
+        self.kept.fold_into(stats, &mut self.scratch);
+        for (last, &now) in last.iter_mut().zip(&self.scratch) {
+            self.news.push(now.saturating_sub(*last));
+            *last = now;
+        }
+        let new_causes = self.causes.map(|m| {
+            let now = CauseCounts::from_key(m, &stats.causes);
+            let new = match &state.last_causes {
+                Some(then) => now.since(then),
+                None => now.clone(),
+            };
+            state.last_causes = Some(now);
+            new
+        });
+        self.active.push(Active {
+            key,
+            slot,
+            new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
+            new_causes,
+        });
+        // The kernel keeps the latest name a thread gave itself.
+        state.comm = stats.comm;
+        state.last_sum_ns = stats.sum_ns;
+        state.last_zero = zero;
+        state.idle = 0;
+    }
+
+    /// Ends a reading: drops the keys that left the map without a delete
+    /// from here (none should), and deletes the keys found gone.
+    fn finish(&mut self, mut forget: impl FnMut(u64) -> bool) {
+        let round = self.round;
+        self.slots.retain(|k| k.seen == round);
+        for &key in &self.gone {
+            if forget(key) {
+                self.slots.remove(key);
+            }
+        }
+    }
+}
+
+/// One reading, handed to the user between the read and the deletes.
+pub struct Reading<'a, S, N = KeyLabels> {
+    keys: &'a mut KeyIntervals<S, N>,
+}
+
+impl<S: PerKey, N> Reading<'_, S, N> {
+    pub fn by(&self) -> Breakdown {
+        self.keys.by
+    }
+
+    /// The keys that waited since the previous reading, in the kernel
+    /// map's order, each with its new waits per kept bucket.
+    pub fn active(&self) -> impl Iterator<Item = (&Active, &[u64])> {
+        let width = self.keys.width;
+        self.keys
+            .active
+            .iter()
+            .zip(self.keys.news.chunks_exact(width))
+    }
+
+    /// The idle keys whose [`PerKey::shown_idle`] holds.
+    pub fn idle_shown(&self) -> &[usize] {
+        &self.keys.idle_shown
+    }
+
+    /// The key in `slot`.
+    pub fn key(&self, slot: usize) -> u64 {
+        self.keys.slots.get(slot).key
+    }
+
+    /// The key in `slot`, what the user keeps for it, and its names.
+    pub fn slot(&mut self, slot: usize) -> KeyRef<'_, S, N> {
+        let k = self.keys.slots.key(slot);
+        KeyRef {
+            key: k.key,
+            comm: k.comm,
+            user: &mut k.user,
+            names: &mut self.keys.names,
+        }
+    }
+
+    /// `each` for every key that waited, in the kernel map's order: its
+    /// new waits, its new waits per kept bucket, and the key itself.
+    pub fn each_active(&mut self, mut each: impl FnMut(&Active, &[u64], KeyRef<'_, S, N>)) {
+        let keys = &mut *self.keys;
+        let rows = keys.news.chunks_exact(keys.width);
+        for (a, new) in keys.active.iter().zip(rows) {
+            let k = keys.slots.key(a.slot);
+            let key = KeyRef {
+                key: k.key,
+                comm: k.comm,
+                user: &mut k.user,
+                names: &mut keys.names,
+            };
+            each(a, new, key);
+        }
+    }
+}
+
+impl<S: PerKey> Reading<'_, S, KeyLabels> {
+    /// runqlat's label line of the key in `slot` (`pid = 1234 comm`).
+    pub fn text(&mut self, slot: usize) -> String {
+        let k = self.slot(slot);
+        k.names.text(k.key, &k.comm)
+    }
+}
+
+/// One key of a reading: which, the name the kernel last stored with it,
+/// what the user keeps for it, and the names of the live system.
+pub struct KeyRef<'a, S, N> {
+    pub key: u64,
+    pub comm: [u8; 16],
+    pub user: &'a mut S,
+    pub names: &'a mut N,
+}
+
+/// A key's cumulative kernel histogram as `Waits` (no extremes: they are
+/// not kept per key), with its cause split when the split is on
+/// (`measurable`): what an interval of a new key holds (tests).
+#[cfg(test)]
+pub fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
+    let mut row = vec![0; Kept::Whole.width()];
+    Kept::Whole.fold_into(stats, &mut row);
+    let (buckets, log2) = row.split_at(NR_BUCKETS);
+    Waits {
+        buckets: buckets.to_vec(),
+        log2: log2.to_vec(),
+        sum_ns: stats.sum_ns,
+        causes: measurable.map(|m| CauseCounts::from_key(m, &stats.causes)),
+        ..Waits::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key exists unless listed in `gone`.
+    #[derive(Default)]
+    struct Live {
+        gone: Vec<u64>,
+        seen: Vec<u64>,
+    }
+
+    impl Existence for Live {
+        fn saw(&mut self, key: u64) {
+            self.seen.push(key);
+        }
+        fn exists(&mut self, key: u64) -> bool {
+            !self.gone.contains(&key)
+        }
+    }
+
+    /// `waits_us` microseconds added to a key's cumulative entry.
+    fn add(stats: &mut KeyStats, waits_us: &[u64]) {
+        for &us in waits_us {
+            stats.buckets[schedlat_common::bucket_index(us * 1000)] += 1;
+            stats.log2[schedlat_common::log2_slot(us)] += 1;
+            stats.sum_ns += us * 1000;
+        }
+    }
+
+    /// (key, waits) of each key that waited in a reading.
+    fn read(keys: &mut KeyIntervals<(), Live>, current: &[(u64, KeyStats)]) -> Vec<(u64, Waits)> {
+        let entries = current.iter().map(|(k, v)| (*k, v));
+        keys.interval_of(
+            entries,
+            |_| true,
+            |reading| {
+                (reading.active())
+                    .map(|(a, new)| (a.key, a.waits(new)))
+                    .collect()
+            },
+        )
+    }
+
+    #[test]
+    fn each_reading_hands_out_what_each_key_waited_since_the_last() {
+        let mut keys =
+            KeyIntervals::with_names(Breakdown::Process, Live::default(), Kept::Whole, None);
+        let (mut a, mut b) = (KeyStats::ZERO, KeyStats::ZERO);
+        add(&mut a, &[10, 20]);
+        b.comm[..4].copy_from_slice(b"bash");
+        add(&mut b, &[3000]);
+        // A new key's first interval is all it waited.
+        let first = read(&mut keys, &[(1, a), (2, b)]);
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].1, waits_of(&a, None));
+        assert_eq!(keys.names_mut().seen, [1, 2], "named at first sight only");
+        // Then the difference; an idle key is left out.
+        add(&mut a, &[40]);
+        let second = read(&mut keys, &[(1, a), (2, b)]);
+        assert_eq!(second.len(), 1);
+        let (key, w) = &second[0];
+        assert_eq!((*key, w.count(), w.sum_ns), (1, 1, 40_000));
+        assert_eq!(
+            w.log2_slots(),
+            waits_of(
+                &{
+                    let mut only = KeyStats::ZERO;
+                    add(&mut only, &[40]);
+                    only
+                },
+                None
+            )
+            .log2_slots()
+        );
+        assert_eq!(keys.names_mut().seen, [1, 2]);
+    }
+
+    #[test]
+    fn a_gone_key_is_deleted_after_two_idle_readings_and_starts_again_from_zero() {
+        let mut keys =
+            KeyIntervals::with_names(Breakdown::Thread, Live::default(), Kept::Whole, None);
+        let mut a = KeyStats::ZERO;
+        add(&mut a, &[10]);
+        read(&mut keys, &[(7, a)]);
+        keys.names_mut().gone.push(7);
+        let mut forgotten = Vec::new();
+        for _ in 0..2 {
+            let entries = [(7, &a)];
+            keys.interval_of(
+                entries,
+                |k| {
+                    forgotten.push(k);
+                    true
+                },
+                |_| (),
+            );
+        }
+        assert_eq!(forgotten, [7]);
+        assert_eq!(keys.len(), 0);
+        // A reused TID: its entry was deleted, and counts from zero.
+        let mut again = KeyStats::ZERO;
+        add(&mut again, &[5]);
+        keys.names_mut().gone.clear();
+        let w = read(&mut keys, &[(7, again)]);
+        assert_eq!(w[0].1.count(), 1);
+    }
+}

@@ -1,0 +1,77 @@
+//! What each path answers: `/metrics` read and encoded at request time in
+//! the format the scraper asked for, `/snapshot` the flight recorder's
+//! dump (snapshot.rs), `/` a line saying where the metrics are.
+
+use std::{cell::RefCell, rc::Rc};
+
+use http_body_util::Full;
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    header::{self, HeaderValue},
+};
+
+use super::{http::plain, scrape::Scraper, snapshot};
+use crate::{export::negotiate::negotiate, recorder::Flight};
+
+/// The responder of every connection: `scraper` on /metrics, and `flight`
+/// on /snapshot when serve keeps a ring.
+pub fn responder(
+    scraper: Rc<Scraper>,
+    flight: Option<Rc<RefCell<Flight>>>,
+) -> impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static {
+    move |request| respond(request, &scraper, flight.as_deref())
+}
+
+fn respond(
+    request: &Request<Incoming>,
+    scraper: &Scraper,
+    flight: Option<&RefCell<Flight>>,
+) -> Response<Full<Bytes>> {
+    if request.uri().path() == "/snapshot" {
+        return snapshot::respond(request, flight);
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match request.uri().path() {
+        "/metrics" => metrics(request, scraper),
+        "/" => plain(
+            StatusCode::OK,
+            "schedlat: run queue latency for Prometheus; metrics at /metrics\n",
+        ),
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are at /metrics\n",
+        ),
+    }
+}
+
+fn metrics(request: &Request<Incoming>, scraper: &Scraper) -> Response<Full<Bytes>> {
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = negotiate(accept);
+    let body = match scraper.serve(format) {
+        Ok(body) => body,
+        Err(e) => {
+            say!("schedlat: scrape failed: {e}");
+            return plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("reading the kernel's counters failed: {e}\n"),
+            );
+        }
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&format.content_type()) {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
+    // The body depends on Accept: caches must not mix the formats.
+    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    response
+}

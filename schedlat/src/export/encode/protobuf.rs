@@ -1,0 +1,231 @@
+//! Prometheus' protobuf exposition (`application/vnd.google.protobuf;
+//! proto=io.prometheus.client.MetricFamily; encoding=delimited`): a stream
+//! of `MetricFamily` messages, each preceded by its length as a varint.
+//! The one format that carries native histograms (histogram/native.rs);
+//! Prometheus asks for it when started with
+//! `--enable-feature=native-histograms`.
+//!
+//! The messages are the subset of io.prometheus.client's metrics.proto
+//! (proto2) that schedlat writes, declared below with its field numbers.
+//! Every histogram carries both the classic buckets (the same `le` as the
+//! text formats) and the native ones (schema 3, with the zero bucket and
+//! the positive spans and deltas), so a scraper that reads only one of
+//! them finds what it needs.
+
+use prost::Message;
+
+use crate::{
+    export::model::{Family, Histograms, Labels, Metric as Samples, Sample, Unit, Value},
+    histogram::native::{KERNEL, SCHEMA, ZERO_THRESHOLD},
+};
+
+/// The media type, as Prometheus asks for it and as it expects it back.
+pub const CONTENT_TYPE: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
+
+#[derive(Clone, PartialEq, Message)]
+pub struct MetricFamily {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub help: Option<String>,
+    /// MetricType: COUNTER 0, GAUGE 1, SUMMARY 2, UNTYPED 3, HISTOGRAM 4.
+    #[prost(int32, optional, tag = "3")]
+    pub r#type: Option<i32>,
+    #[prost(message, repeated, tag = "4")]
+    pub metric: Vec<Metric>,
+}
+
+pub const COUNTER: i32 = 0;
+pub const GAUGE: i32 = 1;
+pub const HISTOGRAM: i32 = 4;
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Metric {
+    #[prost(message, repeated, tag = "1")]
+    pub label: Vec<LabelPair>,
+    #[prost(message, optional, tag = "2")]
+    pub gauge: Option<Gauge>,
+    #[prost(message, optional, tag = "3")]
+    pub counter: Option<Counter>,
+    #[prost(message, optional, tag = "7")]
+    pub histogram: Option<Histogram>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct LabelPair {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub value: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Gauge {
+    #[prost(double, optional, tag = "1")]
+    pub value: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Counter {
+    #[prost(double, optional, tag = "1")]
+    pub value: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Histogram {
+    #[prost(uint64, optional, tag = "1")]
+    pub sample_count: Option<u64>,
+    #[prost(double, optional, tag = "2")]
+    pub sample_sum: Option<f64>,
+    /// Classic buckets, cumulative, finite upper bounds only.
+    #[prost(message, repeated, tag = "3")]
+    pub bucket: Vec<Bucket>,
+    #[prost(sint32, optional, tag = "5")]
+    pub schema: Option<i32>,
+    #[prost(double, optional, tag = "6")]
+    pub zero_threshold: Option<f64>,
+    #[prost(uint64, optional, tag = "7")]
+    pub zero_count: Option<u64>,
+    #[prost(message, repeated, tag = "12")]
+    pub positive_span: Vec<BucketSpan>,
+    /// proto2 repeated scalars are not packed unless declared so.
+    #[prost(sint64, repeated, packed = "false", tag = "13")]
+    pub positive_delta: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Bucket {
+    #[prost(uint64, optional, tag = "1")]
+    pub cumulative_count: Option<u64>,
+    #[prost(double, optional, tag = "2")]
+    pub upper_bound: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct BucketSpan {
+    #[prost(sint32, optional, tag = "1")]
+    pub offset: Option<i32>,
+    #[prost(uint32, optional, tag = "2")]
+    pub length: Option<u32>,
+}
+
+/// The delimited stream of `families`.
+pub fn encode(families: Vec<Family>) -> Vec<u8> {
+    let messages: Vec<MetricFamily> = families.iter().map(message).collect();
+    let mut out = Vec::with_capacity(messages.iter().map(|f| f.encoded_len() + 4).sum());
+    for f in &messages {
+        f.encode_length_delimited(&mut out)
+            .expect("a Vec grows as needed");
+    }
+    out
+}
+
+fn label_pairs(labels: &Labels) -> Vec<LabelPair> {
+    labels
+        .iter()
+        .map(|(name, value)| LabelPair {
+            name: Some(name.to_string()),
+            value: Some(value.clone()),
+        })
+        .collect()
+}
+
+/// The name with the unit's suffix, as the text encoders write it.
+fn with_unit(name: &str, unit: Option<Unit>) -> String {
+    match unit {
+        Some(Unit::Seconds) => format!("{name}_seconds"),
+        None => name.to_string(),
+    }
+}
+
+fn message(f: &Family) -> MetricFamily {
+    let (name, kind, metric) = match &f.metric {
+        Samples::Counter(samples) => (
+            format!("{}_total", with_unit(&f.name, f.unit)),
+            COUNTER,
+            each(samples, |v| Metric {
+                counter: Some(Counter { value: Some(v) }),
+                ..Metric::default()
+            }),
+        ),
+        Samples::Gauge(samples) => (with_unit(&f.name, f.unit), GAUGE, each(samples, gauge)),
+        Samples::Info(labels) => (
+            format!("{}_info", f.name),
+            GAUGE,
+            vec![Metric {
+                label: label_pairs(labels),
+                ..gauge(1.0)
+            }],
+        ),
+        Samples::Histogram(h) => (with_unit(&f.name, f.unit), HISTOGRAM, histograms(h)),
+    };
+    MetricFamily {
+        name: Some(name),
+        help: Some(f.help.clone()),
+        r#type: Some(kind),
+        metric,
+    }
+}
+
+fn gauge(v: f64) -> Metric {
+    Metric {
+        gauge: Some(Gauge { value: Some(v) }),
+        ..Metric::default()
+    }
+}
+
+fn each(samples: &[Sample], metric: impl Fn(f64) -> Metric) -> Vec<Metric> {
+    samples
+        .iter()
+        .map(|s: &Sample| Metric {
+            label: label_pairs(&s.labels),
+            ..metric(Value::as_f64(s.value))
+        })
+        .collect()
+}
+
+fn histograms(f: &Histograms) -> Vec<Metric> {
+    f.series
+        .iter()
+        .map(|series| {
+            let w = &series.waits;
+            let mut cumulative = 0;
+            let bucket = (f.layout.with_bounds(&w.buckets).into_iter())
+                .filter(|(le, _)| le.is_finite())
+                .map(|(le, n)| {
+                    cumulative += n;
+                    Bucket {
+                        cumulative_count: Some(cumulative),
+                        upper_bound: Some(le),
+                    }
+                })
+                .collect();
+            // The kernel's own buckets where the series has them (the
+            // total), else the family's layout.
+            let native = match &series.kernel {
+                Some(kernel) => KERNEL.buckets(kernel),
+                None => f.native.buckets(&w.buckets),
+            };
+            Metric {
+                label: label_pairs(&series.labels),
+                histogram: Some(Histogram {
+                    sample_count: Some(w.count()),
+                    sample_sum: Some(w.sum_ns as f64 / 1e9),
+                    bucket,
+                    schema: Some(SCHEMA),
+                    zero_threshold: Some(ZERO_THRESHOLD),
+                    zero_count: Some(native.zero_count),
+                    positive_span: (native.spans.into_iter())
+                        .map(|(offset, length)| BucketSpan {
+                            offset: Some(offset),
+                            length: Some(length),
+                        })
+                        .collect(),
+                    positive_delta: native.deltas,
+                }),
+                ..Metric::default()
+            }
+        })
+        .collect()
+}

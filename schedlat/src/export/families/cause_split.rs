@@ -1,0 +1,245 @@
+//! The cause split (docs/causes.md) as Prometheus counters: every wait of
+//! the histogram counted once per split (`split` label: how it `began`,
+//! its `placement`, who it was `held_by`, its `queue_depth`), with the
+//! class as `cause`; a handful of label values each, never one per task.
+//! The overlaps (steal, IRQ time, throttling) are seconds counters of
+//! their own, with the measured waits they are a share of; a series is
+//! absent, not 0, where the kernel lacks the accounting.
+//!
+//! Families, as for the histograms: the whole system (with the filter's
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
+//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! histogram's (the same intervals, `__overflow__` included), so `sum()`
+//! over a family never counts a wait twice. Not with `--pids`: a process
+//! per series is unbounded, and a few dozen series per process would
+//! multiply that.
+
+use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
+
+use crate::{
+    analysis::causes::DEPTH_LABELS,
+    export::model::{Family, Labels, Metric, Sample, Unit, Value},
+    histogram::CauseCounts,
+};
+
+/// The split's series of one family: a label set (the scope, or the
+/// cgroup) and its counters.
+#[derive(Debug, Default)]
+pub struct CauseSeries {
+    pub series: Vec<(Labels, CauseCounts)>,
+}
+
+/// Each split with its classes, as label values.
+const SPLITS: [(&str, &[(&str, Cause)]); 4] = [
+    (
+        "began",
+        &[
+            ("woken", Cause::Woken),
+            ("new", Cause::New),
+            ("preempted", Cause::Preempted),
+        ],
+    ),
+    (
+        "placement",
+        &[
+            ("same_cpu", Cause::SameCpu),
+            ("migrated", Cause::Migrated),
+            ("unknown", Cause::PlacementUnknown),
+        ],
+    ),
+    (
+        "held_by",
+        &[
+            ("same_cgroup", Cause::HeldBySameCgroup),
+            ("other_cgroup", Cause::HeldByOtherCgroup),
+            ("kernel", Cause::HeldByKernel),
+            ("higher_class", Cause::HeldByHigherClass),
+            ("idle", Cause::HeldByIdle),
+            ("unknown", Cause::HeldByUnknown),
+        ],
+    ),
+    (
+        "queue_depth",
+        &[
+            (DEPTH_LABELS[0], Cause::Depth0),
+            (DEPTH_LABELS[1], Cause::Depth1),
+            (DEPTH_LABELS[2], Cause::Depth2),
+            (DEPTH_LABELS[3], Cause::Depth3To4),
+            (DEPTH_LABELS[4], Cause::Depth5To8),
+            (DEPTH_LABELS[5], Cause::Depth9Plus),
+            (DEPTH_LABELS[6], Cause::DepthUnknown),
+        ],
+    ),
+];
+
+/// The migrated waits that crossed a last-level cache or a NUMA node: a
+/// subset of `placement="migrated"`, so a split of its own (summing it
+/// with the placement split would count those waits twice).
+const CROSSED: [(&str, Cause); 2] = [("llc", Cause::CrossLlc), ("node", Cause::CrossNode)];
+
+/// One family's names and help, whole system or per cgroup.
+struct Names {
+    prefix: &'static str,
+    whose: &'static str,
+}
+
+const SYSTEM: Names = Names {
+    prefix: "schedlat_runqueue",
+    whose: "Waits of schedlat_runqueue_latency_seconds",
+};
+const CGROUP: Names = Names {
+    prefix: "schedlat_cgroup_runqueue",
+    whose: "Waits of schedlat_cgroup_runqueue_latency_seconds, by cgroup as that family (its series and __overflow__),",
+};
+
+/// A counter's value: waits, or nanoseconds exported as seconds.
+fn count(n: u64) -> Value {
+    Value::Count(n)
+}
+
+fn seconds(ns: u64) -> Value {
+    Value::Float(ns as f64 / 1e9)
+}
+
+/// A counter family of these samples.
+fn counter(
+    name: String,
+    help: String,
+    unit: Option<Unit>,
+    samples: Vec<(Labels, Value)>,
+) -> Family {
+    Family {
+        name,
+        help,
+        unit,
+        metric: Metric::Counter(
+            (samples.into_iter())
+                .map(|(labels, value)| Sample { labels, value })
+                .collect(),
+        ),
+    }
+}
+
+/// The whole system's families (none without the split).
+pub fn system_families(series: &CauseSeries) -> Vec<Family> {
+    families(&SYSTEM, series)
+}
+
+/// The per-cgroup families (none without `--cgroups`).
+pub fn cgroup_families(series: &CauseSeries) -> Vec<Family> {
+    families(&CGROUP, series)
+}
+
+fn families(names: &Names, family: &CauseSeries) -> Vec<Family> {
+    if family.series.is_empty() {
+        return Vec::new();
+    }
+    let prefix = names.prefix;
+    let whose = names.whose;
+    let splits = "split began (woken, new, preempted), placement (same_cpu, migrated, unknown: against the CPU the task last ran on), held_by (who held the CPU when the wait ended: same_cgroup, other_cgroup, kernel, higher_class, idle, unknown) or queue_depth (other tasks queued when it was queued: 0, 1, 2, 3-4, 5-8, 9+, unknown); each wait is in one cause of every split (docs/causes.md)";
+    let crossed = family.series.iter().any(|(_, c)| c.measurable.topology);
+    let split_note = if crossed {
+        "; split crossed (llc, node): the migrated waits that crossed a last-level cache or a NUMA node, a subset of placement migrated"
+    } else {
+        ""
+    };
+    // Waits per class, then their time.
+    let by_class = |value: fn(&CauseCounts, usize) -> Value| {
+        let mut samples = Vec::new();
+        for (labels, counts) in &family.series {
+            for (split, classes) in SPLITS {
+                for &(cause, class) in classes {
+                    samples.push((with(labels, split, cause), value(counts, class as usize)));
+                }
+            }
+            if counts.measurable.topology {
+                for (cause, class) in CROSSED {
+                    samples.push((
+                        with(labels, "crossed", cause),
+                        value(counts, class as usize),
+                    ));
+                }
+            }
+        }
+        samples
+    };
+    let mut out = vec![
+        counter(
+            format!("{prefix}_waits_by_cause"),
+            format!("{whose} counted by cause: {splits}{split_note}"),
+            None,
+            by_class(|c, i| count(c.count[i])),
+        ),
+        counter(
+            format!("{prefix}_wait_by_cause"),
+            format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
+            Some(Unit::Seconds),
+            by_class(|c, i| seconds(c.sum_ns[i])),
+        ),
+    ];
+    out.extend(overlaps(prefix, family));
+    out
+}
+
+/// What else took the CPU during same-CPU waits, and those waits; none
+/// when no overlap is measurable on this kernel (absent, not 0).
+fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<Family> {
+    let measured = |c: &CauseCounts| [c.measurable.steal, c.measurable.irq, c.measurable.throttled];
+    if family
+        .series
+        .iter()
+        .all(|(_, c)| !measured(c).contains(&true))
+    {
+        return Vec::new();
+    }
+    let mut covered = Vec::new();
+    for (labels, counts) in &family.series {
+        let on = measured(counts);
+        for (i, overlap) in [
+            (OVERLAP_STEAL, "steal"),
+            (OVERLAP_IRQ, "irq"),
+            (OVERLAP_THROTTLED, "throttled"),
+        ] {
+            if on[i] {
+                let mut l = labels.clone();
+                l.push(("overlap", overlap.into()));
+                covered.push((l, seconds(counts.overlap_ns[i])));
+            }
+        }
+    }
+    let each = |value: fn(&CauseCounts) -> Value| {
+        (family.series.iter())
+            .map(|(labels, counts)| (labels.clone(), value(counts)))
+            .collect()
+    };
+    vec![
+        counter(
+            format!("{prefix}_wait_overlap"),
+            "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
+            Some(Unit::Seconds),
+            covered,
+        ),
+        counter(
+            format!("{prefix}_wait_overlap_measured"),
+            "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
+            Some(Unit::Seconds),
+            each(|c| seconds(c.overlap_wait_ns)),
+        ),
+        counter(
+            format!("{prefix}_wait_overlap_measured_waits"),
+            "Waits whose overlap was measured: those that began and ended on one CPU".into(),
+            None,
+            each(|c| count(c.overlap_waits)),
+        ),
+    ]
+}
+
+fn with(labels: &Labels, split: &'static str, cause: &str) -> Labels {
+    let mut l = labels.clone();
+    l.push(("split", split.into()));
+    l.push(("cause", cause.into()));
+    l
+}
+
+#[cfg(test)]
+mod tests;

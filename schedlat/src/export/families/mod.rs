@@ -1,0 +1,165 @@
+//! The family list: every family one scrape exports, in order, each from
+//! the file of its concern. A new family is a function in its own file (or
+//! in the file of its concern) and one line in [`Scrape::families`].
+//!
+//! Label plumbing: histograms come in families, each a list of labelled
+//! series. The whole system is one unlabelled series of its own family.
+//! Per-cgroup or per-process series (`--cgroups`, `--pids`) go in a family
+//! of their own (`schedlat_cgroup_runqueue_latency_seconds{cgroup=...}`,
+//! `schedlat_process_runqueue_latency_seconds{pid=...,comm=...}`), never
+//! next to the whole-system series, so that `sum()` over a family never
+//! counts a wait twice; the overflow series of `--max-series` is one more
+//! labelled series of that family (labels.rs). The total uses the fine
+//! layout, the per-key family `--key-buckets` (key_buckets.rs).
+//!
+//! Under a filter (`-p`, `-t`, `--comm`, `-c`, `--cpu`) every histogram
+//! series has a `scope` label saying which waits it counts, so that a
+//! dashboard cannot take it for the whole system.
+
+mod accounting;
+mod cause_split;
+mod latency;
+mod own;
+
+use schedlat_common::scope::Breakdown;
+
+use self::cause_split::CauseSeries;
+pub use self::{
+    accounting::KeyedCounters,
+    own::{BpfCost, ScrapeCost},
+};
+use super::{
+    encode::{self, Format},
+    key_buckets::KeyBuckets,
+    model::{Family, Folded, Labels},
+};
+use crate::{histogram::Waits, kernel::hook::HookMode};
+
+/// Everything one scrape exports.
+#[derive(Debug)]
+pub struct Scrape {
+    pub hook: HookMode,
+    pub histograms: Vec<Family>,
+    /// Loss counters, whole system (see docs/json.md for their meaning).
+    pub untracked_tid: u64,
+    pub discarded_negative: u64,
+    /// None when the programs' stats could not be read at all.
+    pub bpf: Option<BpfCost>,
+    /// With `--cgroups` or `--pids`: the breakdown's own counters.
+    pub keyed: Option<KeyedCounters>,
+    /// With `-p`/`-t`: whether the target still runs.
+    pub target_alive: Option<bool>,
+    /// The previous scrape's cost, once there was one.
+    pub cost: Option<ScrapeCost>,
+    /// The cause split: of the whole system (or the filter's scope), and
+    /// per cgroup with `--cgroups` (cause_split.rs).
+    pub causes: CauseSeries,
+    pub cgroup_causes: CauseSeries,
+}
+
+/// One scrape's per-key series (`--cgroups`, `--pids`).
+#[derive(Debug)]
+pub struct KeyedScrape {
+    /// The series in this scrape, ordered by key, then the overflow series
+    /// (only once it holds a wait).
+    pub series: Vec<(Labels, Folded)>,
+    /// Keys that waited since the previous scrape but got no series.
+    pub overflow_keys: u64,
+}
+
+impl Scrape {
+    /// The one view the kernel side has today: every wait (unlabelled), or
+    /// with `-p` one process's (`labels` = pid).
+    pub fn system(hook: HookMode, waits: Waits, labels: Labels, bpf: Option<BpfCost>) -> Scrape {
+        let causes = CauseSeries {
+            series: waits
+                .causes
+                .clone()
+                .map(|c| (labels.clone(), c))
+                .into_iter()
+                .collect(),
+        };
+        Scrape {
+            hook,
+            causes,
+            cgroup_causes: CauseSeries::default(),
+            untracked_tid: waits.untracked_tid,
+            discarded_negative: waits.discarded_negative,
+            histograms: vec![latency::system(&waits, labels)],
+            bpf,
+            keyed: None,
+            target_alive: None,
+            cost: None,
+        }
+    }
+
+    /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`);
+    /// `scope` is the filter's label, if any.
+    pub fn with_keyed(
+        mut self,
+        by: Breakdown,
+        layout: KeyBuckets,
+        keyed: KeyedScrape,
+        unkeyed: u64,
+        scope: Option<&(&'static str, String)>,
+    ) -> Scrape {
+        let series: Vec<(Labels, Folded)> = keyed
+            .series
+            .into_iter()
+            .map(|(mut labels, waits)| {
+                labels.extend(scope.cloned());
+                (labels, waits)
+            })
+            .collect();
+        if by == Breakdown::Cgroup {
+            self.cgroup_causes.series = series
+                .iter()
+                .filter_map(|(labels, waits)| Some((labels.clone(), waits.causes.clone()?)))
+                .collect();
+        }
+        self.keyed = Some(KeyedCounters {
+            unkeyed,
+            overflow_keys: keyed.overflow_keys,
+            series: series.len(),
+        });
+        self.histograms.push(latency::keyed(by, layout, series));
+        self
+    }
+
+    /// A text exposition as a String (tests).
+    #[cfg(test)]
+    pub fn encode_text(self, format: Format) -> String {
+        String::from_utf8(self.encode(format)).expect("text formats are UTF-8")
+    }
+
+    /// The exposition in `format`.
+    pub fn encode(self, format: Format) -> Vec<u8> {
+        encode::encode(self.families(), format)
+    }
+
+    /// Every family, in the order they are exposed.
+    pub fn families(self) -> Vec<Family> {
+        let mut out = self.histograms;
+        out.extend(cause_split::system_families(&self.causes));
+        out.extend(cause_split::cgroup_families(&self.cgroup_causes));
+        out.extend(accounting::losses(
+            self.untracked_tid,
+            self.discarded_negative,
+        ));
+        if let Some(keyed) = &self.keyed {
+            out.extend(accounting::keyed(keyed));
+        }
+        out.extend(self.target_alive.map(own::target_alive));
+        if let Some(cost) = &self.cost {
+            out.extend(own::scrape_cost(cost));
+        }
+        out.push(own::info(self.hook));
+        if let Some(bpf) = &self.bpf {
+            out.extend(own::bpf_cost(bpf));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,262 @@
+//! The exposition as a whole, in each format: the family list written by
+//! the encoders.
+use prost::Message;
+use schedlat_common::{CpuStats, bucket_index};
+
+use super::*;
+use crate::{
+    collect::bpf_cost::ProgramCost,
+    export::{
+        encode::protobuf::{COUNTER, GAUGE, HISTOGRAM, MetricFamily},
+        labels,
+    },
+};
+
+/// Two CPUs: 3 waits of 3 ms, one of 1.5 us, one of 100 s (beyond the
+/// last boundary), 2 discarded, 1 untracked.
+fn known() -> Scrape {
+    let mut a = CpuStats::ZERO;
+    let mut b = CpuStats::ZERO;
+    for ns in [3_000_000, 3_000_000, 1_500] {
+        a.buckets[bucket_index(ns)] += 1;
+        a.sum_ns += ns;
+    }
+    for ns in [3_000_000, 100_000_000_000] {
+        b.buckets[bucket_index(ns)] += 1;
+        b.sum_ns += ns;
+    }
+    b.discarded_negative = 2;
+    a.untracked_tid = 1;
+    let bpf = BpfCost {
+        stats_enabled: Some(false),
+        programs: vec![ProgramCost {
+            name: "sched_switch".into(),
+            run_time_ns: 1_500_000_000,
+            runs: 42,
+        }],
+    };
+    Scrape::system(
+        HookMode::Btf,
+        Waits::from_cpus(&[a, b]),
+        Vec::new(),
+        Some(bpf),
+    )
+}
+
+fn lines_of(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn text_format_histogram_is_cumulative_in_seconds() {
+    let out = known().encode_text(Format::Text);
+    let h = "schedlat_runqueue_latency_seconds";
+    assert!(out.contains(&format!("# TYPE {h} histogram\n")), "{out}");
+    assert!(out.contains(&format!("{h}_count 5\n")), "{out}");
+    assert!(out.contains(&format!("{h}_sum 100.0090015\n")), "{out}");
+    let buckets = lines_of(&out, &format!("{h}_bucket{{"));
+    assert_eq!(buckets.len(), 106, "105 boundaries and +Inf");
+    // Under 1.024 us: none; 1.5 us is in (1.28, 1.536] us. (Small
+    // bounds print in exponent form, as Go's clients print them.)
+    assert_eq!(buckets[0], format!("{h}_bucket{{le=\"1.024e-06\"}} 0"));
+    assert_eq!(buckets[1], format!("{h}_bucket{{le=\"1.28e-06\"}} 0"));
+    assert_eq!(buckets[2], format!("{h}_bucket{{le=\"1.536e-06\"}} 1"));
+    // 3 ms is in (2.62, 3.15] ms.
+    assert!(buckets.contains(&format!("{h}_bucket{{le=\"0.00262144\"}} 1")));
+    assert!(buckets.contains(&format!("{h}_bucket{{le=\"0.003145728\"}} 4")));
+    // 100 s is beyond 68.7 s: only in +Inf.
+    assert_eq!(buckets[104], format!("{h}_bucket{{le=\"68.719476736\"}} 4"));
+    assert_eq!(buckets[105], format!("{h}_bucket{{le=\"+Inf\"}} 5"));
+    let counts: Vec<u64> = buckets
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "cumulative");
+}
+
+#[test]
+fn text_format_counters_info_and_bpf_cost() {
+    let out = known().encode_text(Format::Text);
+    let info = format!(
+        "schedlat_info{{hook=\"tp_btf\",version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    for line in [
+        "# TYPE schedlat_dropped_untracked_tid_total counter",
+        "schedlat_dropped_untracked_tid_total 1",
+        "schedlat_discarded_negative_delta_total 2",
+        &info,
+        "schedlat_bpf_stats_enabled 0",
+        "schedlat_bpf_run_time_seconds_total{program=\"sched_switch\"} 1.5",
+        "schedlat_bpf_runs_total{program=\"sched_switch\"} 42",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+    }
+    // Stats off: the HELP says so.
+    let help = lines_of(&out, "# HELP schedlat_bpf_runs_total");
+    assert!(
+        help[0].contains("kernel.bpf_stats_enabled is 0"),
+        "{help:?}"
+    );
+    assert!(!out.contains("# EOF"));
+}
+
+#[test]
+fn openmetrics_has_units_totals_and_eof() {
+    let out = known().encode_text(Format::OpenMetrics { version: "1.0.0" });
+    let h = "schedlat_runqueue_latency_seconds";
+    for line in [
+        format!("# TYPE {h} histogram"),
+        format!("# UNIT {h} seconds"),
+        format!("{h}_count 5"),
+        format!("{h}_bucket{{le=\"+Inf\"}} 5"),
+        "# TYPE schedlat_dropped_untracked_tid counter".into(),
+        "schedlat_dropped_untracked_tid_total 1".into(),
+        "# TYPE schedlat info".into(),
+    ] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+    }
+    assert!(out.ends_with("# EOF\n"));
+}
+
+#[test]
+fn bpf_cost_is_left_out_when_unreadable() {
+    let mut s = known();
+    s.bpf = None;
+    let out = s.encode_text(Format::Text);
+    assert!(!out.contains("schedlat_bpf_"), "{out}");
+    let mut s = known();
+    s.bpf.as_mut().unwrap().stats_enabled = Some(true);
+    let out = s.encode_text(Format::Text);
+    assert!(out.contains("schedlat_bpf_stats_enabled 1\n"));
+    assert!(!out.contains("may stand still"));
+}
+
+#[test]
+fn keyed_family_is_its_own_with_overflow_and_counters() {
+    let mut one = CpuStats::ZERO;
+    one.buckets[bucket_index(3_000_000)] = 2;
+    one.sum_ns = 6_000_000;
+    let waits = Folded::of(KeyBuckets::Log2.layout(), &Waits::from_cpus(&[one]));
+    let keyed = KeyedScrape {
+        series: vec![
+            (
+                vec![("pid", "7".into()), ("comm", "a \"b\"".into())],
+                waits.clone(),
+            ),
+            (labels::overflow(Breakdown::Process), waits),
+        ],
+        overflow_keys: 3,
+    };
+    let scope = ("scope", "cpu=0".to_string());
+    let out = known()
+        .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 4, Some(&scope))
+        .encode_text(Format::Text);
+    let h = "schedlat_process_runqueue_latency_seconds";
+    for line in [
+        format!("# TYPE {h} histogram"),
+        format!("{h}_count{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\"}} 2"),
+        format!("{h}_count{{pid=\"__overflow__\",comm=\"__overflow__\",scope=\"cpu=0\"}} 2"),
+        format!("{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"+Inf\"}} 2"),
+        // One boundary per power of two: 3 ms is in (2.10, 4.19] ms.
+        format!(
+            "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.002097152\"}} 0"
+        ),
+        format!(
+            "{h}_bucket{{pid=\"7\",comm=\"a \\\"b\\\"\",scope=\"cpu=0\",le=\"0.004194304\"}} 2"
+        ),
+        "schedlat_unkeyed_waits_total 4".into(),
+        "schedlat_overflow_keys 3".into(),
+        "schedlat_keyed_series 2".into(),
+        // The whole-system family is unchanged.
+        "schedlat_runqueue_latency_seconds_count 5".into(),
+    ] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+    }
+    // Without a breakdown, no keyed counters.
+    let out = known().encode_text(Format::Text);
+    assert!(
+        !out.contains("unkeyed") && !out.contains("overflow"),
+        "{out}"
+    );
+}
+
+/// The families of a delimited stream.
+fn decode(mut body: &[u8]) -> Vec<MetricFamily> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        out.push(MetricFamily::decode_length_delimited(&mut body).unwrap());
+    }
+    out
+}
+
+/// Waits of 3 ms (x3), 1.5 us and 100 s; one unlabelled series.
+fn protobuf_sample() -> Scrape {
+    let mut cpu = CpuStats::ZERO;
+    for ns in [3_000_000, 3_000_000, 3_000_000, 1_500, 100_000_000_000] {
+        cpu.buckets[bucket_index(ns)] += 1;
+        cpu.sum_ns += ns;
+    }
+    cpu.untracked_tid = 2;
+    Scrape::system(HookMode::Btf, Waits::from_cpus(&[cpu]), Vec::new(), None)
+}
+
+#[test]
+fn histograms_carry_classic_and_native_buckets() {
+    let families = decode(&protobuf_sample().encode(Format::Protobuf));
+    let h = &families[0];
+    assert_eq!(h.name.as_deref(), Some("schedlat_runqueue_latency_seconds"));
+    assert_eq!(h.r#type, Some(HISTOGRAM));
+    assert!(h.help.as_deref().unwrap().contains("within 12.2%"));
+    let hist = h.metric[0].histogram.as_ref().unwrap();
+    assert_eq!(hist.sample_count, Some(5));
+    assert!((hist.sample_sum.unwrap() - 100.0090015).abs() < 1e-9);
+    // Classic: the text formats' 105 finite boundaries, cumulative; the
+    // 100 s wait only in the implicit +Inf.
+    assert_eq!(hist.bucket.len(), 105);
+    assert_eq!(hist.bucket.last().unwrap().cumulative_count, Some(4));
+    assert_eq!(hist.bucket[0].upper_bound, Some(1.024e-6));
+    // Native: schema 3; three buckets with 1, 3 and 1 waits.
+    assert_eq!(hist.schema, Some(3));
+    assert_eq!(hist.zero_count, Some(0));
+    let mut counts = Vec::new();
+    let mut n = 0;
+    for d in &hist.positive_delta {
+        n += d;
+        counts.push(n);
+    }
+    assert_eq!(counts, [1, 3, 1]);
+    let lengths: u32 = hist.positive_span.iter().map(|s| s.length.unwrap()).sum();
+    assert_eq!(lengths, 3);
+    // 3 ms lies in its native bucket (b^(i-1), b^i].
+    let first = hist.positive_span[0].offset.unwrap();
+    let second = first + hist.positive_span[1].offset.unwrap() + 1;
+    let b = 2f64.powf(1.0 / 8.0);
+    assert!(b.powi(second - 1) < 0.003 && 0.003 <= b.powi(second) * 1.13);
+}
+
+#[test]
+fn counters_gauges_and_info_keep_the_text_formats_names() {
+    let families = decode(&protobuf_sample().encode(Format::Protobuf));
+    let by_name = |name: &str| {
+        families
+            .iter()
+            .find(|f| f.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let untracked = by_name("schedlat_dropped_untracked_tid_total");
+    assert_eq!(untracked.r#type, Some(COUNTER));
+    assert_eq!(
+        untracked.metric[0].counter.as_ref().unwrap().value,
+        Some(2.0)
+    );
+    let info = by_name("schedlat_info");
+    assert_eq!(info.r#type, Some(GAUGE));
+    let labels: Vec<_> = (info.metric[0].label.iter())
+        .map(|l| (l.name.clone().unwrap(), l.value.clone().unwrap()))
+        .collect();
+    assert_eq!(labels[0], ("hook".into(), "tp_btf".into()));
+}

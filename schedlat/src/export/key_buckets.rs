@@ -1,0 +1,48 @@
+//! Which layout the per-key families use (`--key-buckets`), and what their
+//! HELP says of it. The layouts themselves are histogram/layout.rs.
+
+use crate::histogram::{
+    layout::{LAYOUT, LOG2, Layout},
+    native::{FINE_MAP, LOG2_MAP, NativeMap},
+};
+
+/// The per-key families' layout (`--key-buckets`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyBuckets {
+    /// One boundary per power of two, 1.024 us to 17.2 s (25): a
+    /// percentile off by less than a factor of two
+    Log2,
+    /// As the total: 4 per power of two, 1.024 us to 68.7 s (105): off by
+    /// less than 25%
+    Fine,
+}
+
+impl KeyBuckets {
+    pub fn layout(self) -> &'static Layout {
+        match self {
+            KeyBuckets::Log2 => &LOG2,
+            KeyBuckets::Fine => &LAYOUT,
+        }
+    }
+
+    /// How its buckets go into a native histogram (protobuf).
+    pub fn native(self) -> &'static NativeMap {
+        match self {
+            KeyBuckets::Log2 => &LOG2_MAP,
+            KeyBuckets::Fine => &FINE_MAP,
+        }
+    }
+
+    /// For HELP texts: the layout and the error of a percentile from it.
+    pub fn help(self) -> String {
+        let error = self.native().stated();
+        match self {
+            KeyBuckets::Log2 => format!(
+                "buckets: one per power of two (--key-buckets log2), a histogram_quantile is within a factor of two of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
+            ),
+            KeyBuckets::Fine => format!(
+                "buckets: four per power of two (--key-buckets fine), a histogram_quantile is within 25% of the true percentile; as a native histogram (protobuf, schema 3) within {error}"
+            ),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The labels of the exported series: which waits a series counts (the
+//! filter's `scope`), which key a per-key series is (`cgroup`, or `pid` and
+//! `comm`), and the overflow series of `--max-series`. A new label for the
+//! per-key series goes in [`key`] and [`overflow`] (a series and its
+//! overflow carry the same label names).
+
+use schedlat_common::scope::Breakdown;
+
+use super::model::Labels;
+use crate::{
+    collect::keylabels::{KeyLabels, task_comm},
+    kernel::filter::{Filter, comm_str, cpu_list_str},
+};
+
+/// The label value of the overflow series.
+pub const OVERFLOW: &str = "__overflow__";
+
+/// The label names of a breakdown, and the values of its overflow series.
+pub fn overflow(by: Breakdown) -> Labels {
+    match by {
+        Breakdown::Process => vec![("pid", OVERFLOW.into()), ("comm", OVERFLOW.into())],
+        _ => vec![("cgroup", OVERFLOW.into())],
+    }
+}
+
+/// A key's labels as exported: `cgroup="/path"`, or `pid="1234",
+/// comm="name"` (`comm`: the name the kernel stored with the key).
+pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
+    match labels.by() {
+        Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
+        _ => {
+            let path = labels
+                .cgroup_name(key)
+                .unwrap_or_else(|| format!("(removed, id {key})"));
+            vec![("cgroup", path)]
+        }
+    }
+}
+
+/// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
+/// whole system.
+pub fn scope(filter: &Filter) -> Option<(&'static str, String)> {
+    let mut parts = Vec::new();
+    if let Some(pid) = filter.tgid {
+        parts.push(format!("pid={pid}"));
+    }
+    if let Some(tid) = filter.tid {
+        parts.push(format!("tid={tid}"));
+    }
+    if let Some(comm) = &filter.comm {
+        parts.push(format!("comm={}", comm_str(comm)));
+    }
+    if let Some(c) = &filter.cgroup {
+        parts.push(format!("cgroup={}", c.dir.display()));
+    }
+    if let Some(cpus) = &filter.cpus {
+        parts.push(format!("cpu={}", cpu_list_str(cpus)));
+    }
+    (!parts.is_empty()).then(|| ("scope", parts.join(",")))
+}
+
+/// The total's labels: `pid` with -p, and the scope.
+pub fn total(filter: &Filter) -> Labels {
+    let mut labels: Labels = filter
+        .tgid
+        .map(|pid| vec![("pid", pid.to_string())])
+        .unwrap_or_default();
+    labels.extend(scope(filter));
+    labels
+}

@@ -1,0 +1,31 @@
+//! The Prometheus/OpenMetrics exposition: what schedlat's measurements
+//! look like to a scraper, independent of how they are served.
+//!
+//! - model: families, samples, labels and folded buckets, the leaf the
+//!   others share;
+//! - families/: the family list of a scrape (`Scrape::families`), one
+//!   file per concern: latency histograms, the cause split, what was not
+//!   counted, schedlat's own cost;
+//! - labels: the `scope` of a filter, the key of a per-key series, the
+//!   overflow series;
+//! - key_buckets: the per-key families' layout (`--key-buckets`); the
+//!   layouts and their native-histogram translation are histogram/'s;
+//! - keyed_series: which keys get a series of their own in a scrape
+//!   (`--max-series`, `--pin`) and the overflow series, on top of the
+//!   keyed intervals of collect/;
+//! - encode/: one encoder per format (the text formats through
+//!   prometheus-client, protobuf with native histograms);
+//! - negotiate: which format a scraper asked for.
+//!
+//! Where new work goes: a family is a function in families/ (a file of
+//! its own for a new concern) and a line in `Scrape::families`; a label
+//! of the per-key series is labels.rs; an encoding is a file in encode/
+//! and a `Format` variant.
+
+pub mod encode;
+pub mod families;
+pub mod key_buckets;
+pub mod keyed_series;
+pub mod labels;
+pub mod model;
+pub(crate) mod negotiate;

@@ -1,0 +1,136 @@
+//! What an exposition is made of, independently of its encoding: families,
+//! each a name, a help text, a unit and its labelled samples (a value, or
+//! a histogram's folded buckets). The families (families/) build these and
+//! the encoders (encode/) write them; neither knows the other.
+
+use crate::histogram::{CauseCounts, Waits, layout::Layout, native::NativeMap};
+
+/// Label pairs of one sample, in the order they are written.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// One metric family.
+#[derive(Debug)]
+pub struct Family {
+    /// Without the unit's suffix and without `_total`: the encoders add
+    /// them as the format wants.
+    pub name: String,
+    pub help: String,
+    pub unit: Option<Unit>,
+    pub metric: Metric,
+}
+
+/// A family's unit (the only one schedlat exports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+}
+
+/// A family's type and samples.
+#[derive(Debug)]
+pub enum Metric {
+    Counter(Vec<Sample>),
+    Gauge(Vec<Sample>),
+    /// An info metric (`name_info`, value 1) with these labels.
+    Info(Labels),
+    Histogram(Histograms),
+}
+
+/// One labelled sample of a counter or a gauge.
+#[derive(Debug)]
+pub struct Sample {
+    pub labels: Labels,
+    pub value: Value,
+}
+
+/// A sample's value, typed as the text formats print it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Count(u64),
+    Float(f64),
+}
+
+impl Value {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Int(v) => v as f64,
+            Value::Count(v) => v as f64,
+            Value::Float(v) => v,
+        }
+    }
+}
+
+/// A histogram family's series, all in one bucket layout.
+#[derive(Debug)]
+pub struct Histograms {
+    pub layout: &'static Layout,
+    /// How the layout's buckets go into a native histogram (protobuf).
+    pub native: &'static NativeMap,
+    pub series: Vec<Series>,
+}
+
+/// One histogram series.
+#[derive(Debug)]
+pub struct Series {
+    pub labels: Labels,
+    /// In the family's layout.
+    pub waits: Folded,
+    /// The kernel's own buckets, where the series has them (the total):
+    /// its native histogram is made from them, at a finer grain.
+    pub kernel: Option<Vec<u64>>,
+}
+
+/// Waits folded into an export layout: per bucket (the last `+Inf`) and
+/// their sum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub buckets: Vec<u64>,
+    pub sum_ns: u64,
+    /// The cause split of the same waits, where the kernel keeps it per
+    /// key (per cgroup; families/cause_split.rs).
+    pub causes: Option<CauseCounts>,
+}
+
+impl Folded {
+    pub fn of(layout: &Layout, waits: &Waits) -> Folded {
+        Folded {
+            buckets: layout.counts(&waits.buckets),
+            sum_ns: waits.sum_ns,
+            causes: waits.causes.clone(),
+        }
+    }
+
+    /// No waits, in a layout of `width` buckets.
+    pub fn empty(width: usize) -> Folded {
+        Folded {
+            buckets: vec![0; width],
+            sum_ns: 0,
+            causes: None,
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Adds an interval's split to the series'.
+    pub fn add_causes(&mut self, more: &CauseCounts) {
+        match &mut self.causes {
+            Some(sum) => sum.merge(more),
+            None => self.causes = Some(more.clone()),
+        }
+    }
+}
+
+/// A family of one unlabelled sample.
+pub fn single(name: &str, help: &str, metric: fn(Vec<Sample>) -> Metric, value: Value) -> Family {
+    Family {
+        name: name.to_string(),
+        help: help.to_string(),
+        unit: None,
+        metric: metric(vec![Sample {
+            labels: Labels::new(),
+            value,
+        }]),
+    }
+}

@@ -1,0 +1,223 @@
+//! The `le` boundaries of the exported histograms, and how the kernel's
+//! fine buckets fold into them. Two layouts: `fine` for the unlabelled
+//! total, and the per-key families' `--key-buckets` (`log2` by default,
+//! or `fine`).
+//!
+//! `log2`: one boundary per power of two, 2^10 ns (1.024 us) to 2^34 ns
+//! (17.2 s), plus `+Inf`: 25 finite boundaries, a quarter of `fine`'s
+//! series per key. A percentile from `histogram_quantile` then lies in the
+//! same power of two as the true one: off by less than a factor of two
+//! (at most +100% / -50%). At a thousand hosts of a thousand keys that is
+//! the difference between 26 and 106 samples per key and scrape.
+//!
+//! The kernel counts waits in log-linear nanosecond buckets: 8 per power of
+//! two (schedlat_common::bucket), about 300 in all. Exporting every one
+//! would cost ~300 series per histogram on every scrape and in Prometheus'
+//! storage, so the exporter keeps every second edge: 4 buckets per power of
+//! two, from 2^10 ns (1.024 us) to 2^36 ns (68.7 s), plus `+Inf`: 105
+//! finite boundaries. Why these:
+//!
+//! - Every boundary is an edge of the kernel's buckets, so every exported
+//!   count is exact; nothing is interpolated before Prometheus does.
+//! - `histogram_quantile` interpolates linearly inside the bucket that holds
+//!   the rank, so its answer is off by at most that bucket's width: a quarter
+//!   of the bucket's lower bound here (a log2 layout would allow 100%).
+//! - The set is fixed, not an option: `sum by (le)` over a fleet only works
+//!   when every machine exports the same boundaries.
+//! - Below 1 us the CPU's own switch path dominates; above a minute a task
+//!   is hung, not queued. Both ends are still counted (first bucket,
+//!   `+Inf`), and `_sum`/`_count` are exact.
+//!
+//! A boundary `le = 2^k ns` holds the waits up to `2^k - 1` ns; the one
+//! nanosecond of difference from "<=" is below what the clock resolves.
+
+use std::sync::LazyLock;
+
+use super::Bucket;
+
+/// Lowest boundary: 2^10 ns.
+const FIRST_EXP: u32 = 10;
+/// Highest finite boundary: 2^36 ns (fine), 2^34 ns (log2).
+const LAST_EXP: u32 = 36;
+const LOG2_LAST_EXP: u32 = 34;
+/// Boundaries per power of two (a divisor of the kernel's 8).
+const PER_OCTAVE: u64 = 4;
+
+/// The exported boundaries and, per kernel bucket, the exported bucket its
+/// waits fall into (`edges_ns.len()` being `+Inf`).
+#[derive(Debug)]
+pub struct Layout {
+    edges_ns: Vec<u64>,
+    fold: Vec<usize>,
+    /// Per exported bucket, the kernel buckets folded into it: `fold` is
+    /// non-decreasing, so each is a range, summed without a scatter.
+    ranges: Vec<std::ops::Range<usize>>,
+}
+
+/// The whole-system total's layout: 4 boundaries per power of two.
+pub static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout::new(PER_OCTAVE, LAST_EXP));
+/// The per-key families' default: one boundary per power of two.
+pub static LOG2: LazyLock<Layout> = LazyLock::new(|| Layout::new(1, LOG2_LAST_EXP));
+
+impl Layout {
+    fn new(per_octave: u64, last_exp: u32) -> Layout {
+        let mut edges_ns = vec![1u64 << FIRST_EXP];
+        for exp in FIRST_EXP..last_exp {
+            let base = 1u64 << exp;
+            let step = base / per_octave;
+            edges_ns.extend((1..=per_octave).map(|j| base + j * step));
+        }
+        // A kernel bucket goes to the first exported bucket whose boundary
+        // lies above all of it (its inclusive `high` is below the edge).
+        let fold = Bucket::all()
+            .map(|b| edges_ns.partition_point(|&edge| edge <= b.high_ns))
+            .collect::<Vec<usize>>();
+        let ranges = (0..=edges_ns.len())
+            .map(|to| fold.partition_point(|&t| t < to)..fold.partition_point(|&t| t <= to))
+            .collect();
+        Layout {
+            edges_ns,
+            fold,
+            ranges,
+        }
+    }
+
+    /// Exported buckets, `+Inf` included.
+    pub fn len(&self) -> usize {
+        self.edges_ns.len() + 1
+    }
+
+    /// [`Layout::counts`] of a key's kernel buckets (u32 counts), into
+    /// `out` (`len()` long): no allocation, one pass.
+    pub fn fold_into(&self, kernel_buckets: &[u32], out: &mut [u64]) {
+        for (sum, range) in out.iter_mut().zip(&self.ranges) {
+            let end = range.end.min(kernel_buckets.len());
+            let start = range.start.min(end);
+            *sum = kernel_buckets[start..end]
+                .iter()
+                .map(|&n| u64::from(n))
+                .sum();
+        }
+    }
+
+    /// Finite boundaries, in nanoseconds, ascending.
+    pub fn edges_ns(&self) -> &[u64] {
+        &self.edges_ns
+    }
+
+    /// Per exported bucket (the last one `+Inf`), the waits in it.
+    pub fn counts(&self, kernel_buckets: &[u64]) -> Vec<u64> {
+        let mut out = vec![0; self.edges_ns.len() + 1];
+        for (&n, &to) in kernel_buckets.iter().zip(&self.fold) {
+            out[to] += n;
+        }
+        out
+    }
+
+    /// `counts` with each bucket's upper bound in seconds: not cumulative,
+    /// as prometheus-client's encoder wants them.
+    pub fn with_bounds(&self, counts: &[u64]) -> Vec<(f64, u64)> {
+        self.edges_ns
+            .iter()
+            // Division, not multiplication by 1e-9: it rounds to the double
+            // nearest the decimal value, which then prints short.
+            .map(|&ns| ns as f64 / 1e9)
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(counts.iter().copied())
+            .collect()
+    }
+
+    /// Per exported bucket, `(upper bound in seconds, waits in it)`.
+    #[cfg(test)]
+    pub fn fold(&self, kernel_buckets: &[u64]) -> Vec<(f64, u64)> {
+        self.with_bounds(&self.counts(kernel_buckets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::{NR_BUCKETS, bucket_index};
+
+    #[test]
+    fn boundaries_are_kernel_bucket_edges() {
+        // Exactness: each boundary is where one kernel bucket ends and the
+        // next begins, so no kernel bucket straddles it.
+        for &edge in LAYOUT.edges_ns() {
+            let low = Bucket::of(edge).low_ns;
+            assert_eq!(low, edge, "{edge} ns is not a kernel bucket edge");
+        }
+        assert_eq!(LAYOUT.edges_ns().len(), 105);
+        assert!(LAYOUT.edges_ns().windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(LAYOUT.edges_ns()[0], 1024);
+        assert_eq!(*LAYOUT.edges_ns().last().unwrap(), 1 << 36);
+    }
+
+    #[test]
+    fn log2_is_one_boundary_per_power_of_two_up_to_17_s() {
+        let e = LOG2.edges_ns();
+        assert_eq!(e.len(), 25);
+        assert!(e.iter().enumerate().all(|(i, &ns)| ns == 1 << (10 + i)));
+        for &edge in e {
+            assert_eq!(Bucket::of(edge).low_ns, edge);
+        }
+        let mut kernel = vec![0u64; NR_BUCKETS];
+        for ns in [1_000, 3_000_000, 20_000_000_000] {
+            kernel[bucket_index(ns)] += 1;
+        }
+        let c = LOG2.counts(&kernel);
+        assert_eq!(c.len(), 26);
+        // 3 ms is in (2^21, 2^22] ns; 20 s only in +Inf.
+        assert_eq!((c[0], c[12], c[25]), (1, 1, 1));
+    }
+
+    #[test]
+    fn fold_into_matches_counts() {
+        let mut kernel = vec![0u32; NR_BUCKETS];
+        for (i, n) in kernel.iter_mut().enumerate() {
+            *n = (i as u32 * 7919) % 13;
+        }
+        let wide: Vec<u64> = kernel.iter().map(|&n| u64::from(n)).collect();
+        for layout in [&*LAYOUT, &*LOG2] {
+            let mut out = vec![0; layout.len()];
+            layout.fold_into(&kernel, &mut out);
+            assert_eq!(out, layout.counts(&wide));
+        }
+    }
+
+    #[test]
+    fn four_boundaries_per_power_of_two() {
+        let e = LAYOUT.edges_ns();
+        assert_eq!(&e[..5], &[1024, 1280, 1536, 1792, 2048]);
+        // 3 ms lies in (2.62, 3.15] ms: 2^21 * (1.25, 1.5].
+        let i = e.partition_point(|&edge| edge < 3_000_000);
+        assert_eq!((e[i - 1], e[i]), (2_621_440, 3_145_728));
+    }
+
+    #[test]
+    fn fold_keeps_every_wait_in_the_right_bucket() {
+        let mut kernel = vec![0u64; NR_BUCKETS];
+        for ns in [0, 1_023, 1_024, 3_000_000, 3_145_727, 3_145_728, u64::MAX] {
+            kernel[bucket_index(ns)] += 1;
+        }
+        let folded = LAYOUT.fold(&kernel);
+        assert_eq!(folded.len(), LAYOUT.edges_ns().len() + 1);
+        assert_eq!(folded.iter().map(|(_, n)| n).sum::<u64>(), 7);
+        // Cumulative count at the boundary `edge_ns`.
+        let count_le = |edge_ns: u64| -> u64 {
+            let i = LAYOUT
+                .edges_ns()
+                .iter()
+                .position(|&e| e == edge_ns)
+                .unwrap();
+            folded[..=i].iter().map(|(_, n)| n).sum()
+        };
+        // 0 and 1023 ns are below 1.024 us; 1024 ns is not.
+        assert_eq!(count_le(1024), 2);
+        assert_eq!(count_le(2_621_440), 3);
+        assert_eq!(count_le(3_145_728), 5);
+        // Beyond 2^36 ns: only +Inf.
+        assert_eq!(folded.last().unwrap(), &(f64::INFINITY, 1));
+        assert_eq!(folded[0].0, 1.024e-6);
+    }
+}

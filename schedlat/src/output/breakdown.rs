@@ -1,0 +1,167 @@
+//! A breakdown's renderings (analysis/breakdown.rs): runqlat's per-key
+//! tables with schedlat's summary lines, and the `breakdown` member of a
+//! JSON interval (docs/json.md).
+
+use std::fmt::Write as _;
+
+use schedlat_common::scope::Breakdown;
+use serde_json::json;
+
+use super::{causes, json::shape_out, text as table};
+use crate::{
+    analysis::breakdown::{KeySort, KeyedReport},
+    histogram::Unit,
+};
+
+/// runqlat's per-key layout: a label line, then the table; schedlat adds
+/// each key's count and mean, percentiles and verdict; then a footer.
+pub fn text(report: &KeyedReport, unit: Unit) -> String {
+    let mut out = String::new();
+    for row in &report.rows {
+        let _ = writeln!(out, "\n{}", row.label);
+        out.push_str(&table::log2_table(&row.waits.log2_slots(), unit.label()));
+        let mean = table::mean_in_unit(&row.waits, unit);
+        let _ = writeln!(out, "total {} waits, mean {mean}", row.waits.count());
+        // No per-key extremes are kept: the line stops at p99.9.
+        if let Some(p) = &row.percentiles {
+            let _ = writeln!(out, "{}", table::quantiles(p));
+        }
+        let _ = writeln!(out, "shape: {}", row.shape.summary);
+        if let Some(split) = causes::of(&row.waits) {
+            out.push_str(&causes::text(&split));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{} {} with waits, {} shown (by {}); {} waits unkeyed (key map full, --max-keys {})",
+        report.keys_with_waits,
+        key_noun(report.by),
+        report.rows.len(),
+        sort_name(report.sort),
+        report.unkeyed,
+        report.max_keys
+    );
+    out
+}
+
+/// The `breakdown` member of a JSON interval (docs/json.md).
+pub fn json(report: &KeyedReport) -> serde_json::Value {
+    let keys: Vec<serde_json::Value> = report
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "key": r.key,
+                "label": r.label,
+                "count": r.waits.count(),
+                "sum_ns": r.waits.sum_ns,
+                "mean_ns": r.waits.mean_ns(),
+                "percentiles": r.percentiles,
+                "shape": shape_out(&r.shape),
+                "log2": r.waits.log2_slots(),
+                "causes": causes::of(&r.waits).map(|c| causes::json(&c)),
+            })
+        })
+        .collect();
+    json!({
+        "by": key_noun(report.by),
+        "sort": report.sort,
+        "keys_with_waits": report.keys_with_waits,
+        "unkeyed": report.unkeyed,
+        "max_keys": report.max_keys,
+        "keys": keys,
+    })
+}
+
+/// What the keys of a breakdown are, as the footer and the JSON say it.
+pub fn key_noun(by: Breakdown) -> &'static str {
+    match by {
+        Breakdown::Process => "pids",
+        Breakdown::Thread => "tids",
+        Breakdown::PidNamespace => "pidnss",
+        Breakdown::Cgroup => "cgroups",
+        Breakdown::Cpu => "cpus",
+        Breakdown::None => "keys",
+    }
+}
+
+fn sort_name(sort: KeySort) -> &'static str {
+    match sort {
+        KeySort::Total => "total wait",
+        KeySort::P99 => "p99",
+        KeySort::P50 => "p50",
+        KeySort::Mean => "mean wait",
+        KeySort::Count => "count",
+        KeySort::Key => "key",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::breakdown::tests::row;
+
+    #[test]
+    fn text_has_runqlat_labels_tables_and_a_footer() {
+        let report = KeyedReport {
+            by: Breakdown::Process,
+            sort: KeySort::Total,
+            rows: vec![row(42, &[3, 5, 9])],
+            keys_with_waits: 7,
+            unkeyed: 2,
+            max_keys: 4096,
+        };
+        let out = text(&report, Unit::Usecs);
+        assert!(
+            out.starts_with("\npid = 42 x\n     usecs               : count    distribution\n"),
+            "{out}"
+        );
+        assert!(out.contains("total 3 waits, mean 5.7 usecs"), "{out}");
+        assert!(
+            out.contains("7 pids with waits, 1 shown (by total wait); 2 waits unkeyed"),
+            "{out}"
+        );
+        let json = json(&report);
+        assert_eq!(json["keys"][0]["count"], 3);
+        assert_eq!(json["by"], "pids");
+        // Not measured: no causes line, a null object.
+        assert!(!out.contains("causes:"), "{out}");
+        assert_eq!(json["keys"][0]["causes"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn each_key_gets_its_causes_line_and_object() {
+        use schedlat_common::causes::{Cause, KeyCauses};
+
+        use crate::histogram::{CauseCounts, Measurable};
+        let mut r = row(42, &[3, 5, 9]);
+        let mut key = KeyCauses::ZERO;
+        key.count[Cause::Preempted as usize] = 3;
+        key.sum_ns[Cause::Preempted as usize] = 17_000;
+        key.count[Cause::Depth2 as usize] = 3;
+        key.count[Cause::HeldBySameCgroup as usize] = 3;
+        key.sum_ns[Cause::HeldBySameCgroup as usize] = 17_000;
+        r.waits.causes = Some(CauseCounts::from_key(Measurable::default(), &key));
+        let report = KeyedReport {
+            by: Breakdown::Process,
+            sort: KeySort::Total,
+            rows: vec![r],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        };
+        let out = text(&report, Unit::Usecs);
+        let after_shape = out.split_once("\nshape: ").unwrap().1;
+        let causes = after_shape.lines().nth(1).unwrap();
+        assert_eq!(
+            causes,
+            "causes: woken 0% of waits, 0% of time; preempted 100%, 100%"
+        );
+        assert!(out.contains("queue depth 2: 100%; held by same cgroup 100% of wait time"));
+        let json = json(&report);
+        let c = &json["keys"][0]["causes"];
+        assert_eq!(c["preempted"]["count"], 3);
+        assert_eq!(c["preempted"]["p99_ns"], serde_json::Value::Null);
+        assert_eq!(c["queue_depth"]["2"], 3);
+    }
+}

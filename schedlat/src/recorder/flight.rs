@@ -1,0 +1,242 @@
+//! The recorder's state between seconds, for any command that keeps a
+//! ring on a tracer it attached: `record --ring` and `serve --ring`. The
+//! caller owns the tracer and the slow-event buffer, and calls `second`
+//! once a second and `dump` when asked.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use schedlat_common::victims::SlowEvent;
+
+use super::{
+    ring::{self, Ring},
+    trigger::Trigger,
+    writer::{Job, Refused, Writer},
+};
+use crate::{
+    analysis::{
+        breakdown::{self, KeySort},
+        recording::{CompactWaits, Meta, Second, Window},
+    },
+    collect::{
+        interval::HistogramInterval,
+        key_intervals::{Kept, KeyIntervals},
+        tracer::Tracer,
+    },
+    histogram::Unit,
+    kernel::modes::{Keyed, Modes},
+    sys::{clock::WallClock, slice::Slice},
+};
+
+/// What the recorder keeps and when it dumps.
+#[derive(Debug, Clone)]
+pub struct RecorderOptions {
+    /// Seconds of history kept.
+    pub window_s: u64,
+    pub dir: PathBuf,
+    /// Dumps kept in `dir`; older ones are removed.
+    pub keep: usize,
+    /// Slow waits kept: at least this long (ns), at most `max_slow` of them.
+    pub slow_ns: u64,
+    pub max_slow: usize,
+    /// With per-cgroup series besides the total: the kernel's cgroup keys
+    /// (`--cgroups`, `--max-keys`).
+    pub cgroups: Option<Keyed>,
+    /// Per-cgroup series kept a second at most, the largest total wait
+    /// first.
+    pub max_series: u32,
+    pub triggers: Vec<Trigger>,
+    /// Seconds a quantile trigger merges.
+    pub trigger_window_s: u64,
+    /// After a trigger's dump, seconds before a trigger may dump again.
+    pub cooldown_s: u64,
+    pub unit: Unit,
+}
+
+pub struct Flight {
+    opts: RecorderOptions,
+    ring: Ring,
+    meta: Meta,
+    writer: Writer,
+    histogram: HistogramInterval,
+    /// With `--cgroups`: the cgroups' intervals.
+    cgroups: Option<(KeyIntervals, Keyed)>,
+    slice: Slice,
+    lost_before: u64,
+    started: u64,
+    newest_slow: Vec<u64>,
+    cooldown_until: u64,
+}
+
+impl Flight {
+    /// The kernel modes `record --ring` needs.
+    pub fn modes(opts: &RecorderOptions) -> Modes {
+        Flight::with_slow(opts, Modes::histogram(opts.cgroups))
+    }
+
+    /// `modes` with the slow waits the ring keeps (serve's own modes).
+    pub fn with_slow(opts: &RecorderOptions, modes: Modes) -> Modes {
+        Modes {
+            slow_ns: Some(opts.slow_ns.max(1)),
+            ..modes
+        }
+    }
+
+    /// Starts the first second now, says what is kept and where dumps go.
+    pub fn start(opts: &RecorderOptions, tracer: &mut Tracer, how: &str) -> Result<Flight> {
+        std::fs::create_dir_all(&opts.dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the dump directory {}: {e}",
+                opts.dir.display()
+            )
+        })?;
+        // A dump keeps no cause split: the cgroups' intervals need none.
+        let mut cgroups =
+            (opts.cgroups).map(|k| (KeyIntervals::new(k.by, tracer, Kept::Whole, false), k));
+        let slice = Slice::detect();
+        let histogram = HistogramInterval::start(tracer)?;
+        if let Some((keys, _)) = cgroups.as_mut() {
+            keys.interval(tracer, |_| ())?;
+        }
+        let lost_before = tracer.mode_counters()?.slow_lost;
+        let max_seconds = opts.window_s as usize;
+        let series = opts.cgroups.map_or(0, |_| opts.max_series as usize);
+        let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow);
+        say!(
+            "schedlat: recording the last {} s ({} series, slow waits of at least {}, at most {}) in at most {:.1} MiB; dumps go to {} ({how})",
+            opts.window_s,
+            1 + series,
+            crate::analysis::fmt_ns(opts.slow_ns),
+            opts.max_slow,
+            bound as f64 / f64::from(1 << 20),
+            opts.dir.display()
+        );
+        let writer = Writer::start(opts.dir.clone(), opts.keep)?;
+        let meta = Meta {
+            host: hostname(),
+            hook: tracer.mode().to_string(),
+            unit: opts.unit.label().to_string(),
+            window_s: opts.window_s,
+            slow_threshold_ns: opts.slow_ns,
+            slice_ns: slice.ns,
+            slice_source: slice.source.clone(),
+            ..Meta::default()
+        };
+        Ok(Flight {
+            opts: opts.clone(),
+            ring: Ring::new(max_seconds, opts.max_slow),
+            meta,
+            writer,
+            histogram,
+            cgroups,
+            slice,
+            lost_before,
+            started: unix_now(),
+            newest_slow: Vec::new(),
+            cooldown_until: 0,
+        })
+    }
+
+    /// Slow waits as they come.
+    pub fn push_slow(&mut self, events: Vec<SlowEvent>) {
+        self.newest_slow.extend(events.iter().map(|e| e.wait_ns));
+        self.ring.push_slow(events);
+    }
+
+    /// Ends the current second (with the slow waits still buffered) and
+    /// dumps if a trigger fires.
+    pub fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowEvent>) -> Result<()> {
+        self.push_slow(buffered);
+        let waits = self.histogram.end(tracer)?;
+        let end = unix_now();
+        let mut second = Second {
+            start_unix_ns: self.started,
+            end_unix_ns: end,
+            series: vec![("total".to_string(), CompactWaits::of(&waits))],
+            series_dropped: 0,
+            slow_lost: 0,
+        };
+        self.started = end;
+        if let Some((keys, keyed)) = self.cgroups.as_mut() {
+            let top = Some(self.opts.max_series);
+            let (keyed, unkeyed, slice) = (*keyed, waits.unkeyed, &self.slice);
+            let keys = keys.interval(tracer, |reading| {
+                breakdown::report(reading, keyed, KeySort::Total, top, unkeyed, slice)
+            })?;
+            second.series_dropped = (keys.keys_with_waits - keys.rows.len()) as u32;
+            for row in keys.rows {
+                second
+                    .series
+                    .push((ring::label(row.label), CompactWaits::of(&row.waits)));
+            }
+        }
+        let lost = tracer.mode_counters()?.slow_lost;
+        second.slow_lost = lost.saturating_sub(self.lost_before);
+        self.lost_before = lost;
+        self.ring.push_second(second);
+        let now_s = end / 1_000_000_000;
+        if now_s >= self.cooldown_until {
+            let window = self.ring.last(self.opts.trigger_window_s as usize);
+            let fired = self
+                .opts
+                .triggers
+                .iter()
+                .find_map(|t| t.check(&window, &self.newest_slow));
+            if let Some(why) = fired {
+                say!("schedlat: trigger: {why}: dumping the window");
+                self.writer
+                    .request(self.job(format!("trigger: {why}"), "trigger"));
+                self.cooldown_until = now_s + self.opts.cooldown_s;
+            }
+        }
+        self.newest_slow.clear();
+        Ok(())
+    }
+
+    /// Dumps the window now (SIGHUP): queued behind one being written.
+    pub fn dump(&self, reason: &str, kind: &'static str) {
+        self.writer.request(self.job(reason.to_string(), kind));
+    }
+
+    /// Dumps the window unless a dump is being written; the path the dump
+    /// will have once whole.
+    pub fn dump_now(&self, reason: &str, kind: &'static str) -> Result<PathBuf, Refused> {
+        self.writer.request_now(self.job(reason.to_string(), kind))
+    }
+
+    /// Lets the dumps asked for finish (at exit).
+    pub fn finish(self) {
+        self.writer.finish();
+    }
+
+    fn job(&self, reason: String, kind: &'static str) -> Job {
+        let (seconds, slow) = self.ring.snapshot();
+        let clock = WallClock::now();
+        Job {
+            window: Window {
+                meta: Meta {
+                    reason,
+                    dumped_unix_ns: unix_now(),
+                    slow_evicted: self.ring.slow_evicted,
+                    ..self.meta.clone()
+                },
+                seconds,
+                slow,
+                mono_to_unix_ns: i128::from(clock.unix_ns(0)),
+            },
+            kind,
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,283 @@
+//! The form of a sample of output: which lines it has, in which order, on
+//! which stream, whatever the numbers and names in them. The docs' samples
+//! of real output are checked against a real run by their form, so a line
+//! the program gained, lost or moved to another stream shows as a
+//! difference, while another machine's numbers do not.
+//!
+//! A checked sample is a fenced block right after a marker line that names
+//! it and says how it was cut:
+//!
+//! - `<!-- sample NAME: stderr N -->`: the whole output, its first N lines
+//!   all of stderr, the rest all of stdout;
+//! - `<!-- sample NAME: stdout -->`: all of stdout (stderr not shown);
+//! - `<!-- sample NAME: excerpt -->`: some of stdout's lines, in order.
+//!
+//! In a whole sample a line `...` stands for any lines the sample leaves
+//! out; runs of lines of one kind (histogram slots, table rows, events)
+//! count as one, so a sample may show fewer of them than the run printed.
+
+/// How a sample was cut from the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    Stderr(usize),
+    Stdout,
+    Excerpt,
+}
+
+/// A checked sample of a page.
+#[derive(Debug)]
+pub struct Sample {
+    pub name: String,
+    pub cut: Cut,
+    pub lines: Vec<String>,
+}
+
+/// Every checked sample of `page`.
+pub fn samples(page: &str) -> Vec<Sample> {
+    let lines: Vec<&str> = page.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(spec) = line
+            .trim()
+            .strip_prefix("<!-- sample ")
+            .and_then(|s| s.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        let (name, cut) = spec
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("sample marker without `: CUT`: {line}"));
+        let cut = match cut.split_whitespace().collect::<Vec<_>>()[..] {
+            ["stderr", n] => Cut::Stderr(n.parse().unwrap_or_else(|_| panic!("{line}"))),
+            ["stdout"] => Cut::Stdout,
+            ["excerpt"] => Cut::Excerpt,
+            _ => panic!("unknown cut in {line}"),
+        };
+        assert!(
+            lines.get(i + 1).is_some_and(|l| l.starts_with("```")),
+            "{line} is not followed by a fenced block"
+        );
+        let body: Vec<String> = lines[i + 2..]
+            .iter()
+            .take_while(|l| !l.starts_with("```"))
+            .map(|l| l.to_string())
+            .collect();
+        out.push(Sample {
+            name: name.to_string(),
+            cut,
+            lines: body,
+        });
+    }
+    out
+}
+
+/// The kind of a line of text output: its leading words with every number
+/// (times, PIDs, counts, percentages, ranges) as `#`; table rows (a number
+/// first, and three or more bare numbers among the first eight words:
+/// histogram slots, tasks, events) are all `row`; a `label:` line is its label; `...` (a cut) is
+/// itself. Blank lines are "".
+pub fn kind(line: &str) -> String {
+    let line = line.trim();
+    if line.is_empty() || line == "..." {
+        return line.to_string();
+    }
+    let masked = mask_numbers(line);
+    let words: Vec<&str> = masked.split_whitespace().collect();
+    // A task's name may hold spaces and digits (rustc's `lto cgu.08`).
+    if words[0] == "#" && words.iter().take(8).filter(|w| **w == "#").count() >= 3 {
+        return "row".into();
+    }
+    if words[0].ends_with(':') && words[0] != "schedlat:" {
+        return words[0].to_string();
+    }
+    words.iter().take(3).copied().collect::<Vec<_>>().join(" ")
+}
+
+/// The kind of a line of the Prometheus text formats: a sample is its
+/// metric name and label names, a comment its first three words.
+pub fn metric_kind(line: &str) -> String {
+    let line = line.trim();
+    if line.starts_with('#') {
+        return line
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+    let (name, rest) = line.split_at(name_end);
+    let labels: Vec<&str> = match rest.strip_prefix('{').and_then(|r| r.split_once('}')) {
+        Some((labels, _)) => labels
+            .split(',')
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect(),
+        None => Vec::new(),
+    };
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+/// `line` with each number (digits with `.,:/-` inside, an optional `<` or
+/// `>` before and `%` after) replaced by `#`: `<0.1%` `13:28:44.4` `4276/4276`
+/// `5-8` all read `#`.
+fn mask_numbers(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = chars[i].is_ascii_digit()
+            || (matches!(chars[i], '<' | '>')
+                && chars.get(i + 1).is_some_and(char::is_ascii_digit));
+        if !starts {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        while i < chars.len() {
+            let inside = matches!(chars[i], '.' | ',' | ':' | '/' | '-')
+                && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            if chars[i].is_ascii_digit() || inside {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if chars.get(i) == Some(&'%') {
+            i += 1;
+        }
+        out.push('#');
+    }
+    out
+}
+
+/// Kinds with runs of the same kind (and of blank lines) as one.
+pub fn collapse(kinds: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for k in kinds {
+        if out.last() != Some(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// Whether `real` has the form `doc` shows: equal, but for `...` in `doc`,
+/// which stands for any number of real lines.
+pub fn matches(doc: &[String], real: &[String]) -> bool {
+    match doc.split_first() {
+        None => real.is_empty(),
+        Some((first, rest)) if first == "..." => {
+            (0..=real.len()).any(|skip| matches(rest, &real[skip..]))
+        }
+        Some((first, rest)) => real.first() == Some(first) && matches(rest, &real[1..]),
+    }
+}
+
+/// Whether `doc` is a subsequence of `real`.
+pub fn is_excerpt(doc: &[String], real: &[String]) -> bool {
+    let mut real = real.iter();
+    doc.iter().all(|d| real.any(|r| r == d))
+}
+
+/// Checks `sample` against a real run's stdout and stderr lines, with
+/// `kind` for each line; panics with both forms side by side when they
+/// differ.
+pub fn check(sample: &Sample, stdout: &[String], stderr: &[String], kind: fn(&str) -> String) {
+    let forms = |lines: &[String]| collapse(lines.iter().map(|l| kind(l)));
+    let show = |what: &str, doc: &[String], real: &[String]| {
+        panic!(
+            "sample `{}` ({what}) has not the program's form.\nthe doc's:\n  {}\nthe program's:\n  {}\n(the doc's lines:\n{})",
+            sample.name,
+            doc.join("\n  "),
+            real.join("\n  "),
+            sample.lines.join("\n")
+        )
+    };
+    match sample.cut {
+        Cut::Stderr(n) => {
+            assert!(
+                n <= sample.lines.len(),
+                "{}: stderr {n} > its lines",
+                sample.name
+            );
+            let (doc_err, doc_out) = sample.lines.split_at(n);
+            let (doc_err, real_err) = (forms(doc_err), forms(stderr));
+            if !matches(&doc_err, &real_err) {
+                show("stderr", &doc_err, &real_err);
+            }
+            let (doc_out, real_out) = (forms(doc_out), forms(stdout));
+            if !matches(&doc_out, &real_out) {
+                show("stdout", &doc_out, &real_out);
+            }
+        }
+        Cut::Stdout => {
+            let (doc, real) = (forms(&sample.lines), forms(stdout));
+            if !matches(&doc, &real) {
+                show("stdout", &doc, &real);
+            }
+        }
+        Cut::Excerpt => {
+            // An excerpt may leave lines out anywhere: a `...` says so
+            // again.
+            let doc: Vec<String> = forms(&sample.lines)
+                .into_iter()
+                .filter(|k| k != "...")
+                .collect();
+            let real = forms(stdout);
+            if !is_excerpt(&doc, &real) {
+                show("an excerpt of stdout", &doc, &real);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        assert_eq!(kind("schedlat: hook mode tp_btf"), "schedlat: hook mode");
+        assert_eq!(kind("00:03:03"), "#");
+        assert_eq!(kind("         0 -> 1          : 88       |**   |"), "row");
+        assert_eq!(kind("total 5199 waits, mean 25.3 usecs"), "total # waits,");
+        assert_eq!(kind("p50 6.80 us, p90 57.9 us, p99 139 us"), "p# # us,");
+        assert_eq!(kind("shape: healthy: p99 139 us"), "shape:");
+        assert_eq!(
+            kind("        migrated <0.1% of waits, p99 10.8 us;"),
+            kind("        migrated 0% of waits; steal")
+        );
+        assert_eq!(kind("queue depth 5-8: 80%"), kind("queue depth 0: 88%"));
+        assert_eq!(
+            kind("    4276    4276 sleeper          normal 0        2181"),
+            "row"
+        );
+        assert_eq!(kind("200 waits of at least 1.00 ms; lost 0"), "# waits of");
+        assert_eq!(
+            kind("   18190   18054 lto cgu.08       normal 0         12    20.1 ms"),
+            "row"
+        );
+        assert_eq!(
+            kind("13:28:44 victims over 5.01 s (tasks that"),
+            "# victims over"
+        );
+        assert_eq!(
+            metric_kind(r#"schedlat_info{hook="tp_btf",version="0.1.0"} 1"#),
+            "schedlat_info{hook,version}"
+        );
+        assert_eq!(
+            metric_kind("schedlat_scrapes_total 3"),
+            "schedlat_scrapes_total{}"
+        );
+    }
+
+    #[test]
+    fn cuts() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(matches(&v(&["a", "...", "d"]), &v(&["a", "b", "c", "d"])));
+        assert!(matches(&v(&["a", "...", "d"]), &v(&["a", "d"])));
+        assert!(!matches(&v(&["a", "d"]), &v(&["a", "b", "d"])));
+        assert!(is_excerpt(&v(&["a", "c"]), &v(&["a", "b", "c"])));
+        assert!(!is_excerpt(&v(&["c", "a"]), &v(&["a", "b", "c"])));
+    }
+}

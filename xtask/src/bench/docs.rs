@@ -1,0 +1,441 @@
+//! The cost figures the README and docs quote, generated from a bench run's
+//! `--json` output (kept in `docs/bench.json`), so that no figure is typed
+//! and none drifts from the run it came from.
+//!
+//! A generated part of a page sits between two markers that name a block:
+//! `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. `cargo xtask
+//! bench-docs` rewrites every such part of README.md and docs/*.md from the
+//! JSON; `--check` (and a unit test, so `cargo xtask test`) fails when a
+//! page differs from what the JSON gives. A new run: `cargo xtask bench
+//! --json docs/bench.json`, then `cargo xtask bench-docs`.
+
+use std::{
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::modes::{self, Mode, Runs};
+use crate::util::workspace_root;
+
+/// Where the run the docs quote is kept, relative to the workspace.
+pub const RESULTS: &str = "docs/bench.json";
+
+/// `cargo xtask bench-docs [--check] [--from PATH]`.
+pub fn run(check: bool, from: Option<&Path>) -> Result<()> {
+    let root = workspace_root();
+    let from = from.map_or_else(|| root.join(RESULTS), Path::to_path_buf);
+    let bench = read_results(&from)?;
+    let mut stale = Vec::new();
+    for page in pages(&root)? {
+        let text =
+            fs::read_to_string(&page).with_context(|| format!("reading {}", page.display()))?;
+        let generated = apply(&text, &bench).with_context(|| format!("in {}", page.display()))?;
+        if generated == text {
+            continue;
+        }
+        if check {
+            stale.push(page.display().to_string());
+        } else {
+            fs::write(&page, generated).with_context(|| format!("writing {}", page.display()))?;
+            eprintln!("bench-docs: rewrote {}", page.display());
+        }
+    }
+    if !stale.is_empty() {
+        bail!(
+            "figures not from {}: {} (run `cargo xtask bench-docs`)",
+            from.display(),
+            stale.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn read_results(path: &Path) -> Result<Value> {
+    let text = fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading {} (written by `cargo xtask bench --json PATH`)",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// README.md and every page under docs/.
+fn pages(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut pages = vec![root.join("README.md")];
+    for entry in fs::read_dir(root.join("docs")).context("listing docs/")? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    pages.sort();
+    Ok(pages)
+}
+
+/// `text` with every generated part rewritten from `bench`.
+pub fn apply(text: &str, bench: &Value) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("<!-- bench:") {
+        let after = &rest[start + "<!-- bench:".len()..];
+        let name_end = after
+            .find(" -->")
+            .context("a `<!-- bench:` marker is not closed")?;
+        let name = &after[..name_end];
+        let open = format!("<!-- bench:{name} -->");
+        let close = format!("<!-- /bench:{name} -->");
+        let body = &rest[start + open.len()..];
+        let end = body
+            .find(&close)
+            .with_context(|| format!("`{open}` has no `{close}`"))?;
+        // A block on lines of its own keeps them; one inside a sentence
+        // stays inline.
+        let own_lines = body.starts_with('\n');
+        let figures = block(name, bench).with_context(|| format!("block {name}"))?;
+        out.push_str(&rest[..start]);
+        out.push_str(&open);
+        if own_lines {
+            out.push('\n');
+            out.push_str(&figures);
+        } else {
+            out.push_str(figures.trim_end());
+        }
+        out.push_str(&close);
+        rest = &body[end + close.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The figures of one named block.
+fn block(name: &str, bench: &Value) -> Result<String> {
+    let runs = Kept::of(bench)?;
+    match name {
+        "modes" => Ok(modes_table(&runs)),
+        "conditions" => Ok(conditions(&runs, bench)),
+        "startup" => startup_table(&runs, bench),
+        "programs" => Ok(programs_table(&runs)),
+        "victims" => Ok(victims_sentence(&runs)),
+        "filtered" => Ok(filtered_sentence(&runs)),
+        "waking" => Ok(waking_sentence(&runs)),
+        "ready-causes" => Ok(ready_causes_sentence(&runs)),
+        other => bail!("no block named `{other}` (see xtask/src/bench/docs.rs)"),
+    }
+}
+
+/// The comparisons of one run, one per number of sleeping threads.
+struct Kept<'a> {
+    levels: Vec<Level<'a>>,
+}
+
+/// The medians with some number of sleeping threads elsewhere.
+struct Level<'a> {
+    threads: u64,
+    results: &'a Value,
+}
+
+impl<'a> Kept<'a> {
+    fn of(bench: &'a Value) -> Result<Kept<'a>> {
+        let levels = bench["comparisons"]
+            .as_array()
+            .context("no `comparisons` array: not `cargo xtask bench --json` output")?
+            .iter()
+            .map(|l| {
+                Ok(Level {
+                    threads: l["sleeping_threads"]
+                        .as_u64()
+                        .context("no sleeping_threads")?,
+                    results: &l["results"],
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if levels.is_empty() {
+            bail!("no comparison in the results");
+        }
+        Ok(Kept { levels })
+    }
+
+    /// `f` of `mode` at every level, joined by " / ".
+    fn each(&self, mode: &Mode, f: impl Fn(&Value) -> Option<String>) -> String {
+        self.each_with(mode, |summary, _| f(summary))
+    }
+
+    /// `f` of `mode`'s summary and of all the level's summaries (by mode
+    /// name), at every level, joined by " / ".
+    fn each_with(&self, mode: &Mode, f: impl Fn(&Value, &Value) -> Option<String>) -> String {
+        self.levels
+            .iter()
+            .map(|l| {
+                let all = &l.results["summary"];
+                f(&all[mode.name], all).unwrap_or_else(|| "-".into())
+            })
+            .collect::<Vec<_>>()
+            .join(" / ")
+    }
+
+    /// A tracer median of `mode` at the first level.
+    fn first(&self, mode: &Mode, field: &str) -> Option<f64> {
+        self.levels[0].results["summary"][mode.name]["tracer"][field].as_f64()
+    }
+
+    fn threads(&self) -> String {
+        let threads: Vec<String> = self.levels.iter().map(|l| thousands(l.threads)).collect();
+        threads.join(" / ")
+    }
+}
+
+fn ns_per_switch(summary: &Value) -> Option<f64> {
+    summary["tracer"]["ns_per_switch"].as_f64()
+}
+
+fn program_ns(summary: &Value, program: &str) -> Option<f64> {
+    summary["tracer"]["program_ns_per_run"][program].as_f64()
+}
+
+/// Every mode's cost, against runqlat's, at every level.
+fn modes_table(runs: &Kept) -> String {
+    let mut out = String::from(
+        "| command | what | BPF ns per switch | of runqlat's | load overhead | ready |\n\
+         |---|---|---:|---:|---:|---:|\n",
+    );
+    for mode in modes::ALL.iter().filter(|m| m.runs != Runs::Nothing) {
+        let ns = runs.each(mode, |s| ns_per_switch(s).map(|v| format!("{v:.0}")));
+        let ratio = runs.each_with(mode, |s, all| {
+            let runqlat = ns_per_switch(&all[modes::RUNQLAT.name])?;
+            Some(format!("{:.2}", ns_per_switch(s)? / runqlat))
+        });
+        let overhead = runs.each(mode, |s| {
+            s["overhead_pct"].as_f64().map(|v| format!("{v:.1}%"))
+        });
+        let ready = runs.each(mode, |s| {
+            s["tracer"]["ready_ms"]
+                .as_f64()
+                .map(|v| format!("{v:.1} ms"))
+        });
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {ns} | {ratio} | {overhead} | {ready} |",
+            mode.command(),
+            mode.about
+        );
+    }
+    out
+}
+
+/// How the figures were taken, in one sentence.
+fn conditions(runs: &Kept, bench: &Value) -> String {
+    let first = runs.levels[0].results;
+    let kernel = bench["machine"]["kernel"].as_str().unwrap_or("?");
+    let cpus = bench["machine"]["cpus"].as_u64().unwrap_or(0);
+    format!(
+        "Medians of {} rounds of `perf bench sched pipe -l {}` pinned to CPU {}, \
+         with {} sleeping threads on another CPU, on Linux {kernel} with {cpus} CPUs \
+         (`cargo xtask bench`; the run is kept in `docs/bench.json`).\n",
+        first["rounds"],
+        thousands(first["workload"]["loops"].as_u64().unwrap_or(0)),
+        first["workload"]["cpu"],
+        runs.threads()
+    )
+}
+
+/// Start-up and memory against runqlat, at the first level, and the
+/// steady-state RSS of the long-running forms.
+fn startup_table(runs: &Kept, bench: &Value) -> Result<String> {
+    let (r, s) = (&modes::RUNQLAT, &modes::SCHEDLAT);
+    let row = |what: &str, field: &str, unit: &str| -> Result<String> {
+        let (Some(a), Some(b)) = (runs.first(r, field), runs.first(s, field)) else {
+            bail!("no {field} for runqlat and schedlat");
+        };
+        Ok(format!(
+            "| {what} | {a:.1} {unit} | {b:.1} {unit} | {:.2} |\n",
+            b / a
+        ))
+    };
+    let mut out = String::from("| | runqlat | schedlat | ratio |\n|---|---|---|---|\n");
+    out += &row("exec to attached, cause split on", "ready_ms", "ms")?;
+    out += &row("peak RSS", "peak_rss_mib", "MiB")?;
+    let steady = bench["steady_rss"]["ratios_over_runqlat"]
+        .as_array()
+        .context("no steady_rss ratios")?;
+    for ratio in steady {
+        let (Some(tracer), Some(a), Some(b)) = (
+            ratio["tracer"].as_str(),
+            ratio["runqlat_vm_rss_mib"].as_f64(),
+            ratio["vm_rss_mib"].as_f64(),
+        ) else {
+            bail!("a steady_rss ratio lacks its fields");
+        };
+        let secs = bench["steady_rss"]["settle_secs"].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "| RSS after {secs} s, `{tracer}` | {a:.1} MiB | {b:.1} MiB | {:.2} |",
+            b / a
+        );
+    }
+    Ok(out)
+}
+
+/// BPF ns per run of each program, per mode, at the first level.
+fn programs_table(runs: &Kept) -> String {
+    let mut out = String::from("| command | BPF ns per run, by program |\n|---|---|\n");
+    let first = &runs.levels[0].results["summary"];
+    for mode in modes::ALL.iter().filter(|m| m.runs != Runs::Nothing) {
+        let Some(programs) = first[mode.name]["tracer"]["program_ns_per_run"].as_object() else {
+            continue;
+        };
+        let programs: Vec<String> = programs
+            .iter()
+            .filter_map(|(name, ns)| Some(format!("{name} {:.0}", ns.as_f64()?)))
+            .collect();
+        let _ = writeln!(out, "| `{}` | {} |", mode.command(), programs.join(", "));
+    }
+    out
+}
+
+/// The victims mode against the histogram's, at every level.
+fn victims_sentence(runs: &Kept) -> String {
+    let ns = |m: &Mode| runs.each(m, |s| ns_per_switch(s).map(|v| format!("{v:.0}")));
+    let overhead = |m: &Mode| {
+        runs.each(m, |s| {
+            s["overhead_pct"].as_f64().map(|v| format!("{v:.1}%"))
+        })
+    };
+    format!(
+        "{} ns of BPF time per switch in the victims mode against {} in histogram mode \
+         (runqlat: {}), and load overheads of {} against {}, with {} sleeping threads",
+        ns(&modes::VICTIMS),
+        ns(&modes::SCHEDLAT),
+        ns(&modes::RUNQLAT),
+        overhead(&modes::VICTIMS),
+        overhead(&modes::SCHEDLAT),
+        runs.threads()
+    )
+}
+
+/// Filtered-out events against recorded ones, at the first level.
+fn filtered_sentence(runs: &Kept) -> String {
+    let (f, s) = (
+        runs.first(&modes::FILTERED, "ns_per_switch")
+            .unwrap_or(f64::NAN),
+        runs.first(&modes::SCHEDLAT, "ns_per_switch")
+            .unwrap_or(f64::NAN),
+    );
+    format!("measured {:.2}, {f:.0} against {s:.0} ns", f / s)
+}
+
+/// What `--waking` adds, at the first level.
+fn waking_sentence(runs: &Kept) -> String {
+    let first = &runs.levels[0].results["summary"];
+    let waking = &first["waking"];
+    let default = &first[modes::SCHEDLAT.name];
+    let ns =
+        |s: &Value, p: &str| program_ns(s, p).map_or_else(|| "-".into(), |v| format!("{v:.0}"));
+    format!(
+        "`sched_waking` took {} ns per run, and `sched_wakeup` {} ns against {} without \
+         `--waking`; all of schedlat's BPF time per switch was {} ns against {}",
+        ns(waking, "sched_waking"),
+        ns(waking, "sched_wakeup"),
+        ns(default, "sched_wakeup"),
+        ns_per_switch(waking).map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+        ns_per_switch(default).map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+    )
+}
+
+/// Ready time with and without the cause split, at the first level.
+fn ready_causes_sentence(runs: &Kept) -> String {
+    let ready = |m: &Mode| runs.first(m, "ready_ms").unwrap_or(f64::NAN);
+    let (with, runqlat) = (ready(&modes::SCHEDLAT), ready(&modes::RUNQLAT));
+    let without = runs.levels[0].results["summary"]["no-causes"]["tracer"]["ready_ms"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    format!(
+        "with {} sleeping threads schedlat was ready in {with:.1} ms with it ({:.2} of \
+         runqlat's), and in {without:.1} ms with `--no-causes`",
+        thousands(runs.levels[0].threads),
+        with / runqlat
+    )
+}
+
+/// 10000 -> "10,000".
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_rewritten_in_place_and_unknown_ones_refused() {
+        let bench = serde_json::json!({"comparisons": [{"sleeping_threads": 100, "results": {
+            "rounds": 3, "workload": {"loops": 200000, "cpu": 0}, "summary": {}}}],
+            "machine": {"kernel": "6.18", "cpus": 2}});
+        let text = "a\n<!-- bench:conditions -->\nold\n<!-- /bench:conditions -->\nb \
+                    <!-- bench:conditions -->x<!-- /bench:conditions --> c\n";
+        let out = apply(text, &bench).unwrap();
+        assert!(
+            out.starts_with("a\n<!-- bench:conditions -->\nMedians of 3 rounds"),
+            "{out}"
+        );
+        assert!(out.contains("Linux 6.18 with 2 CPUs"), "{out}");
+        assert!(!out.contains("old") && !out.contains(">x<"), "{out}");
+        assert!(
+            out.ends_with("`docs/bench.json`).<!-- /bench:conditions --> c\n"),
+            "{out}"
+        );
+        assert_eq!(
+            apply(&out, &bench).unwrap(),
+            out,
+            "applying twice changes nothing"
+        );
+        let e = apply("<!-- bench:nope -->\n<!-- /bench:nope -->", &bench).unwrap_err();
+        assert!(format!("{e:#}").contains("no block named `nope`"), "{e:#}");
+        let e = apply("<!-- bench:modes -->\n", &bench).unwrap_err();
+        assert!(format!("{e:#}").contains("has no"), "{e:#}");
+        assert_eq!(thousands(10_000), "10,000");
+        assert_eq!(thousands(100), "100");
+    }
+
+    /// Issue 28: the README's and docs' cost figures are the kept run's,
+    /// and that run has a row for every mode a user runs.
+    #[test]
+    fn the_docs_figures_come_from_the_kept_bench_run() {
+        let root = workspace_root();
+        let bench = read_results(&root.join(RESULTS)).unwrap();
+        for level in Kept::of(&bench).unwrap().levels {
+            for mode in modes::ALL.iter().filter(|m| m.runs != Runs::Nothing) {
+                assert!(
+                    ns_per_switch(&level.results["summary"][mode.name]).is_some(),
+                    "{RESULTS} has no `{}` row",
+                    mode.command()
+                );
+            }
+        }
+        let mut blocks = 0;
+        for page in pages(&root).unwrap() {
+            let text = fs::read_to_string(&page).unwrap();
+            blocks += text.matches("<!-- bench:").count();
+            let generated = apply(&text, &bench).unwrap();
+            assert!(
+                generated == text,
+                "{}: figures differ from {RESULTS}; run `cargo xtask bench-docs`",
+                page.display()
+            );
+        }
+        // The README's cost table and start-up table at least.
+        assert!(blocks >= 2, "only {blocks} generated blocks");
+    }
+}

@@ -1,0 +1,256 @@
+//! The modes the comparison runs the load under: no tracer, libbpf-tools
+//! runqlat, and schedlat the ways its users run it. Each mode is one row of
+//! the report, of `--json` and of the cost tables the README and docs quote
+//! (`cargo xtask bench-docs`), so a mode a user runs is measured and shown
+//! by adding one entry to `ALL`.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::tracer::{Ready, Tool};
+
+/// What runs beside the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runs {
+    /// Nothing: the baseline ops/s every overhead is measured against.
+    Nothing,
+    /// libbpf-tools runqlat, the anchor of every ratio.
+    Runqlat,
+    /// schedlat with `args`.
+    Schedlat,
+}
+
+/// One way of running a tracer, as it is measured and reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode {
+    /// Its key in `--json` and in the docs' tables (stable across runs).
+    pub name: &'static str,
+    pub runs: Runs,
+    /// schedlat's arguments. `{pid}` stands for the load's first process
+    /// (the one `perf bench` starts as), `{cgroup}` for a cgroup with no
+    /// task in it.
+    pub args: &'static [&'static str],
+    /// The line the tracer prints once attached.
+    pub ready: Ready,
+    /// A line it prints when it reports at SIGINT (None: it reports nothing).
+    pub report: Option<&'static str>,
+    /// What the mode is, for the docs' tables.
+    pub about: &'static str,
+}
+
+/// The banner both tools print on stdout once their programs are attached.
+const BANNER: Ready = Ready::Stdout("Tracing run queue latency");
+/// serve listens on a free port: its banner names it, on stderr.
+const SERVE: Ready = Ready::Stderr("Serving run queue latency");
+const HISTOGRAM: Option<&str> = Some("distribution");
+const SERVE_LISTEN: &str = "127.0.0.1:0";
+
+const fn schedlat(
+    name: &'static str,
+    args: &'static [&'static str],
+    ready: Ready,
+    report: Option<&'static str>,
+    about: &'static str,
+) -> Mode {
+    Mode {
+        name,
+        runs: Runs::Schedlat,
+        args,
+        ready,
+        report,
+        about,
+    }
+}
+
+pub const BASELINE: Mode = Mode {
+    name: "baseline",
+    runs: Runs::Nothing,
+    args: &[],
+    ready: BANNER,
+    report: None,
+    about: "no tracer",
+};
+pub const RUNQLAT: Mode = Mode {
+    name: "runqlat",
+    runs: Runs::Runqlat,
+    args: &[],
+    ready: BANNER,
+    report: HISTOGRAM,
+    about: "libbpf-tools runqlat",
+};
+/// The default: the histogram with the cause split.
+pub const SCHEDLAT: Mode = schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
+pub const VICTIMS: Mode = schedlat(
+    "victims",
+    &["victims"],
+    BANNER,
+    Some("culprits ("),
+    "victims and culprits, per task",
+);
+/// Every event filtered out, through the costliest filter (the cgroup walk).
+pub const FILTERED: Mode = schedlat(
+    "filtered",
+    &["-c", "{cgroup}"],
+    BANNER,
+    Some("total 0 waits"),
+    "an empty cgroup: every wait filtered out",
+);
+
+/// Every mode, in the order of round 1.
+pub const ALL: [Mode; 12] = [
+    BASELINE,
+    RUNQLAT,
+    SCHEDLAT,
+    schedlat(
+        "no-causes",
+        &["--no-causes"],
+        BANNER,
+        HISTOGRAM,
+        "the histogram without the cause split",
+    ),
+    schedlat(
+        "waking",
+        &["--waking"],
+        BANNER,
+        HISTOGRAM,
+        "the histogram with the wakeup path timed",
+    ),
+    schedlat(
+        "pid",
+        &["-p", "{pid}"],
+        BANNER,
+        HISTOGRAM,
+        "one of the load's two processes",
+    ),
+    FILTERED,
+    VICTIMS,
+    schedlat(
+        "serve",
+        &["serve", "--listen", SERVE_LISTEN],
+        SERVE,
+        None,
+        "Prometheus endpoint, not scraped",
+    ),
+    schedlat(
+        "serve-cgroups",
+        &["serve", "--listen", SERVE_LISTEN, "--cgroups"],
+        SERVE,
+        None,
+        "per cgroup, not scraped",
+    ),
+    schedlat(
+        "serve-pids",
+        &["serve", "--listen", SERVE_LISTEN, "--pids"],
+        SERVE,
+        None,
+        "per process, not scraped",
+    ),
+    schedlat(
+        "record-ring",
+        &["record", "--ring", "5m"],
+        Ready::Stderr("recording the last"),
+        None,
+        "the flight recorder, 5 minutes",
+    ),
+];
+
+impl Mode {
+    /// The command line a user types for it: `schedlat --no-causes`,
+    /// `schedlat -p PID`, `runqlat`.
+    pub fn command(&self) -> String {
+        let args = self.args.iter().map(|a| match *a {
+            "{pid}" => "PID",
+            "{cgroup}" => "EMPTY",
+            SERVE_LISTEN => "…",
+            other => other,
+        });
+        let args: Vec<&str> = args.filter(|a| *a != "--listen" && *a != "…").collect();
+        match self.runs {
+            Runs::Nothing => "(none)".into(),
+            Runs::Runqlat => "runqlat".into(),
+            Runs::Schedlat if args.is_empty() => "schedlat".into(),
+            Runs::Schedlat => format!("schedlat {}", args.join(" ")),
+        }
+    }
+
+    /// The tracer to run for this mode (None for the baseline), with `{pid}`
+    /// and `{cgroup}` filled in.
+    pub fn tool(
+        &self,
+        runqlat: &Path,
+        schedlat: &Path,
+        pid: u32,
+        cgroup: &str,
+    ) -> Result<Option<Tool>> {
+        let path = match self.runs {
+            Runs::Nothing => return Ok(None),
+            Runs::Runqlat => runqlat,
+            Runs::Schedlat => schedlat,
+        };
+        let args = self
+            .args
+            .iter()
+            .map(|a| match *a {
+                "{pid}" => pid.to_string(),
+                "{cgroup}" => cgroup.to_string(),
+                other => other.to_string(),
+            })
+            .collect();
+        Ok(Some(Tool::new(
+            self.name,
+            path.into(),
+            args,
+            self.ready,
+            self.report,
+        )?))
+    }
+}
+
+/// Round 1 runs the modes in `ALL`'s order, round 2 starts at the second,
+/// ...: slow drift of the machine is spread over all modes.
+pub fn order(round: u32) -> [Mode; ALL.len()] {
+    let mut modes = ALL;
+    modes.rotate_left((round as usize - 1) % ALL.len());
+    modes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_rotates_every_round() {
+        assert_eq!(order(1), ALL);
+        assert_eq!(order(2)[0], ALL[1]);
+        assert_eq!(order(2)[ALL.len() - 1], ALL[0]);
+        assert_eq!(order(ALL.len() as u32 + 1), order(1));
+    }
+
+    /// Issue 28: every mode a user runs has a row, against runqlat.
+    #[test]
+    fn every_mode_a_user_runs_is_measured() {
+        let commands: Vec<String> = ALL.iter().map(Mode::command).collect();
+        for command in [
+            "runqlat",
+            "schedlat",
+            "schedlat --no-causes",
+            "schedlat serve",
+            "schedlat serve --cgroups",
+            "schedlat serve --pids",
+            "schedlat victims",
+            "schedlat -p PID",
+            "schedlat --waking",
+            "schedlat record --ring 5m",
+        ] {
+            assert!(
+                commands.iter().any(|c| c == command),
+                "{command}: {commands:?}"
+            );
+        }
+        let mut names: Vec<&str> = ALL.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len(), "mode names are keys: unique");
+    }
+}
