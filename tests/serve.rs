@@ -857,6 +857,7 @@ fn post_snapshot_dumps_the_flight_recorder() {
         dir.to_str().unwrap(),
         "--slow-threshold",
         "1ms",
+        "--web.enable-snapshot",
     ]);
     {
         let cpu = workload::workload_cpu();

@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod container;
 pub mod http;
 pub mod kube;
+pub mod kube_node;
 pub mod perf;
 pub mod prometheus;
 pub mod serve;

@@ -68,6 +68,19 @@ impl Prometheus {
         features: &[&str],
         rule_files: &[PathBuf],
     ) -> Prometheus {
+        Prometheus::launch_targets(binary, &[target], interval, features, rule_files)
+    }
+
+    /// The same scraping several targets (one job: `instance` tells them
+    /// apart).
+    pub fn launch_targets(
+        binary: &Path,
+        targets: &[SocketAddr],
+        interval: &str,
+        features: &[&str],
+        rule_files: &[PathBuf],
+    ) -> Prometheus {
+        let targets: Vec<_> = targets.iter().map(|t| format!("'{t}'")).collect();
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -86,7 +99,7 @@ impl Prometheus {
             "  - job_name: schedlat".to_string(),
             format!("    scrape_timeout: {interval}"),
             "    static_configs:".to_string(),
-            format!("      - targets: ['{target}']"),
+            format!("      - targets: [{}]", targets.join(", ")),
         ];
         if !rule_files.is_empty() {
             yaml.push("rule_files:".to_string());

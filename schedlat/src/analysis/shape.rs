@@ -284,14 +284,15 @@ fn modes(w: &Waits, split_ns: u64) -> Option<(u64, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
 
     const SLICE: u64 = 3_000_000;
 
-    fn waits(groups: &[(u64, u64)]) -> Waits {
+    /// A histogram of `(wait ns, how many)` groups.
+    pub fn waits(groups: &[(u64, u64)]) -> Waits {
         let mut cpu = CpuStats::ZERO;
         for &(ns, n) in groups {
             cpu.buckets[bucket_index(ns)] += n;

@@ -21,7 +21,11 @@ use crate::{
         top::TopOptions,
         victims::VictimsOptions,
     },
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{
+        key_buckets::KeyBuckets,
+        keyed_series::Pins,
+        workload_labels::{WorkloadLabel, WorkloadLabels},
+    },
     kernel::{
         filter::FilterSpec,
         modes::{DEFAULT_MAX_TASKS, Keyed},
@@ -201,6 +205,21 @@ pub struct ServeArgs {
     )]
     pub pin: Vec<String>,
 
+    /// Workload labels of the per-cgroup series besides `cgroup` (the
+    /// path): any of namespace, pod, container (from the container
+    /// runtimes' files), unit, slice, pod_uid, container_id, runtime, qos
+    /// (from the path), comma-separated; `none` for the path alone.
+    /// Labels never add series (docs/containers.md)
+    #[arg(
+        long,
+        value_name = "LABELS",
+        value_delimiter = ',',
+        value_parser = cgroup_label_parser,
+        requires = "cgroups",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub cgroup_labels: Option<Vec<Option<WorkloadLabel>>>,
+
     /// Buckets of the per-key families: log2 (one per power of two, a
     /// percentile within 2x) or fine (as the total, within 25%)
     #[arg(
@@ -213,9 +232,16 @@ pub struct ServeArgs {
     pub key_buckets: KeyBuckets,
 
     // The flight recorder: `--ring DURATION` keeps the last DURATION,
-    // dumped on `POST /snapshot` (and on SIGHUP or a trigger).
+    // dumped on SIGHUP or a trigger (and on `POST /snapshot` if enabled).
     #[command(flatten)]
     pub ring: RingArgs,
+
+    /// Let `POST /snapshot` dump the flight recorder's window (--ring).
+    /// Off by default: whoever can reach the port could otherwise force
+    /// dumps. At most one per 10 s (429 otherwise), kept apart from the
+    /// SIGHUP and trigger dumps' rotation (--keep)
+    #[arg(long = "web.enable-snapshot", requires = "ring")]
+    pub web_enable_snapshot: bool,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -229,11 +255,18 @@ impl ServeArgs {
         ServeOptions {
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
+            snapshot_enabled: self.web_enable_snapshot,
             keyed: self.keyed(),
             max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,
             pins: Pins {
                 values: self.pin.clone(),
+            },
+            workload_labels: match &self.cgroup_labels {
+                Some(kept) => {
+                    WorkloadLabels::only(&kept.iter().flatten().copied().collect::<Vec<_>>())
+                }
+                None => WorkloadLabels::default(),
             },
         }
     }
@@ -374,6 +407,20 @@ impl ByLevel {
     }
 }
 
+/// One `--cgroup-labels` value: a workload label, or `none` (None).
+fn cgroup_label_parser(value: &str) -> Result<Option<WorkloadLabel>, String> {
+    if value == "none" {
+        return Ok(None);
+    }
+    WorkloadLabel::parse(value).map(Some).ok_or_else(|| {
+        let names: Vec<_> = WorkloadLabel::ALL.iter().map(|l| l.name()).collect();
+        format!(
+            "no label `{value}`: choose among {}, or none",
+            names.join(", ")
+        )
+    })
+}
+
 /// Pairs of cgroups the neighbour table holds by default: a node's
 /// containers two by two behind the few that hold its CPUs.
 pub const DEFAULT_MAX_PAIRS: u32 = 4096;
@@ -413,7 +460,8 @@ pub struct RingArgs {
     /// Directory the dumps go to
     #[arg(long, value_name = "DIR", default_value = ".", requires = "ring")]
     pub dump_dir: std::path::PathBuf,
-    /// Dumps kept in DIR; the oldest are removed
+    /// Dumps kept in DIR of each kind (SIGHUP, trigger, HTTP); the oldest
+    /// of that kind are removed
     #[arg(long, value_name = "N", default_value_t = 10, requires = "ring",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub keep: u32,

@@ -19,7 +19,7 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use schedlat_common::{names, workload::NameHeader};
 
-use crate::collect::error::ReadError;
+use crate::{collect::error::ReadError, sys::workload::cache::NameCache};
 
 /// Names kept: the oldest is forgotten first. Far more than the keys a
 /// breakdown or a scrape names (`--max-keys`, 4096 by default), so a name
@@ -43,10 +43,16 @@ pub struct CgroupNames {
 struct Book {
     paths: HashMap<u64, String>,
     order: VecDeque<u64>,
+    /// Asked for the names of each new container cgroup as the kernel
+    /// reports it ([`CgroupNames::prefetch_into`]).
+    containers: Option<NameCache>,
 }
 
 impl Book {
     fn insert(&mut self, id: u64, path: String) {
+        if let Some(cache) = &self.containers {
+            cache.ask_for(&path);
+        }
         if self.paths.insert(id, path).is_none() {
             self.order.push_back(id);
         }
@@ -84,6 +90,15 @@ impl CgroupNames {
     /// last [`BOOK_CAPACITY`].
     pub fn get(&self, id: u64) -> Option<String> {
         self.lock().paths.get(&id).cloned()
+    }
+
+    /// From now on, asks `cache` for the names of every container whose
+    /// cgroup the kernel reports made. The runtimes write those files
+    /// before they make the container's cgroup (containerd its bundle,
+    /// CRI-O and podman their container config, Docker config.v2.json),
+    /// so the names are usually read before the container's first wait.
+    pub fn prefetch_into(&self, cache: NameCache) {
+        self.lock().containers = Some(cache);
     }
 
     /// Ends the reading thread (within [`POLL`]).

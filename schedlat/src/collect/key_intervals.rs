@@ -162,6 +162,12 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
         KeyIntervals::with_names(by, names, kept, causes)
     }
 
+    /// Names containers' cgroups by their runtimes' files too
+    /// ([`KeyLabels::name_containers`]).
+    pub fn name_containers(&mut self) {
+        self.names.name_containers();
+    }
+
     /// Reads every key's cumulative entry from the kernel and hands the
     /// interval to `take`; then deletes the keys found gone.
     pub fn interval<R>(

@@ -1,7 +1,9 @@
 //! What a breakdown key (a PID, TID, cgroup id...) stands for, and whether
 //! it still exists: the names the keyed intervals (key_intervals.rs) carry
 //! for the breakdown tables, the flight recorder's per-cgroup series and
-//! `schedlat serve`'s per-key series.
+//! `schedlat serve`'s per-key series. A cgroup is also a workload: the
+//! labels its path carries and, once asked for ([`KeyLabels::name_containers`]),
+//! the names its container runtime keeps on disk.
 
 use std::{
     collections::HashMap,
@@ -12,9 +14,12 @@ use std::{
 use schedlat_common::scope::Breakdown;
 
 use super::cgroup_names::CgroupNames;
-use crate::kernel::{
-    cgroupfs::Hierarchy,
-    filter::{comm_str, is_alive},
+use crate::{
+    kernel::{
+        cgroupfs::Hierarchy,
+        filter::{comm_str, is_alive},
+    },
+    sys::workload::{cache::NameCache, level::Workload, names::NameRoots, path},
 };
 
 /// Names keys of one breakdown; remembers the hierarchy's cgroup paths by
@@ -35,7 +40,13 @@ pub struct KeyLabels {
     /// The names the kernel sent as it made each cgroup: those made and
     /// removed between two scans.
     names: Option<CgroupNames>,
+    /// The container runtimes' names, when asked for.
+    containers: Option<NameCache>,
 }
+
+/// How long a start waits at most for the names of the containers
+/// already there.
+const STARTUP_NAMES: Duration = Duration::from_secs(1);
 
 /// How long one scan of the cgroup hierarchy answers for unknown ids: a
 /// pass over thousands of keys takes far less.
@@ -51,6 +62,7 @@ impl KeyLabels {
             known_paths: HashMap::new(),
             scanned: None,
             names: None,
+            containers: None,
         }
     }
 
@@ -58,6 +70,36 @@ impl KeyLabels {
     /// creation (collect/cgroup_names.rs).
     pub fn with_names(self, names: Option<CgroupNames>) -> KeyLabels {
         KeyLabels { names, ..self }
+    }
+
+    /// From now on also names the cgroups of containers by what their
+    /// runtimes keep on the host's disk (sys/workload/names.rs), read by a
+    /// thread of its own: every container there now is asked for at once
+    /// (and waited for, a second at most), each new one as the kernel
+    /// reports its cgroup made or as its key is first seen. A lookup never
+    /// waits; without the thread (it could not start), the path's labels
+    /// stay.
+    pub fn name_containers(&mut self) {
+        if self.containers.is_some() {
+            return;
+        }
+        let Ok(cache) = NameCache::start(NameRoots::under(std::path::Path::new("/"))) else {
+            return;
+        };
+        if let Some(h) = &self.hierarchy {
+            for path in h.paths_by_id().values() {
+                cache.ask_for(path);
+            }
+        }
+        // Names are fixed with a series' first labels: the containers
+        // there at start are named before the first interval or scrape
+        // (a few ms for a node's hundred containers; a hung file system
+        // delays the start by STARTUP_NAMES at most).
+        cache.settle(STARTUP_NAMES);
+        if let Some(names) = &self.names {
+            names.prefetch_into(cache.clone());
+        }
+        self.containers = Some(cache);
     }
 
     pub fn by(&self) -> Breakdown {
@@ -72,7 +114,27 @@ impl KeyLabels {
             if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
                 self.known_paths.entry(key).or_insert(path);
             }
+            if let (Some(cache), Some(path)) = (&self.containers, self.known_paths.get(&key)) {
+                cache.ask_for(path);
+            }
         }
+    }
+
+    /// Cgroup `id` as a workload: its name ([`KeyLabels::cgroup_name`]),
+    /// the labels its path carries, and its runtime's names if they are
+    /// known by now (asked for otherwise, for a later lookup).
+    pub fn workload(&mut self, id: u64) -> Option<Workload> {
+        let path = self.cgroup_name(id)?;
+        let labels = path::parse(&path);
+        let names = match (&self.containers, &labels.container_id) {
+            (Some(cache), Some(container)) => cache.get(container, labels.runtime),
+            _ => None,
+        };
+        Some(Workload {
+            path,
+            labels,
+            names,
+        })
     }
 
     /// A cgroup's path from its id, relative to the hierarchy's mount

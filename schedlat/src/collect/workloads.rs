@@ -6,43 +6,23 @@
 use schedlat_common::scope::Breakdown;
 
 use super::{keylabels::KeyLabels, tracer::Tracer};
-use crate::sys::workload::{
-    cache::NameCache,
-    level::{Level, Workload},
-    names::NameRoots,
-    path,
-};
+use crate::sys::workload::level::Level;
 
 /// Names cgroup ids of one tracer's hierarchy at one level.
 pub struct WorkloadNamer {
     labels: KeyLabels,
     level: Level,
-    /// The runtimes' names, for the container and pod levels.
-    names: Option<NameCache>,
 }
 
 impl WorkloadNamer {
     /// `level`'s names for `tracer`'s cgroup ids; the runtimes' files are
     /// read under `/` (the host's).
     pub fn new(tracer: &Tracer, level: Level) -> WorkloadNamer {
-        let names = matches!(level, Level::Container | Level::Pod)
-            .then(|| NameCache::start(NameRoots::under(std::path::Path::new("/"))).ok())
-            .flatten();
-        // Every container there now is asked for at once (the asking does
-        // not wait), so that the first interval already has their names.
-        if let (Some(cache), Some(h)) = (&names, &tracer.cgroup_hierarchy) {
-            for path in h.paths_by_id().values() {
-                let labels = path::parse(path);
-                if let Some(id) = &labels.container_id {
-                    cache.get(id, labels.runtime);
-                }
-            }
+        let mut labels = tracer.key_labels(Breakdown::Cgroup);
+        if matches!(level, Level::Container | Level::Pod) {
+            labels.name_containers();
         }
-        WorkloadNamer {
-            labels: tracer.key_labels(Breakdown::Cgroup),
-            level,
-            names,
-        }
+        WorkloadNamer { labels, level }
     }
 
     /// Whether cgroup `id` is still there.
@@ -54,22 +34,9 @@ impl WorkloadNamer {
     /// container it belongs to; `(removed, id N)` only for a cgroup gone
     /// before it could be named.
     pub fn name(&mut self, id: u64) -> String {
-        let Some(path) = self.labels.cgroup_name(id) else {
-            return format!("(removed, id {id})");
-        };
-        if self.level == Level::Cgroup {
-            return path;
+        match self.labels.workload(id) {
+            Some(workload) => workload.name_at(self.level),
+            None => format!("(removed, id {id})"),
         }
-        let labels = path::parse(&path);
-        let names = match (&self.names, &labels.container_id) {
-            (Some(cache), Some(cid)) => cache.get(cid, labels.runtime),
-            _ => None,
-        };
-        Workload {
-            path,
-            labels,
-            names,
-        }
-        .name_at(self.level)
     }
 }

@@ -75,7 +75,8 @@ pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)>
         .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
         .collect();
     if inside.is_empty() {
-        bail!("no whole interval between --from and --to");
+        let why = no_interval_inside(opts, first.start_unix_ns, (earliest, latest), (from, to));
+        return Err(UsageError(why).into());
     }
     let Some(merged) = Window::merge(inside.iter().copied(), &opts.series) else {
         bail!("the window's wait counts add up to more than 2^64: a damaged dump");
@@ -106,6 +107,37 @@ pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)>
         replay::text(&report)
     };
     Ok((out, warnings))
+}
+
+/// Why `--from`/`--to` select nothing: where the bounds given fall, and
+/// the span the dump covers, in the seconds from its start `--from` takes
+/// and in local time.
+fn no_interval_inside(
+    opts: &ReplayOptions,
+    start: u64,
+    (earliest, latest): (u64, u64),
+    (from, to): (u64, u64),
+) -> String {
+    let offset = |ns: u64| (ns as i128 - start as i128) as f64 / 1e9;
+    let hms = |ns: u64| local_time_us(ns).get(..8).unwrap_or("??:??:??").to_string();
+    let given: Vec<String> = [("--from", &opts.from, from), ("--to", &opts.to, to)]
+        .into_iter()
+        .filter_map(|(name, arg, ns)| {
+            let arg = printable(arg.as_deref()?);
+            Some(format!(
+                "{name} {arg} is {:.0} s from the dump's start",
+                offset(ns)
+            ))
+        })
+        .collect();
+    format!(
+        "no whole interval between --from and --to ({}): the dump covers {:.0} s to {:.0} s ({} to {} local time); give bounds inside it",
+        given.join(", "),
+        offset(earliest),
+        offset(latest),
+        hms(earliest),
+        hms(latest)
+    )
 }
 
 /// `--from`/`--to`: seconds from the dump's start (`30`, `30s`, `2m`) or a
@@ -174,5 +206,34 @@ mod tests {
         );
         assert!(bound(Some("x"), start, 0).is_err());
         assert!(bound(Some("1:2"), start, 0).is_err());
+    }
+
+    /// Issue 28: `--from 99` past a 2 s dump said "no whole interval"
+    /// and nothing of what the dump covers.
+    #[test]
+    fn a_bound_past_the_dump_says_the_span_it_covers() {
+        let w = crate::output::dump::tests::sample_window();
+        let opts = ReplayOptions {
+            from: Some("99".into()),
+            to: None,
+            series: "total".into(),
+            slow: 5,
+            json: false,
+        };
+        let err = report(&w, &opts).unwrap_err();
+        let start = w.seconds[0].start_unix_ns;
+        let (first, last) = (local_time_us(start), local_time_us(start + 2_000_000_000));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "no whole interval between --from and --to (--from 99 is 99 s from the dump's start): the dump covers 0 s to 2 s ({} to {} local time); give bounds inside it",
+                &first[..8],
+                &last[..8]
+            )
+        );
+        assert!(
+            err.downcast_ref::<UsageError>().is_some(),
+            "a bad command line: exit 2"
+        );
     }
 }

@@ -24,12 +24,17 @@
 //!   is deleted from the kernel map and forgotten (key_intervals.rs); all
 //!   its waits were in earlier samples.
 //! - Labels are fixed when a key first gets a series (a process' comm then,
-//!   a cgroup's path then): a renamed cgroup or an exec keeps one series.
+//!   a cgroup's path and workload labels then): a renamed cgroup or an
+//!   exec keeps one series. A container's names are read from its
+//!   runtime's files as soon as its cgroup is seen (at start, as the
+//!   kernel reports it made, at its first wait): a container whose files
+//!   were not read by its first series keeps the labels of its path.
 
 use super::{
     families::KeyedScrape,
     labels,
     model::{Folded, Labels},
+    workload_labels::WorkloadLabels,
 };
 use crate::{
     collect::{
@@ -39,28 +44,47 @@ use crate::{
     histogram::layout::Layout,
 };
 
-/// Which keys always get a series (`--pin`): PIDs, comms, or cgroup paths.
+/// Which keys always get a series (`--pin`): PIDs, comms, cgroup paths,
+/// or the names of cgroups as workloads.
 #[derive(Clone, Debug, Default)]
 pub struct Pins {
     pub values: Vec<String>,
 }
 
+/// The labels a pin matches: those naming one key or one workload, not
+/// those many share (`runtime`, `qos`, `slice`, `namespace`: a pin of
+/// `containerd` would pin every container).
+const PINNABLE: [&str; 8] = [
+    "pid",
+    "comm",
+    "cgroup",
+    "unit",
+    "pod",
+    "container",
+    "pod_uid",
+    "container_id",
+];
+
 impl Pins {
-    /// Whether a key with these labels is pinned. A value matches a label's
-    /// value exactly (pid, comm, or cgroup path).
+    /// Whether a key with these labels is pinned. A value matches a
+    /// label's value exactly (pid, comm, cgroup path, unit, pod, container
+    /// name or ID, pod UID).
     pub fn matches(&self, labels: &Labels) -> bool {
-        (labels.iter()).any(|(_, v)| self.values.iter().any(|p| p == v))
+        (labels.iter())
+            .filter(|(name, _)| PINNABLE.contains(name))
+            .any(|(_, v)| self.values.iter().any(|p| p == v))
     }
 }
 
-/// A key's labels, from the names the keyed intervals carry.
+/// A key's labels, from the names the keyed intervals carry; `workload`:
+/// which of a cgroup's workload labels to give it.
 pub trait SeriesLabels {
-    fn labels(&mut self, key: u64, comm: &[u8; 16]) -> Labels;
+    fn labels(&mut self, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels;
 }
 
 impl SeriesLabels for KeyLabels {
-    fn labels(&mut self, key: u64, comm: &[u8; 16]) -> Labels {
-        labels::key(self, key, comm)
+    fn labels(&mut self, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
+        labels::key(self, key, comm, workload)
     }
 }
 
@@ -84,11 +108,14 @@ impl PerKey for SeriesState {
 }
 
 impl SeriesState {
-    fn labels<'k, N: SeriesLabels>(key: &'k mut KeyRef<'_, SeriesState, N>) -> &'k Labels {
+    fn labels<'k, N: SeriesLabels>(
+        key: &'k mut KeyRef<'_, SeriesState, N>,
+        workload: &WorkloadLabels,
+    ) -> &'k Labels {
         let (names, k, comm) = (&mut *key.names, key.key, key.comm);
         key.user
             .labels
-            .get_or_insert_with(|| names.labels(k, &comm))
+            .get_or_insert_with(|| names.labels(k, &comm, workload))
     }
 }
 
@@ -96,6 +123,7 @@ impl SeriesState {
 pub struct KeyedSeries {
     max_series: usize,
     pins: Pins,
+    workload: WorkloadLabels,
     width: usize,
     /// The overflow series: waits of intervals without a series.
     overflow: Folded,
@@ -108,10 +136,17 @@ pub struct KeyedSeries {
 }
 
 impl KeyedSeries {
-    pub fn new(max_series: u32, pins: Pins, layout: &'static Layout) -> KeyedSeries {
+    /// `workload`: the workload labels of a cgroup's series.
+    pub fn new(
+        max_series: u32,
+        pins: Pins,
+        workload: WorkloadLabels,
+        layout: &'static Layout,
+    ) -> KeyedSeries {
         KeyedSeries {
             max_series: max_series as usize,
             pins,
+            workload,
             width: layout.len(),
             overflow: Folded::empty(layout.len()),
             ranked: Vec::new(),
@@ -128,7 +163,7 @@ impl KeyedSeries {
         reading: &mut Reading<'_, SeriesState, N>,
         overflow: Labels,
     ) -> KeyedScrape {
-        let (pins, width) = (&self.pins, self.width);
+        let (pins, width, workload) = (&self.pins, self.width, &self.workload);
         self.ranked.clear();
         self.shown.clear();
         self.slots.clear();
@@ -139,8 +174,8 @@ impl KeyedSeries {
             let pinned = match key.user.pinned {
                 Some(pinned) => pinned,
                 None => {
-                    let pinned =
-                        !pins.values.is_empty() && pins.matches(SeriesState::labels(&mut key));
+                    let pinned = !pins.values.is_empty()
+                        && pins.matches(SeriesState::labels(&mut key, workload));
                     key.user.pinned = Some(pinned);
                     pinned
                 }
@@ -188,7 +223,7 @@ impl KeyedSeries {
         let mut series = Vec::with_capacity(self.slots.len() + 1);
         for &slot in &self.slots {
             let mut key = reading.slot(slot);
-            let labels = SeriesState::labels(&mut key).clone();
+            let labels = SeriesState::labels(&mut key, &self.workload).clone();
             let own = key.user.own.get_or_insert_with(|| Folded::empty(width));
             series.push((labels, own.clone()));
         }

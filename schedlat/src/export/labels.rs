@@ -1,12 +1,16 @@
 //! The labels of the exported series: which waits a series counts (the
 //! filter's `scope`), which key a per-key series is (`cgroup`, or `pid` and
-//! `comm`), and the overflow series of `--max-series`. A new label for the
-//! per-key series goes in [`key`] and [`overflow`] (a series and its
-//! overflow carry the same label names).
+//! `comm`), and the overflow series of `--max-series`. A new label naming
+//! the key goes in [`key`] and [`overflow`] (a series and its overflow
+//! carry the same key label names); what a cgroup is as a workload (pod,
+//! container, unit...) is workload_labels.rs', added after `cgroup`.
 
 use schedlat_common::scope::Breakdown;
 
-use super::model::Labels;
+use super::{
+    model::Labels,
+    workload_labels::{WorkloadLabel, WorkloadLabels},
+};
 use crate::{
     collect::keylabels::{KeyLabels, task_comm},
     kernel::filter::{Filter, comm_str, cpu_list_str},
@@ -23,17 +27,20 @@ pub fn overflow(by: Breakdown) -> Labels {
     }
 }
 
-/// A key's labels as exported: `cgroup="/path"`, or `pid="1234",
+/// A key's labels as exported: `cgroup="/path"` and what `workload`
+/// keeps of the labels of the workload it is, or `pid="1234",
 /// comm="name"` (`comm`: the name the kernel stored with the key).
-pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16]) -> Labels {
+pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
     match labels.by() {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
-        _ => {
-            let path = labels
-                .cgroup_name(key)
-                .unwrap_or_else(|| format!("(removed, id {key})"));
-            vec![("cgroup", path)]
-        }
+        _ => match labels.workload(key) {
+            Some(named) => {
+                let mut out = vec![("cgroup", named.path.clone())];
+                out.extend(workload.of(&named, WorkloadLabel::name));
+                out
+            }
+            None => vec![("cgroup", format!("(removed, id {key})"))],
+        },
     }
 }
 

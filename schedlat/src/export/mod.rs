@@ -8,6 +8,8 @@
 //!   counted, schedlat's own cost;
 //! - labels: the `scope` of a filter, the key of a per-key series, the
 //!   overflow series;
+//! - workload_labels: what a cgroup's series says of its workload (pod,
+//!   container, unit... in cAdvisor's spelling), on either side of a pair;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
 //!   layouts and their native-histogram translation are histogram/'s;
 //! - keyed_series: which keys get a series of their own in a scrape
@@ -29,3 +31,4 @@ pub mod keyed_series;
 pub mod labels;
 pub mod model;
 pub(crate) mod negotiate;
+pub mod workload_labels;

@@ -58,6 +58,10 @@ pub fn text(d: &DiagnoseReport) -> String {
             let _ = writeln!(out, "   {evidence}");
             out.push_str("   -> yes: runnable-but-waiting time is significant.\n");
         }
+        Waiting::Short { evidence } => {
+            let _ = writeln!(out, "   {evidence}");
+            out.push_str("   -> no: the waits add up to more than 1% of the window, but each is short (the histogram is healthy: its tail is under half a slice), so no task of the scope waits long enough to feel it. This is not a scheduling problem, and no cause is named.\n");
+        }
         Waiting::Unknown { reason } => {
             let _ = writeln!(out, "   unknown: {reason}");
         }

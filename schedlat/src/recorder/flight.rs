@@ -176,12 +176,15 @@ impl Flight {
         self.ring.push_second(second);
         let now_s = end / 1_000_000_000;
         if now_s >= self.cooldown_until {
-            let window = self.ring.last(self.opts.trigger_window_s as usize);
+            // The ring holds at most its own window: a longer trigger
+            // window judges what the ring holds, once full.
+            let full = self.opts.trigger_window_s.min(self.opts.window_s) as usize;
+            let window = self.ring.last(full);
             let fired = self
                 .opts
                 .triggers
                 .iter()
-                .find_map(|t| t.check(&window, &self.newest_slow));
+                .find_map(|t| t.check(&window, full, &self.newest_slow));
             if let Some(why) = fired {
                 say!("schedlat: trigger: {why}: dumping the window");
                 self.writer

@@ -43,11 +43,18 @@ impl Trigger {
         })
     }
 
-    /// Why it fired, when it does: on the last `window` seconds (the
-    /// newest last) and the slow waits of the newest second.
-    pub fn check(&self, window: &[&Second], newest_slow: &[u64]) -> Option<String> {
+    /// Why it fired, when it does: on the last seconds (`window`, the
+    /// newest last; a percentile trigger judges `full` of them and waits
+    /// until there are that many) and the slow waits of the newest second.
+    pub fn check(&self, window: &[&Second], full: usize, newest_slow: &[u64]) -> Option<String> {
         match *self {
             Trigger::Quantile { label, q, over_ns } => {
+                // Not before its window is full: the first second of a run
+                // (the tracer's attach, the process starting) alone would
+                // otherwise decide a "p99 over 5 s".
+                if window.len() < full {
+                    return None;
+                }
                 let mut w = Waits::default();
                 for s in window {
                     if let Some(t) = s.total() {
@@ -103,17 +110,34 @@ mod tests {
         let t = Trigger::parse("p99>5ms").unwrap();
         let quiet = second(&[10_000; 100]);
         let busy = second(&[8_000_000; 10]);
-        assert_eq!(t.check(&[&quiet, &quiet], &[]), None);
-        let why = t.check(&[&quiet, &busy], &[]).unwrap();
+        assert_eq!(t.check(&[&quiet, &quiet], 2, &[]), None);
+        let why = t.check(&[&quiet, &busy], 2, &[]).unwrap();
         assert!(
-            why.starts_with("p99 ") && why.contains("> 5.00 ms"),
+            why.starts_with("p99 ") && why.contains("> 5.00 ms over 2 s"),
             "{why}"
         );
         let slow = Trigger::parse("slow>20ms").unwrap();
-        assert_eq!(slow.check(&[], &[19_000_000]), None);
-        assert!(slow.check(&[], &[25_000_000]).is_some());
+        assert_eq!(slow.check(&[], 5, &[19_000_000]), None);
+        assert!(slow.check(&[], 5, &[25_000_000]).is_some());
         assert!(Trigger::parse("p98>1ms").unwrap_err().contains("p50, p90"));
         assert!(Trigger::parse("p99=1ms").unwrap_err().contains("p99>5ms"));
         assert!(Trigger::parse("p99>1").unwrap_err().contains("unit"));
+    }
+
+    /// Issue 28: "p99 2.32 ms > 2.00 ms over 1 s" fired in the first
+    /// second of a 5 s trigger window: start-up alone dumped. A percentile
+    /// trigger waits for its window; a slow wait fires from the start.
+    #[test]
+    fn a_percentile_trigger_waits_for_its_window() {
+        let t = Trigger::parse("p99>2ms").unwrap();
+        let busy = second(&[3_000_000; 10]);
+        for filled in 1..5 {
+            let window = vec![&busy; filled];
+            assert_eq!(t.check(&window, 5, &[]), None, "{filled} s of 5");
+        }
+        let why = t.check(&[&busy; 5], 5, &[]).unwrap();
+        assert!(why.ends_with("over 5 s"), "{why}");
+        let slow = Trigger::parse("slow>2ms").unwrap();
+        assert!(slow.check(&[&busy], 5, &[3_000_000]).is_some());
     }
 }

@@ -3,7 +3,8 @@
 //! time>-<n>-<reason>`, holding `dump.jsonl`, `waits.hlog` and
 //! `slow.perfetto-trace`; it is written under a hidden temporary name, each
 //! file and the directory fsynced, then renamed: a dump is under its final
-//! name whole or not at all. Only the newest `keep` dumps are kept.
+//! name whole or not at all. Only the newest `keep` dumps of each kind
+//! (http, sighup, trigger) are kept.
 
 use std::{
     fs::{self, File},
@@ -149,7 +150,7 @@ fn run(rx: Receiver<(String, Job)>, dir: &Path, keep: usize, pending: &AtomicUsi
                     job.window.meta.reason,
                     path.display()
                 );
-                if let Err(e) = prune(dir, keep) {
+                if let Err(e) = prune(dir, keep, job.kind) {
                     say!("schedlat: removing old dumps in {}: {e:#}", dir.display());
                 }
             }
@@ -202,14 +203,17 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("syncing {}", dir.display()))
 }
 
-/// Removes the oldest dumps beyond `keep` (names sort by time).
-fn prune(dir: &Path, keep: usize) -> Result<()> {
+/// Removes the oldest dumps of `kind` beyond `keep` (names sort by time
+/// and end with their kind). Each kind has its own rotation: dumps asked
+/// for over HTTP never push out a trigger's or a SIGHUP's.
+fn prune(dir: &Path, keep: usize, kind: &str) -> Result<()> {
+    let suffix = format!("-{kind}");
     let mut dumps: Vec<(String, PathBuf)> = fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            name.starts_with(PREFIX).then(|| (name, e.path()))
+            (name.starts_with(PREFIX) && name.ends_with(&suffix)).then(|| (name, e.path()))
         })
         .collect();
     dumps.sort();
@@ -260,7 +264,9 @@ mod tests {
         for i in 0..4 {
             write_dump(&dir, &format!("{PREFIX}2026010{i}-x"), &sample_window()).unwrap();
         }
-        prune(&dir, 2).unwrap();
+        // Another kind's dump, older than all: not in x's rotation.
+        write_dump(&dir, &format!("{PREFIX}20251231-y"), &sample_window()).unwrap();
+        prune(&dir, 2, "x").unwrap();
         let mut names: Vec<String> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -268,9 +274,13 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            [format!("{PREFIX}20260102-x"), format!("{PREFIX}20260103-x")]
+            [
+                format!("{PREFIX}20251231-y"),
+                format!("{PREFIX}20260102-x"),
+                format!("{PREFIX}20260103-x")
+            ]
         );
-        let files = fs::read_dir(dir.join(&names[1])).unwrap().count();
+        let files = fs::read_dir(dir.join(&names[2])).unwrap().count();
         assert_eq!(files, 3);
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -126,7 +126,10 @@ mod tests {
             psi_system: Some((0.6, 55.0)),
             ..findings()
         };
-        assert!(matches!(waiting(&f, None), Waiting::Significant { .. }));
+        assert!(matches!(
+            waiting(&f, None, None),
+            Waiting::Significant { .. }
+        ));
         let c = saturation(&f).unwrap();
         assert_eq!(c.name, "CPU saturation");
         assert!(c.evidence.contains("6.0 runnable"), "{}", c.evidence);

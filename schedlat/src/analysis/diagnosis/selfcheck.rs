@@ -107,8 +107,14 @@ fn build(
             switch_ins - ebpf_waits
         ));
     } else if (ratio - 1.0).abs() <= AGREE {
+        // Only the totals were compared: a preempting wakeup hides just its
+        // wakeup-to-switch microseconds from run_delay, so many such waits
+        // among long ones still agree; how many there were, this does not say.
         summary.push(format!(
-            "they agree within {:.0}%: few waits ended in a wakeup preemption, the kind whose time run_delay misses",
+            "the wait time agrees within {:.0}% ({} by eBPF, {} by run_delay): what run_delay misses (the time from a wakeup that preempts to its switch) is under {:.0}% of the waiting here; this compares time, not how many waits ended that way",
+            AGREE * 100.0,
+            fmt_ns(ebpf_ns),
+            fmt_ns(run_delay_ns),
             AGREE * 100.0
         ));
     } else if ratio < 1.0 {
@@ -176,10 +182,20 @@ fn build(
 mod tests {
     use super::*;
 
+    /// Issue 28: the totals agree, and the check says that it compared
+    /// time: many of the waits may still have ended in a preempting wakeup
+    /// (219 of 650 in the report), each hiding only microseconds.
     #[test]
-    fn busy_threads_agree() {
+    fn busy_threads_agree_in_time() {
         let c = build(500_000_000, 400, 499_000_000, 401, Some((0, 0)), false);
-        assert!(c.summary[1].starts_with("they agree within 5%"), "{c:?}");
+        let line = &c.summary[1];
+        assert!(
+            line.starts_with(
+                "the wait time agrees within 5% (500 ms by eBPF, 499 ms by run_delay)"
+            ) && line.ends_with("this compares time, not how many waits ended that way"),
+            "{line}"
+        );
+        assert!(!line.contains("few waits"), "{line}");
     }
 
     /// The sleeper of the report behind this check: 63.4 ms in 2,361

@@ -32,10 +32,19 @@ pub struct Verdict {
 
 /// Steps 1 and 5 of the method: whether the scope waited, and which known
 /// mechanisms explain it, from the kernel's accounting, and with eBPF from
-/// its victims tables and its split of the waits.
+/// its victims tables and its split of the waits. Causes are only looked
+/// for when the waiting matters (Waiting::wants_a_cause).
 pub fn diagnose(findings: &Findings, traced: Option<&Traced>, cgroups: &TaskCgroups) -> Verdict {
     // How much the scope waited by eBPF: read once, for both questions.
     let ebpf = traced.map(|t| t.waiting(findings));
+    let waiting = waiting::waiting(findings, ebpf, traced.map(|t| &t.shape));
+    // Step 1 answered no (negligible, or short waits): nothing to explain.
+    if !waiting.wants_a_cause() {
+        return Verdict {
+            waiting,
+            diagnoses: Vec::new(),
+        };
+    }
     let attribution = traced.and_then(|t| t.victims.as_ref().ok());
     let mut diagnoses = named(findings, attribution, ebpf);
     if let (Some(counts), Some(ebpf)) = (traced.and_then(|t| t.waits.causes.as_ref()), ebpf) {
@@ -47,10 +56,7 @@ pub fn diagnose(findings: &Findings, traced: Option<&Traced>, cgroups: &TaskCgro
         };
         split::add(&mut diagnoses, findings, &evidence);
     }
-    Verdict {
-        waiting: waiting::waiting(findings, ebpf),
-        diagnoses,
-    }
+    Verdict { waiting, diagnoses }
 }
 
 /// The diagnoses the accounting and the victims tables support, strongest
@@ -90,10 +96,14 @@ mod tests {
     use schedlat_common::victims::WaitStats;
 
     use super::*;
-    use crate::analysis::{
-        diagnosis::fixtures::{findings, waiter},
-        task::tests::task,
-        victims::{SortKey, rank},
+    use crate::{
+        analysis::{
+            diagnosis::fixtures::{findings, waiter},
+            shape::tests::waits,
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::slice::Slice,
     };
 
     /// Culprits charged with `(policy, nice, rt, total_ns)` each, all of
@@ -132,7 +142,7 @@ mod tests {
     #[test]
     fn idle_is_not_a_scheduling_problem() {
         assert!(matches!(
-            waiting::waiting(&findings(), None),
+            waiting::waiting(&findings(), None, None),
             Waiting::Negligible { .. }
         ));
         assert!(named(&findings(), None, None).is_empty());
@@ -179,5 +189,55 @@ mod tests {
         let c = named(&f, Some(&a), None);
         assert_eq!(c[0].name, "class or priority");
         assert!(c[0].next_step.contains("renice"), "{}", c[0].next_step);
+    }
+
+    /// Issue 28: a container whose task wakes 2,000 times a second and
+    /// waits ~8 us each time, behind busy work on its CPU, waits 1.7% of
+    /// the window: over the 1% test, with every CPU busy. Its histogram is
+    /// healthy (p99 25 us, a slice 1.5 ms): short waits, no cause named,
+    /// where the share alone named CPU saturation. The same share in waits
+    /// of a slice is significant and saturation is named.
+    #[test]
+    fn a_healthy_histogram_gets_no_cause_whatever_its_share() {
+        let f = Findings {
+            cpu_busy: vec![1.0, 1.0],
+            avg_runnable: 12.0,
+            psi_system: Some((1.0, 99.0)),
+            allowed_cpus: Some(vec![1]),
+            ..findings()
+        };
+        let slice = Slice::fixed(1_500_000, "test");
+        let traced = |groups: &[(u64, u64)]| {
+            Traced::new(
+                "tp_btf".into(),
+                waits(groups),
+                Err("not loaded".into()),
+                &slice,
+            )
+        };
+        // 20,000 waits in 10 s, pinned to one CPU: 166 ms of its 10 s.
+        let healthy = traced(&[(7_000, 19_000), (25_000, 900), (100_000, 100)]);
+        assert_eq!(
+            healthy.shape.verdict,
+            crate::analysis::shape::Verdict::Healthy
+        );
+        let v = diagnose(&f, Some(&healthy), &TaskCgroups::default());
+        match &v.waiting {
+            Waiting::Short { evidence } => assert!(
+                evidence.contains("its CPUs' time") && evidence.contains("shape: healthy: p99.9"),
+                "{evidence}"
+            ),
+            w => panic!("{w:?}"),
+        }
+        assert!(
+            v.diagnoses.is_empty(),
+            "{:?}",
+            v.diagnoses.first().map(|d| d.name)
+        );
+        // Waits of a slice: the same machine, now a problem.
+        let slow = traced(&[(7_000, 100), (1_500_000, 300)]);
+        let v = diagnose(&f, Some(&slow), &TaskCgroups::default());
+        assert!(matches!(v.waiting, Waiting::Significant { .. }));
+        assert_eq!(v.diagnoses.first().map(|d| d.name), Some("CPU saturation"));
     }
 }

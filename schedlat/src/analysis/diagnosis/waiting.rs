@@ -1,10 +1,19 @@
 //! Step 1 of the method: was the scope runnable but waiting at all? How
 //! much it waited, as one share of the window, is also what the 1% test of
-//! the diagnoses and their strengths go by (docs/diagnose.md, step 1).
+//! the diagnoses and their strengths go by (docs/diagnose.md, step 1). A
+//! share is not enough: thousands of waits of a few microseconds add up to
+//! a percent of the window while no task feels them, so with eBPF the size
+//! of the waits decides too (their shape against the slice).
 
 use serde::Serialize;
 
-use crate::{analysis::fmt_ns, sys::findings::Findings};
+use crate::{
+    analysis::{
+        fmt_ns,
+        shape::{Shape, Verdict},
+    },
+    sys::findings::Findings,
+};
 
 /// Below this share of the window spent waiting (per thread, and PSI for
 /// the scope), waiting is negligible: not a scheduling problem.
@@ -25,6 +34,14 @@ pub enum Waiting {
         evidence: String,
     },
     Significant {
+        evidence: String,
+    },
+    /// Waiting adds up to a share that matters, but each wait is short:
+    /// the scope's histogram is healthy (its tail under half a slice,
+    /// docs/shape.md). Not a scheduling problem, and no cause is named: a
+    /// neighbour that holds the CPU for a few microseconds per wakeup is
+    /// not one to cap.
+    Short {
         evidence: String,
     },
     /// Neither schedstat nor PSI gives numbers on this kernel.
@@ -80,8 +97,10 @@ pub fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
 }
 
 /// Was the scope runnable but waiting? `ebpf`: what eBPF measured, when
-/// it could; it sees what run_delay misses.
-pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>) -> Waiting {
+/// it could; it sees what run_delay misses. `shape`: the shape of the
+/// scope's waits in the window (eBPF), which says whether they were long
+/// enough to matter.
+pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Shape>) -> Waiting {
     let window = fmt_ns(f.window_ns);
     let psi = f.scope_psi();
     if !f.schedstat_works && psi.is_none() {
@@ -165,7 +184,22 @@ pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>) -> Waiting {
                 blind_share * 100.0
             ),
         },
-        (false, _) => Waiting::Significant { evidence },
+        (false, _) => match shape {
+            Some(shape) if shape.verdict == Verdict::Healthy => Waiting::Short {
+                evidence: format!("{evidence}; shape: {}", shape.summary),
+            },
+            _ => Waiting::Significant { evidence },
+        },
+    }
+}
+
+impl Waiting {
+    /// Whether the causes are looked for: waiting that matters, or no
+    /// numbers to say it does not. Negligible or short waiting has no
+    /// cause to name (a cause named beside "not a scheduling problem"
+    /// would be acted on).
+    pub fn wants_a_cause(&self) -> bool {
+        matches!(self, Waiting::Significant { .. } | Waiting::Unknown { .. })
     }
 }
 
@@ -190,7 +224,7 @@ mod tests {
             psi_system: None,
             ..findings()
         };
-        assert!(matches!(waiting(&f, None), Waiting::Unknown { .. }));
+        assert!(matches!(waiting(&f, None, None), Waiting::Unknown { .. }));
     }
 
     /// A process that sleeps and wakes 1,000 times a second, in the root
@@ -204,7 +238,7 @@ mod tests {
             system_scope: false,
             ..findings()
         };
-        match waiting(&f, None) {
+        match waiting(&f, None, None) {
             Waiting::Unknown { reason } => assert!(
                 reason.contains("10000 switch-ins, 100 ms (1.0% of the window)")
                     && reason.contains("run as root"),
@@ -213,11 +247,11 @@ mod tests {
             w => panic!("{w:?}"),
         }
         assert!(matches!(
-            waiting(&f, Some(ebpf(0.001))),
+            waiting(&f, Some(ebpf(0.001)), None),
             Waiting::Negligible { .. }
         ));
         assert!(matches!(
-            waiting(&f, Some(ebpf(0.05))),
+            waiting(&f, Some(ebpf(0.05)), None),
             Waiting::Significant { .. }
         ));
         // With PSI of its own (a cgroup, or the system), PSI counts it.
@@ -225,7 +259,7 @@ mod tests {
             system_scope: true,
             ..f
         };
-        match waiting(&f, None) {
+        match waiting(&f, None, None) {
             Waiting::Negligible { evidence } => {
                 assert!(evidence.contains("PSI counts it"), "{evidence}")
             }
@@ -249,7 +283,7 @@ mod tests {
             most_task: Some(0.003),
             scope: 0.25,
         };
-        match waiting(&f, Some(spread)) {
+        match waiting(&f, Some(spread), None) {
             Waiting::Significant { evidence } => assert!(
                 evidence.contains("the scope's waits at 25.0% of its CPUs' time, its most-waiting task at 0.3% of the window"),
                 "{evidence}"

@@ -9,8 +9,11 @@
 //!   series of export/);
 //! - http: the hyper server; routes: what each path answers; listen:
 //!   `--listen` and binding;
-//! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`).
+//! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`,
+//!   `--web.enable-snapshot`); guard: the Host and Origin checks every
+//!   request passes first, and the dumps' rate limit.
 
+mod guard;
 mod http;
 pub mod listen;
 mod routes;
@@ -29,7 +32,7 @@ use tokio::{
 use crate::{
     collect::slow::SlowEvents,
     commands::session::{self, Ended, Signals},
-    export::{key_buckets::KeyBuckets, keyed_series::Pins},
+    export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -49,8 +52,12 @@ pub struct ServeOptions {
     pub key_buckets: KeyBuckets,
     /// Keys that always get a series.
     pub pins: Pins,
-    /// The flight recorder (`--ring`), dumped on `POST /snapshot`.
+    /// The workload labels of the per-cgroup series.
+    pub workload_labels: WorkloadLabels,
+    /// The flight recorder (`--ring`), dumped on SIGHUP and triggers.
     pub ring: Option<RecorderOptions>,
+    /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
+    pub snapshot_enabled: bool,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -76,7 +83,12 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     let (flight, mut events, mut sighup) = match &args.ring {
         Some(ring) => {
             let events = SlowEvents::take(&mut tracer)?;
-            let flight = Flight::start(ring, &mut tracer, "POST /snapshot or SIGHUP dumps now")?;
+            let how = if args.snapshot_enabled {
+                "POST /snapshot or SIGHUP dumps now"
+            } else {
+                "SIGHUP dumps now"
+            };
+            let flight = Flight::start(ring, &mut tracer, how)?;
             let sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
             (
                 Some(Rc::new(RefCell::new(flight))),
@@ -113,6 +125,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         max_series: args.max_series,
         layout: args.key_buckets,
         pins: args.pins.clone(),
+        workload: args.workload_labels.clone(),
     });
     let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
@@ -120,6 +133,11 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // One thread: connections are tasks on it, and a scrape is a map read
     // and some formatting, so nothing blocks for long. LocalSet because the
     // tracer is not shared across threads.
+    let endpoint = Rc::new(routes::Endpoint {
+        listen: addr,
+        snapshot: flight.clone().filter(|_| args.snapshot_enabled),
+        snapshot_limit: RefCell::new(guard::RateLimit::new(snapshot::INTERVAL)),
+    });
     let connections = LocalSet::new();
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
@@ -136,7 +154,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, _)) => {
-                            open.spawn(stream, routes::responder(scraper.clone(), flight.clone()));
+                            open.spawn(stream, routes::responder(scraper.clone(), endpoint.clone()));
                         }
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.

@@ -1,6 +1,7 @@
 //! What each path answers: `/metrics` read and encoded at request time in
 //! the format the scraper asked for, `/snapshot` the flight recorder's
-//! dump (snapshot.rs), `/` a line saying where the metrics are.
+//! dump (snapshot.rs), `/` a line saying where the metrics are; every
+//! request past the Host and Origin checks of guard.rs first.
 
 use std::{cell::RefCell, rc::Rc};
 
@@ -11,25 +12,53 @@ use hyper::{
     header::{self, HeaderValue},
 };
 
-use super::{http::plain, scrape::Scraper, snapshot};
+use super::{
+    guard::{self, RateLimit},
+    http::plain,
+    scrape::Scraper,
+    snapshot,
+};
 use crate::{export::negotiate::negotiate, recorder::Flight};
 
-/// The responder of every connection: `scraper` on /metrics, and `flight`
-/// on /snapshot when serve keeps a ring.
+/// What every request is checked and served against.
+pub struct Endpoint {
+    /// Where serve listens: a loopback listener answers local names only
+    /// (guard.rs).
+    pub listen: std::net::SocketAddr,
+    /// The flight recorder, when `POST /snapshot` may dump it.
+    pub snapshot: Option<Rc<RefCell<Flight>>>,
+    pub snapshot_limit: RefCell<RateLimit>,
+}
+
+/// The responder of every connection: `scraper` on /metrics, and the
+/// flight recorder on /snapshot when `endpoint` lets it dump, each request
+/// past `endpoint`'s Host and Origin checks first.
 pub fn responder(
     scraper: Rc<Scraper>,
-    flight: Option<Rc<RefCell<Flight>>>,
+    endpoint: Rc<Endpoint>,
 ) -> impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static {
-    move |request| respond(request, &scraper, flight.as_deref())
+    move |request| respond(request, &scraper, &endpoint)
 }
 
 fn respond(
     request: &Request<Incoming>,
     scraper: &Scraper,
-    flight: Option<&RefCell<Flight>>,
+    endpoint: &Endpoint,
 ) -> Response<Full<Bytes>> {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    if let Err(refusal) = guard::check(
+        endpoint.listen,
+        header(header::HOST),
+        header(header::ORIGIN),
+    ) {
+        return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
+    }
     if request.uri().path() == "/snapshot" {
-        return snapshot::respond(request, flight);
+        return snapshot::respond(
+            request,
+            endpoint.snapshot.as_deref(),
+            &endpoint.snapshot_limit,
+        );
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");

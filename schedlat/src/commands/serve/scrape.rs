@@ -27,6 +27,7 @@ use crate::{
         keyed_series::{KeyedSeries, Pins, SeriesState},
         labels,
         model::Labels,
+        workload_labels::WorkloadLabels,
     },
     kernel::filter::Filter,
 };
@@ -52,6 +53,8 @@ pub struct KeyedOptions {
     pub max_series: u32,
     pub layout: KeyBuckets,
     pub pins: Pins,
+    /// The workload labels of a cgroup's series (`--cgroup-labels`).
+    pub workload: WorkloadLabels,
 }
 
 /// The per-key series: the keys' intervals and which get a series.
@@ -78,16 +81,16 @@ impl Scraper {
         let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
             let layout = k.layout.layout();
+            let by_cgroup = k.by == Breakdown::Cgroup;
+            // The cause split per cgroup only: per process it is
+            // unbounded.
+            let mut keys = KeyIntervals::new(k.by, &tracer, Kept::Folded(layout), by_cgroup);
+            if by_cgroup && k.workload.needs_runtime_files() {
+                keys.name_containers();
+            }
             RefCell::new(PerKeySeries {
-                // The cause split per cgroup only: per process it is
-                // unbounded.
-                keys: KeyIntervals::new(
-                    k.by,
-                    &tracer,
-                    Kept::Folded(layout),
-                    k.by == Breakdown::Cgroup,
-                ),
-                series: KeyedSeries::new(k.max_series, k.pins, layout),
+                keys,
+                series: KeyedSeries::new(k.max_series, k.pins, k.workload, layout),
                 layout: k.layout,
             })
         });

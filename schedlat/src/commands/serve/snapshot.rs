@@ -1,8 +1,13 @@
-//! `POST /snapshot`: with `--ring`, dumps the flight recorder's window as
-//! SIGHUP does (on the writer's thread, under a temporary name renamed
-//! into place) and answers at once with the dump's path.
+//! `POST /snapshot`: with `--ring` and `--web.enable-snapshot`, dumps the
+//! flight recorder's window as SIGHUP does (on the writer's thread, under a
+//! temporary name renamed into place) and answers at once with the dump's
+//! path. At most one dump per [`INTERVAL`]; the refused requests get 429
+//! and one log line per interval with their number.
 
-use std::cell::RefCell;
+use std::{
+    cell::RefCell,
+    time::{Duration, Instant},
+};
 
 use http_body_util::Full;
 use hyper::{
@@ -11,17 +16,25 @@ use hyper::{
     header::{self, HeaderValue},
 };
 
-use super::http::plain;
+use super::{guard::RateLimit, http::plain};
 use crate::recorder::{Flight, Refused};
 
+/// The shortest time between two dumps asked for over HTTP: a dump is
+/// fsynced megabytes, and a loop of requests must not turn into a stream
+/// of them (518 dumps, 2.8 GiB written in 30 s, before this bound).
+pub const INTERVAL: Duration = Duration::from_secs(10);
+
+/// Answers `request` with `flight` (None: POST /snapshot is off), at most
+/// one dump per `limit`'s interval.
 pub fn respond(
     request: &Request<Incoming>,
     flight: Option<&RefCell<Flight>>,
+    limit: &RefCell<RateLimit>,
 ) -> Response<Full<Bytes>> {
     let Some(flight) = flight else {
         return plain(
             StatusCode::NOT_FOUND,
-            "no flight recorder: start serve with --ring DURATION (and --dump-dir DIR) to dump it on POST /snapshot\n",
+            "POST /snapshot is off: start serve with --ring DURATION and --web.enable-snapshot (SIGHUP dumps the ring without it)\n",
         );
     };
     if request.method() != Method::POST {
@@ -31,6 +44,26 @@ pub fn respond(
         );
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let now = Instant::now();
+    let mut limit = limit.borrow_mut();
+    let admitted = limit.admit(now);
+    if let Some(line) = limit.refusals_line(now) {
+        say!("schedlat: {line}");
+    }
+    if let Err(wait) = admitted {
+        let secs = wait.as_secs_f64().ceil() as u64;
+        let mut r = plain(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "at most one dump per {} s: ask again in {secs} s\n",
+                INTERVAL.as_secs()
+            ),
+        );
+        if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         return r;
     }
     // Borrowed only here and in serve's once-a-second step, never across

@@ -46,7 +46,7 @@ impl Existence for Live {
 }
 
 impl SeriesLabels for Live {
-    fn labels(&mut self, key: u64, _: &[u8; 16]) -> Labels {
+    fn labels(&mut self, key: u64, _: &[u8; 16], _: &WorkloadLabels) -> Labels {
         labels(key)
     }
 }
@@ -70,7 +70,7 @@ fn with_causes(max: u32, pins: Pins, causes: Option<Measurable>) -> Series {
             Kept::Folded(&LOG2),
             causes,
         ),
-        series: KeyedSeries::new(max, pins, &LOG2),
+        series: KeyedSeries::new(max, pins, WorkloadLabels::default(), &LOG2),
         layout: &LOG2,
     }
 }

@@ -80,6 +80,27 @@ impl NameCache {
         None
     }
 
+    /// Asks for the names of the container cgroup `path` is, if it is
+    /// one, without waiting for them (a later [`NameCache::get`] has
+    /// them).
+    pub fn ask_for(&self, path: &str) {
+        let labels = super::path::parse(path);
+        if let Some(id) = &labels.container_id {
+            self.get(id, labels.runtime);
+        }
+    }
+
+    /// Waits until every lookup asked for so far is answered, at most
+    /// `timeout`: for a start that asked for every container there, so
+    /// that the first interval or scrape already has their names. Never
+    /// called from a scrape or an interval.
+    pub fn settle(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.lock().pending.is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -127,14 +148,11 @@ mod tests {
         fs::write(dir.join("config.v2.json"), r#"{"Name":"/redis"}"#).unwrap();
         let cache = NameCache::start(NameRoots::under(&root)).unwrap();
         assert_eq!(cache.get(&id, Some(Runtime::Docker)), None);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let names = loop {
-            if let Some(n) = cache.get(&id, Some(Runtime::Docker)) {
-                break n;
-            }
-            assert!(Instant::now() < deadline, "no answer within 5 s");
-            thread::sleep(Duration::from_millis(5));
-        };
+        // A start waits for what it asked for: then the answer is there.
+        cache.settle(Duration::from_secs(5));
+        let names = cache
+            .get(&id, Some(Runtime::Docker))
+            .expect("answered once settled");
         assert_eq!(names.container.as_deref(), Some("redis"));
         // Unknown containers are answered None, and not asked again at
         // once.

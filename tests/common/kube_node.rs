@@ -1,0 +1,222 @@
+//! A Kubernetes node's cgroups and runtime files as the kubelet and its
+//! runtimes lay them out, with no kubelet: real cgroups (in the hierarchy
+//! `--cgroups` keys by) under a node cgroup of the test's own, as on a
+//! kind node, and the files the runtimes keep their names in, at the
+//! host's real places. Everything made is removed when dropped, also when
+//! the test fails. One node at a time in a test binary: the tests that
+//! make one wait for the one before.
+//!
+//! - `web`: pod shop/web-1, container nginx, the systemd cgroup driver
+//!   with containerd (`kubepods-burstable-pod<uid>.slice/
+//!   cri-containerd-<id>.scope`), named by containerd's task bundle;
+//! - `batch`: pod jobs/batch-7, container cruncher, the cgroupfs driver
+//!   with CRI-O (`kubepods/besteffort/pod<uid>/<id>`), named by CRI-O's
+//!   container config;
+//! - `unit`: a systemd service of the node (`system.slice/<name>.service`).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use super::cgroup::TestCgroup;
+
+/// One container of a pod, as the labels should name it.
+pub struct PodContainer {
+    /// Its cgroup, relative to the hierarchy root (the `cgroup` label).
+    pub cgroup: String,
+    /// Its cgroup's directory.
+    pub dir: PathBuf,
+    pub namespace: &'static str,
+    pub pod: &'static str,
+    pub container: &'static str,
+    pub id: String,
+    /// Dashed, as Kubernetes spells it.
+    pub uid: String,
+    pub runtime: &'static str,
+    pub qos: &'static str,
+}
+
+impl PodContainer {
+    /// Moves process `pid` into the container's cgroup.
+    pub fn add(&self, pid: u32) {
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
+    }
+}
+
+pub struct KubeNode {
+    pub web: PodContainer,
+    pub batch: PodContainer,
+    /// The node's systemd service: its cgroup, relative to the root.
+    pub unit: PodContainer,
+    /// The unit's name (`schedlat-test-<pid>.service`).
+    pub unit_name: String,
+    /// Every cgroup made, parents first (removed innermost first).
+    groups: Vec<TestCgroup>,
+    /// Directories made for the runtimes' files, removed when dropped.
+    made: Vec<PathBuf>,
+    /// Held while the node exists (its cgroups' names are the test
+    /// binary's, the same in every test).
+    _one_at_a_time: MutexGuard<'static, ()>,
+}
+
+static ONE_NODE: Mutex<()> = Mutex::new(());
+
+/// 64 hex digits unique to this test run, `tag` first.
+fn container_id(tag: u32) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{tag:08x}{:08x}{nanos:048x}", std::process::id())
+}
+
+/// A pod UID unique to this test run, dashed.
+fn pod_uid(tag: u32) -> String {
+    let hex = container_id(tag);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[52..64]
+    )
+}
+
+impl KubeNode {
+    /// The node's cgroups under `root` (a cgroup hierarchy's mount) and
+    /// the runtimes' files under `/`.
+    pub fn new(root: &Path) -> KubeNode {
+        let one_at_a_time = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
+        let (web_id, web_uid) = (container_id(0xa), pod_uid(0xa));
+        let (batch_id, batch_uid) = (container_id(0xb), pod_uid(0xb));
+        let pid = std::process::id();
+        let escaped = web_uid.replace('-', "_");
+        // The runtimes write these before they make the cgroups.
+        let mut made = Vec::new();
+        let bundle =
+            Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io").join(&web_id);
+        write_file(
+            &mut made,
+            &bundle.join("config.json"),
+            &serde_json::json!({"ociVersion": "1.1.0", "annotations": {
+                "io.kubernetes.cri.container-type": "container",
+                "io.kubernetes.cri.container-name": "nginx",
+                "io.kubernetes.cri.sandbox-name": "web-1",
+                "io.kubernetes.cri.sandbox-namespace": "shop",
+                "io.kubernetes.cri.sandbox-uid": web_uid,
+            }})
+            .to_string(),
+        );
+        let userdata = Path::new("/run/containers/storage/overlay-containers")
+            .join(&batch_id)
+            .join("userdata");
+        write_file(
+            &mut made,
+            &userdata.join("config.json"),
+            &serde_json::json!({"ociVersion": "1.0.0", "annotations": {
+                "io.kubernetes.cri-o.ContainerType": "container",
+                "io.kubernetes.container.name": "cruncher",
+                "io.kubernetes.pod.name": "batch-7",
+                "io.kubernetes.pod.namespace": "jobs",
+                "io.kubernetes.pod.uid": batch_uid,
+            }})
+            .to_string(),
+        );
+        let mut groups = Vec::new();
+        let web_leaf = format!(
+            "node/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{escaped}.slice/cri-containerd-{web_id}.scope"
+        );
+        let batch_leaf = format!("node/kubepods/besteffort/pod{batch_uid}/{batch_id}");
+        let unit_name = format!("schedlat-test-{pid}.service");
+        let unit_leaf = format!("node/system.slice/{unit_name}");
+        for name in [
+            "node".to_string(),
+            "node/kubepods.slice".into(),
+            "node/kubepods.slice/kubepods-burstable.slice".into(),
+            format!(
+                "node/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{escaped}.slice"
+            ),
+            "node/kubepods".into(),
+            "node/kubepods/besteffort".into(),
+            format!("node/kubepods/besteffort/pod{batch_uid}"),
+            "node/system.slice".into(),
+            web_leaf,
+            batch_leaf,
+            unit_leaf,
+        ] {
+            groups.push(TestCgroup::new(root, &name));
+        }
+        let leaf = |i: usize| (groups[i].rel.clone(), PathBuf::from(groups[i].path()));
+        let ((web_cgroup, web_dir), (batch_cgroup, batch_dir)) = (leaf(8), leaf(9));
+        let (unit_cgroup, unit_dir) = leaf(10);
+
+        KubeNode {
+            web: PodContainer {
+                cgroup: web_cgroup,
+                dir: web_dir,
+                namespace: "shop",
+                pod: "web-1",
+                container: "nginx",
+                id: web_id,
+                uid: web_uid,
+                runtime: "containerd",
+                qos: "burstable",
+            },
+            batch: PodContainer {
+                cgroup: batch_cgroup,
+                dir: batch_dir,
+                namespace: "jobs",
+                pod: "batch-7",
+                container: "cruncher",
+                id: batch_id,
+                uid: batch_uid,
+                runtime: "",
+                qos: "besteffort",
+            },
+            unit: PodContainer {
+                cgroup: unit_cgroup,
+                dir: unit_dir,
+                namespace: "",
+                pod: "",
+                container: "",
+                id: String::new(),
+                uid: String::new(),
+                runtime: "",
+                qos: "",
+            },
+            unit_name,
+            groups,
+            made,
+            _one_at_a_time: one_at_a_time,
+        }
+    }
+}
+
+/// Writes `text` to `file`, noting the outermost directory it had to
+/// make (removed when the node is dropped).
+fn write_file(made: &mut Vec<PathBuf>, file: &Path, text: &str) {
+    let dir = file.parent().unwrap();
+    let mut outermost = dir;
+    while let Some(parent) = outermost.parent().filter(|p| !p.exists()) {
+        outermost = parent;
+    }
+    made.push(outermost.to_path_buf());
+    fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+    fs::write(file, text).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+}
+
+impl Drop for KubeNode {
+    fn drop(&mut self) {
+        for dir in &self.made {
+            let _ = fs::remove_dir_all(dir);
+        }
+        while let Some(group) = self.groups.pop() {
+            drop(group);
+        }
+    }
+}

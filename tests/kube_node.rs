@@ -1,0 +1,303 @@
+//! A Kubernetes-like node (both kubelet cgroup drivers, containerd and
+//! CRI-O files, a systemd service; tests/common/kube_node.rs) with a
+//! sleeper in one container and hogs in another on one CPU: every view
+//! names the pods, containers and unit as their owners know them.
+//! Root: these load eBPF programs.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener},
+    path::Path,
+    thread,
+    time::{Duration, Instant},
+};
+
+use common::{
+    cgroup::{HOG, Procs, SLEEPER, other_cpu, pinned_sh, v1_cpu_root, v2_root},
+    http,
+    kube_node::KubeNode,
+    prometheus::{PROMETHEUS, Prometheus},
+    require_root,
+    serve::Server,
+    workload::workload_cpu,
+};
+
+type Labels = BTreeMap<String, String>;
+
+/// The labels of each `family` sample in a text exposition.
+fn series(page: &str, family: &str) -> Vec<Labels> {
+    let prefix = format!("{family}{{");
+    page.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            let body = &rest[..rest.rfind('}').expect("a closing brace")];
+            let mut labels = Labels::new();
+            for pair in body.split("\",").map(|p| p.trim_end_matches('"')) {
+                let (name, value) = pair.split_once("=\"").expect("name=\"value\"");
+                labels.insert(name.to_string(), value.to_string());
+            }
+            labels
+        })
+        .collect()
+}
+
+/// The node's load: a sleeper in `web`, two hogs in `batch` on the
+/// workload CPU (so web's waits are behind batch), a sleeper in the unit
+/// on another CPU.
+fn load(node: &KubeNode) -> Procs {
+    let cpu = workload_cpu();
+    let sleeper = pinned_sh(cpu, SLEEPER);
+    node.web.add(sleeper.id());
+    let hogs: Vec<_> = (0..2).map(|_| pinned_sh(cpu, HOG)).collect();
+    for hog in &hogs {
+        node.batch.add(hog.id());
+    }
+    let service = pinned_sh(other_cpu(), SLEEPER);
+    node.unit.add(service.id());
+    let mut children = vec![sleeper, service];
+    children.extend(hogs);
+    Procs(children)
+}
+
+/// The hierarchy `--cgroups` keys by here: v1 cpu on hybrid hosts.
+fn keyed_root() -> std::path::PathBuf {
+    v1_cpu_root().unwrap_or_else(v2_root)
+}
+
+/// Scrapes until every cgroup of `want` has a series (bounded).
+fn scrape_until(server: &Server, want: &[&str]) -> Vec<Labels> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let page = http::get(server.addr, "/metrics", None).unwrap().body;
+        let found = series(&page, "schedlat_cgroup_runqueue_latency_seconds_count");
+        let has = |c: &str| {
+            found
+                .iter()
+                .any(|l| l.get("cgroup").is_some_and(|v| v == c))
+        };
+        if want.iter().all(|c| has(c)) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no series for all of {want:?} within 15 s: {found:?}\nserve:\n{}",
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn of<'a>(found: &'a [Labels], cgroup: &str) -> &'a Labels {
+    let mut matching = found.iter().filter(|l| l["cgroup"] == cgroup);
+    let one = matching
+        .next()
+        .unwrap_or_else(|| panic!("no series of {cgroup}"));
+    assert!(
+        matching.next().is_none(),
+        "{cgroup} has more than one series: the labels split it: {found:?}"
+    );
+    one
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    (pairs.iter())
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn serve_labels_each_cgroup_by_its_pod_container_and_unit() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let server = Server::start(&["--cgroups"]);
+    let (web, batch, unit) = (&node.web, &node.batch, &node.unit);
+    let found = scrape_until(&server, &[&web.cgroup, &batch.cgroup, &unit.cgroup]);
+
+    let web_unit = format!("cri-containerd-{}.scope", web.id);
+    let web_slice = format!("kubepods-burstable-pod{}.slice", web.uid.replace('-', "_"));
+    assert_eq!(
+        *of(&found, &web.cgroup),
+        labels(&[
+            ("cgroup", &web.cgroup),
+            ("namespace", "shop"),
+            ("pod", "web-1"),
+            ("container", "nginx"),
+            ("unit", &web_unit),
+            ("slice", &web_slice),
+            ("pod_uid", &web.uid),
+            ("container_id", &web.id),
+            ("runtime", "containerd"),
+            ("qos", "burstable"),
+        ])
+    );
+    // The cgroupfs driver: no unit, no runtime in the path; CRI-O's files
+    // name it all the same.
+    assert_eq!(
+        *of(&found, &batch.cgroup),
+        labels(&[
+            ("cgroup", &batch.cgroup),
+            ("namespace", "jobs"),
+            ("pod", "batch-7"),
+            ("container", "cruncher"),
+            ("pod_uid", &batch.uid),
+            ("container_id", &batch.id),
+            ("qos", "besteffort"),
+        ])
+    );
+    assert_eq!(
+        *of(&found, &unit.cgroup),
+        labels(&[
+            ("cgroup", &unit.cgroup),
+            ("unit", &node.unit_name),
+            ("slice", "system.slice"),
+        ])
+    );
+    // Every series of the family names its cgroup once: no cgroup is
+    // split by its labels (the overflow series has the cgroup label only).
+    let mut cgroups: Vec<_> = found.iter().map(|l| &l["cgroup"]).collect();
+    let all = cgroups.len();
+    cgroups.sort();
+    cgroups.dedup();
+    assert_eq!(cgroups.len(), all, "a cgroup in two series: {found:?}");
+}
+
+#[test]
+fn a_container_made_after_serve_started_is_named_too() {
+    if !require_root() {
+        return;
+    }
+    // Named from its runtime's files as the kernel reports its cgroup
+    // made (serve's start found no container to ask for).
+    let server = Server::start(&["--cgroups"]);
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let found = scrape_until(&server, &[&node.web.cgroup]);
+    let web = of(&found, &node.web.cgroup);
+    let named = |l: &str| web.get(l).map(String::as_str);
+    assert_eq!(
+        (named("namespace"), named("pod"), named("container")),
+        (Some("shop"), Some("web-1"), Some("nginx")),
+        "{web:?}"
+    );
+}
+
+#[test]
+fn serve_keeps_only_the_labels_asked_for() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let server = Server::start(&["--cgroups", "--cgroup-labels", "pod,container"]);
+    let none = Server::start(&["--cgroups", "--cgroup-labels", "none"]);
+    let web = &node.web;
+    let found = scrape_until(&server, &[&web.cgroup]);
+    assert_eq!(
+        *of(&found, &web.cgroup),
+        labels(&[
+            ("cgroup", &web.cgroup),
+            ("pod", "web-1"),
+            ("container", "nginx")
+        ])
+    );
+    let found = scrape_until(&none, &[&web.cgroup]);
+    assert_eq!(*of(&found, &web.cgroup), labels(&[("cgroup", &web.cgroup)]));
+    // A pin by unit name: its series besides the one --max-series 1
+    // leaves to the others, and the overflow.
+    let pinned = Server::start(&["--cgroups", "--max-series", "1", "--pin", &node.unit_name]);
+    let found = scrape_until(&pinned, &[&node.unit.cgroup]);
+    assert!(
+        found.len() <= 3,
+        "the pinned unit, one other, overflow: {found:?}"
+    );
+}
+
+/// A scrape target serving `body` to every request, as cAdvisor would.
+fn fixture_target(body: String) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+#[test]
+fn serve_joins_cadvisor_series_in_prometheus_without_relabelling() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let server = Server::start(&["--cgroups"]);
+    let web = &node.web;
+    // cAdvisor's spelling (the kubelet's /metrics/cadvisor): namespace,
+    // pod, container, and id the cgroup path as the kubelet sees it.
+    let cadvisor = format!(
+        "# TYPE container_cpu_cfs_throttled_seconds_total counter\n\
+         container_cpu_cfs_throttled_seconds_total{{container=\"nginx\",id=\"/kubepods.slice/kubepods-burstable.slice/{}\",image=\"docker.io/library/nginx:1.27\",name=\"{}\",namespace=\"shop\",pod=\"web-1\"}} 12.5\n",
+        Path::new(&web.cgroup)
+            .file_name()
+            .unwrap()
+            .to_string_lossy(),
+        web.id
+    );
+    let target = fixture_target(cadvisor);
+    let prometheus = Prometheus::launch_targets(
+        Path::new(PROMETHEUS),
+        &[server.addr, target],
+        "1s",
+        &[],
+        &[],
+    );
+    let join = "schedlat_cgroup_runqueue_latency_seconds_count \
+                * on (namespace, pod, container) group_left (image) \
+                container_cpu_cfs_throttled_seconds_total";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let result = loop {
+        let result = prometheus.query(join, None);
+        if !result.is_empty() {
+            break result;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the join found nothing within 30 s; schedlat's series: {:?}\nPrometheus log:\n{}",
+            series(
+                &http::get(server.addr, "/metrics", None).unwrap().body,
+                "schedlat_cgroup_runqueue_latency_seconds_count"
+            ),
+            prometheus.log()
+        );
+        thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(result.len(), 1, "one container joined: {result:?}");
+    let metric = &result[0]["metric"];
+    assert_eq!(metric["cgroup"], web.cgroup.as_str(), "{result:?}");
+    assert_eq!(
+        metric["image"], "docker.io/library/nginx:1.27",
+        "{result:?}"
+    );
+    let value: f64 = result[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(value > 0.0, "web waited and was throttled: {result:?}");
+}
