@@ -38,6 +38,19 @@ pub struct DecisionFacts {
     pub tick_ns: Option<u64>,
 }
 
+impl DecisionFacts {
+    /// What this project's x86 6.18 test machine gives (HZ=250), for tests.
+    #[cfg(test)]
+    pub const X86_6_18: DecisionFacts = DecisionFacts {
+        need_resched_bit: 4,
+        lazy_bit: Some(5),
+        tif_source: TifSource::Table,
+        fair: 1,
+        vprot: true,
+        tick_ns: Some(4_000_000),
+    };
+}
+
 /// Cumulative since load, summed over CPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionCounts {
@@ -234,14 +247,7 @@ mod tests {
     use super::*;
 
     fn facts() -> DecisionFacts {
-        DecisionFacts {
-            need_resched_bit: 4,
-            lazy_bit: Some(5),
-            tif_source: TifSource::Table,
-            fair: 1,
-            vprot: true,
-            tick_ns: Some(4_000_000),
-        }
+        DecisionFacts::X86_6_18
     }
 
     #[test]

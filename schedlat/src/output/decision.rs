@@ -67,9 +67,13 @@ pub fn outcome_name(o: Outcome) -> &'static str {
     }
 }
 
-/// `slice_ended` as text: `slice ended`.
+/// A JSON name as text: `slice_ended` as `slice ended`.
 fn words(name: &str) -> String {
-    name.replace('_', " ")
+    match name {
+        "idle_cpu" => "idle CPU".into(),
+        "not_wakeup" => "not a wakeup".into(),
+        _ => name.replace('_', " "),
+    }
 }
 
 fn pct(part: u64, whole: u64) -> String {
@@ -318,17 +322,10 @@ mod tests {
     use schedlat_common::decision::DecisionStats;
 
     use super::*;
-    use crate::histogram::{DecisionCounts, TifSource};
+    use crate::histogram::DecisionCounts;
 
     fn facts() -> DecisionFacts {
-        DecisionFacts {
-            need_resched_bit: 4,
-            lazy_bit: Some(5),
-            tif_source: TifSource::Table,
-            fair: 1,
-            vprot: true,
-            tick_ns: Some(4_000_000),
-        }
+        DecisionFacts::X86_6_18
     }
 
     /// The worker case's shape: granted short waits, passed-over long ones.
