@@ -154,3 +154,24 @@ fn daemonset_asks_for_two_capabilities_and_two_read_only_host_paths() {
     assert_eq!(spec["hostPID"], true);
     assert!(kube::args(daemonset).contains(&"--pids".to_string()));
 }
+
+/// `schedlat check` runs before serve as serve would run: the same image,
+/// securityContext (the older-kernel component's capability included) and
+/// mounts.
+#[test]
+fn the_init_container_runs_check_as_serve_would_run() {
+    for components in [&[][..], &["kernel-before-5.11"][..]] {
+        let docs = kube::documents(&kube::kustomize_yaml("check", components));
+        let daemonset = kube::find(&docs, "DaemonSet");
+        let (spec, container) = kube::pod(daemonset);
+        let init = &spec["initContainers"][0];
+        assert_eq!(init["name"], "check", "{spec:#}");
+        assert_eq!(
+            init["args"],
+            serde_json::json!(["check", "--require", "histogram,cgroups"])
+        );
+        for field in ["image", "securityContext", "volumeMounts", "resources"] {
+            assert_eq!(init[field], container[field], "{components:?} {field}");
+        }
+    }
+}

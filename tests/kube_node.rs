@@ -20,7 +20,7 @@ use common::{
     http,
     kube_node::KubeNode,
     prometheus::{PROMETHEUS, Prometheus},
-    require_root,
+    require_root, run_schedlat,
     serve::Server,
     workload::workload_cpu,
 };
@@ -300,4 +300,115 @@ fn serve_joins_cadvisor_series_in_prometheus_without_relabelling() {
     );
     let value: f64 = result[0]["value"][1].as_str().unwrap().parse().unwrap();
     assert!(value > 0.0, "web waited and was throttled: {result:?}");
+}
+
+#[test]
+fn the_breakdown_names_containers_and_units_and_keeps_the_path() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let (web, batch, unit) = (&node.web, &node.batch, &node.unit);
+    let (status, stdout, stderr) = run_schedlat(&["--cgroups", "--json", "2", "1"]);
+    assert!(status.success(), "{stderr}");
+    let interval: serde_json::Value =
+        serde_json::from_str(stdout.trim()).expect("one JSON interval");
+    let keys = interval["breakdown"]["keys"].as_array().unwrap();
+    let key = |cgroup: &str| {
+        (keys.iter())
+            .find(|k| k["cgroup"] == cgroup)
+            .unwrap_or_else(|| panic!("no key of {cgroup}: {keys:?}"))
+    };
+    let w = key(&web.cgroup);
+    assert_eq!(
+        w["label"],
+        format!("container = shop/web-1/nginx, cgroup = {}", web.cgroup)
+    );
+    let workload = &w["workload"];
+    assert_eq!(
+        (
+            &workload["is"],
+            &workload["name"],
+            &workload["namespace"],
+            &workload["pod"],
+            &workload["container"]
+        ),
+        (
+            &"container".into(),
+            &"shop/web-1/nginx".into(),
+            &"shop".into(),
+            &"web-1".into(),
+            &"nginx".into()
+        ),
+        "{w}"
+    );
+    assert_eq!(workload["container_id"], web.id.as_str(), "{w}");
+    assert_eq!(workload["names_from"], "containerd-bundle", "{w}");
+    let b = key(&batch.cgroup);
+    assert_eq!(
+        b["label"],
+        format!(
+            "container = jobs/batch-7/cruncher, cgroup = {}",
+            batch.cgroup
+        )
+    );
+    assert_eq!(b["workload"]["names_from"], "storage-config", "{b}");
+    let u = key(&unit.cgroup);
+    assert_eq!(
+        u["label"],
+        format!("unit = {}, cgroup = {}", node.unit_name, unit.cgroup)
+    );
+    assert_eq!(u["workload"]["pod"], serde_json::Value::Null, "{u}");
+
+    // The text: runqlat's label line, the owner's name first.
+    let (status, stdout, stderr) = run_schedlat(&["--cgroups", "2", "1"]);
+    assert!(status.success(), "{stderr}");
+    let line = format!("container = shop/web-1/nginx, cgroup = {}", web.cgroup);
+    assert!(
+        stdout.lines().any(|l| l == line),
+        "no `{line}` in:\n{stdout}"
+    );
+}
+
+#[test]
+fn diagnose_names_the_noisy_neighbour_by_its_pod_and_container() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let dir = node.web.dir.to_string_lossy().into_owned();
+    let (status, stdout, stderr) = run_schedlat(&["diagnose", "--json", "-d", "3", "-c", &dir]);
+    assert!(status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_str(&stdout).expect("diagnose's JSON");
+    let causes = r["causes"].as_array().unwrap();
+    let cause = causes
+        .iter()
+        .find(|c| c["name"] == "noisy neighbour (other cgroups)")
+        .unwrap_or_else(|| panic!("no noisy neighbour behind 2 hogs on the sleeper's CPU: {r}"));
+    let evidence = cause["evidence"].as_str().unwrap();
+    // Among the neighbours named (on a busy machine the root cgroup's
+    // tasks may be charged with more than the hogs), by pod and container.
+    let named = evidence
+        .split("the other cgroups charged with most: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no neighbour named: {evidence}"));
+    assert!(
+        named.contains("container jobs/batch-7/cruncher (sh"),
+        "{evidence}"
+    );
+    assert!(
+        !named.contains(&node.batch.cgroup),
+        "the path, not the name: {evidence}"
+    );
+    // The next step acts on the first named, by name and, once, by path.
+    let step = cause["next_step"].as_str().unwrap();
+    if named.starts_with("container jobs/batch-7/cruncher") {
+        assert!(
+            step.contains("than container jobs/batch-7/cruncher, cap it")
+                && step.contains(&node.batch.cgroup),
+            "{step}"
+        );
+    }
 }

@@ -3,9 +3,11 @@
 //! its rule tests (firing and not firing, per alert) pass with Prometheus
 //! 2.x's and 3.x's promtool, and the dashboard is well formed and uses only
 //! rules the mixin records: no root. Then (root) the rules loaded into a
-//! real Prometheus 2.x and 3.x scraping `schedlat serve --cgroups` under a
-//! load: every rule evaluates without error, and every dashboard query
-//! answers without error, with data where schedlat exports its inputs.
+//! real Prometheus 2.x and 3.x scraping `schedlat serve --cgroups --pairs`
+//! under a load: every rule evaluates without error, every dashboard query
+//! answers without error, with data where schedlat exports its inputs, and
+//! the neighbour ratio NoisyNeighbour reads names the cgroup whose task held
+//! the CPU.
 
 mod common;
 
@@ -19,10 +21,11 @@ use std::{
 };
 
 use common::{
-    cgroup::{TestCgroup, busy_and_idle, v2_root},
+    cgroup::{SLEEPER, TestCgroup, busy_and_idle, pinned_sh, v2_root},
     prometheus::{PROMETHEUS, PROMTOOL, Prometheus, prometheus3_dir},
     require_root,
     serve::Server,
+    workload::workload_cpu,
 };
 
 fn mixin_dir() -> PathBuf {
@@ -238,10 +241,7 @@ fn dashboard_queries() -> Vec<(String, String)> {
 /// Series the mixin reads that this schedlat does not export (yet): the
 /// queries on them must answer without error, and with no data. Any other
 /// query must return data.
-const NOT_EXPORTED: [&str; 5] = [
-    "schedlat_cpu_runqueue_",
-    "schedlat_neighbour_",
-    "cgroup_holder:",
+const NOT_EXPORTED: [&str; 2] = [
     "namespace_pod:",
     "split=\"request\"|split=\"passed_over\"|split=\"rule\"",
 ];
@@ -290,22 +290,27 @@ fn empty_queries(prometheus: &Prometheus) -> Vec<String> {
 
 /// The rules and the dashboard against a real Prometheus, 2.x (classic
 /// buckets over OpenMetrics) and 3.x (native histograms over protobuf),
-/// both scraping `serve --cgroups` every second while cgroup A's hog and
-/// sleeper share a CPU and B's sleeper has one.
+/// both scraping `serve --cgroups --pairs` every second while cgroup A's
+/// hog and sleeper share a CPU with the victim cgroup's sleeper, and B's
+/// sleeper has a CPU of its own.
 #[test]
 fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
     if !require_root() {
         return;
     }
     let root = v2_root();
-    let (a, b) = (
+    let (a, b, victim) = (
         TestCgroup::new(&root, "mixin-a"),
         TestCgroup::new(&root, "mixin-b"),
+        TestCgroup::new(&root, "mixin-victim"),
     );
     // -c on the v2 root: the per-cgroup family keys by that hierarchy
     // (else by the cpu controller's, on a hybrid host).
-    let server = Server::start(&["--cgroups", "-c", &root.to_string_lossy()]);
-    let procs = busy_and_idle(&a, &b, 1);
+    let server = Server::start(&["--cgroups", "--pairs", "-c", &root.to_string_lossy()]);
+    let mut procs = busy_and_idle(&a, &b, 1);
+    let sleeper = pinned_sh(workload_cpu(), SLEEPER);
+    victim.add(sleeper.id());
+    procs.0.push(sleeper);
     let rules = [
         mixin_dir().join("rendered/rules.yaml"),
         mixin_dir().join("rendered/alerts.yaml"),
@@ -359,8 +364,41 @@ fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
             now_exported.is_empty(),
             "Prometheus {version}: these now have data: take them out of NOT_EXPORTED: {now_exported:#?}"
         );
+        let (holder, share) = main_neighbour(prometheus, &victim.rel);
+        assert_eq!(
+            holder,
+            a.rel,
+            "Prometheus {version}: the victim's waits are named behind {holder} ({share:.2} of its wait time), not behind {}, whose hog shares its CPU; all its neighbours: {:?}",
+            a.rel,
+            prometheus.query(
+                &format!(
+                    "cgroup_holder:schedlat_neighbour_wait_seconds:ratio_rate5m{{cgroup=\"{}\"}}",
+                    victim.rel
+                ),
+                None
+            )
+        );
     }
     drop(servers);
     drop(procs);
     drop(server);
+}
+
+/// Of the test's cgroups, the holder with the largest share of `victim`'s
+/// wait time, from the recorded ratio NoisyNeighbour reads, and that
+/// share. (On a busy machine the root cgroup's tasks share the CPU too.)
+fn main_neighbour(prometheus: &Prometheus, victim: &str) -> (String, f64) {
+    let expr = format!(
+        "topk(1, cgroup_holder:schedlat_neighbour_wait_seconds:ratio_rate5m{{cgroup=\"{victim}\",holder_cgroup=~\"/schedlat-test-.*\"}})"
+    );
+    let result = prometheus.query(&expr, None);
+    let top = result.first().unwrap_or_else(|| {
+        panic!(
+            "{expr}: no neighbour of the victim recorded\nlog:\n{}",
+            prometheus.log()
+        )
+    });
+    let holder = top["metric"]["holder_cgroup"].as_str().unwrap().to_string();
+    let share = top["value"][1].as_str().unwrap().parse().unwrap();
+    (holder, share)
 }

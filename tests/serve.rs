@@ -16,9 +16,10 @@ use std::{
 use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, busy_and_idle, v2_root},
+    exposition::{promtool_check, sample, samples},
     http::{self, nothing_listens},
     parse_json_lines,
-    prometheus::{PROMTOOL, Prometheus, unix_now},
+    prometheus::{Prometheus, unix_now},
     require_root, run_schedlat,
     serve::Server,
     sleeper, workload,
@@ -40,13 +41,6 @@ const GAP: Duration = Duration::from_millis(2);
 /// ~8 s of load.
 const ROUNDS: u32 = 1_600;
 
-/// The value of an unlabelled sample line `name value` in an exposition.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-}
-
 /// The sum of `name`'s samples whose labels contain `with` and
 /// `split="SPLIT"`, per split: every wait is in one cause of each, so
 /// each sum is the histogram's count.
@@ -63,42 +57,6 @@ fn split_sums(text: &str, name: &str, with: &str) -> Vec<(&'static str, f64)> {
             (split, sum)
         })
         .collect()
-}
-
-/// The labelled samples `name{labels} value` of an exposition, as
-/// (labels, value); `labels` is the text between the braces.
-fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
-            let (labels, value) = rest.rsplit_once("} ")?;
-            Some((labels.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// `promtool check metrics` (lint included) passes on `body`.
-fn promtool_check(body: &str) {
-    let mut promtool = Command::new(PROMTOOL)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs (Debian package prometheus; `cargo xtask setup` installs it)");
-    {
-        use std::io::Write;
-        let mut stdin = promtool.stdin.take().unwrap();
-        stdin.write_all(body.as_bytes()).unwrap();
-    }
-    let checked = promtool.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&checked.stdout).to_string()
-        + &String::from_utf8_lossy(&checked.stderr);
-    assert!(
-        checked.status.success() && report.trim().is_empty(),
-        "promtool check metrics: {}\n{report}\n{body}",
-        checked.status,
-    );
 }
 
 #[test]
@@ -507,12 +465,6 @@ fn count_of(counts: &[(String, u64)], path: &str) -> Option<u64> {
     counts.iter().find(|(p, _)| p == path).map(|(_, n)| *n)
 }
 
-fn scrape_text(server: &Server) -> String {
-    let got = http::get(server.addr, "/metrics", None).unwrap();
-    assert_eq!(got.status, 200, "{}", got.body);
-    got.body
-}
-
 /// `serve --cgroups` on the whole cgroup v2 hierarchy: two cgroups made
 /// here, A with a CPU hog and a sleeper on one CPU, B with a sleeper on the
 /// other, each get a series labelled with its path, with their waits and
@@ -531,7 +483,7 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     let procs = busy_and_idle(&a, &b, 1);
     thread::sleep(Duration::from_secs(2));
 
-    let body = scrape_text(&server);
+    let body = server.scrape_text();
     let counts = cgroup_counts(&body);
     for group in [&a, &b] {
         let n = count_of(&counts, &group.rel)
@@ -642,7 +594,7 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     let mut overflowed = 0;
     for _ in 0..5 {
         thread::sleep(Duration::from_millis(400));
-        let body = scrape_text(&limited);
+        let body = limited.scrape_text();
         let counts = cgroup_counts(&body);
         last.update(&counts);
         let keyed: Vec<_> = counts.iter().filter(|(p, _)| p != OVERFLOW).collect();
@@ -657,7 +609,7 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
             sample(&body, "schedlat_keyed_series"),
             Some(counts.len() as f64)
         );
-        let pinned_counts = cgroup_counts(&scrape_text(&pinned));
+        let pinned_counts = cgroup_counts(&pinned.scrape_text());
         assert!(
             count_of(&pinned_counts, &b.rel).is_some(),
             "pinned {} missing: {pinned_counts:?}",
@@ -672,7 +624,7 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     b.wait_empty();
     thread::sleep(Duration::from_millis(100));
 
-    let body = scrape_text(&limited);
+    let body = limited.scrape_text();
     promtool_check(&body);
     let counts = cgroup_counts(&body);
     last.update(&counts);
@@ -682,7 +634,7 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     assert_eq!(unkeyed, 0);
     // Every wait of the total is in exactly one series, or unkeyed.
     assert_eq!(last.sum() + unkeyed, total, "{:?}", last.0);
-    let unlimited = cgroup_counts(&scrape_text(&full));
+    let unlimited = cgroup_counts(&full.scrape_text());
     let both = count_of(&unlimited, &a.rel).unwrap() + count_of(&unlimited, &b.rel).unwrap();
     assert_eq!(both, last.sum(), "{unlimited:?} vs {:?}", last.0);
     assert!(overflow >= 50, "{:?}", last.0);
@@ -692,7 +644,7 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     drop(b);
     drop(a);
     for _ in 0..2 {
-        let after = cgroup_counts(&scrape_text(&limited));
+        let after = cgroup_counts(&limited.scrape_text());
         assert_eq!(after, [(OVERFLOW.to_string(), overflow)]);
     }
 
@@ -738,7 +690,7 @@ fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
     let deadline = Instant::now() + Duration::from_secs(4);
     while Instant::now() < deadline {
         thread::sleep(Duration::from_millis(250));
-        let body = scrape_text(&server);
+        let body = server.scrape_text();
         let now = counts(&body);
         last.update(&now);
         let keyed = now.iter().filter(|(l, _)| !l.contains(OVERFLOW)).count();
@@ -762,18 +714,18 @@ fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
     a.wait_empty();
     b.wait_empty();
     thread::sleep(Duration::from_millis(100));
-    let body = scrape_text(&server);
+    let body = server.scrape_text();
     last.update(&counts(&body));
     let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
     assert_eq!(last.sum() + unkeyed, total(&body), "{:?}", last.0);
     // Idle, and gone: left out; only overflow is exported.
     for _ in 0..3 {
-        let body = scrape_text(&server);
+        let body = server.scrape_text();
         let now = counts(&body);
         last.update(&now);
         assert!(now.iter().all(|(l, _)| l.contains(OVERFLOW)), "{now:?}");
     }
-    promtool_check(&scrape_text(&server));
+    promtool_check(&server.scrape_text());
 
     let addr = server.addr;
     assert!(server.stop_with(libc::SIGINT).success());
@@ -791,7 +743,7 @@ fn filtered_series_are_labelled_with_their_scope() {
     let cpu = workload::workload_cpu().to_string();
     let server = Server::start(&["--cpu", &cpu, "--pids"]);
     workload::ping_pong(workload::workload_cpu(), 1_000);
-    let body = scrape_text(&server);
+    let body = server.scrape_text();
     let scope = format!("scope=\"cpu={cpu}\"");
     let total = samples(&body, &format!("{HISTOGRAM}_count"));
     assert_eq!(total.len(), 1, "{body}");
@@ -801,7 +753,7 @@ fn filtered_series_are_labelled_with_their_scope() {
     assert!(keyed.iter().all(|(l, _)| l.ends_with(&scope)), "{keyed:?}");
     promtool_check(&body);
     // serve's own cost, from the previous scrape.
-    let body = scrape_text(&server);
+    let body = server.scrape_text();
     assert!(sample(&body, "schedlat_last_scrape_body_bytes").unwrap() > 1_000.0);
     assert!(sample(&body, "schedlat_last_scrape_duration_seconds").unwrap() > 0.0);
     assert_eq!(sample(&body, "schedlat_scrapes_total"), Some(2.0));
@@ -820,13 +772,13 @@ fn serve_keeps_serving_when_the_target_exits() {
     let pid = target.id().to_string();
     let server = Server::start(&["-p", &pid]);
     assert_eq!(
-        sample(&scrape_text(&server), "schedlat_target_alive"),
+        sample(&server.scrape_text(), "schedlat_target_alive"),
         Some(1.0)
     );
     target.kill().unwrap();
     target.wait().unwrap();
     thread::sleep(Duration::from_millis(1_200));
-    let body = scrape_text(&server);
+    let body = server.scrape_text();
     assert_eq!(sample(&body, "schedlat_target_alive"), Some(0.0), "{body}");
     assert!(
         server.stderr().contains("still serving"),

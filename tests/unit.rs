@@ -315,30 +315,6 @@ fn memory_max_is_not_reached_under_a_fork_storm() {
     );
 }
 
-/// The ids of every BPF object of one kind in the kernel (`BPF_*_GET_NEXT_ID`).
-fn bpf_ids(command: libc::c_long) -> Vec<u32> {
-    let mut ids = Vec::new();
-    let mut attr = [0u32; 4];
-    loop {
-        // SAFETY: the attr union's first two u32 are start_id and next_id;
-        // 16 bytes are passed and readable.
-        let ret = unsafe { libc::syscall(libc::SYS_bpf, command, attr.as_mut_ptr(), 16) };
-        if ret != 0 {
-            return ids;
-        }
-        ids.push(attr[1]);
-        attr[0] = attr[1];
-    }
-}
-
-/// Programs, maps and links.
-fn bpf_objects() -> [Vec<u32>; 3] {
-    const PROG_GET_NEXT_ID: libc::c_long = 11;
-    const MAP_GET_NEXT_ID: libc::c_long = 12;
-    const LINK_GET_NEXT_ID: libc::c_long = 31;
-    [PROG_GET_NEXT_ID, MAP_GET_NEXT_ID, LINK_GET_NEXT_ID].map(bpf_ids)
-}
-
 #[test]
 fn stop_ends_the_service_cleanly_and_leaves_nothing_in_the_kernel() {
     if !systemd() {
@@ -346,15 +322,15 @@ fn stop_ends_the_service_cleanly_and_leaves_nothing_in_the_kernel() {
     }
     assert!(systemctl(&["stop", UNIT]));
     // Maps are freed after an RCU grace period: wait for the count to settle.
-    let mut before = bpf_objects();
+    let mut before = common::bpf::objects();
     wait_until(Duration::from_secs(5), || {
-        let now = bpf_objects();
+        let now = common::bpf::objects();
         let settled = now == before;
         before = now;
         settled
     });
     running();
-    let during = bpf_objects();
+    let during = common::bpf::objects();
     assert!(
         during[0].len() > before[0].len() && during[2].len() > before[2].len(),
         "no programs or links attached: {before:?} then {during:?}"
@@ -367,11 +343,11 @@ fn stop_ends_the_service_cleanly_and_leaves_nothing_in_the_kernel() {
         "0",
         "SIGTERM ends serve with status 0"
     );
-    let left = wait_until(Duration::from_secs(10), || bpf_objects() == before);
+    let left = wait_until(Duration::from_secs(10), || common::bpf::objects() == before);
     assert!(
         left,
         "left in the kernel: before {before:?}, after {:?}",
-        bpf_objects()
+        common::bpf::objects()
     );
     eprintln!(
         "unit: stop left nothing: {} programs, {} maps, {} links while running, none after",

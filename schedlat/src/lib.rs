@@ -35,7 +35,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::commands::{compare, diagnose, replay, run, serve, session::Ended, slow, top, victims};
+use crate::commands::{
+    check, compare, diagnose, replay, run, serve, session::Ended, slow, top, victims,
+};
 
 /// The binary's entry point: parse the command line, run the command, and
 /// turn its outcome into the exit status (2 for a bad command line, from clap).
@@ -114,6 +116,9 @@ pub fn main() -> ExitCode {
         Some(cli::Command::Victims(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
             runtime.block_on(victims::run(&args.options(), &kernel, &filter))
+        }
+        Some(cli::Command::Check(args)) => {
+            check::run(&args.require, args.json).map(|()| Ended::Done)
         }
         Some(cli::Command::Slow(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);

@@ -3,8 +3,10 @@
 //! in advance.
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
+pub mod bpf;
 pub mod cgroup;
 pub mod container;
+pub mod exposition;
 pub mod http;
 pub mod kube;
 pub mod kube_node;

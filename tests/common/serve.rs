@@ -93,6 +93,13 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// One scrape of /metrics in the classic text format (no Accept).
+    pub fn scrape_text(&self) -> String {
+        let got = super::http::get(self.addr, "/metrics", None).unwrap();
+        assert_eq!(got.status, 200, "{}", got.body);
+        got.body
+    }
+
     /// Sends `signal` and waits (bounded) for the exit.
     pub fn stop_with(mut self, signal: i32) -> ExitStatus {
         // SAFETY: signalling our own, not yet reaped, child.

@@ -13,7 +13,10 @@ use crate::{
     collect::key_intervals::Reading,
     histogram::Waits,
     kernel::modes::Keyed,
-    sys::{slice::Slice, workload::level::Level},
+    sys::{
+        slice::Slice,
+        workload::level::{Level, Workload},
+    },
 };
 
 /// The breakdown asked for: what the kernel keys by, and how the keys are
@@ -53,6 +56,8 @@ pub enum KeySort {
 pub struct KeyRow {
     pub key: u64,
     pub label: String,
+    /// A cgroup key as a workload (its path, labels and names).
+    pub workload: Option<Workload>,
     pub waits: Waits,
     pub percentiles: Option<Percentiles>,
     pub shape: Shape,
@@ -75,6 +80,7 @@ impl KeyRow {
         KeyRow {
             key,
             label: String::new(),
+            workload: None,
             percentiles: Percentiles::of(&waits),
             shape: shape::classify(&waits, slice),
             waits,
@@ -106,6 +112,7 @@ pub fn report(
     let rows = (rows.into_iter())
         .map(|(mut row, slot)| {
             row.label = reading.text(slot);
+            row.workload = reading.workload(slot);
             row
         })
         .collect();

@@ -130,6 +130,11 @@ pub struct Meta {
     /// Slow waits the recorder's own window had no room for (oldest
     /// dropped first), over the whole run so far.
     pub slow_evicted: u64,
+    /// The cgroup hierarchy the per-cgroup series' groups belong to
+    /// (`--ring-cgroups`), as `Hierarchy::describe` says it: on a hybrid
+    /// host the v1 cpu hierarchy's groups are not the v2 ones. None: no
+    /// per-cgroup series.
+    pub cgroup_hierarchy: Option<String>,
 }
 
 /// A dump: its seconds in order, and the slow waits of the same window.

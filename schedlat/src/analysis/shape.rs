@@ -160,7 +160,9 @@ pub fn classify(w: &Waits, slice: &Slice) -> Shape {
         (Some(p50), _) if p50 >= h / 4 => (
             Verdict::ShiftedMean,
             format!(
-                "the median wait {} is at least a quarter slice ({}): most wakeups wait",
+                // Waits begin with a wakeup or a preemption (the cause
+                // split says which): the median speaks of both.
+                "the median wait {} is at least a quarter slice ({}): half the waits last that long or longer",
                 fmt_ns(p50),
                 fmt_ns(h / 4)
             ),
@@ -320,6 +322,13 @@ pub mod tests {
             verdict(&[(5_000, 100), (4_000_000, 900)]),
             Verdict::ShiftedMean
         );
+        // Issue 28: said of waits (preempted ones too), not of wakeups.
+        let summary = classify(&waits(&[(4_000_000, 900)]), &Slice::fixed(SLICE, "test")).summary;
+        assert!(
+            summary.contains("half the waits last that long or longer"),
+            "{summary}"
+        );
+        assert!(!summary.contains("wakeups"), "{summary}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use schedlat_common::scope::Breakdown;
 
 use super::{
     groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
-    keyed::{CgroupKeyArgs, MaxSeriesArgs, max_keys_parser},
+    keyed::{CgroupKeyArgs, MaxSeriesArgs, PairTableArgs},
 };
 use crate::{
     analysis::{
@@ -16,7 +16,7 @@ use crate::{
     },
     commands::{
         diagnose::DiagnoseOptions,
-        serve::{ServeOptions, listen},
+        serve::{PairSeriesOptions, ServeOptions, listen},
         slow::SlowOptions,
         top::TopOptions,
         victims::VictimsOptions,
@@ -231,6 +231,17 @@ pub struct ServeArgs {
     )]
     pub key_buckets: KeyBuckets,
 
+    #[command(flatten, next_help_heading = "Who waited behind whom")]
+    pub pairs: PairTableArgs,
+
+    /// At most N neighbour-pair series per scrape, the pairs that waited
+    /// most first; the others' waits summed into one pair labelled
+    /// "__overflow__"
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "pairs",
+          value_parser = clap::value_parser!(u32).range(1..),
+          help_heading = "Who waited behind whom")]
+    pub max_pair_series: u32,
+
     // The flight recorder: `--ring DURATION` keeps the last DURATION,
     // dumped on SIGHUP or a trigger (and on `POST /snapshot` if enabled).
     #[command(flatten)]
@@ -262,6 +273,10 @@ impl ServeArgs {
             pins: Pins {
                 values: self.pin.clone(),
             },
+            pairs: self.pairs.max_pairs().map(|max_pairs| PairSeriesOptions {
+                max_pairs,
+                max_series: self.max_pair_series,
+            }),
             workload_labels: match &self.cgroup_labels {
                 Some(kept) => {
                     WorkloadLabels::only(&kept.iter().flatten().copied().collect::<Vec<_>>())
@@ -367,18 +382,12 @@ pub struct BreakdownArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Who waited behind whom")]
 pub struct PairArgs {
-    /// Also count who waited behind whom: per pair of cgroups, the waits of
-    /// the first's tasks that ended when a task of the second left the CPU
-    #[arg(long)]
-    pub pairs: bool,
+    #[command(flatten)]
+    pub table: PairTableArgs,
     /// Name and roll up the pairs' cgroups by their container, pod or
     /// systemd unit (docs/containers.md); a cgroup outside any stays itself
     #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "pairs")]
     pub by: ByLevel,
-    /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
-    /// counted as in no pair
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
-    pub max_pairs: u32,
 }
 
 /// What `--by` rolls cgroups up to.
@@ -421,10 +430,6 @@ fn cgroup_label_parser(value: &str) -> Result<Option<WorkloadLabel>, String> {
     })
 }
 
-/// Pairs of cgroups the neighbour table holds by default: a node's
-/// containers two by two behind the few that hold its CPUs.
-pub const DEFAULT_MAX_PAIRS: u32 = 4096;
-
 impl BreakdownArgs {
     pub fn options(&self) -> BreakdownOptions {
         BreakdownOptions {
@@ -432,7 +437,7 @@ impl BreakdownArgs {
             sort: self.sort,
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
-            pairs: self.pairs.pairs.then_some(self.pairs.max_pairs),
+            pairs: self.pairs.table.max_pairs(),
             by: self.pairs.by.level(),
         }
     }

@@ -1,8 +1,9 @@
 //! The options of the per-key histograms the kernel keeps, shared by the
 //! histogram mode's breakdowns, serve's per-key series and `record
-//! --ring`'s per-cgroup series: each defined once here, flattened where it
-//! is used (a command adjusts only what must differ: its spelling, its
-//! default, what it requires), and resolved once into
+//! --ring`'s per-cgroup series, and of the neighbour-pair table (the
+//! histogram mode's and serve's `--pairs`): each defined once here,
+//! flattened where it is used (a command adjusts only what must differ:
+//! its spelling, its default, what it requires), and resolved once into
 //! `kernel::modes::Keyed`.
 
 use schedlat_common::scope::Breakdown;
@@ -68,4 +69,28 @@ pub struct RingCgroupArgs {
     pub keys: CgroupKeyArgs,
     #[command(flatten)]
     pub max_series: MaxSeriesArgs,
+}
+
+/// Pairs of cgroups the neighbour table holds by default: a node's
+/// containers two by two behind the few that hold its CPUs.
+pub const DEFAULT_MAX_PAIRS: u32 = 4096;
+
+/// `--pairs` and the size of the kernel's pair table.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PairTableArgs {
+    /// Also count who waited behind whom: per pair of cgroups, the waits of
+    /// the first's tasks that ended when a task of the second left the CPU
+    #[arg(long)]
+    pub pairs: bool,
+    /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
+    /// counted as in no pair
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
+    pub max_pairs: u32,
+}
+
+impl PairTableArgs {
+    /// The table's size, when `--pairs` asks for it.
+    pub fn max_pairs(&self) -> Option<u32> {
+        self.pairs.then_some(self.max_pairs)
+    }
 }

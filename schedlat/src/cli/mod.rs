@@ -108,6 +108,27 @@ pub enum Command {
     /// idle CPU's swapper is labelled throttled or a wake onto an idle CPU),
     /// the run-queue length (runqslower, with context). Needs tp_btf.
     Slow(SlowArgs),
+    /// Can this host and this process run schedlat? Kernel, BTF,
+    /// capabilities, seccomp, lockdown, memlock, tracefs, cgroups, PID
+    /// namespace, PSI: each fact with its fix; then every mode loaded,
+    /// attached and detached at once. Exit 1 when a mode of --require
+    /// cannot run (an init container's gate). See docs/deploy.md.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The modes that must run for exit status 0, comma-separated
+    #[arg(
+        long,
+        value_name = "MODE,...",
+        value_delimiter = ',',
+        default_value = "histogram"
+    )]
+    pub require: Vec<crate::kernel::preflight::trial::Mode>,
+    /// Print the report as one JSON object (docs/json.md)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

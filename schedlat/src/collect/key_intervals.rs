@@ -34,7 +34,10 @@ use super::{
     keylabels::KeyLabels,
     tracer::Tracer,
 };
-use crate::histogram::{CauseCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits, layout::Layout};
+use crate::{
+    histogram::{CauseCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits, layout::Layout},
+    sys::workload::level::Workload,
+};
 
 /// Keys per batch read: their 1.7 KiB entries (430 KiB) are differenced
 /// while the kernel's copy is still in the CPU's cache.
@@ -390,6 +393,16 @@ impl<S: PerKey> Reading<'_, S, KeyLabels> {
     pub fn text(&mut self, slot: usize) -> String {
         let k = self.slot(slot);
         k.names.text(k.key, &k.comm)
+    }
+
+    /// The cgroup key in `slot` as a workload; None for other keys and
+    /// a cgroup gone before it was named.
+    pub fn workload(&mut self, slot: usize) -> Option<Workload> {
+        if self.by() != Breakdown::Cgroup {
+            return None;
+        }
+        let k = self.slot(slot);
+        k.names.workload(k.key)
     }
 }
 

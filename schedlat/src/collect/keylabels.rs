@@ -196,18 +196,29 @@ impl KeyLabels {
         self.cgroup_path(id).is_some()
     }
 
-    /// runqlat's label line: `pid = 1234 comm`, `cgroup = /path`...; `comm`
-    /// is the name the kernel stored with the key.
+    /// runqlat's label line: `pid = 1234 comm`, `cgroup = /path`...; a
+    /// cgroup that is a container, a pod or a unit is named that first
+    /// (`container = shop/web-1/nginx, cgroup = /kubepods.slice/...`).
+    /// `comm` is the name the kernel stored with the key.
     pub fn text(&mut self, key: u64, comm: &[u8; 16]) -> String {
         match self.by {
             Breakdown::Process => format!("pid = {key} {}", task_comm(key, comm)),
             Breakdown::Thread => format!("tid = {key} {}", task_comm(key, comm)),
             Breakdown::PidNamespace => format!("pidns = {key}"),
-            Breakdown::Cgroup => match (self.cgroup_path(key), self.cgroup_name(key)) {
-                (Some(path), _) => format!("cgroup = {path}"),
-                (None, Some(path)) => format!("cgroup = {path} (removed)"),
-                (None, None) => format!("cgroup = (removed, id {key})"),
-            },
+            Breakdown::Cgroup => {
+                let removed = if self.cgroup_path(key).is_some() {
+                    ""
+                } else {
+                    " (removed)"
+                };
+                match self.workload(key) {
+                    None => format!("cgroup = (removed, id {key})"),
+                    Some(w) => match w.owner_name() {
+                        ("cgroup", path) => format!("cgroup = {path}{removed}"),
+                        (is, name) => format!("{is} = {name}, cgroup = {}{removed}", w.path),
+                    },
+                }
+            }
             Breakdown::Cpu => format!("cpu = {key}"),
             Breakdown::None => key.to_string(),
         }

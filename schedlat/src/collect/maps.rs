@@ -101,10 +101,17 @@ impl Tracer {
     /// The cumulative waits summed over CPUs, with their cause and
     /// decision splits when they are on.
     pub fn read_waits(&self) -> Result<Waits, ReadError> {
-        let mut waits = Waits::from_cpus(&self.read_stats()?);
+        Ok(self.read_waits_and_cpus()?.0)
+    }
+
+    /// The same, and the per-CPU statistics they are the sum of (one
+    /// read: the sum is of exactly these).
+    pub fn read_waits_and_cpus(&self) -> Result<(Waits, Vec<CpuStats>), ReadError> {
+        let cpus = self.read_stats()?;
+        let mut waits = Waits::from_cpus(&cpus);
         waits.causes = self.read_causes()?;
         waits.decision = self.read_decision()?;
-        Ok(waits)
+        Ok((waits, cpus))
     }
 
     /// The cumulative cause split, summed over CPUs; None when it is off.

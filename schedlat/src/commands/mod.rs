@@ -1,6 +1,7 @@
 //! The commands: each one drives collect, analysis and output for one
 //! subcommand (or the default histogram), plus the skeleton they share.
 
+pub mod check;
 pub mod compare;
 pub mod diagnose;
 pub mod replay;

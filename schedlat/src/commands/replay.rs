@@ -48,11 +48,7 @@ pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)>
     let from = bound(opts.from.as_deref(), first.start_unix_ns, earliest)?;
     let to = bound(opts.to.as_deref(), first.start_unix_ns, latest)?;
     if !w.series_names().contains(&opts.series) {
-        bail!(
-            "no series `{}` in the dump; it has: {}",
-            printable(&opts.series),
-            printable(&w.series_names().join(", "))
-        );
+        return Err(UsageError(no_such_series(w, &opts.series)).into());
     }
     let out_of_order = w.out_of_order();
     let mut warnings = Vec::new();
@@ -107,6 +103,32 @@ pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)>
         replay::text(&report)
     };
     Ok((out, warnings))
+}
+
+/// Why `--series NAME` is not in the dump: what it has, which groups its
+/// cgroup series are (on a hybrid host, those of the v1 cpu hierarchy, not
+/// the v2 ones), and how many series a second left out (`--max-series`
+/// keeps the cgroups that waited most).
+fn no_such_series(w: &Window, name: &str) -> String {
+    let mut why = format!(
+        "no series `{}` in the dump; it has: {}",
+        printable(name),
+        printable(&w.series_names().join(", "))
+    );
+    match &w.meta.cgroup_hierarchy {
+        Some(h) => {
+            why += &format!("; its cgroup series are groups of {}", printable(h));
+            let dropped: u64 = w.seconds.iter().map(|s| u64::from(s.series_dropped)).sum();
+            if dropped > 0 {
+                why += &format!(
+                    ", and {dropped} cgroup series were left out over its {} intervals (record --ring keeps the --max-series cgroups that waited most each second)",
+                    w.seconds.len()
+                );
+            }
+        }
+        None => why += "; it was recorded without --ring-cgroups: no per-cgroup series",
+    }
+    why
 }
 
 /// Why `--from`/`--to` select nothing: where the bounds given fall, and
@@ -206,6 +228,33 @@ mod tests {
         );
         assert!(bound(Some("x"), start, 0).is_err());
         assert!(bound(Some("1:2"), start, 0).is_err());
+    }
+
+    /// Issue 28: a series the dump lacks: which groups its cgroup series
+    /// are, and what --max-series left out, beside what it has.
+    #[test]
+    fn a_missing_series_says_which_groups_the_dump_has() {
+        let mut w = crate::output::dump::tests::sample_window();
+        let opts = |series: &str| ReplayOptions {
+            from: None,
+            to: None,
+            series: series.into(),
+            slow: 5,
+            json: false,
+        };
+        let err = report(&w, &opts("cgroup = /s4-web")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no series `cgroup = /s4-web` in the dump; it has: total, cgroup /a; its cgroup series are groups of cgroup v2 at /sys/fs/cgroup, and 1 cgroup series were left out over its 2 intervals (record --ring keeps the --max-series cgroups that waited most each second)"
+        );
+        assert!(err.downcast_ref::<UsageError>().is_some());
+        w.meta.cgroup_hierarchy = None;
+        let err = report(&w, &opts("cgroup = /s4-web")).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("; it was recorded without --ring-cgroups: no per-cgroup series"),
+            "{err}"
+        );
     }
 
     /// Issue 28: `--from 99` past a 2 s dump said "no whole interval"

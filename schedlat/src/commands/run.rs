@@ -11,6 +11,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use schedlat_common::scope::Breakdown;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
@@ -117,7 +118,14 @@ async fn run(
         modes = modes.with_pairs(max);
     }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
-    let mut keys = keyed.map(|k| (KeyIntervals::new(k.by, &tracer, Kept::Whole, true), k));
+    let mut keys = keyed.map(|k| {
+        let mut keys = KeyIntervals::new(k.by, &tracer, Kept::Whole, true);
+        // Cgroups named by the container, pod or unit they are.
+        if k.by == Breakdown::Cgroup {
+            keys.name_containers();
+        }
+        (keys, k)
+    });
     let mut pairs_view = breakdown
         .pairs
         .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));

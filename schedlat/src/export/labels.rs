@@ -33,14 +33,47 @@ pub fn overflow(by: Breakdown) -> Labels {
 pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
     match labels.by() {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
-        _ => match labels.workload(key) {
-            Some(named) => {
-                let mut out = vec![("cgroup", named.path.clone())];
-                out.extend(workload.of(&named, WorkloadLabel::name));
-                out
-            }
-            None => vec![("cgroup", format!("(removed, id {key})"))],
-        },
+        _ => cgroup(labels, key, workload, ("cgroup", WorkloadLabel::name)),
+    }
+}
+
+/// A neighbour pair's labels (families/neighbours.rs): the victim's as a
+/// per-cgroup series has them, then the holder's under the same names
+/// prefixed `holder_`.
+pub fn pair(labels: &mut KeyLabels, victim: u64, holder: u64, workload: &WorkloadLabels) -> Labels {
+    let mut out = cgroup(labels, victim, workload, ("cgroup", WorkloadLabel::name));
+    let holder_name: fn(WorkloadLabel) -> &'static str = |l| l.names().1;
+    out.extend(cgroup(
+        labels,
+        holder,
+        workload,
+        ("holder_cgroup", holder_name),
+    ));
+    out
+}
+
+/// The overflow pair's labels.
+pub fn overflow_pair() -> Labels {
+    vec![
+        ("cgroup", OVERFLOW.into()),
+        ("holder_cgroup", OVERFLOW.into()),
+    ]
+}
+
+/// Cgroup `id`'s path and workload labels, under these names.
+fn cgroup(
+    labels: &mut KeyLabels,
+    id: u64,
+    workload: &WorkloadLabels,
+    (path_name, name): (&'static str, fn(WorkloadLabel) -> &'static str),
+) -> Labels {
+    match labels.workload(id) {
+        Some(named) => {
+            let mut out = vec![(path_name, named.path.clone())];
+            out.extend(workload.of(&named, name));
+            out
+        }
+        None => vec![(path_name, format!("(removed, id {id})"))],
     }
 }
 

@@ -4,10 +4,10 @@
 //! - model: families, samples, labels and folded buckets, the leaf the
 //!   others share;
 //! - families/: the family list of a scrape (`Scrape::families`), one
-//!   file per concern: latency histograms, the cause split, what was not
-//!   counted, schedlat's own cost;
+//!   file per concern: latency histograms, the cause split, the waits per
+//!   CPU, the neighbour pairs, what was not counted, schedlat's own cost;
 //! - labels: the `scope` of a filter, the key of a per-key series, the
-//!   overflow series;
+//!   holder side of a neighbour pair, the overflow series;
 //! - workload_labels: what a cgroup's series says of its workload (pod,
 //!   container, unit... in cAdvisor's spelling), on either side of a pair;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
@@ -15,6 +15,8 @@
 //! - keyed_series: which keys get a series of their own in a scrape
 //!   (`--max-series`, `--pin`) and the overflow series, on top of the
 //!   keyed intervals of collect/;
+//! - neighbour_series: which neighbour pairs (`--pairs`) get a series of
+//!   their own in a scrape (`--max-pair-series`) and the overflow pair;
 //! - encode/: one encoder per format (the text formats through
 //!   prometheus-client, protobuf with native histograms);
 //! - negotiate: which format a scraper asked for.
@@ -31,4 +33,5 @@ pub mod keyed_series;
 pub mod labels;
 pub mod model;
 pub(crate) mod negotiate;
+pub mod neighbour_series;
 pub mod workload_labels;

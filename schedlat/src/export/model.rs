@@ -51,6 +51,11 @@ pub enum Value {
 }
 
 impl Value {
+    /// Nanoseconds, exported as seconds.
+    pub fn seconds_of_ns(ns: u64) -> Value {
+        Value::Float(ns as f64 / 1e9)
+    }
+
     pub fn as_f64(self) -> f64 {
         match self {
             Value::Int(v) => v as f64,
@@ -132,5 +137,24 @@ pub fn single(name: &str, help: &str, metric: fn(Vec<Sample>) -> Metric, value: 
             labels: Labels::new(),
             value,
         }]),
+    }
+}
+
+/// A counter family of these labelled samples.
+pub fn counter(
+    name: String,
+    help: String,
+    unit: Option<Unit>,
+    samples: Vec<(Labels, Value)>,
+) -> Family {
+    Family {
+        name,
+        help,
+        unit,
+        metric: Metric::Counter(
+            (samples.into_iter())
+                .map(|(labels, value)| Sample { labels, value })
+                .collect(),
+        ),
     }
 }

@@ -110,6 +110,21 @@ impl Hierarchy {
         }
     }
 
+    /// On a hybrid host (this a v1 hierarchy, cgroup v2 mounted beside
+    /// it), which groups a per-cgroup breakdown in this hierarchy leaves
+    /// out and how to follow them: the hierarchy is -c's, so naming the v2
+    /// mount picks v2 (every task is under its root).
+    pub fn other_groups(&self, mounts: &Mounts) -> Option<String> {
+        let (CssChoice::Controllers(_), Some(v2)) = (&self.css, &mounts.v2) else {
+            return None;
+        };
+        Some(format!(
+            "the groups of cgroup v2 at {} are not these: -c picks the hierarchy, -c {} follows them",
+            v2.display(),
+            v2.display()
+        ))
+    }
+
     /// The hierarchy's number, as /proc/PID/cgroup prints it and the
     /// kernel keeps it (`cgroup_root.hierarchy_id`): 0 for cgroup v2, else
     /// that of the line listing the first controller. None when this
@@ -173,6 +188,28 @@ mod tests {
         let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
         assert!(pure_v2.v1_cpu.is_none());
         assert_eq!(default_hierarchy(&pure_v2).unwrap().css, CssChoice::Default);
+    }
+
+    /// Issue 28: on a hybrid host the per-cgroup series silently followed
+    /// the v1 cpu hierarchy; what it leaves out is now said, with the -c
+    /// that follows the v2 groups. Nothing to say on pure v2 (or pure v1).
+    #[test]
+    fn a_v1_breakdown_on_a_hybrid_host_names_the_v2_groups_it_leaves_out() {
+        let m = Mounts::parse(HYBRID);
+        let v2 = m.v2.clone().unwrap();
+        let note = default_hierarchy(&m).unwrap().other_groups(&m).unwrap();
+        let v2 = v2.display();
+        assert_eq!(
+            note,
+            format!(
+                "the groups of cgroup v2 at {v2} are not these: -c picks the hierarchy, -c {v2} follows them"
+            )
+        );
+        let pure_v2 = Mounts::parse("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+        assert_eq!(
+            default_hierarchy(&pure_v2).unwrap().other_groups(&pure_v2),
+            None
+        );
     }
 
     #[test]

@@ -8,13 +8,18 @@ use thiserror::Error;
 
 use crate::kernel::{btf::BtfError, hook::HookMode, privileges, tracefs::TracefsError};
 
+/// The last line of the errors the environment causes: where to see, for
+/// every mode at once, what this host and process lack.
+pub const SEE_CHECK: &str =
+    "\n  (`schedlat check` tries every mode on this host and names the fix for each)";
+
 #[derive(Debug, Error)]
 pub enum LoadError {
     #[error(
         "this schedlat was built without its eBPF object (AYA_BUILD_SKIP was set): rebuild with `cargo xtask build`"
     )]
     NoObject,
-    #[error("{}", privileges::NEED_PRIVILEGES)]
+    #[error("{}{SEE_CHECK}", privileges::NEED_PRIVILEGES)]
     NoPrivileges,
     #[error(transparent)]
     Btf(#[from] BtfError),
@@ -25,7 +30,7 @@ pub enum LoadError {
         path: &'static str,
         error: std::io::Error,
     },
-    #[error("loading the eBPF object failed: {}", chain(.0))]
+    #[error("loading the eBPF object failed: {}{SEE_CHECK}", chain(.0))]
     Object(Box<aya::EbpfError>),
     /// The kernel refused for a resource limit (too many open files, no
     /// memory for a map): no hook mode would do better, so none is tried.
@@ -35,11 +40,11 @@ pub enum LoadError {
         cause: String,
         fix: String,
     },
-    #[error("no hook mode works on this kernel:\n  - {}", .0.join("\n  - "))]
+    #[error("no hook mode works on this kernel:\n  - {}{SEE_CHECK}", .0.join("\n  - "))]
     NoHookMode(Vec<String>),
     #[error("cannot build the attach BTF from {path}: {error}")]
     LoaderBtf { path: PathBuf, error: aya::BtfError },
-    #[error("{mode} program `{program}` failed to {step}: {}{hint}", chain(.error))]
+    #[error("{mode} program `{program}` failed to {step}: {}{hint}{SEE_CHECK}", chain(.error))]
     Program {
         mode: HookMode,
         program: &'static str,

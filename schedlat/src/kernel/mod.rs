@@ -19,5 +19,6 @@ pub mod limits;
 pub mod loader;
 pub mod map_memory;
 pub mod modes;
+pub mod preflight;
 pub mod privileges;
 pub mod tracefs;

@@ -11,6 +11,7 @@ use super::{causes, json::shape_out, text as table};
 use crate::{
     analysis::breakdown::{KeySort, KeyedReport},
     histogram::Unit,
+    sys::workload::{level::Workload, names::ContainerNames},
 };
 
 /// runqlat's per-key layout: a label line, then the table; schedlat adds
@@ -53,6 +54,8 @@ pub fn json(report: &KeyedReport) -> serde_json::Value {
             json!({
                 "key": r.key,
                 "label": r.label,
+                "cgroup": r.workload.as_ref().map(|w| &w.path),
+                "workload": r.workload.as_ref().map(workload_json),
                 "count": r.waits.count(),
                 "sum_ns": r.waits.sum_ns,
                 "mean_ns": r.waits.mean_ns(),
@@ -70,6 +73,28 @@ pub fn json(report: &KeyedReport) -> serde_json::Value {
         "unkeyed": report.unkeyed,
         "max_keys": report.max_keys,
         "keys": keys,
+    })
+}
+
+/// A cgroup key as a workload (docs/json.md `breakdown`): what its owner
+/// calls it, and every label and name known, null where unknown.
+pub fn workload_json(w: &Workload) -> serde_json::Value {
+    let (is, name) = w.owner_name();
+    let (labels, names) = (&w.labels, w.names.as_ref());
+    let named = |f: fn(&ContainerNames) -> &Option<String>| names.and_then(|n| f(n).clone());
+    json!({
+        "is": is,
+        "name": name,
+        "namespace": named(|n| &n.namespace),
+        "pod": named(|n| &n.pod),
+        "container": named(|n| &n.container),
+        "unit": labels.unit,
+        "slice": labels.slice,
+        "pod_uid": labels.pod_uid,
+        "container_id": labels.container_id,
+        "runtime": labels.runtime.map(|r| r.as_str()),
+        "qos": labels.qos.map(|q| q.as_str()),
+        "names_from": names.and_then(|n| n.source).map(|s| s.as_str()),
     })
 }
 

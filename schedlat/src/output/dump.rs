@@ -39,6 +39,9 @@ struct Header {
     slice_source: String,
     dumped_unix_ns: u64,
     slow_evicted: u64,
+    /// Absent from dumps without per-cgroup series (and from older ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cgroup_hierarchy: Option<String>,
     intervals: usize,
     slow_waits: usize,
 }
@@ -72,6 +75,7 @@ pub fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Result<()> {
         slice_source: m.slice_source.clone(),
         dumped_unix_ns: m.dumped_unix_ns,
         slow_evicted: m.slow_evicted,
+        cgroup_hierarchy: m.cgroup_hierarchy.clone(),
         intervals: w.seconds.len(),
         slow_waits: w.slow.len(),
     })?;
@@ -337,6 +341,7 @@ impl<'a> Reader<'a> {
             slice_source: h.slice_source,
             dumped_unix_ns: h.dumped_unix_ns,
             slow_evicted: h.slow_evicted,
+            cgroup_hierarchy: h.cgroup_hierarchy,
         };
         Ok(w)
     }
@@ -412,6 +417,7 @@ pub mod tests {
                 slice_source: "test".into(),
                 dumped_unix_ns: base + 3_000_000_000,
                 slow_evicted: 0,
+                cgroup_hierarchy: Some("cgroup v2 at /sys/fs/cgroup".into()),
             },
             seconds: vec![
                 second(0, &[2_000, 3_000]).into(),

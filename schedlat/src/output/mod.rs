@@ -5,6 +5,7 @@
 pub mod breakdown;
 pub mod causes;
 pub mod causes_line;
+pub mod check;
 pub mod compare;
 pub mod decision;
 pub mod diagnosis;

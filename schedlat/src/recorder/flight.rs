@@ -25,7 +25,7 @@ use crate::{
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes},
-    sys::{clock::WallClock, slice::Slice},
+    sys::{clock::WallClock, mounts::Mounts, slice::Slice},
 };
 
 /// What the recorder keeps and when it dumps.
@@ -111,6 +111,18 @@ impl Flight {
             bound as f64 / f64::from(1 << 20),
             opts.dir.display()
         );
+        // Which groups the per-cgroup series are: on a hybrid host the
+        // cpu controller's v1 hierarchy, whose groups are not the v2 ones
+        // a user may have in mind; said now and kept in the dump's header.
+        let hierarchy = opts.cgroups.and(tracer.cgroup_hierarchy.as_ref());
+        if let Some(h) = hierarchy {
+            let other = h.other_groups(&Mounts::read());
+            say!(
+                "schedlat: per-cgroup series: the groups of {}{}",
+                h.describe(),
+                other.map_or(String::new(), |o| format!("; {o}"))
+            );
+        }
         let writer = Writer::start(opts.dir.clone(), opts.keep)?;
         let meta = Meta {
             host: hostname(),
@@ -120,6 +132,7 @@ impl Flight {
             slow_threshold_ns: opts.slow_ns,
             slice_ns: slice.ns,
             slice_source: slice.source.clone(),
+            cgroup_hierarchy: hierarchy.map(|h| h.describe()),
             ..Meta::default()
         };
         Ok(Flight {
@@ -165,9 +178,19 @@ impl Flight {
             })?;
             second.series_dropped = (keys.keys_with_waits - keys.rows.len()) as u32;
             for row in keys.rows {
+                // A dump's series are named by their cgroup's path, as
+                // replay --series takes them, also where the breakdown
+                // names the container or unit first (whose names have no
+                // `, `: the first one ends the name).
+                let label = match row.label.split_once(", cgroup = ") {
+                    Some((_, path)) if !row.label.starts_with("cgroup = ") => {
+                        format!("cgroup = {path}")
+                    }
+                    _ => row.label,
+                };
                 second
                     .series
-                    .push((ring::label(row.label), CompactWaits::of(&row.waits)));
+                    .push((ring::label(label), CompactWaits::of(&row.waits)));
             }
         }
         let lost = tracer.mode_counters()?.slow_lost;

@@ -16,6 +16,7 @@ use schedlat_common::victims::TaskInfo;
 use super::{
     mounts::Mounts,
     procfs::{self, CgroupLine},
+    workload::{level::Workload, names::NameRoots, path},
 };
 
 /// A process's cgroups, one line per hierarchy; None when it is gone (or
@@ -84,6 +85,9 @@ pub struct TaskCgroups {
     pub cpu_groups: HashMap<u32, Option<String>>,
     /// The processes that are kernel threads.
     pub kernel_threads: HashSet<u32>,
+    /// What the owners of these cgroups call them, by path, where they
+    /// are a container, a pod or a unit (`container shop/web-1/nginx`).
+    pub owners: HashMap<String, String>,
 }
 
 impl TaskCgroups {
@@ -93,6 +97,7 @@ impl TaskCgroups {
         tasks: impl IntoIterator<Item = &'a TaskInfo>,
     ) -> TaskCgroups {
         let groups = CpuGroups::read();
+        let roots = NameRoots::under(std::path::Path::new("/"));
         let mut read = TaskCgroups {
             scope,
             ..TaskCgroups::default()
@@ -100,7 +105,14 @@ impl TaskCgroups {
         for task in tasks.into_iter().filter(|t| t.tid != 0) {
             let pid = task.tgid;
             if let Entry::Vacant(entry) = read.by_pid.entry(pid) {
-                entry.insert(of(pid));
+                let lines = entry.insert(of(pid));
+                for line in lines.iter().flatten() {
+                    if !read.owners.contains_key(&line.path)
+                        && let Some(owner) = owner_of(&line.path, &roots)
+                    {
+                        read.owners.insert(line.path.clone(), owner);
+                    }
+                }
                 if is_kernel_thread(pid) {
                     read.kernel_threads.insert(pid);
                 }
@@ -124,6 +136,33 @@ impl TaskCgroups {
 
     pub fn is_kernel_thread(&self, pid: u32) -> bool {
         self.kernel_threads.contains(&pid)
+    }
+
+    /// A cgroup (a path [`differs`] gave) as its owner knows it:
+    /// `container shop/web-1/nginx`, `unit nginx.service`, else its path.
+    pub fn owner(&self, path: &str) -> String {
+        self.owners
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| path.to_string())
+    }
+}
+
+/// What the owner of cgroup `path` calls it, from the path and its
+/// container runtime's files (read now: a diagnosis reads them once, at
+/// the end of its window); None for a cgroup that is none of a container,
+/// a pod or a unit.
+fn owner_of(path: &str, roots: &NameRoots) -> Option<String> {
+    let labels = path::parse(path);
+    let names = (labels.container_id.as_deref()).and_then(|id| roots.resolve(id, labels.runtime));
+    let workload = Workload {
+        path: path.to_string(),
+        labels,
+        names,
+    };
+    match workload.owner_name() {
+        ("cgroup", _) => None,
+        (is, name) => Some(format!("{is} {name}")),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod cgroup_of;
 pub mod clock;
 pub mod files;
 pub mod findings;
+pub mod host;
 pub mod kernel_facts;
 pub mod mounts;
 pub mod own_limits;

@@ -80,9 +80,9 @@ pub fn pinning(f: &Findings) -> Option<Diagnosis> {
         name: "affinity (pinning) contention",
         strength: f.max_thread_share(),
         evidence: format!(
-            "the scope may only run on CPU {}, which were busy, while CPU {} sat idle ({}); its most-waiting thread waited {:.1}% of the window. Low average utilisation does not rule out scheduling latency",
-            list(allowed),
-            list(&idle),
+            "the scope may only run on {}, while {} sat idle ({}); its most-waiting thread waited {:.1}% of the window. Low average utilisation does not rule out scheduling latency",
+            cpus(allowed, "which was busy", "which were all busy"),
+            cpus(&idle, "", ""),
             busy_list(f),
             f.max_thread_share() * 100.0
         ),
@@ -99,11 +99,21 @@ fn busy_list(f: &Findings) -> String {
         .join(", ")
 }
 
-fn list(cpus: &[usize]) -> String {
-    cpus.iter()
+/// "CPU 1, which was busy" or "CPUs 0,1, which were all busy": `one` and
+/// `many` follow the list, as its number says.
+fn cpus(cpus: &[usize], one: &str, many: &str) -> String {
+    let list = cpus
+        .iter()
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
-        .join(",")
+        .join(",");
+    let (noun, then) = if cpus.len() == 1 {
+        ("CPU", one)
+    } else {
+        ("CPUs", many)
+    };
+    let sep = if then.is_empty() { "" } else { ", " };
+    format!("{noun} {list}{sep}{then}")
 }
 
 #[cfg(test)]
@@ -147,6 +157,26 @@ mod tests {
         assert!(saturation(&f).is_none() && throttling(&f).is_none());
         let c = pinning(&f).unwrap();
         assert_eq!(c.name, "affinity (pinning) contention");
+        // Issue 28: one CPU is not "CPU 1, which were busy".
+        assert!(
+            c.evidence.starts_with(
+                "the scope may only run on CPU 1, which was busy, while CPU 0 sat idle ("
+            ),
+            "{}",
+            c.evidence
+        );
+        let two = Findings {
+            cpu_busy: vec![0.95, 0.99, 0.1],
+            allowed_cpus: Some(vec![0, 1]),
+            ..f.clone()
+        };
+        let evidence = pinning(&two).unwrap().evidence;
+        assert!(
+            evidence.starts_with(
+                "the scope may only run on CPUs 0,1, which were all busy, while CPU 2 sat idle"
+            ),
+            "{evidence}"
+        );
         // Not pinned: the idle CPU was allowed, so no pinning verdict.
         let free = Findings {
             allowed_cpus: Some(vec![0, 1]),

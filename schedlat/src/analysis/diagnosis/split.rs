@@ -81,7 +81,7 @@ pub fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
         return;
     }
     let found = [
-        same_cgroup(split, waited, a),
+        same_cgroup(split, waited, a, e.cgroups),
         other_cgroup(split, waited, a, e.cgroups),
         placement(split, waited),
         overlap(split, waited, "steal", split.overlap.steal_ns),
@@ -151,21 +151,56 @@ fn held_share(split: &Causes, class: Counted, h: &Held, whose: &str) -> String {
 /// Peers of one cgroup: a culprit that outranks its victim by weight (a
 /// lower nice) is in its cgroup too, and those waits are class or
 /// priority's (each wait explained once, as for the capacity causes): the
-/// strength counts the rest.
-fn same_cgroup(split: &Causes, waited: f64, a: Option<&Attribution>) -> Option<Diagnosis> {
+/// strength counts the rest. The cgroup is named; the root cgroup is no
+/// service's group (tasks nobody gave a group of their own), and gets
+/// advice of its own.
+fn same_cgroup(
+    split: &Causes,
+    waited: f64,
+    a: Option<&Attribution>,
+    cgroups: &TaskCgroups,
+) -> Option<Diagnosis> {
     let class = split.held_by.same_cgroup;
     let h = dominant(split, class)?;
     let peers = a.map_or(1.0, |a| 1.0 - a.outranking_share());
+    let own = own_cgroup(cgroups);
+    let (whose, next_step) = match own.as_deref() {
+        Some("/") => (
+            "the root cgroup (/, where tasks no service manager placed stay)".to_string(),
+            "the waiters and the tasks they waited behind are all in the root cgroup: give the competing work cgroups of its own (a systemd slice or scope, a container) with cpu.weight, renice the batch part (nice 19), or keep it on other CPUs (taskset, cpuset)",
+        ),
+        Some(path) => (
+            format!("the waiter's own cgroup ({path})"),
+            "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group",
+        ),
+        None => (
+            "the waiter's own cgroup".to_string(),
+            "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group",
+        ),
+    };
     Some(Diagnosis {
         name: "contention inside the cgroup",
         strength: waited * h.unthrottled * peers,
         evidence: format!(
             "{}: the group's tasks wait for each other; {}",
-            held_share(split, class, &h, "the waiter's own cgroup"),
+            held_share(split, class, &h, &whose),
             began(split)
         ),
-        next_step: "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group".into(),
+        next_step: next_step.into(),
     })
+}
+
+/// The waiters' cgroup, to name it: the scope's (a process's or a
+/// cgroup's; the whole system's waiters are in many), its group in the cpu
+/// controller's hierarchy (where the kernel's same-cgroup test looks
+/// first), else in cgroup v2.
+fn own_cgroup(cgroups: &TaskCgroups) -> Option<String> {
+    let lines = cgroups.scope.as_deref()?;
+    let cpu = lines
+        .iter()
+        .find(|l| l.controllers.iter().any(|c| c == "cpu"));
+    cpu.or_else(|| lines.iter().find(|l| l.hierarchy == 0))
+        .map(|l| l.path.clone())
 }
 
 fn other_cgroup(
@@ -185,7 +220,7 @@ fn other_cgroup(
                 .map(|o| {
                     format!(
                         "{} ({}: {}, {} of the scope's measured wait)",
-                        o.path,
+                        cgroups.owner(&o.path),
                         o.comms.join(", "),
                         fmt_ns(o.charged_ns),
                         pct(o.charged_ns as f64 / waited_ns as f64)
@@ -194,10 +229,16 @@ fn other_cgroup(
                 .collect();
             (
                 format!("the other cgroups charged with most: {}", named.join(", ")),
-                format!(
-                    "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
-                    top.path
-                ),
+                match cgroups.owners.get(&top.path) {
+                    Some(owner) => format!(
+                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {owner}, cap it (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
+                        top.path
+                    ),
+                    None => format!(
+                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                        top.path
+                    ),
+                },
             )
         }
         None => (

@@ -58,6 +58,17 @@ pub struct ServeOptions {
     pub ring: Option<RecorderOptions>,
     /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
     pub snapshot_enabled: bool,
+    /// The neighbour pairs (`--pairs`).
+    pub pairs: Option<PairSeriesOptions>,
+}
+
+/// `--pairs`: the kernel's pair table and the pairs exported per scrape.
+#[derive(Clone, Copy, Debug)]
+pub struct PairSeriesOptions {
+    /// Pairs the kernel's table holds (`--max-pairs`).
+    pub max_pairs: u32,
+    /// Pairs with a series of their own per scrape (`--max-pair-series`).
+    pub max_series: u32,
 }
 
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
@@ -74,6 +85,9 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     // reads are nanoseconds whatever the unit.
     let keyed = args.keyed;
     let mut modes = Modes::histogram(keyed);
+    if let Some(pairs) = args.pairs {
+        modes = modes.with_pairs(pairs.max_pairs);
+    }
     if let Some(ring) = &args.ring {
         modes = Flight::with_slow(ring, modes);
     }
@@ -127,7 +141,11 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
         pins: args.pins.clone(),
         workload: args.workload_labels.clone(),
     });
-    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed));
+    let pairs = args.pairs.map(|p| scrape::PairOptions {
+        max_series: p.max_series,
+        workload: args.workload_labels.clone(),
+    });
+    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed, pairs));
     say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
 
     // One thread: connections are tasks on it, and a scrape is a map read

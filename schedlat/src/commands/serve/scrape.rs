@@ -1,9 +1,11 @@
 //! What one scrape reads from the kernel: the per-CPU statistics (one map
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
 //! histogram (batch reads of 256 keys, collect/batch.rs), and the
-//! programs' run-time counters. The kernel's counters are cumulative since
-//! load, which is what Prometheus expects; only the per-key intervals
-//! (collect/key_intervals.rs) and series (export/keyed_series.rs) are kept
+//! programs' run-time counters; with `--pairs` the neighbour-pair table.
+//! The kernel's counters are cumulative since load, which is what
+//! Prometheus expects; only the per-key intervals (collect/key_intervals.rs)
+//! and series (export/keyed_series.rs), the pair table's intervals
+//! (collect/pairs.rs) and series (export/neighbour_series.rs) are kept
 //! between scrapes, and what the previous scrape cost.
 
 use std::{
@@ -18,15 +20,18 @@ use crate::{
         bpf_cost,
         error::ReadError,
         key_intervals::{Kept, KeyIntervals},
+        keylabels::KeyLabels,
+        pairs::PairIntervals,
         tracer::Tracer,
     },
     export::{
         encode::Format,
-        families::{BpfCost, KeyedScrape, Scrape, ScrapeCost},
+        families::{BpfCost, KeyedScrape, NeighbourScrape, Scrape, ScrapeCost, cpu},
         key_buckets::KeyBuckets,
         keyed_series::{KeyedSeries, Pins, SeriesState},
         labels,
         model::Labels,
+        neighbour_series::NeighbourSeries,
         workload_labels::WorkloadLabels,
     },
     kernel::filter::Filter,
@@ -41,6 +46,8 @@ pub struct Scraper {
     scope: Option<(&'static str, String)>,
     /// With `--cgroups` or `--pids`.
     keyed: Option<RefCell<PerKeySeries>>,
+    /// With `--pairs`.
+    pairs: Option<RefCell<PairSeries>>,
     /// With -p/-t: whether the target still ran at the last look.
     target_alive: Option<Cell<bool>>,
     /// The previous scrape's cost.
@@ -64,6 +71,23 @@ struct PerKeySeries {
     layout: KeyBuckets,
 }
 
+/// The neighbour pairs: the pair table's intervals, the names of its
+/// cgroups, and which pairs get a series.
+struct PairSeries {
+    intervals: PairIntervals,
+    names: KeyLabels,
+    workload: WorkloadLabels,
+    series: NeighbourSeries,
+}
+
+/// The neighbour pairs' options (`--pairs`).
+pub struct PairOptions {
+    /// Pairs with a series per scrape (`--max-pair-series`).
+    pub max_series: u32,
+    /// The workload labels of either side (`--cgroup-labels`).
+    pub workload: WorkloadLabels,
+}
+
 /// This thread's CPU time, user and system, in seconds.
 fn thread_cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
@@ -76,7 +100,13 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 impl Scraper {
-    pub fn new(tracer: Tracer, filter: &Filter, keyed: Option<KeyedOptions>) -> Scraper {
+    /// `pairs`: with `--pairs` (the tracer loaded with the pair table).
+    pub fn new(
+        tracer: Tracer,
+        filter: &Filter,
+        keyed: Option<KeyedOptions>,
+        pairs: Option<PairOptions>,
+    ) -> Scraper {
         let scope = labels::scope(filter);
         let labels = labels::total(filter);
         let keyed = keyed.map(|k| {
@@ -94,8 +124,21 @@ impl Scraper {
                 layout: k.layout,
             })
         });
+        let pairs = pairs.map(|p| {
+            let mut names = tracer.key_labels(Breakdown::Cgroup);
+            if p.workload.needs_runtime_files() {
+                names.name_containers();
+            }
+            RefCell::new(PairSeries {
+                intervals: PairIntervals::default(),
+                names,
+                series: NeighbourSeries::new(p.max_series),
+                workload: p.workload,
+            })
+        });
         let target = filter.tgid.is_some() || filter.tid.is_some();
         Scraper {
+            pairs,
             tracer: RefCell::new(tracer),
             labels,
             scope,
@@ -147,8 +190,12 @@ impl Scraper {
             Some(keyed) => Some(self.read_keyed(&mut keyed.borrow_mut())?),
             None => None,
         };
+        let neighbours = match &self.pairs {
+            Some(pairs) => Some(self.read_pairs(&mut pairs.borrow_mut())?),
+            None => None,
+        };
         let tracer = self.tracer.borrow();
-        let waits = tracer.read_waits()?;
+        let (waits, cpus) = tracer.read_waits_and_cpus()?;
         let unkeyed = waits.unkeyed;
         let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),
@@ -156,6 +203,8 @@ impl Scraper {
         });
         let mut scrape = Scrape::system(tracer.mode(), waits, self.labels.clone(), bpf);
         scrape.target_alive = self.target_alive.as_ref().map(Cell::get);
+        scrape.cpus = cpu::per_cpu(&cpus);
+        scrape.neighbours = neighbours;
         Ok(match (keyed, &self.keyed) {
             (Some(series), Some(k)) => {
                 let k = k.borrow();
@@ -163,6 +212,30 @@ impl Scraper {
             }
             _ => scrape,
         })
+    }
+
+    fn read_pairs(&self, pairs: &mut PairSeries) -> Result<NeighbourScrape, ReadError> {
+        let PairSeries {
+            intervals,
+            names,
+            workload,
+            series,
+        } = pairs;
+        let mut gone = Vec::new();
+        let interval = intervals.next(&mut self.tracer.borrow_mut(), |id| {
+            let exists = names.exists(id);
+            if !exists {
+                gone.push(id);
+            }
+            exists
+        })?;
+        let name_pair = |victim, holder| labels::pair(names, victim, holder, workload);
+        let mut scrape = series.scrape(&interval, name_pair, &gone);
+        // The filter's scope, once per pair (not as holder_scope).
+        for (labels, _) in &mut scrape.series {
+            labels.extend(self.scope.clone());
+        }
+        Ok(scrape)
     }
 
     fn read_keyed(&self, keyed: &mut PerKeySeries) -> Result<KeyedScrape, ReadError> {

@@ -18,7 +18,7 @@ use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTL
 
 use crate::{
     analysis::causes::DEPTH_LABELS,
-    export::model::{Family, Labels, Metric, Sample, Unit, Value},
+    export::model::{Family, Labels, Unit, Value, counter},
     histogram::CauseCounts,
 };
 
@@ -98,26 +98,7 @@ fn count(n: u64) -> Value {
 }
 
 fn seconds(ns: u64) -> Value {
-    Value::Float(ns as f64 / 1e9)
-}
-
-/// A counter family of these samples.
-fn counter(
-    name: String,
-    help: String,
-    unit: Option<Unit>,
-    samples: Vec<(Labels, Value)>,
-) -> Family {
-    Family {
-        name,
-        help,
-        unit,
-        metric: Metric::Counter(
-            (samples.into_iter())
-                .map(|(labels, value)| Sample { labels, value })
-                .collect(),
-        ),
-    }
+    Value::seconds_of_ns(ns)
 }
 
 /// The whole system's families (none without the split).

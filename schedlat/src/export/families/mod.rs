@@ -18,16 +18,19 @@
 
 mod accounting;
 mod cause_split;
+pub mod cpu;
 mod latency;
+mod neighbours;
 mod own;
 
 use schedlat_common::scope::Breakdown;
 
-use self::cause_split::CauseSeries;
 pub use self::{
     accounting::KeyedCounters,
+    neighbours::NeighbourScrape,
     own::{BpfCost, ScrapeCost},
 };
+use self::{cause_split::CauseSeries, cpu::CpuWaits};
 use super::{
     encode::{self, Format},
     key_buckets::KeyBuckets,
@@ -55,6 +58,12 @@ pub struct Scrape {
     /// per cgroup with `--cgroups` (cause_split.rs).
     pub causes: CauseSeries,
     pub cgroup_causes: CauseSeries,
+    /// Each CPU's waits (cpu.rs), labelled as the total is besides `cpu`;
+    /// none where the scrape did not read them per CPU.
+    pub cpus: Vec<CpuWaits>,
+    total_labels: Labels,
+    /// With `--pairs`: who held the CPU, by name (neighbours.rs).
+    pub neighbours: Option<NeighbourScrape>,
 }
 
 /// One scrape's per-key series (`--cgroups`, `--pids`).
@@ -85,7 +94,10 @@ impl Scrape {
             cgroup_causes: CauseSeries::default(),
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
-            histograms: vec![latency::system(&waits, labels)],
+            histograms: vec![latency::system(&waits, labels.clone())],
+            cpus: Vec::new(),
+            total_labels: labels,
+            neighbours: None,
             bpf,
             keyed: None,
             target_alive: None,
@@ -142,6 +154,10 @@ impl Scrape {
         let mut out = self.histograms;
         out.extend(cause_split::system_families(&self.causes));
         out.extend(cause_split::cgroup_families(&self.cgroup_causes));
+        out.extend(cpu::families(&self.cpus, &self.total_labels));
+        if let Some(neighbours) = &self.neighbours {
+            out.extend(neighbours::families(neighbours));
+        }
         out.extend(accounting::losses(
             self.untracked_tid,
             self.discarded_negative,

@@ -260,3 +260,73 @@ fn counters_gauges_and_info_keep_the_text_formats_names() {
         .collect();
     assert_eq!(labels[0], ("hook".into(), "tp_btf".into()));
 }
+
+#[test]
+fn per_cpu_counters_are_the_cpus_the_total_sums() {
+    let mut a = CpuStats::ZERO;
+    let mut b = CpuStats::ZERO;
+    a.buckets[bucket_index(2_000)] = 3;
+    a.sum_ns = 6_000;
+    b.buckets[bucket_index(1_000_000_000)] = 1;
+    b.sum_ns = 1_000_000_000;
+    let stats = [a, b];
+    let scope = vec![("scope", "cpu=0-1".to_string())];
+    let mut scrape = Scrape::system(HookMode::Btf, Waits::from_cpus(&stats), scope.clone(), None);
+    scrape.cpus = cpu::per_cpu(&stats);
+    let out = scrape.encode_text(Format::OpenMetrics { version: "1.0.0" });
+    for line in [
+        "# TYPE schedlat_cpu_runqueue_waits counter",
+        "schedlat_cpu_runqueue_waits_total{cpu=\"0\",scope=\"cpu=0-1\"} 3",
+        "schedlat_cpu_runqueue_waits_total{cpu=\"1\",scope=\"cpu=0-1\"} 1",
+        "# UNIT schedlat_cpu_runqueue_wait_seconds seconds",
+        "schedlat_cpu_runqueue_wait_seconds_total{cpu=\"0\",scope=\"cpu=0-1\"} 0.000006",
+        "schedlat_cpu_runqueue_wait_seconds_total{cpu=\"1\",scope=\"cpu=0-1\"} 1.0",
+        "schedlat_runqueue_latency_seconds_count{scope=\"cpu=0-1\"} 4",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+    }
+    // Not read per CPU: no family.
+    let out = known().encode_text(Format::Text);
+    assert!(!out.contains("schedlat_cpu_"), "{out}");
+}
+
+#[test]
+fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
+    use crate::collect::pairs::PairCounts;
+    let pair = |count, sum_ns| PairCounts {
+        count,
+        sum_ns,
+        max_ns: 0,
+    };
+    let mut scrape = known();
+    scrape.neighbours = Some(NeighbourScrape {
+        series: vec![
+            (
+                vec![
+                    ("cgroup", "/web".into()),
+                    ("holder_cgroup", "/batch".into()),
+                ],
+                pair(10, 3_000_000),
+            ),
+            (labels::overflow_pair(), pair(2, 1_000)),
+        ],
+        overflow_pairs: 1,
+        unpaired: pair(5, 50),
+    });
+    let out = scrape.encode_text(Format::Text);
+    for line in [
+        "# TYPE schedlat_neighbour_waits_total counter",
+        "schedlat_neighbour_waits_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 10",
+        "schedlat_neighbour_wait_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 0.003",
+        "schedlat_neighbour_waits_total{cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"} 2",
+        "schedlat_unpaired_waits_total 5",
+        "schedlat_overflow_pairs 1",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
+    }
+    let out = known().encode_text(Format::Text);
+    assert!(
+        !out.contains("neighbour") && !out.contains("pairs"),
+        "{out}"
+    );
+}

@@ -20,7 +20,7 @@ use crate::{
         attach_btf,
         btf::{self, CssChoice, VMLINUX_BTF},
         cgroupfs::{self, Hierarchy},
-        error::LoadError,
+        error::{LoadError, SEE_CHECK},
         filter::Filter,
         hook::{HookChoice, HookMode},
         modes::Modes,
@@ -220,7 +220,8 @@ impl Plan {
                 Err(e) if choice != HookChoice::Auto => return Err(e),
                 // Another mode needs the same descriptors and memory.
                 Err(e @ LoadError::Limit { .. }) => return Err(e),
-                Err(e) => failures.push(e.to_string()),
+                // Said once, at the end of the whole error.
+                Err(e) => failures.push(e.to_string().replace(SEE_CHECK, "")),
             }
         }
         notes.extend(failures);

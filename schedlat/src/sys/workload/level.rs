@@ -63,6 +63,23 @@ impl Workload {
         named.unwrap_or_else(|| self.path.clone())
     }
 
+    /// What its owner calls it, and what that is: `("container",
+    /// "shop/web-1/nginx")` (or the runtime and ID's first 12 digits
+    /// without the runtime's files), `("pod", ...)` for a pod's own
+    /// cgroup, `("unit", "nginx.service")`, else `("cgroup", path)`.
+    pub fn owner_name(&self) -> (&'static str, String) {
+        if let Some(container) = self.container_name() {
+            return ("container", container);
+        }
+        if self.labels.pod_uid.is_some() {
+            return ("pod", self.name_at(Level::Pod));
+        }
+        match &self.labels.unit {
+            Some(unit) => ("unit", unit.clone()),
+            None => ("cgroup", self.path.clone()),
+        }
+    }
+
     fn container_name(&self) -> Option<String> {
         let id = self.labels.container_id.as_deref()?;
         let names = self.names.as_ref();
@@ -148,5 +165,40 @@ mod tests {
         );
         assert_eq!(podman.name_at(Level::Container), "sleeper");
         assert_eq!(podman.labels.runtime, Some(Runtime::Podman));
+    }
+
+    #[test]
+    fn the_owner_name_is_the_most_specific_one_known() {
+        let pod =
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
+        let container = format!("{pod}/cri-containerd-{ID}.scope");
+        let names = ContainerNames {
+            container: Some("nginx".into()),
+            pod: Some("web-1".into()),
+            namespace: Some("shop".into()),
+            ..ContainerNames::default()
+        };
+        let owner = |path: &str, names| workload(path, names).owner_name();
+        assert_eq!(
+            owner(&container, Some(names)),
+            ("container", "shop/web-1/nginx".into())
+        );
+        assert_eq!(
+            owner(&container, None),
+            ("container", "containerd 9a8b7c6d5e4f".into())
+        );
+        assert_eq!(
+            owner(&pod, None),
+            ("pod", "pod 3f1c2d4e-5b6a-7c8d-9e0f-123456789abc".into())
+        );
+        assert_eq!(
+            owner("/system.slice/nginx.service", None),
+            ("unit", "nginx.service".into())
+        );
+        assert_eq!(
+            owner("/system.slice", None),
+            ("cgroup", "/system.slice".into())
+        );
+        assert_eq!(owner("/batch/job1", None), ("cgroup", "/batch/job1".into()));
     }
 }

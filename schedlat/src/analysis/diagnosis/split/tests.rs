@@ -204,6 +204,36 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
         "{}",
         causes[0].next_step
     );
+    // A neighbour that is a container is named as its owner knows it,
+    // its path said once, where the next step acts on it.
+    let mut named = TaskCgroups {
+        scope: cgroups.scope.clone(),
+        by_pid: cgroups.by_pid.clone(),
+        kernel_threads: cgroups.kernel_threads.clone(),
+        ..TaskCgroups::default()
+    };
+    named
+        .owners
+        .insert("/batch".into(), "container jobs/batch-7/cruncher".into());
+    let evidence = Evidence {
+        cgroups: &named,
+        ..evidence
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert!(
+        causes[0]
+            .evidence
+            .contains("most: container jobs/batch-7/cruncher (hog, hog2: 800 ns"),
+        "{}",
+        causes[0].evidence
+    );
+    let step = &causes[0].next_step;
+    assert!(
+        step.contains("than container jobs/batch-7/cruncher, cap it")
+            && step.matches("/batch").count() == 2,
+        "{step}"
+    );
 }
 
 #[test]
@@ -212,6 +242,52 @@ fn a_dominant_own_cgroup_is_contention_inside_it() {
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].name, "contention inside the cgroup");
     assert!(c[0].evidence.starts_with("80% of the measured"), "{c:?}");
+}
+
+/// Issue 28: contention inside the cgroup names the cgroup; for the root
+/// cgroup it says so, and "a smaller worker pool" is not the advice for
+/// `/` (tasks nobody placed).
+#[test]
+fn contention_inside_the_cgroup_names_it_and_the_root_gets_its_own_advice() {
+    use crate::sys::procfs::parse_proc_cgroup;
+    let in_group = |path: &str| TaskCgroups {
+        scope: Some(parse_proc_cgroup(&format!("0::{path}\n")).unwrap()),
+        ..TaskCgroups::default()
+    };
+    let split = held(80, 10);
+    let named_in = |cgroups: &TaskCgroups| {
+        let mut causes = Vec::new();
+        let e = Evidence {
+            cgroups,
+            ..evidence(&split)
+        };
+        add(&mut causes, &findings(0.4), &e);
+        causes.remove(0)
+    };
+    let app = named_in(&in_group("/app"));
+    assert!(
+        app.evidence
+            .contains("ended when a task of the waiter's own cgroup (/app) left the CPU"),
+        "{}",
+        app.evidence
+    );
+    assert!(
+        app.next_step.contains("a smaller worker pool"),
+        "{}",
+        app.next_step
+    );
+    let root = named_in(&in_group("/"));
+    assert!(
+        root.evidence
+            .contains("ended when a task of the root cgroup (/, "),
+        "{}",
+        root.evidence
+    );
+    assert!(
+        !root.next_step.contains("worker pool") && root.next_step.contains("cgroups of its own"),
+        "{}",
+        root.next_step
+    );
 }
 
 #[test]

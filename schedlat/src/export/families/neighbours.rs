@@ -1,0 +1,68 @@
+//! Who held the CPU, by name (`serve --pairs`): the waits of one cgroup's
+//! tasks that ended when a task of another cgroup left the CPU, as two
+//! counters per pair, labelled with the victim's labels (those of the
+//! per-cgroup family: `cgroup`, and its workload's where known) and the
+//! holder's under the same names prefixed `holder_`. The series are the
+//! top pairs of each scrape (export/neighbour_series.rs), the rest summed
+//! into one pair labelled `__overflow__` on both sides; waits the kernel's
+//! table had no room for are counted apart. A cgroup's waits behind its
+//! own tasks or behind an idle CPU are no neighbour's: they are in the
+//! cause split's `held_by` (same_cgroup, idle), not here.
+
+use crate::{
+    collect::pairs::PairCounts,
+    export::model::{Family, Labels, Metric, Unit, Value, counter, single},
+};
+
+/// One scrape's neighbour pairs.
+#[derive(Debug, Default)]
+pub struct NeighbourScrape {
+    /// The pairs in this scrape, then the overflow pair (once it holds a
+    /// wait); counts are cumulative over the scrapes the pair had a series.
+    pub series: Vec<(Labels, PairCounts)>,
+    /// Pairs that waited since the previous scrape without a series of
+    /// their own in this one.
+    pub overflow_pairs: u64,
+    /// Waits in no pair since load: the kernel's table was full.
+    pub unpaired: PairCounts,
+}
+
+const HOW: &str = "a series is exported when the pair is among the --max-pair-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"; waits behind the cgroup's own tasks or an idle CPU are not a neighbour's and are not here (schedlat_cgroup_runqueue_wait_by_cause_seconds_total{split=\"held_by\"} has them)";
+
+pub fn families(scrape: &NeighbourScrape) -> Vec<Family> {
+    let each = |value: fn(&PairCounts) -> Value| {
+        (scrape.series.iter())
+            .map(|(labels, counts)| (labels.clone(), value(counts)))
+            .collect()
+    };
+    vec![
+        counter(
+            "schedlat_neighbour_waits".into(),
+            format!(
+                "Waits of the tasks of cgroup (labels as schedlat_cgroup_runqueue_latency_seconds) that ended when a task of holder_cgroup (its labels prefixed holder_) left the CPU; {HOW}"
+            ),
+            None,
+            each(|c| Value::Count(c.count)),
+        ),
+        counter(
+            "schedlat_neighbour_wait".into(),
+            format!(
+                "Their time (the sum of the waits); divide by the victim's schedlat_cgroup_runqueue_wait_by_cause_seconds_total{{split=\"held_by\"}} for the neighbour's share of its wait time; {HOW}"
+            ),
+            Some(Unit::Seconds),
+            each(|c| Value::seconds_of_ns(c.sum_ns)),
+        ),
+        single(
+            "schedlat_unpaired_waits",
+            "Waits in no neighbour pair because the kernel's pair table was full (raise --max-pairs)",
+            Metric::Counter,
+            Value::Count(scrape.unpaired.count),
+        ),
+        single(
+            "schedlat_overflow_pairs",
+            "Neighbour pairs that waited since the previous scrape but got no series of their own in this one (beyond --max-pair-series): their waits went to the __overflow__ pair",
+            Metric::Gauge,
+            Value::Int(scrape.overflow_pairs as i64),
+        ),
+    ]
+}

@@ -1,0 +1,221 @@
+//! Which neighbour pairs get a series of their own (`serve --pairs`,
+//! `--max-pair-series`), on top of the pair table's intervals
+//! (collect/pairs.rs). The rules are the per-key series' (keyed_series.rs),
+//! for counters:
+//!
+//! - Only pairs whose holder is another cgroup than the victim are a
+//!   neighbour's (not the cgroup's own tasks, not an idle CPU).
+//! - In a scrape, the pairs that waited since the previous one, most wait
+//!   time first, up to `--max-pair-series`, get a series; the interval's
+//!   waits of the others go to the overflow pair. A pair with nothing new
+//!   is left out (its counters have not changed).
+//! - Counters never go down: a pair's series carries the waits of the
+//!   intervals in which it had one; the overflow pair only grows.
+//! - Labels are fixed when a pair first gets a series.
+//! - A pair with a cgroup gone is reported one last time (the pair table
+//!   hands its last waits out, then removes it) and forgotten.
+
+use std::collections::HashMap;
+
+use super::{families::NeighbourScrape, labels, model::Labels};
+use crate::collect::pairs::{Holder, Pair, PairCounts, PairsInterval};
+
+/// The state kept across scrapes.
+pub struct NeighbourSeries {
+    max_series: usize,
+    /// The pairs that had a series: their labels and counters.
+    shown: HashMap<Pair, (Labels, PairCounts)>,
+    overflow: PairCounts,
+    /// Waits the kernel's table had no room for, since load.
+    unpaired: PairCounts,
+}
+
+impl NeighbourSeries {
+    pub fn new(max_series: u32) -> NeighbourSeries {
+        NeighbourSeries {
+            max_series: max_series as usize,
+            shown: HashMap::new(),
+            overflow: PairCounts::default(),
+            unpaired: PairCounts::default(),
+        }
+    }
+
+    /// One scrape of the pair table's `interval` (its pairs most wait time
+    /// first). `name_pair` gives a pair's labels from its victim's and its
+    /// holder's cgroup ids (labels::pair); `gone` lists the cgroups found
+    /// gone in this interval.
+    pub fn scrape(
+        &mut self,
+        interval: &PairsInterval,
+        mut name_pair: impl FnMut(u64, u64) -> Labels,
+        gone: &[u64],
+    ) -> NeighbourScrape {
+        self.unpaired.add(interval.overflow);
+        let mut exported = Vec::new();
+        let mut overflow_pairs = 0;
+        for (pair, new) in &interval.pairs {
+            let Holder::Cgroup(holder) = pair.holder else {
+                continue;
+            };
+            if holder == pair.victim {
+                continue;
+            }
+            if exported.len() == self.max_series {
+                self.overflow.add(*new);
+                overflow_pairs += 1;
+                continue;
+            }
+            let (_, own) = (self.shown.entry(*pair))
+                .or_insert_with(|| (name_pair(pair.victim, holder), PairCounts::default()));
+            own.add(*new);
+            exported.push(*pair);
+        }
+        exported.sort_unstable();
+        let mut series: Vec<(Labels, PairCounts)> = (exported.iter())
+            .map(|pair| self.shown[pair].clone())
+            .collect();
+        if self.overflow.count > 0 {
+            series.push((labels::overflow_pair(), self.overflow));
+        }
+        self.shown.retain(|pair, _| {
+            let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if gone.contains(&id));
+            !holder_gone && !gone.contains(&pair.victim)
+        });
+        NeighbourScrape {
+            series,
+            overflow_pairs,
+            unpaired: self.unpaired,
+        }
+    }
+
+    /// Pairs remembered (tests: gone pairs are forgotten).
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.shown.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(count: u64, sum_ns: u64) -> PairCounts {
+        PairCounts {
+            count,
+            sum_ns,
+            max_ns: 0,
+        }
+    }
+
+    fn pair(victim: u64, holder: Holder) -> Pair {
+        Pair { victim, holder }
+    }
+
+    /// The pair table's interval, sorted as it hands it out.
+    fn interval(mut pairs: Vec<(Pair, PairCounts)>, overflow: PairCounts) -> PairsInterval {
+        pairs.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
+        PairsInterval {
+            pairs,
+            overflow,
+            capacity: 64,
+        }
+    }
+
+    fn name(victim: u64, holder: u64) -> Labels {
+        vec![
+            ("cgroup", format!("/g{victim}")),
+            ("holder_cgroup", format!("/g{holder}")),
+        ]
+    }
+
+    fn value<'a>(s: &'a NeighbourScrape, victim: &str, holder: &str) -> Option<&'a PairCounts> {
+        s.series
+            .iter()
+            .find(|(l, _)| {
+                l.contains(&("cgroup", victim.into()))
+                    && l.contains(&("holder_cgroup", holder.into()))
+            })
+            .map(|(_, c)| c)
+    }
+
+    #[test]
+    fn only_other_cgroups_are_neighbours_and_the_top_pairs_get_series() {
+        let mut series = NeighbourSeries::new(2);
+        let s = series.scrape(
+            &interval(
+                vec![
+                    (pair(1, Holder::Cgroup(2)), counts(10, 9_000)),
+                    (pair(1, Holder::Cgroup(3)), counts(5, 5_000)),
+                    (pair(1, Holder::Cgroup(4)), counts(1, 1_000)),
+                    // Its own tasks and the idle CPU: no neighbour.
+                    (pair(1, Holder::Cgroup(1)), counts(100, 99_000)),
+                    (pair(1, Holder::Idle), counts(100, 98_000)),
+                ],
+                counts(7, 700),
+            ),
+            name,
+            &[],
+        );
+        assert_eq!(value(&s, "/g1", "/g2"), Some(&counts(10, 9_000)));
+        assert_eq!(value(&s, "/g1", "/g3"), Some(&counts(5, 5_000)));
+        assert_eq!(value(&s, "/g1", "/g4"), None);
+        assert_eq!(
+            value(&s, labels::OVERFLOW, labels::OVERFLOW),
+            Some(&counts(1, 1_000))
+        );
+        assert_eq!(s.series.len(), 3);
+        assert_eq!(s.overflow_pairs, 1);
+        assert_eq!(s.unpaired, counts(7, 700));
+    }
+
+    #[test]
+    fn counters_never_go_down_and_a_returning_pair_keeps_its_value() {
+        let mut series = NeighbourSeries::new(1);
+        let (a, b) = (pair(1, Holder::Cgroup(2)), pair(3, Holder::Cgroup(2)));
+        series.scrape(
+            &interval(vec![(a, counts(4, 400))], PairCounts::default()),
+            name,
+            &[],
+        );
+        // b waits more: a's waits of this interval go to overflow.
+        let s = series.scrape(
+            &interval(
+                vec![(a, counts(1, 100)), (b, counts(2, 200))],
+                PairCounts::default(),
+            ),
+            name,
+            &[],
+        );
+        assert_eq!(value(&s, "/g3", "/g2"), Some(&counts(2, 200)));
+        assert_eq!(value(&s, "/g1", "/g2"), None, "left out: not in the top");
+        let s = series.scrape(
+            &interval(vec![(a, counts(1, 100))], counts(3, 30)),
+            name,
+            &[],
+        );
+        assert_eq!(value(&s, "/g1", "/g2"), Some(&counts(5, 500)));
+        assert_eq!(
+            value(&s, labels::OVERFLOW, labels::OVERFLOW),
+            Some(&counts(1, 100))
+        );
+        assert_eq!(s.unpaired, counts(3, 30), "cumulative");
+    }
+
+    #[test]
+    fn pairs_of_gone_cgroups_are_reported_once_more_then_forgotten() {
+        let mut series = NeighbourSeries::new(10);
+        let s = series.scrape(
+            &interval(
+                vec![
+                    (pair(1, Holder::Cgroup(2)), counts(1, 10)),
+                    (pair(3, Holder::Cgroup(4)), counts(1, 10)),
+                ],
+                PairCounts::default(),
+            ),
+            name,
+            &[2],
+        );
+        assert_eq!(s.series.len(), 2, "its last waits are exported");
+        assert_eq!(series.remembered(), 1);
+    }
+}
