@@ -10,6 +10,7 @@ use std::{collections::BTreeSet, path::Path, process::Command};
 use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, churn, v1_cpu_root, v2_root},
+    cpu::CpuTimes,
     parse_json_lines, require_root, run_schedlat,
 };
 use serde_json::Value;
@@ -269,6 +270,7 @@ fn podman_containers_are_named_by_id_and_by_name() {
     let cpu = sleeper.first_allowed_cpu();
     sleeper.pin(cpu);
     hog.pin(cpu);
+    let cpus = CpuTimes::now();
     let (status, out, err) = run_schedlat(&[
         "--cgroups",
         "--pairs",
@@ -307,15 +309,23 @@ fn podman_containers_are_named_by_id_and_by_name() {
             .sum()
     };
     let behind_hog = wait(&sleeper.name, Some(&hog.name));
-    let of_ours = behind_hog
-        + wait(&sleeper.name, Some(&sleeper.name))
-        + wait(&sleeper.name, Some("(idle CPU)"));
+    let waits_behind_hog: u64 = rows
+        .iter()
+        .filter(|r| r["victim"] == sleeper.name.as_str() && r["holder"] == hog.name.as_str())
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    // Both sides of a pair are named by podman's names. The hog holds the
+    // sleeper's CPU at most of its ~1,500 wakeups in the 3 s (the kernel
+    // test collect::pairs_live checks the pair table's shares): at least
+    // 50 of them, however much of the rest other tasks of a busy host take
+    // (the root cgroup's rows), which the message then says.
     assert!(
-        behind_hog > 0 && behind_hog * 2 >= of_ours,
-        "the sleeper {} waited {behind_hog} ns behind the hog {}, of {of_ours} ns behind the two and the idle CPU ({} ns in all): {rows:?}",
+        behind_hog > 0 && waits_behind_hog >= 50,
+        "the sleeper {} waited {waits_behind_hog} times ({behind_hog} ns) behind the hog {} ({} ns in all), {}: {rows:?}",
         sleeper.name,
         hog.name,
-        wait(&sleeper.name, None)
+        wait(&sleeper.name, None),
+        cpus.busy_since()
     );
     // -c by a prefix of the ID: the container's own cgroup.
     let prefix = &sleeper.id[..12];

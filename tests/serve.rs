@@ -313,17 +313,41 @@ fn port_in_use_and_foreign_address_fail_clearly() {
     assert!(!stderr.contains("hook mode"), "{stderr}");
 
     // TEST-NET-1 (RFC 5737) is nobody's address.
-    let (status, _, stderr) = run_schedlat(&["serve", "--listen", "192.0.2.1:9415"]);
+    let (status, _, stderr) = run_schedlat(&[
+        "serve",
+        "--listen",
+        "192.0.2.1:9415",
+        "--web.allow-unauthenticated",
+    ]);
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("no interface of this machine"), "{stderr}");
 }
 
+/// A listener other machines can reach answers anyone, and serve has no
+/// authentication: refused (exit 2, before anything is loaded) unless
+/// `--web.allow-unauthenticated` says the network decides, then announced.
 #[test]
-fn non_loopback_listen_is_announced() {
+fn non_loopback_listen_needs_an_explicit_opt_out_and_is_announced() {
     if !require_root() {
         return;
     }
-    let server = Server::start_on("0.0.0.0:0");
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let (status, _, stderr) = run_schedlat(&["serve", "--listen", listen]);
+        assert_eq!(status.code(), Some(2), "{listen}: {stderr}");
+        assert!(
+            stderr.contains("reachable from other machines")
+                && stderr.contains("--web.allow-unauthenticated"),
+            "{listen}: {stderr}"
+        );
+    }
+    let mut cmd = std::process::Command::new(common::SCHEDLAT);
+    cmd.args([
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--web.allow-unauthenticated",
+    ]);
+    let server = Server::start_command(cmd);
     assert!(
         server.stderr().contains("is reachable from other machines"),
         "{}",

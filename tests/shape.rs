@@ -6,18 +6,23 @@ mod common;
 
 use std::time::Duration;
 
-use common::{SCHEDLAT, TracerProcess, parse_json_lines, require_root, workload};
+use common::{SCHEDLAT, TracerProcess, cpu::CpuTimes, parse_json_lines, require_root, workload};
 
 /// Runs `scenario` while schedlat measures this process; returns the JSON
-/// object of the whole run.
-fn measure(scenario: impl FnOnce()) -> serde_json::Value {
+/// object of the whole run, and how busy the CPUs were meanwhile: the
+/// verdicts assume that the scenario's CPU runs little else, so every
+/// failure message says how far that held.
+fn measure(scenario: impl FnOnce()) -> (serde_json::Value, String) {
     assert!(require_root(), "callers check require_root() first");
     let me = std::process::id().to_string();
     let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-p", &me]);
+    let cpus = CpuTimes::now();
     scenario();
+    let busy = cpus.busy_since();
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "schedlat: {status}");
-    parse_json_lines(&lines).pop().expect("one JSON object")
+    let r = parse_json_lines(&lines).pop().expect("one JSON object");
+    (r, busy)
 }
 
 fn verdict(r: &serde_json::Value) -> &str {
@@ -31,9 +36,9 @@ fn a_sleeper_on_an_idle_cpu_is_healthy() {
     if !require_root() {
         return;
     }
-    let r = measure(|| workload::sleeper(workload::workload_cpu(), PERIOD, 1500));
-    assert!(r["count"].as_u64().unwrap() >= 1000, "{r}");
-    assert_eq!(verdict(&r), "healthy", "{}", r["shape"]["summary"]);
+    let (r, busy) = measure(|| workload::sleeper(workload::workload_cpu(), PERIOD, 1500));
+    assert!(r["count"].as_u64().unwrap() >= 1000, "{r} ({busy})");
+    assert_eq!(verdict(&r), "healthy", "{} ({busy})", r["shape"]["summary"]);
 }
 
 /// The sleeper-and-hogs scenario: a 1 ms sleeper sharing its CPU with 6 CPU hogs. Under EEVDF
@@ -45,13 +50,18 @@ fn a_sleeper_sharing_a_cpu_with_hogs_is_a_long_tail() {
         return;
     }
     let cpu = workload::workload_cpu();
-    let r = measure(|| {
+    let (r, busy) = measure(|| {
         let _hogs = workload::Hogs::start(cpu, 6);
         workload::sleeper(cpu, PERIOD, 2000);
     });
-    assert_eq!(verdict(&r), "long-tail", "{}", r["shape"]["summary"]);
+    assert_eq!(
+        verdict(&r),
+        "long-tail",
+        "{} ({busy})",
+        r["shape"]["summary"]
+    );
     let p = &r["percentiles"];
-    assert!(p["p50_ns"].as_u64().unwrap() < 100_000, "{r}");
+    assert!(p["p50_ns"].as_u64().unwrap() < 100_000, "{r} ({busy})");
 }
 
 /// Threads that all want the CPU all the time each wait for the others'
@@ -61,9 +71,14 @@ fn threads_contending_for_one_cpu_are_a_shifted_mean() {
     if !require_root() {
         return;
     }
-    let r =
+    let (r, busy) =
         measure(|| workload::spinning_threads(workload::workload_cpu(), 4, Duration::from_secs(2)));
-    assert_eq!(verdict(&r), "shifted-mean", "{}", r["shape"]["summary"]);
+    assert_eq!(
+        verdict(&r),
+        "shifted-mean",
+        "{} ({busy})",
+        r["shape"]["summary"]
+    );
 }
 
 /// The last step of the diagnosis (docs/architecture.md): move the hogs off the sleeper's CPU and
@@ -78,12 +93,14 @@ fn compare_reports_moving_the_hogs_away_as_an_improvement() {
     let (before, after) = (dir.join("before.json"), dir.join("after.json"));
     let cpu = workload::workload_cpu();
     let other = if cpu == 0 { 1 } else { 0 };
+    let mut busy = Vec::new();
     for (file, hog_cpu) in [(&before, cpu), (&after, other)] {
-        let r = measure(|| {
+        let (r, during) = measure(|| {
             let _hogs = workload::Hogs::start(hog_cpu, 6);
             workload::sleeper(cpu, PERIOD, 2000);
         });
         std::fs::write(file, format!("{r}\n")).unwrap();
+        busy.push(during);
     }
     let (status, out, err) = common::run_schedlat(&[
         "compare",
@@ -93,11 +110,14 @@ fn compare_reports_moving_the_hogs_away_as_an_improvement() {
     ]);
     assert!(status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["change"], "improved", "{v}");
+    // With the hogs on the other CPU the sleeper's CPU is quiet but for the
+    // rest of the machine's tasks: the messages say how busy each run was.
+    let busy = format!("before {}; after {}", busy[0], busy[1]);
+    assert_eq!(v["change"], "improved", "{v} ({busy})");
     let p99 = |side: &str| v[side]["percentiles"]["p99_ns"].as_u64().unwrap();
     assert!(
         p99("after") < p99("before") / 2,
-        "p99 {} -> {}",
+        "p99 {} -> {} ({busy}, sleeper on CPU {cpu})",
         p99("before"),
         p99("after")
     );

@@ -6,6 +6,7 @@
 pub mod bpf;
 pub mod cgroup;
 pub mod container;
+pub mod cpu;
 pub mod exposition;
 pub mod http;
 pub mod kube;

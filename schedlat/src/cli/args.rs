@@ -174,8 +174,9 @@ fn parse_min_us(s: &str) -> Result<u64, String> {
 #[command(mut_arg("max_series", |a| a.requires("keyed")))]
 pub struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
-    /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415
-    /// (the endpoint has no authentication). Port 0 picks a free port.
+    /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415,
+    /// and --web.allow-unauthenticated (the endpoint has no authentication).
+    /// Port 0 picks a free port.
     #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
     pub listen: SocketAddr,
 
@@ -254,6 +255,14 @@ pub struct ServeArgs {
     #[arg(long = "web.enable-snapshot", requires = "ring")]
     pub web_enable_snapshot: bool,
 
+    /// Answer beyond loopback without authentication. A --listen address
+    /// other machines can reach is refused without it: /metrics carries
+    /// PIDs, process names and cgroup paths, and serve has no auth of its
+    /// own, so say that the network restricts who connects (a firewall, a
+    /// Kubernetes NetworkPolicy)
+    #[arg(long = "web.allow-unauthenticated")]
+    pub web_allow_unauthenticated: bool,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -267,6 +276,7 @@ impl ServeArgs {
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
             snapshot_enabled: self.web_enable_snapshot,
+            allow_unauthenticated: self.web_allow_unauthenticated,
             keyed: self.keyed(),
             max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,

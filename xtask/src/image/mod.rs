@@ -93,9 +93,15 @@ pub fn build(dist: &Artifacts) -> Result<PathBuf> {
     let config = oci::Config {
         user: USER.into(),
         entrypoint: vec!["/usr/bin/schedlat".into()],
-        cmd: ["serve", "--listen", "0.0.0.0:9415", "--cgroups"]
-            .map(String::from)
-            .to_vec(),
+        cmd: [
+            "serve",
+            "--listen",
+            "0.0.0.0:9415",
+            "--web.allow-unauthenticated",
+            "--cgroups",
+        ]
+        .map(String::from)
+        .to_vec(),
         exposed_port: PORT,
         labels,
         reference: format!("localhost/{NAME}:{VERSION}"),

@@ -31,7 +31,10 @@ use tokio::{
 
 use crate::{
     collect::slow::SlowEvents,
-    commands::session::{self, Ended, Signals},
+    commands::{
+        UsageError,
+        session::{self, Ended, Signals},
+    },
     export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
     kernel::{
         filter::{Filter, FilterSpec},
@@ -58,6 +61,9 @@ pub struct ServeOptions {
     pub ring: Option<RecorderOptions>,
     /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
     pub snapshot_enabled: bool,
+    /// Listen beyond loopback with no authentication
+    /// (`--web.allow-unauthenticated`).
+    pub allow_unauthenticated: bool,
     /// The neighbour pairs (`--pairs`).
     pub pairs: Option<PairSeriesOptions>,
 }
@@ -74,6 +80,18 @@ pub struct PairSeriesOptions {
 pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
     let mut signals = Signals::install()?;
 
+    if !args.listen.ip().is_loopback() && !args.allow_unauthenticated {
+        return Err(UsageError(format!(
+            "--listen {} is reachable from other machines, and serve answers anyone who connects: /metrics carries PIDs, process names and cgroup paths{}. Listen on loopback (the default, 127.0.0.1:9415) behind an authenticating proxy, or, where the network decides who may connect (a firewall, a Kubernetes NetworkPolicy), add --web.allow-unauthenticated",
+            args.listen,
+            if args.snapshot_enabled {
+                ", and POST /snapshot writes dumps"
+            } else {
+                ""
+            }
+        ))
+        .into());
+    }
     let filter = Filter::resolve(filter)?;
     // Bind before loading: a taken port fails fast, with nothing attached.
     let listener = listen::bind(args.listen).await?;
@@ -114,7 +132,7 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
     };
     if !addr.ip().is_loopback() {
         say!(
-            "schedlat: note: {addr} is reachable from other machines; /metrics has no authentication"
+            "schedlat: note: {addr} is reachable from other machines, without authentication (--web.allow-unauthenticated)"
         );
     }
     if let Some(k) = keyed {
