@@ -11,17 +11,24 @@ use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener},
     path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
 
 use common::{
-    cgroup::{HOG, Procs, SLEEPER, other_cpu, pinned_sh, v1_cpu_root, v2_root},
+    cgroup::{
+        HOG, Procs, SLEEPER, TestCgroup, churn_named, other_cpu, pinned_sh, v1_cpu_root, v2_root,
+    },
     http,
     kube_node::KubeNode,
     prometheus::{PROMETHEUS, Prometheus},
     require_root, run_schedlat,
     serve::Server,
+    status_field,
     workload::workload_cpu,
 };
 
@@ -411,4 +418,76 @@ fn diagnose_names_the_noisy_neighbour_by_its_pod_and_container() {
             "{step}"
         );
     }
+}
+
+/// serve's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let field = status_field(pid, "VmRSS:");
+    field.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn serve_through_a_churn_of_3000_container_cgroups_stays_bounded() {
+    if !require_root() {
+        return;
+    }
+    let root = keyed_root();
+    // Container-like cgroups under a pod slice, each living ~10 ms.
+    let pod = TestCgroup::new(&root, "churn-pod-burstable.slice");
+    let server = Server::start(&["--cgroups", "--max-series", "50"]);
+    let before = rss_kib(server.pid());
+    let (addr, stop) = (server.addr, Arc::new(AtomicBool::new(false)));
+    let scraping = Arc::clone(&stop);
+    let prefix = pod.rel.clone();
+    let scraper = thread::spawn(move || {
+        let (mut scrapes, mut most_series, mut unnamed, mut labelled) = (0, 0, Vec::new(), 0);
+        while !scraping.load(Ordering::Relaxed) {
+            // A scrape that blocked would fail here (10 s read timeout).
+            let page = http::get(addr, "/metrics", None)
+                .expect("serve answers")
+                .body;
+            let found = series(&page, "schedlat_cgroup_runqueue_latency_seconds_count");
+            most_series = most_series.max(found.len());
+            for l in &found {
+                if l["cgroup"].contains("(removed, id") {
+                    unnamed.push(l["cgroup"].clone());
+                }
+                if l["cgroup"].starts_with(&prefix) && l.contains_key("container_id") {
+                    labelled += 1;
+                }
+            }
+            scrapes += 1;
+            thread::sleep(Duration::from_millis(200));
+        }
+        (scrapes, most_series, unnamed, labelled)
+    });
+    let made = churn_named(
+        &pod,
+        &root,
+        3000,
+        4,
+        0.01,
+        ("$(printf 'cri-containerd-%064x.scope' $i)", |i| {
+            format!("cri-containerd-{i:064x}.scope")
+        }),
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (scrapes, most_series, unnamed, labelled) = scraper.join().expect("the scraper");
+    let after = rss_kib(server.pid());
+    assert_eq!(made.len(), 3000);
+    assert!(scrapes >= 5, "{scrapes} scrapes during the churn");
+    // --max-series 50, plus the overflow series.
+    assert!(most_series <= 51, "{most_series} series in a scrape");
+    assert!(unnamed.is_empty(), "unnamed series: {unnamed:?}");
+    assert!(
+        labelled > 0,
+        "no churned container's series carried its container_id in {scrapes} scrapes"
+    );
+    assert!(
+        after.saturating_sub(before) < 32 * 1024,
+        "serve grew from {before} KiB to {after} KiB through 3,000 cgroups"
+    );
+    eprintln!(
+        "churn of 3000: {scrapes} scrapes, at most {most_series} series, {labelled} churned series with container_id, RSS {before} -> {after} KiB"
+    );
 }

@@ -21,7 +21,8 @@ use std::{
 };
 
 use common::{
-    cgroup::{SLEEPER, TestCgroup, busy_and_idle, pinned_sh, v2_root},
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v2_root},
+    kube_node::KubeNode,
     prometheus::{PROMETHEUS, PROMTOOL, Prometheus, prometheus3_dir},
     require_root,
     serve::Server,
@@ -241,10 +242,7 @@ fn dashboard_queries() -> Vec<(String, String)> {
 /// Series the mixin reads that this schedlat does not export (yet): the
 /// queries on them must answer without error, and with no data. Any other
 /// query must return data.
-const NOT_EXPORTED: [&str; 2] = [
-    "namespace_pod:",
-    "split=\"request\"|split=\"passed_over\"|split=\"rule\"",
-];
+const NOT_EXPORTED: [&str; 1] = ["split=\"request\"|split=\"passed_over\"|split=\"rule\""];
 
 fn reads_unexported(expr: &str) -> bool {
     NOT_EXPORTED
@@ -290,8 +288,9 @@ fn empty_queries(prometheus: &Prometheus) -> Vec<String> {
 
 /// The rules and the dashboard against a real Prometheus, 2.x (classic
 /// buckets over OpenMetrics) and 3.x (native histograms over protobuf),
-/// both scraping `serve --cgroups --pairs` every second while cgroup A's
-/// hog and sleeper share a CPU with the victim cgroup's sleeper, and B's
+/// both scraping `serve --cgroups --pairs` every second on a node laid out
+/// as the kubelet does (tests/common/kube_node.rs): pod jobs/batch-7's hog
+/// and sleeper share a CPU with pod shop/web-1's sleeper, and cgroup B's
 /// sleeper has a CPU of its own.
 #[test]
 fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
@@ -299,18 +298,23 @@ fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
         return;
     }
     let root = v2_root();
-    let (a, b, victim) = (
-        TestCgroup::new(&root, "mixin-a"),
-        TestCgroup::new(&root, "mixin-b"),
-        TestCgroup::new(&root, "mixin-victim"),
-    );
+    let node = KubeNode::new(&root);
+    let b = TestCgroup::new(&root, "mixin-b");
     // -c on the v2 root: the per-cgroup family keys by that hierarchy
     // (else by the cpu controller's, on a hybrid host).
     let server = Server::start(&["--cgroups", "--pairs", "-c", &root.to_string_lossy()]);
-    let mut procs = busy_and_idle(&a, &b, 1);
-    let sleeper = pinned_sh(workload_cpu(), SLEEPER);
-    victim.add(sleeper.id());
-    procs.0.push(sleeper);
+    let cpu = workload_cpu();
+    let procs = Procs(vec![
+        pinned_sh(cpu, HOG),
+        pinned_sh(cpu, SLEEPER),
+        pinned_sh(cpu, SLEEPER),
+        pinned_sh(other_cpu(), SLEEPER),
+    ]);
+    let (batch, web) = (&node.batch, &node.web);
+    batch.add(procs.0[0].id());
+    batch.add(procs.0[1].id());
+    web.add(procs.0[2].id());
+    b.add(procs.0[3].id());
     let rules = [
         mixin_dir().join("rendered/rules.yaml"),
         mixin_dir().join("rendered/alerts.yaml"),
@@ -364,16 +368,20 @@ fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
             now_exported.is_empty(),
             "Prometheus {version}: these now have data: take them out of NOT_EXPORTED: {now_exported:#?}"
         );
-        let (holder, share) = main_neighbour(prometheus, &victim.rel);
+        let (holder, share) = main_neighbour(prometheus, &web.cgroup);
+        let named = |label: &str| holder[label].as_str().unwrap_or_default().to_string();
         assert_eq!(
-            holder,
-            a.rel,
-            "Prometheus {version}: the victim's waits are named behind {holder} ({share:.2} of its wait time), not behind {}, whose hog shares its CPU; all its neighbours: {:?}",
-            a.rel,
+            (
+                named("holder_cgroup"),
+                named("holder_namespace"),
+                named("holder_pod")
+            ),
+            (batch.cgroup.clone(), "jobs".into(), "batch-7".into()),
+            "Prometheus {version}: web-1's waits are named behind {holder} ({share:.2} of its wait time), not behind pod jobs/batch-7, whose hog shares its CPU; all its neighbours: {:?}",
             prometheus.query(
                 &format!(
                     "cgroup_holder:schedlat_neighbour_wait_seconds:ratio_rate5m{{cgroup=\"{}\"}}",
-                    victim.rel
+                    web.cgroup
                 ),
                 None
             )
@@ -385,9 +393,10 @@ fn rules_and_dashboard_queries_answer_from_a_real_prometheus() {
 }
 
 /// Of the test's cgroups, the holder with the largest share of `victim`'s
-/// wait time, from the recorded ratio NoisyNeighbour reads, and that
-/// share. (On a busy machine the root cgroup's tasks share the CPU too.)
-fn main_neighbour(prometheus: &Prometheus, victim: &str) -> (String, f64) {
+/// wait time, from the recorded ratio NoisyNeighbour reads (its labels),
+/// and that share. (On a busy machine the root cgroup's tasks share the
+/// CPU too.)
+fn main_neighbour(prometheus: &Prometheus, victim: &str) -> (serde_json::Value, f64) {
     let expr = format!(
         "topk(1, cgroup_holder:schedlat_neighbour_wait_seconds:ratio_rate5m{{cgroup=\"{victim}\",holder_cgroup=~\"/schedlat-test-.*\"}})"
     );
@@ -398,7 +407,7 @@ fn main_neighbour(prometheus: &Prometheus, victim: &str) -> (String, f64) {
             prometheus.log()
         )
     });
-    let holder = top["metric"]["holder_cgroup"].as_str().unwrap().to_string();
+    let holder = top["metric"].clone();
     let share = top["value"][1].as_str().unwrap().parse().unwrap();
     (holder, share)
 }

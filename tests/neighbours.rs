@@ -10,6 +10,7 @@ use std::{thread, time::Duration};
 
 use common::{
     cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v2_root},
+    cpu::CpuTimes,
     exposition::{promtool_check, sample, samples},
     require_root,
     serve::Server,
@@ -75,6 +76,7 @@ fn pairs_name_the_cgroup_that_held_the_cpu() {
     );
     let server = Server::start(&["--cgroups", "--pairs", "-c", &root.to_string_lossy()]);
     let cpu = workload_cpu();
+    let times = CpuTimes::now();
     let procs = Procs(vec![
         pinned_sh(cpu, SLEEPER),
         pinned_sh(cpu, HOG),
@@ -105,7 +107,7 @@ fn pairs_name_the_cgroup_that_held_the_cpu() {
     // Of the victim's neighbours among this test's cgroups, the hogs' is
     // the largest. Not of all: on a busy machine other tasks (in the root
     // cgroup, and kernel threads) share the CPU too; the message says how
-    // much (the victim's pairs with other holders, and the load average).
+    // much (the victim's pairs with other holders, and the CPUs' busy share).
     let victims_pairs: Vec<(String, f64)> = (samples(&body, PAIR_SECONDS).into_iter())
         .filter(|(l, _)| l.starts_with(&format!("cgroup=\"{}\",", victim.rel)))
         .collect();
@@ -118,12 +120,12 @@ fn pairs_name_the_cgroup_that_held_the_cpu() {
         .filter(|(l, _)| ours(l))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let busy = times.busy_since();
     assert!(
         largest
             .0
             .contains(&format!("holder_cgroup=\"{}\"", hogs.rel)),
-        "the victim's largest neighbour among the test's cgroups is not the hogs': {victims_pairs:?} (load average {load})"
+        "the victim's largest neighbour among the test's cgroups is not the hogs': {victims_pairs:?} ({busy})"
     );
     // Never itself, never the idle CPU (no neighbour's waits).
     for (labels, _) in samples(&body, PAIR_WAITS) {

@@ -92,6 +92,17 @@ impl Recorder {
     }
 }
 
+/// A recorder left running by a failed assertion would outlive the test
+/// (and hold whatever it inherited, such as a lock).
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("schedlat-recorder-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
@@ -365,7 +376,7 @@ fn failed_dumps_leave_nothing_and_collection_goes_on() {
     }
     let dir = scratch("full");
     mount_tmpfs(&dir, "size=16k");
-    let _unmount = Unmount(dir.clone());
+    let unmount = Unmount(dir.clone());
     let mut rec = Recorder::start(&dir, &["--slow-threshold", "1us"]);
     phase(3, true);
     rec.signal(libc::SIGHUP);
@@ -396,9 +407,17 @@ fn failed_dumps_leave_nothing_and_collection_goes_on() {
     assert!(rec.log().contains("Read-only file system"), "{}", rec.log());
     assert!(rec.alive());
 
-    // Room again: two SIGHUPs back to back, the second during the first's
-    // write; both are whole dumps or the second is refused, said so.
-    umount(&dir);
+    // Room again (the same file system, as an operator would make it:
+    // the recorder writes through the directory it opened, so a file
+    // system mounted over or under its path is not its directory): two
+    // SIGHUPs back to back, the second during the first's write; both are
+    // whole dumps or the second is refused, said so.
+    let ok = Command::new("mount")
+        .args(["-o", "remount,rw,size=64m"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(ok.success());
     rec.signal(libc::SIGHUP);
     std::thread::sleep(Duration::from_millis(20));
     rec.signal(libc::SIGHUP);
@@ -429,6 +448,7 @@ fn failed_dumps_leave_nothing_and_collection_goes_on() {
         })
         .count();
     assert_eq!(hidden, 0, "temporary dumps left behind");
+    drop(unmount);
     fs::remove_dir_all(&dir).unwrap();
 }
 

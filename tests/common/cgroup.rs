@@ -183,13 +183,34 @@ pub fn churn(
     parallel: usize,
     life: f64,
 ) -> Vec<String> {
+    churn_named(
+        parent,
+        root,
+        count,
+        parallel,
+        life,
+        ("g$i", |i| format!("g{i}")),
+    )
+}
+
+/// [`churn`] with the groups named by `name`: the shell's spelling of the
+/// i-th name (`$i` its number) and the same in Rust.
+pub fn churn_named(
+    parent: &TestCgroup,
+    root: &Path,
+    count: usize,
+    parallel: usize,
+    life: f64,
+    name: (&str, fn(usize) -> String),
+) -> Vec<String> {
     let dir = parent.path();
+    let shell_name = name.0;
     // One shell per lane: mkdir, a child moved in that sleeps and spins,
     // wait for it, rmdir. The child moves itself, then execs: every wait
     // of the exec'd process is in the group.
     let lane = format!(
         r#"i=$1; while [ $i -le {count} ]; do
-             g={dir}/g$i; mkdir $g
+             g={dir}/{shell_name}; mkdir $g
              sh -c "echo \$\$ > $g/cgroup.procs; exec sh -c 'sleep {life}; n=0; while [ \$n -lt 300 ]; do n=\$((n+1)); done'"
              rmdir $g; i=$((i+{parallel}))
            done"#
@@ -211,5 +232,7 @@ pub fn churn(
         .unwrap()
         .to_string_lossy()
         .into_owned();
-    (1..=count).map(|i| format!("/{rel}/g{i}")).collect()
+    (1..=count)
+        .map(|i| format!("/{rel}/{}", name.1(i)))
+        .collect()
 }

@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 17] = [
+const TEST_PACKAGES: [&str; 18] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -51,6 +51,9 @@ const TEST_PACKAGES: [&str; 17] = [
     "containerd",
     // tests/containers.rs: the static busybox of its containers' image.
     "busybox-static",
+    // tests/dumpdir.rs: a recorder's wall clock frozen or stepped back
+    // (libfaketime's preload), the rest of the machine's untouched.
+    "faketime",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.

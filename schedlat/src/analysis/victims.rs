@@ -153,7 +153,9 @@ impl From<&WaitStats> for Row {
 pub struct ProcessRow {
     pub pid: u32,
     /// The comm of its main thread if it was a culprit, else of its
-    /// busiest culprit thread.
+    /// busiest culprit thread until [`name_processes`] gives it the
+    /// process's own name (a thread's, such as rustc's `lto cgu.08`, is
+    /// not the process's).
     pub comm: TaskInfo,
     pub threads: usize,
     pub count: u64,
@@ -217,6 +219,24 @@ pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> T
         totals,
         waits,
         waited_ns,
+    }
+}
+
+/// Names the culprit processes whose main thread was no culprit after the
+/// process (`name_of(pid)`: its main thread's comm, as /proc/PID/comm
+/// gives it, None when it is gone; then the busiest thread's name stays).
+pub fn name_processes(tables: &mut Tables, name_of: impl Fn(u32) -> Option<String>) {
+    for p in &mut tables.processes {
+        if p.pid == 0 || p.comm.tid == p.pid {
+            continue;
+        }
+        if let Some(name) = name_of(p.pid) {
+            let mut comm = [0u8; 16];
+            let n = name.len().min(comm.len() - 1);
+            comm[..n].copy_from_slice(&name.as_bytes()[..n]);
+            p.comm.comm = comm;
+            p.comm.tid = p.pid;
+        }
     }
 }
 
@@ -418,6 +438,24 @@ mod tests {
         assert_eq!(comm(&server.comm), "server");
         let idle = &t.processes[1];
         assert_eq!((idle.pid, idle.threads, idle.count), (0, 2, 5));
+    }
+
+    /// Issue 28: rustc's process row was called after its busiest thread
+    /// (`lto cgu.08`), its main thread being no culprit; it gets the
+    /// process's name, and keeps the thread's when the process is gone.
+    #[test]
+    fn a_process_is_named_after_itself_not_its_busiest_thread() {
+        let lto = task(601, 600, "lto cgu.08", 0, 0, 0);
+        let gone = task(701, 700, "worker", 0, 0, 0);
+        let rows = [
+            culprit(lto, 0, 5, 5_000, 3_000),
+            culprit(gone, 0, 1, 100, 100),
+        ];
+        let mut t = rank(&[], &rows, SortKey::Total, 0);
+        assert_eq!(comm(&t.processes[0].comm), "lto cgu.08");
+        name_processes(&mut t, |pid| (pid == 600).then(|| "rustc".to_string()));
+        assert_eq!(comm(&t.processes[0].comm), "rustc");
+        assert_eq!(comm(&t.processes[1].comm), "worker");
     }
 
     #[test]

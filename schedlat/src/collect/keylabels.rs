@@ -6,7 +6,7 @@
 //! the names its container runtime keeps on disk.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque, hash_map::Entry},
     os::unix::fs::MetadataExt,
     time::{Duration, Instant},
 };
@@ -31,9 +31,10 @@ pub struct KeyLabels {
     hierarchy: Option<Hierarchy>,
     /// The hierarchy's cgroups at the last scan, by id.
     cgroup_paths: HashMap<u64, String>,
-    /// Every cgroup path ever seen, by id: a short-lived cgroup is often
-    /// gone by the time its waits are shown, and keeps its name here.
-    known_paths: HashMap<u64, String>,
+    /// The cgroup paths seen, by id (the last [`KNOWN_PATHS`]): a
+    /// short-lived cgroup is often gone by the time its waits are shown,
+    /// and keeps its name here.
+    known_paths: KnownPaths,
     /// When the hierarchy was last scanned: one scan answers for a pass
     /// over the keys, not one per unknown key.
     scanned: Option<Instant>,
@@ -42,6 +43,41 @@ pub struct KeyLabels {
     names: Option<CgroupNames>,
     /// The container runtimes' names, when asked for.
     containers: Option<NameCache>,
+}
+
+/// Cgroup paths kept by id, the oldest forgotten first: as many as the
+/// kernel's names of new cgroups (collect/cgroup_names.rs), so a churn of
+/// cgroups costs at most a few MiB however long it goes on.
+const KNOWN_PATHS: usize = super::cgroup_names::BOOK_CAPACITY;
+
+/// Paths by cgroup id, at most [`KNOWN_PATHS`], oldest first in `order`.
+#[derive(Default)]
+struct KnownPaths {
+    paths: HashMap<u64, String>,
+    order: VecDeque<u64>,
+}
+
+impl KnownPaths {
+    /// Keeps `path` for `id` unless one is kept already.
+    fn insert(&mut self, id: u64, path: String) {
+        if let Entry::Vacant(e) = self.paths.entry(id) {
+            e.insert(path);
+            self.order.push_back(id);
+        }
+        while self.order.len() > KNOWN_PATHS {
+            if let Some(old) = self.order.pop_front() {
+                self.paths.remove(&old);
+            }
+        }
+    }
+
+    fn get(&self, id: u64) -> Option<&String> {
+        self.paths.get(&id)
+    }
+
+    fn contains_key(&self, id: u64) -> bool {
+        self.paths.contains_key(&id)
+    }
 }
 
 /// How long a start waits at most for the names of the containers
@@ -59,7 +95,7 @@ impl KeyLabels {
             by,
             hierarchy,
             cgroup_paths: HashMap::new(),
-            known_paths: HashMap::new(),
+            known_paths: KnownPaths::default(),
             scanned: None,
             names: None,
             containers: None,
@@ -109,12 +145,12 @@ impl KeyLabels {
     /// A key seen for the first time: a cgroup key is named at once, while
     /// it is likeliest to exist still.
     pub fn saw(&mut self, key: u64) {
-        if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(&key) {
+        if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(key) {
             self.cgroup_path(key);
             if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
-                self.known_paths.entry(key).or_insert(path);
+                self.known_paths.insert(key, path);
             }
-            if let (Some(cache), Some(path)) = (&self.containers, self.known_paths.get(&key)) {
+            if let (Some(cache), Some(path)) = (&self.containers, self.known_paths.get(key)) {
                 cache.ask_for(path);
             }
         }
@@ -149,11 +185,9 @@ impl KeyLabels {
         {
             self.cgroup_paths = h.paths_by_id();
             self.scanned = Some(Instant::now());
-            self.known_paths.extend(
-                self.cgroup_paths
-                    .iter()
-                    .map(|(id, path)| (*id, path.clone())),
-            );
+            for (id, path) in &self.cgroup_paths {
+                self.known_paths.insert(*id, path.clone());
+            }
         }
         self.cgroup_paths.get(&id).cloned()
     }
@@ -163,7 +197,7 @@ impl KeyLabels {
     /// before any of these (made before load and removed before a scan).
     pub fn cgroup_name(&mut self, id: u64) -> Option<String> {
         self.cgroup_path(id)
-            .or_else(|| self.known_paths.get(&id).cloned())
+            .or_else(|| self.known_paths.get(id).cloned())
             .or_else(|| self.names.as_ref()?.get(id))
     }
 
@@ -261,6 +295,24 @@ fn live_comm(pid: u64) -> Option<String> {
 mod tests {
     use super::*;
     use crate::kernel::btf::CssChoice;
+
+    #[test]
+    fn known_paths_keep_the_newest_and_stay_bounded() {
+        let mut known = KnownPaths::default();
+        for id in 0..(KNOWN_PATHS as u64 + 100) {
+            known.insert(id, format!("/g{id}"));
+        }
+        known.insert(KNOWN_PATHS as u64 + 99, "/renamed".into());
+        assert_eq!(known.paths.len(), KNOWN_PATHS);
+        assert_eq!(known.order.len(), KNOWN_PATHS);
+        assert!(!known.contains_key(99) && known.contains_key(100));
+        // The first path seen for an id stays (a removed cgroup's name).
+        let last = KNOWN_PATHS as u64 + 99;
+        assert_eq!(
+            known.get(last).map(String::as_str),
+            Some(&*format!("/g{last}"))
+        );
+    }
 
     /// Regression: a cgroup seen while it existed but removed before its
     /// waits were shown was labelled `(removed, id N)`, its name lost.

@@ -73,10 +73,10 @@ impl LoadError {
 /// Descriptors a tracing command holds at most, in every mode: the maps
 /// and programs of the object, a link and (for classic tracepoints) a perf
 /// event per program, the BTF, the runtime's, the cgroup_mkdir program that
-/// names new cgroups. Measured (6.18): runs work from `ulimit -n` 40 (41
-/// with `--hook tp`, 42 with `--cgroups` or `--waking`, 43 for `serve
-/// --cgroups`), and a test runs every mode at this limit. `serve` adds one
-/// per client connection.
+/// names new cgroups, the recorder's dump directory. Measured (6.18): runs
+/// work from `ulimit -n` 40 (41 with `--hook tp`, 42 with `--cgroups` or
+/// `--waking`, 43 for `serve --cgroups` and `record --ring`), and a test
+/// runs every mode at this limit. `serve` adds one per client connection.
 pub const DESCRIPTORS: u64 = 48;
 
 /// An error and its causes, `a: b: c`. aya keeps the errno in a source

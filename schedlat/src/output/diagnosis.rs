@@ -19,7 +19,7 @@ use crate::{
         victims::Row,
     },
     output,
-    output::{causes_line, text},
+    output::{causes_line, escape, text},
     sys::{findings::Findings, scope::Scope},
 };
 
@@ -45,17 +45,17 @@ pub fn text(d: &DiagnoseReport) -> String {
     let scope = d.scope;
     let mut out = format!(
         "schedlat diagnose: {}, {} window\n\n",
-        scope.describe(),
+        escape::printable(&scope.describe()),
         fmt_ns(f.window_ns)
     );
     out.push_str("1. Was it runnable but waiting for a CPU?\n");
     match waiting {
         Waiting::Negligible { evidence } => {
-            let _ = writeln!(out, "   {evidence}");
+            let _ = writeln!(out, "   {}", escape::printable(evidence));
             out.push_str("   -> no: waiting is negligible. This is not a scheduling problem: look at I/O wait, lock contention, or the work itself.\n");
         }
         Waiting::Significant { evidence } => {
-            let _ = writeln!(out, "   {evidence}");
+            let _ = writeln!(out, "   {}", escape::printable(evidence));
             out.push_str("   -> yes: runnable-but-waiting time is significant.\n");
         }
         Waiting::Short { evidence } => {
@@ -63,7 +63,7 @@ pub fn text(d: &DiagnoseReport) -> String {
             out.push_str("   -> no: the waits add up to more than 1% of the window, but each is short (the histogram is healthy: its tail is under half a slice), so no task of the scope waits long enough to feel it. This is not a scheduling problem, and no cause is named.\n");
         }
         Waiting::Unknown { reason } => {
-            let _ = writeln!(out, "   unknown: {reason}");
+            let _ = writeln!(out, "   unknown: {}", escape::printable(reason));
         }
     }
     out.push_str("\n2. Run-queue latency over the window (eBPF)\n");
@@ -109,7 +109,9 @@ pub fn text(d: &DiagnoseReport) -> String {
         let _ = writeln!(
             out,
             "   - {}: {}\n     next: {}",
-            c.name, c.evidence, c.next_step
+            c.name,
+            escape::printable(&c.evidence),
+            escape::printable(&c.next_step)
         );
     }
     out.push_str("\n4. Self-check: eBPF against the kernel's schedstat run_delay\n");
@@ -143,13 +145,13 @@ fn victims_text(out: &mut String, a: &Attribution) {
         let _ = writeln!(
             out,
             "     {} ({}): {} waits, total {} ({:.0}%), max {}, longest behind {} ({})",
-            task::short(&v.task),
+            escape::short(&v.task),
             task::sched_label(&v.task),
             v.count,
             fmt_ns(v.total_ns),
             share(v.total_ns),
             fmt_ns(v.max_ns),
-            task::culprit(&v.other, v.task.tgid, &a.throttled),
+            escape::culprit(&v.other, v.task.tgid, &a.throttled),
             task::sched_label(&v.other)
         );
     }
@@ -161,7 +163,7 @@ fn victims_text(out: &mut String, a: &Attribution) {
     );
     for c in t.culprits.iter().take(TOP) {
         // The idle task: what its waits were (those of its longest victim).
-        let name = task::culprit(&c.task, c.other.tgid, &a.throttled);
+        let name = escape::culprit(&c.task, c.other.tgid, &a.throttled);
         let _ = writeln!(
             out,
             "     {} ({}): charged {} ({:.0}%) in {} waits, max {}",

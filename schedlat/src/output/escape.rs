@@ -9,7 +9,11 @@
 //! format escapes `\`, `"` and newlines; a label must equal the name other
 //! exporters give the same cgroup or process for joins to work).
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashSet};
+
+use schedlat_common::victims::TaskInfo;
+
+use crate::analysis::task;
 
 /// Whether a terminal or a text viewer would act on `c` rather than show
 /// it: the C0 and C1 controls and DEL (ps's set), and beyond ps the
@@ -36,6 +40,21 @@ pub fn printable(name: &str) -> Cow<'_, str> {
             .map(|c| if acts(c) { '?' } else { c })
             .collect(),
     )
+}
+
+/// A task's name, for text output.
+pub fn comm(t: &TaskInfo) -> String {
+    printable(&task::comm(t)).into_owned()
+}
+
+/// `name pid/tid`, for text output (analysis::task::short).
+pub fn short(t: &TaskInfo) -> String {
+    printable(&task::short(t)).into_owned()
+}
+
+/// A culprit as text output names it (analysis::task::culprit).
+pub fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
+    printable(&task::culprit(t, victim_pid, throttled)).into_owned()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::{
         fmt_ns,
         task::{self, IdleWait, TaskJson},
     },
+    output::escape,
     sys::clock::{WallClock, local_time_us},
 };
 
@@ -28,12 +29,12 @@ pub fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
         "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}\n",
         local_time_us(clock.unix_ns(e.at_ns)),
         e.cpu,
-        task::comm(&e.victim),
+        escape::comm(&e.victim),
         e.victim.tgid,
         e.victim.tid,
         fmt_ns(e.wait_ns),
         task::sched_label(&e.victim),
-        task::comm(&e.culprit),
+        escape::comm(&e.culprit),
         e.culprit.tgid,
         e.culprit.tid,
         task::sched_label(&e.culprit),

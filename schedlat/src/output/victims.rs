@@ -14,6 +14,7 @@ use crate::{
     },
     collect::victims::VictimsInterval,
     kernel::hook::HookMode,
+    output::escape,
     sys::clock::{WallClock, local_time_us},
 };
 
@@ -83,9 +84,9 @@ pub const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not
 /// longest victim, and for the idle task what its waits were.
 fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     let other = if victim {
-        task::culprit(&row.other, row.task.tgid, r.throttled)
+        escape::culprit(&row.other, row.task.tgid, r.throttled)
     } else {
-        task::short(&row.other)
+        escape::short(&row.other)
     };
     let idle = if !victim && row.task.tid == 0 {
         format!("  {}", IdleWait::of(row.other.tgid, r.throttled).label())
@@ -104,7 +105,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",
         row.task.tid,
         row.task.tgid,
-        task::comm(&row.task),
+        escape::comm(&row.task),
         task::sched_label(&row.task),
         row.count,
         fmt_ns(row.total_ns),
@@ -123,7 +124,7 @@ fn process_row(out: &mut String, p: &ProcessRow) {
     let name = if p.pid == 0 {
         "(idle)".to_string()
     } else {
-        task::comm(&p.comm)
+        escape::comm(&p.comm)
     };
     let _ = writeln!(
         out,

@@ -1,13 +1,23 @@
 //! Writing dumps, on a thread of its own so that a slow or failing disk
 //! never holds up collection. A dump is a directory, `schedlat-<UTC
-//! time>-<n>-<reason>`, holding `dump.jsonl`, `waits.hlog` and
+//! time>-<n>-<pid>-<reason>`, holding `dump.jsonl`, `waits.hlog` and
 //! `slow.perfetto-trace`; it is written under a hidden temporary name, each
 //! file and the directory fsynced, then renamed: a dump is under its final
-//! name whole or not at all. Only the newest `keep` dumps of each kind
-//! (http, sighup, trigger) are kept.
+//! name whole or not at all.
+//!
+//! The directory is used only if nobody but the effective user can change
+//! it, and every dump goes through its descriptor (sys/owned_dir.rs): no
+//! planted link is followed. `<n>` is the directory's own sequence (one
+//! more than the highest there), so dumps are ordered by it, not by the
+//! wall clock, which can step back; `<pid>` keeps two recorders sharing a
+//! directory from picking one name. Only the newest `keep` dumps of each
+//! kind (http, sighup, trigger) are kept; when the disk is full the oldest
+//! of the dump's kind make room (then, for SIGHUP and trigger dumps only,
+//! the oldest of any kind). Temporary directories left by a recorder killed
+//! during a dump are removed at start.
 
 use std::{
-    fs::{self, File},
+    fs::File,
     io::BufWriter,
     path::{Path, PathBuf},
     sync::{
@@ -23,9 +33,12 @@ use anyhow::{Context, Result};
 use crate::{
     analysis::recording::Window,
     output::{dump, hlog, perfetto},
+    sys::owned_dir::OwnedDir,
 };
 
 pub const PREFIX: &str = "schedlat-";
+/// The kind of the dumps asked for over HTTP (`POST /snapshot`).
+const HTTP: &str = "http";
 
 /// A dump to write.
 pub struct Job {
@@ -37,8 +50,8 @@ pub struct Job {
 pub struct Writer {
     jobs: Option<SyncSender<(String, Job)>>,
     thread: Option<JoinHandle<()>>,
-    dir: PathBuf,
-    /// Dumps named so far (the `<n>` of the names).
+    dir: Arc<OwnedDir>,
+    /// The last `<n>` given a name.
     named: AtomicU64,
     /// Dumps handed over and not yet written (or failed).
     pending: Arc<AtomicUsize>,
@@ -54,7 +67,27 @@ pub enum Refused {
 }
 
 impl Writer {
+    /// Opens `dir` (created if missing) and checks it: owned by the
+    /// effective user, not writable by others without the sticky bit, and
+    /// writable (a directory that is not fails now, not at the incident).
     pub fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
+        let dir = Arc::new(OwnedDir::open(&dir).context("the dump directory")?);
+        // Named as a temporary dump of this process, so that one left by a
+        // kill right here is removed as an orphan too.
+        let probe = format!(".{PREFIX}probe-0-{}-probe.tmp", std::process::id());
+        drop(dir.create_private(&probe).with_context(|| {
+            format!(
+                "the dump directory {} cannot be written",
+                dir.path().display()
+            )
+        })?);
+        let removed = remove_orphans(&dir);
+        if removed > 0 {
+            say!(
+                "schedlat: removed {removed} temporary dump directories in {} left by a recorder that was stopped while dumping",
+                dir.path().display()
+            );
+        }
         // One dump written and one waiting: a request beyond is refused
         // (said on stderr) rather than queued without bound.
         let (jobs, rx) = sync_channel::<(String, Job)>(1);
@@ -73,12 +106,22 @@ impl Writer {
         })
     }
 
-    /// The directory the dump will have once written.
+    /// The directory the dump will have once written: the next sequence
+    /// number of the directory (of this writer, if another recorder's
+    /// dumps are not there to read).
     fn name(&self, job: &Job) -> String {
-        let n = self.named.fetch_add(1, Ordering::Relaxed) + 1;
+        let highest = dumps(&self.dir).last().map_or(0, |d| d.0);
+        let mut n = 0;
+        let _ = self
+            .named
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                n = last.max(highest) + 1;
+                Some(n)
+            });
         format!(
-            "{PREFIX}{}-{n}-{}",
+            "{PREFIX}{}-{n}-{}-{}",
             utc_stamp(job.window.meta.dumped_unix_ns),
+            std::process::id(),
             job.kind
         )
     }
@@ -92,7 +135,7 @@ impl Writer {
             return Err(Refused::Busy);
         }
         let name = self.name(&job);
-        let path = self.dir.join(&name);
+        let path = self.dir.path().join(&name);
         self.pending.fetch_add(1, Ordering::AcqRel);
         match jobs.try_send((name, job)) {
             Ok(()) => Ok(path),
@@ -137,9 +180,9 @@ impl Writer {
     }
 }
 
-fn run(rx: Receiver<(String, Job)>, dir: &Path, keep: usize, pending: &AtomicUsize) {
+fn run(rx: Receiver<(String, Job)>, dir: &OwnedDir, keep: usize, pending: &AtomicUsize) {
     while let Ok((name, job)) = rx.recv() {
-        let written = write_dump(dir, &name, &job.window);
+        let written = write_making_room(dir, &name, job.kind, &job.window);
         pending.fetch_sub(1, Ordering::AcqRel);
         match written {
             Ok(path) => {
@@ -151,77 +194,147 @@ fn run(rx: Receiver<(String, Job)>, dir: &Path, keep: usize, pending: &AtomicUsi
                     path.display()
                 );
                 if let Err(e) = prune(dir, keep, job.kind) {
-                    say!("schedlat: removing old dumps in {}: {e:#}", dir.display());
+                    say!(
+                        "schedlat: removing old dumps in {}: {e:#}",
+                        dir.path().display()
+                    );
                 }
             }
             Err(e) => say!(
                 "schedlat: error: dump ({}) failed, nothing written under {}: {e:#}; collection continues",
                 job.window.meta.reason,
-                dir.join(&name).display()
+                dir.path().join(&name).display()
             ),
         }
     }
 }
 
-/// Writes the dump under a temporary name, then renames it into place.
-pub fn write_dump(dir: &Path, name: &str, window: &Window) -> Result<PathBuf> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let done = dir.join(name);
-    let result = (|| -> Result<()> {
-        fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        write_file(&tmp.join("dump.jsonl"), |f| Ok(dump::write(f, window)?))?;
-        write_file(&tmp.join("waits.hlog"), |f| hlog::write_window(f, window))?;
-        write_file(&tmp.join("slow.perfetto-trace"), |f| {
-            Ok(perfetto::write(f, window)?)
-        })?;
-        sync_dir(&tmp)?;
-        fs::rename(&tmp, &done)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), done.display()))?;
-        sync_dir(dir)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_dir_all(&tmp);
-        return Err(e);
+/// Whether `e` is the disk (or the user's quota) being full.
+fn disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| code == libc::ENOSPC || code == libc::EDQUOT)
+    })
+}
+
+/// Writes the dump; while the disk is full, the oldest dump of its kind
+/// goes to make room (for a SIGHUP or trigger dump, when none is left, the
+/// oldest of any kind: a request over HTTP never removes another kind's)
+/// and the write is tried again. Pruning only after a success kept the
+/// oldest incidents and lost every new one.
+fn write_making_room(dir: &OwnedDir, name: &str, kind: &str, window: &Window) -> Result<PathBuf> {
+    loop {
+        match write_dump(dir, name, window) {
+            Err(e) if disk_full(&e) => {
+                let all = dumps(dir);
+                let own = all.iter().find(|(_, n)| of_kind(n, kind));
+                let any = (kind != HTTP).then(|| all.first()).flatten();
+                let Some((_, oldest)) = own.or(any) else {
+                    return Err(e.context("no older dump left to make room"));
+                };
+                dir.remove_dir_of_files(oldest)
+                    .with_context(|| format!("making room: removing {oldest}"))?;
+                say!(
+                    "schedlat: the disk under {} is full: removed the oldest dump, {oldest}, to make room",
+                    dir.path().display()
+                );
+            }
+            other => return other,
+        }
     }
-    Ok(done)
 }
 
-/// Creates `path`, writes it through a buffer, and fsyncs it.
-fn write_file(path: &Path, fill: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
-    let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+/// Writes the dump under a temporary name, then renames it into place.
+pub fn write_dump(dir: &OwnedDir, name: &str, window: &Window) -> Result<PathBuf> {
+    let tmp = format!(".{name}.tmp");
+    let at = |file: &str| dir.path().join(&tmp).join(file);
+    let mut private = dir
+        .create_private(&tmp)
+        .with_context(|| format!("creating {}", dir.path().join(&tmp).display()))?;
+    let mut file = |name: &str, fill: &dyn Fn(&mut BufWriter<File>) -> Result<()>| {
+        let f = private
+            .create(name)
+            .with_context(|| format!("creating {}", at(name).display()))?;
+        write_file(f, fill).with_context(|| format!("writing {}", at(name).display()))
+    };
+    file("dump.jsonl", &|f| Ok(dump::write(f, window)?))?;
+    file("waits.hlog", &|f| hlog::write_window(f, window))?;
+    file("slow.perfetto-trace", &|f| Ok(perfetto::write(f, window)?))?;
+    private
+        .commit(name)
+        .with_context(|| format!("renaming {} to {name}", dir.path().join(&tmp).display()))?;
+    Ok(dir.path().join(name))
+}
+
+/// Writes `f` through a buffer, and fsyncs it.
+fn write_file(f: File, fill: &dyn Fn(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
     let mut out = BufWriter::with_capacity(64 << 10, f);
-    let written = fill(&mut out).and_then(|()| {
-        let f = out.into_inner().map_err(|e| e.into_error())?;
-        Ok(f.sync_all()?)
-    });
-    written.with_context(|| format!("writing {}", path.display()))
+    fill(&mut out)?;
+    let f = out.into_inner().map_err(|e| e.into_error())?;
+    Ok(f.sync_all()?)
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))
+/// The fields of a dump's name: `schedlat-<UTC>-<n>-<pid>-<reason>` (and
+/// `schedlat-<UTC>-<n>-<reason>` of older versions, without the pid).
+fn sequence(name: &str) -> Option<u64> {
+    name.strip_prefix(PREFIX)?.split('-').nth(1)?.parse().ok()
 }
 
-/// Removes the oldest dumps of `kind` beyond `keep` (names sort by time
-/// and end with their kind). Each kind has its own rotation: dumps asked
-/// for over HTTP never push out a trigger's or a SIGHUP's.
-fn prune(dir: &Path, keep: usize, kind: &str) -> Result<()> {
-    let suffix = format!("-{kind}");
-    let mut dumps: Vec<(String, PathBuf)> = fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            (name.starts_with(PREFIX) && name.ends_with(&suffix)).then(|| (name, e.path()))
-        })
+/// The dumps in `dir`, by sequence (then by name): oldest first. Links and
+/// files named like dumps are not dumps.
+fn dumps(dir: &OwnedDir) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = dir
+        .names()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|name| Some((sequence(&name)?, name)))
+        .filter(|(_, name)| dir.is_dir(name))
         .collect();
-    dumps.sort();
-    let excess = dumps.len().saturating_sub(keep);
-    for (_, path) in dumps.into_iter().take(excess) {
-        fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+    out.sort();
+    out
+}
+
+/// Whether the dump `name` is of `kind` (its name ends with it).
+fn of_kind(name: &str, kind: &str) -> bool {
+    name.strip_suffix(kind)
+        .is_some_and(|rest| rest.ends_with('-'))
+}
+
+/// Removes the oldest dumps of `kind` beyond `keep`. Each kind has its own
+/// rotation: dumps asked for over HTTP never push out a trigger's or a
+/// SIGHUP's.
+fn prune(dir: &OwnedDir, keep: usize, kind: &str) -> Result<()> {
+    let own: Vec<String> = dumps(dir)
+        .into_iter()
+        .filter(|(_, name)| of_kind(name, kind))
+        .map(|(_, name)| name)
+        .collect();
+    let excess = own.len().saturating_sub(keep);
+    for name in own.into_iter().take(excess) {
+        dir.remove_dir_of_files(&name)
+            .with_context(|| format!("removing {}", dir.path().join(&name).display()))?;
     }
     Ok(())
+}
+
+/// Removes the temporary directories of recorders no longer running (its
+/// pid is in the name); returns how many.
+fn remove_orphans(dir: &OwnedDir) -> usize {
+    let owner = |name: &str| -> Option<u32> {
+        let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+        inner.strip_prefix(PREFIX)?.split('-').nth(2)?.parse().ok()
+    };
+    dir.names()
+        .unwrap_or_default()
+        .iter()
+        .filter(|name| {
+            owner(name).is_some_and(|pid| {
+                pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+            })
+        })
+        .filter(|name| dir.is_dir(name) && dir.remove_dir_of_files(name).is_ok())
+        .count()
 }
 
 /// 20261130T141500.123Z: sorts by time, safe in a file name.
@@ -253,46 +366,132 @@ mod tests {
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("schedlat-writer-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
         d
     }
 
-    #[test]
-    fn writes_whole_dumps_and_keeps_the_newest() {
-        let dir = scratch("keep");
-        for i in 0..4 {
-            write_dump(&dir, &format!("{PREFIX}2026010{i}-x"), &sample_window()).unwrap();
-        }
-        // Another kind's dump, older than all: not in x's rotation.
-        write_dump(&dir, &format!("{PREFIX}20251231-y"), &sample_window()).unwrap();
-        prune(&dir, 2, "x").unwrap();
-        let mut names: Vec<String> = fs::read_dir(&dir)
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         names.sort();
-        assert_eq!(
-            names,
-            [
-                format!("{PREFIX}20251231-y"),
-                format!("{PREFIX}20260102-x"),
-                format!("{PREFIX}20260103-x")
-            ]
-        );
-        let files = fs::read_dir(dir.join(&names[2])).unwrap().count();
-        assert_eq!(files, 3);
-        fs::remove_dir_all(&dir).unwrap();
+        names
     }
 
+    /// Issue 29 item 3: dumps sorted by their wall-clock names, so after
+    /// a step back `--keep` removed the newest and kept future-dated ones.
+    /// They are ordered by their sequence now.
     #[test]
-    fn a_failed_dump_leaves_nothing() {
-        let dir = scratch("fail");
-        let missing = dir.join("no-such-dir");
-        let e = write_dump(&missing, "d", &sample_window()).unwrap_err();
-        assert!(format!("{e:#}").contains("creating"), "{e:#}");
-        assert!(!missing.exists());
-        fs::remove_dir_all(&dir).unwrap();
+    fn the_oldest_by_sequence_go_whatever_their_clock() {
+        let path = scratch("keep");
+        let dir = OwnedDir::open(&path).unwrap();
+        // Stamped 2026, then the clock stepped back to 2025.
+        for (n, stamp) in [
+            (1, "20260101T000000.000Z"),
+            (2, "20260101T000001.000Z"),
+            (3, "20250101T000000.000Z"),
+            (4, "20250101T000001.000Z"),
+        ] {
+            write_dump(
+                &dir,
+                &format!("{PREFIX}{stamp}-{n}-7-sighup"),
+                &sample_window(),
+            )
+            .unwrap();
+        }
+        // Another kind's dump, older than all: not in sighup's rotation.
+        let http = format!("{PREFIX}20240101T000000.000Z-0-7-http");
+        write_dump(&dir, &http, &sample_window()).unwrap();
+        prune(&dir, 2, "sighup").unwrap();
+        assert_eq!(
+            names(&path),
+            [
+                format!("{PREFIX}20240101T000000.000Z-0-7-http"),
+                format!("{PREFIX}20250101T000000.000Z-3-7-sighup"),
+                format!("{PREFIX}20250101T000001.000Z-4-7-sighup")
+            ]
+        );
+        assert_eq!(
+            std::fs::read_dir(path.join(&names(&path)[2]))
+                .unwrap()
+                .count(),
+            3
+        );
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    /// Issue 29 item 4: two recorders sharing a directory picked the same
+    /// name in the same millisecond, and the loser's cleanup removed the
+    /// winner's temporary directory. Names carry the pid and the
+    /// directory's next sequence; a name taken is never removed by another.
+    #[test]
+    fn names_are_unique_and_nothing_of_another_is_removed() {
+        let path = scratch("unique");
+        let w = Writer::start(path.clone(), 10).unwrap();
+        let job = || Job {
+            window: sample_window(),
+            kind: "sighup",
+        };
+        let (a, b) = (w.name(&job()), w.name(&job()));
+        assert_ne!(a, b);
+        assert!(
+            a.contains(&format!("-1-{}-sighup", std::process::id())),
+            "{a}"
+        );
+        // Another recorder's dump, sequence 41, is seen: the next is 42.
+        let dir = OwnedDir::open(&path).unwrap();
+        write_dump(
+            &dir,
+            &format!("{PREFIX}20260101T000000.000Z-41-99-sighup"),
+            &sample_window(),
+        )
+        .unwrap();
+        assert!(w.name(&job()).contains("-42-"), "{}", w.name(&job()));
+        // Its temporary directory under a name we also wanted: our dump
+        // fails and leaves it as it was.
+        let theirs = format!("{PREFIX}20260101T000000.000Z-50-99-sighup");
+        let tmp = path.join(format!(".{theirs}.tmp"));
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::write(tmp.join("dump.jsonl"), "theirs\n").unwrap();
+        assert!(write_dump(&dir, &theirs, &sample_window()).is_err());
+        assert_eq!(
+            std::fs::read_to_string(tmp.join("dump.jsonl")).unwrap(),
+            "theirs\n"
+        );
+        w.finish();
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    /// Issue 29 item 11: a kill during a dump left hidden temporary
+    /// directories never pruned nor counted. Those of recorders no longer
+    /// running are removed at start; a live one's are not.
+    #[test]
+    fn temporary_dumps_of_dead_recorders_are_removed_at_start() {
+        let path = scratch("orphans");
+        // A pid that is not running: past pid_max.
+        let dead = format!(".{PREFIX}20260101T000000.000Z-3-4194999-sighup.tmp");
+        let live = format!(".{PREFIX}20260101T000000.000Z-4-1-sighup.tmp");
+        for name in [&dead, &live] {
+            std::fs::create_dir(path.join(name)).unwrap();
+            std::fs::write(path.join(name).join("dump.jsonl"), "{}\n").unwrap();
+        }
+        let w = Writer::start(path.clone(), 10).unwrap();
+        w.finish();
+        assert_eq!(names(&path), [live]);
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    /// Issue 29 item 11: an unwritable --dump-dir was accepted at start and
+    /// failed only at the incident.
+    #[test]
+    fn an_unwritable_directory_is_refused_at_start() {
+        let e = Writer::start(PathBuf::from("/proc/self"), 10)
+            .err()
+            .unwrap();
+        let e = format!("{e:#}");
+        assert!(e.contains("/proc/self"), "{e}");
     }
 
     #[test]

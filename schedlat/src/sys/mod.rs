@@ -10,6 +10,8 @@ pub mod host;
 pub mod kernel_facts;
 pub mod mounts;
 pub mod own_limits;
+pub mod owned_dir;
+pub mod process_name;
 pub mod procfs;
 pub mod scope;
 pub mod slice;

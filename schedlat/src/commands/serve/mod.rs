@@ -152,6 +152,13 @@ pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec
             k.max_keys
         );
     }
+    if let Some(p) = args.pairs {
+        say!(
+            "schedlat: neighbour pairs, at most {} per scrape (--max-pair-series), {} in the kernel (--max-pairs)",
+            p.max_series,
+            p.max_pairs
+        );
+    }
     let keyed = keyed.map(|k| scrape::KeyedOptions {
         by: k.by,
         max_series: args.max_series,

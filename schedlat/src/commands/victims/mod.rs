@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Result;
 
 use crate::{
-    analysis::victims::{SortKey, rank, throttled_pids},
+    analysis::victims::{SortKey, name_processes, rank, throttled_pids},
     collect::victims::Collector,
     commands::{
         session::{self, Ended, Intervals, Signals},
@@ -21,7 +21,7 @@ use crate::{
     histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{self, victims::Report},
-    sys::{clock::WallClock, throttle::ThrottleWatch},
+    sys::{clock::WallClock, process_name, throttle::ThrottleWatch},
 };
 
 /// What `schedlat victims` reports, how often and how.
@@ -63,7 +63,8 @@ pub async fn run(
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
         let interval = collector.end_interval(&mut tracer)?;
-        let tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
+        let mut tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
+        name_processes(&mut tables, process_name::of);
         throttle.end_interval();
         let throttled = throttled_pids(&throttle, &tables);
         let report = Report {
