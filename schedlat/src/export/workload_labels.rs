@@ -154,20 +154,9 @@ impl WorkloadLabels {
 mod tests {
     use super::*;
     use crate::sys::workload::{
+        level::tests::{ID, UID_, workload},
         names::{ContainerNames, NameSource},
-        path,
     };
-
-    const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
-    const UID_: &str = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
-
-    fn workload(path: &str, names: Option<ContainerNames>) -> Workload {
-        Workload {
-            path: path.into(),
-            labels: path::parse(path),
-            names,
-        }
-    }
 
     fn kube_names(container: Option<&str>, sandbox: bool) -> ContainerNames {
         ContainerNames {

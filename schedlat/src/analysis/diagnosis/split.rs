@@ -148,6 +148,9 @@ fn held_share(split: &Causes, class: Counted, h: &Held, whose: &str) -> String {
     )
 }
 
+/// The next step for contention inside a group a service was given.
+const IN_GROUP_STEP: &str = "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group";
+
 /// Peers of one cgroup: a culprit that outranks its victim by weight (a
 /// lower nice) is in its cgroup too, and those waits are class or
 /// priority's (each wait explained once, as for the capacity causes): the
@@ -169,14 +172,8 @@ fn same_cgroup(
             "the root cgroup (/, where tasks no service manager placed stay)".to_string(),
             "the waiters and the tasks they waited behind are all in the root cgroup: give the competing work cgroups of its own (a systemd slice or scope, a container) with cpu.weight, renice the batch part (nice 19), or keep it on other CPUs (taskset, cpuset)",
         ),
-        Some(path) => (
-            format!("the waiter's own cgroup ({path})"),
-            "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group",
-        ),
-        None => (
-            "the waiter's own cgroup".to_string(),
-            "the group has more runnable work than CPU: fewer runnable threads (a smaller worker pool), more CPU for the group (cpuset, cpu.max), or a lower weight for its batch part in a child group",
-        ),
+        Some(path) => (format!("the waiter's own cgroup ({path})"), IN_GROUP_STEP),
+        None => ("the waiter's own cgroup".to_string(), IN_GROUP_STEP),
     };
     Some(Diagnosis {
         name: "contention inside the cgroup",
