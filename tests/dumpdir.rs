@@ -448,3 +448,55 @@ fn a_full_disk_gives_up_the_oldest_dump_for_the_new_one() {
     drop(unmount);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 29 item 3: trigger cooldowns ran on the wall clock, so a clock
+/// stepped back 10 minutes kept triggers off for 10 minutes (1 trigger
+/// against 4 in the control run). The recorder's wall clock is stepped
+/// back here by libfaketime (an offset read from a file), the rest of the
+/// machine's untouched: triggers go on firing after the step.
+#[test]
+fn a_wall_clock_stepped_back_does_not_silence_the_triggers() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("stepped-back", 0o755, 0);
+    let offset = dir.with_extension("faketime");
+    fs::write(&offset, "+0\n").unwrap();
+    let log = dir.with_extension("step.stderr");
+    let mut child = schedlat_at_faked_time("+0");
+    child
+        .env_remove("FAKETIME")
+        .env("FAKETIME_TIMESTAMP_FILE", &offset)
+        .env("FAKETIME_NO_CACHE", "1")
+        .args(["record", "--ring", "10s", "--slow-threshold", "100ms"])
+        // Any wait in a second fires it: every second but the cooldown.
+        .args(["--trigger", "max>1ns", "--cooldown", "2", "--keep", "100"])
+        .arg("--dump-dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap());
+    let mut child = child.spawn().unwrap();
+    let text = || fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !text().contains("recording the last") {
+        assert!(Instant::now() < deadline, "not recording: {}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    fs::write(&offset, "-600\n").unwrap();
+    let at_step = text().len();
+    std::thread::sleep(Duration::from_secs(8));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert!(child.wait().unwrap().success(), "{}", text());
+    let all = text();
+    let after = all[at_step..].matches("schedlat: trigger:").count();
+    assert!(
+        after >= 2,
+        "{after} triggers in the 8 s after the wall clock stepped back 10 min (cooldown 2 s): {all}"
+    );
+    for f in [&offset, &log] {
+        let _ = fs::remove_file(f);
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}

@@ -65,7 +65,7 @@ pub struct Flight {
     lost_before: u64,
     started: u64,
     newest_slow: Vec<u64>,
-    cooldown_until: u64,
+    cooldown_until: Option<std::time::Instant>,
 }
 
 impl Flight {
@@ -146,7 +146,7 @@ impl Flight {
             lost_before,
             started: unix_now(),
             newest_slow: Vec::new(),
-            cooldown_until: 0,
+            cooldown_until: None,
         })
     }
 
@@ -197,8 +197,10 @@ impl Flight {
         second.slow_lost = lost.saturating_sub(self.lost_before);
         self.lost_before = lost;
         self.ring.push_second(second);
-        let now_s = end / 1_000_000_000;
-        if now_s >= self.cooldown_until {
+        // On the monotonic clock: a wall clock stepped back 10 minutes kept
+        // triggers off for 10 minutes.
+        let now = std::time::Instant::now();
+        if self.cooldown_until.is_none_or(|until| now >= until) {
             // The ring holds at most its own window: a longer trigger
             // window judges what the ring holds, once full.
             let full = self.opts.trigger_window_s.min(self.opts.window_s) as usize;
@@ -212,7 +214,8 @@ impl Flight {
                 say!("schedlat: trigger: {why}: dumping the window");
                 self.writer
                     .request(self.job(format!("trigger: {why}"), "trigger"));
-                self.cooldown_until = now_s + self.opts.cooldown_s;
+                self.cooldown_until =
+                    Some(now + std::time::Duration::from_secs(self.opts.cooldown_s));
             }
         }
         self.newest_slow.clear();
