@@ -12,6 +12,8 @@
 //! not fall on nanosecond powers of two, so these are counted separately, to
 //! stay identical to runqlat's table.
 
+use crate::flat::{above, min, select};
+
 /// log2 of the number of linear sub-buckets per power of two.
 pub const SUB_BITS: u32 = 3;
 /// Linear sub-buckets per power of two.
@@ -62,6 +64,41 @@ pub fn bucket_index(v: u64) -> usize {
     }
     let sub = (v >> (exp - SUB_BITS)) & (SUB_BUCKETS - 1);
     ((exp - SUB_BITS + 1) as usize) * SUB_BUCKETS as usize + sub as usize
+}
+
+/// `bucket_index` without a branch, for `v` below 2^63 (a wait always
+/// is): for a kernel function whose every branch the verifier would walk
+/// apart (crate::flat).
+#[inline(always)]
+pub fn bucket_index_flat(v: u64) -> usize {
+    // Below SUB_BUCKETS a value is its own bucket; the formula then runs
+    // on SUB_BUCKETS, which it handles, and is not used.
+    let small = 1 ^ above(v, SUB_BUCKETS - 1);
+    let w = select(small, SUB_BUCKETS, v);
+    let exp = log2_flat(w);
+    let sub = (w >> ((exp - u64::from(SUB_BITS)) & 63)) & (SUB_BUCKETS - 1);
+    let index = (exp - u64::from(SUB_BITS) + 1) * SUB_BUCKETS + sub;
+    select(small, v, min(index, NR_BUCKETS as u64 - 1)) as usize
+}
+
+/// floor(log2(v)) for 0 < v < 2^63, without a branch.
+#[inline(always)]
+fn log2_flat(mut v: u64) -> u64 {
+    let mut r = above(v, 0xffff_ffff) << 5;
+    v >>= r;
+    let mut shift = above(v, 0xffff) << 4;
+    v >>= shift;
+    r |= shift;
+    shift = above(v, 0xff) << 3;
+    v >>= shift;
+    r |= shift;
+    shift = above(v, 0xf) << 2;
+    v >>= shift;
+    r |= shift;
+    shift = above(v, 0x3) << 1;
+    v >>= shift;
+    r |= shift;
+    r | (v >> 1)
 }
 
 /// Inclusive bounds `(low, high)` of a bucket. The last bucket also holds
@@ -132,6 +169,13 @@ mod tests {
             } else {
                 assert!(lo <= v && v <= hi, "v={v} in [{lo},{hi}] (bucket {i})");
             }
+        }
+    }
+
+    #[test]
+    fn the_flat_bucket_is_the_bucket() {
+        for v in samples().into_iter().filter(|&v| v < 1 << 63) {
+            assert_eq!(bucket_index_flat(v), bucket_index(v), "v={v}");
         }
     }
 

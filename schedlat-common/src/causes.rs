@@ -170,7 +170,8 @@ impl KeyCauses {
 }
 
 /// The kernel's accounting at the enqueue of a wait in progress, to be
-/// differenced at its switch-in (a `CAUSE_SLOTS` value). Slots are per CPU
+/// differenced at its switch-in (a `CAUSE_SLOTS` value), and the decision
+/// split's state of it. Slots are per CPU
 /// and TID modulo [`SLOTS_PER_CPU`]: `word` is the task's start word at the
 /// enqueue, and a switch-in only uses a slot holding its own word.
 #[repr(C)]
@@ -180,6 +181,8 @@ pub struct OverlapSlot {
     /// rq->prev_steal_time_rq, rq->prev_irq_time, and the task group's
     /// cfs_bandwidth.throttled_time, by `OVERLAP_*` index.
     pub at: [u64; NR_OVERLAPS],
+    /// The decision split's state of the wait (`decision::EnqueueWord`).
+    pub decision: u64,
 }
 
 /// Overlap snapshot slots per CPU: TIDs that share one (equal modulo
@@ -229,7 +232,7 @@ mod tests {
             size_of::<KeyCauses>(),
             4 * NR_CAUSES + 4 + 8 * (NR_CAUSES + NR_OVERLAPS + 2)
         );
-        assert_eq!(size_of::<OverlapSlot>(), 32);
+        assert_eq!(size_of::<OverlapSlot>(), 40);
         assert_eq!(size_of::<CpuTopology>(), 8);
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<CauseStats>() <= 32 * 1024);

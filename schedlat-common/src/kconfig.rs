@@ -61,7 +61,8 @@ symbol_is_type_name!(
     TpOffsets,
     TaskFilter,
     Compute,
-    CauseOffsets
+    CauseOffsets,
+    DecisionOffsets
 );
 
 /// Byte offsets in `struct task_struct` (tp_btf hook mode), from BTF.
@@ -200,6 +201,9 @@ pub struct Compute {
     /// 1: `--waking`: the sched_waking program is attached and each
     /// sched_wakeup adds the wakeup path before it to CAUSES.
     pub waking: u64,
+    /// 1: the scheduler's decision (docs/decision.md) is split, with the
+    /// fields `DecisionOffsets` gives (on with `--decision`).
+    pub decision: u64,
     /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
     /// holder cgroup), sized by the loader.
     pub pairs: u64,
@@ -231,6 +235,54 @@ pub struct CauseOffsets {
     pub tg_throttled_time: u64,
 }
 
+/// What the decision split reads (tp_btf only): the target CPU's running
+/// task through the run-queue chain (`RqOffsets`), its need-resched bits,
+/// the queue's switch count, and the scheduling entities' fields the fair
+/// class decides with. A field the kernel lacks stays 0, with its `has_`
+/// flag, and the verifier drops the code that reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecisionOffsets {
+    /// `rq->curr` (a union with `donor` since 6.14) and `rq->nr_switches`.
+    pub rq_curr: u64,
+    pub rq_nr_switches: u64,
+    /// `task->thread_info.flags` (CONFIG_THREAD_INFO_IN_TASK).
+    pub task_ti_flags: u64,
+    /// TIF_NEED_RESCHED and TIF_NEED_RESCHED_LAZY as masks (0 where the
+    /// kernel has no lazy bit).
+    pub need_resched_mask: u64,
+    pub lazy_mask: u64,
+    /// 1: EEVDF fields (6.6+: `se.deadline`); 2: CFS (before 6.6).
+    pub fair: u64,
+    /// 1: `se.vprot` (6.17+) marks the protected slice, else `se.vlag`
+    /// equal to `se.deadline` (6.6-6.16).
+    pub has_vprot: u64,
+    /// 1: PREEMPT_SHORT exists (6.12+, with `se.custom_slice`): a wakee
+    /// with a shorter slice than the running task's is not held off by
+    /// its protection.
+    pub preempt_short: u64,
+    /// `task->se`, then fields of struct sched_entity.
+    pub task_se: u64,
+    pub se_weight: u64,
+    pub se_vruntime: u64,
+    pub se_deadline: u64,
+    pub se_vlag: u64,
+    pub se_slice: u64,
+    pub se_on_rq: u64,
+    pub se_depth: u64,
+    pub se_parent: u64,
+    pub se_cfs_rq: u64,
+    /// struct cfs_rq: the weighted key sum (`avg_vruntime`, renamed
+    /// `sum_w_vruntime`), its weight (`avg_load`, `sum_weight`) and the
+    /// keys' zero point (`min_vruntime`, `zero_vruntime`).
+    pub cfs_key_sum: u64,
+    pub cfs_weight_sum: u64,
+    pub cfs_zero: u64,
+    /// The tick (1e9 / HZ): a wait longer than its prediction plus this is
+    /// counted as beyond it.
+    pub tick_ns: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use core::mem::size_of;
@@ -245,8 +297,9 @@ mod tests {
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
-        assert_eq!(size_of::<Compute>(), 11 * 8);
+        assert_eq!(size_of::<Compute>(), 12 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 22 * 8);
     }
 
     #[test]

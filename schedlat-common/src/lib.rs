@@ -8,6 +8,8 @@
 
 pub mod bucket;
 pub mod causes;
+pub mod decision;
+pub mod flat;
 pub mod kconfig;
 pub mod scope;
 pub mod start;
@@ -101,6 +103,10 @@ pub mod names {
     pub const MAP_CAUSES: &str = "CAUSES";
     pub const MAP_CAUSE_SLOTS: &str = "CAUSE_SLOTS";
     pub const MAP_TOPOLOGY: &str = "TOPOLOGY";
+    /// The decision split (schedlat-ebpf decision.rs): per-CPU totals, and
+    /// per CPU the last wakeup onto it that found need-resched set.
+    pub const MAP_DECISIONS: &str = "DECISIONS";
+    pub const MAP_REQUESTS: &str = "REQUESTS";
     /// The workload views (schedlat-ebpf workload.rs): the neighbour-pair
     /// table, its counters, the cgroup names sent at creation.
     pub const MAP_PAIRS: &str = "PAIRS";
@@ -115,6 +121,13 @@ pub mod names {
         ("sched_wakeup_new", "sched_wakeup_new"),
         ("sched_switch", "sched_switch"),
         ("sched_process_exit", "sched_process_exit"),
+    ];
+    /// `--decision`'s programs, which replace the three of the same
+    /// tracepoints above: the split compiled in.
+    pub const BTF_DECISION_PROGRAMS: [(&str, &str); 3] = [
+        ("sched_wakeup_decision", "sched_wakeup"),
+        ("sched_wakeup_new_decision", "sched_wakeup_new"),
+        ("sched_switch_decision", "sched_switch"),
     ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";

@@ -25,3 +25,16 @@ pub fn barrier_var(index: usize) -> usize {
     // SAFETY: reading a local.
     unsafe { core::ptr::read_volatile(&index) }
 }
+
+/// The branch-free decisions (schedlat_common::flat says why).
+pub use schedlat_common::flat::{equal, select};
+
+/// `x & mask`, with the mask applied after anything LLVM knows of `x`:
+/// it otherwise moves a mask into the branches of a select() (`(a & m) ^
+/// b` for `(a ^ b) & m`), and verifiers before 5.13 track no bounds
+/// through XOR ("math between map_value pointer and register with
+/// unbounded min value", found by `cargo xtask vm-test` on 5.10).
+#[inline(always)]
+pub fn masked(x: u64, mask: u64) -> u64 {
+    barrier_var(x as usize) as u64 & mask
+}

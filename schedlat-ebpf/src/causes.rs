@@ -25,7 +25,7 @@ use schedlat_common::{
 };
 
 use crate::{
-    bpf::barrier_var,
+    bpf::{barrier_var, equal, select},
     config::{CAUSE, COMPUTE, RQ, get},
     keying::SharedCauses,
     memory::{CfsRq, Rq, TaskPtr},
@@ -69,6 +69,13 @@ pub fn linked(task: TaskPtr) -> TaskPtr {
 pub struct Queue {
     cfs_rq: CfsRq,
     rq: Rq,
+}
+
+impl Queue {
+    #[inline(always)]
+    pub fn rq(self) -> Rq {
+        self.rq
+    }
 }
 
 /// `task`'s queue, when the split is on and the kernel has the chain.
@@ -117,7 +124,8 @@ pub fn waking(word: u64, now: u64) {
 
 /// Keeps the accounting of `queue` at the enqueue of `tid`'s wait `word`.
 /// The slot is that of the queue's CPU (a wakeup often runs on the
-/// waker's), where the switch-in on that CPU looks.
+/// waker's), where the switch-in on that CPU looks. The slot's `decision`
+/// is left as it is: only the decision split's programs read it.
 #[inline(always)]
 pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
     if get(&COMPUTE.overlaps) == 0 {
@@ -130,11 +138,51 @@ pub fn snapshot(queue: Option<Queue>, tid: u32, word: u64) {
     if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
         // SAFETY: a map value, valid for this program run.
         unsafe {
+            (*slot).word = word;
+            (*slot).at = accounting(q);
+        };
+    }
+}
+
+/// `snapshot`, with the decision split's state of the wait (`decision`,
+/// packed), for the decision split's programs: the slots are written for
+/// either split.
+#[inline(always)]
+pub fn snapshot_decided(queue: Option<Queue>, tid: u32, word: u64, decision: u64) {
+    if !slots_on() {
+        return;
+    }
+    let Some(q) = queue else {
+        return;
+    };
+    let index = q.rq.cpu() * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    if let Some(slot) = CAUSE_SLOTS.get_ptr_mut(index) {
+        // SAFETY: a map value, valid for this program run.
+        unsafe {
             *slot = OverlapSlot {
                 word,
                 at: accounting(q),
+                decision,
             }
         };
+    }
+}
+
+/// The snapshot slots are written: for the overlaps, or the decision.
+#[inline(always)]
+fn slots_on() -> bool {
+    get(&COMPUTE.overlaps) != 0 || get(&COMPUTE.decision) != 0
+}
+
+/// The decision state the enqueue of `tid`'s wait `word` left in this
+/// CPU's slot, if the slot still holds that wait (it is not cleared here:
+/// the overlaps read it after); `EnqueueWord::NOT_FOUND` (all ones) if not.
+#[inline(always)]
+pub fn decision_of(word: u64, cpu: u32, tid: u32) -> u64 {
+    let index = cpu * SLOTS_PER_CPU + (tid & (SLOTS_PER_CPU - 1));
+    match CAUSE_SLOTS.get(index) {
+        Some(slot) => select(equal(slot.word, word), slot.decision, u64::MAX),
+        None => u64::MAX,
     }
 }
 

@@ -13,6 +13,7 @@ kernel_global!(TP: TpOffsets);
 kernel_global!(FILTER: TaskFilter);
 kernel_global!(COMPUTE: Compute);
 kernel_global!(CAUSE: CauseOffsets);
+kernel_global!(DECISION: DecisionOffsets);
 
 /// One field of a global (`get(&TASK.pid)`), through a volatile load so
 /// the compiler cannot fold the zeroed placeholder into the code; the

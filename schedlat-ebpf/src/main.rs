@@ -16,6 +16,8 @@
 //! - filter: which waits are measured.
 //! - keying: the breakdown histograms.
 //! - causes: the cause split of each wait.
+//! - decision: the scheduler's decision of each wait (its switch-in side
+//!   a global function, verified once).
 //! - workload: the neighbour-pair table of each ended wait, and the names
 //!   of cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
@@ -40,6 +42,7 @@ mod atomic;
 mod bpf;
 mod causes;
 mod config;
+mod decision;
 mod filter;
 mod keying;
 mod memory;
@@ -63,10 +66,28 @@ use crate::{
 // tp_btf: sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<false>(&ctx, Kind::Woken)
+}
+
+// The decision split (`--decision`) has its own sched_wakeup,
+// sched_wakeup_new and sched_switch (names::BTF_DECISION_PROGRAMS), the
+// same code with the split compiled in: the other programs carry none of
+// it, not even the checks of a global that turns it off, so a run without
+// the split verifies and runs exactly the instructions it did before the
+// split existed.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<true>(&ctx, Kind::Woken)
+}
+
+/// A tp_btf wakeup of its task argument, the `kind` way (`D`: with the
+/// decision split).
+#[inline(always)]
+fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
     // Filtered-out tasks return here, before any map access.
     if filter::wanted(task) {
-        wait::enqueue(task.pid(), Kind::Woken, Some(task));
+        wait::enqueue::<D>(task.pid(), kind, Some(task));
     }
     0
 }
@@ -84,11 +105,12 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
 // tp_btf: sched_wakeup_new(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
-    let task = TaskPtr::new(ctx.arg(0));
-    if filter::wanted(task) {
-        wait::enqueue(task.pid(), Kind::New, Some(task));
-    }
-    0
+    btf_enqueue::<false>(&ctx, Kind::New)
+}
+
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<true>(&ctx, Kind::New)
 }
 
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,
@@ -96,8 +118,20 @@ pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
 // Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<false>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_decision(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<true>(&ctx)
+}
+
+/// The histogram and slow modes' sched_switch (`D`: with the decision
+/// split).
+#[inline(always)]
+fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    let Some((prev, next, ended)) = btf_switch(&ctx, histogram) else {
+    let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) else {
         return 0;
     };
     // A constant: in histogram mode the verifier drops this.
@@ -117,7 +151,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    if let Some((prev, next, ended)) = btf_switch(&ctx, histogram) {
+    if let Some((prev, next, ended)) = btf_switch::<false>(&ctx, histogram) {
         victims::charge(prev, next, ended);
     }
     0
@@ -134,7 +168,7 @@ const BOOL_ARG: u64 = 0xff;
 /// 5.18, so the state is read from prev itself, which works on every kernel
 /// with tp_btf (5.5+).
 #[inline(always)]
-fn btf_switch(
+fn btf_switch<const D: bool>(
     ctx: &BtfTracePointContext,
     histogram: bool,
 ) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
@@ -147,9 +181,9 @@ fn btf_switch(
     let prev_runnable = (preempt & BOOL_ARG != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
     let keyed = || keying::key_histogram(next);
-    let ended = wait::switch(
+    let ended = wait::switch::<D>(
         (prev.pid(), Some(prev)),
-        prev_runnable,
+        (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
         keyed,
@@ -174,7 +208,7 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
 
 #[tracepoint(category = "sched", name = "sched_wakeup")]
 pub fn tp_sched_wakeup(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::Woken, None);
+    wait::enqueue::<false>(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::Woken, None);
     0
 }
 
@@ -187,7 +221,7 @@ pub fn tp_sched_waking(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "sched", name = "sched_wakeup_new")]
 pub fn tp_sched_wakeup_new(ctx: TracePointContext) -> u32 {
-    wait::enqueue(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::New, None);
+    wait::enqueue::<false>(tp_read::<u32>(&ctx, get(&TP.wakeup_pid)), Kind::New, None);
     0
 }
 
@@ -202,9 +236,9 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     let prev_runnable = prev_state & get(&TP.state_mask) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch(
+    let _ = wait::switch::<false>(
         (prev_pid, None),
-        prev_runnable,
+        (prev_runnable, 0),
         (next_pid, None),
         true,
         || Key::Off,

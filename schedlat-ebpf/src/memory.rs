@@ -5,7 +5,7 @@
 use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
-use crate::config::{CAUSE, CGROUP, PIDNS, RQ, TASK, get};
+use crate::config::{CAUSE, CGROUP, DECISION, PIDNS, RQ, TASK, get};
 
 /// A `struct task_struct *` handed to a tp_btf program, with the pointer
 /// fields `with_links` read already.
@@ -134,6 +134,20 @@ impl TaskPtr {
         self.0.read_u32(get(&CAUSE.task_flags))
     }
 
+    /// `task->thread_info.flags`: the TIF bits (need-resched among them).
+    #[inline(always)]
+    pub fn ti_flags(self) -> u64 {
+        self.0.read_u64(get(&DECISION.task_ti_flags))
+    }
+
+    /// `&task->se`: the task's own scheduling entity.
+    #[inline(always)]
+    pub fn se(self) -> Se {
+        Se(BtfPtr(
+            self.0.0.wrapping_add(get(&DECISION.task_se) as usize),
+        ))
+    }
+
     /// `task->cgroups`, as a number: two tasks with the same css_set are in
     /// the same cgroup of every hierarchy.
     #[inline(always)]
@@ -206,6 +220,20 @@ impl Rq {
         self.0.read_u32(get(&RQ.rq_nr_running))
     }
 
+    /// `rq->curr`: the task running on this CPU.
+    #[inline(always)]
+    pub fn curr(self) -> TaskPtr {
+        TaskPtr(self.0.read_ptr(get(&DECISION.rq_curr)), Links::default())
+    }
+
+    /// `rq->nr_switches`: context switches on this CPU since boot,
+    /// counted before sched_switch fires (kernel/sched/core.c
+    /// __schedule()).
+    #[inline(always)]
+    pub fn nr_switches(self) -> u64 {
+        self.0.read_u64(get(&DECISION.rq_nr_switches))
+    }
+
     /// `rq->cpu`.
     #[inline(always)]
     pub fn cpu(self) -> u32 {
@@ -222,6 +250,93 @@ impl Rq {
     #[inline(always)]
     pub fn irq_ns(self) -> u64 {
         self.0.read_u64(get(&CAUSE.rq_irq))
+    }
+}
+
+/// A `struct sched_entity *`: a task's own (inside its task_struct) or a
+/// group's (`se->parent`).
+#[derive(Clone, Copy)]
+pub struct Se(BtfPtr);
+
+impl Se {
+    /// `se->load.weight`, scaled down to NICE_0 = 1024 (64-bit kernels
+    /// keep 10 more bits: scale_load_down()).
+    #[inline(always)]
+    pub fn weight(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_weight)) >> 10
+    }
+
+    #[inline(always)]
+    pub fn vruntime(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_vruntime))
+    }
+
+    /// `se->deadline` (EEVDF).
+    #[inline(always)]
+    pub fn deadline(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_deadline))
+    }
+
+    /// `se->vlag`, or `se->vprot` (the same union, 6.17+).
+    #[inline(always)]
+    pub fn vlag(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_vlag))
+    }
+
+    #[inline(always)]
+    pub fn slice(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_slice))
+    }
+
+    /// `se->on_rq` (an unsigned char).
+    #[inline(always)]
+    pub fn on_rq(self) -> bool {
+        self.0.read_u8(get(&DECISION.se_on_rq)) != 0
+    }
+
+    /// `se->depth`: 0 for an entity of the root queue.
+    #[inline(always)]
+    pub fn depth(self) -> u32 {
+        self.0.read_u32(get(&DECISION.se_depth))
+    }
+
+    /// `se->parent`: the group's entity one level up (NULL at the root).
+    #[inline(always)]
+    pub fn parent(self) -> Se {
+        Se(self.0.read_ptr(get(&DECISION.se_parent)))
+    }
+
+    /// `se->cfs_rq` as a number, to compare queues.
+    #[inline(always)]
+    pub fn queue_addr(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_cfs_rq))
+    }
+
+    /// `se->cfs_rq`: the queue it is on.
+    #[inline(always)]
+    pub fn cfs_rq(self) -> CfsRq {
+        CfsRq(self.0.read_ptr(get(&DECISION.se_cfs_rq)))
+    }
+}
+
+impl CfsRq {
+    /// The queue's weighted key sum (`avg_vruntime`, `sum_w_vruntime`):
+    /// the queued entities' (vruntime - zero point) x weight.
+    #[inline(always)]
+    pub fn key_sum(self) -> i64 {
+        self.0.read_u64(get(&DECISION.cfs_key_sum)) as i64
+    }
+
+    /// The queued entities' weight (`avg_load`, `sum_weight`).
+    #[inline(always)]
+    pub fn weight_sum(self) -> u64 {
+        self.0.read_u64(get(&DECISION.cfs_weight_sum))
+    }
+
+    /// The keys' zero point (`min_vruntime`, `zero_vruntime`).
+    #[inline(always)]
+    pub fn zero(self) -> u64 {
+        self.0.read_u64(get(&DECISION.cfs_zero))
     }
 }
 
@@ -311,6 +426,13 @@ impl BtfPtr {
     fn read_u32(self, offset: u64) -> u32 {
         // SAFETY: verified by the kernel as described above.
         unsafe { *self.0.add(offset as usize).cast::<u32>() }
+    }
+
+    /// As `read_u32`, one byte (a load may not pass its member's end).
+    #[inline(always)]
+    fn read_u8(self, offset: u64) -> u8 {
+        // SAFETY: as read_u32.
+        unsafe { *self.0.add(offset as usize) }
     }
 
     /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need

@@ -15,7 +15,7 @@ use crate::{
     bpf::{barrier_var, cpu, now},
     causes,
     config::{COMPUTE, get},
-    filter,
+    decision, filter,
     keying::{Key, SharedKey},
     memory::TaskPtr,
     workload,
@@ -51,14 +51,15 @@ fn stats() -> Option<&'static mut CpuStats> {
 }
 
 /// `tid` became runnable now, the `kind` way; `task` is its task_struct
-/// (None in the tp hook mode).
+/// (None in the tp hook mode). `D`: the decision split's programs (main.rs
+/// says why they are programs of their own).
 #[inline(always)]
-pub fn enqueue(tid: u32, kind: Kind, task: Option<TaskPtr>) {
-    enqueue_at(tid, now(), kind, task);
+pub fn enqueue<const D: bool>(tid: u32, kind: Kind, task: Option<TaskPtr>) {
+    enqueue_at::<D>(tid, now(), kind, task);
 }
 
 #[inline(always)]
-fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
+fn enqueue_at<const D: bool>(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     // The idle task (pid 0) is never waiting for a CPU.
     if tid == 0 {
         return;
@@ -78,7 +79,17 @@ fn enqueue_at(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
     let word = unsafe { start::begin(*slot, now, kind, causes::depth(queue)) };
     // SAFETY: as above.
     unsafe { *slot = word };
-    causes::snapshot(queue, tid, word);
+    if !D {
+        causes::snapshot(queue, tid, word);
+        return;
+    }
+    let decided = match (queue, task) {
+        (Some(q), Some(t)) if decision::on() => {
+            decision::at_enqueue(t, q.rq(), kind == Kind::Woken)
+        }
+        _ => 0,
+    };
+    causes::snapshot_decided(queue, tid, word, decided);
 }
 
 /// A wait that just ended: its length, the clock at its end, the TIDs of
@@ -115,11 +126,12 @@ impl Began {
 /// histogram when `histogram` (off in those modes), and to the breakdown
 /// histogram `keyed` returns, if any (keying.rs key_histogram()).
 /// `prev` and `next` are the task_structs (None in the tp hook mode), for
-/// the cause split.
+/// the cause and decision splits, and `preempt` sched_switch's argument
+/// (for the decision split, on in the `D` programs).
 #[inline(always)]
-pub fn switch(
+pub fn switch<const D: bool>(
     (prev_tid, prev): (u32, Option<TaskPtr>),
-    prev_runnable: bool,
+    (prev_runnable, preempt): (bool, u64),
     (next_tid, next): (u32, Option<TaskPtr>),
     histogram: bool,
     keyed: impl FnOnce() -> Key,
@@ -127,7 +139,7 @@ pub fn switch(
     // One clock read serves both sides of the switch.
     let now = now();
     if prev_runnable {
-        enqueue_at(prev_tid, now, Kind::Preempted, prev);
+        enqueue_at::<D>(prev_tid, now, Kind::Preempted, prev);
     }
     // A wait ending on a CPU outside `--cpu` is not measured. Its start time
     // stays: the task's next enqueue overwrites it before any switch-in.
@@ -151,6 +163,12 @@ pub fn switch(
         return None;
     };
     workload::count_pair(prev, next, prev_tid, wait_ns);
+    // Before the cause split's overlaps, which clear the snapshot slot.
+    if D && decision::on()
+        && let (Some(p), Some(q)) = (prev, causes::queue(next))
+    {
+        decision::switched_in((word, wait_ns), next_tid, (p, preempt), q.rq());
+    }
     if histogram {
         let key = record(s, wait_ns, keyed, |bucket| {
             causes::histograms(word, cpu, bucket);

@@ -73,6 +73,13 @@ pub struct KernelArgs {
     /// sched_wakeup (the cause split's `waking` stage; hooks every wakeup)
     #[arg(long, conflicts_with = "no_causes")]
     pub waking: bool,
+
+    /// Also split waits by the scheduler's decision: whether the wakeup
+    /// asked for the CPU, how often the task was passed over, how the
+    /// holder left, the fair-class rule (docs/decision.md). Costs BPF time
+    /// at every wakeup and switch; needs the cause split
+    #[arg(long, conflicts_with = "no_causes")]
+    pub decision: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -113,6 +120,7 @@ impl KernelArgs {
                 force_memory: self.force_memory,
                 no_causes: self.no_causes,
                 waking: self.waking,
+                decision: self.decision,
             },
         }
     }

@@ -98,8 +98,8 @@ impl Tracer {
             .map_err(|error| ReadError::Map { name, error })
     }
 
-    /// The cumulative waits summed over CPUs, with their cause split when
-    /// it is on.
+    /// The cumulative waits summed over CPUs, with their cause and
+    /// decision splits when they are on.
     pub fn read_waits(&self) -> Result<Waits, ReadError> {
         Ok(self.read_waits_and_cpus()?.0)
     }
@@ -110,6 +110,7 @@ impl Tracer {
         let cpus = self.read_stats()?;
         let mut waits = Waits::from_cpus(&cpus);
         waits.causes = self.read_causes()?;
+        waits.decision = self.read_decision()?;
         Ok((waits, cpus))
     }
 

@@ -7,6 +7,11 @@ pub mod bpf_cost;
 #[cfg(test)]
 mod causes_live;
 pub mod cgroup_names;
+pub mod decision;
+#[cfg(test)]
+mod decision_live;
+#[cfg(test)]
+mod decision_trace;
 pub mod error;
 pub mod interval;
 pub mod key_intervals;

@@ -8,7 +8,7 @@ use schedlat_common::{names, scope::Breakdown};
 
 use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
 use crate::{
-    histogram::{Measurable, Unit},
+    histogram::{DecisionFacts, Measurable, Unit},
     kernel::{
         cgroupfs::Hierarchy,
         error::LoadError,
@@ -32,6 +32,8 @@ pub struct Tracer {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// What the decision split measures; None when it is off.
+    pub decision: Option<DecisionFacts>,
     /// The cgroups' names as the kernel made them, when cgroups are named
     /// (cgroup keys, neighbour pairs).
     pub cgroup_names: Option<CgroupNames>,
@@ -64,6 +66,7 @@ impl Tracer {
             notes,
             cgroup_hierarchy,
             measurable,
+            decision,
         } = loader::load(choice, sources, unit_ns, filter, modes)?;
         let mut tracer = Tracer {
             ebpf,
@@ -72,6 +75,7 @@ impl Tracer {
             notes,
             cgroup_hierarchy,
             measurable,
+            decision,
             cgroup_names: None,
         };
         // When the object names cgroups (its cgroup_mkdir program is

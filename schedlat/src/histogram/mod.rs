@@ -16,6 +16,7 @@
 
 mod buckets;
 mod cause_counts;
+mod decision_counts;
 pub mod hdr;
 pub mod layout;
 pub mod native;
@@ -27,5 +28,6 @@ pub use self::buckets::bucket_index;
 pub use self::{
     buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, log2_slot, log2_slot_bounds},
     cause_counts::{CauseCounts, Measurable},
+    decision_counts::{DecisionCounts, DecisionFacts, TifSource},
     waits::{Unit, Waits},
 };

@@ -3,7 +3,7 @@
 
 use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS};
 
-use super::cause_counts::CauseCounts;
+use super::{cause_counts::CauseCounts, decision_counts::DecisionCounts};
 
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,9 @@ pub struct Waits {
     pub unkeyed: u64,
     /// The cause split of these waits, when the programs measured it.
     pub causes: Option<CauseCounts>,
+    /// The decision split of these waits, when the programs measured it
+    /// (`--decision`).
+    pub decision: Option<DecisionCounts>,
 }
 
 impl Default for Waits {
@@ -63,6 +66,7 @@ impl Default for Waits {
             untracked_tid: 0,
             unkeyed: 0,
             causes: None,
+            decision: None,
         }
     }
 }
@@ -114,6 +118,10 @@ impl Waits {
                 (Some(now), Some(then)) => Some(now.since(then)),
                 (now, _) => now.clone(),
             },
+            decision: match (&self.decision, &earlier.decision) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 
@@ -147,6 +155,7 @@ impl Waits {
         self.min_ns = [self.min_ns, other.min_ns].into_iter().flatten().min();
         self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
         merge_causes(&mut self.causes, &other.causes);
+        merge_decision(&mut self.decision, &other.decision);
     }
 
     /// [`Waits::merge`] for counts read from a file: None, and `self`
@@ -167,6 +176,7 @@ impl Waits {
             // Recordings do not carry the split: only the kernel's counts
             // (which cannot overflow) come here with one.
             causes: self.causes.clone(),
+            decision: self.decision.clone(),
         };
         merged.checked_count()?;
         merged
@@ -175,6 +185,7 @@ impl Waits {
             .try_fold(0u64, |sum, &n| sum.checked_add(n))?;
         *self = merged;
         merge_causes(&mut self.causes, &other.causes);
+        merge_decision(&mut self.decision, &other.decision);
         Some(())
     }
 
@@ -202,6 +213,14 @@ fn checked_add_all(into: &[u64], from: &[u64]) -> Option<Vec<u64>> {
 /// A span with the split plus one without it has no split: a share of the
 /// waits would be read as all of them.
 fn merge_causes(total: &mut Option<CauseCounts>, more: &Option<CauseCounts>) {
+    match (total.as_mut(), more) {
+        (Some(total), Some(more)) => total.merge(more),
+        _ => *total = None,
+    }
+}
+
+/// As `merge_causes`: a span without the split makes the sum lack it.
+fn merge_decision(total: &mut Option<DecisionCounts>, more: &Option<DecisionCounts>) {
     match (total.as_mut(), more) {
         (Some(total), Some(more)) => total.merge(more),
         _ => *total = None,

@@ -13,7 +13,7 @@ use std::{
 
 use btf_rs::{Btf, Type};
 use schedlat_common::{
-    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
+    kconfig::{CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
     names,
 };
 use thiserror::Error;
@@ -101,8 +101,10 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
 
 /// Every struct an offset set reads, and the tracepoints' typedefs: their
 /// ids are found in one pass over the BTF (btf_names.rs).
-const STRUCTS: [&str; 15] = [
+const STRUCTS: [&str; 17] = [
     "task_struct",
+    "thread_info",
+    "load_weight",
     "sched_entity",
     "cfs_rq",
     "rq",
@@ -176,6 +178,59 @@ impl<'a> Layouts<'a> {
     fn field(&self, strukt: &'static str, name: &str) -> Option<u64> {
         self.get(strukt).and_then(|s| s.offset_of(&[name])).ok()
     }
+}
+
+/// What the decision split reads (docs/decision.md), or None when this
+/// kernel lacks what its request needs: `rq->curr`, `rq->nr_switches`
+/// and `task->thread_info.flags` (CONFIG_THREAD_INFO_IN_TASK). The fair
+/// class's fields are resolved where they exist: EEVDF's (6.6+, `fair`
+/// 1), else CFS's (`fair` 2); the TIF masks and `tick_ns` are the
+/// caller's (kernel/decision.rs).
+pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
+    let field = |strukt, name| layouts.field(strukt, name);
+    let first = |strukt: &'static str, names: &[&str]| {
+        layouts
+            .get(strukt)
+            .ok()
+            .and_then(|s| s.offset_of(names).ok())
+    };
+    let task_se = field("task_struct", "se")?;
+    let mut offsets = DecisionOffsets {
+        rq_curr: field("rq", "curr")?,
+        rq_nr_switches: field("rq", "nr_switches")?,
+        task_ti_flags: field("task_struct", "thread_info")? + field("thread_info", "flags")?,
+        task_se,
+        ..DecisionOffsets::ZERO
+    };
+    let eevdf = || -> Option<DecisionOffsets> {
+        let protect = first("sched_entity", &["vprot", "vlag"])?;
+        Some(DecisionOffsets {
+            fair: 1,
+            has_vprot: u64::from(field("sched_entity", "vprot").is_some()),
+            preempt_short: u64::from(field("sched_entity", "custom_slice").is_some()),
+            se_weight: field("sched_entity", "load")? + field("load_weight", "weight")?,
+            se_vruntime: field("sched_entity", "vruntime")?,
+            se_deadline: field("sched_entity", "deadline")?,
+            se_vlag: protect,
+            se_slice: field("sched_entity", "slice")?,
+            se_on_rq: field("sched_entity", "on_rq")?,
+            se_depth: field("sched_entity", "depth")?,
+            se_parent: field("sched_entity", "parent")?,
+            se_cfs_rq: field("sched_entity", "cfs_rq")?,
+            cfs_key_sum: first("cfs_rq", &["sum_w_vruntime", "avg_vruntime"])?,
+            cfs_weight_sum: first("cfs_rq", &["sum_weight", "avg_load"])?,
+            cfs_zero: first("cfs_rq", &["zero_vruntime", "min_vruntime"])?,
+            ..offsets
+        })
+    };
+    if let Some(eevdf) = eevdf() {
+        return Some(eevdf);
+    }
+    // CFS (before 6.6): the rule needs only the policies.
+    if field("sched_entity", "deadline").is_none() {
+        offsets.fair = 2;
+    }
+    Some(offsets)
 }
 
 pub fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {

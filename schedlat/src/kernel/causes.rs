@@ -32,6 +32,9 @@ pub(crate) struct Setup {
     topology: Option<Vec<CpuTopology>>,
     /// `--waking`: sched_waking is attached (set by the loader).
     pub(crate) waking: bool,
+    /// The decision split keeps its state in the snapshot slots (set by
+    /// the loader).
+    pub(crate) decision: bool,
 }
 
 impl Setup {
@@ -54,6 +57,7 @@ impl Setup {
             chain: rq.is_some_and(|rq| rq.resolved != 0),
             topology,
             waking: false,
+            decision: false,
         }
     }
 
@@ -63,6 +67,13 @@ impl Setup {
             && self.offsets.is_some_and(|o| {
                 o.has_rq_cpu != 0 && (o.has_steal | o.has_irq | o.has_throttled) != 0
             })
+    }
+
+    /// The decision split's state has its snapshot slots: the split is
+    /// on and rq->cpu finds a queue's slots (the chain is the decision's
+    /// own requirement).
+    pub(crate) fn decision_slots(&self) -> bool {
+        self.on && self.decision && self.offsets.is_some_and(|o| o.has_rq_cpu != 0)
     }
 
     /// The offsets global, as the programs read it.
@@ -76,7 +87,7 @@ impl Setup {
         compute.overlaps = u64::from(self.on && self.overlaps());
         compute.topology = u64::from(self.topology.is_some());
         compute.waking = u64::from(self.on && self.waking);
-        let slots = if compute.overlaps != 0 {
+        let slots = if compute.overlaps != 0 || self.decision_slots() {
             self.cpus.saturating_mul(SLOTS_PER_CPU)
         } else {
             1

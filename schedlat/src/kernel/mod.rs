@@ -11,6 +11,7 @@ mod btf_names;
 pub mod causes;
 pub mod cgroup_by_name;
 pub mod cgroupfs;
+pub mod decision;
 pub mod error;
 pub mod filter;
 pub mod hook;

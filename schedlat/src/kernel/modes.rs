@@ -203,6 +203,8 @@ impl Modes {
             topology: 0,
             overlaps: 0,
             waking: 0,
+            // Set by kernel::decision::Setup.
+            decision: 0,
             pairs: u64::from(self.pairs.is_some()),
         })
     }

@@ -47,6 +47,10 @@ pub struct Interval {
     /// measure it, absent in objects written before it existed.
     #[serde(default)]
     pub causes: Option<super::causes::CausesOut>,
+    /// The decision split (`--decision`, docs/decision.md); absent when
+    /// the programs did not measure it. Not read back.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<serde_json::Value>,
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`);
     /// not read back (a line of a million keys would be built in memory).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
@@ -198,6 +202,7 @@ pub fn interval(report: &Report) -> Interval {
         buckets,
         log2,
         causes: super::causes::of(w).map(|c| super::causes::json(&c)),
+        decision: super::decision::json(w),
         breakdown: report.breakdown.clone(),
         pairs: report.pairs.clone(),
         scope: report.scope.clone(),

@@ -7,6 +7,7 @@ pub mod causes;
 pub mod causes_line;
 pub mod check;
 pub mod compare;
+pub mod decision;
 pub mod diagnosis;
 pub mod dump;
 pub mod escape;

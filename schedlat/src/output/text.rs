@@ -65,6 +65,7 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
     if let Some(causes) = super::causes::of(report.waits) {
         out.push_str(&super::causes::text(&causes));
     }
+    out.push_str(&super::decision::text(report.waits));
     out
 }
 

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod files;
 pub mod findings;
 pub mod host;
+pub mod kernel_facts;
 pub mod mounts;
 pub mod own_limits;
 pub mod owned_dir;

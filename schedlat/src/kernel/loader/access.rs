@@ -19,6 +19,8 @@ pub struct KernelSources {
     /// Time the wakeup path before the queue too (`--waking`): attaches
     /// sched_waking; only with the cause split.
     pub waking: bool,
+    /// The decision split (`--decision`); it needs the cause split.
+    pub decision: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).

@@ -5,8 +5,8 @@
 use aya::{EbpfLoader, Pod};
 use schedlat_common::{
     kconfig::{
-        CauseOffsets, CgroupOffsets, Compute, KernelGlobal, PidnsOffsets, RqOffsets, TaskFilter,
-        TaskOffsets, TpOffsets,
+        CauseOffsets, CgroupOffsets, Compute, DecisionOffsets, KernelGlobal, PidnsOffsets,
+        RqOffsets, TaskFilter, TaskOffsets, TpOffsets,
     },
     names,
 };
@@ -27,6 +27,7 @@ pub(super) struct KernelConfig {
     filter: TaskFilter,
     compute: Compute,
     cause: CauseOffsets,
+    decision: DecisionOffsets,
 }
 
 impl KernelConfig {
@@ -34,7 +35,7 @@ impl KernelConfig {
         globals: &Globals,
         filter: &Filter,
         compute: Compute,
-        cause: CauseOffsets,
+        (cause, decision): (CauseOffsets, DecisionOffsets),
     ) -> KernelConfig {
         KernelConfig {
             task: globals.task.unwrap_or(TaskOffsets::ZERO),
@@ -45,6 +46,7 @@ impl KernelConfig {
             filter: task_filter(filter),
             compute,
             cause,
+            decision,
         }
     }
 
@@ -61,6 +63,7 @@ impl KernelConfig {
         set(loader, &self.filter);
         set(loader, &self.compute);
         set(loader, &self.cause);
+        set(loader, &self.decision);
         Ok(())
     }
 }

@@ -14,10 +14,11 @@ use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
 use crate::{
-    histogram::Measurable,
+    histogram::{DecisionFacts, Measurable},
     kernel::{
         causes::Setup,
         cgroupfs::Hierarchy,
+        decision,
         error::LoadError,
         filter::Filter,
         hook::{HookChoice, HookMode},
@@ -41,6 +42,8 @@ pub struct Loaded {
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
     pub measurable: Option<Measurable>,
+    /// What the decision split measures; None when it is off.
+    pub decision: Option<DecisionFacts>,
 }
 
 /// Loads the object with `unit_ns` nanoseconds per histogram unit,
@@ -76,8 +79,17 @@ pub fn load(
     let mut compute = modes.configure(&mut loader, unit_ns)?;
     let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
     causes.waking = plan.waking;
+    let mut decision_notes = Vec::new();
+    let decision = decision::Setup::new(plan.globals.decision, &mut decision_notes);
+    causes.decision = decision.offsets().task_se != 0;
     causes.configure(&mut loader, &mut compute);
-    let config = KernelConfig::new(&plan.globals, filter, compute, causes.offsets());
+    decision.configure(&mut loader, &mut compute, (causes.decision_slots(), cpus));
+    let config = KernelConfig::new(
+        &plan.globals,
+        filter,
+        compute,
+        (causes.offsets(), decision.offsets()),
+    );
     config.configure(&mut loader)?;
     let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| {
         let sizes: Vec<String> = crate::kernel::map_memory::costs(modes, cpus)
@@ -95,6 +107,7 @@ pub fn load(
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     notes.extend(filter.offline_note(&online));
     notes.extend(topology_note);
+    notes.extend(decision_notes);
     let mut programs = match mode {
         HookMode::Btf => btf_programs,
         HookMode::Tracepoint => names::TP_PROGRAMS.to_vec(),
@@ -110,5 +123,8 @@ pub fn load(
         notes,
         cgroup_hierarchy: hierarchy,
         measurable: causes.measurable(mode),
+        decision: decision
+            .facts()
+            .filter(|_| mode == HookMode::Btf && compute.decision != 0),
     })
 }

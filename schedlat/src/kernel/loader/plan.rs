@@ -6,7 +6,10 @@ use std::path::Path;
 
 use aya::Ebpf;
 use schedlat_common::{
-    kconfig::{CauseOffsets, CgroupOffsets, PidnsOffsets, RqOffsets, TaskOffsets, TpOffsets},
+    kconfig::{
+        CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets,
+        TpOffsets,
+    },
     names,
     scope::Breakdown,
 };
@@ -39,6 +42,8 @@ pub(super) struct Globals {
     pub(super) tp: Option<TpOffsets>,
     /// Only with the cause split.
     pub(super) cause: Option<CauseOffsets>,
+    /// Only with the decision split, on a kernel that has its fields.
+    pub(super) decision: Option<DecisionOffsets>,
 }
 
 /// The classic tracepoints' record offsets, from their tracefs format files.
@@ -118,6 +123,7 @@ impl Plan {
             .flatten();
         let wants = BtfWants {
             waking,
+            decision: modes.causes && modes.histogram && sources.decision,
             cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
@@ -135,6 +141,7 @@ impl Plan {
                     });
                     globals.pidns = facts.pidns;
                     globals.cause = facts.cause;
+                    globals.decision = facts.decision;
                     notes.extend(facts.notes);
                     attach_btf = Some(facts.attach_btf);
                 }
@@ -160,6 +167,17 @@ impl Plan {
             }
         }
         let mut btf_programs = modes.btf_programs().to_vec();
+        if globals.decision.is_some() {
+            // The split's own programs (schedlat-ebpf main.rs says why).
+            for (program, tracepoint) in &mut btf_programs {
+                if let Some(&(with_split, _)) = names::BTF_DECISION_PROGRAMS
+                    .iter()
+                    .find(|(_, tp)| tp == tracepoint)
+                {
+                    *program = with_split;
+                }
+            }
+        }
         if waking {
             btf_programs.push(names::BTF_WAKING);
         }
@@ -224,6 +242,8 @@ struct BtfWants {
     causes: bool,
     /// sched_waking's BTF id (`--waking`).
     waking: bool,
+    /// The decision split's fields.
+    decision: bool,
     /// cgroup_mkdir's BTF id (cgroups named at their creation).
     cgroup_mkdir: bool,
 }
@@ -234,6 +254,7 @@ struct BtfFacts {
     cgroup: Option<CgroupOffsets>,
     pidns: Option<PidnsOffsets>,
     cause: Option<CauseOffsets>,
+    decision: Option<DecisionOffsets>,
     notes: Vec<String>,
     attach_btf: aya::Btf,
 }
@@ -274,6 +295,15 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         }
         None => None,
     };
+    let decision = wants
+        .decision
+        .then(|| btf::decision_offsets(&layouts))
+        .flatten();
+    if wants.decision && decision.is_none() {
+        notes.push(
+            "decision split off: this kernel's BTF lacks rq->curr, rq->nr_switches or task->thread_info.flags".to_string(),
+        );
+    }
     let mut tracepoints = names::BTF_PROGRAMS.map(|(_, tp)| tp).to_vec();
     if wants.waking {
         tracepoints.push(names::BTF_WAKING.1);
@@ -295,6 +325,7 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         cgroup,
         pidns,
         cause,
+        decision,
         notes,
         attach_btf,
     })

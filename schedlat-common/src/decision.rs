@@ -1,0 +1,662 @@
+//! The scheduler's decision (docs/decision.md): for every measured wait,
+//! what the scheduler decided at its wakeup ([`Decision`]: the wakeup asked
+//! for the CPU, or which rule declined it), how many times the CPU was
+//! given to other tasks during the wait ([`Pass`]), and how the task that
+//! held the CPU left it at the switch that ended the wait ([`Holder`]).
+//!
+//! Per CPU the kernel counts the wait once in a decision x pass-over table
+//! ([`DecisionStats::count`]), once by holder, and once in a fine
+//! histogram of its [`Outcome`]; every other split is a sum of cells.
+//!
+//! The state of a wait in progress is one word in its enqueue's overlap
+//! snapshot slot (`causes::OverlapSlot::decision`, [`EnqueueWord`]): no
+//! per-task memory. The switch-in hands back one word per wait
+//! ([`Decided`]), for slow events and victims rows to carry.
+
+use crate::{
+    NR_BUCKETS,
+    flat::{above, equal, min, nonzero, select},
+};
+
+/// What the scheduler decided at a wait's start (one per wait): the
+/// need-resched state of the target CPU's running task at sched_wakeup,
+/// and for a wakeup that did not ask, the fair-class rule that declined.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The wakeup set TIF_NEED_RESCHED: it asked for the CPU.
+    Requested = 0,
+    /// It asked because its enqueue found the running task's slice used up
+    /// (update_curr() -> update_deadline() renews the deadline and
+    /// reschedules), not by wakeup preemption. EEVDF, one queue.
+    SliceEnded = 1,
+    /// The bit was already set by an earlier wakeup onto that CPU, with no
+    /// switch since (the check returned early).
+    Pending = 2,
+    /// Only TIF_NEED_RESCHED_LAZY was set (preempt=lazy, 6.13+).
+    Lazy = 3,
+    /// The target CPU ran its idle task.
+    Idle = 4,
+    /// Not a wakeup: a task preempted while runnable, or a new task (its
+    /// check follows sched_wakeup_new).
+    NotWakeup = 5,
+    /// Not known: the enqueue's snapshot slot was taken by another waiting
+    /// thread before the switch-in.
+    Unknown = 6,
+    // The rules that declined a wakeup which did not ask (8..=14).
+    /// EEVDF (6.6+): the wakee's lag was negative (its vruntime ahead of
+    /// the queue's weighted average): not eligible.
+    NotEligible = 8,
+    /// EEVDF: eligible, but the running entity's deadline was earlier.
+    LaterDeadline = 9,
+    /// EEVDF RUN_TO_PARITY: the running task's slice was protected.
+    Protected = 10,
+    /// A SCHED_BATCH or SCHED_IDLE wakee: never preempts on wakeup.
+    PolicyGate = 11,
+    /// The running task or the wakee is not in the fair class.
+    OtherClass = 12,
+    /// CFS (before 6.6): the wakee's vruntime was not a wakeup granularity
+    /// behind the running task's.
+    WakeupGranularity = 13,
+    /// Not recomputed: a group hierarchy deeper than the walk's bound.
+    RuleUnknown = 14,
+}
+
+/// Slots of the decision dimension (classes 0..=14, a power of two: the
+/// kernel indexes masked, without a bounds check).
+pub const NR_DECISIONS: usize = 16;
+
+/// Every class, in order; `DECLINED` are the rules.
+pub const DECISIONS: [Decision; 14] = [
+    Decision::Requested,
+    Decision::SliceEnded,
+    Decision::Pending,
+    Decision::Lazy,
+    Decision::Idle,
+    Decision::NotWakeup,
+    Decision::Unknown,
+    Decision::NotEligible,
+    Decision::LaterDeadline,
+    Decision::Protected,
+    Decision::PolicyGate,
+    Decision::OtherClass,
+    Decision::WakeupGranularity,
+    Decision::RuleUnknown,
+];
+pub const DECLINED: [Decision; 7] = [
+    Decision::NotEligible,
+    Decision::LaterDeadline,
+    Decision::Protected,
+    Decision::PolicyGate,
+    Decision::OtherClass,
+    Decision::WakeupGranularity,
+    Decision::RuleUnknown,
+];
+
+impl Decision {
+    /// A rule: the wakeup did not ask for the CPU.
+    pub const fn declined(self) -> bool {
+        self as u32 >= Decision::NotEligible as u32
+    }
+
+    /// The wakeup asked (at once or lazily).
+    pub const fn asked(self) -> bool {
+        matches!(
+            self,
+            Decision::Requested | Decision::SliceEnded | Decision::Lazy
+        )
+    }
+
+    pub fn from_index(i: u64) -> Option<Decision> {
+        DECISIONS.iter().copied().find(|&d| d as u64 == i)
+    }
+}
+
+/// Switches on the waiting CPU to other tasks during a wait.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Zero = 0,
+    One = 1,
+    Two = 2,
+    ThreePlus = 3,
+    /// The wait ended on another CPU than the one it was queued on (its
+    /// snapshot was not there, and the task last ran elsewhere): not
+    /// counted.
+    Migrated = 4,
+    /// The enqueue's snapshot was not found (its slot was taken).
+    Unknown = 5,
+}
+
+/// Slots of the pass-over dimension.
+pub const NR_PASSES: usize = 8;
+pub const PASSES: [Pass; 6] = [
+    Pass::Zero,
+    Pass::One,
+    Pass::Two,
+    Pass::ThreePlus,
+    Pass::Migrated,
+    Pass::Unknown,
+];
+
+impl Pass {
+    pub fn from_index(i: u64) -> Option<Pass> {
+        PASSES.iter().copied().find(|&p| p as u64 == i)
+    }
+
+    /// The class of `n` pass-overs counted.
+    pub const fn of(n: u64) -> Pass {
+        match n {
+            0 => Pass::Zero,
+            1 => Pass::One,
+            2 => Pass::Two,
+            _ => Pass::ThreePlus,
+        }
+    }
+}
+
+/// How the task that held the CPU left it at the switch that ended a wait
+/// (sched_switch's prev).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// It slept or blocked.
+    Blocked = 0,
+    /// Switched out still runnable. Yielding is not told apart: a task
+    /// preempted at its return to user space goes through schedule() with
+    /// sched_switch's `preempt` false, as sched_yield() does.
+    Preempted = 1,
+    /// Switched out runnable with its slice just renewed: the tick (or an
+    /// enqueue's update_curr()) found its slice used up. EEVDF only; on
+    /// CFS these are `Preempted`.
+    SliceEnded = 2,
+    /// Its final switch (TASK_DEAD).
+    Exited = 3,
+}
+
+/// Slots of the holder dimension.
+pub const NR_HOLDERS: usize = 8;
+pub const HOLDERS: [Holder; 4] = [
+    Holder::Blocked,
+    Holder::Preempted,
+    Holder::SliceEnded,
+    Holder::Exited,
+];
+
+impl Holder {
+    pub fn from_index(i: u64) -> Option<Holder> {
+        HOLDERS.iter().copied().find(|&h| h as u64 == i)
+    }
+}
+
+/// What became of a wait, one class per wait, each with a fine histogram
+/// (so that "waits over 1 ms" can be split by it): the wakeup asked for
+/// the CPU and got it at the next switch; it did not ask, and the task ran
+/// at the next switch; others ran first (passed over, whatever the
+/// decision); an idle CPU took it; anything else (a pending bit, not a
+/// wakeup, migrated, not known).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Granted = 0,
+    Declined = 1,
+    PassedOver = 2,
+    IdleCpu = 3,
+    Other = 4,
+}
+
+pub const NR_OUTCOMES: usize = 5;
+pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
+    Outcome::Granted,
+    Outcome::Declined,
+    Outcome::PassedOver,
+    Outcome::IdleCpu,
+    Outcome::Other,
+];
+
+impl Outcome {
+    pub const fn of(decision: Decision, pass: Pass) -> Outcome {
+        match pass {
+            Pass::One | Pass::Two | Pass::ThreePlus => Outcome::PassedOver,
+            Pass::Migrated | Pass::Unknown => Outcome::Other,
+            Pass::Zero if decision.asked() => Outcome::Granted,
+            Pass::Zero if decision.declined() => Outcome::Declined,
+            Pass::Zero if matches!(decision, Decision::Idle) => Outcome::IdleCpu,
+            Pass::Zero => Outcome::Other,
+        }
+    }
+
+    /// `of` on a decision and a pass-over index, without a branch (for
+    /// the kernel side: crate::flat): with no pass-over, the nibble of
+    /// the decision in `OUTCOME_AT_ZERO`.
+    #[inline(always)]
+    pub fn of_indices(decision: u64, pass: u64) -> u64 {
+        const PASSED_OVER: u64 = Outcome::PassedOver as u64;
+        const OTHER: u64 = Outcome::Other as u64;
+        let at_zero = (OUTCOME_AT_ZERO >> ((decision & 15) * 4)) & 0xf;
+        let passed = nonzero(pass) & (1 ^ above(pass, Pass::ThreePlus as u64));
+        let after = select(passed, PASSED_OVER, OTHER);
+        select(equal(pass, Pass::Zero as u64), at_zero, after)
+    }
+}
+
+/// Nibble d: the outcome of decision d with no pass-over (asked 0, the
+/// rules 1, idle 3, the rest other 4).
+const OUTCOME_AT_ZERO: u64 = 0x4111_1111_4443_0400;
+
+/// Cells of the decision x pass-over table: `decision * NR_PASSES + pass`.
+pub const NR_CELLS: usize = NR_DECISIONS * NR_PASSES;
+
+/// The cell of a decision and a pass-over class.
+pub const fn cell(decision: Decision, pass: Pass) -> usize {
+    decision as usize * NR_PASSES + pass as usize
+}
+
+/// The per-CPU totals, cumulative since load (a `PERCPU_ARRAY` value).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecisionStats {
+    /// Waits and their sum per cell (`cell()`).
+    pub count: [u64; NR_CELLS],
+    pub sum_ns: [u64; NR_CELLS],
+    /// Waits and their sum by how the holder left (`Holder` index).
+    pub holder_count: [u64; NR_HOLDERS],
+    pub holder_sum_ns: [u64; NR_HOLDERS],
+    /// Fine histograms of the outcomes (`Outcome` index).
+    pub outcome_buckets: [[u64; NR_BUCKETS]; NR_OUTCOMES],
+    /// Pass-overs summed over the waits with a counted class (0..3+).
+    pub passes: u64,
+    /// Declined waits whose rule predicted a wait, the predictions' sum,
+    /// the actual waits' sum, and those that waited longer than predicted
+    /// plus `DecisionOffsets::tick_ns`.
+    pub predicted_waits: u64,
+    pub predicted_ns: u64,
+    pub predicted_actual_ns: u64,
+    pub beyond_prediction: u64,
+    /// Declined waits with the wakee's fair share at the queue the rule
+    /// compared at, and the shares' sum in per mille.
+    pub share_waits: u64,
+    pub share_permille: u64,
+}
+
+impl DecisionStats {
+    pub const ZERO: DecisionStats = DecisionStats {
+        count: [0; NR_CELLS],
+        sum_ns: [0; NR_CELLS],
+        holder_count: [0; NR_HOLDERS],
+        holder_sum_ns: [0; NR_HOLDERS],
+        outcome_buckets: [[0; NR_BUCKETS]; NR_OUTCOMES],
+        passes: 0,
+        predicted_waits: 0,
+        predicted_ns: 0,
+        predicted_actual_ns: 0,
+        beyond_prediction: 0,
+        share_waits: 0,
+        share_permille: 0,
+    };
+}
+
+/// The state an enqueue leaves for its switch-in, packed in one u64:
+/// the decision (bits 0-3), the wakee's fair share in per mille plus one
+/// (4-13, 0 for none), the rule's predicted wait in microseconds (14-31,
+/// saturating) and the queue's switch count then (32-63, its low bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnqueueWord(pub u64);
+
+const PREDICTED_MAX_US: u64 = (1 << 18) - 1;
+const SHARE_MAX: u64 = 1001;
+
+impl EnqueueWord {
+    /// No snapshot: what a lookup that missed returns (no packed word has
+    /// every bit set: its decision is at most 14).
+    pub const NOT_FOUND: u64 = u64::MAX;
+
+    /// `predicted_ns` and `share_permille` below 2^63.
+    #[inline(always)]
+    pub fn pack(decision: u64, share_permille: u64, predicted_ns: u64, switches: u64) -> u64 {
+        let us = min(predicted_ns / 1000, PREDICTED_MAX_US);
+        let share = min(share_permille + 1, SHARE_MAX);
+        (decision & 15) | (share << 4) | (us << 14) | (switches << 32)
+    }
+
+    /// As `pack`, without a share or a prediction.
+    #[inline(always)]
+    pub fn plain(decision: u64, switches: u64) -> u64 {
+        (decision & 15) | (switches << 32)
+    }
+
+    #[inline(always)]
+    pub fn decision(self) -> u64 {
+        self.0 & 15
+    }
+
+    /// The share in per mille plus one (0: none).
+    #[inline(always)]
+    pub fn share(self) -> u64 {
+        (self.0 >> 4) & 0x3ff
+    }
+
+    #[inline(always)]
+    pub fn predicted_us(self) -> u64 {
+        (self.0 >> 14) & PREDICTED_MAX_US
+    }
+
+    /// Switches of the queue's CPU between the enqueue and the switch-in
+    /// that ended the wait (`now_switches`, which already counts it), to
+    /// other tasks: the pass-overs. The kernel's count wraps past the 32
+    /// bits kept.
+    #[inline(always)]
+    pub fn passes(self, now_switches: u64) -> u64 {
+        now_switches.wrapping_sub(self.0 >> 32).wrapping_sub(1) & 0xffff_ffff
+    }
+}
+
+/// One wait's decision as the switch-in hands it back (to the breakdown
+/// key, a slow event, a victims row): the decision (bits 0-3), the
+/// pass-over class (4-6), the holder (8-10), measured (15: 0 means the
+/// split did not see this wait), the share in per mille plus one (16-25),
+/// the predicted wait in microseconds (26-43) and the pass-overs counted
+/// (44-63, saturating).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Decided(pub u64);
+
+const PASSES_MAX: u64 = (1 << 20) - 1;
+
+impl Decided {
+    pub const MEASURED: u64 = 1 << 15;
+
+    #[inline(always)]
+    pub fn pack(
+        (decision, pass, holder): (u64, u64, u64),
+        share: u64,
+        predicted_us: u64,
+        passes: u64,
+    ) -> u64 {
+        let passes = min(passes & 0xffff_ffff, PASSES_MAX);
+        (decision & 15)
+            | ((pass & 7) << 4)
+            | ((holder & 7) << 8)
+            | Decided::MEASURED
+            | ((share & 0x3ff) << 16)
+            | ((predicted_us & PREDICTED_MAX_US) << 26)
+            | (passes << 44)
+    }
+
+    #[inline(always)]
+    pub fn measured(self) -> bool {
+        self.0 & Decided::MEASURED != 0
+    }
+
+    #[inline(always)]
+    pub fn decision_index(self) -> u64 {
+        self.0 & 15
+    }
+
+    #[inline(always)]
+    pub fn pass_index(self) -> u64 {
+        (self.0 >> 4) & 7
+    }
+
+    #[inline(always)]
+    pub fn holder_index(self) -> u64 {
+        (self.0 >> 8) & 7
+    }
+
+    /// The share in per mille plus one (0: none).
+    #[inline(always)]
+    pub fn share(self) -> u64 {
+        (self.0 >> 16) & 0x3ff
+    }
+
+    #[inline(always)]
+    pub fn predicted_us(self) -> u64 {
+        (self.0 >> 26) & PREDICTED_MAX_US
+    }
+
+    #[inline(always)]
+    pub fn passes(self) -> u64 {
+        self.0 >> 44
+    }
+
+    pub fn decision(self) -> Option<Decision> {
+        self.measured()
+            .then(|| Decision::from_index(self.decision_index()))
+            .flatten()
+    }
+
+    pub fn pass(self) -> Option<Pass> {
+        self.measured()
+            .then(|| Pass::from_index(self.pass_index()))
+            .flatten()
+    }
+
+    pub fn holder(self) -> Option<Holder> {
+        self.measured()
+            .then(|| Holder::from_index(self.holder_index()))
+            .flatten()
+    }
+
+    /// The share as a fraction (None: not computed).
+    pub fn share_fraction(self) -> Option<f64> {
+        let s = self.share();
+        (self.measured() && s != 0).then(|| (s - 1) as f64 / 1000.0)
+    }
+}
+
+/// The EEVDF eligibility test (kernel/sched/fair.c entity_eligible(), 6.6+):
+/// an entity whose key (vruntime minus the queue's zero point) is `key` is
+/// eligible when the queue's weighted key sum `avg` (the running entity
+/// added) is at least `key` times the queue's weight `load`.
+#[inline(always)]
+pub fn eligible(avg: i64, load: i64, key: i64) -> bool {
+    avg >= key.wrapping_mul(load)
+}
+
+/// Whether a running entity's deadline was renewed just now: what is left
+/// of its request (`deadline - vruntime`, virtual ns, as CPU time by
+/// `weight`) is still at least 15/16 of its `slice`. update_deadline()
+/// sets the deadline one slice ahead; little has run since. Without a
+/// branch (crate::flat); `slice` below 2^63.
+#[inline(always)]
+pub fn slice_renewed(left: i64, weight: u64, slice: u64) -> bool {
+    let ns = virtual_to_ns(left, weight);
+    (nonzero(slice) & (1 ^ above(slice - slice / 16, ns))) != 0
+}
+
+/// Virtual nanoseconds `dv` of an entity of weight `weight` (scaled down,
+/// NICE_0 = 1024) as the CPU time it takes to run them (0 for dv <= 0):
+/// vruntime grows by delta_exec * 1024 / weight (calc_delta_fair()).
+/// Without a branch (crate::flat).
+#[inline(always)]
+pub fn virtual_to_ns(dv: i64, weight: u64) -> u64 {
+    let raw = dv as u64;
+    let positive = nonzero(raw) & (1 ^ (raw >> 63));
+    // Capped so that the product fits 64 bits (weights are under 2^17):
+    // 2^40 ns is 18 minutes, and BPF has no 128-bit multiply.
+    let dv = select(positive, min(raw & (u64::MAX >> 1), MAX_VIRTUAL), 0);
+    dv * min(weight & (u64::MAX >> 1), MAX_WEIGHT) / 1024
+}
+
+const MAX_VIRTUAL: u64 = 1 << 40;
+const MAX_WEIGHT: u64 = 1 << 20;
+
+/// A wakee's fair share of the queue the rule compared at, in per mille:
+/// its weight against the queue's (the running entity included).
+#[inline(always)]
+pub fn share_permille(weight: u64, load: u64) -> u64 {
+    if load == 0 {
+        return 0;
+    }
+    let weight = if weight > load { load } else { weight };
+    // weight <= load < 2^40 in practice: no overflow in 1000x.
+    weight * 1000 / load
+}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), u64 arrays and fields only, no padding (checked below).
+unsafe impl aya::Pod for DecisionStats {}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C); a u32 array of even length then u64s: no padding.
+#[cfg(test)]
+mod tests {
+    use core::mem::size_of;
+
+    use super::*;
+
+    #[test]
+    fn layouts_have_no_implicit_padding() {
+        assert_eq!(
+            size_of::<DecisionStats>(),
+            8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + 7)
+        );
+        // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
+        assert!(size_of::<DecisionStats>() <= 32 * 1024);
+        const {
+            assert!(NR_DECISIONS.is_power_of_two());
+            assert!(NR_PASSES.is_power_of_two());
+            assert!(NR_HOLDERS.is_power_of_two());
+        }
+        assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
+        assert!((Pass::Unknown as usize) < NR_PASSES);
+        assert!((Holder::Exited as usize) < NR_HOLDERS);
+    }
+
+    #[test]
+    fn enqueue_words_round_trip() {
+        let w = EnqueueWord(EnqueueWord::pack(
+            Decision::Protected as u64,
+            250,
+            1_234_567,
+            0x1_2345_6789,
+        ));
+        assert_eq!(w.decision(), Decision::Protected as u64);
+        assert_eq!(w.share(), 251);
+        assert_eq!(w.predicted_us(), 1234);
+        // The switch that ends the wait is counted already: not a pass-over.
+        assert_eq!(w.passes(0x2345_678a), 0);
+        assert_eq!(w.passes(0x2345_678d), 3);
+        // The kernel's count wraps past the 32 bits kept.
+        let w = EnqueueWord(EnqueueWord::plain(0, 0xffff_fffe));
+        assert_eq!(w.passes(0x1_0000_0001), 2);
+        assert_eq!(w.share(), 0);
+        let w = EnqueueWord(EnqueueWord::pack(0, 5000, u64::MAX / 2, 0));
+        assert_eq!(w.predicted_us(), PREDICTED_MAX_US);
+        assert_eq!(w.share(), SHARE_MAX);
+        assert_ne!(w.0, EnqueueWord::NOT_FOUND);
+    }
+
+    #[test]
+    fn decided_words_round_trip() {
+        let d = Decided(Decided::pack(
+            (
+                Decision::NotEligible as u64,
+                Pass::ThreePlus as u64,
+                Holder::SliceEnded as u64,
+            ),
+            251,
+            2100,
+            7,
+        ));
+        assert_eq!(d.decision(), Some(Decision::NotEligible));
+        assert_eq!(d.pass(), Some(Pass::ThreePlus));
+        assert_eq!(d.holder(), Some(Holder::SliceEnded));
+        assert_eq!(d.share_fraction(), Some(0.25));
+        assert_eq!(d.predicted_us(), 2100);
+        assert_eq!(d.passes(), 7);
+        assert_eq!(Decided(0).decision(), None);
+        assert_eq!(
+            Decided(Decided::pack((0, 0, 0), 0, 0, 1 << 31)).passes(),
+            PASSES_MAX
+        );
+    }
+
+    #[test]
+    fn outcomes_partition_the_table() {
+        use Decision as D;
+        assert_eq!(Outcome::of(D::Requested, Pass::Zero), Outcome::Granted);
+        assert_eq!(Outcome::of(D::SliceEnded, Pass::Zero), Outcome::Granted);
+        assert_eq!(Outcome::of(D::Lazy, Pass::Zero), Outcome::Granted);
+        assert_eq!(Outcome::of(D::Protected, Pass::Zero), Outcome::Declined);
+        assert_eq!(Outcome::of(D::Idle, Pass::Zero), Outcome::IdleCpu);
+        assert_eq!(Outcome::of(D::Pending, Pass::Zero), Outcome::Other);
+        assert_eq!(Outcome::of(D::NotWakeup, Pass::Zero), Outcome::Other);
+        for d in DECISIONS {
+            for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
+                assert_eq!(Outcome::of(d, p), Outcome::PassedOver);
+            }
+            assert_eq!(Outcome::of(d, Pass::Migrated), Outcome::Other);
+        }
+        for d in DECISIONS {
+            for p in PASSES {
+                assert_eq!(
+                    Outcome::of_indices(d as u64, p as u64),
+                    Outcome::of(d, p) as u64
+                );
+            }
+        }
+        assert!(DECLINED.iter().all(|d| d.declined()));
+        assert_eq!(
+            DECISIONS.iter().filter(|d| d.declined()).count(),
+            DECLINED.len()
+        );
+    }
+
+    #[test]
+    fn pass_classes_cap_at_three() {
+        assert_eq!(Pass::of(0), Pass::Zero);
+        assert_eq!(Pass::of(2), Pass::Two);
+        assert_eq!(Pass::of(3), Pass::ThreePlus);
+        assert_eq!(Pass::of(400), Pass::ThreePlus);
+    }
+
+    #[test]
+    fn eligibility_follows_the_weighted_average() {
+        // Two nice-0 entities at keys 0 and 2000 (avg 2000*1024, load
+        // 2048): the average key is 1000, so 1000 is eligible, 1001 not.
+        let (avg, load) = (2000 * 1024, 2048);
+        assert!(eligible(avg, load, 0));
+        assert!(eligible(avg, load, 1000));
+        assert!(!eligible(avg, load, 1001));
+        assert!(!eligible(avg, load, 2000));
+        // Negative keys (behind the zero point) are eligible.
+        assert!(eligible(-1024, 1024, -1));
+        assert!(!eligible(-1024, 1024, 0));
+    }
+
+    #[test]
+    fn a_renewed_deadline_is_told_from_a_running_slice() {
+        let slice = 1_400_000;
+        // Renewed at nice 0: the whole slice ahead.
+        assert!(slice_renewed(1_400_000, 1024, slice));
+        // Half of it run.
+        assert!(!slice_renewed(700_000, 1024, slice));
+        // Nice -5 (3121): a third of the virtual time for the same slice.
+        assert!(slice_renewed(1_400_000 * 1024 / 3121, 3121, slice));
+        assert!(!slice_renewed(-1, 1024, slice));
+        assert!(!slice_renewed(1, 1024, 0));
+    }
+
+    #[test]
+    fn virtual_time_converts_by_weight() {
+        // A nice-0 task runs 1 ms for 1 ms of vruntime; a weight-3121
+        // (nice -5) task runs 3x longer per virtual ns.
+        assert_eq!(virtual_to_ns(1_000_000, 1024), 1_000_000);
+        assert_eq!(virtual_to_ns(1_000_000, 3121), 3_047_851);
+        assert_eq!(virtual_to_ns(-5, 1024), 0);
+        assert_eq!(virtual_to_ns(0, 1024), 0);
+        assert_eq!(virtual_to_ns(i64::MIN, 1024), 0);
+        assert_eq!(virtual_to_ns(i64::MAX, 1024), MAX_VIRTUAL);
+        assert_eq!(virtual_to_ns(1024, u64::MAX), MAX_WEIGHT);
+    }
+
+    #[test]
+    fn shares_are_weight_over_the_queue() {
+        // The worker beside three loops, all nice 0: a quarter.
+        assert_eq!(share_permille(1024, 4096), 250);
+        // Reniced to -8 (weight 6100) beside three nice-0 loops.
+        assert_eq!(share_permille(6100, 6100 + 3 * 1024), 665);
+        assert_eq!(share_permille(1024, 0), 0);
+        assert_eq!(share_permille(5000, 1024), 1000);
+    }
+}

@@ -1,0 +1,376 @@
+//! The scheduler's decision of each wait (docs/decision.md): at the
+//! wakeup, whether it asked for the CPU and, if not, which fair-class rule
+//! declined; at the switch-in, how many times the CPU went to others
+//! meanwhile and how the holder left it.
+//!
+//! The wakeup's state rides in the enqueue's overlap snapshot slot
+//! (causes.rs, `OverlapSlot::decision`): no per-task memory. Reading the
+//! target CPU's running task needs no kernel symbol: the wakee was just
+//! enqueued on that CPU, so `p->se.cfs_rq->rq->curr` is it.
+//!
+//! The switch-in's work is a global BPF function (`schedlat_decision_at_switch`): the
+//! verifier checks it once, on its own, instead of once per path of
+//! sched_switch that reaches it. It takes and returns plain numbers (5.10
+//! lets a global function take no kernel pointer), so sched_switch reads
+//! the few fields it needs and hands them over.
+//!
+//! Off unless Compute.decision (and the cause split, whose slots it uses):
+//! the verifier removes all of it.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, PerCpuArray},
+};
+use schedlat_common::{
+    bucket::bucket_index_flat,
+    decision::{
+        self, Decided, Decision, DecisionStats, EnqueueWord, Holder, NR_CELLS, NR_HOLDERS,
+        NR_PASSES, Outcome, Pass,
+    },
+    flat::{above, min, nonzero, select},
+    start,
+};
+
+use crate::{
+    bpf::{barrier_var, cpu, masked},
+    causes,
+    config::{CAUSE, COMPUTE, DECISION, RQ, get},
+    memory::{Rq, Se, TaskPtr},
+};
+
+/// The totals, per CPU, cumulative since load.
+#[map]
+static DECISIONS: PerCpuArray<DecisionStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per target CPU (`rq->cpu`), the last wakeup onto it that found
+/// need-resched set: the running task's TID and the CPU's switch count
+/// then (low 32 bits each). A later wakeup that finds the same is
+/// `pending`. Sized to the CPUs by the loader (1 entry when off).
+#[map]
+static REQUESTS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// task->flags' PF_IDLE (include/linux/sched.h); TASK_DEAD in __state.
+const PF_IDLE: u32 = 0x0000_0002;
+const TASK_DEAD: u64 = 0x0080;
+/// sched policies: bits 1, 2, 6 (FIFO, RR, DEADLINE) outrank the fair
+/// class; 3 and 5 (BATCH, IDLE) never preempt on wakeup.
+const OUTRANKS: u64 = 0x46;
+const NO_WAKEUP_PREEMPTION: u64 = 0x28;
+/// Levels of task groups walked up to find the queue the running task
+/// and the wakee share (kernel/sched/fair.c find_matching_se()).
+const MAX_GROUP_WALK: usize = 8;
+
+#[inline(always)]
+pub fn on() -> bool {
+    get(&COMPUTE.decision) != 0 && get(&RQ.resolved) != 0
+}
+
+/// The packed decision state (`EnqueueWord`) of a wait of `task` that
+/// begins now on `rq`: woken (just enqueued there), or not (preempted,
+/// new).
+#[inline(always)]
+pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
+    let switches = rq.nr_switches();
+    if !woken {
+        return EnqueueWord::plain(Decision::NotWakeup as u64, switches);
+    }
+    let curr = rq.curr();
+    if curr.flags() & PF_IDLE != 0 {
+        return EnqueueWord::plain(Decision::Idle as u64, switches);
+    }
+    let flags = curr.ti_flags();
+    if flags & get(&DECISION.need_resched_mask) != 0 {
+        let asked = if pending(rq, curr, switches) {
+            Decision::Pending
+        } else if slice_ended(task, curr) {
+            Decision::SliceEnded
+        } else {
+            Decision::Requested
+        };
+        return EnqueueWord::plain(asked as u64, switches);
+    }
+    if flags & get(&DECISION.lazy_mask) != 0 {
+        return EnqueueWord::plain(Decision::Lazy as u64, switches);
+    }
+    let (rule, share, predicted) = rule(task, curr);
+    EnqueueWord::pack(rule, share, predicted, switches)
+}
+
+/// Whether the need-resched bit found on `curr` (running on `rq`) was
+/// already there for an earlier wakeup onto that CPU, with no switch
+/// since; records this one otherwise. A bit set by the tick or any path
+/// other than a wakeup before this wakeup is not seen here (telling those
+/// apart takes a program on every need-resched set: docs/decision.md).
+#[inline(always)]
+fn pending(rq: Rq, curr: TaskPtr, switches: u64) -> bool {
+    if get(&CAUSE.has_rq_cpu) == 0 {
+        return false;
+    }
+    let Some(last) = REQUESTS.get_ptr_mut(rq.cpu()) else {
+        return false;
+    };
+    let seen = (switches << 32) | u64::from(curr.pid());
+    // SAFETY: a map value; wakeups onto one CPU hold its rq lock.
+    unsafe {
+        if *last == seen {
+            return true;
+        }
+        *last = seen;
+    }
+    false
+}
+
+/// Whether a wakeup of `task` that found need-resched set on `curr` set
+/// it because its enqueue found curr's slice used up (both on one queue:
+/// the enqueue updates that queue's running entity).
+#[inline(always)]
+fn slice_ended(task: TaskPtr, curr: TaskPtr) -> bool {
+    if get(&DECISION.fair) != 1 {
+        return false;
+    }
+    let (wakee, curr) = (task.se(), curr.se());
+    if wakee.queue_addr() != curr.queue_addr() {
+        return false;
+    }
+    let left = curr.deadline().wrapping_sub(curr.vruntime()) as i64;
+    decision::slice_renewed(left, curr.weight(), curr.slice())
+}
+
+/// Which rule declined the wakeup of `task` while `curr` ran, the wakee's
+/// fair share in per mille (0 where not computed) and the wait the rule
+/// predicts (ns, 0 for none), recomputed from the fields the fair class
+/// decided with (kernel/sched/fair.c check_preempt_wakeup_fair(),
+/// check_preempt_wakeup() before 6.7, and pick_eevdf()).
+#[inline(always)]
+fn rule(task: TaskPtr, curr: TaskPtr) -> (u64, u64, u64) {
+    let wakee_policy = u64::from(task.policy() & 63);
+    let curr_policy = u64::from(curr.policy() & 63);
+    if (OUTRANKS >> wakee_policy) & 1 != 0 || (OUTRANKS >> curr_policy) & 1 != 0 {
+        return (Decision::OtherClass as u64, 0, 0);
+    }
+    if (NO_WAKEUP_PREEMPTION >> wakee_policy) & 1 != 0 {
+        return (Decision::PolicyGate as u64, 0, 0);
+    }
+    match get(&DECISION.fair) {
+        1 => eevdf_rule(task.se(), curr.se()),
+        2 => (Decision::WakeupGranularity as u64, 0, 0),
+        _ => (Decision::RuleUnknown as u64, 0, 0),
+    }
+}
+
+/// The EEVDF rule, at the queue the two entities share.
+#[inline(always)]
+fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64, u64) {
+    let Some((wakee, curr)) = matching(wakee, curr) else {
+        return (Decision::RuleUnknown as u64, 0, 0);
+    };
+    let q = curr.cfs_rq();
+    let zero = q.zero();
+    let key = |se: Se| se.vruntime().wrapping_sub(zero) as i64;
+    let mut avg = q.key_sum();
+    let mut load = q.weight_sum() as i64;
+    let curr_weight = curr.weight();
+    let curr_key = key(curr);
+    // The running entity is not in the queue's sums (avg_vruntime()).
+    if curr.on_rq() {
+        avg = avg.wrapping_add(curr_key.wrapping_mul(curr_weight as i64));
+        load += curr_weight as i64;
+    }
+    let share = decision::share_permille(wakee.weight(), load as u64);
+    let curr_vruntime = curr.vruntime();
+    let deadline = curr.deadline();
+    // The holder runs until its deadline, where the tick picks again.
+    let slice_left =
+        decision::virtual_to_ns(deadline.wrapping_sub(curr_vruntime) as i64, curr_weight);
+    let curr_eligible = decision::eligible(avg, load, curr_key);
+    let shorter = get(&DECISION.preempt_short) != 0 && wakee.slice() < curr.slice();
+    if curr_eligible && !shorter {
+        let marker = curr.vlag();
+        if get(&DECISION.has_vprot) != 0 {
+            // 6.17+: protected while vruntime < vprot.
+            let left = marker.wrapping_sub(curr_vruntime) as i64;
+            if left > 0 {
+                let protected = decision::virtual_to_ns(left, curr_weight);
+                return (Decision::Protected as u64, share, protected);
+            }
+        } else if marker == deadline {
+            // 6.6-6.16: vlag == deadline until the slice it was picked
+            // with ends.
+            return (Decision::Protected as u64, share, slice_left);
+        }
+    }
+    if !decision::eligible(avg, load, key(wakee)) {
+        return (Decision::NotEligible as u64, share, slice_left);
+    }
+    (Decision::LaterDeadline as u64, share, slice_left)
+}
+
+/// The entities of the wakee's and the running task's hierarchies that
+/// share a queue (find_matching_se()), within MAX_GROUP_WALK levels.
+#[inline(always)]
+fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
+    let mut wakee_depth = wakee.depth();
+    let mut curr_depth = curr.depth();
+    for _ in 0..MAX_GROUP_WALK {
+        if wakee_depth == curr_depth {
+            if wakee.queue_addr() == curr.queue_addr() {
+                return Some((wakee, curr));
+            }
+            // Both at the root and still apart: not one CPU's queues.
+            if wakee_depth == 0 {
+                return None;
+            }
+            wakee = wakee.parent();
+            curr = curr.parent();
+            wakee_depth -= 1;
+            curr_depth -= 1;
+        } else if wakee_depth > curr_depth {
+            wakee = wakee.parent();
+            wakee_depth -= 1;
+        } else {
+            curr = curr.parent();
+            curr_depth -= 1;
+        }
+    }
+    None
+}
+
+/// The decision of a wait that a switch from `prev` (still runnable when
+/// sched_switch's `preempt` is set or its state is 0) to `next` ended after
+/// `wait` ns, `word` its start word: read here (plain loads, no branch),
+/// decided and counted in `schedlat_decision_at_switch`. A `Decided` word, 0 when the split
+/// is off.
+#[inline(always)]
+pub fn switched_in(
+    (word, wait): (u64, u64),
+    next_tid: u32,
+    (prev, preempt): (TaskPtr, u64),
+    rq: Rq,
+) -> u64 {
+    if !on() {
+        return 0;
+    }
+    let switches = rq.nr_switches() & 0xffff_ffff;
+    let state = u64::from(prev.state()) & 0xffff;
+    let facts =
+        switches | (u64::from(next_tid & 0xff) << 32) | ((preempt & 0xff) << 40) | (state << 48);
+    // EEVDF: what is left of prev's request, its weight and slice (the
+    // verifier drops these loads elsewhere).
+    let (left, weight_slice) = if get(&DECISION.fair) == 1 {
+        let se = prev.se();
+        let left = se.deadline().wrapping_sub(se.vruntime());
+        (left, (se.weight() & 0xffff_ffff) | (se.slice() << 32))
+    } else {
+        (0, 0)
+    };
+    schedlat_decision_at_switch(word, wait, facts, left, weight_slice)
+}
+
+/// The switch-in's decision of one wait (`switched_in` packs the
+/// arguments): the enqueue's state from this CPU's snapshot slot, the
+/// pass-overs since, how the holder left; counted in DECISIONS in the
+/// histogram modes; returned as a `Decided` word for the breakdown key,
+/// slow events and victims rows.
+///
+/// A global function (external linkage: its BTF says so), never inlined:
+/// the verifier checks it once (kernel/bpf/verifier.c, a global
+/// function's body is verified independently of its callers' states).
+/// Inside, every decision is made without a branch (schedlat_common::
+/// flat): with branches, its own paths took 10,700 of sched_switch's
+/// 16,474 verified instructions on 6.18.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn schedlat_decision_at_switch(
+    word: u64,
+    wait: u64,
+    facts: u64,
+    prev_left: u64,
+    prev_weight_slice: u64,
+) -> u64 {
+    let cpu = cpu();
+    let packed = causes::decision_of(word, cpu, ((facts >> 32) & 0xff) as u32);
+    let found = nonzero(packed ^ EnqueueWord::NOT_FOUND);
+    let w = EnqueueWord(packed & found.wrapping_neg());
+    let passes = w.passes(facts & 0xffff_ffff) & found.wrapping_neg();
+    // Not found: migrated when the task last ran elsewhere, else unknown.
+    let last = start::last_cpu_plus_one(word);
+    let moved = nonzero(last) & nonzero(last ^ (u64::from(cpu) + 1));
+    let lost = select(moved, Pass::Migrated as u64, Pass::Unknown as u64);
+    let pass = select(found, min(passes, Pass::ThreePlus as u64), lost);
+    let decision = select(found, w.decision(), Decision::Unknown as u64);
+    let holder = holder(facts, prev_left, prev_weight_slice);
+    let (share, predicted_us) = (w.share(), w.predicted_us());
+    if get(&COMPUTE.histogram) != 0 {
+        count(
+            (decision, pass, holder),
+            wait,
+            passes,
+            (share, predicted_us),
+        );
+    }
+    Decided::pack((decision, pass, holder), share, predicted_us, passes)
+}
+
+/// How the switch's prev left the CPU (a `Holder` index), from the facts
+/// `switched_in` packed, without a branch: still runnable is preempted, or
+/// slice-ended when its deadline was renewed just now (EEVDF).
+#[inline(always)]
+fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
+    let preempt = (facts >> 40) & 0xff;
+    let state = facts >> 48;
+    let runnable = nonzero(preempt) | (1 ^ nonzero(state));
+    let renewed = if get(&DECISION.fair) == 1 {
+        u64::from(decision::slice_renewed(
+            left as i64,
+            weight_slice & 0xffff_ffff,
+            weight_slice >> 32,
+        ))
+    } else {
+        0
+    };
+    let ran_on = select(renewed, Holder::SliceEnded as u64, Holder::Preempted as u64);
+    let dead = nonzero(state & TASK_DEAD);
+    let left_it = select(dead, Holder::Exited as u64, Holder::Blocked as u64);
+    select(runnable, ran_on, left_it)
+}
+
+/// Adds one wait to this CPU's totals, without a branch but the bounds
+/// of the outcome histogram at the end.
+#[inline(always)]
+fn count(
+    (decision, pass, holder): (u64, u64, u64),
+    wait: u64,
+    passes: u64,
+    (share, predicted_us): (u64, u64),
+) {
+    // SAFETY: per-CPU value; the sched tracepoints' programs do not nest.
+    let Some(ds) = DECISIONS.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        return;
+    };
+    let cell = masked(decision * NR_PASSES as u64 + pass, NR_CELLS as u64 - 1) as usize;
+    ds.count[cell] += 1;
+    ds.sum_ns[cell] += wait;
+    let holder = masked(holder, NR_HOLDERS as u64 - 1) as usize;
+    ds.holder_count[holder] += 1;
+    ds.holder_sum_ns[holder] += wait;
+    // 0 for the waits without a counted class.
+    ds.passes += passes;
+    let predicts = nonzero(predicted_us);
+    let predicted = predicted_us * 1000;
+    ds.predicted_waits += predicts;
+    ds.predicted_ns += predicted;
+    ds.predicted_actual_ns += wait & predicts.wrapping_neg();
+    // Waited longer than predicted plus a tick (all far below 2^63).
+    let beyond = above(wait, predicted + get(&DECISION.tick_ns));
+    ds.beyond_prediction += beyond & predicts;
+    // 1 when a share was computed (it is then 1..=1001).
+    let shared = (share + 1023) >> 10;
+    ds.share_waits += shared;
+    ds.share_permille += share - shared;
+    let outcome = Outcome::of_indices(decision, pass) as usize;
+    if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome))
+        && let Some(n) = h.get_mut(barrier_var(bucket_index_flat(wait)))
+    {
+        *n += 1;
+    }
+}

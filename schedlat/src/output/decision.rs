@@ -1,0 +1,411 @@
+//! The decision split (`--decision`, docs/decision.md) as people and
+//! machines read it: the `decision:` block under the causes (here), and the
+//! `decision` object of a JSON interval (docs/json.md).
+
+use std::fmt::Write as _;
+
+use schedlat_common::decision::{
+    DECISIONS, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, cell,
+};
+use serde_json::{Value, json};
+
+use crate::{
+    analysis::fmt_ns,
+    histogram::{DecisionFacts, Waits},
+};
+
+/// Waits this long or longer are the tail the block splits apart.
+const SLOW_NS: u64 = 1_000_000;
+
+/// The name of a decision class in text and JSON.
+pub fn decision_name(d: Decision) -> &'static str {
+    match d {
+        Decision::Requested => "requested",
+        Decision::SliceEnded => "slice_ended",
+        Decision::Pending => "pending",
+        Decision::Lazy => "lazy",
+        Decision::Idle => "idle",
+        Decision::NotWakeup => "not_wakeup",
+        Decision::Unknown => "unknown",
+        Decision::NotEligible => "not_eligible",
+        Decision::LaterDeadline => "later_deadline",
+        Decision::Protected => "protected",
+        Decision::PolicyGate => "policy_gate",
+        Decision::OtherClass => "other_class",
+        Decision::WakeupGranularity => "wakeup_granularity",
+        Decision::RuleUnknown => "rule_unknown",
+    }
+}
+
+pub fn pass_name(p: Pass) -> &'static str {
+    match p {
+        Pass::Zero => "0",
+        Pass::One => "1",
+        Pass::Two => "2",
+        Pass::ThreePlus => "3+",
+        Pass::Migrated => "migrated",
+        Pass::Unknown => "unknown",
+    }
+}
+
+pub fn holder_name(h: Holder) -> &'static str {
+    match h {
+        Holder::Blocked => "blocked",
+        Holder::Preempted => "preempted",
+        Holder::SliceEnded => "slice_ended",
+        Holder::Exited => "exited",
+    }
+}
+
+pub fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Granted => "granted",
+        Outcome::Declined => "declined",
+        Outcome::PassedOver => "passed_over",
+        Outcome::IdleCpu => "idle_cpu",
+        Outcome::Other => "other",
+    }
+}
+
+/// A JSON name as text: `slice_ended` as `slice ended`.
+fn words(name: &str) -> String {
+    match name {
+        "idle_cpu" => "idle CPU".into(),
+        "not_wakeup" => "not a wakeup".into(),
+        _ => name.replace('_', " "),
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 || part == 0 {
+        return "0%".into();
+    }
+    let p = part as f64 * 100.0 / whole as f64;
+    if p < 0.1 {
+        "<0.1%".into()
+    } else if p < 10.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
+}
+
+/// The text block: five lines, the first starting `decision: `, the others
+/// indented under it; empty when the split is off or saw no wait.
+pub fn text(waits: &Waits) -> String {
+    let Some(d) = &waits.decision else {
+        return String::new();
+    };
+    let total = d.waits();
+    if total == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    // Each wait's outcome, and the same of the slow waits.
+    let outcomes: Vec<String> = OUTCOMES
+        .iter()
+        .map(|&o| {
+            let n = d.outcome_between(o, 0, u64::MAX);
+            format!("{} {}", words(outcome_name(o)), pct(n, total))
+        })
+        .collect();
+    let _ = write!(out, "decision: {} of waits", outcomes.join(", "));
+    let slow = d.all_between(SLOW_NS, u64::MAX);
+    if slow > 0 {
+        let slow_outcomes: Vec<String> = OUTCOMES
+            .iter()
+            .filter_map(|&o| {
+                let n = d.outcome_between(o, SLOW_NS, u64::MAX);
+                (n > 0).then(|| format!("{} {}", words(outcome_name(o)), pct(n, slow)))
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "; of the {slow} over 1 ms: {}",
+            slow_outcomes.join(", ")
+        );
+    }
+    out.push('\n');
+
+    let named = |list: &mut Vec<String>, ds: &[Decision]| {
+        for &c in ds {
+            let n = d.decided(c);
+            if n > 0 {
+                list.push(format!("{} {n}", words(decision_name(c))));
+            }
+        }
+    };
+    let mut asked = Vec::new();
+    named(
+        &mut asked,
+        &[
+            Decision::Requested,
+            Decision::SliceEnded,
+            Decision::Pending,
+            Decision::Lazy,
+            Decision::Idle,
+            Decision::NotWakeup,
+            Decision::Unknown,
+        ],
+    );
+    let mut declined = Vec::new();
+    named(
+        &mut declined,
+        &DECISIONS
+            .iter()
+            .copied()
+            .filter(|c| c.declined())
+            .collect::<Vec<_>>(),
+    );
+    let _ = write!(out, "  at the wakeup: {}", list_or_none(&asked));
+    let _ = writeln!(
+        out,
+        "; not asked {}: {}",
+        d.declined(),
+        list_or_none(&declined)
+    );
+
+    let passes: Vec<String> = PASSES
+        .iter()
+        .filter(|&&p| d.passed(p) > 0 || matches!(p, Pass::Zero))
+        .map(|&p| {
+            let n = d.passed(p);
+            match p {
+                Pass::Migrated | Pass::Unknown => format!("{} {n}", pass_name(p)),
+                _ => format!("{} in {n}", pass_name(p)),
+            }
+        })
+        .collect();
+    let counted: u64 = [Pass::Zero, Pass::One, Pass::Two, Pass::ThreePlus]
+        .iter()
+        .map(|&p| d.passed(p))
+        .sum();
+    let per_wait = if counted > 0 {
+        format!(" ({:.1} per wait)", d.passes as f64 / counted as f64)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "  passed over: {}{per_wait}", passes.join(", "));
+
+    let holders: Vec<String> = HOLDERS
+        .iter()
+        .map(|&h| format!("{} {}", words(holder_name(h)), pct(d.held(h), total)))
+        .collect();
+    let _ = writeln!(out, "  holder left: {}", holders.join(", "));
+
+    if d.predicted_waits > 0 {
+        let n = d.predicted_waits;
+        let tick = d
+            .facts
+            .tick_ns
+            .map_or(String::new(), |t| format!(" ({} tick)", fmt_ns(t)));
+        let _ = write!(
+            out,
+            "  not asked: the rule predicted {} mean, the wait was {}; {} of {n} beyond prediction + tick{tick}",
+            fmt_ns(d.predicted_ns / n),
+            fmt_ns(d.predicted_actual_ns / n),
+            d.beyond_prediction,
+        );
+        if let Some(share) = d.mean_share() {
+            let _ = write!(out, "; the wakee's fair share {:.0}%", share * 100.0);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// The `decision` object of a JSON interval (docs/json.md); None when the
+/// split is off.
+pub fn json(waits: &Waits) -> Option<Value> {
+    let d = waits.decision.as_ref()?;
+    let counted = |count: u64, sum_ns: u64| json!({ "count": count, "sum_ns": sum_ns });
+    let decisions: serde_json::Map<String, Value> = DECISIONS
+        .iter()
+        .map(|&c| {
+            (
+                decision_name(c).into(),
+                counted(d.decided(c), d.decided_ns(c)),
+            )
+        })
+        .collect();
+    let pass_overs: serde_json::Map<String, Value> = PASSES
+        .iter()
+        .map(|&p| (pass_name(p).into(), counted(d.passed(p), d.passed_ns(p))))
+        .collect();
+    let holders: serde_json::Map<String, Value> = HOLDERS
+        .iter()
+        .map(|&h| {
+            let i = h as usize;
+            (
+                holder_name(h).into(),
+                counted(d.holder_count[i], d.holder_sum_ns[i]),
+            )
+        })
+        .collect();
+    let outcomes: serde_json::Map<String, Value> = OUTCOMES
+        .iter()
+        .map(|&o| {
+            let all = d.outcome_between(o, 0, u64::MAX);
+            let slow = d.outcome_between(o, SLOW_NS, u64::MAX);
+            (
+                outcome_name(o).into(),
+                json!({ "count": all, "over_1ms": slow }),
+            )
+        })
+        .collect();
+    let mut table = Vec::new();
+    for &c in &DECISIONS {
+        for &p in &PASSES {
+            let n = d.count[cell(c, p)];
+            if n > 0 {
+                table.push(json!({
+                    "decision": decision_name(c),
+                    "pass_overs": pass_name(p),
+                    "count": n,
+                    "sum_ns": d.sum_ns[cell(c, p)],
+                }));
+            }
+        }
+    }
+    Some(json!({
+        "kernel": facts_json(&d.facts),
+        "waits": d.waits(),
+        "decisions": decisions,
+        "pass_overs": pass_overs,
+        "passes": d.passes,
+        "table": table,
+        "holders": holders,
+        "outcomes": outcomes,
+        "predicted": {
+            "waits": d.predicted_waits,
+            "predicted_ns": d.predicted_ns,
+            "actual_ns": d.predicted_actual_ns,
+            "beyond_prediction_and_tick": d.beyond_prediction,
+        },
+        "share": {
+            "waits": d.share_waits,
+            "mean": d.mean_share(),
+        },
+    }))
+}
+
+/// How the split was measured on this kernel.
+fn facts_json(f: &DecisionFacts) -> Value {
+    json!({
+        "need_resched_bit": f.need_resched_bit,
+        "lazy_bit": f.lazy_bit,
+        "bits_from": "table",
+        "rules": match f.fair {
+            1 => Some("eevdf"),
+            2 => Some("cfs"),
+            _ => None,
+        },
+        "protection": match (f.fair, f.vprot) {
+            (1, true) => Some("vprot"),
+            (1, false) => Some("vlag"),
+            _ => None,
+        },
+        "tick_ns": f.tick_ns,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use schedlat_common::decision::DecisionStats;
+
+    use super::*;
+    use crate::histogram::DecisionCounts;
+
+    fn facts() -> DecisionFacts {
+        DecisionFacts::X86_6_18
+    }
+
+    /// The worker case's shape: granted short waits, passed-over long ones.
+    fn worker() -> Waits {
+        let mut s = DecisionStats::ZERO;
+        s.count[cell(Decision::Requested, Pass::Zero)] = 120;
+        s.sum_ns[cell(Decision::Requested, Pass::Zero)] = 120 * 7_000;
+        s.count[cell(Decision::Protected, Pass::ThreePlus)] = 80;
+        s.sum_ns[cell(Decision::Protected, Pass::ThreePlus)] = 80 * 8_000_000;
+        s.holder_count[Holder::Preempted as usize] = 150;
+        s.holder_count[Holder::Blocked as usize] = 50;
+        // Bucket 100 is a few us, 260 several ms (bucket_bounds).
+        s.outcome_buckets[Outcome::Granted as usize][100] = 120;
+        s.outcome_buckets[Outcome::PassedOver as usize][260] = 80;
+        s.passes = 80 * 4;
+        s.predicted_waits = 80;
+        s.predicted_ns = 80 * 1_000_000;
+        s.predicted_actual_ns = 80 * 8_000_000;
+        s.beyond_prediction = 75;
+        s.share_waits = 80;
+        s.share_permille = 80 * 250;
+        Waits {
+            decision: Some(DecisionCounts::from_cpus(facts(), &[s])),
+            ..Waits::default()
+        }
+    }
+
+    #[test]
+    fn the_block_splits_the_waits_by_outcome_and_rule() {
+        let out = text(&worker());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(
+            lines[0].starts_with("decision: granted 60%, declined 0%, passed over 40%"),
+            "{out}"
+        );
+        assert!(
+            lines[0].ends_with("of the 80 over 1 ms: passed over 100%"),
+            "{out}"
+        );
+        assert_eq!(
+            lines[1],
+            "  at the wakeup: requested 120; not asked 80: protected 80"
+        );
+        assert_eq!(lines[2], "  passed over: 0 in 120, 3+ in 80 (1.6 per wait)");
+        assert!(
+            lines[3].starts_with("  holder left: blocked 25%, preempted 75%"),
+            "{out}"
+        );
+        assert!(
+            lines[4].contains("75 of 80 beyond prediction + tick (4.00 ms tick)"),
+            "{out}"
+        );
+        assert!(lines[4].ends_with("fair share 25%"), "{out}");
+    }
+
+    #[test]
+    fn off_or_empty_prints_nothing() {
+        assert_eq!(text(&Waits::default()), "");
+        let empty = Waits {
+            decision: Some(DecisionCounts::zero(facts())),
+            ..Waits::default()
+        };
+        assert_eq!(text(&empty), "");
+        assert!(json(&Waits::default()).is_none());
+    }
+
+    #[test]
+    fn the_json_object_carries_every_count() {
+        let v = json(&worker()).unwrap();
+        assert_eq!(v["waits"], 200);
+        assert_eq!(v["decisions"]["protected"]["count"], 80);
+        assert_eq!(v["decisions"]["requested"]["sum_ns"], 120 * 7_000);
+        assert_eq!(v["pass_overs"]["3+"]["count"], 80);
+        assert_eq!(v["table"].as_array().unwrap().len(), 2);
+        assert_eq!(v["outcomes"]["passed_over"]["over_1ms"], 80);
+        assert_eq!(v["holders"]["preempted"]["count"], 150);
+        assert_eq!(v["kernel"]["rules"], "eevdf");
+        assert_eq!(v["kernel"]["protection"], "vprot");
+        assert_eq!(v["share"]["mean"], 0.25);
+        assert_eq!(v["predicted"]["beyond_prediction_and_tick"], 75);
+    }
+}
