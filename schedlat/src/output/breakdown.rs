@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
-use super::{causes, json::shape_out, text as table};
+use super::{causes, escape, json::shape_out, text as table};
 use crate::{
     analysis::breakdown::{KeySort, KeyedReport},
     histogram::Unit,
@@ -19,7 +19,8 @@ use crate::{
 pub fn text(report: &KeyedReport, unit: Unit) -> String {
     let mut out = String::new();
     for row in &report.rows {
-        let _ = writeln!(out, "\n{}", row.label);
+        // A task's or cgroup's name: its control bytes escaped, as ps does.
+        let _ = writeln!(out, "\n{}", escape::printable(&row.label));
         out.push_str(&table::log2_table(&row.waits.log2_slots(), unit.label()));
         let mean = table::mean_in_unit(&row.waits, unit);
         let _ = writeln!(out, "total {} waits, mean {mean}", row.waits.count());
@@ -152,6 +153,34 @@ mod tests {
         // Not measured: no causes line, a null object.
         assert!(!out.contains("causes:"), "{out}");
         assert_eq!(json["keys"][0]["causes"], serde_json::Value::Null);
+    }
+
+    /// Issue 29 item 7: a task named with ESC or a newline reached -P and
+    /// -L text raw (clearing the screen, hiding its row, forging lines).
+    /// Control bytes print as `?`, as ps does; --json keeps the name.
+    #[test]
+    fn a_hostile_name_cannot_act_on_the_terminal() {
+        let mut hostile = row(42, &[3]);
+        hostile.label = "pid = 42, comm = \u{1b}[2J\u{1b}[8mx\nFAKE 1 waits".to_string();
+        let report = KeyedReport {
+            by: Breakdown::Process,
+            sort: KeySort::Total,
+            rows: vec![hostile],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        };
+        let out = text(&report, Unit::Usecs);
+        assert!(!out.contains('\u{1b}'), "{out:?}");
+        assert!(!out.contains("\nFAKE"), "{out:?}");
+        assert!(out.contains("comm = ?[2J?[8mx?FAKE 1 waits"), "{out:?}");
+        let json = json(&report);
+        assert!(
+            json["keys"][0]["label"]
+                .as_str()
+                .unwrap()
+                .contains('\u{1b}')
+        );
     }
 
     #[test]
