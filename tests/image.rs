@@ -78,6 +78,55 @@ fn image_serves_per_cgroup_series_with_the_daemonsets_security_context() {
         "{}",
         text(&out)
     );
+    // `schedlat check` there names the seccomp filter, not the
+    // capabilities, and the profile to use.
+    let out = run(podman()
+        .args(["run", "--rm"])
+        .args(ULIMITS)
+        .args(&default_flags)
+        .arg(image)
+        .args(["check", "--json"]));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fact = |report: &Value, name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {report}"))
+    };
+    assert_eq!(fact(&report, "capabilities")["status"], "ok", "{report}");
+    let bpf = fact(&report, "bpf");
+    assert_eq!(bpf["status"], "fail", "{bpf}");
+    let fix = bpf["fix"].as_str().unwrap();
+    assert!(fix.contains("seccomp") && fix.contains("bpf.json"), "{fix}");
+
+    // Under the profile the manifests use, check (as the init container
+    // runs it) reports every mode this pod can run: all but classic
+    // tracepoints, which need tracefs (not mounted) and
+    // CAP_DAC_READ_SEARCH.
+    let out = run(podman()
+        .args(["run", "--rm"])
+        .args(ULIMITS)
+        .args(&flags)
+        .arg(image)
+        .args([
+            "check",
+            "--json",
+            "--require",
+            "histogram,per-process,cgroups,victims,slow",
+        ]));
+    assert!(out.status.success(), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in report["modes"].as_array().unwrap() {
+        let expected = m["mode"] != "tracepoint";
+        assert_eq!(m["runs"], expected, "{m}");
+    }
+    assert_eq!(fact(&report, "cgroup-root")["status"], "ok", "{report}");
+    assert_eq!(fact(&report, "pid-namespace")["status"], "warn", "{report}");
+    eprintln!("check in the container: {report}");
 
     // A group of the node's made here, with a sleeper in it: its series
     // must come from inside the container.

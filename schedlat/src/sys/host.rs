@@ -154,6 +154,24 @@ pub fn memlock() -> Option<u64> {
     (got == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
+/// The inode of the initial PID namespace, the host's: a constant of the
+/// kernel (include/linux/proc_ns.h, PROC_PID_INIT_INO).
+const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// Whether this process runs in the host's PID namespace, from
+/// /proc/self/ns/pid (`pid:[INODE]`). NSpid cannot tell inside a
+/// container: it lists PIDs from the namespace /proc was mounted in down,
+/// and a container mounts its own. None when the link is unreadable.
+pub fn in_host_pid_namespace() -> Option<bool> {
+    let link = fs::read_link("/proc/self/ns/pid").ok()?;
+    namespace_inode(link.to_str()?).map(|ino| ino == INIT_PID_NAMESPACE)
+}
+
+/// `pid:[4026531836]` -> 4026531836.
+pub fn namespace_inode(link: &str) -> Option<u64> {
+    link.split_once(":[")?.1.strip_suffix(']')?.parse().ok()
+}
+
 /// The effective user id.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
@@ -235,6 +253,16 @@ mod tests {
             (s.seccomp, s.no_new_privs, s.nspid),
             (Some(2), true, vec![4242, 7])
         );
+    }
+
+    #[test]
+    fn the_host_pid_namespace_is_told_by_its_inode() {
+        assert_eq!(
+            namespace_inode("pid:[4026531836]"),
+            Some(INIT_PID_NAMESPACE)
+        );
+        assert_eq!(namespace_inode("pid:[4026532577]"), Some(4_026_532_577));
+        assert_eq!(namespace_inode("pid:4026531836"), None);
     }
 
     #[test]

@@ -294,18 +294,17 @@ fn cgroups() -> Vec<Check> {
 }
 
 fn pid_namespace(status: &ProcessStatus) -> Check {
-    if status.nspid.len() <= 1 {
-        return check(
-            "pid-namespace",
-            Status::Ok,
-            "the host's (or the outermost visible)".to_string(),
-            None,
-        );
+    let own = match host::in_host_pid_namespace() {
+        Some(host) => !host,
+        None => status.nspid.len() > 1,
+    };
+    if !own {
+        return check("pid-namespace", Status::Ok, "the host's".to_string(), None);
     }
     check(
         "pid-namespace",
         Status::Warn,
-        format!("a namespace of its own (pid {} outside)", status.nspid[0]),
+        "a namespace of its own (a container's)".to_string(),
         Some("the kernel reports host PIDs: -P, -L, victims, slow and serve --pids name processes from /proc, which here shows this namespace only. Share the host's (hostPID: true, podman --pid=host)".to_string()),
     )
 }
