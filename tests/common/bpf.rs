@@ -18,7 +18,7 @@ fn ids(command: libc::c_long) -> Vec<u32> {
 }
 
 /// Programs, maps and links.
-pub fn objects() -> [Vec<u32>; 3] {
+pub(crate) fn objects() -> [Vec<u32>; 3] {
     const PROG_GET_NEXT_ID: libc::c_long = 11;
     const MAP_GET_NEXT_ID: libc::c_long = 12;
     const LINK_GET_NEXT_ID: libc::c_long = 31;

@@ -16,7 +16,7 @@ use super::workload::workload_cpu;
 /// moved back to the root first), also when the test fails. A `name` with
 /// a `/` is a child of the group made with its first part: make the parent
 /// first, so that it is dropped last.
-pub struct TestCgroup {
+pub(crate) struct TestCgroup {
     dir: PathBuf,
     root: PathBuf,
     /// Its path relative to the root, as `--cgroups` labels it.
@@ -24,7 +24,7 @@ pub struct TestCgroup {
 }
 
 impl TestCgroup {
-    pub fn new(root: &Path, name: &str) -> TestCgroup {
+    pub(crate) fn new(root: &Path, name: &str) -> TestCgroup {
         let rel = format!("/schedlat-test-{}-{name}", std::process::id());
         let dir = root.join(&rel[1..]);
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
@@ -39,7 +39,11 @@ impl TestCgroup {
     /// (`cpu.max`) when the v2 root delegates it (pure v2, and the VM
     /// guests), else the v1 cpu hierarchy (`cpu.cfs_quota_us`; hybrid hosts
     /// like this project's). Also says which: "cgroup v2" or "cgroup v1".
-    pub fn with_cpu_quota(name: &str, quota_us: u64, period_us: u64) -> (TestCgroup, &'static str) {
+    pub(crate) fn with_cpu_quota(
+        name: &str,
+        quota_us: u64,
+        period_us: u64,
+    ) -> (TestCgroup, &'static str) {
         let v2 = v2_root();
         let v2_cpu = fs::read_to_string(v2.join("cgroup.subtree_control"))
             .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"));
@@ -63,14 +67,14 @@ impl TestCgroup {
         (group, "cgroup v1")
     }
 
-    pub fn add(&self, pid: u32) {
+    pub(crate) fn add(&self, pid: u32) {
         fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
     }
 
     /// Waits (bounded) until no process is left in it: a killed shell
     /// loop's last child may still be finishing.
-    pub fn wait_empty(&self) {
+    pub(crate) fn wait_empty(&self) {
         for _ in 0..250 {
             let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
             if procs.trim().is_empty() {
@@ -81,7 +85,7 @@ impl TestCgroup {
         panic!("{} still has processes after 5 s", self.dir.display());
     }
 
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         self.dir.to_string_lossy().into_owned()
     }
 }
@@ -103,16 +107,16 @@ impl Drop for TestCgroup {
 }
 
 /// The cgroup v2 mount (`/sys/fs/cgroup/unified` on hybrid systems).
-pub fn v2_root() -> PathBuf {
+pub(crate) fn v2_root() -> PathBuf {
     mount_of(|fstype, _| fstype == "cgroup2").expect("a cgroup2 mount")
 }
 
 /// The cpu controller's v1 mount, if the cpu controller is on v1.
-pub fn v1_cpu_root() -> Option<PathBuf> {
+pub(crate) fn v1_cpu_root() -> Option<PathBuf> {
     mount_of(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu"))
 }
 
-pub fn mount_of(want: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+pub(crate) fn mount_of(want: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
     fs::read_to_string("/proc/self/mounts")
         .unwrap()
         .lines()
@@ -122,10 +126,10 @@ pub fn mount_of(want: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
 }
 
 /// Child processes killed when dropped.
-pub struct Procs(pub Vec<Child>);
+pub(crate) struct Procs(pub Vec<Child>);
 
 impl Procs {
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         self.0.iter().map(Child::id).collect()
     }
 }
@@ -141,7 +145,7 @@ impl Drop for Procs {
 
 /// `sh -c script` pinned to `cpu` (taskset execs the shell: its PID is the
 /// shell's).
-pub fn pinned_sh(cpu: usize, script: &str) -> Child {
+pub(crate) fn pinned_sh(cpu: usize, script: &str) -> Child {
     Command::new("taskset")
         .args(["-c", &cpu.to_string(), "sh", "-c", script])
         .stdout(Stdio::null())
@@ -149,17 +153,17 @@ pub fn pinned_sh(cpu: usize, script: &str) -> Child {
         .expect("taskset (util-linux) runs")
 }
 
-pub const SLEEPER: &str = "while :; do sleep 0.005; done";
-pub const HOG: &str = "while :; do :; done";
+pub(crate) const SLEEPER: &str = "while :; do sleep 0.005; done";
+pub(crate) const HOG: &str = "while :; do :; done";
 
-pub fn other_cpu() -> usize {
+pub(crate) fn other_cpu() -> usize {
     (workload_cpu() + 1) % thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The two-group load of the scope tests: `hogs` CPU hogs and a sleeper
 /// pinned to the workload CPU in `busy`, a sleeper on another CPU in
 /// `idle`. So `busy`'s waits are long (behind the hogs) and `idle`'s short.
-pub fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs {
+pub(crate) fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs {
     let cpu = workload_cpu();
     let mut children: Vec<Child> = (0..hogs).map(|_| pinned_sh(cpu, HOG)).collect();
     children.push(pinned_sh(cpu, SLEEPER));
@@ -176,7 +180,7 @@ pub fn busy_and_idle(busy: &TestCgroup, idle: &TestCgroup, hogs: usize) -> Procs
 /// a time, each living about `life` seconds with a process in it that
 /// sleeps and spins (so that it waits for a CPU at least once), then
 /// removes it. Returns each group's path relative to the hierarchy root.
-pub fn churn(
+pub(crate) fn churn(
     parent: &TestCgroup,
     root: &Path,
     count: usize,
@@ -195,7 +199,7 @@ pub fn churn(
 
 /// [`churn`] with the groups named by `name`: the shell's spelling of the
 /// i-th name (`$i` its number) and the same in Rust.
-pub fn churn_named(
+pub(crate) fn churn_named(
     parent: &TestCgroup,
     root: &Path,
     count: usize,

@@ -13,12 +13,12 @@ use std::{
 
 use super::{cgroup, http, kube};
 
-pub fn run(cmd: &mut Command) -> Output {
+pub(crate) fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
 }
 
 /// Status, stdout and stderr, for assertion messages.
-pub fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {}\nstdout:\n{}\nstderr:\n{}",
         out.status,
@@ -29,7 +29,7 @@ pub fn text(out: &Output) -> String {
 
 /// The image archive `cargo xtask test` built; None (skipped) without it,
 /// except under CI=true.
-pub fn image_archive() -> Option<PathBuf> {
+pub(crate) fn image_archive() -> Option<PathBuf> {
     let Some(path) = std::env::var_os("SCHEDLAT_DIST_IMAGE") else {
         let why = "SCHEDLAT_DIST_IMAGE is not set: run with `cargo xtask test` (which builds the image first), or run `cargo xtask image` and set it to the file it printed";
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
@@ -42,7 +42,7 @@ pub fn image_archive() -> Option<PathBuf> {
 
 /// podman with runc: crun (podman's default) refuses hosts whose cgroup v2
 /// side mount has controllers beside cgroup v1 (this VM's hybrid layout).
-pub fn podman() -> Command {
+pub(crate) fn podman() -> Command {
     let mut cmd = Command::new("podman");
     cmd.args(["--runtime", "runc"]);
     cmd
@@ -51,7 +51,7 @@ pub fn podman() -> Command {
 /// The seccomp profile of the seccomp-localhost component: podman's
 /// default (containers/common's, also CRI-O's) with the rules of
 /// deploy/seccomp/bpf.json, made with the jq command docs/deploy.md shows.
-pub fn localhost_profile() -> PathBuf {
+pub(crate) fn localhost_profile() -> PathBuf {
     let out_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schedlat-seccomp.json");
     let rules = kube::repo().join("deploy/seccomp/bpf.json");
     let out = run(Command::new("jq")
@@ -70,7 +70,7 @@ pub fn localhost_profile() -> PathBuf {
 const SECCOMP_JQ: &str = r#".syscalls |= (map(.names -= ["bpf", "perf_event_open"] | select(.names != [])) + $rules[0])"#;
 
 /// A container removed when dropped.
-pub struct Container(pub String);
+pub(crate) struct Container(pub String);
 
 impl Drop for Container {
     fn drop(&mut self) {
@@ -83,11 +83,11 @@ impl Drop for Container {
 /// podman sets RLIMIT_NOFILE and RLIMIT_NPROC higher than this sandbox's
 /// hard limits, which it may not raise (no CAP_SYS_RESOURCE): ask for
 /// values under them. A Kubernetes node's runtime has its own.
-pub const ULIMITS: [&str; 2] = ["--ulimit=nofile=4096:4096", "--ulimit=nproc=4096:4096"];
+pub(crate) const ULIMITS: [&str; 2] = ["--ulimit=nofile=4096:4096", "--ulimit=nproc=4096:4096"];
 
 /// The peak memory of `pid`'s memory cgroup: `memory.peak` (cgroup v2,
 /// 5.19+) or `memory.max_usage_in_bytes` (v1).
-pub fn memory_peak(pid: &str) -> u64 {
+pub(crate) fn memory_peak(pid: &str) -> u64 {
     let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
@@ -123,13 +123,13 @@ pub fn memory_peak(pid: &str) -> u64 {
     panic!("no memory peak for {pid}: {cgroups}");
 }
 
-pub fn logs(name: &str) -> String {
+pub(crate) fn logs(name: &str) -> String {
     text(&run(podman().args(["logs", name])))
 }
 
 /// Scrapes until the body has `key` (the first scrape may come before the
 /// group's first wait), for up to 30 s.
-pub fn wait_for(addr: SocketAddr, key: &str, container: &Container) -> String {
+pub(crate) fn wait_for(addr: SocketAddr, key: &str, container: &Container) -> String {
     let started = Instant::now();
     let mut last = String::new();
     while started.elapsed() < Duration::from_secs(30) {
@@ -147,7 +147,7 @@ pub fn wait_for(addr: SocketAddr, key: &str, container: &Container) -> String {
     );
 }
 
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -156,10 +156,10 @@ pub fn free_port() -> u16 {
 }
 
 /// A directory under /tmp that uid 65532 can enter, removed when dropped.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         let dir = Path::new("/tmp").join(format!("schedlat-{name}-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -174,7 +174,7 @@ impl Drop for TempDir {
 }
 
 /// The capabilities containerd gives a container by default (Docker's set).
-pub const CONTAINERD_DEFAULT_CAPS: [&str; 14] = [
+pub(crate) const CONTAINERD_DEFAULT_CAPS: [&str; 14] = [
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FSETID",

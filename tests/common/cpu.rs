@@ -5,7 +5,7 @@
 use std::fs;
 
 /// The CPUs' time counters (/proc/stat, USER_HZ ticks) at one moment.
-pub struct CpuTimes {
+pub(crate) struct CpuTimes {
     /// Per CPU: (busy ticks, all ticks); idle and iowait are not busy.
     cpus: Vec<(u64, u64)>,
     /// Runnable tasks at this moment (procs_running).
@@ -13,7 +13,7 @@ pub struct CpuTimes {
 }
 
 impl CpuTimes {
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
         let mut cpus = Vec::new();
         let mut running = 0;
@@ -39,7 +39,7 @@ impl CpuTimes {
     /// Each CPU's busy share since `self`, and the runnable tasks now
     /// against then: "CPU 0 97% busy, CPU 1 40% busy; 5 runnable tasks
     /// (3 at the start)".
-    pub fn busy_since(&self) -> String {
+    pub(crate) fn busy_since(&self) -> String {
         let now = CpuTimes::now();
         let shares: Vec<String> = self
             .cpus

@@ -6,7 +6,7 @@ use std::process::Command;
 use super::prometheus::PROMTOOL;
 
 /// The value of an unlabelled sample line `name value` in an exposition.
-pub fn sample(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
@@ -14,7 +14,7 @@ pub fn sample(text: &str, name: &str) -> Option<f64> {
 
 /// The labelled samples `name{labels} value` of an exposition, as
 /// (labels, value); `labels` is the text between the braces.
-pub fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
+pub(crate) fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
     text.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix(name)?.strip_prefix('{')?;
@@ -25,7 +25,7 @@ pub fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
 }
 
 /// `promtool check metrics` (lint included) passes on `body`.
-pub fn promtool_check(body: &str) {
+pub(crate) fn promtool_check(body: &str) {
     let mut promtool = Command::new(PROMTOOL)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())

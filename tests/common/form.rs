@@ -18,7 +18,7 @@
 
 /// How a sample was cut from the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cut {
+pub(crate) enum Cut {
     Stderr(usize),
     Stdout,
     Excerpt,
@@ -26,14 +26,14 @@ pub enum Cut {
 
 /// A checked sample of a page.
 #[derive(Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: String,
     pub cut: Cut,
     pub lines: Vec<String>,
 }
 
 /// Every checked sample of `page`.
-pub fn samples(page: &str) -> Vec<Sample> {
+pub(crate) fn samples(page: &str) -> Vec<Sample> {
     let lines: Vec<&str> = page.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -76,7 +76,7 @@ pub fn samples(page: &str) -> Vec<Sample> {
 /// first, and three or more bare numbers among the first eight words:
 /// histogram slots, tasks, events) are all `row`; a `label:` line is its label; `...` (a cut) is
 /// itself. Blank lines are "".
-pub fn kind(line: &str) -> String {
+pub(crate) fn kind(line: &str) -> String {
     let line = line.trim();
     if line.is_empty() || line == "..." {
         return line.to_string();
@@ -95,7 +95,7 @@ pub fn kind(line: &str) -> String {
 
 /// The kind of a line of the Prometheus text formats: a sample is its
 /// metric name and label names, a comment its first three words.
-pub fn metric_kind(line: &str) -> String {
+pub(crate) fn metric_kind(line: &str) -> String {
     let line = line.trim();
     if line.starts_with('#') {
         return line
@@ -151,7 +151,7 @@ fn mask_numbers(line: &str) -> String {
 }
 
 /// Kinds with runs of the same kind (and of blank lines) as one.
-pub fn collapse(kinds: impl IntoIterator<Item = String>) -> Vec<String> {
+pub(crate) fn collapse(kinds: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for k in kinds {
         if out.last() != Some(&k) {
@@ -163,7 +163,7 @@ pub fn collapse(kinds: impl IntoIterator<Item = String>) -> Vec<String> {
 
 /// Whether `real` has the form `doc` shows: equal, but for `...` in `doc`,
 /// which stands for any number of real lines.
-pub fn matches(doc: &[String], real: &[String]) -> bool {
+pub(crate) fn matches(doc: &[String], real: &[String]) -> bool {
     match doc.split_first() {
         None => real.is_empty(),
         Some((first, rest)) if first == "..." => {
@@ -174,7 +174,7 @@ pub fn matches(doc: &[String], real: &[String]) -> bool {
 }
 
 /// Whether `doc` is a subsequence of `real`.
-pub fn is_excerpt(doc: &[String], real: &[String]) -> bool {
+pub(crate) fn is_excerpt(doc: &[String], real: &[String]) -> bool {
     let mut real = real.iter();
     doc.iter().all(|d| real.any(|r| r == d))
 }
@@ -182,7 +182,12 @@ pub fn is_excerpt(doc: &[String], real: &[String]) -> bool {
 /// Checks `sample` against a real run's stdout and stderr lines, with
 /// `kind` for each line; panics with both forms side by side when they
 /// differ.
-pub fn check(sample: &Sample, stdout: &[String], stderr: &[String], kind: fn(&str) -> String) {
+pub(crate) fn check(
+    sample: &Sample,
+    stdout: &[String],
+    stderr: &[String],
+    kind: fn(&str) -> String,
+) {
     let forms = |lines: &[String]| collapse(lines.iter().map(|l| kind(l)));
     let show = |what: &str, doc: &[String], real: &[String]| {
         panic!(

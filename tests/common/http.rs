@@ -10,7 +10,7 @@ use std::{
 };
 
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     pub status: u16,
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
@@ -18,7 +18,7 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -27,12 +27,12 @@ impl Response {
 }
 
 /// `GET target` (path and query) from `addr`, with an optional Accept.
-pub fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> io::Result<Response> {
+pub(crate) fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> io::Result<Response> {
     request(addr, "GET", target, accept)
 }
 
 /// `POST target` with an empty body.
-pub fn post(addr: SocketAddr, target: &str) -> io::Result<Response> {
+pub(crate) fn post(addr: SocketAddr, target: &str) -> io::Result<Response> {
     request(addr, "POST", target, None)
 }
 
@@ -76,7 +76,7 @@ fn request(
 }
 
 /// Percent-encodes a query parameter value (everything but unreserved).
-pub fn encode_query_value(s: &str) -> String {
+pub(crate) fn encode_query_value(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -88,6 +88,6 @@ pub fn encode_query_value(s: &str) -> String {
 }
 
 /// True when nothing accepts connections on `addr` any more.
-pub fn nothing_listens(addr: SocketAddr) -> bool {
+pub(crate) fn nothing_listens(addr: SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
 }

@@ -12,7 +12,7 @@ use std::{
 
 use serde_json::Value;
 
-pub fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the workspace")
@@ -22,7 +22,7 @@ pub fn repo() -> PathBuf {
 /// `kubectl kustomize` of the base with `components`, as YAML. A
 /// kustomization may only name paths relative to itself: it is written
 /// beside the repository's, under deploy/kubernetes/.test-NAME.
-pub fn kustomize_yaml(name: &str, components: &[&str]) -> String {
+pub(crate) fn kustomize_yaml(name: &str, components: &[&str]) -> String {
     let kube = repo().join("deploy/kubernetes");
     let dir = kube.join(format!(".test-{name}-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
@@ -54,7 +54,7 @@ pub fn kustomize_yaml(name: &str, components: &[&str]) -> String {
 
 /// The documents of a YAML stream, as JSON (PyYAML, installed with
 /// kubernetes-validate by `cargo xtask setup`).
-pub fn documents(yaml: &str) -> Vec<Value> {
+pub(crate) fn documents(yaml: &str) -> Vec<Value> {
     let mut child = Command::new("python3")
         .args([
             "-c",
@@ -70,14 +70,14 @@ pub fn documents(yaml: &str) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-pub fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+pub(crate) fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind)
         .unwrap_or_else(|| panic!("no {kind} in {docs:#?}"))
 }
 
 /// The pod template's spec and its one container.
-pub fn pod(daemonset: &Value) -> (&Value, &Value) {
+pub(crate) fn pod(daemonset: &Value) -> (&Value, &Value) {
     let spec = &daemonset["spec"]["template"]["spec"];
     let containers = spec["containers"].as_array().expect("containers");
     assert_eq!(containers.len(), 1, "one container: {spec:#}");
@@ -101,7 +101,11 @@ fn strings(v: &Value) -> Vec<String> {
 /// the ambient set of an explicit non-root `--user`, and the test would
 /// then not see what a node does: the capabilities coming from the
 /// binary's file capabilities alone.
-pub fn podman_flags(daemonset: &Value, localhost_profile: &Path, image_user: &str) -> Vec<String> {
+pub(crate) fn podman_flags(
+    daemonset: &Value,
+    localhost_profile: &Path,
+    image_user: &str,
+) -> Vec<String> {
     let (spec, container) = pod(daemonset);
     let mut flags = Vec::new();
     let pod_ctx = spec["securityContext"]
@@ -185,6 +189,6 @@ pub fn podman_flags(daemonset: &Value, localhost_profile: &Path, image_user: &st
 }
 
 /// The container's arguments (the image's entrypoint is schedlat).
-pub fn args(daemonset: &Value) -> Vec<String> {
+pub(crate) fn args(daemonset: &Value) -> Vec<String> {
     strings(&pod(daemonset).1["args"])
 }

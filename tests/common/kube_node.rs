@@ -24,7 +24,7 @@ use std::{
 use super::cgroup::TestCgroup;
 
 /// One container of a pod, as the labels should name it.
-pub struct PodContainer {
+pub(crate) struct PodContainer {
     /// Its cgroup, relative to the hierarchy root (the `cgroup` label).
     pub cgroup: String,
     /// Its cgroup's directory.
@@ -41,13 +41,13 @@ pub struct PodContainer {
 
 impl PodContainer {
     /// Moves process `pid` into the container's cgroup.
-    pub fn add(&self, pid: u32) {
+    pub(crate) fn add(&self, pid: u32) {
         fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
     }
 }
 
-pub struct KubeNode {
+pub(crate) struct KubeNode {
     pub web: PodContainer,
     pub batch: PodContainer,
     /// The node's systemd service: its cgroup, relative to the root.
@@ -90,7 +90,7 @@ fn pod_uid(tag: u32) -> String {
 impl KubeNode {
     /// The node's cgroups under `root` (a cgroup hierarchy's mount) and
     /// the runtimes' files under `/`.
-    pub fn new(root: &Path) -> KubeNode {
+    pub(crate) fn new(root: &Path) -> KubeNode {
         let one_at_a_time = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
         let (web_id, web_uid) = (container_id(0xa), pod_uid(0xa));
         let (batch_id, batch_uid) = (container_id(0xb), pod_uid(0xb));

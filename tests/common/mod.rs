@@ -3,19 +3,19 @@
 //! in advance.
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
-pub mod bpf;
-pub mod cgroup;
-pub mod container;
-pub mod cpu;
-pub mod exposition;
-pub mod http;
-pub mod kube;
-pub mod kube_node;
-pub mod perf;
-pub mod prometheus;
-pub mod serve;
-pub mod sleeper;
-pub mod workload;
+pub(crate) mod bpf;
+pub(crate) mod cgroup;
+pub(crate) mod container;
+pub(crate) mod cpu;
+pub(crate) mod exposition;
+pub(crate) mod http;
+pub(crate) mod kube;
+pub(crate) mod kube_node;
+pub(crate) mod perf;
+pub(crate) mod prometheus;
+pub(crate) mod serve;
+pub(crate) mod sleeper;
+pub(crate) mod workload;
 
 use std::{
     io::{BufRead, BufReader, Read},
@@ -25,14 +25,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-pub const SCHEDLAT: &str = env!("CARGO_BIN_EXE_schedlat");
-pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
+pub(crate) const SCHEDLAT: &str = env!("CARGO_BIN_EXE_schedlat");
+pub(crate) const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.";
 /// How long a tracer may take to print its banner (attached).
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A field of /proc/PID/status (`name` with its colon, e.g. `CapEff:`),
 /// trimmed; empty when absent.
-pub fn status_field(pid: u32, name: &str) -> String {
+pub(crate) fn status_field(pid: u32, name: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
     status
@@ -46,7 +46,7 @@ pub fn status_field(pid: u32, name: &str) -> String {
 /// These tests load eBPF programs into the running kernel, which needs root.
 /// Not root: the test says so on stderr and is skipped (false), except
 /// under CI=true, where not being root is a failure: CI must run them.
-pub fn require_root() -> bool {
+pub(crate) fn require_root() -> bool {
     // SAFETY: no preconditions.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
@@ -65,7 +65,7 @@ pub fn require_root() -> bool {
 
 /// A tracer process (schedlat or runqlat) that has printed its banner, i.e.
 /// whose programs are attached. Killed if dropped while running.
-pub struct TracerProcess {
+pub(crate) struct TracerProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
     pub stderr: Option<std::process::ChildStderr>,
@@ -74,7 +74,7 @@ pub struct TracerProcess {
 impl TracerProcess {
     /// Starts `program args` and waits until it is attached. With
     /// `banner_on_stderr` (schedlat --json), the banner is looked for there.
-    pub fn start(program: &str, args: &[&str]) -> TracerProcess {
+    pub(crate) fn start(program: &str, args: &[&str]) -> TracerProcess {
         let mut cmd = if program == SCHEDLAT {
             Command::new(program)
         } else {
@@ -147,19 +147,19 @@ impl TracerProcess {
         tracer
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// Sends `signal` and returns (exit status, stdout lines after the banner).
-    pub fn stop_with(self, signal: i32) -> (std::process::ExitStatus, Vec<String>) {
+    pub(crate) fn stop_with(self, signal: i32) -> (std::process::ExitStatus, Vec<String>) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.pid(), signal) };
         self.finish()
     }
 
     /// Waits for exit (bounded) and collects stdout.
-    pub fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
+    pub(crate) fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -186,14 +186,14 @@ impl Drop for TracerProcess {
 
 /// A row of a libbpf-tools log2 table: `low -> high : count |***|`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     pub low: u64,
     pub high: u64,
     pub count: u64,
 }
 
 /// Parses every table row in `lines` (runqlat's or schedlat's text output).
-pub fn parse_log2_rows(lines: &[String]) -> Vec<Slot> {
+pub(crate) fn parse_log2_rows(lines: &[String]) -> Vec<Slot> {
     lines
         .iter()
         .filter_map(|line| {
@@ -210,16 +210,16 @@ pub fn parse_log2_rows(lines: &[String]) -> Vec<Slot> {
 }
 
 /// Count in the log2 slot that starts at `low`, 0 if absent.
-pub fn slot_count(rows: &[Slot], low: u64) -> u64 {
+pub(crate) fn slot_count(rows: &[Slot], low: u64) -> u64 {
     rows.iter().find(|s| s.low == low).map_or(0, |s| s.count)
 }
 
-pub fn total(rows: &[Slot]) -> u64 {
+pub(crate) fn total(rows: &[Slot]) -> u64 {
     rows.iter().map(|s| s.count).sum()
 }
 
 /// Parses schedlat --json output lines into values.
-pub fn parse_json_lines(lines: &[String]) -> Vec<serde_json::Value> {
+pub(crate) fn parse_json_lines(lines: &[String]) -> Vec<serde_json::Value> {
     lines
         .iter()
         .filter(|l| l.starts_with('{'))
@@ -228,7 +228,7 @@ pub fn parse_json_lines(lines: &[String]) -> Vec<serde_json::Value> {
 }
 
 /// Runs schedlat to completion with `args` and returns (status, stdout, stderr).
-pub fn run_schedlat(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+pub(crate) fn run_schedlat(args: &[&str]) -> (std::process::ExitStatus, String, String) {
     let out = Command::new(SCHEDLAT)
         .args(args)
         .stdin(Stdio::null())

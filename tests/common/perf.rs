@@ -12,7 +12,7 @@ use std::{
 
 /// A system-wide `perf sched record` into a file of its own. Killed if
 /// dropped while running.
-pub struct PerfSched {
+pub(crate) struct PerfSched {
     child: Child,
     file: PathBuf,
 }
@@ -20,7 +20,7 @@ pub struct PerfSched {
 impl PerfSched {
     /// Starts recording and returns once perf has written its file header
     /// (its events are enabled by then).
-    pub fn start(dir: &Path) -> PerfSched {
+    pub(crate) fn start(dir: &Path) -> PerfSched {
         let file = dir.join("perf-sched.data");
         // `-e sched:sched_wakeup`: perf sched record takes sched_waking when
         // the kernel has it, which `perf sched latency` before 6.5 (Debian's
@@ -46,7 +46,7 @@ impl PerfSched {
     }
 
     /// SIGINT (perf finishes its file), then `perf sched latency -p`.
-    pub fn stop(mut self) -> PerfLatency {
+    pub(crate) fn stop(mut self) -> PerfLatency {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = self.child.wait().expect("perf exits");
@@ -85,7 +85,7 @@ impl Drop for PerfSched {
 
 /// What `perf sched latency` made of the recording.
 #[derive(Debug)]
-pub struct PerfLatency {
+pub(crate) struct PerfLatency {
     pub tasks: Vec<PerfTask>,
     /// perf's buffers overflowed under load: it missed events, and so waits
     /// (a task whose wakeup it lost is not waiting, to perf).
@@ -95,7 +95,7 @@ pub struct PerfLatency {
 /// One row of `perf sched latency -p`: delays are perf's, in ns, at its
 /// printed resolution (1 us).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PerfTask {
+pub(crate) struct PerfTask {
     pub comm: String,
     pub tid: u32,
     /// perf's "Switches": waits it measured (plus one zero-length wait for a
@@ -106,7 +106,7 @@ pub struct PerfTask {
 }
 
 /// Rows like `  comm:1234  |  1.234 ms |  56 | avg: 0.123 ms | max: 3.456 ms | ...`.
-pub fn parse_latency(text: &str) -> Vec<PerfTask> {
+pub(crate) fn parse_latency(text: &str) -> Vec<PerfTask> {
     let ms = |field: &str, label: &str| -> Option<u64> {
         let v: f64 = field
             .trim()

@@ -13,15 +13,15 @@ use std::{
 
 use super::http;
 
-pub const PROMETHEUS: &str = "prometheus";
-pub const PROMTOOL: &str = "promtool";
+pub(crate) const PROMETHEUS: &str = "prometheus";
+pub(crate) const PROMTOOL: &str = "promtool";
 
 /// Prometheus 3.x's binaries (`prometheus`, `promtool`), beside Debian 12's
 /// 2.x: `SCHEDLAT_PROMETHEUS3_DIR`, else where `cargo xtask setup --test`
 /// puts them (`target/tools/prometheus-3`, from Debian unstable). Missing:
 /// the caller's test says so and is skipped (None), except under CI=true,
 /// where setup must have installed them.
-pub fn prometheus3_dir() -> Option<PathBuf> {
+pub(crate) fn prometheus3_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("SCHEDLAT_PROMETHEUS3_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -40,7 +40,7 @@ pub fn prometheus3_dir() -> Option<PathBuf> {
     None
 }
 
-pub struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     pub addr: SocketAddr,
     dir: PathBuf,
@@ -49,19 +49,19 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus scraping `target` every `interval` (e.g. "1s"), and
     /// waits until it is ready to answer queries.
-    pub fn start(target: SocketAddr, interval: &str) -> Prometheus {
+    pub(crate) fn start(target: SocketAddr, interval: &str) -> Prometheus {
         Prometheus::start_with(target, interval, &[])
     }
 
     /// The same with `--enable-feature=...` flags (e.g.
     /// `native-histograms`, which makes it ask for protobuf first).
-    pub fn start_with(target: SocketAddr, interval: &str, features: &[&str]) -> Prometheus {
+    pub(crate) fn start_with(target: SocketAddr, interval: &str, features: &[&str]) -> Prometheus {
         Prometheus::launch(Path::new(PROMETHEUS), target, interval, features, &[])
     }
 
     /// `binary` (Debian 12's `prometheus`, or a 3.x one) scraping `target`
     /// every `interval` and evaluating `rule_files` as often.
-    pub fn launch(
+    pub(crate) fn launch(
         binary: &Path,
         target: SocketAddr,
         interval: &str,
@@ -73,7 +73,7 @@ impl Prometheus {
 
     /// The same scraping several targets (one job: `instance` tells them
     /// apart).
-    pub fn launch_targets(
+    pub(crate) fn launch_targets(
         binary: &Path,
         targets: &[SocketAddr],
         interval: &str,
@@ -133,13 +133,13 @@ impl Prometheus {
         prometheus
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
     }
 
     /// GET an API path (with its query string) and return `data`, checking
     /// `status` is `success`.
-    pub fn api(&self, target: &str) -> serde_json::Value {
+    pub(crate) fn api(&self, target: &str) -> serde_json::Value {
         let r = http::get(self.addr, target, None).expect("Prometheus answers");
         let v: serde_json::Value = serde_json::from_str(&r.body)
             .unwrap_or_else(|e| panic!("{target}: not JSON ({e}): {}", r.body));
@@ -148,7 +148,7 @@ impl Prometheus {
     }
 
     /// An instant query at `time` (Unix seconds; None = now): the vector.
-    pub fn query(&self, expr: &str, time: Option<f64>) -> Vec<serde_json::Value> {
+    pub(crate) fn query(&self, expr: &str, time: Option<f64>) -> Vec<serde_json::Value> {
         let mut target = format!("/api/v1/query?query={}", http::encode_query_value(expr));
         if let Some(t) = time {
             target.push_str(&format!("&time={t:.3}"));
@@ -159,7 +159,7 @@ impl Prometheus {
     }
 
     /// The value of a query expected to give at most one sample.
-    pub fn query_value(&self, expr: &str, time: Option<f64>) -> Option<f64> {
+    pub(crate) fn query_value(&self, expr: &str, time: Option<f64>) -> Option<f64> {
         let result = self.query(expr, time);
         assert!(result.len() <= 1, "{expr}: several samples: {result:?}");
         let value = result.first()?["value"][1].as_str()?.to_string();
@@ -186,13 +186,13 @@ impl Drop for Prometheus {
 }
 
 /// A loopback port nobody listens on right now (the kernel's pick).
-pub fn free_loopback_port() -> SocketAddr {
+pub(crate) fn free_loopback_port() -> SocketAddr {
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     probe.local_addr().unwrap()
 }
 
 /// Seconds since the Unix epoch, as Prometheus' API wants times.
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

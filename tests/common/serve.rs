@@ -14,9 +14,9 @@ use std::{
 use super::SCHEDLAT;
 
 /// What serve prints on stderr once it is attached and listening.
-pub const READY: &str = "Serving run queue latency on http://";
+pub(crate) const READY: &str = "Serving run queue latency on http://";
 
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     pub addr: SocketAddr,
     /// Everything serve wrote to stderr so far (for failure messages).
@@ -26,12 +26,12 @@ pub struct Server {
 impl Server {
     /// Starts `schedlat serve --listen 127.0.0.1:0 EXTRA...` and waits until
     /// it serves.
-    pub fn start(extra: &[&str]) -> Server {
+    pub(crate) fn start(extra: &[&str]) -> Server {
         Server::spawn("127.0.0.1:0", extra)
     }
 
     /// The same on another address.
-    pub fn start_on(listen: &str) -> Server {
+    pub(crate) fn start_on(listen: &str) -> Server {
         Server::spawn(listen, &[])
     }
 
@@ -43,7 +43,7 @@ impl Server {
 
     /// Starts a `schedlat serve` command line as given (another binary,
     /// another user) and waits until it serves.
-    pub fn start_command(mut cmd: Command) -> Server {
+    pub(crate) fn start_command(mut cmd: Command) -> Server {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -85,23 +85,23 @@ impl Server {
         }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// One scrape of /metrics in the classic text format (no Accept).
-    pub fn scrape_text(&self) -> String {
+    pub(crate) fn scrape_text(&self) -> String {
         let got = super::http::get(self.addr, "/metrics", None).unwrap();
         assert_eq!(got.status, 200, "{}", got.body);
         got.body
     }
 
     /// Sends `signal` and waits (bounded) for the exit.
-    pub fn stop_with(mut self, signal: i32) -> ExitStatus {
+    pub(crate) fn stop_with(mut self, signal: i32) -> ExitStatus {
         // SAFETY: signalling our own, not yet reaped, child.
         unsafe { libc::kill(self.child.id() as i32, signal) };
         let deadline = Instant::now() + Duration::from_secs(10);

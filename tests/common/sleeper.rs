@@ -7,14 +7,14 @@ use std::time::Duration;
 use super::{SCHEDLAT, TracerProcess, require_root, workload};
 
 /// The hogs get a name of their own, so tables and events can be checked by it.
-pub const HOG: &str = "schedlat-hog";
-pub const SLEEPER: &str = "cyclic-sleeper";
-pub const PERIOD: Duration = Duration::from_millis(1);
-pub const ROUNDS: u32 = 2000;
-pub const HOGS: usize = 6;
+pub(crate) const HOG: &str = "schedlat-hog";
+pub(crate) const SLEEPER: &str = "cyclic-sleeper";
+pub(crate) const PERIOD: Duration = Duration::from_millis(1);
+pub(crate) const ROUNDS: u32 = 2000;
+pub(crate) const HOGS: usize = 6;
 
 /// What a run left: the sleeper's TID, the hogs' pids, schedlat's stdout.
-pub struct Run {
+pub(crate) struct Run {
     pub tid: u32,
     pub hog_pids: Vec<u32>,
     pub lines: Vec<String>,
@@ -23,7 +23,7 @@ pub struct Run {
 /// The scenario under `schedlat ARGS`: HOGS hogs named HOG and a sleeper
 /// thread named SLEEPER, all on the workload CPU; schedlat is stopped with
 /// SIGINT once the sleeper is done.
-pub fn run(args: &[&str]) -> Run {
+pub(crate) fn run(args: &[&str]) -> Run {
     assert!(require_root(), "callers check require_root() first");
     let cpu = workload::workload_cpu();
     let hogs = workload::Hogs::start_named(cpu, HOGS, HOG);
@@ -41,7 +41,7 @@ pub fn run(args: &[&str]) -> Run {
 /// The scheduler's base slice as schedlat takes it (schedlat/src/sys/
 /// slice.rs): debugfs when mounted, else the kernel's default,
 /// 0.75 ms x (1 + log2(min(CPUs, 8))).
-pub fn slice_ns() -> u64 {
+pub(crate) fn slice_ns() -> u64 {
     if let Some(ns) = std::fs::read_to_string("/sys/kernel/debug/sched/base_slice_ns")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -55,6 +55,6 @@ pub fn slice_ns() -> u64 {
 }
 
 /// This test process's pid, for `-p`.
-pub fn me() -> String {
+pub(crate) fn me() -> String {
     std::process::id().to_string()
 }

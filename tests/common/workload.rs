@@ -9,7 +9,7 @@ use std::{
 };
 
 /// Pins the calling thread to `cpu`.
-pub fn pin_current_thread(cpu: usize) {
+pub(crate) fn pin_current_thread(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds for cpu < 1024.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -25,7 +25,7 @@ pub fn pin_current_thread(cpu: usize) {
 }
 
 /// Makes the calling thread SCHED_FIFO at `priority` (needs root).
-pub fn make_current_thread_fifo(priority: i32) {
+pub(crate) fn make_current_thread_fifo(priority: i32) {
     let param = libc::sched_param {
         sched_priority: priority,
     };
@@ -41,7 +41,7 @@ pub fn make_current_thread_fifo(priority: i32) {
 
 /// The CPU the pinned workloads use: the last one, away from CPU 0 where
 /// the benchmark's load and most housekeeping run.
-pub fn workload_cpu() -> usize {
+pub(crate) fn workload_cpu() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get()) - 1
 }
 
@@ -57,7 +57,7 @@ fn spin_for(d: Duration) {
 /// keeps the CPU for `hold` by spinning, then sleeps for `gap`. A normal task
 /// cannot preempt a FIFO one, so every victim wakeup waits on the run queue
 /// for `hold` (plus a few microseconds of switching), exactly `rounds` times.
-pub fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
+pub(crate) fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
     blocker_and_victim(cpu, hold, gap, rounds, None);
 }
 
@@ -65,7 +65,7 @@ pub fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
 /// it still waits for the whole hold (FIFO never preempts an equal or higher
 /// priority), but then runs at once, ahead of every normal task, so its
 /// waits stay `hold` however busy the rest of the machine is.
-pub fn fifo_blocker_fifo_victim(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
+pub(crate) fn fifo_blocker_fifo_victim(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
     blocker_and_victim(cpu, hold, gap, rounds, Some(49));
 }
 
@@ -104,7 +104,7 @@ fn blocker_and_victim(
 
 /// Many short waits: two threads on one CPU bounce a byte `rounds` times
 /// (each hand-off wakes the other: a wakeup, then a switch-in).
-pub fn ping_pong(cpu: usize, rounds: u32) {
+pub(crate) fn ping_pong(cpu: usize, rounds: u32) {
     let (mut a, mut b) = UnixStream::pair().expect("socketpair");
     let peer = thread::spawn(move || {
         pin_current_thread(cpu);
@@ -128,10 +128,10 @@ pub fn ping_pong(cpu: usize, rounds: u32) {
 
 /// CPU-bound processes pinned to one CPU (`taskset -c CPU sh -c 'while :; do
 /// :; done'`), killed when dropped.
-pub struct Hogs(Vec<std::process::Child>);
+pub(crate) struct Hogs(Vec<std::process::Child>);
 
 impl Hogs {
-    pub fn start(cpu: usize, n: usize) -> Hogs {
+    pub(crate) fn start(cpu: usize, n: usize) -> Hogs {
         Hogs(
             (0..n)
                 .map(|_| {
@@ -156,7 +156,7 @@ impl Drop for Hogs {
 
 /// A periodic sleeper thread in this process, pinned to `cpu`: sleeps
 /// `period` `rounds` times (cyclictest's loop, without the measurement).
-pub fn sleeper(cpu: usize, period: Duration, rounds: u32) {
+pub(crate) fn sleeper(cpu: usize, period: Duration, rounds: u32) {
     thread::spawn(move || {
         pin_current_thread(cpu);
         for _ in 0..rounds {
@@ -168,7 +168,7 @@ pub fn sleeper(cpu: usize, period: Duration, rounds: u32) {
 }
 
 /// `n` threads of this process spinning on `cpu` for `duration`.
-pub fn spinning_threads(cpu: usize, n: usize, duration: Duration) {
+pub(crate) fn spinning_threads(cpu: usize, n: usize, duration: Duration) {
     let threads: Vec<_> = (0..n)
         .map(|_| {
             thread::spawn(move || {
@@ -189,7 +189,7 @@ pub fn spinning_threads(cpu: usize, n: usize, duration: Duration) {
 /// on the run queue at the same time: `sleepers * rounds` waits, which only
 /// a tracer that keeps one start time per TID counts (one that reads the
 /// wrong TIDs, say the same value for every task, counts one per round).
-pub fn wake_burst(cpu: usize, sleepers: usize, hold: Duration, gap: Duration, rounds: u32) {
+pub(crate) fn wake_burst(cpu: usize, sleepers: usize, hold: Duration, gap: Duration, rounds: u32) {
     let (wakers, threads): (Vec<UnixStream>, Vec<_>) = (0..sleepers)
         .map(|_| {
             let (waker, mut sleeper) = UnixStream::pair().expect("socketpair");
@@ -227,7 +227,7 @@ impl Hogs {
     /// runs the shell through a symlink called `comm` (a process's comm is
     /// the basename of the path it was exec'd by: fs/exec.c
     /// __set_task_comm()). Returns once every hog runs under that name.
-    pub fn start_named(cpu: usize, n: usize, comm: &str) -> Hogs {
+    pub(crate) fn start_named(cpu: usize, n: usize, comm: &str) -> Hogs {
         let dir = std::env::temp_dir().join(format!("schedlat-hogs-{}-{comm}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir for the hog link");
         let link = dir.join(comm);
@@ -259,14 +259,14 @@ impl Hogs {
     }
 
     /// Process ids (taskset execs in place: they are the hogs').
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         self.0.iter().map(|c| c.id()).collect()
     }
 }
 
 /// `sleeper` in a thread named `name` (its comm, at most 15 bytes); returns
 /// the thread's TID once it has exited.
-pub fn named_sleeper(cpu: usize, period: Duration, rounds: u32, name: &str) -> u32 {
+pub(crate) fn named_sleeper(cpu: usize, period: Duration, rounds: u32, name: &str) -> u32 {
     thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
@@ -283,7 +283,7 @@ pub fn named_sleeper(cpu: usize, period: Duration, rounds: u32, name: &str) -> u
 }
 
 /// Sets the calling thread's nice value (a lower one needs root).
-pub fn nice_current_thread(nice: i32) {
+pub(crate) fn nice_current_thread(nice: i32) {
     // SAFETY: gettid has no preconditions; setpriority on a TID sets that
     // thread's nice (Linux: PRIO_PROCESS takes a TID).
     let rc = unsafe {
@@ -303,7 +303,7 @@ pub fn nice_current_thread(nice: i32) {
 /// CPU by weight (nice -10: 9548 vs 1024 at nice 0, kernel/sched/core.c
 /// sched_prio_to_weight), so the victim runs about a tenth of the time
 /// and waits, behind the hog, the rest.
-pub fn nice_hog_and_victim(cpu: usize, hog_nice: i32, duration: Duration) {
+pub(crate) fn nice_hog_and_victim(cpu: usize, hog_nice: i32, duration: Duration) {
     let hog = thread::spawn(move || {
         pin_current_thread(cpu);
         nice_current_thread(hog_nice);

@@ -32,7 +32,7 @@ deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian
 
 /// Where a package comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Archive {
+pub(crate) enum Archive {
     /// This machine's apt sources.
     Machine,
     /// Debian 11 (bullseye), through the private configuration.
@@ -42,7 +42,7 @@ pub enum Archive {
 }
 
 /// apt-get and apt-cache, with the options that select an archive.
-pub struct Apt {
+pub(crate) struct Apt {
     /// `-o` options; empty for the machine's own configuration.
     options: Vec<String>,
     /// The private package lists, when there are any.
@@ -52,7 +52,7 @@ pub struct Apt {
 impl Apt {
     /// The configuration for `archive`; a private one is created (or left
     /// as it is) under `root`.
-    pub fn for_archive(archive: Archive, root: &Path) -> Result<Apt> {
+    pub(crate) fn for_archive(archive: Archive, root: &Path) -> Result<Apt> {
         match archive {
             Archive::Machine => Ok(Apt {
                 options: Vec::new(),
@@ -64,7 +64,7 @@ impl Apt {
     }
 
     /// `program` (apt-get or apt-cache) with this configuration's options.
-    pub fn command(&self, program: &str) -> Command {
+    pub(crate) fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
         for option in &self.options {
             cmd.args(["-o", option]);
@@ -74,12 +74,12 @@ impl Apt {
 
     /// True for a private configuration: its lists are ours to update
     /// (no root needed), and are fetched once before first use.
-    pub fn is_private(&self) -> bool {
+    pub(crate) fn is_private(&self) -> bool {
         self.lists.is_some()
     }
 
     /// A private configuration whose lists were never fetched.
-    pub fn needs_update(&self) -> bool {
+    pub(crate) fn needs_update(&self) -> bool {
         self.lists.as_ref().is_some_and(|lists| {
             !fs::read_dir(lists).is_ok_and(|mut entries| {
                 entries

@@ -28,7 +28,7 @@ const ARGS: [&str; 10] = [
     "-Dwarnings",
 ];
 
-pub fn run() -> Result<()> {
+pub(crate) fn run() -> Result<()> {
     // `cargo xtask` runs under the stable toolchain, whose cargo and rustc
     // would otherwise be inherited through these variables.
     let status = Command::new("rustup")

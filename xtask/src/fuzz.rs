@@ -17,7 +17,7 @@ use crate::util::workspace_root;
 /// Inputs each target runs in `cargo xtask test`, after its corpus. The
 /// targets' speeds differ (7,000 to 180,000 inputs a second, release build
 /// on a busy 2-core VM); this many take at most about 30 s each.
-pub const RUNS: u64 = 200_000;
+pub(crate) const RUNS: u64 = 200_000;
 
 /// libFuzzer's seed: the same inputs on every run.
 const SEED: &str = "1";
@@ -71,7 +71,7 @@ fn targets() -> Result<Vec<String>> {
 
 /// Builds every target, then runs `only` (all when empty) for `runs`
 /// inputs each.
-pub fn run(only: &[String], runs: u64) -> Result<()> {
+pub(crate) fn run(only: &[String], runs: u64) -> Result<()> {
     let started = Instant::now();
     let mut build = cargo_fuzz(&["build"]);
     build.args(BUILD_ARGS);

@@ -22,12 +22,12 @@ use crate::{
 
 /// Where the binaries go (the tests look here, or in
 /// `SCHEDLAT_PROMETHEUS3_DIR`).
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     workspace_root().join("target/tools/prometheus-3")
 }
 
 /// True when both binaries are there and run.
-pub fn present() -> bool {
+pub(crate) fn present() -> bool {
     ["prometheus", "promtool"].iter().all(|b| {
         Command::new(dir().join(b))
             .arg("--version")
@@ -39,7 +39,7 @@ pub fn present() -> bool {
 }
 
 /// Fetches and unpacks them (about 36 MB of packages, once).
-pub fn install() -> Result<()> {
+pub(crate) fn install() -> Result<()> {
     let tools = workspace_root().join("target/tools");
     let apt = Apt::for_archive(Archive::Sid, &tools.join("apt"))?;
     if apt.needs_update() {

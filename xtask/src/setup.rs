@@ -58,7 +58,7 @@ const TEST_PACKAGES: [&str; 18] = [
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
 /// `cargo xtask setup`, `build`, `run` and `dist` stop here.
-pub fn run() -> Result<()> {
+pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     step(
         "nightly toolchain with rust-src (builds the eBPF object)",
@@ -72,7 +72,7 @@ pub fn run() -> Result<()> {
 
 /// `run()`, then the tools only `cargo xtask test` and `bench` use: a
 /// user who only builds and runs schedlat never gets them.
-pub fn test_tools() -> Result<()> {
+pub(crate) fn test_tools() -> Result<()> {
     run()?;
     step(
         "nightly rustfmt and stable clippy (the test command checks both)",
@@ -344,7 +344,7 @@ const VM_PACKAGES: [&str; 4] = ["qemu-system-x86", "busybox-static", "cpio", "de
 
 /// vm-test's tools, installed when vm-test runs rather than by `setup`,
 /// which stays quick for everyone else.
-pub fn vm_tools() -> Result<()> {
+pub(crate) fn vm_tools() -> Result<()> {
     step(
         "packages for vm-test (QEMU, busybox, cpio, debootstrap)",
         || apt_install(&VM_PACKAGES),

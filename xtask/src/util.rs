@@ -7,7 +7,7 @@ use std::{
 
 use anyhow::{Context, Result, bail, ensure};
 
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
@@ -15,12 +15,12 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// Runs cargo (the one that runs us) in the workspace root.
-pub fn cargo(args: &[&str]) -> Result<()> {
+pub(crate) fn cargo(args: &[&str]) -> Result<()> {
     cargo_with_env(args, &[])
 }
 
 /// As `cargo`, with extra environment variables.
-pub fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
+pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .args(args)
@@ -35,7 +35,7 @@ pub fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
 }
 
 /// True when `cmd args` runs and exits 0 (output discarded).
-pub fn succeeds(cmd: &str, args: &[&str]) -> bool {
+pub(crate) fn succeeds(cmd: &str, args: &[&str]) -> bool {
     Command::new(cmd)
         .args(args)
         .stdout(Stdio::null())
@@ -45,7 +45,7 @@ pub fn succeeds(cmd: &str, args: &[&str]) -> bool {
 }
 
 /// Runs a command, streaming its output; fails with its status.
-pub fn run_visible(cmd: &str, args: &[&str]) -> Result<()> {
+pub(crate) fn run_visible(cmd: &str, args: &[&str]) -> Result<()> {
     let status = Command::new(cmd)
         .args(args)
         .status()
@@ -56,12 +56,12 @@ pub fn run_visible(cmd: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-pub fn require_root(why: &str) -> Result<()> {
+pub(crate) fn require_root(why: &str) -> Result<()> {
     if !is_root() {
         bail!("{why}: run as root (e.g. `sudo -E cargo xtask ...`)");
     }
@@ -70,7 +70,7 @@ pub fn require_root(why: &str) -> Result<()> {
 
 /// The absolute paths of what `binary` loads, its interpreter included,
 /// from `ldd` (`libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)`).
-pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
     let out = Command::new("ldd")
         .arg(binary)
         .output()
@@ -99,7 +99,7 @@ pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// stdout of a command that must succeed.
-pub fn output(cmd: &mut Command) -> Result<String> {
+pub(crate) fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
@@ -115,6 +115,6 @@ pub fn output(cmd: &mut Command) -> Result<String> {
 }
 
 /// Runs a command for its effect; its chatter is shown only if it fails.
-pub fn run_quiet(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run_quiet(cmd: &mut Command) -> Result<()> {
     output(cmd).map(drop)
 }

@@ -22,7 +22,7 @@ use crate::{
 /// The breakdown asked for: what the kernel keys by, and how the keys are
 /// ordered and cut.
 #[derive(Debug, Clone, Default)]
-pub struct BreakdownOptions {
+pub(crate) struct BreakdownOptions {
     pub keyed: Option<Keyed>,
     pub sort: KeySort,
     /// Only the first N keys of each interval.
@@ -36,7 +36,7 @@ pub struct BreakdownOptions {
 /// How keys are ordered: by what they waited in the interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum KeySort {
+pub(crate) enum KeySort {
     /// Total wait (sum), the default: who lost the most time
     #[default]
     Total,
@@ -53,7 +53,7 @@ pub enum KeySort {
 }
 
 /// One key's waits in an interval, with its label and analysis.
-pub struct KeyRow {
+pub(crate) struct KeyRow {
     pub key: u64,
     pub label: String,
     /// A cgroup key as a workload (its path, labels and names).
@@ -64,7 +64,7 @@ pub struct KeyRow {
 }
 
 /// An interval's breakdown: the rows shown, and what was left out.
-pub struct KeyedReport {
+pub(crate) struct KeyedReport {
     pub by: Breakdown,
     pub sort: KeySort,
     pub rows: Vec<KeyRow>,
@@ -92,7 +92,7 @@ impl KeyRow {
 /// every key that waited, ordered and cut as `sort` and `top` say, the
 /// rows shown labelled. `unkeyed` is the interval's count of waits
 /// without a key; `keyed` what the kernel keys by, and how many keys fit.
-pub fn report(
+pub(crate) fn report(
     reading: &mut Reading<'_, ()>,
     keyed: Keyed,
     sort: KeySort,
@@ -142,14 +142,14 @@ fn sort_rows<T>(rows: &mut [(KeyRow, T)], sort: KeySort) {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use schedlat_common::scope::KeyStats;
 
     use super::*;
     use crate::collect::key_intervals::waits_of;
 
     /// A row of `waits_us` microseconds (tests of this and of output/).
-    pub fn row(key: u64, waits_us: &[u64]) -> KeyRow {
+    pub(crate) fn row(key: u64, waits_us: &[u64]) -> KeyRow {
         let mut stats = KeyStats::ZERO;
         for &us in waits_us {
             stats.buckets[schedlat_common::bucket_index(us * 1000)] += 1;

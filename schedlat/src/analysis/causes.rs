@@ -12,21 +12,21 @@ use crate::histogram::{CauseCounts, Waits};
 
 /// Waits of one class and their time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counted {
+pub(crate) struct Counted {
     pub count: u64,
     pub sum_ns: u64,
 }
 
 /// A class's share of a whole: of the waits, and of their time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Share {
+pub(crate) struct Share {
     pub waits: f64,
     pub time: f64,
 }
 
 impl Counted {
     /// Its share of `whole` (0 where the whole is empty).
-    pub fn share_in(self, whole: Counted) -> Share {
+    pub(crate) fn share_in(self, whole: Counted) -> Share {
         Share {
             waits: share(self.count, whole.count),
             time: share(self.sum_ns, whole.sum_ns),
@@ -34,7 +34,7 @@ impl Counted {
     }
 
     /// Mean wait; None without waits.
-    pub fn mean_ns(self) -> Option<f64> {
+    pub(crate) fn mean_ns(self) -> Option<f64> {
         (self.count > 0).then(|| self.sum_ns as f64 / self.count as f64)
     }
 
@@ -49,7 +49,7 @@ impl Counted {
 /// A class with percentiles (the total has its histogram; a breakdown key
 /// does not, and its percentiles are None).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub count: u64,
     pub sum_ns: u64,
     pub p50_ns: Option<u64>,
@@ -57,7 +57,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn counted(&self) -> Counted {
+    pub(crate) fn counted(&self) -> Counted {
         Counted {
             count: self.count,
             sum_ns: self.sum_ns,
@@ -67,7 +67,7 @@ impl Summary {
 
 /// Where the wait ended against where the task last ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Placement {
+pub(crate) struct Placement {
     pub same_cpu: Summary,
     pub migrated: Summary,
     /// Subsets of `migrated`; None when the topology was not read.
@@ -79,7 +79,7 @@ pub struct Placement {
 
 /// Who held the CPU when the wait ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HeldBy {
+pub(crate) struct HeldBy {
     pub same_cgroup: Counted,
     pub other_cgroup: Counted,
     pub kernel: Counted,
@@ -92,7 +92,7 @@ pub struct HeldBy {
 /// Nanoseconds of same-CPU waits that steal, IRQ time and bandwidth
 /// throttling covered; None where the kernel lacks the accounting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Overlap {
+pub(crate) struct Overlap {
     pub steal_ns: Option<u64>,
     pub irq_ns: Option<u64>,
     pub throttled_ns: Option<u64>,
@@ -104,18 +104,18 @@ pub struct Overlap {
 impl Overlap {
     /// Share of the measured wait time `ns` covers; None when unavailable
     /// or nothing was measured.
-    pub fn share(&self, ns: Option<u64>) -> Option<f64> {
+    pub(crate) fn share(&self, ns: Option<u64>) -> Option<f64> {
         let ns = ns?;
         (self.measured.sum_ns > 0).then(|| ns as f64 / self.measured.sum_ns as f64)
     }
 }
 
 /// Labels of the queue-depth classes, in order.
-pub const DEPTH_LABELS: [&str; 7] = ["0", "1", "2", "3-4", "5-8", "9+", "unknown"];
+pub(crate) const DEPTH_LABELS: [&str; 7] = ["0", "1", "2", "3-4", "5-8", "9+", "unknown"];
 
 /// The whole split of a span of waits.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Causes {
+pub(crate) struct Causes {
     pub woken: Summary,
     pub new: Summary,
     pub preempted: Summary,
@@ -129,7 +129,7 @@ pub struct Causes {
 }
 
 impl Causes {
-    pub fn of(counts: &CauseCounts) -> Causes {
+    pub(crate) fn of(counts: &CauseCounts) -> Causes {
         let counted = |c: Cause| Counted {
             count: counts.count[c as usize],
             sum_ns: counts.sum_ns[c as usize],
@@ -184,17 +184,17 @@ impl Causes {
     }
 
     /// Waits in the span (each is in one class of how it began).
-    pub fn waits(&self) -> u64 {
+    pub(crate) fn waits(&self) -> u64 {
         self.woken.count + self.new.count + self.preempted.count
     }
 
     /// Their time.
-    pub fn wait_ns(&self) -> u64 {
+    pub(crate) fn wait_ns(&self) -> u64 {
         self.woken.sum_ns + self.new.sum_ns + self.preempted.sum_ns
     }
 
     /// Every wait of the span, and their time: the whole of how they began.
-    pub fn all(&self) -> Counted {
+    pub(crate) fn all(&self) -> Counted {
         Counted {
             count: self.waits(),
             sum_ns: self.wait_ns(),
@@ -204,14 +204,14 @@ impl Causes {
     /// The waits whose placement is known (same CPU or migrated): the
     /// whole of the migrated share, so that a task's first wait since load
     /// (no earlier CPU) counts neither way.
-    pub fn placed(&self) -> Counted {
+    pub(crate) fn placed(&self) -> Counted {
         let p = &self.placement;
         p.same_cpu.counted().plus(p.migrated.counted())
     }
 
     /// The waits whose holder is known (every class but `unknown`, the
     /// classic tracepoints' waits): the whole of the held-by shares.
-    pub fn held(&self) -> Counted {
+    pub(crate) fn held(&self) -> Counted {
         let h = &self.held_by;
         [
             h.same_cgroup,
@@ -226,7 +226,7 @@ impl Causes {
 
     /// The held-by classes with their labels, in the order the views print
     /// them; `held_by.unknown` is left out (it is not a holder).
-    pub fn holders(&self) -> [(&'static str, Counted); 5] {
+    pub(crate) fn holders(&self) -> [(&'static str, Counted); 5] {
         let h = &self.held_by;
         [
             ("same cgroup", h.same_cgroup),
@@ -239,7 +239,7 @@ impl Causes {
 
     /// The overlaps with their labels: steal, IRQ, throttled; None where
     /// the kernel lacks the accounting.
-    pub fn overlaps(&self) -> [(&'static str, Option<u64>); 3] {
+    pub(crate) fn overlaps(&self) -> [(&'static str, Option<u64>); 3] {
         let o = &self.overlap;
         [
             ("steal", o.steal_ns),
@@ -250,7 +250,7 @@ impl Causes {
 }
 
 /// Share of `part` in `whole` (0 when the whole is 0).
-pub fn share(part: u64, whole: u64) -> f64 {
+pub(crate) fn share(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {

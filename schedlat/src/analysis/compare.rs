@@ -24,10 +24,10 @@ use super::{
 use crate::{histogram::Waits, sys::slice::Slice};
 
 /// Significance level for "beyond noise".
-pub const ALPHA: f64 = 0.001;
+pub(crate) const ALPHA: f64 = 0.001;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RankTest {
+pub(crate) struct RankTest {
     /// P(a wait after < a wait before) + P(tie) / 2: 0.5 means no change,
     /// above 0.5 means waits got shorter.
     pub p_shorter_after: f64,
@@ -39,7 +39,7 @@ pub struct RankTest {
 
 /// The tail test: share of waits at or above a threshold, before and after.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct TailTest {
+pub(crate) struct TailTest {
     pub threshold_ns: u64,
     pub share_before: f64,
     pub share_after: f64,
@@ -49,7 +49,7 @@ pub struct TailTest {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Change {
+pub(crate) enum Change {
     Improved,
     Regressed,
     #[serde(rename = "no-significant-change")]
@@ -57,7 +57,7 @@ pub enum Change {
 }
 
 impl RankTest {
-    pub fn change(&self) -> Change {
+    pub(crate) fn change(&self) -> Change {
         if self.p_value >= ALPHA {
             Change::Unchanged
         } else if self.p_shorter_after > 0.5 {
@@ -69,7 +69,7 @@ impl RankTest {
 }
 
 impl TailTest {
-    pub fn change(&self) -> Change {
+    pub(crate) fn change(&self) -> Change {
         if self.p_value >= ALPHA {
             Change::Unchanged
         } else if self.share_after < self.share_before {
@@ -81,7 +81,7 @@ impl TailTest {
 }
 
 /// The overall verdict: the tail's when it changed, else the bulk's.
-pub fn overall(tail: Option<TailTest>, rank: Option<RankTest>) -> Change {
+pub(crate) fn overall(tail: Option<TailTest>, rank: Option<RankTest>) -> Change {
     match tail.map(|t| t.change()) {
         Some(Change::Unchanged) | None => rank.map_or(Change::Unchanged, |r| r.change()),
         Some(change) => change,
@@ -90,7 +90,7 @@ pub fn overall(tail: Option<TailTest>, rank: Option<RankTest>) -> Change {
 
 /// Two recordings compared: their shapes against one slice, the tail and
 /// rank tests, and the overall change.
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub shapes: (Shape, Shape),
     pub tail: Option<TailTest>,
     pub rank: Option<RankTest>,
@@ -100,7 +100,7 @@ pub struct Comparison {
 impl Comparison {
     /// `before` against `after`, both judged against `slice`: the tail is
     /// the waits of at least half of it.
-    pub fn of(before: &Waits, after: &Waits, slice: &Slice) -> Comparison {
+    pub(crate) fn of(before: &Waits, after: &Waits, slice: &Slice) -> Comparison {
         let shapes = (
             shape::classify(before, slice),
             shape::classify(after, slice),
@@ -117,7 +117,7 @@ impl Comparison {
 }
 
 /// Two-proportion z-test on the share of waits >= `threshold_ns`.
-pub fn tail_test(before: &Waits, after: &Waits, threshold_ns: u64) -> Option<TailTest> {
+pub(crate) fn tail_test(before: &Waits, after: &Waits, threshold_ns: u64) -> Option<TailTest> {
     let (n1, n2) = (before.count() as f64, after.count() as f64);
     if n1 == 0.0 || n2 == 0.0 {
         return None;
@@ -139,7 +139,7 @@ pub fn tail_test(before: &Waits, after: &Waits, threshold_ns: u64) -> Option<Tai
 }
 
 /// Mann-Whitney U of `before` against `after`; None if either is empty.
-pub fn rank_test(before: &Waits, after: &Waits) -> Option<RankTest> {
+pub(crate) fn rank_test(before: &Waits, after: &Waits) -> Option<RankTest> {
     let (n1, n2) = (before.count() as f64, after.count() as f64);
     if n1 == 0.0 || n2 == 0.0 {
         return None;

@@ -2,19 +2,19 @@
 //! distribution (docs/shape.md), before/after comparison, who waited
 //! behind whom (docs/victims.md), and the diagnosis (docs/diagnose.md).
 
-pub mod breakdown;
-pub mod causes;
-pub mod compare;
-pub mod diagnosis;
-pub mod pairs;
-pub mod percentiles;
-pub mod recording;
-pub mod shape;
-pub mod task;
-pub mod victims;
+pub(crate) mod breakdown;
+pub(crate) mod causes;
+pub(crate) mod compare;
+pub(crate) mod diagnosis;
+pub(crate) mod pairs;
+pub(crate) mod percentiles;
+pub(crate) mod recording;
+pub(crate) mod shape;
+pub(crate) mod task;
+pub(crate) mod victims;
 
 /// A duration for people: 3 significant digits in ns, us, ms or s.
-pub fn fmt_ns(ns: u64) -> String {
+pub(crate) fn fmt_ns(ns: u64) -> String {
     let ns = ns as f64;
     let (value, unit) = if ns < 1e3 {
         (ns, "ns")

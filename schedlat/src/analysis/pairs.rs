@@ -9,7 +9,7 @@ use crate::{collect::pairs::PairCounts, sys::workload::level::Level};
 /// One row: the workload that waited, the one that held the CPU, and
 /// the waits of the first behind the second.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkloadPair {
+pub(crate) struct WorkloadPair {
     pub victim: String,
     pub holder: String,
     pub counts: PairCounts,
@@ -17,7 +17,7 @@ pub struct WorkloadPair {
 
 /// The ranked table of one interval.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PairTable {
+pub(crate) struct PairTable {
     /// The rows shown, most wait time first.
     pub rows: Vec<WorkloadPair>,
     /// Rows not shown (beyond `top`), and their waits.
@@ -34,7 +34,7 @@ pub struct PairTable {
 /// Adds up the pairs with the same names on both sides (named at level
 /// `by`), ranks them by total wait (then by names, for a stable order),
 /// and keeps `top` rows (all when None).
-pub fn rank(
+pub(crate) fn rank(
     pairs: impl IntoIterator<Item = WorkloadPair>,
     by: Level,
     top: Option<usize>,

@@ -19,7 +19,7 @@ use crate::histogram::{Rank, Waits};
 
 /// The summary every report carries, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
+pub(crate) struct Percentiles {
     pub min_ns: Option<u64>,
     pub p50_ns: u64,
     pub p90_ns: u64,
@@ -37,7 +37,7 @@ pub struct Percentiles {
 /// exact extremes. `high_ns` is None only for the last bucket, which also
 /// holds every longer wait, when the maximum is not known.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Bound {
+pub(crate) struct Bound {
     pub low_ns: u64,
     pub high_ns: Option<u64>,
 }
@@ -45,14 +45,14 @@ pub struct Bound {
 impl Bound {
     /// True when `threshold_ns` lies inside the interval, so the true value
     /// may be on either side of it (at or above, or below).
-    pub fn straddles(&self, threshold_ns: u64) -> bool {
+    pub(crate) fn straddles(&self, threshold_ns: u64) -> bool {
         self.low_ns < threshold_ns && self.high_ns.is_none_or(|high| high >= threshold_ns)
     }
 }
 
 /// The bounds of the four estimated percentiles, named as their estimates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     pub p50_ns: Bound,
     pub p90_ns: Bound,
     pub p99_ns: Bound,
@@ -61,7 +61,7 @@ pub struct Bounds {
 }
 
 impl Percentiles {
-    pub fn of(w: &Waits) -> Option<Percentiles> {
+    pub(crate) fn of(w: &Waits) -> Option<Percentiles> {
         Some(Percentiles {
             min_ns: w.min_ns,
             p50_ns: quantile_ns(w, 0.50)?,
@@ -85,7 +85,7 @@ fn rank(q: f64, count: u64) -> u64 {
 }
 
 /// Where the true `q`-quantile lies; None without waits.
-pub fn quantile_bound(w: &Waits, q: f64) -> Option<Bound> {
+pub(crate) fn quantile_bound(w: &Waits, q: f64) -> Option<Bound> {
     let count = w.count();
     if count == 0 {
         return None;
@@ -107,7 +107,7 @@ pub fn quantile_bound(w: &Waits, q: f64) -> Option<Bound> {
 }
 
 /// The nearest-rank `q`-quantile (0 < q <= 1) in ns; None without waits.
-pub fn quantile_ns(w: &Waits, q: f64) -> Option<u64> {
+pub(crate) fn quantile_ns(w: &Waits, q: f64) -> Option<u64> {
     let count = w.count();
     if count == 0 {
         return None;
@@ -127,7 +127,7 @@ pub fn quantile_ns(w: &Waits, q: f64) -> Option<u64> {
 
 /// Share of waits at or above `threshold_ns` (counting whole buckets whose
 /// lower bound reaches it, so within one bucket's width of the threshold).
-pub fn share_at_least(w: &Waits, threshold_ns: u64) -> f64 {
+pub(crate) fn share_at_least(w: &Waits, threshold_ns: u64) -> f64 {
     let count = w.count();
     if count == 0 {
         return 0.0;

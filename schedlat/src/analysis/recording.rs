@@ -15,7 +15,7 @@ use crate::histogram::{NR_BUCKETS, NR_LOG2_SLOTS, Waits};
 
 /// One series' waits in one interval, sparse.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactWaits {
+pub(crate) struct CompactWaits {
     /// Non-empty fine buckets: (index, count).
     pub buckets: Box<[(u16, u32)]>,
     /// Non-empty runqlat log2 slots: (slot, count).
@@ -30,7 +30,7 @@ pub struct CompactWaits {
 
 /// The most a series-second can take: every bucket and slot non-empty,
 /// plus the fixed part (what the memory bound is computed from).
-pub const MAX_SERIES_SECOND_BYTES: usize =
+pub(crate) const MAX_SERIES_SECOND_BYTES: usize =
     NR_BUCKETS * 8 + NR_LOG2_SLOTS * 8 + std::mem::size_of::<CompactWaits>();
 
 fn narrow(n: u64) -> u32 {
@@ -38,7 +38,7 @@ fn narrow(n: u64) -> u32 {
 }
 
 impl CompactWaits {
-    pub fn of(w: &Waits) -> CompactWaits {
+    pub(crate) fn of(w: &Waits) -> CompactWaits {
         let nonzero = |v: &[u64]| -> Vec<(usize, u32)> {
             v.iter()
                 .enumerate()
@@ -64,7 +64,7 @@ impl CompactWaits {
         }
     }
 
-    pub fn waits(&self) -> Waits {
+    pub(crate) fn waits(&self) -> Waits {
         let mut w = Waits::default();
         for &(i, n) in &self.buckets {
             w.buckets[usize::from(i)] = u64::from(n);
@@ -83,7 +83,7 @@ impl CompactWaits {
 
     /// Heap and inline bytes this value holds.
     #[cfg(test)]
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + std::mem::size_of_val(&*self.buckets)
             + std::mem::size_of_val(&*self.log2)
@@ -92,7 +92,7 @@ impl CompactWaits {
 
 /// One interval (a second, normally) of the recording.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Second {
+pub(crate) struct Second {
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
     /// The total first, then the series kept (per cgroup, the largest
@@ -105,18 +105,18 @@ pub struct Second {
 }
 
 impl Second {
-    pub fn total(&self) -> Option<&CompactWaits> {
+    pub(crate) fn total(&self) -> Option<&CompactWaits> {
         self.series.first().map(|(_, w)| w)
     }
 
-    pub fn get(&self, name: &str) -> Option<&CompactWaits> {
+    pub(crate) fn get(&self, name: &str) -> Option<&CompactWaits> {
         self.series.iter().find(|(n, _)| n == name).map(|(_, w)| w)
     }
 }
 
 /// What the dump's header says about how it was recorded.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// Why the dump was taken (SIGHUP, HTTP, a trigger's description).
     pub reason: String,
     pub host: String,
@@ -139,7 +139,7 @@ pub struct Meta {
 
 /// A dump: its seconds in order, and the slow waits of the same window.
 #[derive(Debug, Clone, Default)]
-pub struct Window {
+pub(crate) struct Window {
     pub meta: Meta,
     /// Shared with the recorder's ring while a dump is written.
     pub seconds: Vec<std::sync::Arc<Second>>,
@@ -151,12 +151,12 @@ pub struct Window {
 
 impl Window {
     /// A slow wait's end on the wall clock.
-    pub fn unix_ns(&self, mono_ns: u64) -> u64 {
+    pub(crate) fn unix_ns(&self, mono_ns: u64) -> u64 {
         u64::try_from(i128::from(mono_ns) + self.mono_to_unix_ns).unwrap_or(0)
     }
 
     /// The series named in any second, the total first.
-    pub fn series_names(&self) -> Vec<String> {
+    pub(crate) fn series_names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         for s in &self.seconds {
             for (n, _) in &s.series {
@@ -171,7 +171,7 @@ impl Window {
     /// Intervals that start before the one before them ended, or end
     /// before they start: the wall clock stepped back while recording (or
     /// the dump was edited). Their times cannot order them.
-    pub fn out_of_order(&self) -> usize {
+    pub(crate) fn out_of_order(&self) -> usize {
         let mut previous_end = 0;
         let mut n = 0;
         for s in &self.seconds {
@@ -186,7 +186,10 @@ impl Window {
     /// The merged waits of `series` over `seconds`; None when the counts
     /// add up past u64 (a damaged dump: each second was checked when read,
     /// their sum is checked here).
-    pub fn merge<'a>(seconds: impl IntoIterator<Item = &'a Second>, series: &str) -> Option<Waits> {
+    pub(crate) fn merge<'a>(
+        seconds: impl IntoIterator<Item = &'a Second>,
+        series: &str,
+    ) -> Option<Waits> {
         let mut w = Waits::default();
         for s in seconds {
             if let Some(c) = s.get(series) {

@@ -13,29 +13,29 @@ use super::{
 use crate::{histogram::Waits, sys::slice::Slice};
 
 /// Fewer waits than this and no verdict is given.
-pub const MIN_WAITS: u64 = 200;
+pub(crate) const MIN_WAITS: u64 = 200;
 /// From this many waits on, the tail is judged at p99.9 rather than p99.
-pub const P999_FROM: u64 = 10_000;
+pub(crate) const P999_FROM: u64 = 10_000;
 /// The slow mode of a bimodal histogram holds at least this share.
-pub const BIMODAL_MIN_SHARE: f64 = 0.10;
+pub(crate) const BIMODAL_MIN_SHARE: f64 = 0.10;
 /// ... and is at least this many octaves above the fast mode,
-pub const BIMODAL_MIN_OCTAVES: usize = 3;
+pub(crate) const BIMODAL_MIN_OCTAVES: usize = 3;
 /// ... with a valley between them: the octaves strictly between the two
 /// peaks hold on average at most this fraction of the lower peak.
-pub const BIMODAL_MAX_VALLEY: f64 = 0.25;
+pub(crate) const BIMODAL_MAX_VALLEY: f64 = 0.25;
 /// A slow tail needs at least this many slow waits (of half a slice or
 /// more), however many waits there are ...
-pub const MIN_SLOW_WAITS: u64 = 5;
+pub(crate) const MIN_SLOW_WAITS: u64 = 5;
 /// ... and the slow share must exceed the tail's share (1% for p99, 0.1%
 /// for p99.9) with confidence: its Wilson score lower bound at this z (95%
 /// two-sided, 97.5% one-sided) must be above it. Otherwise the few slow
 /// waits are isolated: a handful of them in a few hundred waits is what an
 /// idle machine shows (docs/shape.md has the measurements).
-pub const WILSON_Z: f64 = 1.96;
+pub(crate) const WILSON_Z: f64 = 1.96;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Healthy,
     LongTail,
     ShiftedMean,
@@ -44,7 +44,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Healthy => "healthy",
             Verdict::LongTail => "long-tail",
@@ -57,7 +57,7 @@ impl Verdict {
 
 /// The numbers a verdict was decided on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     pub count: u64,
     pub slice_ns: u64,
     pub slice_source: String,
@@ -84,7 +84,7 @@ pub struct Evidence {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Shape {
+pub(crate) struct Shape {
     pub verdict: Verdict,
     /// One line for people: the verdict and why.
     pub summary: String,
@@ -112,7 +112,7 @@ fn slow_waits(w: &Waits, threshold_ns: u64) -> u64 {
 }
 
 /// Wilson score interval's lower bound for `k` successes in `n` trials.
-pub fn wilson_lower(k: u64, n: u64, z: f64) -> f64 {
+pub(crate) fn wilson_lower(k: u64, n: u64, z: f64) -> f64 {
     if n == 0 {
         return 0.0;
     }
@@ -123,7 +123,7 @@ pub fn wilson_lower(k: u64, n: u64, z: f64) -> f64 {
     ((center - margin) / (1.0 + z2 / n)).max(0.0)
 }
 
-pub fn classify(w: &Waits, slice: &Slice) -> Shape {
+pub(crate) fn classify(w: &Waits, slice: &Slice) -> Shape {
     let count = w.count();
     let h = slice.ns;
     let tail_label = if count >= P999_FROM { "p99.9" } else { "p99" };
@@ -286,7 +286,7 @@ fn modes(w: &Waits, split_ns: u64) -> Option<(u64, u64)> {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
@@ -294,7 +294,7 @@ pub mod tests {
     const SLICE: u64 = 3_000_000;
 
     /// A histogram of `(wait ns, how many)` groups.
-    pub fn waits(groups: &[(u64, u64)]) -> Waits {
+    pub(crate) fn waits(groups: &[(u64, u64)]) -> Waits {
         let mut cpu = CpuStats::ZERO;
         for &(ns, n) in groups {
             cpu.buckets[bucket_index(ns)] += n;

@@ -7,13 +7,13 @@ use schedlat_common::victims::TaskInfo;
 use serde::Serialize;
 
 /// The task's name: comm up to its NUL (all 16 bytes when it fills them).
-pub fn comm(t: &TaskInfo) -> String {
+pub(crate) fn comm(t: &TaskInfo) -> String {
     let len = t.comm.iter().position(|&b| b == 0).unwrap_or(t.comm.len());
     String::from_utf8_lossy(&t.comm[..len]).into_owned()
 }
 
 /// include/uapi/linux/sched.h SCHED_* values.
-pub fn policy_name(policy: u32) -> &'static str {
+pub(crate) fn policy_name(policy: u32) -> &'static str {
     match policy {
         0 => "normal",
         1 => "fifo",
@@ -28,13 +28,13 @@ pub fn policy_name(policy: u32) -> &'static str {
 
 /// Nice value: static_prio is 120 + nice for every policy
 /// (include/linux/sched/prio.h NICE_TO_PRIO).
-pub fn nice(t: &TaskInfo) -> i32 {
+pub(crate) fn nice(t: &TaskInfo) -> i32 {
     t.static_prio as i32 - 120
 }
 
 /// "normal 0", "batch 19", "fifo 50" (RT priority), "deadline": the number
 /// is what decides among tasks of that class.
-pub fn sched_label(t: &TaskInfo) -> String {
+pub(crate) fn sched_label(t: &TaskInfo) -> String {
     match t.policy {
         1 | 2 => format!("{} {}", policy_name(t.policy), t.rt_priority),
         6 => "deadline".to_string(),
@@ -43,7 +43,7 @@ pub fn sched_label(t: &TaskInfo) -> String {
 }
 
 /// "comm pid/tid", or "comm (idle)" for a CPU's idle task (pid 0).
-pub fn short(t: &TaskInfo) -> String {
+pub(crate) fn short(t: &TaskInfo) -> String {
     if t.tid == 0 {
         format!("{} (idle)", comm(t))
     } else {
@@ -59,7 +59,7 @@ pub fn short(t: &TaskInfo) -> String {
 /// (sys/throttle.rs): whether it, or a parent, was throttled in the interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum IdleWait {
+pub(crate) enum IdleWait {
     Throttled,
     WokenOntoIdleCpu,
 }
@@ -67,7 +67,7 @@ pub enum IdleWait {
 impl IdleWait {
     /// For the process that waited, given the processes whose cgroup was
     /// throttled.
-    pub fn of(victim_pid: u32, throttled: &HashSet<u32>) -> IdleWait {
+    pub(crate) fn of(victim_pid: u32, throttled: &HashSet<u32>) -> IdleWait {
         if throttled.contains(&victim_pid) {
             IdleWait::Throttled
         } else {
@@ -75,7 +75,7 @@ impl IdleWait {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             IdleWait::Throttled => "(throttled: cgroup quota)",
             IdleWait::WokenOntoIdleCpu => "(idle: woken onto an idle CPU)",
@@ -83,7 +83,7 @@ impl IdleWait {
     }
 
     /// For narrow columns (`top` at 80 columns).
-    pub fn short(self) -> &'static str {
+    pub(crate) fn short(self) -> &'static str {
         match self {
             IdleWait::Throttled => "throttled",
             IdleWait::WokenOntoIdleCpu => "idle wake",
@@ -93,7 +93,7 @@ impl IdleWait {
 
 /// `short`, for the culprit of a wait of process `victim_pid`: an idle
 /// culprit says what the wait was instead of "(idle)".
-pub fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
+pub(crate) fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
     if t.tid == 0 {
         format!(
             "{} {}",
@@ -107,7 +107,7 @@ pub fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> Strin
 
 /// A task in JSON output (docs/json.md, "TaskInfo").
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct TaskJson {
+pub(crate) struct TaskJson {
     pub tid: u32,
     pub pid: u32,
     pub comm: String,
@@ -130,11 +130,18 @@ impl From<&TaskInfo> for TaskJson {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A TaskInfo for tests.
-    pub fn task(tid: u32, tgid: u32, name: &str, policy: u32, nice: i32, rt: u32) -> TaskInfo {
+    pub(crate) fn task(
+        tid: u32,
+        tgid: u32,
+        name: &str,
+        policy: u32,
+        nice: i32,
+        rt: u32,
+    ) -> TaskInfo {
         let mut comm = [0u8; 16];
         comm[..name.len()].copy_from_slice(name.as_bytes());
         TaskInfo {

@@ -11,7 +11,7 @@ use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 /// What the tables are ranked by (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum SortKey {
+pub(crate) enum SortKey {
     /// Longest single wait
     Max,
     /// Sum of the waits
@@ -25,7 +25,7 @@ pub enum SortKey {
 impl SortKey {
     /// The key after this one, for a key that cycles through them all
     /// (`schedlat top`'s `s`): total, max, count, avg, total.
-    pub fn next(self) -> SortKey {
+    pub(crate) fn next(self) -> SortKey {
         match self {
             SortKey::Total => SortKey::Max,
             SortKey::Max => SortKey::Count,
@@ -35,7 +35,7 @@ impl SortKey {
     }
 
     /// "longest wait", ...: what a table is ranked by, for titles.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             SortKey::Max => "longest wait",
             SortKey::Total => "total wait",
@@ -62,7 +62,7 @@ fn avg_ns(total_ns: u64, count: u64) -> u64 {
 /// One task's waits: as a victim (waited) or as a culprit (was switched out
 /// when they ended). `other` is the task on the other side of the longest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Row {
+pub(crate) struct Row {
     pub task: TaskInfo,
     pub count: u64,
     pub total_ns: u64,
@@ -80,7 +80,7 @@ pub struct Row {
 
 /// A row's waits by cause, as shares of its waits (docs/victims.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RowCauses {
+pub(crate) struct RowCauses {
     pub woken: f64,
     pub new: f64,
     pub preempted: f64,
@@ -88,14 +88,14 @@ pub struct RowCauses {
 }
 
 impl Row {
-    pub fn avg_ns(&self) -> u64 {
+    pub(crate) fn avg_ns(&self) -> u64 {
         avg_ns(self.total_ns, self.count)
     }
 
     /// The shares of its waits that were woken, new, preempted and
     /// migrated; None when the kernel classified none of them (a load
     /// without the split) or there were none.
-    pub fn causes(&self) -> Option<RowCauses> {
+    pub(crate) fn causes(&self) -> Option<RowCauses> {
         let classified: u64 = self.kinds.iter().sum();
         if classified == 0 {
             return None;
@@ -150,7 +150,7 @@ impl From<&WaitStats> for Row {
 
 /// The wait charged to one process's threads (idle tasks: pid 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessRow {
+pub(crate) struct ProcessRow {
     pub pid: u32,
     /// The comm of its main thread if it was a culprit, else of its
     /// busiest culprit thread until [`name_processes`] gives it the
@@ -164,7 +164,7 @@ pub struct ProcessRow {
 }
 
 impl ProcessRow {
-    pub fn avg_ns(&self) -> u64 {
+    pub(crate) fn avg_ns(&self) -> u64 {
         avg_ns(self.total_ns, self.count)
     }
 
@@ -175,7 +175,7 @@ impl ProcessRow {
 
 /// The three tables, ranked, each cut to `top` rows, with what was cut.
 #[derive(Debug, Clone)]
-pub struct Tables {
+pub(crate) struct Tables {
     pub victims: Vec<Row>,
     pub culprits: Vec<Row>,
     pub processes: Vec<ProcessRow>,
@@ -188,7 +188,12 @@ pub struct Tables {
 
 /// Ranks an interval's rows by `by` (descending; ties by TID) and keeps the
 /// first `top` of each table (0 = all).
-pub fn rank(victims: &[WaitStats], culprits: &[WaitStats], by: SortKey, top: usize) -> Tables {
+pub(crate) fn rank(
+    victims: &[WaitStats],
+    culprits: &[WaitStats],
+    by: SortKey,
+    top: usize,
+) -> Tables {
     rank_rows(
         victims.iter().map(Row::from).collect(),
         culprits.iter().map(Row::from).collect(),
@@ -198,7 +203,7 @@ pub fn rank(victims: &[WaitStats], culprits: &[WaitStats], by: SortKey, top: usi
 }
 
 /// `rank`, for rows already converted (or added up: [`Totals`]).
-pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> Tables {
+pub(crate) fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> Tables {
     let mut p = processes(&c);
     let order = |a: &Row, b: &Row| b.key(by).cmp(&a.key(by)).then(a.task.tid.cmp(&b.task.tid));
     v.sort_by(order);
@@ -225,7 +230,7 @@ pub fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usize) -> T
 /// Names the culprit processes whose main thread was no culprit after the
 /// process (`name_of(pid)`: its main thread's comm, as /proc/PID/comm
 /// gives it, None when it is gone; then the busiest thread's name stays).
-pub fn name_processes(tables: &mut Tables, name_of: impl Fn(u32) -> Option<String>) {
+pub(crate) fn name_processes(tables: &mut Tables, name_of: impl Fn(u32) -> Option<String>) {
     for p in &mut tables.processes {
         if p.pid == 0 || p.comm.tid == p.pid {
             continue;
@@ -271,14 +276,14 @@ fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
 /// Tasks each of [`Totals`]' tables holds; the waits of tasks beyond it are
 /// counted, not added (a day of short-lived processes must not grow the
 /// view without bound).
-pub const TOTALS_MAX_TASKS: usize = 65_536;
+pub(crate) const TOTALS_MAX_TASKS: usize = 65_536;
 
 /// Victims and culprits added up over intervals (`schedlat top`'s
 /// cumulative view): one row per task, as one long interval would have it.
 /// A task is its TID and process (a reused TID in another process is
 /// another task); the idle tasks, all TID 0, are one per CPU.
 #[derive(Debug, Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     victims: BTreeMap<(u32, u32, u32), Row>,
     culprits: BTreeMap<(u32, u32, u32), Row>,
     /// Waits not added because a table was full: victims, culprits.
@@ -286,14 +291,14 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn add(&mut self, victims: &[WaitStats], culprits: &[WaitStats]) {
+    pub(crate) fn add(&mut self, victims: &[WaitStats], culprits: &[WaitStats]) {
         let full = add_rows(&mut self.victims, victims.iter().map(Row::from));
         self.overflow.0 += full;
         let full = add_rows(&mut self.culprits, culprits.iter().map(Row::from));
         self.overflow.1 += full;
     }
 
-    pub fn rank(&self, by: SortKey, top: usize) -> Tables {
+    pub(crate) fn rank(&self, by: SortKey, top: usize) -> Tables {
         rank_rows(
             self.victims.values().copied().collect(),
             self.culprits.values().copied().collect(),
@@ -324,7 +329,7 @@ fn add_rows(table: &mut BTreeMap<(u32, u32, u32), Row>, rows: impl Iterator<Item
 /// The processes of the rows' idle-ended waits whose cgroup was throttled
 /// in the interval `watch` last ended: victims whose longest wait's culprit
 /// was idle, and the longest victims of the idle culprits.
-pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
+pub(crate) fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
     let pairs = |rows: &[Row]| -> Vec<(TaskInfo, TaskInfo)> {
         rows.iter().map(|r| (r.task, r.other)).collect()
     };
@@ -332,7 +337,7 @@ pub fn throttled_pids(watch: &ThrottleWatch, tables: &Tables) -> HashSet<u32> {
 }
 
 /// `throttled_pids`, over an interval's rows before any ranking (`top`).
-pub fn throttled_in(watch: &ThrottleWatch, interval: &VictimsInterval) -> HashSet<u32> {
+pub(crate) fn throttled_in(watch: &ThrottleWatch, interval: &VictimsInterval) -> HashSet<u32> {
     let pairs = |rows: &[WaitStats]| -> Vec<(TaskInfo, TaskInfo)> {
         rows.iter().map(|r| (r.task, r.max_other)).collect()
     };

@@ -35,7 +35,7 @@ use crate::{
 };
 
 #[derive(Debug, clap::Args)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Seconds between refreshes (`+`/`-` change it while running)
     #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
     pub interval: f64,
@@ -57,7 +57,7 @@ pub struct TopArgs {
 }
 
 impl TopArgs {
-    pub fn options(&self) -> TopOptions {
+    pub(crate) fn options(&self) -> TopOptions {
         TopOptions {
             interval: Duration::from_secs_f64(self.interval),
             sort: self.sort,
@@ -75,7 +75,7 @@ fn positive_secs(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct VictimsArgs {
+pub(crate) struct VictimsArgs {
     /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
     #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
@@ -112,7 +112,7 @@ pub struct VictimsArgs {
 }
 
 impl VictimsArgs {
-    pub fn options(&self) -> VictimsOptions {
+    pub(crate) fn options(&self) -> VictimsOptions {
         VictimsOptions {
             interval: self.interval,
             count: self.count,
@@ -125,7 +125,7 @@ impl VictimsArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct SlowArgs {
+pub(crate) struct SlowArgs {
     /// Report waits at least this long, as runqslower's `min_us`: a bare
     /// number is microseconds (`slow 1000` = `--threshold 1ms`)
     #[arg(value_name = "MIN_US", value_parser = parse_min_us, conflicts_with = "threshold")]
@@ -147,7 +147,7 @@ pub struct SlowArgs {
 }
 
 impl SlowArgs {
-    pub fn options(&self) -> SlowOptions {
+    pub(crate) fn options(&self) -> SlowOptions {
         SlowOptions {
             threshold: self.min_us.unwrap_or(self.threshold),
             json: self.json,
@@ -172,7 +172,7 @@ fn parse_min_us(s: &str) -> Result<u64, String> {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("max_keys", |a| a.requires("keyed")))]
 #[command(mut_arg("max_series", |a| a.requires("keyed")))]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
     /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415,
     /// and --web.allow-unauthenticated (the endpoint has no authentication).
@@ -271,7 +271,7 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    pub fn options(&self) -> ServeOptions {
+    pub(crate) fn options(&self) -> ServeOptions {
         ServeOptions {
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
@@ -304,7 +304,7 @@ impl ServeArgs {
 /// The scope is `-p PID` (a process) or `-c PATH` (a cgroup); diagnose takes
 /// no other filter, so its help lists none.
 #[derive(Debug, clap::Args)]
-pub struct DiagnoseArgs {
+pub(crate) struct DiagnoseArgs {
     /// Length of the observation window, in seconds
     #[arg(short = 'd', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration: u64,
@@ -323,7 +323,7 @@ pub struct DiagnoseArgs {
 /// cgroup and below.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Scope (default: the whole system)")]
-pub struct ScopeArgs {
+pub(crate) struct ScopeArgs {
     /// A process (all its threads): its PSI, quota and waits
     #[arg(
         short = 'p',
@@ -341,7 +341,7 @@ pub struct ScopeArgs {
 }
 
 impl ScopeArgs {
-    pub fn spec(&self) -> FilterSpec {
+    pub(crate) fn spec(&self) -> FilterSpec {
         FilterSpec {
             pid: self.pid,
             cgroup: self.cgroup.clone(),
@@ -351,7 +351,7 @@ impl ScopeArgs {
 }
 
 impl DiagnoseArgs {
-    pub fn options(&self) -> DiagnoseOptions {
+    pub(crate) fn options(&self) -> DiagnoseOptions {
         DiagnoseOptions {
             duration: self.duration,
             json: self.json,
@@ -362,7 +362,7 @@ impl DiagnoseArgs {
 /// `-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus` and how their keys are shown.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
-pub struct BreakdownArgs {
+pub(crate) struct BreakdownArgs {
     /// One histogram per process (`pid = PID comm`), as runqlat -P
     #[arg(short = 'P', long = "pids", group = "keyed")]
     pub pids: bool,
@@ -391,7 +391,7 @@ pub struct BreakdownArgs {
 /// `--pairs` and how its table is named and sized.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Who waited behind whom")]
-pub struct PairArgs {
+pub(crate) struct PairArgs {
     #[command(flatten)]
     pub table: PairTableArgs,
     /// Name and roll up the pairs' cgroups by their container, pod or
@@ -402,7 +402,7 @@ pub struct PairArgs {
 
 /// What `--by` rolls cgroups up to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ByLevel {
+pub(crate) enum ByLevel {
     /// Each cgroup by its path
     #[default]
     Cgroup,
@@ -441,7 +441,7 @@ fn cgroup_label_parser(value: &str) -> Result<Option<WorkloadLabel>, String> {
 }
 
 impl BreakdownArgs {
-    pub fn options(&self) -> BreakdownOptions {
+    pub(crate) fn options(&self) -> BreakdownOptions {
         BreakdownOptions {
             keyed: self.keyed(),
             sort: self.sort,
@@ -467,7 +467,7 @@ impl BreakdownArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Flight recorder (--ring)")]
-pub struct RingArgs {
+pub(crate) struct RingArgs {
     /// Keep the last DURATION (e.g. 300s, 10m) always on, and dump it on
     /// SIGHUP or a trigger (with serve, also on POST /snapshot)
     #[arg(long, value_name = "DURATION", value_parser = ring_secs)]
@@ -504,7 +504,7 @@ impl RingArgs {
     /// The recorder's options; `cgroups`: the per-cgroup series' keys
     /// (`record --ring --ring-cgroups`; serve's ring keeps the total), at
     /// most `max_series` a second.
-    pub fn options(
+    pub(crate) fn options(
         &self,
         unit: crate::histogram::Unit,
         cgroups: Option<Keyed>,

@@ -17,7 +17,7 @@ use super::Cli;
 const NAME: &str = "__generate";
 
 /// `Some(status)` when this process was started as `schedlat __generate`.
-pub fn from_args() -> Option<ExitCode> {
+pub(crate) fn from_args() -> Option<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) != Some(NAME) {
         return None;

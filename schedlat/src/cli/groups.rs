@@ -16,7 +16,7 @@ use crate::{
 
 /// The default mode: runqlat's interface.
 #[derive(Debug, clap::Args)]
-pub struct HistogramArgs {
+pub(crate) struct HistogramArgs {
     /// Print a histogram every INTERVAL seconds (default: once, at Ctrl-C)
     #[arg(value_parser = interval_secs)]
     pub interval: Option<u64>,
@@ -43,7 +43,7 @@ pub struct HistogramArgs {
 /// would show in the help of commands that ignore it.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Kernel access")]
-pub struct KernelArgs {
+pub(crate) struct KernelArgs {
     /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
     /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
     #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
@@ -88,7 +88,7 @@ pub struct KernelArgs {
 /// combined, all must hold. All but --cpu need the tp_btf hook mode.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Filters (in the kernel, on the task that waited; combinable)")]
-pub struct FilterArgs {
+pub(crate) struct FilterArgs {
     /// Only waits of this process (all its threads)
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pub pid: Option<u32>,
@@ -111,7 +111,7 @@ pub struct FilterArgs {
 }
 
 impl KernelArgs {
-    pub fn access(&self) -> KernelAccess {
+    pub(crate) fn access(&self) -> KernelAccess {
         KernelAccess {
             hook: self.hook,
             sources: KernelSources {
@@ -127,7 +127,7 @@ impl KernelArgs {
 }
 
 impl FilterArgs {
-    pub fn spec(&self) -> FilterSpec {
+    pub(crate) fn spec(&self) -> FilterSpec {
         FilterSpec {
             pid: self.pid,
             tid: self.tid,
@@ -139,7 +139,7 @@ impl FilterArgs {
 }
 
 impl HistogramArgs {
-    pub fn options(&self) -> HistogramOptions {
+    pub(crate) fn options(&self) -> HistogramOptions {
         HistogramOptions {
             interval: self.interval,
             count: self.count,
@@ -151,7 +151,7 @@ impl HistogramArgs {
 }
 
 /// `-m`: milliseconds instead of microseconds.
-pub fn unit(milliseconds: bool) -> Unit {
+pub(crate) fn unit(milliseconds: bool) -> Unit {
     if milliseconds {
         Unit::Msecs
     } else {
@@ -164,7 +164,7 @@ pub fn unit(milliseconds: bool) -> Unit {
 const MAX_INTERVAL_SECS: u64 = 10 * 365 * 24 * 3600;
 
 /// INTERVAL and DURATION: whole seconds, from 1 to ten years.
-pub fn interval_secs(s: &str) -> Result<u64, String> {
+pub(super) fn interval_secs(s: &str) -> Result<u64, String> {
     match positive_u64(s)? {
         n if n > MAX_INTERVAL_SECS => Err(format!(
             "must be at most {MAX_INTERVAL_SECS} seconds (ten years)"
@@ -173,7 +173,7 @@ pub fn interval_secs(s: &str) -> Result<u64, String> {
     }
 }
 
-pub fn positive_u64(s: &str) -> Result<u64, String> {
+pub(super) fn positive_u64(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => Ok(n),

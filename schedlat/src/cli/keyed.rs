@@ -11,13 +11,13 @@ use schedlat_common::scope::Breakdown;
 use crate::kernel::modes::{DEFAULT_MAX_KEYS, Keyed};
 
 /// `--max-keys`' range.
-pub fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
+pub(super) fn max_keys_parser() -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(1..=1_000_000)
 }
 
 /// `--cgroups` and the size of the kernel's key map.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct CgroupKeyArgs {
+pub(crate) struct CgroupKeyArgs {
     /// One histogram per cgroup (`cgroup = PATH`), in -c's or the cpu hierarchy
     #[arg(long, group = "keyed")]
     pub cgroups: bool,
@@ -29,7 +29,7 @@ pub struct CgroupKeyArgs {
 impl CgroupKeyArgs {
     /// The per-key histograms asked for: per cgroup, else `other` (the
     /// command's other keys: -P, -L...), in a map of `--max-keys` keys.
-    pub fn keyed(&self, other: Option<Breakdown>) -> Option<Keyed> {
+    pub(crate) fn keyed(&self, other: Option<Breakdown>) -> Option<Keyed> {
         let by = if self.cgroups {
             Breakdown::Cgroup
         } else {
@@ -44,7 +44,7 @@ impl CgroupKeyArgs {
 
 /// `--max-series`: how many keys get a series of their own.
 #[derive(Debug, Clone, clap::Args)]
-pub struct MaxSeriesArgs {
+pub(crate) struct MaxSeriesArgs {
     /// At most N per-key series per interval, the keys that waited most
     /// first (serve: per scrape, besides pinned ones, the others' waits
     /// summed into one series labelled "__overflow__"; record --ring: per
@@ -64,7 +64,7 @@ pub struct MaxSeriesArgs {
     .requires("ring")
     .default_value("16")
     .value_parser(clap::value_parser!(u32).range(1..=1024))))]
-pub struct RingCgroupArgs {
+pub(crate) struct RingCgroupArgs {
     #[command(flatten)]
     pub keys: CgroupKeyArgs,
     #[command(flatten)]
@@ -73,11 +73,11 @@ pub struct RingCgroupArgs {
 
 /// Pairs of cgroups the neighbour table holds by default: a node's
 /// containers two by two behind the few that hold its CPUs.
-pub const DEFAULT_MAX_PAIRS: u32 = 4096;
+pub(super) const DEFAULT_MAX_PAIRS: u32 = 4096;
 
 /// `--pairs` and the size of the kernel's pair table.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct PairTableArgs {
+pub(crate) struct PairTableArgs {
     /// Also count who waited behind whom: per pair of cgroups, the waits of
     /// the first's tasks that ended when a task of the second left the CPU
     #[arg(long)]
@@ -90,7 +90,7 @@ pub struct PairTableArgs {
 
 impl PairTableArgs {
     /// The table's size, when `--pairs` asks for it.
-    pub fn max_pairs(&self) -> Option<u32> {
+    pub(crate) fn max_pairs(&self) -> Option<u32> {
         self.pairs.then_some(self.max_pairs)
     }
 }

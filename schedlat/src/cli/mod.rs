@@ -2,16 +2,18 @@
 //! schedlat's own options.
 
 mod args;
-pub mod generate;
+pub(crate) mod generate;
 mod groups;
 mod keyed;
 
 use std::path::PathBuf;
 
-pub use args::{BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs};
+pub(crate) use args::{
+    BreakdownArgs, DiagnoseArgs, RingArgs, ServeArgs, SlowArgs, TopArgs, VictimsArgs,
+};
 use clap::Parser;
 use groups::interval_secs;
-pub use groups::{FilterArgs, HistogramArgs, KernelArgs, unit};
+pub(crate) use groups::{FilterArgs, HistogramArgs, KernelArgs, unit};
 
 use crate::commands::replay::ReplayOptions;
 
@@ -40,7 +42,7 @@ kernel or environment refused (privileges, BTF, tracefs, load or attach),
     after_help = AFTER_HELP,
     args_conflicts_with_subcommands = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -60,7 +62,7 @@ pub struct Cli {
 /// Other ways to use the same measurement. Without one, schedlat prints
 /// runqlat-style histograms.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Record one run to a file for `compare` (measure, fix, then measure
     /// again and compare). Prints the histogram too. With --ring: the flight
     /// recorder, always on, dumping its window on SIGHUP or a trigger
@@ -117,7 +119,7 @@ pub enum Command {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The modes that must run for exit status 0, comma-separated
     #[arg(
         long,
@@ -132,7 +134,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     /// File to write (JSON Lines, the `--json` schema; docs/json.md)
     #[arg(
         short = 'o',
@@ -168,7 +170,7 @@ pub struct RecordArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// A dump of `schedlat record --ring` (its directory or dump.jsonl)
     pub dump: PathBuf,
     /// Start of the sub-window: seconds from the dump's start (30, 30s, 2m)
@@ -192,7 +194,7 @@ pub struct ReplayArgs {
 /// Reads two files; no kernel access and no filters (a recording's scope is
 /// the one it was recorded with).
 #[derive(Debug, clap::Args)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// The recording before the change
     pub before: PathBuf,
     /// The recording after the change
@@ -203,7 +205,7 @@ pub struct CompareArgs {
 }
 
 impl ReplayArgs {
-    pub fn options(&self) -> ReplayOptions {
+    pub(crate) fn options(&self) -> ReplayOptions {
         ReplayOptions {
             from: self.from.clone(),
             to: self.to.clone(),

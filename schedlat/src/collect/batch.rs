@@ -50,7 +50,7 @@ struct BatchAttr {
 
 /// A hash map's entries, read by [`read`] or [`for_each`]; the buffers are
 /// reused.
-pub struct Entries<K, V> {
+pub(crate) struct Entries<K, V> {
     keys: Vec<MaybeUninit<K>>,
     values: Vec<MaybeUninit<V>>,
     /// Entries the last read filled in.
@@ -72,7 +72,7 @@ impl<K: Pod, V: Pod> Default for Entries<K, V> {
 
 impl<K: Pod, V: Pod> Entries<K, V> {
     /// The last read's entries, in the map's order.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         let keys = &self.keys[..self.len];
         let values = &self.values[..self.len];
         // SAFETY: the first `len` slots were written by the kernel (or by
@@ -101,7 +101,7 @@ impl<K: Pod, V: Pod> Entries<K, V> {
 
 /// Reads every entry of the hash map `map` into `out`, replacing what it
 /// held: with the batch command, else one key at a time.
-pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
+pub(crate) fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), MapError> {
     walk_map(map, out, None, &mut |_, _| {})
 }
 
@@ -110,7 +110,7 @@ pub fn read<K: Pod, V: Pod>(map: &Map, out: &mut Entries<K, V>) -> Result<(), Ma
 /// is still in the CPU's cache (a whole 10,000-key map is 17 MB, far more
 /// than a cache holds, and reading it back afterwards was most of the
 /// userspace cost of a scrape).
-pub fn for_each<K: Pod, V: Pod>(
+pub(crate) fn for_each<K: Pod, V: Pod>(
     map: &Map,
     buf: &mut Entries<K, V>,
     chunk: usize,

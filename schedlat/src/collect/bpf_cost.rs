@@ -13,7 +13,7 @@ use super::tracer::Tracer;
 
 /// One program's cumulative cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProgramCost {
+pub(crate) struct ProgramCost {
     /// The tracepoint the program is attached to (the same in both hook
     /// modes); programs on one tracepoint are one entry, their costs added.
     pub name: String,
@@ -25,7 +25,7 @@ impl Tracer {
     /// The current cost of each attached program, by tracepoint, from the
     /// kernel's bpf_prog_info of each program (one syscall each). A program
     /// whose info cannot be read is left out.
-    pub fn program_costs(&self) -> Vec<ProgramCost> {
+    pub(crate) fn program_costs(&self) -> Vec<ProgramCost> {
         let mut by_name: BTreeMap<&str, ProgramCost> = BTreeMap::new();
         for &(program, tracepoint) in &self.programs {
             let Some(Ok(info)) = self.ebpf.program(program).map(|p| p.info()) else {
@@ -44,7 +44,7 @@ impl Tracer {
 }
 
 /// `kernel.bpf_stats_enabled`, None if it cannot be read (kernels before 5.1).
-pub fn stats_sysctl() -> Option<bool> {
+pub(crate) fn stats_sysctl() -> Option<bool> {
     let text = fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").ok()?;
     Some(text.trim() != "0")
 }

@@ -25,7 +25,7 @@ use crate::{collect::error::ReadError, sys::workload::cache::NameCache};
 /// breakdown or a scrape names (`--max-keys`, 4096 by default), so a name
 /// is gone only after this many newer cgroups; at most about 3 MiB with
 /// Kubernetes paths.
-pub const BOOK_CAPACITY: usize = 16_384;
+pub(crate) const BOOK_CAPACITY: usize = 16_384;
 
 /// How often the thread looks at the ring buffer when it is idle, and so
 /// how soon it sees that the tracer is gone.
@@ -33,7 +33,7 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// The names read so far, shared with the thread that reads them.
 #[derive(Clone)]
-pub struct CgroupNames {
+pub(crate) struct CgroupNames {
     book: Arc<Mutex<Book>>,
     stop: Arc<AtomicBool>,
 }
@@ -67,7 +67,7 @@ impl Book {
 impl CgroupNames {
     /// Starts reading the names the kernel sends through `map` (the
     /// CGROUP_NAMES ring buffer, taken out of the object).
-    pub fn start(map: aya::maps::Map) -> Result<CgroupNames, ReadError> {
+    pub(crate) fn start(map: aya::maps::Map) -> Result<CgroupNames, ReadError> {
         let name = names::MAP_CGROUP_NAMES;
         let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
         let names = CgroupNames {
@@ -88,7 +88,7 @@ impl CgroupNames {
     /// The path the kernel gave cgroup `id` when it made it (relative to
     /// its hierarchy's root), if it was made since load and is among the
     /// last [`BOOK_CAPACITY`].
-    pub fn get(&self, id: u64) -> Option<String> {
+    pub(crate) fn get(&self, id: u64) -> Option<String> {
         self.lock().paths.get(&id).cloned()
     }
 
@@ -97,12 +97,12 @@ impl CgroupNames {
     /// before they make the container's cgroup (containerd its bundle,
     /// CRI-O and podman their container config, Docker config.v2.json),
     /// so the names are usually read before the container's first wait.
-    pub fn prefetch_into(&self, cache: NameCache) {
+    pub(crate) fn prefetch_into(&self, cache: NameCache) {
         self.lock().containers = Some(cache);
     }
 
     /// Ends the reading thread (within [`POLL`]).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
 

@@ -9,7 +9,7 @@ use crate::histogram::DecisionCounts;
 
 impl Tracer {
     /// The cumulative decision split; None when it is off.
-    pub fn read_decision(&self) -> Result<Option<DecisionCounts>, ReadError> {
+    pub(crate) fn read_decision(&self) -> Result<Option<DecisionCounts>, ReadError> {
         let Some(facts) = self.decision else {
             return Ok(None);
         };

@@ -8,14 +8,14 @@
 use std::{fs, path::PathBuf};
 
 /// A tracefs instance of its own (the global buffer is left alone).
-pub struct Trace {
+pub(super) struct Trace {
     dir: PathBuf,
 }
 
 impl Trace {
     /// Records sched_wakeup and sched_switch on `cpu` from now on; None
     /// when tracefs is not mounted or refuses.
-    pub fn start(cpu: usize) -> Option<Trace> {
+    pub(super) fn start(cpu: usize) -> Option<Trace> {
         let dir = PathBuf::from(format!(
             "/sys/kernel/tracing/instances/schedlat-decision-{}",
             std::process::id()
@@ -32,7 +32,7 @@ impl Trace {
     }
 
     /// Stops recording and returns the trace's text.
-    pub fn stop(&self) -> String {
+    pub(super) fn stop(&self) -> String {
         let _ = fs::write(self.dir.join("tracing_on"), "0");
         fs::read_to_string(self.dir.join("trace")).unwrap_or_default()
     }
@@ -49,7 +49,7 @@ impl Drop for Trace {
 /// by whether the need-resched flag was set at its sched_wakeup, and by the
 /// switches to other tasks before it ran (0, 1, 2, 3 or more).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TracedWaits {
+pub(super) struct TracedWaits {
     pub flag_set: [u64; 4],
     pub flag_clear: [u64; 4],
 }
@@ -58,7 +58,7 @@ pub struct TracedWaits {
 /// `  worker-42  [001] dNh2. 123.456789: sched_wakeup: comm=worker pid=42 ...`:
 /// the flags field's second character is the need-resched state ('.' when
 /// clear; 'p' alone is the preempt count's bit, not TIF's).
-pub fn waits_of(trace: &str, pid: u32) -> TracedWaits {
+pub(super) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
     let mut out = TracedWaits::default();
     let mut open: Option<(bool, usize)> = None;
     let want_pid = format!("pid={pid} ");

@@ -9,14 +9,14 @@ use crate::{collect::error::ReadError, histogram::Waits};
 
 /// The histogram's intervals: the running totals at the last interval end.
 #[derive(Debug, Default)]
-pub struct HistogramInterval {
+pub(crate) struct HistogramInterval {
     previous: Waits,
 }
 
 impl HistogramInterval {
     /// Starts the first interval now: what the kernel counted before is not
     /// in it.
-    pub fn start(tracer: &mut Tracer) -> Result<HistogramInterval, ReadError> {
+    pub(crate) fn start(tracer: &mut Tracer) -> Result<HistogramInterval, ReadError> {
         let mut interval = HistogramInterval::default();
         interval.end(tracer)?;
         Ok(interval)
@@ -24,7 +24,7 @@ impl HistogramInterval {
 
     /// Ends the current interval and starts the next: the interval's waits,
     /// with its extremes.
-    pub fn end(&mut self, tracer: &mut Tracer) -> Result<Waits, ReadError> {
+    pub(crate) fn end(&mut self, tracer: &mut Tracer) -> Result<Waits, ReadError> {
         let (current, extremes) = tracer.end_interval()?;
         let waits = current.since(&self.previous).with_extremes(&extremes);
         self.previous = current;

@@ -45,7 +45,7 @@ const CHUNK: usize = 256;
 
 /// How a key's buckets are kept between readings.
 #[derive(Debug, Clone, Copy)]
-pub enum Kept {
+pub(crate) enum Kept {
     /// Every fine bucket and log2 slot: an interval is a whole [`Waits`].
     Whole,
     /// Folded into an export layout (per bucket of the layout).
@@ -78,7 +78,7 @@ impl Kept {
 }
 
 /// What a user keeps per key beside the engine's own state.
-pub trait PerKey: Default {
+pub(crate) trait PerKey: Default {
     /// Whether the key is handed out in a reading in which it did not wait
     /// (serve's pinned keys).
     fn shown_idle(&self) -> bool {
@@ -90,7 +90,7 @@ impl PerKey for () {}
 
 /// Whether a key's task or cgroup is still there: the live system
 /// (keylabels.rs), or the tests' own.
-pub trait Existence {
+pub(crate) trait Existence {
     fn saw(&mut self, key: u64);
     fn exists(&mut self, key: u64) -> bool;
 }
@@ -106,7 +106,7 @@ impl Existence for KeyLabels {
 }
 
 /// The per-key state across readings.
-pub struct KeyIntervals<S = (), N = KeyLabels> {
+pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     by: Breakdown,
     kept: Kept,
     width: usize,
@@ -131,7 +131,7 @@ pub struct KeyIntervals<S = (), N = KeyLabels> {
 /// A key that waited since the previous reading; its new waits per bucket
 /// are its row of the interval.
 #[derive(Debug)]
-pub struct Active {
+pub(crate) struct Active {
     pub key: u64,
     pub slot: usize,
     /// What it waited since the previous reading.
@@ -143,7 +143,7 @@ pub struct Active {
 impl Active {
     /// Its waits in this reading, from its row of [`Reading::active`] kept
     /// [`Kept::Whole`] (no extremes: they are not kept per key).
-    pub fn waits(&self, new: &[u64]) -> Waits {
+    pub(crate) fn waits(&self, new: &[u64]) -> Waits {
         let (buckets, log2) = new.split_at(NR_BUCKETS);
         Waits {
             buckets: buckets.to_vec(),
@@ -159,7 +159,7 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
     /// The keys of breakdown `by` on `tracer`'s kernel, kept as `kept`;
     /// with the cause split per key when `with_causes` and the kernel
     /// measures it.
-    pub fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_causes: bool) -> Self {
+    pub(crate) fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_causes: bool) -> Self {
         let names = tracer.key_labels(by);
         let causes = tracer.measurable.filter(|_| with_causes);
         KeyIntervals::with_names(by, names, kept, causes)
@@ -167,13 +167,13 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
 
     /// Names containers' cgroups by their runtimes' files too
     /// ([`KeyLabels::name_containers`]).
-    pub fn name_containers(&mut self) {
+    pub(crate) fn name_containers(&mut self) {
         self.names.name_containers();
     }
 
     /// Reads every key's cumulative entry from the kernel and hands the
     /// interval to `take`; then deletes the keys found gone.
-    pub fn interval<R>(
+    pub(crate) fn interval<R>(
         &mut self,
         tracer: &mut Tracer,
         take: impl FnOnce(&mut Reading<'_, S>) -> R,
@@ -190,7 +190,12 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
 }
 
 impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
-    pub fn with_names(by: Breakdown, names: N, kept: Kept, causes: Option<Measurable>) -> Self {
+    pub(crate) fn with_names(
+        by: Breakdown,
+        names: N,
+        kept: Kept,
+        causes: Option<Measurable>,
+    ) -> Self {
         let width = kept.width();
         KeyIntervals {
             by,
@@ -212,7 +217,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
     /// [`KeyIntervals::interval`] on entries given here, `forget` deleting
     /// a key (false: the delete failed, the key is kept and asked again).
     #[cfg(test)]
-    pub fn interval_of<'e, R>(
+    pub(crate) fn interval_of<'e, R>(
         &mut self,
         current: impl IntoIterator<Item = (u64, &'e KeyStats)>,
         forget: impl FnMut(u64) -> bool,
@@ -227,19 +232,19 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         out
     }
 
-    pub fn by(&self) -> Breakdown {
+    pub(crate) fn by(&self) -> Breakdown {
         self.by
     }
 
     /// Keys known (tests).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
     /// The names it asks (tests change what exists).
     #[cfg(test)]
-    pub fn names_mut(&mut self) -> &mut N {
+    pub(crate) fn names_mut(&mut self) -> &mut N {
         &mut self.names
     }
 
@@ -330,18 +335,18 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
 }
 
 /// One reading, handed to the user between the read and the deletes.
-pub struct Reading<'a, S, N = KeyLabels> {
+pub(crate) struct Reading<'a, S, N = KeyLabels> {
     keys: &'a mut KeyIntervals<S, N>,
 }
 
 impl<S: PerKey, N> Reading<'_, S, N> {
-    pub fn by(&self) -> Breakdown {
+    pub(crate) fn by(&self) -> Breakdown {
         self.keys.by
     }
 
     /// The keys that waited since the previous reading, in the kernel
     /// map's order, each with its new waits per kept bucket.
-    pub fn active(&self) -> impl Iterator<Item = (&Active, &[u64])> {
+    pub(crate) fn active(&self) -> impl Iterator<Item = (&Active, &[u64])> {
         let width = self.keys.width;
         self.keys
             .active
@@ -350,17 +355,17 @@ impl<S: PerKey, N> Reading<'_, S, N> {
     }
 
     /// The idle keys whose [`PerKey::shown_idle`] holds.
-    pub fn idle_shown(&self) -> &[usize] {
+    pub(crate) fn idle_shown(&self) -> &[usize] {
         &self.keys.idle_shown
     }
 
     /// The key in `slot`.
-    pub fn key(&self, slot: usize) -> u64 {
+    pub(crate) fn key(&self, slot: usize) -> u64 {
         self.keys.slots.get(slot).key
     }
 
     /// The key in `slot`, what the user keeps for it, and its names.
-    pub fn slot(&mut self, slot: usize) -> KeyRef<'_, S, N> {
+    pub(crate) fn slot(&mut self, slot: usize) -> KeyRef<'_, S, N> {
         let k = self.keys.slots.key(slot);
         KeyRef {
             key: k.key,
@@ -372,7 +377,7 @@ impl<S: PerKey, N> Reading<'_, S, N> {
 
     /// `each` for every key that waited, in the kernel map's order: its
     /// new waits, its new waits per kept bucket, and the key itself.
-    pub fn each_active(&mut self, mut each: impl FnMut(&Active, &[u64], KeyRef<'_, S, N>)) {
+    pub(crate) fn each_active(&mut self, mut each: impl FnMut(&Active, &[u64], KeyRef<'_, S, N>)) {
         let keys = &mut *self.keys;
         let rows = keys.news.chunks_exact(keys.width);
         for (a, new) in keys.active.iter().zip(rows) {
@@ -390,14 +395,14 @@ impl<S: PerKey, N> Reading<'_, S, N> {
 
 impl<S: PerKey> Reading<'_, S, KeyLabels> {
     /// runqlat's label line of the key in `slot` (`pid = 1234 comm`).
-    pub fn text(&mut self, slot: usize) -> String {
+    pub(crate) fn text(&mut self, slot: usize) -> String {
         let k = self.slot(slot);
         k.names.text(k.key, &k.comm)
     }
 
     /// The cgroup key in `slot` as a workload; None for other keys and
     /// a cgroup gone before it was named.
-    pub fn workload(&mut self, slot: usize) -> Option<Workload> {
+    pub(crate) fn workload(&mut self, slot: usize) -> Option<Workload> {
         if self.by() != Breakdown::Cgroup {
             return None;
         }
@@ -408,7 +413,7 @@ impl<S: PerKey> Reading<'_, S, KeyLabels> {
 
 /// One key of a reading: which, the name the kernel last stored with it,
 /// what the user keeps for it, and the names of the live system.
-pub struct KeyRef<'a, S, N> {
+pub(crate) struct KeyRef<'a, S, N> {
     pub key: u64,
     pub comm: [u8; 16],
     pub user: &'a mut S,
@@ -419,7 +424,7 @@ pub struct KeyRef<'a, S, N> {
 /// not kept per key), with its cause split when the split is on
 /// (`measurable`): what an interval of a new key holds (tests).
 #[cfg(test)]
-pub fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
+pub(crate) fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
     let mut row = vec![0; Kept::Whole.width()];
     Kept::Whole.fold_into(stats, &mut row);
     let (buckets, log2) = row.split_at(NR_BUCKETS);

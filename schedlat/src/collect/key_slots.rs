@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use crate::histogram::CauseCounts;
 
 /// One key's state across readings.
-pub struct Key<S> {
+pub(super) struct Key<S> {
     pub key: u64,
     /// The reading that last found the key in the kernel map.
     pub seen: u64,
@@ -43,7 +43,7 @@ pub struct Key<S> {
 /// to collide, which PIDs and cgroup ids are not, at several times the
 /// cost.
 #[derive(Clone, Copy, Default)]
-pub struct KeyHash(u64);
+pub(super) struct KeyHash(u64);
 
 impl std::hash::Hasher for KeyHash {
     fn finish(&self) -> u64 {
@@ -65,7 +65,7 @@ impl std::hash::Hasher for KeyHash {
 type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHash>>;
 
 /// Every key's state, and its kept buckets (`width` per key).
-pub struct Slots<S> {
+pub(super) struct Slots<S> {
     width: usize,
     keys: Vec<Key<S>>,
     /// Row `i` belongs to `keys[i]`: the kernel's cumulative buckets at the
@@ -83,7 +83,7 @@ pub struct Slots<S> {
 const NONE: usize = usize::MAX;
 
 impl<S> Slots<S> {
-    pub fn new(width: usize) -> Slots<S> {
+    pub(super) fn new(width: usize) -> Slots<S> {
         Slots {
             width,
             keys: Vec::new(),
@@ -96,18 +96,18 @@ impl<S> Slots<S> {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.keys.len()
     }
 
     /// Starts a read of the kernel map.
-    pub fn begin(&mut self) {
+    pub(super) fn begin(&mut self) {
         self.cursor = NONE;
     }
 
     /// The slot of `key`, the next entry of this read; `new` makes the
     /// state of a key not seen before.
-    pub fn find(&mut self, key: u64, new: impl FnOnce() -> Key<S>) -> usize {
+    pub(super) fn find(&mut self, key: u64, new: impl FnOnce() -> Key<S>) -> usize {
         let guess = match self.cursor {
             NONE => self.first,
             c => self.next.get(c).copied().unwrap_or(NONE),
@@ -134,23 +134,23 @@ impl<S> Slots<S> {
         slot
     }
 
-    pub fn key(&mut self, slot: usize) -> &mut Key<S> {
+    pub(super) fn key(&mut self, slot: usize) -> &mut Key<S> {
         &mut self.keys[slot]
     }
 
-    pub fn get(&self, slot: usize) -> &Key<S> {
+    pub(super) fn get(&self, slot: usize) -> &Key<S> {
         &self.keys[slot]
     }
 
     /// The state and the folded buckets of a slot.
-    pub fn with_last(&mut self, slot: usize) -> (&mut Key<S>, &mut [u64]) {
+    pub(super) fn with_last(&mut self, slot: usize) -> (&mut Key<S>, &mut [u64]) {
         let row = &mut self.lasts[slot * self.width..(slot + 1) * self.width];
         (&mut self.keys[slot], row)
     }
 
     /// Drops the keys for which `keep` is false (slots move: any slot
     /// number held across this call is stale).
-    pub fn retain(&mut self, mut keep: impl FnMut(&Key<S>) -> bool) {
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Key<S>) -> bool) {
         let mut s = self.keys.len();
         while s > 0 {
             s -= 1;
@@ -161,7 +161,7 @@ impl<S> Slots<S> {
     }
 
     /// Drops one key.
-    pub fn remove(&mut self, key: u64) {
+    pub(super) fn remove(&mut self, key: u64) {
         if let Some(&s) = self.index.get(&key) {
             self.remove_slot(s);
         }

@@ -26,7 +26,7 @@ use crate::{
 /// id, and the paths the kernel sent as it made each cgroup. The comm the
 /// kernel stored with a key is the caller's to keep (the keyed intervals
 /// keep it with the key's state).
-pub struct KeyLabels {
+pub(crate) struct KeyLabels {
     by: Breakdown,
     hierarchy: Option<Hierarchy>,
     /// The hierarchy's cgroups at the last scan, by id.
@@ -90,7 +90,7 @@ const CGROUP_SCAN_TTL: Duration = Duration::from_millis(100);
 
 impl KeyLabels {
     /// `hierarchy`: the one cgroup ids refer to (`Tracer::cgroup_hierarchy`).
-    pub fn new(by: Breakdown, hierarchy: Option<Hierarchy>) -> KeyLabels {
+    pub(crate) fn new(by: Breakdown, hierarchy: Option<Hierarchy>) -> KeyLabels {
         KeyLabels {
             by,
             hierarchy,
@@ -104,7 +104,7 @@ impl KeyLabels {
 
     /// Also names cgroups from the paths the kernel sent at their
     /// creation (collect/cgroup_names.rs).
-    pub fn with_names(self, names: Option<CgroupNames>) -> KeyLabels {
+    pub(crate) fn with_names(self, names: Option<CgroupNames>) -> KeyLabels {
         KeyLabels { names, ..self }
     }
 
@@ -115,7 +115,7 @@ impl KeyLabels {
     /// reports its cgroup made or as its key is first seen. A lookup never
     /// waits; without the thread (it could not start), the path's labels
     /// stay.
-    pub fn name_containers(&mut self) {
+    pub(crate) fn name_containers(&mut self) {
         if self.containers.is_some() {
             return;
         }
@@ -138,13 +138,13 @@ impl KeyLabels {
         self.containers = Some(cache);
     }
 
-    pub fn by(&self) -> Breakdown {
+    pub(crate) fn by(&self) -> Breakdown {
         self.by
     }
 
     /// A key seen for the first time: a cgroup key is named at once, while
     /// it is likeliest to exist still.
-    pub fn saw(&mut self, key: u64) {
+    pub(crate) fn saw(&mut self, key: u64) {
         if self.by == Breakdown::Cgroup && !self.known_paths.contains_key(key) {
             self.cgroup_path(key);
             if let Some(path) = self.names.as_ref().and_then(|n| n.get(key)) {
@@ -159,7 +159,7 @@ impl KeyLabels {
     /// Cgroup `id` as a workload: its name ([`KeyLabels::cgroup_name`]),
     /// the labels its path carries, and its runtime's names if they are
     /// known by now (asked for otherwise, for a later lookup).
-    pub fn workload(&mut self, id: u64) -> Option<Workload> {
+    pub(crate) fn workload(&mut self, id: u64) -> Option<Workload> {
         let path = self.cgroup_name(id)?;
         let labels = path::parse(&path);
         let names = match (&self.containers, &labels.container_id) {
@@ -175,7 +175,7 @@ impl KeyLabels {
 
     /// A cgroup's path from its id, relative to the hierarchy's mount
     /// (`/` is its root), rescanning the hierarchy for ids not seen yet.
-    pub fn cgroup_path(&mut self, id: u64) -> Option<String> {
+    pub(crate) fn cgroup_path(&mut self, id: u64) -> Option<String> {
         let fresh = self
             .scanned
             .is_some_and(|at| at.elapsed() < CGROUP_SCAN_TTL);
@@ -195,7 +195,7 @@ impl KeyLabels {
     /// A cgroup's name: its path now, else the path it had when last seen
     /// or when the kernel made it. None only for a cgroup that was gone
     /// before any of these (made before load and removed before a scan).
-    pub fn cgroup_name(&mut self, id: u64) -> Option<String> {
+    pub(crate) fn cgroup_name(&mut self, id: u64) -> Option<String> {
         self.cgroup_path(id)
             .or_else(|| self.known_paths.get(id).cloned())
             .or_else(|| self.names.as_ref()?.get(id))
@@ -204,7 +204,7 @@ impl KeyLabels {
     /// Whether the process, thread or cgroup a key names still exists
     /// (zombie threads do not: they wait no more; a zombie process goes
     /// once reaped). Other keys always exist.
-    pub fn exists(&mut self, key: u64) -> bool {
+    pub(crate) fn exists(&mut self, key: u64) -> bool {
         match self.by {
             Breakdown::Process => process_exists(key as u32),
             Breakdown::Thread => is_alive(key as u32),
@@ -234,7 +234,7 @@ impl KeyLabels {
     /// cgroup that is a container, a pod or a unit is named that first
     /// (`container = shop/web-1/nginx, cgroup = /kubepods.slice/...`).
     /// `comm` is the name the kernel stored with the key.
-    pub fn text(&mut self, key: u64, comm: &[u8; 16]) -> String {
+    pub(crate) fn text(&mut self, key: u64, comm: &[u8; 16]) -> String {
         match self.by {
             Breakdown::Process => format!("pid = {key} {}", task_comm(key, comm)),
             Breakdown::Thread => format!("tid = {key} {}", task_comm(key, comm)),
@@ -261,7 +261,7 @@ impl KeyLabels {
 
 /// A process' or thread's name: the live one, else `kernel`'s, the name
 /// the kernel stored with the key.
-pub fn task_comm(key: u64, kernel: &[u8; 16]) -> String {
+pub(crate) fn task_comm(key: u64, kernel: &[u8; 16]) -> String {
     live_comm(key).unwrap_or_else(|| comm_str(kernel))
 }
 

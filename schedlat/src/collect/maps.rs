@@ -20,7 +20,7 @@ impl Tracer {
     /// the interval that just ended (cleared for its next turn). A wait that
     /// ends within the few microseconds of the flip may have its extremes
     /// land in the neighbouring interval; its count is never lost.
-    pub fn end_interval(&mut self) -> Result<(Waits, Vec<Extremes>), ReadError> {
+    pub(crate) fn end_interval(&mut self) -> Result<(Waits, Vec<Extremes>), ReadError> {
         let epoch = {
             let name = names::MAP_EPOCH;
             let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
@@ -65,7 +65,7 @@ impl Tracer {
     /// at once: the live tests' view; everything else reads them a chunk
     /// at a time through the keyed intervals.
     #[cfg(test)]
-    pub fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
+    pub(crate) fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
         let mut entries = Entries::default();
         let name = names::MAP_KEYED;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
@@ -76,7 +76,7 @@ impl Tracer {
     /// Every key's cumulative histogram handed to `each`, `chunk` keys per
     /// syscall through `buf` (batch.rs): what a scrape of thousands of
     /// keys needs.
-    pub fn for_each_keyed(
+    pub(crate) fn for_each_keyed(
         &self,
         buf: &mut Entries<u64, KeyStats>,
         chunk: usize,
@@ -88,7 +88,7 @@ impl Tracer {
     }
 
     /// Deletes one key's histogram (its task or cgroup is gone).
-    pub fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
+    pub(crate) fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
         let name = names::MAP_KEYED;
         let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)
@@ -100,13 +100,13 @@ impl Tracer {
 
     /// The cumulative waits summed over CPUs, with their cause and
     /// decision splits when they are on.
-    pub fn read_waits(&self) -> Result<Waits, ReadError> {
+    pub(crate) fn read_waits(&self) -> Result<Waits, ReadError> {
         Ok(self.read_waits_and_cpus()?.0)
     }
 
     /// The same, and the per-CPU statistics they are the sum of (one
     /// read: the sum is of exactly these).
-    pub fn read_waits_and_cpus(&self) -> Result<(Waits, Vec<CpuStats>), ReadError> {
+    pub(crate) fn read_waits_and_cpus(&self) -> Result<(Waits, Vec<CpuStats>), ReadError> {
         let cpus = self.read_stats()?;
         let mut waits = Waits::from_cpus(&cpus);
         waits.causes = self.read_causes()?;
@@ -115,7 +115,7 @@ impl Tracer {
     }
 
     /// The cumulative cause split, summed over CPUs; None when it is off.
-    pub fn read_causes(&self) -> Result<Option<CauseCounts>, ReadError> {
+    pub(crate) fn read_causes(&self) -> Result<Option<CauseCounts>, ReadError> {
         let Some(measurable) = self.measurable else {
             return Ok(None);
         };
@@ -132,7 +132,7 @@ impl Tracer {
 
     /// Per-CPU statistics, one element per possible CPU, each a whole
     /// copy (whole.rs: a copy taken while the CPU adds a wait is read again).
-    pub fn read_stats(&self) -> Result<Vec<CpuStats>, ReadError> {
+    pub(crate) fn read_stats(&self) -> Result<Vec<CpuStats>, ReadError> {
         let name = names::MAP_STATS;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         let stats = PerCpuArray::<&MapData, CpuStats>::try_from(map)

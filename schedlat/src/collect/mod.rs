@@ -2,27 +2,27 @@
 //! histogram interval, the breakdown keys and their labels, the victims
 //! tables and the programs' own cost.
 
-pub mod batch;
-pub mod bpf_cost;
+pub(crate) mod batch;
+pub(crate) mod bpf_cost;
 #[cfg(test)]
 mod causes_live;
-pub mod cgroup_names;
-pub mod decision;
+pub(crate) mod cgroup_names;
+pub(crate) mod decision;
 #[cfg(test)]
 mod decision_live;
 #[cfg(test)]
 mod decision_trace;
-pub mod error;
-pub mod interval;
-pub mod key_intervals;
+pub(crate) mod error;
+pub(crate) mod interval;
+pub(crate) mod key_intervals;
 mod key_slots;
-pub mod keylabels;
+pub(crate) mod keylabels;
 mod maps;
-pub mod pairs;
+pub(crate) mod pairs;
 #[cfg(test)]
 mod pairs_live;
-pub mod slow;
-pub mod tracer;
-pub mod victims;
+pub(crate) mod slow;
+pub(crate) mod tracer;
+pub(crate) mod victims;
 mod whole;
-pub mod workloads;
+pub(crate) mod workloads;

@@ -22,7 +22,7 @@ use crate::collect::error::ReadError;
 
 /// Who held the CPU when a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// Nobody: the CPU was idle (the wait ended in a wakeup onto it).
     Idle,
     /// A task of this cgroup (kernfs id; kernel threads are in the root).
@@ -31,7 +31,7 @@ pub enum Holder {
 
 /// One pair: the cgroup that waited, and the holder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Pair {
+pub(crate) struct Pair {
     pub victim: u64,
     pub holder: Holder,
 }
@@ -63,7 +63,7 @@ impl Pair {
 /// A pair's waits: how many, their sum, and the longest (since load: the
 /// kernel keeps one maximum per pair, not one per interval).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PairCounts {
+pub(crate) struct PairCounts {
     pub count: u64,
     pub sum_ns: u64,
     pub max_ns: u64,
@@ -72,7 +72,7 @@ pub struct PairCounts {
 impl PairCounts {
     /// Adds another pair's counts (rolling pairs up): the longest wait is
     /// the longer of the two.
-    pub fn add(&mut self, other: PairCounts) {
+    pub(crate) fn add(&mut self, other: PairCounts) {
         self.count += other.count;
         self.sum_ns += other.sum_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
@@ -92,7 +92,7 @@ impl From<PairStats> for PairCounts {
 /// The kernel's table as read once: every pair, cumulative since load
 /// (pairs removed because a cgroup went away are not in it any more).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PairsReading {
+pub(crate) struct PairsReading {
     pub pairs: Vec<(Pair, PairCounts)>,
     /// Waits no pair could take (the table was full: `--max-pairs`),
     /// cumulative; their `max_ns` is 0 (not kept).
@@ -103,7 +103,7 @@ pub struct PairsReading {
 
 impl Tracer {
     /// Reads the neighbour-pair table (cumulative since load).
-    pub fn read_pairs(
+    pub(crate) fn read_pairs(
         &self,
         out: &mut Entries<PairKey, PairStats>,
     ) -> Result<PairsReading, ReadError> {
@@ -130,7 +130,7 @@ impl Tracer {
     }
 
     /// Removes `pair` from the kernel's table (its cgroup is gone).
-    pub fn forget_pair(&mut self, pair: Pair) -> Result<(), ReadError> {
+    pub(crate) fn forget_pair(&mut self, pair: Pair) -> Result<(), ReadError> {
         let name = names::MAP_PAIRS;
         let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut pairs = aya::maps::HashMap::<&mut MapData, PairKey, PairStats>::try_from(map)
@@ -143,7 +143,7 @@ impl Tracer {
     }
 
     /// The workload views' counters, summed over CPUs (cumulative).
-    pub fn workload_counters(&self) -> Result<WorkloadCounters, ReadError> {
+    pub(crate) fn workload_counters(&self) -> Result<WorkloadCounters, ReadError> {
         let name = names::MAP_WORKLOAD_COUNTERS;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         let counters = PerCpuArray::<&MapData, WorkloadCounters>::try_from(map)
@@ -165,7 +165,7 @@ impl Tracer {
 /// One interval of the pair table: what each pair added since the
 /// previous reading.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PairsInterval {
+pub(crate) struct PairsInterval {
     /// Pairs with waits in the interval; `max_ns` is the pair's longest
     /// wait since load.
     pub pairs: Vec<(Pair, PairCounts)>,
@@ -177,7 +177,7 @@ pub struct PairsInterval {
 /// Turns cumulative readings into intervals, and removes from the kernel
 /// the pairs whose cgroups are gone once their last waits are counted.
 #[derive(Default)]
-pub struct PairIntervals {
+pub(crate) struct PairIntervals {
     previous: HashMap<Pair, PairCounts>,
     previous_overflow: PairCounts,
     entries: Entries<PairKey, PairStats>,
@@ -187,7 +187,7 @@ impl PairIntervals {
     /// The interval since the previous call (since load at the first).
     /// `exists` says whether a cgroup id is still there: a pair with a
     /// side gone is reported one last time, then removed from the kernel.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         tracer: &mut Tracer,
         mut exists: impl FnMut(u64) -> bool,
@@ -241,7 +241,10 @@ impl PairIntervals {
 impl PairsInterval {
     /// Each pair with its sides named by `name` (a cgroup id's name), and
     /// `(idle CPU)` for an idle holder.
-    pub fn named(&self, mut name: impl FnMut(u64) -> String) -> Vec<(String, String, PairCounts)> {
+    pub(crate) fn named(
+        &self,
+        mut name: impl FnMut(u64) -> String,
+    ) -> Vec<(String, String, PairCounts)> {
         self.pairs
             .iter()
             .map(|(pair, counts)| {
@@ -256,4 +259,4 @@ impl PairsInterval {
 }
 
 /// The holder of the waits that ended on an idle CPU.
-pub const IDLE: &str = "(idle CPU)";
+pub(crate) const IDLE: &str = "(idle CPU)";

@@ -11,13 +11,13 @@ use super::tracer::Tracer;
 use crate::collect::error::ReadError;
 
 /// The ring buffer, watched by the runtime for new records.
-pub struct SlowEvents {
+pub(crate) struct SlowEvents {
     ring: AsyncFd<RingBuf<MapData>>,
 }
 
 impl SlowEvents {
     /// Takes the ring buffer out of the loaded object (once).
-    pub fn take(tracer: &mut Tracer) -> anyhow::Result<SlowEvents> {
+    pub(crate) fn take(tracer: &mut Tracer) -> anyhow::Result<SlowEvents> {
         let name = names::MAP_SLOW_EVENTS;
         let map = tracer
             .ebpf
@@ -34,7 +34,7 @@ impl SlowEvents {
 
     /// Waits until the kernel has written, then returns every event in the
     /// buffer. Cancel-safe: nothing is read before the wait ends.
-    pub async fn next(&mut self) -> std::io::Result<Vec<SlowEvent>> {
+    pub(crate) async fn next(&mut self) -> std::io::Result<Vec<SlowEvent>> {
         let mut guard = self.ring.readable_mut().await?;
         let events = drain(guard.get_inner_mut());
         guard.clear_ready();
@@ -42,7 +42,7 @@ impl SlowEvents {
     }
 
     /// Every event in the buffer now, without waiting.
-    pub fn drain(&mut self) -> Vec<SlowEvent> {
+    pub(crate) fn drain(&mut self) -> Vec<SlowEvent> {
         drain(self.ring.get_mut())
     }
 }

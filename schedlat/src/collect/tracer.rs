@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// The loaded and attached programs, and the maps userspace reads.
-pub struct Tracer {
+pub(crate) struct Tracer {
     /// Private to the collect layer: the maps are read through its modules.
     pub(super) ebpf: Ebpf,
     mode: HookMode,
@@ -42,7 +42,7 @@ pub struct Tracer {
 impl Tracer {
     /// Loads the object with `unit_ns` nanoseconds per histogram unit, and
     /// attaches it in the mode `choice` resolves to on this kernel.
-    pub fn load(
+    pub(crate) fn load(
         choice: HookChoice,
         sources: &KernelSources,
         unit_ns: u64,
@@ -52,7 +52,7 @@ impl Tracer {
     }
 
     /// As `load`, computing `modes` in the kernel (victims, slow events).
-    pub fn load_modes(
+    pub(crate) fn load_modes(
         choice: HookChoice,
         sources: &KernelSources,
         unit_ns: u64,
@@ -98,7 +98,7 @@ impl Tracer {
 
     /// The labels of breakdown keys `by` this tracer's keys: cgroups
     /// named in its hierarchy, and from the names the kernel sent.
-    pub fn key_labels(&self, by: Breakdown) -> KeyLabels {
+    pub(crate) fn key_labels(&self, by: Breakdown) -> KeyLabels {
         KeyLabels::new(by, self.cgroup_hierarchy.clone()).with_names(self.cgroup_names.clone())
     }
 
@@ -107,7 +107,7 @@ impl Tracer {
     /// they cannot load (classic tracepoints, a kernel before 5.12), the
     /// histogram alone and why there are no victims. An error is the
     /// histogram's own: without it there is nothing to show.
-    pub fn load_with_victims(
+    pub(crate) fn load_with_victims(
         kernel: &KernelAccess,
         filter: &Filter,
         max_tasks: u32,
@@ -128,7 +128,7 @@ impl Tracer {
         }
     }
 
-    pub fn mode(&self) -> HookMode {
+    pub(crate) fn mode(&self) -> HookMode {
         self.mode
     }
 }

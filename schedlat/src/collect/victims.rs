@@ -28,7 +28,7 @@ const GRACE: Duration = Duration::from_millis(2);
 
 /// One interval's tables and what could not be recorded.
 #[derive(Debug, Default)]
-pub struct VictimsInterval {
+pub(crate) struct VictimsInterval {
     pub victims: Vec<WaitStats>,
     pub culprits: Vec<WaitStats>,
     /// Differences over the interval: overflows (and slow-event counts).
@@ -44,7 +44,7 @@ pub struct VictimsInterval {
 
 /// The tables' geometry, and cumulative counters at the previous
 /// interval's end.
-pub struct Collector {
+pub(crate) struct Collector {
     max_tasks: u32,
     idle_rows: u32,
     counters: ModeCounters,
@@ -55,7 +55,7 @@ impl Collector {
     /// Starts the first interval now: whatever the tables hold from before
     /// (the moments between attach and this call) is dropped. `max_tasks`
     /// is what the tables were loaded with (Modes::victims).
-    pub fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, ReadError> {
+    pub(crate) fn start(tracer: &mut Tracer, max_tasks: u32) -> Result<Collector, ReadError> {
         let cpus = aya::util::nr_cpus().map_err(|(path, error)| ReadError::Proc { path, error })?;
         let mut collector = Collector {
             max_tasks,
@@ -67,7 +67,10 @@ impl Collector {
         Ok(collector)
     }
 
-    pub fn end_interval(&mut self, tracer: &mut Tracer) -> Result<VictimsInterval, ReadError> {
+    pub(crate) fn end_interval(
+        &mut self,
+        tracer: &mut Tracer,
+    ) -> Result<VictimsInterval, ReadError> {
         let half = epoch(&tracer.ebpf)? & 1;
         // Flips the epoch; its per-CPU statistics carry the loss counters
         // (and the histogram, when it is on).
@@ -124,7 +127,7 @@ impl Collector {
 
 /// Where each interval's numbers come from when the victims tables may or
 /// may not have loaded (`top`, `diagnose`).
-pub enum Source {
+pub(crate) enum Source {
     /// The histogram mode's programs alone.
     Histogram(HistogramInterval),
     /// The histogram and the victims tables from one load.
@@ -134,7 +137,7 @@ pub enum Source {
 impl Source {
     /// Starts the first interval now; with `max_tasks`, the victims tables
     /// were loaded with that many rows (Modes::histogram_and_victims).
-    pub fn start(tracer: &mut Tracer, max_tasks: Option<u32>) -> Result<Source, ReadError> {
+    pub(crate) fn start(tracer: &mut Tracer, max_tasks: Option<u32>) -> Result<Source, ReadError> {
         Ok(match max_tasks {
             Some(max_tasks) => Source::WithVictims(Collector::start(tracer, max_tasks)?),
             None => Source::Histogram(HistogramInterval::start(tracer)?),
@@ -142,7 +145,7 @@ impl Source {
     }
 
     /// Ends the kernel's interval: its waits, and its victims if loaded.
-    pub fn end_interval(
+    pub(crate) fn end_interval(
         &mut self,
         tracer: &mut Tracer,
     ) -> Result<(Waits, Option<VictimsInterval>), ReadError> {
@@ -195,7 +198,7 @@ fn read_rows<V: Pod>(
 
 impl Tracer {
     /// The victims and slow-event counters since load, summed over CPUs.
-    pub fn mode_counters(&self) -> Result<ModeCounters, ReadError> {
+    pub(crate) fn mode_counters(&self) -> Result<ModeCounters, ReadError> {
         mode_counters(&self.ebpf)
     }
 }
@@ -216,7 +219,7 @@ fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, ReadError> {
         }))
 }
 
-pub fn minus(now: &ModeCounters, then: &ModeCounters) -> ModeCounters {
+pub(crate) fn minus(now: &ModeCounters, then: &ModeCounters) -> ModeCounters {
     ModeCounters {
         victims_overflow: now.victims_overflow.saturating_sub(then.victims_overflow),
         culprits_overflow: now.culprits_overflow.saturating_sub(then.culprits_overflow),

@@ -15,18 +15,20 @@ use schedlat_common::CpuStats;
 /// dozen instructions of each switch, so one more read almost always finds
 /// it whole; a CPU switching so fast that eight reads in a row tear keeps
 /// its last copy, whose odd wait moves to the next interval.
-pub const TRIES: usize = 8;
+pub(super) const TRIES: usize = 8;
 
 /// Whether `cpu` holds every wait whole: as many in the fine buckets as in
 /// the log2 slots.
-pub fn is_whole(cpu: &CpuStats) -> bool {
+pub(super) fn is_whole(cpu: &CpuStats) -> bool {
     cpu.buckets.iter().sum::<u64>() == cpu.log2.iter().sum::<u64>()
 }
 
 /// Reads the per-CPU values with `read` until every CPU has been seen
 /// whole, at most TRIES times, keeping for each CPU its first whole copy
 /// (or the last copy, if none was).
-pub fn read<E>(mut read: impl FnMut() -> Result<Vec<CpuStats>, E>) -> Result<Vec<CpuStats>, E> {
+pub(super) fn read<E>(
+    mut read: impl FnMut() -> Result<Vec<CpuStats>, E>,
+) -> Result<Vec<CpuStats>, E> {
     let mut kept = read()?;
     let mut whole: Vec<bool> = kept.iter().map(is_whole).collect();
     for _ in 1..TRIES {

@@ -9,7 +9,7 @@ use super::{keylabels::KeyLabels, tracer::Tracer};
 use crate::sys::workload::level::Level;
 
 /// Names cgroup ids of one tracer's hierarchy at one level.
-pub struct WorkloadNamer {
+pub(crate) struct WorkloadNamer {
     labels: KeyLabels,
     level: Level,
 }
@@ -17,7 +17,7 @@ pub struct WorkloadNamer {
 impl WorkloadNamer {
     /// `level`'s names for `tracer`'s cgroup ids; the runtimes' files are
     /// read under `/` (the host's).
-    pub fn new(tracer: &Tracer, level: Level) -> WorkloadNamer {
+    pub(crate) fn new(tracer: &Tracer, level: Level) -> WorkloadNamer {
         let mut labels = tracer.key_labels(Breakdown::Cgroup);
         if matches!(level, Level::Container | Level::Pod) {
             labels.name_containers();
@@ -26,14 +26,14 @@ impl WorkloadNamer {
     }
 
     /// Whether cgroup `id` is still there.
-    pub fn exists(&mut self, id: u64) -> bool {
+    pub(crate) fn exists(&mut self, id: u64) -> bool {
         self.labels.exists(id)
     }
 
     /// Cgroup `id`'s name at the level: its path, or the unit, pod or
     /// container it belongs to; `(removed, id N)` only for a cgroup gone
     /// before it could be named.
-    pub fn name(&mut self, id: u64) -> String {
+    pub(crate) fn name(&mut self, id: u64) -> String {
         match self.labels.workload(id) {
             Some(workload) => workload.name_at(self.level),
             None => format!("(removed, id {id})"),

@@ -12,7 +12,7 @@ use crate::{
     output::check::Report,
 };
 
-pub fn run(required: &[trial::Mode], json: bool) -> Result<()> {
+pub(crate) fn run(required: &[trial::Mode], json: bool) -> Result<()> {
     let facts = preflight::facts();
     let trials: Vec<trial::Trial> = trial::Mode::ALL.into_iter().map(trial::run).collect();
     let report = Report {

@@ -16,7 +16,7 @@ use crate::{
     sys::slice::Slice,
 };
 
-pub fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
+pub(crate) fn run(before: &Path, after: &Path, json: bool) -> Result<()> {
     let before = Recording::load(before)?;
     let after = Recording::load(after)?;
     // The slice the recordings were judged against, so both sides use it.

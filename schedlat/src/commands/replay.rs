@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// What to show of the dump.
-pub struct ReplayOptions {
+pub(crate) struct ReplayOptions {
     /// Seconds from the dump's first interval, or a local time HH:MM:SS.
     pub from: Option<String>,
     pub to: Option<String>,
@@ -26,7 +26,7 @@ pub struct ReplayOptions {
     pub json: bool,
 }
 
-pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
+pub(crate) fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
     let w = dump::load(path)?;
     let (out, warnings) = report(&w, opts).with_context(|| path.display().to_string())?;
     for warning in &warnings {
@@ -39,7 +39,7 @@ pub fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
 /// The report on the dump `w` (text or JSON) and what to warn about on
 /// stderr. Without `--from`/`--to`, every interval in the order recorded;
 /// with them, the intervals inside those wall-clock bounds.
-pub fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)> {
+pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)> {
     let Some(first) = w.seconds.first() else {
         bail!("the dump holds no intervals");
     };

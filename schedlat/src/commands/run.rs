@@ -45,7 +45,7 @@ use crate::{
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
 /// and `--json`.
-pub struct HistogramOptions {
+pub(crate) struct HistogramOptions {
     pub interval: Option<u64>,
     pub count: Option<u64>,
     pub timestamp: bool,
@@ -56,7 +56,7 @@ pub struct HistogramOptions {
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
 /// printed as usual and also written to FILE as a JSON object. An existing
 /// FILE is replaced only with `force`, and only once the run succeeded.
-pub async fn record(
+pub(crate) async fn record(
     output: &Path,
     force: bool,
     duration: u64,
@@ -93,7 +93,7 @@ pub async fn record(
     Ok(ended)
 }
 
-pub async fn histogram(
+pub(crate) async fn histogram(
     cli: &HistogramOptions,
     breakdown: &BreakdownOptions,
     kernel: &KernelAccess,
@@ -198,7 +198,7 @@ async fn run(
 
 /// `schedlat record --ring DURATION`: the flight recorder until a signal,
 /// dumping on SIGHUP and when a trigger fires.
-pub async fn ring(
+pub(crate) async fn ring(
     opts: &RecorderOptions,
     kernel: &KernelAccess,
     filter: &FilterSpec,

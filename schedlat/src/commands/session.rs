@@ -22,7 +22,7 @@ use crate::{
 };
 
 /// How a run ended, for the exit status.
-pub enum Ended {
+pub(crate) enum Ended {
     /// COUNT reached, or a signal asked us to stop.
     Done,
     /// stdout was closed (e.g. `| head`): stop quietly.
@@ -31,12 +31,12 @@ pub enum Ended {
 
 /// What the streaming commands print first (stdout, or stderr with
 /// `--json`), as runqlat does.
-pub const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
+pub(crate) const BANNER: &str = "Tracing run queue latency... Hit Ctrl-C to end.\n";
 
 /// Prints the banner and then `header` (a column header, or nothing): on
 /// stdout, or on stderr when stdout carries JSON (`json`; the header is for
 /// people only then). False when stdout is closed.
-pub fn announce_start(json: bool, header: &str) -> Result<bool> {
+pub(crate) fn announce_start(json: bool, header: &str) -> Result<bool> {
     if json {
         say!("{}", BANNER.trim_end());
         return Ok(true);
@@ -46,13 +46,13 @@ pub fn announce_start(json: bool, header: &str) -> Result<bool> {
 
 /// The signals that end a run. Install them before loading, so a Ctrl-C
 /// during loading is not fatal.
-pub struct Signals {
+pub(crate) struct Signals {
     sigint: Signal,
     sigterm: Signal,
 }
 
 impl Signals {
-    pub fn install() -> Result<Signals> {
+    pub(crate) fn install() -> Result<Signals> {
         Ok(Signals {
             sigint: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
             sigterm: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
@@ -60,7 +60,7 @@ impl Signals {
     }
 
     /// Resolves when either signal arrives.
-    pub async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         tokio::select! {
             _ = self.sigint.recv() => {}
             _ = self.sigterm.recv() => {}
@@ -69,7 +69,7 @@ impl Signals {
 }
 
 /// Resolves the filter, loads and attaches in `modes`, and announces it.
-pub fn attach(
+pub(crate) fn attach(
     kernel: &KernelAccess,
     filter: &FilterSpec,
     unit_ns: u64,
@@ -82,7 +82,7 @@ pub fn attach(
 
 /// Loads and attaches in `modes`, and says on stderr which hook mode is in
 /// use, any fallback, and the filter's target.
-pub fn attach_resolved(
+pub(crate) fn attach_resolved(
     kernel: &KernelAccess,
     filter: &Filter,
     unit_ns: u64,
@@ -101,7 +101,7 @@ pub fn attach_resolved(
 
 /// When intervals end: every INTERVAL seconds (or never), COUNT times (or
 /// forever), or early on a signal or when the only target exits.
-pub struct Intervals {
+pub(crate) struct Intervals {
     ticks: Interval,
     remaining: Option<u64>,
     watch: Interval,
@@ -112,7 +112,7 @@ pub struct Intervals {
 const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 impl Intervals {
-    pub fn new(interval: Option<u64>, count: Option<u64>) -> Intervals {
+    pub(crate) fn new(interval: Option<u64>, count: Option<u64>) -> Intervals {
         let period = interval.map_or(FOREVER, Duration::from_secs);
         let now = Instant::now();
         let first = now
@@ -129,7 +129,7 @@ impl Intervals {
     }
 
     /// Waits for the end of the current interval; true when it is the last.
-    pub async fn next(&mut self, signals: &mut Signals, filter: &Filter) -> bool {
+    pub(crate) async fn next(&mut self, signals: &mut Signals, filter: &Filter) -> bool {
         loop {
             tokio::select! {
                 _ = self.ticks.tick() => {

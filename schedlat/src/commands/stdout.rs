@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 /// Writes and flushes `text`. Ok(false) when stdout is closed (EPIPE: Rust
 /// ignores SIGPIPE, so the write fails instead of killing us); an error
 /// when the write failed otherwise.
-pub fn write(text: &str) -> Result<bool> {
+pub(crate) fn write(text: &str) -> Result<bool> {
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),
@@ -22,7 +22,7 @@ pub fn write(text: &str) -> Result<bool> {
 /// True when stdout is a pipe whose reader has gone: the write end then
 /// polls as POLLERR (fs/pipe.c pipe_poll()). A command that writes rarely
 /// (slow events) checks this, so it does not run on until its next event.
-pub fn reader_gone() -> bool {
+pub(crate) fn reader_gone() -> bool {
     let mut fd = libc::pollfd {
         fd: libc::STDOUT_FILENO,
         events: libc::POLLOUT,

@@ -8,7 +8,7 @@ use crate::histogram::{
 
 /// The per-key families' layout (`--key-buckets`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum KeyBuckets {
+pub(crate) enum KeyBuckets {
     /// One boundary per power of two, 1.024 us to 17.2 s (25): a
     /// percentile off by less than a factor of two
     Log2,
@@ -18,7 +18,7 @@ pub enum KeyBuckets {
 }
 
 impl KeyBuckets {
-    pub fn layout(self) -> &'static Layout {
+    pub(crate) fn layout(self) -> &'static Layout {
         match self {
             KeyBuckets::Log2 => &LOG2,
             KeyBuckets::Fine => &LAYOUT,
@@ -26,7 +26,7 @@ impl KeyBuckets {
     }
 
     /// How its buckets go into a native histogram (protobuf).
-    pub fn native(self) -> &'static NativeMap {
+    pub(crate) fn native(self) -> &'static NativeMap {
         match self {
             KeyBuckets::Log2 => &LOG2_MAP,
             KeyBuckets::Fine => &FINE_MAP,
@@ -34,7 +34,7 @@ impl KeyBuckets {
     }
 
     /// For HELP texts: the layout and the error of a percentile from it.
-    pub fn help(self) -> String {
+    pub(crate) fn help(self) -> String {
         let error = self.native().stated();
         match self {
             KeyBuckets::Log2 => format!(

@@ -47,7 +47,7 @@ use crate::{
 /// Which keys always get a series (`--pin`): PIDs, comms, cgroup paths,
 /// or the names of cgroups as workloads.
 #[derive(Clone, Debug, Default)]
-pub struct Pins {
+pub(crate) struct Pins {
     pub values: Vec<String>,
 }
 
@@ -69,7 +69,7 @@ impl Pins {
     /// Whether a key with these labels is pinned. A value matches a
     /// label's value exactly (pid, comm, cgroup path, unit, pod, container
     /// name or ID, pod UID).
-    pub fn matches(&self, labels: &Labels) -> bool {
+    pub(crate) fn matches(&self, labels: &Labels) -> bool {
         (labels.iter())
             .filter(|(name, _)| PINNABLE.contains(name))
             .any(|(_, v)| self.values.iter().any(|p| p == v))
@@ -78,7 +78,7 @@ impl Pins {
 
 /// A key's labels, from the names the keyed intervals carry; `workload`:
 /// which of a cgroup's workload labels to give it.
-pub trait SeriesLabels {
+pub(crate) trait SeriesLabels {
     fn labels(&mut self, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels;
 }
 
@@ -90,7 +90,7 @@ impl SeriesLabels for KeyLabels {
 
 /// What is kept per key for its series.
 #[derive(Debug, Default)]
-pub struct SeriesState {
+pub(crate) struct SeriesState {
     /// Labels, once looked up (a pinned check or a first series).
     labels: Option<Labels>,
     /// Checked at the key's first reading (every new key has waited: the
@@ -120,7 +120,7 @@ impl SeriesState {
 }
 
 /// The state kept across scrapes, on top of the keyed intervals'.
-pub struct KeyedSeries {
+pub(crate) struct KeyedSeries {
     max_series: usize,
     pins: Pins,
     workload: WorkloadLabels,
@@ -137,7 +137,7 @@ pub struct KeyedSeries {
 
 impl KeyedSeries {
     /// `workload`: the workload labels of a cgroup's series.
-    pub fn new(
+    pub(crate) fn new(
         max_series: u32,
         pins: Pins,
         workload: WorkloadLabels,
@@ -158,7 +158,7 @@ impl KeyedSeries {
     /// One scrape of the keyed intervals: ranks the keys that waited, adds
     /// each interval to its series or to overflow, and hands out the
     /// series (`overflow`: the overflow series' labels).
-    pub fn scrape<N: SeriesLabels>(
+    pub(crate) fn scrape<N: SeriesLabels>(
         &mut self,
         reading: &mut Reading<'_, SeriesState, N>,
         overflow: Labels,

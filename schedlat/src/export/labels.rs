@@ -17,10 +17,10 @@ use crate::{
 };
 
 /// The label value of the overflow series.
-pub const OVERFLOW: &str = "__overflow__";
+pub(crate) const OVERFLOW: &str = "__overflow__";
 
 /// The label names of a breakdown, and the values of its overflow series.
-pub fn overflow(by: Breakdown) -> Labels {
+pub(crate) fn overflow(by: Breakdown) -> Labels {
     match by {
         Breakdown::Process => vec![("pid", OVERFLOW.into()), ("comm", OVERFLOW.into())],
         _ => vec![("cgroup", OVERFLOW.into())],
@@ -30,7 +30,12 @@ pub fn overflow(by: Breakdown) -> Labels {
 /// A key's labels as exported: `cgroup="/path"` and what `workload`
 /// keeps of the labels of the workload it is, or `pid="1234",
 /// comm="name"` (`comm`: the name the kernel stored with the key).
-pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
+pub(crate) fn key(
+    labels: &mut KeyLabels,
+    key: u64,
+    comm: &[u8; 16],
+    workload: &WorkloadLabels,
+) -> Labels {
     match labels.by() {
         Breakdown::Process => vec![("pid", key.to_string()), ("comm", task_comm(key, comm))],
         _ => cgroup(labels, key, workload, ("cgroup", WorkloadLabel::name)),
@@ -40,7 +45,12 @@ pub fn key(labels: &mut KeyLabels, key: u64, comm: &[u8; 16], workload: &Workloa
 /// A neighbour pair's labels (families/neighbours.rs): the victim's as a
 /// per-cgroup series has them, then the holder's under the same names
 /// prefixed `holder_`.
-pub fn pair(labels: &mut KeyLabels, victim: u64, holder: u64, workload: &WorkloadLabels) -> Labels {
+pub(crate) fn pair(
+    labels: &mut KeyLabels,
+    victim: u64,
+    holder: u64,
+    workload: &WorkloadLabels,
+) -> Labels {
     let mut out = cgroup(labels, victim, workload, ("cgroup", WorkloadLabel::name));
     let holder_name: fn(WorkloadLabel) -> &'static str = |l| l.names().1;
     out.extend(cgroup(
@@ -53,7 +63,7 @@ pub fn pair(labels: &mut KeyLabels, victim: u64, holder: u64, workload: &Workloa
 }
 
 /// The overflow pair's labels.
-pub fn overflow_pair() -> Labels {
+pub(crate) fn overflow_pair() -> Labels {
     vec![
         ("cgroup", OVERFLOW.into()),
         ("holder_cgroup", OVERFLOW.into()),
@@ -79,7 +89,7 @@ fn cgroup(
 
 /// The filter as a label value, e.g. `pid=1234,cpu=0-3`; None for the
 /// whole system.
-pub fn scope(filter: &Filter) -> Option<(&'static str, String)> {
+pub(crate) fn scope(filter: &Filter) -> Option<(&'static str, String)> {
     let mut parts = Vec::new();
     if let Some(pid) = filter.tgid {
         parts.push(format!("pid={pid}"));
@@ -100,7 +110,7 @@ pub fn scope(filter: &Filter) -> Option<(&'static str, String)> {
 }
 
 /// The total's labels: `pid` with -p, and the scope.
-pub fn total(filter: &Filter) -> Labels {
+pub(crate) fn total(filter: &Filter) -> Labels {
     let mut labels: Labels = filter
         .tgid
         .map(|pid| vec![("pid", pid.to_string())])

@@ -26,12 +26,12 @@
 //! of the per-key series is labels.rs; an encoding is a file in encode/
 //! and a `Format` variant.
 
-pub mod encode;
-pub mod families;
-pub mod key_buckets;
-pub mod keyed_series;
-pub mod labels;
-pub mod model;
+pub(crate) mod encode;
+pub(crate) mod families;
+pub(crate) mod key_buckets;
+pub(crate) mod keyed_series;
+pub(crate) mod labels;
+pub(crate) mod model;
 pub(crate) mod negotiate;
-pub mod neighbour_series;
-pub mod workload_labels;
+pub(crate) mod neighbour_series;
+pub(crate) mod workload_labels;

@@ -6,11 +6,11 @@
 use crate::histogram::{CauseCounts, Waits, layout::Layout, native::NativeMap};
 
 /// Label pairs of one sample, in the order they are written.
-pub type Labels = Vec<(&'static str, String)>;
+pub(crate) type Labels = Vec<(&'static str, String)>;
 
 /// One metric family.
 #[derive(Debug)]
-pub struct Family {
+pub(crate) struct Family {
     /// Without the unit's suffix and without `_total`: the encoders add
     /// them as the format wants.
     pub name: String,
@@ -21,13 +21,13 @@ pub struct Family {
 
 /// A family's unit (the only one schedlat exports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     Seconds,
 }
 
 /// A family's type and samples.
 #[derive(Debug)]
-pub enum Metric {
+pub(crate) enum Metric {
     Counter(Vec<Sample>),
     Gauge(Vec<Sample>),
     /// An info metric (`name_info`, value 1) with these labels.
@@ -37,14 +37,14 @@ pub enum Metric {
 
 /// One labelled sample of a counter or a gauge.
 #[derive(Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub labels: Labels,
     pub value: Value,
 }
 
 /// A sample's value, typed as the text formats print it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     Int(i64),
     Count(u64),
     Float(f64),
@@ -52,11 +52,11 @@ pub enum Value {
 
 impl Value {
     /// Nanoseconds, exported as seconds.
-    pub fn seconds_of_ns(ns: u64) -> Value {
+    pub(crate) fn seconds_of_ns(ns: u64) -> Value {
         Value::Float(ns as f64 / 1e9)
     }
 
-    pub fn as_f64(self) -> f64 {
+    pub(crate) fn as_f64(self) -> f64 {
         match self {
             Value::Int(v) => v as f64,
             Value::Count(v) => v as f64,
@@ -67,7 +67,7 @@ impl Value {
 
 /// A histogram family's series, all in one bucket layout.
 #[derive(Debug)]
-pub struct Histograms {
+pub(crate) struct Histograms {
     pub layout: &'static Layout,
     /// How the layout's buckets go into a native histogram (protobuf).
     pub native: &'static NativeMap,
@@ -76,7 +76,7 @@ pub struct Histograms {
 
 /// One histogram series.
 #[derive(Debug)]
-pub struct Series {
+pub(crate) struct Series {
     pub labels: Labels,
     /// In the family's layout.
     pub waits: Folded,
@@ -88,7 +88,7 @@ pub struct Series {
 /// Waits folded into an export layout: per bucket (the last `+Inf`) and
 /// their sum.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Folded {
+pub(crate) struct Folded {
     pub buckets: Vec<u64>,
     pub sum_ns: u64,
     /// The cause split of the same waits, where the kernel keeps it per
@@ -97,7 +97,7 @@ pub struct Folded {
 }
 
 impl Folded {
-    pub fn of(layout: &Layout, waits: &Waits) -> Folded {
+    pub(crate) fn of(layout: &Layout, waits: &Waits) -> Folded {
         Folded {
             buckets: layout.counts(&waits.buckets),
             sum_ns: waits.sum_ns,
@@ -106,7 +106,7 @@ impl Folded {
     }
 
     /// No waits, in a layout of `width` buckets.
-    pub fn empty(width: usize) -> Folded {
+    pub(crate) fn empty(width: usize) -> Folded {
         Folded {
             buckets: vec![0; width],
             sum_ns: 0,
@@ -114,12 +114,12 @@ impl Folded {
         }
     }
 
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
 
     /// Adds an interval's split to the series'.
-    pub fn add_causes(&mut self, more: &CauseCounts) {
+    pub(crate) fn add_causes(&mut self, more: &CauseCounts) {
         match &mut self.causes {
             Some(sum) => sum.merge(more),
             None => self.causes = Some(more.clone()),
@@ -128,7 +128,12 @@ impl Folded {
 }
 
 /// A family of one unlabelled sample.
-pub fn single(name: &str, help: &str, metric: fn(Vec<Sample>) -> Metric, value: Value) -> Family {
+pub(crate) fn single(
+    name: &str,
+    help: &str,
+    metric: fn(Vec<Sample>) -> Metric,
+    value: Value,
+) -> Family {
     Family {
         name: name.to_string(),
         help: help.to_string(),
@@ -141,7 +146,7 @@ pub fn single(name: &str, help: &str, metric: fn(Vec<Sample>) -> Metric, value: 
 }
 
 /// A counter family of these labelled samples.
-pub fn counter(
+pub(crate) fn counter(
     name: String,
     help: String,
     unit: Option<Unit>,

@@ -14,7 +14,7 @@
 use super::encode::Format;
 
 /// The format for an `Accept` header value (None: no header).
-pub fn negotiate(accept: Option<&str>) -> Format {
+pub(crate) fn negotiate(accept: Option<&str>) -> Format {
     let Some(accept) = accept else {
         return Format::Text;
     };

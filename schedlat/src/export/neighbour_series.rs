@@ -21,7 +21,7 @@ use super::{families::NeighbourScrape, labels, model::Labels};
 use crate::collect::pairs::{Holder, Pair, PairCounts, PairsInterval};
 
 /// The state kept across scrapes.
-pub struct NeighbourSeries {
+pub(crate) struct NeighbourSeries {
     max_series: usize,
     /// The pairs that had a series: their labels and counters.
     shown: HashMap<Pair, (Labels, PairCounts)>,
@@ -31,7 +31,7 @@ pub struct NeighbourSeries {
 }
 
 impl NeighbourSeries {
-    pub fn new(max_series: u32) -> NeighbourSeries {
+    pub(crate) fn new(max_series: u32) -> NeighbourSeries {
         NeighbourSeries {
             max_series: max_series as usize,
             shown: HashMap::new(),
@@ -44,7 +44,7 @@ impl NeighbourSeries {
     /// first). `name_pair` gives a pair's labels from its victim's and its
     /// holder's cgroup ids (labels::pair); `gone` lists the cgroups found
     /// gone in this interval.
-    pub fn scrape(
+    pub(crate) fn scrape(
         &mut self,
         interval: &PairsInterval,
         mut name_pair: impl FnMut(u64, u64) -> Labels,

@@ -17,7 +17,7 @@ use crate::sys::workload::level::Workload;
 
 /// One label a cgroup's series may carry besides `cgroup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WorkloadLabel {
+pub(crate) enum WorkloadLabel {
     /// The Kubernetes namespace of its pod (the runtime's files).
     Namespace,
     /// Its pod's name (the runtime's files).
@@ -42,7 +42,7 @@ pub enum WorkloadLabel {
 
 impl WorkloadLabel {
     /// Every label, in the order a series carries them.
-    pub const ALL: [WorkloadLabel; 9] = [
+    pub(crate) const ALL: [WorkloadLabel; 9] = [
         WorkloadLabel::Namespace,
         WorkloadLabel::Pod,
         WorkloadLabel::Container,
@@ -56,7 +56,7 @@ impl WorkloadLabel {
 
     /// The label's name on the waiting side (the cgroup whose tasks
     /// waited), and on the holding side of a pair of cgroups.
-    pub fn names(self) -> (&'static str, &'static str) {
+    pub(crate) fn names(self) -> (&'static str, &'static str) {
         match self {
             WorkloadLabel::Namespace => ("namespace", "holder_namespace"),
             WorkloadLabel::Pod => ("pod", "holder_pod"),
@@ -71,12 +71,12 @@ impl WorkloadLabel {
     }
 
     /// The label's name as `--cgroup-labels` takes it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.names().0
     }
 
     /// Its value for `workload`; None where it has none.
-    pub fn value(self, workload: &Workload) -> Option<String> {
+    pub(crate) fn value(self, workload: &Workload) -> Option<String> {
         let (labels, names) = (&workload.labels, workload.names.as_ref());
         let named = |f: fn(&_) -> &Option<String>| names.and_then(|n| f(n).clone());
         match self {
@@ -97,7 +97,7 @@ impl WorkloadLabel {
     }
 
     /// The label called `name`, as `--cgroup-labels` takes it.
-    pub fn parse(name: &str) -> Option<WorkloadLabel> {
+    pub(crate) fn parse(name: &str) -> Option<WorkloadLabel> {
         WorkloadLabel::ALL.into_iter().find(|l| l.name() == name)
     }
 }
@@ -105,7 +105,7 @@ impl WorkloadLabel {
 /// Which of the workload labels the cgroups' series carry (all by
 /// default; `serve --cgroup-labels` keeps fewer, for smaller scrapes).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkloadLabels {
+pub(crate) struct WorkloadLabels {
     kept: Vec<WorkloadLabel>,
 }
 
@@ -120,7 +120,7 @@ impl Default for WorkloadLabels {
 impl WorkloadLabels {
     /// Only these (in the order of [`WorkloadLabel::ALL`]); none at all
     /// leaves the `cgroup` label alone.
-    pub fn only(kept: &[WorkloadLabel]) -> WorkloadLabels {
+    pub(crate) fn only(kept: &[WorkloadLabel]) -> WorkloadLabels {
         WorkloadLabels {
             kept: (WorkloadLabel::ALL.into_iter())
                 .filter(|l| kept.contains(l))
@@ -130,7 +130,7 @@ impl WorkloadLabels {
 
     /// Whether a label kept comes from the runtimes' files (namespace,
     /// pod, container): else they need not be read at all.
-    pub fn needs_runtime_files(&self) -> bool {
+    pub(crate) fn needs_runtime_files(&self) -> bool {
         (self.kept.iter()).any(|l| {
             matches!(
                 l,
@@ -143,7 +143,11 @@ impl WorkloadLabels {
     /// `name(label)`: [`WorkloadLabel::name`] for the cgroup whose tasks
     /// waited, the second of [`WorkloadLabel::names`] (`holder_pod`...)
     /// for the holding side of a pair.
-    pub fn of(&self, workload: &Workload, name: fn(WorkloadLabel) -> &'static str) -> Labels {
+    pub(crate) fn of(
+        &self,
+        workload: &Workload,
+        name: fn(WorkloadLabel) -> &'static str,
+    ) -> Labels {
         (self.kept.iter())
             .filter_map(|&l| Some((name(l), l.value(workload)?)))
             .collect()

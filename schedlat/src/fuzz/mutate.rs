@@ -31,7 +31,7 @@ use proptest::{
 
 /// A mutated input, shown as text in failure reports.
 #[derive(Clone)]
-pub struct Input(pub Vec<u8>);
+pub(super) struct Input(pub Vec<u8>);
 
 impl fmt::Debug for Input {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,14 +151,14 @@ fn replace_number(data: &mut Vec<u8>, n: usize, value: u64) {
     }
 }
 
-pub fn corpus_dir(target: &str) -> PathBuf {
+pub(super) fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fuzz/corpus")
         .join(target)
 }
 
 /// The seeds of `target`, sorted by name so runs are reproducible.
-pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+pub(super) fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = corpus_dir(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("fuzz corpus {}: {e}", dir.display()))
@@ -198,7 +198,7 @@ fn budget() -> Duration {
 
 /// Runs `check` on every seed, then on mutations of them for the rounds or
 /// the time [`bound`] gives. `check` panics on a failure.
-pub fn fuzz(target: &str, check: impl Fn(&[u8])) {
+pub(super) fn fuzz(target: &str, check: impl Fn(&[u8])) {
     let seeds = corpus(target);
     for seed in &seeds {
         check(seed);

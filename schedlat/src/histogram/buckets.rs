@@ -5,13 +5,13 @@
 //! the bounds of runqlat's log2 slots.
 
 use schedlat_common::bucket::bucket_bounds;
-pub use schedlat_common::bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
+pub(crate) use schedlat_common::bucket::{NR_BUCKETS, NR_LOG2_SLOTS, bucket_index, log2_slot};
 
 use super::waits::Waits;
 
 /// One fine bucket (log-linear, in nanoseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub index: usize,
     pub low_ns: u64,
     /// Inclusive. For the last bucket this is its nominal end: it also
@@ -21,7 +21,7 @@ pub struct Bucket {
 
 impl Bucket {
     /// Bucket `index` (below [`NR_BUCKETS`]).
-    pub fn at(index: usize) -> Bucket {
+    pub(crate) fn at(index: usize) -> Bucket {
         let (low_ns, high_ns) = bucket_bounds(index);
         Bucket {
             index,
@@ -32,39 +32,39 @@ impl Bucket {
 
     /// The bucket that counts a wait of `ns`.
     #[cfg(test)]
-    pub fn of(ns: u64) -> Bucket {
+    pub(crate) fn of(ns: u64) -> Bucket {
         Bucket::at(bucket_index(ns))
     }
 
     /// Every bucket, shortest first.
-    pub fn all() -> impl Iterator<Item = Bucket> {
+    pub(crate) fn all() -> impl Iterator<Item = Bucket> {
         (0..NR_BUCKETS).map(Bucket::at)
     }
 
     /// The last bucket saturates: waits over 2^40 ns count in it too.
-    pub fn is_last(&self) -> bool {
+    pub(crate) fn is_last(&self) -> bool {
         self.index + 1 == NR_BUCKETS
     }
 
     /// The longest wait the bucket can hold; None for the last one.
-    pub fn upper_ns(&self) -> Option<u64> {
+    pub(crate) fn upper_ns(&self) -> Option<u64> {
         (!self.is_last()).then_some(self.high_ns)
     }
 
     /// Nanoseconds it spans (nominal for the last one).
-    pub fn width_ns(&self) -> u64 {
+    pub(crate) fn width_ns(&self) -> u64 {
         self.high_ns - self.low_ns + 1
     }
 
     /// The middle of its nominal span.
-    pub fn midpoint_ns(&self) -> u64 {
+    pub(crate) fn midpoint_ns(&self) -> u64 {
         self.low_ns + (self.high_ns - self.low_ns) / 2
     }
 }
 
 /// The bucket that holds the `rank`-th wait (1-based) of a histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rank {
+pub(crate) struct Rank {
     pub bucket: Bucket,
     /// Waits in that bucket, and in the buckets before it.
     pub count: u64,
@@ -73,7 +73,7 @@ pub struct Rank {
 
 /// runqlat's log2 slot bounds, inclusive, in the display unit: slot 0 holds
 /// 0 and 1, slot k holds 2^k to 2^(k+1) - 1.
-pub fn log2_slot_bounds(slot: usize) -> (u64, u64) {
+pub(crate) fn log2_slot_bounds(slot: usize) -> (u64, u64) {
     let high = (1u64 << (slot + 1)) - 1;
     let low = if slot == 0 { 0 } else { 1u64 << slot };
     (low, high)
@@ -81,7 +81,7 @@ pub fn log2_slot_bounds(slot: usize) -> (u64, u64) {
 
 impl Waits {
     /// The non-empty fine buckets and their counts, shortest first.
-    pub fn nonempty_buckets(&self) -> impl Iterator<Item = (Bucket, u64)> + '_ {
+    pub(crate) fn nonempty_buckets(&self) -> impl Iterator<Item = (Bucket, u64)> + '_ {
         self.buckets
             .iter()
             .enumerate()
@@ -90,7 +90,7 @@ impl Waits {
     }
 
     /// The bucket holding the `rank`-th wait; None past the last wait.
-    pub fn bucket_of_rank(&self, rank: u64) -> Option<Rank> {
+    pub(crate) fn bucket_of_rank(&self, rank: u64) -> Option<Rank> {
         let mut before = 0;
         for (bucket, count) in self.nonempty_buckets() {
             if before + count >= rank {
@@ -107,7 +107,7 @@ impl Waits {
 
     /// Adds `count` waits to the fine bucket that holds `ns` (a bucket read
     /// back from its low bound); None if its count would pass u64.
-    pub fn add_at(&mut self, ns: u64, count: u64) -> Option<()> {
+    pub(crate) fn add_at(&mut self, ns: u64, count: u64) -> Option<()> {
         let sum = &mut self.buckets[bucket_index(ns)];
         *sum = sum.checked_add(count)?;
         Some(())
@@ -118,7 +118,7 @@ impl Waits {
     /// at most 1/8 of a power of two wide, so a slot boundary is off by at
     /// most that. Up to the highest non-empty slot, as
     /// [`Waits::log2_slots`].
-    pub fn log2_slots_in(&self, unit_ns: u64) -> Vec<u64> {
+    pub(crate) fn log2_slots_in(&self, unit_ns: u64) -> Vec<u64> {
         let mut slots = vec![0u64; NR_LOG2_SLOTS];
         for (bucket, count) in self.nonempty_buckets() {
             slots[log2_slot(bucket.midpoint_ns() / unit_ns)] += count;

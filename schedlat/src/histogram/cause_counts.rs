@@ -13,7 +13,7 @@ use schedlat_common::{
 /// onto every `CauseCounts` so that a reader can tell "0 ns" from "not
 /// measured".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Measurable {
+pub(crate) struct Measurable {
     /// rq->prev_steal_time_rq (CONFIG_PARAVIRT_TIME_ACCOUNTING).
     pub steal: bool,
     /// rq->prev_irq_time (CONFIG_IRQ_TIME_ACCOUNTING).
@@ -32,7 +32,7 @@ pub struct Measurable {
 
 /// The split's counters over some span: cumulative, or an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CauseCounts {
+pub(crate) struct CauseCounts {
     pub measurable: Measurable,
     /// Per [`schedlat_common::causes::Cause`] class.
     pub count: Vec<u64>,
@@ -51,7 +51,7 @@ pub struct CauseCounts {
 
 impl CauseCounts {
     /// Nothing counted yet; `with_histograms` for the total, not for keys.
-    pub fn zero(measurable: Measurable, with_histograms: bool) -> CauseCounts {
+    pub(crate) fn zero(measurable: Measurable, with_histograms: bool) -> CauseCounts {
         let (buckets, waking_buckets) = if with_histograms {
             (
                 vec![vec![0; NR_BUCKETS]; NR_CAUSE_HISTOGRAMS],
@@ -75,7 +75,7 @@ impl CauseCounts {
     }
 
     /// Sums the per-CPU counters of the total.
-    pub fn from_cpus(measurable: Measurable, cpus: &[CauseStats]) -> CauseCounts {
+    pub(crate) fn from_cpus(measurable: Measurable, cpus: &[CauseStats]) -> CauseCounts {
         let mut total = CauseCounts::zero(measurable, true);
         for cpu in cpus {
             add(&mut total.count, &cpu.count);
@@ -94,7 +94,7 @@ impl CauseCounts {
     }
 
     /// One breakdown key's counters.
-    pub fn from_key(measurable: Measurable, key: &KeyCauses) -> CauseCounts {
+    pub(crate) fn from_key(measurable: Measurable, key: &KeyCauses) -> CauseCounts {
         // Keys keep no wakeup path: the stage is the total's only.
         let measurable = Measurable {
             waking: false,
@@ -112,7 +112,7 @@ impl CauseCounts {
     }
 
     /// What happened between `earlier` and `self` (both cumulative).
-    pub fn since(&self, earlier: &CauseCounts) -> CauseCounts {
+    pub(crate) fn since(&self, earlier: &CauseCounts) -> CauseCounts {
         let mut delta = self.clone();
         let minus = |now: &mut [u64], then: &[u64]| {
             for (n, t) in now.iter_mut().zip(then) {
@@ -134,7 +134,7 @@ impl CauseCounts {
     }
 
     /// Adds another span's counters (merging intervals, or keys).
-    pub fn merge(&mut self, other: &CauseCounts) {
+    pub(crate) fn merge(&mut self, other: &CauseCounts) {
         add(&mut self.count, &other.count);
         add(&mut self.sum_ns, &other.sum_ns);
         if self.buckets.is_empty() {
@@ -157,7 +157,7 @@ impl CauseCounts {
     }
 
     /// Waits counted: every wait is in exactly one class of how it began.
-    pub fn waits(&self) -> u64 {
+    pub(crate) fn waits(&self) -> u64 {
         BEGAN.iter().map(|&c| self.count[c as usize]).sum()
     }
 }

@@ -14,7 +14,7 @@ use schedlat_common::{
 
 /// Where the need-resched bit numbers came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TifSource {
+pub(crate) enum TifSource {
     /// The architecture's and version's values, as the kernel sources
     /// define them (the bits are macros, not in BTF), checked on every
     /// kernel of the VM matrix by a wakeup the kernel always grants (a
@@ -24,7 +24,7 @@ pub enum TifSource {
 
 /// What the decision split measures on this load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecisionFacts {
+pub(crate) struct DecisionFacts {
     /// TIF_NEED_RESCHED's and TIF_NEED_RESCHED_LAZY's bit numbers (the
     /// lazy one None where the kernel has none).
     pub need_resched_bit: u32,
@@ -41,7 +41,7 @@ pub struct DecisionFacts {
 impl DecisionFacts {
     /// What this project's x86 6.18 test machine gives (HZ=250), for tests.
     #[cfg(test)]
-    pub const X86_6_18: DecisionFacts = DecisionFacts {
+    pub(crate) const X86_6_18: DecisionFacts = DecisionFacts {
         need_resched_bit: 4,
         lazy_bit: Some(5),
         tif_source: TifSource::Table,
@@ -53,7 +53,7 @@ impl DecisionFacts {
 
 /// Cumulative since load, summed over CPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecisionCounts {
+pub(crate) struct DecisionCounts {
     pub facts: DecisionFacts,
     /// Waits and their sum per decision x pass-over cell (`cell()`).
     pub count: [u64; NR_CELLS],
@@ -72,7 +72,7 @@ pub struct DecisionCounts {
 }
 
 impl DecisionCounts {
-    pub fn zero(facts: DecisionFacts) -> Self {
+    pub(crate) fn zero(facts: DecisionFacts) -> Self {
         DecisionCounts {
             facts,
             count: [0; NR_CELLS],
@@ -90,7 +90,7 @@ impl DecisionCounts {
         }
     }
 
-    pub fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats]) -> Self {
+    pub(crate) fn from_cpus(facts: DecisionFacts, cpus: &[DecisionStats]) -> Self {
         let mut d = DecisionCounts::zero(facts);
         for cpu in cpus {
             d.combine(cpu, |a, b| a + b);
@@ -147,31 +147,31 @@ impl DecisionCounts {
     }
 
     /// Waits in one cell.
-    pub fn cell(&self, decision: Decision, pass: Pass) -> u64 {
+    pub(crate) fn cell(&self, decision: Decision, pass: Pass) -> u64 {
         self.count[cell(decision, pass)]
     }
 
     /// Waits of `decision`, whatever their pass-overs.
-    pub fn decided(&self, decision: Decision) -> u64 {
+    pub(crate) fn decided(&self, decision: Decision) -> u64 {
         PASSES.iter().map(|&p| self.cell(decision, p)).sum()
     }
 
     /// Their sum, ns.
-    pub fn decided_ns(&self, decision: Decision) -> u64 {
+    pub(crate) fn decided_ns(&self, decision: Decision) -> u64 {
         PASSES.iter().map(|&p| self.sum_ns[cell(decision, p)]).sum()
     }
 
     /// Waits with `pass` pass-overs, whatever the decision.
-    pub fn passed(&self, pass: Pass) -> u64 {
+    pub(crate) fn passed(&self, pass: Pass) -> u64 {
         DECISIONS.iter().map(|&d| self.cell(d, pass)).sum()
     }
 
-    pub fn passed_ns(&self, pass: Pass) -> u64 {
+    pub(crate) fn passed_ns(&self, pass: Pass) -> u64 {
         DECISIONS.iter().map(|&d| self.sum_ns[cell(d, pass)]).sum()
     }
 
     /// Waits whose wakeup did not ask for the CPU (every rule).
-    pub fn declined(&self) -> u64 {
+    pub(crate) fn declined(&self) -> u64 {
         DECISIONS
             .iter()
             .filter(|d| d.declined())
@@ -179,18 +179,18 @@ impl DecisionCounts {
             .sum()
     }
 
-    pub fn held(&self, holder: Holder) -> u64 {
+    pub(crate) fn held(&self, holder: Holder) -> u64 {
         self.holder_count[holder as usize]
     }
 
     /// Waits counted.
-    pub fn waits(&self) -> u64 {
+    pub(crate) fn waits(&self) -> u64 {
         self.count.iter().sum()
     }
 
     /// The holders' counts add up to the waits too (for checks).
     #[cfg(test)]
-    pub fn holder_waits(&self) -> u64 {
+    pub(crate) fn holder_waits(&self) -> u64 {
         schedlat_common::decision::HOLDERS
             .iter()
             .map(|&h| self.held(h))
@@ -199,12 +199,12 @@ impl DecisionCounts {
 
     /// Waits of outcome `outcome` at or above `min_ns` (and below
     /// `max_ns`), from its fine histogram (bucket lower bounds).
-    pub fn outcome_between(&self, outcome: Outcome, min_ns: u64, max_ns: u64) -> u64 {
+    pub(crate) fn outcome_between(&self, outcome: Outcome, min_ns: u64, max_ns: u64) -> u64 {
         between(&self.outcome_buckets[outcome as usize], min_ns, max_ns)
     }
 
     /// All outcomes' waits between `min_ns` and `max_ns`.
-    pub fn all_between(&self, min_ns: u64, max_ns: u64) -> u64 {
+    pub(crate) fn all_between(&self, min_ns: u64, max_ns: u64) -> u64 {
         self.outcome_buckets
             .iter()
             .map(|h| between(h, min_ns, max_ns))
@@ -212,18 +212,18 @@ impl DecisionCounts {
     }
 
     /// The declined waits' mean fair share (0..1), when computed.
-    pub fn mean_share(&self) -> Option<f64> {
+    pub(crate) fn mean_share(&self) -> Option<f64> {
         (self.share_waits != 0)
             .then(|| self.share_permille as f64 / 1000.0 / self.share_waits as f64)
     }
 
     /// Adds another span's counts (intervals of one run).
-    pub fn merge(&mut self, other: &DecisionCounts) {
+    pub(crate) fn merge(&mut self, other: &DecisionCounts) {
         self.combine(&other.as_stats(), u64::saturating_add);
     }
 
     /// The counts since `before` (an earlier reading of the same load).
-    pub fn since(&self, before: &DecisionCounts) -> DecisionCounts {
+    pub(crate) fn since(&self, before: &DecisionCounts) -> DecisionCounts {
         let mut d = self.clone();
         d.combine(&before.as_stats(), u64::saturating_sub);
         d

@@ -21,12 +21,12 @@ use hdrhistogram::Histogram;
 use super::{Bucket, Waits};
 
 /// Significant figures of the HdrHistogram (see the module comment).
-pub const SIGFIG: u8 = 2;
+pub(crate) const SIGFIG: u8 = 2;
 /// Largest trackable value: schedlat's last bucket starts at 2^40 ns.
 const HIGHEST_NS: u64 = 1 << 42;
 
 /// The value each wait of `bucket` is recorded at.
-pub fn representative_ns(bucket: Bucket) -> u64 {
+pub(crate) fn representative_ns(bucket: Bucket) -> u64 {
     // The last bucket also holds everything above it: only its low bound
     // is known.
     match bucket.upper_ns() {
@@ -36,13 +36,13 @@ pub fn representative_ns(bucket: Bucket) -> u64 {
 }
 
 /// An empty HdrHistogram of the bounds and precision above, in ns.
-pub fn empty() -> Result<Histogram<u64>> {
+pub(crate) fn empty() -> Result<Histogram<u64>> {
     Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, SIGFIG)
         .map_err(|e| anyhow!("HdrHistogram bounds: {e:?}"))
 }
 
 /// The waits as an HdrHistogram, in nanoseconds.
-pub fn histogram_of(waits: &Waits) -> Result<Histogram<u64>> {
+pub(crate) fn histogram_of(waits: &Waits) -> Result<Histogram<u64>> {
     let mut h = empty()?;
     for (bucket, count) in waits.nonempty_buckets() {
         h.record_n(representative_ns(bucket), count)

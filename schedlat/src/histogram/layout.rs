@@ -46,7 +46,7 @@ const PER_OCTAVE: u64 = 4;
 /// The exported boundaries and, per kernel bucket, the exported bucket its
 /// waits fall into (`edges_ns.len()` being `+Inf`).
 #[derive(Debug)]
-pub struct Layout {
+pub(crate) struct Layout {
     edges_ns: Vec<u64>,
     fold: Vec<usize>,
     /// Per exported bucket, the kernel buckets folded into it: `fold` is
@@ -55,9 +55,9 @@ pub struct Layout {
 }
 
 /// The whole-system total's layout: 4 boundaries per power of two.
-pub static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout::new(PER_OCTAVE, LAST_EXP));
+pub(crate) static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout::new(PER_OCTAVE, LAST_EXP));
 /// The per-key families' default: one boundary per power of two.
-pub static LOG2: LazyLock<Layout> = LazyLock::new(|| Layout::new(1, LOG2_LAST_EXP));
+pub(crate) static LOG2: LazyLock<Layout> = LazyLock::new(|| Layout::new(1, LOG2_LAST_EXP));
 
 impl Layout {
     fn new(per_octave: u64, last_exp: u32) -> Layout {
@@ -83,13 +83,13 @@ impl Layout {
     }
 
     /// Exported buckets, `+Inf` included.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.edges_ns.len() + 1
     }
 
     /// [`Layout::counts`] of a key's kernel buckets (u32 counts), into
     /// `out` (`len()` long): no allocation, one pass.
-    pub fn fold_into(&self, kernel_buckets: &[u32], out: &mut [u64]) {
+    pub(crate) fn fold_into(&self, kernel_buckets: &[u32], out: &mut [u64]) {
         for (sum, range) in out.iter_mut().zip(&self.ranges) {
             let end = range.end.min(kernel_buckets.len());
             let start = range.start.min(end);
@@ -101,12 +101,12 @@ impl Layout {
     }
 
     /// Finite boundaries, in nanoseconds, ascending.
-    pub fn edges_ns(&self) -> &[u64] {
+    pub(crate) fn edges_ns(&self) -> &[u64] {
         &self.edges_ns
     }
 
     /// Per exported bucket (the last one `+Inf`), the waits in it.
-    pub fn counts(&self, kernel_buckets: &[u64]) -> Vec<u64> {
+    pub(crate) fn counts(&self, kernel_buckets: &[u64]) -> Vec<u64> {
         let mut out = vec![0; self.edges_ns.len() + 1];
         for (&n, &to) in kernel_buckets.iter().zip(&self.fold) {
             out[to] += n;
@@ -116,7 +116,7 @@ impl Layout {
 
     /// `counts` with each bucket's upper bound in seconds: not cumulative,
     /// as prometheus-client's encoder wants them.
-    pub fn with_bounds(&self, counts: &[u64]) -> Vec<(f64, u64)> {
+    pub(crate) fn with_bounds(&self, counts: &[u64]) -> Vec<(f64, u64)> {
         self.edges_ns
             .iter()
             // Division, not multiplication by 1e-9: it rounds to the double
@@ -129,7 +129,7 @@ impl Layout {
 
     /// Per exported bucket, `(upper bound in seconds, waits in it)`.
     #[cfg(test)]
-    pub fn fold(&self, kernel_buckets: &[u64]) -> Vec<(f64, u64)> {
+    pub(crate) fn fold(&self, kernel_buckets: &[u64]) -> Vec<(f64, u64)> {
         self.with_bounds(&self.counts(kernel_buckets))
     }
 }

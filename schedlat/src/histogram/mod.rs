@@ -17,15 +17,15 @@
 mod buckets;
 mod cause_counts;
 mod decision_counts;
-pub mod hdr;
-pub mod layout;
-pub mod native;
+pub(crate) mod hdr;
+pub(crate) mod layout;
+pub(crate) mod native;
 mod waits;
 
 // Tests build their fixtures as the kernel counts.
 #[cfg(test)]
-pub use self::buckets::bucket_index;
-pub use self::{
+pub(crate) use self::buckets::bucket_index;
+pub(crate) use self::{
     buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, log2_slot, log2_slot_bounds},
     cause_counts::{CauseCounts, Measurable},
     decision_counts::{DecisionCounts, DecisionFacts, TifSource},

@@ -37,11 +37,11 @@ use super::{
 };
 
 /// Prometheus' exponential schema: 2^3 = 8 buckets per power of two.
-pub const SCHEMA: i32 = 3;
+pub(crate) const SCHEMA: i32 = 3;
 /// Native zero bucket: only waits of 0 ns. Nonzero, so that Prometheus
 /// 2.42 takes even an empty histogram for a native one; Prometheus'
 /// clients use the same default (2^-128).
-pub const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
+pub(crate) const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 
 /// Worst percentile errors as the docs state them (the HELP texts state
 /// the computed ones; a test checks that they agree).
@@ -54,7 +54,7 @@ const FINE_ERROR: &str = "18.8%";
 
 /// Where each source bucket goes in the native histogram.
 #[derive(Debug)]
-pub struct NativeMap {
+pub(crate) struct NativeMap {
     /// Per source bucket: its native index, None for the zero bucket.
     index: Vec<Option<i32>>,
     /// The worst relative error of a percentile, over the source buckets
@@ -65,7 +65,7 @@ pub struct NativeMap {
 
 /// A histogram's native buckets, as the protobuf carries them.
 #[derive(Debug, Default, PartialEq)]
-pub struct NativeBuckets {
+pub(crate) struct NativeBuckets {
     pub zero_count: u64,
     /// `(offset, length)`: the first offset is the first index, the others
     /// the gap after the previous span.
@@ -170,17 +170,17 @@ impl NativeMap {
 
     /// The worst relative error of a percentile (0.122 for 12.2%).
     #[cfg(test)]
-    pub fn worst(&self) -> f64 {
+    pub(crate) fn worst(&self) -> f64 {
         self.worst
     }
 
     /// The worst error as the HELP states it: a percentage rounded up.
-    pub fn stated(&self) -> String {
+    pub(crate) fn stated(&self) -> String {
         format!("{:.1}%", (self.worst * 1000.0).ceil() / 10.0)
     }
 
     /// The native buckets of the source counts `counts`.
-    pub fn buckets(&self, counts: &[u64]) -> NativeBuckets {
+    pub(crate) fn buckets(&self, counts: &[u64]) -> NativeBuckets {
         let mut out = NativeBuckets::default();
         // (index, count) of the current native bucket, merged over the
         // source buckets that map to it.
@@ -223,10 +223,10 @@ impl NativeMap {
 }
 
 /// The whole-system total, from the kernel's buckets.
-pub static KERNEL: LazyLock<NativeMap> = LazyLock::new(NativeMap::kernel);
+pub(crate) static KERNEL: LazyLock<NativeMap> = LazyLock::new(NativeMap::kernel);
 /// The per-key families, from `--key-buckets log2` or `fine`.
-pub static LOG2_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LOG2));
-pub static FINE_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LAYOUT));
+pub(crate) static LOG2_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LOG2));
+pub(crate) static FINE_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LAYOUT));
 
 #[cfg(test)]
 mod tests {

@@ -7,13 +7,13 @@ use super::{cause_counts::CauseCounts, decision_counts::DecisionCounts};
 
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     Usecs,
     Msecs,
 }
 
 impl Unit {
-    pub fn ns(self) -> u64 {
+    pub(crate) fn ns(self) -> u64 {
         match self {
             Unit::Usecs => 1_000,
             Unit::Msecs => 1_000_000,
@@ -21,7 +21,7 @@ impl Unit {
     }
 
     /// The header runqlat prints above the table.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Unit::Usecs => "usecs",
             Unit::Msecs => "msecs",
@@ -31,7 +31,7 @@ impl Unit {
 
 /// Wait counts and loss counters over some span (since load, or an interval).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waits {
+pub(crate) struct Waits {
     /// Per fine log-linear bucket of nanoseconds.
     pub buckets: Vec<u64>,
     /// Per runqlat log2 slot, in the load-time unit.
@@ -73,7 +73,7 @@ impl Default for Waits {
 
 impl Waits {
     /// Sums the per-CPU counters.
-    pub fn from_cpus(cpus: &[CpuStats]) -> Waits {
+    pub(crate) fn from_cpus(cpus: &[CpuStats]) -> Waits {
         let mut total = Waits::default();
         for cpu in cpus {
             add(&mut total.buckets, &cpu.buckets);
@@ -87,7 +87,7 @@ impl Waits {
     }
 
     /// Takes the interval's extremes, merged over CPUs (0 = none on a CPU).
-    pub fn with_extremes(mut self, cpus: &[Extremes]) -> Waits {
+    pub(crate) fn with_extremes(mut self, cpus: &[Extremes]) -> Waits {
         self.min_ns = cpus.iter().map(|x| x.min_ns).filter(|&v| v > 0).min();
         self.max_ns = cpus.iter().map(|x| x.max_ns).max().filter(|&v| v > 0);
         self
@@ -96,7 +96,7 @@ impl Waits {
     /// What happened between `earlier` and `self` (both cumulative). The
     /// kernel counters only grow, so nothing between two reads is lost.
     /// Extremes are per interval already and are kept from `self`.
-    pub fn since(&self, earlier: &Waits) -> Waits {
+    pub(crate) fn since(&self, earlier: &Waits) -> Waits {
         let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {
             now.iter()
                 .zip(then)
@@ -127,25 +127,25 @@ impl Waits {
 
     /// The number of waits. Counts from the kernel cannot overflow; counts
     /// read from a file are checked on reading ([`Waits::try_merge`]).
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
 
     /// [`Waits::count`], or None when the buckets add up past u64 (only a
     /// corrupt or forged recording can say so).
-    pub fn checked_count(&self) -> Option<u64> {
+    pub(crate) fn checked_count(&self) -> Option<u64> {
         self.buckets
             .iter()
             .try_fold(0u64, |sum, &n| sum.checked_add(n))
     }
 
-    pub fn mean_ns(&self) -> Option<f64> {
+    pub(crate) fn mean_ns(&self) -> Option<f64> {
         let count = self.count();
         (count > 0).then(|| self.sum_ns as f64 / count as f64)
     }
 
     /// Adds another span's waits (merging intervals of one run, or runs).
-    pub fn merge(&mut self, other: &Waits) {
+    pub(crate) fn merge(&mut self, other: &Waits) {
         add(&mut self.buckets, &other.buckets);
         add(&mut self.log2, &other.log2);
         self.sum_ns += other.sum_ns;
@@ -161,7 +161,7 @@ impl Waits {
     /// [`Waits::merge`] for counts read from a file: None, and `self`
     /// unchanged, when a sum would overflow u64 (the total count included,
     /// so [`Waits::count`] stays exact afterwards).
-    pub fn try_merge(&mut self, other: &Waits) -> Option<()> {
+    pub(crate) fn try_merge(&mut self, other: &Waits) -> Option<()> {
         let merged = Waits {
             buckets: checked_add_all(&self.buckets, &other.buckets)?,
             log2: checked_add_all(&self.log2, &other.log2)?,
@@ -191,7 +191,7 @@ impl Waits {
 
     /// runqlat's log2 slots (slot 0 = 0..1, slot k = 2^k..2^(k+1)-1), up to
     /// the highest non-empty one; empty when there were no waits.
-    pub fn log2_slots(&self) -> Vec<u64> {
+    pub(crate) fn log2_slots(&self) -> Vec<u64> {
         let used = self.log2.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
         self.log2[..used].to_vec()
     }
@@ -234,7 +234,7 @@ mod tests {
     use super::*;
 
     /// Waits of `values` microseconds, counted as the kernel counts them.
-    pub fn waits_of_us(values: &[u64]) -> Waits {
+    pub(super) fn waits_of_us(values: &[u64]) -> Waits {
         let mut cpu = CpuStats::ZERO;
         for &v in values {
             cpu.buckets[bucket_index(v * 1000)] += 1;

@@ -17,7 +17,7 @@
 
 /// A BTF blob with `typedefs` (name, id) at their ids and `void *`
 /// everywhere else, then parsed by aya.
-pub fn stand_in(typedefs: &[(String, u32)]) -> Result<aya::Btf, aya::BtfError> {
+pub(crate) fn stand_in(typedefs: &[(String, u32)]) -> Result<aya::Btf, aya::BtfError> {
     aya::Btf::parse(&blob(typedefs), aya::Endianness::default())
 }
 

@@ -18,10 +18,10 @@ use schedlat_common::{
 };
 use thiserror::Error;
 
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 #[derive(Debug, Error)]
-pub enum BtfError {
+pub(crate) enum BtfError {
     #[error(
         "kernel BTF not found at {0}: this kernel was built without CONFIG_DEBUG_INFO_BTF. Use `--hook tp` (classic tracepoints) or point --btf at a BTF file for this kernel"
     )]
@@ -51,7 +51,7 @@ pub enum BtfError {
 }
 
 /// Parses the BTF at `path` (memory-mapped: only what is looked up is read).
-pub fn open(path: &Path) -> Result<Btf, BtfError> {
+pub(crate) fn open(path: &Path) -> Result<Btf, BtfError> {
     if !path.exists() {
         return Err(if path == Path::new(VMLINUX_BTF) {
             BtfError::Missing(path.to_path_buf())
@@ -124,7 +124,7 @@ const STRUCTS: [&str; 17] = [
 /// The structs of one BTF, each looked up once however many offset sets
 /// read it: a lookup by name is a scan over every type (~150,000 on 6.18,
 /// about 0.8 ms), and the offset sets share task_struct, cfs_rq and rq.
-pub struct Layouts<'a> {
+pub(crate) struct Layouts<'a> {
     btf: &'a Btf,
     path: &'a Path,
     /// The ids of STRUCTS and the tracepoint typedefs, from one pass; None
@@ -135,7 +135,7 @@ pub struct Layouts<'a> {
 }
 
 impl<'a> Layouts<'a> {
-    pub fn new(btf: &'a Btf, path: &'a Path) -> Self {
+    pub(crate) fn new(btf: &'a Btf, path: &'a Path) -> Self {
         // sched_waking's too: indexing one more name costs nothing, and
         // `--waking` then needs no second scan.
         let typedefs = names::BTF_PROGRAMS
@@ -186,7 +186,7 @@ impl<'a> Layouts<'a> {
 /// class's fields are resolved where they exist: EEVDF's (6.6+, `fair`
 /// 1), else CFS's (`fair` 2); the TIF masks and `tick_ns` are the
 /// caller's (kernel/decision.rs).
-pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
+pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     let field = |strukt, name| layouts.field(strukt, name);
     let first = |strukt: &'static str, names: &[&str]| {
         layouts
@@ -233,7 +233,7 @@ pub fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     Some(offsets)
 }
 
-pub fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {
+pub(crate) fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {
     let task = layouts.get("task_struct")?;
     let offsets = TaskOffsets {
         pid: task.offset_of(&["pid"])?,
@@ -250,13 +250,13 @@ pub fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {
 }
 
 /// sizeof(struct task_struct), for checking offsets against it.
-pub fn task_struct_size(layouts: &Layouts) -> Result<u64, BtfError> {
+pub(crate) fn task_struct_size(layouts: &Layouts) -> Result<u64, BtfError> {
     layouts.get("task_struct").map(|s| s.size)
 }
 
 /// The run-queue length chain, or None when this kernel lacks a link
 /// (`se.cfs_rq` and `cfs_rq.rq` need CONFIG_FAIR_GROUP_SCHED).
-pub fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
+pub(crate) fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
     let field = |strukt, name| layouts.field(strukt, name);
     Some(RqOffsets {
         resolved: 1,
@@ -269,7 +269,7 @@ pub fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
 /// What the cause split reads besides the run-queue chain: task->flags and
 /// task->cgroups (every kernel with cgroups), then each piece of the
 /// kernel's accounting where its config put it in the BTF.
-pub fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError> {
+pub(crate) fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError> {
     let task = layouts.get("task_struct")?;
     let rq_field = |name| layouts.field("rq", name);
     let field = |strukt, name| layouts.field(strukt, name);
@@ -299,7 +299,7 @@ pub fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError> {
 
 /// Which css of a task's css_set names its cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CssChoice {
+pub(crate) enum CssChoice {
     /// cgroup v2: `dfl_cgrp`.
     Default,
     /// A cgroup v1 hierarchy: `subsys[<controller>_cgrp_id]` of the first of
@@ -309,7 +309,10 @@ pub enum CssChoice {
 
 /// The chain from a task to the kernfs id of its cgroup in the hierarchy
 /// `css` picks.
-pub fn cgroup_offsets(layouts: &Layouts, css: &CssChoice) -> Result<CgroupOffsets, BtfError> {
+pub(crate) fn cgroup_offsets(
+    layouts: &Layouts,
+    css: &CssChoice,
+) -> Result<CgroupOffsets, BtfError> {
     let (btf, path) = (layouts.btf, layouts.path);
     let cset = layouts.get("css_set")?;
     let cgroup = layouts.get("cgroup")?;
@@ -391,7 +394,7 @@ fn subsys_id(btf: &Btf, path: &Path, controllers: &[String]) -> Result<u64, BtfE
 }
 
 /// The chain from a task to the inode number of its active PID namespace.
-pub fn pidns_offsets(layouts: &Layouts) -> Result<PidnsOffsets, BtfError> {
+pub(crate) fn pidns_offsets(layouts: &Layouts) -> Result<PidnsOffsets, BtfError> {
     let pid = layouts.get("pid")?;
     let upid = layouts.get("upid")?;
     let ns = layouts.get("pid_namespace")?.offset_of(&["ns"])?;
@@ -428,7 +431,7 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
 /// The BTF ids of the `btf_trace_<tracepoint>` typedefs that tp_btf
 /// programs attach to, as (typedef name, id): for each name the first
 /// typedef, as aya's own lookup picks (see attach_btf.rs for their use).
-pub fn tracepoint_ids(
+pub(crate) fn tracepoint_ids(
     layouts: &Layouts,
     tracepoints: &[&str],
 ) -> Result<Vec<(String, u32)>, BtfError> {

@@ -13,7 +13,11 @@ use crate::kernel::btf::{self, BtfError, VMLINUX_BTF};
 /// Checks offsets against facts that hold in every kernel schedlat runs on:
 /// `pid` and `tgid` are adjacent pid_t fields well inside the struct, and
 /// `comm`'s 16 bytes fit in it without overlapping them.
-pub fn check_plausible(offsets: &TaskOffsets, size: u64, path: &Path) -> Result<(), BtfError> {
+pub(crate) fn check_plausible(
+    offsets: &TaskOffsets,
+    size: u64,
+    path: &Path,
+) -> Result<(), BtfError> {
     let bad = |what: String| BtfError::Layout {
         path: path.to_path_buf(),
         what: format!("implausible task_struct layout: {what}; is this the BTF of a Linux kernel?"),
@@ -53,7 +57,7 @@ pub fn check_plausible(offsets: &TaskOffsets, size: u64, path: &Path) -> Result<
 
 /// With `--btf` on a kernel that has its own BTF: the file must describe
 /// the running kernel's task_struct, or it is for another kernel.
-pub fn check_against_running(offsets: &TaskOffsets, path: &Path) -> Result<(), BtfError> {
+pub(crate) fn check_against_running(offsets: &TaskOffsets, path: &Path) -> Result<(), BtfError> {
     let running = Path::new(VMLINUX_BTF);
     if path == running || !running.exists() {
         return Ok(());

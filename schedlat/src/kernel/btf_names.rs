@@ -12,7 +12,7 @@ use std::{collections::HashMap, fs::File, os::fd::AsRawFd, path::Path};
 /// For each of `names`, the ids of the types so named, ascending (as btf-rs
 /// returns them); None when the file cannot be mapped or is not a BTF this
 /// walk understands.
-pub fn ids_of(path: &Path, names: &[&str]) -> Option<HashMap<String, Vec<u32>>> {
+pub(super) fn ids_of(path: &Path, names: &[&str]) -> Option<HashMap<String, Vec<u32>>> {
     let file = File::open(path).ok()?;
     let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
     if len == 0 {

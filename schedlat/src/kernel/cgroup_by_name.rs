@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// The shortest container ID prefix taken (`docker ps` shows 12).
-pub const MIN_PREFIX: usize = 4;
+pub(crate) const MIN_PREFIX: usize = 4;
 
 /// What a `-c` argument names when it is not a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Wanted {
 
 /// The cgroup `-c ARG` names when ARG is a container ID or prefix, a pod
 /// UID or a unit; None when ARG is none of these (then it was a path).
-pub fn find(mounts: &Mounts, arg: &str) -> Option<Result<CgroupTarget, String>> {
+pub(crate) fn find(mounts: &Mounts, arg: &str) -> Option<Result<CgroupTarget, String>> {
     let wanted = Wanted::of(arg)?;
     let v2 = mounts.v2.iter().map(|m| (m.clone(), CssChoice::Default));
     let v1 = mounts

@@ -15,7 +15,7 @@ use crate::{kernel::btf::CssChoice, sys::mounts::Mounts};
 /// The hierarchy `--cgroups` breaks down by when `-c` does not choose:
 /// the one the cpu controller is in (v1 where it is mounted there, as
 /// on hybrid systems; else v2), since that is where CPU policy lives.
-pub fn default_hierarchy(mounts: &Mounts) -> Option<Hierarchy> {
+pub(crate) fn default_hierarchy(mounts: &Mounts) -> Option<Hierarchy> {
     if let Some(mount) = &mounts.v1_cpu {
         let controllers = mounts
             .v1
@@ -36,7 +36,7 @@ pub fn default_hierarchy(mounts: &Mounts) -> Option<Hierarchy> {
 
 /// The cgroup a user names: an absolute directory under a cgroup mount,
 /// or a path relative to the cgroup v2 mount, then to the v1 cpu mount.
-pub fn resolve(mounts: &Mounts, path: &Path) -> Result<CgroupTarget, String> {
+pub(crate) fn resolve(mounts: &Mounts, path: &Path) -> Result<CgroupTarget, String> {
     let v2 = mounts.v2.iter().map(|m| (m, CssChoice::Default));
     let v1 = mounts
         .v1
@@ -94,14 +94,14 @@ pub fn resolve(mounts: &Mounts, path: &Path) -> Result<CgroupTarget, String> {
 
 /// One cgroup hierarchy: its mount and the css that names a task's cgroup in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hierarchy {
+pub(crate) struct Hierarchy {
     pub mount: PathBuf,
     pub css: CssChoice,
 }
 
 impl Hierarchy {
     /// "cgroup v2" or "cgroup v1 cpu", for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.css {
             CssChoice::Default => format!("cgroup v2 at {}", self.mount.display()),
             CssChoice::Controllers(c) => {
@@ -114,7 +114,7 @@ impl Hierarchy {
     /// it), which groups a per-cgroup breakdown in this hierarchy leaves
     /// out and how to follow them: the hierarchy is -c's, so naming the v2
     /// mount picks v2 (every task is under its root).
-    pub fn other_groups(&self, mounts: &Mounts) -> Option<String> {
+    pub(crate) fn other_groups(&self, mounts: &Mounts) -> Option<String> {
         let (CssChoice::Controllers(_), Some(v2)) = (&self.css, &mounts.v2) else {
             return None;
         };
@@ -129,7 +129,7 @@ impl Hierarchy {
     /// kernel keeps it (`cgroup_root.hierarchy_id`): 0 for cgroup v2, else
     /// that of the line listing the first controller. None when this
     /// process's /proc/self/cgroup does not list it.
-    pub fn number(&self) -> Option<u64> {
+    pub(crate) fn number(&self) -> Option<u64> {
         let CssChoice::Controllers(controllers) = &self.css else {
             return Some(0);
         };
@@ -145,7 +145,7 @@ impl Hierarchy {
     /// Every cgroup's path relative to the mount (`/` for the root), by id.
     /// Ids are directory inode numbers, which kernfs keeps equal to the
     /// kernel's `kn->id` on 64-bit kernels.
-    pub fn paths_by_id(&self) -> HashMap<u64, String> {
+    pub(crate) fn paths_by_id(&self) -> HashMap<u64, String> {
         let mut paths = HashMap::new();
         let mut stack = vec![self.mount.clone()];
         while let Some(dir) = stack.pop() {
@@ -169,7 +169,7 @@ impl Hierarchy {
 
 /// A cgroup named by `-c`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupTarget {
+pub(crate) struct CgroupTarget {
     pub hierarchy: Hierarchy,
     pub dir: PathBuf,
     pub id: u64,

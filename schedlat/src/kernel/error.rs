@@ -10,11 +10,11 @@ use crate::kernel::{btf::BtfError, hook::HookMode, privileges, tracefs::TracefsE
 
 /// The last line of the errors the environment causes: where to see, for
 /// every mode at once, what this host and process lack.
-pub const SEE_CHECK: &str =
+pub(crate) const SEE_CHECK: &str =
     "\n  (`schedlat check` tries every mode on this host and names the fix for each)";
 
 #[derive(Debug, Error)]
-pub enum LoadError {
+pub(crate) enum LoadError {
     #[error(
         "this schedlat was built without its eBPF object (AYA_BUILD_SKIP was set): rebuild with `cargo xtask build`"
     )]
@@ -65,7 +65,7 @@ pub enum LoadError {
 
 impl LoadError {
     /// Whether the command line is at fault (exit status 2).
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         matches!(self, LoadError::MapMemory(_))
     }
 }
@@ -77,12 +77,12 @@ impl LoadError {
 /// work from `ulimit -n` 40 (41 with `--hook tp`, 42 with `--cgroups` or
 /// `--waking`, 43 for `serve --cgroups` and `record --ring`), and a test
 /// runs every mode at this limit. `serve` adds one per client connection.
-pub const DESCRIPTORS: u64 = 48;
+pub(crate) const DESCRIPTORS: u64 = 48;
 
 /// An error and its causes, `a: b: c`. aya keeps the errno in a source
 /// ("failed to create map `START`" alone says nothing of why); a cause
 /// whose text its parent already shows is not repeated.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut next = e.source();
     while let Some(cause) = next {
@@ -115,7 +115,7 @@ impl LoadError {
     /// `what` failed with `e`: a [`LoadError::Limit`] with its fix when the
     /// kernel refused for a resource limit; None otherwise. `sizes` names
     /// what the size options cost (map_memory), for a refused allocation.
-    pub fn limit(
+    pub(crate) fn limit(
         what: &str,
         e: &(dyn std::error::Error + 'static),
         sizes: &[String],

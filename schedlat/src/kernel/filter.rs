@@ -18,7 +18,7 @@ use crate::{
 /// The filters as asked for (`-p`, `-t`, `-c`, `--comm`, `--cpu`), before
 /// they are checked.
 #[derive(Debug, Clone, Default)]
-pub struct FilterSpec {
+pub(crate) struct FilterSpec {
     pub pid: Option<u32>,
     pub tid: Option<u32>,
     pub cgroup: Option<PathBuf>,
@@ -27,7 +27,7 @@ pub struct FilterSpec {
 }
 
 #[derive(Debug, Error)]
-pub enum FilterError {
+pub(crate) enum FilterError {
     #[error("no process with PID {0} (check `ps -p {0}`)")]
     NoSuchProcess(u32),
     #[error(
@@ -46,7 +46,7 @@ pub enum FilterError {
 
 /// What the kernel side measures: waits of tasks that pass every filter set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// Only this process (tgid).
     pub tgid: Option<u32>,
     /// Only this thread.
@@ -65,7 +65,7 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn resolve(args: &FilterSpec) -> Result<Filter, FilterError> {
+    pub(crate) fn resolve(args: &FilterSpec) -> Result<Filter, FilterError> {
         if let Some(pid) = args.pid {
             match tgid_of(pid) {
                 None => return Err(FilterError::NoSuchProcess(pid)),
@@ -99,7 +99,7 @@ impl Filter {
 
     /// Filters that read the waiting task's task_struct: they need tp_btf
     /// (classic tracepoints only carry TIDs). `--cpu` works in both modes.
-    pub fn needs_btf(&self) -> Option<&'static str> {
+    pub(crate) fn needs_btf(&self) -> Option<&'static str> {
         [
             (self.tgid.is_some(), "-p"),
             (self.tid.is_some(), "-t"),
@@ -114,7 +114,7 @@ impl Filter {
     /// the text of /sys/devices/system/cpu/online): no task runs on them
     /// until they are brought online, so their waits stay 0, which without
     /// a word reads as an idle CPU.
-    pub fn offline_note(&self, online: &str) -> Option<String> {
+    pub(crate) fn offline_note(&self, online: &str) -> Option<String> {
         let online = crate::sys::procfs::parse_cpu_list(online).ok()?;
         let offline: Vec<usize> = self
             .cpus
@@ -141,12 +141,12 @@ impl Filter {
 
     /// Whether a target that can go away (a process, thread or cgroup) is
     /// watched.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.tgid.is_some() || self.tid.is_some() || self.cgroup.is_some()
     }
 
     /// None while every target exists; else what went away.
-    pub fn gone(&self) -> Option<String> {
+    pub(crate) fn gone(&self) -> Option<String> {
         if let Some(pid) = self.tgid
             && !is_same_task(pid, self.tgid_start)
         {
@@ -166,12 +166,12 @@ impl Filter {
     }
 
     /// False once a target has gone away.
-    pub fn target_alive(&self) -> bool {
+    pub(crate) fn target_alive(&self) -> bool {
         self.gone().is_none()
     }
 
     /// For messages: "waits of process 1234 (comm) that end on CPUs 0-1".
-    pub fn describe(&self) -> Option<String> {
+    pub(crate) fn describe(&self) -> Option<String> {
         let comm_of = |path: String| {
             fs::read_to_string(path)
                 .unwrap_or_default()
@@ -215,7 +215,7 @@ impl Filter {
 
     /// The `--cpu` mask as the kernel side reads it: bit `cpu % 64` of word
     /// `cpu / 64`.
-    pub fn cpu_mask(&self) -> Option<[u64; schedlat_common::scope::CPU_MASK_WORDS]> {
+    pub(crate) fn cpu_mask(&self) -> Option<[u64; schedlat_common::scope::CPU_MASK_WORDS]> {
         let cpus = self.cpus.as_ref()?;
         let mut mask = [0u64; schedlat_common::scope::CPU_MASK_WORDS];
         for &cpu in cpus {
@@ -239,7 +239,7 @@ fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
     }
 }
 
-pub fn is_alive(id: u32) -> bool {
+pub(crate) fn is_alive(id: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
         return false;
     };
@@ -292,13 +292,13 @@ fn kernel_comm(name: &str) -> Result<[u8; 16], FilterError> {
     Ok(comm)
 }
 
-pub fn comm_str(comm: &[u8; 16]) -> String {
+pub(crate) fn comm_str(comm: &[u8; 16]) -> String {
     let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
 /// clap value parser for `--comm`: a bad name is a bad command line (exit 2).
-pub fn comm_arg(name: &str) -> Result<String, String> {
+pub(crate) fn comm_arg(name: &str) -> Result<String, String> {
     kernel_comm(name)
         .map(|_| name.to_string())
         .map_err(|e| e.to_string())
@@ -306,7 +306,7 @@ pub fn comm_arg(name: &str) -> Result<String, String> {
 
 /// clap value parser for `--cpu`: the list must parse and name CPUs this
 /// machine has, or the command line is bad (exit 2).
-pub fn cpu_list_arg(list: &str) -> Result<String, String> {
+pub(crate) fn cpu_list_arg(list: &str) -> Result<String, String> {
     cpu_list(list)
         .map(|_| list.to_string())
         .map_err(|e| e.to_string())
@@ -356,7 +356,7 @@ fn cpu_list(list: &str) -> Result<Vec<usize>, FilterError> {
 }
 
 /// `[0, 1, 2, 5]` as `0-2,5`.
-pub fn cpu_list_str(cpus: &[usize]) -> String {
+pub(crate) fn cpu_list_str(cpus: &[usize]) -> String {
     let mut sorted = cpus.to_vec();
     sorted.sort_unstable();
     sorted.dedup();

@@ -5,7 +5,7 @@ use std::fmt;
 
 /// What the user asked for with `--hook`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HookChoice {
+pub(crate) enum HookChoice {
     /// tp_btf when the kernel has BTF and supports it, classic tracepoints otherwise.
     Auto,
     /// BTF-typed tracepoints (tp_btf): cheapest; needs kernel BTF (5.5+).
@@ -16,7 +16,7 @@ pub enum HookChoice {
 
 /// The hook mode in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum HookMode {
+pub(crate) enum HookMode {
     #[serde(rename = "tp_btf")]
     Btf,
     #[serde(rename = "tracepoint")]

@@ -14,10 +14,10 @@ use crate::kernel::modes::Modes;
 
 /// Beyond this, a size option is refused without `--force-memory`: 256 MiB
 /// is 45 times the default key map and more than a busy machine's tasks need.
-pub const LIMIT_BYTES: u64 = 256 << 20;
+pub(crate) const LIMIT_BYTES: u64 = 256 << 20;
 
 /// Costs at or above this are printed; the defaults (a few MiB) are not.
-pub const NOTE_BYTES: u64 = 16 << 20;
+pub(crate) const NOTE_BYTES: u64 = 16 << 20;
 
 /// Per element of a preallocated BPF hash map, besides key and value: the
 /// kernel's `struct htab_elem` header (hash chain node, hash), and a
@@ -32,14 +32,14 @@ fn round8(n: usize) -> u64 {
 
 /// The kernel memory one size option makes the maps take.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cost {
+pub(crate) struct Cost {
     pub option: &'static str,
     pub value: u32,
     pub bytes: u64,
 }
 
 impl Cost {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} {} takes about {} of kernel memory for its maps",
             self.option,
@@ -51,7 +51,7 @@ impl Cost {
 
 /// The costs of the size options `modes` uses; `cpus` adds the idle rows
 /// of the culprit table.
-pub fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
+pub(crate) fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
     let mut out = Vec::new();
     if let Some(k) = modes.keyed {
         let n = u64::from(k.max_keys);
@@ -87,7 +87,7 @@ pub fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
 }
 
 /// The notes to print, or why the options are refused.
-pub fn check(modes: &Modes, cpus: u32, force: bool) -> Result<Vec<String>, String> {
+pub(crate) fn check(modes: &Modes, cpus: u32, force: bool) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     for cost in costs(modes, cpus) {
         if cost.bytes > LIMIT_BYTES && !force {
@@ -106,7 +106,7 @@ pub fn check(modes: &Modes, cpus: u32, force: bool) -> Result<Vec<String>, Strin
 }
 
 /// 1.4 GiB, 458 MiB, 5.6 MiB.
-pub fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["bytes", "KiB", "MiB", "GiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

@@ -21,14 +21,14 @@ const NAMES_RING_BYTES: u32 = 256 << 10;
 const SLOW_RING_BYTES: u32 = 1 << 20;
 
 /// Tasks each victims table holds per interval, unless `--max-tasks` says.
-pub const DEFAULT_MAX_TASKS: u32 = 10_240;
+pub(crate) const DEFAULT_MAX_TASKS: u32 = 10_240;
 
 /// Keys the breakdown histograms hold, unless `--max-keys` says: 4096
 /// keys, 6.6 MiB (a `KeyStats` is 1,696 bytes).
-pub const DEFAULT_MAX_KEYS: u32 = 4096;
+pub(crate) const DEFAULT_MAX_KEYS: u32 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Modes {
+pub(crate) struct Modes {
     pub histogram: bool,
     /// Keep the victims and culprits tables, with room for this many tasks
     /// each per interval.
@@ -47,13 +47,13 @@ pub struct Modes {
 
 /// The breakdown histograms: what they are keyed by, and how many keys fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Keyed {
+pub(crate) struct Keyed {
     pub by: Breakdown,
     pub max_keys: u32,
 }
 
 impl Modes {
-    pub const HISTOGRAM: Modes = Modes {
+    pub(crate) const HISTOGRAM: Modes = Modes {
         histogram: true,
         victims: None,
         slow_ns: None,
@@ -63,14 +63,14 @@ impl Modes {
     };
 
     /// Histogram mode, plus one histogram per key when `keyed`.
-    pub fn histogram(keyed: Option<Keyed>) -> Modes {
+    pub(crate) fn histogram(keyed: Option<Keyed>) -> Modes {
         Modes {
             keyed,
             ..Modes::HISTOGRAM
         }
     }
 
-    pub fn victims(max_tasks: u32) -> Modes {
+    pub(crate) fn victims(max_tasks: u32) -> Modes {
         Modes {
             histogram: false,
             victims: Some(max_tasks),
@@ -83,7 +83,7 @@ impl Modes {
 
     /// The histogram and the victims tables from one load (`schedlat
     /// top`): the victims mode's sched_switch program, with HISTOGRAM on.
-    pub fn histogram_and_victims(max_tasks: u32) -> Modes {
+    pub(crate) fn histogram_and_victims(max_tasks: u32) -> Modes {
         Modes {
             histogram: true,
             causes: true,
@@ -91,7 +91,7 @@ impl Modes {
         }
     }
 
-    pub fn slow(threshold_ns: u64) -> Modes {
+    pub(crate) fn slow(threshold_ns: u64) -> Modes {
         Modes {
             histogram: false,
             victims: None,
@@ -106,7 +106,7 @@ impl Modes {
     /// The mode's name when it needs the tp_btf hook: its data (comm,
     /// process, policy of the task that waited) is read from task_struct
     /// pointers, which classic tracepoints do not pass.
-    pub fn needs_btf(&self) -> Option<&'static str> {
+    pub(crate) fn needs_btf(&self) -> Option<&'static str> {
         if self.victims.is_some() {
             Some("`schedlat victims`")
         } else if self.slow_ns.is_some() {
@@ -123,7 +123,7 @@ impl Modes {
     /// The tp_btf programs to load and attach, (program, tracepoint): the
     /// victims mode has a sched_switch program of its own (its atomic
     /// instruction needs 5.12+, so the other modes never load it).
-    pub fn btf_programs(&self) -> [(&'static str, &'static str); 4] {
+    pub(crate) fn btf_programs(&self) -> [(&'static str, &'static str); 4] {
         let mut programs = names::BTF_PROGRAMS;
         if self.victims.is_some() {
             for (program, tracepoint) in &mut programs {
@@ -137,12 +137,12 @@ impl Modes {
 
     /// Whether the run-queue chain is wanted: the slow events' run-queue
     /// length, the split's queue depth (a few more BTF lookups at load).
-    pub fn wants_rq_len(&self) -> bool {
+    pub(crate) fn wants_rq_len(&self) -> bool {
         self.slow_ns.is_some() || self.causes
     }
 
     /// With the neighbour-pair table of `max_pairs` pairs.
-    pub fn with_pairs(self, max_pairs: u32) -> Modes {
+    pub(crate) fn with_pairs(self, max_pairs: u32) -> Modes {
         Modes {
             pairs: Some(max_pairs),
             ..self
@@ -152,12 +152,12 @@ impl Modes {
     /// Whether new cgroups are named as they are made (the cgroup_mkdir
     /// program): cgroup keys and pairs name cgroups that may be gone by
     /// the time they are shown.
-    pub fn names_cgroups(&self) -> bool {
+    pub(crate) fn names_cgroups(&self) -> bool {
         self.pairs.is_some() || self.keyed.is_some_and(|k| k.by == Breakdown::Cgroup)
     }
 
     /// Without the cause split (`--no-causes`).
-    pub fn without_causes(self) -> Modes {
+    pub(crate) fn without_causes(self) -> Modes {
         Modes {
             causes: false,
             ..self
@@ -166,7 +166,7 @@ impl Modes {
 
     /// Sizes the maps, and returns what the programs compute, with
     /// `unit_ns` nanoseconds per histogram unit.
-    pub fn configure(
+    pub(crate) fn configure(
         &self,
         loader: &mut EbpfLoader<'_>,
         unit_ns: u64,

@@ -62,7 +62,7 @@ const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// them, so the missing ones can be named instead of a bare EPERM from
 /// exec. Returns the effective set afterwards. Nothing to do (and no
 /// syscall that changes anything) when they are effective already.
-pub fn raise_permitted() -> Option<u64> {
+pub(crate) fn raise_permitted() -> Option<u64> {
     let mut header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
@@ -114,7 +114,7 @@ fn missing(caps: u64) -> Vec<&'static str> {
 
 /// True when the effective capabilities allow loading and attaching tracing
 /// programs, once the permitted ones are raised ([`raise_permitted`]).
-pub fn can_trace() -> bool {
+pub(crate) fn can_trace() -> bool {
     raise_permitted();
     // No /proc: let the kernel decide and report its own error.
     effective_caps().is_none_or(|caps| missing(caps).is_empty())
@@ -143,9 +143,9 @@ fn no_new_privs_note() -> &'static str {
 
 /// The sentence for a process that may not trace, naming what it lacks
 /// (read when displayed, so it describes this process).
-pub struct NeedPrivileges;
+pub(crate) struct NeedPrivileges;
 
-pub static NEED_PRIVILEGES: NeedPrivileges = NeedPrivileges;
+pub(crate) static NEED_PRIVILEGES: NeedPrivileges = NeedPrivileges;
 
 impl fmt::Display for NeedPrivileges {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

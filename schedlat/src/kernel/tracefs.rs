@@ -10,10 +10,11 @@ use std::{
 use thiserror::Error;
 
 /// Where tracefs is normally mounted, newest location first.
-pub const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+pub(crate) const TRACEFS_CANDIDATES: [&str; 2] =
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 #[derive(Debug, Error)]
-pub enum TracefsError {
+pub(crate) enum TracefsError {
     #[error(
         "tracefs is not mounted (looked in {}): mount it with `mount -t tracefs nodev /sys/kernel/tracing`, or pass --tracefs PATH",
         TRACEFS_CANDIDATES.join(", ")
@@ -42,7 +43,7 @@ pub enum TracefsError {
 
 /// Finds the tracefs mount: the explicit path if given, else the first
 /// candidate that has an `events` directory.
-pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, TracefsError> {
+pub(crate) fn locate(explicit: Option<&Path>) -> Result<PathBuf, TracefsError> {
     if let Some(path) = explicit {
         return Ok(path.to_path_buf());
     }
@@ -68,7 +69,7 @@ fn locate_among(candidates: &[&Path]) -> Result<PathBuf, TracefsError> {
 
 /// One `field:` line of a format file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     pub name: String,
     pub offset: u64,
     pub size: u64,
@@ -76,14 +77,18 @@ pub struct Field {
 
 /// A parsed `events/<category>/<event>/format` file.
 #[derive(Debug, Clone)]
-pub struct Format {
+pub(crate) struct Format {
     pub path: PathBuf,
     pub fields: Vec<Field>,
     pub print_fmt: String,
 }
 
 impl Format {
-    pub fn read(tracefs: &Path, category: &str, event: &str) -> Result<Format, TracefsError> {
+    pub(crate) fn read(
+        tracefs: &Path,
+        category: &str,
+        event: &str,
+    ) -> Result<Format, TracefsError> {
         let path = tracefs
             .join("events")
             .join(category)
@@ -102,7 +107,7 @@ impl Format {
         Ok(Format::parse(path, &text))
     }
 
-    pub fn parse(path: PathBuf, text: &str) -> Format {
+    pub(crate) fn parse(path: PathBuf, text: &str) -> Format {
         let fields = text.lines().filter_map(parse_field).collect();
         let print_fmt = text
             .lines()
@@ -116,7 +121,7 @@ impl Format {
         }
     }
 
-    pub fn field(&self, name: &str) -> Result<&Field, TracefsError> {
+    pub(crate) fn field(&self, name: &str) -> Result<&Field, TracefsError> {
         self.fields
             .iter()
             .find(|f| f.name == name)
@@ -127,13 +132,13 @@ impl Format {
     }
 
     #[cfg(test)]
-    pub fn offset(&self, name: &str) -> Result<u64, TracefsError> {
+    pub(crate) fn offset(&self, name: &str) -> Result<u64, TracefsError> {
         self.field(name).map(|f| f.offset)
     }
 
     /// The offset of a field the programs read, checked to have one of the
     /// `sizes` the kernel gives it.
-    pub fn offset_sized(&self, name: &str, sizes: &[u64]) -> Result<u64, TracefsError> {
+    pub(crate) fn offset_sized(&self, name: &str, sizes: &[u64]) -> Result<u64, TracefsError> {
         let field = self.field(name)?;
         if !sizes.contains(&field.size) {
             return Err(self.layout(format!(
@@ -162,7 +167,7 @@ impl Format {
     /// fields and measure nothing. The kernel lists the fields in offset
     /// order from 0, without overlap, with no
     /// gap beyond alignment padding, and each name once.
-    pub fn validate(&self) -> Result<(), TracefsError> {
+    pub(crate) fn validate(&self) -> Result<(), TracefsError> {
         if self.fields.is_empty() {
             return Err(self.layout("no fields".into()));
         }
@@ -235,7 +240,7 @@ fn parse_field(line: &str) -> Option<Field> {
 /// value differs between kernel versions, so it is read from the print format,
 /// `REC->prev_state & <expr> ? "+" : ""`, where `<expr>` is a literal or
 /// `(((a | b | ...) + 1) << 1)`. Returns the mask of the real state bits.
-pub fn runnable_state_mask(switch_format: &Format) -> Option<u64> {
+pub(crate) fn runnable_state_mask(switch_format: &Format) -> Option<u64> {
     let fmt = &switch_format.print_fmt;
     let end = fmt.find("? \"+\"")?;
     let start = fmt[..end].rfind("REC->prev_state &")? + "REC->prev_state &".len();

@@ -13,14 +13,14 @@ use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 
 /// A file, by its path under the source directory (`kernel/btf.rs`).
-pub type File = String;
+pub(super) type File = String;
 
 /// A module path (`["kernel", "loader"]`; the crate root is empty).
-pub type ModPath = Vec<String>;
+pub(super) type ModPath = Vec<String>;
 
 /// Every file's imports of other files.
 #[derive(Debug, Default)]
-pub struct Graph {
+pub(super) struct Graph {
     /// Each file's module path.
     pub modules: BTreeMap<File, ModPath>,
     pub edges: BTreeMap<File, BTreeSet<File>>,
@@ -29,7 +29,7 @@ pub struct Graph {
 /// The module path of a source file: `kernel/loader/plan.rs` is
 /// `kernel::loader::plan`; `mod.rs`, `lib.rs` and `main.rs` name their
 /// folder.
-pub fn module_of(file: &str) -> ModPath {
+pub(super) fn module_of(file: &str) -> ModPath {
     let mut segments: ModPath = file
         .trim_end_matches(".rs")
         .split('/')
@@ -54,7 +54,7 @@ struct Scope {
 
 /// Builds the graph of `sources` (file, text); an error names a file that
 /// does not parse.
-pub fn build(sources: &[(File, String)]) -> Result<Graph, String> {
+pub(super) fn build(sources: &[(File, String)]) -> Result<Graph, String> {
     let mut parsed = Vec::new();
     for (file, text) in sources {
         let ast = syn::parse_file(text).map_err(|e| format!("{file}: {e}"))?;
@@ -324,7 +324,7 @@ impl<'ast> Visit<'ast> for Refs<'_> {
 
 /// The files in cycles: each strongly connected component of more than one
 /// file (Tarjan's algorithm), its files sorted.
-pub fn cycles(edges: &BTreeMap<File, BTreeSet<File>>) -> Vec<Vec<File>> {
+pub(super) fn cycles(edges: &BTreeMap<File, BTreeSet<File>>) -> Vec<Vec<File>> {
     struct Tarjan<'a> {
         edges: &'a BTreeMap<File, BTreeSet<File>>,
         index: BTreeMap<&'a str, usize>,

@@ -16,7 +16,7 @@ use crate::{
 
 /// runqlat's per-key layout: a label line, then the table; schedlat adds
 /// each key's count and mean, percentiles and verdict; then a footer.
-pub fn text(report: &KeyedReport, unit: Unit) -> String {
+pub(crate) fn text(report: &KeyedReport, unit: Unit) -> String {
     let mut out = String::new();
     for row in &report.rows {
         // A task's or cgroup's name: its control bytes escaped, as ps does.
@@ -47,7 +47,7 @@ pub fn text(report: &KeyedReport, unit: Unit) -> String {
 }
 
 /// The `breakdown` member of a JSON interval (docs/json.md).
-pub fn json(report: &KeyedReport) -> serde_json::Value {
+pub(crate) fn json(report: &KeyedReport) -> serde_json::Value {
     let keys: Vec<serde_json::Value> = report
         .rows
         .iter()
@@ -79,7 +79,7 @@ pub fn json(report: &KeyedReport) -> serde_json::Value {
 
 /// A cgroup key as a workload (docs/json.md `breakdown`): what its owner
 /// calls it, and every label and name known, null where unknown.
-pub fn workload_json(w: &Workload) -> serde_json::Value {
+pub(crate) fn workload_json(w: &Workload) -> serde_json::Value {
     let (is, name) = w.owner_name();
     let (labels, names) = (&w.labels, w.names.as_ref());
     let named = |f: fn(&ContainerNames) -> &Option<String>| names.and_then(|n| f(n).clone());
@@ -100,7 +100,7 @@ pub fn workload_json(w: &Workload) -> serde_json::Value {
 }
 
 /// What the keys of a breakdown are, as the footer and the JSON say it.
-pub fn key_noun(by: Breakdown) -> &'static str {
+pub(crate) fn key_noun(by: Breakdown) -> &'static str {
     match by {
         Breakdown::Process => "pids",
         Breakdown::Thread => "tids",

@@ -15,7 +15,7 @@ use crate::{
 };
 
 /// The line, or why there is none.
-pub fn line(waits: &Waits) -> String {
+pub(crate) fn line(waits: &Waits) -> String {
     let Some(counts) = &waits.causes else {
         return "causes: not measured by this load".into();
     };
@@ -77,7 +77,7 @@ pub fn line(waits: &Waits) -> String {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use schedlat_common::{
         bucket_index,
         causes::{Cause, CauseStats, OVERLAP_IRQ},
@@ -89,7 +89,7 @@ pub mod tests {
     /// 90 woken waits of 10 us, 10 preempted of 1 ms, 10 of them migrated;
     /// IRQ time measured (1% of the measured time), steal not; the holders
     /// other cgroup (the preemptions) and idle.
-    pub fn counts() -> CauseCounts {
+    pub(crate) fn counts() -> CauseCounts {
         let mut cpu = CauseStats::ZERO;
         for (class, n, ns) in [
             (Cause::Woken, 90u64, 10_000u64),

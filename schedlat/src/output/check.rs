@@ -11,7 +11,7 @@ use crate::kernel::preflight::{
 };
 
 /// The report: every fact, every mode tried, and the modes required.
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     pub facts: &'a [Check],
     pub trials: &'a [Trial],
     pub required: &'a [Mode],
@@ -19,7 +19,7 @@ pub struct Report<'a> {
 
 impl Report<'_> {
     /// The required modes that do not run.
-    pub fn failing(&self) -> Vec<Mode> {
+    pub(crate) fn failing(&self) -> Vec<Mode> {
         self.required
             .iter()
             .copied()
@@ -27,7 +27,7 @@ impl Report<'_> {
             .collect()
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut out = String::new();
         for c in self.facts {
             let mark = match c.status {
@@ -74,7 +74,7 @@ impl Report<'_> {
         out
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "schema": "schedlat.check.v1",
             "ready": self.failing().is_empty(),

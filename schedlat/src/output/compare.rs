@@ -20,7 +20,12 @@ use crate::{
 
 /// The report as one JSON object (`schedlat.compare.v1`); `mismatch`: how
 /// the recordings' scopes differ.
-pub fn json(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[String]) -> String {
+pub(crate) fn json(
+    before: &Recording,
+    after: &Recording,
+    c: &Comparison,
+    mismatch: &[String],
+) -> String {
     let side = |w: &Waits, s: &Shape| {
         json!({"count": w.count(), "mean_ns": w.mean_ns(), "percentiles": Percentiles::of(w),
                "shape": {"verdict": s.verdict.as_str(), "summary": s.summary}})
@@ -37,7 +42,12 @@ pub fn json(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[S
 
 /// The report for people: the differences of scope first, then the tables,
 /// the percentiles and the tests.
-pub fn text(before: &Recording, after: &Recording, c: &Comparison, mismatch: &[String]) -> String {
+pub(crate) fn text(
+    before: &Recording,
+    after: &Recording,
+    c: &Comparison,
+    mismatch: &[String],
+) -> String {
     let mut out = String::new();
     // The scopes come from the files: a cgroup path or a --comm in them
     // reaches the terminal only escaped.

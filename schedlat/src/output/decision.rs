@@ -18,7 +18,7 @@ use crate::{
 const SLOW_NS: u64 = 1_000_000;
 
 /// The name of a decision class in text and JSON.
-pub fn decision_name(d: Decision) -> &'static str {
+pub(crate) fn decision_name(d: Decision) -> &'static str {
     match d {
         Decision::Requested => "requested",
         Decision::SliceEnded => "slice_ended",
@@ -37,7 +37,7 @@ pub fn decision_name(d: Decision) -> &'static str {
     }
 }
 
-pub fn pass_name(p: Pass) -> &'static str {
+pub(crate) fn pass_name(p: Pass) -> &'static str {
     match p {
         Pass::Zero => "0",
         Pass::One => "1",
@@ -48,7 +48,7 @@ pub fn pass_name(p: Pass) -> &'static str {
     }
 }
 
-pub fn holder_name(h: Holder) -> &'static str {
+pub(crate) fn holder_name(h: Holder) -> &'static str {
     match h {
         Holder::Blocked => "blocked",
         Holder::Preempted => "preempted",
@@ -57,7 +57,7 @@ pub fn holder_name(h: Holder) -> &'static str {
     }
 }
 
-pub fn outcome_name(o: Outcome) -> &'static str {
+pub(crate) fn outcome_name(o: Outcome) -> &'static str {
     match o {
         Outcome::Granted => "granted",
         Outcome::Declined => "declined",
@@ -92,7 +92,7 @@ fn pct(part: u64, whole: u64) -> String {
 
 /// The text block: five lines, the first starting `decision: `, the others
 /// indented under it; empty when the split is off or saw no wait.
-pub fn text(waits: &Waits) -> String {
+pub(crate) fn text(waits: &Waits) -> String {
     let Some(d) = &waits.decision else {
         return String::new();
     };
@@ -224,7 +224,7 @@ fn list_or_none(items: &[String]) -> String {
 
 /// The `decision` object of a JSON interval (docs/json.md); None when the
 /// split is off.
-pub fn json(waits: &Waits) -> Option<Value> {
+pub(crate) fn json(waits: &Waits) -> Option<Value> {
     let d = waits.decision.as_ref()?;
     let counted = |count: u64, sum_ns: u64| json!({ "count": count, "sum_ns": sum_ns });
     let decisions: serde_json::Map<String, Value> = DECISIONS

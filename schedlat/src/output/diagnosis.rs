@@ -27,7 +27,7 @@ use crate::{
 const TOP: usize = 5;
 
 /// Everything the report shows.
-pub struct DiagnoseReport<'a> {
+pub(crate) struct DiagnoseReport<'a> {
     pub scope: &'a Scope,
     pub findings: &'a Findings,
     pub verdict: &'a Verdict,
@@ -36,7 +36,7 @@ pub struct DiagnoseReport<'a> {
     pub why_not_traced: Option<&'a str>,
 }
 
-pub fn text(d: &DiagnoseReport) -> String {
+pub(crate) fn text(d: &DiagnoseReport) -> String {
     let (f, traced, why_not_traced) = (d.findings, d.traced, d.why_not_traced);
     let Verdict {
         waiting,
@@ -228,7 +228,7 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
     })
 }
 
-pub fn json(d: &DiagnoseReport) -> String {
+pub(crate) fn json(d: &DiagnoseReport) -> String {
     let (f, traced) = (d.findings, d.traced);
     let ebpf = traced.map(|t| {
         json!({

@@ -22,7 +22,7 @@ use crate::{
     sys::slice::Slice,
 };
 
-pub const SCHEMA: &str = "schedlat.dump.v1";
+pub(crate) const SCHEMA: &str = "schedlat.dump.v1";
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -48,7 +48,7 @@ struct Header {
 
 /// The dump as JSON Lines, in memory.
 #[cfg(test)]
-pub fn render(w: &Window) -> String {
+pub(crate) fn render(w: &Window) -> String {
     let mut out = Vec::new();
     write(&mut out, w).expect("writing to memory");
     String::from_utf8(out).expect("JSON is UTF-8")
@@ -56,7 +56,7 @@ pub fn render(w: &Window) -> String {
 
 /// Writes the dump as JSON Lines, a line at a time (a dump is never whole
 /// in memory).
-pub fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Result<()> {
+pub(crate) fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Result<()> {
     let m = &w.meta;
     let mut line = |v: &dyn erased::Ser| -> std::io::Result<()> {
         out.write_all(v.to_json().as_bytes())?;
@@ -131,12 +131,12 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
 /// slot non-empty at counts near 2^64 is under 40 KiB (a test checks it);
 /// a longer line is not from schedlat, and is refused before it is read
 /// whole.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// The largest dump.jsonl read: a day's window (the longest `--ring`) with
 /// 16 cgroup series at about 4 KiB a line is under 6 GiB; past this cap a
 /// file is refused before it is read.
-pub const MAX_DUMP_BYTES: u64 = 8 << 30;
+pub(crate) const MAX_DUMP_BYTES: u64 = 8 << 30;
 
 /// A line's type; its other fields are skipped unread.
 #[derive(Deserialize)]
@@ -185,7 +185,7 @@ struct TaskLine {
 /// [`MAX_DUMP_BYTES`] read a line at a time (a FIFO, a device or a link to
 /// one is refused: a dump someone sent cannot hang or fill this machine's
 /// memory).
-pub fn load(path: &std::path::Path) -> Result<Window> {
+pub(crate) fn load(path: &std::path::Path) -> Result<Window> {
     let file = if path.is_dir() {
         path.join("dump.jsonl")
     } else {
@@ -198,7 +198,7 @@ pub fn load(path: &std::path::Path) -> Result<Window> {
 
 /// Reads a dump back from its text (tests and the fuzz targets).
 #[cfg(any(test, feature = "fuzzing"))]
-pub fn parse(text: &str, origin: &str) -> Result<Window> {
+pub(crate) fn parse(text: &str, origin: &str) -> Result<Window> {
     read(
         crate::sys::files::Lines::new(text.as_bytes(), u64::MAX, MAX_LINE_BYTES),
         origin,
@@ -207,7 +207,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Window> {
 
 /// Reads a dump back, a line at a time (never whole in memory). Errors name
 /// the line.
-pub fn read<R: std::io::Read>(
+pub(crate) fn read<R: std::io::Read>(
     mut lines: crate::sys::files::Lines<R>,
     origin: &str,
 ) -> Result<Window> {
@@ -223,12 +223,12 @@ pub fn read<R: std::io::Read>(
 
 /// Whether a recording's first line is a dump's (typed lines: `compare`
 /// then reads the file as a dump, with the checks `replay` makes).
-pub fn is_dump_line(line: &[u8]) -> bool {
+pub(crate) fn is_dump_line(line: &[u8]) -> bool {
     serde_json::from_slice::<Kind>(line).is_ok_and(|k| k.kind.is_some())
 }
 
 /// A dump being read, fed one line at a time.
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     origin: &'a str,
     w: Window,
     header: Option<Header>,
@@ -237,7 +237,7 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// `origin` names the dump in errors.
-    pub fn new(origin: &'a str) -> Reader<'a> {
+    pub(crate) fn new(origin: &'a str) -> Reader<'a> {
         Reader {
             origin,
             w: Window::default(),
@@ -247,7 +247,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Line `n` of the dump, without its newline.
-    pub fn line(&mut self, n: usize, line: &[u8]) -> Result<()> {
+    pub(crate) fn line(&mut self, n: usize, line: &[u8]) -> Result<()> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
@@ -321,7 +321,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The dump, if it was whole: a header and an end line.
-    pub fn finish(self) -> Result<Window> {
+    pub(crate) fn finish(self) -> Result<Window> {
         let origin = self.origin;
         let Some(h) = self.header else {
             bail!("{origin}: no dump header: not a schedlat dump (docs/recorder.md)");
@@ -367,7 +367,7 @@ fn task_of(t: TaskLine) -> TaskInfo {
 
 /// serde_json::to_string for any Serialize, behind a trait object.
 mod erased {
-    pub trait Ser {
+    pub(super) trait Ser {
         fn to_json(&self) -> String;
     }
     impl<T: serde::Serialize> Ser for T {
@@ -378,13 +378,13 @@ mod erased {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
 
     use super::*;
     use crate::{analysis::task::tests::task, histogram::Waits};
 
-    pub fn sample_window() -> Window {
+    pub(crate) fn sample_window() -> Window {
         let waits = |values: &[u64]| {
             let mut cpu = CpuStats::ZERO;
             for &v in values {

@@ -31,7 +31,7 @@ fn acts(c: char) -> bool {
 
 /// `name` with every character a terminal would act on replaced by `?`;
 /// borrowed, without a copy, when there is none (the usual case).
-pub fn printable(name: &str) -> Cow<'_, str> {
+pub(crate) fn printable(name: &str) -> Cow<'_, str> {
     if !name.chars().any(acts) {
         return Cow::Borrowed(name);
     }
@@ -43,17 +43,17 @@ pub fn printable(name: &str) -> Cow<'_, str> {
 }
 
 /// A task's name, for text output.
-pub fn comm(t: &TaskInfo) -> String {
+pub(crate) fn comm(t: &TaskInfo) -> String {
     printable(&task::comm(t)).into_owned()
 }
 
 /// `name pid/tid`, for text output (analysis::task::short).
-pub fn short(t: &TaskInfo) -> String {
+pub(crate) fn short(t: &TaskInfo) -> String {
     printable(&task::short(t)).into_owned()
 }
 
 /// A culprit as text output names it (analysis::task::culprit).
-pub fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
+pub(crate) fn culprit(t: &TaskInfo, victim_pid: u32, throttled: &HashSet<u32>) -> String {
     printable(&task::culprit(t, victim_pid, throttled)).into_owned()
 }
 

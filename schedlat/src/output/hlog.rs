@@ -16,7 +16,7 @@ use hdrhistogram::serialization::{
 use crate::histogram::{Waits, hdr::histogram_of};
 
 /// One interval of one series, ready for the log.
-pub struct LogInterval<'a> {
+pub(crate) struct LogInterval<'a> {
     /// Since the log's base time (the dump's first interval).
     pub start: Duration,
     pub duration: Duration,
@@ -26,7 +26,7 @@ pub struct LogInterval<'a> {
 }
 
 /// Tags may not hold commas or whitespace (the log's field separators).
-pub fn tag_of(series: &str) -> String {
+pub(crate) fn tag_of(series: &str) -> String {
     series
         .chars()
         .map(|c| {
@@ -42,7 +42,7 @@ pub fn tag_of(series: &str) -> String {
 /// Writes the log: a header with the base time, then every interval.
 /// Writes the log: a header with the base time, then every interval, one
 /// at a time (a dump's log is never whole in memory).
-pub fn write<'a>(
+pub(crate) fn write<'a>(
     out: &mut impl Write,
     base_unix: std::time::SystemTime,
     intervals: impl IntoIterator<Item = LogInterval<'a>>,
@@ -67,7 +67,10 @@ pub fn write<'a>(
 /// The window's log: every second of every series, timed from the
 /// earliest: a second stamped before the first (the wall clock stepped
 /// back) has a start before it, which the log cannot hold.
-pub fn write_window(out: &mut impl Write, w: &crate::analysis::recording::Window) -> Result<()> {
+pub(crate) fn write_window(
+    out: &mut impl Write,
+    w: &crate::analysis::recording::Window,
+) -> Result<()> {
     let base = w.seconds.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
     let intervals = w.seconds.iter().flat_map(|s| {
         let start = Duration::from_nanos(s.start_unix_ns - base);

@@ -16,13 +16,13 @@ use crate::{
     histogram::{NR_LOG2_SLOTS, Waits, log2_slot_bounds},
 };
 
-pub const SCHEMA: &str = "schedlat.histogram.v2";
+pub(crate) const SCHEMA: &str = "schedlat.histogram.v2";
 
 /// Every schema of this object `compare` reads: v1 is v2 without `causes`.
-pub const READS: [&str; 2] = ["schedlat.histogram.v1", SCHEMA];
+pub(crate) const READS: [&str; 2] = ["schedlat.histogram.v1", SCHEMA];
 
 #[derive(Serialize, Deserialize)]
-pub struct Interval {
+pub(crate) struct Interval {
     pub schema: String,
     pub hook: String,
     pub unit: String,
@@ -64,7 +64,7 @@ pub struct Interval {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Dropped {
+pub(crate) struct Dropped {
     pub untracked_tid: u64,
     /// Waits in the total but in no breakdown histogram (key map full).
     #[serde(default)]
@@ -72,13 +72,13 @@ pub struct Dropped {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Discarded {
+pub(crate) struct Discarded {
     pub negative_delta: u64,
 }
 
 /// The verdict as written; read back only for display.
 #[derive(Serialize, Deserialize)]
-pub struct ShapeOut {
+pub(crate) struct ShapeOut {
     pub verdict: String,
     pub summary: String,
     /// Read back: only the slice it was judged against.
@@ -128,7 +128,7 @@ fn slice_evidence<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value, 
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub low_ns: u64,
     /// None for the last bucket, which also holds everything above it.
     pub high_ns: Option<u64>,
@@ -136,13 +136,13 @@ pub struct Bucket {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Log2Slot {
+pub(crate) struct Log2Slot {
     pub low: u64,
     pub high: u64,
     pub count: u64,
 }
 
-pub fn shape_out(shape: &Shape) -> ShapeOut {
+pub(crate) fn shape_out(shape: &Shape) -> ShapeOut {
     ShapeOut {
         verdict: shape.verdict.as_str().to_string(),
         summary: shape.summary.clone(),
@@ -150,14 +150,14 @@ pub fn shape_out(shape: &Shape) -> ShapeOut {
     }
 }
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let mut line = serde_json::to_string(&interval(report)).expect("plain data serializes");
     line.push('\n');
     line
 }
 
 /// The interval object of a report (recorder dumps embed it).
-pub fn interval(report: &Report) -> Interval {
+pub(crate) fn interval(report: &Report) -> Interval {
     let w = report.waits;
     let buckets = w
         .nonempty_buckets()
@@ -213,7 +213,7 @@ impl Interval {
     /// The waits this object describes (for merging recordings); None when
     /// its counts add up past u64, which no real recording does (a corrupt
     /// file: two buckets at one index, or counts near 2^64).
-    pub fn waits(&self) -> Option<Waits> {
+    pub(crate) fn waits(&self) -> Option<Waits> {
         let mut w = Waits::default();
         for b in &self.buckets {
             w.add_at(b.low_ns, b.count)?;

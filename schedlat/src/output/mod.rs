@@ -2,25 +2,25 @@
 //! table, or JSON lines), the cause split, the victims tables, slow events,
 //! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
-pub mod breakdown;
-pub mod causes;
-pub mod causes_line;
-pub mod check;
-pub mod compare;
-pub mod decision;
-pub mod diagnosis;
-pub mod dump;
-pub mod escape;
-pub mod hlog;
-pub mod json;
-pub mod pairs;
-pub mod perfetto;
-pub mod recording;
-pub mod replay;
-pub mod slow;
-pub mod text;
-pub mod top;
-pub mod victims;
+pub(crate) mod breakdown;
+pub(crate) mod causes;
+pub(crate) mod causes_line;
+pub(crate) mod check;
+pub(crate) mod compare;
+pub(crate) mod decision;
+pub(crate) mod diagnosis;
+pub(crate) mod dump;
+pub(crate) mod escape;
+pub(crate) mod hlog;
+pub(crate) mod json;
+pub(crate) mod pairs;
+pub(crate) mod perfetto;
+pub(crate) mod recording;
+pub(crate) mod replay;
+pub(crate) mod slow;
+pub(crate) mod text;
+pub(crate) mod top;
+pub(crate) mod victims;
 
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
@@ -30,7 +30,7 @@ use crate::{
 };
 
 /// One interval's result, as every output sees it.
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     pub hook: HookMode,
     pub unit: Unit,
     pub waits: &'a Waits,
@@ -51,7 +51,7 @@ pub struct Report<'a> {
 
 impl<'a> Report<'a> {
     /// Computes the analysis every output shows.
-    pub fn new(
+    pub(crate) fn new(
         hook: HookMode,
         unit: Unit,
         waits: &'a Waits,

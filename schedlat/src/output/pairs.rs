@@ -12,7 +12,7 @@ use crate::{
 /// The table under its heading; the rows not shown and the waits no pair
 /// took are counted, never dropped silently. Cgroup names are shown as
 /// `printable` makes them (anyone who may make a cgroup names it).
-pub fn render_text(table: &PairTable) -> String {
+pub(crate) fn render_text(table: &PairTable) -> String {
     let by = table.by.as_str();
     let mut out = format!(
         "\nwho waited behind whom (waiting {by} <- {by} that held the CPU), by total wait:\n"
@@ -57,7 +57,7 @@ pub fn render_text(table: &PairTable) -> String {
     out
 }
 
-pub fn to_json(table: &PairTable) -> Value {
+pub(crate) fn to_json(table: &PairTable) -> Value {
     let counts =
         |c: &crate::collect::pairs::PairCounts| json!({"count": c.count, "sum_ns": c.sum_ns});
     json!({

@@ -19,13 +19,13 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
 use crate::analysis::{recording::Window, task};
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Trace {
+pub(crate) struct Trace {
     #[prost(message, repeated, tag = "1")]
     pub packet: Vec<TracePacket>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct TracePacket {
+pub(crate) struct TracePacket {
     #[prost(uint64, optional, tag = "8")]
     pub timestamp: Option<u64>,
     #[prost(uint32, optional, tag = "10")]
@@ -39,7 +39,7 @@ pub struct TracePacket {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct TrackDescriptor {
+pub(crate) struct TrackDescriptor {
     #[prost(uint64, optional, tag = "1")]
     pub uuid: Option<u64>,
     #[prost(string, optional, tag = "2")]
@@ -49,7 +49,7 @@ pub struct TrackDescriptor {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct TrackEvent {
+pub(crate) struct TrackEvent {
     #[prost(message, repeated, tag = "4")]
     pub debug_annotations: Vec<DebugAnnotation>,
     /// TrackEvent.Type: SLICE_BEGIN 1, SLICE_END 2.
@@ -64,7 +64,7 @@ pub struct TrackEvent {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct DebugAnnotation {
+pub(crate) struct DebugAnnotation {
     #[prost(uint64, optional, tag = "3")]
     pub uint_value: Option<u64>,
     #[prost(int64, optional, tag = "4")]
@@ -75,21 +75,21 @@ pub struct DebugAnnotation {
     pub name: Option<String>,
 }
 
-pub const TYPE_SLICE_BEGIN: i32 = 1;
-pub const TYPE_SLICE_END: i32 = 2;
+pub(crate) const TYPE_SLICE_BEGIN: i32 = 1;
+pub(crate) const TYPE_SLICE_END: i32 = 2;
 /// TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED.
 const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
 const SEQUENCE: u32 = 1;
-pub const CATEGORY: &str = "runqueue";
+pub(crate) const CATEGORY: &str = "runqueue";
 
 /// The track of a CPU, and of its lanes (lane 0 is the CPU's own track).
-pub fn track_uuid(cpu: u32, lane: u32) -> u64 {
+pub(crate) fn track_uuid(cpu: u32, lane: u32) -> u64 {
     ((u64::from(cpu) + 1) << 20) | u64::from(lane)
 }
 
 /// The trace of the window's slow waits, encoded.
 #[cfg(test)]
-pub fn encode(window: &Window) -> Vec<u8> {
+pub(crate) fn encode(window: &Window) -> Vec<u8> {
     let mut out = Vec::new();
     write(&mut out, window).expect("writing to memory");
     out
@@ -99,7 +99,7 @@ pub fn encode(window: &Window) -> Vec<u8> {
 /// Trace messages of one packet each, concatenated, are the whole Trace
 /// (protobuf merges repeated fields), and the trace is never whole in
 /// memory.
-pub fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::Result<()> {
+pub(crate) fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::Result<()> {
     let mut order: Vec<&SlowEvent> = window.slow.iter().collect();
     order.sort_by_key(|e| (start_ns(e), e.cpu, e.at_ns));
     // Per CPU, the end of the last wait on each lane.
@@ -150,7 +150,7 @@ pub fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::Result<
 }
 
 /// When the wait began: its end minus its length.
-pub fn start_ns(e: &SlowEvent) -> u64 {
+pub(crate) fn start_ns(e: &SlowEvent) -> u64 {
     e.at_ns.saturating_sub(e.wait_ns)
 }
 

@@ -25,7 +25,7 @@ use crate::{
 /// What the report shows of a dump: one series' whole intervals between
 /// `from` and `to` (unix ns), merged, and the slow waits that ended in it,
 /// longest first.
-pub struct Replay<'a> {
+pub(crate) struct Replay<'a> {
     pub window: &'a Window,
     pub series: &'a str,
     pub from: u64,
@@ -44,7 +44,7 @@ pub struct Replay<'a> {
 }
 
 /// One line per interval, then one for the window.
-pub fn json(r: &Replay) -> String {
+pub(crate) fn json(r: &Replay) -> String {
     let (w, series, slice) = (r.window, r.series, &r.slice);
     let mut out = String::new();
     for s in &r.inside {
@@ -72,7 +72,7 @@ pub fn json(r: &Replay) -> String {
     out
 }
 
-pub fn text(r: &Replay) -> String {
+pub(crate) fn text(r: &Replay) -> String {
     let (w, series, slice, inside) = (r.window, r.series, &r.slice, &r.inside);
     let (Some(first), Some(in_first), Some(in_last)) =
         (w.seconds.first(), inside.first(), inside.last())

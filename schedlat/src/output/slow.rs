@@ -13,13 +13,13 @@ use crate::{
     sys::clock::{WallClock, local_time_us},
 };
 
-pub const SCHEMA: &str = "schedlat.slow.v1";
+pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
 
-pub const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ";
+pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ";
 
 /// One event; `idle` says what a wait that ended on an idle CPU (culprit
 /// swapper) was, after the columns.
-pub fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
+pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     let rq = if e.rq_len == RQ_LEN_UNKNOWN {
         "-".to_string()
     } else {
@@ -44,12 +44,12 @@ pub fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
 }
 
 /// "lost N events (ring buffer full)", in the stream where it happened.
-pub fn lost_line(lost: u64) -> String {
+pub(crate) fn lost_line(lost: u64) -> String {
     format!("lost {lost} slow events: the ring buffer was full (the reader fell behind)\n")
 }
 
 /// The closing line of a text run.
-pub fn summary(events: u64, lost: u64, threshold_ns: u64) -> String {
+pub(crate) fn summary(events: u64, lost: u64, threshold_ns: u64) -> String {
     format!(
         "{events} waits of at least {}; lost {lost} (ring buffer full)\n",
         fmt_ns(threshold_ns)
@@ -97,7 +97,7 @@ fn to_line(j: &Json) -> String {
     serde_json::to_string(j).expect("JSON values serialize") + "\n"
 }
 
-pub fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
+pub(crate) fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     to_line(&Json::Wait {
         schema: SCHEMA,
         time_unix_ns: clock.unix_ns(e.at_ns),
@@ -110,7 +110,7 @@ pub fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     })
 }
 
-pub fn lost_json(lost: u64) -> String {
+pub(crate) fn lost_json(lost: u64) -> String {
     to_line(&Json::Lost {
         schema: SCHEMA,
         time_unix_ns: unix_now(),
@@ -118,7 +118,7 @@ pub fn lost_json(lost: u64) -> String {
     })
 }
 
-pub fn end_json(events: u64, lost: u64, threshold_ns: u64) -> String {
+pub(crate) fn end_json(events: u64, lost: u64, threshold_ns: u64) -> String {
     to_line(&Json::End {
         schema: SCHEMA,
         time_unix_ns: unix_now(),

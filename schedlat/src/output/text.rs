@@ -13,7 +13,7 @@ const STARS_MAX: usize = 40;
 
 /// runqlat's table for `slots` (as from `Waits::log2_slots`); empty input
 /// prints nothing, as runqlat does for an empty interval.
-pub fn log2_table(slots: &[u64], unit_label: &str) -> String {
+pub(crate) fn log2_table(slots: &[u64], unit_label: &str) -> String {
     let mut out = String::new();
     let Some(idx_max) = slots.iter().rposition(|&n| n > 0) else {
         return out;
@@ -51,7 +51,7 @@ fn push_stars(out: &mut String, val: u64, val_max: u64, width: usize) {
 
 /// The whole text block for one interval: optional timestamp line (`-T`),
 /// the table, and the summary.
-pub fn render(report: &Report, timestamp: Option<&str>) -> String {
+pub(crate) fn render(report: &Report, timestamp: Option<&str>) -> String {
     let mut out = String::from("\n");
     if let Some(ts) = timestamp {
         let _ = writeln!(out, "{ts:<8}");
@@ -70,7 +70,7 @@ pub fn render(report: &Report, timestamp: Option<&str>) -> String {
 }
 
 /// e.g. `p50 18.0 us, p90 52.0 us, p99 410 us, p99.9 1.20 ms, max 1.52 ms (min 410 ns)`
-pub fn percentile_line(p: &Percentiles) -> String {
+pub(crate) fn percentile_line(p: &Percentiles) -> String {
     let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
     format!(
         "{}, max {} (min {})\n",
@@ -82,7 +82,7 @@ pub fn percentile_line(p: &Percentiles) -> String {
 
 /// The estimated percentiles alone, e.g. `p50 18.0 us, p90 52.0 us, p99
 /// 410 us, p99.9 1.20 ms`: what every percentile line starts with.
-pub fn quantiles(p: &Percentiles) -> String {
+pub(crate) fn quantiles(p: &Percentiles) -> String {
     format!(
         "p50 {}, p90 {}, p99 {}, p99.9 {}",
         fmt_ns(p.p50_ns),
@@ -93,7 +93,7 @@ pub fn quantiles(p: &Percentiles) -> String {
 }
 
 /// The exact mean as `35.2 usecs`, or `-` without waits.
-pub fn mean_in_unit(w: &Waits, unit: Unit) -> String {
+pub(crate) fn mean_in_unit(w: &Waits, unit: Unit) -> String {
     match w.mean_ns() {
         Some(ns) => format!("{:.1} {}", ns / unit.ns() as f64, unit.label()),
         None => "-".to_string(),
@@ -101,7 +101,7 @@ pub fn mean_in_unit(w: &Waits, unit: Unit) -> String {
 }
 
 /// e.g. `total 1234 waits, mean 35.2 usecs; dropped 0 (TID > pid_max), discarded 0 (negative delta)`
-pub fn summary(report: &Report) -> String {
+pub(crate) fn summary(report: &Report) -> String {
     let w = report.waits;
     let mean = mean_in_unit(w, report.unit);
     format!(

@@ -18,10 +18,10 @@ use crate::{
     sys::clock::{WallClock, local_time_us},
 };
 
-pub const SCHEMA: &str = "schedlat.victims.v1";
+pub(crate) const SCHEMA: &str = "schedlat.victims.v1";
 
 /// Everything one report shows.
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     /// Processes whose cgroup was throttled in the interval: their waits
     /// that ended on an idle CPU were throttling (task::IdleWait).
     pub throttled: &'a HashSet<u32>,
@@ -37,7 +37,7 @@ pub struct Report<'a> {
 
 const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU PRE% MIG%";
 
-pub fn text(r: &Report) -> String {
+pub(crate) fn text(r: &Report) -> String {
     let mut out = String::new();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -78,7 +78,7 @@ pub fn text(r: &Report) -> String {
 }
 
 /// The culprit rule, said where culprits are shown (docs/victims.md).
-pub const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
+pub(crate) const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
 
 /// A victim row names its longest wait's culprit; a culprit row its
 /// longest victim, and for the idle task what its waits were.
@@ -292,7 +292,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
     }
 }
 
-pub fn json(r: &Report) -> String {
+pub(crate) fn json(r: &Report) -> String {
     let t = r.tables;
     let c = &r.interval.counters;
     let doc = Json {

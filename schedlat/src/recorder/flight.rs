@@ -30,7 +30,7 @@ use crate::{
 
 /// What the recorder keeps and when it dumps.
 #[derive(Debug, Clone)]
-pub struct RecorderOptions {
+pub(crate) struct RecorderOptions {
     /// Seconds of history kept.
     pub window_s: u64,
     pub dir: PathBuf,
@@ -53,7 +53,7 @@ pub struct RecorderOptions {
     pub unit: Unit,
 }
 
-pub struct Flight {
+pub(crate) struct Flight {
     opts: RecorderOptions,
     ring: Ring,
     meta: Meta,
@@ -70,12 +70,12 @@ pub struct Flight {
 
 impl Flight {
     /// The kernel modes `record --ring` needs.
-    pub fn modes(opts: &RecorderOptions) -> Modes {
+    pub(crate) fn modes(opts: &RecorderOptions) -> Modes {
         Flight::with_slow(opts, Modes::histogram(opts.cgroups))
     }
 
     /// `modes` with the slow waits the ring keeps (serve's own modes).
-    pub fn with_slow(opts: &RecorderOptions, modes: Modes) -> Modes {
+    pub(crate) fn with_slow(opts: &RecorderOptions, modes: Modes) -> Modes {
         Modes {
             slow_ns: Some(opts.slow_ns.max(1)),
             ..modes
@@ -83,7 +83,7 @@ impl Flight {
     }
 
     /// Starts the first second now, says what is kept and where dumps go.
-    pub fn start(opts: &RecorderOptions, tracer: &mut Tracer, how: &str) -> Result<Flight> {
+    pub(crate) fn start(opts: &RecorderOptions, tracer: &mut Tracer, how: &str) -> Result<Flight> {
         std::fs::create_dir_all(&opts.dir).map_err(|e| {
             anyhow::anyhow!(
                 "cannot create the dump directory {}: {e}",
@@ -151,14 +151,14 @@ impl Flight {
     }
 
     /// Slow waits as they come.
-    pub fn push_slow(&mut self, events: Vec<SlowEvent>) {
+    pub(crate) fn push_slow(&mut self, events: Vec<SlowEvent>) {
         self.newest_slow.extend(events.iter().map(|e| e.wait_ns));
         self.ring.push_slow(events);
     }
 
     /// Ends the current second (with the slow waits still buffered) and
     /// dumps if a trigger fires.
-    pub fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowEvent>) -> Result<()> {
+    pub(crate) fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowEvent>) -> Result<()> {
         self.push_slow(buffered);
         let waits = self.histogram.end(tracer)?;
         let end = unix_now();
@@ -223,18 +223,18 @@ impl Flight {
     }
 
     /// Dumps the window now (SIGHUP): queued behind one being written.
-    pub fn dump(&self, reason: &str, kind: &'static str) {
+    pub(crate) fn dump(&self, reason: &str, kind: &'static str) {
         self.writer.request(self.job(reason.to_string(), kind));
     }
 
     /// Dumps the window unless a dump is being written; the path the dump
     /// will have once whole.
-    pub fn dump_now(&self, reason: &str, kind: &'static str) -> Result<PathBuf, Refused> {
+    pub(crate) fn dump_now(&self, reason: &str, kind: &'static str) -> Result<PathBuf, Refused> {
         self.writer.request_now(self.job(reason.to_string(), kind))
     }
 
     /// Lets the dumps asked for finish (at exit).
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         self.writer.finish();
     }
 

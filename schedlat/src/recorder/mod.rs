@@ -17,7 +17,7 @@ mod ring;
 mod trigger;
 mod writer;
 
-pub use self::{
+pub(crate) use self::{
     flight::{Flight, RecorderOptions},
     trigger::Trigger,
     writer::Refused,

@@ -11,9 +11,9 @@ use schedlat_common::victims::SlowEvent;
 use crate::analysis::recording::{MAX_SERIES_SECOND_BYTES, Second};
 
 /// Longest series name kept (a cgroup path), in bytes.
-pub const MAX_LABEL: usize = 256;
+pub(super) const MAX_LABEL: usize = 256;
 
-pub struct Ring {
+pub(super) struct Ring {
     pub seconds: VecDeque<Arc<Second>>,
     pub slow: VecDeque<SlowEvent>,
     max_seconds: usize,
@@ -23,7 +23,7 @@ pub struct Ring {
 }
 
 impl Ring {
-    pub fn new(max_seconds: usize, max_slow: usize) -> Ring {
+    pub(super) fn new(max_seconds: usize, max_slow: usize) -> Ring {
         Ring {
             seconds: VecDeque::with_capacity(max_seconds),
             slow: VecDeque::with_capacity(max_slow),
@@ -35,20 +35,20 @@ impl Ring {
 
     /// The most the window can hold, in bytes, with `max_series` series
     /// besides the total.
-    pub fn bound_bytes(max_seconds: usize, max_series: usize, max_slow: usize) -> usize {
+    pub(super) fn bound_bytes(max_seconds: usize, max_series: usize, max_slow: usize) -> usize {
         let per_series = MAX_SERIES_SECOND_BYTES + MAX_LABEL + std::mem::size_of::<String>();
         max_seconds * (std::mem::size_of::<Second>() + 8 + (1 + max_series) * per_series)
             + max_slow * std::mem::size_of::<SlowEvent>()
     }
 
-    pub fn push_second(&mut self, s: Second) {
+    pub(super) fn push_second(&mut self, s: Second) {
         if self.seconds.len() == self.max_seconds {
             self.seconds.pop_front();
         }
         self.seconds.push_back(Arc::new(s));
     }
 
-    pub fn push_slow(&mut self, events: impl IntoIterator<Item = SlowEvent>) {
+    pub(super) fn push_slow(&mut self, events: impl IntoIterator<Item = SlowEvent>) {
         for e in events {
             if self.slow.len() == self.max_slow {
                 self.slow.pop_front();
@@ -59,14 +59,14 @@ impl Ring {
     }
 
     /// The newest `n` seconds, oldest first.
-    pub fn last(&self, n: usize) -> Vec<&Second> {
+    pub(super) fn last(&self, n: usize) -> Vec<&Second> {
         let skip = self.seconds.len().saturating_sub(n);
         self.seconds.iter().skip(skip).map(|s| s.as_ref()).collect()
     }
 
     /// What a dump takes: the seconds shared, the slow waits copied (a
     /// bounded copy: `max_slow` records at most).
-    pub fn snapshot(&self) -> (Vec<Arc<Second>>, Vec<SlowEvent>) {
+    pub(super) fn snapshot(&self) -> (Vec<Arc<Second>>, Vec<SlowEvent>) {
         (
             self.seconds.iter().cloned().collect(),
             self.slow.iter().copied().collect(),
@@ -75,7 +75,7 @@ impl Ring {
 }
 
 /// A series name cut to MAX_LABEL bytes (on a character boundary).
-pub fn label(s: String) -> String {
+pub(super) fn label(s: String) -> String {
     if s.len() <= MAX_LABEL {
         return s;
     }

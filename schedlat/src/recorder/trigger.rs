@@ -10,7 +10,7 @@ use crate::{
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     /// The q-quantile (1.0 = the longest wait) over the window.
     Quantile {
         label: &'static str,
@@ -22,7 +22,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    pub fn parse(s: &str) -> Result<Trigger, String> {
+    pub(crate) fn parse(s: &str) -> Result<Trigger, String> {
         let (what, value) = s
             .split_once('>')
             .ok_or_else(|| format!("`{s}`: a trigger reads like p99>5ms or slow>20ms"))?;
@@ -46,7 +46,12 @@ impl Trigger {
     /// Why it fired, when it does: on the last seconds (`window`, the
     /// newest last; a percentile trigger judges `full` of them and waits
     /// until there are that many) and the slow waits of the newest second.
-    pub fn check(&self, window: &[&Second], full: usize, newest_slow: &[u64]) -> Option<String> {
+    pub(crate) fn check(
+        &self,
+        window: &[&Second],
+        full: usize,
+        newest_slow: &[u64],
+    ) -> Option<String> {
         match *self {
             Trigger::Quantile { label, q, over_ns } => {
                 // Not before its window is full: the first second of a run

@@ -36,18 +36,18 @@ use crate::{
     sys::owned_dir::OwnedDir,
 };
 
-pub const PREFIX: &str = "schedlat-";
+pub(super) const PREFIX: &str = "schedlat-";
 /// The kind of the dumps asked for over HTTP (`POST /snapshot`).
 const HTTP: &str = "http";
 
 /// A dump to write.
-pub struct Job {
+pub(super) struct Job {
     pub window: Window,
     /// A short word for the file name: sighup, http, trigger.
     pub kind: &'static str,
 }
 
-pub struct Writer {
+pub(super) struct Writer {
     jobs: Option<SyncSender<(String, Job)>>,
     thread: Option<JoinHandle<()>>,
     dir: Arc<OwnedDir>,
@@ -59,7 +59,7 @@ pub struct Writer {
 
 /// Why a dump asked for over HTTP was not taken.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Another dump is being written.
     Busy,
     /// The writer thread is gone.
@@ -70,7 +70,7 @@ impl Writer {
     /// Opens `dir` (created if missing) and checks it: owned by the
     /// effective user, not writable by others without the sticky bit, and
     /// writable (a directory that is not fails now, not at the incident).
-    pub fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
+    pub(super) fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
         let dir = Arc::new(OwnedDir::open(&dir).context("the dump directory")?);
         // Named as a temporary dump of this process, so that one left by a
         // kill right here is removed as an orphan too.
@@ -129,7 +129,7 @@ impl Writer {
     /// Hands a dump to the writer unless one is being written (a request
     /// over HTTP, which is answered at once); never waits. The path is
     /// where the dump will be once whole.
-    pub fn request_now(&self, job: Job) -> Result<PathBuf, Refused> {
+    pub(super) fn request_now(&self, job: Job) -> Result<PathBuf, Refused> {
         let jobs = self.jobs.as_ref().ok_or(Refused::Stopped)?;
         if self.pending.load(Ordering::Acquire) > 0 {
             return Err(Refused::Busy);
@@ -151,7 +151,7 @@ impl Writer {
 
     /// Hands a dump to the writer; never waits. One may wait while
     /// another is written (SIGHUP, triggers).
-    pub fn request(&self, job: Job) {
+    pub(super) fn request(&self, job: Job) {
         let Some(jobs) = &self.jobs else { return };
         let name = self.name(&job);
         self.pending.fetch_add(1, Ordering::AcqRel);
@@ -172,7 +172,7 @@ impl Writer {
     }
 
     /// Lets the dumps asked for finish (at exit).
-    pub fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -246,7 +246,7 @@ fn write_making_room(dir: &OwnedDir, name: &str, kind: &str, window: &Window) ->
 }
 
 /// Writes the dump under a temporary name, then renames it into place.
-pub fn write_dump(dir: &OwnedDir, name: &str, window: &Window) -> Result<PathBuf> {
+pub(super) fn write_dump(dir: &OwnedDir, name: &str, window: &Window) -> Result<PathBuf> {
     let tmp = format!(".{name}.tmp");
     let at = |file: &str| dir.path().join(&tmp).join(file);
     let mut private = dir

@@ -22,10 +22,10 @@ use super::modes::{self, Mode, Runs};
 use crate::util::workspace_root;
 
 /// Where the run the docs quote is kept, relative to the workspace.
-pub const RESULTS: &str = "docs/bench.json";
+pub(crate) const RESULTS: &str = "docs/bench.json";
 
 /// `cargo xtask bench-docs [--check] [--from PATH]`.
-pub fn run(check: bool, from: Option<&Path>) -> Result<()> {
+pub(crate) fn run(check: bool, from: Option<&Path>) -> Result<()> {
     let root = workspace_root();
     let from = from.map_or_else(|| root.join(RESULTS), Path::to_path_buf);
     let bench = read_results(&from)?;
@@ -78,7 +78,7 @@ fn pages(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// `text` with every generated part rewritten from `bench`.
-pub fn apply(text: &str, bench: &Value) -> Result<String> {
+pub(crate) fn apply(text: &str, bench: &Value) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("<!-- bench:") {

@@ -12,13 +12,13 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-pub struct Floor {
+pub(crate) struct Floor {
     pub ms: f64,
     pub rss_mib: f64,
 }
 
 /// Median over `runs` of a child process that parses the BTF and exits.
-pub fn measure(runs: usize) -> Result<Floor> {
+pub(crate) fn measure(runs: usize) -> Result<Floor> {
     let exe = std::env::current_exe().context("finding the xtask binary")?;
     let mut samples = Vec::new();
     for _ in 0..runs {
@@ -57,7 +57,7 @@ pub fn measure(runs: usize) -> Result<Floor> {
 
 /// Body of `cargo xtask bench-btf-floor`: what the published
 /// EbpfLoader::new() does first; prints its VmHWM in KiB.
-pub fn parse_once() -> Result<()> {
+pub(crate) fn parse_once() -> Result<()> {
     let btf = aya::Btf::from_sys_fs().context("parsing /sys/kernel/btf/vmlinux")?;
     let status = std::fs::read_to_string("/proc/self/status")?;
     let hwm = status

@@ -11,7 +11,7 @@ use super::{
 
 /// One JSON document: the comparison at each sleeper level, and the
 /// steady-state RSS.
-pub fn render_all(all: &[(usize, Results)], steady: &Steady) -> String {
+pub(super) fn render_all(all: &[(usize, Results)], steady: &Steady) -> String {
     let levels: Vec<Value> = all
         .iter()
         .map(|(n, r)| json!({"sleeping_threads": n, "results": results_json(r)}))

@@ -24,15 +24,15 @@
 //!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
-pub mod docs;
-pub mod floor;
+pub(crate) mod docs;
+pub(crate) mod floor;
 mod json;
 mod modes;
 mod progs;
 mod recorder;
 mod report;
 mod scrape;
-pub mod sleepers;
+pub(crate) mod sleepers;
 mod soak;
 mod steady;
 mod tracer;
@@ -55,7 +55,7 @@ const RUNQLAT: &str = "/usr/sbin/runqlat";
 const TRACER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Rounds; each runs the load once per mode, in a rotated order.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
@@ -106,7 +106,7 @@ pub struct Options {
 
 /// One run of the load in one mode.
 #[derive(Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub round: u32,
     pub mode: Mode,
     pub ops_per_sec: f64,
@@ -116,7 +116,7 @@ pub struct Sample {
 
 /// What one tracer run cost.
 #[derive(Debug)]
-pub struct TracerSample {
+pub(crate) struct TracerSample {
     pub ready: Duration,
     /// Run-time stats of the tracer's programs over the load, by name.
     pub programs: Vec<ProgramDelta>,
@@ -142,7 +142,7 @@ fn schedlat_binary(opts: &Options) -> Result<PathBuf> {
     Ok(path)
 }
 
-pub fn run(opts: &Options) -> Result<()> {
+pub(crate) fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
         return scrape::run(opts, scrapes);

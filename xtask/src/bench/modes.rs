@@ -12,7 +12,7 @@ use super::tracer::{Ready, Tool};
 
 /// What runs beside the load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runs {
+pub(crate) enum Runs {
     /// Nothing: the baseline ops/s every overhead is measured against.
     Nothing,
     /// libbpf-tools runqlat, the anchor of every ratio.
@@ -23,7 +23,7 @@ pub enum Runs {
 
 /// One way of running a tracer, as it is measured and reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mode {
+pub(crate) struct Mode {
     /// Its key in `--json` and in the docs' tables (stable across runs).
     pub name: &'static str,
     pub runs: Runs,
@@ -63,7 +63,7 @@ const fn schedlat(
     }
 }
 
-pub const BASELINE: Mode = Mode {
+pub(super) const BASELINE: Mode = Mode {
     name: "baseline",
     runs: Runs::Nothing,
     args: &[],
@@ -71,7 +71,7 @@ pub const BASELINE: Mode = Mode {
     report: None,
     about: "no tracer",
 };
-pub const RUNQLAT: Mode = Mode {
+pub(super) const RUNQLAT: Mode = Mode {
     name: "runqlat",
     runs: Runs::Runqlat,
     args: &[],
@@ -80,8 +80,9 @@ pub const RUNQLAT: Mode = Mode {
     about: "libbpf-tools runqlat",
 };
 /// The default: the histogram with the cause split.
-pub const SCHEDLAT: Mode = schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
-pub const VICTIMS: Mode = schedlat(
+pub(super) const SCHEDLAT: Mode =
+    schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
+pub(super) const VICTIMS: Mode = schedlat(
     "victims",
     &["victims"],
     BANNER,
@@ -89,7 +90,7 @@ pub const VICTIMS: Mode = schedlat(
     "victims and culprits, per task",
 );
 /// Every event filtered out, through the costliest filter (the cgroup walk).
-pub const FILTERED: Mode = schedlat(
+pub(super) const FILTERED: Mode = schedlat(
     "filtered",
     &["-c", "{cgroup}"],
     BANNER,
@@ -98,7 +99,7 @@ pub const FILTERED: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub const ALL: [Mode; 12] = [
+pub(super) const ALL: [Mode; 12] = [
     BASELINE,
     RUNQLAT,
     SCHEDLAT,
@@ -158,7 +159,7 @@ pub const ALL: [Mode; 12] = [
 impl Mode {
     /// The command line a user types for it: `schedlat --no-causes`,
     /// `schedlat -p PID`, `runqlat`.
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         let args = self.args.iter().map(|a| match *a {
             "{pid}" => "PID",
             "{cgroup}" => "EMPTY",
@@ -176,7 +177,7 @@ impl Mode {
 
     /// The tracer to run for this mode (None for the baseline), with `{pid}`
     /// and `{cgroup}` filled in.
-    pub fn tool(
+    pub(crate) fn tool(
         &self,
         runqlat: &Path,
         schedlat: &Path,
@@ -209,7 +210,7 @@ impl Mode {
 
 /// Round 1 runs the modes in `ALL`'s order, round 2 starts at the second,
 /// ...: slow drift of the machine is spread over all modes.
-pub fn order(round: u32) -> [Mode; ALL.len()] {
+pub(super) fn order(round: u32) -> [Mode; ALL.len()] {
     let mut modes = ALL;
     modes.rotate_left((round as usize - 1) % ALL.len());
     modes

@@ -11,7 +11,7 @@ use aya::programs::{ProgramInfo, loaded_programs};
 
 /// A program's counters at one moment.
 #[derive(Debug, Clone)]
-pub struct Counters {
+pub(super) struct Counters {
     pub name: String,
     pub run_ns: u64,
     pub runs: u64,
@@ -19,14 +19,14 @@ pub struct Counters {
 
 /// What the programs of one name did between two snapshots.
 #[derive(Debug, Clone)]
-pub struct ProgramDelta {
+pub(crate) struct ProgramDelta {
     pub name: String,
     pub runs: u64,
     pub run_ns: u64,
 }
 
 impl ProgramDelta {
-    pub fn ns_per_run(&self) -> Option<f64> {
+    pub(crate) fn ns_per_run(&self) -> Option<f64> {
         (self.runs > 0).then(|| self.run_ns as f64 / self.runs as f64)
     }
 }
@@ -51,14 +51,14 @@ fn all_programs() -> Result<Vec<ProgramInfo>> {
     }
 }
 
-pub fn loaded_ids() -> Result<BTreeSet<u32>> {
+pub(super) fn loaded_ids() -> Result<BTreeSet<u32>> {
     Ok(all_programs()?.iter().map(ProgramInfo::id).collect())
 }
 
 /// The tracer's programs: loaded since `before` and held open by `pid`.
 /// "New" alone is not enough: others load programs meanwhile (the kernel
 /// tests on the other CPU, libbpf's short-lived feature probes).
-pub fn tracer_programs(before: &BTreeSet<u32>, pid: u32) -> Result<BTreeSet<u32>> {
+pub(super) fn tracer_programs(before: &BTreeSet<u32>, pid: u32) -> Result<BTreeSet<u32>> {
     let held = ids_held_by(pid)?;
     let ids: BTreeSet<u32> = loaded_ids()?
         .difference(before)
@@ -90,7 +90,7 @@ fn ids_held_by(pid: u32) -> Result<BTreeSet<u32>> {
 }
 
 /// Current counters of the programs `ids`; all must still be loaded.
-pub fn counters(ids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Counters>> {
+pub(super) fn counters(ids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Counters>> {
     let found: BTreeMap<u32, Counters> = all_programs()?
         .into_iter()
         .filter(|info| ids.contains(&info.id()))
@@ -111,7 +111,10 @@ pub fn counters(ids: &BTreeSet<u32>) -> Result<BTreeMap<u32, Counters>> {
 
 /// Per program name, the counters' growth from `start` to `end`. Programs
 /// of the same name (names are cut at 15 bytes) are added up.
-pub fn deltas(start: &BTreeMap<u32, Counters>, end: &BTreeMap<u32, Counters>) -> Vec<ProgramDelta> {
+pub(super) fn deltas(
+    start: &BTreeMap<u32, Counters>,
+    end: &BTreeMap<u32, Counters>,
+) -> Vec<ProgramDelta> {
     let mut by_name: BTreeMap<&str, ProgramDelta> = BTreeMap::new();
     for (id, after) in end {
         let Some(before) = start.get(id) else {
@@ -131,7 +134,7 @@ pub fn deltas(start: &BTreeMap<u32, Counters>, end: &BTreeMap<u32, Counters>) ->
 /// BPF ns per context switch: all the tracer's programs' run time (the
 /// wakeup hooks are part of the per-switch cost) divided by the runs of its
 /// sched_switch hook. None when no switch hook ran.
-pub fn ns_per_switch(programs: &[ProgramDelta]) -> Option<f64> {
+pub(super) fn ns_per_switch(programs: &[ProgramDelta]) -> Option<f64> {
     let switches: u64 = programs
         .iter()
         .filter(|p| p.name.contains("switch"))

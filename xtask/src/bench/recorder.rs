@@ -38,7 +38,7 @@ fn cpu_secs(pid: u32) -> Option<f64> {
     Some(ticks / hz)
 }
 
-pub fn run(schedlat: &std::path::Path, seconds: u64, cpu: usize) -> Result<()> {
+pub(super) fn run(schedlat: &std::path::Path, seconds: u64, cpu: usize) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("schedlat-bench-recorder-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let dump_dir = dir.join("dumps");

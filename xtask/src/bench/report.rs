@@ -10,7 +10,7 @@ use super::{
     modes::{self, Mode, Runs},
 };
 
-pub struct Results {
+pub(super) struct Results {
     pub(super) rounds: u32,
     pub(super) loops: u64,
     pub(super) cpu: usize,
@@ -83,7 +83,7 @@ impl Ratio {
 }
 
 impl Results {
-    pub fn new(opts: &Options, samples: Vec<Sample>) -> Result<Self> {
+    pub(super) fn new(opts: &Options, samples: Vec<Sample>) -> Result<Self> {
         let baseline = median(ops_of(&samples, modes::BASELINE));
         let summaries: Vec<Summary> = modes::ALL
             .iter()
@@ -182,7 +182,7 @@ impl Results {
 
     /// Targets missed, stretch targets excepted (they are goals of later
     /// issues, not regressions).
-    pub fn missed_targets(&self) -> Vec<String> {
+    pub(super) fn missed_targets(&self) -> Vec<String> {
         let missed = |ratios: &[Ratio], prefix: &str| -> Vec<String> {
             ratios
                 .iter()
@@ -196,7 +196,7 @@ impl Results {
         all
     }
 
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let mut out = String::new();
         let (rounds, loops, cpu) = (self.rounds, self.loops, self.cpu);
         let _ = writeln!(

@@ -54,7 +54,7 @@ pub(super) const ACCEPT: &str = "application/openmetrics-text;version=1.0.0,appl
 /// The same with native histograms on: protobuf first.
 const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
-pub fn run(opts: &Options, scrapes: u32) -> Result<()> {
+pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
     require_root("schedlat serve loads eBPF programs")?;
     let exe = super::schedlat_binary(opts)?;
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());

@@ -27,12 +27,12 @@ const STACK: usize = 64 * 1024;
 
 /// The child process holding the sleepers; killed when dropped (with it,
 /// sleepers that are processes of their own: they die with their parent).
-pub struct SleeperProcess(Child);
+pub(crate) struct SleeperProcess(Child);
 
 impl SleeperProcess {
     /// `processes`: each sleeper a process of its own (one thread each)
     /// rather than a thread of the child.
-    pub fn spawn(n: usize, cpu: usize, processes: bool) -> Result<SleeperProcess> {
+    pub(crate) fn spawn(n: usize, cpu: usize, processes: bool) -> Result<SleeperProcess> {
         let exe = std::env::current_exe().context("finding the xtask binary")?;
         let mut command = Command::new(exe);
         command.args(["bench-sleepers", &n.to_string(), &cpu.to_string()]);
@@ -64,7 +64,7 @@ impl Drop for SleeperProcess {
 
 /// Body of `cargo xtask bench-sleepers N CPU [--processes]`: start, say
 /// ready, sleep until killed.
-pub fn serve(n: usize, cpu: usize, processes: bool) -> Result<()> {
+pub(crate) fn serve(n: usize, cpu: usize, processes: bool) -> Result<()> {
     let _sleepers = if processes {
         fork_sleepers(n, cpu)?;
         None

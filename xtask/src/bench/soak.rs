@@ -128,7 +128,7 @@ fn fork_storm() -> Result<Vec<Killed>> {
         .collect()
 }
 
-pub fn run(opts: &Options, secs: u64) -> Result<()> {
+pub(super) fn run(opts: &Options, secs: u64) -> Result<()> {
     let exe = super::schedlat_binary(opts)?;
     let storm = fork_storm()?;
     let hist = histogram(&exe)?;

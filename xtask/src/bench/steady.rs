@@ -21,10 +21,10 @@ use anyhow::{Context, Result, bail};
 use super::report::{Ratio, Target, render_ratios};
 
 /// How long each tracer runs before its memory is read.
-pub const SETTLE: Duration = Duration::from_secs(10);
+pub(super) const SETTLE: Duration = Duration::from_secs(10);
 
 /// A tracer command whose resident memory is measured.
-pub struct Subject {
+pub(super) struct Subject {
     pub name: &'static str,
     pub path: String,
     pub args: Vec<String>,
@@ -32,7 +32,7 @@ pub struct Subject {
 
 /// Resident memory of one process, in KiB (/proc/PID/status).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Rss {
+pub(super) struct Rss {
     pub total: u64,
     pub anon: u64,
     pub file: u64,
@@ -58,7 +58,7 @@ impl Rss {
 }
 
 /// Per subject (in order), the median over `rounds` of each field.
-pub fn measure(subjects: &[Subject], rounds: u32) -> Result<Vec<Rss>> {
+pub(super) fn measure(subjects: &[Subject], rounds: u32) -> Result<Vec<Rss>> {
     let mut samples: Vec<Vec<Rss>> = vec![Vec::new(); subjects.len()];
     for round in 1..=rounds {
         eprintln!(
@@ -143,7 +143,7 @@ impl Drop for Running {
 }
 
 /// The medians, and each schedlat row against the first (runqlat).
-pub struct Steady {
+pub(super) struct Steady {
     pub names: Vec<&'static str>,
     pub rss: Vec<Rss>,
     pub rounds: u32,
@@ -151,7 +151,7 @@ pub struct Steady {
 }
 
 impl Steady {
-    pub fn new(subjects: &[Subject], rss: Vec<Rss>, rounds: u32) -> Steady {
+    pub(super) fn new(subjects: &[Subject], rss: Vec<Rss>, rounds: u32) -> Steady {
         let anchor = mib(rss[0].total);
         // Issue 17: a tracer left running keeps at most half of runqlat's.
         let ratios = subjects
@@ -174,13 +174,13 @@ impl Steady {
         }
     }
 
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let mut out = render(&self.names, &self.rss, self.rounds);
         render_ratios(&mut out, "steady VmRSS / runqlat", &self.ratios);
         out
     }
 
-    pub fn missed_targets(&self) -> Vec<String> {
+    pub(super) fn missed_targets(&self) -> Vec<String> {
         self.ratios
             .iter()
             .filter(|r| !r.met())
@@ -216,12 +216,12 @@ fn render(names: &[&str], rss: &[Rss], rounds: u32) -> String {
     out
 }
 
-pub fn mib(kib: u64) -> f64 {
+pub(super) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
 /// `path ARGS` as a subject.
-pub fn subject(name: &'static str, path: &Path, args: &[&str]) -> Subject {
+pub(super) fn subject(name: &'static str, path: &Path, args: &[&str]) -> Subject {
     Subject {
         name,
         path: path.display().to_string(),

@@ -25,7 +25,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 /// Where a tracer says it is attached, and how: a line containing the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ready {
+pub(crate) enum Ready {
     /// runqlat's and schedlat's "Tracing run queue latency" banner.
     Stdout(&'static str),
     /// `serve` and `record --ring` announce themselves on stderr.
@@ -33,7 +33,7 @@ pub enum Ready {
 }
 
 /// A tracer binary to benchmark.
-pub struct Tool {
+pub(crate) struct Tool {
     pub name: &'static str,
     pub path: PathBuf,
     pub args: Vec<String>,
@@ -44,7 +44,7 @@ pub struct Tool {
 }
 
 impl Tool {
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         path: PathBuf,
         args: Vec<String>,
@@ -69,12 +69,12 @@ impl Tool {
 
 /// What the tracer cost over its whole life: CPU from `wait4`, peak RSS
 /// from its VmHWM just before it was stopped.
-pub struct Exit {
+pub(super) struct Exit {
     pub cpu_secs: f64,
     pub max_rss_kib: u64,
 }
 
-pub struct Tracer {
+pub(super) struct Tracer {
     name: &'static str,
     ready: Ready,
     report: Option<&'static str>,
@@ -103,7 +103,7 @@ impl Tracer {
     /// exit. stdbuf execs in place, so the child's pid and rusage are the
     /// tool's. The tracer is not pinned: it starts as a user would start it,
     /// free to use every CPU while loading (it sleeps during the load test).
-    pub fn spawn(tool: &Tool) -> Result<Self> {
+    pub(super) fn spawn(tool: &Tool) -> Result<Self> {
         let spawned = Instant::now();
         let mut child = Command::new("stdbuf")
             .arg("-oL")
@@ -133,12 +133,12 @@ impl Tracer {
         })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Time from spawn to the banner line on stdout.
-    pub fn wait_ready(&mut self, timeout: Duration) -> Result<Duration> {
+    pub(super) fn wait_ready(&mut self, timeout: Duration) -> Result<Duration> {
         let deadline = self.spawned + timeout;
         loop {
             match self
@@ -167,7 +167,7 @@ impl Tracer {
     }
 
     /// The tracer's peak resident set so far (its VmHWM), in KiB.
-    pub fn peak_rss_kib(&mut self) -> Result<u64> {
+    pub(super) fn peak_rss_kib(&mut self) -> Result<u64> {
         match vm_hwm_kib(self.pid()) {
             Ok(kib) => Ok(kib),
             Err(e) => Err(self.abort(&format!("has no readable VmHWM ({e:#})"))),
@@ -177,7 +177,7 @@ impl Tracer {
     /// SIGINT (both tools print their report and exit), drain the output to
     /// EOF, reap. A tracer that already ended by itself (`-p` whose target
     /// exited) is reaped the same way.
-    pub fn stop(mut self, timeout: Duration, max_rss_kib: u64) -> Result<Exit> {
+    pub(super) fn stop(mut self, timeout: Duration, max_rss_kib: u64) -> Result<Exit> {
         let deadline = Instant::now() + timeout;
         let pid = self.pid() as libc::pid_t;
         // SAFETY: kill has no memory preconditions; the child is not reaped

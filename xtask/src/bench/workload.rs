@@ -13,14 +13,14 @@ use anyhow::{Context, Result, bail};
 /// can be pointed at its PID (`schedlat -p`) before it runs. The PID is
 /// the one `perf bench` runs as (a shell stops itself, then execs taskset,
 /// which execs perf); perf forks the second process of the pipe.
-pub struct Load {
+pub(super) struct Load {
     child: Child,
     args: Vec<String>,
 }
 
 impl Load {
     /// The load pinned to `cpu`, stopped.
-    pub fn start(cpu: usize, loops: u64) -> Result<Load> {
+    pub(super) fn start(cpu: usize, loops: u64) -> Result<Load> {
         let args: Vec<String> = [
             "-c",
             &cpu.to_string(),
@@ -56,12 +56,12 @@ impl Load {
         Ok(Load { child, args })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Lets the load run to its end; its ops/s.
-    pub fn finish(self) -> Result<f64> {
+    pub(super) fn finish(self) -> Result<f64> {
         // SAFETY: signalling our own stopped, unreaped child.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
         let out = self.child.wait_with_output().context(
@@ -82,7 +82,7 @@ impl Load {
 }
 
 /// Runs the load pinned to `cpu` and returns its ops/s.
-pub fn run(cpu: usize, loops: u64) -> Result<f64> {
+pub(super) fn run(cpu: usize, loops: u64) -> Result<f64> {
     Load::start(cpu, loops)?.finish()
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 use super::{NAME, VERSION, glibc::Linkage};
 
-pub fn build(root: &Path, linkage: &Linkage, dist: &Path) -> Result<PathBuf> {
+pub(super) fn build(root: &Path, linkage: &Linkage, dist: &Path) -> Result<PathBuf> {
     let arch = dpkg_architecture()?;
     let md5sums = md5sums(root)?;
     let installed_kib = installed_size_kib(root)?;

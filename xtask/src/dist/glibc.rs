@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail, ensure};
 /// The oldest glibc the package promises (README, "Install from a
 /// package"): Debian 12, Ubuntu 22.04, RHEL 9. A build that needs a newer
 /// one fails here instead of on a user's host.
-pub const OLDEST_SUPPORTED: Version = Version(2, 34);
+pub(super) const OLDEST_SUPPORTED: Version = Version(2, 34);
 
 /// Shared libraries the binary may load: glibc's, and libgcc_s.
 const ALLOWED: [&str; 7] = [
@@ -25,7 +25,7 @@ const ALLOWED: [&str; 7] = [
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version(pub u32, pub u32);
+pub(super) struct Version(pub u32, pub u32);
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -33,14 +33,14 @@ impl fmt::Display for Version {
     }
 }
 
-pub struct Linkage {
+pub(super) struct Linkage {
     /// The newest GLIBC_x.y symbol version the binary references.
     pub glibc: Version,
     /// Its NEEDED shared libraries.
     pub needed: Vec<String>,
 }
 
-pub fn check(binary: &Path) -> Result<Linkage> {
+pub(super) fn check(binary: &Path) -> Result<Linkage> {
     let needed: Vec<String> = objdump(binary, "-p")?
         .lines()
         .filter_map(|l| l.trim().strip_prefix("NEEDED"))
@@ -84,7 +84,7 @@ fn objdump(binary: &Path, flag: &str) -> Result<String> {
 
 /// The newest `GLIBC_x.y[.z]` in `objdump -T` output (`GLIBC_PRIVATE` and
 /// `.z` patch levels do not change which release is needed).
-pub fn newest_glibc(dynamic_symbols: &str) -> Option<Version> {
+pub(super) fn newest_glibc(dynamic_symbols: &str) -> Option<Version> {
     dynamic_symbols
         .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
         .filter_map(|word| word.strip_prefix("GLIBC_"))

@@ -22,11 +22,11 @@ use anyhow::{Context, Result, bail};
 use crate::util::workspace_root;
 
 /// Package name, and the version every artifact carries.
-pub const NAME: &str = "schedlat";
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const NAME: &str = "schedlat";
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What `dist` produced.
-pub struct Artifacts {
+pub(crate) struct Artifacts {
     pub deb: PathBuf,
     pub tarball: PathBuf,
     /// The packaged /usr/bin/schedlat, staged.
@@ -34,7 +34,7 @@ pub struct Artifacts {
 }
 
 /// Builds the package from target/release/schedlat, which must be built.
-pub fn run() -> Result<Artifacts> {
+pub(crate) fn run() -> Result<Artifacts> {
     // That build has no eBPF object: a package of it could not trace.
     if std::env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
         bail!("AYA_BUILD_SKIP is set: the release binary would have no eBPF object; unset it");

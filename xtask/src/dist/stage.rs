@@ -25,7 +25,7 @@ use anyhow::{Context, Result, bail, ensure};
 use super::NAME;
 use crate::util::workspace_root;
 
-pub fn tree(binary: &Path, root: &Path) -> Result<()> {
+pub(super) fn tree(binary: &Path, root: &Path) -> Result<()> {
     let put = |rel: &str, bytes: &[u8], mode: u32| -> Result<()> {
         let dest = root.join(rel);
         fs::create_dir_all(dest.parent().expect("a file has a parent"))?;

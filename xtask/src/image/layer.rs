@@ -12,7 +12,7 @@ use anyhow::Result;
 use tar::{Builder, EntryType, Header};
 
 /// One entry of the layer.
-pub enum Entry {
+pub(super) enum Entry {
     Dir {
         path: String,
     },
@@ -45,7 +45,7 @@ impl Entry {
 /// securityContext's `add` list decides), and never refuses the exec over
 /// the others, where `+ep` would fail it with a bare EPERM. schedlat raises
 /// what it was granted to effective itself, and names what it lacks.
-pub fn schedlat_capabilities() -> Vec<u8> {
+pub(super) fn schedlat_capabilities() -> Vec<u8> {
     const VFS_CAP_REVISION_2: u32 = 0x0200_0000;
     const CAP_DAC_READ_SEARCH: u32 = 2;
     const CAP_SYS_RESOURCE: u32 = 24;
@@ -60,7 +60,7 @@ pub fn schedlat_capabilities() -> Vec<u8> {
 }
 
 /// The layer as an uncompressed tar, parents before children.
-pub fn tar(mut entries: Vec<Entry>) -> Result<Vec<u8>> {
+pub(super) fn tar(mut entries: Vec<Entry>) -> Result<Vec<u8>> {
     entries.sort_by(|a, b| a.path().cmp(b.path()));
     let mut builder = Builder::new(Vec::new());
     for entry in &entries {

@@ -29,12 +29,12 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::dist::{Artifacts, NAME, VERSION};
 
 /// The user the image runs as.
-pub const USER: &str = "65532:65532";
+pub(crate) const USER: &str = "65532:65532";
 /// Where `schedlat serve` listens inside the container (the README's port).
-pub const PORT: u16 = 9415;
+pub(crate) const PORT: u16 = 9415;
 
 /// Builds the image from `dist`'s staged tree; returns the archive's path.
-pub fn build(dist: &Artifacts) -> Result<PathBuf> {
+pub(crate) fn build(dist: &Artifacts) -> Result<PathBuf> {
     let root = dist
         .binary
         .ancestors()

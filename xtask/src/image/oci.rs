@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// What the image's config says besides its layer.
-pub struct Config {
+pub(super) struct Config {
     /// `uid:gid` the container runs as unless told otherwise.
     pub user: String,
     pub entrypoint: Vec<String>,
@@ -50,7 +50,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The archive's bytes, for an uncompressed layer tar; also the layer's
 /// compressed size, for the build's report.
-pub fn archive(layer_tar: &[u8], config: &Config) -> Result<(Vec<u8>, usize)> {
+pub(super) fn archive(layer_tar: &[u8], config: &Config) -> Result<(Vec<u8>, usize)> {
     let diff_id = format!("sha256:{}", hex(&Sha256::digest(layer_tar)));
     // gzip without a name or timestamp (flate2 writes neither): the same
     // layer gives the same digest.

@@ -25,7 +25,7 @@ const DECOMPRESSORS: [(&[u8], &str); 3] = [
 ];
 
 /// Writes the ELF kernel inside `bzimage` to `out`.
-pub fn extract_elf(bzimage: &Path, out: &Path) -> Result<()> {
+pub(super) fn extract_elf(bzimage: &Path, out: &Path) -> Result<()> {
     let image = fs::read(bzimage).with_context(|| format!("reading {}", bzimage.display()))?;
     let payload = payload(&image).context("not a bzImage with a payload (boot protocol 2.08+)")?;
     // The build appends the uncompressed size as 4 little-endian bytes

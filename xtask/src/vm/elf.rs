@@ -24,7 +24,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<usize> {
 }
 
 /// True for a 64-bit little-endian ELF file (ELFCLASS64, ELFDATA2LSB).
-pub fn is_elf64(bytes: &[u8]) -> bool {
+pub(super) fn is_elf64(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\x7fELF\x02\x01")
 }
 
@@ -52,13 +52,13 @@ fn segments(bytes: &[u8]) -> Option<Vec<Segment>> {
 
 /// True when `bytes` is an ELF executable without a program interpreter,
 /// i.e. one that runs in an initramfs that has no dynamic loader.
-pub fn is_static(bytes: &[u8]) -> bool {
+pub(super) fn is_static(bytes: &[u8]) -> bool {
     segments(bytes).is_some_and(|s| s.iter().all(|(kind, _, _)| *kind != PT_INTERP))
 }
 
 /// True when the kernel image has a PVH entry note (CONFIG_PVH), without
 /// which QEMU cannot boot it as an ELF file.
-pub fn has_pvh_entry(bytes: &[u8]) -> bool {
+pub(super) fn has_pvh_entry(bytes: &[u8]) -> bool {
     let Some(segments) = segments(bytes) else {
         return false;
     };

@@ -33,14 +33,14 @@ const BUSYBOX: &str = "/bin/busybox";
 /// The test targets the guests run, in this order: the kernel-level
 /// checks (tests/guest.rs), then the cause split's scenarios
 /// (tests/causes.rs).
-pub const GUEST_TESTS: [&str; 2] = ["guest", "causes"];
+pub(super) const GUEST_TESTS: [&str; 2] = ["guest", "causes"];
 
 /// The packaged unit's tests, which the systemd guest runs (systemd.rs).
-pub const UNIT_TESTS: &str = "unit";
+pub(super) const UNIT_TESTS: &str = "unit";
 
 /// The guest binaries, at their host paths: the test executables (in
 /// [`GUEST_TESTS`] order), the unit's tests, and schedlat.
-pub struct GuestBinaries {
+pub(super) struct GuestBinaries {
     pub tests: Vec<PathBuf>,
     pub unit_tests: PathBuf,
     pub schedlat: PathBuf,
@@ -48,7 +48,7 @@ pub struct GuestBinaries {
 
 /// Builds the [`GUEST_TESTS`] and schedlat, statically linked, in their own
 /// target directory (other flags would otherwise rebuild the normal one).
-pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
+pub(super) fn build(fault_injection: bool) -> Result<GuestBinaries> {
     let target_dir = workspace_root().join("target/vm/build");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
@@ -132,7 +132,7 @@ pub fn build(fault_injection: bool) -> Result<GuestBinaries> {
 /// With `packaged`, that binary replaces the static schedlat, its shared
 /// libraries (from `ldd`) go in at their host paths, and /init points the
 /// dynamic loader at their directories.
-pub fn pack(
+pub(super) fn pack(
     binaries: &GuestBinaries,
     packaged: Option<&Path>,
     stage: &Path,
@@ -249,7 +249,7 @@ poweroff -f
 /// `cpio -o -H newc` over the staged tree; with `owned_by_root` every
 /// entry is owned by root (-R 0:0), so no root is needed to build it,
 /// else each keeps its owner.
-pub fn cpio(stage: &Path, out: &Path, owned_by_root: bool) -> Result<()> {
+pub(super) fn cpio(stage: &Path, out: &Path, owned_by_root: bool) -> Result<()> {
     let mut entries = Vec::new();
     walk(stage, stage, &mut entries)?;
     let mut child = Command::new("cpio")

@@ -21,7 +21,7 @@ use crate::{
 
 /// The default matrix: a short name, the Debian package that tracks it, and
 /// the archive that has it.
-pub const MATRIX: [(&str, &str, Archive); 4] = [
+pub(super) const MATRIX: [(&str, &str, Archive); 4] = [
     // Debian 11's kernel: the oldest the README claims that Debian still
     // ships (tp_btf, BTF, ring buffer; no BPF atomics with fetch, 5.12).
     ("5.10", "linux-image-amd64", Archive::Bullseye),
@@ -34,7 +34,7 @@ pub const MATRIX: [(&str, &str, Archive); 4] = [
 ];
 
 /// A kernel ready to boot.
-pub struct Kernel {
+pub(super) struct Kernel {
     /// The versioned Debian package, e.g. `linux-image-6.1.0-57-amd64`.
     pub package: String,
     pub version: String,
@@ -46,7 +46,7 @@ pub struct Kernel {
 /// the matrix, or any `linux-image-*` package (a metapackage or a versioned
 /// one) of this machine's sources, or of Debian 11's when it names a 5.10
 /// kernel (`linux-image-5.10.0-*`).
-pub fn package_for(name: &str) -> Result<(&str, Archive)> {
+pub(super) fn package_for(name: &str) -> Result<(&str, Archive)> {
     if let Some((_, package, archive)) = MATRIX.iter().find(|(short, ..)| *short == name) {
         return Ok((package, *archive));
     }
@@ -68,7 +68,7 @@ pub fn package_for(name: &str) -> Result<(&str, Archive)> {
 /// A failure (old apt lists, or a mirror that dropped the version they name)
 /// is retried once after `apt-get update`, when we may run it (always for a
 /// private archive, as root for the machine's).
-pub fn prepare(package: &str, archive: Archive, cache: &Path) -> Result<Kernel> {
+pub(super) fn prepare(package: &str, archive: Archive, cache: &Path) -> Result<Kernel> {
     // target/vm/apt beside target/vm/cache.
     let apt = Apt::for_archive(archive, &cache.parent().unwrap_or(cache).join("apt"))?;
     if apt.needs_update() {

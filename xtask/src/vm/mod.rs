@@ -29,7 +29,7 @@ use anyhow::{Result, bail};
 use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
-pub struct Options {
+pub(crate) struct Options {
     /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, or a Debian linux-image-*
     /// package name; repeat for several [default: all four]
     #[arg(long = "kernel", value_name = "NAME")]
@@ -53,7 +53,7 @@ pub struct Options {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Guests {
+pub(crate) enum Guests {
     Tests,
     Systemd,
     All,
@@ -62,7 +62,7 @@ pub enum Guests {
 /// Console lines shown under a failed kernel.
 const TAIL_LINES: usize = 40;
 
-pub fn run(opts: &Options) -> Result<()> {
+pub(crate) fn run(opts: &Options) -> Result<()> {
     let started = Instant::now();
     // The eBPF toolchain first (the guest binaries embed the object), then
     // QEMU and friends, which only this command needs.

@@ -14,9 +14,9 @@ use std::{
 use anyhow::{Context, Result};
 
 /// Prefix of the result line /init prints: `PASS`, or `FAIL <reason>`.
-pub const MARKER: &str = "SCHEDLAT-VM-RESULT:";
+pub(super) const MARKER: &str = "SCHEDLAT-VM-RESULT:";
 
-pub enum Accel {
+pub(super) enum Accel {
     Kvm,
     /// Emulation, and why KVM is not used.
     Tcg(&'static str),
@@ -25,7 +25,7 @@ pub enum Accel {
 /// KVM only where it can run a stock kernel: hardware virtualization in
 /// /proc/cpuinfo, and not the nested PVM flavour of /dev/kvm (kvm_pvm),
 /// which only runs PVM-enabled guest kernels.
-pub fn accelerator() -> Accel {
+pub(super) fn accelerator() -> Accel {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let hardware = cpuinfo
         .lines()
@@ -47,7 +47,7 @@ pub fn accelerator() -> Accel {
     }
 }
 
-pub struct Guest<'a> {
+pub(super) struct Guest<'a> {
     pub kernel: &'a Path,
     pub initrd: &'a Path,
     /// Appended to the kernel command line; `NAME=value` words that the
@@ -58,19 +58,19 @@ pub struct Guest<'a> {
     pub timeout: Duration,
 }
 
-pub enum Verdict {
+pub(super) enum Verdict {
     Pass,
     Fail(String),
 }
 
-pub struct Run {
+pub(super) struct Run {
     pub verdict: Verdict,
     /// The console, \r stripped.
     pub console: String,
     pub elapsed: Duration,
 }
 
-pub fn boot(guest: &Guest, accel: &Accel) -> Result<Run> {
+pub(super) fn boot(guest: &Guest, accel: &Accel) -> Result<Run> {
     let started = Instant::now();
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-nodefaults", "-no-user-config", "-display", "none"])

@@ -33,7 +33,7 @@ const TRIMMED: [&str; 6] = [
 ];
 
 /// The packed root file system (made first if missing or stale).
-pub fn archive(dir: &Path) -> Result<PathBuf> {
+pub(super) fn archive(dir: &Path) -> Result<PathBuf> {
     let cpio = dir.join(format!("{SUITE}-systemd.cpio"));
     let stamp = dir.join(format!("{SUITE}-systemd.recipe"));
     let recipe = format!(

@@ -21,10 +21,10 @@ use super::{initramfs, qemu::MARKER};
 /// Kernels of the matrix the systemd guest boots on: Debian 12's two, and
 /// Debian 11's (whose map memory is charged to RLIMIT_MEMLOCK: the unit's
 /// LimitMEMLOCK at work).
-pub const KERNELS: [&str; 3] = ["5.10", "6.1", "6.12"];
+pub(super) const KERNELS: [&str; 3] = ["5.10", "6.1", "6.12"];
 
 /// Builds the guest's initramfs at `out`; `stage` holds this run's files.
-pub fn pack(
+pub(super) fn pack(
     rootfs: &Path,
     deb: &Path,
     tests: &Path,
@@ -60,7 +60,7 @@ pub fn pack(
     Ok(())
 }
 
-pub fn initrd_path(vm_dir: &Path) -> PathBuf {
+pub(super) fn initrd_path(vm_dir: &Path) -> PathBuf {
     vm_dir.join("systemd-initramfs.cpio")
 }
 

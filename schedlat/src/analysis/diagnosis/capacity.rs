@@ -7,12 +7,12 @@ use super::{named::Diagnosis, waiting::NEGLIGIBLE};
 use crate::{analysis::fmt_ns, sys::findings::Findings};
 
 /// A CPU at least this busy counts as busy ...
-pub const BUSY: f64 = 0.90;
+pub(crate) const BUSY: f64 = 0.90;
 /// ... and one under this as (mostly) idle.
-pub const IDLE: f64 = 0.50;
+pub(crate) const IDLE: f64 = 0.50;
 
 /// The scope's cgroup throttled by its CPU quota in the window (cpu.stat).
-pub fn throttling(f: &Findings) -> Option<Diagnosis> {
+pub(crate) fn throttling(f: &Findings) -> Option<Diagnosis> {
     let t = f.throttling.as_ref().filter(|t| t.throttled > 0)?;
     let quota = match (t.quota, t.quota_cpus) {
         (Some((q, p)), Some(cpus)) => format!("quota {cpus:.2} CPU ({q} us per {p} us)"),
@@ -41,7 +41,7 @@ pub fn throttling(f: &Findings) -> Option<Diagnosis> {
 }
 
 /// More runnable tasks than CPUs while every CPU was busy.
-pub fn saturation(f: &Findings) -> Option<Diagnosis> {
+pub(crate) fn saturation(f: &Findings) -> Option<Diagnosis> {
     let all_busy = !f.cpu_busy.is_empty() && f.cpu_busy.iter().all(|&b| b >= BUSY);
     if !(all_busy && f.avg_runnable > f.cpus as f64) {
         return None;
@@ -64,7 +64,7 @@ pub fn saturation(f: &Findings) -> Option<Diagnosis> {
 
 /// The scope's most-waiting thread allowed only on busy CPUs while others
 /// sat idle.
-pub fn pinning(f: &Findings) -> Option<Diagnosis> {
+pub(crate) fn pinning(f: &Findings) -> Option<Diagnosis> {
     let allowed = f.allowed_cpus.as_ref()?;
     let idle: Vec<usize> = (0..f.cpu_busy.len())
         .filter(|&c| f.cpu_busy[c] < IDLE)

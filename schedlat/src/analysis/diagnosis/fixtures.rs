@@ -3,7 +3,7 @@
 
 use crate::sys::findings::{Findings, ThreadWait};
 
-pub fn findings() -> Findings {
+pub(crate) fn findings() -> Findings {
     Findings {
         window_ns: 10_000_000_000,
         cpus: 2,
@@ -22,7 +22,7 @@ pub fn findings() -> Findings {
     }
 }
 
-pub fn waiter(share: f64) -> Vec<ThreadWait> {
+pub(crate) fn waiter(share: f64) -> Vec<ThreadWait> {
     vec![ThreadWait {
         tid: 7,
         comm: "victim".into(),

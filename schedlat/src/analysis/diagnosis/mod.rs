@@ -17,13 +17,13 @@
 //!   placement, steal, interrupts, throttling);
 //! - `selfcheck.rs`: eBPF's total against schedstat's run_delay.
 
-pub mod capacity;
+pub(crate) mod capacity;
 #[cfg(test)]
-pub mod fixtures;
-pub mod named;
-pub mod priority;
-pub mod selfcheck;
-pub mod split;
-pub mod traced;
-pub mod verdict;
-pub mod waiting;
+pub(crate) mod fixtures;
+pub(crate) mod named;
+pub(crate) mod priority;
+pub(crate) mod selfcheck;
+pub(crate) mod split;
+pub(crate) mod traced;
+pub(crate) mod verdict;
+pub(crate) mod waiting;

@@ -6,7 +6,7 @@ use serde::Serialize;
 /// A named diagnosis: a known mechanism that explains the scope's waiting,
 /// with its evidence and a next step.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     pub name: &'static str,
     /// Roughly, the share of the window it explains; orders the causes.
     pub strength: f64,

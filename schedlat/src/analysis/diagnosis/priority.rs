@@ -26,10 +26,10 @@ use crate::{
 /// kworkers, RCU and IRQ threads) take a few percent on a busy machine;
 /// a quarter is far above that, and means a structural part of the
 /// waiting was decided by rule, not by turn.
-pub const OUTRANKED: f64 = 0.25;
+pub(crate) const OUTRANKED: f64 = 0.25;
 
 /// Victims and culprits of the window, ranked by total wait.
-pub struct Attribution {
+pub(crate) struct Attribution {
     pub tables: Tables,
     /// Waits the full kernel tables could not hold: victims, culprits.
     pub overflow: (u64, u64),
@@ -43,7 +43,7 @@ pub struct Attribution {
 
 /// A culprit that won by rule, and the wait charged to it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outranking {
+pub(crate) struct Outranking {
     pub culprit: TaskInfo,
     pub victim: TaskInfo,
     pub edge: Edge,
@@ -54,7 +54,7 @@ pub struct Outranking {
 /// Why a culprit won over its victim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Edge {
+pub(crate) enum Edge {
     /// Deadline over RT or fair, RT over fair (or sched_ext): the higher
     /// class always runs first (kernel/sched/core.c pick_next_task() walks
     /// the classes in order).
@@ -68,14 +68,14 @@ pub enum Edge {
 
 impl Attribution {
     /// The largest share of `window` one task spent waiting, by eBPF.
-    pub fn max_task_share(&self, window: std::time::Duration) -> f64 {
+    pub(crate) fn max_task_share(&self, window: std::time::Duration) -> f64 {
         let most = self.tables.victims.iter().map(|v| v.total_ns).max();
         most.unwrap_or(0) as f64 / window.as_nanos().max(1) as f64
     }
 
     /// From the window's ranked tables (all rows: `rank(.., 0)`) and the
     /// cgroups of their tasks.
-    pub fn new(tables: Tables, overflow: (u64, u64), cgroups: &TaskCgroups) -> Attribution {
+    pub(crate) fn new(tables: Tables, overflow: (u64, u64), cgroups: &TaskCgroups) -> Attribution {
         let mut outranking: Vec<Outranking> = tables
             .culprits
             .iter()
@@ -92,12 +92,12 @@ impl Attribution {
     }
 
     /// Wait charged to the outranking culprits.
-    pub fn outranking_ns(&self) -> u64 {
+    pub(crate) fn outranking_ns(&self) -> u64 {
         self.outranking.iter().map(|o| o.charged_ns).sum()
     }
 
     /// Their share of all the wait the scope's victims were measured with.
-    pub fn outranking_share(&self) -> f64 {
+    pub(crate) fn outranking_share(&self) -> f64 {
         if self.tables.waited_ns == 0 {
             0.0
         } else {
@@ -128,7 +128,7 @@ const EXT: u32 = 7;
 
 /// Whether `culprit` wins over `victim` by rule, and by which. Idle tasks
 /// (pid 0) never do: a wait that ends on an idle CPU is the wakeup path.
-pub fn outranks(culprit: &TaskInfo, victim: &TaskInfo) -> Option<Edge> {
+pub(crate) fn outranks(culprit: &TaskInfo, victim: &TaskInfo) -> Option<Edge> {
     if culprit.tid == 0 || victim.tid == 0 {
         return None;
     }
@@ -174,7 +174,11 @@ fn in_other_groups(a: &TaskInfo, b: &TaskInfo, cgroups: &TaskCgroups) -> bool {
 /// RT or lower-nice culprits preempting the scope's tasks: named when
 /// they are charged with at least OUTRANKED of the scope's measured wait
 /// and the scope waited at all.
-pub fn priority(f: &Findings, a: &Attribution, ebpf: Option<EbpfWaiting>) -> Option<Diagnosis> {
+pub(crate) fn priority(
+    f: &Findings,
+    a: &Attribution,
+    ebpf: Option<EbpfWaiting>,
+) -> Option<Diagnosis> {
     let share = a.outranking_share();
     let waited = scope_waited(f, ebpf);
     if share < OUTRANKED || waited < NEGLIGIBLE {

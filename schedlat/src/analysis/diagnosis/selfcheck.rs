@@ -32,7 +32,7 @@ use crate::{analysis::fmt_ns, sys::findings::Findings};
 const AGREE: f64 = 0.05;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SelfCheck {
+pub(crate) struct SelfCheck {
     pub ebpf_ns: u64,
     pub ebpf_waits: u64,
     pub run_delay_ns: u64,
@@ -51,7 +51,7 @@ pub struct SelfCheck {
 }
 
 /// The check, when there is an eBPF total and schedstat works.
-pub fn check(t: &Traced, f: &Findings) -> Option<SelfCheck> {
+pub(crate) fn check(t: &Traced, f: &Findings) -> Option<SelfCheck> {
     if !f.schedstat_works {
         return None;
     }

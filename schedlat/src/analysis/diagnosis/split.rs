@@ -26,7 +26,7 @@ use crate::{
 
 /// The diagnoses the split can give, as the report lists them when none
 /// matched.
-pub const KNOWN: &[&str] = &[
+pub(crate) const KNOWN: &[&str] = &[
     "contention inside the cgroup",
     "noisy neighbour",
     "placement",
@@ -38,33 +38,33 @@ pub const KNOWN: &[&str] = &[
 /// CPU it held carry more than half of the measured wait time: then it is
 /// the one relation that explains most of the waiting; below half, no
 /// single one does and the capacity causes speak for the rest.
-pub const DOMINANT: f64 = 0.5;
+pub(crate) const DOMINANT: f64 = 0.5;
 /// Steal and IRQ time are named when they cover a quarter of the measured
 /// wait: time taken from the waiting task's CPU outright, and a quarter is
 /// a structural part of the wait, far above the fraction of a percent a
 /// quiet host or a NIC's interrupts take.
-pub const OVERLAP: f64 = 0.25;
+pub(crate) const OVERLAP: f64 = 0.25;
 /// The group's throttling is named from the split when it covers more
 /// than half of the measured wait (as DOMINANT: the quota is then the main
 /// reason its tasks waited).
-pub const THROTTLED: f64 = 0.5;
+pub(crate) const THROTTLED: f64 = 0.5;
 /// Migrated waits are named when their p99 is at least twice that of the
 /// waits that ended on the CPU the task last ran on: p99 is read from
 /// buckets a quarter of a power of two wide (within 25%), so a factor of
 /// two is a real difference, not the buckets' resolution ...
-pub const SLOWER: f64 = 2.0;
+pub(crate) const SLOWER: f64 = 2.0;
 /// ... and they carry at least a tenth of the wait time: fewer slow
 /// migrated waits are not what the scope waits on.
-pub const PLACEMENT_TIME: f64 = 0.10;
+pub(crate) const PLACEMENT_TIME: f64 = 0.10;
 /// Fewer waits than this in a class make its p99 its maximum and its
 /// shares a handful of events: no rule is applied to it.
-pub const MIN_WAITS: u64 = 20;
+pub(crate) const MIN_WAITS: u64 = 20;
 
 /// What the split's diagnoses are named from: the split, the victims
 /// tables, the scope's waiting as eBPF measured it, and the cgroups of the
 /// tables' tasks and of the scope (which stand for a victim gone by the end
 /// of the window, a short-lived child).
-pub struct Evidence<'a> {
+pub(crate) struct Evidence<'a> {
     pub split: &'a Causes,
     pub attribution: Option<&'a Attribution>,
     pub ebpf: EbpfWaiting,
@@ -74,7 +74,7 @@ pub struct Evidence<'a> {
 /// Adds the diagnoses the split supports to `causes` (the throttling seen
 /// in the split joins a quota throttling diagnosis already named from
 /// cpu.stat).
-pub fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
+pub(crate) fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
     let (split, a) = (e.split, e.attribution);
     let waited = scope_waited(f, Some(e.ebpf));
     if waited < NEGLIGIBLE {

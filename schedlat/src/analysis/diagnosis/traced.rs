@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// What eBPF measured over the window (root only).
-pub struct Traced {
+pub(crate) struct Traced {
     pub hook: String,
     pub waits: Waits,
     pub percentiles: Option<Percentiles>,
@@ -23,7 +23,7 @@ pub struct Traced {
 impl Traced {
     /// The window's histogram (its percentiles and shape against `slice`)
     /// and its victims tables, as attributed.
-    pub fn new(
+    pub(crate) fn new(
         hook: String,
         waits: Waits,
         victims: Result<Attribution, String>,
@@ -40,7 +40,7 @@ impl Traced {
 
     /// The scope's waiting as measured here: its histogram's sum, and its
     /// most-waiting task from the victims tables.
-    pub fn waiting(&self, findings: &Findings) -> EbpfWaiting {
+    pub(crate) fn waiting(&self, findings: &Findings) -> EbpfWaiting {
         let window = Duration::from_nanos(findings.window_ns);
         let most_task = self.victims.as_ref().ok().map(|a| a.max_task_share(window));
         EbpfWaiting::new(self.waits.sum_ns, most_task, findings)

@@ -16,7 +16,7 @@ use crate::{
 
 /// The diagnoses `named` can give, as the report lists them when none
 /// matched (those of the split: split::KNOWN).
-pub const KNOWN: &[&str] = &[
+pub(crate) const KNOWN: &[&str] = &[
     "quota throttling",
     "CPU saturation",
     "pinning",
@@ -25,7 +25,7 @@ pub const KNOWN: &[&str] = &[
 
 /// The answer: whether the scope waited, and the diagnoses that explain
 /// it, strongest first.
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub waiting: Waiting,
     pub diagnoses: Vec<Diagnosis>,
 }
@@ -34,7 +34,11 @@ pub struct Verdict {
 /// mechanisms explain it, from the kernel's accounting, and with eBPF from
 /// its victims tables and its split of the waits. Causes are only looked
 /// for when the waiting matters (Waiting::wants_a_cause).
-pub fn diagnose(findings: &Findings, traced: Option<&Traced>, cgroups: &TaskCgroups) -> Verdict {
+pub(crate) fn diagnose(
+    findings: &Findings,
+    traced: Option<&Traced>,
+    cgroups: &TaskCgroups,
+) -> Verdict {
     // How much the scope waited by eBPF: read once, for both questions.
     let ebpf = traced.map(|t| t.waiting(findings));
     let waiting = waiting::waiting(findings, ebpf, traced.map(|t| &t.shape));

@@ -17,18 +17,18 @@ use crate::{
 
 /// Below this share of the window spent waiting (per thread, and PSI for
 /// the scope), waiting is negligible: not a scheduling problem.
-pub const NEGLIGIBLE: f64 = 0.01;
+pub(crate) const NEGLIGIBLE: f64 = 0.01;
 /// The time from a wakeup to the switch when the wakeup preempts, which
 /// schedstat's run_delay does not count (selfcheck.rs says why): about
 /// 10 us on an idle CPU of a virtual machine (measured: 4.29 ms in 398
 /// such waits, tests/schedstat.rs), a few microseconds on bare metal. A
 /// scale, to say how much waiting run_delay could be missing.
-pub const PREEMPTING_WAKEUP_NS: u64 = 10_000;
+pub(crate) const PREEMPTING_WAKEUP_NS: u64 = 10_000;
 
 /// The answer to step 1, with the numbers it rests on.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
-pub enum Waiting {
+pub(crate) enum Waiting {
     /// Not a scheduling problem; where to look instead.
     Negligible {
         evidence: String,
@@ -52,7 +52,7 @@ pub enum Waiting {
 
 /// What eBPF measured of the scope's waiting (root only), as shares.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct EbpfWaiting {
+pub(crate) struct EbpfWaiting {
     /// The most-waiting task's total wait over the window, from the
     /// victims tables (None when they could not be read).
     pub most_task: Option<f64>,
@@ -68,7 +68,7 @@ pub struct EbpfWaiting {
 
 impl EbpfWaiting {
     /// From the scope's histogram sum over the window (`waited_ns`).
-    pub fn new(waited_ns: u64, most_task: Option<f64>, f: &Findings) -> EbpfWaiting {
+    pub(crate) fn new(waited_ns: u64, most_task: Option<f64>, f: &Findings) -> EbpfWaiting {
         let cpu_time = f.window_ns as f64 * f.scope_cpus() as f64;
         EbpfWaiting {
             most_task,
@@ -77,7 +77,7 @@ impl EbpfWaiting {
     }
 
     /// The larger of the two: how much eBPF says the scope waited.
-    pub fn share(&self) -> f64 {
+    pub(crate) fn share(&self) -> f64 {
         self.scope.max(self.most_task.unwrap_or(0.0))
     }
 }
@@ -87,7 +87,7 @@ impl EbpfWaiting {
 /// schedstat (threads alive at both ends of the window) and what eBPF
 /// measured (which also sees short-lived children and run_delay's blind
 /// spot).
-pub fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
+pub(crate) fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
     let schedstat = if f.schedstat_works {
         f.max_thread_share()
     } else {
@@ -100,7 +100,7 @@ pub fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
 /// it could; it sees what run_delay misses. `shape`: the shape of the
 /// scope's waits in the window (eBPF), which says whether they were long
 /// enough to matter.
-pub fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Shape>) -> Waiting {
+pub(crate) fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Shape>) -> Waiting {
     let window = fmt_ns(f.window_ns);
     let psi = f.scope_psi();
     if !f.schedstat_works && psi.is_none() {
@@ -198,7 +198,7 @@ impl Waiting {
     /// numbers to say it does not. Negligible or short waiting has no
     /// cause to name (a cause named beside "not a scheduling problem"
     /// would be acted on).
-    pub fn wants_a_cause(&self) -> bool {
+    pub(crate) fn wants_a_cause(&self) -> bool {
         matches!(self, Waiting::Significant { .. } | Waiting::Unknown { .. })
     }
 }

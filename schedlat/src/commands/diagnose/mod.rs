@@ -38,13 +38,17 @@ use crate::{
 };
 
 /// The observation window and how the diagnosis is printed.
-pub struct DiagnoseOptions {
+pub(crate) struct DiagnoseOptions {
     /// Seconds.
     pub duration: u64,
     pub json: bool,
 }
 
-pub async fn run(args: &DiagnoseOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+pub(crate) async fn run(
+    args: &DiagnoseOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<()> {
     let scope = scope_of(filter)?;
     let window = Duration::from_secs(args.duration);
     let mut signals = Signals::install()?;

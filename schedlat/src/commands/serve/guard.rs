@@ -21,7 +21,7 @@ use std::{
 
 /// Why a request was refused (403), in words for the response and log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(super) enum Refusal {
     ForeignHost(String),
     ForeignOrigin(String),
 }
@@ -42,7 +42,11 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Checks `Host` and `Origin` for a server listening on `listen`.
-pub fn check(listen: SocketAddr, host: Option<&str>, origin: Option<&str>) -> Result<(), Refusal> {
+pub(super) fn check(
+    listen: SocketAddr,
+    host: Option<&str>,
+    origin: Option<&str>,
+) -> Result<(), Refusal> {
     if listen.ip().is_loopback()
         && let Some(host) = host
         && !names_an_address(host)
@@ -80,7 +84,7 @@ fn same_origin(origin: &str, host: Option<&str>) -> bool {
 
 /// At most one admitted event per `interval`.
 #[derive(Debug)]
-pub struct RateLimit {
+pub(super) struct RateLimit {
     interval: Duration,
     last: Option<Instant>,
     /// Refused since the last line logged about them.
@@ -89,7 +93,7 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    pub fn new(interval: Duration) -> RateLimit {
+    pub(super) fn new(interval: Duration) -> RateLimit {
         RateLimit {
             interval,
             last: None,
@@ -99,7 +103,7 @@ impl RateLimit {
     }
 
     /// Ok when admitted; else how long until the next one would be.
-    pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+    pub(super) fn admit(&mut self, now: Instant) -> Result<(), Duration> {
         if let Some(last) = self.last {
             let since = now.saturating_duration_since(last);
             if since < self.interval {
@@ -113,7 +117,7 @@ impl RateLimit {
 
     /// The line to log about refusals, at most one per interval: how many
     /// were refused since the previous one.
-    pub fn refusals_line(&mut self, now: Instant) -> Option<String> {
+    pub(super) fn refusals_line(&mut self, now: Instant) -> Option<String> {
         if self.refused == 0
             || self
                 .last_logged

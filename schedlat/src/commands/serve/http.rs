@@ -34,15 +34,15 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(6 * 60);
 
 /// How long a new connection may take to send its first request: a scraper
 /// sends it at once; a client that connects and says nothing is let go.
-pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Open connections at most: a few Prometheus servers and curl users need
 /// a handful; the default fd limit (1024) is far above this.
-pub const MAX_CONNECTIONS: usize = 64;
+pub(super) const MAX_CONNECTIONS: usize = 64;
 
 /// The open connections, for the limit: each one's last activity and a
 /// way to close it.
-pub struct Connections {
+pub(super) struct Connections {
     limit: usize,
     first_request: Duration,
     next_id: Cell<u64>,
@@ -56,7 +56,7 @@ struct Slot {
 }
 
 impl Connections {
-    pub fn new(limit: usize, first_request: Duration) -> Connections {
+    pub(super) fn new(limit: usize, first_request: Duration) -> Connections {
         Connections {
             limit: limit.max(1),
             first_request,
@@ -65,13 +65,13 @@ impl Connections {
         }
     }
 
-    pub fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.open.borrow().len()
     }
 
     /// Closes the connection that has been quiet longest; false if none is
     /// open. Used at the limit, and when accept runs out of descriptors.
-    pub fn shed_one(&self) -> bool {
+    pub(super) fn shed_one(&self) -> bool {
         let open = self.open.borrow();
         let quietest = open.values().min_by_key(|slot| slot.active.get());
         if let Some(slot) = quietest {
@@ -82,7 +82,7 @@ impl Connections {
 
     /// Serves `stream` on a task of the current LocalSet, each request
     /// answered by `respond` (routes.rs).
-    pub fn spawn(
+    pub(super) fn spawn(
         &self,
         stream: TcpStream,
         respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
@@ -159,7 +159,7 @@ async fn serve_connection(
 }
 
 /// A plain-text answer.
-pub fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+pub(super) fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert(

@@ -10,12 +10,12 @@ use std::{
 use anyhow::{Result, anyhow};
 use tokio::net::TcpListener;
 
-pub const DEFAULT: &str = "127.0.0.1:9415";
+pub(crate) const DEFAULT: &str = "127.0.0.1:9415";
 
 /// clap value parser: an IP address and a port. Host names are refused:
 /// which interface `localhost` means is the resolver's guess, and where the
 /// endpoint is reachable from must be explicit.
-pub fn parse(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse(s: &str) -> Result<SocketAddr, String> {
     s.parse().map_err(|_| {
         format!(
             "`{s}` is not IP:PORT (e.g. {DEFAULT}, [::1]:9415, or 0.0.0.0:9415 for every interface)"
@@ -24,7 +24,7 @@ pub fn parse(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// Binds `addr`. Port 0 picks a free port; the caller prints the real one.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| {
         let why = match e.kind() {
             ErrorKind::AddrInUse => {
@@ -45,14 +45,14 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 /// Accept errors come in bursts (out of file descriptors: every retry
 /// fails): the first is printed, then at most one line per period saying
 /// how many more there were.
-pub struct ErrorLog {
+pub(crate) struct ErrorLog {
     period: Duration,
     last: Option<Instant>,
     suppressed: u64,
 }
 
 impl ErrorLog {
-    pub fn new(period: Duration) -> ErrorLog {
+    pub(crate) fn new(period: Duration) -> ErrorLog {
         ErrorLog {
             period,
             last: None,
@@ -61,7 +61,7 @@ impl ErrorLog {
     }
 
     /// The line to print for this error, if one is due.
-    pub fn line(&mut self, error: &std::io::Error) -> Option<String> {
+    pub(crate) fn line(&mut self, error: &std::io::Error) -> Option<String> {
         if self.last.is_some_and(|at| at.elapsed() < self.period) {
             self.suppressed += 1;
             return None;

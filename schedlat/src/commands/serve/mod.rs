@@ -15,7 +15,7 @@
 
 mod guard;
 mod http;
-pub mod listen;
+pub(crate) mod listen;
 mod routes;
 mod scrape;
 mod snapshot;
@@ -45,7 +45,7 @@ use crate::{
 };
 
 /// Where `schedlat serve` listens and what it exports.
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     pub listen: SocketAddr,
     /// Per-key series (`--cgroups`, `--pids`) and the kernel's key limit.
     pub keyed: Option<Keyed>,
@@ -70,14 +70,18 @@ pub struct ServeOptions {
 
 /// `--pairs`: the kernel's pair table and the pairs exported per scrape.
 #[derive(Clone, Copy, Debug)]
-pub struct PairSeriesOptions {
+pub(crate) struct PairSeriesOptions {
     /// Pairs the kernel's table holds (`--max-pairs`).
     pub max_pairs: u32,
     /// Pairs with a series of their own per scrape (`--max-pair-series`).
     pub max_series: u32,
 }
 
-pub async fn run(args: &ServeOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
+pub(crate) async fn run(
+    args: &ServeOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
     let mut signals = Signals::install()?;
 
     if !args.listen.ip().is_loopback() && !args.allow_unauthenticated {

@@ -21,7 +21,7 @@ use super::{
 use crate::{export::negotiate::negotiate, recorder::Flight};
 
 /// What every request is checked and served against.
-pub struct Endpoint {
+pub(super) struct Endpoint {
     /// Where serve listens: a loopback listener answers local names only
     /// (guard.rs).
     pub listen: std::net::SocketAddr,
@@ -33,7 +33,7 @@ pub struct Endpoint {
 /// The responder of every connection: `scraper` on /metrics, and the
 /// flight recorder on /snapshot when `endpoint` lets it dump, each request
 /// past `endpoint`'s Host and Origin checks first.
-pub fn responder(
+pub(super) fn responder(
     scraper: Rc<Scraper>,
     endpoint: Rc<Endpoint>,
 ) -> impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static {

@@ -37,7 +37,7 @@ use crate::{
     kernel::filter::Filter,
 };
 
-pub struct Scraper {
+pub(super) struct Scraper {
     /// Mutable for deleting the kernel entries of gone keys.
     tracer: RefCell<Tracer>,
     /// Labels of the one series: `pid` when filtered with -p, and `scope`.
@@ -55,7 +55,7 @@ pub struct Scraper {
 }
 
 /// The per-key series' options.
-pub struct KeyedOptions {
+pub(super) struct KeyedOptions {
     pub by: Breakdown,
     pub max_series: u32,
     pub layout: KeyBuckets,
@@ -81,7 +81,7 @@ struct PairSeries {
 }
 
 /// The neighbour pairs' options (`--pairs`).
-pub struct PairOptions {
+pub(super) struct PairOptions {
     /// Pairs with a series per scrape (`--max-pair-series`).
     pub max_series: u32,
     /// The workload labels of either side (`--cgroup-labels`).
@@ -101,7 +101,7 @@ fn thread_cpu_seconds() -> f64 {
 
 impl Scraper {
     /// `pairs`: with `--pairs` (the tracer loaded with the pair table).
-    pub fn new(
+    pub(super) fn new(
         tracer: Tracer,
         filter: &Filter,
         keyed: Option<KeyedOptions>,
@@ -149,13 +149,13 @@ impl Scraper {
     }
 
     /// The tracer, between scrapes (the flight recorder's seconds).
-    pub fn tracer(&self) -> RefMut<'_, Tracer> {
+    pub(super) fn tracer(&self) -> RefMut<'_, Tracer> {
         self.tracer.borrow_mut()
     }
 
     /// Records whether the -p/-t target still runs; true the first time it
     /// is found gone.
-    pub fn target_exited(&self, alive: bool) -> bool {
+    pub(super) fn target_exited(&self, alive: bool) -> bool {
         match &self.target_alive {
             Some(cell) => cell.replace(alive) && !alive,
             None => false,
@@ -163,7 +163,7 @@ impl Scraper {
     }
 
     /// One scrape: read, encode, and note what it cost for the next one.
-    pub fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
+    pub(super) fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
         let (start, cpu) = (Instant::now(), thread_cpu_seconds());
         let mut scrape = self.scrape()?;
         let previous = self.cost.get();
@@ -182,7 +182,7 @@ impl Scraper {
         Ok(body)
     }
 
-    pub fn scrape(&self) -> Result<Scrape, ReadError> {
+    pub(super) fn scrape(&self) -> Result<Scrape, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.

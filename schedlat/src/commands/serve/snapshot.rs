@@ -22,11 +22,11 @@ use crate::recorder::{Flight, Refused};
 /// The shortest time between two dumps asked for over HTTP: a dump is
 /// fsynced megabytes, and a loop of requests must not turn into a stream
 /// of them (518 dumps, 2.8 GiB written in 30 s, before this bound).
-pub const INTERVAL: Duration = Duration::from_secs(10);
+pub(super) const INTERVAL: Duration = Duration::from_secs(10);
 
 /// Answers `request` with `flight` (None: POST /snapshot is off), at most
 /// one dump per `limit`'s interval.
-pub fn respond(
+pub(super) fn respond(
     request: &Request<Incoming>,
     flight: Option<&RefCell<Flight>>,
     limit: &RefCell<RateLimit>,

@@ -24,13 +24,17 @@ use crate::{
 };
 
 /// What `schedlat slow` reports and how.
-pub struct SlowOptions {
+pub(crate) struct SlowOptions {
     /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
     pub json: bool,
 }
 
-pub async fn run(args: &SlowOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<Ended> {
+pub(crate) async fn run(
+    args: &SlowOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let (mut tracer, filter) = session::attach(
         kernel,

@@ -30,7 +30,7 @@ use crate::{
 };
 
 /// What `schedlat top` shows and how often.
-pub struct TopOptions {
+pub(crate) struct TopOptions {
     /// Between refreshes, at first (`+`/`-` change it).
     pub interval: Duration,
     pub sort: SortKey,
@@ -47,7 +47,11 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub async fn run(args: &TopOptions, kernel: &KernelAccess, filter: &FilterSpec) -> Result<()> {
+pub(crate) async fn run(
+    args: &TopOptions,
+    kernel: &KernelAccess,
+    filter: &FilterSpec,
+) -> Result<()> {
     let mut signals = Signals::install()?;
     if !std::io::stdout().is_terminal() {
         bail!(

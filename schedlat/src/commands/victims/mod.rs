@@ -25,7 +25,7 @@ use crate::{
 };
 
 /// What `schedlat victims` reports, how often and how.
-pub struct VictimsOptions {
+pub(crate) struct VictimsOptions {
     /// Seconds per interval (None: one interval, until a signal).
     pub interval: Option<u64>,
     /// Intervals to report (None: until a signal).
@@ -38,7 +38,7 @@ pub struct VictimsOptions {
     pub max_tasks: u32,
 }
 
-pub async fn run(
+pub(crate) async fn run(
     args: &VictimsOptions,
     kernel: &KernelAccess,
     filter: &FilterSpec,

@@ -1,14 +1,14 @@
 //! The encoders: each writes the families (model.rs) in one format. A new
 //! encoding is a file here and a variant of [`Format`].
 
-pub mod protobuf;
-pub mod text;
+pub(crate) mod protobuf;
+pub(crate) mod text;
 
 use super::model::Family;
 
 /// An exposition format and the version to announce in `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Prometheus text format 0.0.4.
     Text,
     /// OpenMetrics text; the body is 1.0.0, announced as the version asked for.
@@ -18,7 +18,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn content_type(self) -> String {
+    pub(crate) fn content_type(self) -> String {
         match self {
             Format::Text => text::CONTENT_TYPE.to_string(),
             Format::OpenMetrics { version } => {
@@ -30,7 +30,7 @@ impl Format {
 }
 
 /// `families` in `format`.
-pub fn encode(families: Vec<Family>, format: Format) -> Vec<u8> {
+pub(crate) fn encode(families: Vec<Family>, format: Format) -> Vec<u8> {
     match format {
         Format::Protobuf => protobuf::encode(families),
         Format::OpenMetrics { .. } => text::encode(families, true),

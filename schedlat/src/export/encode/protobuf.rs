@@ -20,11 +20,11 @@ use crate::{
 };
 
 /// The media type, as Prometheus asks for it and as it expects it back.
-pub const CONTENT_TYPE: &str =
+pub(crate) const CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
 #[derive(Clone, PartialEq, Message)]
-pub struct MetricFamily {
+pub(crate) struct MetricFamily {
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
     #[prost(string, optional, tag = "2")]
@@ -36,12 +36,12 @@ pub struct MetricFamily {
     pub metric: Vec<Metric>,
 }
 
-pub const COUNTER: i32 = 0;
-pub const GAUGE: i32 = 1;
-pub const HISTOGRAM: i32 = 4;
+pub(crate) const COUNTER: i32 = 0;
+pub(crate) const GAUGE: i32 = 1;
+pub(crate) const HISTOGRAM: i32 = 4;
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Metric {
+pub(crate) struct Metric {
     #[prost(message, repeated, tag = "1")]
     pub label: Vec<LabelPair>,
     #[prost(message, optional, tag = "2")]
@@ -53,7 +53,7 @@ pub struct Metric {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct LabelPair {
+pub(crate) struct LabelPair {
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
     #[prost(string, optional, tag = "2")]
@@ -61,19 +61,19 @@ pub struct LabelPair {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Gauge {
+pub(crate) struct Gauge {
     #[prost(double, optional, tag = "1")]
     pub value: Option<f64>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Counter {
+pub(crate) struct Counter {
     #[prost(double, optional, tag = "1")]
     pub value: Option<f64>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     #[prost(uint64, optional, tag = "1")]
     pub sample_count: Option<u64>,
     #[prost(double, optional, tag = "2")]
@@ -95,7 +95,7 @@ pub struct Histogram {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     #[prost(uint64, optional, tag = "1")]
     pub cumulative_count: Option<u64>,
     #[prost(double, optional, tag = "2")]
@@ -103,7 +103,7 @@ pub struct Bucket {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct BucketSpan {
+pub(crate) struct BucketSpan {
     #[prost(sint32, optional, tag = "1")]
     pub offset: Option<i32>,
     #[prost(uint32, optional, tag = "2")]
@@ -111,7 +111,7 @@ pub struct BucketSpan {
 }
 
 /// The delimited stream of `families`.
-pub fn encode(families: Vec<Family>) -> Vec<u8> {
+pub(crate) fn encode(families: Vec<Family>) -> Vec<u8> {
     let messages: Vec<MetricFamily> = families.iter().map(message).collect();
     let mut out = Vec::with_capacity(messages.iter().map(|f| f.encoded_len() + 4).sum());
     for f in &messages {

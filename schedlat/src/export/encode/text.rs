@@ -14,7 +14,7 @@ use prometheus_client::{
 use crate::export::model::{Family, Histograms, Metric, Sample, Unit, Value};
 
 /// OpenMetrics 1.0.0 (`openmetrics`) or the classic text format.
-pub fn encode(families: Vec<Family>, openmetrics: bool) -> Vec<u8> {
+pub(crate) fn encode(families: Vec<Family>, openmetrics: bool) -> Vec<u8> {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Exposition(families)));
     let mut out = String::with_capacity(16 * 1024);
@@ -28,7 +28,7 @@ pub fn encode(families: Vec<Family>, openmetrics: bool) -> Vec<u8> {
 }
 
 /// The classic text format's media type.
-pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 #[derive(Debug)]
 struct Exposition(Vec<Family>);

@@ -6,7 +6,7 @@ use crate::export::model::{Family, Metric, Value, single};
 
 /// The counters that go with the per-key family.
 #[derive(Debug)]
-pub struct KeyedCounters {
+pub(crate) struct KeyedCounters {
     /// Waits in the total but in no key (kernel key map full).
     pub unkeyed: u64,
     /// Keys whose new waits went to the overflow series in this scrape.
@@ -16,7 +16,7 @@ pub struct KeyedCounters {
 }
 
 /// The loss counters of the whole system.
-pub fn losses(untracked_tid: u64, discarded_negative: u64) -> [Family; 2] {
+pub(super) fn losses(untracked_tid: u64, discarded_negative: u64) -> [Family; 2] {
     [
         single(
             "schedlat_dropped_untracked_tid",
@@ -34,7 +34,7 @@ pub fn losses(untracked_tid: u64, discarded_negative: u64) -> [Family; 2] {
 }
 
 /// The per-key family's counters.
-pub fn keyed(keyed: &KeyedCounters) -> [Family; 3] {
+pub(super) fn keyed(keyed: &KeyedCounters) -> [Family; 3] {
     [
         single(
             "schedlat_unkeyed_waits",

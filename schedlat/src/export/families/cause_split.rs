@@ -25,7 +25,7 @@ use crate::{
 /// The split's series of one family: a label set (the scope, or the
 /// cgroup) and its counters.
 #[derive(Debug, Default)]
-pub struct CauseSeries {
+pub(crate) struct CauseSeries {
     pub series: Vec<(Labels, CauseCounts)>,
 }
 
@@ -102,12 +102,12 @@ fn seconds(ns: u64) -> Value {
 }
 
 /// The whole system's families (none without the split).
-pub fn system_families(series: &CauseSeries) -> Vec<Family> {
+pub(super) fn system_families(series: &CauseSeries) -> Vec<Family> {
     families(&SYSTEM, series)
 }
 
 /// The per-cgroup families (none without `--cgroups`).
-pub fn cgroup_families(series: &CauseSeries) -> Vec<Family> {
+pub(super) fn cgroup_families(series: &CauseSeries) -> Vec<Family> {
     families(&CGROUP, series)
 }
 

@@ -15,13 +15,13 @@ use crate::export::model::{Family, Labels, Unit, Value, counter};
 
 /// One CPU's waits since load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpuWaits {
+pub(crate) struct CpuWaits {
     pub count: u64,
     pub sum_ns: u64,
 }
 
 /// Each possible CPU's waits, in CPU order, from the per-CPU statistics.
-pub fn per_cpu(stats: &[CpuStats]) -> Vec<CpuWaits> {
+pub(crate) fn per_cpu(stats: &[CpuStats]) -> Vec<CpuWaits> {
     (stats.iter())
         .map(|s| CpuWaits {
             count: s.buckets.iter().sum(),
@@ -33,7 +33,7 @@ pub fn per_cpu(stats: &[CpuStats]) -> Vec<CpuWaits> {
 /// The two families, labelled `cpu` and the total's labels (the filter's
 /// `scope`, whose waits they count, and `pid` with -p); none when no CPU
 /// was read.
-pub fn families(cpus: &[CpuWaits], total: &Labels) -> Vec<Family> {
+pub(crate) fn families(cpus: &[CpuWaits], total: &Labels) -> Vec<Family> {
     if cpus.is_empty() {
         return Vec::new();
     }

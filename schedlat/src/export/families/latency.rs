@@ -27,7 +27,7 @@ const CGROUP_HELP: &str = "schedlat_runqueue_latency_seconds by cgroup of the ta
 const PROCESS_HELP: &str = "schedlat_runqueue_latency_seconds by process (pid, and comm when first seen) of the task that waited; a series is exported when its process is pinned (--pin) or among the --max-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in pid=\"__overflow__\"";
 
 /// `schedlat_runqueue_latency_seconds`: the total, one series.
-pub fn system(waits: &Waits, labels: Labels) -> Family {
+pub(super) fn system(waits: &Waits, labels: Labels) -> Family {
     Family {
         name: "schedlat_runqueue_latency".into(),
         help: system_help(),
@@ -45,7 +45,7 @@ pub fn system(waits: &Waits, labels: Labels) -> Family {
 }
 
 /// The per-cgroup or per-process family.
-pub fn keyed(by: Breakdown, layout: KeyBuckets, series: Vec<(Labels, Folded)>) -> Family {
+pub(super) fn keyed(by: Breakdown, layout: KeyBuckets, series: Vec<(Labels, Folded)>) -> Family {
     let (name, help) = match by {
         Breakdown::Process => ("schedlat_process_runqueue_latency", PROCESS_HELP),
         _ => ("schedlat_cgroup_runqueue_latency", CGROUP_HELP),

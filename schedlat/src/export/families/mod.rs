@@ -18,14 +18,14 @@
 
 mod accounting;
 mod cause_split;
-pub mod cpu;
+pub(crate) mod cpu;
 mod latency;
 mod neighbours;
 mod own;
 
 use schedlat_common::scope::Breakdown;
 
-pub use self::{
+pub(crate) use self::{
     accounting::KeyedCounters,
     neighbours::NeighbourScrape,
     own::{BpfCost, ScrapeCost},
@@ -40,7 +40,7 @@ use crate::{histogram::Waits, kernel::hook::HookMode};
 
 /// Everything one scrape exports.
 #[derive(Debug)]
-pub struct Scrape {
+pub(crate) struct Scrape {
     pub hook: HookMode,
     pub histograms: Vec<Family>,
     /// Loss counters, whole system (see docs/json.md for their meaning).
@@ -68,7 +68,7 @@ pub struct Scrape {
 
 /// One scrape's per-key series (`--cgroups`, `--pids`).
 #[derive(Debug)]
-pub struct KeyedScrape {
+pub(crate) struct KeyedScrape {
     /// The series in this scrape, ordered by key, then the overflow series
     /// (only once it holds a wait).
     pub series: Vec<(Labels, Folded)>,
@@ -79,7 +79,12 @@ pub struct KeyedScrape {
 impl Scrape {
     /// The one view the kernel side has today: every wait (unlabelled), or
     /// with `-p` one process's (`labels` = pid).
-    pub fn system(hook: HookMode, waits: Waits, labels: Labels, bpf: Option<BpfCost>) -> Scrape {
+    pub(crate) fn system(
+        hook: HookMode,
+        waits: Waits,
+        labels: Labels,
+        bpf: Option<BpfCost>,
+    ) -> Scrape {
         let causes = CauseSeries {
             series: waits
                 .causes
@@ -107,7 +112,7 @@ impl Scrape {
 
     /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`);
     /// `scope` is the filter's label, if any.
-    pub fn with_keyed(
+    pub(crate) fn with_keyed(
         mut self,
         by: Breakdown,
         layout: KeyBuckets,
@@ -140,17 +145,17 @@ impl Scrape {
 
     /// A text exposition as a String (tests).
     #[cfg(test)]
-    pub fn encode_text(self, format: Format) -> String {
+    pub(crate) fn encode_text(self, format: Format) -> String {
         String::from_utf8(self.encode(format)).expect("text formats are UTF-8")
     }
 
     /// The exposition in `format`.
-    pub fn encode(self, format: Format) -> Vec<u8> {
+    pub(crate) fn encode(self, format: Format) -> Vec<u8> {
         encode::encode(self.families(), format)
     }
 
     /// Every family, in the order they are exposed.
-    pub fn families(self) -> Vec<Family> {
+    pub(crate) fn families(self) -> Vec<Family> {
         let mut out = self.histograms;
         out.extend(cause_split::system_families(&self.causes));
         out.extend(cause_split::cgroup_families(&self.cgroup_causes));

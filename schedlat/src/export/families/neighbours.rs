@@ -16,7 +16,7 @@ use crate::{
 
 /// One scrape's neighbour pairs.
 #[derive(Debug, Default)]
-pub struct NeighbourScrape {
+pub(crate) struct NeighbourScrape {
     /// The pairs in this scrape, then the overflow pair (once it holds a
     /// wait); counts are cumulative over the scrapes the pair had a series.
     pub series: Vec<(Labels, PairCounts)>,
@@ -29,7 +29,7 @@ pub struct NeighbourScrape {
 
 const HOW: &str = "a series is exported when the pair is among the --max-pair-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"; waits behind the cgroup's own tasks or an idle CPU are not a neighbour's and are not here (schedlat_cgroup_runqueue_wait_by_cause_seconds_total{split=\"held_by\"} has them)";
 
-pub fn families(scrape: &NeighbourScrape) -> Vec<Family> {
+pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
     let each = |value: fn(&PairCounts) -> Value| {
         (scrape.series.iter())
             .map(|(labels, counts)| (labels.clone(), value(counts)))

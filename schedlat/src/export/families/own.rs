@@ -10,7 +10,7 @@ use crate::{
 
 /// What serving one scrape cost: read, encode, and the body's size.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ScrapeCost {
+pub(crate) struct ScrapeCost {
     pub seconds: f64,
     pub cpu_seconds: f64,
     pub body_bytes: usize,
@@ -19,7 +19,7 @@ pub struct ScrapeCost {
 }
 
 #[derive(Debug)]
-pub struct BpfCost {
+pub(crate) struct BpfCost {
     /// `kernel.bpf_stats_enabled`, if readable.
     pub stats_enabled: Option<bool>,
     pub programs: Vec<ProgramCost>,
@@ -30,7 +30,7 @@ fn gauge(name: &str, help: &str, value: Value) -> Family {
 }
 
 /// serve's own cost, so that it shows in the dashboards it feeds.
-pub fn scrape_cost(cost: &ScrapeCost) -> [Family; 4] {
+pub(super) fn scrape_cost(cost: &ScrapeCost) -> [Family; 4] {
     [
         gauge(
             "schedlat_last_scrape_duration_seconds",
@@ -57,7 +57,7 @@ pub fn scrape_cost(cost: &ScrapeCost) -> [Family; 4] {
 }
 
 /// The programs' run time and runs, and whether the kernel counts them.
-pub fn bpf_cost(bpf: &BpfCost) -> Vec<Family> {
+pub(super) fn bpf_cost(bpf: &BpfCost) -> Vec<Family> {
     // The HELP says when the numbers cannot be trusted to move.
     let caveat = match bpf.stats_enabled {
         Some(true) => "",
@@ -102,7 +102,7 @@ pub fn bpf_cost(bpf: &BpfCost) -> Vec<Family> {
 }
 
 /// With -p/-t: whether the target still runs.
-pub fn target_alive(alive: bool) -> Family {
+pub(super) fn target_alive(alive: bool) -> Family {
     gauge(
         "schedlat_target_alive",
         "1 while the process or thread of -p/-t runs, 0 once it exited (schedlat keeps serving what it measured)",
@@ -111,7 +111,7 @@ pub fn target_alive(alive: bool) -> Family {
 }
 
 /// `schedlat_info`: the version and the hook mode.
-pub fn info(hook: HookMode) -> Family {
+pub(super) fn info(hook: HookMode) -> Family {
     let labels: Labels = vec![
         ("hook", hook.to_string()),
         ("version", env!("CARGO_PKG_VERSION").to_string()),

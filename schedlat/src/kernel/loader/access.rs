@@ -9,7 +9,7 @@ use crate::kernel::hook::HookChoice;
 
 /// Where kernel facts come from; each `None` means "the usual place".
 #[derive(Debug, Clone, Default)]
-pub struct KernelSources {
+pub(crate) struct KernelSources {
     pub btf: Option<PathBuf>,
     pub tracefs: Option<PathBuf>,
     /// Allow maps larger than map_memory::LIMIT_BYTES (`--force-memory`).
@@ -25,7 +25,7 @@ pub struct KernelSources {
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).
 #[derive(Debug, Clone)]
-pub struct KernelAccess {
+pub(crate) struct KernelAccess {
     pub hook: HookChoice,
     pub sources: KernelSources,
 }

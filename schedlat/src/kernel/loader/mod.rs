@@ -7,7 +7,7 @@ mod globals;
 mod plan;
 mod release;
 
-pub use access::{KernelAccess, KernelSources};
+pub(crate) use access::{KernelAccess, KernelSources};
 use aya::{Ebpf, EbpfLoader};
 use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
@@ -31,7 +31,7 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 
 /// The loaded and attached object, handed to the collect layer
 /// (collect::Tracer), which alone reads its maps.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub ebpf: Ebpf,
     pub mode: HookMode,
     /// The attached programs and the tracepoint each hooks.
@@ -49,7 +49,7 @@ pub struct Loaded {
 /// Loads the object with `unit_ns` nanoseconds per histogram unit,
 /// computing `modes` in the kernel, and attaches it in the hook mode
 /// `choice` resolves to on this kernel.
-pub fn load(
+pub(crate) fn load(
     choice: HookChoice,
     sources: &KernelSources,
     unit_ns: u64,

@@ -4,7 +4,7 @@
 //! runs: a fact can only explain why one does not.
 
 mod probe;
-pub mod trial;
+pub(crate) mod trial;
 
 use crate::{
     kernel::{cgroupfs, privileges, tracefs},
@@ -17,7 +17,7 @@ use crate::{
 /// How a fact stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     Ok,
     /// Not fatal: a mode or a detail is lost, or worth knowing.
     Warn,
@@ -27,7 +27,7 @@ pub enum Status {
 
 /// One fact: what was found, and the fix where it is not ok.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub status: Status,
     pub found: String,
@@ -66,7 +66,7 @@ fn cap_names(mask: u64) -> String {
 }
 
 /// Every fact, in the order a reader fixes them.
-pub fn facts() -> Vec<Check> {
+pub(crate) fn facts() -> Vec<Check> {
     let can_trace = privileges::can_trace();
     let release = Release::read();
     let status = ProcessStatus::read();

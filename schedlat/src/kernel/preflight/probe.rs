@@ -42,7 +42,7 @@ fn create(attr: &MapCreate) -> Result<(), std::io::Error> {
 }
 
 /// A one-entry array map.
-pub fn array_map() -> Result<(), std::io::Error> {
+pub(super) fn array_map() -> Result<(), std::io::Error> {
     create(&MapCreate {
         map_type: BPF_MAP_TYPE_ARRAY,
         key_size: 4,
@@ -54,7 +54,7 @@ pub fn array_map() -> Result<(), std::io::Error> {
 
 /// A one-page ring buffer (its size must be a power-of-2 multiple of the
 /// page size: kernel/bpf/ringbuf.c, ringbuf_map_alloc).
-pub fn ring_buffer() -> Result<(), std::io::Error> {
+pub(super) fn ring_buffer() -> Result<(), std::io::Error> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     create(&MapCreate {

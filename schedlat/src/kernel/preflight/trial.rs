@@ -16,7 +16,7 @@ use crate::kernel::{
 /// The ways of running schedlat that need different things of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Mode {
+pub(crate) enum Mode {
     /// The histogram (`schedlat`, `serve`), in the hook mode auto picks.
     Histogram,
     /// The histogram on classic tracepoints (`--hook tp`).
@@ -32,7 +32,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [
+    pub(crate) const ALL: [Mode; 6] = [
         Mode::Histogram,
         Mode::Tracepoint,
         Mode::PerProcess,
@@ -41,7 +41,7 @@ impl Mode {
         Mode::Slow,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Histogram => "histogram",
             Mode::Tracepoint => "tracepoint",
@@ -53,7 +53,7 @@ impl Mode {
     }
 
     /// What the mode needs, beyond CAP_BPF and CAP_PERFMON (or root).
-    pub fn needs(self) -> &'static str {
+    pub(crate) fn needs(self) -> &'static str {
         match self {
             Mode::Histogram => "kernel BTF for tp_btf (5.5+), else tracefs",
             Mode::Tracepoint => {
@@ -86,7 +86,7 @@ impl Mode {
 
 /// What loading a mode's programs gave.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Trial {
+pub(crate) struct Trial {
     pub mode: Mode,
     pub runs: bool,
     /// The hook mode it attached in.
@@ -99,7 +99,7 @@ pub struct Trial {
 }
 
 /// Loads and attaches `mode`'s programs, and detaches them.
-pub fn run(mode: Mode) -> Trial {
+pub(crate) fn run(mode: Mode) -> Trial {
     let (choice, modes) = mode.load();
     let result = Filter::resolve(&FilterSpec::default())
         .map_err(|e| e.to_string())

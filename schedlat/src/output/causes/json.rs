@@ -7,7 +7,7 @@ use crate::analysis::causes::{Causes, Counted, Summary};
 
 /// One class with percentiles (null for a breakdown key, or without waits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SummaryOut {
+pub(crate) struct SummaryOut {
     pub count: u64,
     pub sum_ns: u64,
     pub p50_ns: Option<u64>,
@@ -15,13 +15,13 @@ pub struct SummaryOut {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CountedOut {
+pub(crate) struct CountedOut {
     pub count: u64,
     pub sum_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlacementOut {
+pub(crate) struct PlacementOut {
     pub same_cpu: SummaryOut,
     pub migrated: SummaryOut,
     pub cross_llc: Option<CountedOut>,
@@ -30,7 +30,7 @@ pub struct PlacementOut {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OverlapOut {
+pub(crate) struct OverlapOut {
     pub steal: Option<u64>,
     pub irq: Option<u64>,
     pub throttled: Option<u64>,
@@ -41,7 +41,7 @@ pub struct OverlapOut {
 /// Waits per depth class, named by
 /// [`DEPTH_LABELS`](crate::analysis::causes::DEPTH_LABELS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueDepthOut {
+pub(crate) struct QueueDepthOut {
     #[serde(rename = "0")]
     pub d0: u64,
     #[serde(rename = "1")]
@@ -58,7 +58,7 @@ pub struct QueueDepthOut {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldByOut {
+pub(crate) struct HeldByOut {
     pub same_cgroup: CountedOut,
     pub other_cgroup: CountedOut,
     pub kernel: CountedOut,
@@ -69,7 +69,7 @@ pub struct HeldByOut {
 
 /// The `causes` object (docs/json.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CausesOut {
+pub(crate) struct CausesOut {
     pub woken: SummaryOut,
     pub new: SummaryOut,
     pub preempted: SummaryOut,
@@ -101,7 +101,7 @@ impl From<Counted> for CountedOut {
 }
 
 /// The JSON object of a split.
-pub fn json(c: &Causes) -> CausesOut {
+pub(crate) fn json(c: &Causes) -> CausesOut {
     let p = &c.placement;
     let h = &c.held_by;
     let d = c.queue_depth.map(|c| c.count);

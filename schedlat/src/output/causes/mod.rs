@@ -6,7 +6,7 @@ mod json;
 
 use std::fmt::Write as _;
 
-pub use json::{CausesOut, json};
+pub(crate) use json::{CausesOut, json};
 
 use crate::{
     analysis::{
@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// The split of `waits`, when the programs measured it.
-pub fn of(waits: &Waits) -> Option<Causes> {
+pub(crate) fn of(waits: &Waits) -> Option<Causes> {
     waits.causes.as_ref().map(Causes::of)
 }
 
@@ -25,7 +25,7 @@ pub fn of(waits: &Waits) -> Option<Causes> {
 /// indented under it, and a fourth for the wakeup path with `--waking`;
 /// empty when there is nothing to split. Percentiles appear where the
 /// split has them (the total, not a breakdown key).
-pub fn text(causes: &Causes) -> String {
+pub(crate) fn text(causes: &Causes) -> String {
     let waits = causes.waits();
     if waits == 0 {
         return String::new();
@@ -190,7 +190,7 @@ fn pct(s: f64) -> String {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use schedlat_common::{
         bucket_index,
         causes::{Cause, CauseStats, KeyCauses, OVERLAP_STEAL, OVERLAP_THROTTLED},
@@ -202,7 +202,7 @@ pub mod tests {
     /// 900 woken waits of 10 us (100 of them migrated) and 100 preempted
     /// of 1 ms, all behind another cgroup but 100 woken behind the idle
     /// task; half the same-CPU time throttled.
-    pub fn sample_cpu() -> CauseStats {
+    pub(crate) fn sample_cpu() -> CauseStats {
         let mut cpu = CauseStats::ZERO;
         let mut put = |class: Cause, n: u64, ns: u64| {
             cpu.count[class as usize] += n;

@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::filter::{Filter, comm_str, cpu_list_str};
 
-pub mod read;
+pub(crate) mod read;
 
 /// What a recording measured, beyond the hook and unit every object carries:
 /// two recordings compare only when these agree.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedScope {
+pub(crate) struct RecordedScope {
     /// The filters on the task that waited; null where not set.
     pub pid: Option<u32>,
     pub tid: Option<u32>,
@@ -36,7 +36,7 @@ pub struct RecordedScope {
 }
 
 impl RecordedScope {
-    pub fn of(filter: &Filter, breakdown: Option<&str>) -> RecordedScope {
+    pub(crate) fn of(filter: &Filter, breakdown: Option<&str>) -> RecordedScope {
         let (kernel, host) = uname();
         RecordedScope {
             pid: filter.tgid,
@@ -52,7 +52,7 @@ impl RecordedScope {
 
     /// The filters in words, for messages: "-p 1234 --cpu 0-1", or "the
     /// whole system".
-    pub fn filters(&self) -> String {
+    pub(crate) fn filters(&self) -> String {
         let mut parts = Vec::new();
         if let Some(p) = self.pid {
             parts.push(format!("-p {p}"));
@@ -78,7 +78,7 @@ impl RecordedScope {
 
     /// How `after` differs from `self` (before), one line per aspect that
     /// changes what the numbers mean. Empty when they agree.
-    pub fn differences(&self, after: &RecordedScope) -> Vec<String> {
+    pub(crate) fn differences(&self, after: &RecordedScope) -> Vec<String> {
         let mut out = Vec::new();
         let mut differ = |what: &str, b: String, a: String| {
             if b != a {
@@ -121,7 +121,7 @@ fn uname() -> (String, String) {
 /// and the destination is left as it was. To a FIFO or a character device
 /// (`-o /dev/stdout`, a pipe to another program): written through, the node
 /// itself left in place.
-pub struct Pending {
+pub(crate) struct Pending {
     pub file: File,
     /// The temporary file and the destination it replaces; None when
     /// written through.
@@ -180,7 +180,7 @@ impl Pending {
     /// usually a baseline that cannot be made again. A FIFO or character
     /// device is written through (opening a FIFO waits for its reader);
     /// anything else that exists is refused, `force` or not.
-    pub fn create(dest: &Path, force: bool) -> Result<Pending, String> {
+    pub(crate) fn create(dest: &Path, force: bool) -> Result<Pending, String> {
         match existing(dest) {
             Some(Existing::Refused(why)) => return Err(why),
             Some(Existing::Stream) => return Pending::stream(dest),
@@ -242,7 +242,7 @@ impl Pending {
 
     /// Flushes the recording to disk and puts it in place (written through:
     /// nothing to do, the data went out as it was written).
-    pub fn commit(mut self) -> io::Result<()> {
+    pub(crate) fn commit(mut self) -> io::Result<()> {
         if let Some((tmp, dest)) = &self.replace {
             self.file.sync_all()?;
             fs::rename(tmp, dest)?;

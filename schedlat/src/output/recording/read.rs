@@ -15,7 +15,7 @@ use crate::{
 };
 
 /// A recording's intervals merged, and what they say they measured.
-pub struct Recording {
+pub(crate) struct Recording {
     pub waits: Waits,
     pub unit: String,
     /// The slice it was judged against, when its objects say.
@@ -37,7 +37,7 @@ struct Schema {
 }
 
 impl Recording {
-    pub fn load(path: &Path) -> Result<Recording> {
+    pub(crate) fn load(path: &Path) -> Result<Recording> {
         // A recorder dump is a directory; its JSON Lines are read.
         let dump = path.join("dump.jsonl");
         let path = if path.is_dir() { dump.as_path() } else { path };
@@ -48,7 +48,7 @@ impl Recording {
 
     /// A recording's text (JSON Lines) in memory; `path` names it in errors.
     #[cfg(any(test, feature = "fuzzing"))]
-    pub fn parse(path: &Path, text: &[u8]) -> Result<Recording> {
+    pub(crate) fn parse(path: &Path, text: &[u8]) -> Result<Recording> {
         Recording::read(path, Lines::new(text, u64::MAX, MAX_LINE_BYTES))
     }
 
@@ -172,7 +172,7 @@ impl Recording {
     /// What differs between this recording's scope and `after`'s (hook
     /// included), one line each; a side without a scope (an older file) is said
     /// once.
-    pub fn differences(&self, after: &Recording) -> Vec<String> {
+    pub(crate) fn differences(&self, after: &Recording) -> Vec<String> {
         let before = self;
         let mut out = Vec::new();
         if before.hook != after.hook {
@@ -194,7 +194,7 @@ impl Recording {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use std::{fs, time::Duration};
 
     use schedlat_common::{CpuStats, bucket_index, log2_slot};
@@ -203,7 +203,7 @@ pub mod tests {
     use crate::{histogram::Unit, kernel::hook::HookMode, output::Report};
 
     /// A one-object recording of `n` waits of `us` microseconds each.
-    pub fn recording(
+    pub(crate) fn recording(
         name: &str,
         unit: Unit,
         us: u64,

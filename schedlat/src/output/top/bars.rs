@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// Title and column header.
-pub const CHROME: u16 = 2;
+pub(super) const CHROME: u16 = 2;
 
 /// A row: its first and last log2 slot, and the marks it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ fn rows(slots: &[u64], keys: &[(usize, &'static str)], fit: usize) -> Vec<Row> {
 }
 
 /// Rows the histogram would like: every slot from the first non-empty one.
-pub fn wanted_height(state: &State) -> u16 {
+pub(super) fn wanted_height(state: &State) -> u16 {
     let slots = state.shown().0.log2_slots();
     let bars = slots
         .iter()
@@ -98,14 +98,14 @@ pub fn wanted_height(state: &State) -> u16 {
 
 /// Rows it needs at least: one per marked row, so that no two marks share
 /// one when the terminal has the room.
-pub fn least_height(state: &State, slice: &Slice) -> u16 {
+pub(super) fn least_height(state: &State, slice: &Slice) -> u16 {
     let mut slots: Vec<usize> = key_slots(state, slice).iter().map(|&(s, _)| s).collect();
     slots.sort_unstable();
     slots.dedup();
     CHROME + slots.len().max(1) as u16
 }
 
-pub fn histogram(state: &State, slice: &Slice, area: Rect) -> Paragraph<'static> {
+pub(super) fn histogram(state: &State, slice: &Slice, area: Rect) -> Paragraph<'static> {
     let (waits, _) = state.shown();
     let slots = waits.log2_slots();
     let title = if state.cumulative {

@@ -6,7 +6,7 @@
 
 mod bars;
 mod panel;
-pub mod state;
+pub(crate) mod state;
 
 use panel::Panel;
 use ratatui::{
@@ -30,7 +30,7 @@ const KEYS: &str = "q quit  space pause  c last/cumulative  s sort  +/- interval
 const HEADER: u16 = 2;
 const FOOTER: u16 = 1;
 
-pub fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
+pub(crate) fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     let area = frame.area();
     let panel = Panel::of(state);
     // A taller terminal gets a taller sparkline; below that, the bars and

@@ -20,7 +20,7 @@ use crate::analysis::{
 };
 
 /// Rows per table the panel shows at most, however tall the terminal.
-pub const MAX_ROWS: usize = 10;
+pub(super) const MAX_ROWS: usize = 10;
 
 /// Title, column header, and the culprits' sub-header.
 const CHROME: u16 = 3;
@@ -29,13 +29,13 @@ const CHROME: u16 = 3;
 const FIXED: usize = 59;
 
 /// The panel's content for this frame: ranked tables, or a message.
-pub enum Panel {
+pub(super) enum Panel {
     Tables(Ranked),
     Message(String),
 }
 
 impl Panel {
-    pub fn of(state: &State) -> Panel {
+    pub(super) fn of(state: &State) -> Panel {
         match &state.victims {
             Err(reason) => Panel::Message(format!("victims and culprits unavailable: {reason}")),
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
@@ -48,7 +48,7 @@ impl Panel {
     }
 
     /// The height it would use in full at `width` columns.
-    pub fn wanted_height(&self, width: u16) -> u16 {
+    pub(super) fn wanted_height(&self, width: u16) -> u16 {
         match self {
             Panel::Tables(r) => {
                 let rows = r.tables.victims.len() + r.tables.culprits.len();
@@ -60,11 +60,11 @@ impl Panel {
 
     /// The height below which it is not worth showing: title, header and a
     /// row of each table.
-    pub fn least_height(&self, width: u16) -> u16 {
+    pub(super) fn least_height(&self, width: u16) -> u16 {
         self.wanted_height(width).min(CHROME + 2)
     }
 
-    pub fn widget(&self, state: &State, area: Rect) -> Paragraph<'static> {
+    pub(super) fn widget(&self, state: &State, area: Rect) -> Paragraph<'static> {
         let scope = if state.cumulative {
             "since start"
         } else {

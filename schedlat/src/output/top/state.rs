@@ -20,17 +20,17 @@ use crate::{
 };
 
 /// p99 samples kept for the sparkline: a minute at the default interval.
-pub const HISTORY: usize = 60;
+pub(crate) const HISTORY: usize = 60;
 /// Refresh intervals `+` and `-` step through.
-pub const INTERVALS_MS: [u64; 7] = [250, 500, 1000, 2000, 5000, 10_000, 30_000];
+pub(crate) const INTERVALS_MS: [u64; 7] = [250, 500, 1000, 2000, 5000, 10_000, 30_000];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Continue,
     Quit,
 }
 
-pub struct State {
+pub(crate) struct State {
     pub hook: HookMode,
     /// "all tasks", or the filter's target.
     pub scope: String,
@@ -61,7 +61,7 @@ pub struct State {
 
 /// The victims and culprits of the last interval, and of the run so far.
 #[derive(Debug, Default)]
-pub struct VictimTables {
+pub(crate) struct VictimTables {
     last_victims: Vec<WaitStats>,
     last_culprits: Vec<WaitStats>,
     /// Waits the kernel's tables had no room for (victims, culprits): the
@@ -74,7 +74,7 @@ pub struct VictimTables {
 
 /// One view of the victims panel: the ranked tables and the waits missing
 /// from them (victims, culprits).
-pub struct Ranked {
+pub(crate) struct Ranked {
     pub tables: Tables,
     pub overflow: (u64, u64),
 }
@@ -93,7 +93,7 @@ impl VictimTables {
 
     /// The last interval's tables, or the run's (`cumulative`), ranked by
     /// `by`, `top` rows each; None before the first interval has ended.
-    pub fn ranked(&self, cumulative: bool, by: SortKey, top: usize) -> Option<Ranked> {
+    pub(crate) fn ranked(&self, cumulative: bool, by: SortKey, top: usize) -> Option<Ranked> {
         if self.intervals == 0 {
             return None;
         }
@@ -113,7 +113,7 @@ impl VictimTables {
 }
 
 impl State {
-    pub fn new(hook: HookMode, scope: String, interval: Duration) -> State {
+    pub(crate) fn new(hook: HookMode, scope: String, interval: Duration) -> State {
         State {
             hook,
             scope,
@@ -134,7 +134,7 @@ impl State {
     }
 
     /// The throttled processes of the view shown (last interval or run).
-    pub fn throttled_shown(&self) -> &HashSet<u32> {
+    pub(crate) fn throttled_shown(&self) -> &HashSet<u32> {
         if self.cumulative {
             &self.throttled.1
         } else {
@@ -143,20 +143,20 @@ impl State {
     }
 
     /// Takes one interval's throttled processes.
-    pub fn push_throttled(&mut self, pids: HashSet<u32>) {
+    pub(crate) fn push_throttled(&mut self, pids: HashSet<u32>) {
         self.throttled.1.extend(&pids);
         self.throttled.0 = pids;
     }
 
     /// Takes one interval's victims and culprits.
-    pub fn push_victims(&mut self, interval: &VictimsInterval) {
+    pub(crate) fn push_victims(&mut self, interval: &VictimsInterval) {
         if let Ok(tables) = &mut self.victims {
             tables.push(interval);
         }
     }
 
     /// Takes one interval's waits.
-    pub fn push(&mut self, waits: Waits, elapsed: Duration) {
+    pub(crate) fn push(&mut self, waits: Waits, elapsed: Duration) {
         if self.p99_history.len() == HISTORY {
             self.p99_history.pop_front();
         }
@@ -175,7 +175,7 @@ impl State {
     }
 
     /// The waits the view shows: the last interval, or everything (`c`).
-    pub fn shown(&self) -> (&Waits, Duration) {
+    pub(crate) fn shown(&self) -> (&Waits, Duration) {
         if self.cumulative {
             (&self.total, self.total_elapsed)
         } else {
@@ -183,7 +183,7 @@ impl State {
         }
     }
 
-    pub fn on_key(&mut self, key: char, ctrl: bool) -> Action {
+    pub(crate) fn on_key(&mut self, key: char, ctrl: bool) -> Action {
         match (key, ctrl) {
             ('c', true) | ('q', false) => return Action::Quit,
             (' ', _) => self.paused = !self.paused,

@@ -114,11 +114,11 @@ pub(crate) mod tests {
     };
 
     /// A container ID and a pod UID (systemd's spelling) of the fixtures.
-    pub const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
-    pub const UID_: &str = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
+    pub(crate) const ID: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+    pub(crate) const UID_: &str = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
 
     /// The cgroup `path` with the runtime's `names`.
-    pub fn workload(path: &str, names: Option<ContainerNames>) -> Workload {
+    pub(crate) fn workload(path: &str, names: Option<ContainerNames>) -> Workload {
         Workload {
             path: path.into(),
             labels: path::parse(path),
