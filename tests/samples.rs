@@ -26,7 +26,7 @@ use common::{SCHEDLAT, http, require_root, serve::Server, workload};
 use form::Sample;
 
 /// Every sample name the tests below check.
-const CHECKED: [&str; 10] = [
+const CHECKED: [&str; 11] = [
     "first-run",
     "causes",
     "causes-tail",
@@ -37,6 +37,7 @@ const CHECKED: [&str; 10] = [
     "slow",
     "slow-trimmed",
     "metrics",
+    "diagnose",
 ];
 
 /// The checked samples of README.md and docs/*.md, by name.
@@ -206,6 +207,64 @@ fn the_readmes_samples_have_the_programs_form() {
     let slow = run(&["slow", "1000", "-p", &me], Some(Duration::from_secs(2)));
     check(&samples, "slow", &slow);
     check(&samples, "slow-trimmed", &slow);
+    let diagnose = run(&["diagnose", "-p", &me, "-d", "2"], None);
+    check_diagnose(&samples, &diagnose);
+}
+
+/// `diagnose`'s report against the README's by form: its steps and their
+/// labelled lines, in order. What depends on the rest of the machine at the
+/// time reads as one kind each: which causes are named (pinning on a quiet
+/// host, saturation on a busy one), which tasks fill the victims and
+/// culprits tables, and which of the self-check's sentences applies.
+fn check_diagnose(samples: &BTreeMap<String, Vec<Sample>>, printed: &Printed) {
+    let marked = samples
+        .get("diagnose")
+        .expect("no page has a sample marked `diagnose`");
+    for sample in marked {
+        let sample = Sample {
+            name: sample.name.clone(),
+            cut: sample.cut,
+            lines: diagnose_form(&sample.lines),
+        };
+        form::check(&sample, &diagnose_form(&printed.stdout), &[], form::kind);
+    }
+}
+
+/// The lines of a `diagnose` report with its machine-dependent ones
+/// replaced by their kind (`check_diagnose`).
+fn diagnose_form(lines: &[String]) -> Vec<String> {
+    let mut in_self_check = false;
+    lines
+        .iter()
+        .map(|line| {
+            let t = line.trim();
+            if t.starts_with("4. Self-check") {
+                in_self_check = true;
+            } else if t.is_empty() || t == "..." {
+            } else if in_self_check && !t.starts_with("eBPF measured") {
+                return "(a self-check sentence)".to_string();
+            } else if t.starts_with("- ") || t.starts_with("next: ") {
+                return "(a named cause)".to_string();
+            } else if is_task_row(t) {
+                return "(a task row)".to_string();
+            }
+            line.clone()
+        })
+        .collect()
+}
+
+/// A victims or culprits row: `NAME TID/PID (POLICY NICE): ...`, the name
+/// possibly with spaces.
+fn is_task_row(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.windows(2).any(|w| {
+        w[1].starts_with('(')
+            && w[0].split_once('/').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && (a.to_string() + b).bytes().all(|c| c.is_ascii_digit())
+            })
+    })
 }
 
 /// Issue 28: the `/metrics` sample's lines exist, in that order, and every
