@@ -238,17 +238,19 @@ fn diagnose_form(lines: &[String]) -> Vec<String> {
         .iter()
         .map(|line| {
             let t = line.trim();
-            if t.starts_with("4. Self-check") {
-                in_self_check = true;
-            } else if t.is_empty() || t == "..." {
+            in_self_check |= t.starts_with("4. Self-check");
+            let kind = if t.is_empty() || t == "..." || t.starts_with("4. Self-check") {
+                None
             } else if in_self_check && !t.starts_with("eBPF measured") {
-                return "(a self-check sentence)".to_string();
+                Some("(a self-check sentence)")
             } else if t.starts_with("- ") || t.starts_with("next: ") {
-                return "(a named cause)".to_string();
+                Some("(a named cause)")
             } else if is_task_row(t) {
-                return "(a task row)".to_string();
-            }
-            line.clone()
+                Some("(a task row)")
+            } else {
+                None
+            };
+            kind.map_or_else(|| line.clone(), str::to_string)
         })
         .collect()
 }
@@ -262,7 +264,7 @@ fn is_task_row(line: &str) -> bool {
             && w[0].split_once('/').is_some_and(|(a, b)| {
                 !a.is_empty()
                     && !b.is_empty()
-                    && (a.to_string() + b).bytes().all(|c| c.is_ascii_digit())
+                    && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
             })
     })
 }
