@@ -40,7 +40,7 @@ use crate::{
         recording::{Pending, RecordedScope},
     },
     recorder::{Flight, RecorderOptions},
-    sys::{clock, slice::Slice, workload::level::Level},
+    sys::{clock, sched_context::SchedContext, slice::Slice, workload::level::Level},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -135,6 +135,7 @@ async fn run(
     if let Some(why) = &slice.not_live {
         say!("schedlat: {why}");
     }
+    let context = SchedContext::detect(&slice);
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;
@@ -155,6 +156,7 @@ async fn run(
         let stop = intervals.next(&mut signals, &filter).await;
         let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
+        report.kernel = Some(&context);
         let (sort, top, unkeyed) = (breakdown.sort, breakdown.top, waits.unkeyed);
         let keys = match keys.as_mut() {
             Some((keys, keyed)) => Some(keys.interval(&mut tracer, |reading| {

@@ -31,6 +31,7 @@ use crate::{
         findings,
         findings::{Findings, ProcSample},
         mounts::Mounts,
+        sched_context::SchedContext,
         scope::Scope,
         slice::Slice,
         throttle::ThrottleWatch,
@@ -53,6 +54,12 @@ pub(crate) async fn run(
     let window = Duration::from_secs(args.duration);
     let mut signals = Signals::install()?;
 
+    // A one-shot investigation pays for the decision split (its remedy
+    // depends on the rule that made the waits, docs/decision.md), unless
+    // the cause split it needs is off.
+    let mut kernel = kernel.clone();
+    kernel.sources.decision |= !kernel.sources.no_causes;
+    let kernel = &kernel;
     // eBPF over the same window when allowed; the rest never needs root.
     let loaded = if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
@@ -196,6 +203,8 @@ impl Tracing {
             say!("schedlat: {why}");
         }
         let hook = self.tracer.mode().to_string();
-        Ok((Traced::new(hook, waits, victims, &slice), cgroups))
+        let mut traced = Traced::new(hook, waits, victims, &slice);
+        traced.kernel = Some(SchedContext::detect(&slice));
+        Ok((traced, cgroups))
     }
 }
