@@ -1,4 +1,4 @@
-//! Root: the advice `schedlat diagnose` gives from the decision split is
+//! Root: the advice `schedlat diagnose --decision` gives from the decision split is
 //! checked, not asserted. On the worker case (a process that computes 0.8
 //! ms and sleeps 0.5 ms, pinned beside three CPU-bound loops) diagnose
 //! names the rule and proposes a remedy; the test applies the remedy it
@@ -154,7 +154,7 @@ fn the_remedy_diagnose_proposes_fixes_the_worker_and_the_one_it_rules_out_does_n
     let busy = CpuTimes::now();
 
     // 1. diagnose names the decision and a remedy for it.
-    let report = run(&["diagnose", "--json", "-d", "5", "-p", &pid]);
+    let report = run(&["diagnose", "--decision", "--json", "-d", "5", "-p", &pid]);
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();
     let causes = report["causes"].as_array().unwrap();
     let decision = causes
@@ -213,6 +213,11 @@ fn the_remedy_diagnose_proposes_fixes_the_worker_and_the_one_it_rules_out_does_n
     assert!(
         p50_sliced >= 100_000 && p50_sliced > 4 * p50_after,
         "a 100 us slice: p50 {p50_before} -> {p50_sliced} ns (renice gave {p50_after}); ({})",
+        busy.busy_since()
+    );
+    eprintln!(
+        "worker case: {}; p50 {p50_before} ns, reniced {p50_after} ns, 100 us slice {p50_sliced} ns ({})",
+        decision["evidence"],
         busy.busy_since()
     );
     drop(case);

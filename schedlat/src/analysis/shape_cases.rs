@@ -5,9 +5,7 @@
 use schedlat_common::{NR_BUCKETS, bucket_index, decision::Outcome};
 
 use crate::{
-    analysis::{
-        shape::{Verdict, classify, tests::waits},
-    },
+    analysis::shape::{Verdict, classify, tests::waits},
     histogram::{DecisionCounts, DecisionFacts, Waits},
     sys::slice::Slice,
 };

@@ -55,6 +55,8 @@ pub struct ThreadWait {
     pub share: f64,
     /// Time it ran over the window (schedstat field 1).
     pub run_ns: u64,
+    /// Its nice value at the end of the window.
+    pub nice: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -125,6 +127,9 @@ impl Findings {
                     wait_ns,
                     share: wait_ns as f64 / window_ns as f64,
                     run_ns,
+                    nice: fs::read_to_string(format!("/proc/{tid}/stat"))
+                        .ok()
+                        .and_then(|t| procfs::parse_stat_nice(&t)),
                 }
             })
             .collect();

@@ -47,7 +47,7 @@ impl SchedContext {
             Ok(text) => (features_of(&text), None),
             Err(e) => (
                 FEATURES.iter().map(|f| (f.to_string(), None)).collect(),
-                Some(format!("{DEBUGFS_FEATURES}: {e}")),
+                Some(format!("{DEBUGFS_FEATURES}: {}", e.kind())),
             ),
         };
         let config = kernel_facts::config_text();

@@ -65,6 +65,23 @@ fn demand(t: &ThreadWait, window_ns: u64) -> Option<f64> {
     (not_waiting > 0 && t.run_ns > 0).then(|| t.run_ns as f64 / not_waiting as f64)
 }
 
+/// Each nice step scales a task's weight by about 1.25
+/// (kernel/sched/core.c sched_prio_to_weight).
+const NICE_STEP: f64 = 1.25;
+
+/// The nice value that gives a task asking for `demand` of a CPU, now at
+/// `nice` with fair share `share` against what it waits beside, a share
+/// halfway between its demand and the whole CPU: its weight must grow by
+/// target/(1 - target) x (1 - share)/share (the others' weight unchanged).
+/// Above its demand, with room for the load to vary, it stays eligible.
+pub(crate) fn nice_for(demand: f64, share: f64, nice: i32) -> i32 {
+    let target = (demand + (1.0 - demand) / 2.0).min(0.95);
+    let share = share.clamp(0.01, 0.99);
+    let factor = target / (1.0 - target) * (1.0 - share) / share;
+    let steps = (factor.ln() / NICE_STEP.ln()).ceil().max(1.0) as i32;
+    (nice - steps).clamp(-20, 19)
+}
+
 fn pct(part: u64, whole: u64) -> f64 {
     part as f64 * 100.0 / whole.max(1) as f64
 }
@@ -92,14 +109,24 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
     let top = f.top_waiters.first();
     let demand = top.and_then(|t| demand(t, f.window_ns));
     let share = d.mean_share();
-    let over_share = matches!((demand, share), (Some(a), Some(s)) if a > s * OVER_SHARE);
-    let rule = match rules.first().map(|&(r, _)| r) {
-        _ if passed >= declined || over_share => Rule::NotEligible,
-        Some(Decision::Protected | Decision::LaterDeadline) => Rule::Slice,
-        Some(Decision::PolicyGate) => Rule::Policy,
-        Some(Decision::OtherClass) => Rule::OtherClass,
-        Some(Decision::WakeupGranularity) => Rule::Granularity,
-        _ => Rule::NotEligible,
+    // Passed over or declined, the task either asks for more than its
+    // fair share (then it cannot stay eligible: weight) or it does not
+    // (then others were picked for their earlier deadlines or a protected
+    // slice: a shorter slice). Without its demand, the rule that declined
+    // most of its wakeups decides.
+    let over_share = match (demand, share) {
+        (Some(a), Some(s)) => Some(a > s * OVER_SHARE),
+        _ => None,
+    };
+    let rule_declined = declined > passed;
+    let rule = match (over_share, rules.first().map(|&(r, _)| r)) {
+        (Some(true), _) => Rule::NotEligible,
+        (_, Some(Decision::PolicyGate)) if rule_declined => Rule::Policy,
+        (_, Some(Decision::OtherClass)) if rule_declined => Rule::OtherClass,
+        (_, Some(Decision::WakeupGranularity)) if rule_declined => Rule::Granularity,
+        (None, Some(Decision::NotEligible)) => Rule::NotEligible,
+        (None, _) if !rule_declined => Rule::NotEligible,
+        _ => Rule::Slice,
     };
     let rule_list: Vec<String> = rules
         .iter()
@@ -141,7 +168,11 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
         ));
     }
     let pid = top.map_or("PID".to_string(), |t| t.tid.to_string());
-    let (name, why, remedy) = remedy(rule, kernel, &pid);
+    let nice = match (demand, share) {
+        (Some(a), Some(s)) => nice_for(a, s, top.and_then(|t| t.nice).unwrap_or(0)),
+        _ => -5,
+    };
+    let (name, why, remedy) = remedy(rule, kernel, &pid, nice);
     evidence.push_str(&format!(": {why}"));
     let prove = format!(
         "prove it: `schedlat record -o before.json -p {pid} 10`, apply it, `schedlat record -o after.json -p {pid} 10`, `schedlat compare before.json after.json`"
@@ -171,19 +202,19 @@ fn rule_words(r: Decision) -> &'static str {
 
 /// The diagnosis' name, why the rule made the task wait, and the remedy
 /// that fits the rule and the kernel.
-fn remedy(rule: Rule, kernel: KernelFacts, pid: &str) -> (&'static str, String, String) {
+fn remedy(rule: Rule, kernel: KernelFacts, pid: &str, nice: i32) -> (&'static str, String, String) {
     let custom_slice = kernel.release >= Release(6, 12);
     match rule {
         Rule::NotEligible => (
             "scheduler decision: not eligible",
             "the task runs ahead of its fair share, so EEVDF does not let its wakeups preempt nor picks it while others are owed CPU (its lag is negative: it is not eligible) until they have run".into(),
             format!(
-                "give it weight, not a shorter slice: `renice -n -8 -p {pid}` (or a higher cpu.weight for its cgroup), or take weight from the others (nice 19 or SCHED_IDLE: `chrt -i -p 0 OTHER`), or give them other CPUs; a shorter custom slice (sched_setattr sched_runtime) changes deadlines, not eligibility, and does not fix this"
+                "give it weight, not a shorter slice: `renice -n {nice} -p {pid}` (nice {nice}: weight for a share halfway between its demand and the whole CPU, against the others' weight at its wakeups; or the same factor of cpu.weight for its cgroup), or take weight from the others (nice 19 or SCHED_IDLE: `chrt -i -p 0 OTHER`), or give them other CPUs; a shorter custom slice (sched_setattr sched_runtime) changes deadlines, not eligibility, and does not fix this"
             ),
         ),
         Rule::Slice => (
             "scheduler decision: slice protection",
-            "the wakeup did not preempt: the running task's slice was protected (RUN_TO_PARITY) or its deadline was earlier, so the wakee waited for the holder's slice to run out".into(),
+            "the task asks for no more than its fair share, yet its wakeups did not preempt (the running task's slice was protected, RUN_TO_PARITY, or its deadline was earlier) or others were picked first for their earlier deadlines: it waited for slices to run out".into(),
             if custom_slice {
                 format!(
                     "give the waiting task a shorter custom slice (sched_setattr with sched_runtime, e.g. 100 us: PREEMPT_SHORT lets a shorter-slice wakee preempt a protected one), or turn RUN_TO_PARITY off (`echo NO_RUN_TO_PARITY > /sys/kernel/debug/sched/features`), or lower /sys/kernel/debug/sched/base_slice_ns for every task (PID {pid})"
@@ -210,7 +241,7 @@ fn remedy(rule: Rule, kernel: KernelFacts, pid: &str) -> (&'static str, String, 
             "scheduler decision: wakeup granularity",
             "the wakee's vruntime was not far enough behind the running task's (CFS's wakeup granularity) to preempt it".into(),
             format!(
-                "give it weight (`renice -n -5 -p {pid}`), or lower /sys/kernel/debug/sched/wakeup_granularity_ns"
+                "give it weight (`renice -n {nice} -p {pid}`), or lower /sys/kernel/debug/sched/wakeup_granularity_ns"
             ),
         ),
     }
@@ -304,7 +335,9 @@ mod tests {
             dg.evidence
         );
         assert!(
-            dg.next_step.contains("renice -n -8 -p 7"),
+            // 61.5% asked against 26%: a share of 80.7% needs weight x 11.9,
+            // 12 nice steps.
+            dg.next_step.contains("renice -n -12 -p 7"),
             "{}",
             dg.next_step
         );
@@ -326,7 +359,9 @@ mod tests {
     }
 
     /// Declined by slice protection, a task within its share: a shorter
-    /// custom slice on 6.12+, the features and base slice before.
+    /// custom slice on 6.12+, the features and base slice before. Passed
+    /// over while within its share (a 1 ms sleeper beside six loops asks
+    /// for 1%): the same, never "not eligible".
     #[test]
     fn slice_protection_gets_a_shorter_slice() {
         let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
@@ -369,6 +404,17 @@ mod tests {
             "{}",
             old.next_step
         );
+    }
+
+    #[test]
+    fn the_nice_proposed_follows_the_share_arithmetic() {
+        // The worker beside three loops: 60% asked, 31% share: x 8.9.
+        assert_eq!(nice_for(0.60, 0.31, 0), -10);
+        // Already reniced: relative to where it is.
+        assert_eq!(nice_for(0.60, 0.31, -5), -15);
+        // Asking little, a large share: one step at least.
+        assert_eq!(nice_for(0.10, 0.60, 0), -1);
+        assert_eq!(nice_for(0.99, 0.01, 0), -20);
     }
 
     /// Granted slow waits (the switch came late after a wakeup that asked)

@@ -19,6 +19,7 @@ use crate::{
     },
     collect::{tracer::Tracer, victims::Source},
     commands::{UsageError, session::Signals, stdout},
+    histogram::Unit,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -38,6 +39,9 @@ use crate::{
     },
 };
 
+/// Why `diagnose --decision` has no victims tables.
+const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs do not count the victims tables; run without it for them)";
+
 /// The observation window and how the diagnosis is printed.
 pub(crate) struct DiagnoseOptions {
     /// Seconds.
@@ -54,21 +58,19 @@ pub(crate) async fn run(
     let window = Duration::from_secs(args.duration);
     let mut signals = Signals::install()?;
 
-    // A one-shot investigation pays for the decision split (its remedy
-    // depends on the rule that made the waits, docs/decision.md), unless
-    // the cause split it needs is off.
-    let mut kernel = kernel.clone();
-    kernel.sources.decision |= !kernel.sources.no_causes;
-    let kernel = &kernel;
     // eBPF over the same window when allowed; the rest never needs root.
     let loaded = if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
         let in_kernel = Filter::resolve(filter)?;
-        Some(Tracer::load_with_victims(
-            kernel,
-            &in_kernel,
-            DEFAULT_MAX_TASKS,
-        )?)
+        Some(if kernel.sources.decision {
+            // The decision split's programs replace the victims mode's
+            // sched_switch (they do not charge the tables): with
+            // --decision the window has the split and no tables.
+            let tracer = Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel)?;
+            (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()))
+        } else {
+            Tracer::load_with_victims(kernel, &in_kernel, DEFAULT_MAX_TASKS)?
+        })
     } else {
         None
     };
