@@ -323,7 +323,7 @@ fn a_changed_password_takes_effect_without_restart() {
     assert!(
         server
             .stderr()
-            .contains("web.yml changed, read again: TLS, basic auth (1 user)"),
+            .contains("web.yml read again (it changed): TLS, basic auth (1 user)"),
         "{}",
         server.stderr()
     );
@@ -332,14 +332,17 @@ fn a_changed_password_takes_effect_without_restart() {
     assert_eq!(code("second"), 200, "{}", server.stderr());
     let log = server.stderr();
     assert!(
-        log.contains("but is not taken: ") && log.contains("missing.key"),
+        log.contains("web.yml not taken (it changed): key_file ") && log.contains("missing.key"),
         "{log}"
     );
-    assert!(log.contains("keeping the previous configuration"), "{log}");
+    assert!(
+        log.contains("keeping the previous one (TLS, basic auth (1 user))"),
+        "{log}"
+    );
     // One line per change, not one per request.
     assert_eq!(code("second"), 200);
     assert_eq!(
-        server.stderr().matches("but is not taken").count(),
+        server.stderr().matches("not taken (").count(),
         1,
         "{}",
         server.stderr()
@@ -349,7 +352,7 @@ fn a_changed_password_takes_effect_without_restart() {
     // SAFETY: kill with a valid pid and signal.
     assert_eq!(unsafe { libc::kill(server.pid() as i32, libc::SIGHUP) }, 0);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while server.stderr().matches("but is not taken").count() < 2 {
+    while server.stderr().matches("not taken (").count() < 2 {
         assert!(
             Instant::now() < deadline,
             "SIGHUP not acted on: {}",
@@ -358,7 +361,7 @@ fn a_changed_password_takes_effect_without_restart() {
         thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        server.stderr().contains("web.yml SIGHUP but is not taken"),
+        server.stderr().contains("web.yml not taken (SIGHUP)"),
         "{}",
         server.stderr()
     );

@@ -57,14 +57,18 @@ impl Server {
         let log = stderr.clone();
         thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
+                // Logged before the address is sent: once started, the
+                // log holds the ready line.
+                {
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(rest) = line.strip_prefix(READY) {
                     let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
                     let addr = rest.split('/').next().unwrap_or_default().to_string();
                     let _ = tx.send(addr);
                 }
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         let addr = match rx.recv_timeout(Duration::from_secs(20)) {

@@ -97,7 +97,7 @@ pub(crate) async fn run(
     let web = match &args.web_config {
         Some(path) => Some(Rc::new(
             web::Web::open(path, beyond_loopback && !args.allow_unauthenticated)
-                .map_err(|e| UsageError(format!("--web.config.file {e}")))?,
+                .map_err(|e| UsageError(format!("--web.config.file {}: {e}", path.display())))?,
         )),
         None => None,
     };

@@ -66,8 +66,8 @@ struct State {
 type Stamp = (u64, u64, u64, i64, i64);
 
 impl Web {
-    /// Reads `path` at start; an error is the whole message for the user.
-    /// `must_authenticate`: see [`Web`].
+    /// Reads `path` at start; the error says what is wrong with it (the
+    /// caller names the file). `must_authenticate`: see [`Web`].
     pub(crate) fn open(path: &Path, must_authenticate: bool) -> Result<Web, String> {
         let (loaded, stamps) = load(path, must_authenticate)?;
         Ok(Web {
@@ -93,7 +93,7 @@ impl Web {
             stamps(&self.path, &state.current.config) != state.stamps
         };
         if changed {
-            self.reload("changed");
+            self.reload("it changed");
         }
         self.state.borrow().current.clone()
     }
@@ -106,7 +106,7 @@ impl Web {
         match load(&self.path, self.must_authenticate) {
             Ok((loaded, stamps)) => {
                 say!(
-                    "schedlat: {} {why}, read again: {}",
+                    "schedlat: web configuration {} read again ({why}): {}",
                     self.path.display(),
                     loaded.config.describe()
                 );
@@ -116,7 +116,7 @@ impl Web {
             }
             Err(e) => {
                 say!(
-                    "schedlat: {} {why} but is not taken: {e}; keeping the previous configuration ({})",
+                    "schedlat: web configuration {} not taken ({why}): {e}; keeping the previous one ({})",
                     self.path.display(),
                     state.current.config.describe()
                 );
@@ -162,22 +162,17 @@ impl Web {
 /// Reads and checks the configuration at `path`, with the stamps of the
 /// files read.
 fn load(path: &Path, must_authenticate: bool) -> Result<(Loaded, Vec<Option<Stamp>>), String> {
-    let text =
-        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let config = WebConfig::parse(&text, dir).map_err(|e| format!("{}: {e}", path.display()))?;
+    let config = WebConfig::parse(&text, dir)?;
     if must_authenticate && !config.authenticates() {
-        return Err(format!(
-            "{}: the listener is reachable from other machines, and this configuration lets anyone in: add basic_auth_users or client_auth_type RequireAndVerifyClientCert (or start serve with --web.allow-unauthenticated)",
-            path.display()
-        ));
+        return Err("the listener is reachable from other machines, and this configuration lets anyone in: add basic_auth_users or client_auth_type RequireAndVerifyClientCert (or start serve with --web.allow-unauthenticated)".to_string());
     }
     let tls = config
         .tls
         .as_ref()
         .map(tls::server_config)
-        .transpose()
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .transpose()?
         .map(TlsAcceptor::from);
     let stamps = stamps(path, &config);
     Ok((Loaded { config, tls }, stamps))
@@ -282,6 +277,6 @@ mod tests {
         let e = Web::open(Path::new("/nonexistent/web.yml"), false)
             .err()
             .unwrap();
-        assert!(e.starts_with("cannot read /nonexistent/web.yml"), "{e}");
+        assert!(e.starts_with("cannot read it: "), "{e}");
     }
 }
