@@ -75,6 +75,7 @@ fn positive_secs(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("rolled").args(["pairs"]).multiple(true)))]
 pub(crate) struct VictimsArgs {
     /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
     #[arg(value_parser = interval_secs)]
@@ -105,6 +106,8 @@ pub(crate) struct VictimsArgs {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
     #[command(flatten)]
+    pub pairs: PairArgs,
+    #[command(flatten)]
     pub kernel: KernelArgs,
 
     #[command(flatten)]
@@ -120,6 +123,8 @@ impl VictimsArgs {
             top: self.top,
             json: self.json,
             max_tasks: self.max_tasks,
+            pairs: self.pairs.table.max_pairs(),
+            by: self.pairs.by.level(),
         }
     }
 }
@@ -374,6 +379,7 @@ impl DiagnoseArgs {
 /// `-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus` and how their keys are shown.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
+#[command(group(clap::ArgGroup::new("rolled").args(["cgroups", "pairs"]).multiple(true)))]
 pub(crate) struct BreakdownArgs {
     /// One histogram per process (`pid = PID comm`), as runqlat -P
     #[arg(short = 'P', long = "pids", group = "keyed")]
@@ -406,9 +412,11 @@ pub(crate) struct BreakdownArgs {
 pub(crate) struct PairArgs {
     #[command(flatten)]
     pub table: PairTableArgs,
-    /// Name and roll up the pairs' cgroups by their container, pod or
-    /// systemd unit (docs/containers.md); a cgroup outside any stays itself
-    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "pairs")]
+    /// Name and roll up cgroups by their container, pod or systemd unit
+    /// (docs/containers.md): the pairs' sides, and --cgroups' histograms
+    /// (one per workload, its cgroups' waits added up); a cgroup outside
+    /// any stays itself
+    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "rolled")]
     pub by: ByLevel,
 }
 
