@@ -50,10 +50,11 @@ fn parse_cyclictest(text: &str) -> Cyclictest {
             out.max_us = Some(v);
         } else if let Some(v) = field(line, "# Avg Latencies:") {
             out.avg_us = Some(v);
-        } else if let Some((us, n)) = line.split_once(' ') {
-            if let (Ok(us), Ok(n)) = (us.parse::<u64>(), n.trim().parse::<u64>()) {
-                out.counts.push((us, n));
-            }
+        } else if let Some((Ok(us), Ok(n))) = line
+            .split_once(' ')
+            .map(|(us, n)| (us.parse::<u64>(), n.trim().parse::<u64>()))
+        {
+            out.counts.push((us, n));
         }
     }
     out

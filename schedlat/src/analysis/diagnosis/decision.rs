@@ -160,11 +160,14 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
             _ => evidence.push_str(&format!("; its fair share {:.0}%", s * 100.0)),
         }
     }
-    if d.predicted_waits > 0 {
+    if let (Some(predicted), Some(actual)) = (
+        d.predicted_ns.checked_div(d.predicted_waits),
+        d.predicted_actual_ns.checked_div(d.predicted_waits),
+    ) {
         evidence.push_str(&format!(
             "; the rules predicted {} mean for the declined waits, they lasted {}",
-            fmt_ns(d.predicted_ns / d.predicted_waits),
-            fmt_ns(d.predicted_actual_ns / d.predicted_waits)
+            fmt_ns(predicted),
+            fmt_ns(actual)
         ));
     }
     let pid = top.map_or("PID".to_string(), |t| t.tid.to_string());
