@@ -142,6 +142,11 @@ fn mask_numbers(line: &str) -> String {
                 break;
             }
         }
+        // An open-ended class (`queue depth 9+`, `3+` pass-overs) is a
+        // number too: which class comes first depends on the load.
+        if chars.get(i) == Some(&'+') {
+            i += 1;
+        }
         if chars.get(i) == Some(&'%') {
             i += 1;
         }
