@@ -185,8 +185,8 @@ fn parse_min_us(s: &str) -> Result<u64, String> {
 pub(crate) struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
     /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415,
-    /// and --web.allow-unauthenticated (the endpoint has no authentication).
-    /// Port 0 picks a free port.
+    /// and a --web.config.file that authenticates (or
+    /// --web.allow-unauthenticated). Port 0 picks a free port.
     #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
     pub listen: SocketAddr,
 
@@ -266,12 +266,23 @@ pub(crate) struct ServeArgs {
     pub web_enable_snapshot: bool,
 
     /// Answer beyond loopback without authentication. A --listen address
-    /// other machines can reach is refused without it: /metrics carries
-    /// PIDs, process names and cgroup paths, and serve has no auth of its
-    /// own, so say that the network restricts who connects (a firewall, a
-    /// Kubernetes NetworkPolicy)
+    /// other machines can reach is refused without it unless the
+    /// --web.config.file authenticates: /metrics carries PIDs, process
+    /// names and cgroup paths, so say that the network restricts who
+    /// connects (a firewall, a Kubernetes NetworkPolicy)
     #[arg(long = "web.allow-unauthenticated")]
     pub web_allow_unauthenticated: bool,
+
+    /// TLS and basic authentication, from a YAML file in the format of the
+    /// Prometheus exporters' --web.config.file: tls_server_config
+    /// (cert_file, key_file, client_auth_type, client_ca_file,
+    /// min_version, max_version) and basic_auth_users (user: bcrypt hash,
+    /// from `htpasswd -nBC 10 USER`). Every path but / (for probes) then
+    /// asks for a user, POST /snapshot too. The file and its certificates
+    /// are read again when they change, and on SIGHUP; a file that does not
+    /// load keeps the previous configuration (docs/security.md)
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -287,6 +298,7 @@ impl ServeArgs {
             listen: self.listen,
             snapshot_enabled: self.web_enable_snapshot,
             allow_unauthenticated: self.web_allow_unauthenticated,
+            web_config: self.web_config_file.clone(),
             keyed: self.keyed(),
             max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,
