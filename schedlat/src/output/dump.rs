@@ -11,7 +11,7 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Report, json::Interval};
+use super::{Report, decided::WaitDecision, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
@@ -124,6 +124,7 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
         "rq_len": (e.rq_len != RQ_LEN_UNKNOWN).then_some(e.rq_len),
         "victim": TaskJson::from(&e.victim),
         "culprit": TaskJson::from(&e.culprit),
+        "decision": WaitDecision::of(e.decided).map(|d| d.json()),
     })
 }
 
@@ -168,6 +169,10 @@ struct SlowLine {
     rq_len: Option<u32>,
     victim: TaskLine,
     culprit: TaskLine,
+    /// Absent in dumps of builds before the decision split's events, null
+    /// where the split was off.
+    #[serde(default)]
+    decision: Value,
 }
 
 /// A TaskJson as read back (for display only).
@@ -312,6 +317,7 @@ impl<'a> Reader<'a> {
                     rq_len: v.rq_len.unwrap_or(RQ_LEN_UNKNOWN),
                     victim: task_of(v.victim),
                     culprit: task_of(v.culprit),
+                    decided: WaitDecision::from_json(&v.decision).map_or(0, |d| d.word()),
                 });
             }
             Some("end") => self.ended = true,
@@ -430,6 +436,7 @@ pub(crate) mod tests {
                 rq_len: 4,
                 victim: task(10, 10, "sleeper", 0, 0, 0),
                 culprit: task(20, 20, "hog", 0, 5, 0),
+                decided: schedlat_common::decision::Decided::pack((10, 3, 2), 251, 1400, 4),
             }],
             mono_to_unix_ns: i128::from(base),
         }

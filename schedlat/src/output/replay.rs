@@ -18,7 +18,7 @@ use crate::{
         task,
     },
     histogram::Waits,
-    output::{escape::printable, text},
+    output::{decided::WaitDecision, escape::printable, text},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -127,9 +127,11 @@ pub(crate) fn text(r: &Replay) -> String {
             } else {
                 e.rq_len.to_string()
             };
+            let decided =
+                WaitDecision::of(e.decided).map_or(String::new(), |d| format!(": {}", d.text()));
             let _ = writeln!(
                 out,
-                "  {} cpu {:>3} {:>9}  {} waited behind {} (run queue {rq})",
+                "  {} cpu {:>3} {:>9}  {} waited behind {} (run queue {rq}){decided}",
                 clock(w.unix_ns(e.at_ns)),
                 e.cpu,
                 fmt_ns(e.wait_ns),
