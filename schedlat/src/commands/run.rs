@@ -39,7 +39,7 @@ use crate::{
         breakdown::key_noun,
         recording::{Pending, RecordedScope},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
     sys::{clock, slice::Slice, workload::level::Level},
 };
 
@@ -219,7 +219,7 @@ pub(crate) async fn ring(
                 flight.push_slow(events.context("waiting for slow events")?);
             }
             _ = tick.tick() => flight.second(&mut tracer, ring_buffer.drain())?,
-            _ = sighup.recv() => flight.dump("SIGHUP", "sighup"),
+            _ = sighup.recv() => flight.dump("SIGHUP", DumpKind::Sighup),
             _ = signals.recv() => break,
         }
     }

@@ -41,7 +41,7 @@ use crate::{
         loader::KernelAccess,
         modes::{Keyed, Modes},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
 };
 
 /// Where `schedlat serve` listens and what it exports.
@@ -231,7 +231,7 @@ pub(crate) async fn run(
                     }
                     _ = hangup(sighup.as_mut()) => {
                         if let Some(flight) = &flight {
-                            flight.borrow().dump("SIGHUP", "sighup");
+                            flight.borrow().dump("SIGHUP", DumpKind::Sighup);
                         }
                     }
                     _ = signals.recv() => break,
