@@ -13,10 +13,9 @@ use ratatui::{
 };
 
 use super::state::{Ranked, State};
-use crate::analysis::{
-    fmt_ns,
-    task::{self, IdleWait},
-    victims::Row,
+use crate::{
+    analysis::{fmt_ns, task::IdleWait, victims::Row},
+    output::escape::{self, printable},
 };
 
 /// Rows per table the panel shows at most, however tall the terminal.
@@ -37,7 +36,10 @@ pub(super) enum Panel {
 impl Panel {
     pub(super) fn of(state: &State) -> Panel {
         match &state.victims {
-            Err(reason) => Panel::Message(format!("victims and culprits unavailable: {reason}")),
+            Err(reason) => Panel::Message(format!(
+                "victims and culprits unavailable: {}",
+                printable(reason)
+            )),
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
                 Some(ranked) => Panel::Tables(ranked),
                 None => {
@@ -139,7 +141,10 @@ fn split_rows(rows: usize, victims: usize, culprits: usize) -> (usize, usize) {
 
 /// One task's row; idle tasks are TID 0, named swapper/CPU, and say what
 /// their waits were: "throttled" (the victim's cgroup used its quota) or
-/// "idle wake" (woken onto an idle CPU); `?` explains both.
+/// "idle wake" (woken onto an idle CPU); `?` explains both. Names are
+/// shown escaped (output/escape.rs), as every text renderer shows them:
+/// the terminal library drops a name's control bytes without a trace and
+/// passes bidirectional overrides through.
 fn row(r: &Row, width: usize, throttled: &HashSet<u32>, victim: bool) -> Line<'static> {
     let room = width.saturating_sub(FIXED + 2);
     let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();
@@ -147,20 +152,20 @@ fn row(r: &Row, width: usize, throttled: &HashSet<u32>, victim: bool) -> Line<'s
     let other = if victim && r.other.tid == 0 {
         // "swapper/1 (throttled)", or without the CPU at 80 columns.
         let name = if room >= 28 {
-            task::comm(&r.other)
+            escape::comm(&r.other)
         } else {
             "swapper".to_string()
         };
         format!("{name} ({})", idle(r.task.tgid))
     } else if r.other.tid == 0 || room >= 28 {
-        task::short(&r.other)
+        escape::short(&r.other)
     } else {
-        format!("{}/{}", task::comm(&r.other), r.other.tid)
+        format!("{}/{}", escape::comm(&r.other), r.other.tid)
     };
     let comm: String = if !victim && r.task.tid == 0 {
         format!("({})", idle(r.other.tgid))
     } else {
-        task::comm(&r.task).chars().take(15).collect()
+        escape::comm(&r.task).chars().take(15).collect()
     };
     Line::from(format!(
         "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {other}",
