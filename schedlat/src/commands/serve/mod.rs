@@ -11,11 +11,14 @@
 //!   `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`,
 //!   `--web.enable-snapshot`); guard: the Host and Origin checks every
-//!   request passes first, and the dumps' rate limit.
+//!   request passes first, and the dumps' rate limit;
+//! - raw: the request handling on raw bytes, for the `http` fuzz target.
 
 mod guard;
 mod http;
 pub(crate) mod listen;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod raw;
 mod routes;
 mod scrape;
 mod snapshot;

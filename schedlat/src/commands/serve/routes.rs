@@ -40,39 +40,74 @@ pub(super) fn responder(
     move |request| respond(request, &scraper, &endpoint)
 }
 
+/// What a request is answered with, decided from its method, path and
+/// headers alone (before any handler runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Route {
+    /// 403: the Host or the Origin is not this endpoint's (guard.rs).
+    Refused(guard::Refusal),
+    /// `/snapshot`, any method: snapshot.rs answers.
+    Snapshot,
+    /// 405: anything but GET and HEAD elsewhere.
+    NotAllowed,
+    Metrics,
+    Index,
+    /// 404.
+    NotFound,
+}
+
+/// The route of `request` for an endpoint listening on `listen`.
+pub(super) fn route<B>(listen: std::net::SocketAddr, request: &Request<B>) -> Route {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    if let Err(refusal) = guard::check(listen, header(header::HOST), header(header::ORIGIN)) {
+        return Route::Refused(refusal);
+    }
+    if request.uri().path() == "/snapshot" {
+        return Route::Snapshot;
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Route::NotAllowed;
+    }
+    match request.uri().path() {
+        "/metrics" => Route::Metrics,
+        "/" => Route::Index,
+        _ => Route::NotFound,
+    }
+}
+
 fn respond(
     request: &Request<Incoming>,
     scraper: &Scraper,
     endpoint: &Endpoint,
 ) -> Response<Full<Bytes>> {
-    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
-    if let Err(refusal) = guard::check(
-        endpoint.listen,
-        header(header::HOST),
-        header(header::ORIGIN),
-    ) {
-        return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
-    }
-    if request.uri().path() == "/snapshot" {
-        return snapshot::respond(
+    answer(request, endpoint, || metrics(request, scraper))
+}
+
+/// The answer to `request` on `endpoint`, `/metrics` by `metrics`.
+pub(super) fn answer(
+    request: &Request<Incoming>,
+    endpoint: &Endpoint,
+    metrics: impl FnOnce() -> Response<Full<Bytes>>,
+) -> Response<Full<Bytes>> {
+    match route(endpoint.listen, request) {
+        Route::Refused(refusal) => plain(StatusCode::FORBIDDEN, &format!("{refusal}\n")),
+        Route::Snapshot => snapshot::respond(
             request,
             endpoint.snapshot.as_deref(),
             &endpoint.snapshot_limit,
-        );
-    }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
-    }
-    match request.uri().path() {
-        "/metrics" => metrics(request, scraper),
-        "/" => plain(
+        ),
+        Route::NotAllowed => {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            r
+        }
+        Route::Metrics => metrics(),
+        Route::Index => plain(
             StatusCode::OK,
             "schedlat: run queue latency for Prometheus; metrics at /metrics\n",
         ),
-        _ => plain(
+        Route::NotFound => plain(
             StatusCode::NOT_FOUND,
             "not found: metrics are at /metrics\n",
         ),
