@@ -2,8 +2,9 @@
 //! tracer: what a client sends goes through hyper's HTTP/1 parser (the
 //! request line, the headers, the bodies) and the routes and guard of every
 //! request, exactly as `serve` runs them; only `/metrics` is answered by a
-//! stand-in for the scrape, which needs the kernel. The `http` fuzz target
-//! feeds it whatever a client could send.
+//! stand-in for the scrape, which needs the kernel, and there is no web
+//! configuration (the `web_config` target has its basic auth). The `http`
+//! fuzz target feeds it whatever a client could send.
 
 use std::{cell::RefCell, convert::Infallible, net::SocketAddr, rc::Rc};
 
@@ -39,19 +40,24 @@ pub(crate) fn exchange(listen: SocketAddr, sent: &[u8]) -> (Vec<Answered>, Vec<u
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    let endpoint = Endpoint {
+    let endpoint = Rc::new(Endpoint {
         listen,
         snapshot: None,
         snapshot_limit: RefCell::new(RateLimit::new(snapshot::INTERVAL)),
-    };
+        web: None,
+    });
     let answered = Rc::new(RefCell::new(Vec::new()));
     let seen = answered.clone();
     let service = service_fn(move |request: Request<Incoming>| {
-        let response = answer(&request, &endpoint, || {
-            plain(StatusCode::OK, "the scrape would answer here\n")
-        });
-        seen.borrow_mut().push(answered_of(&request, &response));
-        async move { Ok::<_, Infallible>(response) }
+        let (endpoint, seen) = (endpoint.clone(), seen.clone());
+        async move {
+            let response = answer(&request, &endpoint, || {
+                plain(StatusCode::OK, "the scrape would answer here\n")
+            })
+            .await;
+            seen.borrow_mut().push(answered_of(&request, &response));
+            Ok::<_, Infallible>(response)
+        }
     });
     let received = runtime.block_on(async move {
         let (client, server) = tokio::io::duplex(1 << 16);

@@ -1,7 +1,10 @@
 //! What each path answers: `/metrics` read and encoded at request time in
 //! the format the scraper asked for, `/snapshot` the flight recorder's
 //! dump (snapshot.rs), `/` a line saying where the metrics are; every
-//! request past the Host and Origin checks of guard.rs first.
+//! request past the Host and Origin checks of guard.rs first, then, but
+//! for `/` (the probes' path, which says nothing), past the basic
+//! authentication of the web configuration (web/): 401 before any route
+//! runs, so no dump is made for a wrong password.
 
 use std::{cell::RefCell, rc::Rc};
 
@@ -17,6 +20,7 @@ use super::{
     http::plain,
     scrape::Scraper,
     snapshot,
+    web::Web,
 };
 use crate::{export::negotiate::negotiate, recorder::Flight};
 
@@ -28,86 +32,73 @@ pub(super) struct Endpoint {
     /// The flight recorder, when `POST /snapshot` may dump it.
     pub snapshot: Option<Rc<RefCell<Flight>>>,
     pub snapshot_limit: RefCell<RateLimit>,
+    /// `--web.config.file`: who may ask.
+    pub web: Option<Rc<Web>>,
 }
 
-/// The responder of every connection: `scraper` on /metrics, and the
+/// The challenge of a 401 (RFC 7617).
+const CHALLENGE: &str = "Basic realm=\"schedlat\", charset=\"UTF-8\"";
+
+/// Answers one request of a connection: `scraper` on /metrics, and the
 /// flight recorder on /snapshot when `endpoint` lets it dump, each request
-/// past `endpoint`'s Host and Origin checks first.
-pub(super) fn responder(
+/// past `endpoint`'s Host and Origin checks and its authentication first.
+pub(super) async fn respond(
+    request: Request<Incoming>,
     scraper: Rc<Scraper>,
     endpoint: Rc<Endpoint>,
-) -> impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static {
-    move |request| respond(request, &scraper, &endpoint)
-}
-
-/// What a request is answered with, decided from its method, path and
-/// headers alone (before any handler runs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Route {
-    /// 403: the Host or the Origin is not this endpoint's (guard.rs).
-    Refused(guard::Refusal),
-    /// `/snapshot`, any method: snapshot.rs answers.
-    Snapshot,
-    /// 405: anything but GET and HEAD elsewhere.
-    NotAllowed,
-    Metrics,
-    Index,
-    /// 404.
-    NotFound,
-}
-
-/// The route of `request` for an endpoint listening on `listen`.
-pub(super) fn route<B>(listen: std::net::SocketAddr, request: &Request<B>) -> Route {
-    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
-    if let Err(refusal) = guard::check(listen, header(header::HOST), header(header::ORIGIN)) {
-        return Route::Refused(refusal);
-    }
-    if request.uri().path() == "/snapshot" {
-        return Route::Snapshot;
-    }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        return Route::NotAllowed;
-    }
-    match request.uri().path() {
-        "/metrics" => Route::Metrics,
-        "/" => Route::Index,
-        _ => Route::NotFound,
-    }
-}
-
-fn respond(
-    request: &Request<Incoming>,
-    scraper: &Scraper,
-    endpoint: &Endpoint,
 ) -> Response<Full<Bytes>> {
-    answer(request, endpoint, || metrics(request, scraper))
+    answer(&request, &endpoint, || metrics(&request, &scraper)).await
 }
 
-/// The answer to `request` on `endpoint`, `/metrics` by `metrics`.
-pub(super) fn answer(
+/// The answer to `request` on `endpoint`, `/metrics` by `metrics` (the
+/// scrape; serve/raw.rs gives a stand-in).
+pub(super) async fn answer(
     request: &Request<Incoming>,
     endpoint: &Endpoint,
     metrics: impl FnOnce() -> Response<Full<Bytes>>,
 ) -> Response<Full<Bytes>> {
-    match route(endpoint.listen, request) {
-        Route::Refused(refusal) => plain(StatusCode::FORBIDDEN, &format!("{refusal}\n")),
-        Route::Snapshot => snapshot::respond(
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    if let Err(refusal) = guard::check(
+        endpoint.listen,
+        header(header::HOST),
+        header(header::ORIGIN),
+    ) {
+        return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
+    }
+    if request.uri().path() != "/"
+        && let Some(web) = &endpoint.web
+        && !web.admits(header(header::AUTHORIZATION)).await
+    {
+        let mut r = plain(
+            StatusCode::UNAUTHORIZED,
+            "a user and password of the web configuration are needed (basic auth)\n",
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(CHALLENGE),
+        );
+        return r;
+    }
+    if request.uri().path() == "/snapshot" {
+        return snapshot::respond(
             request,
             endpoint.snapshot.as_deref(),
             &endpoint.snapshot_limit,
-        ),
-        Route::NotAllowed => {
-            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
-            r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            r
-        }
-        Route::Metrics => metrics(),
-        Route::Index => plain(
+        );
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match request.uri().path() {
+        "/metrics" => metrics(),
+        "/" => plain(
             StatusCode::OK,
             "schedlat: run queue latency for Prometheus; metrics at /metrics\n",
         ),
-        Route::NotFound => plain(
+        _ => plain(
             StatusCode::NOT_FOUND,
             "not found: metrics are at /metrics\n",
         ),
