@@ -52,18 +52,24 @@ impl WorkloadNamer {
         WorkloadNamer { labels, level }
     }
 
-    /// The workloads of tasks `tids`, by TID, from the cgroup each is in
-    /// now (/proc/TID/cgroup, the hierarchy's line); a task gone (or in no
-    /// cgroup of the hierarchy) has none.
-    pub(crate) fn tasks(&mut self, tids: impl IntoIterator<Item = u32>) -> HashMap<u32, Workload> {
+    /// The workloads of `tasks` (TID, PID), by TID, from the cgroup each
+    /// is in now (/proc/TID/cgroup, the hierarchy's line; a thread gone
+    /// by then is taken to be in its process's cgroup, as threads are
+    /// unless cgroup v2's threaded mode splits them); a task whose process
+    /// is gone too (or in no cgroup of the hierarchy) has none.
+    pub(crate) fn tasks(
+        &mut self,
+        tasks: impl IntoIterator<Item = (u32, u32)>,
+    ) -> HashMap<u32, Workload> {
         let mut found = HashMap::new();
-        for tid in tids {
+        for (tid, pid) in tasks {
             if tid == 0 || found.contains_key(&tid) {
                 continue;
             }
-            let path = (self.labels.hierarchy())
-                .zip(cgroup_of::of(tid))
-                .and_then(|(h, lines)| line_of(h, &lines).map(|l| l.path.clone()));
+            let path = (self.labels.hierarchy()).and_then(|h| {
+                let lines = cgroup_of::of(tid).or_else(|| cgroup_of::of(pid))?;
+                line_of(h, &lines).map(|l| l.path.clone())
+            });
             if let Some(path) = path {
                 found.insert(tid, self.labels.workload_at(path));
             }

@@ -1,10 +1,12 @@
 //! `schedlat top`'s terminal view, drawn with ratatui: header, histogram
-//! bars (bars.rs), percentiles and verdict, the victims panel (panel.rs),
+//! bars (bars.rs), percentiles and verdict, the victims panel (panel.rs,
+//! with who waited behind whom: pairs.rs),
 //! the p99 sparkline, and the key help. Pure: it reads a State (state.rs:
 //! what the view shows and the toggles its keys change), so it is tested on
 //! ratatui's TestBackend.
 
 mod bars;
+pub(crate) mod pairs;
 mod panel;
 pub(crate) mod state;
 
@@ -385,6 +387,46 @@ mod tests {
     }
 
     #[test]
+    fn a_wide_terminal_names_the_workloads_and_who_waited_behind_whom() {
+        use crate::{
+            analysis::pairs::{WorkloadPair, rank},
+            collect::pairs::PairCounts,
+            output::top::pairs::PairsShown,
+            sys::workload::level::{Level, tests::workload},
+        };
+        let mut s = known_state();
+        s.workloads
+            .insert(4001, workload("/system.slice/stress.service", None));
+        let mut pairs = PairsShown::new(Level::Unit);
+        let row = WorkloadPair {
+            victim: "stress.service".into(),
+            holder: "/".into(),
+            counts: PairCounts {
+                count: 7,
+                sum_ns: 7_000_000,
+                max_ns: 2_000_000,
+            },
+        };
+        pairs.push(rank([row], Level::Unit, None, (PairCounts::default(), 64)));
+        s.pairs = Some(pairs);
+        let wide = screen(&s, 140, 40);
+        let line = |text: &str| wide.lines().find(|l| l.contains(text)).map(str::trim_end);
+        assert!(line("WORKLOAD").is_some(), "{wide}");
+        let worker = line("stress-ng-cpu      4001").unwrap_or_else(|| panic!("{wide}"));
+        assert!(worker.ends_with("unit stress.service"), "{wide}");
+        assert!(
+            line("waiting unit <- unit that held the CPU").is_some(),
+            "{wide}"
+        );
+        let pair = line("stress.service <- /").unwrap_or_else(|| panic!("{wide}"));
+        assert!(pair.contains("7.00 ms"), "{pair}");
+        // At 80 columns: no room for the workloads; the pairs still shown.
+        let narrow = screen(&s, 80, 30);
+        assert!(!narrow.contains("WORKLOAD"), "{narrow}");
+        assert!(narrow.contains("stress.service <- /"), "{narrow}");
+    }
+
+    #[test]
     fn a_larger_terminal_shows_every_row_and_adapts_to_resizing() {
         let state = known_state();
         let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
@@ -445,14 +487,16 @@ mod tests {
                     .expect(&text)
                     .trim_end()
             };
-            assert!(
-                line("boxed ").ends_with(&format!("{name} (throttled)")),
-                "{text}"
-            );
-            assert!(
-                line("sleeper ").ends_with(&format!("{name} (idle wake)")),
-                "{text}"
-            );
+            // At 120 columns the workload column follows (`-`: these
+            // tasks are no process of this host).
+            let end = if width > 100 { " -" } else { "" };
+            for (row, label) in [("boxed ", "throttled"), ("sleeper ", "idle wake")] {
+                let row = line(row);
+                let culprit = format!("{name} ({label})");
+                assert!(row.contains(&culprit) && row.ends_with(end), "{text}");
+                let rest = row.split_once(&culprit).unwrap().1;
+                assert_eq!(rest.trim_start(), end.trim_start(), "{text}");
+            }
             assert!(line("(throttled) ").contains("boxed"), "{text}");
             assert!(
                 text.contains("culprits: held the CPU when the wait ended"),
