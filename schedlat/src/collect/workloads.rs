@@ -12,7 +12,7 @@ use super::{keylabels::KeyLabels, tracer::Tracer};
 use crate::{
     kernel::{
         btf::CssChoice,
-        cgroupfs::{self, Hierarchy},
+        cgroupfs::{self, CgroupTarget, Hierarchy},
     },
     sys::{
         cgroup_of,
@@ -91,6 +91,15 @@ impl WorkloadNamer {
             None => format!("(removed, id {id})"),
         }
     }
+}
+
+/// What the owner of `-c`'s cgroup calls it (`container shop/web-1/nginx`,
+/// `pod shop/web-1`, `unit nginx.service`), its runtime's files read now;
+/// None for a cgroup that is none of these. A recording keeps it, so that
+/// two recordings of one container compare across a restart (a new ID).
+pub(crate) fn owner_of_target(target: &CgroupTarget) -> Option<String> {
+    let relative = target.dir.strip_prefix(&target.hierarchy.mount).ok()?;
+    cgroup_of::owner(&format!("/{}", relative.to_str()?))
 }
 
 /// The line of /proc/PID/cgroup that is `hierarchy`'s: the v2 line (0), or

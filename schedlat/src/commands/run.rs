@@ -20,7 +20,7 @@ use crate::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
         slow::SlowEvents,
-        workloads::WorkloadNamer,
+        workloads::{self, WorkloadNamer},
     },
     commands::{
         UsageError, session,
@@ -128,7 +128,8 @@ async fn run(
             breakdown.top,
         )
     });
-    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
+    let owner = filter.cgroup.as_ref().and_then(workloads::owner_of_target);
+    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)), owner);
 
     let slice = Slice::detect();
     if let Some(why) = &slice.not_live {
