@@ -40,13 +40,16 @@ use crate::{
 };
 
 /// Why `diagnose --decision` has no victims tables.
-const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs do not count the victims tables; run without it for them)";
+const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs do not count the victims tables; run without --decision for them)";
 
 /// The observation window and how the diagnosis is printed.
 pub(crate) struct DiagnoseOptions {
     /// Seconds.
     pub duration: u64,
     pub json: bool,
+    /// Split the window's waits by the scheduler's decision (and name it),
+    /// instead of loading the victims tables.
+    pub decision: bool,
 }
 
 pub(crate) async fn run(
@@ -62,14 +65,17 @@ pub(crate) async fn run(
     let loaded = if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
         let in_kernel = Filter::resolve(filter)?;
-        Some(if kernel.sources.decision {
+        Some(if args.decision {
             // The decision split's programs replace the victims mode's
             // sched_switch (they do not charge the tables): with
             // --decision the window has the split and no tables.
             let tracer = Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel)?;
             (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()))
         } else {
-            Tracer::load_with_victims(kernel, &in_kernel, DEFAULT_MAX_TASKS)?
+            // The tables, so without the split (see above).
+            let mut victims = kernel.clone();
+            victims.sources.no_decision = true;
+            Tracer::load_with_victims(&victims, &in_kernel, DEFAULT_MAX_TASKS, None)?
         })
     } else {
         None
