@@ -445,6 +445,7 @@ fn a_missing_capability_fails_the_unit_with_one_clear_line() {
         "{lines}"
     );
     assert!(!lines.contains("Serving run queue latency"), "{lines}");
+    eprintln!("unit: without CAP_PERFMON, the journal:\n{lines}");
     running();
 }
 
