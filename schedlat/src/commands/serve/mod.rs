@@ -14,12 +14,15 @@
 //!   request passes first, and the dumps' rate limit;
 //! - web: `--web.config.file`, TLS and basic authentication as the
 //!   Prometheus exporters configure them, re-read when it changes or on
-//!   SIGHUP.
+//!   SIGHUP;
+//! - raw: the request handling on raw bytes, for the `http` fuzz target.
 
 mod guard;
 mod http;
 pub(crate) mod listen;
 mod notify;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod raw;
 mod routes;
 mod scrape;
 mod snapshot;
@@ -46,7 +49,7 @@ use crate::{
         loader::KernelAccess,
         modes::{Keyed, Modes},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
 };
 
 /// Where `schedlat serve` listens and what it exports.
@@ -279,7 +282,7 @@ pub(crate) async fn run(
                             web.reload("SIGHUP");
                         }
                         if let Some(flight) = &flight {
-                            flight.borrow().dump("SIGHUP", "sighup");
+                            flight.borrow().dump("SIGHUP", DumpKind::Sighup);
                         }
                     }
                     _ = signals.recv() => break,
