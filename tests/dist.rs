@@ -346,14 +346,10 @@ fn unit_passes_systemd_analyze_verify() {
     let dir = root.with_extension("verify");
     fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("schedlat.service");
-    let rebased = |key: &str| format!("\n{key}={}/usr/bin/schedlat ", root.display());
+    let rebased = format!("\nExecStart={}/usr/bin/schedlat ", root.display());
     fs::write(
         &copy,
-        unit.replace("\nExecStart=/usr/bin/schedlat ", &rebased("ExecStart"))
-            .replace(
-                "\nExecStartPre=/usr/bin/schedlat ",
-                &rebased("ExecStartPre"),
-            ),
+        unit.replace("\nExecStart=/usr/bin/schedlat ", &rebased),
     )
     .unwrap();
     let out = Command::new("systemd-analyze")
