@@ -34,7 +34,7 @@ use crate::{
         breakdown::key_noun,
         recording::{Pending, RecordedScope},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
     sys::{clock, slice::Slice},
 };
 
@@ -224,7 +224,7 @@ pub(crate) async fn ring(
                 flight.push_slow(events.context("waiting for slow events")?);
             }
             _ = tick.tick() => flight.second(&mut tracer, ring_buffer.drain())?,
-            _ = sighup.recv() => flight.dump("SIGHUP", "sighup"),
+            _ = sighup.recv() => flight.dump("SIGHUP", DumpKind::Sighup),
             _ = signals.recv() => break,
         }
     }

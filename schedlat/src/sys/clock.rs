@@ -23,6 +23,12 @@ impl WallClock {
     }
 }
 
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the kernel's
+/// timestamps (bpf_ktime_get_ns), which no wall-clock step moves.
+pub fn monotonic_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC) as u64
+}
+
 fn read(clock: libc::clockid_t) -> i128 {
     // SAFETY: timespec is plain integers; all zeros is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };

@@ -22,7 +22,7 @@ use state::State;
 
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles, shape},
-    output::causes_line,
+    output::{causes_line, escape::printable},
     sys::slice::Slice,
 };
 
@@ -89,7 +89,7 @@ fn header_text(state: &State, width: u16) -> Paragraph<'static> {
         Span::raw(format!(
             "  hook {}  scope {}  every {:.2}s",
             state.hook,
-            state.scope,
+            printable(&state.scope),
             state.interval.as_secs_f64()
         )),
     ];
@@ -341,6 +341,49 @@ mod tests {
             first.contains("   4002 ") && first.contains("30.0 ms"),
             "{text}"
         );
+    }
+
+    /// Issue 29 item 7: names on top's screen are escaped as in every text
+    /// renderer. Before, the terminal library dropped the ESC and the
+    /// newline without a trace (the row read `[8mhidFAKE`) and passed the
+    /// right-to-left override through, which reorders the rest of the row.
+    #[test]
+    fn hostile_names_and_cgroup_paths_are_shown_escaped() {
+        let hostile = "\x1b[8mhid\nFAKE\u{202e}";
+        let mut s = known_state();
+        s.scope = "cgroup /sys/fs/cgroup/\x1b[2Jx\u{2066}".into();
+        let named = task(4100, 4100, hostile, 0, 0, 0);
+        let row = WaitStats {
+            task: named,
+            count: 500,
+            total_ns: 90_000_000,
+            max_ns: 3_000_000,
+            max_other: named,
+            ..Default::default()
+        };
+        s.push_victims(&VictimsInterval {
+            victims: vec![row],
+            culprits: vec![row],
+            ..Default::default()
+        });
+        for (width, height) in [(80, 24), (160, 50)] {
+            let text = screen(&s, width, height);
+            assert!(text.contains("?[8mhid?FAKE?"), "{width}x{height}: {text}");
+            assert!(
+                text.contains("scope cgroup /sys/fs/cgroup/?[2Jx?"),
+                "{width}x{height}: {text}"
+            );
+            let acting: Vec<char> = text
+                .chars()
+                .filter(|&c| {
+                    c != '\n'
+                        && (c.is_control()
+                            || ('\u{2066}'..='\u{2069}').contains(&c)
+                            || c == '\u{202e}')
+                })
+                .collect();
+            assert!(acting.is_empty(), "{acting:?} on screen: {text}");
+        }
     }
 
     #[test]

@@ -17,13 +17,11 @@ use super::{
     state::{MAX_ROWS, Ranked, State},
 };
 use crate::{
-    analysis::{
-        fmt_ns,
-        pairs::PairTable,
-        task::{self, IdleWait},
-        victims::Row,
+    analysis::{fmt_ns, pairs::PairTable, task::IdleWait, victims::Row},
+    output::{
+        escape::{self, printable},
+        workload,
     },
-    output::workload,
     sys::workload::level::Workload,
 };
 
@@ -49,7 +47,10 @@ const WORKLOAD: usize = 12;
 impl Panel {
     pub(super) fn of(state: &State) -> Panel {
         match &state.victims {
-            Err(reason) => Panel::Message(format!("victims and culprits unavailable: {reason}")),
+            Err(reason) => Panel::Message(format!(
+                "victims and culprits unavailable: {}",
+                printable(reason)
+            )),
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
                 Some(ranked) => {
                     let pairs =
@@ -189,7 +190,10 @@ fn split_rows(rows: usize, victims: usize, culprits: usize) -> (usize, usize) {
 /// their waits were: "throttled" (the victim's cgroup used its quota) or
 /// "idle wake" (woken onto an idle CPU); `?` explains both. Where the
 /// terminal is wide enough, the task's workload (its container, pod, unit
-/// or cgroup) follows.
+/// or cgroup) follows. Names are shown escaped (output/escape.rs), as
+/// every text renderer shows them: the terminal library drops a name's
+/// control bytes without a trace and passes bidirectional overrides
+/// through.
 fn row(
     r: &Row,
     width: usize,
@@ -203,20 +207,20 @@ fn row(
     let other = if victim && r.other.tid == 0 {
         // "swapper/1 (throttled)", or without the CPU at 80 columns.
         let name = if room >= 28 {
-            task::comm(&r.other)
+            escape::comm(&r.other)
         } else {
             "swapper".to_string()
         };
         format!("{name} ({})", idle(r.task.tgid))
     } else if r.other.tid == 0 || room >= 28 {
-        task::short(&r.other)
+        escape::short(&r.other)
     } else {
-        format!("{}/{}", task::comm(&r.other), r.other.tid)
+        format!("{}/{}", escape::comm(&r.other), r.other.tid)
     };
     let comm: String = if !victim && r.task.tid == 0 {
         format!("({})", idle(r.other.tgid))
     } else {
-        task::comm(&r.task).chars().take(15).collect()
+        escape::comm(&r.task).chars().take(15).collect()
     };
     let fixed = format!(
         "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
