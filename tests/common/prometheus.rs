@@ -81,6 +81,24 @@ impl Prometheus {
         rule_files: &[PathBuf],
     ) -> Prometheus {
         let targets: Vec<_> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let job = vec![
+            "  - job_name: schedlat".to_string(),
+            format!("    scrape_timeout: {interval}"),
+            "    static_configs:".to_string(),
+            format!("      - targets: [{}]", targets.join(", ")),
+        ];
+        Prometheus::launch_jobs(binary, &job, interval, features, rule_files)
+    }
+
+    /// The same with the scrape jobs given as YAML lines (each job's
+    /// `  - job_name: ...` and what follows), for TLS and authentication.
+    pub(crate) fn launch_jobs(
+        binary: &Path,
+        jobs: &[String],
+        interval: &str,
+        features: &[&str],
+        rule_files: &[PathBuf],
+    ) -> Prometheus {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -96,11 +114,8 @@ impl Prometheus {
             format!("  scrape_interval: {interval}"),
             format!("  evaluation_interval: {interval}"),
             "scrape_configs:".to_string(),
-            "  - job_name: schedlat".to_string(),
-            format!("    scrape_timeout: {interval}"),
-            "    static_configs:".to_string(),
-            format!("      - targets: [{}]", targets.join(", ")),
         ];
+        yaml.extend(jobs.iter().cloned());
         if !rule_files.is_empty() {
             yaml.push("rule_files:".to_string());
             yaml.extend(rule_files.iter().map(|f| format!("  - '{}'", f.display())));

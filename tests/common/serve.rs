@@ -13,8 +13,9 @@ use std::{
 
 use super::SCHEDLAT;
 
-/// What serve prints on stderr once it is attached and listening.
-pub(crate) const READY: &str = "Serving run queue latency on http://";
+/// What serve prints on stderr once it is attached and listening, then
+/// `http://` or (with TLS) `https://` and the address.
+pub(crate) const READY: &str = "Serving run queue latency on ";
 
 pub(crate) struct Server {
     child: Child,
@@ -56,13 +57,18 @@ impl Server {
         let log = stderr.clone();
         thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
+                // Logged before the address is sent: once started, the
+                // log holds the ready line.
+                {
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(rest) = line.strip_prefix(READY) {
+                    let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
                     let addr = rest.split('/').next().unwrap_or_default().to_string();
                     let _ = tx.send(addr);
                 }
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         let addr = match rx.recv_timeout(Duration::from_secs(20)) {

@@ -3,6 +3,8 @@
 //! and shape, sorted by relevance and cut to `--top N`; labelled like
 //! runqlat's (`pid = 1234 comm`). output/breakdown.rs renders them.
 
+use std::collections::HashMap;
+
 use schedlat_common::scope::Breakdown;
 
 use crate::{
@@ -29,7 +31,8 @@ pub(crate) struct BreakdownOptions {
     pub top: Option<u32>,
     /// Count who waited behind whom, in a table of this many pairs.
     pub pairs: Option<u32>,
-    /// The level the pairs' cgroups are named and rolled up at.
+    /// The level cgroups are named and rolled up at: the pairs' and
+    /// `--cgroups`' keys (`--by pod` sums the cgroups of each pod).
     pub by: Level,
 }
 
@@ -56,8 +59,12 @@ pub(crate) enum KeySort {
 pub(crate) struct KeyRow {
     pub key: u64,
     pub label: String,
-    /// A cgroup key as a workload (its path, labels and names).
+    /// A cgroup key as a workload (its path, labels and names); for a
+    /// row rolled up (`--by`), its first cgroup's.
     pub workload: Option<Workload>,
+    /// A row rolled up at `--by`'s level: that level, and the paths of
+    /// the cgroups it adds up (those that waited in the interval).
+    pub rolled_up: Option<(Level, Vec<String>)>,
     pub waits: Waits,
     pub percentiles: Option<Percentiles>,
     pub shape: Shape,
@@ -81,6 +88,7 @@ impl KeyRow {
             key,
             label: String::new(),
             workload: None,
+            rolled_up: None,
             percentiles: Percentiles::of(&waits),
             shape: shape::classify(&waits, slice),
             waits,
@@ -88,31 +96,52 @@ impl KeyRow {
     }
 }
 
+/// How a breakdown is ordered, cut and rolled up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shown {
+    pub sort: KeySort,
+    /// Only the first N rows.
+    pub top: Option<u32>,
+    /// Cgroup keys added up per container, pod or unit (`--by`).
+    pub by: Level,
+}
+
 /// The breakdown of one reading of the keyed intervals (kept whole):
-/// every key that waited, ordered and cut as `sort` and `top` say, the
-/// rows shown labelled. `unkeyed` is the interval's count of waits
-/// without a key; `keyed` what the kernel keys by, and how many keys fit.
+/// every key that waited (cgroups rolled up at `shown.by`), ordered and
+/// cut as `shown` says, the rows shown labelled. `unkeyed` is the
+/// interval's count of waits without a key; `keyed` what the kernel keys
+/// by, and how many keys fit.
 pub(crate) fn report(
     reading: &mut Reading<'_, ()>,
     keyed: Keyed,
-    sort: KeySort,
-    top: Option<u32>,
+    shown: Shown,
     unkeyed: u64,
     slice: &Slice,
 ) -> KeyedReport {
-    let mut rows: Vec<(KeyRow, usize)> = reading
-        .active()
-        .map(|(a, new)| (KeyRow::of(a.key, a.waits(new), slice), a.slot))
-        .collect();
+    let sort = shown.sort;
+    let mut rows: Vec<(KeyRow, Option<usize>)> =
+        if keyed.by == Breakdown::Cgroup && shown.by != Level::Cgroup {
+            roll_up(reading, shown.by, slice)
+                .into_iter()
+                .map(|row| (row, None))
+                .collect()
+        } else {
+            (reading.active())
+                .map(|(a, new)| (KeyRow::of(a.key, a.waits(new), slice), Some(a.slot)))
+                .collect()
+        };
     let keys_with_waits = rows.len();
     sort_rows(&mut rows, sort);
-    if let Some(top) = top {
+    if let Some(top) = shown.top {
         rows.truncate(top as usize);
     }
+    // Keys are named once shown (a rolled-up row is named already).
     let rows = (rows.into_iter())
         .map(|(mut row, slot)| {
-            row.label = reading.text(slot);
-            row.workload = reading.workload(slot);
+            if let Some(slot) = slot {
+                row.label = reading.text(slot);
+                row.workload = reading.workload(slot);
+            }
             row
         })
         .collect();
@@ -124,6 +153,92 @@ pub(crate) fn report(
         unkeyed,
         max_keys: keyed.max_keys,
     }
+}
+
+/// The cgroup keys that waited, added up per workload at `level`: the
+/// cgroups with one identity there (`Workload::identity_at`: a container's
+/// ID, a pod's UID, a unit) make one row, its waits their waits merged,
+/// labelled `pod = shop/web-1 (2 cgroups)` by the first of them whose
+/// runtime named it (else the first). A cgroup that is no such workload
+/// (or was gone before it was named) stays its own row, labelled as usual.
+fn roll_up(reading: &mut Reading<'_, ()>, level: Level, slice: &Slice) -> Vec<KeyRow> {
+    /// One workload's cgroups so far; `label` set for a cgroup of its own.
+    struct Group {
+        key: u64,
+        waits: Waits,
+        workload: Option<Workload>,
+        paths: Vec<String>,
+        label: Option<String>,
+    }
+    let named = |w: &Option<Workload>| w.as_ref().is_some_and(|w| w.names.is_some());
+    let active: Vec<(u64, Waits, usize)> = (reading.active())
+        .map(|(a, new)| (a.key, a.waits(new), a.slot))
+        .collect();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (key, waits, slot) in active {
+        let workload = reading.workload(slot);
+        let Some(identity) = workload.as_ref().and_then(|w| w.identity_at(level)) else {
+            let label = Some(reading.text(slot));
+            let paths = Vec::new();
+            groups.push(Group {
+                key,
+                waits,
+                workload,
+                paths,
+                label,
+            });
+            continue;
+        };
+        let path = workload.as_ref().map(|w| w.path.clone());
+        if let Some(&i) = index.get(&identity) {
+            let group = &mut groups[i];
+            group.key = group.key.min(key);
+            group.waits.merge(&waits);
+            if !named(&group.workload) && named(&workload) {
+                group.workload = workload;
+            }
+            group.paths.extend(path);
+            continue;
+        }
+        index.insert(identity, groups.len());
+        let paths = path.into_iter().collect();
+        groups.push(Group {
+            key,
+            waits,
+            workload,
+            paths,
+            label: None,
+        });
+    }
+    (groups.into_iter())
+        .map(|mut g| {
+            let (label, rolled_up) = match g.label {
+                Some(label) => (label, None),
+                None => {
+                    g.paths.sort();
+                    let name = g
+                        .workload
+                        .as_ref()
+                        .map_or_else(String::new, |w| w.name_at(level));
+                    let more = match g.paths.len() {
+                        0 | 1 => String::new(),
+                        n => format!(" ({n} cgroups)"),
+                    };
+                    (
+                        format!("{} = {name}{more}", level.as_str()),
+                        Some((level, g.paths)),
+                    )
+                }
+            };
+            KeyRow {
+                label,
+                workload: g.workload,
+                rolled_up,
+                ..KeyRow::of(g.key, g.waits, slice)
+            }
+        })
+        .collect()
 }
 
 fn sort_rows<T>(rows: &mut [(KeyRow, T)], sort: KeySort) {

@@ -75,6 +75,7 @@ fn positive_secs(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("rolled").args(["pairs"]).multiple(true)))]
 pub(crate) struct VictimsArgs {
     /// Print the tables every INTERVAL seconds (default: once, at Ctrl-C)
     #[arg(value_parser = interval_secs)]
@@ -105,6 +106,8 @@ pub(crate) struct VictimsArgs {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
     #[command(flatten)]
+    pub pairs: PairArgs,
+    #[command(flatten)]
     pub kernel: KernelArgs,
 
     #[command(flatten)]
@@ -120,6 +123,8 @@ impl VictimsArgs {
             top: self.top,
             json: self.json,
             max_tasks: self.max_tasks,
+            pairs: self.pairs.table.max_pairs(),
+            by: self.pairs.by.level(),
         }
     }
 }
@@ -175,8 +180,8 @@ fn parse_min_us(s: &str) -> Result<u64, String> {
 pub(crate) struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
     /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415,
-    /// and --web.allow-unauthenticated (the endpoint has no authentication).
-    /// Port 0 picks a free port.
+    /// and a --web.config.file that authenticates (or
+    /// --web.allow-unauthenticated). Port 0 picks a free port.
     #[arg(long, value_name = "IP:PORT", default_value = listen::DEFAULT, value_parser = listen::parse)]
     pub listen: SocketAddr,
 
@@ -268,12 +273,23 @@ pub(crate) struct ServeArgs {
     pub web_enable_snapshot: bool,
 
     /// Answer beyond loopback without authentication. A --listen address
-    /// other machines can reach is refused without it: /metrics carries
-    /// PIDs, process names and cgroup paths, and serve has no auth of its
-    /// own, so say that the network restricts who connects (a firewall, a
-    /// Kubernetes NetworkPolicy)
+    /// other machines can reach is refused without it unless the
+    /// --web.config.file authenticates: /metrics carries PIDs, process
+    /// names and cgroup paths, so say that the network restricts who
+    /// connects (a firewall, a Kubernetes NetworkPolicy)
     #[arg(long = "web.allow-unauthenticated")]
     pub web_allow_unauthenticated: bool,
+
+    /// TLS and basic authentication, from a YAML file in the format of the
+    /// Prometheus exporters' --web.config.file: tls_server_config
+    /// (cert_file, key_file, client_auth_type, client_ca_file,
+    /// min_version, max_version) and basic_auth_users (user: bcrypt hash,
+    /// from `htpasswd -nBC 10 USER`). Every path but / (for probes) then
+    /// asks for a user, POST /snapshot too. The file and its certificates
+    /// are read again when they change, and on SIGHUP; a file that does not
+    /// load keeps the previous configuration (docs/security.md)
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -290,6 +306,7 @@ impl ServeArgs {
             exemplars_ns: self.exemplars.map(|ns| ns.max(1)),
             snapshot_enabled: self.web_enable_snapshot,
             allow_unauthenticated: self.web_allow_unauthenticated,
+            web_config: self.web_config_file.clone(),
             keyed: self.keyed(),
             max_series: self.max_series.max_series,
             key_buckets: self.key_buckets,
@@ -375,6 +392,7 @@ impl DiagnoseArgs {
 /// `-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus` and how their keys are shown.
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Breakdowns (one histogram per key; pick one)")]
+#[command(group(clap::ArgGroup::new("rolled").args(["cgroups", "pairs"]).multiple(true)))]
 pub(crate) struct BreakdownArgs {
     /// One histogram per process (`pid = PID comm`), as runqlat -P
     #[arg(short = 'P', long = "pids", group = "keyed")]
@@ -407,9 +425,11 @@ pub(crate) struct BreakdownArgs {
 pub(crate) struct PairArgs {
     #[command(flatten)]
     pub table: PairTableArgs,
-    /// Name and roll up the pairs' cgroups by their container, pod or
-    /// systemd unit (docs/containers.md); a cgroup outside any stays itself
-    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "pairs")]
+    /// Name and roll up cgroups by their container, pod or systemd unit
+    /// (docs/containers.md): the pairs' sides, and --cgroups' histograms
+    /// (one per workload, its cgroups' waits added up); a cgroup outside
+    /// any stays itself
+    #[arg(long, value_enum, default_value_t = ByLevel::Cgroup, requires = "rolled")]
     pub by: ByLevel,
 }
 

@@ -161,16 +161,27 @@ impl KeyLabels {
     /// known by now (asked for otherwise, for a later lookup).
     pub(crate) fn workload(&mut self, id: u64) -> Option<Workload> {
         let path = self.cgroup_name(id)?;
+        Some(self.workload_at(path))
+    }
+
+    /// The cgroup at `path` (in this hierarchy) as a workload, as
+    /// [`KeyLabels::workload`] names one by its id.
+    pub(crate) fn workload_at(&self, path: String) -> Workload {
         let labels = path::parse(&path);
         let names = match (&self.containers, &labels.container_id) {
             (Some(cache), Some(container)) => cache.get(container, labels.runtime),
             _ => None,
         };
-        Some(Workload {
+        Workload {
             path,
             labels,
             names,
-        })
+        }
+    }
+
+    /// The hierarchy cgroup ids and paths are of.
+    pub(crate) fn hierarchy(&self) -> Option<&Hierarchy> {
+        self.hierarchy.as_ref()
     }
 
     /// A cgroup's path from its id, relative to the hierarchy's mount

@@ -1,12 +1,26 @@
 //! Cgroup ids named as workloads at the level a user chooses: the path
 //! (from the hierarchy, or as the kernel made it), the labels it carries,
 //! and, for containers and pods, the names their runtimes keep on disk,
-//! from a cache that never makes the caller wait.
+//! from a cache that never makes the caller wait. Tasks are named too,
+//! by the cgroup they are in now (the victims' and culprits' columns).
+
+use std::collections::HashMap;
 
 use schedlat_common::scope::Breakdown;
 
 use super::{keylabels::KeyLabels, tracer::Tracer};
-use crate::sys::workload::level::Level;
+use crate::{
+    kernel::{
+        btf::CssChoice,
+        cgroupfs::{self, Hierarchy},
+    },
+    sys::{
+        cgroup_of,
+        mounts::Mounts,
+        procfs::CgroupLine,
+        workload::level::{Level, Workload},
+    },
+};
 
 /// Names cgroup ids of one tracer's hierarchy at one level.
 pub(crate) struct WorkloadNamer {
@@ -25,6 +39,38 @@ impl WorkloadNamer {
         WorkloadNamer { labels, level }
     }
 
+    /// For naming tasks as well as cgroup ids: in the tracer's hierarchy,
+    /// else the cpu controller's (the one `--cgroups` keys by), with the
+    /// runtimes' names of containers at every level (a task's column
+    /// names its container whatever `--by` rolls pairs up to).
+    pub(crate) fn for_tasks(tracer: &Tracer, level: Level) -> WorkloadNamer {
+        let hierarchy = (tracer.cgroup_hierarchy.clone())
+            .or_else(|| cgroupfs::default_hierarchy(&Mounts::read()));
+        let mut labels =
+            KeyLabels::new(Breakdown::Cgroup, hierarchy).with_names(tracer.cgroup_names.clone());
+        labels.name_containers();
+        WorkloadNamer { labels, level }
+    }
+
+    /// The workloads of tasks `tids`, by TID, from the cgroup each is in
+    /// now (/proc/TID/cgroup, the hierarchy's line); a task gone (or in no
+    /// cgroup of the hierarchy) has none.
+    pub(crate) fn tasks(&mut self, tids: impl IntoIterator<Item = u32>) -> HashMap<u32, Workload> {
+        let mut found = HashMap::new();
+        for tid in tids {
+            if tid == 0 || found.contains_key(&tid) {
+                continue;
+            }
+            let path = (self.labels.hierarchy())
+                .zip(cgroup_of::of(tid))
+                .and_then(|(h, lines)| line_of(h, &lines).map(|l| l.path.clone()));
+            if let Some(path) = path {
+                found.insert(tid, self.labels.workload_at(path));
+            }
+        }
+        found
+    }
+
     /// Whether cgroup `id` is still there.
     pub(crate) fn exists(&mut self, id: u64) -> bool {
         self.labels.exists(id)
@@ -38,5 +84,45 @@ impl WorkloadNamer {
             Some(workload) => workload.name_at(self.level),
             None => format!("(removed, id {id})"),
         }
+    }
+}
+
+/// The line of /proc/PID/cgroup that is `hierarchy`'s: the v2 line (0), or
+/// the v1 line holding its controllers.
+fn line_of<'a>(hierarchy: &Hierarchy, lines: &'a [CgroupLine]) -> Option<&'a CgroupLine> {
+    lines.iter().find(|l| match &hierarchy.css {
+        CssChoice::Default => l.hierarchy == 0,
+        CssChoice::Controllers(want) => {
+            l.hierarchy != 0 && want.iter().any(|c| l.controllers.contains(c))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::sys::procfs::parse_proc_cgroup;
+
+    #[test]
+    fn a_task_is_named_in_the_hierarchy_cgroup_ids_are_of() {
+        let lines = parse_proc_cgroup(
+            "12:cpu,cpuacct:/kubepods/besteffort/podx/abc\n5:memory:/other\n0::/kubepods.slice/web.scope\n",
+        )
+        .unwrap();
+        let v1 = Hierarchy {
+            mount: PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"),
+            css: CssChoice::Controllers(vec!["cpu".into(), "cpuacct".into()]),
+        };
+        let v2 = Hierarchy {
+            mount: PathBuf::from("/sys/fs/cgroup"),
+            css: CssChoice::Default,
+        };
+        let path = |h: &Hierarchy| line_of(h, &lines).map(|l| l.path.as_str());
+        assert_eq!(path(&v1), Some("/kubepods/besteffort/podx/abc"));
+        assert_eq!(path(&v2), Some("/kubepods.slice/web.scope"));
+        let lines = parse_proc_cgroup("0::/only-v2\n").unwrap();
+        assert_eq!(line_of(&v1, &lines), None);
     }
 }

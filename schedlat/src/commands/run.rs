@@ -15,21 +15,16 @@ use schedlat_common::scope::Breakdown;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    analysis::{
-        breakdown::{self, BreakdownOptions},
-        pairs::{self, PairTable, WorkloadPair},
-    },
+    analysis::breakdown::{self, BreakdownOptions, Shown},
     collect::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
-        pairs::PairIntervals,
         slow::SlowEvents,
-        tracer::Tracer,
         workloads::WorkloadNamer,
     },
     commands::{
         UsageError, session,
-        session::{Ended, Intervals, Signals},
+        session::{Ended, Intervals, PairsView, Signals},
         stdout,
     },
     histogram::Unit,
@@ -40,7 +35,7 @@ use crate::{
         recording::{Pending, RecordedScope},
     },
     recorder::{Flight, RecorderOptions},
-    sys::{clock, slice::Slice, workload::level::Level},
+    sys::{clock, slice::Slice},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -126,9 +121,13 @@ async fn run(
         }
         (keys, k)
     });
-    let mut pairs_view = breakdown
-        .pairs
-        .map(|_| PairsView::new(&tracer, breakdown.by, breakdown.top));
+    let mut pairs_view = breakdown.pairs.map(|_| {
+        PairsView::new(
+            WorkloadNamer::new(&tracer, breakdown.by),
+            breakdown.by,
+            breakdown.top,
+        )
+    });
     let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
 
     let slice = Slice::detect();
@@ -155,10 +154,15 @@ async fn run(
         let stop = intervals.next(&mut signals, &filter).await;
         let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
-        let (sort, top, unkeyed) = (breakdown.sort, breakdown.top, waits.unkeyed);
+        let unkeyed = waits.unkeyed;
+        let shown = Shown {
+            sort: breakdown.sort,
+            top: breakdown.top,
+            by: breakdown.by,
+        };
         let keys = match keys.as_mut() {
             Some((keys, keyed)) => Some(keys.interval(&mut tracer, |reading| {
-                breakdown::report(reading, *keyed, sort, top, unkeyed, &slice)
+                breakdown::report(reading, *keyed, shown, unkeyed, &slice)
             })?),
             None => None,
         };
@@ -225,38 +229,4 @@ pub(crate) async fn ring(
     }
     flight.finish();
     Ok(Ended::Done)
-}
-
-/// The neighbour-pair table's intervals, named and ranked (`--pairs`).
-struct PairsView {
-    intervals: PairIntervals,
-    names: WorkloadNamer,
-    level: Level,
-    top: Option<usize>,
-}
-
-impl PairsView {
-    fn new(tracer: &Tracer, level: Level, top: Option<u32>) -> PairsView {
-        PairsView {
-            intervals: PairIntervals::default(),
-            names: WorkloadNamer::new(tracer, level),
-            level,
-            top: top.map(|n| n as usize),
-        }
-    }
-
-    fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
-        let names = &mut self.names;
-        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
-        let named = interval.named(|id| names.name(id));
-        let rows = named
-            .into_iter()
-            .map(|(victim, holder, counts)| WorkloadPair {
-                victim,
-                holder,
-                counts,
-            });
-        let table = (interval.overflow, interval.capacity);
-        Ok(pairs::rank(rows, self.level, self.top, table))
-    }
 }

@@ -12,13 +12,15 @@ use tokio::{
 };
 
 use crate::{
-    collect::tracer::Tracer,
+    analysis::pairs::{self, PairTable, WorkloadPair},
+    collect::{pairs::PairIntervals, tracer::Tracer, workloads::WorkloadNamer},
     commands::stdout,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
         modes::Modes,
     },
+    sys::workload::level::Level,
 };
 
 /// How a run ended, for the exit status.
@@ -146,5 +148,48 @@ impl Intervals {
                 _ = signals.recv() => return true,
             }
         }
+    }
+}
+
+/// The neighbour-pair table's intervals, named and ranked (`--pairs`).
+pub(crate) struct PairsView {
+    intervals: PairIntervals,
+    names: WorkloadNamer,
+    level: Level,
+    top: Option<usize>,
+}
+
+impl PairsView {
+    /// Pairs named by `names`, rolled up at `level`, the first `top` rows
+    /// kept (all when None).
+    pub(crate) fn new(names: WorkloadNamer, level: Level, top: Option<u32>) -> PairsView {
+        PairsView {
+            intervals: PairIntervals::default(),
+            names,
+            level,
+            top: top.map(|n| n as usize),
+        }
+    }
+
+    /// The table of the interval since the previous call.
+    pub(crate) fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
+        let names = &mut self.names;
+        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
+        let named = interval.named(|id| names.name(id));
+        let rows = named
+            .into_iter()
+            .map(|(victim, holder, counts)| WorkloadPair {
+                victim,
+                holder,
+                counts,
+            });
+        let table = (interval.overflow, interval.capacity);
+        Ok(pairs::rank(rows, self.level, self.top, table))
+    }
+
+    /// The namer of the pairs' cgroups (victims names its rows' tasks
+    /// with it too).
+    pub(crate) fn names(&mut self) -> &mut WorkloadNamer {
+        &mut self.names
     }
 }

@@ -3,8 +3,9 @@
 //! tracefs formats, /proc and cgroup files, `compare`'s recordings, the
 //! recorder dumps `replay` reads (and the .hlog and Perfetto files written
 //! from a window, read back by their own readers), the HTTP Accept
-//! header of `serve`, and the workload labels of cgroup paths and of the
-//! container runtimes' files.
+//! header of `serve`, its web configuration file (`--web.config.file`)
+//! and Authorization header, and the workload labels of cgroup paths and
+//! of the container runtimes' files.
 //!
 //! Two drivers run them over the seeds in `schedlat/fuzz/corpus/<target>/`
 //! (real files from kernels and tools, and every input that once failed):
@@ -31,7 +32,7 @@ use crate::{
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("btf", btf),
     ("tracefs", tracefs),
     ("procfs", procfs),
@@ -39,6 +40,7 @@ pub const TARGETS: [(&str, Target); 7] = [
     ("replay", replay),
     ("accept", accept),
     ("workload", workload),
+    ("web_config", web_config),
 ];
 
 fn text(data: &[u8]) -> String {
@@ -239,6 +241,34 @@ pub fn workload(data: &[u8]) {
     }
 }
 
+/// `serve --web.config.file`'s file, and each line as an Authorization
+/// header: a configuration or an error, never a panic, and what is taken
+/// holds together (every password a bcrypt hash, TLS versions in order,
+/// client certificates verified against a CA file).
+pub fn web_config(data: &[u8]) {
+    use crate::commands::serve::web::{self, config::ClientAuth};
+    let t = text(data);
+    if let Ok(config) = web::parse_for_fuzzing(&t) {
+        for (user, hash) in &config.users {
+            assert!(hash.parse::<bcrypt::HashParts>().is_ok(), "{user}");
+        }
+        if let Some(tls) = &config.tls {
+            assert!(tls.min_version <= tls.max_version, "{tls:?}");
+            if let ClientAuth::Require { ca_file } | ClientAuth::VerifyIfGiven { ca_file } =
+                &tls.client_auth
+            {
+                assert!(ca_file.is_absolute(), "{ca_file:?}");
+            }
+        }
+        assert!(!config.describe().is_empty());
+    }
+    for line in t.lines() {
+        if let Some((user, _)) = web::credentials_for_fuzzing(line) {
+            assert!(!user.contains(':'), "{line:?}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{TARGETS, mutate::fuzz};
@@ -281,6 +311,11 @@ mod tests {
     #[test]
     fn fuzz_workload() {
         run("workload");
+    }
+
+    #[test]
+    fn fuzz_web_config() {
+        run("web_config");
     }
 
     /// Each target has its corpus and its libFuzzer binary, and nothing

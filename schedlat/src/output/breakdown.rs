@@ -7,11 +7,15 @@ use std::fmt::Write as _;
 use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
-use super::{causes, escape, json::shape_out, text as table};
+use super::{
+    causes, escape,
+    json::shape_out,
+    text as table,
+    workload::{self, workload_json},
+};
 use crate::{
     analysis::breakdown::{KeySort, KeyedReport},
     histogram::Unit,
-    sys::workload::{level::Workload, names::ContainerNames},
 };
 
 /// runqlat's per-key layout: a label line, then the table; schedlat adds
@@ -55,8 +59,13 @@ pub(crate) fn json(report: &KeyedReport) -> serde_json::Value {
             json!({
                 "key": r.key,
                 "label": r.label,
-                "cgroup": r.workload.as_ref().map(|w| &w.path),
-                "workload": r.workload.as_ref().map(workload_json),
+                "cgroup": r.rolled_up.is_none().then(|| r.workload.as_ref().map(|w| &w.path)).flatten(),
+                "cgroups": r.rolled_up.as_ref().map(|(_, paths)| paths),
+                "workload": match (&r.rolled_up, &r.workload) {
+                    (Some((level, _)), Some(w)) => Some(workload::rolled_up_json(*level, w)),
+                    (None, Some(w)) => Some(workload_json(w)),
+                    (_, None) => None,
+                },
                 "count": r.waits.count(),
                 "sum_ns": r.waits.sum_ns,
                 "mean_ns": r.waits.mean_ns(),
@@ -67,35 +76,16 @@ pub(crate) fn json(report: &KeyedReport) -> serde_json::Value {
             })
         })
         .collect();
+    let rolled_up =
+        (report.rows.iter()).find_map(|r| r.rolled_up.as_ref().map(|(l, _)| l.as_str()));
     json!({
         "by": key_noun(report.by),
+        "rolled_up_by": rolled_up,
         "sort": report.sort,
         "keys_with_waits": report.keys_with_waits,
         "unkeyed": report.unkeyed,
         "max_keys": report.max_keys,
         "keys": keys,
-    })
-}
-
-/// A cgroup key as a workload (docs/json.md `breakdown`): what its owner
-/// calls it, and every label and name known, null where unknown.
-pub(crate) fn workload_json(w: &Workload) -> serde_json::Value {
-    let (is, name) = w.owner_name();
-    let (labels, names) = (&w.labels, w.names.as_ref());
-    let named = |f: fn(&ContainerNames) -> &Option<String>| names.and_then(|n| f(n).clone());
-    json!({
-        "is": is,
-        "name": name,
-        "namespace": named(|n| &n.namespace),
-        "pod": named(|n| &n.pod),
-        "container": named(|n| &n.container),
-        "unit": labels.unit,
-        "slice": labels.slice,
-        "pod_uid": labels.pod_uid,
-        "container_id": labels.container_id,
-        "runtime": labels.runtime.map(|r| r.as_str()),
-        "qos": labels.qos.map(|q| q.as_str()),
-        "names_from": names.and_then(|n| n.source).map(|s| s.as_str()),
     })
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod slow;
 pub(crate) mod text;
 pub(crate) mod top;
 pub(crate) mod victims;
+pub(crate) mod workload;
 
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},

@@ -2,20 +2,28 @@
 //! latency style) or as one JSON object (docs/json.md,
 //! `schedlat.victims.v1`).
 
-use std::{collections::HashSet, fmt::Write as _, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Write as _,
+    time::Duration,
+};
 
 use serde::Serialize;
 
 use crate::{
     analysis::{
         fmt_ns,
+        pairs::PairTable,
         task::{self, IdleWait, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
     collect::victims::VictimsInterval,
     kernel::hook::HookMode,
-    output::escape,
-    sys::clock::{WallClock, local_time_us},
+    output::{escape, pairs, workload},
+    sys::{
+        clock::{WallClock, local_time_us},
+        workload::level::Workload,
+    },
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.victims.v1";
@@ -33,6 +41,10 @@ pub(crate) struct Report<'a> {
     pub sort: SortKey,
     pub max_tasks: u32,
     pub last: bool,
+    /// The rows' tasks as workloads, by TID (read at the interval's end).
+    pub workloads: &'a HashMap<u32, Workload>,
+    /// Who waited behind whom, when `--pairs` asked for it.
+    pub pairs: Option<&'a PairTable>,
 }
 
 const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU PRE% MIG%";
@@ -49,7 +61,7 @@ pub(crate) fn text(r: &Report) -> String {
         &local_time_us(now)[..8],
         r.elapsed.as_secs_f64()
     );
-    let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX");
+    let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX{WORKLOAD_HEADER}");
     for row in &r.tables.victims {
         task_row(&mut out, row, r, true);
     }
@@ -59,7 +71,7 @@ pub(crate) fn text(r: &Report) -> String {
         "culprits (the task on the CPU when a wait ended), by {by}:"
     );
     let _ = writeln!(out, "{CULPRIT_RULE}");
-    let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX");
+    let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX{WORKLOAD_HEADER}");
     for row in &r.tables.culprits {
         task_row(&mut out, row, r, false);
     }
@@ -74,7 +86,23 @@ pub(crate) fn text(r: &Report) -> String {
     }
     more(&mut out, r.tables.totals.2, r.tables.processes.len());
     out.push_str(&summary(r));
+    if let Some(table) = r.pairs {
+        out.push_str(&pairs::render_text(table));
+    }
     out
+}
+
+/// The workload column, last in a task row: the culprit or victim of the
+/// longest wait before it is as wide as its task's name.
+const WORKLOAD_HEADER: &str = "  WORKLOAD";
+
+/// A row's task as the workload its cgroup is (output/workload.rs); none
+/// for the idle tasks, no cgroup's (their label says what their waits were).
+fn workload_cell(row: &Row, r: &Report) -> String {
+    if row.task.tid == 0 {
+        return String::new();
+    }
+    format!("  {}", workload::cell(r.workloads.get(&row.task.tid)))
 }
 
 /// The culprit rule, said where culprits are shown (docs/victims.md).
@@ -100,7 +128,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     let (pre, mig) = row.causes().map_or(("-".into(), "-".into()), |c| {
         (pct(c.preempted), pct(c.migrated))
     });
-    let _ = writeln!(
+    let _ = write!(
         out,
         "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",
         row.task.tid,
@@ -118,6 +146,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         other,
         task::sched_label(&row.other),
     );
+    let _ = writeln!(out, "{}", workload_cell(row, r));
 }
 
 fn process_row(out: &mut String, p: &ProcessRow) {
@@ -182,6 +211,9 @@ struct Json {
     culprit_processes: Vec<ProcessJson>,
     /// Rows before --top: victims, culprits, culprit processes.
     rows: RowCounts,
+    /// Who waited behind whom (`--pairs`), as the histogram's `pairs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pairs: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -231,6 +263,10 @@ struct RowJson {
     /// The row's waits by how they began and where they ended; null when
     /// the load did not split them.
     causes: Option<RowCausesJson>,
+    /// The cgroup the task is in (its path), and that cgroup as a
+    /// workload; null for a task gone by the interval's end.
+    cgroup: Option<String>,
+    workload: Option<serde_json::Value>,
 }
 
 /// Waits of one class, and their share of the row's waits.
@@ -289,6 +325,8 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         max_victim: (!victim).then_some(other),
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
         causes: row_causes(row),
+        cgroup: r.workloads.get(&row.task.tid).map(|w| w.path.clone()),
+        workload: r.workloads.get(&row.task.tid).map(workload::workload_json),
     }
 }
 
@@ -342,6 +380,7 @@ pub(crate) fn json(r: &Report) -> String {
             culprits: t.totals.1,
             culprit_processes: t.totals.2,
         },
+        pairs: r.pairs.map(pairs::to_json),
     };
     serde_json::to_string(&doc).expect("JSON values serialize") + "\n"
 }
@@ -373,6 +412,8 @@ mod tests {
             sort: SortKey::Max,
             max_tasks: 10_240,
             last: true,
+            workloads: &HashMap::new(),
+            pairs: None,
         };
         f(&r)
     }
@@ -402,6 +443,59 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn rows_name_their_tasks_workload_and_the_pairs_follow() {
+        use crate::{
+            analysis::pairs::WorkloadPair,
+            collect::pairs::PairCounts,
+            sys::workload::level::{Level, tests::workload},
+        };
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let workloads = HashMap::from([(943, workload("/system.slice/rt.service", None))]);
+        let pairs = PairTable {
+            rows: vec![WorkloadPair {
+                victim: "rt.service".into(),
+                holder: "/".into(),
+                counts: PairCounts {
+                    count: 3,
+                    sum_ns: 9_000,
+                    max_ns: 4_000,
+                },
+            }],
+            by: Level::Unit,
+            ..PairTable::default()
+        };
+        let r = Report {
+            throttled: &HashSet::new(),
+            hook: HookMode::Btf,
+            tables: &t,
+            interval: &i,
+            elapsed: Duration::from_secs(1),
+            clock: WallClock::now(),
+            sort: SortKey::Max,
+            max_tasks: 10_240,
+            last: true,
+            workloads: &workloads,
+            pairs: Some(&pairs),
+        };
+        let out = text(&r);
+        let row = |tid: &str| {
+            let mut rows = out.lines().filter(|l| l.trim_start().starts_with(tid));
+            rows.next().unwrap().to_string()
+        };
+        assert!(row("943 ").ends_with("  unit rt.service"), "{out}");
+        // A task gone by the end of the interval: no cgroup to name.
+        assert!(row("917 ").ends_with("  -"), "{out}");
+        assert!(out.contains("rt.service <- /"), "{out}");
+        let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        assert_eq!(v["victims"][0]["cgroup"], "/system.slice/rt.service");
+        assert_eq!(v["victims"][0]["workload"]["unit"], "rt.service");
+        assert_eq!(v["culprits"][0]["workload"], serde_json::Value::Null);
+        assert_eq!(v["pairs"]["by"], "unit");
+        assert_eq!(v["pairs"]["rows"][0]["count"], 3);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     analysis::{
-        breakdown::{self, KeySort},
+        breakdown::{self, KeySort, Shown},
         recording::{CompactWaits, Meta, Second, Window},
     },
     collect::{
@@ -25,7 +25,7 @@ use crate::{
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes},
-    sys::{clock::WallClock, mounts::Mounts, slice::Slice},
+    sys::{clock::WallClock, mounts::Mounts, slice::Slice, workload::level::Level},
 };
 
 /// What the recorder keeps and when it dumps.
@@ -174,7 +174,12 @@ impl Flight {
             let top = Some(self.opts.max_series);
             let (keyed, unkeyed, slice) = (*keyed, waits.unkeyed, &self.slice);
             let keys = keys.interval(tracer, |reading| {
-                breakdown::report(reading, keyed, KeySort::Total, top, unkeyed, slice)
+                let shown = Shown {
+                    sort: KeySort::Total,
+                    top,
+                    by: Level::Cgroup,
+                };
+                breakdown::report(reading, keyed, shown, unkeyed, slice)
             })?;
             second.series_dropped = (keys.keys_with_waits - keys.rows.len()) as u32;
             for row in keys.rows {

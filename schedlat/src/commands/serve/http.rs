@@ -1,5 +1,7 @@
-//! The HTTP side: one hyper HTTP/1 connection per task, each request
-//! answered by a responder (routes.rs says what). Connections are bounded: a
+//! The HTTP side: one hyper HTTP/1 connection per task, over TLS when the
+//! web configuration says so (the handshake inside the first request's
+//! deadline), each request answered by a responder (routes.rs says what).
+//! Connections are bounded: a
 //! client must send its first request soon after connecting, and at the
 //! limit the connection that has been quiet longest is closed for the new
 //! one, so idle sockets cannot use up the file descriptors and lock the
@@ -9,6 +11,7 @@ use std::{
     cell::{Cell, RefCell},
     collections::BTreeMap,
     convert::Infallible,
+    future::Future,
     rc::Rc,
     time::{Duration, Instant},
 };
@@ -23,6 +26,9 @@ use hyper::{
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpStream, sync::Notify};
+use tokio_rustls::TlsAcceptor;
+
+use super::listen::ErrorLog;
 
 /// How long a connection may sit without a complete request header. hyper
 /// counts the idle time between keep-alive requests too, and Prometheus
@@ -80,13 +86,19 @@ impl Connections {
         quietest.is_some()
     }
 
-    /// Serves `stream` on a task of the current LocalSet, each request
-    /// answered by `respond` (routes.rs).
-    pub(super) fn spawn(
+    /// Serves `stream` on a task of the current LocalSet, over TLS with
+    /// `tls`, each request answered by `respond` (routes.rs). A failed
+    /// handshake goes to `handshake_errors`.
+    pub(super) fn spawn<R, F>(
         &self,
         stream: TcpStream,
-        respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
-    ) {
+        tls: Option<TlsAcceptor>,
+        handshake_errors: &Rc<RefCell<ErrorLog>>,
+        respond: R,
+    ) where
+        R: Fn(Request<Incoming>) -> F + 'static,
+        F: Future<Output = Response<Full<Bytes>>> + 'static,
+    {
         // At the limit the quietest connection makes room; it closes at its
         // task's next turn, before this one has sent anything back.
         if self.count() >= self.limit {
@@ -105,54 +117,106 @@ impl Connections {
         );
         let open = self.open.clone();
         let first_request = self.first_request;
+        let handshake_errors = handshake_errors.clone();
         tokio::task::spawn_local(async move {
-            serve_connection(stream, respond, active, close, first_request).await;
+            let connection = Connection {
+                active,
+                close,
+                first_request: Instant::now() + first_request,
+            };
+            match tls {
+                None => connection.serve(TokioIo::new(stream), respond).await,
+                Some(acceptor) => {
+                    if let Some(stream) = connection
+                        .handshake(&acceptor, stream, &handshake_errors)
+                        .await
+                    {
+                        connection.serve(TokioIo::new(stream), respond).await;
+                    }
+                }
+            }
             open.borrow_mut().remove(&id);
         });
     }
 }
 
-/// Serves one connection (keep-alive: Prometheus reuses it every scrape)
-/// until the client closes it, it sends no request in time, it is shed, or
-/// the task is dropped at shutdown.
-async fn serve_connection(
-    stream: TcpStream,
-    respond: impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static,
+/// One connection's task: its last activity, the way to shed it, and the
+/// deadline of its first request.
+struct Connection {
     active: Rc<Cell<Instant>>,
     close: Rc<Notify>,
-    first_request: Duration,
-) {
-    let requests = Rc::new(Cell::new(0u64));
-    let seen = requests.clone();
-    let last = active.clone();
-    let service = service_fn(move |request: Request<Incoming>| {
-        seen.set(seen.get() + 1);
-        last.set(Instant::now());
-        let response = respond(&request);
-        async move { Ok::<_, Infallible>(response) }
-    });
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    let deadline = tokio::time::sleep(first_request);
-    tokio::pin!(deadline);
-    // Errors from the connection are the client's (reset, garbage,
-    // timeout): nothing to do. Dropping it closes the socket. The deadline
-    // only matters if no request came before it: a request may arrive
-    // while this select is waiting, so it is checked when it fires.
-    let mut deadline_passed = false;
-    loop {
+    first_request: Instant,
+}
+
+impl Connection {
+    /// The TLS handshake, bounded by the first request's deadline (a client
+    /// that connects and sends nothing is let go as on plain HTTP); None
+    /// when it failed, timed out or the connection was shed.
+    async fn handshake(
+        &self,
+        acceptor: &TlsAcceptor,
+        stream: TcpStream,
+        errors: &RefCell<ErrorLog>,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        let peer = stream.peer_addr().ok();
         tokio::select! {
-            _ = &mut connection => return,
-            _ = close.notified() => return,
-            _ = &mut deadline, if !deadline_passed => {
-                if requests.get() == 0 {
-                    return;
+            done = acceptor.accept(stream) => match done {
+                Ok(stream) => Some(stream),
+                Err(e) => {
+                    let from = peer.map_or_else(String::new, |p| format!(" from {p}"));
+                    if let Some(line) = errors.borrow_mut().line(&format!("TLS handshake{from} failed: {e}")) {
+                        say!("schedlat: {line}");
+                    }
+                    None
                 }
-                deadline_passed = true;
+            },
+            _ = tokio::time::sleep_until(self.first_request.into()) => None,
+            _ = self.close.notified() => None,
+        }
+    }
+
+    /// Serves the connection (keep-alive: Prometheus reuses it every
+    /// scrape) until the client closes it, it sends no request in time, it
+    /// is shed, or the task is dropped at shutdown.
+    async fn serve<I, R, F>(&self, io: I, respond: R)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+        R: Fn(Request<Incoming>) -> F + 'static,
+        F: Future<Output = Response<Full<Bytes>>> + 'static,
+    {
+        let requests = Rc::new(Cell::new(0u64));
+        let seen = requests.clone();
+        let last = self.active.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            seen.set(seen.get() + 1);
+            last.set(Instant::now());
+            let response = respond(request);
+            async move { Ok::<_, Infallible>(response.await) }
+        });
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT);
+        let connection = builder.serve_connection(io, service);
+        tokio::pin!(connection);
+        let deadline = tokio::time::sleep_until(self.first_request.into());
+        tokio::pin!(deadline);
+        // Errors from the connection are the client's (reset, garbage,
+        // timeout): nothing to do. Dropping it closes the socket. The
+        // deadline only matters if no request came before it: a request may
+        // arrive while this select is waiting, so it is checked when it
+        // fires.
+        let mut deadline_passed = false;
+        loop {
+            tokio::select! {
+                _ = &mut connection => return,
+                _ = self.close.notified() => return,
+                _ = &mut deadline, if !deadline_passed => {
+                    if requests.get() == 0 {
+                        return;
+                    }
+                    deadline_passed = true;
+                }
             }
         }
     }
@@ -190,6 +254,7 @@ mod tests {
             .build()
             .unwrap();
         let local = tokio::task::LocalSet::new();
+        let errors = Rc::new(RefCell::new(ErrorLog::new(Duration::from_secs(10))));
         local.block_on(&rt, async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -198,7 +263,7 @@ mod tests {
             loop {
                 tokio::select! {
                     Ok((stream, _)) = listener.accept() => {
-                        conns.spawn(stream, |_| plain(StatusCode::OK, "ok\n"));
+                        conns.spawn(stream, None, &errors, |_| async { plain(StatusCode::OK, "ok\n") });
                     }
                     _ = tokio::time::sleep(Duration::from_millis(10)) => {
                         if let Ok(v) = rx.try_recv() {

@@ -43,8 +43,9 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 }
 
 /// Accept errors come in bursts (out of file descriptors: every retry
-/// fails): the first is printed, then at most one line per period saying
-/// how many more there were.
+/// fails), and so do failed TLS handshakes (a scraper with the wrong CA):
+/// the first is printed, then at most one line per period saying how many
+/// more there were.
 pub(crate) struct ErrorLog {
     period: Duration,
     last: Option<Instant>,
@@ -60,8 +61,13 @@ impl ErrorLog {
         }
     }
 
-    /// The line to print for this error, if one is due.
-    pub(crate) fn line(&mut self, error: &std::io::Error) -> Option<String> {
+    /// The line to print for this accept error, if one is due.
+    pub(crate) fn accept_failed(&mut self, error: &std::io::Error) -> Option<String> {
+        self.line(&format!("accept failed: {error}"))
+    }
+
+    /// The line to print for `what`, if one is due.
+    pub(crate) fn line(&mut self, what: &str) -> Option<String> {
         if self.last.is_some_and(|at| at.elapsed() < self.period) {
             self.suppressed += 1;
             return None;
@@ -69,9 +75,9 @@ impl ErrorLog {
         self.last = Some(Instant::now());
         let more = std::mem::take(&mut self.suppressed);
         Some(if more > 0 {
-            format!("accept failed: {error} ({more} more since the last message)")
+            format!("{what} ({more} more since the last message)")
         } else {
-            format!("accept failed: {error}")
+            what.to_string()
         })
     }
 }
@@ -104,13 +110,13 @@ mod tests {
         let mut log = ErrorLog::new(Duration::from_millis(200));
         let e = std::io::Error::from_raw_os_error(libc::EMFILE);
         assert!(
-            log.line(&e)
+            log.accept_failed(&e)
                 .unwrap()
                 .starts_with("accept failed: Too many open files")
         );
-        assert!((0..50).all(|_| log.line(&e).is_none()));
+        assert!((0..50).all(|_| log.accept_failed(&e).is_none()));
         std::thread::sleep(Duration::from_millis(210));
-        let line = log.line(&e).unwrap();
+        let line = log.accept_failed(&e).unwrap();
         assert!(line.ends_with("(50 more since the last message)"), "{line}");
     }
 

@@ -11,7 +11,10 @@
 //!   `--listen` and binding;
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`,
 //!   `--web.enable-snapshot`); guard: the Host and Origin checks every
-//!   request passes first, and the dumps' rate limit.
+//!   request passes first, and the dumps' rate limit;
+//! - web: `--web.config.file`, TLS and basic authentication as the
+//!   Prometheus exporters configure them, re-read when it changes or on
+//!   SIGHUP.
 
 mod guard;
 mod http;
@@ -19,8 +22,9 @@ pub(crate) mod listen;
 mod routes;
 mod scrape;
 mod snapshot;
+pub(crate) mod web;
 
-use std::{cell::RefCell, net::SocketAddr, rc::Rc, time::Duration};
+use std::{cell::RefCell, net::SocketAddr, path::PathBuf, rc::Rc, time::Duration};
 
 use anyhow::{Context, Result};
 use schedlat_common::{scope::Breakdown, victims::SlowEvent};
@@ -66,6 +70,8 @@ pub(crate) struct ServeOptions {
     /// Listen beyond loopback with no authentication
     /// (`--web.allow-unauthenticated`).
     pub allow_unauthenticated: bool,
+    /// TLS and basic auth (`--web.config.file`).
+    pub web_config: Option<PathBuf>,
     /// The neighbour pairs (`--pairs`).
     pub pairs: Option<PairSeriesOptions>,
 }
@@ -86,9 +92,20 @@ pub(crate) async fn run(
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
 
-    if !args.listen.ip().is_loopback() && !args.allow_unauthenticated {
+    let beyond_loopback = !args.listen.ip().is_loopback();
+    // Read before anything is bound or loaded: a bad file fails fast. A
+    // listener beyond loopback takes only a configuration that
+    // authenticates, unless told otherwise.
+    let web = match &args.web_config {
+        Some(path) => Some(Rc::new(
+            web::Web::open(path, beyond_loopback && !args.allow_unauthenticated)
+                .map_err(|e| UsageError(format!("--web.config.file {}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
+    if beyond_loopback && !args.allow_unauthenticated && web.is_none() {
         return Err(UsageError(format!(
-            "--listen {} is reachable from other machines, and serve answers anyone who connects: /metrics carries PIDs, process names and cgroup paths{}. Listen on loopback (the default, 127.0.0.1:9415) behind an authenticating proxy, or, where the network decides who may connect (a firewall, a Kubernetes NetworkPolicy), add --web.allow-unauthenticated",
+            "--listen {} is reachable from other machines, and serve answers anyone who connects: /metrics carries PIDs, process names and cgroup paths{}. Give a --web.config.file with basic_auth_users (or client certificates), listen on loopback (the default, 127.0.0.1:9415), or, where the network decides who may connect (a firewall, a Kubernetes NetworkPolicy), add --web.allow-unauthenticated",
             args.listen,
             if args.snapshot_enabled {
                 ", and POST /snapshot writes dumps"
@@ -121,13 +138,13 @@ pub(crate) async fn run(
         modes.slow_ns = Some(modes.slow_ns.map_or(min, |ring| ring.min(min)));
     }
     let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
-    // The slow waits, the ring and SIGHUP, taken before the scrapes own
+    // The slow waits and the ring, taken before the scrapes own
     // the tracer.
     let mut events = match modes.slow_ns {
         Some(_) => Some(SlowEvents::take(&mut tracer)?),
         None => None,
     };
-    let (flight, mut sighup) = match &args.ring {
+    let flight = match &args.ring {
         Some(ring) => {
             let how = if args.snapshot_enabled {
                 "POST /snapshot or SIGHUP dumps now"
@@ -135,17 +152,35 @@ pub(crate) async fn run(
                 "SIGHUP dumps now"
             };
             let flight = Flight::start(ring, &mut tracer, how)?;
-            let sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
-            (Some(Rc::new(RefCell::new(flight))), Some(sighup))
+            Some(Rc::new(RefCell::new(flight)))
         }
-        None => (None, None),
+        None => None,
     };
     let ring_waits = |mut slow: Vec<SlowEvent>| {
         let min = args.ring.as_ref().map_or(0, |r| r.slow_ns);
         slow.retain(|e| e.wait_ns >= min);
         slow
     };
-    if !addr.ip().is_loopback() {
+    // SIGHUP dumps the ring and re-reads the web configuration; with
+    // neither it ends serve, as it always did.
+    let mut sighup = if flight.is_some() || web.is_some() {
+        Some(signal(SignalKind::hangup()).context("installing SIGHUP handler")?)
+    } else {
+        None
+    };
+    let tls = web.as_ref().is_some_and(|w| w.current().tls.is_some());
+    if let Some(web) = &web {
+        say!(
+            "schedlat: web configuration {}: {}",
+            web.path().display(),
+            web.current().config.describe()
+        );
+    }
+    if beyond_loopback
+        && !web
+            .as_ref()
+            .is_some_and(|w| w.current().config.authenticates())
+    {
         say!(
             "schedlat: note: {addr} is reachable from other machines, without authentication (--web.allow-unauthenticated)"
         );
@@ -198,7 +233,10 @@ pub(crate) async fn run(
         pairs,
         args.exemplars_ns.is_some(),
     ));
-    say!("Serving run queue latency on http://{addr}/metrics ... Hit Ctrl-C to end.");
+    say!(
+        "Serving run queue latency on {}://{addr}/metrics ... Hit Ctrl-C to end.",
+        if tls { "https" } else { "http" }
+    );
 
     // One thread: connections are tasks on it, and a scrape is a map read
     // and some formatting, so nothing blocks for long. LocalSet because the
@@ -207,10 +245,12 @@ pub(crate) async fn run(
         listen: addr,
         snapshot: flight.clone().filter(|_| args.snapshot_enabled),
         snapshot_limit: RefCell::new(guard::RateLimit::new(snapshot::INTERVAL)),
+        web: web.clone(),
     });
     let connections = LocalSet::new();
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
+    let handshake_errors = Rc::new(RefCell::new(listen::ErrorLog::new(Duration::from_secs(10))));
     // With -p/-t, a target that exits does not end the run (unlike the
     // histogram mode): the scrape target stays up, with what it measured,
     // and says the process is gone (schedlat_target_alive 0).
@@ -224,12 +264,18 @@ pub(crate) async fn run(
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, _)) => {
-                            open.spawn(stream, routes::responder(scraper.clone(), endpoint.clone()));
+                            // Each connection takes the configuration in
+                            // force when it comes (re-read if it changed).
+                            let tls = web.as_ref().and_then(|w| w.current().tls.clone());
+                            let (scraper, endpoint) = (scraper.clone(), endpoint.clone());
+                            open.spawn(stream, tls, &handshake_errors, move |request| {
+                                routes::respond(request, scraper.clone(), endpoint.clone())
+                            });
                         }
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.
                         Err(e) => {
-                            if let Some(line) = accept_errors.line(&e) {
+                            if let Some(line) = accept_errors.accept_failed(&e) {
                                 say!("schedlat: {line}");
                             }
                             open.shed_one();
@@ -256,6 +302,9 @@ pub(crate) async fn run(
                         }
                     }
                     _ = hangup(sighup.as_mut()) => {
+                        if let Some(web) = &web {
+                            web.reload("SIGHUP");
+                        }
                         if let Some(flight) = &flight {
                             flight.borrow().dump("SIGHUP", "sighup");
                         }
@@ -286,8 +335,8 @@ async fn slow_events(events: Option<&mut SlowEvents>) -> std::io::Result<Vec<Slo
     }
 }
 
-/// The next SIGHUP; never, without a ring (SIGHUP then ends serve as
-/// before).
+/// The next SIGHUP; never, without a ring or a web configuration (SIGHUP
+/// then ends serve as before).
 async fn hangup(sighup: Option<&mut tokio::signal::unix::Signal>) {
     match sighup {
         Some(sighup) => {

@@ -1,7 +1,10 @@
 //! What each path answers: `/metrics` read and encoded at request time in
 //! the format the scraper asked for, `/snapshot` the flight recorder's
 //! dump (snapshot.rs), `/` a line saying where the metrics are; every
-//! request past the Host and Origin checks of guard.rs first.
+//! request past the Host and Origin checks of guard.rs first, then, but
+//! for `/` (the probes' path, which says nothing), past the basic
+//! authentication of the web configuration (web/): 401 before any route
+//! runs, so no dump is made for a wrong password.
 
 use std::{cell::RefCell, rc::Rc};
 
@@ -17,6 +20,7 @@ use super::{
     http::plain,
     scrape::Scraper,
     snapshot,
+    web::Web,
 };
 use crate::{export::negotiate::negotiate, recorder::Flight};
 
@@ -28,23 +32,22 @@ pub(super) struct Endpoint {
     /// The flight recorder, when `POST /snapshot` may dump it.
     pub snapshot: Option<Rc<RefCell<Flight>>>,
     pub snapshot_limit: RefCell<RateLimit>,
+    /// `--web.config.file`: who may ask.
+    pub web: Option<Rc<Web>>,
 }
 
-/// The responder of every connection: `scraper` on /metrics, and the
+/// The challenge of a 401 (RFC 7617).
+const CHALLENGE: &str = "Basic realm=\"schedlat\", charset=\"UTF-8\"";
+
+/// Answers one request of a connection: `scraper` on /metrics, and the
 /// flight recorder on /snapshot when `endpoint` lets it dump, each request
-/// past `endpoint`'s Host and Origin checks first.
-pub(super) fn responder(
+/// past `endpoint`'s Host and Origin checks and its authentication first.
+pub(super) async fn respond(
+    request: Request<Incoming>,
     scraper: Rc<Scraper>,
     endpoint: Rc<Endpoint>,
-) -> impl Fn(&Request<Incoming>) -> Response<Full<Bytes>> + 'static {
-    move |request| respond(request, &scraper, &endpoint)
-}
-
-fn respond(
-    request: &Request<Incoming>,
-    scraper: &Scraper,
-    endpoint: &Endpoint,
 ) -> Response<Full<Bytes>> {
+    let request = &request;
     let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
     if let Err(refusal) = guard::check(
         endpoint.listen,
@@ -52,6 +55,20 @@ fn respond(
         header(header::ORIGIN),
     ) {
         return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
+    }
+    if request.uri().path() != "/"
+        && let Some(web) = &endpoint.web
+        && !web.admits(header(header::AUTHORIZATION)).await
+    {
+        let mut r = plain(
+            StatusCode::UNAUTHORIZED,
+            "a user and password of the web configuration are needed (basic auth)\n",
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(CHALLENGE),
+        );
+        return r;
     }
     if request.uri().path() == "/snapshot" {
         return snapshot::respond(
@@ -67,7 +84,7 @@ fn respond(
         return r;
     }
     match request.uri().path() {
-        "/metrics" => metrics(request, scraper),
+        "/metrics" => metrics(request, &scraper),
         "/" => plain(
             StatusCode::OK,
             "schedlat: run queue latency for Prometheus; metrics at /metrics\n",

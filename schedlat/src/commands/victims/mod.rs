@@ -13,15 +13,15 @@ use anyhow::Result;
 
 use crate::{
     analysis::victims::{SortKey, name_processes, rank, throttled_pids},
-    collect::victims::Collector,
+    collect::{victims::Collector, workloads::WorkloadNamer},
     commands::{
-        session::{self, Ended, Intervals, Signals},
+        session::{self, Ended, Intervals, PairsView, Signals},
         stdout,
     },
     histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
     output::{self, victims::Report},
-    sys::{clock::WallClock, process_name, throttle::ThrottleWatch},
+    sys::{clock::WallClock, process_name, throttle::ThrottleWatch, workload::level::Level},
 };
 
 /// What `schedlat victims` reports, how often and how.
@@ -36,6 +36,10 @@ pub(crate) struct VictimsOptions {
     pub json: bool,
     /// Tasks each kernel table holds per interval.
     pub max_tasks: u32,
+    /// The neighbour-pair table's size, when `--pairs` asks for it.
+    pub pairs: Option<u32>,
+    /// What the pairs' cgroups are rolled up to (`--by`).
+    pub by: Level,
 }
 
 pub(crate) async fn run(
@@ -44,12 +48,19 @@ pub(crate) async fn run(
     filter: &FilterSpec,
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
-    let (mut tracer, filter) = session::attach(
-        kernel,
-        filter,
-        Unit::Usecs.ns(),
-        &Modes::victims(args.max_tasks),
-    )?;
+    let mut modes = Modes::victims(args.max_tasks);
+    if let Some(max) = args.pairs {
+        modes = modes.with_pairs(max);
+    }
+    let (mut tracer, filter) = session::attach(kernel, filter, Unit::Usecs.ns(), &modes)?;
+    // One namer for the rows' tasks and the pairs' cgroups: one hierarchy,
+    // one cache of the runtimes' names.
+    let names = WorkloadNamer::for_tasks(&tracer, args.by);
+    let top = (args.top > 0).then_some(args.top as u32);
+    let mut view = PairsView::new(names, args.by, top);
+    if args.pairs.is_some() {
+        view.interval(&mut tracer)?;
+    }
     // The first interval starts before the banner: whatever a reader of
     // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
@@ -67,7 +78,15 @@ pub(crate) async fn run(
         name_processes(&mut tables, process_name::of);
         throttle.end_interval();
         let throttled = throttled_pids(&throttle, &tables);
+        let pairs = match args.pairs {
+            Some(_) => Some(view.interval(&mut tracer)?),
+            None => None,
+        };
+        let rows = tables.victims.iter().chain(&tables.culprits);
+        let workloads = view.names().tasks(rows.map(|r| r.task.tid));
         let report = Report {
+            workloads: &workloads,
+            pairs: pairs.as_ref(),
             throttled: &throttled,
             hook: tracer.mode(),
             tables: &tables,

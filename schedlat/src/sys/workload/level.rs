@@ -63,6 +63,23 @@ impl Workload {
         named.unwrap_or_else(|| self.path.clone())
     }
 
+    /// What it adds up under at `level` (`--by`): the container's ID, the
+    /// pod's UID, the unit, else the name its runtime gives it there; None
+    /// when it is none of these (it stays itself). An identity, not a
+    /// name: a container whose runtime's files could not be read still
+    /// adds up with the other containers of its pod.
+    pub fn identity_at(&self, level: Level) -> Option<String> {
+        let labels = &self.labels;
+        let id = match level {
+            Level::Cgroup => return None,
+            Level::Container => labels.container_id.clone(),
+            Level::Pod => labels.pod_uid.clone(),
+            Level::Unit => labels.unit.clone(),
+        };
+        let name = || Some(self.name_at(level)).filter(|n| *n != self.path);
+        Some(format!("{} {}", level.as_str(), id.or_else(name)?))
+    }
+
     /// What its owner calls it, and what that is: `("container",
     /// "shop/web-1/nginx")` (or the runtime and ID's first 12 digits
     /// without the runtime's files), `("pod", ...)` for a pod's own
@@ -167,6 +184,27 @@ pub(crate) mod tests {
         );
         assert_eq!(podman.name_at(Level::Container), "sleeper");
         assert_eq!(podman.labels.runtime, Some(Runtime::Podman));
+    }
+
+    #[test]
+    fn cgroups_add_up_by_identity_whatever_names_are_known() {
+        let pod =
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice");
+        let named = ContainerNames {
+            pod: Some("web-1".into()),
+            namespace: Some("shop".into()),
+            ..ContainerNames::default()
+        };
+        let app = workload(&format!("{pod}/cri-containerd-{ID}.scope"), Some(named));
+        let sidecar = workload(&format!("{pod}/cri-containerd-{}0.scope", &ID[1..]), None);
+        assert_eq!(app.identity_at(Level::Pod), sidecar.identity_at(Level::Pod));
+        assert_ne!(
+            app.identity_at(Level::Container),
+            sidecar.identity_at(Level::Container)
+        );
+        let svc = workload("/system.slice/nginx.service", None);
+        assert_eq!(svc.identity_at(Level::Unit).unwrap(), "unit nginx.service");
+        assert_eq!(svc.identity_at(Level::Pod), None);
     }
 
     #[test]
