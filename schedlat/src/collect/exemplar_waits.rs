@@ -21,7 +21,7 @@ use schedlat_common::{scope::Breakdown, victims::SlowEvent};
 use crate::{
     histogram::layout::{LAYOUT, Layout},
     kernel::{cgroupfs::Hierarchy, filter::comm_str},
-    sys::clock::WallClock,
+    sys::clock::{WallClock, monotonic_ns},
 };
 
 /// Keys (and tasks' cgroups) kept at most: a storm of slow waits over
@@ -42,10 +42,18 @@ pub(crate) struct Wait {
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
-    /// The task's cgroup path in the hierarchy (relative to its mount):
-    /// None until read (the total's, at the next scrape), then None inside
-    /// if the task was gone.
-    pub cgroup: Option<Option<String>>,
+    /// The task's cgroup (the total's, read at the next scrape).
+    pub cgroup: TaskCgroup,
+}
+
+/// A wait's task's cgroup, as far as it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TaskCgroup {
+    Unread,
+    /// Its path in the hierarchy, relative to the mount.
+    Path(String),
+    /// The task was gone, or the hierarchy is not known.
+    Unknown,
 }
 
 /// Per exported bucket (its index in the layout), the latest wait.
@@ -125,13 +133,16 @@ impl ExemplarWaits {
         }
         self.keys.retain(|_, buckets| !buckets.is_empty());
         let unread: Vec<u32> = (self.total.values())
-            .filter(|w| w.cgroup.is_none())
+            .filter(|w| w.cgroup == TaskCgroup::Unread)
             .map(|w| w.tid)
             .collect();
         for tid in unread {
-            let path = self.cgroup(tid).map(|(_, path)| path);
-            for w in self.total.values_mut().filter(|w| w.tid == tid) {
-                w.cgroup.get_or_insert_with(|| path.clone());
+            let found = match self.cgroup(tid) {
+                Some((_, path)) => TaskCgroup::Path(path),
+                None => TaskCgroup::Unknown,
+            };
+            for w in (self.total.values_mut()).filter(|w| w.tid == tid) {
+                w.cgroup = found.clone();
             }
         }
         self.cgroups.clear();
@@ -172,18 +183,9 @@ impl Wait {
             pid: event.victim.tgid,
             tid: event.victim.tid,
             comm: comm_str(&event.victim.comm),
-            cgroup: None,
+            cgroup: TaskCgroup::Unread,
         }
     }
-}
-
-/// CLOCK_MONOTONIC now, as the kernel stamps events.
-fn monotonic_ns() -> u64 {
-    // SAFETY: timespec is plain integers; all zeros is a valid value.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid clock id and a pointer to a local.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
@@ -281,7 +283,9 @@ mod tests {
         waits.add(&[event(me, me, 1_000_000)]);
         waits.refresh();
         let total = &waits.total()[&LAYOUT.bucket_of(1_000_000)];
-        let path = total.cgroup.clone().flatten().expect("our own cgroup");
+        let TaskCgroup::Path(path) = &total.cgroup else {
+            panic!("our own cgroup: {total:?}");
+        };
         let dir = hierarchy.mount.join(path.trim_start_matches('/'));
         let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(dir).unwrap());
         assert_eq!(waits.key(id).unwrap().values().next().unwrap().tid, me);

@@ -7,7 +7,7 @@
 //! OpenMetrics text and protobuf carry them, the classic text format not.
 
 use super::model::{Exemplar, Labels};
-use crate::collect::exemplar_waits::{BucketWaits, ExemplarWaits, Wait};
+use crate::collect::exemplar_waits::{BucketWaits, ExemplarWaits, TaskCgroup, Wait};
 
 /// OpenMetrics' bound on an exemplar's label set: names and values
 /// together, in characters. Prometheus refuses a longer one.
@@ -33,13 +33,13 @@ fn of(buckets: &BucketWaits, cgroup: bool) -> Vec<Exemplar> {
 /// The exemplar of a wait; with `cgroup`, its task's cgroup path too, cut
 /// from the front to fit the bound (a path's end names the container or
 /// unit).
-fn exemplar(worst: &Wait, cgroup: bool) -> Exemplar {
+fn exemplar(wait: &Wait, cgroup: bool) -> Exemplar {
     let mut labels: Labels = vec![
-        ("pid", worst.pid.to_string()),
-        ("tid", worst.tid.to_string()),
-        ("comm", worst.comm.clone()),
+        ("pid", wait.pid.to_string()),
+        ("tid", wait.tid.to_string()),
+        ("comm", wait.comm.clone()),
     ];
-    if let (true, Some(Some(path))) = (cgroup, &worst.cgroup) {
+    if let (true, TaskCgroup::Path(path)) = (cgroup, &wait.cgroup) {
         let used: usize = (labels.iter())
             .map(|(name, value)| name.len() + value.chars().count())
             .sum();
@@ -50,8 +50,8 @@ fn exemplar(worst: &Wait, cgroup: bool) -> Exemplar {
     }
     Exemplar {
         labels,
-        wait_ns: worst.wait_ns,
-        unix_ns: worst.unix_ns,
+        wait_ns: wait.wait_ns,
+        unix_ns: wait.unix_ns,
     }
 }
 
@@ -71,14 +71,14 @@ fn tail(path: &str, room: usize) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn worst(comm: &str, cgroup: Option<&str>) -> Wait {
+    fn wait(comm: &str, cgroup: Option<&str>) -> Wait {
         Wait {
             wait_ns: 3_000_000,
             unix_ns: 1_700_000_000_123_456_789,
             pid: 4_194_304,
             tid: 4_194_303,
             comm: comm.into(),
-            cgroup: Some(cgroup.map(Into::into)),
+            cgroup: cgroup.map_or(TaskCgroup::Unknown, |p| TaskCgroup::Path(p.into())),
         }
     }
 
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn the_total_names_the_cgroup_and_a_key_does_not() {
-        let e = exemplar(&worst("web", Some("/system.slice/nginx.service")), true);
+        let e = exemplar(&wait("web", Some("/system.slice/nginx.service")), true);
         assert_eq!(
             e.labels,
             vec![
@@ -105,7 +105,7 @@ mod tests {
             (e.wait_ns, e.unix_ns),
             (3_000_000, 1_700_000_000_123_456_789)
         );
-        let e = exemplar(&worst("web", Some("/system.slice/nginx.service")), false);
+        let e = exemplar(&wait("web", Some("/system.slice/nginx.service")), false);
         assert!(e.labels.iter().all(|(n, _)| *n != "cgroup"));
     }
 
@@ -118,7 +118,7 @@ mod tests {
             "0123abcd_4567_89ef_0123_456789abcdef",
             "f".repeat(64)
         );
-        let e = exemplar(&worst("fifteen-chars-x", Some(&path)), true);
+        let e = exemplar(&wait("fifteen-chars-x", Some(&path)), true);
         assert_eq!(chars(&e.labels), MAX_LABEL_CHARS);
         let cut = &e.labels[3].1;
         assert!(

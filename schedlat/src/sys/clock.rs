@@ -23,6 +23,12 @@ impl WallClock {
     }
 }
 
+/// CLOCK_MONOTONIC now, in nanoseconds: the kernel's clock of events
+/// (bpf_ktime_get_ns).
+pub fn monotonic_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC) as u64
+}
+
 fn read(clock: libc::clockid_t) -> i128 {
     // SAFETY: timespec is plain integers; all zeros is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
@@ -99,7 +105,7 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos() as u64;
-        let mono = read(libc::CLOCK_MONOTONIC) as u64;
+        let mono = monotonic_ns();
         assert!(clock.unix_ns(mono).abs_diff(wall) < 50_000_000);
     }
 
