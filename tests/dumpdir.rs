@@ -461,27 +461,11 @@ fn a_wall_clock_stepped_back_does_not_silence_the_triggers() {
     }
     let dir = scratch("stepped-back", 0o755, 0);
     let offset = dir.with_extension("faketime");
-    fs::write(&offset, "+0\n").unwrap();
     let log = dir.with_extension("step.stderr");
-    let mut child = schedlat_at_faked_time("+0");
-    child
-        .env_remove("FAKETIME")
-        .env("FAKETIME_TIMESTAMP_FILE", &offset)
-        .env("FAKETIME_NO_CACHE", "1")
-        .args(["record", "--ring", "10s", "--slow-threshold", "100ms"])
-        // Any wait in a second fires it: every second but the cooldown.
-        .args(["--trigger", "max>1ns", "--cooldown", "2", "--keep", "100"])
-        .arg("--dump-dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&log).unwrap());
-    let mut child = child.spawn().unwrap();
+    // Any wait in a second fires it: every second but the cooldown.
+    let extra = ["--trigger", "max>1ns", "--cooldown", "2"];
+    let mut child = recording_on_a_clock_file(&dir, &offset, &log, &extra);
     let text = || fs::read_to_string(&log).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !text().contains("recording the last") {
-        assert!(Instant::now() < deadline, "not recording: {}", text());
-        std::thread::sleep(Duration::from_millis(50));
-    }
     std::thread::sleep(Duration::from_secs(3));
     fs::write(&offset, "-600\n").unwrap();
     let at_step = text().len();
@@ -495,6 +479,97 @@ fn a_wall_clock_stepped_back_does_not_silence_the_triggers() {
         after >= 2,
         "{after} triggers in the 8 s after the wall clock stepped back 10 min (cooldown 2 s): {all}"
     );
+    for f in [&offset, &log] {
+        let _ = fs::remove_file(f);
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `record --ring 20s` in `dir` with `extra` arguments, its wall clock
+/// offset by what the file `offset` says (libfaketime, re-read at every
+/// clock reading; "+0" to begin with), stderr to `log`; returned once it
+/// records. Bounded: 60 s to start.
+fn recording_on_a_clock_file(dir: &Path, offset: &Path, log: &Path, extra: &[&str]) -> Child {
+    fs::write(offset, "+0\n").unwrap();
+    let mut child = schedlat_at_faked_time("+0");
+    child
+        .env_remove("FAKETIME")
+        .env("FAKETIME_TIMESTAMP_FILE", offset)
+        .env("FAKETIME_NO_CACHE", "1")
+        .args(["record", "--ring", "20s", "--slow-threshold", "100ms"])
+        .args(extra)
+        .args(["--keep", "100", "--dump-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap());
+    let child = child.spawn().unwrap();
+    let text = || fs::read_to_string(log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !text().contains("recording the last") {
+        assert!(Instant::now() < deadline, "not recording: {}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+/// Issue 29 item 3: the ring stamped each second on the wall clock, so
+/// after a step back a dump held the seconds before it dated in the future
+/// (after the dump itself) and out of order, and `--keep` and replay went
+/// by those dates. Seconds are now stamped on the monotonic clock and
+/// dated once, when the dump is taken: in order, and none after the dump.
+#[test]
+fn a_wall_clock_stepped_back_leaves_the_dumps_seconds_in_order() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("stepped-dump", 0o755, 0);
+    let offset = dir.with_extension("faketime");
+    let log = dir.with_extension("dump.stderr");
+    let mut child = recording_on_a_clock_file(&dir, &offset, &log, &[]);
+    let text = || fs::read_to_string(&log).unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(4));
+    fs::write(&offset, "-600\n").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text().contains("schedlat: dumped") {
+        assert!(Instant::now() < deadline, "no dump: {}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert!(child.wait().unwrap().success(), "{}", text());
+    let dumps = whole_dumps(&dir);
+    assert_eq!(dumps.len(), 1, "{}", text());
+    let jsonl = fs::read_to_string(dumps[0].join("dump.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let dumped = lines[0]["dumped_unix_ns"].as_u64().unwrap();
+    let seconds: Vec<(u64, u64)> = lines
+        .iter()
+        .filter(|l| l["type"] == "interval" && l["series"] == "total")
+        .map(|l| {
+            let at = |k: &str| l[k].as_u64().unwrap();
+            (at("start_unix_ns"), at("end_unix_ns"))
+        })
+        .collect();
+    assert!(seconds.len() >= 5, "{} seconds: {jsonl}", seconds.len());
+    let stamps = || format!("dumped at {dumped}, seconds {seconds:?}");
+    for pair in seconds.windows(2) {
+        assert!(pair[0].0 < pair[0].1, "{}", stamps());
+        assert!(pair[0].1 <= pair[1].0, "out of order: {}", stamps());
+    }
+    let newest = seconds.last().unwrap().1;
+    assert!(
+        newest <= dumped,
+        "a second dated after the dump: {}",
+        stamps()
+    );
+    // The newest second ended within a second of the dump.
+    assert!(dumped - newest < 2_000_000_000, "{}", stamps());
     for f in [&offset, &log] {
         let _ = fs::remove_file(f);
     }

@@ -555,20 +555,26 @@ fn load_cost(args: &[&str]) -> Vec<u64> {
     insns
 }
 
-/// `--decision` loads its own programs on every kernel and splits every
-/// wait it measures: a SCHED_FIFO sleeper beside a fair-class spinner on
+/// The decision split (on by default) loads its own programs on every
+/// kernel and splits every wait it measures: a SCHED_FIFO sleeper beside a fair-class spinner on
 /// one CPU is granted the CPU by its wakeups (the spinner's need-resched
 /// bit set, other class), which checks the need-resched bit numbers
 /// schedlat takes for this kernel (a wrong bit reads as "not asked").
-/// Prints the split's verified_insns and load time per kernel.
+/// Prints the split's verified_insns and load time per kernel, beside
+/// `--no-decision`'s (main's programs before the split).
 #[test]
 fn the_decision_split_grants_a_real_time_sleeper() {
     if !require_root() {
         return;
     }
-    let insns = load_cost(&["--decision", "1"]);
+    let insns = load_cost(&["1"]);
+    let without = load_cost(&["--no-decision", "1"]);
     if kernel_version() >= (5, 16) {
         assert_eq!(insns.len(), 4, "four programs: {insns:?}");
+        assert!(
+            without.last() < insns.last(),
+            "--no-decision leaves the split in: {without:?} vs {insns:?}"
+        );
     }
     const NAME: &str = "decision-fifo";
     let cpu = workload::workload_cpu();
@@ -580,7 +586,7 @@ fn the_decision_split_grants_a_real_time_sleeper() {
             std::hint::spin_loop();
         }
     });
-    let tracer = TracerProcess::start(SCHEDLAT, &["--decision", "--comm", NAME, "--json"]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", NAME, "--json"]);
     std::thread::Builder::new()
         .name(NAME.into())
         .spawn(move || {
@@ -598,7 +604,7 @@ fn the_decision_split_grants_a_real_time_sleeper() {
     spinner.join().unwrap();
     assert!(
         status.success(),
-        "--decision on {}: {status}",
+        "the decision split on {}: {status}",
         kernel_release()
     );
     let r = parse_json_lines(&lines).pop().expect("an interval");

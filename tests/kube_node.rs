@@ -512,6 +512,128 @@ fn the_breakdown_rolls_cgroups_up_per_pod_and_per_unit() {
     drop(load);
 }
 
+/// A containerd task bundle of the test's, removed when dropped.
+struct Bundle(std::path::PathBuf);
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn slow_record_and_compare_take_a_workload_and_compare_it_across_a_restart() {
+    if !require_root() {
+        return;
+    }
+    let root = keyed_root();
+    let node = KubeNode::new(&root);
+    let load = load(&node);
+    let web = &node.web;
+    let dir = std::env::temp_dir().join(format!("schedlat-scopes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("before.json"), dir.join("after.json"));
+
+    // slow -c by the pod's UID: every wait it reports is the pod's.
+    let out = std::process::Command::new("timeout")
+        .args([
+            "-s",
+            "INT",
+            "2",
+            common::SCHEDLAT,
+            "slow",
+            "--threshold",
+            "1us",
+            "--json",
+        ])
+        .args(["-c", &web.uid])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let comms: Vec<String> = (stdout.lines())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "wait")
+        .map(|e| e["victim"]["comm"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !comms.is_empty() && comms.iter().all(|c| c == "sh" || c == "sleep"),
+        "slow -c {}: {comms:?}\n{}",
+        web.uid,
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // record -c by a prefix of the container's ID, keeping what it is.
+    let (status, _, stderr) = run_schedlat(&[
+        "record",
+        "-o",
+        a.to_str().unwrap(),
+        "-c",
+        &web.id[..12],
+        "1",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let first = std::fs::read_to_string(&a).unwrap();
+    let first: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["scope"]["workload"], "container shop/web-1/nginx",
+        "{first}"
+    );
+    assert_eq!(
+        first["scope"]["cgroup"],
+        web.dir.to_string_lossy().as_ref(),
+        "{first}"
+    );
+
+    // The container restarted: a new ID, a new cgroup in its pod, the same
+    // names in its new task bundle; the sleeper moves there.
+    let new_id = format!("c0ffee00{}", &web.id[8..]);
+    let bundle = Bundle(
+        std::path::Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io").join(&new_id),
+    );
+    std::fs::create_dir_all(&bundle.0).unwrap();
+    let config = serde_json::json!({"ociVersion": "1.1.0", "annotations": {
+        "io.kubernetes.cri.container-type": "container",
+        "io.kubernetes.cri.container-name": "nginx",
+        "io.kubernetes.cri.sandbox-name": "web-1",
+        "io.kubernetes.cri.sandbox-namespace": "shop",
+        "io.kubernetes.cri.sandbox-uid": web.uid,
+    }});
+    std::fs::write(bundle.0.join("config.json"), config.to_string()).unwrap();
+    let prefix = format!("/schedlat-test-{}-", std::process::id());
+    let name = web
+        .cgroup
+        .strip_prefix(&prefix)
+        .unwrap()
+        .replace(&web.id, &new_id);
+    let restarted = TestCgroup::new(&root, &name);
+    restarted.add(load.pids()[0]);
+    let (status, _, stderr) = run_schedlat(&[
+        "record",
+        "-o",
+        b.to_str().unwrap(),
+        "-c",
+        &new_id[..12],
+        "1",
+    ]);
+    assert!(status.success(), "{stderr}");
+
+    // compare: one container before and after, though its path changed.
+    let (status, stdout, stderr) = run_schedlat(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let compared: serde_json::Value = serde_json::from_str(stdout.trim()).expect("compare's JSON");
+    assert_eq!(
+        compared["scope_differences"],
+        serde_json::json!([]),
+        "{compared}\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The rows of one victims JSON table whose workload is `name`.
 fn rows_named<'a>(table: &'a serde_json::Value, name: &str) -> Vec<&'a serde_json::Value> {
     (table.as_array().unwrap().iter())
@@ -580,13 +702,19 @@ fn victims_name_each_task_by_its_container_and_who_waited_behind_whom() {
         line.ends_with("container shop/web-1/nginx"),
         "{line}\n{stdout}"
     );
-    assert!(
-        stdout
-            .lines()
-            .any(|l| l.ends_with("shop/web-1 <- jobs/batch-7")),
-        "no pod pair web-1 <- batch-7 ({}):\n{stdout}",
-        cpus.busy_since()
-    );
+    // Both pods wait (behind each other, or behind the busy machine's
+    // other tasks): each is named at the pod level.
+    let pairs = stdout
+        .split("waiting pod <- pod that held the CPU")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no pod table:\n{stdout}"));
+    for pod in ["shop/web-1", "jobs/batch-7"] {
+        assert!(
+            pairs.lines().any(|l| l.contains(&format!("  {pod} <- "))),
+            "{pod} waited behind no one ({}):\n{stdout}",
+            cpus.busy_since()
+        );
+    }
 }
 
 /// serve's resident memory, in KiB.

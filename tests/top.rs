@@ -422,3 +422,52 @@ fn a_background_job_is_told_so_instead_of_stopping() {
     tmux.keys(&["q"]);
     tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
 }
+
+/// Issue 25: on a Kubernetes-like node (tests/common/kube_node.rs), a
+/// sleeper in pod shop/web-1's container and two hogs in jobs/batch-7's on
+/// one CPU: in a wide terminal each task row names its container, and
+/// `--pairs --by container` shows who waited behind whom by container.
+#[test]
+fn top_names_the_containers_and_who_waited_behind_whom() {
+    use common::{
+        cgroup::{HOG, Procs, SLEEPER, pinned_sh, v1_cpu_root, v2_root},
+        cpu::CpuTimes,
+        kube_node::KubeNode,
+    };
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&v1_cpu_root().unwrap_or_else(v2_root));
+    let cpu = common::workload::workload_cpu();
+    let sleeper = pinned_sh(cpu, SLEEPER);
+    node.web.add(sleeper.id());
+    let hogs: Vec<_> = (0..2).map(|_| pinned_sh(cpu, HOG)).collect();
+    for hog in &hogs {
+        node.batch.add(hog.id());
+    }
+    let mut children = vec![sleeper];
+    children.extend(hogs);
+    let _load = Procs(children);
+    let cpus = CpuTimes::now();
+    let tmux = Tmux::sized(160, 50);
+    tmux.keys(&[
+        &format!("{SCHEDLAT} top --pairs --by container; echo EXIT=$?"),
+        "Enter",
+    ]);
+    let hog = "container jobs/batch-7/cruncher";
+    let screen = tmux.wait_for("a hog's row naming its container, and the pairs", |s| {
+        s.contains("WORKLOAD")
+            && s.lines().any(|l| l.trim_end().ends_with(hog))
+            && s.contains("waiting container <- container that held the CPU")
+            && s.lines().any(|l| {
+                l.contains("jobs/batch-7/cruncher <- ") || l.contains("<- jobs/batch-7/cruncher")
+            })
+    });
+    tmux.keys(&["q"]);
+    tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
+    assert!(
+        !screen.contains("cri-containerd-"),
+        "names, not paths ({}):\n{screen}",
+        cpus.busy_since()
+    );
+}

@@ -202,7 +202,7 @@ pub struct Compute {
     /// sched_wakeup adds the wakeup path before it to CAUSES.
     pub waking: u64,
     /// 1: the scheduler's decision (docs/decision.md) is split, with the
-    /// fields `DecisionOffsets` gives (on with `--decision`).
+    /// fields `DecisionOffsets` gives (off with `--no-decision`).
     pub decision: u64,
     /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
     /// holder cgroup), sized by the loader.

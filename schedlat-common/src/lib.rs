@@ -122,7 +122,7 @@ pub mod names {
         ("sched_switch", "sched_switch"),
         ("sched_process_exit", "sched_process_exit"),
     ];
-    /// `--decision`'s programs, which replace the three of the same
+    /// The decision split's programs, which replace the three of the same
     /// tracepoints above: the split compiled in.
     pub const BTF_DECISION_PROGRAMS: [(&str, &str); 3] = [
         ("sched_wakeup_decision", "sched_wakeup"),

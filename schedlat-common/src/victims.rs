@@ -69,6 +69,9 @@ pub struct SlowEvent {
     pub rq_len: u32,
     pub victim: TaskInfo,
     pub culprit: TaskInfo,
+    /// The decision split's word of the wait (`decision::Decided`): 0
+    /// when the split is off.
+    pub decided: u64,
 }
 
 pub const RQ_LEN_UNKNOWN: u32 = u32::MAX;

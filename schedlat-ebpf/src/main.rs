@@ -77,7 +77,7 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     btf_enqueue::<false>(&ctx, Kind::Woken)
 }
 
-// The decision split (`--decision`) has its own sched_wakeup,
+// The decision split (on unless `--no-decision`) has its own sched_wakeup,
 // sched_wakeup_new and sched_switch (names::BTF_DECISION_PROGRAMS), the
 // same code with the split compiled in: the other programs carry none of
 // it, not even the checks of a global that turns it off, so a run without

@@ -30,6 +30,7 @@ pub fn emit(prev: TaskPtr, next: TaskPtr, ended: Ended) {
         rq_len: next.rq_len(),
         victim: next.info(),
         culprit: prev.info(),
+        decided: ended.decided,
     });
     entry.submit(0);
     if let Some(c) = counters() {

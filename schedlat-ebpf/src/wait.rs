@@ -104,6 +104,9 @@ pub struct Ended {
     pub next_tid: u32,
     pub began: Began,
     pub migrated: bool,
+    /// The decision split's `Decided` word of the wait (0 when the split is
+    /// off), for the slow events.
+    pub decided: u64,
 }
 
 /// How a wait began, as its class index among the split's first three
@@ -164,10 +167,11 @@ pub fn switch<const D: bool>(
     };
     workload::count_pair(prev, next, prev_tid, wait_ns);
     // Before the cause split's overlaps, which clear the snapshot slot.
+    let mut decided = 0;
     if D && decision::on()
         && let (Some(p), Some(q)) = (prev, causes::queue(next))
     {
-        decision::switched_in((word, wait_ns), next_tid, (p, preempt), q.rq());
+        decided = decision::switched_in((word, wait_ns), next_tid, (p, preempt), q.rq());
     }
     if histogram {
         let key = record(s, wait_ns, keyed, |bucket| {
@@ -190,6 +194,7 @@ pub fn switch<const D: bool>(
         next_tid,
         began: Began(start::kind_cause(word)),
         migrated: causes::migrated(word, cpu),
+        decided,
     })
 }
 

@@ -93,8 +93,15 @@ impl CompactWaits {
 /// One interval (a second, normally) of the recording.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Second {
-    pub start_unix_ns: u64,
-    pub end_unix_ns: u64,
+    /// Its bounds on CLOCK_MONOTONIC (the clock of the kernel's timestamps
+    /// and of the slow waits' `at_ns`): a wall clock stepped back while
+    /// recording cannot reorder them or date them in the future.
+    /// [`Window::unix_ns`] puts them on the wall clock with the one offset
+    /// read when the dump was taken. A dump read back without slow waits
+    /// has no offset to go by: it is 0 and these are the dump's wall-clock
+    /// stamps.
+    pub start_mono_ns: u64,
+    pub end_mono_ns: u64,
     /// The total first, then the series kept (per cgroup, the largest
     /// total wait first, up to the series cap).
     pub series: Vec<(String, CompactWaits)>,
@@ -144,13 +151,15 @@ pub(crate) struct Window {
     /// Shared with the recorder's ring while a dump is written.
     pub seconds: Vec<std::sync::Arc<Second>>,
     pub slow: Vec<SlowEvent>,
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC when the slow waits were taken, to
-    /// put their kernel timestamps on the wall clock.
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC, read once when the dump was taken,
+    /// to put the seconds' bounds and the slow waits' kernel timestamps on
+    /// the wall clock.
     pub mono_to_unix_ns: i128,
 }
 
 impl Window {
-    /// A slow wait's end on the wall clock.
+    /// A monotonic instant (a second's bound, a slow wait's end) on the
+    /// wall clock.
     pub(crate) fn unix_ns(&self, mono_ns: u64) -> u64 {
         u64::try_from(i128::from(mono_ns) + self.mono_to_unix_ns).unwrap_or(0)
     }
@@ -169,16 +178,17 @@ impl Window {
     }
 
     /// Intervals that start before the one before them ended, or end
-    /// before they start: the wall clock stepped back while recording (or
-    /// the dump was edited). Their times cannot order them.
+    /// before they start: a dump of a schedlat that stamped seconds on the
+    /// wall clock, which stepped back while it recorded, or an edited one.
+    /// Their times cannot order them.
     pub(crate) fn out_of_order(&self) -> usize {
         let mut previous_end = 0;
         let mut n = 0;
         for s in &self.seconds {
-            if s.end_unix_ns < s.start_unix_ns || s.start_unix_ns < previous_end {
+            if s.end_mono_ns < s.start_mono_ns || s.start_mono_ns < previous_end {
                 n += 1;
             }
-            previous_end = s.end_unix_ns;
+            previous_end = s.end_mono_ns;
         }
         n
     }

@@ -35,6 +35,7 @@ use crate::{
 };
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("rolled").args(["pairs"]).multiple(true)))]
 pub(crate) struct TopArgs {
     /// Seconds between refreshes (`+`/`-` change it while running)
     #[arg(short = 'i', long, default_value_t = 1.0, value_parser = positive_secs)]
@@ -50,6 +51,8 @@ pub(crate) struct TopArgs {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
     #[command(flatten)]
+    pub pairs: PairArgs,
+    #[command(flatten)]
     pub kernel: KernelArgs,
 
     #[command(flatten)]
@@ -62,6 +65,8 @@ impl TopArgs {
             interval: Duration::from_secs_f64(self.interval),
             sort: self.sort,
             max_tasks: self.max_tasks,
+            pairs: self.pairs.table.max_pairs(),
+            by: self.pairs.by.level(),
         }
     }
 }

@@ -74,12 +74,12 @@ pub(crate) struct KernelArgs {
     #[arg(long, conflicts_with = "no_causes")]
     pub waking: bool,
 
-    /// Also split waits by the scheduler's decision: whether the wakeup
+    /// Do not split waits by the scheduler's decision (whether the wakeup
     /// asked for the CPU, how often the task was passed over, how the
-    /// holder left, the fair-class rule (docs/decision.md). Costs BPF time
-    /// at every wakeup and switch; needs the cause split
-    #[arg(long, conflicts_with = "no_causes")]
-    pub decision: bool,
+    /// holder left, the fair-class rule; docs/decision.md). The split rides
+    /// on the cause split: --no-causes turns it off too
+    #[arg(long)]
+    pub no_decision: bool,
 }
 
 /// Which waits to measure; flattened into every command that measures but
@@ -120,7 +120,7 @@ impl KernelArgs {
                 force_memory: self.force_memory,
                 no_causes: self.no_causes,
                 waking: self.waking,
-                decision: self.decision,
+                no_decision: self.no_decision,
             },
         }
     }

@@ -52,10 +52,7 @@ fn load_for(tid: u32) -> Option<Tracer> {
     let started = Instant::now();
     let tracer = Tracer::load_modes(
         HookChoice::Btf,
-        &KernelSources {
-            decision: true,
-            ..KernelSources::default()
-        },
+        &KernelSources::default(),
         1000,
         &filter,
         &Modes::HISTOGRAM,

@@ -107,16 +107,22 @@ impl Tracer {
     /// they cannot load (classic tracepoints, a kernel before 5.12), the
     /// histogram alone and why there are no victims. An error is the
     /// histogram's own: without it there is nothing to show.
+    /// `pairs`: with the neighbour-pair table of that many pairs (which
+    /// the victims' programs count).
     pub(crate) fn load_with_victims(
         kernel: &KernelAccess,
         filter: &Filter,
         max_tasks: u32,
+        pairs: Option<u32>,
     ) -> Result<(Tracer, Result<(), String>), LoadError> {
         let (sources, unit) = (&kernel.sources, Unit::Usecs.ns());
         let victims = if kernel.hook == HookChoice::Tp {
             Err(LoadError::NeedsBtf("the victims tables"))
         } else {
-            let modes = Modes::histogram_and_victims(max_tasks);
+            let mut modes = Modes::histogram_and_victims(max_tasks);
+            if let Some(max) = pairs {
+                modes = modes.with_pairs(max);
+            }
             Tracer::load_modes(kernel.hook, sources, unit, filter, &modes)
         };
         match victims {

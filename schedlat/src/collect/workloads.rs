@@ -12,7 +12,7 @@ use super::{keylabels::KeyLabels, tracer::Tracer};
 use crate::{
     kernel::{
         btf::CssChoice,
-        cgroupfs::{self, Hierarchy},
+        cgroupfs::{self, CgroupTarget, Hierarchy},
     },
     sys::{
         cgroup_of,
@@ -52,18 +52,24 @@ impl WorkloadNamer {
         WorkloadNamer { labels, level }
     }
 
-    /// The workloads of tasks `tids`, by TID, from the cgroup each is in
-    /// now (/proc/TID/cgroup, the hierarchy's line); a task gone (or in no
-    /// cgroup of the hierarchy) has none.
-    pub(crate) fn tasks(&mut self, tids: impl IntoIterator<Item = u32>) -> HashMap<u32, Workload> {
+    /// The workloads of `tasks` (TID, PID), by TID, from the cgroup each
+    /// is in now (/proc/TID/cgroup, the hierarchy's line; a thread gone
+    /// by then is taken to be in its process's cgroup, as threads are
+    /// unless cgroup v2's threaded mode splits them); a task whose process
+    /// is gone too (or in no cgroup of the hierarchy) has none.
+    pub(crate) fn tasks(
+        &mut self,
+        tasks: impl IntoIterator<Item = (u32, u32)>,
+    ) -> HashMap<u32, Workload> {
         let mut found = HashMap::new();
-        for tid in tids {
+        for (tid, pid) in tasks {
             if tid == 0 || found.contains_key(&tid) {
                 continue;
             }
-            let path = (self.labels.hierarchy())
-                .zip(cgroup_of::of(tid))
-                .and_then(|(h, lines)| line_of(h, &lines).map(|l| l.path.clone()));
+            let path = (self.labels.hierarchy()).and_then(|h| {
+                let lines = cgroup_of::of(tid).or_else(|| cgroup_of::of(pid))?;
+                line_of(h, &lines).map(|l| l.path.clone())
+            });
             if let Some(path) = path {
                 found.insert(tid, self.labels.workload_at(path));
             }
@@ -85,6 +91,15 @@ impl WorkloadNamer {
             None => format!("(removed, id {id})"),
         }
     }
+}
+
+/// What the owner of `-c`'s cgroup calls it (`container shop/web-1/nginx`,
+/// `pod shop/web-1`, `unit nginx.service`), its runtime's files read now;
+/// None for a cgroup that is none of these. A recording keeps it, so that
+/// two recordings of one container compare across a restart (a new ID).
+pub(crate) fn owner_of_target(target: &CgroupTarget) -> Option<String> {
+    let relative = target.dir.strip_prefix(&target.hierarchy.mount).ok()?;
+    cgroup_of::owner(&format!("/{}", relative.to_str()?))
 }
 
 /// The line of /proc/PID/cgroup that is `hierarchy`'s: the v2 line (0), or

@@ -9,7 +9,10 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    analysis::{recording::Window, shape},
+    analysis::{
+        recording::{Second, Window},
+        shape,
+    },
     commands::UsageError,
     output::{dump, escape::printable, replay, replay::Replay},
     sys::{clock::local_time_us, slice::Slice},
@@ -43,10 +46,20 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     let Some(first) = w.seconds.first() else {
         bail!("the dump holds no intervals");
     };
-    let earliest = w.seconds.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
-    let latest = w.seconds.iter().map(|s| s.end_unix_ns).max().unwrap_or(0);
-    let from = bound(opts.from.as_deref(), first.start_unix_ns, earliest)?;
-    let to = bound(opts.to.as_deref(), first.start_unix_ns, latest)?;
+    // --from/--to are wall-clock bounds: the seconds' bounds as the dump
+    // dated them.
+    let start_unix_ns = |s: &Second| w.unix_ns(s.start_mono_ns);
+    let end_unix_ns = |s: &Second| w.unix_ns(s.end_mono_ns);
+    let earliest = w
+        .seconds
+        .iter()
+        .map(|s| start_unix_ns(s))
+        .min()
+        .unwrap_or(0);
+    let latest = w.seconds.iter().map(|s| end_unix_ns(s)).max().unwrap_or(0);
+    let first_unix_ns = start_unix_ns(first);
+    let from = bound(opts.from.as_deref(), first_unix_ns, earliest)?;
+    let to = bound(opts.to.as_deref(), first_unix_ns, latest)?;
     if !w.series_names().contains(&opts.series) {
         return Err(UsageError(no_such_series(w, &opts.series)).into());
     }
@@ -54,7 +67,7 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     let mut warnings = Vec::new();
     if out_of_order > 0 {
         warnings.push(format!(
-            "{out_of_order} of the dump's {} intervals are out of time order (the wall clock stepped back while it was recorded, or the dump was edited): shown in the order recorded{}",
+            "{out_of_order} of the dump's {} intervals are out of time order (recorded by a schedlat that stamped them on the wall clock, which stepped back, or the dump was edited): shown in the order recorded{}",
             w.seconds.len(),
             if opts.from.is_some() || opts.to.is_some() {
                 "; --from/--to select by wall-clock time, so intervals stamped outside them are left out"
@@ -68,10 +81,10 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
         .seconds
         .iter()
         .map(|s| &**s)
-        .filter(|s| s.start_unix_ns >= from && s.end_unix_ns <= to)
+        .filter(|s| start_unix_ns(s) >= from && end_unix_ns(s) <= to)
         .collect();
     if inside.is_empty() {
-        let why = no_interval_inside(opts, first.start_unix_ns, (earliest, latest), (from, to));
+        let why = no_interval_inside(opts, first_unix_ns, (earliest, latest), (from, to));
         return Err(UsageError(why).into());
     }
     let Some(merged) = Window::merge(inside.iter().copied(), &opts.series) else {
@@ -270,7 +283,7 @@ mod tests {
             json: false,
         };
         let err = report(&w, &opts).unwrap_err();
-        let start = w.seconds[0].start_unix_ns;
+        let start = w.unix_ns(w.seconds[0].start_mono_ns);
         let (first, last) = (local_time_us(start), local_time_us(start + 2_000_000_000));
         assert_eq!(
             err.to_string(),

@@ -20,7 +20,7 @@ use crate::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
         slow::SlowEvents,
-        workloads::WorkloadNamer,
+        workloads::{self, WorkloadNamer},
     },
     commands::{
         UsageError, session,
@@ -34,7 +34,7 @@ use crate::{
         breakdown::key_noun,
         recording::{Pending, RecordedScope},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
     sys::{clock, slice::Slice},
 };
 
@@ -128,7 +128,8 @@ async fn run(
             breakdown.top,
         )
     });
-    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)));
+    let owner = filter.cgroup.as_ref().and_then(workloads::owner_of_target);
+    let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)), owner);
 
     let slice = Slice::detect();
     if let Some(why) = &slice.not_live {
@@ -223,7 +224,7 @@ pub(crate) async fn ring(
                 flight.push_slow(events.context("waiting for slow events")?);
             }
             _ = tick.tick() => flight.second(&mut tracer, ring_buffer.drain())?,
-            _ = sighup.recv() => flight.dump("SIGHUP", "sighup"),
+            _ = sighup.recv() => flight.dump("SIGHUP", DumpKind::Sighup),
             _ = signals.recv() => break,
         }
     }

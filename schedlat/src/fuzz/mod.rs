@@ -3,9 +3,10 @@
 //! tracefs formats, /proc and cgroup files, `compare`'s recordings, the
 //! recorder dumps `replay` reads (and the .hlog and Perfetto files written
 //! from a window, read back by their own readers), the HTTP Accept
-//! header of `serve`, its web configuration file (`--web.config.file`)
-//! and Authorization header, and the workload labels of cgroup paths and
-//! of the container runtimes' files.
+//! header of `serve`, whatever a client sends its endpoint, its web
+//! configuration file (`--web.config.file`) and Authorization header, and
+//! the workload labels of cgroup paths and of the container runtimes'
+//! files.
 //!
 //! Two drivers run them over the seeds in `schedlat/fuzz/corpus/<target>/`
 //! (real files from kernels and tools, and every input that once failed):
@@ -32,13 +33,14 @@ use crate::{
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("btf", btf),
     ("tracefs", tracefs),
     ("procfs", procfs),
     ("compare", compare),
     ("replay", replay),
     ("accept", accept),
+    ("http", http),
     ("workload", workload),
     ("web_config", web_config),
 ];
@@ -208,6 +210,64 @@ pub fn accept(data: &[u8]) {
     );
 }
 
+/// Bytes a client sends `serve` on one connection, through hyper's parser
+/// and every route and guard, on a loopback listener and on one beyond
+/// it: whatever they are, the answer is HTTP, and a request is answered
+/// only as the guard allows: never a page of another site (an Origin
+/// other than the Host), never a name that is not an address on loopback
+/// (DNS rebinding); 200 only for GET or HEAD of `/` and `/metrics`.
+pub fn http(data: &[u8]) {
+    use std::net::IpAddr;
+
+    use crate::commands::serve::raw;
+    for listen in ["127.0.0.1:9415", "[::]:9415"] {
+        let listen: std::net::SocketAddr = listen.parse().expect("an address");
+        let (answered, received) = raw::exchange(listen, data);
+        assert!(
+            answered.is_empty() || received.starts_with(b"HTTP/1."),
+            "{answered:?} answered with {:?}",
+            String::from_utf8_lossy(&received)
+        );
+        for a in answered.iter().filter(|a| a.status != 403) {
+            if let Some(origin) = &a.origin {
+                let authority = origin.split_once("://").map(|(_, rest)| rest);
+                assert!(
+                    authority.is_some_and(|o| a
+                        .host
+                        .as_ref()
+                        .is_some_and(|h| o.eq_ignore_ascii_case(h))),
+                    "another site's request answered: {a:?}"
+                );
+            }
+            // hyper's own reading of the Host: an authority whose host is
+            // a domain name was let through on loopback.
+            let named = a
+                .host
+                .as_ref()
+                .and_then(|h| h.parse::<hyper::http::uri::Authority>().ok());
+            if listen.ip().is_loopback()
+                && let Some(authority) = named
+            {
+                let host = authority
+                    .host()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                assert!(
+                    host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok(),
+                    "Host {host:?} answered on loopback: {a:?}"
+                );
+            }
+            let read = a.method == "GET" || a.method == "HEAD";
+            match a.status {
+                200 => assert!(read && (a.path == "/" || a.path == "/metrics"), "{a:?}"),
+                405 => assert!(!read || a.path == "/snapshot", "{a:?}"),
+                404 => {}
+                _ => panic!("status {} for {a:?}", a.status),
+            }
+        }
+    }
+}
+
 /// A cgroup path, and the container runtimes' files: whatever the input,
 /// a label is only ever what its owner allows (a 64-digit ID, a pod UID,
 /// a unit name), and a name is clean or absent.
@@ -306,6 +366,11 @@ mod tests {
     #[test]
     fn fuzz_accept() {
         run("accept");
+    }
+
+    #[test]
+    fn fuzz_http() {
+        run("http");
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub(crate) struct Waits {
     /// The cause split of these waits, when the programs measured it.
     pub causes: Option<CauseCounts>,
     /// The decision split of these waits, when the programs measured it
-    /// (`--decision`).
+    /// (off with `--no-decision`).
     pub decision: Option<DecisionCounts>,
 }
 

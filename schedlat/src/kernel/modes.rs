@@ -98,7 +98,10 @@ impl Modes {
             // 0 would mean "off" to the kernel; 1 ns catches every wait.
             slow_ns: Some(threshold_ns.max(1)),
             keyed: None,
-            causes: false,
+            // Only for the decision split of each event, which keeps its
+            // state in the cause split's snapshot slots: without the
+            // histogram nothing else of the cause split is counted.
+            causes: true,
             pairs: None,
         }
     }

@@ -1,4 +1,4 @@
-//! The decision split (`--decision`, docs/decision.md) as people and
+//! The decision split (docs/decision.md) as people and
 //! machines read it: the `decision:` block under the causes (here), and the
 //! `decision` object of a JSON interval (docs/json.md).
 

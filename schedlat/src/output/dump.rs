@@ -11,7 +11,7 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Report, json::Interval};
+use super::{Report, decided::WaitDecision, json::Interval};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, Window},
@@ -88,16 +88,16 @@ pub(crate) fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Resul
     for s in &w.seconds {
         for (i, (name, c)) in s.series.iter().enumerate() {
             let waits = c.waits();
-            let length = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
+            let length = Duration::from_nanos(s.end_mono_ns.saturating_sub(s.start_mono_ns));
             let mut report = Report::new(HookMode::Btf, unit, &waits, &slice, length, false);
-            report.time = UNIX_EPOCH + Duration::from_nanos(s.end_unix_ns);
+            report.time = UNIX_EPOCH + Duration::from_nanos(w.unix_ns(s.end_mono_ns));
             let mut histogram = super::json::interval(&report);
             histogram.hook = m.hook.clone();
             let mut v = json!({
                 "type": "interval",
                 "series": name,
-                "start_unix_ns": s.start_unix_ns,
-                "end_unix_ns": s.end_unix_ns,
+                "start_unix_ns": w.unix_ns(s.start_mono_ns),
+                "end_unix_ns": w.unix_ns(s.end_mono_ns),
                 "histogram": histogram,
             });
             if i == 0 {
@@ -124,6 +124,7 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
         "rq_len": (e.rq_len != RQ_LEN_UNKNOWN).then_some(e.rq_len),
         "victim": TaskJson::from(&e.victim),
         "culprit": TaskJson::from(&e.culprit),
+        "decision": WaitDecision::of(e.decided).map(|d| d.json()),
     })
 }
 
@@ -168,6 +169,10 @@ struct SlowLine {
     rq_len: Option<u32>,
     victim: TaskLine,
     culprit: TaskLine,
+    /// Absent in dumps of builds before the decision split's events, null
+    /// where the split was off.
+    #[serde(default)]
+    decision: Value,
 }
 
 /// A TaskJson as read back (for display only).
@@ -284,15 +289,16 @@ impl<'a> Reader<'a> {
                     )
                 })?;
                 let c = CompactWaits::of(&waits);
+                // On the wall clock until `finish` knows the offset.
                 match w.seconds.last_mut() {
                     Some(s)
-                        if s.start_unix_ns == v.start_unix_ns && s.end_unix_ns == v.end_unix_ns =>
+                        if s.start_mono_ns == v.start_unix_ns && s.end_mono_ns == v.end_unix_ns =>
                     {
                         std::sync::Arc::make_mut(s).series.push((v.series, c))
                     }
                     _ => w.seconds.push(std::sync::Arc::new(Second {
-                        start_unix_ns: v.start_unix_ns,
-                        end_unix_ns: v.end_unix_ns,
+                        start_mono_ns: v.start_unix_ns,
+                        end_mono_ns: v.end_unix_ns,
                         series: vec![(v.series, c)],
                         series_dropped: v.series_dropped,
                         slow_lost: v.slow_lost,
@@ -312,6 +318,7 @@ impl<'a> Reader<'a> {
                     rq_len: v.rq_len.unwrap_or(RQ_LEN_UNKNOWN),
                     victim: task_of(v.victim),
                     culprit: task_of(v.culprit),
+                    decided: WaitDecision::from_json(&v.decision).map_or(0, |d| d.word()),
                 });
             }
             Some("end") => self.ended = true,
@@ -330,6 +337,20 @@ impl<'a> Reader<'a> {
             bail!("{origin}: the dump is cut short (no end line)");
         }
         let mut w = self.w;
+        // The seconds back on the monotonic clock, by the offset the slow
+        // waits give (both were dated with one offset); without slow waits
+        // it is 0 and they keep the dump's wall-clock stamps.
+        let offset = w.mono_to_unix_ns;
+        for s in &mut w.seconds {
+            let mono = |unix: u64| u64::try_from(i128::from(unix) - offset).ok();
+            let (Some(start), Some(end)) = (mono(s.start_mono_ns), mono(s.end_mono_ns)) else {
+                bail!(
+                    "{origin}: an interval dated before its slow waits' clock began: a damaged dump"
+                );
+            };
+            let s = std::sync::Arc::make_mut(s);
+            (s.start_mono_ns, s.end_mono_ns) = (start, end);
+        }
         w.meta = Meta {
             reason: h.reason,
             host: h.host,
@@ -395,9 +416,10 @@ pub(crate) mod tests {
             CompactWaits::of(&Waits::from_cpus(&[cpu]))
         };
         let base = 1_700_000_000_000_000_000u64;
+        // Monotonic: 100 s after boot; the wall clock is `base` at boot.
         let second = |i: u64, values: &[u64]| Second {
-            start_unix_ns: base + i * 1_000_000_000,
-            end_unix_ns: base + (i + 1) * 1_000_000_000,
+            start_mono_ns: (100 + i) * 1_000_000_000,
+            end_mono_ns: (101 + i) * 1_000_000_000,
             series: vec![
                 ("total".into(), waits(values)),
                 ("cgroup /a".into(), waits(&values[..1])),
@@ -415,7 +437,7 @@ pub(crate) mod tests {
                 slow_threshold_ns: 1_000_000,
                 slice_ns: 3_000_000,
                 slice_source: "test".into(),
-                dumped_unix_ns: base + 3_000_000_000,
+                dumped_unix_ns: base + 103_000_000_000,
                 slow_evicted: 0,
                 cgroup_hierarchy: Some("cgroup v2 at /sys/fs/cgroup".into()),
             },
@@ -424,12 +446,13 @@ pub(crate) mod tests {
                 second(1, &[5_000_000, 9_000]).into(),
             ],
             slow: vec![SlowEvent {
-                at_ns: 5_000_000_000,
+                at_ns: 101_500_000_000,
                 wait_ns: 5_000_000,
                 cpu: 1,
                 rq_len: 4,
                 victim: task(10, 10, "sleeper", 0, 0, 0),
                 culprit: task(20, 20, "hog", 0, 5, 0),
+                decided: schedlat_common::decision::Decided::pack((10, 3, 2), 251, 1400, 4),
             }],
             mono_to_unix_ns: i128::from(base),
         }

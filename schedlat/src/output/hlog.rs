@@ -65,16 +65,17 @@ pub(crate) fn write<'a>(
 }
 
 /// The window's log: every second of every series, timed from the
-/// earliest: a second stamped before the first (the wall clock stepped
-/// back) has a start before it, which the log cannot hold.
+/// earliest: a second stamped before the first (in a dump whose seconds
+/// were stamped on a wall clock that stepped back) has a start before it,
+/// which the log cannot hold.
 pub(crate) fn write_window(
     out: &mut impl Write,
     w: &crate::analysis::recording::Window,
 ) -> Result<()> {
-    let base = w.seconds.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
+    let base = w.seconds.iter().map(|s| s.start_mono_ns).min().unwrap_or(0);
     let intervals = w.seconds.iter().flat_map(|s| {
-        let start = Duration::from_nanos(s.start_unix_ns - base);
-        let duration = Duration::from_nanos(s.end_unix_ns.saturating_sub(s.start_unix_ns));
+        let start = Duration::from_nanos(s.start_mono_ns - base);
+        let duration = Duration::from_nanos(s.end_mono_ns.saturating_sub(s.start_mono_ns));
         s.series.iter().map(move |(name, c)| LogInterval {
             start,
             duration,
@@ -84,7 +85,7 @@ pub(crate) fn write_window(
     });
     write(
         out,
-        std::time::UNIX_EPOCH + Duration::from_nanos(base),
+        std::time::UNIX_EPOCH + Duration::from_nanos(w.unix_ns(base)),
         intervals,
     )
 }
@@ -119,8 +120,8 @@ mod tests {
     fn a_second_before_the_first_starts_at_its_offset_from_the_earliest() {
         let mut w = crate::output::dump::tests::sample_window();
         let mut early = (*w.seconds[0]).clone();
-        early.start_unix_ns -= 10_000_000_000;
-        early.end_unix_ns -= 10_000_000_000;
+        early.start_mono_ns -= 10_000_000_000;
+        early.end_mono_ns -= 10_000_000_000;
         w.seconds.push(early.into());
         let mut out = Vec::new();
         write_window(&mut out, &w).unwrap();

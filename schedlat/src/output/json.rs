@@ -47,7 +47,7 @@ pub(crate) struct Interval {
     /// measure it, absent in objects written before it existed.
     #[serde(default)]
     pub causes: Option<super::causes::CausesOut>,
-    /// The decision split (`--decision`, docs/decision.md); absent when
+    /// The decision split (docs/decision.md); absent when
     /// the programs did not measure it. Not read back.
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub decision: Option<serde_json::Value>,

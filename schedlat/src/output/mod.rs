@@ -7,6 +7,7 @@ pub(crate) mod causes;
 pub(crate) mod causes_line;
 pub(crate) mod check;
 pub(crate) mod compare;
+pub(crate) mod decided;
 pub(crate) mod decision;
 pub(crate) mod diagnosis;
 pub(crate) mod dump;

@@ -10,12 +10,17 @@
 //! at once, and slices on one Perfetto track must nest, so each wait goes to
 //! the first lane free at its start. A wait is a slice from its enqueue to
 //! its switch-in, named after the task that waited, with the culprit (the
-//! task that held the CPU until it ended), the run-queue length and the
-//! scheduling classes as arguments. Timestamps are CLOCK_MONOTONIC ns.
+//! task that held the CPU until it ended), the run-queue length, the
+//! scheduling classes and the scheduler's decision (docs/decision.md) as
+//! arguments. Timestamps are CLOCK_MONOTONIC ns.
 
 use prost::Message;
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
 
+use super::{
+    decided::WaitDecision,
+    decision::{decision_name, holder_name, pass_name},
+};
 use crate::analysis::{recording::Window, task};
 
 #[derive(Clone, PartialEq, Message)]
@@ -209,6 +214,16 @@ fn args(e: &SlowEvent, window: &Window) -> Vec<DebugAnnotation> {
     if e.rq_len != RQ_LEN_UNKNOWN {
         out.push(uint("rq_len", u64::from(e.rq_len)));
     }
+    // The scheduler's decision (docs/decision.md), where the split saw it.
+    if let Some(d) = WaitDecision::of(e.decided) {
+        out.push(text("decision", decision_name(d.decision).into()));
+        out.push(text("pass_overs", pass_name(d.pass).into()));
+        out.push(uint("passes", d.passes));
+        out.push(text("holder", holder_name(d.holder).into()));
+        if let Some(ns) = d.predicted_ns {
+            out.push(uint("predicted_ns", ns));
+        }
+    }
     out
 }
 
@@ -225,6 +240,7 @@ mod tests {
             rq_len: 3,
             victim: t(10, 10, "sleeper", 0, 0, 0),
             culprit: t(20, 20, "hog", 0, 0, 0),
+            decided: 0,
         }
     }
 
@@ -266,6 +282,60 @@ mod tests {
                 .iter()
                 .any(|a| a.name.as_deref() == Some("culprit_comm")
                     && a.string_value.as_deref() == Some("hog"))
+        );
+    }
+
+    #[test]
+    fn a_decided_wait_carries_the_decision_as_args() {
+        use schedlat_common::decision::{Decided, Decision, Holder, Pass};
+        let mut decided = wait(1, 10_000, 5_000);
+        decided.decided = Decided::pack(
+            (
+                Decision::Protected as u64,
+                Pass::Two as u64,
+                Holder::SliceEnded as u64,
+            ),
+            0,
+            900,
+            2,
+        );
+        let window = Window {
+            slow: vec![decided, wait(0, 20_000, 1_000)],
+            ..Default::default()
+        };
+        let trace = Trace::decode(&encode(&window)[..]).unwrap();
+        type Arg = (String, Option<String>, Option<u64>);
+        let args: Vec<Vec<Arg>> = (trace.packet.iter())
+            .filter_map(|p| p.track_event.as_ref())
+            .filter(|e| e.r#type == Some(TYPE_SLICE_BEGIN))
+            .map(|e| {
+                (e.debug_annotations.iter())
+                    .map(|a| {
+                        (
+                            a.name.clone().unwrap(),
+                            a.string_value.clone(),
+                            a.uint_value,
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let arg = |slice: &[Arg], name: &str| slice.iter().find(|a| a.0 == name).cloned();
+        let with = args.iter().find(|a| arg(a, "decision").is_some()).unwrap();
+        assert_eq!(
+            arg(with, "decision").unwrap().1.as_deref(),
+            Some("protected")
+        );
+        assert_eq!(arg(with, "pass_overs").unwrap().1.as_deref(), Some("2"));
+        assert_eq!(
+            arg(with, "holder").unwrap().1.as_deref(),
+            Some("slice_ended")
+        );
+        assert_eq!(arg(with, "predicted_ns").unwrap().2, Some(900_000));
+        assert_eq!(
+            args.iter().filter(|a| arg(a, "decision").is_none()).count(),
+            1,
+            "the undecided wait has no decision args"
         );
     }
 }

@@ -18,7 +18,7 @@ use crate::{
         task,
     },
     histogram::Waits,
-    output::{escape::printable, text},
+    output::{decided::WaitDecision, escape::printable, text},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -52,7 +52,7 @@ pub(crate) fn json(r: &Replay) -> String {
         let shape = shape::classify(&waits, slice);
         let line = json!({
             "type": "interval", "schema": "schedlat.replay.v1", "series": series,
-            "start_unix_ns": s.start_unix_ns, "end_unix_ns": s.end_unix_ns,
+            "start_unix_ns": w.unix_ns(s.start_mono_ns), "end_unix_ns": w.unix_ns(s.end_mono_ns),
             "count": waits.count(), "percentiles": Percentiles::of(&waits),
             "verdict": shape.verdict.as_str(),
         });
@@ -86,7 +86,7 @@ pub(crate) fn text(r: &Replay) -> String {
     let _ = writeln!(
         out,
         "dump of {} on {} ({}): {} intervals, {} slow waits of at least {}",
-        clock(first.start_unix_ns),
+        clock(w.unix_ns(first.start_mono_ns)),
         printable(&w.meta.host),
         printable(&w.meta.reason),
         w.seconds.len(),
@@ -105,13 +105,17 @@ pub(crate) fn text(r: &Replay) -> String {
     );
     for s in inside {
         let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
-        let _ = writeln!(out, "{}", interval_line(s.end_unix_ns, &waits, slice));
+        let _ = writeln!(
+            out,
+            "{}",
+            interval_line(w.unix_ns(s.end_mono_ns), &waits, slice)
+        );
     }
     let _ = writeln!(
         out,
         "\n{} to {}, {} intervals merged:",
-        clock(in_first.start_unix_ns),
-        clock(in_last.end_unix_ns),
+        clock(w.unix_ns(in_first.start_mono_ns)),
+        clock(w.unix_ns(in_last.end_mono_ns)),
         inside.len()
     );
     out.push_str(&window_text(&r.merged, &r.shape, &w.meta.unit));
@@ -127,9 +131,11 @@ pub(crate) fn text(r: &Replay) -> String {
             } else {
                 e.rq_len.to_string()
             };
+            let decided =
+                WaitDecision::of(e.decided).map_or(String::new(), |d| format!(": {}", d.text()));
             let _ = writeln!(
                 out,
-                "  {} cpu {:>3} {:>9}  {} waited behind {} (run queue {rq})",
+                "  {} cpu {:>3} {:>9}  {} waited behind {} (run queue {rq}){decided}",
                 clock(w.unix_ns(e.at_ns)),
                 e.cpu,
                 fmt_ns(e.wait_ns),

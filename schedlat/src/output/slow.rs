@@ -9,16 +9,17 @@ use crate::{
         fmt_ns,
         task::{self, IdleWait, TaskJson},
     },
-    output::escape,
+    output::{decided::WaitDecision, escape},
     sys::clock::{WallClock, local_time_us},
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
 
-pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ";
+pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ  DECISION";
 
-/// One event; `idle` says what a wait that ended on an idle CPU (culprit
-/// swapper) was, after the columns.
+/// One event, then the scheduler's decision of it (docs/decision.md) when
+/// the split saw it; `idle` says what a wait that ended on an idle CPU
+/// (culprit swapper) was, after the columns.
 pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
     let rq = if e.rq_len == RQ_LEN_UNKNOWN {
         "-".to_string()
@@ -26,7 +27,7 @@ pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> S
         e.rq_len.to_string()
     };
     format!(
-        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}\n",
+        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}{}\n",
         local_time_us(clock.unix_ns(e.at_ns)),
         e.cpu,
         escape::comm(&e.victim),
@@ -39,6 +40,7 @@ pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> S
         e.culprit.tid,
         task::sched_label(&e.culprit),
         rq,
+        WaitDecision::of(e.decided).map_or(String::new(), |d| format!("  {}", d.text())),
         idle.map_or(String::new(), |i| format!("  {}", i.label()))
     )
 }
@@ -72,6 +74,9 @@ enum Json {
         /// "woken-onto-idle-cpu".
         #[serde(skip_serializing_if = "Option::is_none")]
         idle_wait: Option<IdleWait>,
+        /// The scheduler's decision of the wait (output/decided.rs); null
+        /// when the decision split is off or did not see it.
+        decision: Option<serde_json::Value>,
     },
     Lost {
         schema: &'static str,
@@ -107,6 +112,7 @@ pub(crate) fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> S
         victim: TaskJson::from(&e.victim),
         culprit: TaskJson::from(&e.culprit),
         idle_wait: idle,
+        decision: WaitDecision::of(e.decided).map(|d| d.json()),
     })
 }
 
@@ -141,7 +147,36 @@ mod tests {
             rq_len,
             victim: task(943, 943, "cyclictest", 0, 0, 0),
             culprit: task(917, 917, "cal.sh", 0, 0, 0),
+            decided: 0,
         }
+    }
+
+    #[test]
+    fn a_decided_event_says_what_the_scheduler_decided() {
+        use schedlat_common::decision::{Decided, Decision, Holder, Pass};
+        let mut e = event(4);
+        e.decided = Decided::pack(
+            (
+                Decision::NotEligible as u64,
+                Pass::ThreePlus as u64,
+                Holder::Preempted as u64,
+            ),
+            0,
+            700,
+            4,
+        );
+        let l = line(&e, None, WallClock::now());
+        assert!(
+            l.trim_end()
+                .ends_with(" 4  not eligible, passed over 4, holder preempted, predicted 700 us"),
+            "{l}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&e, None, WallClock::now())).unwrap();
+        assert_eq!(v["decision"]["decision"], "not_eligible");
+        assert_eq!(v["decision"]["passes"], 4);
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&event(4), None, WallClock::now())).unwrap();
+        assert!(v["decision"].is_null(), "{v}");
     }
 
     #[test]

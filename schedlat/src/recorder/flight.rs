@@ -11,7 +11,7 @@ use schedlat_common::victims::SlowEvent;
 use super::{
     ring::{self, Ring},
     trigger::Trigger,
-    writer::{Job, Refused, Writer},
+    writer::{DumpKind, Job, Refused, Writer},
 };
 use crate::{
     analysis::{
@@ -25,7 +25,12 @@ use crate::{
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes},
-    sys::{clock::WallClock, mounts::Mounts, slice::Slice, workload::level::Level},
+    sys::{
+        clock::{WallClock, monotonic_ns},
+        mounts::Mounts,
+        slice::Slice,
+        workload::level::Level,
+    },
 };
 
 /// What the recorder keeps and when it dumps.
@@ -63,6 +68,7 @@ pub(crate) struct Flight {
     cgroups: Option<(KeyIntervals, Keyed)>,
     slice: Slice,
     lost_before: u64,
+    /// The current second's start, on CLOCK_MONOTONIC (Second's clock).
     started: u64,
     newest_slow: Vec<u64>,
     cooldown_until: Option<std::time::Instant>,
@@ -144,7 +150,7 @@ impl Flight {
             cgroups,
             slice,
             lost_before,
-            started: unix_now(),
+            started: monotonic_ns(),
             newest_slow: Vec::new(),
             cooldown_until: None,
         })
@@ -161,10 +167,10 @@ impl Flight {
     pub(crate) fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowEvent>) -> Result<()> {
         self.push_slow(buffered);
         let waits = self.histogram.end(tracer)?;
-        let end = unix_now();
+        let end = monotonic_ns();
         let mut second = Second {
-            start_unix_ns: self.started,
-            end_unix_ns: end,
+            start_mono_ns: self.started,
+            end_mono_ns: end,
             series: vec![("total".to_string(), CompactWaits::of(&waits))],
             series_dropped: 0,
             slow_lost: 0,
@@ -218,7 +224,7 @@ impl Flight {
             if let Some(why) = fired {
                 say!("schedlat: trigger: {why}: dumping the window");
                 self.writer
-                    .request(self.job(format!("trigger: {why}"), "trigger"));
+                    .request(self.job(format!("trigger: {why}"), DumpKind::Trigger));
                 self.cooldown_until =
                     Some(now + std::time::Duration::from_secs(self.opts.cooldown_s));
             }
@@ -228,13 +234,13 @@ impl Flight {
     }
 
     /// Dumps the window now (SIGHUP): queued behind one being written.
-    pub(crate) fn dump(&self, reason: &str, kind: &'static str) {
+    pub(crate) fn dump(&self, reason: &str, kind: DumpKind) {
         self.writer.request(self.job(reason.to_string(), kind));
     }
 
     /// Dumps the window unless a dump is being written; the path the dump
     /// will have once whole.
-    pub(crate) fn dump_now(&self, reason: &str, kind: &'static str) -> Result<PathBuf, Refused> {
+    pub(crate) fn dump_now(&self, reason: &str, kind: DumpKind) -> Result<PathBuf, Refused> {
         self.writer.request_now(self.job(reason.to_string(), kind))
     }
 
@@ -243,14 +249,18 @@ impl Flight {
         self.writer.finish();
     }
 
-    fn job(&self, reason: String, kind: &'static str) -> Job {
+    /// The window as a dump: its seconds and slow waits are on the
+    /// monotonic clock, put on the wall clock with one reading of the
+    /// offset, now (a wall clock stepped back since they were recorded
+    /// moves them all alike: in order, none after the dump).
+    fn job(&self, reason: String, kind: DumpKind) -> Job {
         let (seconds, slow) = self.ring.snapshot();
         let clock = WallClock::now();
         Job {
             window: Window {
                 meta: Meta {
                     reason,
-                    dumped_unix_ns: unix_now(),
+                    dumped_unix_ns: clock.unix_ns(monotonic_ns()),
                     slow_evicted: self.ring.slow_evicted,
                     ..self.meta.clone()
                 },
@@ -261,12 +271,6 @@ impl Flight {
             kind,
         }
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn hostname() -> String {

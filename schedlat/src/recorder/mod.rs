@@ -20,5 +20,5 @@ mod writer;
 pub(crate) use self::{
     flight::{Flight, RecorderOptions},
     trigger::Trigger,
-    writer::Refused,
+    writer::{DumpKind, Refused},
 };

@@ -92,8 +92,8 @@ mod tests {
 
     fn second(i: u64) -> Second {
         Second {
-            start_unix_ns: i,
-            end_unix_ns: i + 1,
+            start_mono_ns: i,
+            end_mono_ns: i + 1,
             series: Vec::new(),
             series_dropped: 0,
             slow_lost: 0,
@@ -106,12 +106,12 @@ mod tests {
         for i in 0..5 {
             r.push_second(second(i));
         }
-        let kept: Vec<u64> = r.seconds.iter().map(|s| s.start_unix_ns).collect();
+        let kept: Vec<u64> = r.seconds.iter().map(|s| s.start_mono_ns).collect();
         assert_eq!(kept, [2, 3, 4]);
         assert_eq!(
             r.last(2)
                 .iter()
-                .map(|s| s.start_unix_ns)
+                .map(|s| s.start_mono_ns)
                 .collect::<Vec<_>>(),
             [3, 4]
         );

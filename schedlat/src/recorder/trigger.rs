@@ -102,8 +102,8 @@ mod tests {
             cpu.buckets[bucket_index(v)] += 1;
         }
         Second {
-            start_unix_ns: 0,
-            end_unix_ns: 1,
+            start_mono_ns: 0,
+            end_mono_ns: 1,
             series: vec![("total".into(), CompactWaits::of(&Waits::from_cpus(&[cpu])))],
             series_dropped: 0,
             slow_lost: 0,

@@ -37,14 +37,34 @@ use crate::{
 };
 
 pub(super) const PREFIX: &str = "schedlat-";
-/// The kind of the dumps asked for over HTTP (`POST /snapshot`).
-const HTTP: &str = "http";
+
+/// What asked for a dump: the last word of its name, and its own `--keep`
+/// rotation (dumps asked for over HTTP never push out the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DumpKind {
+    /// SIGHUP.
+    Sighup,
+    /// `POST /snapshot`.
+    Http,
+    /// A `--trigger` that fired.
+    Trigger,
+}
+
+impl DumpKind {
+    /// The word that ends the dump's name.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            DumpKind::Sighup => "sighup",
+            DumpKind::Http => "http",
+            DumpKind::Trigger => "trigger",
+        }
+    }
+}
 
 /// A dump to write.
 pub(super) struct Job {
     pub window: Window,
-    /// A short word for the file name: sighup, http, trigger.
-    pub kind: &'static str,
+    pub kind: DumpKind,
 }
 
 pub(super) struct Writer {
@@ -122,7 +142,7 @@ impl Writer {
             "{PREFIX}{}-{n}-{}-{}",
             utc_stamp(job.window.meta.dumped_unix_ns),
             std::process::id(),
-            job.kind
+            job.kind.word()
         )
     }
 
@@ -223,13 +243,18 @@ fn disk_full(e: &anyhow::Error) -> bool {
 /// oldest of any kind: a request over HTTP never removes another kind's)
 /// and the write is tried again. Pruning only after a success kept the
 /// oldest incidents and lost every new one.
-fn write_making_room(dir: &OwnedDir, name: &str, kind: &str, window: &Window) -> Result<PathBuf> {
+fn write_making_room(
+    dir: &OwnedDir,
+    name: &str,
+    kind: DumpKind,
+    window: &Window,
+) -> Result<PathBuf> {
     loop {
         match write_dump(dir, name, window) {
             Err(e) if disk_full(&e) => {
                 let all = dumps(dir);
                 let own = all.iter().find(|(_, n)| of_kind(n, kind));
-                let any = (kind != HTTP).then(|| all.first()).flatten();
+                let any = (kind != DumpKind::Http).then(|| all.first()).flatten();
                 let Some((_, oldest)) = own.or(any) else {
                     return Err(e.context("no older dump left to make room"));
                 };
@@ -296,15 +321,15 @@ fn dumps(dir: &OwnedDir) -> Vec<(u64, String)> {
 }
 
 /// Whether the dump `name` is of `kind` (its name ends with it).
-fn of_kind(name: &str, kind: &str) -> bool {
-    name.strip_suffix(kind)
+fn of_kind(name: &str, kind: DumpKind) -> bool {
+    name.strip_suffix(kind.word())
         .is_some_and(|rest| rest.ends_with('-'))
 }
 
 /// Removes the oldest dumps of `kind` beyond `keep`. Each kind has its own
 /// rotation: dumps asked for over HTTP never push out a trigger's or a
 /// SIGHUP's.
-fn prune(dir: &OwnedDir, keep: usize, kind: &str) -> Result<()> {
+fn prune(dir: &OwnedDir, keep: usize, kind: DumpKind) -> Result<()> {
     let own: Vec<String> = dumps(dir)
         .into_iter()
         .filter(|(_, name)| of_kind(name, kind))
@@ -404,7 +429,7 @@ mod tests {
         // Another kind's dump, older than all: not in sighup's rotation.
         let http = format!("{PREFIX}20240101T000000.000Z-0-7-http");
         write_dump(&dir, &http, &sample_window()).unwrap();
-        prune(&dir, 2, "sighup").unwrap();
+        prune(&dir, 2, DumpKind::Sighup).unwrap();
         assert_eq!(
             names(&path),
             [
@@ -432,7 +457,7 @@ mod tests {
         let w = Writer::start(path.clone(), 10).unwrap();
         let job = || Job {
             window: sample_window(),
-            kind: "sighup",
+            kind: DumpKind::Sighup,
         };
         let (a, b) = (w.name(&job()), w.name(&job()));
         assert_ne!(a, b);

@@ -148,6 +148,13 @@ impl TaskCgroups {
     }
 }
 
+/// What the owner of cgroup `path` (relative to its hierarchy's root)
+/// calls it, the host's runtime files read now: `container shop/web-1/nginx`;
+/// None for a cgroup that is none of a container, a pod or a unit.
+pub fn owner(path: &str) -> Option<String> {
+    owner_of(path, &NameRoots::under(std::path::Path::new("/")))
+}
+
 /// What the owner of cgroup `path` calls it, from the path and its
 /// container runtime's files (read now: a diagnosis reads them once, at
 /// the end of its window); None for a cgroup that is none of a container,

@@ -23,8 +23,8 @@ impl WallClock {
     }
 }
 
-/// CLOCK_MONOTONIC now, in nanoseconds: the kernel's clock of events
-/// (bpf_ktime_get_ns).
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the kernel's
+/// timestamps (bpf_ktime_get_ns), which no wall-clock step moves.
 pub fn monotonic_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC) as u64
 }

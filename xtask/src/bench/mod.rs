@@ -85,6 +85,11 @@ pub(crate) struct Options {
     /// serve's CPU per scrape.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub scrape: Option<u32>,
+    /// Run only these modes (by their --json names, e.g. `no-causes,pid`)
+    /// besides the ones every ratio needs (baseline, runqlat, schedlat,
+    /// victims, filtered): a shorter run to compare a few modes.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES", value_parser = modes::known_name)]
+    pub modes: Vec<String>,
     /// The schedlat binary to measure (default: the release build), e.g. an
     /// older build to compare against in the same conditions; every mode
     /// (the comparison, --scrape, --soak, --recorder) runs it.
@@ -273,6 +278,9 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     let mut samples = Vec::new();
     for round in 1..=opts.rounds {
         for mode in modes::order(round) {
+            if !mode.selected(&opts.modes) {
+                continue;
+            }
             eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.command());
             let sample = match mode.runs {
                 Runs::Nothing => baseline(round, opts)?,

@@ -156,7 +156,26 @@ pub(super) const ALL: [Mode; 12] = [
     ),
 ];
 
+/// The modes every report's ratios are taken from: always run.
+const NEEDED: [Mode; 5] = [BASELINE, RUNQLAT, SCHEDLAT, VICTIMS, FILTERED];
+
+/// `--modes`' parser: a mode name of `ALL`.
+pub(super) fn known_name(name: &str) -> Result<String, String> {
+    if ALL.iter().any(|m| m.name == name) {
+        Ok(name.to_string())
+    } else {
+        let names: Vec<&str> = ALL.iter().map(|m| m.name).collect();
+        Err(format!("no mode `{name}`; the modes: {}", names.join(", ")))
+    }
+}
+
 impl Mode {
+    /// Whether a run with `--modes only` runs it (every mode when `only`
+    /// is empty).
+    pub(super) fn selected(&self, only: &[String]) -> bool {
+        only.is_empty() || NEEDED.contains(self) || only.iter().any(|n| n == self.name)
+    }
+
     /// The command line a user types for it: `schedlat --no-causes`,
     /// `schedlat -p PID`, `runqlat`.
     pub(crate) fn command(&self) -> String {
@@ -226,6 +245,29 @@ mod tests {
         assert_eq!(order(2)[0], ALL[1]);
         assert_eq!(order(2)[ALL.len() - 1], ALL[0]);
         assert_eq!(order(ALL.len() as u32 + 1), order(1));
+    }
+
+    #[test]
+    fn modes_selects_the_named_and_the_needed() {
+        let only = vec!["no-causes".to_string()];
+        let run: Vec<&str> = ALL
+            .iter()
+            .filter(|m| m.selected(&only))
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(
+            run,
+            [
+                "baseline",
+                "runqlat",
+                "schedlat",
+                "no-causes",
+                "filtered",
+                "victims"
+            ]
+        );
+        assert!(ALL.iter().all(|m| m.selected(&[])));
+        assert!(known_name("no-such").is_err());
     }
 
     /// Issue 28: every mode a user runs has a row, against runqlat.

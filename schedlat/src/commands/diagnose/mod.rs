@@ -61,6 +61,7 @@ pub(crate) async fn run(
             kernel,
             &in_kernel,
             DEFAULT_MAX_TASKS,
+            None,
         )?)
     } else {
         None

@@ -14,11 +14,14 @@
 //!   request passes first, and the dumps' rate limit;
 //! - web: `--web.config.file`, TLS and basic authentication as the
 //!   Prometheus exporters configure them, re-read when it changes or on
-//!   SIGHUP.
+//!   SIGHUP;
+//! - raw: the request handling on raw bytes, for the `http` fuzz target.
 
 mod guard;
 mod http;
 pub(crate) mod listen;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod raw;
 mod routes;
 mod scrape;
 mod snapshot;
@@ -45,7 +48,7 @@ use crate::{
         loader::KernelAccess,
         modes::{Keyed, Modes},
     },
-    recorder::{Flight, RecorderOptions},
+    recorder::{DumpKind, Flight, RecorderOptions},
 };
 
 /// Where `schedlat serve` listens and what it exports.
@@ -306,7 +309,7 @@ pub(crate) async fn run(
                             web.reload("SIGHUP");
                         }
                         if let Some(flight) = &flight {
-                            flight.borrow().dump("SIGHUP", "sighup");
+                            flight.borrow().dump("SIGHUP", DumpKind::Sighup);
                         }
                     }
                     _ = signals.recv() => break,

@@ -47,7 +47,16 @@ pub(super) async fn respond(
     scraper: Rc<Scraper>,
     endpoint: Rc<Endpoint>,
 ) -> Response<Full<Bytes>> {
-    let request = &request;
+    answer(&request, &endpoint, || metrics(&request, &scraper)).await
+}
+
+/// The answer to `request` on `endpoint`, `/metrics` by `metrics` (the
+/// scrape; serve/raw.rs gives a stand-in).
+pub(super) async fn answer(
+    request: &Request<Incoming>,
+    endpoint: &Endpoint,
+    metrics: impl FnOnce() -> Response<Full<Bytes>>,
+) -> Response<Full<Bytes>> {
     let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
     if let Err(refusal) = guard::check(
         endpoint.listen,
@@ -84,7 +93,7 @@ pub(super) async fn respond(
         return r;
     }
     match request.uri().path() {
-        "/metrics" => metrics(request, &scraper),
+        "/metrics" => metrics(),
         "/" => plain(
             StatusCode::OK,
             "schedlat: run queue latency for Prometheus; metrics at /metrics\n",

@@ -17,7 +17,7 @@ use hyper::{
 };
 
 use super::{guard::RateLimit, http::plain};
-use crate::recorder::{Flight, Refused};
+use crate::recorder::{DumpKind, Flight, Refused};
 
 /// The shortest time between two dumps asked for over HTTP: a dump is
 /// fsynced megabytes, and a loop of requests must not turn into a stream
@@ -68,7 +68,10 @@ pub(super) fn respond(
     }
     // Borrowed only here and in serve's once-a-second step, never across
     // an await: the two cannot overlap on the one thread.
-    match flight.borrow().dump_now("HTTP POST /snapshot", "http") {
+    match flight
+        .borrow()
+        .dump_now("HTTP POST /snapshot", DumpKind::Http)
+    {
         Ok(path) => {
             say!("schedlat: POST /snapshot: dumping to {}", path.display());
             plain(

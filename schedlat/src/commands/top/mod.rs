@@ -16,17 +16,18 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 
 use crate::{
     analysis::victims::{SortKey, throttled_in},
-    collect::{bpf_cost::ProgramCost, tracer::Tracer, victims::Source},
-    commands::session::Signals,
+    collect::{bpf_cost::ProgramCost, tracer::Tracer, victims::Source, workloads::WorkloadNamer},
+    commands::session::{PairsView, Signals},
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
     },
     output::top::{
         self,
+        pairs::PairsShown,
         state::{Action, State},
     },
-    sys::{slice::Slice, terminal, throttle::ThrottleWatch},
+    sys::{slice::Slice, terminal, throttle::ThrottleWatch, workload::level::Level},
 };
 
 /// What `schedlat top` shows and how often.
@@ -36,6 +37,10 @@ pub(crate) struct TopOptions {
     pub sort: SortKey,
     /// Tasks each kernel table of the victims panel holds per interval.
     pub max_tasks: u32,
+    /// The neighbour-pair table's size, when `--pairs` asks for it.
+    pub pairs: Option<u32>,
+    /// What the pairs' cgroups are rolled up to (`--by`).
+    pub by: Level,
 }
 
 /// Leaves the terminal as it was found, whatever ends the run.
@@ -66,7 +71,8 @@ pub(crate) async fn run(
         );
     }
     let filter = Filter::resolve(filter)?;
-    let (mut tracer, victims) = Tracer::load_with_victims(kernel, &filter, args.max_tasks)?;
+    let (mut tracer, victims) =
+        Tracer::load_with_victims(kernel, &filter, args.max_tasks, args.pairs)?;
     let slice = Slice::detect();
     let scope = filter.describe().unwrap_or_else(|| "all waits".to_string());
     let mut state = State::new(tracer.mode(), scope, args.interval);
@@ -75,6 +81,14 @@ pub(crate) async fn run(
     let with_victims = victims.is_ok().then_some(args.max_tasks);
     if let Err(reason) = victims {
         state.victims = Err(reason);
+    }
+    // The rows' tasks and the pairs' cgroups named by one namer; the
+    // pairs only where the victims' programs (which count them) loaded.
+    let mut view = PairsView::new(WorkloadNamer::for_tasks(&tracer, args.by), args.by, None);
+    let pairs = args.pairs.filter(|_| with_victims.is_some());
+    if pairs.is_some() {
+        view.interval(&mut tracer)?;
+        state.pairs = Some(PairsShown::new(args.by));
     }
     let mut source = Source::start(&mut tracer, with_victims)?;
     let mut throttle = ThrottleWatch::start_mounted();
@@ -104,6 +118,10 @@ pub(crate) async fn run(
         // Each refresh ends a kernel interval, paused or not, so the exact
         // extremes stay per interval; a paused view just does not take it.
         let (waits, victims) = source.end_interval(&mut tracer)?;
+        let pair_table = match pairs {
+            Some(_) => Some(view.interval(&mut tracer)?),
+            None => None,
+        };
         let elapsed = interval_start.elapsed();
         interval_start = Instant::now();
         if !state.paused {
@@ -112,6 +130,10 @@ pub(crate) async fn run(
                 state.push_victims(victims);
                 throttle.end_interval();
                 state.push_throttled(throttled_in(&throttle, victims));
+                state.workloads = view.names().tasks(state.shown_tasks());
+            }
+            if let (Some(shown), Some(table)) = (state.pairs.as_mut(), pair_table) {
+                shown.push(table);
             }
             let now = tracer.program_costs();
             state.bpf_ns_per_run = ns_per_run(&costs, &now);

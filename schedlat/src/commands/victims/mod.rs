@@ -83,7 +83,7 @@ pub(crate) async fn run(
             None => None,
         };
         let rows = tables.victims.iter().chain(&tables.culprits);
-        let workloads = view.names().tasks(rows.map(|r| r.task.tid));
+        let workloads = view.names().tasks(rows.map(|r| (r.task.tid, r.task.tgid)));
         let report = Report {
             workloads: &workloads,
             pairs: pairs.as_ref(),

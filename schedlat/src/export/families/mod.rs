@@ -19,6 +19,7 @@
 mod accounting;
 mod cause_split;
 pub(crate) mod cpu;
+pub(crate) mod decision;
 mod latency;
 mod neighbours;
 mod own;
@@ -58,6 +59,9 @@ pub(crate) struct Scrape {
     /// per cgroup with `--cgroups` (cause_split.rs).
     pub causes: CauseSeries,
     pub cgroup_causes: CauseSeries,
+    /// The decision split of the whole system (or the filter's scope):
+    /// decision.rs.
+    pub decision: decision::DecisionSeries,
     /// Each CPU's waits (cpu.rs), labelled as the total is besides `cpu`;
     /// none where the scrape did not read them per CPU.
     pub cpus: Vec<CpuWaits>,
@@ -97,10 +101,12 @@ impl Scrape {
                 .into_iter()
                 .collect(),
         };
+        let decision = waits.decision.clone().map(|d| (labels.clone(), d));
         Scrape {
             hook,
             causes,
             cgroup_causes: CauseSeries::default(),
+            decision,
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
             histograms: vec![latency::system(&waits, labels.clone())],
@@ -189,6 +195,7 @@ impl Scrape {
         let mut out = self.histograms;
         out.extend(cause_split::system_families(&self.causes));
         out.extend(cause_split::cgroup_families(&self.cgroup_causes));
+        out.extend(decision::families(&self.decision));
         out.extend(cpu::families(&self.cpus, &self.total_labels));
         if let Some(neighbours) = &self.neighbours {
             out.extend(neighbours::families(neighbours));

@@ -1,7 +1,7 @@
 //! What a command is told about reaching the kernel: the hook mode asked
 //! for and where the kernel's facts come from (the command line's
 //! `--hook`, `--btf`, `--tracefs`, `--force-memory`, `--no-causes`,
-//! `--waking`).
+//! `--waking`, `--no-decision`).
 
 use std::path::PathBuf;
 
@@ -19,8 +19,9 @@ pub(crate) struct KernelSources {
     /// Time the wakeup path before the queue too (`--waking`): attaches
     /// sched_waking; only with the cause split.
     pub waking: bool,
-    /// The decision split (`--decision`); it needs the cause split.
-    pub decision: bool,
+    /// No decision split (`--no-decision`); without the cause split there
+    /// is none either.
+    pub no_decision: bool,
 }
 
 /// How to reach the kernel (`--hook`, `--btf`, `--tracefs`).

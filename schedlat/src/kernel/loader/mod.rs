@@ -59,7 +59,9 @@ pub(crate) fn load(
     if EBPF_OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
-    let modes = &match sources.no_causes {
+    // Without the histogram (slow), the cause split is on only for the
+    // decision split's state: --no-decision turns both off.
+    let modes = &match sources.no_causes || (sources.no_decision && !modes.histogram) {
         true => modes.without_causes(),
         false => *modes,
     };

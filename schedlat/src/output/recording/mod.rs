@@ -26,6 +26,12 @@ pub(crate) struct RecordedScope {
     pub pid: Option<u32>,
     pub tid: Option<u32>,
     pub cgroup: Option<String>,
+    /// `cgroup` as its owner knows it, when it is a container, a pod or a
+    /// unit (`container shop/web-1/nginx`): two recordings of one workload
+    /// compare even where its cgroup's path changed (a restarted
+    /// container has a new ID). Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     pub comm: Option<String>,
     pub cpus: Option<String>,
     /// The breakdown (`pids`, `tids`, `pidnss`, `cgroups`, `cpus`), if any.
@@ -36,12 +42,18 @@ pub(crate) struct RecordedScope {
 }
 
 impl RecordedScope {
-    pub(crate) fn of(filter: &Filter, breakdown: Option<&str>) -> RecordedScope {
+    /// `workload`: `-c`'s cgroup as its owner knows it, if it is one.
+    pub(crate) fn of(
+        filter: &Filter,
+        breakdown: Option<&str>,
+        workload: Option<String>,
+    ) -> RecordedScope {
         let (kernel, host) = uname();
         RecordedScope {
             pid: filter.tgid,
             tid: filter.tid,
             cgroup: filter.cgroup.as_ref().map(|c| c.dir.display().to_string()),
+            workload,
             comm: filter.comm.as_ref().map(comm_str),
             cpus: filter.cpus.as_deref().map(cpu_list_str),
             breakdown: breakdown.map(String::from),
@@ -50,8 +62,9 @@ impl RecordedScope {
         }
     }
 
-    /// The filters in words, for messages: "-p 1234 --cpu 0-1", or "the
-    /// whole system".
+    /// The filters in words, for messages: "-p 1234 --cpu 0-1", "-c
+    /// container shop/web-1/nginx" (a cgroup its owner names: the workload,
+    /// whatever its path), or "the whole system".
     pub(crate) fn filters(&self) -> String {
         let mut parts = Vec::new();
         if let Some(p) = self.pid {
@@ -60,8 +73,10 @@ impl RecordedScope {
         if let Some(t) = self.tid {
             parts.push(format!("-t {t}"));
         }
-        if let Some(c) = &self.cgroup {
-            parts.push(format!("-c {c}"));
+        match (&self.workload, &self.cgroup) {
+            (Some(w), _) => parts.push(format!("-c {w}")),
+            (None, Some(c)) => parts.push(format!("-c {c}")),
+            (None, None) => {}
         }
         if let Some(c) = &self.comm {
             parts.push(format!("--comm {c}"));
@@ -374,5 +389,32 @@ mod tests {
         );
         let (kernel, host) = uname();
         assert!(!kernel.is_empty() && !host.is_empty());
+    }
+
+    #[test]
+    fn one_workload_compares_across_a_new_cgroup_and_two_do_not() {
+        let at = |path: &str, workload: Option<&str>| RecordedScope {
+            cgroup: Some(path.into()),
+            workload: workload.map(String::from),
+            ..RecordedScope::default()
+        };
+        let web = "container shop/web-1/nginx";
+        // Restarted: a new container ID, the same container.
+        let before = at("/kubepods.slice/pod_a/cri-containerd-aaaa.scope", Some(web));
+        let after = at("/kubepods.slice/pod_a/cri-containerd-bbbb.scope", Some(web));
+        assert!(before.differences(&after).is_empty());
+        let other = at(
+            "/kubepods.slice/pod_b/cri-containerd-cccc.scope",
+            Some("container shop/db-0/pg"),
+        );
+        assert_eq!(
+            before.differences(&other),
+            ["filters: -c container shop/web-1/nginx before, -c container shop/db-0/pg after"]
+        );
+        // Plain cgroups compare by their paths, as before.
+        assert_eq!(
+            at("/a", None).differences(&at("/b", None)),
+            ["filters: -c /a before, -c /b after"]
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! `schedlat top`'s terminal view, drawn with ratatui: header, histogram
-//! bars (bars.rs), percentiles and verdict, the victims panel (panel.rs),
+//! bars (bars.rs), percentiles and verdict, the victims panel (panel.rs,
+//! with who waited behind whom: pairs.rs),
 //! the p99 sparkline, and the key help. Pure: it reads a State (state.rs:
 //! what the view shows and the toggles its keys change), so it is tested on
 //! ratatui's TestBackend.
 
 mod bars;
+pub(crate) mod pairs;
 mod panel;
 pub(crate) mod state;
 
@@ -20,7 +22,7 @@ use state::State;
 
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles, shape},
-    output::causes_line,
+    output::{causes_line, escape::printable},
     sys::slice::Slice,
 };
 
@@ -87,7 +89,7 @@ fn header_text(state: &State, width: u16) -> Paragraph<'static> {
         Span::raw(format!(
             "  hook {}  scope {}  every {:.2}s",
             state.hook,
-            state.scope,
+            printable(&state.scope),
             state.interval.as_secs_f64()
         )),
     ];
@@ -341,6 +343,89 @@ mod tests {
         );
     }
 
+    /// Issue 29 item 7: names on top's screen are escaped as in every text
+    /// renderer. Before, the terminal library dropped the ESC and the
+    /// newline without a trace (the row read `[8mhidFAKE`) and passed the
+    /// right-to-left override through, which reorders the rest of the row.
+    #[test]
+    fn hostile_names_and_cgroup_paths_are_shown_escaped() {
+        let hostile = "\x1b[8mhid\nFAKE\u{202e}";
+        let mut s = known_state();
+        s.scope = "cgroup /sys/fs/cgroup/\x1b[2Jx\u{2066}".into();
+        let named = task(4100, 4100, hostile, 0, 0, 0);
+        let row = WaitStats {
+            task: named,
+            count: 500,
+            total_ns: 90_000_000,
+            max_ns: 3_000_000,
+            max_other: named,
+            ..Default::default()
+        };
+        s.push_victims(&VictimsInterval {
+            victims: vec![row],
+            culprits: vec![row],
+            ..Default::default()
+        });
+        for (width, height) in [(80, 24), (160, 50)] {
+            let text = screen(&s, width, height);
+            assert!(text.contains("?[8mhid?FAKE?"), "{width}x{height}: {text}");
+            assert!(
+                text.contains("scope cgroup /sys/fs/cgroup/?[2Jx?"),
+                "{width}x{height}: {text}"
+            );
+            let acting: Vec<char> = text
+                .chars()
+                .filter(|&c| {
+                    c != '\n'
+                        && (c.is_control()
+                            || ('\u{2066}'..='\u{2069}').contains(&c)
+                            || c == '\u{202e}')
+                })
+                .collect();
+            assert!(acting.is_empty(), "{acting:?} on screen: {text}");
+        }
+    }
+
+    #[test]
+    fn a_wide_terminal_names_the_workloads_and_who_waited_behind_whom() {
+        use crate::{
+            analysis::pairs::{WorkloadPair, rank},
+            collect::pairs::PairCounts,
+            output::top::pairs::PairsShown,
+            sys::workload::level::{Level, tests::workload},
+        };
+        let mut s = known_state();
+        s.workloads
+            .insert(4001, workload("/system.slice/stress.service", None));
+        let mut pairs = PairsShown::new(Level::Unit);
+        let row = WorkloadPair {
+            victim: "stress.service".into(),
+            holder: "/".into(),
+            counts: PairCounts {
+                count: 7,
+                sum_ns: 7_000_000,
+                max_ns: 2_000_000,
+            },
+        };
+        pairs.push(rank([row], Level::Unit, None, (PairCounts::default(), 64)));
+        s.pairs = Some(pairs);
+        let wide = screen(&s, 140, 40);
+        let line = |text: &str| wide.lines().find(|l| l.contains(text)).map(str::trim_end);
+        assert!(line("WORKLOAD").is_some(), "{wide}");
+        let worker = line("stress-ng-cpu      4001").unwrap_or_else(|| panic!("{wide}"));
+        assert!(worker.ends_with("unit stress.service"), "{wide}");
+        assert!(
+            line("waiting unit <- unit that held the CPU").is_some(),
+            "{wide}"
+        );
+        let pair = line("stress.service <- /").unwrap_or_else(|| panic!("{wide}"));
+        assert!(pair.contains("7.00 ms"), "{pair}");
+        // At 80 columns: no room for the workloads; the pairs still shown.
+        let narrow = screen(&s, 80, 30);
+        assert!(!narrow.contains("WORKLOAD"), "{narrow}");
+        assert!(narrow.contains("stress.service <- /"), "{narrow}");
+    }
+
     #[test]
     fn a_larger_terminal_shows_every_row_and_adapts_to_resizing() {
         let state = known_state();
@@ -402,14 +487,16 @@ mod tests {
                     .expect(&text)
                     .trim_end()
             };
-            assert!(
-                line("boxed ").ends_with(&format!("{name} (throttled)")),
-                "{text}"
-            );
-            assert!(
-                line("sleeper ").ends_with(&format!("{name} (idle wake)")),
-                "{text}"
-            );
+            // At 120 columns the workload column follows (`-`: these
+            // tasks are no process of this host).
+            let end = if width > 100 { " -" } else { "" };
+            for (row, label) in [("boxed ", "throttled"), ("sleeper ", "idle wake")] {
+                let row = line(row);
+                let culprit = format!("{name} ({label})");
+                assert!(row.contains(&culprit) && row.ends_with(end), "{text}");
+                let rest = row.split_once(&culprit).unwrap().1;
+                assert_eq!(rest.trim_start(), end.trim_start(), "{text}");
+            }
             assert!(line("(throttled) ").contains("boxed"), "{text}");
             assert!(
                 text.contains("culprits: held the CPU when the wait ended"),

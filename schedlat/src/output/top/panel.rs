@@ -3,7 +3,7 @@
 //! compute them; docs/victims.md says what the attribution means), or why
 //! they are unavailable.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use ratatui::{
     layout::Rect,
@@ -12,15 +12,18 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph, Wrap},
 };
 
-use super::state::{Ranked, State};
-use crate::analysis::{
-    fmt_ns,
-    task::{self, IdleWait},
-    victims::Row,
+use super::{
+    pairs,
+    state::{MAX_ROWS, Ranked, State},
 };
-
-/// Rows per table the panel shows at most, however tall the terminal.
-pub(super) const MAX_ROWS: usize = 10;
+use crate::{
+    analysis::{fmt_ns, pairs::PairTable, task::IdleWait, victims::Row},
+    output::{
+        escape::{self, printable},
+        workload,
+    },
+    sys::workload::level::Workload,
+};
 
 /// Title, column header, and the culprits' sub-header.
 const CHROME: u16 = 3;
@@ -28,18 +31,32 @@ const CHROME: u16 = 3;
 /// Width of the columns before the other task's name.
 const FIXED: usize = 59;
 
-/// The panel's content for this frame: ranked tables, or a message.
+/// The panel's content for this frame: ranked tables (and who waited
+/// behind whom, with `--pairs`), or a message.
 pub(super) enum Panel {
-    Tables(Ranked),
+    Tables(Ranked, Option<PairTable>),
     Message(String),
 }
+
+/// Width the other task's name gets before the workload column.
+const OTHER: usize = 28;
+
+/// The least room for a workload column worth showing.
+const WORKLOAD: usize = 12;
 
 impl Panel {
     pub(super) fn of(state: &State) -> Panel {
         match &state.victims {
-            Err(reason) => Panel::Message(format!("victims and culprits unavailable: {reason}")),
+            Err(reason) => Panel::Message(format!(
+                "victims and culprits unavailable: {}",
+                printable(reason)
+            )),
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
-                Some(ranked) => Panel::Tables(ranked),
+                Some(ranked) => {
+                    let pairs =
+                        (state.pairs.as_ref()).map(|p| p.ranked(state.cumulative, MAX_ROWS));
+                    Panel::Tables(ranked, pairs)
+                }
                 None => {
                     Panel::Message("victims and culprits: collecting the first interval".into())
                 }
@@ -50,9 +67,10 @@ impl Panel {
     /// The height it would use in full at `width` columns.
     pub(super) fn wanted_height(&self, width: u16) -> u16 {
         match self {
-            Panel::Tables(r) => {
+            Panel::Tables(r, pairs) => {
                 let rows = r.tables.victims.len() + r.tables.culprits.len();
-                CHROME + rows.max(1) as u16
+                let pairs = pairs.as_ref().map_or(0, |p| 1 + p.rows.len().max(1));
+                CHROME + (rows.max(1) + pairs) as u16
             }
             Panel::Message(text) => 1 + (text.len() as u16).div_ceil(width.max(1)).min(4),
         }
@@ -70,8 +88,8 @@ impl Panel {
         } else {
             "last interval"
         };
-        let ranked = match self {
-            Panel::Tables(ranked) => ranked,
+        let (ranked, pair_table) = match self {
+            Panel::Tables(ranked, pairs) => (ranked, pairs),
             Panel::Message(text) => {
                 return Paragraph::new(text.clone())
                     .wrap(Wrap { trim: true })
@@ -92,13 +110,34 @@ impl Panel {
             t.waits
         );
         let width = area.width as usize;
-        let rows = area.height.saturating_sub(CHROME) as usize;
+        let mut rows = area.height.saturating_sub(CHROME) as usize;
+        // Who waited behind whom gets a third of the rows (its heading
+        // and one row at least), the tasks the rest.
+        let pair_rows = pair_table.as_ref().map(|p| {
+            let n = p.rows.len().max(1).min((rows / 3).max(1));
+            rows = rows.saturating_sub(1 + n);
+            n
+        });
         let (nv, nc) = split_rows(rows, t.victims.len(), t.culprits.len());
+        let workloads = &state.workloads;
         let bold = Style::new().add_modifier(Modifier::BOLD);
+        let heading = |other: &str| {
+            if has_workloads(width) {
+                format!("{other:<OTHER$}  WORKLOAD")
+            } else {
+                other.to_string()
+            }
+        };
         let mut lines = vec![Line::styled(
             format!(
-                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  BEHIND (LONGEST)",
-                "COMM", "TID", "WAITS", "TOTAL", "AVG", "MAX"
+                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {}",
+                "COMM",
+                "TID",
+                "WAITS",
+                "TOTAL",
+                "AVG",
+                "MAX",
+                heading("BEHIND (LONGEST)")
             ),
             bold,
         )];
@@ -109,23 +148,33 @@ impl Panel {
         lines.extend(
             t.victims[..nv]
                 .iter()
-                .map(|r| row(r, width, throttled, true)),
+                .map(|r| row(r, width, throttled, true, workloads)),
         );
         // The culprit rule, where culprits are shown (docs/victims.md).
         lines.push(Line::styled(
             format!(
-                "{:<FIXED$}  VICTIM (LONGEST)",
-                "culprits: held the CPU when the wait ended"
+                "{:<FIXED$}  {}",
+                "culprits: held the CPU when the wait ended",
+                heading("VICTIM (LONGEST)")
             ),
             bold,
         ));
         lines.extend(
             t.culprits[..nc]
                 .iter()
-                .map(|r| row(r, width, throttled, false)),
+                .map(|r| row(r, width, throttled, false, workloads)),
         );
+        if let (Some(table), Some(n)) = (pair_table, pair_rows) {
+            lines.extend(pairs::lines(table, n, width));
+        }
         Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(title))
     }
+}
+
+/// Whether a panel `width` columns wide shows the tasks' workloads: the
+/// other task's name in full first, and some of the workload's.
+fn has_workloads(width: usize) -> bool {
+    width.saturating_sub(FIXED + 2 + OTHER + 2) >= WORKLOAD
 }
 
 /// How many victim and culprit rows fit in `rows`: half each, and what one
@@ -139,35 +188,55 @@ fn split_rows(rows: usize, victims: usize, culprits: usize) -> (usize, usize) {
 
 /// One task's row; idle tasks are TID 0, named swapper/CPU, and say what
 /// their waits were: "throttled" (the victim's cgroup used its quota) or
-/// "idle wake" (woken onto an idle CPU); `?` explains both.
-fn row(r: &Row, width: usize, throttled: &HashSet<u32>, victim: bool) -> Line<'static> {
+/// "idle wake" (woken onto an idle CPU); `?` explains both. Where the
+/// terminal is wide enough, the task's workload (its container, pod, unit
+/// or cgroup) follows. Names are shown escaped (output/escape.rs), as
+/// every text renderer shows them: the terminal library drops a name's
+/// control bytes without a trace and passes bidirectional overrides
+/// through.
+fn row(
+    r: &Row,
+    width: usize,
+    throttled: &HashSet<u32>,
+    victim: bool,
+    workloads: &HashMap<u32, Workload>,
+) -> Line<'static> {
     let room = width.saturating_sub(FIXED + 2);
     let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();
     // The other task: "comm pid/tid" when there is room, else "comm/tid".
     let other = if victim && r.other.tid == 0 {
         // "swapper/1 (throttled)", or without the CPU at 80 columns.
         let name = if room >= 28 {
-            task::comm(&r.other)
+            escape::comm(&r.other)
         } else {
             "swapper".to_string()
         };
         format!("{name} ({})", idle(r.task.tgid))
     } else if r.other.tid == 0 || room >= 28 {
-        task::short(&r.other)
+        escape::short(&r.other)
     } else {
-        format!("{}/{}", task::comm(&r.other), r.other.tid)
+        format!("{}/{}", escape::comm(&r.other), r.other.tid)
     };
     let comm: String = if !victim && r.task.tid == 0 {
         format!("({})", idle(r.other.tgid))
     } else {
-        task::comm(&r.task).chars().take(15).collect()
+        escape::comm(&r.task).chars().take(15).collect()
     };
-    Line::from(format!(
-        "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {other}",
+    let fixed = format!(
+        "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
         r.task.tid,
         r.count,
         fmt_ns(r.total_ns),
         fmt_ns(r.avg_ns()),
         fmt_ns(r.max_ns),
-    ))
+    );
+    let column = room.saturating_sub(OTHER + 2);
+    if !has_workloads(width) || r.task.tid == 0 {
+        return Line::from(format!("{fixed}{other}"));
+    }
+    let cell: String = (workload::cell(workloads.get(&r.task.tid)).chars())
+        .take(column)
+        .collect();
+    let other: String = other.chars().take(OTHER).collect();
+    Line::from(format!("{fixed}{other:<OTHER$}  {cell}"))
 }

@@ -3,7 +3,7 @@
 //! toggles the keys change.
 
 use std::{
-    collections::{HashSet, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     time::Duration,
 };
 
@@ -17,10 +17,15 @@ use crate::{
     collect::victims::VictimsInterval,
     histogram::Waits,
     kernel::hook::HookMode,
+    output::top::pairs::PairsShown,
+    sys::workload::level::Workload,
 };
 
 /// p99 samples kept for the sparkline: a minute at the default interval.
 pub(crate) const HISTORY: usize = 60;
+/// Rows per table the victims panel shows at most, however tall the
+/// terminal.
+pub(crate) const MAX_ROWS: usize = 10;
 /// Refresh intervals `+` and `-` step through.
 pub(crate) const INTERVALS_MS: [u64; 7] = [250, 500, 1000, 2000, 5000, 10_000, 30_000];
 
@@ -57,6 +62,11 @@ pub(crate) struct State {
     /// Processes whose cgroup was throttled: in the last interval, and in
     /// any so far. Their waits that ended on an idle CPU were throttling.
     pub throttled: (HashSet<u32>, HashSet<u32>),
+    /// The workloads of the tasks the panel shows, by TID (read at the
+    /// last refresh).
+    pub workloads: HashMap<u32, Workload>,
+    /// Who waited behind whom (`--pairs`); None when not asked for.
+    pub pairs: Option<PairsShown>,
 }
 
 /// The victims and culprits of the last interval, and of the run so far.
@@ -130,7 +140,22 @@ impl State {
             victims: Ok(VictimTables::default()),
             sort: SortKey::Total,
             throttled: (HashSet::new(), HashSet::new()),
+            workloads: HashMap::new(),
+            pairs: None,
         }
+    }
+
+    /// The tasks (TID, PID) of the rows the victims panel shows now (the
+    /// ones whose workloads are worth reading).
+    pub(crate) fn shown_tasks(&self) -> Vec<(u32, u32)> {
+        let Ok(tables) = &self.victims else {
+            return Vec::new();
+        };
+        let Some(ranked) = tables.ranked(self.cumulative, self.sort, MAX_ROWS) else {
+            return Vec::new();
+        };
+        let rows = ranked.tables.victims.iter().chain(&ranked.tables.culprits);
+        rows.map(|r| (r.task.tid, r.task.tgid)).collect()
     }
 
     /// The throttled processes of the view shown (last interval or run).
