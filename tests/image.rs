@@ -126,6 +126,16 @@ fn image_serves_per_cgroup_series_with_the_daemonsets_security_context() {
     }
     assert_eq!(fact(&report, "cgroup-root")["status"], "ok", "{report}");
     assert_eq!(fact(&report, "pid-namespace")["status"], "warn", "{report}");
+    // The container's /sys has no securityfs: lockdown is unknown there,
+    // not absent (check said "no lockdown LSM" before).
+    let lockdown = fact(&report, "lockdown");
+    assert_eq!(lockdown["status"], "warn", "{lockdown}");
+    assert!(
+        lockdown["found"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("unreadable: ")),
+        "{lockdown}"
+    );
     eprintln!("check in the container: {report}");
 
     // A group of the node's made here, with a sleeper in it: its series

@@ -159,6 +159,15 @@ impl Modes {
         self.pairs.is_some() || self.keyed.is_some_and(|k| k.by == Breakdown::Cgroup)
     }
 
+    /// Whether the decision split's programs can be loaded (unless
+    /// `--no-decision`): with the cause split, whose slots keep its state,
+    /// in the histogram and slow modes, whose sched_switch they replace.
+    /// Not with the victims mode's own sched_switch (`victims`, `top`):
+    /// swapping it would leave the victims tables empty.
+    pub(crate) fn decides(&self) -> bool {
+        self.causes && (self.histogram || self.slow_ns.is_some()) && self.victims.is_none()
+    }
+
     /// Without the cause split (`--no-causes`).
     pub(crate) fn without_causes(self) -> Modes {
         Modes {
@@ -266,6 +275,15 @@ mod tests {
         assert!(!Modes::victims(10).histogram && !Modes::slow(1).histogram);
         // A zero threshold would switch the mode off in the kernel.
         assert_eq!(Modes::slow(0).slow_ns, Some(1));
+    }
+
+    #[test]
+    fn the_decision_split_never_replaces_the_victims_switch() {
+        assert!(Modes::HISTOGRAM.decides());
+        assert!(Modes::slow(1).decides());
+        assert!(!Modes::victims(1).decides());
+        assert!(!Modes::histogram_and_victims(1).decides(), "top");
+        assert!(!Modes::HISTOGRAM.without_causes().decides());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! mode is the kernel layer's (kernel/preflight.rs).
 
 use std::{
-    fs,
+    fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
@@ -100,11 +100,40 @@ impl ProcessStatus {
     }
 }
 
-/// The kernel lockdown mode in force (/sys/kernel/security/lockdown lists
-/// `none integrity confidentiality` with the active one in brackets); None
-/// when the file is absent (no lockdown LSM) or unreadable.
-pub fn lockdown() -> Option<String> {
-    parse_lockdown(&fs::read_to_string("/sys/kernel/security/lockdown").ok()?)
+/// What /sys/kernel/security/lockdown tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lockdown {
+    /// The mode in force: `none`, `integrity` or `confidentiality`.
+    Mode(String),
+    /// securityfs is mounted and has no lockdown file: no lockdown LSM.
+    NoLsm,
+    /// Not known: securityfs is not mounted here (a container's /sys
+    /// usually lacks it), or the file cannot be read; the reason.
+    Unreadable(String),
+}
+
+/// The kernel lockdown mode in force (the file lists `none integrity
+/// confidentiality` with the active one in brackets).
+pub fn lockdown() -> Lockdown {
+    classify_lockdown(
+        fs::read_to_string("/sys/kernel/security/lockdown"),
+        // securityfs's own list of LSMs (Linux 4.15): it is mounted.
+        Path::new("/sys/kernel/security/lsm").exists(),
+    )
+}
+
+pub fn classify_lockdown(read: io::Result<String>, securityfs_mounted: bool) -> Lockdown {
+    match read {
+        Ok(text) => parse_lockdown(&text).map_or_else(
+            || Lockdown::Unreadable(format!("no mode in brackets in {:?}", text.trim())),
+            Lockdown::Mode,
+        ),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && securityfs_mounted => Lockdown::NoLsm,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Lockdown::Unreadable(
+            "/sys/kernel/security is not mounted here (securityfs)".to_string(),
+        ),
+        Err(e) => Lockdown::Unreadable(format!("/sys/kernel/security/lockdown: {e}")),
+    }
 }
 
 pub fn parse_lockdown(text: &str) -> Option<String> {
@@ -276,6 +305,26 @@ mod tests {
             Some("none")
         );
         assert_eq!(parse_lockdown("none integrity"), None);
+    }
+
+    /// Regression: inside a container without securityfs, check said "no
+    /// lockdown LSM" when it could not see.
+    #[test]
+    fn lockdown_unknown_is_not_absent() {
+        let missing = || Err(io::Error::from(io::ErrorKind::NotFound));
+        assert_eq!(classify_lockdown(missing(), true), Lockdown::NoLsm);
+        assert!(matches!(
+            classify_lockdown(missing(), false),
+            Lockdown::Unreadable(why) if why.contains("not mounted")
+        ));
+        assert!(matches!(
+            classify_lockdown(Err(io::Error::from(io::ErrorKind::PermissionDenied)), true),
+            Lockdown::Unreadable(_)
+        ));
+        assert_eq!(
+            classify_lockdown(Ok("[none] integrity confidentiality\n".into()), true),
+            Lockdown::Mode("none".into())
+        );
     }
 
     #[test]

@@ -99,6 +99,7 @@ pub(crate) fn build(dist: &Artifacts) -> Result<PathBuf> {
             "0.0.0.0:9415",
             "--web.allow-unauthenticated",
             "--cgroups",
+            "--pairs",
         ]
         .map(String::from)
         .to_vec(),

@@ -87,6 +87,8 @@ fn same_origin(origin: &str, host: Option<&str>) -> bool {
 pub(super) struct RateLimit {
     interval: Duration,
     last: Option<Instant>,
+    /// `last` before the latest admission, for [`RateLimit::give_back`].
+    before_last: Option<Instant>,
     /// Refused since the last line logged about them.
     refused: u64,
     last_logged: Option<Instant>,
@@ -97,6 +99,7 @@ impl RateLimit {
         RateLimit {
             interval,
             last: None,
+            before_last: None,
             refused: 0,
             last_logged: None,
         }
@@ -111,8 +114,14 @@ impl RateLimit {
                 return Err(self.interval - since);
             }
         }
-        self.last = Some(now);
+        self.before_last = self.last.replace(now);
         Ok(())
+    }
+
+    /// The latest admission made nothing (the dump writer was busy): its
+    /// slot is free again, so a request once the writer is done may dump.
+    pub(super) fn give_back(&mut self) {
+        self.last = self.before_last.take();
     }
 
     /// The line to log about refusals, at most one per interval: how many
@@ -215,5 +224,20 @@ mod tests {
         assert_eq!(limit.admit(t0 + Duration::from_secs(10)), Ok(()));
         let line = limit.refusals_line(t0 + Duration::from_secs(16)).unwrap();
         assert!(line.starts_with("refused 1 "), "{line}");
+    }
+
+    /// Regression: a POST answered 409 (a dump being written) used the
+    /// interval's one dump, and the next one got 429 for 10 s.
+    #[test]
+    fn a_slot_given_back_admits_the_next_request() {
+        let mut limit = RateLimit::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(limit.admit(t0), Ok(()));
+        let t1 = t0 + Duration::from_secs(20);
+        assert_eq!(limit.admit(t1), Ok(()));
+        limit.give_back();
+        assert_eq!(limit.admit(t1 + Duration::from_secs(1)), Ok(()));
+        // The first admission still counts from t0's successor on.
+        assert!(limit.admit(t1 + Duration::from_secs(2)).is_err());
     }
 }

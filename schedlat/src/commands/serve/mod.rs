@@ -8,7 +8,7 @@
 //!   `--pids`, through the keyed intervals of collect/, and the per-key
 //!   series of export/);
 //! - http: the hyper server; routes: what each path answers; listen:
-//!   `--listen` and binding;
+//!   `--listen` and binding; notify: readiness for systemd (`Type=notify`);
 //! - snapshot: `POST /snapshot`, the flight recorder's dump (`--ring`,
 //!   `--web.enable-snapshot`); guard: the Host and Origin checks every
 //!   request passes first, and the dumps' rate limit;
@@ -20,6 +20,7 @@
 mod guard;
 mod http;
 pub(crate) mod listen;
+mod notify;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod raw;
 mod routes;
@@ -236,10 +237,12 @@ pub(crate) async fn run(
         pairs,
         args.exemplars_ns.is_some(),
     ));
-    say!(
-        "Serving run queue latency on {}://{addr}/metrics ... Hit Ctrl-C to end.",
-        if tls { "https" } else { "http" }
-    );
+    let url = format!("{}://{addr}/metrics", if tls { "https" } else { "http" });
+    say!("Serving run queue latency on {url} ... Hit Ctrl-C to end.");
+    // Attached and bound: what `systemctl start` waits for.
+    notify::notify(&format!(
+        "READY=1\nSTATUS=Serving run queue latency on {url}"
+    ));
 
     // One thread: connections are tasks on it, and a scrape is a map read
     // and some formatting, so nothing blocks for long. LocalSet because the
@@ -318,6 +321,7 @@ pub(crate) async fn run(
             Ok::<(), anyhow::Error>(())
         })
         .await?;
+    notify::notify("STOPPING=1");
     // Stop listening, drop open connections, then detach the programs.
     drop(listener);
     drop(connections);

@@ -2,7 +2,9 @@
 //! flight recorder's window as SIGHUP does (on the writer's thread, under a
 //! temporary name renamed into place) and answers at once with the dump's
 //! path. At most one dump per [`INTERVAL`]; the refused requests get 429
-//! and one log line per interval with their number.
+//! and one log line per interval with their number. A request answered
+//! 409 (a dump still being written) made none, and does not use the
+//! interval's one.
 
 use std::{
     cell::RefCell,
@@ -82,10 +84,14 @@ pub(super) fn respond(
                 ),
             )
         }
-        Err(Refused::Busy) => plain(
-            StatusCode::CONFLICT,
-            "a dump is being written; ask again once it is done\n",
-        ),
+        Err(Refused::Busy) => {
+            // Nothing was dumped: the interval's slot stays free.
+            limit.give_back();
+            plain(
+                StatusCode::CONFLICT,
+                "a dump is being written; ask again once it is done\n",
+            )
+        }
         Err(Refused::Stopped) => plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the dump writer has stopped; see serve's stderr\n",

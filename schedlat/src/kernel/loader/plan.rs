@@ -123,9 +123,7 @@ impl Plan {
             .flatten();
         let wants = BtfWants {
             waking,
-            decision: modes.causes
-                && (modes.histogram || modes.slow_ns.is_some())
-                && !sources.no_decision,
+            decision: modes.decides() && !sources.no_decision,
             cgroup_mkdir: naming.is_some(),
             rq_len: modes.wants_rq_len(),
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
