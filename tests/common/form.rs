@@ -142,8 +142,27 @@ fn mask_numbers(line: &str) -> String {
                 break;
             }
         }
+        // An open-ended class (`queue depth 9+`, `3+` pass-overs) is a
+        // number too: which class comes first depends on the load.
+        if chars.get(i) == Some(&'+') {
+            i += 1;
+        }
         if chars.get(i) == Some(&'%') {
             i += 1;
+        }
+        // A duration's unit goes with its number (`p50 8.14 us` and `p50
+        // 2.37 ms` are one form: the unit follows the load).
+        for unit in [" ns", " us", " ms", " s"] {
+            let end = i + unit.len();
+            let next = chars.get(end).copied().unwrap_or(' ');
+            if chars
+                .get(i..end)
+                .is_some_and(|w| w.iter().copied().eq(unit.chars()))
+                && !next.is_alphanumeric()
+            {
+                i = end;
+                break;
+            }
         }
         out.push('#');
     }
@@ -246,7 +265,13 @@ mod tests {
         assert_eq!(kind("00:03:03"), "#");
         assert_eq!(kind("         0 -> 1          : 88       |**   |"), "row");
         assert_eq!(kind("total 5199 waits, mean 25.3 usecs"), "total # waits,");
-        assert_eq!(kind("p50 6.80 us, p90 57.9 us, p99 139 us"), "p# # us,");
+        assert_eq!(kind("p50 6.80 us, p90 57.9 us, p99 139 us"), "p# #, p#");
+        // Units and open-ended classes follow the load, not the form.
+        assert_eq!(
+            kind("p50 6.80 us, p90 57.9 us"),
+            kind("p50 2.37 ms, p90 28.9 ms")
+        );
+        assert_eq!(kind("queue depth 9+: 83%"), kind("queue depth 3-4: 38%"));
         assert_eq!(kind("shape: healthy: p99 139 us"), "shape:");
         assert_eq!(
             kind("        migrated <0.1% of waits, p99 10.8 us;"),

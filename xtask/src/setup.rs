@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 18] = [
+const TEST_PACKAGES: [&str; 19] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -54,6 +54,9 @@ const TEST_PACKAGES: [&str; 18] = [
     // tests/dumpdir.rs: a recorder's wall clock frozen or stepped back
     // (libfaketime's preload), the rest of the machine's untouched.
     "faketime",
+    // cyclictest, for the seed case of `cargo xtask bench --seed`
+    // (docs/decision.md).
+    "rt-tests",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.

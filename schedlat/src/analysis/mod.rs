@@ -10,6 +10,9 @@ pub(crate) mod pairs;
 pub(crate) mod percentiles;
 pub(crate) mod recording;
 pub(crate) mod shape;
+#[cfg(test)]
+mod shape_cases;
+pub(crate) mod shape_modes;
 pub(crate) mod task;
 pub(crate) mod victims;
 

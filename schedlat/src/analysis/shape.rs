@@ -6,9 +6,11 @@
 
 use serde::Serialize;
 
+pub(crate) use super::shape_modes::ModesDecision;
 use super::{
     fmt_ns,
     percentiles::{Bound, quantile_bound, quantile_ns, share_at_least},
+    shape_modes,
 };
 use crate::{histogram::Waits, sys::slice::Slice};
 
@@ -18,6 +20,10 @@ pub(crate) const MIN_WAITS: u64 = 200;
 pub(crate) const P999_FROM: u64 = 10_000;
 /// The slow mode of a bimodal histogram holds at least this share.
 pub(crate) const BIMODAL_MIN_SHARE: f64 = 0.10;
+/// Where the median is slow (rule 2), a fast mode must hold at least this
+/// share for the histogram to be bimodal rather than a shifted mean: a
+/// worker granted at some wakeups and passed over at the others.
+pub(crate) const BIMODAL_MIN_FAST_SHARE: f64 = 0.25;
 /// ... and is at least this many octaves above the fast mode,
 pub(crate) const BIMODAL_MIN_OCTAVES: usize = 3;
 /// ... with a valley between them: the octaves strictly between the two
@@ -69,6 +75,9 @@ pub(crate) struct Evidence {
     pub slow_share: f64,
     /// Centers of the fast and slow modes, when bimodal.
     pub modes_ns: Option<(u64, u64)>,
+    /// What the scheduler decided in each mode, when bimodal and the
+    /// decision split measured it.
+    pub modes_decision: Option<ModesDecision>,
     /// Waits of at least half a slice: `slow_share`'s buckets, plus the
     /// part above H/2 of the bucket that holds it (interpolated, as the
     /// percentiles are).
@@ -95,7 +104,7 @@ pub(crate) struct Shape {
 /// of the bucket that holds it that lies above it (spread evenly inside the
 /// bucket, as the percentile estimates are), so that a tail estimated at
 /// the threshold or above always has slow waits behind it.
-fn slow_waits(w: &Waits, threshold_ns: u64) -> u64 {
+pub(crate) fn slow_waits(w: &Waits, threshold_ns: u64) -> u64 {
     w.nonempty_buckets()
         .map(|(bucket, n)| {
             let (low, high) = (bucket.low_ns, bucket.high_ns);
@@ -139,6 +148,7 @@ pub(crate) fn classify(w: &Waits, slice: &Slice) -> Shape {
         tail_ns: quantile_ns(w, tail_q),
         slow_share,
         modes_ns: None,
+        modes_decision: None,
         slow_count,
         slow_share_low: wilson_lower(slow_count, count, WILSON_Z),
         max_ns: w
@@ -152,11 +162,22 @@ pub(crate) fn classify(w: &Waits, slice: &Slice) -> Shape {
     let isolated = slow_count < MIN_SLOW_WAITS || evidence.slow_share_low <= tail_share;
     let slice_text = format!("base slice {} ({})", fmt_ns(h), slice.source);
     let mut sep = ": ";
+    // Two populations with a valley between: bimodal, whichever side the
+    // median falls (rules 2 and 5 of docs/shape.md).
+    let min_fast = match evidence.p50_ns {
+        Some(p50) if p50 >= h / 4 => BIMODAL_MIN_FAST_SHARE,
+        _ => 0.0,
+    };
+    let bimodal =
+        modes(w, h / 2).filter(|_| slow_share >= BIMODAL_MIN_SHARE && 1.0 - slow_share >= min_fast);
     let (verdict, why) = match (evidence.p50_ns, evidence.tail_ns) {
         _ if count < MIN_WAITS => (
             Verdict::InsufficientData,
             format!("{count} waits, fewer than {MIN_WAITS}"),
         ),
+        _ if bimodal.is_some() && min_fast > 0.0 => {
+            bimodal_verdict(w, h, bimodal.unwrap_or_default(), &mut evidence)
+        }
         (Some(p50), _) if p50 >= h / 4 => (
             Verdict::ShiftedMean,
             format!(
@@ -192,19 +213,8 @@ pub(crate) fn classify(w: &Waits, slice: &Slice) -> Shape {
         }
         _ => {
             let share = evidence.slow_share;
-            match modes(w, h / 2).filter(|_| share >= BIMODAL_MIN_SHARE) {
-                Some((fast, slow)) => {
-                    evidence.modes_ns = Some((fast, slow));
-                    (
-                        Verdict::Bimodal,
-                        format!(
-                            "a fast mode near {} and a slow one near {} holding {:.1}% of waits",
-                            fmt_ns(fast),
-                            fmt_ns(slow),
-                            share * 100.0
-                        ),
-                    )
-                }
+            match bimodal {
+                Some(modes) => bimodal_verdict(w, h, modes, &mut evidence),
                 None => (
                     Verdict::LongTail,
                     format!(
@@ -224,6 +234,31 @@ pub(crate) fn classify(w: &Waits, slice: &Slice) -> Shape {
         summary: format!("{}{sep}{why}{near}; {slice_text}", verdict.as_str()),
         evidence,
     }
+}
+
+/// The bimodal verdict's words: the two modes, and what the decision
+/// split says separates them where it measured the waits.
+fn bimodal_verdict(
+    w: &Waits,
+    h: u64,
+    (fast, slow): (u64, u64),
+    evidence: &mut Evidence,
+) -> (Verdict, String) {
+    evidence.modes_ns = Some((fast, slow));
+    evidence.modes_decision = shape_modes::decided(w, h / 2);
+    let split = evidence
+        .modes_decision
+        .as_ref()
+        .map_or(String::new(), ModesDecision::text);
+    (
+        Verdict::Bimodal,
+        format!(
+            "a fast mode near {} and a slow one near {} holding {:.1}% of waits{split}",
+            fmt_ns(fast),
+            fmt_ns(slow),
+            evidence.slow_share * 100.0
+        ),
+    )
 }
 
 /// Where it matters, the percentile's bound: when the threshold the verdict

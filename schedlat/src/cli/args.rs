@@ -346,6 +346,11 @@ pub(crate) struct DiagnoseArgs {
     /// One JSON object instead of the text report
     #[arg(long)]
     pub json: bool,
+    /// Split the window's waits by the scheduler's decision and name the
+    /// rule with its remedy (docs/decision.md), instead of loading the
+    /// victims and culprits tables (the two do not load together)
+    #[arg(long, conflicts_with = "no_decision")]
+    pub decision: bool,
 
     #[command(flatten)]
     pub scope: ScopeArgs,
@@ -390,6 +395,7 @@ impl DiagnoseArgs {
         DiagnoseOptions {
             duration: self.duration,
             json: self.json,
+            decision: self.decision,
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::{
         recording::{Pending, RecordedScope},
     },
     recorder::{DumpKind, Flight, RecorderOptions},
-    sys::{clock, slice::Slice},
+    sys::{clock, sched_context::SchedContext, slice::Slice},
 };
 
 /// The histogram mode's options: runqlat's `[INTERVAL] [COUNT]`, -T, -m,
@@ -135,6 +135,7 @@ async fn run(
     if let Some(why) = &slice.not_live {
         say!("schedlat: {why}");
     }
+    let context = SchedContext::detect(&slice);
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;
@@ -155,6 +156,7 @@ async fn run(
         let stop = intervals.next(&mut signals, &filter).await;
         let waits = histogram.end(&mut tracer)?;
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
+        report.kernel = Some(&context);
         let unkeyed = waits.unkeyed;
         let shown = Shown {
             sort: breakdown.sort,

@@ -80,6 +80,14 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             }
             let _ = writeln!(out, "   shape: {}", t.shape.summary);
             let _ = writeln!(out, "   {}", causes_line::line(&t.waits));
+            let decision = output::decision::text(&t.waits);
+            let kernel = t
+                .kernel
+                .as_ref()
+                .map_or(String::new(), |k| output::kernel_context::text(k, &t.waits));
+            for line in decision.lines().chain(kernel.lines()) {
+                let _ = writeln!(out, "   {line}");
+            }
             match &t.victims {
                 Ok(a) => victims_text(&mut out, a),
                 Err(why) => {
@@ -236,6 +244,8 @@ pub(crate) fn json(d: &DiagnoseReport) -> String {
             "percentiles": t.percentiles, "shape": t.shape,
             // The split of the window's waits, as in schedlat.histogram.v2.
             "causes": output::causes::of(&t.waits).as_ref().map(output::causes::json),
+            "decision": output::decision::json(&t.waits),
+            "kernel_context": t.kernel.as_ref().map(|k| output::kernel_context::json(k, &t.waits)),
             "schedstat_ratio": (f.schedstat_wait_ns > 0)
                 .then(|| t.waits.sum_ns as f64 / f.schedstat_wait_ns as f64),
             "self_check": selfcheck::check(t, f),

@@ -51,6 +51,10 @@ pub(crate) struct Interval {
     /// the programs did not measure it. Not read back.
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub decision: Option<serde_json::Value>,
+    /// The kernel's scheduling context (docs/json.md); absent for
+    /// recordings replayed. Not read back.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub kernel_context: Option<serde_json::Value>,
     /// Per-key histograms (`-P`, `-L`, `--pidnss`, `--cgroups`, `--cpus`);
     /// not read back (a line of a million keys would be built in memory).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
@@ -203,6 +207,7 @@ pub(crate) fn interval(report: &Report) -> Interval {
         log2,
         causes: super::causes::of(w).map(|c| super::causes::json(&c)),
         decision: super::decision::json(w),
+        kernel_context: report.kernel.map(|k| super::kernel_context::json(k, w)),
         breakdown: report.breakdown.clone(),
         pairs: report.pairs.clone(),
         scope: report.scope.clone(),

@@ -14,6 +14,7 @@ pub(crate) mod dump;
 pub(crate) mod escape;
 pub(crate) mod hlog;
 pub(crate) mod json;
+pub(crate) mod kernel_context;
 pub(crate) mod pairs;
 pub(crate) mod perfetto;
 pub(crate) mod recording;
@@ -28,7 +29,7 @@ use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
     histogram::{Unit, Waits},
     kernel::hook::HookMode,
-    sys::slice::Slice,
+    sys::{sched_context::SchedContext, slice::Slice},
 };
 
 /// One interval's result, as every output sees it.
@@ -49,6 +50,9 @@ pub(crate) struct Report<'a> {
     pub pairs: Option<serde_json::Value>,
     /// What was measured (filters, breakdown, kernel, host), for compare.
     pub scope: Option<recording::RecordedScope>,
+    /// The kernel's scheduling context, where the command read it (a live
+    /// run, not a recording).
+    pub kernel: Option<&'a SchedContext>,
 }
 
 impl<'a> Report<'a> {
@@ -73,6 +77,7 @@ impl<'a> Report<'a> {
             breakdown: None,
             pairs: None,
             scope: None,
+            kernel: None,
         }
     }
 }

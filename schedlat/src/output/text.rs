@@ -66,6 +66,9 @@ pub(crate) fn render(report: &Report, timestamp: Option<&str>) -> String {
         out.push_str(&super::causes::text(&causes));
     }
     out.push_str(&super::decision::text(report.waits));
+    if let Some(kernel) = report.kernel {
+        out.push_str(&super::kernel_context::text(kernel, report.waits));
+    }
     out
 }
 

@@ -53,6 +53,10 @@ pub struct ThreadWait {
     pub wait_ns: u64,
     /// Share of the window spent runnable but waiting.
     pub share: f64,
+    /// Time it ran over the window (schedstat field 1).
+    pub run_ns: u64,
+    /// Its nice value at the end of the window.
+    pub nice: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,8 +116,9 @@ impl Findings {
             .iter()
             .map(|(tid, s)| {
                 // A thread born during the window did all its waiting in it.
-                let before = start.schedstat.get(tid).map_or(0, |b| b.wait_ns);
-                let wait_ns = s.wait_ns.saturating_sub(before);
+                let before = start.schedstat.get(tid);
+                let wait_ns = s.wait_ns.saturating_sub(before.map_or(0, |b| b.wait_ns));
+                let run_ns = s.run_ns.saturating_sub(before.map_or(0, |b| b.run_ns));
                 ThreadWait {
                     tid: *tid,
                     comm: fs::read_to_string(format!("/proc/{tid}/comm"))
@@ -121,6 +126,10 @@ impl Findings {
                         .unwrap_or_default(),
                     wait_ns,
                     share: wait_ns as f64 / window_ns as f64,
+                    run_ns,
+                    nice: fs::read_to_string(format!("/proc/{tid}/stat"))
+                        .ok()
+                        .and_then(|t| procfs::parse_stat_nice(&t)),
                 }
             })
             .collect();

@@ -42,7 +42,8 @@ pub fn config_value<'a>(config: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn config_text() -> Option<String> {
+/// The running kernel's configuration text, where it is published.
+pub fn config_text() -> Option<String> {
     if let Ok(file) = std::fs::File::open("/proc/config.gz") {
         let mut text = String::new();
         if flate2::read::GzDecoder::new(file)

@@ -13,6 +13,7 @@ pub mod own_limits;
 pub mod owned_dir;
 pub mod process_name;
 pub mod procfs;
+pub mod sched_context;
 pub mod scope;
 pub mod slice;
 pub mod terminal;

@@ -86,6 +86,14 @@ pub fn parse_stat_starttime(text: &str) -> Result<u64, ParseError> {
         .ok_or_else(|| bad("/proc/PID/stat (field 22)", text))
 }
 
+/// A task's nice value from /proc/PID/stat (field 19), counted after the
+/// name as `parse_stat_starttime` does.
+pub fn parse_stat_nice(text: &str) -> Option<i32> {
+    let after_name = &text[text.rfind(')')? + 1..];
+    // Field 3 is the first after the name; field 19 is the 17th.
+    after_name.split_whitespace().nth(16)?.parse().ok()
+}
+
 /// One line of /proc/PID/cgroup: `hierarchy:controllers:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupLine {

@@ -1,6 +1,12 @@
 //! The scheduler's time slice, the yardstick the shape rule measures waits
 //! against: a woken task that waits a whole slice waited for someone else's
 //! slice to end (a sleeper sharing its CPU with hogs: ~3 ms behind a hog under EEVDF).
+//! Read live: from debugfs, else from a fair task's `se.slice` in
+//! /proc/PID/sched (EEVDF kernels print it; a task without a custom slice
+//! carries the base slice, kernel/sched/debug.c proc_sched_show_task). The
+//! scaling of the base value changed between kernels (0.75 ms x (1 +
+//! log2 CPUs) on 6.6, 1.4 ms on a 2-CPU 6.18), so when neither can be read
+//! the slice is said to be unknown and the value assumed is named.
 
 use std::{fs, path::Path};
 
@@ -28,8 +34,9 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// From debugfs when it is mounted and readable, else the kernel's
-    /// default (and why).
+    /// From debugfs when it is mounted and readable, else from a fair
+    /// task's se.slice, else unknown: the old formula's value, said to be
+    /// an assumption (and why).
     pub fn detect() -> Slice {
         let mut first_error = None;
         for file in DEBUGFS_FILES {
@@ -52,10 +59,23 @@ impl Slice {
                 }
             }
         }
+        for pid in ["self", "1"] {
+            let path = format!("/proc/{pid}/sched");
+            if let Some(ns) = fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| fair_se_slice(&t))
+            {
+                return Slice {
+                    ns,
+                    source: format!("se.slice in {path}"),
+                    not_live: None,
+                };
+            }
+        }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Slice {
             ns: default_ns(cpus),
-            source: format!("kernel default for {cpus} CPUs"),
+            source: format!("unknown; assumed 0.75 ms x (1 + log2 {cpus} CPUs), 6.6's formula"),
             not_live: Some(why_not_live(
                 first_error.as_ref(),
                 &lockdown_mode(),
@@ -64,6 +84,11 @@ impl Slice {
                 unsafe { libc::geteuid() } == 0,
             )),
         }
+    }
+
+    /// Read from the running kernel (debugfs or se.slice), not assumed.
+    pub fn is_live(&self) -> bool {
+        self.not_live.is_none()
     }
 
     /// A fixed slice (tests, and `compare` of recordings from elsewhere).
@@ -94,7 +119,7 @@ fn why_not_live(
     root: bool,
 ) -> String {
     use std::io::ErrorKind;
-    let default = "using the kernel's default base slice";
+    let default = "no fair task's se.slice in /proc/PID/sched either (kernels before 6.6): the base slice is unknown";
     match (error.map(|e| e.kind()), lockdown) {
         (Some(ErrorKind::PermissionDenied), Some(mode)) if mounted => {
             format!("kernel lockdown ({mode}) blocks reading {DEBUGFS_SCHED}; {default}")
@@ -114,6 +139,21 @@ fn why_not_live(
             format!("this kernel publishes no base slice in {DEBUGFS_SCHED}; {default}")
         }
     }
+}
+
+/// The `se.slice` of a /proc/PID/sched text whose task is of the fair
+/// class without a real-time policy (policy 0 SCHED_NORMAL, 3 SCHED_BATCH,
+/// 5 SCHED_IDLE); None when the kernel prints no slice (CFS kernels).
+fn fair_se_slice(text: &str) -> Option<u64> {
+    let field = |name: &str| {
+        text.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == name).then(|| value.trim().parse::<u64>().ok())?
+        })
+    };
+    matches!(field("policy")?, 0 | 3 | 5)
+        .then(|| field("se.slice"))?
+        .filter(|&ns| ns > 0)
 }
 
 /// kernel/sched/fair.c get_update_sysctl_factor() with the default
@@ -162,6 +202,46 @@ mod tests {
     fn the_source_no_longer_repeats_advice() {
         let s = Slice::detect();
         assert!(!s.source.contains("mount"), "{}", s.source);
-        assert_eq!(s.not_live.is_none(), s.source.starts_with("debugfs"));
+        assert_eq!(
+            s.is_live(),
+            s.source.starts_with("debugfs") || s.source.starts_with("se.slice")
+        );
+    }
+
+    /// Issue 24: on a 2-CPU 6.18 (lockdown refuses debugfs) every task's
+    /// se.slice reads 1.4 ms while 6.6's formula gives 1.5 ms: the live
+    /// value is read, never the formula silently.
+    #[test]
+    fn the_live_slice_is_a_fair_tasks_se_slice() {
+        // Captured from /proc/self/sched on the 6.18 test machine.
+        let fair = "cat (21131, #threads: 1)\n\
+            -------------------------------------------------------------------\n\
+            se.load.weight                               :              1048576\n\
+            policy                                       :                    0\n\
+            prio                                         :                  120\n\
+            se.slice                                     :              1400000\n";
+        assert_eq!(fair_se_slice(fair), Some(1_400_000));
+        let fifo = fair.replace("                    0\n", "                    1\n");
+        assert_eq!(
+            fair_se_slice(&fifo),
+            None,
+            "a SCHED_FIFO task has no fair slice"
+        );
+        // A CFS kernel (before 6.6) prints no se.slice.
+        let cfs = "policy                                       :                    0\n";
+        assert_eq!(fair_se_slice(cfs), None);
+    }
+
+    /// Where the kernel does publish it, the slice is read live: on any
+    /// 6.6+ kernel schedlat's own /proc/self/sched has se.slice.
+    #[test]
+    fn this_kernel_gives_a_live_slice() {
+        let release = crate::sys::kernel_facts::release();
+        let s = Slice::detect();
+        if release >= crate::sys::kernel_facts::Release(6, 6) {
+            assert!(s.is_live(), "{release:?}: {s:?}");
+        } else {
+            assert!(s.source.starts_with("unknown") || s.is_live(), "{s:?}");
+        }
     }
 }

@@ -32,6 +32,7 @@ mod progs;
 mod recorder;
 mod report;
 mod scrape;
+mod seed;
 pub(crate) mod sleepers;
 mod soak;
 mod steady;
@@ -107,6 +108,13 @@ pub(crate) struct Options {
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "soak")]
     pub recorder: Option<u64>,
+    /// Instead of the comparison: the seed case of docs/decision.md,
+    /// cyclictest (SCHED_OTHER, 1 ms) beside six loops on --cpu's CPU (the
+    /// last CPU when --cpu is 0) for SECONDS (default 180), traced by
+    /// `schedlat --decision`: cyclictest's p99 and max beside the split.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "180",
+          value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["soak", "recorder"])]
+    pub seed: Option<u64>,
 }
 
 /// One run of the load in one mode.
@@ -157,6 +165,11 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
             Err(e) if !opts.strict && e.to_string().starts_with("grew:") => Ok(()),
             other => other,
         };
+    }
+    if let Some(seconds) = opts.seed {
+        let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+        let cpu = if opts.cpu == 0 { last } else { opts.cpu };
+        return seed::run(&schedlat_binary(opts)?, seconds, cpu);
     }
     if let Some(seconds) = opts.recorder {
         return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);

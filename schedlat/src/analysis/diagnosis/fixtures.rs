@@ -28,5 +28,7 @@ pub(crate) fn waiter(share: f64) -> Vec<ThreadWait> {
         comm: "victim".into(),
         wait_ns: (share * 1e10) as u64,
         share,
+        run_ns: 0,
+        nice: Some(0),
     }]
 }

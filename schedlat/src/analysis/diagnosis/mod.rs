@@ -13,11 +13,14 @@
 //! - `capacity.rs`: too little CPU (quota throttling, saturation, pinning);
 //! - `priority.rs`: who won by rule (class or priority), from the victims
 //!   tables;
+//! - `decision.rs`: what the scheduler decided for the slow waits (the
+//!   decision split) and the remedy that fits the rule;
 //! - `split.rs`: what the cause split of the waits names (neighbours,
 //!   placement, steal, interrupts, throttling);
 //! - `selfcheck.rs`: eBPF's total against schedstat's run_delay.
 
 pub(crate) mod capacity;
+pub(crate) mod decision;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod named;

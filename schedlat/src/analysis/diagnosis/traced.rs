@@ -7,7 +7,7 @@ use super::{priority::Attribution, waiting::EbpfWaiting};
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
     histogram::Waits,
-    sys::{findings::Findings, slice::Slice},
+    sys::{findings::Findings, sched_context::SchedContext, slice::Slice},
 };
 
 /// What eBPF measured over the window (root only).
@@ -18,6 +18,8 @@ pub(crate) struct Traced {
     pub shape: Shape,
     /// Who waited and who held the CPU instead, or why not measured.
     pub victims: Result<Attribution, String>,
+    /// The kernel's scheduling context, as the command read it.
+    pub kernel: Option<SchedContext>,
 }
 
 impl Traced {
@@ -35,6 +37,7 @@ impl Traced {
             shape: shape::classify(&waits, slice),
             waits,
             victims,
+            kernel: None,
         }
     }
 

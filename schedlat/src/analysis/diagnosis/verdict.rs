@@ -2,7 +2,7 @@
 //! modules that each judge one part.
 
 use super::{
-    capacity,
+    capacity, decision,
     named::Diagnosis,
     priority::{self, Attribution},
     split,
@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     analysis::causes::Causes,
-    sys::{cgroup_of::TaskCgroups, findings::Findings},
+    sys::{cgroup_of::TaskCgroups, findings::Findings, kernel_facts::Release},
 };
 
 /// The diagnoses `named` can give, as the report lists them when none
@@ -59,6 +59,17 @@ pub(crate) fn diagnose(
             cgroups,
         };
         split::add(&mut diagnoses, findings, &evidence);
+    }
+    // What the scheduler decided, where the decision split measured it.
+    if let Some(t) = traced {
+        let release = t.kernel.as_ref().and_then(|k| Release::parse(&k.release));
+        let kernel = decision::KernelFacts {
+            release: release.unwrap_or(Release(0, 0)),
+        };
+        if let Some(d) = t.waits.decision.as_ref() {
+            diagnoses.extend(decision::decision(d, findings, kernel));
+            diagnoses.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+        }
     }
     Verdict { waiting, diagnoses }
 }

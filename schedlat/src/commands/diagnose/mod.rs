@@ -19,6 +19,7 @@ use crate::{
     },
     collect::{tracer::Tracer, victims::Source},
     commands::{UsageError, session::Signals, stdout},
+    histogram::Unit,
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -31,17 +32,24 @@ use crate::{
         findings,
         findings::{Findings, ProcSample},
         mounts::Mounts,
+        sched_context::SchedContext,
         scope::Scope,
         slice::Slice,
         throttle::ThrottleWatch,
     },
 };
 
+/// Why `diagnose --decision` has no victims tables.
+const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs do not count the victims tables; run without --decision for them)";
+
 /// The observation window and how the diagnosis is printed.
 pub(crate) struct DiagnoseOptions {
     /// Seconds.
     pub duration: u64,
     pub json: bool,
+    /// Split the window's waits by the scheduler's decision (and name it),
+    /// instead of loading the victims tables.
+    pub decision: bool,
 }
 
 pub(crate) async fn run(
@@ -57,12 +65,18 @@ pub(crate) async fn run(
     let loaded = if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
         let in_kernel = Filter::resolve(filter)?;
-        Some(Tracer::load_with_victims(
-            kernel,
-            &in_kernel,
-            DEFAULT_MAX_TASKS,
-            None,
-        )?)
+        Some(if args.decision {
+            // The decision split's programs replace the victims mode's
+            // sched_switch (they do not charge the tables): with
+            // --decision the window has the split and no tables.
+            let tracer = Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel)?;
+            (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()))
+        } else {
+            // The tables, so without the split (see above).
+            let mut victims = kernel.clone();
+            victims.sources.no_decision = true;
+            Tracer::load_with_victims(&victims, &in_kernel, DEFAULT_MAX_TASKS, None)?
+        })
     } else {
         None
     };
@@ -197,6 +211,8 @@ impl Tracing {
             say!("schedlat: {why}");
         }
         let hook = self.tracer.mode().to_string();
-        Ok((Traced::new(hook, waits, victims, &slice), cgroups))
+        let mut traced = Traced::new(hook, waits, victims, &slice);
+        traced.kernel = Some(SchedContext::detect(&slice));
+        Ok((traced, cgroups))
     }
 }

@@ -26,6 +26,8 @@ fn findings(waited: f64) -> Findings {
             comm: "victim".into(),
             wait_ns: (waited * 1e10) as u64,
             share: waited,
+            run_ns: 0,
+            nice: Some(0),
         }],
         psi_system: None,
         psi_cgroup: None,

@@ -1,0 +1,270 @@
+//! The running kernel's scheduling context, the facts every verdict about
+//! a wait depends on: the live base slice, the scheduler features that
+//! decide whether a wakeup preempts (RUN_TO_PARITY, PREEMPT_SHORT,
+//! NEXT_BUDDY, PLACE_LAG), HZ, the preemption model and the CPU count.
+//! What cannot be read is None with the reason, never a guess.
+
+use std::{fs, path::Path};
+
+use serde::Serialize;
+
+use super::{
+    kernel_facts::{self, config_value},
+    slice::Slice,
+};
+
+/// The features of kernel/sched/features.h that decide preemption.
+pub const FEATURES: [&str; 4] = ["RUN_TO_PARITY", "PREEMPT_SHORT", "NEXT_BUDDY", "PLACE_LAG"];
+
+const DEBUGFS_FEATURES: &str = "/sys/kernel/debug/sched/features";
+const DEBUGFS_PREEMPT: &str = "/sys/kernel/debug/sched/preempt";
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Preemption {
+    /// `none`, `voluntary`, `full`, `lazy` or `rt`.
+    pub model: String,
+    /// Where it was read.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SchedContext {
+    pub release: String,
+    pub cpus: usize,
+    pub hz: Option<u64>,
+    pub preemption: Option<Preemption>,
+    pub base_slice: Slice,
+    /// Each of FEATURES: on, off, or None when not readable (or not in
+    /// this kernel's list).
+    pub features: Vec<(String, Option<bool>)>,
+    /// Why the features could not be read, when they could not.
+    pub features_unknown: Option<String>,
+}
+
+impl SchedContext {
+    pub fn detect(base_slice: &Slice) -> SchedContext {
+        let (features, features_unknown) = match fs::read_to_string(DEBUGFS_FEATURES) {
+            Ok(text) => (features_of(&text), None),
+            Err(e) => (
+                FEATURES.iter().map(|f| (f.to_string(), None)).collect(),
+                Some(format!("{DEBUGFS_FEATURES}: {}", e.kind())),
+            ),
+        };
+        let config = kernel_facts::config_text();
+        let preemption = fs::read_to_string(DEBUGFS_PREEMPT)
+            .ok()
+            .and_then(|t| debugfs_preempt(&t))
+            .map(|model| Preemption {
+                model,
+                source: DEBUGFS_PREEMPT.into(),
+            })
+            .or_else(|| {
+                boot_preemption(
+                    &fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default(),
+                    &fs::read_to_string("/proc/cmdline").unwrap_or_default(),
+                    config.as_deref(),
+                )
+            });
+        SchedContext {
+            release: fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default(),
+            cpus: online_cpus(Path::new("/sys/devices/system/cpu/online")),
+            hz: config
+                .as_deref()
+                .and_then(|c| config_value(c, "CONFIG_HZ")?.parse().ok()),
+            preemption,
+            base_slice: base_slice.clone(),
+            features,
+            features_unknown,
+        }
+    }
+
+    /// One tick, when HZ is known.
+    pub fn tick_ns(&self) -> Option<u64> {
+        self.hz.filter(|&hz| hz > 0).map(|hz| 1_000_000_000 / hz)
+    }
+
+    /// The longest wait EEVDF's design explains for a woken task that is
+    /// picked next: the holder's whole slice, plus the tick that notices it
+    /// is used up (update_curr -> update_deadline -> resched; the switch
+    /// follows at the next tick without HRTICK). None when the slice is
+    /// assumed or HZ unknown.
+    pub fn design_bound_ns(&self) -> Option<u64> {
+        Some(self.base_slice.ns + self.tick_ns()?).filter(|_| self.base_slice.is_live())
+    }
+}
+
+/// The features as debugfs lists them: `NAME` on, `NO_NAME` off.
+fn features_of(text: &str) -> Vec<(String, Option<bool>)> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    FEATURES
+        .iter()
+        .map(|&f| {
+            let state = if words.contains(&f) {
+                Some(true)
+            } else if words.iter().any(|w| w.strip_prefix("NO_") == Some(f)) {
+                Some(false)
+            } else {
+                None
+            };
+            (f.to_string(), state)
+        })
+        .collect()
+}
+
+/// debugfs sched/preempt: `none (voluntary) full lazy`, the current one
+/// in parentheses.
+fn debugfs_preempt(text: &str) -> Option<String> {
+    let current = text.split('(').nth(1)?.split(')').next()?;
+    (!current.is_empty()).then(|| current.to_string())
+}
+
+/// The model the kernel booted with: PREEMPT_RT builds are `rt`; with
+/// PREEMPT_DYNAMIC a `preempt=` on the command line, else the configured
+/// default (kernel/sched/core.c preempt_dynamic_init); without it the
+/// configured model. A later change through debugfs is not seen here.
+fn boot_preemption(version: &str, cmdline: &str, config: Option<&str>) -> Option<Preemption> {
+    let build: Vec<&str> = version.split_whitespace().collect();
+    if build.contains(&"PREEMPT_RT") {
+        return Some(Preemption {
+            model: "rt".into(),
+            source: "PREEMPT_RT build".into(),
+        });
+    }
+    let dynamic = build.contains(&"PREEMPT_DYNAMIC");
+    if dynamic {
+        let arg = cmdline
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix("preempt="));
+        if let Some(model) = arg.filter(|m| ["none", "voluntary", "full", "lazy"].contains(m)) {
+            return Some(Preemption {
+                model: model.into(),
+                source: "preempt= at boot".into(),
+            });
+        }
+    }
+    let config = config?;
+    let on = |name: &str| config_value(config, name) == Some("y");
+    let model = [
+        ("CONFIG_PREEMPT_RT", "rt"),
+        ("CONFIG_PREEMPT_NONE", "none"),
+        ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+        ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ("CONFIG_PREEMPT", "full"),
+    ]
+    .into_iter()
+    .find(|(name, _)| on(name))?
+    .1;
+    // PREEMPT_DYNAMIC: a change through debugfs after boot is not seen.
+    let source = if dynamic {
+        "PREEMPT_DYNAMIC default"
+    } else {
+        "kernel config"
+    };
+    Some(Preemption {
+        model: model.into(),
+        source: source.into(),
+    })
+}
+
+/// CPUs in a sysfs CPU list (`0-1`, `0,2-3`); 1 when unreadable.
+fn online_cpus(path: &Path) -> usize {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let n: usize = text
+        .trim()
+        .split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+            None => part.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum();
+    n.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn features_read_on_off_and_absent() {
+        // 6.18's sched/features, shortened.
+        let text = "PLACE_LAG PLACE_DEADLINE_INITIAL PLACE_REL_DEADLINE RUN_TO_PARITY \
+                    PREEMPT_SHORT NO_NEXT_BUDDY PICK_BUDDY CACHE_HOT_BUDDY\n";
+        let f = features_of(text);
+        assert_eq!(
+            f,
+            vec![
+                ("RUN_TO_PARITY".to_string(), Some(true)),
+                ("PREEMPT_SHORT".to_string(), Some(true)),
+                ("NEXT_BUDDY".to_string(), Some(false)),
+                ("PLACE_LAG".to_string(), Some(true)),
+            ]
+        );
+        // CFS (5.10) has neither RUN_TO_PARITY nor PREEMPT_SHORT.
+        let cfs = features_of("GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY LAST_BUDDY");
+        assert_eq!(cfs[0].1, None);
+        assert_eq!(cfs[2].1, Some(false));
+    }
+
+    #[test]
+    fn the_preemption_model_from_debugfs_boot_or_config() {
+        assert_eq!(
+            debugfs_preempt("none (voluntary) full lazy\n").as_deref(),
+            Some("voluntary")
+        );
+        // This project's 6.18 VM: PREEMPT_DYNAMIC, CONFIG_PREEMPT_NONE, no
+        // preempt= (dmesg: "Dynamic Preempt: none").
+        let config = "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_NONE=y\n# CONFIG_PREEMPT_LAZY is not set\nCONFIG_PREEMPTION=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
+        let version = "#1 SMP PREEMPT_DYNAMIC @0";
+        let p = boot_preemption(version, "console=ttyS0 quiet", Some(config)).unwrap();
+        assert_eq!(p.model, "none");
+        assert!(p.source.contains("PREEMPT_DYNAMIC"), "{}", p.source);
+        let p = boot_preemption(version, "quiet preempt=full", Some(config)).unwrap();
+        assert_eq!(
+            (p.model.as_str(), p.source.as_str()),
+            ("full", "preempt= at boot")
+        );
+        // Debian's 6.1-rt.
+        let rt = boot_preemption("#1 SMP PREEMPT_RT Debian 6.1.90-1", "", None).unwrap();
+        assert_eq!(rt.model, "rt");
+        // A non-dynamic full-preemption build ignores preempt=.
+        let full = "CONFIG_PREEMPT=y\n";
+        let p = boot_preemption("#1 SMP PREEMPT", "preempt=none", Some(full)).unwrap();
+        assert_eq!(p.model, "full");
+        assert_eq!(boot_preemption("#1 SMP", "", None), None);
+    }
+
+    #[test]
+    fn the_design_bound_needs_a_live_slice_and_hz() {
+        let mut c = SchedContext {
+            release: "6.18.44".into(),
+            cpus: 2,
+            hz: Some(250),
+            preemption: None,
+            base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
+            features: vec![],
+            features_unknown: None,
+        };
+        assert_eq!(c.tick_ns(), Some(4_000_000));
+        assert_eq!(c.design_bound_ns(), Some(5_400_000));
+        c.hz = None;
+        assert_eq!(c.design_bound_ns(), None);
+        c.hz = Some(1000);
+        c.base_slice.not_live = Some("assumed".into());
+        assert_eq!(c.design_bound_ns(), None);
+    }
+
+    #[test]
+    fn cpu_lists_count() {
+        let dir = std::env::temp_dir().join(format!("schedlat-cpus-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("online");
+        fs::write(&file, "0-1\n").unwrap();
+        assert_eq!(online_cpus(&file), 2);
+        fs::write(&file, "0,2-3,7\n").unwrap();
+        assert_eq!(online_cpus(&file), 4);
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(online_cpus(&dir), 1);
+    }
+}
