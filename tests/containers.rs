@@ -245,6 +245,19 @@ impl Container {
     }
 }
 
+/// The breakdown key (rolled up per container) holding `c`'s cgroup.
+fn key_of<'a>(keys: &'a [Value], c: &Container) -> &'a Value {
+    let own = format!("libpod-{}", c.id);
+    let holds = |k: &Value| {
+        (k["cgroups"].as_array().into_iter().flatten())
+            .any(|p| p.as_str().is_some_and(|p| p.ends_with(&own)))
+    };
+    keys.iter().find(|k| holds(k)).unwrap_or_else(|| {
+        let shown: Vec<_> = keys.iter().map(|k| (&k["label"], &k["cgroups"])).collect();
+        panic!("{} not among the keys: {shown:?}", c.id)
+    })
+}
+
 impl Drop for Container {
     fn drop(&mut self) {
         let _ = Command::new("podman")
@@ -286,20 +299,11 @@ fn podman_containers_are_named_by_id_and_by_name() {
     let interval = parse_json_lines(&out.lines().map(str::to_string).collect::<Vec<_>>())
         .pop()
         .expect("an interval");
-    let labels: Vec<&str> = interval["breakdown"]["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|k| k["label"].as_str())
-        .collect();
+    // The breakdown rolled up per container (--by): one key each.
+    let keys = interval["breakdown"]["keys"].as_array().unwrap();
     for c in [&sleeper, &hog] {
-        assert!(
-            labels
-                .iter()
-                .any(|l| l.contains(&format!("libpod-{}", c.id))),
-            "{} not among the keys: {labels:?}",
-            c.id
-        );
+        let key = key_of(keys, c);
+        assert_eq!(key["label"], format!("container = {}", c.name), "{key}");
     }
     let rows = interval["pairs"]["rows"].as_array().unwrap();
     let wait = |victim: &str, holder: Option<&str>| -> u64 {
@@ -315,12 +319,13 @@ fn podman_containers_are_named_by_id_and_by_name() {
         .map(|r| r["count"].as_u64().unwrap())
         .sum();
     // Both sides of a pair are named by podman's names. The hog holds the
-    // sleeper's CPU at most of its ~1,500 wakeups in the 3 s (the kernel
-    // test collect::pairs_live checks the pair table's shares): at least
-    // 50 of them, however much of the rest other tasks of a busy host take
-    // (the root cgroup's rows), which the message then says.
+    // sleeper's CPU at most of its ~1,500 wakeups in the 3 s on a quiet
+    // host (the kernel test collect::pairs_live checks the pair table's
+    // shares); other tasks of a busy one end most of them (the root
+    // cgroup's rows): 42 were left with both CPUs 100% busy and 18 tasks
+    // runnable, so at least 10, and the message says how busy it was.
     assert!(
-        behind_hog > 0 && waits_behind_hog >= 50,
+        behind_hog > 0 && waits_behind_hog >= 10,
         "the sleeper {} waited {waits_behind_hog} times ({behind_hog} ns) behind the hog {} ({} ns in all), {}: {rows:?}",
         sleeper.name,
         hog.name,
@@ -342,5 +347,86 @@ fn podman_containers_are_named_by_id_and_by_name() {
     assert!(
         interval["count"].as_u64().unwrap() > 0,
         "no waits under -c {prefix}"
+    );
+}
+
+/// The pair test of a node that runs schedlat as the manifests deploy it:
+/// the image `cargo xtask image` builds, under the DaemonSet's security
+/// context, mounts and user, and the seccomp-localhost component's profile
+/// (deploy/seccomp/bpf.json: podman's default refuses bpf()), beside a
+/// sleeper and a hog in two podman containers on one CPU. From inside its
+/// container it keys both by their cgroups and names them by runtime and
+/// ID (the runtime's state files are root's, unreadable to the image's
+/// user), and counts who waited behind whom. Skipped without the image
+/// (SCHEDLAT_DIST_IMAGE, set by `cargo xtask test`), except under CI.
+#[test]
+fn schedlat_in_its_container_names_a_podman_pair() {
+    use common::{
+        container::{ULIMITS, image_archive, localhost_profile, podman, run, text},
+        kube,
+    };
+    let Some(archive) = image_archive() else {
+        return;
+    };
+    if !require_root() {
+        return;
+    }
+    let out = run(podman().arg("load").arg("--input").arg(&archive));
+    assert!(out.status.success(), "{}", text(&out));
+    let docs = kube::documents(&kube::kustomize_yaml("pair", &["seccomp-localhost"]));
+    let daemonset = kube::find(&docs, "DaemonSet");
+    let image = kube::pod(daemonset).1["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let flags = kube::podman_flags(daemonset, &localhost_profile(), "65532:65532");
+
+    let busybox = busybox_image();
+    let sleeper = Container::run(&busybox, "pair-sleeper", "while :; do sleep 0.002; done");
+    let hog = Container::run(&busybox, "pair-hog", "while :; do :; done");
+    let cpu = sleeper.first_allowed_cpu();
+    sleeper.pin(cpu);
+    hog.pin(cpu);
+    let cpus = CpuTimes::now();
+    let out = run(podman()
+        .args(["run", "--rm"])
+        .args(ULIMITS)
+        .args(&flags)
+        .arg(&image)
+        .args([
+            "--cgroups",
+            "--pairs",
+            "--by",
+            "container",
+            "--top",
+            "0",
+            "--json",
+            "3",
+            "1",
+        ]));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let interval = parse_json_lines(&stdout.lines().map(str::to_string).collect::<Vec<_>>())
+        .pop()
+        .unwrap_or_else(|| panic!("no interval: {}", text(&out)));
+    let keys = interval["breakdown"]["keys"].as_array().unwrap();
+    let named = |c: &Container| format!("podman {}", &c.id[..12]);
+    for c in [&sleeper, &hog] {
+        let key = key_of(keys, c);
+        assert_eq!(key["workload"]["name"], named(c).as_str(), "{key}");
+        assert_eq!(key["workload"]["runtime"], "podman", "{key}");
+    }
+    // The sleeper's ~1,500 wakeups in 3 s end behind the hog on a quiet
+    // CPU; on a busy one other tasks end most of them (measured on this
+    // VM: 4 of ~500 with both CPUs busy), so the pair is asked to exist.
+    let rows = interval["pairs"]["rows"].as_array().unwrap();
+    let behind = (rows.iter())
+        .find(|r| r["victim"] == named(&sleeper).as_str() && r["holder"] == named(&hog).as_str());
+    assert!(
+        behind.is_some_and(|r| r["count"].as_u64() > Some(0)),
+        "no wait of the sleeper {} behind the hog {} ({}): {rows:?}",
+        named(&sleeper),
+        named(&hog),
+        cpus.busy_since()
     );
 }

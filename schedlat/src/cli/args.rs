@@ -253,6 +253,18 @@ pub(crate) struct ServeArgs {
           help_heading = "Who waited behind whom")]
     pub max_pair_series: u32,
 
+    /// Exemplars on the latency histograms: each bucket that counted a
+    /// wait of at least MIN (1ms if not given) names the task of the
+    /// latest such wait (pid, tid, comm; on the total also its cgroup),
+    /// stamped with when it ended, as client libraries keep a bucket's
+    /// exemplar. In OpenMetrics and protobuf, not the classic text format;
+    /// Prometheus stores them with --enable-feature=exemplar-storage. Loads
+    /// the slow waits' ring buffer (as --ring does): a compare per wait in
+    /// the kernel, an event per wait of at least MIN
+    #[arg(long, value_name = "MIN", num_args = 0..=1, default_missing_value = "1ms",
+          require_equals = true, value_parser = parse_duration_ns)]
+    pub exemplars: Option<u64>,
+
     // The flight recorder: `--ring DURATION` keeps the last DURATION,
     // dumped on SIGHUP or a trigger (and on `POST /snapshot` if enabled).
     #[command(flatten)]
@@ -296,6 +308,7 @@ impl ServeArgs {
         ServeOptions {
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
+            exemplars_ns: self.exemplars.map(|ns| ns.max(1)),
             snapshot_enabled: self.web_enable_snapshot,
             allow_unauthenticated: self.web_allow_unauthenticated,
             web_config: self.web_config_file.clone(),

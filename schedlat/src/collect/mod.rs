@@ -1,6 +1,6 @@
 //! Collect: what the kernel's maps hold, read into plain values. The
 //! histogram interval, the breakdown keys and their labels, the victims
-//! tables and the programs' own cost.
+//! tables, the slow waits an exemplar points to, and the programs' own cost.
 
 pub(crate) mod batch;
 pub(crate) mod bpf_cost;
@@ -13,6 +13,7 @@ mod decision_live;
 #[cfg(test)]
 mod decision_trace;
 pub(crate) mod error;
+pub(crate) mod exemplar_waits;
 pub(crate) mod interval;
 pub(crate) mod key_intervals;
 mod key_slots;

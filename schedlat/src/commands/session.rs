@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use schedlat_common::scope::Breakdown;
 use tokio::{
     signal::unix::{Signal, SignalKind, signal},
     time::{Instant, Interval, MissedTickBehavior, interval_at},
@@ -20,7 +21,7 @@ use crate::{
         loader::KernelAccess,
         modes::Modes,
     },
-    sys::workload::level::Level,
+    sys::{mounts::Mounts, workload::level::Level},
 };
 
 /// How a run ended, for the exit status.
@@ -97,6 +98,18 @@ pub(crate) fn attach_resolved(
     say!("schedlat: hook mode {}", tracer.mode());
     if let Some(target) = filter.describe() {
         say!("schedlat: only {target}");
+    }
+    // On a hybrid host per-cgroup keys are the groups of the cpu
+    // controller's v1 hierarchy, not the cgroup v2 ones a user may have in
+    // mind: said at start by every mode that keys by cgroup.
+    let by_cgroup = modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup);
+    if let Some(h) = tracer.cgroup_hierarchy.as_ref().filter(|_| by_cgroup)
+        && let Some(other) = h.other_groups(&Mounts::read())
+    {
+        say!(
+            "schedlat: per-cgroup keys are the groups of {}; {other}",
+            h.describe()
+        );
     }
     Ok(tracer)
 }

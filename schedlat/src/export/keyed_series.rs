@@ -221,8 +221,10 @@ impl KeyedSeries {
         // key twice when another is deleted meanwhile: one series each.
         self.slots.dedup();
         let mut series = Vec::with_capacity(self.slots.len() + 1);
+        let mut keys = Vec::with_capacity(self.slots.len());
         for &slot in &self.slots {
             let mut key = reading.slot(slot);
+            keys.push(key.key);
             let labels = SeriesState::labels(&mut key, &self.workload).clone();
             let own = key.user.own.get_or_insert_with(|| Folded::empty(width));
             series.push((labels, own.clone()));
@@ -232,6 +234,7 @@ impl KeyedSeries {
         }
         KeyedScrape {
             series,
+            keys,
             overflow_keys,
         }
     }

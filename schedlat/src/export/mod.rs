@@ -15,6 +15,8 @@
 //! - keyed_series: which keys get a series of their own in a scrape
 //!   (`--max-series`, `--pin`) and the overflow series, on top of the
 //!   keyed intervals of collect/;
+//! - exemplars: the longest slow wait of each series since the previous
+//!   scrape, as an exemplar on its bucket (`--exemplars`);
 //! - neighbour_series: which neighbour pairs (`--pairs`) get a series of
 //!   their own in a scrape (`--max-pair-series`) and the overflow pair;
 //! - encode/: one encoder per format (the text formats through
@@ -27,6 +29,7 @@
 //! and a `Format` variant.
 
 pub(crate) mod encode;
+pub(crate) mod exemplars;
 pub(crate) mod families;
 pub(crate) mod key_buckets;
 pub(crate) mod keyed_series;

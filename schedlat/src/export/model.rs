@@ -83,6 +83,20 @@ pub(crate) struct Series {
     /// The kernel's own buckets, where the series has them (the total):
     /// its native histogram is made from them, at a finer grain.
     pub kernel: Option<Vec<u64>>,
+    /// With `serve --exemplars`: the latest slow wait of each bucket that
+    /// counted one, oldest first (an exemplar on that bucket).
+    pub exemplars: Vec<Exemplar>,
+}
+
+/// One wait a series' bucket points to (an OpenMetrics exemplar): the
+/// task that waited, how long, and when the wait ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Exemplar {
+    /// At most 128 characters, names and values together (OpenMetrics).
+    pub labels: Labels,
+    pub wait_ns: u64,
+    /// When it ended, nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
 }
 
 /// Waits folded into an export layout: per bucket (the last `+Inf`) and

@@ -100,6 +100,12 @@ impl Layout {
         }
     }
 
+    /// The exported bucket that counts a wait of `ns` (`edges_ns().len()`
+    /// being `+Inf`): the one its kernel bucket folds into.
+    pub(crate) fn bucket_of(&self, ns: u64) -> usize {
+        self.fold[super::bucket_index(ns)]
+    }
+
     /// Finite boundaries, in nanoseconds, ascending.
     pub(crate) fn edges_ns(&self) -> &[u64] {
         &self.edges_ns
@@ -183,6 +189,31 @@ mod tests {
             layout.fold_into(&kernel, &mut out);
             assert_eq!(out, layout.counts(&wide));
         }
+    }
+
+    /// An exemplar's bucket is the one that counts its wait: at an edge
+    /// (`le` 2^21 ns holds waits up to 2^21 - 1 ns) and beyond the last
+    /// boundary too.
+    #[test]
+    fn bucket_of_a_wait_is_the_one_that_counts_it() {
+        for layout in [&*LAYOUT, &*LOG2] {
+            for ns in [
+                0,
+                1_023,
+                1_024,
+                2_097_151,
+                2_097_152,
+                3_000_000,
+                1 << 40,
+                u64::MAX,
+            ] {
+                let mut kernel = vec![0u64; NR_BUCKETS];
+                kernel[bucket_index(ns)] = 1;
+                let counts = layout.counts(&kernel);
+                assert_eq!(counts[layout.bucket_of(ns)], 1, "{ns} ns");
+            }
+        }
+        assert_eq!(LOG2.bucket_of(u64::MAX), LOG2.len() - 1, "+Inf");
     }
 
     #[test]

@@ -22,11 +22,8 @@ pub(crate) mod layout;
 pub(crate) mod native;
 mod waits;
 
-// Tests build their fixtures as the kernel counts.
-#[cfg(test)]
-pub(crate) use self::buckets::bucket_index;
 pub(crate) use self::{
-    buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, log2_slot, log2_slot_bounds},
+    buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, bucket_index, log2_slot, log2_slot_bounds},
     cause_counts::{CauseCounts, Measurable},
     decision_counts::{DecisionCounts, DecisionFacts, TifSource},
     waits::{Unit, Waits},

@@ -142,6 +142,22 @@ impl Hierarchy {
             .map(|l| u64::from(l.hierarchy))
     }
 
+    /// The cgroup task `tid` is in now, in this hierarchy (`number`, as
+    /// [`Hierarchy::number`] gave it): its id and its path relative to the
+    /// mount, from `/proc/TID/cgroup` (the paths of schedlat's cgroup
+    /// namespace) and the directory's inode. None once the task is gone or
+    /// the hierarchy is not listed.
+    pub(crate) fn task_cgroup(&self, number: u64, tid: u32) -> Option<(u64, String)> {
+        let text = fs::read_to_string(format!("/proc/{tid}/cgroup")).ok()?;
+        let lines = crate::sys::procfs::parse_proc_cgroup(&text).ok()?;
+        let line = lines
+            .into_iter()
+            .find(|l| u64::from(l.hierarchy) == number)?;
+        let dir = self.mount.join(line.path.trim_start_matches('/'));
+        let id = fs::metadata(dir).ok()?.ino();
+        Some((id, line.path))
+    }
+
     /// Every cgroup's path relative to the mount (`/` for the root), by id.
     /// Ids are directory inode numbers, which kernfs keeps equal to the
     /// kernel's `kn->id` on 64-bit kernels.

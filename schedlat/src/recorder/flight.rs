@@ -27,7 +27,6 @@ use crate::{
     kernel::modes::{Keyed, Modes},
     sys::{
         clock::{WallClock, monotonic_ns},
-        mounts::Mounts,
         slice::Slice,
         workload::level::Level,
     },
@@ -117,16 +116,14 @@ impl Flight {
             bound as f64 / f64::from(1 << 20),
             opts.dir.display()
         );
-        // Which groups the per-cgroup series are: on a hybrid host the
-        // cpu controller's v1 hierarchy, whose groups are not the v2 ones
-        // a user may have in mind; said now and kept in the dump's header.
+        // Which groups the per-cgroup series are, said now and kept in the
+        // dump's header (on a hybrid host the attach said which it leaves
+        // out: commands/session.rs).
         let hierarchy = opts.cgroups.and(tracer.cgroup_hierarchy.as_ref());
         if let Some(h) = hierarchy {
-            let other = h.other_groups(&Mounts::read());
             say!(
-                "schedlat: per-cgroup series: the groups of {}{}",
-                h.describe(),
-                other.map_or(String::new(), |o| format!("; {o}"))
+                "schedlat: per-cgroup series: the groups of {}",
+                h.describe()
             );
         }
         let writer = Writer::start(opts.dir.clone(), opts.keep)?;

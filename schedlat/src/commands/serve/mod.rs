@@ -65,6 +65,8 @@ pub(crate) struct ServeOptions {
     pub pins: Pins,
     /// The workload labels of the per-cgroup series.
     pub workload_labels: WorkloadLabels,
+    /// Exemplars of the waits of at least this long (`--exemplars`).
+    pub exemplars_ns: Option<u64>,
     /// The flight recorder (`--ring`), dumped on SIGHUP and triggers.
     pub ring: Option<RecorderOptions>,
     /// `POST /snapshot` dumps it too (`--web.enable-snapshot`).
@@ -134,21 +136,34 @@ pub(crate) async fn run(
     if let Some(ring) = &args.ring {
         modes = Flight::with_slow(ring, modes);
     }
+    // One slow threshold in the kernel: the lower of the recorder's and the
+    // exemplars' (the recorder keeps only its own, ring_waits).
+    if let Some(min) = args.exemplars_ns {
+        modes.slow_ns = Some(modes.slow_ns.map_or(min, |ring| ring.min(min)));
+    }
     let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
-    // The ring, its slow waits and SIGHUP, taken before the scrapes own
+    // The slow waits and the ring, taken before the scrapes own
     // the tracer.
-    let (flight, mut events) = match &args.ring {
+    let mut events = match modes.slow_ns {
+        Some(_) => Some(SlowEvents::take(&mut tracer)?),
+        None => None,
+    };
+    let flight = match &args.ring {
         Some(ring) => {
-            let events = SlowEvents::take(&mut tracer)?;
             let how = if args.snapshot_enabled {
                 "POST /snapshot or SIGHUP dumps now"
             } else {
                 "SIGHUP dumps now"
             };
             let flight = Flight::start(ring, &mut tracer, how)?;
-            (Some(Rc::new(RefCell::new(flight))), Some(events))
+            Some(Rc::new(RefCell::new(flight)))
         }
-        None => (None, None),
+        None => None,
+    };
+    let ring_waits = |mut slow: Vec<SlowEvent>| {
+        let min = args.ring.as_ref().map_or(0, |r| r.slow_ns);
+        slow.retain(|e| e.wait_ns >= min);
+        slow
     };
     // SIGHUP dumps the ring and re-reads the web configuration; with
     // neither it ends serve, as it always did.
@@ -209,7 +224,19 @@ pub(crate) async fn run(
         max_series: p.max_series,
         workload: args.workload_labels.clone(),
     });
-    let scraper = Rc::new(scrape::Scraper::new(tracer, &filter, keyed, pairs));
+    if let Some(min) = args.exemplars_ns {
+        say!(
+            "schedlat: exemplars: per bucket, the latest wait of at least {} (OpenMetrics, protobuf)",
+            crate::analysis::fmt_ns(min)
+        );
+    }
+    let scraper = Rc::new(scrape::Scraper::new(
+        tracer,
+        &filter,
+        keyed,
+        pairs,
+        args.exemplars_ns.is_some(),
+    ));
     let url = format!("{}://{addr}/metrics", if tls { "https" } else { "http" });
     say!("Serving run queue latency on {url} ... Hit Ctrl-C to end.");
     // Attached and bound: what `systemctl start` waits for.
@@ -268,13 +295,16 @@ pub(crate) async fn run(
                     }
                     slow = slow_events(events.as_mut()) => {
                         let slow = slow.context("waiting for slow events")?;
+                        scraper.slow_waits(&slow);
                         if let Some(flight) = &flight {
-                            flight.borrow_mut().push_slow(slow);
+                            flight.borrow_mut().push_slow(ring_waits(slow));
                         }
                     }
                     _ = second.tick(), if flight.is_some() => {
                         if let (Some(flight), Some(events)) = (&flight, events.as_mut()) {
-                            flight.borrow_mut().second(&mut scraper.tracer(), events.drain())?;
+                            let slow = events.drain();
+                            scraper.slow_waits(&slow);
+                            flight.borrow_mut().second(&mut scraper.tracer(), ring_waits(slow))?;
                         }
                     }
                     _ = hangup(sighup.as_mut()) => {
@@ -304,7 +334,7 @@ pub(crate) async fn run(
     Ok(Ended::Done)
 }
 
-/// The ring's next slow waits; never, without a ring.
+/// The next slow waits; never, without a ring or exemplars.
 async fn slow_events(events: Option<&mut SlowEvents>) -> std::io::Result<Vec<SlowEvent>> {
     match events {
         Some(events) => events.next().await,

@@ -1,7 +1,8 @@
 //! What one scrape reads from the kernel: the per-CPU statistics (one map
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
 //! histogram (batch reads of 256 keys, collect/batch.rs), and the
-//! programs' run-time counters; with `--pairs` the neighbour-pair table.
+//! programs' run-time counters; with `--pairs` the neighbour-pair table;
+//! with `--exemplars` the latest slow wait of each bucket.
 //! The kernel's counters are cumulative since load, which is what
 //! Prometheus expects; only the per-key intervals (collect/key_intervals.rs)
 //! and series (export/keyed_series.rs), the pair table's intervals
@@ -13,12 +14,13 @@ use std::{
     time::Instant,
 };
 
-use schedlat_common::scope::Breakdown;
+use schedlat_common::{scope::Breakdown, victims::SlowEvent};
 
 use crate::{
     collect::{
         bpf_cost,
         error::ReadError,
+        exemplar_waits::ExemplarWaits,
         key_intervals::{Kept, KeyIntervals},
         keylabels::KeyLabels,
         pairs::PairIntervals,
@@ -26,6 +28,7 @@ use crate::{
     },
     export::{
         encode::Format,
+        exemplars,
         families::{BpfCost, KeyedScrape, NeighbourScrape, Scrape, ScrapeCost, cpu},
         key_buckets::KeyBuckets,
         keyed_series::{KeyedSeries, Pins, SeriesState},
@@ -34,7 +37,8 @@ use crate::{
         neighbour_series::NeighbourSeries,
         workload_labels::WorkloadLabels,
     },
-    kernel::filter::Filter,
+    kernel::{cgroupfs, filter::Filter},
+    sys::mounts::Mounts,
 };
 
 pub(super) struct Scraper {
@@ -52,6 +56,8 @@ pub(super) struct Scraper {
     target_alive: Option<Cell<bool>>,
     /// The previous scrape's cost.
     cost: Cell<Option<ScrapeCost>>,
+    /// With `--exemplars`: the latest slow wait of each bucket.
+    exemplars: Option<RefCell<ExemplarWaits>>,
 }
 
 /// The per-key series' options.
@@ -100,15 +106,26 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 impl Scraper {
-    /// `pairs`: with `--pairs` (the tracer loaded with the pair table).
+    /// `pairs`: with `--pairs` (the tracer loaded with the pair table);
+    /// `exemplars`: with `--exemplars` (and the slow waits loaded).
     pub(super) fn new(
         tracer: Tracer,
         filter: &Filter,
         keyed: Option<KeyedOptions>,
         pairs: Option<PairOptions>,
+        exemplars: bool,
     ) -> Scraper {
         let scope = labels::scope(filter);
         let labels = labels::total(filter);
+        // The total's exemplars name a cgroup of the breakdown's
+        // hierarchy, or of the default one.
+        let exemplars = exemplars.then(|| {
+            let hierarchy = (tracer.cgroup_hierarchy.clone())
+                .or_else(|| cgroupfs::default_hierarchy(&Mounts::read()));
+            let by = keyed.as_ref().map(|k| k.by);
+            let layout = keyed.as_ref().map_or(KeyBuckets::Log2, |k| k.layout);
+            RefCell::new(ExemplarWaits::new(by, layout.layout(), hierarchy))
+        });
         let keyed = keyed.map(|k| {
             let layout = k.layout.layout();
             let by_cgroup = k.by == Breakdown::Cgroup;
@@ -145,6 +162,14 @@ impl Scraper {
             keyed,
             target_alive: target.then(|| Cell::new(true)),
             cost: Cell::new(None),
+            exemplars,
+        }
+    }
+
+    /// Slow waits as they are read, for the exemplars.
+    pub(super) fn slow_waits(&self, events: &[SlowEvent]) {
+        if let Some(exemplars) = &self.exemplars {
+            exemplars.borrow_mut().add(events);
         }
     }
 
@@ -205,12 +230,20 @@ impl Scraper {
         scrape.target_alive = self.target_alive.as_ref().map(Cell::get);
         scrape.cpus = cpu::per_cpu(&cpus);
         scrape.neighbours = neighbours;
-        Ok(match (keyed, &self.keyed) {
+        let scrape = match (keyed, &self.keyed) {
             (Some(series), Some(k)) => {
                 let k = k.borrow();
                 scrape.with_keyed(k.keys.by(), k.layout, series, unkeyed, self.scope.as_ref())
             }
             _ => scrape,
+        };
+        Ok(match &self.exemplars {
+            Some(waits) => {
+                let mut waits = waits.borrow_mut();
+                waits.refresh();
+                scrape.with_exemplars(exemplars::total(&waits), |key| exemplars::key(&waits, key))
+            }
+            None => scrape,
         })
     }
 

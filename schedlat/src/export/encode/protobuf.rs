@@ -10,12 +10,14 @@
 //! Every histogram carries both the classic buckets (the same `le` as the
 //! text formats) and the native ones (schema 3, with the zero bucket and
 //! the positive spans and deltas), so a scraper that reads only one of
-//! them finds what it needs.
+//! them finds what it needs. Exemplars (`--exemplars`) go on their classic
+//! bucket and, all of them, in the native histogram's list, where
+//! Prometheus wants them timestamped.
 
 use prost::Message;
 
 use crate::{
-    export::model::{Family, Histograms, Labels, Metric as Samples, Sample, Unit, Value},
+    export::model::{self, Family, Histograms, Labels, Metric as Samples, Sample, Unit, Value},
     histogram::native::{KERNEL, SCHEMA, ZERO_THRESHOLD},
 };
 
@@ -92,6 +94,10 @@ pub(crate) struct Histogram {
     /// proto2 repeated scalars are not packed unless declared so.
     #[prost(sint64, repeated, packed = "false", tag = "13")]
     pub positive_delta: Vec<i64>,
+    /// The native histogram's exemplars (timestamped, as Prometheus
+    /// requires there).
+    #[prost(message, repeated, tag = "16")]
+    pub exemplars: Vec<Exemplar>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -100,6 +106,27 @@ pub(crate) struct Bucket {
     pub cumulative_count: Option<u64>,
     #[prost(double, optional, tag = "2")]
     pub upper_bound: Option<f64>,
+    #[prost(message, optional, tag = "3")]
+    pub exemplar: Option<Exemplar>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct Exemplar {
+    #[prost(message, repeated, tag = "1")]
+    pub label: Vec<LabelPair>,
+    #[prost(double, optional, tag = "2")]
+    pub value: Option<f64>,
+    #[prost(message, optional, tag = "3")]
+    pub timestamp: Option<Timestamp>,
+}
+
+/// google.protobuf.Timestamp.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct Timestamp {
+    #[prost(int64, tag = "1")]
+    pub seconds: i64,
+    #[prost(int32, tag = "2")]
+    pub nanos: i32,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -185,19 +212,40 @@ fn each(samples: &[Sample], metric: impl Fn(f64) -> Metric) -> Vec<Metric> {
         .collect()
 }
 
+/// An exemplar as a message.
+fn exemplar(e: &model::Exemplar) -> Exemplar {
+    Exemplar {
+        label: label_pairs(&e.labels),
+        value: Some(e.wait_ns as f64 / 1e9),
+        timestamp: Some(Timestamp {
+            seconds: (e.unix_ns / 1_000_000_000) as i64,
+            nanos: (e.unix_ns % 1_000_000_000) as i32,
+        }),
+    }
+}
+
 fn histograms(f: &Histograms) -> Vec<Metric> {
     f.series
         .iter()
         .map(|series| {
             let w = &series.waits;
+            // Each exemplar on its classic bucket (none on +Inf, which
+            // protobuf leaves implicit), and all in the native histogram.
+            let exemplars: Vec<(usize, Exemplar)> = (series.exemplars.iter())
+                .map(|e| (f.layout.bucket_of(e.wait_ns), exemplar(e)))
+                .collect();
             let mut cumulative = 0;
             let bucket = (f.layout.with_bounds(&w.buckets).into_iter())
                 .filter(|(le, _)| le.is_finite())
-                .map(|(le, n)| {
+                .enumerate()
+                .map(|(i, (le, n))| {
                     cumulative += n;
                     Bucket {
                         cumulative_count: Some(cumulative),
                         upper_bound: Some(le),
+                        exemplar: (exemplars.iter())
+                            .find(|(at, _)| *at == i)
+                            .map(|(_, e)| e.clone()),
                     }
                 })
                 .collect();
@@ -223,6 +271,7 @@ fn histograms(f: &Histograms) -> Vec<Metric> {
                         })
                         .collect(),
                     positive_delta: native.deltas,
+                    exemplars: exemplars.into_iter().map(|(_, e)| e).collect(),
                 }),
                 ..Metric::default()
             }

@@ -3,15 +3,27 @@
 //! escaping included: the families are handed to its registry as one
 //! custom `Collector`. The kernel's counters are already aggregated and
 //! cumulative, so there is nothing for a client-side metric to observe.
+//! Exemplars (OpenMetrics only) are made with the constructor the vendored
+//! crate adds (vendor/prometheus-client/PATCHED.md).
+
+use std::{
+    collections::HashMap,
+    time::{Duration, UNIX_EPOCH},
+};
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet, prometheus_text, text},
-    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    encoding::{DescriptorEncoder, EncodeMetric, prometheus_text, text},
+    metrics::{
+        MetricType, counter::ConstCounter, exemplar::Exemplar as LibraryExemplar, gauge::ConstGauge,
+    },
     registry::{self, Registry},
 };
 
-use crate::export::model::{Family, Histograms, Metric, Sample, Unit, Value};
+use crate::{
+    export::model::{Exemplar, Family, Histograms, Labels, Metric, Sample, Unit, Value},
+    histogram::layout::Layout,
+};
 
 /// OpenMetrics 1.0.0 (`openmetrics`) or the classic text format.
 pub(crate) fn encode(families: Vec<Family>, openmetrics: bool) -> Vec<u8> {
@@ -79,11 +91,29 @@ fn write_family(encoder: &mut DescriptorEncoder, f: &Family) -> std::fmt::Result
                 let w = &s.waits;
                 let buckets = layout.with_bounds(&w.buckets);
                 let sum_seconds = w.sum_ns as f64 / 1e9;
-                metric
-                    .encode_family(&s.labels)?
-                    .encode_histogram::<NoLabelSet>(sum_seconds, w.count(), &buckets, None)?;
+                // The classic text format has no exemplars: the library
+                // drops them there.
+                let exemplars = exemplars(layout, &s.exemplars);
+                metric.encode_family(&s.labels)?.encode_histogram(
+                    sum_seconds,
+                    w.count(),
+                    &buckets,
+                    Some(&exemplars),
+                )?;
             }
         }
     }
     Ok(())
+}
+
+/// Each exemplar on the bucket that counts its wait, as the library takes
+/// them: the value in seconds, the timestamp the wait's end.
+fn exemplars(layout: &Layout, all: &[Exemplar]) -> HashMap<usize, LibraryExemplar<Labels, f64>> {
+    (all.iter())
+        .map(|e| {
+            let at = UNIX_EPOCH + Duration::from_nanos(e.unix_ns);
+            let value = LibraryExemplar::new(e.labels.clone(), e.wait_ns as f64 / 1e9, Some(at));
+            (layout.bucket_of(e.wait_ns), value)
+        })
+        .collect()
 }

@@ -39,6 +39,7 @@ pub(super) fn system(waits: &Waits, labels: Labels) -> Family {
                 labels,
                 waits: Folded::of(&LAYOUT, waits),
                 kernel: Some(waits.buckets.clone()),
+                exemplars: Vec::new(),
             }],
         }),
     }
@@ -62,6 +63,7 @@ pub(super) fn keyed(by: Breakdown, layout: KeyBuckets, series: Vec<(Labels, Fold
                     labels,
                     waits,
                     kernel: None,
+                    exemplars: Vec::new(),
                 })
                 .collect(),
         }),

@@ -35,7 +35,7 @@ use self::{cause_split::CauseSeries, cpu::CpuWaits};
 use super::{
     encode::{self, Format},
     key_buckets::KeyBuckets,
-    model::{Family, Folded, Labels},
+    model::{Exemplar, Family, Folded, Labels, Metric},
 };
 use crate::{histogram::Waits, kernel::hook::HookMode};
 
@@ -68,6 +68,8 @@ pub(crate) struct Scrape {
     total_labels: Labels,
     /// With `--pairs`: who held the CPU, by name (neighbours.rs).
     pub neighbours: Option<NeighbourScrape>,
+    /// The keys of the per-key family's series, in order (with_keyed).
+    keys: Vec<u64>,
 }
 
 /// One scrape's per-key series (`--cgroups`, `--pids`).
@@ -76,6 +78,8 @@ pub(crate) struct KeyedScrape {
     /// The series in this scrape, ordered by key, then the overflow series
     /// (only once it holds a wait).
     pub series: Vec<(Labels, Folded)>,
+    /// The key of each series but the overflow one, in the same order.
+    pub keys: Vec<u64>,
     /// Keys that waited since the previous scrape but got no series.
     pub overflow_keys: u64,
 }
@@ -109,6 +113,7 @@ impl Scrape {
             cpus: Vec::new(),
             total_labels: labels,
             neighbours: None,
+            keys: Vec::new(),
             bpf,
             keyed: None,
             target_alive: None,
@@ -140,12 +145,37 @@ impl Scrape {
                 .filter_map(|(labels, waits)| Some((labels.clone(), waits.causes.clone()?)))
                 .collect();
         }
+        self.keys = keyed.keys;
         self.keyed = Some(KeyedCounters {
             unkeyed,
             overflow_keys: keyed.overflow_keys,
             series: series.len(),
         });
         self.histograms.push(latency::keyed(by, layout, series));
+        self
+    }
+
+    /// Puts the exemplars on their series: the total's, and `keyed`'s of
+    /// each per-key series' key (after [`Scrape::with_keyed`]).
+    pub(crate) fn with_exemplars(
+        mut self,
+        total: Vec<Exemplar>,
+        keyed: impl Fn(u64) -> Vec<Exemplar>,
+    ) -> Scrape {
+        let mut histograms = self.histograms.iter_mut().map(|f| match &mut f.metric {
+            Metric::Histogram(h) => Some(&mut h.series),
+            _ => None,
+        });
+        if let Some(Some(series)) = histograms.next()
+            && let Some(series) = series.first_mut()
+        {
+            series.exemplars = total;
+        }
+        if let Some(Some(series)) = histograms.next() {
+            for (series, &key) in series.iter_mut().zip(&self.keys) {
+                series.exemplars = keyed(key);
+            }
+        }
         self
     }
 

@@ -7,8 +7,9 @@ use super::*;
 use crate::{
     collect::bpf_cost::ProgramCost,
     export::{
-        encode::protobuf::{COUNTER, GAUGE, HISTOGRAM, MetricFamily},
+        encode::protobuf::{self, COUNTER, GAUGE, HISTOGRAM, MetricFamily},
         labels,
+        model::Exemplar,
     },
 };
 
@@ -149,6 +150,7 @@ fn keyed_family_is_its_own_with_overflow_and_counters() {
             ),
             (labels::overflow(Breakdown::Process), waits),
         ],
+        keys: vec![7],
         overflow_keys: 3,
     };
     let scope = ("scope", "cpu=0".to_string());
@@ -329,4 +331,75 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
         !out.contains("neighbour") && !out.contains("pairs"),
         "{out}"
     );
+}
+
+/// `serve --exemplars`: each exemplar on the bucket that counts its wait,
+/// in OpenMetrics (value in seconds, timestamp in Unix seconds)
+/// and protobuf (the classic bucket and the native histogram's list); the
+/// classic text format has none.
+#[test]
+fn exemplars_sit_on_the_bucket_that_counts_their_wait() {
+    let mut one = CpuStats::ZERO;
+    one.buckets[bucket_index(3_000_000)] = 2;
+    one.sum_ns = 6_000_000;
+    let waits = Folded::of(KeyBuckets::Log2.layout(), &Waits::from_cpus(&[one]));
+    let keyed = || KeyedScrape {
+        series: vec![
+            (vec![("cgroup", "/a".into())], waits.clone()),
+            (vec![("cgroup", "/b".into())], waits.clone()),
+        ],
+        keys: vec![11, 12],
+        overflow_keys: 0,
+    };
+    let exemplar = |tid: u32, wait_ns: u64| Exemplar {
+        labels: vec![("pid", "7".into()), ("tid", tid.to_string())],
+        wait_ns,
+        unix_ns: 1_700_000_000_250_000_000,
+    };
+    let scrape = || {
+        known()
+            .with_keyed(Breakdown::Cgroup, KeyBuckets::Log2, keyed(), 0, None)
+            .with_exemplars(vec![exemplar(8, 3_000_000)], |key| match key {
+                // Key 12 has none.
+                11 => vec![exemplar(9, 3_100_000), exemplar(10, 9_000_000)],
+                _ => Vec::new(),
+            })
+    };
+    let out = scrape().encode_text(Format::OpenMetrics { version: "1.0.0" });
+    let with: Vec<&str> = out.lines().filter(|l| l.contains(" # {")).collect();
+    assert_eq!(
+        with,
+        [
+            // The total's fine layout: 3 ms is in (2.90, 3.36] ms.
+            "schedlat_runqueue_latency_seconds_bucket{le=\"0.003145728\"} 4 # {pid=\"7\",tid=\"8\"} 0.003 1700000000.25",
+            // log2: 3.1 ms is in (2.10, 4.19] ms (the library writes
+            // `le` first in OpenMetrics).
+            "schedlat_cgroup_runqueue_latency_seconds_bucket{le=\"0.004194304\",cgroup=\"/a\"} 2 # {pid=\"7\",tid=\"9\"} 0.0031 1700000000.25",
+            // Each bucket its own: 9 ms is in (8.39, 16.8] ms.
+            "schedlat_cgroup_runqueue_latency_seconds_bucket{le=\"0.016777216\",cgroup=\"/a\"} 2 # {pid=\"7\",tid=\"10\"} 0.009 1700000000.25",
+        ],
+        "{out}"
+    );
+    let classic = scrape().encode_text(Format::Text);
+    assert!(!classic.contains(" # {"), "{classic}");
+
+    let families = decode(&scrape().encode(Format::Protobuf));
+    let keyed = families
+        .iter()
+        .find(|f| f.name.as_deref() == Some("schedlat_cgroup_runqueue_latency_seconds"))
+        .unwrap();
+    let a = keyed.metric[0].histogram.as_ref().unwrap();
+    let on: Vec<(f64, &protobuf::Exemplar)> = (a.bucket.iter())
+        .filter_map(|b| Some((b.upper_bound?, b.exemplar.as_ref()?)))
+        .collect();
+    assert_eq!(on.len(), 2, "{a:?}");
+    assert_eq!((on[0].0, on[1].0), (0.004194304, 0.016777216));
+    assert_eq!(a.exemplars, vec![on[0].1.clone(), on[1].1.clone()]);
+    let e = &a.exemplars[0];
+    assert_eq!(e.value, Some(0.0031));
+    let at = e.timestamp.as_ref().unwrap();
+    assert_eq!((at.seconds, at.nanos), (1_700_000_000, 250_000_000));
+    assert_eq!(e.label[1].value.as_deref(), Some("9"));
+    let b = keyed.metric[1].histogram.as_ref().unwrap();
+    assert!(b.exemplars.is_empty() && b.bucket.iter().all(|b| b.exemplar.is_none()));
 }

@@ -130,6 +130,7 @@ fn cgroups_get_their_own_family_and_processes_none() {
             (vec![("cgroup", "/a".into())], cgroup_folded(2)),
             (overflow_labels(Breakdown::Cgroup), cgroup_folded(5)),
         ],
+        keys: vec![11],
         overflow_keys: 1,
     };
     let out = scrape(total())
@@ -155,6 +156,7 @@ fn cgroups_get_their_own_family_and_processes_none() {
             vec![("pid", "7".into()), ("comm", "x".into())],
             cgroup_folded(2),
         )],
+        keys: vec![7],
         overflow_keys: 0,
     };
     let out = scrape(total())
