@@ -111,7 +111,7 @@ pub(crate) struct Options {
     /// Instead of the comparison: the seed case of docs/decision.md,
     /// cyclictest (SCHED_OTHER, 1 ms) beside six loops on --cpu's CPU (the
     /// last CPU when --cpu is 0) for SECONDS (default 180), traced by
-    /// `schedlat --decision`: cyclictest's p99 and max beside the split.
+    /// `schedlat --comm cyclictest`: cyclictest's p99 and max beside the decision split.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "180",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["soak", "recorder"])]
     pub seed: Option<u64>,

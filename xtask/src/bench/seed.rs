@@ -1,7 +1,7 @@
 //! `cargo xtask bench --seed [SECONDS]`: the seed case of docs/decision.md.
 //! cyclictest as a SCHED_OTHER task (1 ms period) beside six CPU-bound
-//! loops on one CPU for SECONDS (default 180), with `schedlat --decision
-//! --comm cyclictest` tracing the same window: cyclictest's own p99 and
+//! loops on one CPU for SECONDS (default 180), with `schedlat
+//! --comm cyclictest` (the decision split is on by default) tracing the same window: cyclictest's own p99 and
 //! max beside schedlat's waits and their decision split (which rule made
 //! the slow ones wait, how many were passed over). Several minutes: not
 //! part of the comparison run or of CI.
@@ -109,7 +109,7 @@ pub(super) fn run(schedlat: &Path, seconds: u64, cpu: usize) -> Result<()> {
 /// `seconds`, then schedlat's report at SIGINT.
 fn measure(schedlat: &Path, seconds: u64, cpu: usize) -> Result<(Cyclictest, Value)> {
     let mut tracer = Command::new(schedlat)
-        .args(["--decision", "--comm", "cyclictest", "--json"])
+        .args(["--comm", "cyclictest", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -179,7 +179,7 @@ fn report(seconds: u64, cpu: usize, c: &Cyclictest, s: &Value) -> String {
         s["count"],
         us(&p["p50_ns"]),
         us(&p["p99_ns"]),
-        us(&p["p999_ns"]),
+        us(&p["p99_9_ns"]),
         us(&p["max_ns"])
     ));
     out.push_str(&format!(
