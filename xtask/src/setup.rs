@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 19] = [
+const TEST_PACKAGES: [&str; 21] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -57,6 +57,11 @@ const TEST_PACKAGES: [&str; 19] = [
     // cyclictest, for the seed case of `cargo xtask bench --seed`
     // (docs/decision.md).
     "rt-tests",
+    // tests/web.rs and tests/snapshot.rs: the HTTP client of the endpoint
+    // tests, and the certificates (a CA, the server's, clients') that
+    // serve's TLS and client authentication are tested with.
+    "curl",
+    "openssl",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.
