@@ -59,7 +59,7 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             out.push_str("   -> yes: runnable-but-waiting time is significant.\n");
         }
         Waiting::Short { evidence } => {
-            let _ = writeln!(out, "   {evidence}");
+            let _ = writeln!(out, "   {}", escape::printable(evidence));
             out.push_str("   -> no: the waits add up to more than 1% of the window, but each is short (the histogram is healthy: its tail is under half a slice), so no task of the scope waits long enough to feel it. This is not a scheduling problem, and no cause is named.\n");
         }
         Waiting::Unknown { reason } => {
@@ -352,5 +352,47 @@ mod tests {
             assert!(line.contains(name), "{name}: {line}");
         }
         assert!(line.ends_with(") matched: look at which tasks ran instead"));
+    }
+
+    /// Issue 29 item 7: step 1's evidence names the most-waiting thread by
+    /// its comm, which its owner chooses: whatever the answer, a newline or
+    /// an ESC in it reaches the terminal as `?` (the "short" answer once
+    /// printed it raw: a forged line, found by tests/names.rs in CI).
+    #[test]
+    fn step_one_escapes_its_evidence_whatever_the_answer() {
+        let hostile = "most: thread 7 (x\nFAKE 1 waits \x1b[2J)";
+        let answers = [
+            Waiting::Negligible {
+                evidence: hostile.into(),
+            },
+            Waiting::Significant {
+                evidence: hostile.into(),
+            },
+            Waiting::Short {
+                evidence: hostile.into(),
+            },
+            Waiting::Unknown {
+                reason: hostile.into(),
+            },
+        ];
+        for waiting in answers {
+            let verdict = Verdict {
+                waiting,
+                diagnoses: Vec::new(),
+            };
+            let report = DiagnoseReport {
+                scope: &Scope::System,
+                findings: &crate::analysis::diagnosis::fixtures::findings(),
+                verdict: &verdict,
+                traced: None,
+                why_not_traced: None,
+            };
+            let text = text(&report);
+            assert!(
+                !text.contains('\x1b') && !text.lines().any(|l| l.starts_with("FAKE")),
+                "{text}"
+            );
+            assert!(text.contains("(x?FAKE 1 waits ?[2J)"), "{text}");
+        }
     }
 }
