@@ -124,7 +124,8 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
         assert_eq!(size_of::<WaitStats>(), 40 + 4 * 8 + 8 + 40 + 16);
-        assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40);
+        // at, wait, cpu, rq_len, victim, culprit, the decision's word.
+        assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40 + 8);
         // The ring buffer hands out 8-byte aligned records.
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);
         assert_eq!(size_of::<RowSlot>(), 8);
