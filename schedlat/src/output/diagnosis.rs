@@ -326,6 +326,18 @@ mod tests {
         );
     }
 
+    /// The whole-system report of `verdict` on the fixture's findings,
+    /// without a trace.
+    fn untraced_text(verdict: &Verdict) -> String {
+        text(&DiagnoseReport {
+            scope: &Scope::System,
+            findings: &crate::analysis::diagnosis::fixtures::findings(),
+            verdict,
+            traced: None,
+            why_not_traced: None,
+        })
+    }
+
     /// The report lists every diagnosis it knows when none matched, from
     /// the lists the analysis keeps.
     #[test]
@@ -336,14 +348,7 @@ mod tests {
             },
             diagnoses: Vec::new(),
         };
-        let report = DiagnoseReport {
-            scope: &Scope::System,
-            findings: &crate::analysis::diagnosis::fixtures::findings(),
-            verdict: &verdict,
-            traced: None,
-            why_not_traced: None,
-        };
-        let text = text(&report);
+        let text = untraced_text(&verdict);
         let line = text
             .lines()
             .find(|l| l.starts_with("   none of the known causes ("))
@@ -376,18 +381,10 @@ mod tests {
             },
         ];
         for waiting in answers {
-            let verdict = Verdict {
+            let text = untraced_text(&Verdict {
                 waiting,
                 diagnoses: Vec::new(),
-            };
-            let report = DiagnoseReport {
-                scope: &Scope::System,
-                findings: &crate::analysis::diagnosis::fixtures::findings(),
-                verdict: &verdict,
-                traced: None,
-                why_not_traced: None,
-            };
-            let text = text(&report);
+            });
             assert!(
                 !text.contains('\x1b') && !text.lines().any(|l| l.starts_with("FAKE")),
                 "{text}"
