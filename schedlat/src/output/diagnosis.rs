@@ -49,21 +49,33 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
         fmt_ns(f.window_ns)
     );
     out.push_str("1. Was it runnable but waiting for a CPU?\n");
-    match waiting {
-        Waiting::Negligible { evidence } => {
-            let _ = writeln!(out, "   {}", escape::printable(evidence));
-            out.push_str("   -> no: waiting is negligible. This is not a scheduling problem: look at I/O wait, lock contention, or the work itself.\n");
+    // The evidence names tasks by the comm their owners chose: escaped here,
+    // once, whatever the answer.
+    let (evidence, answer) = match waiting {
+        Waiting::Negligible { evidence } => (
+            evidence.as_str(),
+            Some(
+                "-> no: waiting is negligible. This is not a scheduling problem: look at I/O wait, lock contention, or the work itself.",
+            ),
+        ),
+        Waiting::Significant { evidence } => (
+            evidence.as_str(),
+            Some("-> yes: runnable-but-waiting time is significant."),
+        ),
+        Waiting::Short { evidence } => (
+            evidence.as_str(),
+            Some(
+                "-> no: the waits add up to more than 1% of the window, but each is short (the histogram is healthy: its tail is under half a slice), so no task of the scope waits long enough to feel it. This is not a scheduling problem, and no cause is named.",
+            ),
+        ),
+        Waiting::Unknown { reason } => (reason.as_str(), None),
+    };
+    match answer {
+        Some(answer) => {
+            let _ = writeln!(out, "   {}\n   {answer}", escape::printable(evidence));
         }
-        Waiting::Significant { evidence } => {
-            let _ = writeln!(out, "   {}", escape::printable(evidence));
-            out.push_str("   -> yes: runnable-but-waiting time is significant.\n");
-        }
-        Waiting::Short { evidence } => {
-            let _ = writeln!(out, "   {}", escape::printable(evidence));
-            out.push_str("   -> no: the waits add up to more than 1% of the window, but each is short (the histogram is healthy: its tail is under half a slice), so no task of the scope waits long enough to feel it. This is not a scheduling problem, and no cause is named.\n");
-        }
-        Waiting::Unknown { reason } => {
-            let _ = writeln!(out, "   unknown: {}", escape::printable(reason));
+        None => {
+            let _ = writeln!(out, "   unknown: {}", escape::printable(evidence));
         }
     }
     out.push_str("\n2. Run-queue latency over the window (eBPF)\n");
