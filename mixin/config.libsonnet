@@ -72,13 +72,18 @@
       { split: 'held_by', title: 'Who held the CPU', description: 'When the wait ended: the same cgroup, another cgroup, a kernel thread, a higher class, idle.' },
       { split: 'queue_depth', title: 'Queue depth at enqueue', description: 'Other tasks queued on the CPU when the task was queued.' },
     ],
-    // The scheduler's decision for each wait: whether the wakeup asked for
-    // the CPU, how often the task was passed over, and the rule that applied.
+    // The scheduler's decision for each wait
+    // (schedlat_runqueue_wait_by_decision_seconds_total{split,class}): every
+    // wait is in one class of each split. One panel each.
     decisionSplits: [
-      { split: 'request', title: 'Did the wakeup ask for the CPU', description: 'The need-resched state the wakeup left on the target CPU.' },
-      { split: 'passed_over', title: 'Times passed over', description: 'Switches on the waiting CPU to other tasks during the wait.' },
-      { split: 'rule', title: 'The rule that made it wait', description: "The scheduler rule recomputed from the fields it used (EEVDF's eligibility, deadline, slice protection; CFS's wakeup granularity)." },
+      { split: 'outcome', title: 'What the wakeup got', description: 'Granted (asked for the CPU, ran at the next switch), declined (a rule declined, ran at the next switch), passed over (others ran first), idle CPU, other (not a wakeup, migrated).' },
+      { split: 'decision', title: 'What the scheduler decided', description: 'At the wakeup: requested, slice ended, pending, lazy, idle, not a wakeup; or the rule that declined it (not eligible, later deadline, protected slice, policy, other class, wakeup granularity).' },
+      { split: 'passes', title: 'Times passed over', description: 'Switches to other tasks on the waiting CPU during the wait: 0, 1, 2, 3+, migrated.' },
+      { split: 'holder', title: 'How the holder left', description: 'How the task that held the CPU left it at the switch that ended the wait: blocked, preempted, slice ended, exited.' },
     ],
+    // The decision classes that mean "a scheduler rule kept the task
+    // waiting" (split="decision"): their share of wait time is recorded.
+    declinedClasses: 'not_eligible|later_deadline|protected|policy_gate|other_class|wakeup_granularity|rule_unknown',
 
     dashboardUID: 'schedlat-runqueue',
     dashboardTags: ['schedlat', 'scheduler'],

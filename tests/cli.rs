@@ -215,7 +215,9 @@ fn compare_on_a_non_recording_suggests_a_record_that_works() {
 fn oversized_maps_are_refused_with_their_cost() {
     assert_usage_error(
         &["-P", "--max-keys", "1000000", "1", "1"],
-        "--max-keys 1000000 takes about 1.",
+        // The number itself is map_memory's unit test's: it grows with
+        // what a key carries (the decision split added 0.9 GiB here).
+        "--max-keys 1000000 takes about",
     );
     assert_usage_error(
         &["victims", "--max-tasks", "1000000", "1"],

@@ -1,11 +1,12 @@
-//! Root: the advice `schedlat diagnose --decision` gives from the decision split is
+//! Root: the advice `schedlat diagnose` gives from the decision split is
 //! checked, not asserted. On the worker case (a process that computes 0.8
 //! ms and sleeps 0.5 ms, pinned beside three CPU-bound loops) diagnose
 //! names the rule and proposes a remedy; the test applies the remedy it
 //! proposes (a renice) and `compare` must report the worker's waits
-//! improved, its p50 under 100 us; it then applies the remedy diagnose
-//! says does not fit this rule (a shorter custom slice, sched_setattr's
-//! sched_runtime) and shows that it does not fix it.
+//! improved, its share of slow waits (over compare's tail threshold) half
+//! or less of what it was; it then applies the remedy diagnose says does not fit
+//! this rule (a shorter custom slice, sched_setattr's sched_runtime) and
+//! shows that it does not fix it.
 
 mod common;
 
@@ -15,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use common::{SCHEDLAT, cpu::CpuTimes, require_root, workload::Hogs};
+use common::{SCHEDLAT, cpu::CpuTimes, kernel::set_custom_slice, require_root, workload::Hogs};
 
 /// The worker: 0.8 ms of CPU time (its own clock, so a preemption does not
 /// shorten the work), then 0.5 ms of sleep, forever.
@@ -94,39 +95,6 @@ fn proposed<'a>(text: &'a str, program: &str) -> Option<Vec<&'a str>> {
         .map(|cmd| cmd.split_whitespace().collect())
 }
 
-/// sched_setattr(2) on `tid`: SCHED_OTHER, nice 0, a custom slice of
-/// `runtime_ns` (honoured as the slice by EEVDF from 6.12).
-fn set_custom_slice(tid: u32, runtime_ns: u64) {
-    #[repr(C)]
-    struct SchedAttr {
-        size: u32,
-        policy: u32,
-        flags: u64,
-        nice: i32,
-        priority: u32,
-        runtime: u64,
-        deadline: u64,
-        period: u64,
-        util_min: u32,
-        util_max: u32,
-    }
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: 0,
-        flags: 0,
-        nice: 0,
-        priority: 0,
-        runtime: runtime_ns,
-        deadline: 0,
-        period: 0,
-        util_min: 0,
-        util_max: 0,
-    };
-    // SAFETY: attr is a valid sched_attr of the size it states.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
-    assert_eq!(rc, 0, "sched_setattr: {}", std::io::Error::last_os_error());
-}
-
 /// The task's se.slice as the kernel prints it.
 fn se_slice(pid: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/sched")).ok()?;
@@ -154,8 +122,14 @@ fn the_remedy_diagnose_proposes_fixes_the_worker_and_the_one_it_rules_out_does_n
     let busy = CpuTimes::now();
 
     // 1. diagnose names the decision and a remedy for it.
-    let report = run(&["diagnose", "--decision", "--json", "-d", "5", "-p", &pid]);
+    // By default: the victims tables and the split in one window.
+    let report = run(&["diagnose", "--json", "-d", "5", "-p", &pid]);
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert!(
+        report["ebpf"]["victims"].is_object(),
+        "the victims tables are loaded beside the split: {}",
+        report["ebpf"]["victims_unavailable"]
+    );
     let causes = report["causes"].as_array().unwrap();
     let decision = causes
         .iter()
@@ -189,10 +163,24 @@ fn the_remedy_diagnose_proposes_fixes_the_worker_and_the_one_it_rules_out_does_n
     assert!(status.success(), "{renice:?}");
     let reniced = record(&dir, "reniced.json", &pid);
     let c = compare(&before, &reniced);
+    // The renice gives the worker the CPU before the three loops. Judged by
+    // the share of waits over compare's tail threshold (700 us here), not
+    // by p50: the worker is bimodal, and on a quiet machine its p50 sits
+    // in the fast mode before and after. Measured (root, 6.18, 2 CPUs):
+    // 0.520 -> 0.053 with the other CPU busy, 0.915 -> 0.063 beside busy
+    // loops on both CPUs, 0.635 -> 0.166 beside builds on both CPUs (9
+    // runnable tasks: the foreign tasks are not reniced away). Without the
+    // renice the share stays where it was: at most half is the bar.
     let (p50_before, p50_after) = (p50(&c["before"]), p50(&c["after"]));
+    let tail = &c["tail_test"];
+    let share = |side: &str| tail[side].as_f64().unwrap_or(f64::NAN);
+    let (slow_before, slow_after) = (share("share_before"), share("share_after"));
     assert!(
-        p50_after < 100_000 && c["change"] == "improved",
-        "renice: p50 {p50_before} -> {p50_after} ns, change {} ({})",
+        slow_after * 2.0 <= slow_before && c["change"] == "improved",
+        "renice: share of waits over {} ns {slow_before:.3} -> {slow_after:.3} (at most half expected), p50 {p50_before} -> {p50_after} ns, p99 {} -> {} ns, change {} ({})",
+        tail["threshold_ns"],
+        c["before"]["percentiles"]["p99_ns"],
+        c["after"]["percentiles"]["p99_ns"],
         c["change"],
         busy.busy_since()
     );
@@ -222,4 +210,73 @@ fn the_remedy_diagnose_proposes_fixes_the_worker_and_the_one_it_rules_out_does_n
     );
     drop(case);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A SCHED_FIFO sleeper beside three fair loops on one CPU: the real-time
+/// class preempts the fair one at every wakeup (kernel/sched/core.c
+/// wakeup_preempt(): another class), so its wakeups are requested and the
+/// switch follows at once: the reaction, its p99, stays under 100 us. On
+/// this kernel's preempt=none a task in the kernel delays even that
+/// switch to its next preemption point, so a machine busy with other
+/// work (compilers in system calls) can spoil one window: the best of up
+/// to three windows of 1000 wakeups is held to the bound, each to the
+/// request.
+#[test]
+fn a_real_time_sleeper_is_requested_and_runs_within_100_us() {
+    if !require_root() {
+        return;
+    }
+    let cpu = common::workload::workload_cpu();
+    let _hogs = Hogs::start(cpu, 3);
+    let mut p99s = Vec::new();
+    for _ in 0..3 {
+        let busy = CpuTimes::now();
+        let (asked, waits, p99) = fifo_window(cpu);
+        let why = format!(
+            "{asked} of {waits} asked, p99 {p99} ns ({})",
+            busy.busy_since()
+        );
+        eprintln!("FIFO sleeper beside 3 loops: {why}");
+        assert!(
+            waits >= 900 && asked * 100 >= waits * 95,
+            "not requested: {why}"
+        );
+        p99s.push((p99, why));
+        if p99 < 100_000 {
+            return;
+        }
+    }
+    panic!("the reaction's p99 over 100 us in every window: {p99s:?}");
+}
+
+/// One window of a SCHED_FIFO thread on `cpu` sleeping 1 ms 1000 times,
+/// traced alone: (wakeups that asked for the CPU, waits, p99 in ns).
+fn fifo_window(cpu: usize) -> (u64, u64, u64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let sleeper = std::thread::Builder::new()
+        .name("decision-rt".into())
+        .spawn(move || {
+            common::workload::pin_current_thread(cpu);
+            common::workload::make_current_thread_fifo(10);
+            // SAFETY: no arguments.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            go_rx.recv().unwrap();
+            for _ in 0..1000 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    let tid = rx.recv().unwrap().to_string();
+    let tracer = common::TracerProcess::start(SCHEDLAT, &["--json", "-t", &tid]);
+    go_tx.send(()).unwrap();
+    sleeper.join().unwrap();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "schedlat: {status}");
+    let r = common::parse_json_lines(&lines).pop().expect("an interval");
+    let d = &r["decision"];
+    let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap_or(0);
+    let asked = of("requested") + of("slice_ended") + of("pending");
+    let p99 = r["percentiles"]["p99_ns"].as_u64().unwrap_or(u64::MAX);
+    (asked, d["waits"].as_u64().unwrap_or(0), p99)
 }

@@ -12,23 +12,65 @@ use std::{
 use common::{
     SCHEDLAT,
     cgroup::{HOG, Procs, SLEEPER, TestCgroup, pinned_sh, v2_root},
+    cpu::CpuTimes,
     require_root, workload,
 };
 
+/// How busy the CPUs were over a diagnose run, as this test measured it
+/// (/proc/stat): every verdict here assumes that the scenario's CPU runs
+/// little else, so each failure message says how far that held.
+struct Busy {
+    /// Each CPU's busy share, 0 to 1.
+    shares: Vec<f64>,
+    said: String,
+}
+
+impl std::fmt::Display for Busy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.said)
+    }
+}
+
 /// Runs `schedlat diagnose --json ARGS` (a 3 s window) while `scenario`
-/// runs; returns the report. Scenarios outlast the window: schedstat of a
-/// thread that exits before the window ends is gone with it.
-fn diagnose(args: &[&str], scenario: impl FnOnce() + Send + 'static) -> serde_json::Value {
+/// runs; returns the report and how busy the CPUs were meanwhile.
+/// Scenarios outlast the window: schedstat of a thread that exits before
+/// the window ends is gone with it.
+fn diagnose(args: &[&str], scenario: impl FnOnce() + Send + 'static) -> (serde_json::Value, Busy) {
+    let cpus = CpuTimes::now();
     let runner = thread::spawn(scenario);
     let out = Command::new(SCHEDLAT)
         .args(["diagnose", "--json", "-d", "3"])
         .args(args)
         .output()
         .expect("schedlat runs");
+    let busy = Busy {
+        shares: cpus.shares_since(),
+        said: cpus.busy_since(),
+    };
     runner.join().expect("scenario");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "diagnose failed: {stderr}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stderr}"))
+    assert!(out.status.success(), "diagnose failed ({busy}): {stderr}");
+    let report =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stderr}"));
+    (report, busy)
+}
+
+/// Where the cause `name` is in the report, which must name it: first,
+/// or after CPU saturation only. When foreign work keeps every CPU busy,
+/// saturation is a true cause too and may be the stronger one (beside a
+/// build, 11 runnable tasks: PSI some 100%, strength 1.0); nothing else
+/// may come before the cause the scenario builds.
+fn first_but_saturation(r: &serde_json::Value, name: &str, busy: &Busy) -> usize {
+    let names = cause_names(r);
+    let at = names
+        .iter()
+        .position(|n| n == name)
+        .unwrap_or_else(|| panic!("no {name} ({busy}): {r}"));
+    assert!(
+        names[..at].iter().all(|n| n == "CPU saturation"),
+        "{names:?}: something other than saturation before {name} ({busy}): {r}"
+    );
+    at
 }
 
 fn cause_names(r: &serde_json::Value) -> Vec<String> {
@@ -48,11 +90,11 @@ fn an_idle_process_is_not_a_scheduling_problem() {
     }
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = sleeper.id().to_string();
-    let r = diagnose(&["-p", &pid], || {});
+    let (r, busy) = diagnose(&["-p", &pid], || {});
     let _ = sleeper.kill();
     let _ = sleeper.wait();
-    assert_eq!(r["waiting"]["verdict"], "negligible", "{r}");
-    assert!(cause_names(&r).is_empty(), "{r}");
+    assert_eq!(r["waiting"]["verdict"], "negligible", "{r} ({busy})");
+    assert!(cause_names(&r).is_empty(), "{r} ({busy})");
     // The text says where to look instead.
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let (_, text, _) =
@@ -80,7 +122,7 @@ fn hogs_on_every_cpu_are_cpu_saturation() {
     let hogs: Vec<_> = (0..cpus).map(|cpu| workload::Hogs::start(cpu, 2)).collect();
     let me = std::process::id().to_string();
     let victim_cpu = workload::workload_cpu();
-    let r = diagnose(&["-p", &me], move || {
+    let (r, busy) = diagnose(&["-p", &me], move || {
         let spinners = thread::spawn(move || {
             workload::spinning_threads(victim_cpu, 2, Duration::from_secs(4))
         });
@@ -88,16 +130,27 @@ fn hogs_on_every_cpu_are_cpu_saturation() {
         spinners.join().unwrap();
     });
     drop(hogs);
-    assert_eq!(r["waiting"]["verdict"], "significant", "{r}");
-    assert_eq!(
-        cause_names(&r).first().map(String::as_str),
-        Some("CPU saturation"),
-        "{r}"
-    );
-    assert!(r["ebpf"]["count"].as_u64().unwrap() > 500, "{r}");
+    assert_eq!(r["waiting"]["verdict"], "significant", "{r} ({busy})");
+    // Every task here is in the root cgroup, so "contention inside the
+    // cgroup" (the root's) is the same fact seen from the cgroup, and it
+    // was ranked first once in a CI run on a quiet machine (99% of the
+    // wait held by the root cgroup's tasks): saturation must be named
+    // first, or right behind it.
+    let names = cause_names(&r);
+    let first = names.first().map(String::as_str);
+    let saturation_first = first == Some("CPU saturation")
+        || (first == Some("contention inside the cgroup")
+            && names.get(1).map(String::as_str) == Some("CPU saturation"));
+    assert!(saturation_first, "{names:?}: {r} ({busy})");
+    assert!(r["ebpf"]["count"].as_u64().unwrap() > 500, "{r} ({busy})");
 }
 
-/// The victim and the hogs pinned to one CPU while the other idles.
+/// The victim and the hogs pinned to one CPU while the others idle:
+/// pinning is named. Whether the others idle is up to the rest of the
+/// machine (the rule asks for a CPU under half busy that the victim may
+/// not use: capacity.rs IDLE): when this test measured them all busy, the
+/// rule must not claim an idle CPU; near the threshold either answer is
+/// right.
 #[test]
 fn pinned_contention_is_named() {
     if !require_root() {
@@ -106,16 +159,25 @@ fn pinned_contention_is_named() {
     let cpu = workload::workload_cpu();
     let hogs = workload::Hogs::start(cpu, 3);
     let me = std::process::id().to_string();
-    let r = diagnose(&["-p", &me], move || {
+    let (r, busy) = diagnose(&["-p", &me], move || {
         workload::sleeper(cpu, Duration::from_millis(1), 5000)
     });
     drop(hogs);
-    assert!(
-        cause_names(&r)
-            .iter()
-            .any(|n| n == "affinity (pinning) contention"),
-        "{r}"
-    );
+    let named = cause_names(&r)
+        .iter()
+        .any(|n| n == "affinity (pinning) contention");
+    let least_busy_other = (busy.shares.iter().enumerate())
+        .filter(|&(c, _)| c != cpu)
+        .map(|(_, &b)| b)
+        .fold(1.0, f64::min);
+    if least_busy_other < 0.35 {
+        assert!(named, "another CPU idled, no pinning named ({busy}): {r}");
+    } else if least_busy_other > 0.65 {
+        assert!(
+            !named,
+            "pinning named while every other CPU was busy ({busy}): {r}"
+        );
+    }
 }
 
 /// A SCHED_FIFO thread that holds the victim's CPU 30 ms out of every 50
@@ -130,7 +192,7 @@ fn an_rt_culprit_is_class_or_priority() {
     }
     let cpu = workload::workload_cpu();
     let me = std::process::id();
-    let r = diagnose(&["-p", &me.to_string()], move || {
+    let (r, busy) = diagnose(&["-p", &me.to_string()], move || {
         workload::fifo_blocker(
             cpu,
             Duration::from_millis(30),
@@ -138,24 +200,23 @@ fn an_rt_culprit_is_class_or_priority() {
             100,
         )
     });
-    assert_eq!(r["waiting"]["verdict"], "significant", "{r}");
-    assert_eq!(
-        cause_names(&r).first().map(String::as_str),
-        Some("class or priority"),
-        "{r}"
-    );
-    let evidence = r["causes"][0]["evidence"].as_str().unwrap();
+    assert_eq!(r["waiting"]["verdict"], "significant", "{r} ({busy})");
+    let at = first_but_saturation(&r, "class or priority", &busy);
+    let evidence = r["causes"][at]["evidence"].as_str().unwrap();
     assert!(
         evidence.contains("(fifo 50)") && evidence.contains(&format!(" {me}/")),
-        "the FIFO culprit is in the evidence: {evidence}"
+        "the FIFO culprit is in the evidence ({busy}): {evidence}"
     );
     let victims = &r["ebpf"]["victims"];
     let top = &victims["outranking"][0];
-    assert_eq!(top["culprit"]["policy"], "fifo", "{r}");
-    assert_eq!(top["culprit"]["rt_priority"], 50, "{r}");
-    assert_eq!(top["culprit"]["pid"], me, "{r}");
-    assert_eq!(top["edge"], "class", "{r}");
-    assert!(victims["outranking_share"].as_f64().unwrap() > 0.5, "{r}");
+    assert_eq!(top["culprit"]["policy"], "fifo", "{r} ({busy})");
+    assert_eq!(top["culprit"]["rt_priority"], 50, "{r} ({busy})");
+    assert_eq!(top["culprit"]["pid"], me, "{r} ({busy})");
+    assert_eq!(top["edge"], "class", "{r} ({busy})");
+    assert!(
+        victims["outranking_share"].as_f64().unwrap() > 0.5,
+        "{r} ({busy})"
+    );
     // The culprits table lists it too.
     assert!(
         victims["culprits"]
@@ -163,13 +224,25 @@ fn an_rt_culprit_is_class_or_priority() {
             .unwrap()
             .iter()
             .any(|c| c["task"]["policy"] == "fifo" && c["task"]["pid"] == me),
-        "{r}"
+        "{r} ({busy})"
     );
 }
 
 /// A nice -10 hog and a nice 0 victim share one CPU: the fair class gives
 /// the hog 9.3 times the victim's weight, so the victim waits ~90% of the
-/// time behind a culprit with a lower nice.
+/// time behind a culprit with a lower nice, and the victims tables charge
+/// that wait to the hog (96% of it on a quiet machine). Class or priority
+/// is named when at least OUTRANKED (a quarter, priority.rs) of the
+/// scope's wait is charged to culprits that outrank their victims. Foreign
+/// work on the CPU takes part of the charge: the victim's few long waits
+/// (about 30 in the window) each end behind whoever held the CPU, and
+/// beside a build and a busy loop (7 runnable tasks) the hog held it at the
+/// end of 23% of the wait, a true "not named" (beside 7 runnable build
+/// tasks, 0 of 37 waits). So the test checks the naming on the share the
+/// run measured, with a margin on each side of the threshold: named, with
+/// the hog the first outranking culprit, from 30%; not named under 20%.
+/// When every CPU was busy, CPU saturation is a true cause too and may
+/// come first, but nothing else may.
 #[test]
 fn a_lower_nice_culprit_is_class_or_priority() {
     if !require_root() {
@@ -177,31 +250,37 @@ fn a_lower_nice_culprit_is_class_or_priority() {
     }
     let cpu = workload::workload_cpu();
     let me = std::process::id();
-    let r = diagnose(&["-p", &me.to_string()], move || {
+    let (r, busy) = diagnose(&["-p", &me.to_string()], move || {
         workload::nice_hog_and_victim(cpu, -10, Duration::from_secs(5))
     });
-    assert_eq!(
-        cause_names(&r).first().map(String::as_str),
-        Some("class or priority"),
-        "{r}"
-    );
-    let evidence = r["causes"][0]["evidence"].as_str().unwrap();
-    assert!(
-        evidence.contains("(normal -10) over") && evidence.contains("(normal 0)"),
-        "{evidence}"
-    );
-    let top = &r["ebpf"]["victims"]["outranking"][0];
+    let victims = &r["ebpf"]["victims"];
+    let share = victims["outranking_share"].as_f64().unwrap();
+    let named = cause_names(&r).iter().any(|n| n == "class or priority");
+    if share < 0.20 {
+        assert!(
+            !named,
+            "class or priority named at {share:.2} of the wait charged ({busy}): {r}"
+        );
+        return;
+    }
+    if share < 0.30 {
+        return;
+    }
+    let top = &victims["outranking"][0];
     assert_eq!(
         (top["edge"].as_str(), top["culprit"]["nice"].as_i64()),
         (Some("weight"), Some(-10)),
-        "{r}"
+        "the hog is the first culprit that outranks ({busy}): {r}"
+    );
+    let cause = &r["causes"][first_but_saturation(&r, "class or priority", &busy)];
+    let evidence = cause["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("(normal -10) over") && evidence.contains("(normal 0)"),
+        "{evidence} ({busy})"
     );
     assert!(
-        r["causes"][0]["next_step"]
-            .as_str()
-            .unwrap()
-            .contains("renice"),
-        "{r}"
+        cause["next_step"].as_str().unwrap().contains("renice"),
+        "{r} ({busy})"
     );
 }
 
@@ -221,16 +300,12 @@ fn a_small_quota_is_quota_throttling() {
             .unwrap(),
     ]);
     group.add(worker.pids()[0]);
-    let r = diagnose(&["--cgroup", &group.path()], || {});
+    let (r, busy) = diagnose(&["--cgroup", &group.path()], || {});
     drop(worker);
-    assert_eq!(
-        cause_names(&r).first().map(String::as_str),
-        Some("quota throttling"),
-        "{r}"
-    );
+    first_but_saturation(&r, "quota throttling", &busy);
     assert!(
         r["findings"]["throttling"]["throttled"].as_u64().unwrap() > 0,
-        "{r}"
+        "{r} ({busy})"
     );
 }
 
@@ -264,31 +339,37 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
         b.add(*hog);
     }
     a.add(pids[3]);
-    let r = diagnose(&["--cgroup", &a.path()], || {});
+    let (r, busy) = diagnose(&["--cgroup", &a.path()], || {});
     drop(procs);
     a.wait_empty();
     b.wait_empty();
     let waiting = r["waiting"]["evidence"].as_str().unwrap();
-    assert!(waiting.contains("the scope's waits at"), "{waiting}");
+    assert!(
+        waiting.contains("the scope's waits at"),
+        "{waiting} ({busy})"
+    );
     let causes = r["causes"].as_array().unwrap();
     let cause = causes
         .iter()
         .find(|c| c["name"] == "noisy neighbour (other cgroups)")
-        .unwrap_or_else(|| panic!("no noisy neighbour: {r}"));
+        .unwrap_or_else(|| panic!("no noisy neighbour ({busy}): {r}"));
     let evidence = cause["evidence"].as_str().unwrap();
     // "N% of the measured wait time ...", N over half (split.rs DOMINANT).
     let share: f64 = evidence.split('%').next().unwrap().parse().unwrap();
-    assert!(share > 50.0, "{evidence}");
+    assert!(share > 50.0, "{evidence} ({busy})");
     let named = evidence
         .split("the other cgroups charged with most: ")
         .nth(1)
-        .unwrap_or_else(|| panic!("no cgroup named: {evidence}"));
-    assert!(named.contains(&format!("{} (sh: ", b.rel)), "{evidence}");
+        .unwrap_or_else(|| panic!("no cgroup named ({busy}): {evidence}"));
+    assert!(
+        named.contains(&format!("{} (sh: ", b.rel)),
+        "{evidence} ({busy})"
+    );
     // The split itself is in the JSON, as in schedlat.histogram.v2.
     let held_by = &r["ebpf"]["causes"]["held_by"];
     let other = held_by["other_cgroup"]["sum_ns"].as_u64().unwrap();
     let same = held_by["same_cgroup"]["sum_ns"].as_u64().unwrap();
-    assert!(other > same, "{r}");
+    assert!(other > same, "{r} ({busy})");
 }
 
 /// Issue 28: a healthy container is not accused. Its task wakes every
@@ -327,15 +408,14 @@ fn a_healthy_container_gets_no_cause() {
     let pids = procs.pids();
     batch.add(pids[0]);
     web.add(pids[1]);
-    let r = diagnose(&["--cgroup", &web.path()], || {});
+    let (r, busy) = diagnose(&["--cgroup", &web.path()], || {});
     drop(procs);
     web.wait_empty();
     batch.wait_empty();
-    let busy = &r["findings"]["cpu_busy"];
     let shape = &r["ebpf"]["shape"];
     assert_eq!(
         shape["verdict"], "healthy",
-        "the sleeper's waits were not short (CPUs busy {busy}): {shape}"
+        "the sleeper's waits were not short ({busy}): {shape}"
     );
     let evidence = r["waiting"]["evidence"].as_str().unwrap();
     // The case of the issue: over 1% of the window, so the share alone
@@ -348,10 +428,14 @@ fn a_healthy_container_gets_no_cause() {
         .unwrap_or_else(|| panic!("no eBPF share: {evidence}"));
     assert!(
         share >= 1.0,
-        "the scenario waited {share}% of the window, not the 1% it is about (CPUs busy {busy})"
+        "the scenario waited {share}% of the window, not the 1% it is about ({busy})"
     );
-    assert_eq!(r["waiting"]["verdict"], "short", "{r}");
-    assert!(cause_names(&r).is_empty(), "{:?}: {r}", cause_names(&r));
+    assert_eq!(r["waiting"]["verdict"], "short", "{r} ({busy})");
+    assert!(
+        cause_names(&r).is_empty(),
+        "{:?} ({busy}): {r}",
+        cause_names(&r)
+    );
 }
 
 /// Classic tracepoints pass no task pointers: the histogram still runs
@@ -444,13 +528,13 @@ fn the_self_check_says_what_run_delay_misses() {
             }
         })
     };
-    let r = diagnose(&["-p", &pid], || {});
+    let (r, busy) = diagnose(&["-p", &pid], || {});
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     sleeper.join().unwrap();
     let check = &r["ebpf"]["self_check"];
     eprintln!("{check}");
-    assert!(check["ratio"].as_f64().unwrap() > 2.0, "{check}");
-    assert!(check["unseen_ns"].as_i64().unwrap() > 0, "{check}");
+    assert!(check["ratio"].as_f64().unwrap() > 2.0, "{check} ({busy})");
+    assert!(check["unseen_ns"].as_i64().unwrap() > 0, "{check} ({busy})");
     assert!(
         check["idle_cpu_ns"].is_u64(),
         "victims tables load here: {check}"

@@ -19,7 +19,7 @@ use common::{
 
 /// Stated in the errors (kernel/error.rs DESCRIPTORS): every mode must run
 /// with this many open files.
-const DESCRIPTORS: u64 = 48;
+const DESCRIPTORS: u64 = 56;
 
 /// schedlat `args` with RLIMIT_NOFILE at `files` (soft and hard, as
 /// `ulimit -n` sets them), stopped by SIGTERM after `secs` if still running.

@@ -213,9 +213,11 @@ fn the_readmes_samples_have_the_programs_form() {
 
 /// `diagnose`'s report against the README's by form: its steps and their
 /// labelled lines, in order. What depends on the rest of the machine at the
-/// time reads as one kind each: which causes are named (pinning on a quiet
-/// host, saturation on a busy one), which tasks fill the victims and
-/// culprits tables, and which of the self-check's sentences applies.
+/// time reads as one kind each: step 1's answer (yes on a quiet host; no
+/// when foreign load on the CPU makes the sleeper's waits healthy, as the
+/// README says), which causes are named (pinning on a quiet host,
+/// saturation on a busy one, none after a no), which tasks fill the victims
+/// and culprits tables, and which of the self-check's sentences applies.
 fn check_diagnose(samples: &BTreeMap<String, Vec<Sample>>, printed: &Printed) {
     let marked = samples
         .get("diagnose")
@@ -234,16 +236,20 @@ fn check_diagnose(samples: &BTreeMap<String, Vec<Sample>>, printed: &Printed) {
 /// replaced by their kind (`check_diagnose`).
 fn diagnose_form(lines: &[String]) -> Vec<String> {
     let mut in_self_check = false;
+    let mut in_causes = false;
     lines
         .iter()
         .map(|line| {
             let t = line.trim();
             in_self_check |= t.starts_with("4. Self-check");
+            in_causes = (in_causes || t.starts_with("3. Causes")) && !in_self_check;
             let kind = if t.is_empty() || t == "..." || t.starts_with("4. Self-check") {
                 None
             } else if in_self_check && !t.starts_with("eBPF measured") {
                 Some("(a self-check sentence)")
-            } else if t.starts_with("- ") || t.starts_with("next: ") {
+            } else if t.starts_with("-> yes: ") || t.starts_with("-> no: ") {
+                Some("(the answer)")
+            } else if t.starts_with("- ") || t.starts_with("next: ") || in_causes && t == "none" {
                 Some("(a named cause)")
             } else if is_task_row(t) {
                 Some("(a task row)")

@@ -16,6 +16,7 @@ use std::{
 use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{TestCgroup, busy_and_idle, v2_root},
+    cpu::CpuTimes,
     exposition::{promtool_check, sample, samples},
     http::{self, nothing_listens},
     parse_json_lines,
@@ -32,6 +33,8 @@ const OVERFLOW: &str = "__overflow__";
 /// The cause split's waits (export/families/cause_split.rs), whole system and per cgroup.
 const BY_CAUSE: &str = "schedlat_runqueue_waits_by_cause_total";
 const CGROUP_BY_CAUSE: &str = "schedlat_cgroup_runqueue_waits_by_cause_total";
+/// The decision split's waits per cgroup (export/families/decision.rs).
+const CGROUP_BY_DECISION: &str = "schedlat_cgroup_runqueue_waits_by_decision_total";
 /// What Prometheus 2.x sends (scrape.go, `scrapeAcceptHeader`).
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
@@ -153,18 +156,23 @@ fn wait_for_first_scrape(prometheus: &Prometheus, server: &Server) {
 /// The load of the Prometheus tests, measured at the same time by
 /// schedlat's histogram mode for this process: its window (Unix seconds),
 /// schedlat's interval record and its p99 in seconds, which must be the
-/// load's 3 ms.
+/// load's 3 ms, and how busy the CPUs were meanwhile (for the messages:
+/// the load's FIFO waits do not depend on the rest of the machine, but
+/// Prometheus' scrapes and this process' other threads do).
 struct Load {
     started: f64,
     ended: f64,
     record: serde_json::Value,
     own_p99: f64,
+    busy: String,
 }
 
 fn measured_load(me: &str) -> Load {
     let own = TracerProcess::start(SCHEDLAT, &["--json", "-p", me]);
     let started = unix_now();
+    let cpus = CpuTimes::now();
     workload::fifo_blocker_fifo_victim(workload::workload_cpu(), HOLD, GAP, ROUNDS);
+    let busy = cpus.busy_since();
     let ended = unix_now();
     let (status, lines) = own.stop_with(libc::SIGINT);
     assert!(status.success());
@@ -172,13 +180,14 @@ fn measured_load(me: &str) -> Load {
     let own_p99 = own_p99_seconds(&record);
     assert!(
         (0.002..=0.004).contains(&own_p99),
-        "schedlat's own p99 {own_p99} s is not the load's 3 ms: {record}"
+        "schedlat's own p99 {own_p99} s is not the load's 3 ms ({busy}): {record}"
     );
     Load {
         started,
         ended,
         record,
         own_p99,
+        busy,
     }
 }
 
@@ -220,6 +229,7 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         ended,
         record,
         own_p99,
+        busy,
     } = measured_load(&me);
 
     // Wait for a scrape after the load ended, so the window is complete.
@@ -228,7 +238,10 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         .query_value(&format!("timestamp({HISTOGRAM}_count{series})"), None)
         .is_none_or(|t| t < ended)
     {
-        assert!(Instant::now() < deadline, "no scrape after the load");
+        assert!(
+            Instant::now() < deadline,
+            "no scrape after the load ({busy})"
+        );
         thread::sleep(Duration::from_millis(200));
     }
     // The whole load but its first second, ending with it.
@@ -251,29 +264,28 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
     );
     assert!(
         (0.002..=0.004).contains(&prom_p99),
-        "Prometheus' p99 {prom_p99} s is not the load's 3 ms"
+        "Prometheus' p99 {prom_p99} s is not the load's 3 ms ({busy})"
     );
     assert!(
         (prom_p99 - own_p99).abs() <= 0.25 * own_p99,
-        "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket"
+        "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket ({busy})"
     );
 
-    // The per-process family (--key-buckets log2, one bucket per power of
-    // two): its p99 lies in the same power of two as the true one, so within
-    // a factor of two of schedlat's own (the error its HELP states).
+    // The per-process family (the default --key-buckets slo: one bucket per
+    // power of two, narrow ones only at 0.5, 1, 2, 5, 10 and 50 ms, none of
+    // them the load's 3 ms): its p99 lies in the same power of two as the
+    // true one, so within a factor of two of schedlat's own (the error its
+    // HELP states away from those thresholds).
     let per_process = format!(
         "histogram_quantile(0.99, sum by (le) (rate({PROCESS_HISTOGRAM}_bucket{{job=\"schedlat\",pid=\"{me}\"}}[{window}s])))"
     );
     let process_p99 = prometheus
         .query_value(&per_process, Some(ended))
         .unwrap_or_else(|| panic!("{per_process}: no result"));
-    eprintln!(
-        "per-process p99 (log2 buckets): {:.3} ms",
-        process_p99 * 1e3
-    );
+    eprintln!("per-process p99 (slo buckets): {:.3} ms", process_p99 * 1e3);
     assert!(
         (0.5 * own_p99..=2.0 * own_p99).contains(&process_p99),
-        "per-process p99 {process_p99} s vs schedlat {own_p99} s: beyond a factor of two"
+        "per-process p99 {process_p99} s vs schedlat {own_p99} s: beyond a factor of two ({busy})"
     );
 
     // Prometheus negotiated OpenMetrics: only that format carries units.
@@ -365,9 +377,10 @@ const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.promethe
 
 /// The stated worst errors of a percentile from the native histograms
 /// (schema 3): the total, from the kernel's buckets, and the per-key
-/// family in the default `--key-buckets log2`. The HELP states them too.
+/// family in the default `--key-buckets slo` (as `log2`'s: its worst
+/// source bucket is a whole power of two). The HELP states them too.
 const NATIVE_TOTAL_ERROR: f64 = 0.122;
-const NATIVE_LOG2_ERROR: f64 = 0.397;
+const NATIVE_SLO_ERROR: f64 = 0.397;
 
 /// The native-histogram path, end to end: a real Prometheus with
 /// `--enable-feature=native-histograms` asks for protobuf, stores the
@@ -406,6 +419,7 @@ fn prometheus_native_histograms_give_the_p99_within_the_stated_error() {
         started,
         ended,
         own_p99,
+        busy,
         ..
     } = measured_load(&me);
 
@@ -416,7 +430,7 @@ fn prometheus_native_histograms_give_the_p99_within_the_stated_error() {
     {
         assert!(
             Instant::now() < deadline,
-            "no scrape after the load; Prometheus log:\n{}",
+            "no scrape after the load ({busy}); Prometheus log:\n{}",
             prometheus.log()
         );
         thread::sleep(Duration::from_millis(200));
@@ -452,11 +466,11 @@ fn prometheus_native_histograms_give_the_p99_within_the_stated_error() {
     );
     assert!(
         (total_p99 - own_p99).abs() <= NATIVE_TOTAL_ERROR * own_p99,
-        "native total p99 {total_p99} s vs schedlat {own_p99} s: beyond {NATIVE_TOTAL_ERROR}"
+        "native total p99 {total_p99} s vs schedlat {own_p99} s: beyond {NATIVE_TOTAL_ERROR} ({busy})"
     );
     assert!(
-        (key_p99 - own_p99).abs() <= NATIVE_LOG2_ERROR * own_p99,
-        "native per-process p99 {key_p99} s vs schedlat {own_p99} s: beyond {NATIVE_LOG2_ERROR}"
+        (key_p99 - own_p99).abs() <= NATIVE_SLO_ERROR * own_p99,
+        "native per-process p99 {key_p99} s vs schedlat {own_p99} s: beyond {NATIVE_SLO_ERROR} ({busy})"
     );
     // The HELP states those errors.
     let metadata = prometheus.api(&format!("/api/v1/metadata?metric={HISTOGRAM}"));
@@ -529,6 +543,25 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
         let key = format!("cgroup=\"{}\",scope=", group.rel);
         for (split, sum) in split_sums(&body, CGROUP_BY_CAUSE, &key) {
             assert_eq!(sum as u64, n, "{}: split {split}: {body}", group.rel);
+        }
+        // The decision split of the same series (issue 24), from a map of
+        // its own read right after the histograms: each split adds up to
+        // the series' waits plus those that ended between the two reads
+        // (a few on a quiet machine: 5 of 1,594 were seen under CI, whose
+        // read walks every key of the hierarchy; 1% plus 4 bounds it).
+        for split in ["outcome", "decision", "passes", "holder"] {
+            let label = format!("split=\"{split}\"");
+            let sum: f64 = samples(&body, CGROUP_BY_DECISION)
+                .into_iter()
+                .filter(|(l, _)| l.contains(&key) && l.contains(&label))
+                .map(|(_, v)| v)
+                .sum();
+            let sum = sum as u64;
+            assert!(
+                sum >= n && sum <= n + n / 100 + 4,
+                "{}: decision split {split} {sum} of {n} waits: {body}",
+                group.rel
+            );
         }
     }
     // A's waits (the hog's and the sleeper's on one CPU) include

@@ -86,6 +86,31 @@ fn sleeper_and_hogs_names_the_victim_its_worst_wait_and_the_hog() {
         .sum();
     assert_eq!(kinds, count, "every wait classified: {v}");
     assert!(causes["migrated"]["count"].as_u64().unwrap() <= 2, "{v}");
+    // Issue 24: per victim, what the scheduler decided of its waits (the
+    // victims switch with the split, on by default). Every wait of the row
+    // is split (the pinned sleeper's snapshots are on its CPU), once by
+    // outcome and once by decision; woken beside the hogs, each wakeup was
+    // granted at once, declined by a rule or passed over.
+    let d = &v["decision"];
+    let split = d["waits"].as_u64().unwrap_or(0);
+    assert!(
+        split + 4 >= count && split <= count,
+        "{split} of {count} split: {v}"
+    );
+    let sum = |member: &str| -> u64 {
+        d[member]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((sum("outcomes"), sum("decisions")), (split, split), "{d}");
+    let judged: u64 = ["granted", "declined", "passed_over"]
+        .iter()
+        .map(|o| d["outcomes"][o].as_u64().unwrap())
+        .sum();
+    assert!(judged * 10 >= split * 9, "{judged} of {split} judged: {d}");
     let (max, slice) = (v["max_ns"].as_u64().unwrap(), slice_ns());
     assert!(
         max >= slice / 2,

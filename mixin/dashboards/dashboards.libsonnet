@@ -10,10 +10,12 @@ local p = import 'panels.libsonnet';
     local r = lib.rateName(config),
     local sel(extra=[]) = '{' + std.join(',', ['job=~"$job"', 'instance=~"$instance"'] + extra) + '}',
     local rate(metric, extra=[]) = std.format('rate(%s%s[$__rate_interval])', [metric, sel(extra)]),
-    local splitPanel(split, title, description) = p.timeseries(
+    // One split's classes stacked as shares of wait time: `label` names the
+    // class (cause, or the decision split's class).
+    local splitPanel(metric, label, split, title, description) = p.timeseries(
       title,
       description,
-      [p.target(std.format('sum by (cause) (%s)', [rate('schedlat_runqueue_wait_by_cause_seconds_total', ['split="' + split + '"'])]), '{{cause}}')],
+      [p.target(std.format('sum by (%s) (%s)', [label, rate(metric, ['split="' + split + '"'])]), '{{' + label + '}}')],
       'percentunit',
       percent=true,
     ),
@@ -122,8 +124,11 @@ local p = import 'panels.libsonnet';
 
         p.row('Why they wait'),
       ] + [
-        splitPanel(s.split, s.title, s.description) { width:: 6 }
-        for s in config.causeSplits + config.decisionSplits
+        splitPanel('schedlat_runqueue_wait_by_cause_seconds_total', 'cause', s.split, s.title, s.description) { width:: 6 }
+        for s in config.causeSplits
+      ] + [
+        splitPanel('schedlat_runqueue_wait_by_decision_seconds_total', 'class', s.split, s.title, s.description) { width:: 6 }
+        for s in config.decisionSplits
       ] + [
         p.timeseries(
           'Overlaps: steal, IRQ, own throttling',

@@ -105,6 +105,33 @@ local lib = import '../lib.libsonnet';
           },
         ],
       },
+      {
+        name: 'schedlat-decision',
+        rules: [
+          // Per split, each class' share of the host's wait time (every wait
+          // is in one class of each split, so a split's shares add up to 1).
+          {
+            record: 'instance_split_class:schedlat_runqueue_wait_by_decision_seconds:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_runqueue_wait_by_decision_seconds_total', ['split', 'class'])
+                  + '\n/ ignoring (class) group_left ()\n'
+                  + lib.sumRate(config, 'schedlat_runqueue_wait_by_decision_seconds_total', ['split']),
+          },
+          {
+            record: 'instance_split_class:schedlat_runqueue_waits_by_decision:' + r,
+            expr: lib.sumRate(config, 'schedlat_runqueue_waits_by_decision_total', ['split', 'class']),
+          },
+          // The share of wait time a scheduler rule declined the wakeup for
+          // (EEVDF's eligibility, deadline or slice protection; CFS's wakeup
+          // granularity...): high, the waits are the scheduler's policy at
+          // work, not a shortage of CPUs.
+          {
+            record: 'instance:schedlat_runqueue_wait_declined:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_runqueue_wait_by_decision_seconds_total', [], ['split="decision"', std.format('class=~"%s"', [config.declinedClasses])])
+                  + '\n/\n'
+                  + lib.sumRate(config, 'schedlat_runqueue_wait_by_decision_seconds_total', [], ['split="decision"']),
+          },
+        ],
+      },
     ],
   },
 }

@@ -162,9 +162,7 @@ impl Pass {
 pub enum Holder {
     /// It slept or blocked.
     Blocked = 0,
-    /// Switched out still runnable. Yielding is not told apart: a task
-    /// preempted at its return to user space goes through schedule() with
-    /// sched_switch's `preempt` false, as sched_yield() does.
+    /// Switched out still runnable, and not by its own sched_yield().
     Preempted = 1,
     /// Switched out runnable with its slice just renewed: the tick (or an
     /// enqueue's update_curr()) found its slice used up. EEVDF only; on
@@ -172,15 +170,21 @@ pub enum Holder {
     SliceEnded = 2,
     /// Its final switch (TASK_DEAD).
     Exited = 3,
+    /// Switched out runnable by its own sched_yield(): this switch is the
+    /// first on its CPU since it called it with others runnable there.
+    /// Told apart from `Preempted` only where the system call's tracepoint
+    /// could be attached (docs/decision.md); elsewhere counted there.
+    Yielded = 4,
 }
 
 /// Slots of the holder dimension.
 pub const NR_HOLDERS: usize = 8;
-pub const HOLDERS: [Holder; 4] = [
+pub const HOLDERS: [Holder; 5] = [
     Holder::Blocked,
     Holder::Preempted,
     Holder::SliceEnded,
     Holder::Exited,
+    Holder::Yielded,
 ];
 
 impl Holder {
@@ -293,6 +297,57 @@ impl DecisionStats {
         beyond_prediction: 0,
         share_waits: 0,
         share_permille: 0,
+    };
+}
+
+/// Waits this long or longer are a key's slow waits ([`KeyDecision::
+/// outcome_slow`]): the tail the whole system's outcome histograms split
+/// at the same bound.
+pub const KEY_SLOW_NS: u64 = 1_000_000;
+
+/// Slots of a key's outcome counts (a power of two over [`NR_OUTCOMES`]:
+/// indexed masked, without a bounds check).
+pub const NR_OUTCOME_SLOTS: usize = 8;
+
+/// One breakdown key's decision split, cumulative since the key's first
+/// wait (a hash map of its own beside the key's histogram, keyed alike):
+/// each dimension apart, not their table, and the outcomes' slow waits
+/// rather than their histograms, so that a key costs 712 bytes, not the
+/// 27 KiB of a CPU's [`DecisionStats`]. Every CPU adds to it at once:
+/// atomic adds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyDecision {
+    /// Waits and their sum by decision (`Decision` index).
+    pub decision_count: [u64; NR_DECISIONS],
+    pub decision_sum_ns: [u64; NR_DECISIONS],
+    /// By pass-over class (`Pass` index).
+    pub pass_count: [u64; NR_PASSES],
+    pub pass_sum_ns: [u64; NR_PASSES],
+    /// By how the holder left (`Holder` index).
+    pub holder_count: [u64; NR_HOLDERS],
+    pub holder_sum_ns: [u64; NR_HOLDERS],
+    /// By outcome (`Outcome` index): waits, their sum, and those of at
+    /// least [`KEY_SLOW_NS`].
+    pub outcome_count: [u64; NR_OUTCOME_SLOTS],
+    pub outcome_sum_ns: [u64; NR_OUTCOME_SLOTS],
+    pub outcome_slow: [u64; NR_OUTCOME_SLOTS],
+    /// Pass-overs summed over the waits with a counted class (0..3+).
+    pub passes: u64,
+}
+
+impl KeyDecision {
+    pub const ZERO: KeyDecision = KeyDecision {
+        decision_count: [0; NR_DECISIONS],
+        decision_sum_ns: [0; NR_DECISIONS],
+        pass_count: [0; NR_PASSES],
+        pass_sum_ns: [0; NR_PASSES],
+        holder_count: [0; NR_HOLDERS],
+        holder_sum_ns: [0; NR_HOLDERS],
+        outcome_count: [0; NR_OUTCOME_SLOTS],
+        outcome_sum_ns: [0; NR_OUTCOME_SLOTS],
+        outcome_slow: [0; NR_OUTCOME_SLOTS],
+        passes: 0,
     };
 }
 
@@ -497,6 +552,10 @@ pub fn share_permille(weight: u64, load: u64) -> u64 {
 unsafe impl aya::Pod for DecisionStats {}
 
 #[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for KeyDecision {}
+
+#[cfg(feature = "user")]
 // SAFETY: repr(C); a u32 array of even length then u64s: no padding.
 #[cfg(test)]
 mod tests {
@@ -512,10 +571,18 @@ mod tests {
         );
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
+        assert_eq!(
+            size_of::<KeyDecision>(),
+            8 * (2 * NR_DECISIONS + 2 * NR_PASSES + 2 * NR_HOLDERS + 3 * NR_OUTCOME_SLOTS + 1)
+        );
+        // The size its comment gives.
+        assert_eq!(size_of::<KeyDecision>(), 712);
         const {
             assert!(NR_DECISIONS.is_power_of_two());
             assert!(NR_PASSES.is_power_of_two());
             assert!(NR_HOLDERS.is_power_of_two());
+            assert!(NR_OUTCOME_SLOTS.is_power_of_two());
+            assert!(NR_OUTCOMES <= NR_OUTCOME_SLOTS);
         }
         assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
         assert!((Pass::Unknown as usize) < NR_PASSES);

@@ -107,6 +107,10 @@ pub mod names {
     /// per CPU the last wakeup onto it that found need-resched set.
     pub const MAP_DECISIONS: &str = "DECISIONS";
     pub const MAP_REQUESTS: &str = "REQUESTS";
+    /// Per breakdown key, its decision split (keyed as `MAP_KEYED`), and
+    /// the zeroed value new keys are inserted from.
+    pub const MAP_KEY_DECISIONS: &str = "KEY_DECISIONS";
+    pub const MAP_KEY_DECISION_ZERO: &str = "KEY_DECISION_ZERO";
     /// The workload views (schedlat-ebpf workload.rs): the neighbour-pair
     /// table, its counters, the cgroup names sent at creation.
     pub const MAP_PAIRS: &str = "PAIRS";
@@ -122,13 +126,20 @@ pub mod names {
         ("sched_switch", "sched_switch"),
         ("sched_process_exit", "sched_process_exit"),
     ];
-    /// The decision split's programs, which replace the three of the same
-    /// tracepoints above: the split compiled in.
-    pub const BTF_DECISION_PROGRAMS: [(&str, &str); 3] = [
+    /// The decision split's programs, (program, the program it replaces):
+    /// the same code with the split compiled in.
+    pub const BTF_DECISION_PROGRAMS: [(&str, &str); 4] = [
         ("sched_wakeup_decision", "sched_wakeup"),
         ("sched_wakeup_new_decision", "sched_wakeup_new"),
         ("sched_switch_decision", "sched_switch"),
+        ("sched_switch_victims_decision", BTF_SWITCH_VICTIMS),
     ];
+    /// The decision split's yield marker (program, tracepoint in the
+    /// `syscalls` group): marks the CPU whose running task calls
+    /// sched_yield(), so that the switch after tells a yield from a
+    /// preemption. Attached when it can be; without it yields count as
+    /// preempted.
+    pub const TP_YIELD: (&str, &str) = ("tp_sched_yield", "sys_enter_sched_yield");
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

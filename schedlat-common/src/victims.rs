@@ -54,7 +54,19 @@ pub struct WaitStats {
     /// and those that ended on another CPU than the task last ran on.
     pub kinds: [u32; 3],
     pub migrated: u32,
+    /// The decision split of the waits it saw (off with `--no-decision`):
+    /// by decision (`decision::Decision` index) and by outcome
+    /// (`decision::Outcome` index), and the pass-overs counted.
+    pub decisions: [u32; ROW_DECISIONS],
+    pub outcomes: [u32; ROW_OUTCOMES],
+    pub passes: u32,
+    pub _pad2: u32,
 }
+
+/// A row's decision and outcome slots (`decision::NR_DECISIONS` and
+/// `NR_OUTCOME_SLOTS`: powers of two, indexed masked).
+pub const ROW_DECISIONS: usize = 16;
+pub const ROW_OUTCOMES: usize = 8;
 
 /// One wait over the slow threshold, sent through the ring buffer.
 #[repr(C)]
@@ -123,7 +135,14 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
-        assert_eq!(size_of::<WaitStats>(), 40 + 4 * 8 + 8 + 40 + 16);
+        // task, 4 u64s, max_cpu and pad, max_other, kinds and migrated,
+        // the decision split (16 + 8 u32s, passes and pad).
+        assert_eq!(
+            size_of::<WaitStats>(),
+            40 + 4 * 8 + 8 + 40 + 16 + 4 * (ROW_DECISIONS + ROW_OUTCOMES + 2)
+        );
+        assert_eq!(ROW_DECISIONS, crate::decision::NR_DECISIONS);
+        assert_eq!(ROW_OUTCOMES, crate::decision::NR_OUTCOME_SLOTS);
         // at, wait, cpu, rq_len, victim, culprit, the decision's word.
         assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40 + 8);
         // The ring buffer hands out 8-byte aligned records.

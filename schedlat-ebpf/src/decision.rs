@@ -35,7 +35,7 @@ use crate::{
     bpf::{barrier_var, cpu, masked},
     causes,
     config::{CAUSE, COMPUTE, DECISION, RQ, get},
-    memory::{Rq, Se, TaskPtr},
+    memory::{self, Rq, Se, TaskPtr},
 };
 
 /// The totals, per CPU, cumulative since load.
@@ -48,6 +48,50 @@ static DECISIONS: PerCpuArray<DecisionStats> = PerCpuArray::with_max_entries(1, 
 /// `pending`. Sized to the CPUs by the loader (1 entry when off).
 #[map]
 static REQUESTS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Per CPU, the last yield of its running task that a switch may follow
+/// (`tp_sched_yield`, main.rs): its TID (low 32 bits) and the CPU's switch
+/// count then (high 32). The switch that the yield's schedule() makes is
+/// the next one counted, so a word one switch behind, naming prev, marks
+/// that switch; a yield that switched nothing ages out at the next switch
+/// counted. One word per CPU, no per-task memory; never written when the
+/// tracepoint could not be attached, and then no switch matches it.
+#[map]
+static YIELDS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Called at the sched_yield() system call's entry, on the yielding
+/// task's CPU: marks it unless it is alone on its queue (then
+/// yield_task_fair() returns at once and schedule() picks it again).
+#[inline(always)]
+pub fn yielding() {
+    if !on() {
+        return;
+    }
+    let Some((running, switches)) = memory::current_queue() else {
+        return;
+    };
+    if running <= 1 {
+        return;
+    }
+    let tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() & 0xffff_ffff;
+    if let Some(slot) = YIELDS.get_ptr_mut(0) {
+        // SAFETY: per-CPU value; a system call's entry does not nest.
+        unsafe { *slot = tid | ((switches & 0xffff_ffff) << 32) };
+    }
+}
+
+/// 1 when this switch is the one its prev asked for by yielding: the
+/// CPU's yield word names prev, one switch behind `switches` (this
+/// switch's count, already incremented). At sched_switch the current task
+/// is still prev (kernel/sched/core.c: the tracepoint fires before
+/// context_switch()). In the global function, so verified once.
+#[inline(always)]
+fn yielded(switches: u64) -> u64 {
+    let prev_tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() & 0xffff_ffff;
+    let word = YIELDS.get(0).copied().unwrap_or(0);
+    let expected = prev_tid | ((switches.wrapping_sub(1) & 0xffff_ffff) << 32);
+    1 ^ nonzero(word ^ expected)
+}
 
 /// task->flags' PF_IDLE (include/linux/sched.h); TASK_DEAD in __state.
 const PF_IDLE: u32 = 0x0000_0002;
@@ -312,11 +356,14 @@ pub extern "C" fn schedlat_decision_at_switch(
 }
 
 /// How the switch's prev left the CPU (a `Holder` index), from the facts
-/// `switched_in` packed, without a branch: still runnable is preempted, or
-/// slice-ended when its deadline was renewed just now (EEVDF).
+/// `switched_in` packed, without a branch: still runnable is yielded when
+/// this switch is its yield's (and not an involuntary preemption:
+/// `preempt` false), slice-ended when its deadline was renewed just now
+/// (EEVDF), else preempted.
 #[inline(always)]
 fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
     let preempt = (facts >> 40) & 0xff;
+    let yielded = yielded(facts & 0xffff_ffff) & (1 ^ nonzero(preempt));
     let state = facts >> 48;
     let runnable = nonzero(preempt) | (1 ^ nonzero(state));
     let renewed = if get(&DECISION.fair) == 1 {
@@ -328,7 +375,10 @@ fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
     } else {
         0
     };
+    // yield_task_fair() pushes the deadline out by a slice (EEVDF), which
+    // reads as renewed: the yield decides first.
     let ran_on = select(renewed, Holder::SliceEnded as u64, Holder::Preempted as u64);
+    let ran_on = select(yielded, Holder::Yielded as u64, ran_on);
     let dead = nonzero(state & TASK_DEAD);
     let left_it = select(dead, Holder::Exited as u64, Holder::Blocked as u64);
     select(runnable, ran_on, left_it)

@@ -13,12 +13,17 @@ use aya_ebpf::{
 use schedlat_common::{
     NR_BUCKETS, NR_LOG2_SLOTS,
     causes::{KeyCauses, NR_CAUSES, NR_OVERLAPS},
+    decision::{
+        Decided, KEY_SLOW_NS, KeyDecision, NR_DECISIONS, NR_HOLDERS, NR_OUTCOME_SLOTS, NR_PASSES,
+        Outcome,
+    },
+    flat::above,
     scope::{Breakdown, KeyStats},
 };
 
 use crate::{
     atomic,
-    bpf::{barrier_var, cpu},
+    bpf::{barrier_var, cpu, masked},
     config::{COMPUTE, get},
     memory::TaskPtr,
 };
@@ -33,6 +38,18 @@ static KEYED: HashMap<u64, KeyStats> = HashMap::with_max_entries(1, 0);
 #[map]
 static KEY_ZERO: Array<KeyStats> = Array::with_max_entries(1, 0);
 
+/// Per key, its decision split (the decision split's programs only): a map
+/// of its own, keyed as KEYED, so that a key's histogram stays the size it
+/// is without the split. Sized by the loader as KEYED when the split is
+/// on, 1 entry otherwise.
+#[map]
+static KEY_DECISIONS: HashMap<u64, KeyDecision> = HashMap::with_max_entries(1, 0);
+
+/// A zeroed `KeyDecision` to insert new keys from (712 bytes: over the
+/// 512-byte BPF stack).
+#[map]
+static KEY_DECISION_ZERO: Array<KeyDecision> = Array::with_max_entries(1, 0);
+
 /// The breakdown histogram a wait goes to, besides the total.
 pub enum Key {
     /// No breakdown is asked for.
@@ -46,9 +63,11 @@ pub enum Key {
 
 /// The histogram of `next`'s key: found, or inserted zeroed at the key's
 /// first wait. wait.rs record() adds the wait to it alongside the total,
-/// index by index.
+/// index by index. `decided` is the wait's `Decided` word (0 without the
+/// decision split) and `wait` its length: counted here in the key's
+/// decision split, where the key is known.
 #[inline(always)]
-pub fn key_histogram(next: TaskPtr) -> Key {
+pub fn key_histogram(next: TaskPtr, (decided, wait): (u64, u64)) -> Key {
     let kind = get(&COMPUTE.breakdown);
     if kind == Breakdown::None as u64 {
         return Key::Off;
@@ -67,6 +86,9 @@ pub fn key_histogram(next: TaskPtr) -> Key {
     let Some(stats) = key_stats(key).and_then(NonNull::new) else {
         return Key::Full;
     };
+    if decided & Decided::MEASURED != 0 {
+        count_decision(key, Decided(decided), wait);
+    }
     let stats = SharedKey(stats);
     if kind == Breakdown::Process as u64 || kind == Breakdown::Thread as u64 {
         // A thread names itself after it starts, so the latest name is kept.
@@ -178,6 +200,64 @@ fn add_u64_at(values: *mut u64, len: usize, index: usize, n: u64) {
         // SAFETY: in bounds of the array, an aligned u64 in a map value.
         unsafe { atomic::add_u64(values.add(index), n) };
     }
+}
+
+/// Adds one wait of `wait` ns, decided `d`, to `key`'s decision split,
+/// inserted zeroed at its first. Each class is an index masked to its
+/// power-of-two array (no branch, no bounds check: bpf.rs `masked`).
+#[inline(always)]
+fn count_decision(key: u64, d: Decided, wait: u64) {
+    let Some(split) = key_decision(key) else {
+        return;
+    };
+    let decision = masked(d.decision_index(), NR_DECISIONS as u64 - 1) as usize;
+    let pass = masked(d.pass_index(), NR_PASSES as u64 - 1) as usize;
+    let holder = masked(d.holder_index(), NR_HOLDERS as u64 - 1) as usize;
+    let outcome = Outcome::of_indices(d.decision_index(), d.pass_index());
+    let outcome = masked(outcome, NR_OUTCOME_SLOTS as u64 - 1) as usize;
+    // 1 for a wait of at least KEY_SLOW_NS (waits are far below 2^63).
+    let slow = above(wait, KEY_SLOW_NS - 1);
+    // SAFETY: aligned u64s of a map value, each index within its array.
+    unsafe {
+        let s = split.as_ptr();
+        atomic::add_u64(
+            (&raw mut (*s).decision_count).cast::<u64>().add(decision),
+            1,
+        );
+        atomic::add_u64(
+            (&raw mut (*s).decision_sum_ns).cast::<u64>().add(decision),
+            wait,
+        );
+        atomic::add_u64((&raw mut (*s).pass_count).cast::<u64>().add(pass), 1);
+        atomic::add_u64((&raw mut (*s).pass_sum_ns).cast::<u64>().add(pass), wait);
+        atomic::add_u64((&raw mut (*s).holder_count).cast::<u64>().add(holder), 1);
+        atomic::add_u64(
+            (&raw mut (*s).holder_sum_ns).cast::<u64>().add(holder),
+            wait,
+        );
+        atomic::add_u64((&raw mut (*s).outcome_count).cast::<u64>().add(outcome), 1);
+        atomic::add_u64(
+            (&raw mut (*s).outcome_sum_ns).cast::<u64>().add(outcome),
+            wait,
+        );
+        atomic::add_u64(
+            (&raw mut (*s).outcome_slow).cast::<u64>().add(outcome),
+            slow,
+        );
+        atomic::add_u64(&raw mut (*s).passes, d.passes());
+    }
+}
+
+/// The key's decision split, inserted zeroed on its first wait (as
+/// `key_stats`).
+#[inline(always)]
+fn key_decision(key: u64) -> Option<NonNull<KeyDecision>> {
+    if let Some(p) = KEY_DECISIONS.get_ptr_mut(key) {
+        return NonNull::new(p);
+    }
+    let zero = KEY_DECISION_ZERO.get(0)?;
+    let _ = KEY_DECISIONS.insert(key, zero, u64::from(BPF_NOEXIST));
+    KEY_DECISIONS.get_ptr_mut(key).and_then(NonNull::new)
 }
 
 /// The key's histogram, inserted zeroed on its first wait. Two CPUs may

@@ -67,7 +67,6 @@ use schedlat_common::start::Kind;
 
 use crate::{
     config::{COMPUTE, TP, get},
-    keying::Key,
     memory::{CgroupPtr, TaskPtr, tp_read},
 };
 
@@ -121,6 +120,19 @@ pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
     btf_enqueue::<true>(&ctx, Kind::New)
 }
 
+// Classic tracepoint syscalls/sys_enter_sched_yield: a task on this CPU
+// calls sched_yield(). Loaded with the decision split, in either hook mode,
+// when the kernel has syscall tracepoints (CONFIG_FTRACE_SYSCALLS). The
+// scheduler has no tracepoint at a yield, and fentry is not allowed on
+// every kernel (docs/decision.md). Its cost falls on every system call
+// while attached: an enabled syscall tracepoint sends them all through the
+// traced entry path.
+#[tracepoint]
+pub fn tp_sched_yield(_ctx: TracePointContext) -> u32 {
+    decision::yielding();
+    0
+}
+
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,
 //                      struct task_struct *next, unsigned int prev_state)
 // Histogram and slow modes.
@@ -158,8 +170,19 @@ fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
 // `schedlat top` loads it with Compute.histogram 1: histogram and tables at once.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
+    victims_switch::<false>(&ctx)
+}
+
+/// The same with the decision split: each row counts its waits' decisions.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_victims_decision(ctx: BtfTracePointContext) -> u32 {
+    victims_switch::<true>(&ctx)
+}
+
+#[inline(always)]
+fn victims_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    if let Some((prev, next, ended)) = btf_switch::<false>(&ctx, histogram) {
+    if let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) {
         victims::charge(prev, next, ended);
     }
     0
@@ -188,13 +211,11 @@ fn btf_switch<const D: bool>(
     // __schedule() only dequeues a non-running prev when !preempt.
     let prev_runnable = (preempt & BOOL_ARG != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
-    let keyed = || keying::key_histogram(next);
     let ended = wait::switch::<D>(
         (prev.pid(), Some(prev)),
         (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
-        keyed,
     )?;
     Some((prev, next, ended))
 }
@@ -244,13 +265,7 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     let prev_runnable = prev_state & get(&TP.state_mask) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch::<false>(
-        (prev_pid, None),
-        (prev_runnable, 0),
-        (next_pid, None),
-        true,
-        || Key::Off,
-    );
+    let _ = wait::switch::<false>((prev_pid, None), (prev_runnable, 0), (next_pid, None), true);
     0
 }
 

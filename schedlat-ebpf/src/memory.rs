@@ -455,6 +455,21 @@ pub fn tp_read<T: Default>(ctx: &TracePointContext, offset: u64) -> T {
     unsafe { ctx.read_at::<T>(offset as usize).unwrap_or_default() }
 }
 
+/// The current task's run queue, read through bpf_probe_read_kernel (a
+/// classic tracepoint has no typed pointer to it): its runnable tasks and
+/// its switch count (`rq->nr_running`, `rq->nr_switches`), None when a
+/// read fails. The chain is `current->se.cfs_rq->rq` (RqOffsets).
+#[inline(always)]
+pub fn current_queue() -> Option<(u32, u64)> {
+    // SAFETY: a helper without arguments.
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    let cfs_rq: u64 = probe_read(task + get(&RQ.task_cfs_rq))?;
+    let rq: u64 = probe_read(cfs_rq + get(&RQ.cfs_rq_rq))?;
+    let running: u32 = probe_read(rq + get(&RQ.rq_nr_running))?;
+    let switches: u64 = probe_read(rq + get(&DECISION.rq_nr_switches))?;
+    Some((running, switches))
+}
+
 #[inline(always)]
 fn probe_read<T>(addr: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_kernel checks the address and fails cleanly.

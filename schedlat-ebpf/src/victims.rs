@@ -24,11 +24,14 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, PerCpuArray},
 };
-use schedlat_common::victims::{ModeCounters, RowSlot, WaitStats};
+use schedlat_common::{
+    decision::{Decided, Outcome},
+    victims::{ModeCounters, ROW_DECISIONS, ROW_OUTCOMES, RowSlot, WaitStats},
+};
 
 use crate::{
     atomic,
-    bpf::{barrier_var, cpu},
+    bpf::{barrier_var, cpu, masked},
     config::{COMPUTE, get},
     memory::TaskPtr,
     wait::{EPOCH, Ended},
@@ -108,6 +111,16 @@ fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended
     }
     if ended.migrated {
         row.migrated += 1;
+    }
+    // The decision split's programs only (0 otherwise: dropped at build).
+    let d = Decided(ended.decided);
+    if d.measured() {
+        let decision = masked(d.decision_index(), ROW_DECISIONS as u64 - 1) as usize;
+        let outcome = Outcome::of_indices(d.decision_index(), d.pass_index());
+        let outcome = masked(outcome, ROW_OUTCOMES as u64 - 1) as usize;
+        row.decisions[decision] += 1;
+        row.outcomes[outcome] += 1;
+        row.passes = row.passes.wrapping_add(d.passes() as u32);
     }
     if wait > row.max_ns {
         row.max_ns = wait;

@@ -111,7 +111,10 @@ pub fn main() -> ExitCode {
         }
         Some(cli::Command::Serve(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
-            runtime.block_on(serve::run(&args.options(), &kernel, &filter))
+            match args.options() {
+                Ok(options) => runtime.block_on(serve::run(&options, &kernel, &filter)),
+                Err(e) => Err(e.into()),
+            }
         }
         Some(cli::Command::Victims(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);

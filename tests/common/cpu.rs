@@ -36,21 +36,31 @@ impl CpuTimes {
         CpuTimes { cpus, running }
     }
 
+    /// Each CPU's busy share (0 to 1) since `self`, by CPU number.
+    pub(crate) fn shares_since(&self) -> Vec<f64> {
+        self.shares_until(&CpuTimes::now())
+    }
+
+    fn shares_until(&self, now: &CpuTimes) -> Vec<f64> {
+        self.cpus
+            .iter()
+            .zip(&now.cpus)
+            .map(|(&(b0, a0), &(b1, a1))| {
+                b1.saturating_sub(b0) as f64 / a1.saturating_sub(a0).max(1) as f64
+            })
+            .collect()
+    }
+
     /// Each CPU's busy share since `self`, and the runnable tasks now
     /// against then: "CPU 0 97% busy, CPU 1 40% busy; 5 runnable tasks
     /// (3 at the start)".
     pub(crate) fn busy_since(&self) -> String {
         let now = CpuTimes::now();
         let shares: Vec<String> = self
-            .cpus
+            .shares_until(&now)
             .iter()
-            .zip(&now.cpus)
             .enumerate()
-            .map(|(cpu, (&(b0, a0), &(b1, a1)))| {
-                let all = a1.saturating_sub(a0).max(1);
-                let busy = b1.saturating_sub(b0) * 100 / all;
-                format!("CPU {cpu} {busy}% busy")
-            })
+            .map(|(cpu, share)| format!("CPU {cpu} {:.0}% busy", share * 100.0))
             .collect();
         format!(
             "while the test ran: {}; {} runnable tasks at the end ({} at the start)",

@@ -15,6 +15,8 @@ pub(crate) struct Response {
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// The body as sent (a protobuf exposition is not UTF-8).
+    pub bytes: Vec<u8>,
 }
 
 impl Response {
@@ -55,9 +57,17 @@ fn request(
     stream.write_all(request.as_bytes())?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw);
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("not HTTP: {text:?}"));
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let bad = || {
+        let text = String::from_utf8_lossy(&raw);
+        io::Error::new(io::ErrorKind::InvalidData, format!("not HTTP: {text:?}"))
+    };
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(bad)?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let bytes = raw[end + 4..].to_vec();
+    let body = String::from_utf8_lossy(&bytes).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines
         .next()
@@ -71,7 +81,8 @@ fn request(
     Ok(Response {
         status,
         headers,
-        body: body.to_string(),
+        body,
+        bytes,
     })
 }
 

@@ -58,7 +58,7 @@ fn spin_for(d: Duration) {
 /// cannot preempt a FIFO one, so every victim wakeup waits on the run queue
 /// for `hold` (plus a few microseconds of switching), exactly `rounds` times.
 pub(crate) fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
-    blocker_and_victim(cpu, hold, gap, rounds, None);
+    blocker_and_victim([cpu, cpu], hold, gap, rounds, None);
 }
 
 /// `fifo_blocker` with a SCHED_FIFO victim, one priority below the blocker:
@@ -66,19 +66,35 @@ pub(crate) fn fifo_blocker(cpu: usize, hold: Duration, gap: Duration, rounds: u3
 /// priority), but then runs at once, ahead of every normal task, so its
 /// waits stay `hold` however busy the rest of the machine is.
 pub(crate) fn fifo_blocker_fifo_victim(cpu: usize, hold: Duration, gap: Duration, rounds: u32) {
-    blocker_and_victim(cpu, hold, gap, rounds, Some(49));
+    blocker_and_victim([cpu, cpu], hold, gap, rounds, Some(49));
 }
 
+/// `fifo_blocker_fifo_victim` with the blocker moved to `blocker_cpu`:
+/// the victim, woken from there, preempts whatever normal task runs on
+/// `victim_cpu` at once, so its waits are a few microseconds however busy
+/// that CPU is (the fix of the scenario above, by construction).
+pub(crate) fn fifo_blocker_elsewhere(
+    victim_cpu: usize,
+    blocker_cpu: usize,
+    hold: Duration,
+    gap: Duration,
+    rounds: u32,
+) {
+    blocker_and_victim([victim_cpu, blocker_cpu], hold, gap, rounds, Some(49));
+}
+
+/// The victim on `cpus[0]`, the blocker on `cpus[1]`.
 fn blocker_and_victim(
-    cpu: usize,
+    cpus: [usize; 2],
     hold: Duration,
     gap: Duration,
     rounds: u32,
     victim_fifo: Option<i32>,
 ) {
+    let [victim_cpu, blocker_cpu] = cpus;
     let (mut waker, mut sleeper) = UnixStream::pair().expect("socketpair");
     let victim = thread::spawn(move || {
-        pin_current_thread(cpu);
+        pin_current_thread(victim_cpu);
         if let Some(priority) = victim_fifo {
             make_current_thread_fifo(priority);
         }
@@ -88,7 +104,7 @@ fn blocker_and_victim(
         }
     });
     let blocker = thread::spawn(move || {
-        pin_current_thread(cpu);
+        pin_current_thread(blocker_cpu);
         // Let the victim block in read() before the first round.
         thread::sleep(Duration::from_millis(20));
         make_current_thread_fifo(50);
@@ -165,6 +181,21 @@ pub(crate) fn sleeper(cpu: usize, period: Duration, rounds: u32) {
     })
     .join()
     .expect("sleeper thread");
+}
+
+/// `sleeper` at SCHED_FIFO `priority` (needs root): each wakeup preempts
+/// whatever normal task runs on `cpu` at once, so its waits stay a few
+/// microseconds however busy the CPU is (foreign work included).
+pub(crate) fn fifo_sleeper(cpu: usize, period: Duration, rounds: u32, priority: i32) {
+    thread::spawn(move || {
+        pin_current_thread(cpu);
+        make_current_thread_fifo(priority);
+        for _ in 0..rounds {
+            thread::sleep(period);
+        }
+    })
+    .join()
+    .expect("FIFO sleeper thread");
 }
 
 /// `n` threads of this process spinning on `cpu` for `duration`.

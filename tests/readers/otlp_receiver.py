@@ -3,9 +3,11 @@
 (PyPI): the reader schedlat did not write, for its OTLP push (tests/otlp.rs).
 
     otlp_receiver.py --port PORT --out FILE [--mode accept|refuse|hang]
+                     [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]]
 
 POST /v1/metrics with an ExportMetricsServiceRequest (protobuf) body:
-- accept: decoded with opentelemetry-proto's classes, appended to FILE as one
+- accept: decompressed if gzip (Content-Encoding, said in the line's
+  content_encoding), decoded with opentelemetry-proto's classes, appended to FILE as one
   JSON line per request (resource attributes; per metric its name, unit and
   data points: temporality, scale, zero count, positive offset and bucket
   counts, count, sum, min/max, attributes, times), answered 200 with an
@@ -13,11 +15,17 @@ POST /v1/metrics with an ExportMetricsServiceRequest (protobuf) body:
 - refuse: answered 503 with Retry-After: 1 (a collector shedding load);
 - hang: the request is read and never answered (a stuck collector).
 Every request, in any mode, is also counted in FILE.count (its size in
-FILE.bytes), so a test can see retries and their bound.
+FILE.bytes) and its arrival time (Unix seconds) appended to FILE.times, so
+a test can see retries, their bound and the backoff between them. With
+--tls-cert and --tls-key it speaks HTTPS (a handshake that fails is no
+request); with --tls-client-ca also, it asks every client for a
+certificate that CA signed (mutual TLS).
 """
 
 import argparse
+import gzip
 import json
+import ssl
 import sys
 import threading
 import time
@@ -119,6 +127,9 @@ def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=["accept", "refuse", "hang"], default="accept")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
+    parser.add_argument("--tls-client-ca")
     args = parser.parse_args()
     lock = threading.Lock()
     counted = {"requests": 0, "bytes": 0}
@@ -135,6 +146,8 @@ def main():
                     f.write(str(counted["requests"]))
                 with open(args.out + ".bytes", "w") as f:
                     f.write(str(counted["bytes"]))
+                with open(args.out + ".times", "a") as f:
+                    f.write(f"{time.time():.6f}\n")
             if self.path != "/v1/metrics":
                 self.send_error(404)
                 return
@@ -150,7 +163,11 @@ def main():
             if self.headers.get("Content-Type") != "application/x-protobuf":
                 self.send_error(415, "want application/x-protobuf")
                 return
+            encoding = self.headers.get("Content-Encoding", "identity")
+            if encoding == "gzip":
+                body = gzip.decompress(body)
             decoded = decode(body)
+            decoded["content_encoding"] = encoding
             with lock, open(args.out, "a") as f:
                 f.write(json.dumps(decoded) + "\n")
             reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
@@ -165,6 +182,15 @@ def main():
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            # Mutual TLS: a client without a certificate this CA signed
+            # fails the handshake and never gets to send a request.
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.tls_client_ca)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("listening", flush=True)
     try:
         server.serve_forever()

@@ -104,6 +104,9 @@ enum Command {
         /// One process per sleeper instead of one thread each.
         #[arg(long)]
         processes: bool,
+        /// The processes wake only when their process group gets SIGUSR1.
+        #[arg(long, requires = "processes")]
+        idle: bool,
     },
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
@@ -151,7 +154,8 @@ fn main() -> ExitCode {
             threads,
             cpu,
             processes,
-        } => bench::sleepers::serve(threads, cpu, processes),
+            idle,
+        } => bench::sleepers::serve(threads, cpu, processes, idle),
         Command::BenchBtfFloor => bench::floor::parse_once(),
         Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()

@@ -6,6 +6,7 @@ pub(crate) mod breakdown;
 pub(crate) mod causes;
 pub(crate) mod compare;
 pub(crate) mod diagnosis;
+pub(crate) mod dump_series;
 pub(crate) mod pairs;
 pub(crate) mod percentiles;
 pub(crate) mod recording;

@@ -1,18 +1,65 @@
-//! Which workload hurts which: the neighbour-pair table's pairs, named,
-//! rolled up (pairs whose two sides have the same names add up) and ranked
-//! by the wait time they account for.
+//! Which workload hurts which: the neighbour-pair table's pairs, rolled
+//! up (pairs whose two sides have the same identity at the level add up,
+//! as the breakdown's roll-up adds cgroups up) and ranked by the wait
+//! time they account for.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map::Entry};
 
-use crate::{collect::pairs::PairCounts, sys::workload::level::Level};
+use crate::{
+    collect::pairs::PairCounts,
+    sys::workload::level::{Level, Workload},
+};
 
 /// One row: the workload that waited, the one that held the CPU, and
 /// the waits of the first behind the second.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WorkloadPair {
-    pub victim: String,
-    pub holder: String,
+    pub victim: Side,
+    pub holder: Side,
     pub counts: PairCounts,
+}
+
+/// One side of a pair: what it adds up under and what it is shown as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Side {
+    /// Its workload's identity at the level (`Workload::identity_at`: a
+    /// container's ID, a pod's UID, a unit), else its cgroup's path (or
+    /// name, for a cgroup gone before it was named, and the idle CPU).
+    pub identity: String,
+    pub name: String,
+    /// Whether its runtime's files named it: of the sides with one
+    /// identity, such a one gives the name every row shows.
+    pub named: bool,
+}
+
+impl Side {
+    /// Cgroup `id` at `level`, `workload` being what it is (None: gone
+    /// before it could be named).
+    pub(crate) fn of(id: u64, workload: Option<&Workload>, level: Level) -> Side {
+        let Some(w) = workload else {
+            return Side::plain(&format!("(removed, id {id})"));
+        };
+        Side {
+            identity: w.identity_at(level).unwrap_or_else(|| w.path.clone()),
+            name: w.name_at(level),
+            named: w.names.is_some(),
+        }
+    }
+
+    /// A side that is only its name (the idle CPU; tests).
+    pub(crate) fn plain(name: &str) -> Side {
+        Side {
+            identity: name.to_string(),
+            name: name.to_string(),
+            named: false,
+        }
+    }
+
+    /// Whether this side names its identity better than `other`: a name
+    /// from the runtime's files first, then the smaller name (stable).
+    fn names_better_than(&self, other: &Side) -> bool {
+        (self.named, std::cmp::Reverse(&self.name)) > (other.named, std::cmp::Reverse(&other.name))
+    }
 }
 
 /// The ranked table of one interval.
@@ -31,35 +78,54 @@ pub(crate) struct PairTable {
     pub by: Level,
 }
 
-/// Adds up the pairs with the same names on both sides (named at level
-/// `by`), ranks them by total wait (then by names, for a stable order),
-/// and keeps `top` rows (all when None).
+/// Adds up the pairs with the same identities on both sides (at level
+/// `by`), each identity shown by one name in every row (a name its
+/// runtime gave, if any side of it has one: a pod whose containers are
+/// named unevenly stays one workload), ranks them by total wait (then by
+/// names, for a stable order), and keeps `top` rows (all when None).
 pub(crate) fn rank(
     pairs: impl IntoIterator<Item = WorkloadPair>,
     by: Level,
     top: Option<usize>,
     (overflow, capacity): (PairCounts, u32),
 ) -> PairTable {
-    let mut merged: HashMap<(String, String), PairCounts> = HashMap::new();
+    let mut merged: HashMap<(String, String), WorkloadPair> = HashMap::new();
+    let mut shown: HashMap<String, Side> = HashMap::new();
     for p in pairs {
-        merged
-            .entry((p.victim, p.holder))
-            .or_default()
-            .add(p.counts);
+        for side in [&p.victim, &p.holder] {
+            match shown.entry(side.identity.clone()) {
+                Entry::Occupied(mut e) if side.names_better_than(e.get()) => {
+                    e.insert(side.clone());
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(e) => {
+                    e.insert(side.clone());
+                }
+            }
+        }
+        let key = (p.victim.identity.clone(), p.holder.identity.clone());
+        match merged.entry(key) {
+            Entry::Occupied(mut e) => e.get_mut().counts.add(p.counts),
+            Entry::Vacant(e) => {
+                e.insert(p);
+            }
+        }
     }
-    let mut rows: Vec<WorkloadPair> = merged
-        .into_iter()
-        .map(|((victim, holder), counts)| WorkloadPair {
-            victim,
-            holder,
-            counts,
+    let mut rows: Vec<WorkloadPair> = (merged.into_values())
+        .map(|mut r| {
+            r.victim = shown[&r.victim.identity].clone();
+            r.holder = shown[&r.holder.identity].clone();
+            r
         })
         .collect();
+    let names = |r: &WorkloadPair| (r.victim.name.clone(), r.holder.name.clone());
     rows.sort_by(|a, b| {
         b.counts
             .sum_ns
             .cmp(&a.counts.sum_ns)
-            .then_with(|| (&a.victim, &a.holder).cmp(&(&b.victim, &b.holder)))
+            .then_with(|| names(a).cmp(&names(b)))
+            .then_with(|| a.victim.identity.cmp(&b.victim.identity))
+            .then_with(|| a.holder.identity.cmp(&b.holder.identity))
     });
     let keep = top.unwrap_or(rows.len()).min(rows.len());
     let mut cut_counts = PairCounts::default();
@@ -84,8 +150,8 @@ mod tests {
 
     fn pair(v: &str, h: &str, count: u64, sum_ns: u64, max_ns: u64) -> WorkloadPair {
         WorkloadPair {
-            victim: v.into(),
-            holder: h.into(),
+            victim: Side::plain(v),
+            holder: Side::plain(h),
             counts: PairCounts {
                 count,
                 sum_ns,
@@ -111,5 +177,64 @@ mod tests {
         assert_eq!(t.rows[1], pair("db", "web", 100, 7_000, 100));
         assert_eq!(t.cut, 1);
         assert_eq!(t.cut_counts.count, 50);
+    }
+
+    /// Issue 25: a pod whose containers are named unevenly (one by its
+    /// runtime's files, a sidecar by none) is one workload in the table,
+    /// under the name the runtime gave, as in the breakdown's roll-up.
+    #[test]
+    fn a_pod_named_unevenly_rolls_up_by_its_uid_under_its_runtime_name() {
+        use crate::sys::workload::{level::tests::workload, names::ContainerNames};
+        let uid = "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+        let dir = format!(
+            "/kubepods.slice/kubepods-pod{}.slice",
+            uid.replace('-', "_")
+        );
+        let container =
+            |id: char| format!("{dir}/cri-containerd-{}.scope", id.to_string().repeat(64));
+        let nginx = workload(
+            &container('a'),
+            Some(ContainerNames {
+                namespace: Some("shop".into()),
+                pod: Some("web-1".into()),
+                container: Some("nginx".into()),
+                ..ContainerNames::default()
+            }),
+        );
+        let sidecar = workload(&container('b'), None);
+        let batch = workload("/system.slice/batch.service", None);
+        let side = |w: &Workload| Side::of(1, Some(w), Level::Pod);
+        assert_eq!(side(&sidecar).name, format!("pod {uid}"), "unnamed alone");
+        let behind = |v: &Workload, count| WorkloadPair {
+            victim: side(v),
+            holder: side(&batch),
+            counts: PairCounts {
+                count,
+                sum_ns: count * 1_000,
+                max_ns: 1_000,
+            },
+        };
+        // The sidecar's pair first: the name does not depend on the order.
+        let in_both =
+            |pairs: Vec<WorkloadPair>| rank(pairs, Level::Pod, None, (PairCounts::default(), 64));
+        for t in [
+            in_both(vec![behind(&sidecar, 2), behind(&nginx, 3)]),
+            in_both(vec![behind(&nginx, 3), behind(&sidecar, 2)]),
+        ] {
+            assert_eq!(t.rows.len(), 1, "{t:?}");
+            let row = &t.rows[0];
+            assert_eq!(
+                (row.victim.name.as_str(), row.counts.count),
+                ("shop/web-1", 5)
+            );
+            assert_eq!(row.victim.identity, format!("pod {uid}"));
+            assert_eq!(row.holder.name, "/system.slice/batch.service");
+        }
+        // A removed cgroup stays its own row, by its id.
+        let gone = Side::of(7, None, Level::Pod);
+        assert_eq!(
+            (gone.identity.as_str(), gone.name.as_str()),
+            ("(removed, id 7)", "(removed, id 7)")
+        );
     }
 }

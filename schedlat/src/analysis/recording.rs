@@ -119,6 +119,16 @@ impl Second {
     pub(crate) fn get(&self, name: &str) -> Option<&CompactWaits> {
         self.series.iter().find(|(n, _)| n == name).map(|(_, w)| w)
     }
+
+    /// The waits of the series `names`, added up (a workload recorded as
+    /// several cgroups); None when they add up past u64.
+    pub(crate) fn waits_of(&self, names: &[String]) -> Option<Waits> {
+        let mut w = Waits::default();
+        for c in names.iter().filter_map(|n| self.get(n)) {
+            w.try_merge(&c.waits())?;
+        }
+        Some(w)
+    }
 }
 
 /// What the dump's header says about how it was recorded.
@@ -193,18 +203,16 @@ impl Window {
         n
     }
 
-    /// The merged waits of `series` over `seconds`; None when the counts
-    /// add up past u64 (a damaged dump: each second was checked when read,
-    /// their sum is checked here).
+    /// The merged waits of the series `names` over `seconds`; None when
+    /// the counts add up past u64 (a damaged dump: each second was checked
+    /// when read, their sum is checked here).
     pub(crate) fn merge<'a>(
         seconds: impl IntoIterator<Item = &'a Second>,
-        series: &str,
+        names: &[String],
     ) -> Option<Waits> {
         let mut w = Waits::default();
         for s in seconds {
-            if let Some(c) = s.get(series) {
-                w.try_merge(&c.waits())?;
-            }
+            w.try_merge(&s.waits_of(names)?)?;
         }
         Some(w)
     }

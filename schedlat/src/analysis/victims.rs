@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet, btree_map::Entry};
 
-use schedlat_common::victims::{TaskInfo, WaitStats};
+use schedlat_common::victims::{ROW_DECISIONS, ROW_OUTCOMES, TaskInfo, WaitStats};
 
 use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 
@@ -76,6 +76,12 @@ pub(crate) struct Row {
     /// another CPU than the waiter last ran on (docs/causes.md).
     pub kinds: [u64; 3],
     pub migrated: u64,
+    /// The decision split of its waits (docs/decision.md), all 0 when the
+    /// load did not split them: by decision (`Decision` index), by outcome
+    /// (`Outcome` index), and the pass-overs counted.
+    pub decisions: [u64; ROW_DECISIONS],
+    pub outcomes: [u64; ROW_OUTCOMES],
+    pub passes: u64,
 }
 
 /// A row's waits by cause, as shares of its waits (docs/victims.md).
@@ -109,6 +115,11 @@ impl Row {
         })
     }
 
+    /// The waits the decision split saw (0: the load did not split them).
+    pub(crate) fn decided(&self) -> u64 {
+        self.outcomes.iter().sum()
+    }
+
     fn key(&self, by: SortKey) -> u64 {
         by.value(self.count, self.total_ns, self.max_ns)
     }
@@ -122,6 +133,13 @@ impl Row {
             *sum += n;
         }
         self.migrated += later.migrated;
+        for (sum, n) in self.decisions.iter_mut().zip(later.decisions) {
+            *sum += n;
+        }
+        for (sum, n) in self.outcomes.iter_mut().zip(later.outcomes) {
+            *sum += n;
+        }
+        self.passes += later.passes;
         if later.max_ns > self.max_ns {
             self.max_ns = later.max_ns;
             self.max_at_ns = later.max_at_ns;
@@ -144,6 +162,9 @@ impl From<&WaitStats> for Row {
             other: v.max_other,
             kinds: v.kinds.map(u64::from),
             migrated: u64::from(v.migrated),
+            decisions: v.decisions.map(u64::from),
+            outcomes: v.outcomes.map(u64::from),
+            passes: u64::from(v.passes),
         }
     }
 }

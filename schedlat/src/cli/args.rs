@@ -8,6 +8,7 @@ use schedlat_common::scope::Breakdown;
 use super::{
     groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
     keyed::{CgroupKeyArgs, MaxSeriesArgs, PairTableArgs},
+    otlp::OtlpArgs,
 };
 use crate::{
     analysis::{
@@ -15,6 +16,7 @@ use crate::{
         victims::SortKey,
     },
     commands::{
+        UsageError,
         diagnose::DiagnoseOptions,
         serve::{PairSeriesOptions, ServeOptions, listen},
         slow::SlowOptions,
@@ -231,12 +233,14 @@ pub(crate) struct ServeArgs {
     )]
     pub cgroup_labels: Option<Vec<Option<WorkloadLabel>>>,
 
-    /// Buckets of the per-key families: log2 (one per power of two, a
-    /// percentile within 2x) or fine (as the total, within 25%)
+    /// Buckets of the per-key families: slo (one per power of two and a
+    /// narrow one at 0.5, 1, 2, 5, 10 and 50 ms: a percentile at those
+    /// within 8%, elsewhere within 2x), log2 (one per power of two, within
+    /// 2x) or fine (as the total, within 25%, at three times the samples)
     #[arg(
         long,
         value_name = "LAYOUT",
-        default_value = "log2",
+        default_value = "slo",
         requires = "keyed",
         help_heading = "Per-key series (pick one)"
     )]
@@ -296,6 +300,11 @@ pub(crate) struct ServeArgs {
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config_file: Option<std::path::PathBuf>,
 
+    // Boxed: the largest group, and clap's subcommand enum holds the
+    // arguments by value.
+    #[command(flatten)]
+    pub otlp: Box<OtlpArgs>,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -304,8 +313,14 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
-    pub(crate) fn options(&self) -> ServeOptions {
-        ServeOptions {
+    /// The options; an error where the OpenTelemetry variables do not
+    /// parse (clap checks the flags).
+    pub(crate) fn options(&self) -> Result<ServeOptions, UsageError> {
+        let otlp = (self.otlp)
+            .options(|var| std::env::var(var).ok())
+            .map_err(UsageError)?;
+        Ok(ServeOptions {
+            otlp,
             ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
             listen: self.listen,
             exemplars_ns: self.exemplars.map(|ns| ns.max(1)),
@@ -328,7 +343,7 @@ impl ServeArgs {
                 }
                 None => WorkloadLabels::default(),
             },
-        }
+        })
     }
 
     fn keyed(&self) -> Option<Keyed> {
@@ -346,9 +361,10 @@ pub(crate) struct DiagnoseArgs {
     /// One JSON object instead of the text report
     #[arg(long)]
     pub json: bool,
-    /// Split the window's waits by the scheduler's decision and name the
-    /// rule with its remedy (docs/decision.md), instead of loading the
-    /// victims and culprits tables (the two do not load together)
+    /// Load only the decision split's programs, without the victims and
+    /// culprits tables: one set of programs for the window instead of
+    /// two. By default diagnose loads both and names the scheduler's
+    /// decision with its remedy (docs/decision.md)
     #[arg(long, conflicts_with = "no_decision")]
     pub decision: bool,
 

@@ -5,6 +5,7 @@ mod args;
 pub(crate) mod generate;
 mod groups;
 mod keyed;
+mod otlp;
 
 use std::path::PathBuf;
 
@@ -180,7 +181,9 @@ pub(crate) struct ReplayArgs {
     /// End of the sub-window, the same way
     #[arg(long, value_name = "WHEN")]
     pub to: Option<String>,
-    /// The series shown: `total` or a cgroup's (as the dump names it)
+    /// The series shown: `total`, a cgroup's (as the dump names it), or a
+    /// workload's: `container = ID` (or a unique prefix), `pod = UID`,
+    /// `unit = NAME` (a pod's containers added up)
     #[arg(long, default_value = "total")]
     pub series: String,
     /// Longest slow waits listed
@@ -293,7 +296,7 @@ mod tests {
         else {
             panic!("not serve")
         };
-        let o = serve.options();
+        let o = serve.options().unwrap();
         assert_eq!((o.keyed, o.max_series), (Some(cgroups(9)), 250));
         let Some(Command::Record(record)) = parse(&["record", "--ring", "60", "--ring-cgroups"])
             .unwrap()

@@ -1,11 +1,42 @@
-//! The decision split's read from the kernel (docs/decision.md): the
-//! per-CPU totals, summed.
+//! The decision split's reads from the kernel (docs/decision.md): the
+//! per-CPU totals, summed, and the breakdown keys' splits.
 
-use aya::maps::{MapData, PerCpuArray};
-use schedlat_common::{decision::DecisionStats, names};
+use std::collections::HashMap;
 
-use super::{error::ReadError, tracer::Tracer};
+use aya::maps::{MapData, MapError, PerCpuArray};
+use schedlat_common::{
+    decision::{DecisionStats, KeyDecision},
+    names,
+};
+
+use super::{batch, error::ReadError, tracer::Tracer};
 use crate::histogram::DecisionCounts;
+
+/// The breakdown keys' cumulative decision splits, read whole once a
+/// reading (a few batch syscalls) and looked up by key; the buffers are
+/// kept between readings.
+#[derive(Default)]
+pub(super) struct KeyDecisions {
+    entries: batch::Entries<u64, KeyDecision>,
+    by_key: HashMap<u64, KeyDecision>,
+}
+
+impl KeyDecisions {
+    /// The kernel's entry of `key`, as last read (None: no wait of the key
+    /// was split, or it was not read).
+    pub(super) fn get(&self, key: u64) -> Option<&KeyDecision> {
+        self.by_key.get(&key)
+    }
+
+    /// Entries given here (tests).
+    #[cfg(test)]
+    pub(super) fn of(entries: impl IntoIterator<Item = (u64, KeyDecision)>) -> Self {
+        KeyDecisions {
+            by_key: entries.into_iter().collect(),
+            ..KeyDecisions::default()
+        }
+    }
+}
 
 impl Tracer {
     /// The cumulative decision split; None when it is off.
@@ -20,5 +51,31 @@ impl Tracer {
             .map_err(|error| ReadError::Map { name, error })?;
         let cpus: Vec<DecisionStats> = stats.iter().copied().collect();
         Ok(Some(DecisionCounts::from_cpus(facts, &cpus)))
+    }
+
+    /// Reads every key's decision split into `into`.
+    pub(super) fn read_key_decisions(&self, into: &mut KeyDecisions) -> Result<(), ReadError> {
+        let name = names::MAP_KEY_DECISIONS;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        batch::read(map, &mut into.entries).map_err(|error| ReadError::Map { name, error })?;
+        into.by_key.clear();
+        into.by_key
+            .extend(into.entries.iter().map(|(&k, &v)| (k, v)));
+        Ok(())
+    }
+
+    /// Deletes one key's decision split (its task or cgroup is gone); a key
+    /// that never had one is no error.
+    pub(super) fn forget_key_decision(&mut self, key: u64) -> Result<(), ReadError> {
+        let name = names::MAP_KEY_DECISIONS;
+        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
+        let mut split = aya::maps::HashMap::<&mut MapData, u64, KeyDecision>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        match split.remove(&key) {
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
+            other => other.map_err(|error| ReadError::Map { name, error }),
+        }
     }
 }

@@ -29,11 +29,23 @@ use crate::{
 };
 
 /// CPU the scenarios run on (the second, away from CPU 0's housekeeping).
-const CPU: usize = 1;
+pub(super) const CPU: usize = 1;
 
 /// Loaded for the thread `tid` alone; None (skipped) when not root, which
 /// CI=true makes a failure.
 fn load_for(tid: u32) -> Option<Tracer> {
+    let spec = FilterSpec {
+        tid: Some(tid),
+        ..FilterSpec::default()
+    };
+    let tracer = load(&spec, &Modes::HISTOGRAM)?;
+    eprintln!("{:?}", tracer.decision);
+    Some(tracer)
+}
+
+/// Loaded with `modes` for the waits `spec` filters; None (skipped) when
+/// not root, which CI=true makes a failure. Prints what the verifier took.
+pub(super) fn load(spec: &FilterSpec, modes: &Modes) -> Option<Tracer> {
     // SAFETY: no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
@@ -44,18 +56,14 @@ fn load_for(tid: u32) -> Option<Tracer> {
         eprintln!("skipped: loads eBPF programs, needs root");
         return None;
     }
-    let filter = Filter::resolve(&FilterSpec {
-        tid: Some(tid),
-        ..FilterSpec::default()
-    })
-    .unwrap();
+    let filter = Filter::resolve(spec).unwrap();
     let started = Instant::now();
     let tracer = Tracer::load_modes(
         HookChoice::Btf,
         &KernelSources::default(),
         1000,
         &filter,
-        &Modes::HISTOGRAM,
+        modes,
     )
     .expect("the programs load and attach");
     eprintln!("loaded and attached in {:?}", started.elapsed());
@@ -67,11 +75,10 @@ fn load_for(tid: u32) -> Option<Tracer> {
             );
         }
     }
-    eprintln!("{:?}", tracer.decision);
     Some(tracer)
 }
 
-fn pin(cpu: usize) {
+pub(super) fn pin(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -80,7 +87,7 @@ fn pin(cpu: usize) {
     }
 }
 
-fn set_policy(policy: libc::c_int, priority: libc::c_int) {
+pub(super) fn set_policy(policy: libc::c_int, priority: libc::c_int) {
     let param = libc::sched_param {
         sched_priority: priority,
     };
@@ -94,14 +101,14 @@ fn set_policy(policy: libc::c_int, priority: libc::c_int) {
     );
 }
 
-fn gettid() -> u32 {
+pub(super) fn gettid() -> u32 {
     // SAFETY: no arguments.
     unsafe { libc::gettid() as u32 }
 }
 
 /// The busy time of CPU `cpu` (user+nice+system+irq+softirq, in ticks)
 /// from /proc/stat, to say how busy it was in a failure message.
-fn busy_ticks(cpu: usize) -> u64 {
+pub(super) fn busy_ticks(cpu: usize) -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let name = format!("cpu{cpu} ");
     stat.lines()
@@ -119,7 +126,7 @@ fn busy_ticks(cpu: usize) -> u64 {
 }
 
 /// The thread's own CPU time.
-fn thread_cpu() -> Duration {
+pub(super) fn thread_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -219,7 +226,7 @@ fn show(d: &DecisionCounts) {
     eprintln!("cells: {}", cells.join(", "));
     let holders: Vec<String> = HOLDERS
         .iter()
-        .map(|&h| format!("{h:?} {}", d.held(h)))
+        .map(|&h| format!("{h:?} {}", d.holder_count[h as usize]))
         .collect();
     eprintln!(
         "holders: {}; passes {}; predicted {} waits, {} us vs {} us actual, {} beyond; share {:?}",

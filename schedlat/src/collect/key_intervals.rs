@@ -18,30 +18,50 @@
 //! - Names: a key's comm as the kernel last stored it (a task that exited
 //!   has no /proc entry left), a cgroup's path from its first sight
 //!   (keylabels.rs).
-//! - A key idle for 2 readings, then 4, 8..., is asked whether its task or
-//!   cgroup still exists (one syscall per key asked, and at ten thousand
-//!   keys many sleep through an interval); if not, it is deleted from the
-//!   kernel map once the reading is handed out, and forgotten: all its
-//!   waits were in earlier intervals, and a reused TID or id starts again
-//!   from zero.
+//! - A key idle for 2 readings is due to be asked whether its task or
+//!   cgroup still exists, and again each time its idle readings double
+//!   (one syscall per key asked, about 0.9 us: at ten thousand keys many
+//!   sleep through an interval). No reading asks more than
+//!   [`ask_budget`] keys (the larger of 256 and an eighth of the keys),
+//!   those due longest first: keys that went idle together (a fork storm
+//!   ending) are asked over a few readings instead of all in one, and a
+//!   due key is asked at most 8 readings late. A key found gone is deleted
+//!   from the kernel map once the reading is handed out, and forgotten:
+//!   all its waits were in earlier intervals, and a reused TID or id
+//!   starts again from zero.
 
 use schedlat_common::scope::{Breakdown, KeyStats};
 
 use super::{
     batch::Entries,
+    decision::KeyDecisions,
     error::ReadError,
     key_slots::{Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
 use crate::{
-    histogram::{CauseCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits, layout::Layout},
+    histogram::{
+        CauseCounts, KeyDecisionCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits,
+        layout::Layout,
+    },
     sys::workload::level::Workload,
 };
 
 /// Keys per batch read: their 1.7 KiB entries (430 KiB) are differenced
 /// while the kernel's copy is still in the CPU's cache.
 const CHUNK: usize = 256;
+
+/// Idle readings before a key is first asked whether it exists.
+const FIRST_ASK: u32 = 2;
+
+/// The most keys one reading asks whether they exist, of `keys`: an
+/// eighth of them (at 0.9 us a syscall, 1.1 ms at ten thousand keys where
+/// asking all costs 9 ms), and never fewer than 256 (0.23 ms), so a small
+/// map asks every due key at once.
+pub(super) fn ask_budget(keys: usize) -> usize {
+    (keys / 8).max(256)
+}
 
 /// How a key's buckets are kept between readings.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +133,9 @@ pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     names: N,
     /// Per key, the cause split too (when the kernel keeps it).
     causes: Option<Measurable>,
+    /// Per key, the decision split too (when the kernel keeps it): its
+    /// map's entries, read after the histograms'.
+    decisions: Option<KeyDecisions>,
     slots: Slots<S>,
     /// The kernel's entries, read into the same buffers every time.
     entries: Entries<u64, KeyStats>,
@@ -126,6 +149,11 @@ pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     news: Vec<u64>,
     idle_shown: Vec<usize>,
     gone: Vec<u64>,
+    /// This reading's keys due to be asked whether they exist: slot, and
+    /// readings since due.
+    due: Vec<(usize, u32)>,
+    /// Keys there were when due keys were first left over (0: none left).
+    backlog_of: usize,
 }
 
 /// A key that waited since the previous reading; its new waits per bucket
@@ -138,6 +166,9 @@ pub(crate) struct Active {
     pub new_sum_ns: u64,
     /// Its cause split since the previous reading, when kept per key.
     pub new_causes: Option<CauseCounts>,
+    /// Its decision split since the previous reading it waited in, when
+    /// kept per key.
+    pub new_decision: Option<KeyDecisionCounts>,
 }
 
 impl Active {
@@ -150,6 +181,7 @@ impl Active {
             log2: log2.to_vec(),
             sum_ns: self.new_sum_ns,
             causes: self.new_causes.clone(),
+            key_decision: self.new_decision.clone(),
             ..Waits::default()
         }
     }
@@ -157,12 +189,16 @@ impl Active {
 
 impl<S: PerKey> KeyIntervals<S, KeyLabels> {
     /// The keys of breakdown `by` on `tracer`'s kernel, kept as `kept`;
-    /// with the cause split per key when `with_causes` and the kernel
-    /// measures it.
-    pub(crate) fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_causes: bool) -> Self {
+    /// with the cause and decision splits per key when `with_splits` and
+    /// the kernel measures them.
+    pub(crate) fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_splits: bool) -> Self {
         let names = tracer.key_labels(by);
-        let causes = tracer.measurable.filter(|_| with_causes);
-        KeyIntervals::with_names(by, names, kept, causes)
+        let causes = tracer.measurable.filter(|_| with_splits);
+        let mut keys = KeyIntervals::with_names(by, names, kept, causes);
+        if with_splits && tracer.decision.is_some() {
+            keys.decisions = Some(KeyDecisions::default());
+        }
+        keys
     }
 
     /// Names containers' cgroups by their runtimes' files too
@@ -183,8 +219,21 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
         let read = tracer.for_each_keyed(&mut entries, CHUNK, |&key, stats| self.feed(key, stats));
         self.entries = entries;
         read?;
+        // After the histograms: every key they hold that was split is in
+        // this read (the waits that ended between the two reads later than its histogram).
+        if let Some(mut decisions) = self.decisions.take() {
+            let read = tracer.read_key_decisions(&mut decisions);
+            self.decide(&decisions);
+            self.decisions = Some(decisions);
+            read?;
+        }
         let out = take(&mut Reading { keys: self });
-        self.finish(|key| tracer.forget_key(key).is_ok());
+        let split = self.decisions.is_some();
+        // The split first: a key whose histogram delete failed is asked
+        // again, and its split's entry is then gone already (no error).
+        self.finish(|key| {
+            (!split || tracer.forget_key_decision(key).is_ok()) && tracer.forget_key(key).is_ok()
+        });
         Ok(out)
     }
 }
@@ -203,6 +252,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             width,
             names,
             causes,
+            decisions: None,
             slots: Slots::new(width),
             entries: Entries::default(),
             round: 0,
@@ -211,6 +261,8 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             news: Vec::new(),
             idle_shown: Vec::new(),
             gone: Vec::new(),
+            due: Vec::new(),
+            backlog_of: 0,
         }
     }
 
@@ -232,6 +284,25 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         out
     }
 
+    /// [`KeyIntervals::interval_of`] with the keys' decision splits
+    /// `decisions` read after the histograms (tests).
+    #[cfg(test)]
+    pub(super) fn interval_decided_of<'e, R>(
+        &mut self,
+        current: impl IntoIterator<Item = (u64, &'e KeyStats)>,
+        decisions: &KeyDecisions,
+        take: impl FnOnce(&mut Reading<'_, S, N>) -> R,
+    ) -> R {
+        self.begin();
+        for (key, stats) in current {
+            self.feed(key, stats);
+        }
+        self.decide(decisions);
+        let out = take(&mut Reading { keys: self });
+        self.finish(|_| true);
+        out
+    }
+
     pub(crate) fn by(&self) -> Breakdown {
         self.by
     }
@@ -240,6 +311,12 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// The names it asks (tests).
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> &N {
+        &self.names
     }
 
     /// The names it asks (tests change what exists).
@@ -254,6 +331,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         self.news.clear();
         self.idle_shown.clear();
         self.gone.clear();
+        self.due.clear();
         self.slots.begin();
     }
 
@@ -273,7 +351,9 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
                 last_sum_ns: 0,
                 last_zero: 0,
                 idle: 0,
+                ask_at: FIRST_ASK,
                 last_causes: None,
+                last_decision: None,
                 comm: stats.comm,
                 user: S::default(),
             }
@@ -282,12 +362,12 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         state.seen = round;
         let zero = stats.buckets[0];
         if stats.sum_ns == state.last_sum_ns && zero == state.last_zero {
-            // Gone? Asked after two idle readings, then after 4, 8...: a
-            // task that merely slept through one interval is not asked at
-            // all, one idle for long is asked rarely.
+            // Gone? Due after two idle readings, then each time they
+            // double: a task that merely slept through one interval is not
+            // asked at all, one idle for long is asked rarely (finish asks).
             state.idle = state.idle.saturating_add(1);
-            if state.idle >= 2 && state.idle.is_power_of_two() && !self.names.exists(key) {
-                self.gone.push(key);
+            if state.idle >= state.ask_at {
+                self.due.push((slot, state.idle - state.ask_at));
             }
             if state.user.shown_idle() {
                 self.idle_shown.push(slot);
@@ -313,17 +393,64 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             slot,
             new_sum_ns: stats.sum_ns.saturating_sub(state.last_sum_ns),
             new_causes,
+            new_decision: None,
         });
         // The kernel keeps the latest name a thread gave itself.
         state.comm = stats.comm;
         state.last_sum_ns = stats.sum_ns;
         state.last_zero = zero;
         state.idle = 0;
+        state.ask_at = FIRST_ASK;
+    }
+
+    /// Asks up to [`ask_budget`] of the keys due whether they still exist,
+    /// those due longest first; each is due again when its idle readings
+    /// have doubled (a key still there, or one whose delete failed). While some are left over, the budget
+    /// stays that of the keys there were (it does not shrink as the gone
+    /// are deleted), and a key due later never passes one due earlier: each
+    /// is asked within 8 readings of due.
+    fn ask_due(&mut self) {
+        let keys = self.slots.len().max(self.backlog_of);
+        let budget = ask_budget(keys);
+        if self.due.len() > budget {
+            self.due
+                .select_nth_unstable_by_key(budget, |&(_, late)| std::cmp::Reverse(late));
+            self.due.truncate(budget);
+            self.backlog_of = keys;
+        } else {
+            self.backlog_of = 0;
+        }
+        for &(slot, _) in &self.due {
+            let state = self.slots.key(slot);
+            // Asked again then, also a gone key whose delete fails.
+            state.ask_at = state.idle.saturating_mul(2);
+            if !self.names.exists(state.key) {
+                self.gone.push(state.key);
+            }
+        }
+    }
+
+    /// Gives each key that waited in this reading its decision split since
+    /// the previous reading it waited in, from `current` (the kernel's
+    /// cumulative entries; a key without one split none of its waits).
+    fn decide(&mut self, current: &KeyDecisions) {
+        for a in &mut self.active {
+            let state = self.slots.key(a.slot);
+            let now = current
+                .get(a.key)
+                .map_or_else(KeyDecisionCounts::zero, KeyDecisionCounts::from_key);
+            a.new_decision = Some(match &state.last_decision {
+                Some(then) => now.since(then),
+                None => now.clone(),
+            });
+            state.last_decision = Some(now);
+        }
     }
 
     /// Ends a reading: drops the keys that left the map without a delete
     /// from here (none should), and deletes the keys found gone.
     fn finish(&mut self, mut forget: impl FnMut(u64) -> bool) {
+        self.ask_due();
         let round = self.round;
         self.slots.retain(|k| k.seen == round);
         for &key in &self.gone {
@@ -446,6 +573,8 @@ mod tests {
     struct Live {
         gone: Vec<u64>,
         seen: Vec<u64>,
+        /// Existence asks so far.
+        asked: usize,
     }
 
     impl Existence for Live {
@@ -453,6 +582,7 @@ mod tests {
             self.seen.push(key);
         }
         fn exists(&mut self, key: u64) -> bool {
+            self.asked += 1;
             !self.gone.contains(&key)
         }
     }
@@ -515,6 +645,42 @@ mod tests {
     }
 
     #[test]
+    fn each_key_that_waited_gets_its_decision_split_since_it_last_waited() {
+        use schedlat_common::decision::{Decision, KeyDecision};
+        let mut keys =
+            KeyIntervals::with_names(Breakdown::Thread, Live::default(), Kept::Whole, None);
+        let (mut a, mut b) = (KeyStats::ZERO, KeyStats::ZERO);
+        add(&mut a, &[10]);
+        add(&mut b, &[2000]);
+        let mut da = KeyDecision::ZERO;
+        da.decision_count[Decision::Requested as usize] = 1;
+        let mut db = KeyDecision::ZERO;
+        db.decision_count[Decision::Protected as usize] = 1;
+        let split = |keys: &mut KeyIntervals<(), Live>, stats: &[(u64, KeyStats)], d| {
+            let entries = stats.iter().map(|(k, v)| (*k, v));
+            keys.interval_decided_of(entries, &KeyDecisions::of(d), |reading| {
+                (reading.active())
+                    .map(|(a, new)| (a.key, a.waits(new).key_decision.unwrap()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let first = split(&mut keys, &[(1, a), (2, b)], vec![(1, da), (2, db)]);
+        assert_eq!(first[0].1.decided(Decision::Requested), 1);
+        assert_eq!(first[1].1.decided(Decision::Protected), 1);
+        // b idle; a waited twice more, both declined; a key the split has
+        // no entry for (its waits not split) reads as none.
+        add(&mut a, &[20, 30]);
+        da.decision_count[Decision::Protected as usize] += 2;
+        let mut c = KeyStats::ZERO;
+        add(&mut c, &[5]);
+        let second = split(&mut keys, &[(1, a), (2, b), (3, c)], vec![(1, da), (2, db)]);
+        assert_eq!(second.len(), 2);
+        let (key, d) = &second[0];
+        assert_eq!((*key, d.waits(), d.decided(Decision::Protected)), (1, 2, 2));
+        assert_eq!((second[1].0, second[1].1.waits()), (3, 0));
+    }
+
+    #[test]
     fn a_gone_key_is_deleted_after_two_idle_readings_and_starts_again_from_zero() {
         let mut keys =
             KeyIntervals::with_names(Breakdown::Thread, Live::default(), Kept::Whole, None);
@@ -542,5 +708,52 @@ mod tests {
         keys.names_mut().gone.clear();
         let w = read(&mut keys, &[(7, again)]);
         assert_eq!(w[0].1.count(), 1);
+    }
+
+    #[test]
+    fn keys_idle_together_are_asked_a_bounded_share_a_reading_and_the_gone_go_in_time() {
+        const KEYS: u64 = 4096;
+        let budget = ask_budget(KEYS as usize);
+        assert_eq!(budget, 512);
+        let mut keys =
+            KeyIntervals::with_names(Breakdown::Process, Live::default(), Kept::Whole, None);
+        let mut stats = KeyStats::ZERO;
+        add(&mut stats, &[10]);
+        // Every key waits once, then all go idle together; every other
+        // key's process exits.
+        let mut current: Vec<(u64, KeyStats)> = (1..=KEYS).map(|k| (k, stats)).collect();
+        read(&mut keys, &current);
+        keys.names_mut().gone = (1..=KEYS).step_by(2).collect();
+        let (mut asks, mut left) = (Vec::new(), Vec::new());
+        for _ in 0..12 {
+            let before = keys.names().asked;
+            let mut forgotten = Vec::new();
+            keys.interval_of(
+                current.iter().map(|(k, s)| (*k, s)),
+                |k| {
+                    forgotten.push(k);
+                    true
+                },
+                |_| (),
+            );
+            current.retain(|(k, _)| !forgotten.contains(k));
+            asks.push(keys.names().asked - before);
+            left.push(keys.len());
+        }
+        // Due at the 2nd idle reading (the 2nd here), all 4096 at once:
+        // asked an eighth a reading, so the gone are all deleted within 8
+        // readings of due (the 9th); the live are due again as their idle
+        // readings double, and never more than the budget a reading.
+        assert_eq!(asks[0], 0, "asks per reading {asks:?}");
+        assert!(
+            asks.iter().all(|&n| n <= budget),
+            "asks per reading {asks:?}, over {budget}"
+        );
+        assert_eq!(asks[1..9], [budget; 8], "asks per reading {asks:?}");
+        assert_eq!(
+            left[8],
+            KEYS as usize / 2,
+            "keys left {left:?}, asks {asks:?}"
+        );
     }
 }

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::histogram::CauseCounts;
+use crate::histogram::{CauseCounts, KeyDecisionCounts};
 
 /// One key's state across readings.
 pub(super) struct Key<S> {
@@ -29,9 +29,14 @@ pub(super) struct Key<S> {
     pub last_zero: u32,
     /// Readings in a row without a new wait.
     pub idle: u32,
+    /// The idle readings at which it is next asked whether it exists.
+    pub ask_at: u32,
     /// The kernel's cumulative cause split at the previous reading, when
     /// kept per key.
     pub last_causes: Option<CauseCounts>,
+    /// Its decision split at the previous reading it waited in, when kept
+    /// per key.
+    pub last_decision: Option<KeyDecisionCounts>,
     /// The name the kernel last stored with the key (a task that exited
     /// has no /proc entry left to read it from).
     pub comm: [u8; 16],
@@ -95,7 +100,6 @@ impl<S> Slots<S> {
         }
     }
 
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.keys.len()
     }
@@ -196,7 +200,9 @@ mod tests {
             last_sum_ns: k,
             last_zero: 0,
             idle: 0,
+            ask_at: 2,
             last_causes: None,
+            last_decision: None,
             comm: [0; 16],
             user: (),
         }

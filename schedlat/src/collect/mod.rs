@@ -15,6 +15,8 @@ mod decision_trace;
 pub(crate) mod error;
 pub(crate) mod exemplar_waits;
 pub(crate) mod interval;
+#[cfg(test)]
+mod key_decision_live;
 pub(crate) mod key_intervals;
 mod key_slots;
 pub(crate) mod keylabels;
@@ -27,3 +29,5 @@ pub(crate) mod tracer;
 pub(crate) mod victims;
 mod whole;
 pub(crate) mod workloads;
+#[cfg(test)]
+mod yield_live;

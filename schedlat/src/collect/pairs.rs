@@ -238,25 +238,5 @@ impl PairIntervals {
     }
 }
 
-impl PairsInterval {
-    /// Each pair with its sides named by `name` (a cgroup id's name), and
-    /// `(idle CPU)` for an idle holder.
-    pub(crate) fn named(
-        &self,
-        mut name: impl FnMut(u64) -> String,
-    ) -> Vec<(String, String, PairCounts)> {
-        self.pairs
-            .iter()
-            .map(|(pair, counts)| {
-                let holder = match pair.holder {
-                    Holder::Idle => IDLE.to_string(),
-                    Holder::Cgroup(id) => name(id),
-                };
-                (name(pair.victim), holder, *counts)
-            })
-            .collect()
-    }
-}
-
 /// The holder of the waits that ended on an idle CPU.
 pub(crate) const IDLE: &str = "(idle CPU)";

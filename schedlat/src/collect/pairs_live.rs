@@ -97,6 +97,21 @@ fn cpu0_busy(before: &[u64], after: &[u64]) -> String {
     )
 }
 
+/// The path of the interpreter `python3` runs (its `sys.executable`),
+/// which execs no helper of its own.
+fn real_python() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    let path = String::from_utf8(out.stdout).expect("a UTF-8 path");
+    assert!(
+        out.status.success() && !path.trim().is_empty(),
+        "python3 names no interpreter"
+    );
+    path.trim().to_string()
+}
+
 fn cpu0_times() -> Vec<u64> {
     let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
     stat.lines()
@@ -125,9 +140,15 @@ fn a_sleeper_beside_another_groups_hogs_waits_behind_that_group() {
     intervals.next(&mut tracer, |_| true).unwrap();
     let before = cpu0_times();
     // A sleeper that does not fork: every task of the group is the one
-    // that waits.
-    let sleeper = "exec python3 -c 'import time\nwhile True: time.sleep(0.002)'";
-    let mut children = vec![victim.run(0, sleeper)];
+    // that waits. The interpreter is named by its real path: `python3` on
+    // PATH may be a shim (pyenv's is a bash script that forks some 40
+    // helpers before it execs the interpreter), and those helpers, in the
+    // victim's group, would hold its waits at startup.
+    let sleeper = format!(
+        "exec {} -c 'import time\nwhile True: time.sleep(0.002)'",
+        real_python()
+    );
+    let mut children = vec![victim.run(0, &sleeper)];
     children.extend((0..2).map(|_| hogs.run(0, "while :; do :; done")));
     thread::sleep(Duration::from_secs(3));
     stop(children);

@@ -22,41 +22,41 @@ use crate::{
     },
 };
 
-/// Names cgroup ids of one tracer's hierarchy at one level.
+/// Names cgroup ids of one tracer's hierarchy as workloads.
 pub(crate) struct WorkloadNamer {
     labels: KeyLabels,
-    level: Level,
 }
 
 impl WorkloadNamer {
-    /// `level`'s names for `tracer`'s cgroup ids; the runtimes' files are
-    /// read under `/` (the host's).
+    /// Names for `tracer`'s cgroup ids, the runtimes' files read (under
+    /// `/`, the host's) only where `level` names containers or pods.
     pub(crate) fn new(tracer: &Tracer, level: Level) -> WorkloadNamer {
         let mut labels = tracer.key_labels(Breakdown::Cgroup);
         if matches!(level, Level::Container | Level::Pod) {
             labels.name_containers();
         }
-        WorkloadNamer { labels, level }
+        WorkloadNamer { labels }
     }
 
     /// For naming tasks as well as cgroup ids: in the tracer's hierarchy,
     /// else the cpu controller's (the one `--cgroups` keys by), with the
-    /// runtimes' names of containers at every level (a task's column
-    /// names its container whatever `--by` rolls pairs up to).
-    pub(crate) fn for_tasks(tracer: &Tracer, level: Level) -> WorkloadNamer {
+    /// runtimes' names of containers (a task's column names its
+    /// container whatever `--by` rolls pairs up to).
+    pub(crate) fn for_tasks(tracer: &Tracer) -> WorkloadNamer {
         let hierarchy = (tracer.cgroup_hierarchy.clone())
             .or_else(|| cgroupfs::default_hierarchy(&Mounts::read()));
         let mut labels =
             KeyLabels::new(Breakdown::Cgroup, hierarchy).with_names(tracer.cgroup_names.clone());
         labels.name_containers();
-        WorkloadNamer { labels, level }
+        WorkloadNamer { labels }
     }
 
     /// The workloads of `tasks` (TID, PID), by TID, from the cgroup each
     /// is in now (/proc/TID/cgroup, the hierarchy's line; a thread gone
-    /// by then is taken to be in its process's cgroup, as threads are
-    /// unless cgroup v2's threaded mode splits them); a task whose process
-    /// is gone too (or in no cgroup of the hierarchy) has none.
+    /// or exiting by then, whose cgroup v1 line no longer says where it
+    /// was, is taken to be in its process's cgroup, as threads are unless
+    /// cgroup v2's threaded mode splits them); a task whose process is
+    /// gone or exiting too (or in no cgroup of the hierarchy) has none.
     pub(crate) fn tasks(
         &mut self,
         tasks: impl IntoIterator<Item = (u32, u32)>,
@@ -67,8 +67,8 @@ impl WorkloadNamer {
                 continue;
             }
             let path = (self.labels.hierarchy()).and_then(|h| {
-                let lines = cgroup_of::of(tid).or_else(|| cgroup_of::of(pid))?;
-                line_of(h, &lines).map(|l| l.path.clone())
+                let path = |task| Some(line_of(h, &cgroup_of::of(task)?)?.path.clone());
+                path(tid).or_else(|| path(pid))
             });
             if let Some(path) = path {
                 found.insert(tid, self.labels.workload_at(path));
@@ -82,14 +82,10 @@ impl WorkloadNamer {
         self.labels.exists(id)
     }
 
-    /// Cgroup `id`'s name at the level: its path, or the unit, pod or
-    /// container it belongs to; `(removed, id N)` only for a cgroup gone
-    /// before it could be named.
-    pub(crate) fn name(&mut self, id: u64) -> String {
-        match self.labels.workload(id) {
-            Some(workload) => workload.name_at(self.level),
-            None => format!("(removed, id {id})"),
-        }
+    /// What cgroup `id` is: its path, labels and runtime's names; None
+    /// only for a cgroup gone before it could be named.
+    pub(crate) fn workload(&mut self, id: u64) -> Option<Workload> {
+        self.labels.workload(id)
     }
 }
 

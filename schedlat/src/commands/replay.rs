@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     analysis::{
+        dump_series::{self, NotFound},
         recording::{Second, Window},
         shape,
     },
@@ -60,9 +61,13 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     let first_unix_ns = start_unix_ns(first);
     let from = bound(opts.from.as_deref(), first_unix_ns, earliest)?;
     let to = bound(opts.to.as_deref(), first_unix_ns, latest)?;
-    if !w.series_names().contains(&opts.series) {
-        return Err(UsageError(no_such_series(w, &opts.series)).into());
-    }
+    let picked = match dump_series::pick(w, &opts.series) {
+        Ok(picked) => picked,
+        Err(NotFound(why)) if why.is_empty() => {
+            return Err(UsageError(no_such_series(w, &opts.series)).into());
+        }
+        Err(NotFound(why)) => return Err(UsageError(why).into()),
+    };
     let out_of_order = w.out_of_order();
     let mut warnings = Vec::new();
     if out_of_order > 0 {
@@ -87,7 +92,7 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
         let why = no_interval_inside(opts, first_unix_ns, (earliest, latest), (from, to));
         return Err(UsageError(why).into());
     }
-    let Some(merged) = Window::merge(inside.iter().copied(), &opts.series) else {
+    let Some(merged) = Window::merge(inside.iter().copied(), &picked.names) else {
         bail!("the window's wait counts add up to more than 2^64: a damaged dump");
     };
     let mut slow: Vec<_> = w
@@ -98,7 +103,8 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     slow.sort_by_key(|e| std::cmp::Reverse(e.wait_ns));
     let report = Replay {
         window: w,
-        series: &opts.series,
+        series: &picked.shown,
+        names: &picked.names,
         from: from.max(earliest),
         to: to.min(latest),
         inside,

@@ -13,8 +13,12 @@ use tokio::{
 };
 
 use crate::{
-    analysis::pairs::{self, PairTable, WorkloadPair},
-    collect::{pairs::PairIntervals, tracer::Tracer, workloads::WorkloadNamer},
+    analysis::pairs::{self, PairTable, Side, WorkloadPair},
+    collect::{
+        pairs::{Holder, IDLE, PairIntervals},
+        tracer::Tracer,
+        workloads::WorkloadNamer,
+    },
     commands::stdout,
     kernel::{
         filter::{Filter, FilterSpec},
@@ -188,14 +192,18 @@ impl PairsView {
     pub(crate) fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
         let names = &mut self.names;
         let interval = self.intervals.next(tracer, |id| names.exists(id))?;
-        let named = interval.named(|id| names.name(id));
-        let rows = named
-            .into_iter()
-            .map(|(victim, holder, counts)| WorkloadPair {
-                victim,
-                holder,
-                counts,
-            });
+        let level = self.level;
+        let mut side = |id| Side::of(id, names.workload(id).as_ref(), level);
+        let rows: Vec<WorkloadPair> = (interval.pairs.iter())
+            .map(|(pair, counts)| WorkloadPair {
+                victim: side(pair.victim),
+                holder: match pair.holder {
+                    Holder::Idle => Side::plain(IDLE),
+                    Holder::Cgroup(id) => side(id),
+                },
+                counts: *counts,
+            })
+            .collect();
         let table = (interval.overflow, interval.capacity);
         Ok(pairs::rank(rows, self.level, self.top, table))
     }

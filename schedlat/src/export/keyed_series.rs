@@ -213,6 +213,9 @@ impl KeyedSeries {
             if let Some(c) = &a.new_causes {
                 into.add_causes(c);
             }
+            if let Some(d) = &a.new_decision {
+                into.add_decision(d);
+            }
         });
 
         self.slots.extend_from_slice(reading.idle_shown());

@@ -21,7 +21,9 @@
 //!   their own in a scrape (`--max-pair-series`) and the overflow pair;
 //! - encode/: one encoder per format (the text formats through
 //!   prometheus-client, protobuf with native histograms);
-//! - negotiate: which format a scraper asked for.
+//! - negotiate: which format a scraper asked for;
+//! - otlp/: the same families pushed to an OpenTelemetry collector
+//!   (`serve --otlp-endpoint`): OTLP messages, mapping, delivery.
 //!
 //! Where new work goes: a family is a function in families/ (a file of
 //! its own for a new concern) and a line in `Scrape::families`; a label
@@ -37,4 +39,5 @@ pub(crate) mod labels;
 pub(crate) mod model;
 pub(crate) mod negotiate;
 pub(crate) mod neighbour_series;
+pub(crate) mod otlp;
 pub(crate) mod workload_labels;

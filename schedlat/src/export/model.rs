@@ -3,7 +3,7 @@
 //! a histogram's folded buckets). The families (families/) build these and
 //! the encoders (encode/) write them; neither knows the other.
 
-use crate::histogram::{CauseCounts, Waits, layout::Layout, native::NativeMap};
+use crate::histogram::{CauseCounts, KeyDecisionCounts, Waits, layout::Layout, native::NativeMap};
 
 /// Label pairs of one sample, in the order they are written.
 pub(crate) type Labels = Vec<(&'static str, String)>;
@@ -108,6 +108,9 @@ pub(crate) struct Folded {
     /// The cause split of the same waits, where the kernel keeps it per
     /// key (per cgroup; families/cause_split.rs).
     pub causes: Option<CauseCounts>,
+    /// The decision split of the same waits, where the kernel keeps it
+    /// per key (per cgroup; families/decision.rs).
+    pub decision: Option<KeyDecisionCounts>,
 }
 
 impl Folded {
@@ -116,6 +119,7 @@ impl Folded {
             buckets: layout.counts(&waits.buckets),
             sum_ns: waits.sum_ns,
             causes: waits.causes.clone(),
+            decision: waits.key_decision.clone(),
         }
     }
 
@@ -125,6 +129,7 @@ impl Folded {
             buckets: vec![0; width],
             sum_ns: 0,
             causes: None,
+            decision: None,
         }
     }
 
@@ -137,6 +142,14 @@ impl Folded {
         match &mut self.causes {
             Some(sum) => sum.merge(more),
             None => self.causes = Some(more.clone()),
+        }
+    }
+
+    /// Adds an interval's decision split to the series'.
+    pub(crate) fn add_decision(&mut self, more: &KeyDecisionCounts) {
+        match &mut self.decision {
+            Some(sum) => sum.merge(more),
+            None => self.decision = Some(more.clone()),
         }
     }
 }

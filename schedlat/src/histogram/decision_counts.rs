@@ -7,8 +7,8 @@ use schedlat_common::{
     NR_BUCKETS,
     bucket::bucket_bounds,
     decision::{
-        DECISIONS, Decision, DecisionStats, Holder, NR_CELLS, NR_HOLDERS, NR_OUTCOMES, Outcome,
-        PASSES, Pass, cell,
+        DECISIONS, Decision, DecisionStats, NR_CELLS, NR_HOLDERS, NR_OUTCOMES, Outcome, PASSES,
+        Pass, cell,
     },
 };
 
@@ -179,10 +179,6 @@ impl DecisionCounts {
             .sum()
     }
 
-    pub(crate) fn held(&self, holder: Holder) -> u64 {
-        self.holder_count[holder as usize]
-    }
-
     /// Waits counted.
     pub(crate) fn waits(&self) -> u64 {
         self.count.iter().sum()
@@ -193,7 +189,7 @@ impl DecisionCounts {
     pub(crate) fn holder_waits(&self) -> u64 {
         schedlat_common::decision::HOLDERS
             .iter()
-            .map(|&h| self.held(h))
+            .map(|&h| self.holder_count[h as usize])
             .sum()
     }
 
@@ -244,6 +240,8 @@ fn between(buckets: &[u64], min_ns: u64, max_ns: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use schedlat_common::decision::Holder;
+
     use super::*;
 
     fn facts() -> DecisionFacts {
@@ -266,13 +264,13 @@ mod tests {
         assert_eq!(total.passed(Pass::ThreePlus), 4);
         assert_eq!(total.declined(), 6);
         assert_eq!(total.waits(), 10);
-        assert_eq!(total.held(Holder::SliceEnded), 14);
+        assert_eq!(total.holder_count[Holder::SliceEnded as usize], 14);
         assert_eq!(total.mean_share(), Some(0.25));
         let earlier = DecisionCounts::from_cpus(facts(), &[a]);
         let since = total.since(&earlier);
         assert_eq!(since.decided(Decision::Protected), 1);
         assert_eq!(since.waits(), 3);
-        assert_eq!(since.held(Holder::SliceEnded), 7);
+        assert_eq!(since.holder_count[Holder::SliceEnded as usize], 7);
         assert_eq!(since.outcome_between(Outcome::Declined, 0, u64::MAX), 5);
     }
 }

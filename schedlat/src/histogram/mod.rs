@@ -18,6 +18,7 @@ mod buckets;
 mod cause_counts;
 mod decision_counts;
 pub(crate) mod hdr;
+mod key_decision;
 pub(crate) mod layout;
 pub(crate) mod native;
 mod waits;
@@ -26,5 +27,6 @@ pub(crate) use self::{
     buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, bucket_index, log2_slot, log2_slot_bounds},
     cause_counts::{CauseCounts, Measurable},
     decision_counts::{DecisionCounts, DecisionFacts, TifSource},
+    key_decision::KeyDecisionCounts,
     waits::{Unit, Waits},
 };

@@ -19,6 +19,8 @@
 //!
 //! - the whole-system total, from the kernel's buckets: 12.2% (the
 //!   classic `fine` layout: 25%);
+//! - per key, `--key-buckets slo` (the default): 39.7% (classic: 7.8% at
+//!   the SLO thresholds, a factor of two elsewhere);
 //! - per key, `--key-buckets log2`: 39.7% (classic: a factor of two);
 //! - per key, `--key-buckets fine`: 18.8% (classic: 25%).
 //!
@@ -33,7 +35,7 @@ use std::sync::LazyLock;
 
 use super::{
     Bucket,
-    layout::{LAYOUT, LOG2, Layout},
+    layout::{LAYOUT, LOG2, Layout, SLO, percent_up},
 };
 
 /// Prometheus' exponential schema: 2^3 = 8 buckets per power of two.
@@ -51,6 +53,8 @@ const TOTAL_ERROR: &str = "12.2%";
 const LOG2_ERROR: &str = "39.7%";
 #[cfg(test)]
 const FINE_ERROR: &str = "18.8%";
+#[cfg(test)]
+const SLO_ERROR: &str = "39.7%";
 
 /// Where each source bucket goes in the native histogram.
 #[derive(Debug)]
@@ -176,7 +180,7 @@ impl NativeMap {
 
     /// The worst error as the HELP states it: a percentage rounded up.
     pub(crate) fn stated(&self) -> String {
-        format!("{:.1}%", (self.worst * 1000.0).ceil() / 10.0)
+        percent_up(self.worst)
     }
 
     /// The native buckets of the source counts `counts`.
@@ -224,7 +228,8 @@ impl NativeMap {
 
 /// The whole-system total, from the kernel's buckets.
 pub(crate) static KERNEL: LazyLock<NativeMap> = LazyLock::new(NativeMap::kernel);
-/// The per-key families, from `--key-buckets log2` or `fine`.
+/// The per-key families, from `--key-buckets slo`, `log2` or `fine`.
+pub(crate) static SLO_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&SLO));
 pub(crate) static LOG2_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LOG2));
 pub(crate) static FINE_MAP: LazyLock<NativeMap> = LazyLock::new(|| NativeMap::layout(&LAYOUT));
 
@@ -238,12 +243,13 @@ mod tests {
         // Rounded up: a bound.
         assert_eq!(KERNEL.stated(), TOTAL_ERROR);
         assert_eq!(LOG2_MAP.stated(), LOG2_ERROR);
+        assert_eq!(SLO_MAP.stated(), SLO_ERROR);
         assert_eq!(FINE_MAP.stated(), FINE_ERROR);
     }
 
     #[test]
     fn the_mapping_is_monotonic_and_zero_only_for_zero() {
-        for map in [&*KERNEL, &*LOG2_MAP, &*FINE_MAP] {
+        for map in [&*KERNEL, &*LOG2_MAP, &*FINE_MAP, &*SLO_MAP] {
             let idx: Vec<i32> = map.index.iter().flatten().copied().collect();
             assert!(idx.windows(2).all(|w| w[0] <= w[1]));
         }

@@ -3,7 +3,9 @@
 
 use schedlat_common::{CpuStats, Extremes, NR_BUCKETS, NR_LOG2_SLOTS};
 
-use super::{cause_counts::CauseCounts, decision_counts::DecisionCounts};
+use super::{
+    cause_counts::CauseCounts, decision_counts::DecisionCounts, key_decision::KeyDecisionCounts,
+};
 
 /// The display unit, chosen at load time (the kernel divides by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +54,9 @@ pub(crate) struct Waits {
     /// The decision split of these waits, when the programs measured it
     /// (off with `--no-decision`).
     pub decision: Option<DecisionCounts>,
+    /// A breakdown key's decision split (each dimension apart: the kernel
+    /// keeps no table per key), when the programs measured it.
+    pub key_decision: Option<KeyDecisionCounts>,
 }
 
 impl Default for Waits {
@@ -67,6 +72,7 @@ impl Default for Waits {
             unkeyed: 0,
             causes: None,
             decision: None,
+            key_decision: None,
         }
     }
 }
@@ -122,6 +128,10 @@ impl Waits {
                 (Some(now), Some(then)) => Some(now.since(then)),
                 (now, _) => now.clone(),
             },
+            key_decision: match (&self.key_decision, &earlier.key_decision) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 
@@ -156,6 +166,7 @@ impl Waits {
         self.max_ns = [self.max_ns, other.max_ns].into_iter().flatten().max();
         merge_causes(&mut self.causes, &other.causes);
         merge_decision(&mut self.decision, &other.decision);
+        merge_key_decision(&mut self.key_decision, &other.key_decision);
     }
 
     /// [`Waits::merge`] for counts read from a file: None, and `self`
@@ -177,6 +188,7 @@ impl Waits {
             // (which cannot overflow) come here with one.
             causes: self.causes.clone(),
             decision: self.decision.clone(),
+            key_decision: self.key_decision.clone(),
         };
         merged.checked_count()?;
         merged
@@ -186,6 +198,7 @@ impl Waits {
         *self = merged;
         merge_causes(&mut self.causes, &other.causes);
         merge_decision(&mut self.decision, &other.decision);
+        merge_key_decision(&mut self.key_decision, &other.key_decision);
         Some(())
     }
 
@@ -221,6 +234,14 @@ fn merge_causes(total: &mut Option<CauseCounts>, more: &Option<CauseCounts>) {
 
 /// As `merge_causes`: a span without the split makes the sum lack it.
 fn merge_decision(total: &mut Option<DecisionCounts>, more: &Option<DecisionCounts>) {
+    match (total.as_mut(), more) {
+        (Some(total), Some(more)) => total.merge(more),
+        _ => *total = None,
+    }
+}
+
+/// As `merge_causes`.
+fn merge_key_decision(total: &mut Option<KeyDecisionCounts>, more: &Option<KeyDecisionCounts>) {
     match (total.as_mut(), more) {
         (Some(total), Some(more)) => total.merge(more),
         _ => *total = None,

@@ -61,18 +61,21 @@ impl Setup {
         self.offsets.unwrap_or(DecisionOffsets::ZERO)
     }
 
-    /// Sets the split's switch in `compute` and sizes its map: it needs the
+    /// Sets the split's switch in `compute` and sizes its maps: it needs the
     /// cause split's snapshot slots (`slots`); REQUESTS has an entry per
-    /// CPU (`cpus`, as the kernel numbers them).
+    /// CPU (`cpus`, as the kernel numbers them), the keys' split one per
+    /// breakdown key (`max_keys`, None without a breakdown).
     pub(crate) fn configure(
         &self,
         loader: &mut EbpfLoader<'_>,
         compute: &mut Compute,
-        (slots, cpus): (bool, u32),
+        (slots, cpus, max_keys): (bool, u32, Option<u32>),
     ) {
         let on = self.offsets.is_some() && compute.causes != 0 && slots;
         compute.decision = u64::from(on);
         loader.map_max_entries(names::MAP_REQUESTS, if on { cpus.max(1) } else { 1 });
+        let keys = max_keys.filter(|_| on).map_or(1, |n| n.max(1));
+        loader.map_max_entries(names::MAP_KEY_DECISIONS, keys);
     }
 
     pub(crate) fn facts(&self) -> Option<DecisionFacts> {

@@ -5,6 +5,7 @@
 //! `--force-memory` is given.
 
 use schedlat_common::{
+    decision::KeyDecision,
     scope::KeyStats,
     victims::WaitStats,
     workload::{PairKey, PairStats},
@@ -13,7 +14,8 @@ use schedlat_common::{
 use crate::kernel::modes::Modes;
 
 /// Beyond this, a size option is refused without `--force-memory`: 256 MiB
-/// is 45 times the default key map and more than a busy machine's tasks need.
+/// is 27 times the default key maps (histograms and decision split) and
+/// more than a busy machine's tasks need.
 pub(crate) const LIMIT_BYTES: u64 = 256 << 20;
 
 /// Costs at or above this are printed; the defaults (a few MiB) are not.
@@ -50,16 +52,25 @@ impl Cost {
 }
 
 /// The costs of the size options `modes` uses; `cpus` adds the idle rows
-/// of the culprit table.
-pub(crate) fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
+/// of the culprit table, `decision` (the decision split on) the keys'
+/// decision map beside their histograms.
+pub(crate) fn costs(modes: &Modes, (cpus, decision): (u32, bool)) -> Vec<Cost> {
     let mut out = Vec::new();
     if let Some(k) = modes.keyed {
         let n = u64::from(k.max_keys);
-        let elem = HASH_ELEM_OVERHEAD + 8 + round8(size_of::<KeyStats>());
+        let map = |value: usize| {
+            let elem = HASH_ELEM_OVERHEAD + 8 + round8(value);
+            n * elem + n.next_power_of_two() * HASH_BUCKET
+        };
+        let split = if decision {
+            map(size_of::<KeyDecision>())
+        } else {
+            0
+        };
         out.push(Cost {
             option: "--max-keys",
             value: k.max_keys,
-            bytes: n * elem + n.next_power_of_two() * HASH_BUCKET,
+            bytes: map(size_of::<KeyStats>()) + split,
         });
     }
     if let Some(max_pairs) = modes.pairs {
@@ -87,9 +98,13 @@ pub(crate) fn costs(modes: &Modes, cpus: u32) -> Vec<Cost> {
 }
 
 /// The notes to print, or why the options are refused.
-pub(crate) fn check(modes: &Modes, cpus: u32, force: bool) -> Result<Vec<String>, String> {
+pub(crate) fn check(
+    modes: &Modes,
+    cpus_decision: (u32, bool),
+    force: bool,
+) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
-    for cost in costs(modes, cpus) {
+    for cost in costs(modes, cpus_decision) {
         if cost.bytes > LIMIT_BYTES && !force {
             return Err(format!(
                 "{}, more than the {} schedlat allows without --force-memory: lower {} (each entry is one key or task that can be told apart), or pass --force-memory",
@@ -139,26 +154,37 @@ mod tests {
     /// memory, `victims --max-tasks 1000000` 458 MiB.
     #[test]
     fn large_maps_are_priced_and_refused_unless_forced() {
-        let default = check(&keyed(4096), 2, false).unwrap();
+        let default = check(&keyed(4096), (2, true), false).unwrap();
         assert!(default.is_empty(), "the default is quiet: {default:?}");
-        let e = check(&keyed(1_000_000), 2, false).unwrap_err();
+        let e = check(&keyed(1_000_000), (2, false), false).unwrap_err();
         assert!(
             e.contains("--max-keys 1000000 takes about 1.") && e.contains("GiB"),
             "{e}"
         );
         assert!(e.contains("--force-memory"), "{e}");
-        let forced = check(&keyed(1_000_000), 2, true).unwrap();
+        let forced = check(&keyed(1_000_000), (2, true), true).unwrap();
         assert_eq!(forced.len(), 1, "{forced:?}");
-        let e = check(&Modes::victims(1_000_000), 2, false).unwrap_err();
+        let e = check(&Modes::victims(1_000_000), (2, false), false).unwrap_err();
         assert!(e.contains("--max-tasks 1000000 takes about"), "{e}");
         // The cost grows with the option: the bound is a number of entries.
-        let c = |n| costs(&keyed(n), 2)[0].bytes;
+        let c = |n| costs(&keyed(n), (2, false))[0].bytes;
         assert!(c(4096) < 8 << 20 && c(4096) > 4 << 20, "{}", human(c(4096)));
-        assert!(check(&Modes::HISTOGRAM, 2, false).unwrap().is_empty());
+        // The keys' decision split: 712 bytes a key more (3.1 MiB at 4096).
+        let with_split = costs(&keyed(4096), (2, true))[0].bytes - c(4096);
+        assert!(
+            (3 << 20..4 << 20).contains(&with_split),
+            "{}",
+            human(with_split)
+        );
+        assert!(
+            check(&Modes::HISTOGRAM, (2, true), false)
+                .unwrap()
+                .is_empty()
+        );
         // The pair table: about 100 bytes a pair.
-        let pairs = costs(&Modes::HISTOGRAM.with_pairs(4096), 2)[0].bytes;
+        let pairs = costs(&Modes::HISTOGRAM.with_pairs(4096), (2, true))[0].bytes;
         assert!((400 << 10..500 << 10).contains(&pairs), "{}", human(pairs));
-        let e = check(&Modes::HISTOGRAM.with_pairs(10_000_000), 2, false).unwrap_err();
+        let e = check(&Modes::HISTOGRAM.with_pairs(10_000_000), (2, true), false).unwrap_err();
         assert!(e.contains("--max-pairs 10000000 takes about"), "{e}");
     }
 

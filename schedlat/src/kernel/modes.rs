@@ -24,7 +24,8 @@ const SLOW_RING_BYTES: u32 = 1 << 20;
 pub(crate) const DEFAULT_MAX_TASKS: u32 = 10_240;
 
 /// Keys the breakdown histograms hold, unless `--max-keys` says: 4096
-/// keys, 6.6 MiB (a `KeyStats` is 1,696 bytes).
+/// keys, 6.6 MiB (a `KeyStats` is 1,696 bytes), and 3.1 MiB more for their
+/// decision split (712 bytes a key).
 pub(crate) const DEFAULT_MAX_KEYS: u32 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +77,8 @@ impl Modes {
             victims: Some(max_tasks),
             slow_ns: None,
             keyed: None,
-            causes: false,
+            // Only for the decision split of each row, as in `slow`.
+            causes: true,
             pairs: None,
         }
     }
@@ -161,11 +163,11 @@ impl Modes {
 
     /// Whether the decision split's programs can be loaded (unless
     /// `--no-decision`): with the cause split, whose slots keep its state,
-    /// in the histogram and slow modes, whose sched_switch they replace.
-    /// Not with the victims mode's own sched_switch (`victims`, `top`):
-    /// swapping it would leave the victims tables empty.
+    /// in every mode (each program has its twin with the split,
+    /// names::BTF_DECISION_PROGRAMS: the victims mode's own sched_switch
+    /// is replaced by the victims switch with the split).
     pub(crate) fn decides(&self) -> bool {
-        self.causes && (self.histogram || self.slow_ns.is_some()) && self.victims.is_none()
+        self.causes && (self.histogram || self.slow_ns.is_some() || self.victims.is_some())
     }
 
     /// Without the cause split (`--no-causes`).
@@ -278,12 +280,33 @@ mod tests {
     }
 
     #[test]
-    fn the_decision_split_never_replaces_the_victims_switch() {
+    fn every_mode_decides_and_its_switch_has_a_twin_with_the_split() {
         assert!(Modes::HISTOGRAM.decides());
         assert!(Modes::slow(1).decides());
-        assert!(!Modes::victims(1).decides());
-        assert!(!Modes::histogram_and_victims(1).decides(), "top");
+        assert!(Modes::victims(1).decides());
+        assert!(Modes::histogram_and_victims(1).decides(), "top");
         assert!(!Modes::HISTOGRAM.without_causes().decides());
+        assert!(!Modes::victims(1).without_causes().decides());
+        // The loader swaps each program for its twin by name: the victims
+        // switch must become the victims switch with the split (a swap by
+        // tracepoint once left `top`'s tables empty).
+        for m in [
+            Modes::HISTOGRAM,
+            Modes::victims(1),
+            Modes::histogram_and_victims(1),
+        ] {
+            for (program, _) in m.btf_programs() {
+                if program == "sched_process_exit" {
+                    continue;
+                }
+                let twin = names::BTF_DECISION_PROGRAMS
+                    .iter()
+                    .find(|(_, plain)| *plain == program)
+                    .map(|(split, _)| *split);
+                let twin = twin.unwrap_or_else(|| panic!("{program} has no twin"));
+                assert!(twin.starts_with(program) && twin.ends_with("_decision"));
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use schedlat_common::scope::Breakdown;
 use serde_json::json;
 
 use super::{
-    causes, escape,
+    causes, decision, escape,
     json::shape_out,
     text as table,
     workload::{self, workload_json},
@@ -36,6 +36,7 @@ pub(crate) fn text(report: &KeyedReport, unit: Unit) -> String {
         if let Some(split) = causes::of(&row.waits) {
             out.push_str(&causes::text(&split));
         }
+        out.push_str(&decision::key_text(&row.waits));
     }
     let _ = writeln!(
         out,
@@ -73,6 +74,7 @@ pub(crate) fn json(report: &KeyedReport) -> serde_json::Value {
                 "shape": shape_out(&r.shape),
                 "log2": r.waits.log2_slots(),
                 "causes": causes::of(&r.waits).map(|c| causes::json(&c)),
+                "decision": decision::key_json(&r.waits),
             })
         })
         .collect();
@@ -140,9 +142,11 @@ mod tests {
         let json = json(&report);
         assert_eq!(json["keys"][0]["count"], 3);
         assert_eq!(json["by"], "pids");
-        // Not measured: no causes line, a null object.
+        // Not measured: no causes or decision line, null objects.
         assert!(!out.contains("causes:"), "{out}");
         assert_eq!(json["keys"][0]["causes"], serde_json::Value::Null);
+        assert!(!out.contains("decision:"), "{out}");
+        assert_eq!(json["keys"][0]["decision"], serde_json::Value::Null);
     }
 
     /// Issue 29 item 7: a task named with ESC or a newline reached -P and
@@ -207,5 +211,59 @@ mod tests {
         assert_eq!(c["preempted"]["count"], 3);
         assert_eq!(c["preempted"]["p99_ns"], serde_json::Value::Null);
         assert_eq!(c["queue_depth"]["2"], 3);
+    }
+
+    #[test]
+    fn each_key_gets_its_decision_block_and_object() {
+        use schedlat_common::decision::{Decision, Holder, KeyDecision, Outcome, Pass};
+
+        use crate::histogram::KeyDecisionCounts;
+        // A passed-over worker: 2 of its 3 waits declined (protected)
+        // and passed over 3+ times, both over 1 ms.
+        let mut r = row(42, &[3, 5000, 9000]);
+        let mut k = KeyDecision::ZERO;
+        k.decision_count[Decision::Requested as usize] = 1;
+        k.decision_count[Decision::Protected as usize] = 2;
+        k.decision_sum_ns[Decision::Protected as usize] = 14_000_000;
+        k.pass_count[Pass::Zero as usize] = 1;
+        k.pass_count[Pass::ThreePlus as usize] = 2;
+        k.holder_count[Holder::SliceEnded as usize] = 3;
+        k.outcome_count[Outcome::Granted as usize] = 1;
+        k.outcome_count[Outcome::PassedOver as usize] = 2;
+        k.outcome_slow[Outcome::PassedOver as usize] = 2;
+        k.passes = 8;
+        r.waits.key_decision = Some(KeyDecisionCounts::from_key(&k));
+        let report = KeyedReport {
+            by: Breakdown::Thread,
+            sort: KeySort::Total,
+            rows: vec![r],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        };
+        let out = text(&report, Unit::Usecs);
+        let block: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("decision: "))
+            .take(4)
+            .collect();
+        assert_eq!(
+            block,
+            [
+                "decision: granted 33%, declined 0%, passed over 67%, idle CPU 0%, other 0% of waits; of the 2 over 1 ms: passed over 100%",
+                "  at the wakeup: requested 1; not asked 2: protected 2",
+                "  passed over: 0 in 1, 3+ in 2 (2.7 per wait)",
+                "  holder left: blocked 0%, preempted 0%, slice ended 100%, exited 0%, yielded 0%",
+            ],
+            "{out}"
+        );
+        let json = json(&report);
+        let d = &json["keys"][0]["decision"];
+        assert_eq!(d["waits"], 3);
+        assert_eq!(d["decisions"]["protected"]["sum_ns"], 14_000_000);
+        assert_eq!(d["pass_overs"]["3+"]["count"], 2);
+        assert_eq!(d["outcomes"]["passed_over"]["over_1ms"], 2);
+        assert_eq!(d["holders"]["slice_ended"]["count"], 3);
+        assert_eq!(d["passes"], 8);
     }
 }

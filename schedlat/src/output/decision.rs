@@ -5,17 +5,14 @@
 use std::fmt::Write as _;
 
 use schedlat_common::decision::{
-    DECISIONS, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, cell,
+    DECISIONS, DECLINED, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, cell,
 };
 use serde_json::{Value, json};
 
 use crate::{
     analysis::fmt_ns,
-    histogram::{DecisionFacts, Waits},
+    histogram::{DecisionFacts, KeyDecisionCounts, Waits},
 };
-
-/// Waits this long or longer are the tail the block splits apart.
-const SLOW_NS: u64 = 1_000_000;
 
 /// The name of a decision class in text and JSON.
 pub(crate) fn decision_name(d: Decision) -> &'static str {
@@ -54,6 +51,7 @@ pub(crate) fn holder_name(h: Holder) -> &'static str {
         Holder::Preempted => "preempted",
         Holder::SliceEnded => "slice_ended",
         Holder::Exited => "exited",
+        Holder::Yielded => "yielded",
     }
 }
 
@@ -96,26 +94,68 @@ pub(crate) fn text(waits: &Waits) -> String {
     let Some(d) = &waits.decision else {
         return String::new();
     };
-    let total = d.waits();
-    if total == 0 {
-        return String::new();
+    let mut out = split_text(&d.marginals());
+    if out.is_empty() {
+        return out;
     }
+    if d.predicted_waits > 0 {
+        let n = d.predicted_waits;
+        let tick = d
+            .facts
+            .tick_ns
+            .map_or(String::new(), |t| format!(" ({} tick)", fmt_ns(t)));
+        let _ = write!(
+            out,
+            "  not asked: the rule predicted {} mean, the wait was {}; {} of {n} beyond prediction + tick{tick}",
+            fmt_ns(d.predicted_ns / n),
+            fmt_ns(d.predicted_actual_ns / n),
+            d.beyond_prediction,
+        );
+        if let Some(share) = d.mean_share() {
+            let _ = write!(out, "; the wakee's fair share {:.0}%", share * 100.0);
+        }
+        out.push('\n');
+    } else if d.facts.fair == FAIR_CFS && d.declined() > 0 {
+        out.push_str(CFS_NOTE);
+        out.push('\n');
+    }
+    out
+}
+
+/// A breakdown key's block (its waits' split, from the key's own counts):
+/// the whole system's first four lines; empty when the split is off or
+/// split none of the key's waits.
+pub(crate) fn key_text(waits: &Waits) -> String {
+    waits
+        .key_decision
+        .as_ref()
+        .map_or(String::new(), split_text)
+}
+
+/// The block's first line alone, for the views that show it beside other
+/// things (`schedlat top` under the causes); None when the split is off
+/// or saw no wait.
+pub(crate) fn line(waits: &Waits) -> Option<String> {
+    let d = waits.decision.as_ref()?.marginals();
+    (d.waits() > 0).then(|| outcomes_line(&d))
+}
+
+/// `decision: granted 60%, ... of waits; of the 80 over 1 ms: ...`: each
+/// wait's outcome, and the same of the slow waits.
+fn outcomes_line(d: &KeyDecisionCounts) -> String {
+    let total = d.waits();
     let mut out = String::new();
-    // Each wait's outcome, and the same of the slow waits.
     let outcomes: Vec<String> = OUTCOMES
         .iter()
-        .map(|&o| {
-            let n = d.outcome_between(o, 0, u64::MAX);
-            format!("{} {}", words(outcome_name(o)), pct(n, total))
-        })
+        .map(|&o| format!("{} {}", words(outcome_name(o)), pct(d.outcome(o), total)))
         .collect();
     let _ = write!(out, "decision: {} of waits", outcomes.join(", "));
-    let slow = d.all_between(SLOW_NS, u64::MAX);
+    let slow = d.slow();
     if slow > 0 {
         let slow_outcomes: Vec<String> = OUTCOMES
             .iter()
             .filter_map(|&o| {
-                let n = d.outcome_between(o, SLOW_NS, u64::MAX);
+                let n = d.outcome_slow(o);
                 (n > 0).then(|| format!("{} {}", words(outcome_name(o)), pct(n, slow)))
             })
             .collect();
@@ -125,6 +165,17 @@ pub(crate) fn text(waits: &Waits) -> String {
             slow_outcomes.join(", ")
         );
     }
+    out
+}
+
+/// The four lines a key and the whole system share: outcomes (and of the
+/// waits over 1 ms), the decision at the wakeup, pass-overs, the holder.
+fn split_text(d: &KeyDecisionCounts) -> String {
+    let total = d.waits();
+    if total == 0 {
+        return String::new();
+    }
+    let mut out = outcomes_line(d);
     out.push('\n');
 
     let named = |list: &mut Vec<String>, ds: &[Decision]| {
@@ -149,14 +200,7 @@ pub(crate) fn text(waits: &Waits) -> String {
         ],
     );
     let mut declined = Vec::new();
-    named(
-        &mut declined,
-        &DECISIONS
-            .iter()
-            .copied()
-            .filter(|c| c.declined())
-            .collect::<Vec<_>>(),
-    );
+    named(&mut declined, &DECLINED);
     let _ = write!(out, "  at the wakeup: {}", list_or_none(&asked));
     let _ = writeln!(
         out,
@@ -192,27 +236,14 @@ pub(crate) fn text(waits: &Waits) -> String {
         .map(|&h| format!("{} {}", words(holder_name(h)), pct(d.held(h), total)))
         .collect();
     let _ = writeln!(out, "  holder left: {}", holders.join(", "));
-
-    if d.predicted_waits > 0 {
-        let n = d.predicted_waits;
-        let tick = d
-            .facts
-            .tick_ns
-            .map_or(String::new(), |t| format!(" ({} tick)", fmt_ns(t)));
-        let _ = write!(
-            out,
-            "  not asked: the rule predicted {} mean, the wait was {}; {} of {n} beyond prediction + tick{tick}",
-            fmt_ns(d.predicted_ns / n),
-            fmt_ns(d.predicted_actual_ns / n),
-            d.beyond_prediction,
-        );
-        if let Some(share) = d.mean_share() {
-            let _ = write!(out, "; the wakee's fair share {:.0}%", share * 100.0);
-        }
-        out.push('\n');
-    }
     out
 }
+
+/// DecisionFacts::fair of a CFS kernel (before 6.6).
+const FAIR_CFS: u64 = 2;
+
+/// What CFS's rule cannot give, said where EEVDF's prediction would be.
+const CFS_NOTE: &str = "  not asked: no prediction nor fair share on CFS (before 6.6): the wakeup granularity rule compares vruntimes, it sets no deadline to predict the wait from";
 
 fn list_or_none(items: &[String]) -> String {
     if items.is_empty() {
@@ -226,6 +257,51 @@ fn list_or_none(items: &[String]) -> String {
 /// split is off.
 pub(crate) fn json(waits: &Waits) -> Option<Value> {
     let d = waits.decision.as_ref()?;
+    let mut table = Vec::new();
+    for &c in &DECISIONS {
+        for &p in &PASSES {
+            let n = d.count[cell(c, p)];
+            if n > 0 {
+                table.push(json!({
+                    "decision": decision_name(c),
+                    "pass_overs": pass_name(p),
+                    "count": n,
+                    "sum_ns": d.sum_ns[cell(c, p)],
+                }));
+            }
+        }
+    }
+    let mut v = split_json(&d.marginals());
+    let whole = json!({
+        "kernel": facts_json(&d.facts),
+        "table": table,
+        // CFS's rule gives neither: null, not a zero that reads as measured.
+        "predicted": (d.facts.fair != FAIR_CFS).then(|| json!({
+            "waits": d.predicted_waits,
+            "predicted_ns": d.predicted_ns,
+            "actual_ns": d.predicted_actual_ns,
+            "beyond_prediction_and_tick": d.beyond_prediction,
+        })),
+        "share": (d.facts.fair != FAIR_CFS).then(|| json!({
+            "waits": d.share_waits,
+            "mean": d.mean_share(),
+        })),
+    });
+    if let (Some(v), Value::Object(whole)) = (v.as_object_mut(), whole) {
+        v.extend(whole);
+    }
+    Some(v)
+}
+
+/// A breakdown key's `decision` object (docs/json.md): the whole system's
+/// members a key has too; None when the split is off.
+pub(crate) fn key_json(waits: &Waits) -> Option<Value> {
+    waits.key_decision.as_ref().map(split_json)
+}
+
+/// The members a key and the whole system share: every count and sum by
+/// decision, pass-overs, holder and outcome.
+fn split_json(d: &KeyDecisionCounts) -> Value {
     let counted = |count: u64, sum_ns: u64| json!({ "count": count, "sum_ns": sum_ns });
     let decisions: serde_json::Map<String, Value> = DECISIONS
         .iter()
@@ -242,59 +318,26 @@ pub(crate) fn json(waits: &Waits) -> Option<Value> {
         .collect();
     let holders: serde_json::Map<String, Value> = HOLDERS
         .iter()
-        .map(|&h| {
-            let i = h as usize;
-            (
-                holder_name(h).into(),
-                counted(d.holder_count[i], d.holder_sum_ns[i]),
-            )
-        })
+        .map(|&h| (holder_name(h).into(), counted(d.held(h), d.held_ns(h))))
         .collect();
     let outcomes: serde_json::Map<String, Value> = OUTCOMES
         .iter()
         .map(|&o| {
-            let all = d.outcome_between(o, 0, u64::MAX);
-            let slow = d.outcome_between(o, SLOW_NS, u64::MAX);
+            let (all, slow) = (d.outcome(o), d.outcome_slow(o));
             (
                 outcome_name(o).into(),
                 json!({ "count": all, "over_1ms": slow }),
             )
         })
         .collect();
-    let mut table = Vec::new();
-    for &c in &DECISIONS {
-        for &p in &PASSES {
-            let n = d.count[cell(c, p)];
-            if n > 0 {
-                table.push(json!({
-                    "decision": decision_name(c),
-                    "pass_overs": pass_name(p),
-                    "count": n,
-                    "sum_ns": d.sum_ns[cell(c, p)],
-                }));
-            }
-        }
-    }
-    Some(json!({
-        "kernel": facts_json(&d.facts),
+    json!({
         "waits": d.waits(),
         "decisions": decisions,
         "pass_overs": pass_overs,
         "passes": d.passes,
-        "table": table,
         "holders": holders,
         "outcomes": outcomes,
-        "predicted": {
-            "waits": d.predicted_waits,
-            "predicted_ns": d.predicted_ns,
-            "actual_ns": d.predicted_actual_ns,
-            "beyond_prediction_and_tick": d.beyond_prediction,
-        },
-        "share": {
-            "waits": d.share_waits,
-            "mean": d.mean_share(),
-        },
-    }))
+    })
 }
 
 /// How the split was measured on this kernel.
@@ -305,7 +348,7 @@ fn facts_json(f: &DecisionFacts) -> Value {
         "bits_from": "table",
         "rules": match f.fair {
             1 => Some("eevdf"),
-            2 => Some("cfs"),
+            FAIR_CFS => Some("cfs"),
             _ => None,
         },
         "protection": match (f.fair, f.vprot) {
@@ -407,5 +450,36 @@ mod tests {
         assert_eq!(v["kernel"]["protection"], "vprot");
         assert_eq!(v["share"]["mean"], 0.25);
         assert_eq!(v["predicted"]["beyond_prediction_and_tick"], 75);
+    }
+
+    /// A CFS kernel's split (5.10, 6.1): the wakeup granularity rule gives
+    /// no prediction and no share, which are null and said so, not zeros.
+    #[test]
+    fn cfs_says_what_its_rule_cannot_give() {
+        let mut s = DecisionStats::ZERO;
+        s.count[cell(Decision::Requested, Pass::Zero)] = 30;
+        s.count[cell(Decision::WakeupGranularity, Pass::Zero)] = 20;
+        s.holder_count[Holder::Preempted as usize] = 50;
+        s.outcome_buckets[Outcome::Granted as usize][100] = 30;
+        s.outcome_buckets[Outcome::Declined as usize][260] = 20;
+        let facts = DecisionFacts {
+            need_resched_bit: 3,
+            lazy_bit: None,
+            fair: FAIR_CFS,
+            vprot: false,
+            tick_ns: None,
+            ..facts()
+        };
+        let waits = Waits {
+            decision: Some(DecisionCounts::from_cpus(facts, &[s])),
+            ..Waits::default()
+        };
+        let out = text(&waits);
+        assert_eq!(out.lines().last(), Some(CFS_NOTE), "{out}");
+        let v = json(&waits).unwrap();
+        assert_eq!(v["kernel"]["rules"], "cfs");
+        assert!(v["kernel"]["protection"].is_null());
+        assert!(v["predicted"].is_null() && v["share"].is_null(), "{v}");
+        assert_eq!(v["decisions"]["wakeup_granularity"]["count"], 20);
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod pairs;
 pub(crate) mod perfetto;
 pub(crate) mod recording;
 pub(crate) mod replay;
+pub(crate) mod row_decision;
 pub(crate) mod slow;
 pub(crate) mod text;
 pub(crate) mod top;

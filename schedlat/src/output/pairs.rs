@@ -29,8 +29,8 @@ pub(crate) fn render_text(table: &PairTable) -> String {
             r.counts.count,
             fmt_ns(r.counts.sum_ns),
             fmt_ns(r.counts.max_ns),
-            printable(&r.victim),
-            printable(&r.holder)
+            printable(&r.victim.name),
+            printable(&r.holder.name)
         );
     }
     if table.rows.is_empty() {
@@ -64,8 +64,8 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
         "by": table.by.as_str(),
         "capacity": table.capacity,
         "rows": table.rows.iter().map(|r| json!({
-            "victim": r.victim,
-            "holder": r.holder,
+            "victim": r.victim.name,
+            "holder": r.holder.name,
             "count": r.counts.count,
             "sum_ns": r.counts.sum_ns,
             "max_ns": r.counts.max_ns,
@@ -79,15 +79,17 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
 mod tests {
     use super::*;
     use crate::{
-        analysis::pairs::WorkloadPair, collect::pairs::PairCounts, sys::workload::level::Level,
+        analysis::pairs::{Side, WorkloadPair},
+        collect::pairs::PairCounts,
+        sys::workload::level::Level,
     };
 
     #[test]
     fn a_hostile_cgroup_name_cannot_act_on_the_terminal() {
         let table = PairTable {
             rows: vec![WorkloadPair {
-                victim: "/evil\u{1b}[2J\nFAKE 1 waits".into(),
-                holder: "/b".into(),
+                victim: Side::plain("/evil\u{1b}[2J\nFAKE 1 waits"),
+                holder: Side::plain("/b"),
                 counts: PairCounts {
                     count: 1,
                     sum_ns: 1_000,

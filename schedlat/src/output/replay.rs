@@ -27,7 +27,9 @@ use crate::{
 /// longest first.
 pub(crate) struct Replay<'a> {
     pub window: &'a Window,
+    /// What the series is called, and the dump's series it adds up.
     pub series: &'a str,
+    pub names: &'a [String],
     pub from: u64,
     pub to: u64,
     pub inside: Vec<&'a Second>,
@@ -48,7 +50,7 @@ pub(crate) fn json(r: &Replay) -> String {
     let (w, series, slice) = (r.window, r.series, &r.slice);
     let mut out = String::new();
     for s in &r.inside {
-        let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
+        let waits = s.waits_of(r.names).unwrap_or_default();
         let shape = shape::classify(&waits, slice);
         let line = json!({
             "type": "interval", "schema": "schedlat.replay.v1", "series": series,
@@ -104,7 +106,7 @@ pub(crate) fn text(r: &Replay) -> String {
         printable(series)
     );
     for s in inside {
-        let waits = s.get(series).map(|c| c.waits()).unwrap_or_default();
+        let waits = s.waits_of(r.names).unwrap_or_default();
         let _ = writeln!(
             out,
             "{}",

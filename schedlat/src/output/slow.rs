@@ -1,7 +1,7 @@
 //! Slow events for people (one aligned line each) and as JSON Lines
 //! (docs/json.md, `schedlat.slow.v1`).
 
-use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
+use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
 use serde::Serialize;
 
 use crate::{
@@ -9,25 +9,43 @@ use crate::{
         fmt_ns,
         task::{self, IdleWait, TaskJson},
     },
-    output::{decided::WaitDecision, escape},
-    sys::clock::{WallClock, local_time_us},
+    output::{decided::WaitDecision, escape, workload},
+    sys::{
+        clock::{WallClock, local_time_us},
+        workload::level::Workload,
+    },
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
 
-pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ  DECISION";
+pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ  DECISION  WORKLOAD";
+
+/// The workloads of an event's two tasks (the cgroups they were in when the
+/// event was read), as `victims` names its rows' tasks; none where a task
+/// was gone by then, or is the idle task.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct EventWorkloads<'a> {
+    pub victim: Option<&'a Workload>,
+    pub culprit: Option<&'a Workload>,
+}
 
 /// One event, then the scheduler's decision of it (docs/decision.md) when
 /// the split saw it; `idle` says what a wait that ended on an idle CPU
-/// (culprit swapper) was, after the columns.
-pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
+/// (culprit swapper) was, after the columns; last, the workload of the
+/// task that waited (its culprit's is in the JSON).
+pub(crate) fn line(
+    e: &SlowEvent,
+    idle: Option<IdleWait>,
+    clock: WallClock,
+    workloads: EventWorkloads<'_>,
+) -> String {
     let rq = if e.rq_len == RQ_LEN_UNKNOWN {
         "-".to_string()
     } else {
         e.rq_len.to_string()
     };
     format!(
-        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}{}\n",
+        "{} {:>3} {:<16} {:>7} {:>7} {:>10} {:<10} {:<16} {:>7} {:>7} {:<10} {:>3}{}{}  {}\n",
         local_time_us(clock.unix_ns(e.at_ns)),
         e.cpu,
         escape::comm(&e.victim),
@@ -41,7 +59,8 @@ pub(crate) fn line(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> S
         task::sched_label(&e.culprit),
         rq,
         WaitDecision::of(e.decided).map_or(String::new(), |d| format!("  {}", d.text())),
-        idle.map_or(String::new(), |i| format!("  {}", i.label()))
+        idle.map_or(String::new(), |i| format!("  {}", i.label())),
+        workload::cell(workloads.victim),
     )
 }
 
@@ -68,8 +87,9 @@ enum Json {
         wait_ns: u64,
         /// Null when the kernel's BTF lacks task->se.cfs_rq->rq.
         rq_len: Option<u32>,
-        victim: TaskJson,
-        culprit: TaskJson,
+        // Boxed: a wait is much larger than the other objects.
+        victim: Box<EventTask>,
+        culprit: Box<EventTask>,
         /// An idle culprit (the wait ended on an idle CPU): "throttled" or
         /// "woken-onto-idle-cpu".
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +112,26 @@ enum Json {
     },
 }
 
+/// A task of an event, with the cgroup it was in (its path) and that
+/// cgroup as a workload (output/workload.rs), null when unknown.
+#[derive(Serialize)]
+struct EventTask {
+    #[serde(flatten)]
+    task: TaskJson,
+    cgroup: Option<String>,
+    workload: Option<serde_json::Value>,
+}
+
+impl EventTask {
+    fn new(task: &TaskInfo, workload: Option<&Workload>) -> Box<EventTask> {
+        Box::new(EventTask {
+            task: TaskJson::from(task),
+            cgroup: workload.map(|w| w.path.clone()),
+            workload: workload.map(workload::workload_json),
+        })
+    }
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -102,15 +142,20 @@ fn to_line(j: &Json) -> String {
     serde_json::to_string(j).expect("JSON values serialize") + "\n"
 }
 
-pub(crate) fn json(e: &SlowEvent, idle: Option<IdleWait>, clock: WallClock) -> String {
+pub(crate) fn json(
+    e: &SlowEvent,
+    idle: Option<IdleWait>,
+    clock: WallClock,
+    workloads: EventWorkloads<'_>,
+) -> String {
     to_line(&Json::Wait {
         schema: SCHEMA,
         time_unix_ns: clock.unix_ns(e.at_ns),
         cpu: e.cpu,
         wait_ns: e.wait_ns,
         rq_len: (e.rq_len != RQ_LEN_UNKNOWN).then_some(e.rq_len),
-        victim: TaskJson::from(&e.victim),
-        culprit: TaskJson::from(&e.culprit),
+        victim: EventTask::new(&e.victim, workloads.victim),
+        culprit: EventTask::new(&e.culprit, workloads.culprit),
         idle_wait: idle,
         decision: WaitDecision::of(e.decided).map(|d| d.json()),
     })
@@ -139,6 +184,13 @@ mod tests {
     use super::*;
     use crate::analysis::task::tests::task;
 
+    /// A line without its last cell, the workload (`-`: none known).
+    fn columns(l: &str) -> &str {
+        l.trim_end()
+            .strip_suffix("  -")
+            .expect("a line ends with its workload")
+    }
+
     fn event(rq_len: u32) -> SlowEvent {
         SlowEvent {
             at_ns: 1,
@@ -165,38 +217,52 @@ mod tests {
             700,
             4,
         );
-        let l = line(&e, None, WallClock::now());
+        let l = line(&e, None, WallClock::now(), EventWorkloads::default());
         assert!(
-            l.trim_end()
+            columns(&l)
                 .ends_with(" 4  not eligible, passed over 4, holder preempted, predicted 700 us"),
             "{l}"
         );
-        let v: serde_json::Value = serde_json::from_str(&json(&e, None, WallClock::now())).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&e, None, WallClock::now(), EventWorkloads::default()))
+                .unwrap();
         assert_eq!(v["decision"]["decision"], "not_eligible");
         assert_eq!(v["decision"]["passes"], 4);
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&event(4), None, WallClock::now())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &event(4),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
         assert!(v["decision"].is_null(), "{v}");
     }
 
     #[test]
     fn a_line_has_victim_wait_culprit_and_run_queue() {
-        let l = line(&event(7), None, WallClock::now());
-        let fields: Vec<&str> = l.split_whitespace().collect();
+        let l = line(&event(7), None, WallClock::now(), EventWorkloads::default());
+        let fields: Vec<&str> = columns(&l).split_whitespace().collect();
         assert_eq!(fields[2..5], ["cyclictest", "943", "943"], "{l}");
         assert!(l.contains("3.12 ms") && l.contains("cal.sh"), "{l}");
         assert_eq!(fields.last(), Some(&"7"));
-        assert!(
-            line(&event(RQ_LEN_UNKNOWN), None, WallClock::now())
-                .trim_end()
-                .ends_with('-')
+        let unknown = line(
+            &event(RQ_LEN_UNKNOWN),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
         );
+        assert!(columns(&unknown).ends_with('-'), "{unknown}");
     }
 
     #[test]
     fn json_objects_are_typed() {
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&event(7), None, WallClock::now())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &event(7),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
         assert_eq!(
             (v["type"].as_str(), v["schema"].as_str()),
             (Some("wait"), Some(SCHEMA))
@@ -204,8 +270,13 @@ mod tests {
         assert_eq!(v["victim"]["tid"], 943);
         assert_eq!(v["culprit"]["comm"], "cal.sh");
         assert_eq!(v["rq_len"], 7);
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&event(RQ_LEN_UNKNOWN), None, WallClock::now())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &event(RQ_LEN_UNKNOWN),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
         assert!(v["rq_len"].is_null());
         let v: serde_json::Value = serde_json::from_str(&lost_json(3)).unwrap();
         assert_eq!(
@@ -222,18 +293,68 @@ mod tests {
     fn an_idle_culprit_is_labelled() {
         let mut e = event(1);
         e.culprit = task(0, 0, "swapper/1", 0, 0, 0);
-        let l = line(&e, Some(IdleWait::Throttled), WallClock::now());
-        assert!(l.trim_end().ends_with("(throttled: cgroup quota)"), "{l}");
-        let l = line(&e, Some(IdleWait::WokenOntoIdleCpu), WallClock::now());
+        let l = line(
+            &e,
+            Some(IdleWait::Throttled),
+            WallClock::now(),
+            EventWorkloads::default(),
+        );
+        assert!(columns(&l).ends_with("(throttled: cgroup quota)"), "{l}");
+        let l = line(
+            &e,
+            Some(IdleWait::WokenOntoIdleCpu),
+            WallClock::now(),
+            EventWorkloads::default(),
+        );
         assert!(
-            l.trim_end().ends_with("(idle: woken onto an idle CPU)"),
+            columns(&l).ends_with("(idle: woken onto an idle CPU)"),
             "{l}"
         );
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&e, Some(IdleWait::Throttled), WallClock::now())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &e,
+            Some(IdleWait::Throttled),
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
         assert_eq!(v["idle_wait"], "throttled");
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&event(1), None, WallClock::now())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &event(1),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
         assert!(v.get("idle_wait").is_none());
+    }
+
+    /// Issue 25: an event names the workload of the task that waited (text
+    /// and JSON) and of its culprit (JSON), as victims names its rows.
+    #[test]
+    fn an_event_names_its_tasks_workloads() {
+        use crate::sys::workload::level::tests::workload;
+        let (web, batch) = (
+            workload("/system.slice/web.service", None),
+            workload("/system.slice/batch.service", None),
+        );
+        let both = EventWorkloads {
+            victim: Some(&web),
+            culprit: Some(&batch),
+        };
+        let l = line(&event(3), None, WallClock::now(), both);
+        assert!(l.trim_end().ends_with(" 3  unit web.service"), "{l}");
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&event(3), None, WallClock::now(), both)).unwrap();
+        assert_eq!(v["victim"]["workload"]["unit"], "web.service", "{v}");
+        assert_eq!(v["victim"]["comm"], "cyclictest", "{v}");
+        assert_eq!(v["culprit"]["cgroup"], "/system.slice/batch.service", "{v}");
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &event(3),
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+        ))
+        .unwrap();
+        assert!(v["victim"]["workload"].is_null() && v["culprit"]["cgroup"].is_null());
     }
 }

@@ -19,7 +19,7 @@ use crate::{
     },
     collect::victims::VictimsInterval,
     kernel::hook::HookMode,
-    output::{escape, pairs, workload},
+    output::{escape, pairs, row_decision, workload},
     sys::{
         clock::{WallClock, local_time_us},
         workload::level::Workload,
@@ -61,7 +61,11 @@ pub(crate) fn text(r: &Report) -> String {
         &local_time_us(now)[..8],
         r.elapsed.as_secs_f64()
     );
-    let _ = writeln!(out, "{ROW_HEADER}  CULPRIT OF MAX{WORKLOAD_HEADER}");
+    let decision = row_decision::HEADER;
+    let _ = writeln!(
+        out,
+        "{ROW_HEADER}{decision}  CULPRIT OF MAX{WORKLOAD_HEADER}"
+    );
     for row in &r.tables.victims {
         task_row(&mut out, row, r, true);
     }
@@ -71,7 +75,10 @@ pub(crate) fn text(r: &Report) -> String {
         "culprits (the task on the CPU when a wait ended), by {by}:"
     );
     let _ = writeln!(out, "{CULPRIT_RULE}");
-    let _ = writeln!(out, "{ROW_HEADER}  VICTIM OF MAX{WORKLOAD_HEADER}");
+    let _ = writeln!(
+        out,
+        "{ROW_HEADER}{decision}  VICTIM OF MAX{WORKLOAD_HEADER}"
+    );
     for row in &r.tables.culprits {
         task_row(&mut out, row, r, false);
     }
@@ -130,7 +137,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     });
     let _ = write!(
         out,
-        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}  {} {}{idle}",
+        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}{}  {} {}{idle}",
         row.task.tid,
         row.task.tgid,
         escape::comm(&row.task),
@@ -143,6 +150,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         row.max_cpu,
         pre,
         mig,
+        row_decision::cells(row),
         other,
         task::sched_label(&row.other),
     );
@@ -263,6 +271,9 @@ struct RowJson {
     /// The row's waits by how they began and where they ended; null when
     /// the load did not split them.
     causes: Option<RowCausesJson>,
+    /// The row's waits by the scheduler's decision (output/row_decision.rs);
+    /// null when the load did not split them.
+    decision: Option<serde_json::Value>,
     /// The cgroup the task is in (its path), and that cgroup as a
     /// workload; null for a task gone by the interval's end.
     cgroup: Option<String>,
@@ -325,6 +336,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         max_victim: (!victim).then_some(other),
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
         causes: row_causes(row),
+        decision: row_decision::json(row),
         cgroup: r.workloads.get(&row.task.tid).map(|w| w.path.clone()),
         workload: r.workloads.get(&row.task.tid).map(workload::workload_json),
     }
@@ -431,6 +443,8 @@ mod tests {
                 max_cpu: 3,
                 kinds: [1500, 0, 500],
                 migrated: 100,
+                // Granted 1500, passed over 500 (Outcome indices 0 and 2).
+                outcomes: [1500, 0, 500, 0, 0, 0, 0, 0],
                 ..Default::default()
             }],
             culprits: vec![WaitStats {
@@ -448,7 +462,7 @@ mod tests {
     #[test]
     fn rows_name_their_tasks_workload_and_the_pairs_follow() {
         use crate::{
-            analysis::pairs::WorkloadPair,
+            analysis::pairs::{Side, WorkloadPair},
             collect::pairs::PairCounts,
             sys::workload::level::{Level, tests::workload},
         };
@@ -457,8 +471,8 @@ mod tests {
         let workloads = HashMap::from([(943, workload("/system.slice/rt.service", None))]);
         let pairs = PairTable {
             rows: vec![WorkloadPair {
-                victim: "rt.service".into(),
-                holder: "/".into(),
+                victim: Side::plain("rt.service"),
+                holder: Side::plain("/"),
                 counts: PairCounts {
                     count: 3,
                     sum_ns: 9_000,
@@ -511,10 +525,20 @@ mod tests {
         assert!(out.contains("culprit processes"), "{out}");
         assert!(out.contains("total 2000 waits of 1 tasks"), "{out}");
         // 500 of 2000 preempted, 100 migrated; the culprit's row unsplit.
-        assert!(line.contains("    3  25%   5%  cal.sh"), "{out}");
-        assert!(out.contains(" CPU PRE% MIG%  CULPRIT OF MAX"), "{out}");
+        // Its waits granted 75%, declined none, passed over 25%.
+        assert!(
+            line.contains("    3  25%   5%   75%    0%   25%  cal.sh"),
+            "{out}"
+        );
+        assert!(
+            out.contains(" CPU PRE% MIG% GRNT% DECL% PASS%  CULPRIT OF MAX"),
+            "{out}"
+        );
         let hog = out.lines().find(|l| l.starts_with("     917")).unwrap();
-        assert!(hog.contains("    -    -  cyclictest"), "{out}");
+        assert!(
+            hog.contains("    -    -     -     -     -  cyclictest"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -536,6 +560,10 @@ mod tests {
         assert_eq!(causes["migrated"]["share"], 0.05);
         assert_eq!(causes["new"]["count"], 0);
         assert!(v["culprits"][0]["causes"].is_null());
+        let decision = &v["victims"][0]["decision"];
+        assert_eq!(decision["waits"], 2000);
+        assert_eq!(decision["outcomes"]["passed_over"], 500);
+        assert!(v["culprits"][0]["decision"].is_null());
     }
 
     /// Issue 19: waits that ended on an idle CPU say what they were, in

@@ -27,6 +27,7 @@ use crate::{
     kernel::modes::{Keyed, Modes},
     sys::{
         clock::{WallClock, monotonic_ns},
+        host::hostname,
         slice::Slice,
         workload::level::Level,
     },
@@ -268,10 +269,4 @@ impl Flight {
             kind,
         }
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }

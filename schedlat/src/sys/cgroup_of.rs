@@ -19,11 +19,46 @@ use super::{
     workload::{level::Workload, names::NameRoots, path},
 };
 
-/// A process's cgroups, one line per hierarchy; None when it is gone (or
-/// its file does not parse).
-pub fn of(pid: u32) -> Option<Vec<CgroupLine>> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    procfs::parse_proc_cgroup(&text).ok()
+/// A task's cgroups, one line per hierarchy; None when it is gone (or its
+/// file does not parse). An exiting task (or a zombie) keeps only what is
+/// still true of it: the kernel prints `/` for its cgroup v1 lines whatever
+/// cgroup it was in, and appends ` (deleted)` to its v2 line once that
+/// cgroup is removed (kernel/cgroup/cgroup.c, proc_cgroup_show()), so its
+/// v1 lines are left out and the suffix taken off. A task named by where
+/// it is must never be named `/` because it was on its way out.
+pub fn of(tid: u32) -> Option<Vec<CgroupLine>> {
+    let text = fs::read_to_string(format!("/proc/{tid}/cgroup")).ok()?;
+    let lines = procfs::parse_proc_cgroup(&text).ok()?;
+    // Only lines an exiting task could have printed make its state worth
+    // a read. Read after the lines: PF_EXITING is never cleared, so a task
+    // that printed `/` because it was exiting is seen exiting here.
+    let suspect = |l: &CgroupLine| {
+        (l.hierarchy != 0 && l.path == "/") || (l.hierarchy == 0 && l.path.ends_with(DELETED))
+    };
+    if !lines.iter().any(suspect) || !exiting(tid) {
+        return Some(lines);
+    }
+    Some(as_exiting(lines))
+}
+
+const DELETED: &str = " (deleted)";
+
+/// An exiting task's lines, keeping what is still true of them (see [`of`]).
+fn as_exiting(lines: Vec<CgroupLine>) -> Vec<CgroupLine> {
+    (lines.into_iter())
+        .filter(|l| l.hierarchy == 0)
+        .map(|l| CgroupLine {
+            path: l.path.strip_suffix(DELETED).unwrap_or(&l.path).to_string(),
+            ..l
+        })
+        .collect()
+}
+
+/// Whether task `tid` is exiting, or a zombie; a task gone by now (whose
+/// state cannot be read) counts as one.
+fn exiting(tid: u32) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok();
+    (stat.and_then(|t| procfs::parse_stat_exiting(&t))).unwrap_or(true)
 }
 
 /// Whether the process is a kernel thread: a child of kthreadd (PID 2), or
@@ -242,6 +277,39 @@ mod tests {
         // Only another v1 hierarchy differs.
         let d = lines("2:cpu,cpuacct:/\n1:name=systemd:/x\n0::/a\n");
         assert_eq!(differs(&d, &a).as_deref(), Some("name=systemd:/x"));
+    }
+
+    #[test]
+    fn an_exiting_task_keeps_only_its_v2_line_and_its_cgroup_path() {
+        let read = as_exiting(lines(
+            "2:cpu,cpuacct:/\n1:name=systemd:/\n0::/kubepods.slice/web.scope (deleted)\n",
+        ));
+        assert_eq!(read, lines("0::/kubepods.slice/web.scope\n"));
+        assert!(as_exiting(lines("4:memory:/\n")).is_empty());
+    }
+
+    /// Issue 25: a zombie (here a child of the test's) is read as the
+    /// kernel leaves it: on cgroup v1 it shows `/` for every controller,
+    /// so no v1 line of it is taken, while a live task's lines are.
+    #[test]
+    fn a_zombie_is_never_read_as_in_the_v1_root() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let state = |pid: u32| fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !state(pid).contains(") Z ") && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(exiting(pid), "a zombie is exiting: {}", state(pid));
+        let raw = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        let read = of(pid).unwrap();
+        child.wait().unwrap();
+        assert!(
+            read.iter().all(|l| l.hierarchy == 0),
+            "{read:?} from\n{raw}"
+        );
+        assert!(!exiting(std::process::id()));
+        assert!(exiting(4_999_999), "a task gone counts as exiting");
     }
 
     #[test]

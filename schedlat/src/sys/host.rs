@@ -13,6 +13,14 @@ use std::{
 
 use crate::sys::mounts::Mounts;
 
+/// This host's name as the kernel holds it (`uname -n`); empty if
+/// unreadable.
+pub fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// The running kernel's release (`uname -r`) and its major.minor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {

@@ -94,6 +94,18 @@ pub fn parse_stat_nice(text: &str) -> Option<i32> {
     after_name.split_whitespace().nth(16)?.parse().ok()
 }
 
+/// Whether /proc/PID/stat's task is exiting: `PF_EXITING` (0x4, set by
+/// do_exit() before the task leaves its cgroups and kept by a zombie) in
+/// its flags (field 9), counted after the name as `parse_stat_starttime`
+/// does. None when the text has no such field.
+pub fn parse_stat_exiting(text: &str) -> Option<bool> {
+    const PF_EXITING: u32 = 0x4;
+    let after_name = &text[text.rfind(')')? + 1..];
+    // Field 3 is the first after the name; field 9 is the 7th.
+    let flags: u32 = after_name.split_whitespace().nth(6)?.parse().ok()?;
+    Some(flags & PF_EXITING != 0)
+}
+
 /// One line of /proc/PID/cgroup: `hierarchy:controllers:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupLine {
@@ -258,6 +270,18 @@ mod tests {
         assert_eq!(parse_stat_starttime(stat), Ok(987_654));
         assert!(parse_stat_starttime("4242 (x) S 1 2").is_err());
         assert!(parse_stat_starttime("no name here").is_err());
+    }
+
+    #[test]
+    fn stat_flags_tell_an_exiting_task() {
+        // A zombie `sleep` read on Linux 6.18 (flags 0x40800c: PF_EXITING
+        // among them), then a sleeping shell (0x400100).
+        let zombie = "552 (sleep) Z 461 459 17311 0 -1 4227084 76 0 1 0 0 0 0 0 20 0 1 0 3465061";
+        assert_eq!(parse_stat_exiting(zombie), Some(true));
+        let alive = "7300 (s) h) S 1 7300 7300 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 9";
+        assert_eq!(parse_stat_exiting(alive), Some(false));
+        assert_eq!(parse_stat_exiting("7300 (sh) S 1 2"), None);
+        assert_eq!(parse_stat_exiting("no name"), None);
     }
 
     #[test]

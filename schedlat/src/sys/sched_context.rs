@@ -17,6 +17,9 @@ use super::{
 pub const FEATURES: [&str; 4] = ["RUN_TO_PARITY", "PREEMPT_SHORT", "NEXT_BUDDY", "PLACE_LAG"];
 
 const DEBUGFS_FEATURES: &str = "/sys/kernel/debug/sched/features";
+/// Where debugfs had them before 5.13 gathered the scheduler's files
+/// under sched/.
+const DEBUGFS_FEATURES_OLD: &str = "/sys/kernel/debug/sched_features";
 const DEBUGFS_PREEMPT: &str = "/sys/kernel/debug/sched/preempt";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -43,7 +46,9 @@ pub struct SchedContext {
 
 impl SchedContext {
     pub fn detect(base_slice: &Slice) -> SchedContext {
-        let (features, features_unknown) = match fs::read_to_string(DEBUGFS_FEATURES) {
+        let read = fs::read_to_string(DEBUGFS_FEATURES)
+            .or_else(|e| fs::read_to_string(DEBUGFS_FEATURES_OLD).map_err(|_| e));
+        let (features, features_unknown) = match read {
             Ok(text) => (features_of(&text), None),
             Err(e) => (
                 FEATURES.iter().map(|f| (f.to_string(), None)).collect(),

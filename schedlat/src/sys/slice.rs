@@ -13,10 +13,13 @@ use std::{fs, path::Path};
 use serde::Serialize;
 
 /// EEVDF's base slice (6.6+) or CFS's minimum granularity (before), as
-/// debugfs publishes them (already scaled for the number of CPUs).
-const DEBUGFS_FILES: [&str; 2] = [
+/// debugfs publishes them (already scaled for the number of CPUs), and
+/// where CFS kept the latter before debugfs (5.13 moved the sched sysctls
+/// there; /proc/sys/kernel has it with CONFIG_SCHED_DEBUG).
+const LIVE_FILES: [&str; 3] = [
     "/sys/kernel/debug/sched/base_slice_ns",
     "/sys/kernel/debug/sched/min_granularity_ns",
+    "/proc/sys/kernel/sched_min_granularity_ns",
 ];
 
 /// The kernel's unscaled default (sysctl_sched_base_slice = 0.75 ms).
@@ -39,24 +42,21 @@ impl Slice {
     /// an assumption (and why).
     pub fn detect() -> Slice {
         let mut first_error = None;
-        for file in DEBUGFS_FILES {
+        for file in LIVE_FILES {
             match fs::read_to_string(file) {
                 Ok(text) => {
                     if let Some(ns) = text.trim().parse::<u64>().ok().filter(|&ns| ns > 0) {
-                        let name = Path::new(file)
-                            .file_name()
-                            .unwrap_or_default()
-                            .to_string_lossy();
                         return Slice {
                             ns,
-                            source: format!("debugfs {name}"),
+                            source: live_source(file),
                             not_live: None,
                         };
                     }
                 }
-                Err(e) => {
+                Err(e) if file.starts_with(DEBUGFS_SCHED) => {
                     first_error.get_or_insert(e);
                 }
+                Err(_) => {}
             }
         }
         for pid in ["self", "1"] {
@@ -79,7 +79,7 @@ impl Slice {
             not_live: Some(why_not_live(
                 first_error.as_ref(),
                 &lockdown_mode(),
-                Path::new(DEBUGFS_SCHED).exists() || Path::new(DEBUGFS_FILES[0]).exists(),
+                Path::new(DEBUGFS_SCHED).exists() || Path::new(LIVE_FILES[0]).exists(),
                 // SAFETY: geteuid has no preconditions and cannot fail.
                 unsafe { libc::geteuid() } == 0,
             )),
@@ -102,6 +102,20 @@ impl Slice {
 }
 
 const DEBUGFS_SCHED: &str = "/sys/kernel/debug/sched";
+
+/// How a report names a live file: `debugfs base_slice_ns`, `sysctl
+/// sched_min_granularity_ns`.
+fn live_source(file: &str) -> String {
+    let name = Path::new(file)
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    if file.starts_with(DEBUGFS_SCHED) {
+        format!("debugfs {name}")
+    } else {
+        format!("sysctl {name}")
+    }
+}
 
 /// The active kernel lockdown mode ("integrity", "confidentiality"), from
 /// the bracketed word of /sys/kernel/security/lockdown.
@@ -204,7 +218,18 @@ mod tests {
         assert!(!s.source.contains("mount"), "{}", s.source);
         assert_eq!(
             s.is_live(),
-            s.source.starts_with("debugfs") || s.source.starts_with("se.slice")
+            s.source.starts_with("debugfs")
+                || s.source.starts_with("sysctl")
+                || s.source.starts_with("se.slice")
+        );
+    }
+
+    #[test]
+    fn live_files_are_named_by_where_they_live() {
+        assert_eq!(live_source(LIVE_FILES[0]), "debugfs base_slice_ns");
+        assert_eq!(
+            live_source(LIVE_FILES[2]),
+            "sysctl sched_min_granularity_ns"
         );
     }
 

@@ -193,8 +193,14 @@ fn ns_per_switch(summary: &Value) -> Option<f64> {
     summary["tracer"]["ns_per_switch"].as_f64()
 }
 
+/// The ns per run of `program`, or of its decision-split twin when that
+/// was loaded instead (`sched_wakeup_decision`, which the kernel names
+/// `sched_wakeup_de`: BPF object names keep 15 characters).
 fn program_ns(summary: &Value, program: &str) -> Option<f64> {
-    summary["tracer"]["program_ns_per_run"][program].as_f64()
+    let programs = &summary["tracer"]["program_ns_per_run"];
+    programs[program]
+        .as_f64()
+        .or_else(|| programs[format!("{program}_de")].as_f64())
 }
 
 /// Every mode's cost, against runqlat's, at every level.
@@ -377,6 +383,17 @@ fn thousands(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the decision split, the wakeup program the kernel lists is
+    /// `sched_wakeup_de`: the waking sentence printed `-` for it before.
+    #[test]
+    fn program_ns_finds_the_decision_twin() {
+        let summary = serde_json::json!({"tracer": {"program_ns_per_run": {
+            "sched_wakeup_de": 108.0, "sched_wakeup_ne": 514.0, "sched_waking": 69.0}}});
+        assert_eq!(program_ns(&summary, "sched_wakeup"), Some(108.0));
+        assert_eq!(program_ns(&summary, "sched_waking"), Some(69.0));
+        assert_eq!(program_ns(&summary, "sched_switch"), None);
+    }
 
     #[test]
     fn blocks_are_rewritten_in_place_and_unknown_ones_refused() {

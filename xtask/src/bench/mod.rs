@@ -28,6 +28,7 @@ pub(crate) mod docs;
 pub(crate) mod floor;
 mod json;
 mod modes;
+mod pid_max;
 mod progs;
 mod recorder;
 mod report;
@@ -117,6 +118,17 @@ pub(crate) struct Options {
     pub seed: Option<u64>,
 }
 
+impl Options {
+    /// What the `--sleepers` are.
+    fn sleeping(&self) -> sleepers::Sleeping {
+        if self.sleeper_processes {
+            sleepers::Sleeping::Processes
+        } else {
+            sleepers::Sleeping::Threads
+        }
+    }
+}
+
 /// One run of the load in one mode.
 #[derive(Debug)]
 pub(crate) struct Sample {
@@ -203,7 +215,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
             opts.cpu
         };
         eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
-        let sleepers = sleepers::SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
+        let sleepers = sleepers::SleeperProcess::spawn(n, other, opts.sleeping())?;
         let results = compare_once(opts, &tools)?;
         drop(sleepers);
         println!("\n=== with {n} sleeping/waking threads on CPU {other} ===");

@@ -31,6 +31,13 @@
 //! (and every sleeper wakes once a second): serve exports only the keys
 //! that waited since the previous scrape, so back-to-back scrapes would see
 //! almost none and understate the cost.
+//!
+//! With `--sleeper-processes`, each row is measured once more with as many
+//! idle processes (`idle`): each waits once after serve starts, so it has a
+//! key, and not again while the scrapes are timed. The closing lines give
+//! serve's CPU per key and scrape: per idle key (the idle rows' slope), per
+//! active key (the `--pids` rows' slope), and what a key that waited costs
+//! over an idle one.
 
 use std::{
     fs,
@@ -44,7 +51,10 @@ use std::{
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::{Options, sleepers::SleeperProcess};
+use super::{
+    Options, pid_max,
+    sleepers::{SleeperProcess, Sleeping, room_for_tasks, tasks},
+};
 use crate::util::require_root;
 
 /// What serve prints once it is attached and listening.
@@ -85,45 +95,117 @@ pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
         "series",
         "BPF progs"
     );
+    // Room for the largest row, restored when the bench ends however it ends.
+    let largest = opts.sleepers.iter().copied().max().unwrap_or(0);
+    let raised = match tasks() {
+        Some(now) if largest > 0 => pid_max::raise_for(largest + MARGIN, now)?,
+        _ => None,
+    };
+    if let Some(raised) = &raised {
+        println!(
+            "kernel.pid_max raised from {} to {} for this run (restored after) to hold {largest} sleepers",
+            raised.old(),
+            raised.new
+        );
+    }
+    let mut rows = Vec::new();
     for &n in &opts.sleepers {
+        // The sleepers, serve's threads and what else starts meanwhile.
+        if let Some(room) = room_for_tasks().filter(|&room| room < n + MARGIN) {
+            println!(
+                "{n:>8}  skipped: kernel.pid_max leaves room for {room} more tasks (sysctl kernel.pid_max to raise it)"
+            );
+            continue;
+        }
         eprintln!("bench: starting {n} sleeping/waking {what} on CPU {other}");
-        let sleepers = SleeperProcess::spawn(n, other, opts.sleeper_processes)?;
+        let sleepers = SleeperProcess::spawn(n, other, opts.sleeping())?;
         // Room for every sleeper's key, and the machine's other processes.
         let max_keys = (n + 4096).to_string();
-        let plain = measure(&exe, scrapes, &[], Duration::ZERO, ACCEPT)?;
+        let plain = measure(&exe, scrapes, &[], Duration::ZERO, ACCEPT, None)?;
         print_row(n, "plain", &plain);
         let pids = ["--pids", "--max-keys", &max_keys];
-        let keyed = measure(&exe, scrapes, &pids, Duration::from_secs(1), ACCEPT)?;
+        let keyed = measure(&exe, scrapes, &pids, PACE, ACCEPT, None)?;
         print_row(n, "--pids", &keyed);
         // As a Prometheus with native histograms scrapes it (the series
         // column is not counted in protobuf).
-        let proto = measure(
-            &exe,
-            scrapes,
-            &pids,
-            Duration::from_secs(1),
-            ACCEPT_PROTOBUF,
-        )?;
+        let proto = measure(&exe, scrapes, &pids, PACE, ACCEPT_PROTOBUF, None)?;
         print_row(n, "proto", &proto);
         drop(sleepers);
-        println!(
-            "{n:>8}  {:<7}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>9.1}",
-            "ratio",
-            keyed.p50_us / plain.p50_us,
-            keyed.p99_us / plain.p99_us,
-            keyed.max_us / plain.max_us,
-            keyed.mean_us / plain.mean_us,
-            keyed.cpu_us / plain.cpu_us,
-            keyed.bytes as f64 / plain.bytes as f64,
-        );
+        print_ratio(n, "ratio", &keyed, &plain);
         if keyed.unkeyed > 0.0 {
             println!(
                 "          (--pids: {} waits unkeyed: the key map was full)",
                 keyed.unkeyed
             );
         }
+        // The same keys, idle: each sleeper waits once after serve starts
+        // (so it has a key), then not again while the scrapes are timed.
+        let idle = if opts.sleeper_processes {
+            eprintln!("bench: starting {n} idle processes on CPU {other}");
+            let sleepers = SleeperProcess::spawn(n, other, Sleeping::IdleProcesses)?;
+            let idle = measure(&exe, scrapes, &pids, PACE, ACCEPT, Some(&sleepers))?;
+            print_row(n, "idle", &idle);
+            print_ratio(n, "ratio", &idle, &plain);
+            Some(idle)
+        } else {
+            None
+        };
+        rows.push((n, keyed, idle));
     }
+    print_scaling(&rows);
     Ok(())
+}
+
+/// Tasks a row leaves room for beside its sleepers: serve's threads and
+/// what else starts meanwhile.
+const MARGIN: usize = 1_000;
+
+/// Time from one `--pids` scrape's start to the next.
+const PACE: Duration = Duration::from_secs(1);
+
+/// `row` against `base`, column by column.
+fn print_ratio(n: usize, what: &str, row: &Row, base: &Row) {
+    println!(
+        "{n:>8}  {what:<7}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>11}  {:>9.1}",
+        row.p50_us / base.p50_us,
+        row.p99_us / base.p99_us,
+        row.max_us / base.max_us,
+        row.mean_us / base.mean_us,
+        row.cpu_us / base.cpu_us,
+        "",
+        row.bytes as f64 / base.bytes as f64,
+    );
+}
+
+/// What a key costs a scrape in serve's CPU: an idle key (the slope of the
+/// idle rows between task counts), and a key that waited (the slope of the
+/// `--pids` rows, whose every sleeper waits between two scrapes; and its
+/// cost over an idle one at the same count).
+fn print_scaling(rows: &[(usize, Row, Option<Row>)]) {
+    let ns_per_key = |from: f64, to: f64, keys: usize| (to - from) * 1e3 / keys as f64;
+    println!("serve CPU per key and scrape:");
+    for pair in rows.windows(2) {
+        let ((n0, active0, idle0), (n1, active1, idle1)) = (&pair[0], &pair[1]);
+        let Some(more) = n1.checked_sub(*n0).filter(|&d| d > 0) else {
+            continue;
+        };
+        let idle = match (idle0, idle1) {
+            (Some(i0), Some(i1)) => format!("{:.0} ns", ns_per_key(i0.cpu_us, i1.cpu_us, more)),
+            _ => "-".to_string(),
+        };
+        println!(
+            "  {n0} -> {n1} tasks: per idle key {idle}, per active key {:.0} ns",
+            ns_per_key(active0.cpu_us, active1.cpu_us, more)
+        );
+    }
+    for (n, active, idle) in rows {
+        if let Some(idle) = idle {
+            println!(
+                "  at {n} tasks: a key that waited costs {:.0} ns more than an idle one",
+                ns_per_key(idle.cpu_us, active.cpu_us, *n)
+            );
+        }
+    }
 }
 
 fn print_row(n: usize, serve: &str, row: &Row) {
@@ -162,17 +244,23 @@ struct Row {
     programs: usize,
 }
 
-/// `pace`: the time from one scrape's start to the next's.
+/// `pace`: the time from one scrape's start to the next's; `idle`: idle
+/// sleepers, woken once after serve starts.
 fn measure(
     exe: &std::path::Path,
     scrapes: u32,
     extra: &[&str],
     pace: Duration,
     accept: &str,
+    idle: Option<&SleeperProcess>,
 ) -> Result<Row> {
     let server = Serve::start(exe, extra)?;
     let programs = aya::programs::loaded_programs().count();
-    // Every sleeper wakes once a second: by then each has its key.
+    if let Some(sleepers) = idle {
+        sleepers.wake()?;
+    }
+    // Every sleeper wakes once a second (or was just woken): by then each
+    // has its key.
     thread::sleep(Duration::from_millis(1_500));
     let mut conn = Conn::open(server.addr, accept)?;
     // The first scrape also faults in the encoder's code and buffers.

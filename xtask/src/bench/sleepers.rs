@@ -6,6 +6,11 @@
 //! They live in a child process (`cargo xtask bench-sleepers`), not in the
 //! bench itself: a tracer forked from a process with 10,000 thread stacks
 //! would carry that process's RSS into its own peak RSS until it execs.
+//!
+//! Idle sleepers (processes only, `--idle`) do not wake by themselves: each
+//! wakes once when [`SleeperProcess::wake`] signals their process group, so
+//! a scraper started before that sees every one wait once and then not
+//! again (the scrape bench's idle keys).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -25,19 +30,36 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// Small stacks: 10,000 default 8 MiB stacks would be 80 GiB of address space.
 const STACK: usize = 64 * 1024;
 
-/// The child process holding the sleepers; killed when dropped (with it,
-/// sleepers that are processes of their own: they die with their parent).
-pub(crate) struct SleeperProcess(Child);
+/// The child process holding the sleepers, and the machine's task count
+/// before it; killed when dropped (with it, sleepers that are processes of
+/// their own: they die with their parent).
+pub(crate) struct SleeperProcess(Child, usize);
+
+/// What the sleepers are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sleeping {
+    /// Threads of the child, each waking once a second.
+    Threads,
+    /// Processes of their own, each waking once a second.
+    Processes,
+    /// Processes that wake only when [`SleeperProcess::wake`] says so.
+    IdleProcesses,
+}
 
 impl SleeperProcess {
-    /// `processes`: each sleeper a process of its own (one thread each)
-    /// rather than a thread of the child.
-    pub(crate) fn spawn(n: usize, cpu: usize, processes: bool) -> Result<SleeperProcess> {
+    pub(crate) fn spawn(n: usize, cpu: usize, sleeping: Sleeping) -> Result<SleeperProcess> {
+        let before = tasks().unwrap_or(0);
         let exe = std::env::current_exe().context("finding the xtask binary")?;
         let mut command = Command::new(exe);
         command.args(["bench-sleepers", &n.to_string(), &cpu.to_string()]);
-        if processes {
-            command.arg("--processes");
+        match sleeping {
+            Sleeping::Threads => {}
+            Sleeping::Processes => {
+                command.arg("--processes");
+            }
+            Sleeping::IdleProcesses => {
+                command.args(["--processes", "--idle"]);
+            }
         }
         let mut child = command
             .stdout(Stdio::piped())
@@ -51,22 +73,78 @@ impl SleeperProcess {
             let _ = child.kill();
             bail!("the sleeper process failed to start {n} threads");
         }
-        Ok(SleeperProcess(child))
+        Ok(SleeperProcess(child, before))
+    }
+
+    /// Wakes every idle sleeper once (SIGUSR1 to the child's process group:
+    /// the child and its sleepers ignore it but for the wakeup).
+    pub(crate) fn wake(&self) -> Result<()> {
+        let group = libc::pid_t::try_from(self.0.id()).context("sleeper pid")?;
+        // SAFETY: signalling the process group our own child leads.
+        if unsafe { libc::kill(-group, libc::SIGUSR1) } != 0 {
+            bail!(
+                "waking the idle sleepers: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
     }
 }
 
 impl Drop for SleeperProcess {
+    /// Kills the child, and waits (up to 30 s) until the machine's task
+    /// count is back to what it was: sleeper processes die after their
+    /// parent, and 30,000 of them still dying make the next 30,000 forks
+    /// fail with EAGAIN.
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tasks().is_some_and(|n| n > self.1 + 200) && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
-/// Body of `cargo xtask bench-sleepers N CPU [--processes]`: start, say
-/// ready, sleep until killed.
-pub(crate) fn serve(n: usize, cpu: usize, processes: bool) -> Result<()> {
+/// Room for more tasks: kernel.pid_max less the tasks there are (None:
+/// unreadable). A row of 30,000 sleeper processes does not fit under the
+/// default pid_max of 32,768 beside a busy machine's own tasks.
+pub(crate) fn room_for_tasks() -> Option<usize> {
+    let max: usize = (std::fs::read_to_string("/proc/sys/kernel/pid_max").ok()?)
+        .trim()
+        .parse()
+        .ok()?;
+    Some(max.saturating_sub(tasks()?))
+}
+
+/// Tasks on the machine (/proc/loadavg's fourth field, `running/total`).
+pub(crate) fn tasks() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = text.split_whitespace().nth(3)?;
+    field.split_once('/')?.1.parse().ok()
+}
+
+/// Body of `cargo xtask bench-sleepers N CPU [--processes [--idle]]`:
+/// start, say ready, sleep until killed.
+pub(crate) fn serve(n: usize, cpu: usize, processes: bool, idle: bool) -> Result<()> {
+    if idle && !processes {
+        bail!("idle sleepers are processes (--processes)");
+    }
+    if idle {
+        // Its own process group, which the sleepers inherit: one kill wakes
+        // them all. SIGUSR1 only interrupts a sleep, here and in them.
+        extern "C" fn woken(_: libc::c_int) {}
+        // SAFETY: setpgid on ourselves; a handler that does nothing.
+        unsafe {
+            libc::setpgid(0, 0);
+            libc::signal(
+                libc::SIGUSR1,
+                woken as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
     let _sleepers = if processes {
-        fork_sleepers(n, cpu)?;
+        fork_sleepers(n, cpu, idle)?;
         None
     } else {
         Some(Sleepers::start(n, cpu)?)
@@ -116,10 +194,10 @@ impl Drop for Sleepers {
     }
 }
 
-/// Forks `n` processes that sleep and wake as the threads do, and die with
-/// this one (PR_SET_PDEATHSIG). Called before this process starts any
-/// thread, so the children may use std after fork.
-fn fork_sleepers(n: usize, cpu: usize) -> Result<()> {
+/// Forks `n` processes that sleep and wake as the threads do (`idle`: only
+/// when signalled), and die with this one (PR_SET_PDEATHSIG). Called before
+/// this process starts any thread, so the children may use std after fork.
+fn fork_sleepers(n: usize, cpu: usize, idle: bool) -> Result<()> {
     // SAFETY: no preconditions.
     let parent = unsafe { libc::getpid() };
     for i in 0..n {
@@ -139,6 +217,12 @@ fn fork_sleepers(n: usize, cpu: usize) -> Result<()> {
                     }
                 }
                 pin(cpu);
+                if idle {
+                    loop {
+                        // SAFETY: no preconditions; returns at each signal.
+                        unsafe { libc::pause() };
+                    }
+                }
                 thread::sleep(PERIOD.mul_f64(i as f64 / n as f64));
                 loop {
                     thread::sleep(PERIOD);

@@ -31,9 +31,9 @@ const TARGET: &str = "x86_64-unknown-linux-gnu";
 const BUSYBOX: &str = "/bin/busybox";
 
 /// The test targets the guests run, in this order: the kernel-level
-/// checks (tests/guest.rs), then the cause split's scenarios
-/// (tests/causes.rs).
-pub(super) const GUEST_TESTS: [&str; 2] = ["guest", "causes"];
+/// checks (tests/guest.rs), the cause split's scenarios (tests/causes.rs),
+/// then the decision split's rules (tests/decision_matrix.rs).
+pub(super) const GUEST_TESTS: [&str; 3] = ["guest", "causes", "decision_matrix"];
 
 /// The packaged unit's tests, which the systemd guest runs (systemd.rs).
 pub(super) const UNIT_TESTS: &str = "unit";
@@ -216,6 +216,10 @@ mount -t sysfs sysfs /sys || fail "mount sysfs"
 mount -t devtmpfs devtmpfs /dev || fail "mount devtmpfs"
 mount -t tracefs tracefs /sys/kernel/tracing || fail "mount tracefs"
 mount -t bpf bpf /sys/fs/bpf || fail "mount bpffs"
+# debugfs, as on most machines without lockdown: the live base slice,
+# the scheduler features and the preemption model schedlat reports (the
+# host's lockdown refuses it, so its tests read the other sources).
+mount -t debugfs debugfs /sys/kernel/debug || echo "schedlat-vm: no debugfs"
 # A pure cgroup v2 hierarchy with the cpu controller, as on most production
 # machines (the host here has cgroup v1 plus a v2 side mount).
 mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "mount cgroup2"

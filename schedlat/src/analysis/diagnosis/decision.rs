@@ -36,6 +36,9 @@ pub(crate) const DOMINANT: f64 = 0.5;
 /// eligible: its lag goes negative at every run, whatever its slice.
 pub(crate) const OVER_SHARE: f64 = 1.2;
 
+/// The diagnosis' name when another class held the CPU.
+pub(crate) const ANOTHER_CLASS: &str = "scheduler decision: another class";
+
 /// Which remedy applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rule {
@@ -120,12 +123,18 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
     };
     let rule_declined = declined > passed;
     let rule = match (over_share, rules.first().map(|&(r, _)| r)) {
+        // Another class held the CPU at most declined wakeups: no fair
+        // rule decided, whatever the task's share (the class's wakeups are
+        // not fair-class decisions, nor are the pass-overs they cause).
+        (_, Some(Decision::OtherClass)) => Rule::OtherClass,
         (Some(true), _) => Rule::NotEligible,
         (_, Some(Decision::PolicyGate)) if rule_declined => Rule::Policy,
-        (_, Some(Decision::OtherClass)) if rule_declined => Rule::OtherClass,
         (_, Some(Decision::WakeupGranularity)) if rule_declined => Rule::Granularity,
         (None, Some(Decision::NotEligible)) => Rule::NotEligible,
-        (None, _) if !rule_declined => Rule::NotEligible,
+        // Passed over with neither its demand nor its share known (no
+        // fair-class rule declined a wakeup to measure the share at):
+        // which rule picked the others is not measured, so none is named.
+        (None, _) if !rule_declined => return None,
         _ => Rule::Slice,
     };
     let rule_list: Vec<String> = rules
@@ -234,7 +243,7 @@ fn remedy(rule: Rule, kernel: KernelFacts, pid: &str, nice: i32) -> (&'static st
             format!("run it as SCHED_OTHER (`chrt -o -p 0 {pid}`)"),
         ),
         Rule::OtherClass => (
-            "scheduler decision: another class",
+            ANOTHER_CLASS,
             "a real-time or deadline task held the CPU: no fair-class wakeup preempts it".into(),
             format!(
                 "see who held the CPU (`schedlat victims -p {pid}`) and move it or the task to other CPUs"
@@ -359,6 +368,29 @@ mod tests {
             "{}",
             dg.next_step
         );
+    }
+
+    /// tests/diagnose.rs's RT blocker: a FIFO thread holds the victim's
+    /// CPU, every declined wakeup met it (other class), the rest were
+    /// passed over while it ran: another class, never "not eligible",
+    /// even for a task asking more than a share (0 where not computed).
+    /// And passed over with no share measured: no rule is named.
+    #[test]
+    fn another_class_and_unmeasured_pass_overs_are_not_eligibility() {
+        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
+        put(&mut d, Outcome::Declined, 3_000_000, 29);
+        put(&mut d, Outcome::PassedOver, 6_000_000, 33);
+        d.count[cell(Decision::OtherClass, Pass::Zero)] = 62;
+        let dg = decision(&d, &worker_findings(), KERNEL).expect("named");
+        assert_eq!(dg.name, ANOTHER_CLASS, "{}", dg.evidence);
+        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
+        put(&mut d, Outcome::Granted, 6_000, 500);
+        put(&mut d, Outcome::PassedOver, 3_000_000, 24);
+        let sleeper = Findings {
+            top_waiters: waiter(0.05),
+            ..findings()
+        };
+        assert!(decision(&d, &sleeper, KERNEL).is_none());
     }
 
     /// Declined by slice protection, a task within its share: a shorter

@@ -20,6 +20,9 @@ use crate::{
     sys::{cgroup_of::TaskCgroups, findings::Findings},
 };
 
+/// The diagnosis' name, which others refer to.
+pub(crate) const CLASS_OR_PRIORITY: &str = "class or priority";
+
 /// Class or priority is named when culprits that outrank their victims
 /// are charged with at least this share of the scope's measured wait.
 /// Kernel threads that outrank everyone (migration/N at FIFO 99, nice -20
@@ -220,7 +223,7 @@ pub(crate) fn priority(
         steps.push("renice the culprit (renice -n 0 -p PID) or give the victim a lower nice (renice, CAP_SYS_NICE); to separate services, give them cgroups with their own cpu.weight");
     }
     Some(Diagnosis {
-        name: "class or priority",
+        name: CLASS_OR_PRIORITY,
         strength: waited * share,
         evidence: format!(
             "{:.0}% of the scope's measured wait ({} of {}) is charged to culprits that outrank the task they made wait (higher class, higher RT priority or lower nice): {}{more}",

@@ -66,9 +66,18 @@ pub(crate) fn diagnose(
         let kernel = decision::KernelFacts {
             release: release.unwrap_or(Release(0, 0)),
         };
+        // After the named mechanisms, whatever its strength: it says how
+        // the scheduler made the task wait within them (a lower-nice
+        // culprit's victim is not eligible, a quota's is passed over).
+        // Another class that held the CPU is the class or priority cause
+        // already named, with its culprit.
         if let Some(d) = t.waits.decision.as_ref() {
-            diagnoses.extend(decision::decision(d, findings, kernel));
-            diagnoses.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+            let named = |n: &str| diagnoses.iter().any(|x| x.name == n);
+            let said = named(priority::CLASS_OR_PRIORITY);
+            diagnoses.extend(
+                decision::decision(d, findings, kernel)
+                    .filter(|x| !(said && x.name == decision::ANOTHER_CLASS)),
+            );
         }
     }
     Verdict { waiting, diagnoses }

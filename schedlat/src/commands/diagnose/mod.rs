@@ -1,8 +1,9 @@
 //! `schedlat diagnose`: the method of docs/architecture.md as one command,
 //! its steps in order over one window. 1. the scope; 2. the kernel's own
 //! accounting at both ends of the window (PSI, schedstat, cpu.stat: no root
-//! needed); 3. with root, the eBPF histogram of the same window and who
-//! waited behind whom (the victims tables); 4. the verdict: was it
+//! needed); 3. with root, the eBPF histogram of the same window, who
+//! waited behind whom (the victims tables) and what the scheduler decided
+//! (the decision split); 4. the verdict: was it
 //! runnable-but-waiting at all, and the named diagnoses with evidence and a
 //! next step; 5. the report, with a self-check of the eBPF total against
 //! schedstat's run_delay. The judgement is analysis/diagnosis/, what it
@@ -40,15 +41,15 @@ use crate::{
 };
 
 /// Why `diagnose --decision` has no victims tables.
-const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs do not count the victims tables; run without --decision for them)";
+const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs alone; run without --decision for the tables and the split)";
 
 /// The observation window and how the diagnosis is printed.
 pub(crate) struct DiagnoseOptions {
     /// Seconds.
     pub duration: u64,
     pub json: bool,
-    /// Split the window's waits by the scheduler's decision (and name it),
-    /// instead of loading the victims tables.
+    /// Load the decision split's programs alone, without the victims
+    /// tables (by default diagnose loads both).
     pub decision: bool,
 }
 
@@ -66,16 +67,22 @@ pub(crate) async fn run(
         // The same scope, in the kernel: the process, or the cgroup and below.
         let in_kernel = Filter::resolve(filter)?;
         Some(if args.decision {
-            // The decision split's programs replace the victims mode's
-            // sched_switch (they do not charge the tables): with
-            // --decision the window has the split and no tables.
+            // The split's programs alone: no tables, one load.
             let tracer = Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel)?;
-            (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()))
+            (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()), None)
         } else {
-            // The tables, so without the split (see above).
-            let mut victims = kernel.clone();
-            victims.sources.no_decision = true;
-            Tracer::load_with_victims(&victims, &in_kernel, DEFAULT_MAX_TASKS, None)?
+            let (tracer, victims) =
+                Tracer::load_with_victims(kernel, &in_kernel, DEFAULT_MAX_TASKS, None)?;
+            // Where the victims programs do not split by the decision, the
+            // histogram mode's programs do, over the same window, beside
+            // them (a second set attached for the window only); without
+            // them (--no-decision, the classic hook) the verdict names no
+            // rule.
+            let split = (tracer.decision.is_none() && !kernel.sources.no_decision)
+                .then(|| Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel))
+                .and_then(Result::ok)
+                .filter(|t| t.decision.is_some());
+            (tracer, victims, split)
         })
     } else {
         None
@@ -161,23 +168,37 @@ async fn runnable_until(end: Instant, signals: &mut Signals) -> Vec<u64> {
     runnable
 }
 
-/// eBPF's part of the window: the attached tracer and its interval, and why
-/// there are no victims tables where they could not load.
+/// A tracer just loaded, why it has no victims tables (when it has none),
+/// and the decision split's own tracer when it does not carry the split.
+type Loaded = (Tracer, Result<(), String>, Option<Tracer>);
+
+/// eBPF's part of the window: the attached tracer and its interval, why
+/// there are no victims tables where they could not load, and the
+/// decision split's tracer and interval beside it.
 struct Tracing {
     tracer: Tracer,
     source: Source,
     victims: Result<(), String>,
+    split: Option<(Tracer, Source)>,
 }
 
 impl Tracing {
-    /// Starts the window's interval on a tracer just loaded.
-    fn start((mut tracer, victims): (Tracer, Result<(), String>)) -> Result<Tracing> {
+    /// Starts the window's interval on the tracers just loaded.
+    fn start((mut tracer, victims, split): Loaded) -> Result<Tracing> {
         let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
         let source = Source::start(&mut tracer, max_tasks)?;
+        let split = match split {
+            Some(mut t) => {
+                let source = Source::start(&mut t, None)?;
+                Some((t, source))
+            }
+            None => None,
+        };
         Ok(Tracing {
             tracer,
             source,
             victims,
+            split,
         })
     }
 
@@ -189,7 +210,10 @@ impl Tracing {
         throttle: &mut ThrottleWatch,
         scope: &Scope,
     ) -> Result<(Traced, TaskCgroups)> {
-        let (waits, interval) = self.source.end_interval(&mut self.tracer)?;
+        let (mut waits, interval) = self.source.end_interval(&mut self.tracer)?;
+        if let Some((tracer, source)) = &mut self.split {
+            waits.decision = source.end_interval(tracer)?.0.decision;
+        }
         let mut cgroups = TaskCgroups::default();
         let victims = match (interval, &self.victims) {
             (Some(interval), _) => {

@@ -25,7 +25,11 @@ use hyper::{
     service::service_fn,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::{net::TcpStream, sync::Notify};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+    sync::Notify,
+};
 use tokio_rustls::TlsAcceptor;
 
 use super::listen::ErrorLog;
@@ -140,6 +144,25 @@ impl Connections {
     }
 }
 
+/// What Go's net/http answers a plain HTTP request on a TLS port
+/// (server.go, after tlsRecordHeaderLooksLikeHTTP), word for word: the
+/// client's operator searches for it.
+const PLAIN_HTTP_ANSWER: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Whether the client's first bytes are an HTTP request line rather than
+/// a TLS record (a handshake record starts with 0x16): the methods a
+/// scraper or a browser sends, as Go tells them apart. Peeked, so a TLS
+/// client's bytes stay for the handshake.
+async fn sends_plain_http(stream: &TcpStream) -> bool {
+    let mut head = [0u8; 5];
+    matches!(stream.peek(&mut head).await, Ok(5)) && looks_like_http(head)
+}
+
+fn looks_like_http(head: [u8; 5]) -> bool {
+    [*b"GET /", *b"HEAD ", *b"POST ", *b"PUT /", *b"OPTIO"].contains(&head)
+}
+
 /// One connection's task: its last activity, the way to shed it, and the
 /// deadline of its first request.
 struct Connection {
@@ -151,20 +174,41 @@ struct Connection {
 impl Connection {
     /// The TLS handshake, bounded by the first request's deadline (a client
     /// that connects and sends nothing is let go as on plain HTTP); None
-    /// when it failed, timed out or the connection was shed.
+    /// when it failed, timed out or the connection was shed. A plain HTTP
+    /// request instead of a handshake (a scrape configured with `http://`)
+    /// gets a 400 that says what is wrong, as Go's exporters answer it.
     async fn handshake(
         &self,
         acceptor: &TlsAcceptor,
-        stream: TcpStream,
+        mut stream: TcpStream,
         errors: &RefCell<ErrorLog>,
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        let peer = stream.peer_addr().ok();
+        let from = stream
+            .peer_addr()
+            .map_or_else(|_| String::new(), |p| format!(" from {p}"));
+        let attempt = async {
+            if sends_plain_http(&stream).await {
+                let _ = stream.write_all(PLAIN_HTTP_ANSWER).await;
+                let _ = stream.shutdown().await;
+                // Read the request away until the client closes (bounded
+                // by the deadline below): closed with it unread, the
+                // socket would send a reset that can discard the answer.
+                let mut sink = [0u8; 1024];
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                return Err(format!(
+                    "plain HTTP request{from} to the TLS port: answered 400 (the client must use https://)"
+                ));
+            }
+            acceptor
+                .accept(stream)
+                .await
+                .map_err(|e| format!("TLS handshake{from} failed: {e}"))
+        };
         tokio::select! {
-            done = acceptor.accept(stream) => match done {
+            done = attempt => match done {
                 Ok(stream) => Some(stream),
-                Err(e) => {
-                    let from = peer.map_or_else(String::new, |p| format!(" from {p}"));
-                    if let Some(line) = errors.borrow_mut().line(&format!("TLS handshake{from} failed: {e}")) {
+                Err(what) => {
+                    if let Some(line) = errors.borrow_mut().line(&what) {
                         say!("schedlat: {line}");
                     }
                     None
@@ -289,6 +333,18 @@ mod tests {
         let mut out = String::new();
         let _ = c.read_to_string(&mut out);
         out
+    }
+
+    /// A request line is plain HTTP; a TLS handshake record (0x16, the
+    /// version) and anything else is not.
+    #[test]
+    fn plain_http_is_told_from_a_handshake() {
+        for head in [b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO"] {
+            assert!(looks_like_http(*head), "{head:?}");
+        }
+        for head in [b"\x16\x03\x01\x02\x00", b"GET  ", b"get /", b"PATCH"] {
+            assert!(!looks_like_http(*head), "{head:?}");
+        }
     }
 
     /// Regression: a client that connected and sent nothing held its

@@ -15,17 +15,26 @@
 //! - web: `--web.config.file`, TLS and basic authentication as the
 //!   Prometheus exporters configure them, re-read when it changes or on
 //!   SIGHUP;
+//! - otlp: `--otlp-endpoint`, the same families pushed to an
+//!   OpenTelemetry collector (export/otlp/ encodes them); otlp_endpoint:
+//!   its URL; otlp_tls: its `https://` client side;
+//! - unseen: the scrapes and the push as two readers of one set of
+//!   per-key intervals;
 //! - raw: the request handling on raw bytes, for the `http` fuzz target.
 
 mod guard;
 mod http;
 pub(crate) mod listen;
 mod notify;
+pub(crate) mod otlp;
+mod otlp_endpoint;
+mod otlp_tls;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod raw;
 mod routes;
 mod scrape;
 mod snapshot;
+mod unseen;
 pub(crate) mod web;
 
 use std::{cell::RefCell, net::SocketAddr, path::PathBuf, rc::Rc, time::Duration};
@@ -78,6 +87,8 @@ pub(crate) struct ServeOptions {
     pub web_config: Option<PathBuf>,
     /// The neighbour pairs (`--pairs`).
     pub pairs: Option<PairSeriesOptions>,
+    /// The OTLP push (`--otlp-endpoint`).
+    pub otlp: Option<otlp::OtlpOptions>,
 }
 
 /// `--pairs`: the kernel's pair table and the pairs exported per scrape.
@@ -119,6 +130,11 @@ pub(crate) async fn run(
         ))
         .into());
     }
+    // The push's CA bundle is read before anything is loaded, too.
+    let otlp = match &args.otlp {
+        Some(o) => Some(Rc::new(otlp::Push::new(o.clone()).map_err(UsageError)?)),
+        None => None,
+    };
     let filter = Filter::resolve(filter)?;
     // Bind before loading: a taken port fails fast, with nothing attached.
     let listener = listen::bind(args.listen).await?;
@@ -142,6 +158,8 @@ pub(crate) async fn run(
         modes.slow_ns = Some(modes.slow_ns.map_or(min, |ring| ring.min(min)));
     }
     let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
+    // Where the cumulative values start, for the OTLP points.
+    let start_unix_ns = otlp::unix_now_ns();
     // The slow waits and the ring, taken before the scrapes own
     // the tracer.
     let mut events = match modes.slow_ns {
@@ -236,8 +254,16 @@ pub(crate) async fn run(
         keyed,
         pairs,
         args.exemplars_ns.is_some(),
+        args.otlp.is_some(),
     ));
     let url = format!("{}://{addr}/metrics", if tls { "https" } else { "http" });
+    if let Some(o) = &otlp {
+        say!(
+            "schedlat: pushing OTLP metrics to {} every {} (--otlp-interval)",
+            o.options.endpoint.url,
+            crate::analysis::fmt_ns(o.options.interval.as_nanos() as u64)
+        );
+    }
     say!("Serving run queue latency on {url} ... Hit Ctrl-C to end.");
     // Attached and bound: what `systemctl start` waits for.
     notify::notify(&format!(
@@ -254,6 +280,8 @@ pub(crate) async fn run(
         web: web.clone(),
     });
     let connections = LocalSet::new();
+    let pushing = (otlp.as_ref())
+        .map(|o| connections.spawn_local(otlp::push(scraper.clone(), o.clone(), start_unix_ns)));
     let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
     let handshake_errors = Rc::new(RefCell::new(listen::ErrorLog::new(Duration::from_secs(10))));
@@ -322,6 +350,14 @@ pub(crate) async fn run(
         })
         .await?;
     notify::notify("STOPPING=1");
+    // What was counted since the last push goes out before the programs
+    // detach (within the timeout).
+    if let (Some(o), Some(pushing)) = (&otlp, pushing) {
+        pushing.abort();
+        connections
+            .run_until(otlp::last_push(&scraper, o, start_unix_ns))
+            .await;
+    }
     // Stop listening, drop open connections, then detach the programs.
     drop(listener);
     drop(connections);

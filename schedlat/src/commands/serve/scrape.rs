@@ -16,6 +16,7 @@ use std::{
 
 use schedlat_common::{scope::Breakdown, victims::SlowEvent};
 
+use super::unseen::{Reader, Unseen};
 use crate::{
     collect::{
         bpf_cost,
@@ -35,6 +36,7 @@ use crate::{
         labels,
         model::Labels,
         neighbour_series::NeighbourSeries,
+        otlp::delivery::DeliveryCounts,
         workload_labels::WorkloadLabels,
     },
     kernel::{cgroupfs, filter::Filter},
@@ -58,6 +60,11 @@ pub(super) struct Scraper {
     cost: Cell<Option<ScrapeCost>>,
     /// With `--exemplars`: the latest slow wait of each bucket.
     exemplars: Option<RefCell<ExemplarWaits>>,
+    /// With `--otlp-endpoint`: the push's counts at its last step.
+    otlp: Cell<Option<DeliveryCounts>>,
+    /// With `--otlp-endpoint`: the series one reader's readings had that
+    /// the other has not exported yet (unseen.rs).
+    unseen: Option<RefCell<Unseen>>,
 }
 
 /// The per-key series' options.
@@ -108,12 +115,16 @@ fn thread_cpu_seconds() -> f64 {
 impl Scraper {
     /// `pairs`: with `--pairs` (the tracer loaded with the pair table);
     /// `exemplars`: with `--exemplars` (and the slow waits loaded).
+    /// `pairs`: with `--pairs` (the tracer loaded with the pair table);
+    /// `exemplars`: with `--exemplars` (and the slow waits loaded);
+    /// `pushed`: with `--otlp-endpoint` (a second reader).
     pub(super) fn new(
         tracer: Tracer,
         filter: &Filter,
         keyed: Option<KeyedOptions>,
         pairs: Option<PairOptions>,
         exemplars: bool,
+        pushed: bool,
     ) -> Scraper {
         let scope = labels::scope(filter);
         let labels = labels::total(filter);
@@ -163,6 +174,8 @@ impl Scraper {
             target_alive: target.then(|| Cell::new(true)),
             cost: Cell::new(None),
             exemplars,
+            otlp: Cell::new(None),
+            unseen: pushed.then(|| RefCell::new(Unseen::default())),
         }
     }
 
@@ -171,6 +184,11 @@ impl Scraper {
         if let Some(exemplars) = &self.exemplars {
             exemplars.borrow_mut().add(events);
         }
+    }
+
+    /// The OTLP push's counts, for the scrapes that follow.
+    pub(super) fn otlp_counts(&self, counts: DeliveryCounts) {
+        self.otlp.set(Some(counts));
     }
 
     /// The tracer, between scrapes (the flight recorder's seconds).
@@ -190,7 +208,7 @@ impl Scraper {
     /// One scrape: read, encode, and note what it cost for the next one.
     pub(super) fn serve(&self, format: Format) -> Result<Vec<u8>, ReadError> {
         let (start, cpu) = (Instant::now(), thread_cpu_seconds());
-        let mut scrape = self.scrape()?;
+        let mut scrape = self.scrape(Reader::Scrape)?;
         let previous = self.cost.get();
         let scrapes = previous.map_or(0, |c| c.scrapes) + 1;
         scrape.cost = Some(ScrapeCost {
@@ -207,18 +225,24 @@ impl Scraper {
         Ok(body)
     }
 
-    pub(super) fn scrape(&self) -> Result<Scrape, ReadError> {
+    /// One reading for `reader`: the families, before encoding.
+    pub(super) fn scrape(&self, reader: Reader) -> Result<Scrape, ReadError> {
         // Keys first, then the total: waits that end between the two reads
         // are then in the total only, and the keyed series (with unkeyed)
         // never add up to more than the total.
-        let keyed = match &self.keyed {
+        let mut keyed = match &self.keyed {
             Some(keyed) => Some(self.read_keyed(&mut keyed.borrow_mut())?),
             None => None,
         };
-        let neighbours = match &self.pairs {
+        let mut neighbours = match &self.pairs {
             Some(pairs) => Some(self.read_pairs(&mut pairs.borrow_mut())?),
             None => None,
         };
+        if let Some(unseen) = &self.unseen {
+            let mut unseen = unseen.borrow_mut();
+            keyed = keyed.map(|k| unseen.keyed(reader, k));
+            neighbours = neighbours.map(|n| unseen.pairs(reader, n));
+        }
         let tracer = self.tracer.borrow();
         let (waits, cpus) = tracer.read_waits_and_cpus()?;
         let unkeyed = waits.unkeyed;
@@ -230,6 +254,7 @@ impl Scraper {
         scrape.target_alive = self.target_alive.as_ref().map(Cell::get);
         scrape.cpus = cpu::per_cpu(&cpus);
         scrape.neighbours = neighbours;
+        scrape.otlp = self.otlp.get();
         let scrape = match (keyed, &self.keyed) {
             (Some(series), Some(k)) => {
                 let k = k.borrow();

@@ -12,14 +12,14 @@ use schedlat_common::victims::SlowEvent;
 
 use crate::{
     analysis::task::IdleWait,
-    collect::slow::SlowEvents,
+    collect::{slow::SlowEvents, workloads::WorkloadNamer},
     commands::{
         session::{self, Ended, Signals},
         stdout,
     },
     histogram::Unit,
     kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
-    output,
+    output::{self, slow::EventWorkloads},
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
 
@@ -54,6 +54,7 @@ pub(crate) async fn run(
         lost_base: tracer.mode_counters()?.slow_lost,
         throttle: ThrottleWatch::start_mounted(),
         scanned: Instant::now(),
+        names: WorkloadNamer::for_tasks(&tracer),
     };
     if !session::announce_start(args.json, &format!("{}\n", output::slow::HEADER))? {
         return Ok(Ended::StdoutClosed);
@@ -124,6 +125,10 @@ struct Output {
     /// such an event if the last scan is older than RESCAN.
     throttle: ThrottleWatch,
     scanned: Instant,
+    /// Names the events' tasks as workloads, from the cgroups they are in
+    /// when a batch is read (the runtimes' names from a cache that never
+    /// waits).
+    names: WorkloadNamer,
 }
 
 const RESCAN: Duration = Duration::from_millis(100);
@@ -131,6 +136,14 @@ const RESCAN: Duration = Duration::from_millis(100);
 impl Output {
     /// Prints the events; false when stdout is closed.
     fn print(&mut self, events: &[SlowEvent]) -> Result<bool> {
+        // One /proc read per task of the batch, however many events it has.
+        let tasks = events.iter().flat_map(|e| {
+            [
+                (e.victim.tid, e.victim.tgid),
+                (e.culprit.tid, e.culprit.tgid),
+            ]
+        });
+        let workloads = self.names.tasks(tasks);
         let mut text = String::new();
         for event in events {
             self.events += 1;
@@ -144,10 +157,14 @@ impl Output {
                     IdleWait::WokenOntoIdleCpu
                 }
             });
+            let named = EventWorkloads {
+                victim: workloads.get(&event.victim.tid),
+                culprit: workloads.get(&event.culprit.tid),
+            };
             text.push_str(&if self.json {
-                output::slow::json(event, idle, self.clock)
+                output::slow::json(event, idle, self.clock, named)
             } else {
-                output::slow::line(event, idle, self.clock)
+                output::slow::line(event, idle, self.clock, named)
             });
         }
         if text.is_empty() {

@@ -84,7 +84,7 @@ pub(crate) async fn run(
     }
     // The rows' tasks and the pairs' cgroups named by one namer; the
     // pairs only where the victims' programs (which count them) loaded.
-    let mut view = PairsView::new(WorkloadNamer::for_tasks(&tracer, args.by), args.by, None);
+    let mut view = PairsView::new(WorkloadNamer::for_tasks(&tracer), args.by, None);
     let pairs = args.pairs.filter(|_| with_victims.is_some());
     if pairs.is_some() {
         view.interval(&mut tracer)?;

@@ -55,7 +55,7 @@ pub(crate) async fn run(
     let (mut tracer, filter) = session::attach(kernel, filter, Unit::Usecs.ns(), &modes)?;
     // One namer for the rows' tasks and the pairs' cgroups: one hierarchy,
     // one cache of the runtimes' names.
-    let names = WorkloadNamer::for_tasks(&tracer, args.by);
+    let names = WorkloadNamer::for_tasks(&tracer);
     let top = (args.top > 0).then_some(args.top as u32);
     let mut view = PairsView::new(names, args.by, top);
     if args.pairs.is_some() {

@@ -159,7 +159,7 @@ fn label_pairs(labels: &Labels) -> Vec<LabelPair> {
 }
 
 /// The name with the unit's suffix, as the text encoders write it.
-fn with_unit(name: &str, unit: Option<Unit>) -> String {
+pub(crate) fn with_unit(name: &str, unit: Option<Unit>) -> String {
     match unit {
         Some(Unit::Seconds) => format!("{name}_seconds"),
         None => name.to_string(),

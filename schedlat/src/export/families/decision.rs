@@ -9,41 +9,38 @@
 //! - `passes`: the switches to other tasks on its CPU meanwhile (0, 1, 2,
 //!   3+, migrated, unknown);
 //! - `holder`: how the task that held the CPU left it (blocked,
-//!   preempted, slice_ended, exited).
+//!   preempted, slice_ended, exited, yielded).
 //!
-//! A fixed set of label values (29 per family), never one per task. The
-//! whole system (with the filter's `scope` label) only; a series is absent
-//! when the split is off (`--no-decision`, `--no-causes`) or the kernel
-//! lacks its fields.
+//! A fixed set of label values (30 per family), never one per task.
+//! Families, as for the cause split: the whole system (with the filter's
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
+//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! histogram's (the same intervals and `--max-series`, `__overflow__`
+//! included), so `sum()` over a family never counts a wait twice. A
+//! series is absent when the split is off (`--no-decision`,
+//! `--no-causes`) or the kernel lacks its fields.
 
-use schedlat_common::decision::{DECISIONS, HOLDERS, OUTCOMES, Outcome, PASSES, cell};
+use schedlat_common::decision::{DECISIONS, HOLDERS, OUTCOMES, PASSES};
 
 use crate::{
     export::model::{Family, Labels, Unit, Value, counter},
-    histogram::DecisionCounts,
+    histogram::KeyDecisionCounts,
     output::decision::{decision_name, holder_name, outcome_name, pass_name},
 };
 
-/// The family names, for tests and for the docs' table.
-pub(crate) const WAITS: &str = "schedlat_runqueue_waits_by_decision";
-pub(crate) const SECONDS: &str = "schedlat_runqueue_wait_by_decision";
-
-/// One label set (the scope) and its counts.
-pub(crate) type DecisionSeries = Option<(Labels, DecisionCounts)>;
+/// The split's series of one family: a label set (the scope, or the
+/// cgroup) and its counts, each dimension apart (the whole system's
+/// table summed: DecisionCounts::marginals).
+#[derive(Debug, Default)]
+pub(crate) struct DecisionSeries {
+    pub series: Vec<(Labels, KeyDecisionCounts)>,
+}
 
 /// Waits and their time of every class of every split.
-fn classes(d: &DecisionCounts) -> Vec<(&'static str, &'static str, u64, u64)> {
+fn classes(d: &KeyDecisionCounts) -> Vec<(&'static str, &'static str, u64, u64)> {
     let mut out = Vec::new();
-    let mut outcome = [(0u64, 0u64); OUTCOMES.len()];
-    for &dc in &DECISIONS {
-        for &p in &PASSES {
-            let o = &mut outcome[Outcome::of(dc, p) as usize];
-            o.0 += d.count[cell(dc, p)];
-            o.1 += d.sum_ns[cell(dc, p)];
-        }
-    }
-    for (&o, (n, ns)) in OUTCOMES.iter().zip(outcome) {
-        out.push(("outcome", outcome_name(o), n, ns));
+    for &o in &OUTCOMES {
+        out.push(("outcome", outcome_name(o), d.outcome(o), d.outcome_ns(o)));
     }
     for &dc in &DECISIONS {
         out.push((
@@ -57,45 +54,58 @@ fn classes(d: &DecisionCounts) -> Vec<(&'static str, &'static str, u64, u64)> {
         out.push(("passes", pass_name(p), d.passed(p), d.passed_ns(p)));
     }
     for &h in &HOLDERS {
-        let i = h as usize;
-        out.push((
-            "holder",
-            holder_name(h),
-            d.holder_count[i],
-            d.holder_sum_ns[i],
-        ));
+        out.push(("holder", holder_name(h), d.held(h), d.held_ns(h)));
     }
     out
 }
 
-/// The split's two families; none without it.
-pub(super) fn families(series: &DecisionSeries) -> Vec<Family> {
-    let Some((labels, d)) = series else {
+/// The whole system's two families; none without the split.
+pub(super) fn system_families(family: &DecisionSeries) -> Vec<Family> {
+    families(
+        "schedlat_runqueue",
+        "Waits of schedlat_runqueue_latency_seconds the decision split saw",
+        family,
+    )
+}
+
+/// The per-cgroup two families (`--cgroups`); none without the split.
+pub(super) fn cgroup_families(family: &DecisionSeries) -> Vec<Family> {
+    families(
+        "schedlat_cgroup_runqueue",
+        "Waits of schedlat_cgroup_runqueue_latency_seconds (per cgroup) the decision split saw",
+        family,
+    )
+}
+
+fn families(prefix: &str, whose: &str, family: &DecisionSeries) -> Vec<Family> {
+    if family.series.is_empty() {
         return Vec::new();
-    };
-    let rows = classes(d);
+    }
+    let rows: Vec<_> = (family.series.iter())
+        .map(|(labels, d)| (labels, classes(d)))
+        .collect();
     let samples = |value: fn(u64, u64) -> Value| {
-        rows.iter()
-            .map(|&(split, class, n, ns)| {
-                let mut l = labels.clone();
+        let mut out = Vec::new();
+        for (labels, classes) in &rows {
+            for &(split, class, n, ns) in classes {
+                let mut l = (*labels).clone();
                 l.push(("split", split.into()));
                 l.push(("class", class.into()));
-                (l, value(n, ns))
-            })
-            .collect()
+                out.push((l, value(n, ns)));
+            }
+        }
+        out
     };
-    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited); each wait is in one class of every split (docs/decision.md)";
+    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded); each wait is in one class of every split (docs/decision.md)";
     vec![
         counter(
-            WAITS.into(),
-            format!(
-                "Waits of schedlat_runqueue_latency_seconds the decision split saw, counted by {splits}"
-            ),
+            format!("{prefix}_waits_by_decision"),
+            format!("{whose}, counted by {splits}"),
             None,
             samples(|n, _| Value::Count(n)),
         ),
         counter(
-            SECONDS.into(),
+            format!("{prefix}_wait_by_decision"),
             format!("Their time (the sum of the waits) by {splits}"),
             Some(Unit::Seconds),
             samples(|_, ns| Value::seconds_of_ns(ns)),
@@ -105,14 +115,19 @@ pub(super) fn families(series: &DecisionSeries) -> Vec<Family> {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::{Decision, DecisionStats, Holder, Pass};
+    use schedlat_common::decision::{
+        Decision, DecisionStats, Holder, KeyDecision, Outcome, Pass, cell,
+    };
 
     use super::*;
-    use crate::{export::encode::Format, histogram::DecisionFacts};
+    use crate::{
+        export::encode::Format,
+        histogram::{DecisionCounts, DecisionFacts},
+    };
 
     /// 2 waits of 1 ms granted at once, 3 of 4 ms protected and passed
     /// over 3+ times.
-    fn counts() -> DecisionCounts {
+    fn counts() -> KeyDecisionCounts {
         let mut s = DecisionStats::ZERO;
         let granted = cell(Decision::Requested, Pass::Zero);
         s.count[granted] = 2;
@@ -124,17 +139,23 @@ mod tests {
         s.holder_sum_ns[Holder::Blocked as usize] = 2_000_000;
         s.holder_count[Holder::SliceEnded as usize] = 3;
         s.holder_sum_ns[Holder::SliceEnded as usize] = 12_000_000;
-        DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s])
+        DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]).marginals()
     }
 
-    fn text(series: &DecisionSeries) -> String {
-        let bytes = crate::export::encode::encode(families(series), Format::Text);
+    fn series(labels: Labels, d: KeyDecisionCounts) -> DecisionSeries {
+        DecisionSeries {
+            series: vec![(labels, d)],
+        }
+    }
+
+    fn text(families: Vec<Family>) -> String {
+        let bytes = crate::export::encode::encode(families, Format::Text);
         String::from_utf8(bytes).unwrap()
     }
 
     #[test]
     fn every_split_adds_up_to_the_waits_it_saw() {
-        let out = text(&Some((Vec::new(), counts())));
+        let out = text(system_families(&series(Vec::new(), counts())));
         for line in [
             "schedlat_runqueue_waits_by_decision_total{split=\"outcome\",class=\"granted\"} 2",
             "schedlat_runqueue_waits_by_decision_total{split=\"outcome\",class=\"passed_over\"} 3",
@@ -161,11 +182,50 @@ mod tests {
 
     #[test]
     fn absent_without_the_split_and_labelled_with_the_scope() {
-        assert!(families(&None).is_empty());
-        let scoped = text(&Some((vec![("scope", "pid=7".into())], counts())));
+        assert!(system_families(&DecisionSeries::default()).is_empty());
+        assert!(cgroup_families(&DecisionSeries::default()).is_empty());
+        let scoped = text(system_families(&series(
+            vec![("scope", "pid=7".into())],
+            counts(),
+        )));
         assert!(
             scoped.contains("{scope=\"pid=7\",split=\"outcome\",class=\"granted\"} 2"),
             "{scoped}"
         );
+    }
+
+    /// Per cgroup (`--cgroups`): the same classes per series, from each
+    /// key's own counts, under the cgroup's labels.
+    #[test]
+    fn each_cgroup_series_has_every_class_of_its_own_waits() {
+        let mut k = KeyDecision::ZERO;
+        k.decision_count[Decision::NotEligible as usize] = 4;
+        k.decision_sum_ns[Decision::NotEligible as usize] = 8_000_000;
+        k.pass_count[Pass::ThreePlus as usize] = 4;
+        k.holder_count[Holder::SliceEnded as usize] = 4;
+        k.outcome_count[Outcome::PassedOver as usize] = 4;
+        k.outcome_sum_ns[Outcome::PassedOver as usize] = 8_000_000;
+        let web = KeyDecisionCounts::from_key(&k);
+        let family = DecisionSeries {
+            series: vec![
+                (vec![("cgroup", "/web".into())], web),
+                (vec![("cgroup", "/db".into())], counts()),
+            ],
+        };
+        let out = text(cgroup_families(&family));
+        for line in [
+            "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\",split=\"decision\",class=\"not_eligible\"} 4",
+            "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\",split=\"outcome\",class=\"passed_over\"} 0.008",
+            "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/db\",split=\"outcome\",class=\"granted\"} 2",
+        ] {
+            assert!(out.contains(line), "{line} not in\n{out}");
+        }
+        let web_series = out
+            .lines()
+            .filter(|l| {
+                l.starts_with("schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"")
+            })
+            .count();
+        assert_eq!(web_series, 30, "{out}");
     }
 }

@@ -22,6 +22,7 @@ pub(crate) mod cpu;
 pub(crate) mod decision;
 mod latency;
 mod neighbours;
+mod otlp_push;
 mod own;
 
 use schedlat_common::scope::Breakdown;
@@ -36,6 +37,7 @@ use super::{
     encode::{self, Format},
     key_buckets::KeyBuckets,
     model::{Exemplar, Family, Folded, Labels, Metric},
+    otlp::delivery::DeliveryCounts,
 };
 use crate::{histogram::Waits, kernel::hook::HookMode};
 
@@ -59,9 +61,10 @@ pub(crate) struct Scrape {
     /// per cgroup with `--cgroups` (cause_split.rs).
     pub causes: CauseSeries,
     pub cgroup_causes: CauseSeries,
-    /// The decision split of the whole system (or the filter's scope):
-    /// decision.rs.
+    /// The decision split of the whole system (or the filter's scope),
+    /// and per cgroup with `--cgroups`: decision.rs.
     pub decision: decision::DecisionSeries,
+    pub cgroup_decision: decision::DecisionSeries,
     /// Each CPU's waits (cpu.rs), labelled as the total is besides `cpu`;
     /// none where the scrape did not read them per CPU.
     pub cpus: Vec<CpuWaits>,
@@ -70,6 +73,8 @@ pub(crate) struct Scrape {
     pub neighbours: Option<NeighbourScrape>,
     /// The keys of the per-key family's series, in order (with_keyed).
     keys: Vec<u64>,
+    /// With `--otlp-endpoint`: what became of the pushes (otlp_push.rs).
+    pub otlp: Option<DeliveryCounts>,
 }
 
 /// One scrape's per-key series (`--cgroups`, `--pids`).
@@ -101,12 +106,18 @@ impl Scrape {
                 .into_iter()
                 .collect(),
         };
-        let decision = waits.decision.clone().map(|d| (labels.clone(), d));
+        let decision = decision::DecisionSeries {
+            series: (waits.decision.as_ref())
+                .map(|d| (labels.clone(), d.marginals()))
+                .into_iter()
+                .collect(),
+        };
         Scrape {
             hook,
             causes,
             cgroup_causes: CauseSeries::default(),
             decision,
+            cgroup_decision: decision::DecisionSeries::default(),
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
             histograms: vec![latency::system(&waits, labels.clone())],
@@ -118,6 +129,7 @@ impl Scrape {
             keyed: None,
             target_alive: None,
             cost: None,
+            otlp: None,
         }
     }
 
@@ -143,6 +155,10 @@ impl Scrape {
             self.cgroup_causes.series = series
                 .iter()
                 .filter_map(|(labels, waits)| Some((labels.clone(), waits.causes.clone()?)))
+                .collect();
+            self.cgroup_decision.series = series
+                .iter()
+                .filter_map(|(labels, waits)| Some((labels.clone(), waits.decision.clone()?)))
                 .collect();
         }
         self.keys = keyed.keys;
@@ -195,7 +211,8 @@ impl Scrape {
         let mut out = self.histograms;
         out.extend(cause_split::system_families(&self.causes));
         out.extend(cause_split::cgroup_families(&self.cgroup_causes));
-        out.extend(decision::families(&self.decision));
+        out.extend(decision::system_families(&self.decision));
+        out.extend(decision::cgroup_families(&self.cgroup_decision));
         out.extend(cpu::families(&self.cpus, &self.total_labels));
         if let Some(neighbours) = &self.neighbours {
             out.extend(neighbours::families(neighbours));
@@ -210,6 +227,9 @@ impl Scrape {
         out.extend(self.target_alive.map(own::target_alive));
         if let Some(cost) = &self.cost {
             out.extend(own::scrape_cost(cost));
+        }
+        if let Some(otlp) = &self.otlp {
+            out.extend(otlp_push::families(otlp));
         }
         out.push(own::info(self.hook));
         if let Some(bpf) = &self.bpf {

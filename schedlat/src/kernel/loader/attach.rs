@@ -41,7 +41,8 @@ pub(super) fn attach(
             // fields"); classic tracepoints cannot help there.
             const VICTIMS_HINT: &str = " (the victims tables need kernel 5.12 or newer: their program uses a BPF atomic fetch-and-add; the histogram modes and `schedlat slow` work on older kernels)";
             for &(program, tracepoint) in btf_programs {
-                let hint = if program == names::BTF_SWITCH_VICTIMS {
+                let victims = [names::BTF_SWITCH_VICTIMS, names::BTF_DECISION_PROGRAMS[3].0];
+                let hint = if victims.contains(&program) {
                     VICTIMS_HINT
                 } else {
                     HINT
@@ -68,6 +69,31 @@ pub(super) fn attach(
         }
     }
     Ok(())
+}
+
+/// The decision split's yield marker (`names::TP_YIELD`), once the split's
+/// programs are attached: best effort, since only the holder's yielded /
+/// preempted line depends on it (a kernel without syscall tracepoints, or
+/// tracefs not mounted, still measures the rest). A note when it fails:
+/// yields then count as preempted.
+pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
+    let (program, tracepoint) = names::TP_YIELD;
+    let mut load = || -> Result<(), String> {
+        let prog: &mut TracePoint = ebpf
+            .program_mut(program)
+            .ok_or("not in the embedded object")?
+            .try_into()
+            .map_err(|e: ProgramError| e.to_string())?;
+        prog.load().map_err(|e| e.to_string())?;
+        prog.attach("syscalls", tracepoint)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    load().err().map(|e| {
+        format!(
+            "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {e}; it needs CONFIG_FTRACE_SYSCALLS and tracefs): a holder that yielded counts as preempted"
+        )
+    })
 }
 
 fn program_mut<'a, T>(

@@ -66,8 +66,12 @@ pub(crate) fn load(
         false => *modes,
     };
     let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
-    let memory_notes = crate::kernel::map_memory::check(modes, cpus, sources.force_memory)
-        .map_err(LoadError::MapMemory)?;
+    // The keys' decision split doubles as an upper bound (off on a
+    // kernel without its fields).
+    let decides = modes.decides() && !sources.no_decision;
+    let memory_notes =
+        crate::kernel::map_memory::check(modes, (cpus, decides), sources.force_memory)
+            .map_err(LoadError::MapMemory)?;
     if !privileges::can_trace() {
         return Err(LoadError::NoPrivileges);
     }
@@ -85,7 +89,9 @@ pub(crate) fn load(
     let decision = decision::Setup::new(plan.globals.decision, &mut decision_notes);
     causes.decision = decision.offsets().task_se != 0;
     causes.configure(&mut loader, &mut compute);
-    decision.configure(&mut loader, &mut compute, (causes.decision_slots(), cpus));
+    let max_keys = modes.keyed.map(|k| k.max_keys);
+    let slots = causes.decision_slots();
+    decision.configure(&mut loader, &mut compute, (slots, cpus, max_keys));
     let config = KernelConfig::new(
         &plan.globals,
         filter,
@@ -94,7 +100,7 @@ pub(crate) fn load(
     );
     config.configure(&mut loader)?;
     let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| {
-        let sizes: Vec<String> = crate::kernel::map_memory::costs(modes, cpus)
+        let sizes: Vec<String> = crate::kernel::map_memory::costs(modes, (cpus, decides))
             .iter()
             .map(|c| c.describe())
             .collect();

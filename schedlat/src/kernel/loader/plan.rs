@@ -14,7 +14,10 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{access::KernelSources, attach::attach};
+use super::{
+    access::KernelSources,
+    attach::{attach, attach_yield},
+};
 use crate::{
     kernel::{
         attach_btf,
@@ -169,10 +172,10 @@ impl Plan {
         let mut btf_programs = modes.btf_programs().to_vec();
         if globals.decision.is_some() {
             // The split's own programs (schedlat-ebpf main.rs says why).
-            for (program, tracepoint) in &mut btf_programs {
+            for (program, _) in &mut btf_programs {
                 if let Some(&(with_split, _)) = names::BTF_DECISION_PROGRAMS
                     .iter()
-                    .find(|(_, tp)| tp == tracepoint)
+                    .find(|(_, plain)| plain == program)
                 {
                     *program = with_split;
                 }
@@ -214,6 +217,9 @@ impl Plan {
                 self.waking,
             ) {
                 Ok(()) => {
+                    if mode == HookMode::Btf && self.globals.decision.is_some() {
+                        notes.extend(attach_yield(ebpf));
+                    }
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok((mode, notes));
                 }

@@ -22,7 +22,7 @@ use state::State;
 
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles, shape},
-    output::{causes_line, escape::printable},
+    output::{causes_line, decision, escape::printable},
     sys::slice::Slice,
 };
 
@@ -37,7 +37,7 @@ pub(crate) fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     let panel = Panel::of(state);
     // A taller terminal gets a taller sparkline; below that, the bars and
     // the victims share what is left.
-    let spark_rows = if area.height >= 32 { 4 } else { 2 };
+    let spark_rows = if area.height >= TALL { 4 } else { 2 };
     let summary_rows = summary_height(state, slice, area);
     let rest = area
         .height
@@ -55,7 +55,7 @@ pub(crate) fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     .areas(area);
     frame.render_widget(header_text(state, area.width), header);
     frame.render_widget(bars::histogram(state, slice, body), body);
-    frame.render_widget(verdict(state, slice), summary);
+    frame.render_widget(verdict(state, slice, area.height), summary);
     frame.render_widget(panel.widget(state, table), table);
     frame.render_widget(p99_sparkline(state), spark);
     frame.render_widget(
@@ -142,11 +142,17 @@ fn split(
 /// title, then the lines they wrap to at this width, all of them: the
 /// verdict wraps, it is never cut.
 fn summary_height(state: &State, slice: &Slice, area: Rect) -> u16 {
-    let lines = verdict(state, slice).line_count(area.width.max(1));
+    let lines = verdict(state, slice, area.height).line_count(area.width.max(1));
     u16::try_from(lines).unwrap_or(u16::MAX)
 }
 
-fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
+/// Terminals this tall get the taller sparkline and the decision line:
+/// at 80x24 every row is the histogram's, the verdict's or a victim's.
+const TALL: u16 = 32;
+
+/// The summary; the decision split's line too on a terminal of `height`
+/// rows at least [`TALL`].
+fn verdict(state: &State, slice: &Slice, height: u16) -> Paragraph<'static> {
     let (waits, _) = state.shown();
     let percentiles = match Percentiles::of(waits) {
         Some(p) => format!(
@@ -160,16 +166,20 @@ fn verdict(state: &State, slice: &Slice) -> Paragraph<'static> {
         None => "no waits".to_string(),
     };
     let shape = shape::classify(waits, slice);
-    Paragraph::new(vec![
+    let mut lines = vec![
         Line::from(percentiles),
         Line::from(Span::styled(
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
         )),
         Line::from(causes_line::line(waits)),
-    ])
-    .wrap(Wrap { trim: true })
-    .block(
+    ];
+    // What the scheduler decided (docs/decision.md), when the load split
+    // it and the terminal has the rows.
+    if height >= TALL {
+        lines.extend(decision::line(waits).map(Line::from));
+    }
+    Paragraph::new(lines).wrap(Wrap { trim: true }).block(
         Block::new()
             .borders(Borders::TOP)
             .title(" percentiles, shape and causes "),
@@ -389,7 +399,7 @@ mod tests {
     #[test]
     fn a_wide_terminal_names_the_workloads_and_who_waited_behind_whom() {
         use crate::{
-            analysis::pairs::{WorkloadPair, rank},
+            analysis::pairs::{Side, WorkloadPair, rank},
             collect::pairs::PairCounts,
             output::top::pairs::PairsShown,
             sys::workload::level::{Level, tests::workload},
@@ -399,8 +409,8 @@ mod tests {
             .insert(4001, workload("/system.slice/stress.service", None));
         let mut pairs = PairsShown::new(Level::Unit);
         let row = WorkloadPair {
-            victim: "stress.service".into(),
-            holder: "/".into(),
+            victim: Side::plain("stress.service"),
+            holder: Side::plain("/"),
             counts: PairCounts {
                 count: 7,
                 sum_ns: 7_000_000,
@@ -708,6 +718,32 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// With the decision split, its line is under the causes, whole, on a
+    /// tall terminal; no line where the load has none, nor at 80x24 (its
+    /// rows are the victims').
+    #[test]
+    fn the_decision_split_is_under_the_causes() {
+        use schedlat_common::decision::{Decision, DecisionStats, Outcome, Pass, cell};
+
+        use crate::histogram::{DecisionCounts, DecisionFacts};
+        let mut state = known_state();
+        assert!(!screen(&state, 80, 24).contains("decision:"));
+        let mut s = DecisionStats::ZERO;
+        s.count[cell(Decision::Requested, Pass::Zero)] = 600;
+        s.count[cell(Decision::NotEligible, Pass::ThreePlus)] = 370;
+        s.outcome_buckets[Outcome::Granted as usize][100] = 600;
+        s.outcome_buckets[Outcome::PassedOver as usize][260] = 370;
+        state.last.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]));
+        let line = decision::line(&state.last).unwrap();
+        assert!(line.starts_with("decision: granted 62%"), "{line}");
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (w, h) in [(80, 32), (120, 40)] {
+            let text = screen(&state, w, h);
+            assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");
+        }
+        assert!(!screen(&state, 80, 24).contains("decision:"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! neighbour-pair table of the last interval, or of the run so far, named
 //! at `--by`'s level, under the victims panel's culprits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map::Entry};
 
 use ratatui::text::Line;
 
@@ -16,12 +16,13 @@ use crate::{
     sys::workload::level::Level,
 };
 
-/// The last interval's pairs and the run's, added up by their names.
+/// The last interval's pairs and the run's, added up by their sides'
+/// identities (each shown by its best name, `rank` chooses).
 #[derive(Debug, Default)]
 pub(crate) struct PairsShown {
     by: Level,
     last: PairTable,
-    totals: HashMap<(String, String), PairCounts>,
+    totals: HashMap<(String, String), WorkloadPair>,
     /// Waits in no pair over the run (the kernel's table was full).
     overflow: PairCounts,
 }
@@ -37,10 +38,19 @@ impl PairsShown {
     /// Takes one interval's table (every row: ranked with no `top`).
     pub(crate) fn push(&mut self, table: PairTable) {
         for r in &table.rows {
-            (self.totals)
-                .entry((r.victim.clone(), r.holder.clone()))
-                .or_default()
-                .add(r.counts);
+            let key = (r.victim.identity.clone(), r.holder.identity.clone());
+            match self.totals.entry(key) {
+                Entry::Occupied(mut e) => {
+                    let total = e.get_mut();
+                    total.counts.add(r.counts);
+                    // The newest names: a container's runtime files can
+                    // be read after its first interval.
+                    (total.victim, total.holder) = (r.victim.clone(), r.holder.clone());
+                }
+                Entry::Vacant(e) => {
+                    e.insert(r.clone());
+                }
+            }
         }
         self.overflow.add(table.overflow);
         self.last = table;
@@ -50,11 +60,7 @@ impl PairsShown {
     pub(crate) fn ranked(&self, cumulative: bool, top: usize) -> PairTable {
         let capacity = self.last.capacity;
         if cumulative {
-            let rows = (self.totals.iter()).map(|((victim, holder), counts)| WorkloadPair {
-                victim: victim.clone(),
-                holder: holder.clone(),
-                counts: *counts,
-            });
+            let rows = self.totals.values().cloned();
             rank(rows, self.by, Some(top), (self.overflow, capacity))
         } else {
             let rows = self.last.rows.iter().cloned();
@@ -88,8 +94,8 @@ pub(super) fn lines(table: &PairTable, rows: usize, width: usize) -> Vec<Line<'s
                 r.counts.count,
                 fmt_ns(r.counts.sum_ns),
                 fmt_ns(r.counts.max_ns),
-                printable(&r.victim),
-                printable(&r.holder)
+                printable(&r.victim.name),
+                printable(&r.holder.name)
             ),
             width,
         ))
@@ -105,11 +111,12 @@ fn cut(text: String, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::pairs::Side;
 
     fn table(rows: &[(&str, &str, u64)]) -> PairTable {
         let rows = rows.iter().map(|&(victim, holder, count)| WorkloadPair {
-            victim: victim.into(),
-            holder: holder.into(),
+            victim: Side::plain(victim),
+            holder: Side::plain(holder),
             counts: PairCounts {
                 count,
                 sum_ns: count * 1_000,
@@ -129,7 +136,7 @@ mod tests {
         assert_eq!(last.rows[0].counts.count, 5);
         let run = p.ranked(true, 1);
         assert_eq!(
-            (run.rows[0].victim.as_str(), run.rows[0].counts.count),
+            (run.rows[0].victim.name.as_str(), run.rows[0].counts.count),
             ("web", 15)
         );
         assert_eq!(run.cut, 1);

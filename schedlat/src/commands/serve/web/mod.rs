@@ -15,7 +15,7 @@
 
 mod auth;
 pub(crate) mod config;
-mod tls;
+pub(crate) mod tls;
 
 use std::{
     cell::RefCell,

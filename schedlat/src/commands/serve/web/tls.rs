@@ -52,8 +52,9 @@ pub(crate) fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>,
     Ok(Arc::new(config))
 }
 
-/// Every certificate of a PEM file; none is an error.
-fn certificates(key: &str, file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+/// Every certificate of a PEM file, `key` naming it in the error; none is
+/// an error. Also the OTLP push's client chain and CA bundle.
+pub(crate) fn certificates(key: &str, file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let chain: Vec<_> = CertificateDer::pem_file_iter(file)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| format!("{key} {}: {e}", file.display()))?;

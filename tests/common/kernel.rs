@@ -1,0 +1,47 @@
+//! The running kernel, for tests that run on several (here and in the VM
+//! guests): its release and version, and the scheduler calls they make.
+
+/// (major, minor) of the running kernel; (0, 0) if unreadable.
+pub(crate) fn kernel_version() -> (u32, u32) {
+    let release = kernel_release();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// `uname -r`, for messages: the same test runs on several kernels.
+pub(crate) fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "this kernel".to_string(), |s| s.trim().to_string())
+}
+
+/// sched_setattr(2) on `tid`: SCHED_OTHER, nice 0, a custom slice of
+/// `runtime_ns` (the task's slice from 6.12, kernel/sched/syscalls.c
+/// __setscheduler_params(); earlier kernels ignore it for the fair class).
+pub(crate) fn set_custom_slice(tid: u32, runtime_ns: u64) {
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    let attr = SchedAttr {
+        size: size_of::<SchedAttr>() as u32,
+        policy: 0,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: runtime_ns,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: attr is a valid sched_attr of the size it states (VER0).
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
+    assert_eq!(rc, 0, "sched_setattr: {}", std::io::Error::last_os_error());
+}

@@ -1,0 +1,531 @@
+//! Root: the decision split's rules (docs/decision.md) on scenarios whose
+//! answer follows from the scheduler's code, on every kernel: here with the
+//! other root tests, and inside QEMU on 5.10, 6.1, 6.1-rt and 6.12 (`cargo
+//! xtask vm-test`). Under the VM's emulation every wait is inflated, so the
+//! checks are on which rule the kernel applied, and on latency only as a
+//! before/after comparison within one run.
+//!
+//! - a SCHED_BATCH sleeper beside a fair loop is declined by the policy
+//!   gate (check_preempt_wakeup_fair() returns before any pick);
+//! - a sleeper alone wakes onto an idle CPU;
+//! - a worker beside fair loops is declined by the kernel's own fair rule:
+//!   EEVDF's (protected, not eligible, later deadline) from 6.6, the wakeup
+//!   granularity before, where what CFS cannot give (the prediction, the
+//!   share) is null and said so;
+//! - on 6.12+, a sleeper given a short custom slice (sched_setattr's
+//!   sched_runtime) beside loops whose slices RUN_TO_PARITY protects is
+//!   never declined as protected (PREEMPT_SHORT), and mostly asks;
+//! - on PREEMPT_RT a timer's wakeups run in the ktimers thread (SCHED_FIFO)
+//!   on the sleeper's CPU: the rule met there is `other_class`;
+//! - every report says the kernel's context (the live base slice, HZ, the
+//!   preemption model: `rt` on PREEMPT_RT).
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use common::{
+    SCHEDLAT, TracerProcess,
+    cpu::CpuTimes,
+    kernel::{kernel_release, kernel_version, set_custom_slice},
+    parse_json_lines, require_root, run_schedlat, workload,
+};
+use serde_json::Value;
+
+/// A thread named `name` on the workload CPU that computes `work` of its
+/// own CPU time and sleeps `sleep`, over and over, beside `hogs` spinning
+/// threads on the same CPU; everything stops when dropped.
+struct Scenario {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    tid: u32,
+}
+
+impl Scenario {
+    fn start(
+        name: &str,
+        hogs: usize,
+        (work, sleep): (Duration, Duration),
+        setup: impl FnOnce() + Send + 'static,
+    ) -> Scenario {
+        let cpu = workload::workload_cpu();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads: Vec<JoinHandle<()>> = (0..hogs)
+            .map(|_| {
+                let stop = stop.clone();
+                thread::spawn(move || {
+                    workload::pin_current_thread(cpu);
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let (tx, rx) = mpsc::channel();
+        let running = stop.clone();
+        let sleeper = thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                workload::pin_current_thread(cpu);
+                setup();
+                // SAFETY: no arguments.
+                tx.send(unsafe { libc::gettid() } as u32).unwrap();
+                while !running.load(Ordering::Relaxed) {
+                    let until = thread_cpu() + work;
+                    while thread_cpu() < until {
+                        std::hint::spin_loop();
+                    }
+                    thread::sleep(sleep);
+                }
+            })
+            .unwrap();
+        threads.push(sleeper);
+        let tid = rx.recv().unwrap();
+        // The loops and the sleeper settle into their steady state.
+        thread::sleep(Duration::from_millis(200));
+        Scenario { stop, threads, tid }
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The calling thread's own CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// `schedlat --json -t TID` for `duration`: its one interval.
+fn traced(tid: u32, duration: Duration) -> Value {
+    let tid = tid.to_string();
+    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-t", &tid]);
+    thread::sleep(duration);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(
+        status.success(),
+        "schedlat on {}: {status}",
+        kernel_release()
+    );
+    parse_json_lines(&lines)
+        .pop()
+        .unwrap_or_else(|| panic!("no interval: {}", lines.join("\n")))
+}
+
+/// The interval's decision object, which must be there on every kernel of
+/// the matrix (tp_btf and BTF).
+fn decision(interval: &Value) -> &Value {
+    let d = &interval["decision"];
+    assert!(
+        d.is_object(),
+        "no decision split on {}: {interval}",
+        kernel_release()
+    );
+    d
+}
+
+fn count(d: &Value, class: &str) -> u64 {
+    d["decisions"][class]["count"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no decisions.{class}: {d}"))
+}
+
+/// The wakeups that asked for the CPU (at once, lazily, or already asked).
+fn asked(d: &Value) -> u64 {
+    ["requested", "slice_ended", "pending", "lazy"]
+        .iter()
+        .map(|c| count(d, c))
+        .sum()
+}
+
+const EEVDF_RULES: [&str; 3] = ["protected", "not_eligible", "later_deadline"];
+const RULES: [&str; 7] = [
+    "not_eligible",
+    "later_deadline",
+    "protected",
+    "policy_gate",
+    "other_class",
+    "wakeup_granularity",
+    "rule_unknown",
+];
+
+fn declined(d: &Value) -> u64 {
+    RULES.iter().map(|r| count(d, r)).sum()
+}
+
+/// The rules that declined any wakeup, with their counts.
+fn rules_seen(d: &Value) -> Vec<(&'static str, u64)> {
+    RULES
+        .iter()
+        .map(|&r| (r, count(d, r)))
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}
+
+/// A PREEMPT_RT build: there a timer's wakeups come from the ktimers
+/// thread (hrtimers of fair tasks expire in its softirq context), a
+/// SCHED_FIFO task that is the running task on the sleeper's CPU at the
+/// wakeup: no fair wakeup preempts it, so every rule check meets another
+/// class, and no timer wakeup finds the CPU idle.
+fn preempt_rt() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/version").is_ok_and(|v| v.contains("PREEMPT_RT"))
+}
+
+fn set_policy(policy: libc::c_int) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the calling thread, a valid parameter.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setscheduler: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// A SCHED_BATCH wakee never preempts (check_preempt_wakeup_fair(), and
+/// check_preempt_wakeup() on CFS, return before comparing): a wakeup that
+/// left the need-resched bit unset names the policy gate.
+#[test]
+fn a_batch_sleeper_is_declined_by_the_policy_gate() {
+    if !require_root() {
+        return;
+    }
+    let busy = CpuTimes::now();
+    let case = Scenario::start(
+        "decision-batch",
+        1,
+        (Duration::ZERO, Duration::from_millis(1)),
+        || set_policy(libc::SCHED_BATCH),
+    );
+    let interval = traced(case.tid, Duration::from_secs(2));
+    drop(case);
+    let d = decision(&interval);
+    let (declined, gate) = (declined(d), count(d, "policy_gate"));
+    // On PREEMPT_RT the ktimers thread held the CPU at each wakeup
+    // (measured on 6.1-rt: 849 of 849 declined wakeups other_class).
+    let gate = if preempt_rt() {
+        count(d, "other_class")
+    } else {
+        gate
+    };
+    eprintln!(
+        "{}: batch sleeper: {} waits, asked {}, declined {declined} ({:?}) ({})",
+        kernel_release(),
+        d["waits"],
+        asked(d),
+        rules_seen(d),
+        busy.busy_since()
+    );
+    assert!(
+        declined >= 20 && gate * 100 >= declined * 95,
+        "{}: not requested {declined}, policy gate (other class on PREEMPT_RT) {gate} ({})",
+        kernel_release(),
+        busy.busy_since()
+    );
+}
+
+/// Woken onto a CPU with nothing else to run, the wakee finds the idle
+/// task there: `idle`, and the wait ends with the idle task switched out
+/// (the cause split's `held_by.idle`), whatever else runs on the machine.
+#[test]
+fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
+    if !require_root() {
+        return;
+    }
+    let busy = CpuTimes::now();
+    let case = Scenario::start(
+        "decision-idle",
+        0,
+        (Duration::ZERO, Duration::from_millis(2)),
+        || {},
+    );
+    let interval = traced(case.tid, Duration::from_secs(1));
+    drop(case);
+    let d = decision(&interval);
+    let waits = d["waits"].as_u64().unwrap();
+    let idle = count(d, "idle");
+    let held_by_idle = interval["causes"]["held_by"]["idle"]["count"]
+        .as_u64()
+        .unwrap();
+    let cpu_busy = busy
+        .shares_since()
+        .get(workload::workload_cpu())
+        .map_or(0, |s| (s * 100.0) as u64);
+    eprintln!(
+        "{}: lone sleeper: {waits} waits, idle {idle}, idle task switched out {held_by_idle} ({})",
+        kernel_release(),
+        busy.busy_since()
+    );
+    assert!(waits >= 100, "{waits} waits ({})", busy.busy_since());
+    assert!(
+        idle.abs_diff(held_by_idle) <= 3 + idle.max(held_by_idle) / 10,
+        "idle at the wakeup {idle}, idle task switched out {held_by_idle}, of {waits} ({})",
+        busy.busy_since()
+    );
+    // On a CPU mostly idle, most wakeups find it so; not on PREEMPT_RT,
+    // where the timer's wakeup runs in the ktimers thread on that CPU
+    // (measured on 6.1-rt: 0 of 358 idle, and 0 idle task switched out).
+    if cpu_busy < 50 && !preempt_rt() {
+        assert!(
+            idle * 100 >= waits * 60,
+            "idle {idle} of {waits} ({})",
+            busy.busy_since()
+        );
+    }
+}
+
+/// The worker of docs/decision.md (0.8 ms of CPU, 0.5 ms of sleep) beside
+/// two fair loops: many of its wakeups do not preempt, and the rule named
+/// is this kernel's. EEVDF (6.6+): its rules only, with the prediction
+/// and the share; CFS: the wakeup granularity only, and the prediction and
+/// share null, as the text says.
+#[test]
+fn the_rule_that_declines_a_fair_wakeup_is_this_kernels() {
+    if !require_root() {
+        return;
+    }
+    let busy = CpuTimes::now();
+    let case = Scenario::start(
+        "decision-worker",
+        2,
+        (Duration::from_micros(800), Duration::from_micros(500)),
+        || {},
+    );
+    let tid = case.tid.to_string();
+    let interval = traced(case.tid, Duration::from_secs(3));
+    // The text report of the same case: its decision block and the
+    // kernel's context, on every kernel.
+    let (status, text, stderr) = run_schedlat(&["-t", &tid, "2", "1"]);
+    drop(case);
+    assert!(status.success(), "{stderr}");
+    let d = decision(&interval);
+    let declined = declined(d);
+    let kernel = &d["kernel"];
+    eprintln!(
+        "{}: worker: {} waits, asked {}, declined {declined} ({:?}), kernel {kernel}, predicted {}, share {} ({})",
+        kernel_release(),
+        d["waits"],
+        asked(d),
+        rules_seen(d),
+        d["predicted"],
+        d["share"],
+        busy.busy_since()
+    );
+    let report: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("decision:") || l.starts_with("  ") && !l.contains('|'))
+        .collect();
+    eprintln!(
+        "{}: the text report's lines:\n{}",
+        kernel_release(),
+        report.join("\n")
+    );
+    assert!(
+        declined >= 10,
+        "{}: only {declined} declined wakeups ({})",
+        kernel_release(),
+        busy.busy_since()
+    );
+    if kernel_version() >= (6, 6) {
+        assert_eq!(kernel["rules"], "eevdf", "{kernel}");
+        let eevdf: u64 = EEVDF_RULES.iter().map(|r| count(d, r)).sum();
+        assert!(
+            eevdf * 100 >= declined * 95 && count(d, "wakeup_granularity") == 0,
+            "{}: EEVDF rules {eevdf} of {declined} declined: {:?}",
+            kernel_release(),
+            rules_seen(d)
+        );
+        assert!(
+            d["predicted"]["waits"].as_u64() > Some(0),
+            "{}",
+            d["predicted"]
+        );
+        assert!(d["share"]["mean"].as_f64().is_some(), "{}", d["share"]);
+    } else {
+        assert_eq!(kernel["rules"], "cfs", "{kernel}");
+        assert!(kernel["protection"].is_null(), "{kernel}");
+        // PREEMPT_RT: the ktimers thread held the CPU at the wakeups
+        // (6.1-rt: 590 of 590 other_class), no fair rule was consulted.
+        let rule = if preempt_rt() {
+            "other_class"
+        } else {
+            "wakeup_granularity"
+        };
+        let gran = count(d, rule);
+        assert!(
+            gran * 100 >= declined * 95 && EEVDF_RULES.iter().all(|r| count(d, r) == 0),
+            "{}: {rule} {gran} of {declined} declined: {:?}",
+            kernel_release(),
+            rules_seen(d)
+        );
+        // What the CFS rule cannot give is null, not 0, and the text says so.
+        assert!(d["predicted"].is_null(), "{}", d["predicted"]);
+        assert!(d["share"].is_null(), "{}", d["share"]);
+        assert!(
+            text.contains("no prediction nor fair share on CFS"),
+            "no CFS note in: {text}"
+        );
+    }
+    assert!(text.contains("decision: "), "no decision block: {text}");
+}
+
+/// Every report says the kernel's context: the release, the base slice
+/// and where it was read, HZ, and the preemption model (`rt` on a
+/// PREEMPT_RT build).
+#[test]
+fn the_report_says_the_kernels_scheduling_context() {
+    if !require_root() {
+        return;
+    }
+    let (status, text, stderr) = run_schedlat(&["1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let context: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("kernel: "))
+        .take(3)
+        .collect();
+    eprintln!("{}:\n{}", kernel_release(), context.join("\n"));
+    let first = context
+        .first()
+        .unwrap_or_else(|| panic!("no kernel line: {text}"));
+    assert!(first.contains(&kernel_release()), "{first}");
+    assert!(first.contains("base slice"), "{first}");
+    let (status, json, stderr) = run_schedlat(&["--json", "1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let interval = parse_json_lines(&json.lines().map(String::from).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let k = &interval["kernel_context"];
+    eprintln!("{}: kernel_context {k}", kernel_release());
+    let version = std::fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
+    if version.contains("PREEMPT_RT") {
+        assert_eq!(k["preemption"]["model"], "rt", "{k}");
+        assert!(first.contains("preemption rt"), "{first}");
+    }
+    // EEVDF kernels print se.slice in /proc/PID/sched: the slice is live.
+    if kernel_version() >= (6, 6) {
+        assert_eq!(k["base_slice"]["live"], true, "{k}");
+    }
+    // Where the kernel's configuration is published, HZ and the bound.
+    if k["hz"].is_u64() && k["base_slice"]["live"] == true {
+        assert!(k["design_bound_ns"].is_u64(), "{k}");
+    }
+}
+
+/// 6.12+: a sleeper whose custom slice (100 us) is shorter than the
+/// loops' base slice is not held off by their protected slice
+/// (PREEMPT_SHORT, kernel/sched/fair.c check_preempt_wakeup_fair()): no
+/// wakeup of it is declined as `protected` once the slice is set, and
+/// most ask for the CPU. The same thread is recorded before and after the
+/// change and `compare`d, which the test prints.
+#[test]
+fn a_short_custom_slice_is_never_declined_as_protected() {
+    if !require_root() {
+        return;
+    }
+    if kernel_version() < (6, 12) {
+        eprintln!(
+            "{}: no custom slice for the fair class before 6.12 (sched_runtime is ignored there); \
+             the rule test above checks this kernel's rule",
+            kernel_release()
+        );
+        return;
+    }
+    let busy = CpuTimes::now();
+    let case = Scenario::start(
+        "decision-slice",
+        2,
+        (Duration::ZERO, Duration::from_millis(1)),
+        || {},
+    );
+    let dir = std::env::temp_dir().join(format!("schedlat-slice-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = |name: &str| {
+        let path = dir.join(name);
+        let tid = case.tid.to_string();
+        let (status, _, stderr) =
+            run_schedlat(&["record", "-o", path.to_str().unwrap(), "-t", &tid, "3"]);
+        assert!(status.success(), "record: {stderr}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last = parse_json_lines(&text.lines().map(String::from).collect::<Vec<_>>())
+            .pop()
+            .expect("a recorded interval");
+        (path, last)
+    };
+    let started = Instant::now();
+    let (before, base) = record("base.json");
+    set_custom_slice(case.tid, 100_000);
+    let (after, short) = record("short.json");
+    drop(case);
+    let (status, out, stderr) = run_schedlat(&[
+        "compare",
+        "--json",
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "compare: {stderr}");
+    let c: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (d0, d1) = (decision(&base), decision(&short));
+    let share = |d: &Value| asked(d) as f64 / d["waits"].as_u64().unwrap().max(1) as f64;
+    let p99 = |side: &Value| side["percentiles"]["p99_ns"].as_u64().unwrap_or(0);
+    eprintln!(
+        "{}: sleeper beside protected loops in {:?}: asked {:.0}% -> {:.0}% of wakeups \
+         (declined {:?} -> {:?}); p99 {} -> {} ns, compare {} ({})",
+        kernel_release(),
+        started.elapsed(),
+        share(d0) * 100.0,
+        share(d1) * 100.0,
+        rules_seen(d0),
+        rules_seen(d1),
+        p99(&c["before"]),
+        p99(&c["after"]),
+        c["change"],
+        busy.busy_since()
+    );
+    // The kernel honoured the slice (the programs read it from se.slice):
+    // the loop's slice no longer protects it from this wakee, and most of
+    // its wakeups ask for the CPU.
+    assert_eq!(count(d1, "protected"), 0, "{}: {d1}", kernel_release());
+    assert!(
+        share(d1) >= 0.6,
+        "{}: with a 100 us slice {:.0}% of wakeups asked ({})",
+        kernel_release(),
+        share(d1) * 100.0,
+        busy.busy_since()
+    );
+    // Not asserted: the latency. Measured in the 6.12 guest (TCG
+    // emulation) both runs asked 98% of the time and p99 went 6.5 -> 16.3
+    // ms ("regressed"): emulation, not the scheduler, set those waits;
+    // here on 6.18 the loops' protection declined only ~2-5% of this
+    // sleeper's wakeups to begin with. The share asked is not made worse.
+    assert!(
+        share(d1) + 0.05 >= share(d0),
+        "{}: asked {:.0}% -> {:.0}% ({})",
+        kernel_release(),
+        share(d0) * 100.0,
+        share(d1) * 100.0,
+        busy.busy_since()
+    );
+}
