@@ -154,10 +154,10 @@ fn tls_and_basic_auth_admit_the_right_password_only() {
     assert!(!plain.text.contains("schedlat_"), "{}", plain.text);
     // The operator sees it too, and TLS still works on the port.
     assert!(
-        server
-            .stderr()
-            .contains("plain HTTP request from 127.0.0.1:")
-            && server.stderr().contains("answered 400"),
+        server.stderr_shows(
+            &["plain HTTP request from 127.0.0.1:", "answered 400"],
+            Duration::from_secs(5)
+        ),
         "{}",
         server.stderr()
     );

@@ -99,6 +99,23 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Whether serve's stderr holds every one of `wanted` within `limit`:
+    /// a line serve writes after answering (a refused connection's, say)
+    /// can reach the log after the client already has its answer.
+    pub(crate) fn stderr_shows(&self, wanted: &[&str], limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            let log = self.stderr();
+            if wanted.iter().all(|w| log.contains(w)) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// One scrape of /metrics in the classic text format (no Accept).
     pub(crate) fn scrape_text(&self) -> String {
         let got = super::http::get(self.addr, "/metrics", None).unwrap();
