@@ -435,3 +435,98 @@ fn culprit_help_states_the_rule_and_the_idle_labels() {
         assert!(help.contains("throttled"), "{cmd}: {help}");
     }
 }
+
+/// Issue 25: `replay --series` takes what `-c` takes (a container ID or a
+/// unique prefix of it, a pod UID, a unit), bare, and finds it in the
+/// paths of the dump's cgroup series, with a bad command line (exit 2)
+/// for a prefix of two containers or a workload the dump lacks.
+#[test]
+fn replay_series_takes_a_workload_as_dash_c_takes_it() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recorder-dump");
+    let uid = "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+    let pod = format!(
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice",
+        uid.replace('-', "_")
+    );
+    let (a, b) = ("9a8b7c6d".repeat(8), format!("9a8b7c6d{}", "0".repeat(56)));
+    let cgroups = [
+        format!("cgroup = {pod}/cri-containerd-{a}.scope"),
+        format!("cgroup = {pod}/cri-containerd-{b}.scope"),
+        "cgroup = /system.slice/nginx.service".to_string(),
+    ];
+    // Each second's cgroup series are copies of its total: a workload's
+    // count is the total's times the cgroups it adds up.
+    let mut lines = Vec::new();
+    let mut total = 0;
+    for line in std::fs::read_to_string(fixture.join("dump.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let interval = v["type"] == "interval" && v["series"] == "total";
+        lines.push(v.clone());
+        if interval {
+            total += v["histogram"]["count"].as_u64().unwrap();
+            for name in &cgroups {
+                let mut copy = v.clone();
+                copy["series"] = name.as_str().into();
+                lines.push(copy);
+            }
+        }
+    }
+    assert!(total > 0);
+    let dir = std::env::temp_dir().join(format!("schedlat-cli-series-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(dir.join("dump.jsonl"), text).unwrap();
+    let d = dir.to_str().unwrap();
+    let window = |series: &str| {
+        let (status, stdout, stderr) = run_schedlat(&["replay", d, "--series", series, "--json"]);
+        assert_eq!(status.code(), Some(0), "--series {series}: {stderr}");
+        let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        (
+            last["series"].as_str().unwrap().to_string(),
+            last["count"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(window(&a[..12]), (format!("container = {a}"), total));
+    assert_eq!(
+        window(&b[..12].to_uppercase()),
+        (format!("container = {b}"), total)
+    );
+    assert_eq!(window(uid), (format!("pod = {uid}"), 2 * total));
+    assert_eq!(
+        window(&uid.replace('-', "_")),
+        (format!("pod = {uid}"), 2 * total)
+    );
+    assert_eq!(
+        window("nginx.service"),
+        ("unit = nginx.service".into(), total)
+    );
+    assert_eq!(
+        window("kubepods.slice"),
+        ("unit = kubepods.slice".into(), 2 * total)
+    );
+    assert_eq!(window(&pod), (format!("cgroup = {pod}"), 2 * total));
+    assert_eq!(window("total"), ("total".into(), total));
+    // A prefix both containers start with: refused, naming both.
+    assert_usage_error(
+        &["replay", d, "--series", "9a8b7c6d"],
+        "`9a8b7c6d` is the start of 2 container IDs in the dump",
+    );
+    // A workload the dump lacks: what it has, as it can be asked for.
+    assert_usage_error(
+        &["replay", d, "--series", "ffff0000"],
+        "no cgroup series of the dump is container ffff0000",
+    );
+    assert_usage_error(
+        &["replay", d, "--series", "web.service"],
+        "its workloads: container = ",
+    );
+    assert_usage_error(
+        &["replay", d, "--series", "mygroup"],
+        "no series `mygroup` in the dump",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

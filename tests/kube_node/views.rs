@@ -304,6 +304,41 @@ fn slow_record_and_compare_take_a_workload_and_compare_it_across_a_restart() {
         waits.len()
     );
 
+    // The text says so of a task that had exited (`(exited)`), never `-`
+    // (no cgroup: the idle task's) nor the `/` its v1 lines read then.
+    let out = std::process::Command::new("timeout")
+        .args([
+            "-s",
+            "INT",
+            "2",
+            super::common::SCHEDLAT,
+            "slow",
+            "--threshold",
+            "1us",
+        ])
+        .args(["-c", &web.uid])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<&str> = (stdout.lines())
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|c| c == "sh" || c == "sleep")
+        })
+        .collect();
+    let (exited, named) = (
+        events.iter().filter(|l| l.ends_with("  (exited)")).count(),
+        (events.iter())
+            .filter(|l| l.ends_with("  container shop/web-1/nginx"))
+            .count(),
+    );
+    assert!(
+        named > 0 && exited + named == events.len(),
+        "slow -c {}: {named} events named, {exited} exited, of:\n{stdout}",
+        web.uid
+    );
+
     // record -c by a prefix of the container's ID, keeping what it is.
     let (status, _, stderr) = run_schedlat(&[
         "record",

@@ -211,16 +211,26 @@ fn roll_up(reading: &mut Reading<'_, ()>, level: Level, slice: &Slice) -> Vec<Ke
             label: None,
         });
     }
+    // Workloads that share a name (a container and its restart) are
+    // told apart by what is theirs alone: `container = shop/web-1/nginx
+    // (9a8b7c6d5e4f)`.
+    let name_of = |g: &Group| (g.workload.as_ref()).map_or_else(String::new, |w| w.name_at(level));
+    let mut of_name: HashMap<String, usize> = HashMap::new();
+    for g in groups.iter().filter(|g| g.label.is_none()) {
+        *of_name.entry(name_of(g)).or_default() += 1;
+    }
     (groups.into_iter())
         .map(|mut g| {
             let (label, rolled_up) = match g.label {
                 Some(label) => (label, None),
                 None => {
                     g.paths.sort();
-                    let name = g
-                        .workload
-                        .as_ref()
-                        .map_or_else(String::new, |w| w.name_at(level));
+                    let mut name = name_of(&g);
+                    if of_name.get(&name).is_some_and(|&n| n > 1)
+                        && let Some(w) = &g.workload
+                    {
+                        name = format!("{name} ({})", w.distinct_at(level));
+                    }
                     let more = match g.paths.len() {
                         0 | 1 => String::new(),
                         n => format!(" ({n} cgroups)"),

@@ -1,13 +1,17 @@
 //! Which of a dump's series `replay --series` means. The recorder names
 //! its per-cgroup series by path (`cgroup = /kubepods.slice/...`), and a
 //! path carries what its owner calls it (sys/workload/path.rs), so a
-//! workload's spelling finds its series without the host it was recorded
-//! on: `container = ID` (or a unique prefix of 4 hex digits or more),
-//! `pod = UID` (either spelling), `unit = NAME`. A workload recorded as
-//! several cgroups (a pod's containers) is their series added up.
+//! workload finds its series without the host it was recorded on, named
+//! as `-c` names it (sys/workload/wanted.rs): a container ID or a unique
+//! prefix of 4 hex digits or more, a pod UID (either spelling), a unit or
+//! slice, or a cgroup path, each bare or spelled as the dump spells its
+//! series (`container = ID`, `pod = UID`, `unit = NAME`, `cgroup = /path`).
+//! As `-c` counts a cgroup's subtree, a workload or a path recorded as
+//! several cgroups (a pod's containers, a slice's units) is their series
+//! added up.
 
 use super::recording::Window;
-use crate::sys::workload::path::{self, PathLabels};
+use crate::sys::workload::{path, wanted::Wanted};
 
 /// The series picked: what the report calls it, and the names of the
 /// dump's series it adds up (one for a series named as the dump names it).
@@ -18,13 +22,17 @@ pub(crate) struct Picked {
 }
 
 /// What `--series` asked for that the dump does not have: the sentence
-/// that says so and what it has instead.
+/// that says so and what it has instead (empty: the caller lists the
+/// dump's series).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NotFound(pub String);
 
-/// The series `asked` names in `w`: a series' own name, or a workload
-/// spelled `container = `, `pod = ` or `unit = ` matched against the
-/// paths of its cgroup series.
+const CGROUP: &str = "cgroup = ";
+
+/// The series `asked` names in `w`: a series' own name; a cgroup path
+/// (bare or `cgroup = /path`), for its series and those below it; or a
+/// workload, bare or spelled `container = `, `pod = `, `unit = `, matched
+/// against the paths of its cgroup series.
 pub(crate) fn pick(w: &Window, asked: &str) -> Result<Picked, NotFound> {
     let names = w.series_names();
     if names.iter().any(|n| n == asked) {
@@ -33,50 +41,95 @@ pub(crate) fn pick(w: &Window, asked: &str) -> Result<Picked, NotFound> {
             names: vec![asked.to_string()],
         });
     }
-    let Some((kind, value)) = asked.split_once(" = ") else {
+    let asked = asked.trim();
+    let spelled = asked.split_once(" = ").map(|(k, v)| (k.trim(), v.trim()));
+    let wanted = match spelled {
+        Some(("cgroup", dir)) => return under(&names, dir),
+        Some((kind, value)) => Wanted::spelled(kind, value),
+        None if asked.starts_with('/') => return under(&names, asked),
+        None => Wanted::of(asked),
+    };
+    let Some(wanted) = wanted else {
         return Err(NotFound(String::new()));
     };
-    let value = value.trim();
-    let cgroups = || {
-        (names.iter())
-            .filter_map(|n| Some((n, path::parse(n.strip_prefix("cgroup = ")?))))
-            .collect::<Vec<_>>()
+    let cgroups = || (names.iter()).filter_map(|n| Some((n, n.strip_prefix(CGROUP)?)));
+    // Each series with what it matched: the container's full ID, the
+    // pod's UID; a unit's or slice's cgroup (the path down to the
+    // component of that name), the outermost kept, as `-c` keeps it.
+    let mut found: Vec<(String, String)> = match &wanted {
+        Wanted::Unit(unit) => (cgroups())
+            .filter_map(|(n, p)| Some((unit_cgroup(p, unit)?, n.clone())))
+            .collect(),
+        _ => (cgroups())
+            .filter_map(|(n, p)| Some((wanted.key(&path::parse(p))?.to_string(), n.clone())))
+            .collect(),
     };
-    let of = |get: &dyn Fn(&PathLabels) -> Option<String>| -> Vec<(String, String)> {
-        (cgroups().into_iter())
-            .filter_map(|(n, labels)| Some((get(&labels)?, n.clone())))
-            .collect()
-    };
-    let found: Vec<(String, String)> = match kind.trim() {
-        "container" if value.len() >= 4 && value.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            let value = value.to_ascii_lowercase();
-            of(&|l| l.container_id.clone().filter(|id| id.starts_with(&value)))
-        }
-        "pod" => {
-            let uid = value.replace('_', "-").to_ascii_lowercase();
-            of(&|l| l.pod_uid.clone().filter(|u| *u == uid))
-        }
-        "unit" => of(&|l| l.unit.clone().filter(|u| u == value)),
-        _ => return Err(NotFound(String::new())),
-    };
-    let mut ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    match ids[..] {
+    if let Wanted::Unit(_) = wanted
+        && let Some(outer) = (found.iter().map(|(dir, _)| dir.clone()))
+            .min_by_key(|d| (d.matches('/').count(), d.clone()))
+    {
+        found.retain(|(dir, _)| *dir == outer);
+    }
+    let (kind, value) = (wanted.what(), wanted.value());
+    let mut keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    match keys[..] {
         [] => Err(NotFound(format!(
-            "no cgroup series of the dump is {kind} {value} (a dump keeps paths, not the runtimes' names: give a container's ID or a unique prefix of it, a pod's UID or a unit){}",
+            "no cgroup series of the dump is {kind} {value} (a dump keeps paths, not the runtimes' names: give a container's ID or a unique prefix of it, a pod's UID, a unit or a cgroup path){}",
             choices(w)
         ))),
-        [id] => Ok(Picked {
-            shown: format!("{} = {id}", kind.trim()),
+        [key] => Ok(Picked {
+            shown: match &wanted {
+                Wanted::Unit(unit) => format!("unit = {unit}"),
+                _ => format!("{kind} = {key}"),
+            },
             names: found.into_iter().map(|(_, n)| n).collect(),
         }),
         _ => Err(NotFound(format!(
             "`{value}` is the start of {} container IDs in the dump: {}; give more of one",
-            ids.len(),
-            ids.join(", ")
+            keys.len(),
+            keys.join(", ")
         ))),
     }
+}
+
+/// The cgroup series at or below `dir`; none is a bad name (the caller
+/// lists what the dump has).
+fn under(names: &[String], dir: &str) -> Result<Picked, NotFound> {
+    let dir = dir.trim_end_matches('/');
+    let dir = if dir.is_empty() { "/" } else { dir };
+    let inside = |p: &str| {
+        p == dir
+            || dir == "/"
+            || p.strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    let picked: Vec<String> = (names.iter())
+        .filter(|n| n.strip_prefix(CGROUP).is_some_and(inside))
+        .cloned()
+        .collect();
+    if picked.is_empty() {
+        return Err(NotFound(String::new()));
+    }
+    Ok(Picked {
+        shown: format!("{CGROUP}{dir}"),
+        names: picked,
+    })
+}
+
+/// The cgroup of the unit or slice `unit` that `path` is in: the path down
+/// to the first component of that name; None when it is in none.
+fn unit_cgroup(path: &str, unit: &str) -> Option<String> {
+    let mut dir = String::new();
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        dir.push('/');
+        dir.push_str(c);
+        if c == unit {
+            return Some(dir);
+        }
+    }
+    None
 }
 
 /// The workloads the dump's cgroup series can be asked for by, for an
@@ -84,7 +137,7 @@ pub(crate) fn pick(w: &Window, asked: &str) -> Result<Picked, NotFound> {
 fn choices(w: &Window) -> String {
     let mut all: Vec<String> = Vec::new();
     for name in w.series_names() {
-        let Some(p) = name.strip_prefix("cgroup = ") else {
+        let Some(p) = name.strip_prefix(CGROUP) else {
             continue;
         };
         let labels = path::parse(p);
@@ -178,5 +231,55 @@ mod tests {
         );
         assert_eq!(pick(&w, "cgroup = /nope"), Err(NotFound(String::new())));
         assert_eq!(pick(&w, "container = xyz"), Err(NotFound(String::new())));
+        assert_eq!(pick(&w, "pod = 9a8b7c6d"), Err(NotFound(String::new())));
+    }
+
+    /// Issue 25: `--series` takes what `-c` takes, bare: a container ID
+    /// or a unique prefix, a pod UID, a unit or slice, a cgroup path (its
+    /// subtree, as `-c` counts it); the same refusals.
+    #[test]
+    fn a_workload_named_as_dash_c_names_it_picks_its_series() {
+        let w = node();
+        let one = pick(&w, &ID[..24].to_uppercase()).unwrap();
+        assert_eq!(
+            (one.shown, one.names.len()),
+            (format!("container = {ID}"), 1)
+        );
+        let pod = pick(&w, UID).unwrap();
+        assert_eq!((pod.shown, pod.names.len()), (format!("pod = {UID}"), 2));
+        let unit = pick(&w, "nginx.service").unwrap();
+        assert_eq!(unit.names, ["cgroup = /system.slice/nginx.service"]);
+        // A slice: every series below it, as -c kubepods.slice counts.
+        let slice = pick(&w, "kubepods.slice").unwrap();
+        assert_eq!(
+            (slice.shown.as_str(), slice.names.len()),
+            ("unit = kubepods.slice", 2)
+        );
+        let system = pick(&w, "unit = system.slice").unwrap();
+        assert_eq!(system.names, ["cgroup = /system.slice/nginx.service"]);
+        // A path: its series and those below it.
+        let dir = pick(&w, "/kubepods.slice/").unwrap();
+        assert_eq!(
+            (dir.shown.as_str(), dir.names.len()),
+            ("cgroup = /kubepods.slice", 2)
+        );
+        assert_eq!(pick(&w, "cgroup = /kubepods.slice").unwrap().names.len(), 2);
+        assert_eq!(
+            pick(&w, "/kube"),
+            Err(NotFound(String::new())),
+            "whole components"
+        );
+        // Ambiguous and unknown, as when spelled out.
+        let err = pick(&w, &ID[..20]).unwrap_err();
+        assert!(err.0.contains("is the start of 2 container IDs"), "{err:?}");
+        let err = pick(&w, "ffff").unwrap_err();
+        assert!(
+            err.0
+                .starts_with("no cgroup series of the dump is container ffff"),
+            "{err:?}"
+        );
+        let err = pick(&w, "web.service").unwrap_err();
+        assert!(err.0.contains("its workloads: container = "), "{err:?}");
+        assert_eq!(pick(&w, "mygroup"), Err(NotFound(String::new())));
     }
 }

@@ -30,6 +30,14 @@ pub(crate) struct Side {
     /// Whether its runtime's files named it: of the sides with one
     /// identity, such a one gives the name every row shows.
     pub named: bool,
+    /// What tells it apart from another identity of the same name
+    /// (`Workload::distinct_at`: a container ID's first 12 digits, a pod's
+    /// UID, a unit's cgroup), shown after the name when the table has
+    /// both (`shown`).
+    pub distinct: String,
+    /// Whether the table it is in has another identity of its name: set
+    /// by `rank`, for every row of the table alike.
+    pub qualified: bool,
 }
 
 impl Side {
@@ -43,6 +51,19 @@ impl Side {
             identity: w.identity_at(level).unwrap_or_else(|| w.path.clone()),
             name: w.name_at(level),
             named: w.names.is_some(),
+            distinct: w.distinct_at(level),
+            qualified: false,
+        }
+    }
+
+    /// As a row shows it: its name, and what tells it apart where another
+    /// workload of the table has that name (`shop/web-1/nginx
+    /// (9a8b7c6d5e4f)` beside the container it replaced).
+    pub(crate) fn shown(&self) -> String {
+        if self.qualified {
+            format!("{} ({})", self.name, self.distinct)
+        } else {
+            self.name.clone()
         }
     }
 
@@ -52,6 +73,8 @@ impl Side {
             identity: name.to_string(),
             name: name.to_string(),
             named: false,
+            distinct: name.to_string(),
+            qualified: false,
         }
     }
 
@@ -81,8 +104,10 @@ pub(crate) struct PairTable {
 /// Adds up the pairs with the same identities on both sides (at level
 /// `by`), each identity shown by one name in every row (a name its
 /// runtime gave, if any side of it has one: a pod whose containers are
-/// named unevenly stays one workload), ranks them by total wait (then by
-/// names, for a stable order), and keeps `top` rows (all when None).
+/// named unevenly stays one workload; identities that share a name, such
+/// as a container and its restart, shown with what tells them apart),
+/// ranks them by total wait (then by names, for a stable order), and
+/// keeps `top` rows (all when None).
 pub(crate) fn rank(
     pairs: impl IntoIterator<Item = WorkloadPair>,
     by: Level,
@@ -111,6 +136,17 @@ pub(crate) fn rank(
             }
         }
     }
+    let mut of_name: HashMap<&str, usize> = HashMap::new();
+    for side in shown.values() {
+        *of_name.entry(side.name.as_str()).or_default() += 1;
+    }
+    let shared: std::collections::HashSet<String> = (of_name.into_iter())
+        .filter(|&(_, n)| n > 1)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    for side in shown.values_mut() {
+        side.qualified = shared.contains(&side.name);
+    }
     let mut rows: Vec<WorkloadPair> = (merged.into_values())
         .map(|mut r| {
             r.victim = shown[&r.victim.identity].clone();
@@ -118,7 +154,7 @@ pub(crate) fn rank(
             r
         })
         .collect();
-    let names = |r: &WorkloadPair| (r.victim.name.clone(), r.holder.name.clone());
+    let names = |r: &WorkloadPair| (r.victim.shown(), r.holder.shown());
     rows.sort_by(|a, b| {
         b.counts
             .sum_ns
@@ -235,6 +271,91 @@ mod tests {
         assert_eq!(
             (gone.identity.as_str(), gone.name.as_str()),
             ("(removed, id 7)", "(removed, id 7)")
+        );
+    }
+
+    /// Issue 25: workloads that share a name never add up, and a table
+    /// that has two of one name tells them apart: a container and its
+    /// restart (a new ID in the same pod), two pods named alike in two
+    /// namespaces whose runtime files give no namespace.
+    #[test]
+    fn namesakes_stay_apart_and_are_told_apart() {
+        use crate::sys::workload::{level::tests::workload, names::ContainerNames};
+        let names = |ns: Option<&str>| {
+            Some(ContainerNames {
+                namespace: ns.map(str::to_string),
+                pod: Some("web-1".into()),
+                container: Some("nginx".into()),
+                ..ContainerNames::default()
+            })
+        };
+        let container = |uid: &str, id: char, ns| {
+            let dir = format!(
+                "/kubepods.slice/kubepods-pod{}.slice",
+                uid.replace('-', "_")
+            );
+            let id = id.to_string().repeat(64);
+            workload(&format!("{dir}/cri-containerd-{id}.scope"), names(ns))
+        };
+        let uid = "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+        let other_uid = "0b1c2d3e-4f5a-4b7c-8d9e-0f1a2b3c4d5e";
+        let (before, after) = (
+            container(uid, 'a', Some("shop")),
+            container(uid, 'c', Some("shop")),
+        );
+        let batch = workload("/system.slice/batch.service", None);
+        let table = |level, victims: &[&Workload]| {
+            let rows = victims.iter().map(|v| WorkloadPair {
+                victim: Side::of(1, Some(*v), level),
+                holder: Side::of(2, Some(&batch), level),
+                counts: PairCounts {
+                    count: 1,
+                    sum_ns: 1_000,
+                    max_ns: 1_000,
+                },
+            });
+            rank(
+                rows.collect::<Vec<_>>(),
+                level,
+                None,
+                (PairCounts::default(), 64),
+            )
+        };
+        let shown = |t: &PairTable| {
+            let mut v: Vec<String> = t.rows.iter().map(|r| r.victim.shown()).collect();
+            v.sort();
+            v
+        };
+        let restart = table(Level::Container, &[&before, &after]);
+        assert_eq!(
+            shown(&restart),
+            [
+                "shop/web-1/nginx (aaaaaaaaaaaa)",
+                "shop/web-1/nginx (cccccccccccc)"
+            ]
+        );
+        assert!(
+            restart
+                .rows
+                .iter()
+                .all(|r| r.holder.shown() == "/system.slice/batch.service")
+        );
+        // One pod all the same: one row, its name alone.
+        let pod = table(Level::Pod, &[&before, &after]);
+        assert_eq!(
+            (shown(&pod), pod.rows[0].counts.count),
+            (vec!["shop/web-1".to_string()], 2)
+        );
+        // A container alone in its table is shown by its name alone.
+        assert_eq!(
+            shown(&table(Level::Container, &[&before])),
+            ["shop/web-1/nginx"]
+        );
+        // Two pods named web-1, no namespace known: two rows, by UID.
+        let (a, b) = (container(uid, 'a', None), container(other_uid, 'b', None));
+        assert_eq!(
+            shown(&table(Level::Pod, &[&a, &b])),
+            [format!("web-1 ({other_uid})"), format!("web-1 ({uid})")]
         );
     }
 }

@@ -181,9 +181,11 @@ pub(crate) struct ReplayArgs {
     /// End of the sub-window, the same way
     #[arg(long, value_name = "WHEN")]
     pub to: Option<String>,
-    /// The series shown: `total`, a cgroup's (as the dump names it), or a
-    /// workload's: `container = ID` (or a unique prefix), `pod = UID`,
-    /// `unit = NAME` (a pod's containers added up)
+    /// The series shown: `total`, a cgroup's (as the dump names it), or
+    /// what -c takes: a cgroup path (its subtree), a container ID or a
+    /// unique prefix, a pod UID, a unit or slice (also spelled
+    /// `container = ID`, `pod = UID`, `unit = NAME`); the series of a
+    /// workload's cgroups are added up
     #[arg(long, default_value = "total")]
     pub series: String,
     /// Longest slow waits listed

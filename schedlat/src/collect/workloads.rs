@@ -22,6 +22,27 @@ use crate::{
     },
 };
 
+/// What a task was in when it was named: the workload of its cgroup, or
+/// none known because it (and its process) had exited: an exiting task's
+/// cgroup v1 lines read `/` whatever cgroup it was in (sys/cgroup_of.rs),
+/// so it is said to have exited rather than named by them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TaskWorkload {
+    /// Boxed: a workload is large, and most rows' tasks have one.
+    In(Box<Workload>),
+    Exited,
+}
+
+impl TaskWorkload {
+    /// The workload, when one is known.
+    pub(crate) fn workload(&self) -> Option<&Workload> {
+        match self {
+            TaskWorkload::In(w) => Some(&**w),
+            TaskWorkload::Exited => None,
+        }
+    }
+}
+
 /// Names cgroup ids of one tracer's hierarchy as workloads.
 pub(crate) struct WorkloadNamer {
     labels: KeyLabels,
@@ -56,22 +77,32 @@ impl WorkloadNamer {
     /// or exiting by then, whose cgroup v1 line no longer says where it
     /// was, is taken to be in its process's cgroup, as threads are unless
     /// cgroup v2's threaded mode splits them); a task whose process is
-    /// gone or exiting too (or in no cgroup of the hierarchy) has none.
+    /// gone or exiting too is `Exited`, and one in no cgroup of the
+    /// hierarchy has no entry.
     pub(crate) fn tasks(
         &mut self,
         tasks: impl IntoIterator<Item = (u32, u32)>,
-    ) -> HashMap<u32, Workload> {
+    ) -> HashMap<u32, TaskWorkload> {
         let mut found = HashMap::new();
         for (tid, pid) in tasks {
             if tid == 0 || found.contains_key(&tid) {
                 continue;
             }
-            let path = (self.labels.hierarchy()).and_then(|h| {
-                let path = |task| Some(line_of(h, &cgroup_of::of(task)?)?.path.clone());
-                path(tid).or_else(|| path(pid))
-            });
-            if let Some(path) = path {
-                found.insert(tid, self.labels.workload_at(path));
+            let Some(h) = self.labels.hierarchy() else {
+                continue;
+            };
+            let path = |task| Some(line_of(h, &cgroup_of::of(task)?)?.path.clone());
+            match path(tid).or_else(|| path(pid)) {
+                Some(path) => {
+                    found.insert(
+                        tid,
+                        TaskWorkload::In(Box::new(self.labels.workload_at(path))),
+                    );
+                }
+                None if cgroup_of::exiting(tid) && cgroup_of::exiting(pid) => {
+                    found.insert(tid, TaskWorkload::Exited);
+                }
+                None => {}
             }
         }
         found

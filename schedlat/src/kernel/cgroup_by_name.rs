@@ -15,62 +15,12 @@ use crate::{
     },
     sys::{
         mounts::Mounts,
-        workload::path::{self, PathLabels},
+        workload::{
+            path,
+            wanted::{MIN_PREFIX, Wanted},
+        },
     },
 };
-
-/// The shortest container ID prefix taken (`docker ps` shows 12).
-pub(crate) const MIN_PREFIX: usize = 4;
-
-/// What a `-c` argument names when it is not a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Wanted {
-    Container(String),
-    Pod(String),
-    Unit(String),
-}
-
-impl Wanted {
-    fn of(arg: &str) -> Option<Wanted> {
-        let hex = arg.bytes().all(|b| b.is_ascii_hexdigit());
-        if hex && (MIN_PREFIX..=64).contains(&arg.len()) {
-            return Some(Wanted::Container(arg.to_ascii_lowercase()));
-        }
-        let uid = arg.replace('_', "-").to_ascii_lowercase();
-        if path::is_pod_uid(&uid) {
-            return Some(Wanted::Pod(uid));
-        }
-        let unit = [".service", ".scope", ".slice", ".socket", ".mount", ".swap"];
-        if !arg.contains('/') && unit.iter().any(|s| arg.ends_with(s)) {
-            return Some(Wanted::Unit(arg.to_string()));
-        }
-        None
-    }
-
-    /// The label of `labels` this compares, when it has it.
-    fn key<'a>(&self, labels: &'a PathLabels) -> Option<&'a str> {
-        match self {
-            Wanted::Container(prefix) => labels
-                .container_id
-                .as_deref()
-                .filter(|id| id.starts_with(prefix.as_str())),
-            Wanted::Pod(uid) => labels.pod_uid.as_deref().filter(|u| u == uid),
-            Wanted::Unit(unit) => [&labels.unit, &labels.slice]
-                .into_iter()
-                .flatten()
-                .map(String::as_str)
-                .find(|u| u == unit),
-        }
-    }
-
-    fn what(&self) -> &'static str {
-        match self {
-            Wanted::Container(_) => "container",
-            Wanted::Pod(_) => "pod",
-            Wanted::Unit(_) => "unit",
-        }
-    }
-}
 
 /// The cgroup `-c ARG` names when ARG is a container ID or prefix, a pod
 /// UID or a unit; None when ARG is none of these (then it was a path).

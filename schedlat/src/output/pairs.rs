@@ -29,8 +29,8 @@ pub(crate) fn render_text(table: &PairTable) -> String {
             r.counts.count,
             fmt_ns(r.counts.sum_ns),
             fmt_ns(r.counts.max_ns),
-            printable(&r.victim.name),
-            printable(&r.holder.name)
+            printable(&r.victim.shown()),
+            printable(&r.holder.shown())
         );
     }
     if table.rows.is_empty() {
@@ -64,8 +64,10 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
         "by": table.by.as_str(),
         "capacity": table.capacity,
         "rows": table.rows.iter().map(|r| json!({
-            "victim": r.victim.name,
-            "holder": r.holder.name,
+            "victim": r.victim.shown(),
+            "holder": r.holder.shown(),
+            "victim_identity": r.victim.identity,
+            "holder_identity": r.holder.identity,
             "count": r.counts.count,
             "sum_ns": r.counts.sum_ns,
             "max_ns": r.counts.max_ns,

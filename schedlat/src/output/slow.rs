@@ -9,11 +9,9 @@ use crate::{
         fmt_ns,
         task::{self, IdleWait, TaskJson},
     },
+    collect::workloads::TaskWorkload,
     output::{decided::WaitDecision, escape, workload},
-    sys::{
-        clock::{WallClock, local_time_us},
-        workload::level::Workload,
-    },
+    sys::clock::{WallClock, local_time_us},
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
@@ -21,12 +19,12 @@ pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
 pub(crate) const HEADER: &str = "TIME             CPU COMM                 PID     TID       WAIT SCHED      CULPRIT              PID     TID SCHED       RQ  DECISION  WORKLOAD";
 
 /// The workloads of an event's two tasks (the cgroups they were in when the
-/// event was read), as `victims` names its rows' tasks; none where a task
-/// was gone by then, or is the idle task.
+/// event was read), as `victims` names its rows' tasks: `Exited` where a
+/// task had exited by then, none for the idle task.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct EventWorkloads<'a> {
-    pub victim: Option<&'a Workload>,
-    pub culprit: Option<&'a Workload>,
+    pub victim: Option<&'a TaskWorkload>,
+    pub culprit: Option<&'a TaskWorkload>,
 }
 
 /// One event, then the scheduler's decision of it (docs/decision.md) when
@@ -123,7 +121,8 @@ struct EventTask {
 }
 
 impl EventTask {
-    fn new(task: &TaskInfo, workload: Option<&Workload>) -> Box<EventTask> {
+    fn new(task: &TaskInfo, workload: Option<&TaskWorkload>) -> Box<EventTask> {
+        let workload = workload.and_then(TaskWorkload::workload);
         Box::new(EventTask {
             task: TaskJson::from(task),
             cgroup: workload.map(|w| w.path.clone()),
@@ -334,8 +333,8 @@ mod tests {
     fn an_event_names_its_tasks_workloads() {
         use crate::sys::workload::level::tests::workload;
         let (web, batch) = (
-            workload("/system.slice/web.service", None),
-            workload("/system.slice/batch.service", None),
+            TaskWorkload::In(Box::new(workload("/system.slice/web.service", None))),
+            TaskWorkload::In(Box::new(workload("/system.slice/batch.service", None))),
         );
         let both = EventWorkloads {
             victim: Some(&web),
@@ -356,5 +355,19 @@ mod tests {
         ))
         .unwrap();
         assert!(v["victim"]["workload"].is_null() && v["culprit"]["cgroup"].is_null());
+        // A task that had exited when the event was read: said so, never
+        // named by the `/` its cgroup v1 lines read then; null in JSON.
+        let exited = EventWorkloads {
+            victim: Some(&TaskWorkload::Exited),
+            culprit: Some(&batch),
+        };
+        let l = line(&event(3), None, WallClock::now(), exited);
+        assert!(l.trim_end().ends_with(" 3  (exited)"), "{l}");
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&event(3), None, WallClock::now(), exited)).unwrap();
+        assert!(
+            v["victim"]["workload"].is_null() && v["victim"]["cgroup"].is_null(),
+            "{v}"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::{
         task::{self, IdleWait, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
-    collect::victims::VictimsInterval,
+    collect::{victims::VictimsInterval, workloads::TaskWorkload},
     kernel::hook::HookMode,
     output::{escape, pairs, row_decision, workload},
     sys::{
@@ -42,7 +42,7 @@ pub(crate) struct Report<'a> {
     pub max_tasks: u32,
     pub last: bool,
     /// The rows' tasks as workloads, by TID (read at the interval's end).
-    pub workloads: &'a HashMap<u32, Workload>,
+    pub workloads: &'a HashMap<u32, TaskWorkload>,
     /// Who waited behind whom, when `--pairs` asked for it.
     pub pairs: Option<&'a PairTable>,
 }
@@ -110,6 +110,11 @@ fn workload_cell(row: &Row, r: &Report) -> String {
         return String::new();
     }
     format!("  {}", workload::cell(r.workloads.get(&row.task.tid)))
+}
+
+/// A row's task's workload, when one is known (not for a task that exited).
+fn known<'a>(r: &Report<'a>, row: &Row) -> Option<&'a Workload> {
+    r.workloads.get(&row.task.tid)?.workload()
 }
 
 /// The culprit rule, said where culprits are shown (docs/victims.md).
@@ -337,8 +342,8 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
         causes: row_causes(row),
         decision: row_decision::json(row),
-        cgroup: r.workloads.get(&row.task.tid).map(|w| w.path.clone()),
-        workload: r.workloads.get(&row.task.tid).map(workload::workload_json),
+        cgroup: known(r, row).map(|w| w.path.clone()),
+        workload: known(r, row).map(workload::workload_json),
     }
 }
 
@@ -468,7 +473,10 @@ mod tests {
         };
         let i = scenario();
         let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
-        let workloads = HashMap::from([(943, workload("/system.slice/rt.service", None))]);
+        let workloads = HashMap::from([(
+            943,
+            TaskWorkload::In(Box::new(workload("/system.slice/rt.service", None))),
+        )]);
         let pairs = PairTable {
             rows: vec![WorkloadPair {
                 victim: Side::plain("rt.service"),

@@ -4,9 +4,12 @@
 use serde_json::json;
 
 use super::escape::printable;
-use crate::sys::workload::{
-    level::{Level, Workload},
-    names::ContainerNames,
+use crate::{
+    collect::workloads::TaskWorkload,
+    sys::workload::{
+        level::{Level, Workload},
+        names::ContainerNames,
+    },
 };
 
 /// A cgroup as a workload (docs/json.md `breakdown`, `victims`): what its
@@ -57,12 +60,16 @@ pub(crate) fn rolled_up_json(level: Level, w: &Workload) -> serde_json::Value {
 }
 
 /// A task's workload in a table's last column: `container shop/web-1/nginx`,
-/// `unit nginx.service`, `pod ...`, else the cgroup's path; `-` for a task
-/// in no cgroup known (gone before it was read, or the idle task).
-pub(crate) fn cell(w: Option<&Workload>) -> String {
-    match w.map(Workload::owner_name) {
-        Some(("cgroup", path)) => printable(&path).into_owned(),
-        Some((is, name)) => format!("{is} {}", printable(&name)),
+/// `unit nginx.service`, `pod ...`, else the cgroup's path; `(exited)` for
+/// a task that had exited when it was read (its cgroup no longer known),
+/// `-` for one in no cgroup known (the idle task).
+pub(crate) fn cell(w: Option<&TaskWorkload>) -> String {
+    match w {
+        Some(TaskWorkload::Exited) => "(exited)".to_string(),
+        Some(TaskWorkload::In(w)) => match w.owner_name() {
+            ("cgroup", path) => printable(&path).into_owned(),
+            (is, name) => format!("{is} {}", printable(&name)),
+        },
         None => "-".to_string(),
     }
 }
@@ -82,12 +89,11 @@ mod tests {
 
     #[test]
     fn a_cell_says_what_the_cgroup_is_and_keeps_hostile_names_inert() {
-        assert_eq!(
-            cell(Some(&at("/system.slice/nginx.service"))),
-            "unit nginx.service"
-        );
-        assert_eq!(cell(Some(&at("/batch/job\u{1b}[2J"))), "/batch/job?[2J");
+        let cell_at = |p| cell(Some(&TaskWorkload::In(Box::new(at(p)))));
+        assert_eq!(cell_at("/system.slice/nginx.service"), "unit nginx.service");
+        assert_eq!(cell_at("/batch/job\u{1b}[2J"), "/batch/job?[2J");
         assert_eq!(cell(None), "-");
+        assert_eq!(cell(Some(&TaskWorkload::Exited)), "(exited)");
         let json = workload_json(&at("/system.slice/nginx.service"));
         assert_eq!(
             (&json["is"], &json["unit"]),

@@ -56,7 +56,7 @@ fn as_exiting(lines: Vec<CgroupLine>) -> Vec<CgroupLine> {
 
 /// Whether task `tid` is exiting, or a zombie; a task gone by now (whose
 /// state cannot be read) counts as one.
-fn exiting(tid: u32) -> bool {
+pub fn exiting(tid: u32) -> bool {
     let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok();
     (stat.and_then(|t| procfs::parse_stat_exiting(&t))).unwrap_or(true)
 }

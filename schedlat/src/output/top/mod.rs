@@ -405,8 +405,13 @@ mod tests {
             sys::workload::level::{Level, tests::workload},
         };
         let mut s = known_state();
-        s.workloads
-            .insert(4001, workload("/system.slice/stress.service", None));
+        s.workloads.insert(
+            4001,
+            crate::collect::workloads::TaskWorkload::In(Box::new(workload(
+                "/system.slice/stress.service",
+                None,
+            ))),
+        );
         let mut pairs = PairsShown::new(Level::Unit);
         let row = WorkloadPair {
             victim: Side::plain("stress.service"),

@@ -94,8 +94,8 @@ pub(super) fn lines(table: &PairTable, rows: usize, width: usize) -> Vec<Line<'s
                 r.counts.count,
                 fmt_ns(r.counts.sum_ns),
                 fmt_ns(r.counts.max_ns),
-                printable(&r.victim.name),
-                printable(&r.holder.name)
+                printable(&r.victim.shown()),
+                printable(&r.holder.shown())
             ),
             width,
         ))

@@ -18,11 +18,11 @@ use super::{
 };
 use crate::{
     analysis::{fmt_ns, pairs::PairTable, task::IdleWait, victims::Row},
+    collect::workloads::TaskWorkload,
     output::{
         escape::{self, printable},
         workload,
     },
-    sys::workload::level::Workload,
 };
 
 /// Title, column header, and the culprits' sub-header.
@@ -199,7 +199,7 @@ fn row(
     width: usize,
     throttled: &HashSet<u32>,
     victim: bool,
-    workloads: &HashMap<u32, Workload>,
+    workloads: &HashMap<u32, TaskWorkload>,
 ) -> Line<'static> {
     let room = width.saturating_sub(FIXED + 2);
     let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();

@@ -14,11 +14,10 @@ use crate::{
         percentiles::quantile_ns,
         victims::{SortKey, Tables, Totals, rank},
     },
-    collect::victims::VictimsInterval,
+    collect::{victims::VictimsInterval, workloads::TaskWorkload},
     histogram::Waits,
     kernel::hook::HookMode,
     output::top::pairs::PairsShown,
-    sys::workload::level::Workload,
 };
 
 /// p99 samples kept for the sparkline: a minute at the default interval.
@@ -64,7 +63,7 @@ pub(crate) struct State {
     pub throttled: (HashSet<u32>, HashSet<u32>),
     /// The workloads of the tasks the panel shows, by TID (read at the
     /// last refresh).
-    pub workloads: HashMap<u32, Workload>,
+    pub workloads: HashMap<u32, TaskWorkload>,
     /// Who waited behind whom (`--pairs`); None when not asked for.
     pub pairs: Option<PairsShown>,
 }

@@ -64,20 +64,52 @@ impl Workload {
     }
 
     /// What it adds up under at `level` (`--by`): the container's ID, the
-    /// pod's UID, the unit, else the name its runtime gives it there; None
-    /// when it is none of these (it stays itself). An identity, not a
-    /// name: a container whose runtime's files could not be read still
-    /// adds up with the other containers of its pod.
+    /// pod's UID, the unit's cgroup, else the name its runtime gives it
+    /// there; None when it is none of these (it stays itself). An
+    /// identity, not a name: a container whose runtime's files could not
+    /// be read still adds up with the other containers of its pod, and two
+    /// pods or containers that share a name (a pod's namesake in another
+    /// namespace, a container and its restart under a new ID) do not. A
+    /// unit is its cgroup, not its name: `app.service` of the system and
+    /// of a user's manager (`user@1000.service/app.slice/app.service`)
+    /// are two units.
     pub fn identity_at(&self, level: Level) -> Option<String> {
         let labels = &self.labels;
         let id = match level {
             Level::Cgroup => return None,
             Level::Container => labels.container_id.clone(),
             Level::Pod => labels.pod_uid.clone(),
-            Level::Unit => labels.unit.clone(),
+            Level::Unit => self.unit_cgroup().map(str::to_string),
         };
         let name = || Some(self.name_at(level)).filter(|n| *n != self.path);
         Some(format!("{} {}", level.as_str(), id.or_else(name)?))
+    }
+
+    /// What tells it apart at `level` from another workload shown by the
+    /// same name: the container ID's first 12 digits (as `docker ps`
+    /// shows it), the pod's UID, the unit's cgroup, else its path.
+    pub fn distinct_at(&self, level: Level) -> String {
+        let labels = &self.labels;
+        let found = match level {
+            Level::Cgroup => None,
+            Level::Container => (labels.container_id.as_deref()).map(|id| id[..12].to_string()),
+            Level::Pod => labels.pod_uid.clone(),
+            Level::Unit => self.unit_cgroup().map(str::to_string),
+        };
+        found.unwrap_or_else(|| self.path.clone())
+    }
+
+    /// The cgroup of its unit: its path down to the unit's own component
+    /// (the innermost unit's, as the label is), which the unit's
+    /// sub-cgroups share.
+    fn unit_cgroup(&self) -> Option<&str> {
+        let unit = self.labels.unit.as_deref()?;
+        let at = self.path.rmatch_indices(unit).find(|&(i, _)| {
+            let end = i + unit.len();
+            self.path[..i].ends_with('/')
+                && (end == self.path.len() || self.path[end..].starts_with('/'))
+        })?;
+        Some(&self.path[..at.0 + unit.len()])
     }
 
     /// What its owner calls it, and what that is: `("container",
@@ -203,8 +235,73 @@ pub(crate) mod tests {
             sidecar.identity_at(Level::Container)
         );
         let svc = workload("/system.slice/nginx.service", None);
-        assert_eq!(svc.identity_at(Level::Unit).unwrap(), "unit nginx.service");
+        assert_eq!(
+            svc.identity_at(Level::Unit).unwrap(),
+            "unit /system.slice/nginx.service"
+        );
         assert_eq!(svc.identity_at(Level::Pod), None);
+    }
+
+    /// Issue 25: workloads that share a name are not one workload: a pod's
+    /// namesake in another namespace (another UID), a container restarted
+    /// under a new ID, a user's unit named as a system one; a unit's
+    /// sub-cgroup is its unit.
+    #[test]
+    fn namesakes_have_identities_of_their_own() {
+        let pod = |uid: &str, ns: &str, id: &str| {
+            let names = ContainerNames {
+                namespace: Some(ns.into()),
+                pod: Some("web-1".into()),
+                container: Some("nginx".into()),
+                ..ContainerNames::default()
+            };
+            let dir = format!(
+                "/kubepods.slice/kubepods-pod{}.slice",
+                uid.replace('-', "_")
+            );
+            workload(&format!("{dir}/cri-containerd-{id}.scope"), Some(names))
+        };
+        let other_uid = "0b1c2d3e-4f5a-4b7c-8d9e-0f1a2b3c4d5e";
+        let shop = pod(&UID_.replace('_', "-"), "shop", ID);
+        let test = pod(other_uid, "test", &ID.replace('9', "1"));
+        assert_ne!(shop.identity_at(Level::Pod), test.identity_at(Level::Pod));
+        assert_eq!(test.distinct_at(Level::Pod), other_uid);
+        let restarted = pod(&UID_.replace('_', "-"), "shop", &ID.replace('a', "c"));
+        assert_eq!(
+            shop.name_at(Level::Container),
+            restarted.name_at(Level::Container)
+        );
+        assert_ne!(
+            shop.identity_at(Level::Container),
+            restarted.identity_at(Level::Container)
+        );
+        assert_eq!(shop.distinct_at(Level::Container), &ID[..12]);
+        assert_eq!(
+            shop.identity_at(Level::Pod),
+            restarted.identity_at(Level::Pod)
+        );
+        let system = workload("/system.slice/app.service", None);
+        let user = workload(
+            "/user.slice/user-1000.slice/user@1000.service/app.slice/app.service",
+            None,
+        );
+        assert_eq!(system.name_at(Level::Unit), user.name_at(Level::Unit));
+        assert_ne!(
+            system.identity_at(Level::Unit),
+            user.identity_at(Level::Unit)
+        );
+        let sub = workload("/system.slice/app.service/worker", None);
+        assert_eq!(
+            sub.identity_at(Level::Unit),
+            system.identity_at(Level::Unit)
+        );
+        assert_eq!(sub.distinct_at(Level::Unit), "/system.slice/app.service");
+        // The unit's name inside a later component's is not its cgroup.
+        let odd = workload("/system.slice/app.service/xapp.service.d", None);
+        assert_eq!(
+            odd.identity_at(Level::Unit),
+            system.identity_at(Level::Unit)
+        );
     }
 
     #[test]
