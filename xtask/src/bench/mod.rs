@@ -310,9 +310,7 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
             eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.command());
             let sample = match mode.runs {
                 Runs::Nothing => baseline(round, opts)?,
-                Runs::Runqlat | Runs::Schedlat | Runs::Noop => {
-                    traced(round, mode, tools, opts)?
-                }
+                Runs::Runqlat | Runs::Schedlat | Runs::Noop => traced(round, mode, tools, opts)?,
             };
             samples.push(sample);
         }

@@ -232,7 +232,11 @@ impl Results {
 the hooks' floor (programs that return at once): {floor:.0} ns/switch, {:.2} x runqlat's",
             floor / runqlat
         );
-        let _ = writeln!(out, "{:<27} {:>13} {:>10}", "above the floor", "ns/switch", "/runqlat");
+        let _ = writeln!(
+            out,
+            "{:<27} {:>13} {:>10}",
+            "above the floor", "ns/switch", "/runqlat"
+        );
         for s in self.summaries.iter().filter(|s| s.mode.is_users()) {
             if let Some(t) = &s.tracer {
                 let _ = writeln!(
