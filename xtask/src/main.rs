@@ -111,6 +111,10 @@ enum Command {
     /// (internal) Parse the kernel BTF as aya's loader does, then exit.
     #[command(hide = true)]
     BenchBtfFloor,
+    /// (internal) Attach tp_btf programs that return at once (the bench's
+    /// `noop` mode, the hooks' floor) until SIGINT.
+    #[command(hide = true)]
+    BenchNoop,
     /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
     /// nightly, core from source), warnings as errors. Needs `cargo xtask
     /// setup`'s nightly rust-src.
@@ -157,6 +161,7 @@ fn main() -> ExitCode {
             idle,
         } => bench::sleepers::serve(threads, cpu, processes, idle),
         Command::BenchBtfFloor => bench::floor::parse_once(),
+        Command::BenchNoop => bench::noop::run(),
         Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())

@@ -28,6 +28,7 @@ pub(crate) mod docs;
 pub(crate) mod floor;
 mod json;
 mod modes;
+pub(crate) mod noop;
 mod pid_max;
 mod progs;
 mod recorder;
@@ -309,7 +310,7 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
             eprintln!("bench: round {round}/{}: {}", opts.rounds, mode.command());
             let sample = match mode.runs {
                 Runs::Nothing => baseline(round, opts)?,
-                Runs::Runqlat | Runs::Schedlat => traced(round, mode, tools, opts)?,
+                Runs::Runqlat | Runs::Schedlat | Runs::Noop => traced(round, mode, tools, opts)?,
             };
             samples.push(sample);
         }

@@ -19,6 +19,9 @@ pub(crate) enum Runs {
     Runqlat,
     /// schedlat with `args`.
     Schedlat,
+    /// Programs that return at once on schedlat's hooks (noop.rs): the
+    /// floor under every ns/switch, not a mode users run.
+    Noop,
 }
 
 /// One way of running a tracer, as it is measured and reported.
@@ -79,6 +82,15 @@ pub(super) const RUNQLAT: Mode = Mode {
     report: HISTOGRAM,
     about: "libbpf-tools runqlat",
 };
+/// The hooks' floor (`cargo xtask bench-noop`).
+pub(super) const NOOP: Mode = Mode {
+    name: "noop",
+    runs: Runs::Noop,
+    args: &["bench-noop"],
+    ready: Ready::Stdout(super::noop::BANNER),
+    report: None,
+    about: "tp_btf programs that return at once: the hooks' floor",
+};
 /// The default: the histogram with the cause split.
 pub(super) const SCHEDLAT: Mode =
     schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
@@ -99,9 +111,10 @@ pub(super) const FILTERED: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 12] = [
+pub(super) const ALL: [Mode; 13] = [
     BASELINE,
     RUNQLAT,
+    NOOP,
     SCHEDLAT,
     schedlat(
         "no-causes",
@@ -157,7 +170,8 @@ pub(super) const ALL: [Mode; 12] = [
 ];
 
 /// The modes every report's ratios are taken from: always run.
-const NEEDED: [Mode; 5] = [BASELINE, RUNQLAT, SCHEDLAT, VICTIMS, FILTERED];
+/// (noop: the floor every ns/switch is read against.)
+const NEEDED: [Mode; 6] = [BASELINE, RUNQLAT, NOOP, SCHEDLAT, VICTIMS, FILTERED];
 
 /// `--modes`' parser: a mode name of `ALL`.
 pub(super) fn known_name(name: &str) -> Result<String, String> {
@@ -170,6 +184,13 @@ pub(super) fn known_name(name: &str) -> Result<String, String> {
 }
 
 impl Mode {
+    /// A tracer a user runs (runqlat, schedlat), with a row in the docs'
+    /// cost tables: not the baseline, not the noop floor (the bench's
+    /// report and `--json` show that).
+    pub(super) fn is_users(&self) -> bool {
+        matches!(self.runs, Runs::Runqlat | Runs::Schedlat)
+    }
+
     /// Whether a run with `--modes only` runs it (every mode when `only`
     /// is empty).
     pub(super) fn selected(&self, only: &[String]) -> bool {
@@ -189,13 +210,14 @@ impl Mode {
         match self.runs {
             Runs::Nothing => "(none)".into(),
             Runs::Runqlat => "runqlat".into(),
+            Runs::Noop => "(noop programs)".into(),
             Runs::Schedlat if args.is_empty() => "schedlat".into(),
             Runs::Schedlat => format!("schedlat {}", args.join(" ")),
         }
     }
 
     /// The tracer to run for this mode (None for the baseline), with `{pid}`
-    /// and `{cgroup}` filled in.
+    /// and `{cgroup}` filled in; the noop programs are this xtask's.
     pub(crate) fn tool(
         &self,
         runqlat: &Path,
@@ -203,10 +225,15 @@ impl Mode {
         pid: u32,
         cgroup: &str,
     ) -> Result<Option<Tool>> {
+        let xtask;
         let path = match self.runs {
             Runs::Nothing => return Ok(None),
             Runs::Runqlat => runqlat,
             Runs::Schedlat => schedlat,
+            Runs::Noop => {
+                xtask = std::env::current_exe()?;
+                xtask.as_path()
+            }
         };
         let args = self
             .args
@@ -260,6 +287,7 @@ mod tests {
             [
                 "baseline",
                 "runqlat",
+                "noop",
                 "schedlat",
                 "no-causes",
                 "filtered",

@@ -207,8 +207,47 @@ impl Results {
         render_ratios(&mut out, "schedlat/runqlat", &self.ratios);
         render_ratios(&mut out, "victims/schedlat", &self.victims);
         render_ratios(&mut out, "filtered/schedlat", &self.filtered);
+        self.render_floor(&mut out);
         self.render_raw(&mut out);
         out
+    }
+
+    /// The noop programs' ns/switch (what the hooks cost a program that
+    /// does nothing) against runqlat's, and each tracer's above it: the
+    /// part of its ratio that is its own work.
+    fn render_floor(&self, out: &mut String) {
+        let ns = |mode: Mode| {
+            self.summaries
+                .iter()
+                .find(|s| s.mode == mode)
+                .and_then(|s| s.tracer.as_ref())
+                .map(|t| t.ns_per_switch)
+        };
+        let (Some(floor), Some(runqlat)) = (ns(modes::NOOP), ns(modes::RUNQLAT)) else {
+            return;
+        };
+        let _ = writeln!(
+            out,
+            "
+the hooks' floor (programs that return at once): {floor:.0} ns/switch, {:.2} x runqlat's",
+            floor / runqlat
+        );
+        let _ = writeln!(
+            out,
+            "{:<27} {:>13} {:>10}",
+            "above the floor", "ns/switch", "/runqlat"
+        );
+        for s in self.summaries.iter().filter(|s| s.mode.is_users()) {
+            if let Some(t) = &s.tracer {
+                let _ = writeln!(
+                    out,
+                    "{:<27} {:>13.0} {:>10.2}",
+                    s.mode.command(),
+                    t.ns_per_switch - floor,
+                    (t.ns_per_switch - floor) / (runqlat - floor)
+                );
+            }
+        }
     }
 
     fn render_table(&self, out: &mut String) {
