@@ -136,6 +136,18 @@ pub(super) fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The worker's loop until `end`: computes `work` of its own CPU time,
+/// then sleeps `sleep` (each wakeup a wait to measure).
+pub(super) fn work_and_sleep(work: Duration, sleep: Duration, end: Instant) {
+    while Instant::now() < end {
+        let until = thread_cpu() + work;
+        while thread_cpu() < until {
+            std::hint::spin_loop();
+        }
+        thread::sleep(sleep);
+    }
+}
+
 /// Runs a sleeper thread (set up by `setup` on CPU, sleeping `sleep` per
 /// loop for `duration`; computing `work` of CPU time before each sleep) beside `hogs` fair busy loops on the same CPU,
 /// traced alone; the split of its waits, and CPU's busy ticks meanwhile.
@@ -154,14 +166,7 @@ fn sleeper_beside_hogs(
         if go_rx.recv().is_err() {
             return;
         }
-        let end = Instant::now() + duration;
-        while Instant::now() < end {
-            let until = thread_cpu() + work;
-            while thread_cpu() < until {
-                std::hint::spin_loop();
-            }
-            thread::sleep(sleep);
-        }
+        work_and_sleep(work, sleep, Instant::now() + duration);
     });
     let tid = rx.recv().unwrap();
     let tracer = load_for(tid)?;

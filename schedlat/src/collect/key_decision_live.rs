@@ -17,7 +17,7 @@ use schedlat_common::{
 };
 
 use super::{
-    decision_live::{CPU, busy_ticks, gettid, load, pin, set_policy, thread_cpu},
+    decision_live::{CPU, busy_ticks, gettid, load, pin, set_policy, work_and_sleep},
     key_intervals::{Kept, KeyIntervals},
     tracer::Tracer,
 };
@@ -62,14 +62,7 @@ fn sleeper(
         }
         tid.send((fifo, gettid())).unwrap();
         ready.wait();
-        let end = Instant::now() + run_for;
-        while Instant::now() < end {
-            let until = thread_cpu() + work;
-            while thread_cpu() < until {
-                std::hint::spin_loop();
-            }
-            thread::sleep(sleep);
-        }
+        work_and_sleep(work, sleep, Instant::now() + run_for);
     })
 }
 
