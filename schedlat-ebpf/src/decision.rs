@@ -250,31 +250,51 @@ fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64, u64) {
 }
 
 /// The entities of the wakee's and the running task's hierarchies that
-/// share a queue (find_matching_se()), within MAX_GROUP_WALK levels.
+/// share a queue (find_matching_se()), within MAX_GROUP_WALK steps up
+/// (one step moves the deeper entity, or both at equal depths).
+///
+/// In two phases, the deeper entity up to the other's depth and then both
+/// together, so that each branch compares a loop counter with a value
+/// bounded once (the depth difference, the common depth): every path the
+/// verifier follows decides the branches after it, and it follows
+/// O(MAX_GROUP_WALK) of them. A single loop that branches three ways on
+/// two depths it keeps decrementing (the kernel's shape) leaves the
+/// verifier 3-way choices at every step, most of its time at load.
 #[inline(always)]
 fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
-    let mut wakee_depth = wakee.depth();
-    let mut curr_depth = curr.depth();
-    for _ in 0..MAX_GROUP_WALK {
-        if wakee_depth == curr_depth {
-            if wakee.queue_addr() == curr.queue_addr() {
-                return Some((wakee, curr));
+    let (wakee_depth, curr_depth) = (wakee.depth(), curr.depth());
+    let wakee_deeper = wakee_depth > curr_depth;
+    let (apart, common) = if wakee_deeper {
+        (wakee_depth - curr_depth, curr_depth)
+    } else {
+        (curr_depth - wakee_depth, wakee_depth)
+    };
+    // Equalising the depths takes `apart` of the steps.
+    if apart >= MAX_GROUP_WALK as u32 {
+        return None;
+    }
+    for step in 0..MAX_GROUP_WALK as u32 {
+        if step < apart {
+            if wakee_deeper {
+                wakee = wakee.parent();
+            } else {
+                curr = curr.parent();
             }
-            // Both at the root and still apart: not one CPU's queues.
-            if wakee_depth == 0 {
-                return None;
-            }
-            wakee = wakee.parent();
-            curr = curr.parent();
-            wakee_depth -= 1;
-            curr_depth -= 1;
-        } else if wakee_depth > curr_depth {
-            wakee = wakee.parent();
-            wakee_depth -= 1;
-        } else {
-            curr = curr.parent();
-            curr_depth -= 1;
         }
+    }
+    for level in 0..MAX_GROUP_WALK as u32 {
+        if level + apart >= MAX_GROUP_WALK as u32 {
+            return None;
+        }
+        if wakee.queue_addr() == curr.queue_addr() {
+            return Some((wakee, curr));
+        }
+        // Both at the root and still apart: not one CPU's queues.
+        if level >= common {
+            return None;
+        }
+        wakee = wakee.parent();
+        curr = curr.parent();
     }
     None
 }

@@ -6,6 +6,7 @@ use aya::{
 };
 use schedlat_common::names;
 
+use super::parallel;
 use crate::kernel::{error::LoadError, hook::HookMode};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
@@ -40,20 +41,29 @@ pub(super) fn attach(
             // verifiers before 5.12 refuse ("BPF_STX uses reserved
             // fields"); classic tracepoints cannot help there.
             const VICTIMS_HINT: &str = " (the victims tables need kernel 5.12 or newer: their program uses a BPF atomic fetch-and-add; the histogram modes and `schedlat slow` work on older kernels)";
-            for &(program, tracepoint) in btf_programs {
+            let hint = |program: &str| {
                 let victims = [names::BTF_SWITCH_VICTIMS, names::BTF_DECISION_PROGRAMS[3].0];
-                let hint = if victims.contains(&program) {
+                if victims.contains(&program) {
                     VICTIMS_HINT
                 } else {
                     HINT
-                };
+                }
+            };
+            // Every program is found before any is loaded, so a stale
+            // object says so before the verifier runs.
+            for &(program, _) in btf_programs {
+                program_mut::<BtfTracePoint>(ebpf, mode, program)?;
+            }
+            let loads = parallel::load_all(btf_tracepoints(ebpf, btf_programs), btf);
+            for (&(program, _), loaded) in btf_programs.iter().zip(loads) {
                 // A verifier refusal with --btf is most likely the file's.
-                let load_hint = if custom_btf { BTF_HINT } else { hint };
+                let load_hint = if custom_btf { BTF_HINT } else { hint(program) };
+                loaded.map_err(|e| fail(program, "load", e, load_hint))?;
+            }
+            for &(program, _) in btf_programs {
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
-                prog.load(tracepoint, btf)
-                    .map_err(|e| fail(program, "load", e, load_hint))?;
                 prog.attach()
-                    .map_err(|e| fail(program, "attach", e, hint))?;
+                    .map_err(|e| fail(program, "attach", e, hint(program)))?;
             }
         }
         HookMode::Tracepoint => {
@@ -94,6 +104,26 @@ pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
             "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {e}; it needs CONFIG_FTRACE_SYSCALLS and tracefs): a holder that yielded counts as preempted"
         )
     })
+}
+
+/// The tp_btf programs named in `btf_programs` (all present: the caller
+/// found each), each with its tracepoint, in that order.
+fn btf_tracepoints<'a>(
+    ebpf: &'a mut Ebpf,
+    btf_programs: &[(&'static str, &'static str)],
+) -> Vec<(&'a mut BtfTracePoint, &'static str)> {
+    let mut found: Vec<(usize, &'a mut BtfTracePoint)> = ebpf
+        .programs_mut()
+        .filter_map(|(name, program)| {
+            let i = btf_programs.iter().position(|&(p, _)| p == name)?;
+            Some((i, program.try_into().ok()?))
+        })
+        .collect();
+    found.sort_by_key(|&(i, _)| i);
+    found
+        .into_iter()
+        .map(|(i, prog)| (prog, btf_programs[i].1))
+        .collect()
 }
 
 fn program_mut<'a, T>(
