@@ -38,6 +38,11 @@
 //! serve's CPU per key and scrape: per idle key (the idle rows' slope), per
 //! active key (the `--pids` rows' slope), and what a key that waited costs
 //! over an idle one.
+//!
+//! With `--sleeper-processes`, each row is also measured as `serve
+//! --cgroups` with every sleeper in a cgroup of its own (own_cgroups.rs):
+//! as many keys as `--pids`, plus the decision split's per-key map and the
+//! cause and decision counters per series (`--cgroups`).
 
 use std::{
     fs,
