@@ -153,6 +153,10 @@ pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
         rows.push((n, keyed, idle));
     }
     print_scaling(&rows);
+    // Processes: a push's keys are the --pids keys of as many processes.
+    if opts.sleeper_processes {
+        super::otlp_push::run(&exe, other, scrapes)?;
+    }
     Ok(())
 }
 
@@ -320,7 +324,7 @@ fn measure(
 }
 
 /// Time on CPU of every thread of `pid`, in ns (schedstat's first field).
-fn cpu_ns(pid: u32) -> Result<u64> {
+pub(super) fn cpu_ns(pid: u32) -> Result<u64> {
     let mut total = 0;
     for task in fs::read_dir(format!("/proc/{pid}/task"))? {
         let path = task?.path().join("schedstat");
