@@ -29,11 +29,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use super::{
     pid_max,
-    scrape::{ACCEPT, Conn, Serve, cpu_ns},
+    scrape::{ACCEPT, Conn, Serve, content_length, cpu_ns},
     sleepers::{SleeperProcess, Sleeping, tasks},
 };
 
@@ -220,22 +220,7 @@ fn read_request(reader: &mut impl BufRead) -> Result<Option<u64>> {
     if !line.starts_with("POST ") {
         bail!("the OTLP sink got `{}`, not a POST", line.trim());
     }
-    let mut length = None;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            bail!("the connection ended in a request's headers");
-        }
-        if line.trim().is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse::<u64>().ok();
-        }
-    }
-    let length = length.ok_or_else(|| anyhow!("an OTLP request without Content-Length"))?;
+    let length = content_length(reader)? as u64;
     let read = std::io::copy(&mut reader.take(length), &mut std::io::sink())?;
     if read != length {
         bail!("the connection ended after {read} of {length} body bytes");
@@ -262,7 +247,11 @@ mod tests {
         let err = read_request(&mut &short[..]).unwrap_err().to_string();
         assert!(err.contains("3 of 9"), "{err}");
         let none = b"POST /v1/metrics HTTP/1.1\r\n\r\n";
-        assert!(read_request(&mut &none[..]).is_err());
+        let err = read_request(&mut &none[..]).unwrap_err().to_string();
+        assert!(err.contains("no Content-Length"), "{err}");
+        let cut = b"POST /v1/metrics HTTP/1.1\r\nContent-Length: 3\r\n";
+        let err = read_request(&mut &cut[..]).unwrap_err().to_string();
+        assert!(err.contains("ended in the headers"), "{err}");
         let get = b"GET /metrics HTTP/1.1\r\n\r\n";
         assert!(read_request(&mut &get[..]).is_err());
     }
