@@ -29,6 +29,7 @@ pub(crate) mod floor;
 mod json;
 mod modes;
 pub(crate) mod noop;
+mod own_cgroups;
 mod pid_max;
 mod progs;
 mod recorder;
@@ -276,13 +277,7 @@ struct EmptyCgroup(PathBuf);
 
 impl EmptyCgroup {
     fn create() -> Result<EmptyCgroup> {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").context("reading mounts")?;
-        let v2 = mounts
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() > 2 && f[2] == "cgroup2")
-            .map(|f| PathBuf::from(f[1]))
-            .context("no cgroup2 mount for the filtered-out run")?;
+        let v2 = own_cgroups::v2_mount()?;
         let dir = v2.join(format!("schedlat-bench-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(EmptyCgroup(dir))

@@ -38,6 +38,11 @@
 //! serve's CPU per key and scrape: per idle key (the idle rows' slope), per
 //! active key (the `--pids` rows' slope), and what a key that waited costs
 //! over an idle one.
+//!
+//! With `--sleeper-processes`, each row is also measured as `serve
+//! --cgroups` with every sleeper in a cgroup of its own (own_cgroups.rs):
+//! as many keys as `--pids`, plus the decision split's per-key map and the
+//! cause and decision counters per series (`--cgroups`).
 
 use std::{
     fs,
@@ -52,7 +57,9 @@ use std::{
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::{
-    Options, pid_max,
+    Options,
+    own_cgroups::{self, OwnCgroups},
+    pid_max,
     sleepers::{SleeperProcess, Sleeping, room_for_tasks, tasks},
 };
 use crate::util::require_root;
@@ -82,7 +89,7 @@ pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
         "scrapes of `schedlat serve`: {scrapes} per row, over one keep-alive connection; sleepers are {what}"
     );
     println!(
-        "{:>8}  {:<7}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>11}  {:>9}  {:>6}  {:>10}",
+        "{:>8}  {:<9}  {:>9} {:>9} {:>9} {:>9}  {:>13}  {:>11}  {:>9}  {:>6}  {:>10}",
         "tasks",
         "serve",
         "p50 us",
@@ -150,7 +157,29 @@ pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
         } else {
             None
         };
-        rows.push((n, keyed, idle));
+        // The same number of keys per cgroup: every sleeper in a cgroup of
+        // its own (`serve --cgroups` also reads the decision split's
+        // per-key map).
+        let cgroups = if opts.sleeper_processes {
+            eprintln!("bench: starting {n} sleeping/waking processes, a cgroup each");
+            let sleepers = SleeperProcess::spawn(n, other, opts.sleeping())?;
+            let cgroups = OwnCgroups::create(&own_cgroups::children(sleepers.pid())?)?;
+            let args = ["--cgroups", "--max-keys", &max_keys];
+            let row = measure(&exe, scrapes, &args, PACE, ACCEPT, None)?;
+            print_row(n, "--cgroups", &row);
+            print_ratio(n, "ratio", &row, &plain);
+            drop(sleepers);
+            drop(cgroups);
+            Some(row)
+        } else {
+            None
+        };
+        rows.push(Rows {
+            n,
+            active: keyed,
+            idle,
+            cgroups,
+        });
     }
     print_scaling(&rows);
     Ok(())
@@ -166,7 +195,7 @@ const PACE: Duration = Duration::from_secs(1);
 /// `row` against `base`, column by column.
 fn print_ratio(n: usize, what: &str, row: &Row, base: &Row) {
     println!(
-        "{n:>8}  {what:<7}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>11}  {:>9.1}",
+        "{n:>8}  {what:<9}  {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {:>13.2}  {:>11}  {:>9.1}",
         row.p50_us / base.p50_us,
         row.p99_us / base.p99_us,
         row.max_us / base.max_us,
@@ -177,32 +206,49 @@ fn print_ratio(n: usize, what: &str, row: &Row, base: &Row) {
     );
 }
 
+/// One `--sleepers` value's rows that the scaling lines compare.
+struct Rows {
+    n: usize,
+    /// `--pids`, every key waiting between two scrapes.
+    active: Row,
+    /// `--pids`, the keys idle.
+    idle: Option<Row>,
+    /// `--cgroups`, a cgroup per sleeper, every key waiting.
+    cgroups: Option<Row>,
+}
+
 /// What a key costs a scrape in serve's CPU: an idle key (the slope of the
-/// idle rows between task counts), and a key that waited (the slope of the
+/// idle rows between task counts), a key that waited (the slope of the
 /// `--pids` rows, whose every sleeper waits between two scrapes; and its
-/// cost over an idle one at the same count).
-fn print_scaling(rows: &[(usize, Row, Option<Row>)]) {
+/// cost over an idle one at the same count), and a cgroup's key that
+/// waited (the `--cgroups` rows' slope).
+fn print_scaling(rows: &[Rows]) {
     let ns_per_key = |from: f64, to: f64, keys: usize| (to - from) * 1e3 / keys as f64;
+    let slope = |r0: &Option<Row>, r1: &Option<Row>, more| match (r0, r1) {
+        (Some(r0), Some(r1)) => format!("{:.0} ns", ns_per_key(r0.cpu_us, r1.cpu_us, more)),
+        _ => "-".to_string(),
+    };
     println!("serve CPU per key and scrape:");
     for pair in rows.windows(2) {
-        let ((n0, active0, idle0), (n1, active1, idle1)) = (&pair[0], &pair[1]);
-        let Some(more) = n1.checked_sub(*n0).filter(|&d| d > 0) else {
+        let (r0, r1) = (&pair[0], &pair[1]);
+        let Some(more) = r1.n.checked_sub(r0.n).filter(|&d| d > 0) else {
             continue;
         };
-        let idle = match (idle0, idle1) {
-            (Some(i0), Some(i1)) => format!("{:.0} ns", ns_per_key(i0.cpu_us, i1.cpu_us, more)),
-            _ => "-".to_string(),
-        };
         println!(
-            "  {n0} -> {n1} tasks: per idle key {idle}, per active key {:.0} ns",
-            ns_per_key(active0.cpu_us, active1.cpu_us, more)
+            "  {} -> {} tasks: per idle key {}, per active key {:.0} ns, per active cgroup {}",
+            r0.n,
+            r1.n,
+            slope(&r0.idle, &r1.idle, more),
+            ns_per_key(r0.active.cpu_us, r1.active.cpu_us, more),
+            slope(&r0.cgroups, &r1.cgroups, more),
         );
     }
-    for (n, active, idle) in rows {
-        if let Some(idle) = idle {
+    for r in rows {
+        if let Some(idle) = &r.idle {
             println!(
-                "  at {n} tasks: a key that waited costs {:.0} ns more than an idle one",
-                ns_per_key(idle.cpu_us, active.cpu_us, *n)
+                "  at {} tasks: a key that waited costs {:.0} ns more than an idle one",
+                r.n,
+                ns_per_key(idle.cpu_us, r.active.cpu_us, r.n)
             );
         }
     }
@@ -210,7 +256,7 @@ fn print_scaling(rows: &[(usize, Row, Option<Row>)]) {
 
 fn print_row(n: usize, serve: &str, row: &Row) {
     println!(
-        "{n:>8}  {serve:<7}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>11}  {:>9}  {:>6}  {:>10}",
+        "{n:>8}  {serve:<9}  {:>9.0} {:>9.0} {:>9.0} {:>9.0}  {:>13.0}  {:>11}  {:>9}  {:>6}  {:>10}",
         row.p50_us,
         row.p99_us,
         row.max_us,
@@ -288,7 +334,10 @@ fn measure(
     let text = String::from_utf8_lossy(&body);
     let series = text
         .lines()
-        .filter(|l| l.starts_with("schedlat_process_runqueue_latency_seconds_count{"))
+        .filter(|l| {
+            l.starts_with("schedlat_process_runqueue_latency_seconds_count{")
+                || l.starts_with("schedlat_cgroup_runqueue_latency_seconds_count{")
+        })
         .count();
     let unkeyed = text
         .lines()

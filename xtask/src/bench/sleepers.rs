@@ -76,6 +76,12 @@ impl SleeperProcess {
         Ok(SleeperProcess(child, before))
     }
 
+    /// The process holding the sleepers (sleeper processes are its
+    /// children).
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
     /// Wakes every idle sleeper once (SIGUSR1 to the child's process group:
     /// the child and its sleepers ignore it but for the wakeup).
     pub(crate) fn wake(&self) -> Result<()> {
