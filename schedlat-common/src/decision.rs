@@ -175,16 +175,21 @@ pub enum Holder {
     /// Told apart from `Preempted` only where the system call's tracepoint
     /// could be attached (docs/decision.md); elsewhere counted there.
     Yielded = 4,
+    /// The CPU's idle task (PF_IDLE): the wait ended on an idle CPU. The
+    /// idle task leaves with state 0 and no preempt, which would otherwise
+    /// read as a runnable holder.
+    Idle = 5,
 }
 
 /// Slots of the holder dimension.
 pub const NR_HOLDERS: usize = 8;
-pub const HOLDERS: [Holder; 5] = [
+pub const HOLDERS: [Holder; 6] = [
     Holder::Blocked,
     Holder::Preempted,
     Holder::SliceEnded,
     Holder::Exited,
     Holder::Yielded,
+    Holder::Idle,
 ];
 
 impl Holder {
@@ -586,7 +591,9 @@ mod tests {
         }
         assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
         assert!((Pass::Unknown as usize) < NR_PASSES);
-        assert!((Holder::Exited as usize) < NR_HOLDERS);
+        assert!((Holder::Idle as usize) < NR_HOLDERS);
+        // Decided keeps the holder in 3 bits.
+        assert!((Holder::Idle as usize) < 8);
     }
 
     #[test]

@@ -316,8 +316,14 @@ pub fn switched_in(
     }
     let switches = rq.nr_switches() & 0xffff_ffff;
     let state = u64::from(prev.state()) & 0xffff;
-    let facts =
-        switches | (u64::from(next_tid & 0xff) << 32) | ((preempt & 0xff) << 40) | (state << 48);
+    // The idle task leaves with state 0 and no preempt: without its own
+    // bit it would read as a runnable holder (preempted or slice-ended).
+    let idle = u64::from(prev.flags() >> PF_IDLE.trailing_zeros()) & 1;
+    let facts = switches
+        | (u64::from(next_tid & 0xff) << 32)
+        | (nonzero(preempt & 0xff) << 40)
+        | (idle << 41)
+        | (state << 48);
     // EEVDF: what is left of prev's request, its weight and slice (the
     // verifier drops these loads elsewhere).
     let (left, weight_slice) = if get(&DECISION.fair) == 1 {
@@ -376,13 +382,15 @@ pub extern "C" fn schedlat_decision_at_switch(
 }
 
 /// How the switch's prev left the CPU (a `Holder` index), from the facts
-/// `switched_in` packed, without a branch: still runnable is yielded when
+/// `switched_in` packed, without a branch: the idle task is idle whatever
+/// its state and preempt read; still runnable is yielded when
 /// this switch is its yield's (and not an involuntary preemption:
 /// `preempt` false), slice-ended when its deadline was renewed just now
 /// (EEVDF), else preempted.
 #[inline(always)]
 fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
-    let preempt = (facts >> 40) & 0xff;
+    let preempt = (facts >> 40) & 1;
+    let idle = (facts >> 41) & 1;
     let yielded = yielded(facts & 0xffff_ffff) & (1 ^ nonzero(preempt));
     let state = facts >> 48;
     let runnable = nonzero(preempt) | (1 ^ nonzero(state));
@@ -401,7 +409,8 @@ fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
     let ran_on = select(yielded, Holder::Yielded as u64, ran_on);
     let dead = nonzero(state & TASK_DEAD);
     let left_it = select(dead, Holder::Exited as u64, Holder::Blocked as u64);
-    select(runnable, ran_on, left_it)
+    let other = select(runnable, ran_on, left_it);
+    select(idle, Holder::Idle as u64, other)
 }
 
 /// Adds one wait to this CPU's totals, without a branch but the bounds

@@ -253,7 +253,7 @@ mod tests {
                 "decision: granted 33%, declined 0%, passed over 67%, idle CPU 0%, other 0% of waits; of the 2 over 1 ms: passed over 100%",
                 "  at the wakeup: requested 1; not asked 2: protected 2",
                 "  passed over: 0 in 1, 3+ in 2 (2.7 per wait)",
-                "  holder left: blocked 0%, preempted 0%, slice ended 100%, exited 0%, yielded 0%",
+                "  holder left: blocked 0%, preempted 0%, slice ended 100%, exited 0%, yielded 0%, idle 0%",
             ],
             "{out}"
         );

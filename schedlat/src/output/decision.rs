@@ -52,6 +52,7 @@ pub(crate) fn holder_name(h: Holder) -> &'static str {
         Holder::SliceEnded => "slice_ended",
         Holder::Exited => "exited",
         Holder::Yielded => "yielded",
+        Holder::Idle => "idle",
     }
 }
 

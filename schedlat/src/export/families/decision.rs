@@ -9,7 +9,7 @@
 //! - `passes`: the switches to other tasks on its CPU meanwhile (0, 1, 2,
 //!   3+, migrated, unknown);
 //! - `holder`: how the task that held the CPU left it (blocked,
-//!   preempted, slice_ended, exited, yielded).
+//!   preempted, slice_ended, exited, yielded, idle).
 //!
 //! A fixed set of label values (30 per family), never one per task.
 //! Families, as for the cause split: the whole system (with the filter's
@@ -96,7 +96,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries) -> Vec<Family> {
         }
         out
     };
-    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded); each wait is in one class of every split (docs/decision.md)";
+    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
     vec![
         counter(
             format!("{prefix}_waits_by_decision"),
@@ -226,6 +226,6 @@ mod tests {
                 l.starts_with("schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"")
             })
             .count();
-        assert_eq!(web_series, 30, "{out}");
+        assert_eq!(web_series, 31, "{out}");
     }
 }
