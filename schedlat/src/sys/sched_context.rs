@@ -16,6 +16,7 @@ use super::{
 /// The features of kernel/sched/features.h that decide preemption.
 pub const FEATURES: [&str; 4] = ["RUN_TO_PARITY", "PREEMPT_SHORT", "NEXT_BUDDY", "PLACE_LAG"];
 
+const DEBUGFS: &str = "/sys/kernel/debug";
 const DEBUGFS_FEATURES: &str = "/sys/kernel/debug/sched/features";
 /// Where debugfs had them before 5.13 gathered the scheduler's files
 /// under sched/.
@@ -52,7 +53,10 @@ impl SchedContext {
             Ok(text) => (features_of(&text), None),
             Err(e) => (
                 FEATURES.iter().map(|f| (f.to_string(), None)).collect(),
-                Some(format!("{DEBUGFS_FEATURES}: {}", e.kind())),
+                Some(features_unreadable(
+                    e.kind(),
+                    &fs::read_to_string("/proc/self/mounts").unwrap_or_default(),
+                )),
             ),
         };
         let config = kernel_facts::config_text();
@@ -97,6 +101,22 @@ impl SchedContext {
     /// assumed or HZ unknown.
     pub fn design_bound_ns(&self) -> Option<u64> {
         Some(self.base_slice.ns + self.tick_ns()?).filter(|_| self.base_slice.is_live())
+    }
+}
+
+/// Why the features could not be read: a missing file on a host without
+/// debugfs at /sys/kernel/debug (`mounts` as /proc/self/mounts lists them)
+/// is the mount missing, not the kernel lacking the file, so say how to
+/// mount it; any other error as it is.
+fn features_unreadable(kind: std::io::ErrorKind, mounts: &str) -> String {
+    let mounted = mounts.lines().any(|l| {
+        let mut fields = l.split_whitespace().skip(1);
+        fields.next() == Some(DEBUGFS) && fields.next() == Some("debugfs")
+    });
+    if kind == std::io::ErrorKind::NotFound && !mounted {
+        format!("debugfs is not mounted at {DEBUGFS}: mount -t debugfs none {DEBUGFS}")
+    } else {
+        format!("{DEBUGFS_FEATURES}: {kind}")
     }
 }
 
@@ -210,6 +230,27 @@ mod tests {
         let cfs = features_of("GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY LAST_BUDDY");
         assert_eq!(cfs[0].1, None);
         assert_eq!(cfs[2].1, Some(false));
+    }
+
+    #[test]
+    fn unreadable_features_say_when_debugfs_is_not_mounted() {
+        use std::io::ErrorKind;
+        let bare = "proc /proc proc rw 0 0\nsysfs /sys sysfs rw 0 0\n";
+        assert_eq!(
+            features_unreadable(ErrorKind::NotFound, bare),
+            "debugfs is not mounted at /sys/kernel/debug: mount -t debugfs none /sys/kernel/debug"
+        );
+        // Mounted, the file is what is missing (a kernel without
+        // CONFIG_SCHED_DEBUG); refused is refused (lockdown).
+        let mounted = format!("{bare}debugfs /sys/kernel/debug debugfs rw 0 0\n");
+        assert_eq!(
+            features_unreadable(ErrorKind::NotFound, &mounted),
+            "/sys/kernel/debug/sched/features: entity not found"
+        );
+        assert_eq!(
+            features_unreadable(ErrorKind::PermissionDenied, bare),
+            "/sys/kernel/debug/sched/features: permission denied"
+        );
     }
 
     #[test]
