@@ -670,3 +670,85 @@ fn the_decision_split_grants_a_real_time_sleeper() {
         d["kernel"]["need_resched_bit"]
     );
 }
+
+/// What `cargo xtask vm-test`'s cost report (xtask/src/vm/report.rs) reads
+/// off each kernel's console: per mode, the time from exec to the banner
+/// and each program's BPF_PROG_LOAD time and verified_insns (schedlat's
+/// SCHEDLAT_LOAD_TIMES lines), each the median of COST_RUNS starts. The
+/// times are a record, not a target (under emulation they are the
+/// emulator's): the test fails only when a mode does not load or reports
+/// no program.
+#[test]
+fn load_cost_per_mode_is_reported() {
+    if !require_root() {
+        return;
+    }
+    for (mode, args) in COST_MODES {
+        let runs: Vec<(u128, Vec<ProgramLoad>)> =
+            (0..COST_RUNS).map(|_| load_times(args)).collect();
+        let mut ready: Vec<u128> = runs.iter().map(|(r, _)| *r).collect();
+        ready.sort_unstable();
+        let release = kernel_release();
+        eprintln!(
+            "{COST_MARKER} {release} {mode} ready_ms {}",
+            ready[ready.len() / 2]
+        );
+        let (_, first) = &runs[0];
+        assert!(
+            !first.is_empty(),
+            "schedlat {args:?} printed no load-time line on {release}"
+        );
+        for (program, _, insns) in first {
+            let mut ms: Vec<f64> = runs
+                .iter()
+                .filter_map(|(_, p)| p.iter().find(|(n, ..)| n == program))
+                .map(|(_, ms, _)| *ms)
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            eprintln!(
+                "{COST_MARKER} {release} {mode} {program} load_ms {:.2} verified_insns {insns}",
+                ms[ms.len() / 2]
+            );
+        }
+    }
+}
+
+/// The modes of the cost clause (issue #24): the decision split on (the
+/// default), off, and the cause split off with it.
+const COST_MODES: [(&str, &[&str]); 3] = [
+    ("default", &["1"]),
+    ("no-decision", &["--no-decision", "1"]),
+    ("no-causes", &["--no-causes", "1"]),
+];
+const COST_RUNS: usize = 3;
+/// The prefix report.rs looks for.
+const COST_MARKER: &str = "SCHEDLAT-VM-COST";
+
+/// A program's name, load ms and verified_insns (a number, or "n/a").
+type ProgramLoad = (String, f64, String);
+
+/// One start of schedlat `args`: ms from exec to the banner, and each
+/// program's (name, load ms, verified_insns) from its load-time lines.
+fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut tracer = TracerProcess::start_with_env(SCHEDLAT, args, &[("SCHEDLAT_LOAD_TIMES", "1")]);
+    let ready = started.elapsed().as_millis();
+    let mut stderr = tracer.stderr.take().expect("stderr is piped");
+    drop(tracer);
+    let mut text = String::new();
+    let _ = stderr.read_to_string(&mut text);
+    // "schedlat: load-time PROGRAM MS ms verified_insns N"
+    let programs = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("schedlat: load-time "))
+        .filter_map(|rest| {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let [program, ms, "ms", "verified_insns", insns] = words[..] else {
+                return None;
+            };
+            Some((program.to_string(), ms.parse().ok()?, insns.to_string()))
+        })
+        .collect();
+    (ready, programs)
+}

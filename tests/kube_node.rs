@@ -20,12 +20,10 @@ use std::{
 };
 
 use common::{
-    cgroup::{
-        HOG, Procs, SLEEPER, TestCgroup, churn_named, other_cpu, pinned_sh, v1_cpu_root, v2_root,
-    },
+    cgroup::{Procs, SLEEPER, TestCgroup, churn_named, pinned_sh},
     cpu::CpuTimes,
     http,
-    kube_node::KubeNode,
+    kube_node::{KubeNode, keyed_root, load},
     prometheus::{PROMETHEUS, Prometheus},
     require_root, run_schedlat,
     serve::Server,
@@ -53,29 +51,6 @@ fn series(page: &str, family: &str) -> Vec<Labels> {
             labels
         })
         .collect()
-}
-
-/// The node's load: a sleeper in `web`, two hogs in `batch` on the
-/// workload CPU (so web's waits are behind batch), a sleeper in the unit
-/// on another CPU.
-fn load(node: &KubeNode) -> Procs {
-    let cpu = workload_cpu();
-    let sleeper = pinned_sh(cpu, SLEEPER);
-    node.web.add(sleeper.id());
-    let hogs: Vec<_> = (0..2).map(|_| pinned_sh(cpu, HOG)).collect();
-    for hog in &hogs {
-        node.batch.add(hog.id());
-    }
-    let service = pinned_sh(other_cpu(), SLEEPER);
-    node.unit.add(service.id());
-    let mut children = vec![sleeper, service];
-    children.extend(hogs);
-    Procs(children)
-}
-
-/// The hierarchy `--cgroups` keys by here: v1 cpu on hybrid hosts.
-fn keyed_root() -> std::path::PathBuf {
-    v1_cpu_root().unwrap_or_else(v2_root)
 }
 
 /// Scrapes until every cgroup of `want` has a series (bounded).

@@ -5,6 +5,10 @@
 //!   histogram serve's protobuf scrape exports of the same cumulative
 //!   state (scale = schema, offset one below, every bucket, count, sum,
 //!   zero count);
+//! - per pod: on a Kubernetes-like node (tests/common/kube_node.rs), each
+//!   pod's container is its own resource, named with the semantic
+//!   conventions' `k8s.*` and `container.*` attributes as serve's labels
+//!   name it, and its histograms equal the scrape's of its cgroup;
 //! - refuse (503, Retry-After: 1): retries bounded, the backoff in the
 //!   requests' times, the queue (and serve's memory) bounded;
 //! - hang: each attempt bounded by the timeout, scrapes answered meanwhile,
@@ -28,6 +32,7 @@ use common::{
     cpu::CpuTimes,
     exposition::sample,
     http,
+    kube_node::{KubeNode, PodContainer, keyed_root, load},
     pki::Pki,
     prometheus::unix_now,
     require_root,
@@ -282,6 +287,36 @@ fn pushed_histograms(request: &Value) -> Histograms {
     out
 }
 
+/// The requests received up to one that arrived after `still` (Unix
+/// seconds) and its margin: the last of them holds the state of then.
+/// Bounded: 10 s.
+fn requests_after(receiver: &Receiver, still: f64, server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let requests = receiver.requests();
+        if (requests.iter()).any(|r| r["received_unix"].as_f64().unwrap() > still + 0.5) {
+            return requests;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no push within 10 s of the load's end ({} requests in all); serve:\n{}",
+            requests.len(),
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A push, as a scrape, carries the per-key series that waited since the
+/// previous one: each series' latest pushed value is its value now.
+fn latest_histograms(requests: &[Value]) -> Histograms {
+    let mut pushed = Histograms::new();
+    for r in requests {
+        pushed.extend(pushed_histograms(r));
+    }
+    pushed
+}
+
 /// Two CPU hogs in one test cgroup and a sleeper in another, on one CPU,
 /// then nothing: `serve --cgroups -c <their parent>` counts only their
 /// waits, so once they have exited its cumulative state stands still, and
@@ -333,26 +368,8 @@ fn pushed_exponential_histograms_equal_the_scraped_native_histograms() {
     let still = unix_now() + 0.2;
     thread::sleep(Duration::from_millis(900));
     let scrape = scraped(&server);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let requests = loop {
-        let requests = receiver.requests();
-        if (requests.iter()).any(|r| r["received_unix"].as_f64().unwrap() > still + 0.5) {
-            break requests;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no push within 10 s of the load's end ({} requests in all); serve:\n{}",
-            requests.len(),
-            server.stderr()
-        );
-        thread::sleep(Duration::from_millis(100));
-    };
-    // A push, as a scrape, carries the per-key series that waited since
-    // the previous one: each series' latest pushed value is its value now.
-    let mut pushed = Histograms::new();
-    for r in &requests {
-        pushed.extend(pushed_histograms(r));
-    }
+    let requests = requests_after(&receiver, still, &server);
+    let pushed = latest_histograms(&requests);
     let request = requests.last().unwrap();
     let context = || format!("{}; serve:\n{}", cpu.busy_since(), server.stderr());
     // The total and a series per test cgroup at least.
@@ -428,6 +445,150 @@ fn pushed_exponential_histograms_equal_the_scraped_native_histograms() {
     assert_eq!(
         (&waits["kind"], &waits["temporality"], &waits["monotonic"]),
         (&"sum".into(), &"cumulative".into(), &true.into())
+    );
+}
+
+/// Each pushed resource's attributes, keyed by the `cgroup` attribute of
+/// the per-cgroup histogram points it holds, the latest push's winning.
+fn resources_by_cgroup(requests: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for request in requests {
+        for resource in request["resources"].as_array().unwrap() {
+            let attributes: BTreeMap<String, String> = (resource["attributes"].as_object())
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect();
+            for scope in resource["scopes"].as_array().unwrap() {
+                for metric in scope["metrics"].as_array().unwrap() {
+                    if metric["name"] != "schedlat_cgroup_runqueue_latency_seconds" {
+                        continue;
+                    }
+                    for p in metric["points"].as_array().unwrap() {
+                        let cgroup = p["attributes"]["cgroup"].as_str().unwrap();
+                        out.insert(cgroup.to_string(), attributes.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A Kubernetes-like node (a containerd pod under the systemd driver, a
+/// CRI-O pod under cgroupfs, a systemd service; tests/common/kube_node.rs)
+/// with a sleeper in one pod behind two hogs in the other: `serve --cgroups
+/// -c <node>` pushes each pod's container as its own resource, with the
+/// host's attributes and the semantic conventions' k8s.namespace.name,
+/// k8s.pod.name, k8s.pod.uid, k8s.container.name, container.id (and
+/// container.runtime where the cgroup names it) as serve's labels name the
+/// container; the service is of the host's resource. Each pod's
+/// exponential histogram equals the scrape's native histogram of its
+/// cgroup once the node is still.
+#[test]
+fn each_pod_is_its_own_resource_with_the_histograms_of_its_cgroup() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let receiver = Receiver::start("accept");
+    let server = Server::start(&[
+        "--cgroups",
+        "-c",
+        &node.path(),
+        "--otlp-endpoint",
+        &receiver.url(),
+        "--otlp-interval",
+        "300ms",
+    ]);
+    let cpu = CpuTimes::now();
+    let procs = load(&node);
+    thread::sleep(Duration::from_millis(1_500));
+    drop(procs);
+    node.wait_empty();
+    let still = unix_now() + 0.2;
+    thread::sleep(Duration::from_millis(900));
+    let scrape = scraped(&server);
+    let requests = requests_after(&receiver, still, &server);
+    let pushed = latest_histograms(&requests);
+    let resources = resources_by_cgroup(&requests);
+    let context = || format!("{}; serve:\n{}", cpu.busy_since(), server.stderr());
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+    let version = env!("CARGO_PKG_VERSION");
+    let host_resource = [
+        ("service.name", "schedlat"),
+        ("service.version", version),
+        ("host.name", host),
+        ("service.instance.id", host),
+    ];
+    let expect = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        (host_resource.iter().chain(pairs))
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let pod_resource = |c: &PodContainer| {
+        expect(&[
+            ("k8s.namespace.name", c.namespace),
+            ("k8s.pod.name", c.pod),
+            ("k8s.pod.uid", &c.uid),
+            ("k8s.container.name", c.container),
+            ("container.id", &c.id),
+            ("container.runtime", c.runtime),
+        ])
+    };
+    let (web, batch, unit) = (&node.web, &node.batch, &node.unit);
+    for (c, want) in [
+        (web, pod_resource(web)),
+        (batch, pod_resource(batch)),
+        (unit, expect(&[])),
+    ] {
+        let got = resources.get(&c.cgroup).unwrap_or_else(|| {
+            panic!(
+                "no pushed resource holds {}'s histogram: {resources:#?}; {}",
+                c.cgroup,
+                context()
+            )
+        });
+        assert_eq!(*got, want, "{}'s resource; {}", c.cgroup, context());
+    }
+    // The scrape's series of each cgroup, and the push's of the same
+    // labels: the same histogram, count first.
+    let of = |h: &Histograms, cgroup: &str| -> Vec<_> {
+        (h.iter())
+            .filter(|((name, labels), _)| {
+                name == "schedlat_cgroup_runqueue_latency_seconds"
+                    && labels.iter().any(|(k, v)| k == "cgroup" && v == cgroup)
+            })
+            .map(|(series, h)| (series.clone(), h.clone()))
+            .collect()
+    };
+    for c in [web, batch, unit] {
+        let (native, otlp) = (of(&scrape, &c.cgroup), of(&pushed, &c.cgroup));
+        assert_eq!(native.len(), 1, "{}: {scrape:?}; {}", c.cgroup, context());
+        let counts =
+            |h: &[(_, (_, _, _, u64, _, _))]| h.iter().map(|(_, h)| h.3).collect::<Vec<_>>();
+        assert_eq!(
+            counts(&otlp),
+            counts(&native),
+            "{}: pushed vs scraped counts; {}",
+            c.cgroup,
+            context()
+        );
+        assert_eq!(
+            otlp,
+            native,
+            "{}: the whole histogram; {}",
+            c.cgroup,
+            context()
+        );
+    }
+    let (_, sleeper) = &of(&scrape, &web.cgroup)[0];
+    assert!(
+        sleeper.3 >= 10,
+        "web's sleeper woke behind batch's hogs: {sleeper:?}; {}",
+        context()
     );
 }
 

@@ -21,7 +21,10 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use super::cgroup::TestCgroup;
+use super::{
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, other_cpu, pinned_sh, v1_cpu_root, v2_root},
+    workload::workload_cpu,
+};
 
 /// One container of a pod, as the labels should name it.
 pub(crate) struct PodContainer {
@@ -195,6 +198,45 @@ impl KubeNode {
             _one_at_a_time: one_at_a_time,
         }
     }
+}
+
+impl KubeNode {
+    /// The node's own cgroup (the parent of all its pods and units), as a
+    /// `-c` argument.
+    pub(crate) fn path(&self) -> String {
+        self.groups[0].path()
+    }
+
+    /// Waits (bounded) until no process is left in any of the node's
+    /// cgroups: after that, nothing more of the node waits.
+    pub(crate) fn wait_empty(&self) {
+        for group in &self.groups {
+            group.wait_empty();
+        }
+    }
+}
+
+/// The hierarchy `--cgroups` keys by: v1 cpu on hybrid hosts.
+pub(crate) fn keyed_root() -> PathBuf {
+    v1_cpu_root().unwrap_or_else(v2_root)
+}
+
+/// The node's load: a sleeper in `web`, two hogs in `batch` on the
+/// workload CPU (so web's waits are behind batch), a sleeper in the unit
+/// on another CPU.
+pub(crate) fn load(node: &KubeNode) -> Procs {
+    let cpu = workload_cpu();
+    let sleeper = pinned_sh(cpu, SLEEPER);
+    node.web.add(sleeper.id());
+    let hogs: Vec<_> = (0..2).map(|_| pinned_sh(cpu, HOG)).collect();
+    for hog in &hogs {
+        node.batch.add(hog.id());
+    }
+    let service = pinned_sh(other_cpu(), SLEEPER);
+    node.unit.add(service.id());
+    let mut children = vec![sleeper, service];
+    children.extend(hogs);
+    Procs(children)
 }
 
 /// Writes `text` to `file`, noting the outermost directory it had to

@@ -77,6 +77,15 @@ impl TracerProcess {
     /// Starts `program args` and waits until it is attached. With
     /// `banner_on_stderr` (schedlat --json), the banner is looked for there.
     pub(crate) fn start(program: &str, args: &[&str]) -> TracerProcess {
+        Self::start_with_env(program, args, &[])
+    }
+
+    /// [`TracerProcess::start`] with `env` added to the tracer's environment.
+    pub(crate) fn start_with_env(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TracerProcess {
         let mut cmd = if program == SCHEDLAT {
             Command::new(program)
         } else {
@@ -87,6 +96,7 @@ impl TracerProcess {
         };
         let mut child = cmd
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -29,6 +29,7 @@ pub(crate) mod floor;
 mod json;
 mod modes;
 pub(crate) mod noop;
+mod otlp_push;
 mod own_cgroups;
 mod pid_max;
 mod progs;

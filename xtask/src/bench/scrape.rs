@@ -182,6 +182,10 @@ pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
         });
     }
     print_scaling(&rows);
+    // Processes: a push's keys are the --pids keys of as many processes.
+    if opts.sleeper_processes {
+        super::otlp_push::run(&exe, other, scrapes)?;
+    }
     Ok(())
 }
 
@@ -369,7 +373,7 @@ fn measure(
 }
 
 /// Time on CPU of every thread of `pid`, in ns (schedstat's first field).
-fn cpu_ns(pid: u32) -> Result<u64> {
+pub(super) fn cpu_ns(pid: u32) -> Result<u64> {
     let mut total = 0;
     for task in fs::read_dir(format!("/proc/{pid}/task"))? {
         let path = task?.path().join("schedstat");
@@ -411,24 +415,33 @@ impl Conn {
         if !line.starts_with("HTTP/1.1 200") {
             bail!("scrape answered `{}`", line.trim());
         }
-        let mut length = None;
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse::<usize>().ok();
-            }
-        }
-        let length = length.ok_or_else(|| anyhow!("no Content-Length"))?;
+        let length = content_length(&mut self.reader)?;
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body)?;
         Ok(body)
     }
+}
+
+/// Reads an HTTP/1.1 message's headers, up to the blank line after them;
+/// its Content-Length (the bench's bodies all have one).
+pub(super) fn content_length(reader: &mut impl BufRead) -> Result<usize> {
+    let mut line = String::new();
+    let mut length = None;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            bail!("the connection ended in the headers");
+        }
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse::<usize>().ok();
+        }
+    }
+    length.ok_or_else(|| anyhow!("no Content-Length"))
 }
 
 /// The release `schedlat serve`, stopped with SIGINT when dropped.

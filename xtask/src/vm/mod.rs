@@ -6,6 +6,8 @@
 //! - bzimage.rs, elf.rs: unpack the ELF kernel for a faster emulated boot
 //! - initramfs.rs: the static guest binaries, /init, the cpio image
 //! - qemu.rs: one boot, bounded by a timeout, judged by a marker line
+//! - report.rs: each kernel's load cost per mode (programs' load times
+//!   and verified_insns, exec to banner), in target/vm-test/report.md
 //! - rootfs.rs, systemd.rs: a Debian guest with systemd as PID 1 that
 //!   installs the .deb and checks the unit (tests/unit.rs), on the kernels
 //!   of [`systemd::KERNELS`]
@@ -15,6 +17,7 @@ mod elf;
 mod initramfs;
 mod kernels;
 mod qemu;
+mod report;
 mod rootfs;
 mod systemd;
 
@@ -69,10 +72,11 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     setup::run()?;
     setup::vm_tools()?;
     let accel = qemu::accelerator();
-    match &accel {
-        qemu::Accel::Kvm => eprintln!("vm-test: accelerator KVM"),
-        qemu::Accel::Tcg(why) => eprintln!("vm-test: accelerator TCG (emulation: {why})"),
-    }
+    let accel_name = match &accel {
+        qemu::Accel::Kvm => "KVM".to_string(),
+        qemu::Accel::Tcg(why) => format!("TCG (emulation: {why})"),
+    };
+    eprintln!("vm-test: accelerator {accel_name}");
 
     let packages: Vec<(String, (&str, apt::Archive))> = if opts.kernels.is_empty() {
         kernels::MATRIX
@@ -155,6 +159,12 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         .map(|(name, _)| name.clone())
         .collect();
     let mut boots = tests_guests.len();
+    // The cost report, also when kernels failed (a failed one says so).
+    let tested: Vec<String> = tests_guests.iter().map(|(n, _)| n.clone()).collect();
+    if !tested.is_empty() {
+        let out = workspace_root().join("target/vm-test/report.md");
+        report::write(&tested, &matrix.logs, &accel_name, &out)?;
+    }
 
     // The packaged unit under systemd, on the kernels of systemd::KERNELS
     // that were asked for (not with fault injection: the .deb has none).

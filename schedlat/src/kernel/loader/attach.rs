@@ -6,7 +6,7 @@ use aya::{
 };
 use schedlat_common::names;
 
-use super::parallel;
+use super::{load_times, parallel};
 use crate::kernel::{error::LoadError, hook::HookMode};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
@@ -94,7 +94,12 @@ pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
             .ok_or("not in the embedded object")?
             .try_into()
             .map_err(|e: ProgramError| e.to_string())?;
-        prog.load().map_err(|e| e.to_string())?;
+        let started = std::time::Instant::now();
+        let loaded = prog.load();
+        load_times::report(load_times::wanted(), program, started, &loaded, || {
+            prog.info()
+        });
+        loaded.map_err(|e| e.to_string())?;
         prog.attach("syscalls", tracepoint)
             .map_err(|e| e.to_string())?;
         Ok(())
@@ -111,7 +116,7 @@ pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
 fn btf_tracepoints<'a>(
     ebpf: &'a mut Ebpf,
     btf_programs: &[(&'static str, &'static str)],
-) -> Vec<(&'a mut BtfTracePoint, &'static str)> {
+) -> Vec<(&'a mut BtfTracePoint, &'static str, &'static str)> {
     let mut found: Vec<(usize, &'a mut BtfTracePoint)> = ebpf
         .programs_mut()
         .filter_map(|(name, program)| {
@@ -122,7 +127,7 @@ fn btf_tracepoints<'a>(
     found.sort_by_key(|&(i, _)| i);
     found
         .into_iter()
-        .map(|(i, prog)| (prog, btf_programs[i].1))
+        .map(|(i, prog)| (prog, btf_programs[i].0, btf_programs[i].1))
         .collect()
 }
 

@@ -4,6 +4,7 @@
 mod access;
 mod attach;
 mod globals;
+mod load_times;
 mod parallel;
 mod plan;
 mod release;

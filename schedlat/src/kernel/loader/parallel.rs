@@ -12,17 +12,20 @@ use std::sync::Mutex;
 
 use aya::programs::{BtfTracePoint, ProgramError};
 
+use super::load_times;
+
 /// Threads that verify at once: more than two buys little, since one
 /// program (the wakeup's) dominates and the rest fit beside it.
 const THREADS: usize = 2;
 
-/// Loads each `(program, tracepoint)` against `btf`, and returns each
+/// Loads each `(program, name, tracepoint)` against `btf`, and returns each
 /// load's result in the order given. Workers take the next program in that
 /// order, so the longest (listed first) starts at once.
 pub(super) fn load_all(
-    programs: Vec<(&mut BtfTracePoint, &'static str)>,
+    programs: Vec<(&mut BtfTracePoint, &'static str, &'static str)>,
     btf: &aya::Btf,
 ) -> Vec<Result<(), ProgramError>> {
+    let times = load_times::wanted();
     let count = programs.len();
     let queue = Mutex::new(programs.into_iter().enumerate());
     let results: Mutex<Vec<Option<Result<(), ProgramError>>>> =
@@ -32,10 +35,12 @@ pub(super) fn load_all(
             // The lock is held only to take the next program, never
             // across a load.
             let next = queue.lock().expect("no worker panics holding it").next();
-            let Some((i, (prog, tracepoint))) = next else {
+            let Some((i, (prog, name, tracepoint))) = next else {
                 return;
             };
+            let started = std::time::Instant::now();
             let result = prog.load(tracepoint, btf);
+            load_times::report(times, name, started, &result, || prog.info());
             results.lock().expect("no worker panics holding it")[i] = Some(result);
         }
     };
