@@ -55,10 +55,12 @@ pub struct WaitStats {
     pub kinds: [u32; 3],
     pub migrated: u32,
     /// The decision split of the waits it saw (off with `--no-decision`):
-    /// by decision (`decision::Decision` index) and by outcome
-    /// (`decision::Outcome` index), and the pass-overs counted.
+    /// by decision (`decision::Decision` index), by outcome
+    /// (`decision::Outcome` index), by how the holder left the CPU
+    /// (`decision::Holder` index), and the pass-overs counted.
     pub decisions: [u32; ROW_DECISIONS],
     pub outcomes: [u32; ROW_OUTCOMES],
+    pub holders: [u32; ROW_HOLDERS],
     pub passes: u32,
     pub _pad2: u32,
 }
@@ -67,6 +69,8 @@ pub struct WaitStats {
 /// `NR_OUTCOME_SLOTS`: powers of two, indexed masked).
 pub const ROW_DECISIONS: usize = 16;
 pub const ROW_OUTCOMES: usize = 8;
+/// A row's holder slots (`decision::NR_HOLDERS`, indexed masked).
+pub const ROW_HOLDERS: usize = 8;
 
 /// One wait over the slow threshold, sent through the ring buffer.
 #[repr(C)]
@@ -136,11 +140,13 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
         // task, 4 u64s, max_cpu and pad, max_other, kinds and migrated,
-        // the decision split (16 + 8 u32s, passes and pad).
+        // the decision split (16 + 8 + 8 u32s, passes and pad).
         assert_eq!(
             size_of::<WaitStats>(),
-            40 + 4 * 8 + 8 + 40 + 16 + 4 * (ROW_DECISIONS + ROW_OUTCOMES + 2)
+            40 + 4 * 8 + 8 + 40 + 16 + 4 * (ROW_DECISIONS + ROW_OUTCOMES + ROW_HOLDERS + 2)
         );
+        assert_eq!(size_of::<WaitStats>(), 272);
+        assert_eq!(ROW_HOLDERS, crate::decision::NR_HOLDERS);
         assert_eq!(ROW_DECISIONS, crate::decision::NR_DECISIONS);
         assert_eq!(ROW_OUTCOMES, crate::decision::NR_OUTCOME_SLOTS);
         // at, wait, cpu, rq_len, victim, culprit, the decision's word.

@@ -26,7 +26,7 @@ use aya_ebpf::{
 };
 use schedlat_common::{
     decision::{Decided, Outcome},
-    victims::{ModeCounters, ROW_DECISIONS, ROW_OUTCOMES, RowSlot, WaitStats},
+    victims::{ModeCounters, ROW_DECISIONS, ROW_HOLDERS, ROW_OUTCOMES, RowSlot, WaitStats},
 };
 
 use crate::{
@@ -120,6 +120,7 @@ fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended
         let outcome = masked(outcome, ROW_OUTCOMES as u64 - 1) as usize;
         row.decisions[decision] += 1;
         row.outcomes[outcome] += 1;
+        row.holders[masked(d.holder_index(), ROW_HOLDERS as u64 - 1) as usize] += 1;
         row.passes = row.passes.wrapping_add(d.passes() as u32);
     }
     if wait > row.max_ns {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet, btree_map::Entry};
 
-use schedlat_common::victims::{ROW_DECISIONS, ROW_OUTCOMES, TaskInfo, WaitStats};
+use schedlat_common::victims::{ROW_DECISIONS, ROW_HOLDERS, ROW_OUTCOMES, TaskInfo, WaitStats};
 
 use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 
@@ -78,9 +78,11 @@ pub(crate) struct Row {
     pub migrated: u64,
     /// The decision split of its waits (docs/decision.md), all 0 when the
     /// load did not split them: by decision (`Decision` index), by outcome
-    /// (`Outcome` index), and the pass-overs counted.
+    /// (`Outcome` index), by how the holder left (`Holder` index), and the
+    /// pass-overs counted.
     pub decisions: [u64; ROW_DECISIONS],
     pub outcomes: [u64; ROW_OUTCOMES],
+    pub holders: [u64; ROW_HOLDERS],
     pub passes: u64,
 }
 
@@ -139,6 +141,9 @@ impl Row {
         for (sum, n) in self.outcomes.iter_mut().zip(later.outcomes) {
             *sum += n;
         }
+        for (sum, n) in self.holders.iter_mut().zip(later.holders) {
+            *sum += n;
+        }
         self.passes += later.passes;
         if later.max_ns > self.max_ns {
             self.max_ns = later.max_ns;
@@ -164,6 +169,7 @@ impl From<&WaitStats> for Row {
             migrated: u64::from(v.migrated),
             decisions: v.decisions.map(u64::from),
             outcomes: v.outcomes.map(u64::from),
+            holders: v.holders.map(u64::from),
             passes: u64::from(v.passes),
         }
     }

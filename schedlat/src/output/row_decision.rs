@@ -3,17 +3,18 @@
 //! the waits the kernel split ended (granted at once, declined by a rule,
 //! passed over) and which decisions they had.
 
-use schedlat_common::decision::{DECISIONS, OUTCOMES, Outcome};
+use schedlat_common::decision::{DECISIONS, HOLDERS, OUTCOMES, Outcome};
 use serde_json::{Value, json};
 
-use super::decision::{decision_name, outcome_name};
+use super::decision::{decision_name, holder_name, outcome_name};
 use crate::analysis::victims::Row;
 
 /// The columns' header, after the cause shares.
-pub(crate) const HEADER: &str = " GRNT% DECL% PASS%";
+pub(crate) const HEADER: &str = " GRNT% DECL% PASS% HOLDER LEFT     ";
 
 /// The row's granted, declined and passed-over shares of the waits the
-/// split saw, each 5 wide; `-` where the load did not split them.
+/// split saw, each 5 wide, then how the holder most often left the CPU
+/// with its share (16 wide); `-` where the load did not split them.
 pub(crate) fn cells(row: &Row) -> String {
     let decided = row.decided();
     let share = |o: Outcome| {
@@ -26,8 +27,19 @@ pub(crate) fn cells(row: &Row) -> String {
             )
         }
     };
+    // Ties go to the first class in HOLDERS' order.
+    let left = HOLDERS
+        .iter()
+        .copied()
+        .rev()
+        .max_by_key(|&h| row.holders[h as usize])
+        .filter(|&h| decided > 0 && row.holders[h as usize] > 0)
+        .map_or("-".to_string(), |h| {
+            let n = row.holders[h as usize] as f64 * 100.0 / decided as f64;
+            format!("{} {n:.0}%", holder_name(h))
+        });
     format!(
-        " {:>5} {:>5} {:>5}",
+        " {:>5} {:>5} {:>5} {left:<16}",
         share(Outcome::Granted),
         share(Outcome::Declined),
         share(Outcome::PassedOver)
@@ -35,7 +47,7 @@ pub(crate) fn cells(row: &Row) -> String {
 }
 
 /// The row's `decision` object (docs/json.md): `waits` split, `outcomes`
-/// and `decisions` counts by name, `passes`; None where the load did not
+/// and `decisions` and `holders` counts by name, `passes`; None where the load did not
 /// split them.
 pub(crate) fn json(row: &Row) -> Option<Value> {
     let decided = row.decided();
@@ -50,17 +62,25 @@ pub(crate) fn json(row: &Row) -> Option<Value> {
         .iter()
         .map(|&d| (decision_name(d).into(), row.decisions[d as usize].into()))
         .collect();
+    let holders: serde_json::Map<String, Value> = HOLDERS
+        .iter()
+        .map(|&h| (holder_name(h).into(), row.holders[h as usize].into()))
+        .collect();
     Some(json!({
         "waits": decided,
         "outcomes": outcomes,
         "decisions": decisions,
+        "holders": holders,
         "passes": row.passes,
     }))
 }
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::{decision::Decision, victims::WaitStats};
+    use schedlat_common::{
+        decision::{Decision, Holder},
+        victims::WaitStats,
+    };
 
     use super::*;
 
@@ -70,20 +90,27 @@ mod tests {
             count: 10,
             ..WaitStats::default()
         };
-        assert_eq!(cells(&Row::from(&stats)), "     -     -     -");
+        assert_eq!(
+            cells(&Row::from(&stats)),
+            "     -     -     - -               "
+        );
         assert!(json(&Row::from(&stats)).is_none());
         stats.outcomes[Outcome::Granted as usize] = 6;
         stats.outcomes[Outcome::PassedOver as usize] = 4;
         stats.decisions[Decision::Requested as usize] = 6;
         stats.decisions[Decision::NotEligible as usize] = 4;
         stats.passes = 13;
+        stats.holders[Holder::Blocked as usize] = 3;
+        stats.holders[Holder::SliceEnded as usize] = 7;
         let row = Row::from(&stats);
-        assert_eq!(cells(&row), "   60%    0%   40%");
+        assert_eq!(cells(&row), "   60%    0%   40% slice_ended 70% ");
         assert_eq!(cells(&row).len(), HEADER.len());
         let v = json(&row).unwrap();
         assert_eq!(v["waits"], 10);
         assert_eq!(v["outcomes"]["passed_over"], 4);
         assert_eq!(v["decisions"]["not_eligible"], 4);
         assert_eq!(v["passes"], 13);
+        assert_eq!(v["holders"]["slice_ended"], 7);
+        assert_eq!(v["holders"]["idle"], 0);
     }
 }

@@ -450,6 +450,9 @@ mod tests {
                 migrated: 100,
                 // Granted 1500, passed over 500 (Outcome indices 0 and 2).
                 outcomes: [1500, 0, 500, 0, 0, 0, 0, 0],
+                // Behind a holder whose slice ended 1200 times, an idle
+                // CPU 800 (Holder indices 2 and 5).
+                holders: [0, 0, 1200, 0, 0, 800, 0, 0],
                 ..Default::default()
             }],
             culprits: vec![WaitStats {
@@ -533,18 +536,19 @@ mod tests {
         assert!(out.contains("culprit processes"), "{out}");
         assert!(out.contains("total 2000 waits of 1 tasks"), "{out}");
         // 500 of 2000 preempted, 100 migrated; the culprit's row unsplit.
-        // Its waits granted 75%, declined none, passed over 25%.
+        // Its waits granted 75%, declined none, passed over 25%; the
+        // holder's slice ended at 60% of them.
         assert!(
-            line.contains("    3  25%   5%   75%    0%   25%  cal.sh"),
+            line.contains("    3  25%   5%   75%    0%   25% slice_ended 60%   cal.sh"),
             "{out}"
         );
         assert!(
-            out.contains(" CPU PRE% MIG% GRNT% DECL% PASS%  CULPRIT OF MAX"),
+            out.contains(" CPU PRE% MIG% GRNT% DECL% PASS% HOLDER LEFT       CULPRIT OF MAX"),
             "{out}"
         );
         let hog = out.lines().find(|l| l.starts_with("     917")).unwrap();
         assert!(
-            hog.contains("    -    -     -     -     -  cyclictest"),
+            hog.contains("    -    -     -     -     - -                 cyclictest"),
             "{out}"
         );
     }
@@ -571,6 +575,8 @@ mod tests {
         let decision = &v["victims"][0]["decision"];
         assert_eq!(decision["waits"], 2000);
         assert_eq!(decision["outcomes"]["passed_over"], 500);
+        assert_eq!(decision["holders"]["slice_ended"], 1200);
+        assert_eq!(decision["holders"]["idle"], 800);
         assert!(v["culprits"][0]["decision"].is_null());
     }
 
