@@ -262,10 +262,9 @@ fn prometheus_p99_agrees_with_schedlat_histogram() {
         own_p99 * 1e3,
         record["count"]
     );
-    assert!(
-        (0.002..=0.004).contains(&prom_p99),
-        "Prometheus' p99 {prom_p99} s is not the load's 3 ms ({busy})"
-    );
+    // The load's own p99 is already held to 2-4 ms above; Prometheus' is
+    // held to it, not to that range again: a load at 3.8 ms plus the
+    // bucket interpolation (up to a quarter) can read just over 4 ms.
     assert!(
         (prom_p99 - own_p99).abs() <= 0.25 * own_p99,
         "Prometheus p99 {prom_p99} s vs schedlat {own_p99} s: beyond one bucket ({busy})"
