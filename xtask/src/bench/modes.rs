@@ -91,7 +91,7 @@ pub(super) const NOOP: Mode = Mode {
     report: None,
     about: "tp_btf programs that return at once: the hooks' floor",
 };
-/// The default: the histogram with the cause split.
+/// The default: the histogram with the cause and decision splits.
 pub(super) const SCHEDLAT: Mode =
     schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
 pub(super) const VICTIMS: Mode = schedlat(
@@ -111,17 +111,26 @@ pub(super) const FILTERED: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 13] = [
+pub(super) const ALL: [Mode; 14] = [
     BASELINE,
     RUNQLAT,
     NOOP,
     SCHEDLAT,
+    // With no-causes and the floor, it splits the default's cost per
+    // switch: histogram, + cause split, + decision split.
+    schedlat(
+        "no-decision",
+        &["--no-decision"],
+        BANNER,
+        HISTOGRAM,
+        "the histogram with the cause split, no decision split",
+    ),
     schedlat(
         "no-causes",
         &["--no-causes"],
         BANNER,
         HISTOGRAM,
-        "the histogram without the cause split",
+        "the histogram without the cause split (nor the decision split, which needs it)",
     ),
     schedlat(
         "waking",
@@ -306,6 +315,7 @@ mod tests {
             "runqlat",
             "schedlat",
             "schedlat --no-causes",
+            "schedlat --no-decision",
             "schedlat serve",
             "schedlat serve --cgroups",
             "schedlat serve --pids",
