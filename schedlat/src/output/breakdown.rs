@@ -215,22 +215,35 @@ mod tests {
 
     #[test]
     fn each_key_gets_its_decision_block_and_object() {
-        use schedlat_common::decision::{Decision, Holder, KeyDecision, Outcome, Pass};
+        use schedlat_common::decision::{Decision, Holder, Pass};
 
-        use crate::histogram::KeyDecisionCounts;
+        use crate::histogram::{
+            KeyDecisionCounts,
+            decision_fixtures::{self as fixtures, waits},
+        };
         // A passed-over worker: 2 of its 3 waits declined (protected)
         // and passed over 3+ times, both over 1 ms.
         let mut r = row(42, &[3, 5000, 9000]);
-        let mut k = KeyDecision::ZERO;
-        k.decision_count[Decision::Requested as usize] = 1;
-        k.decision_count[Decision::Protected as usize] = 2;
-        k.decision_sum_ns[Decision::Protected as usize] = 14_000_000;
-        k.pass_count[Pass::Zero as usize] = 1;
-        k.pass_count[Pass::ThreePlus as usize] = 2;
-        k.holder_count[Holder::SliceEnded as usize] = 3;
-        k.outcome_count[Outcome::Granted as usize] = 1;
-        k.outcome_count[Outcome::PassedOver as usize] = 2;
-        k.outcome_slow[Outcome::PassedOver as usize] = 2;
+        let protected = |ns| {
+            waits(
+                1,
+                ns,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            )
+        };
+        let mut k = fixtures::key(&[
+            waits(
+                1,
+                3_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::SliceEnded,
+            ),
+            protected(5_000_000),
+            protected(9_000_000),
+        ]);
         k.passes = 8;
         r.waits.key_decision = Some(KeyDecisionCounts::from_key(&k));
         let report = KeyedReport {
