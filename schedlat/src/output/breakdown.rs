@@ -117,7 +117,19 @@ fn sort_name(sort: KeySort) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::breakdown::tests::row;
+    use crate::analysis::breakdown::{KeyRow, tests::row};
+
+    /// A breakdown by `by` of one key's row, the only key with waits.
+    fn one_key(by: Breakdown, row: KeyRow) -> KeyedReport {
+        KeyedReport {
+            by,
+            sort: KeySort::Total,
+            rows: vec![row],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        }
+    }
 
     #[test]
     fn text_has_runqlat_labels_tables_and_a_footer() {
@@ -156,14 +168,7 @@ mod tests {
     fn a_hostile_name_cannot_act_on_the_terminal() {
         let mut hostile = row(42, &[3]);
         hostile.label = "pid = 42, comm = \u{1b}[2J\u{1b}[8mx\nFAKE 1 waits".to_string();
-        let report = KeyedReport {
-            by: Breakdown::Process,
-            sort: KeySort::Total,
-            rows: vec![hostile],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Process, hostile);
         let out = text(&report, Unit::Usecs);
         assert!(!out.contains('\u{1b}'), "{out:?}");
         assert!(!out.contains("\nFAKE"), "{out:?}");
@@ -190,14 +195,7 @@ mod tests {
         key.count[Cause::HeldBySameCgroup as usize] = 3;
         key.sum_ns[Cause::HeldBySameCgroup as usize] = 17_000;
         r.waits.causes = Some(CauseCounts::from_key(Measurable::default(), &key));
-        let report = KeyedReport {
-            by: Breakdown::Process,
-            sort: KeySort::Total,
-            rows: vec![r],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Process, r);
         let out = text(&report, Unit::Usecs);
         let after_shape = out.split_once("\nshape: ").unwrap().1;
         let causes = after_shape.lines().nth(1).unwrap();
@@ -246,14 +244,7 @@ mod tests {
         ]);
         k.passes = 8;
         r.waits.key_decision = Some(KeyDecisionCounts::from_key(&k));
-        let report = KeyedReport {
-            by: Breakdown::Thread,
-            sort: KeySort::Total,
-            rows: vec![r],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Thread, r);
         let out = text(&report, Unit::Usecs);
         let block: Vec<&str> = out
             .lines()
