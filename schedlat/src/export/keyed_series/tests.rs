@@ -131,7 +131,7 @@ impl Series {
         let series = &mut self.series;
         let current = kernel.summaries();
         let kernel = std::cell::RefCell::new(kernel);
-        let out = self.keys.interval_of(
+        self.keys.interval_of(
             current,
             |key| {
                 let mut k = kernel.borrow_mut();
@@ -158,8 +158,7 @@ impl Series {
                 let total = kernel.borrow().total();
                 series.finish(reading, &total, overflow_labels(Breakdown::Cgroup), left)
             },
-        );
-        out
+        )
     }
 
     fn scrape(&mut self, kernel: &mut Kernel, alive: &[u64]) -> KeyedScrape {
