@@ -267,7 +267,7 @@ fn count_summary(key: u64, wait: u64) -> bool {
         Some(p) => Some(p),
         None => {
             let zero = KeySummary::default();
-            let _ = KEY_SUMMARY.insert(key, &zero, u64::from(BPF_NOEXIST));
+            let _ = KEY_SUMMARY.insert(key, zero, u64::from(BPF_NOEXIST));
             KEY_SUMMARY.get_ptr_mut(key)
         }
     };
