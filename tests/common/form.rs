@@ -75,7 +75,9 @@ pub(crate) fn samples(page: &str) -> Vec<Sample> {
 /// (times, PIDs, counts, percentages, ranges) as `#`; table rows (a number
 /// first, and three or more bare numbers among the first eight words:
 /// histogram slots, tasks, events) are all `row`; a `label:` line is its label; `...` (a cut) is
-/// itself. Blank lines are "".
+/// itself. Blank lines are "". A table's header and a line that names
+/// every class (EVERY_CLASS) are all their words: a column or a class the
+/// program gained shows, where three leading words would not.
 pub(crate) fn kind(line: &str) -> String {
     let line = line.trim();
     if line.is_empty() || line == "..." {
@@ -83,6 +85,9 @@ pub(crate) fn kind(line: &str) -> String {
     }
     let masked = mask_numbers(line);
     let words: Vec<&str> = masked.split_whitespace().collect();
+    if is_header(&words) || EVERY_CLASS.iter().any(|c| line.starts_with(c)) {
+        return words.join(" ");
+    }
     // A task's name may hold spaces and digits (rustc's `lto cgu.08`).
     if words[0] == "#" && words.iter().take(8).filter(|w| **w == "#").count() >= 3 {
         return "row".into();
@@ -91,6 +96,22 @@ pub(crate) fn kind(line: &str) -> String {
         return words[0].to_string();
     }
     words.iter().take(3).copied().collect::<Vec<_>>().join(" ")
+}
+
+/// Lines that name every class of their split whatever the load (a class
+/// with no waits reads 0%), so the sample must name the same ones: how the
+/// holder left the CPU.
+const EVERY_CLASS: [&str; 1] = ["holder left: "];
+
+/// A table's header: three or more words, each in capitals (`PRE%`,
+/// `(LONGEST)`), as the victims, culprits and slow tables print them.
+fn is_header(words: &[&str]) -> bool {
+    words.len() >= 3
+        && words.iter().all(|w| {
+            w.bytes().any(|c| c.is_ascii_uppercase())
+                && w.bytes()
+                    .all(|c| c.is_ascii_uppercase() || matches!(c, b'%' | b'(' | b')'))
+        })
 }
 
 /// The kind of a line of the Prometheus text formats: a sample is its
@@ -304,6 +325,18 @@ mod tests {
         assert_eq!(
             kind("13:28:44 victims over 5.01 s (tasks that"),
             "# victims over"
+        );
+        // A column or a holder class the program gained is a new form.
+        let header = "     TID     PID COMM             SCHED  CPU PRE% MIG% GRNT%";
+        assert_eq!(kind(header), "TID PID COMM SCHED CPU PRE% MIG% GRNT%");
+        assert_ne!(kind(header), kind(&format!("{header} HOLDER LEFT")));
+        assert_ne!(
+            kind("  holder left: blocked 48%, preempted 21%, exited 0.5%"),
+            kind("  holder left: blocked 48%, preempted 21%, exited 0.5%, idle 0%")
+        );
+        assert_eq!(
+            kind("  holder left: blocked 48%, preempted <0.1%"),
+            "holder left: blocked #, preempted #"
         );
         assert_eq!(
             metric_kind(r#"schedlat_info{hook="tp_btf",version="0.1.0"} 1"#),

@@ -2,11 +2,12 @@
 //! split beside it (analysis/shape_modes.rs): the worker case of
 //! docs/decision.md as schedlat recorded it.
 
-use schedlat_common::{NR_BUCKETS, bucket_index, decision::Outcome};
-
 use crate::{
-    analysis::shape::{Verdict, classify, tests::waits},
-    histogram::{DecisionCounts, DecisionFacts, Waits},
+    analysis::{
+        diagnosis::fixtures::worker_outcomes,
+        shape::{Verdict, classify, tests::waits},
+    },
+    histogram::Waits,
     sys::slice::Slice,
 };
 
@@ -40,26 +41,6 @@ fn worker() -> Waits {
     waits(&groups)
 }
 
-/// The same run's outcomes (granted 38%, declined 19%, passed over
-/// 34%, other 9.4% of 1,367 waits; of the 698 over 1 ms: granted 5.9%,
-/// declined 36%, passed over 58%), placed in each mode.
-fn worker_decision() -> DecisionCounts {
-    let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-    let mut put = |o: Outcome, ns: u64, n: u64| {
-        let bucket: &mut [u64; NR_BUCKETS] = &mut d.outcome_buckets[o as usize];
-        bucket[bucket_index(ns)] += n;
-    };
-    put(Outcome::Granted, 6_000, 478);
-    put(Outcome::Other, 3_000, 123);
-    put(Outcome::PassedOver, 300_000, 60);
-    put(Outcome::Declined, 500_000, 9);
-    put(Outcome::Granted, 1_500_000, 41);
-    put(Outcome::Declined, 3_000_000, 251);
-    put(Outcome::PassedOver, 6_000_000, 405);
-    put(Outcome::Other, 12_000_000, 5);
-    d
-}
-
 /// Issue 24: the worker case was called "shifted-mean" (its median,
 /// 1.46 ms, is over a quarter slice) though its histogram has two
 /// populations: it is bimodal, and the decision says what separates
@@ -75,7 +56,7 @@ fn the_worker_case_is_bimodal_and_the_decision_separates_the_modes() {
     assert_eq!(s.evidence.modes_decision, None, "no split measured");
     assert!(!s.summary.contains("decision"), "{}", s.summary);
 
-    w.decision = Some(worker_decision());
+    w.decision = Some(worker_outcomes());
     let s = classify(&w, &slice);
     assert_eq!(s.verdict, Verdict::Bimodal, "{}", s.summary);
     let m = s.evidence.modes_decision.clone().unwrap();

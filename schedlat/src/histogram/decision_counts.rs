@@ -243,6 +243,7 @@ mod tests {
     use schedlat_common::decision::Holder;
 
     use super::*;
+    use crate::histogram::decision_fixtures::{self as fixtures, waits};
 
     fn facts() -> DecisionFacts {
         DecisionFacts::X86_6_18
@@ -250,27 +251,41 @@ mod tests {
 
     #[test]
     fn cpus_sum_and_readings_difference() {
-        let mut a = DecisionStats::ZERO;
-        a.count[cell(Decision::Protected, Pass::Zero)] = 5;
-        a.count[cell(Decision::Requested, Pass::ThreePlus)] = 2;
-        a.holder_count[Holder::SliceEnded as usize] = 7;
-        a.outcome_buckets[Outcome::Declined as usize][200] = 5;
-        a.share_waits = 5;
-        a.share_permille = 1250;
-        let mut b = a;
-        b.count[cell(Decision::Protected, Pass::Zero)] = 1;
+        let protected = |n| {
+            waits(
+                n,
+                900_000,
+                Decision::Protected,
+                Pass::Zero,
+                Holder::SliceEnded,
+            )
+        };
+        let passed = waits(
+            2,
+            3_000_000,
+            Decision::Requested,
+            Pass::ThreePlus,
+            Holder::SliceEnded,
+        );
+        let with_share = |mut s: DecisionStats| {
+            s.share_waits = 5;
+            s.share_permille = 1250;
+            s
+        };
+        let a = with_share(fixtures::stats(&[protected(5), passed]));
+        let b = with_share(fixtures::stats(&[protected(1), passed]));
         let total = DecisionCounts::from_cpus(facts(), &[a, b]);
         assert_eq!(total.decided(Decision::Protected), 6);
         assert_eq!(total.passed(Pass::ThreePlus), 4);
         assert_eq!(total.declined(), 6);
         assert_eq!(total.waits(), 10);
-        assert_eq!(total.holder_count[Holder::SliceEnded as usize], 14);
+        assert_eq!(total.holder_count[Holder::SliceEnded as usize], 10);
         assert_eq!(total.mean_share(), Some(0.25));
         let earlier = DecisionCounts::from_cpus(facts(), &[a]);
         let since = total.since(&earlier);
         assert_eq!(since.decided(Decision::Protected), 1);
         assert_eq!(since.waits(), 3);
-        assert_eq!(since.holder_count[Holder::SliceEnded as usize], 7);
-        assert_eq!(since.outcome_between(Outcome::Declined, 0, u64::MAX), 5);
+        assert_eq!(since.holder_count[Holder::SliceEnded as usize], 3);
+        assert_eq!(since.outcome_between(Outcome::Declined, 0, u64::MAX), 1);
     }
 }

@@ -176,9 +176,13 @@ impl DecisionCounts {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::DecisionStats;
-
-    use super::{super::decision_counts::DecisionFacts, *};
+    use super::{
+        super::{
+            decision_counts::DecisionFacts,
+            decision_fixtures::{self as fixtures, waits},
+        },
+        *,
+    };
 
     #[test]
     fn every_counter_is_differenced_and_summed() {
@@ -200,17 +204,26 @@ mod tests {
 
     #[test]
     fn readings_difference_and_keys_merge() {
-        let mut k = KeyDecision::ZERO;
-        k.decision_count[Decision::Protected as usize] = 5;
-        k.decision_sum_ns[Decision::Protected as usize] = 5_000_000;
-        k.pass_count[Pass::ThreePlus as usize] = 5;
-        k.outcome_count[Outcome::PassedOver as usize] = 5;
-        k.outcome_slow[Outcome::PassedOver as usize] = 4;
-        k.holder_count[Holder::SliceEnded as usize] = 5;
-        let then = KeyDecisionCounts::from_key(&k);
-        k.decision_count[Decision::Requested as usize] = 2;
-        k.outcome_count[Outcome::Granted as usize] = 2;
-        let now = KeyDecisionCounts::from_key(&k);
+        let passed_over = [
+            waits(
+                4,
+                1_200_000,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            ),
+            waits(
+                1,
+                200_000,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            ),
+        ];
+        let granted = waits(2, 10_000, Decision::Requested, Pass::Zero, Holder::Blocked);
+        let then = KeyDecisionCounts::from_key(&fixtures::key(&passed_over));
+        let now =
+            KeyDecisionCounts::from_key(&fixtures::key(&[passed_over[0], passed_over[1], granted]));
         let new = now.since(&then);
         assert_eq!((new.waits(), new.decided(Decision::Requested)), (2, 2));
         assert_eq!((new.declined(), new.slow()), (0, 0));
@@ -222,26 +235,34 @@ mod tests {
         assert_eq!(sum.held(Holder::SliceEnded), 10);
     }
 
+    /// The table's marginals are what the kernel counts per key for the
+    /// same waits, every counter of them.
     #[test]
     fn the_whole_systems_table_gives_the_same_view() {
-        let mut s = DecisionStats::ZERO;
-        s.count[cell(Decision::Requested, Pass::Zero)] = 3;
-        s.count[cell(Decision::Protected, Pass::Two)] = 2;
-        s.sum_ns[cell(Decision::Protected, Pass::Two)] = 9_000_000;
-        s.holder_count[Holder::Preempted as usize] = 5;
-        // Bucket 100 is a few us, 260 several ms (bucket_bounds).
-        s.outcome_buckets[Outcome::Granted as usize][100] = 3;
-        s.outcome_buckets[Outcome::PassedOver as usize][260] = 2;
+        let groups = [
+            waits(3, 7_000, Decision::Requested, Pass::Zero, Holder::Preempted),
+            waits(
+                2,
+                4_500_000,
+                Decision::Protected,
+                Pass::Two,
+                Holder::Preempted,
+            ),
+            waits(1, 20_000, Decision::Idle, Pass::Zero, Holder::Idle),
+        ];
+        let s = fixtures::stats(&groups);
         let k = DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]).marginals();
-        assert_eq!(k.waits(), 5);
+        assert_eq!(k, KeyDecisionCounts::from_key(&fixtures::key(&groups)));
+        assert_eq!(k.waits(), 6);
         assert_eq!(k.decided(Decision::Protected), 2);
         assert_eq!(k.decided_ns(Decision::Protected), 9_000_000);
-        assert_eq!((k.passed(Pass::Zero), k.passed(Pass::Two)), (3, 2));
+        assert_eq!((k.passed(Pass::Zero), k.passed(Pass::Two)), (4, 2));
         assert_eq!(k.outcome(Outcome::Granted), 3);
+        assert_eq!(k.outcome(Outcome::IdleCpu), 1);
         assert_eq!(k.outcome_slow(Outcome::Granted), 0);
         assert_eq!(k.outcome_slow(Outcome::PassedOver), 2);
         assert_eq!(k.outcome_ns(Outcome::PassedOver), 9_000_000);
-        assert_eq!(k.outcome_ns(Outcome::Granted), 0);
-        assert_eq!(k.held(Holder::Preempted), 5);
+        assert_eq!(k.outcome_ns(Outcome::Granted), 21_000);
+        assert_eq!((k.held(Holder::Preempted), k.held(Holder::Idle)), (5, 1));
     }
 }

@@ -17,6 +17,8 @@
 mod buckets;
 mod cause_counts;
 mod decision_counts;
+#[cfg(test)]
+pub(crate) mod decision_fixtures;
 pub(crate) mod hdr;
 mod key_decision;
 pub(crate) mod layout;

@@ -117,7 +117,19 @@ fn sort_name(sort: KeySort) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::breakdown::tests::row;
+    use crate::analysis::breakdown::{KeyRow, tests::row};
+
+    /// A breakdown by `by` of one key's row, the only key with waits.
+    fn one_key(by: Breakdown, row: KeyRow) -> KeyedReport {
+        KeyedReport {
+            by,
+            sort: KeySort::Total,
+            rows: vec![row],
+            keys_with_waits: 1,
+            unkeyed: 0,
+            max_keys: 4096,
+        }
+    }
 
     #[test]
     fn text_has_runqlat_labels_tables_and_a_footer() {
@@ -156,14 +168,7 @@ mod tests {
     fn a_hostile_name_cannot_act_on_the_terminal() {
         let mut hostile = row(42, &[3]);
         hostile.label = "pid = 42, comm = \u{1b}[2J\u{1b}[8mx\nFAKE 1 waits".to_string();
-        let report = KeyedReport {
-            by: Breakdown::Process,
-            sort: KeySort::Total,
-            rows: vec![hostile],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Process, hostile);
         let out = text(&report, Unit::Usecs);
         assert!(!out.contains('\u{1b}'), "{out:?}");
         assert!(!out.contains("\nFAKE"), "{out:?}");
@@ -190,14 +195,7 @@ mod tests {
         key.count[Cause::HeldBySameCgroup as usize] = 3;
         key.sum_ns[Cause::HeldBySameCgroup as usize] = 17_000;
         r.waits.causes = Some(CauseCounts::from_key(Measurable::default(), &key));
-        let report = KeyedReport {
-            by: Breakdown::Process,
-            sort: KeySort::Total,
-            rows: vec![r],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Process, r);
         let out = text(&report, Unit::Usecs);
         let after_shape = out.split_once("\nshape: ").unwrap().1;
         let causes = after_shape.lines().nth(1).unwrap();
@@ -215,32 +213,38 @@ mod tests {
 
     #[test]
     fn each_key_gets_its_decision_block_and_object() {
-        use schedlat_common::decision::{Decision, Holder, KeyDecision, Outcome, Pass};
+        use schedlat_common::decision::{Decision, Holder, Pass};
 
-        use crate::histogram::KeyDecisionCounts;
+        use crate::histogram::{
+            KeyDecisionCounts,
+            decision_fixtures::{self as fixtures, waits},
+        };
         // A passed-over worker: 2 of its 3 waits declined (protected)
         // and passed over 3+ times, both over 1 ms.
         let mut r = row(42, &[3, 5000, 9000]);
-        let mut k = KeyDecision::ZERO;
-        k.decision_count[Decision::Requested as usize] = 1;
-        k.decision_count[Decision::Protected as usize] = 2;
-        k.decision_sum_ns[Decision::Protected as usize] = 14_000_000;
-        k.pass_count[Pass::Zero as usize] = 1;
-        k.pass_count[Pass::ThreePlus as usize] = 2;
-        k.holder_count[Holder::SliceEnded as usize] = 3;
-        k.outcome_count[Outcome::Granted as usize] = 1;
-        k.outcome_count[Outcome::PassedOver as usize] = 2;
-        k.outcome_slow[Outcome::PassedOver as usize] = 2;
+        let protected = |ns| {
+            waits(
+                1,
+                ns,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            )
+        };
+        let mut k = fixtures::key(&[
+            waits(
+                1,
+                3_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::SliceEnded,
+            ),
+            protected(5_000_000),
+            protected(9_000_000),
+        ]);
         k.passes = 8;
         r.waits.key_decision = Some(KeyDecisionCounts::from_key(&k));
-        let report = KeyedReport {
-            by: Breakdown::Thread,
-            sort: KeySort::Total,
-            rows: vec![r],
-            keys_with_waits: 1,
-            unkeyed: 0,
-            max_keys: 4096,
-        };
+        let report = one_key(Breakdown::Thread, r);
         let out = text(&report, Unit::Usecs);
         let block: Vec<&str> = out
             .lines()

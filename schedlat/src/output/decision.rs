@@ -363,10 +363,11 @@ fn facts_json(f: &DecisionFacts) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::DecisionStats;
-
     use super::*;
-    use crate::histogram::DecisionCounts;
+    use crate::histogram::{
+        DecisionCounts,
+        decision_fixtures::{self as fixtures, waits},
+    };
 
     fn facts() -> DecisionFacts {
         DecisionFacts::X86_6_18
@@ -374,16 +375,29 @@ mod tests {
 
     /// The worker case's shape: granted short waits, passed-over long ones.
     fn worker() -> Waits {
-        let mut s = DecisionStats::ZERO;
-        s.count[cell(Decision::Requested, Pass::Zero)] = 120;
-        s.sum_ns[cell(Decision::Requested, Pass::Zero)] = 120 * 7_000;
-        s.count[cell(Decision::Protected, Pass::ThreePlus)] = 80;
-        s.sum_ns[cell(Decision::Protected, Pass::ThreePlus)] = 80 * 8_000_000;
-        s.holder_count[Holder::Preempted as usize] = 150;
-        s.holder_count[Holder::Blocked as usize] = 50;
-        // Bucket 100 is a few us, 260 several ms (bucket_bounds).
-        s.outcome_buckets[Outcome::Granted as usize][100] = 120;
-        s.outcome_buckets[Outcome::PassedOver as usize][260] = 80;
+        let mut s = fixtures::stats(&[
+            waits(
+                120,
+                7_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+            waits(
+                30,
+                8_000_000,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::Preempted,
+            ),
+            waits(
+                50,
+                8_000_000,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::Blocked,
+            ),
+        ]);
         s.passes = 80 * 4;
         s.predicted_waits = 80;
         s.predicted_ns = 80 * 1_000_000;
@@ -457,12 +471,22 @@ mod tests {
     /// no prediction and no share, which are null and said so, not zeros.
     #[test]
     fn cfs_says_what_its_rule_cannot_give() {
-        let mut s = DecisionStats::ZERO;
-        s.count[cell(Decision::Requested, Pass::Zero)] = 30;
-        s.count[cell(Decision::WakeupGranularity, Pass::Zero)] = 20;
-        s.holder_count[Holder::Preempted as usize] = 50;
-        s.outcome_buckets[Outcome::Granted as usize][100] = 30;
-        s.outcome_buckets[Outcome::Declined as usize][260] = 20;
+        let s = fixtures::stats(&[
+            waits(
+                30,
+                7_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+            waits(
+                20,
+                4_000_000,
+                Decision::WakeupGranularity,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+        ]);
         let facts = DecisionFacts {
             need_resched_bit: 3,
             lazy_bit: None,

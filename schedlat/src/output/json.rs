@@ -265,19 +265,24 @@ mod tests {
         Waits::from_cpus(&[cpu]).with_extremes(&[x])
     }
 
-    #[test]
-    fn interval_object_has_bounds_counts_losses_and_analysis() {
-        let waits = sample();
+    /// `waits` as one second's JSON interval, with a fixed 1.5 ms slice.
+    fn rendered(waits: &Waits) -> String {
         let slice = Slice::fixed(1_500_000, "test");
         let report = Report::new(
             HookMode::Btf,
             Unit::Usecs,
-            &waits,
+            waits,
             &slice,
             Duration::from_secs(1),
             true,
         );
-        let v: serde_json::Value = serde_json::from_str(&render(&report)).unwrap();
+        render(&report)
+    }
+
+    #[test]
+    fn interval_object_has_bounds_counts_losses_and_analysis() {
+        let waits = sample();
+        let v: serde_json::Value = serde_json::from_str(&rendered(&waits)).unwrap();
         assert_eq!(v["schema"], SCHEMA);
         assert_eq!(v["hook"], "tp_btf");
         assert_eq!(v["count"], 2);
@@ -307,16 +312,7 @@ mod tests {
         let mut waits = sample();
         let cpu = crate::output::causes::tests::sample_cpu();
         waits.causes = Some(CauseCounts::from_cpus(Measurable::default(), &[cpu]));
-        let slice = Slice::fixed(1_500_000, "test");
-        let report = Report::new(
-            HookMode::Btf,
-            Unit::Usecs,
-            &waits,
-            &slice,
-            Duration::from_secs(1),
-            true,
-        );
-        let v: serde_json::Value = serde_json::from_str(&render(&report)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&rendered(&waits)).unwrap();
         assert_eq!(v["causes"]["woken"]["count"], 900);
         assert_eq!(
             v["causes"]["overlap_ns"]["throttled"],
@@ -334,16 +330,7 @@ mod tests {
     #[test]
     fn round_trips_the_waits() {
         let waits = sample();
-        let slice = Slice::fixed(1_500_000, "test");
-        let report = Report::new(
-            HookMode::Btf,
-            Unit::Usecs,
-            &waits,
-            &slice,
-            Duration::from_secs(1),
-            true,
-        );
-        let back: Interval = serde_json::from_str(&render(&report)).unwrap();
+        let back: Interval = serde_json::from_str(&rendered(&waits)).unwrap();
         assert_eq!(back.waits(), Some(waits));
     }
 }

@@ -261,37 +261,21 @@ fn remedy(rule: Rule, kernel: KernelFacts, pid: &str, nice: i32) -> (&'static st
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::{
-        NR_BUCKETS, bucket_index,
-        decision::{Pass, cell},
-    };
+    use schedlat_common::decision::{Pass, cell};
 
     use super::*;
-    use crate::{
-        analysis::diagnosis::fixtures::{findings, waiter},
-        histogram::DecisionFacts,
-    };
+    use crate::analysis::diagnosis::fixtures::{findings, outcomes, waiter, worker_outcomes};
 
     const KERNEL: KernelFacts = KernelFacts {
         release: Release(6, 18),
     };
 
-    fn put(d: &mut DecisionCounts, o: Outcome, ns: u64, n: u64) {
-        let bucket: &mut [u64; NR_BUCKETS] = &mut d.outcome_buckets[o as usize];
-        bucket[bucket_index(ns)] += n;
-    }
-
-    /// The worker case (docs/decision.md, 1,367 waits in 5 s on the 6.18
-    /// VM): of 698 waits over 1 ms, 58% passed over, 36% declined; the
-    /// rules of the 595 declined: protected 502, later deadline 70, not
-    /// eligible 23; fair share 26%.
+    /// The worker case's outcomes (docs/decision.md; of 702 waits over
+    /// 1 ms, 58% passed over, 36% declined) with its rules: of the 595
+    /// declined, protected 502, later deadline 70, not eligible 23; fair
+    /// share 26%.
     fn worker() -> DecisionCounts {
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::Granted, 6_000, 478);
-        put(&mut d, Outcome::Granted, 1_500_000, 41);
-        put(&mut d, Outcome::Declined, 3_000_000, 251);
-        put(&mut d, Outcome::PassedOver, 6_000_000, 405);
-        put(&mut d, Outcome::Other, 12_000_000, 5);
+        let mut d = worker_outcomes();
         for (rule, n) in [
             (Decision::Protected, 502),
             (Decision::LaterDeadline, 70),
@@ -377,15 +361,17 @@ mod tests {
     /// And passed over with no share measured: no rule is named.
     #[test]
     fn another_class_and_unmeasured_pass_overs_are_not_eligibility() {
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::Declined, 3_000_000, 29);
-        put(&mut d, Outcome::PassedOver, 6_000_000, 33);
+        let mut d = outcomes(&[
+            (Outcome::Declined, 3_000_000, 29),
+            (Outcome::PassedOver, 6_000_000, 33),
+        ]);
         d.count[cell(Decision::OtherClass, Pass::Zero)] = 62;
         let dg = decision(&d, &worker_findings(), KERNEL).expect("named");
         assert_eq!(dg.name, ANOTHER_CLASS, "{}", dg.evidence);
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::Granted, 6_000, 500);
-        put(&mut d, Outcome::PassedOver, 3_000_000, 24);
+        let d = outcomes(&[
+            (Outcome::Granted, 6_000, 500),
+            (Outcome::PassedOver, 3_000_000, 24),
+        ]);
         let sleeper = Findings {
             top_waiters: waiter(0.05),
             ..findings()
@@ -399,10 +385,11 @@ mod tests {
     /// for 1%): the same, never "not eligible".
     #[test]
     fn slice_protection_gets_a_shorter_slice() {
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::Granted, 6_000, 500);
-        put(&mut d, Outcome::Declined, 1_200_000, 300);
-        put(&mut d, Outcome::PassedOver, 2_000_000, 20);
+        let mut d = outcomes(&[
+            (Outcome::Granted, 6_000, 500),
+            (Outcome::Declined, 1_200_000, 300),
+            (Outcome::PassedOver, 2_000_000, 20),
+        ]);
         d.count[cell(Decision::Protected, Pass::Zero)] = 300;
         d.share_waits = 10;
         d.share_permille = 5_000;
@@ -456,12 +443,12 @@ mod tests {
     /// or too few slow waits: no decision is named.
     #[test]
     fn granted_or_few_slow_waits_name_nothing() {
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::Granted, 2_000_000, 300);
-        put(&mut d, Outcome::Declined, 2_000_000, 100);
+        let d = outcomes(&[
+            (Outcome::Granted, 2_000_000, 300),
+            (Outcome::Declined, 2_000_000, 100),
+        ]);
         assert!(decision(&d, &findings(), KERNEL).is_none());
-        let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
-        put(&mut d, Outcome::PassedOver, 2_000_000, MIN_SLOW - 1);
+        let d = outcomes(&[(Outcome::PassedOver, 2_000_000, MIN_SLOW - 1)]);
         assert!(decision(&d, &findings(), KERNEL).is_none());
     }
 }

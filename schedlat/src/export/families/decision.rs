@@ -115,30 +115,36 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries) -> Vec<Family> {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::{
-        Decision, DecisionStats, Holder, KeyDecision, Outcome, Pass, cell,
-    };
+    use schedlat_common::decision::{Decision, Holder, Pass};
 
     use super::*;
     use crate::{
         export::encode::Format,
-        histogram::{DecisionCounts, DecisionFacts},
+        histogram::{
+            DecisionCounts, DecisionFacts,
+            decision_fixtures::{self as fixtures, waits},
+        },
     };
 
     /// 2 waits of 1 ms granted at once, 3 of 4 ms protected and passed
     /// over 3+ times.
     fn counts() -> KeyDecisionCounts {
-        let mut s = DecisionStats::ZERO;
-        let granted = cell(Decision::Requested, Pass::Zero);
-        s.count[granted] = 2;
-        s.sum_ns[granted] = 2_000_000;
-        let passed = cell(Decision::Protected, Pass::ThreePlus);
-        s.count[passed] = 3;
-        s.sum_ns[passed] = 12_000_000;
-        s.holder_count[Holder::Blocked as usize] = 2;
-        s.holder_sum_ns[Holder::Blocked as usize] = 2_000_000;
-        s.holder_count[Holder::SliceEnded as usize] = 3;
-        s.holder_sum_ns[Holder::SliceEnded as usize] = 12_000_000;
+        let s = fixtures::stats(&[
+            waits(
+                2,
+                1_000_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::Blocked,
+            ),
+            waits(
+                3,
+                4_000_000,
+                Decision::Protected,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            ),
+        ]);
         DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]).marginals()
     }
 
@@ -198,14 +204,13 @@ mod tests {
     /// key's own counts, under the cgroup's labels.
     #[test]
     fn each_cgroup_series_has_every_class_of_its_own_waits() {
-        let mut k = KeyDecision::ZERO;
-        k.decision_count[Decision::NotEligible as usize] = 4;
-        k.decision_sum_ns[Decision::NotEligible as usize] = 8_000_000;
-        k.pass_count[Pass::ThreePlus as usize] = 4;
-        k.holder_count[Holder::SliceEnded as usize] = 4;
-        k.outcome_count[Outcome::PassedOver as usize] = 4;
-        k.outcome_sum_ns[Outcome::PassedOver as usize] = 8_000_000;
-        let web = KeyDecisionCounts::from_key(&k);
+        let web = KeyDecisionCounts::from_key(&fixtures::key(&[waits(
+            4,
+            2_000_000,
+            Decision::NotEligible,
+            Pass::ThreePlus,
+            Holder::SliceEnded,
+        )]));
         let family = DecisionSeries {
             series: vec![
                 (vec![("cgroup", "/web".into())], web),

@@ -730,16 +730,30 @@ mod tests {
     /// rows are the victims').
     #[test]
     fn the_decision_split_is_under_the_causes() {
-        use schedlat_common::decision::{Decision, DecisionStats, Outcome, Pass, cell};
+        use schedlat_common::decision::{Decision, Holder, Pass};
 
-        use crate::histogram::{DecisionCounts, DecisionFacts};
+        use crate::histogram::{
+            DecisionCounts, DecisionFacts,
+            decision_fixtures::{self as fixtures, waits},
+        };
         let mut state = known_state();
         assert!(!screen(&state, 80, 24).contains("decision:"));
-        let mut s = DecisionStats::ZERO;
-        s.count[cell(Decision::Requested, Pass::Zero)] = 600;
-        s.count[cell(Decision::NotEligible, Pass::ThreePlus)] = 370;
-        s.outcome_buckets[Outcome::Granted as usize][100] = 600;
-        s.outcome_buckets[Outcome::PassedOver as usize][260] = 370;
+        let s = fixtures::stats(&[
+            waits(
+                600,
+                7_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+            waits(
+                370,
+                4_000_000,
+                Decision::NotEligible,
+                Pass::ThreePlus,
+                Holder::SliceEnded,
+            ),
+        ]);
         state.last.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]));
         let line = decision::line(&state.last).unwrap();
         assert!(line.starts_with("decision: granted 62%"), "{line}");
