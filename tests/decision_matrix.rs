@@ -35,6 +35,7 @@ use std::{
 use common::{
     SCHEDLAT, TracerProcess,
     cpu::CpuTimes,
+    decision_names::DECLINED_RULES,
     kernel::{kernel_release, kernel_version, set_custom_slice},
     parse_json_lines, require_root, run_schedlat, workload,
 };
@@ -158,23 +159,14 @@ fn asked(d: &Value) -> u64 {
 }
 
 const EEVDF_RULES: [&str; 3] = ["protected", "not_eligible", "later_deadline"];
-const RULES: [&str; 7] = [
-    "not_eligible",
-    "later_deadline",
-    "protected",
-    "policy_gate",
-    "other_class",
-    "wakeup_granularity",
-    "rule_unknown",
-];
 
 fn declined(d: &Value) -> u64 {
-    RULES.iter().map(|r| count(d, r)).sum()
+    DECLINED_RULES.iter().map(|r| count(d, r)).sum()
 }
 
 /// The rules that declined any wakeup, with their counts.
 fn rules_seen(d: &Value) -> Vec<(&'static str, u64)> {
-    RULES
+    DECLINED_RULES
         .iter()
         .map(|&r| (r, count(d, r)))
         .filter(|&(_, n)| n > 0)

@@ -629,32 +629,17 @@ fn the_decision_split_grants_a_real_time_sleeper() {
         "{waits} split of {count} waits: {d}"
     );
     assert_eq!(sum_counts(&d["table"]), waits, "{d}");
-    let holders: u64 = [
-        "blocked",
-        "preempted",
-        "slice_ended",
-        "exited",
-        "yielded",
-        "idle",
-    ]
-    .iter()
-    .map(|h| d["holders"][h]["count"].as_u64().unwrap())
-    .sum();
+    let holders: u64 = common::decision_names::HOLDERS
+        .iter()
+        .map(|h| d["holders"][h]["count"].as_u64().unwrap())
+        .sum();
     assert_eq!(holders, waits, "{d}");
     let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap();
     let asked = of("requested") + of("slice_ended") + of("pending") + of("lazy");
-    let not_asked: u64 = [
-        "not_eligible",
-        "later_deadline",
-        "protected",
-        "policy_gate",
-        "other_class",
-        "wakeup_granularity",
-        "rule_unknown",
-    ]
-    .iter()
-    .map(|n| of(n))
-    .sum();
+    let not_asked: u64 = common::decision_names::DECLINED_RULES
+        .iter()
+        .map(|n| of(n))
+        .sum();
     eprintln!(
         "{}: {asked} wakeups asked, {not_asked} not, idle {}, of {waits} waits; kernel {}",
         kernel_release(),

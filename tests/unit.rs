@@ -281,11 +281,15 @@ fn memory_max_is_not_reached_under_a_fork_storm() {
     let (hits, kills) = (memory_event("max"), memory_event("oom_kill"));
     let addr: SocketAddr = ADDR.parse().unwrap();
     let mut highest = 0u64;
-    let mut scrapes = 0;
+    // Every scrape asked for during the storm must be answered. How many
+    // fit in 15 s depends on the host (under emulation on a loaded host, 8
+    // did), so the count asked for is a floor, not a rate.
+    let (mut asked, mut scrapes) = (0, 0);
     {
         let _storm = ForkStorm::start(2);
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(15) {
+            asked += 1;
             if scrape(addr).is_some() {
                 scrapes += 1;
             }
@@ -303,7 +307,10 @@ fn memory_max_is_not_reached_under_a_fork_storm() {
         "the service was restarted"
     );
     assert_eq!(show("NRestarts"), restarts);
-    assert!(scrapes > 10, "{scrapes} scrapes answered in 15 s");
+    assert!(
+        scrapes == asked && asked >= 3,
+        "{scrapes} of {asked} scrapes answered in 15 s (each has 2 s to connect and 10 s to answer)"
+    );
     assert!(
         peak * 2 <= max,
         "peak {peak} is more than half of MemoryMax {max}"

@@ -7,6 +7,7 @@ pub(crate) mod bpf;
 pub(crate) mod cgroup;
 pub(crate) mod container;
 pub(crate) mod cpu;
+pub(crate) mod decision_names;
 pub(crate) mod exposition;
 pub(crate) mod http;
 pub(crate) mod kernel;
