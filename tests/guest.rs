@@ -723,13 +723,13 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
     drop(tracer);
     let mut text = String::new();
     let _ = stderr.read_to_string(&mut text);
-    // "schedlat: load-time PROGRAM MS ms verified_insns N"
+    // "schedlat: load-time PROGRAM MS ms verified_insns N cpu MS ms"
     let programs = text
         .lines()
         .filter_map(|l| l.strip_prefix("schedlat: load-time "))
         .filter_map(|rest| {
             let words: Vec<&str> = rest.split_whitespace().collect();
-            let [program, ms, "ms", "verified_insns", insns] = words[..] else {
+            let [program, ms, "ms", "verified_insns", insns, ..] = words[..] else {
                 return None;
             };
             Some((program.to_string(), ms.parse().ok()?, insns.to_string()))

@@ -618,8 +618,8 @@ impl LastValues {
 /// (a hog and a sleeper on one CPU) and B idle (a sleeper): in each scrape
 /// the group that waited most since the previous one gets the series, the
 /// other's new waits go to the overflow series. Across scrapes no series
-/// goes down, and the last value of every series, plus overflow, plus
-/// unkeyed, is the total; a second serve without a limit sees the same
+/// goes down, and the last value of every series, plus overflow (which
+/// counts the unkeyed waits too), is the total; a second serve without a limit sees the same
 /// waits. With `--pin B` B has a series in every scrape. Then both groups
 /// are removed: idle and gone, they are left out, overflow keeps its count.
 #[test]
@@ -657,10 +657,10 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
         assert!(keyed.len() <= 1, "{counts:?}");
         let folded = sample(&body, "schedlat_overflow_keys").unwrap();
         overflowed += folded as u64;
-        // Keys are read before the total: never more than it, at any scrape.
+        // Keys are read before the total, and overflow is the rest of it:
+        // never more than the total, at any scrape.
         let total = samples(&body, &format!("{HISTOGRAM}_count"))[0].1 as u64;
-        let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
-        assert!(last.sum() + unkeyed <= total, "{:?} > {total}", last.0);
+        assert!(last.sum() <= total, "{:?} > {total}", last.0);
         assert_eq!(
             sample(&body, "schedlat_keyed_series"),
             Some(counts.len() as f64)
@@ -688,8 +688,8 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
     let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
     let overflow = count_of(&counts, OVERFLOW).expect("something overflowed");
     assert_eq!(unkeyed, 0);
-    // Every wait of the total is in exactly one series, or unkeyed.
-    assert_eq!(last.sum() + unkeyed, total, "{:?}", last.0);
+    // Every wait of the total is in exactly one series.
+    assert_eq!(last.sum(), total, "{:?}", last.0);
     let unlimited = cgroup_counts(&full.scrape_text());
     let both = count_of(&unlimited, &a.rel).unwrap() + count_of(&unlimited, &b.rel).unwrap();
     assert_eq!(both, last.sum(), "{unlimited:?} vs {:?}", last.0);
@@ -716,9 +716,9 @@ fn max_series_ranks_by_wait_pins_and_accounts_for_every_wait() {
 /// test cgroup start a `sleep` every 5 ms, each a key that waits a few
 /// times and exits, and `--max-series 3` keeps most of them in overflow.
 /// At every scrape no series goes down (no false counter reset), and the
-/// last value of every series seen, plus unkeyed, is at most the total
-/// (the keys are read before the total); once the load stops, exactly the
-/// total. After the load, the idle processes are left out: only overflow
+/// last value of every series seen (overflow counts the unkeyed waits) is
+/// at most the total (the keys are read before the total); once the load
+/// stops, exactly the total. After the load, the idle processes are left out: only overflow
 /// is exported.
 #[test]
 fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
@@ -751,10 +751,9 @@ fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
         last.update(&now);
         let keyed = now.iter().filter(|(l, _)| !l.contains(OVERFLOW)).count();
         assert!(keyed <= 3, "{now:?}");
-        let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
         assert!(
-            last.sum() + unkeyed <= total(&body),
-            "series {} + unkeyed {unkeyed} > total {}",
+            last.sum() <= total(&body),
+            "series {} > total {}",
             last.sum(),
             total(&body)
         );
@@ -772,8 +771,7 @@ fn pids_come_and_go_without_false_resets_and_add_up_to_the_total() {
     thread::sleep(Duration::from_millis(100));
     let body = server.scrape_text();
     last.update(&counts(&body));
-    let unkeyed = sample(&body, "schedlat_unkeyed_waits_total").unwrap() as u64;
-    assert_eq!(last.sum() + unkeyed, total(&body), "{:?}", last.0);
+    assert_eq!(last.sum(), total(&body), "{:?}", last.0);
     // Idle, and gone: left out; only overflow is exported.
     for _ in 0..3 {
         let body = server.scrape_text();

@@ -60,6 +60,22 @@ impl KeyStats {
 // (checked below), valid for any bit pattern.
 unsafe impl aya::Pod for KeyStats {}
 
+/// One key's waits and their sum, cumulative since its first wait: a
+/// [`KeyStats`]' count and sum in a map of their own (`KEY_SUMMARY`), 16
+/// bytes a key, so that a scrape learns which keys waited since the last,
+/// and by how much, without copying 1,696 bytes of every key out of the
+/// kernel (serve reads a whole histogram only for the keys it exports).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeySummary {
+    pub waits: u64,
+    pub sum_ns: u64,
+}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), two u64s, valid for any bit pattern.
+unsafe impl aya::Pod for KeySummary {}
+
 #[cfg(test)]
 mod tests {
     use core::mem::size_of;

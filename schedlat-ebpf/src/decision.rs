@@ -118,6 +118,10 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     if !woken {
         return EnqueueWord::plain(Decision::NotWakeup as u64, switches);
     }
+    // Before the first branch: `task` is a tp_btf argument (a trusted
+    // pointer), and each load of a pointer field from it costs the
+    // verifier scans of the kernel's BTF on every path that reaches it.
+    let wakee = Wakee::of_task(task);
     let curr = rq.curr();
     if curr.flags() & PF_IDLE != 0 {
         return EnqueueWord::plain(Decision::Idle as u64, switches);
@@ -126,7 +130,7 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     if flags & get(&DECISION.need_resched_mask) != 0 {
         let asked = if pending(rq, curr, switches) {
             Decision::Pending
-        } else if slice_ended(task, curr) {
+        } else if slice_ended(wakee, curr) {
             Decision::SliceEnded
         } else {
             Decision::Requested
@@ -136,7 +140,7 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     if flags & get(&DECISION.lazy_mask) != 0 {
         return EnqueueWord::plain(Decision::Lazy as u64, switches);
     }
-    let (rule, share, predicted) = rule(task, curr);
+    let (rule, share, predicted) = rule(task, wakee, curr);
     EnqueueWord::pack(rule, share, predicted, switches)
 }
 
@@ -164,16 +168,16 @@ fn pending(rq: Rq, curr: TaskPtr, switches: u64) -> bool {
     false
 }
 
-/// Whether a wakeup of `task` that found need-resched set on `curr` set
+/// Whether a wakeup of `wakee` that found need-resched set on `curr` set
 /// it because its enqueue found curr's slice used up (both on one queue:
 /// the enqueue updates that queue's running entity).
 #[inline(always)]
-fn slice_ended(task: TaskPtr, curr: TaskPtr) -> bool {
+fn slice_ended(wakee: Wakee, curr: TaskPtr) -> bool {
     if get(&DECISION.fair) != 1 {
         return false;
     }
-    let (wakee, curr) = (task.se(), curr.se());
-    if wakee.queue_addr() != curr.queue_addr() {
+    let curr = curr.se();
+    if wakee.queue != curr.queue_addr() {
         return false;
     }
     let left = curr.deadline().wrapping_sub(curr.vruntime()) as i64;
@@ -186,7 +190,7 @@ fn slice_ended(task: TaskPtr, curr: TaskPtr) -> bool {
 /// decided with (kernel/sched/fair.c check_preempt_wakeup_fair(),
 /// check_preempt_wakeup() before 6.7, and pick_eevdf()).
 #[inline(always)]
-fn rule(task: TaskPtr, curr: TaskPtr) -> (u64, u64, u64) {
+fn rule(task: TaskPtr, wakee: Wakee, curr: TaskPtr) -> (u64, u64, u64) {
     let wakee_policy = u64::from(task.policy() & 63);
     let curr_policy = u64::from(curr.policy() & 63);
     if (OUTRANKS >> wakee_policy) & 1 != 0 || (OUTRANKS >> curr_policy) & 1 != 0 {
@@ -196,7 +200,7 @@ fn rule(task: TaskPtr, curr: TaskPtr) -> (u64, u64, u64) {
         return (Decision::PolicyGate as u64, 0, 0);
     }
     match get(&DECISION.fair) {
-        1 => eevdf_rule(task.se(), curr.se()),
+        1 => eevdf_rule(wakee, curr.se()),
         2 => (Decision::WakeupGranularity as u64, 0, 0),
         _ => (Decision::RuleUnknown as u64, 0, 0),
     }
@@ -204,7 +208,7 @@ fn rule(task: TaskPtr, curr: TaskPtr) -> (u64, u64, u64) {
 
 /// The EEVDF rule, at the queue the two entities share.
 #[inline(always)]
-fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64, u64) {
+fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, u64, u64) {
     let Some((wakee, curr)) = matching(wakee, curr) else {
         return (Decision::RuleUnknown as u64, 0, 0);
     };
@@ -261,8 +265,8 @@ fn eevdf_rule(wakee: Se, curr: Se) -> (u64, u64, u64) {
 /// two depths it keeps decrementing (the kernel's shape) leaves the
 /// verifier 3-way choices at every step, most of its time at load.
 #[inline(always)]
-fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
-    let (wakee_depth, curr_depth) = (wakee.depth(), curr.depth());
+fn matching(mut wakee: Wakee, mut curr: Se) -> Option<(Se, Se)> {
+    let (wakee_depth, curr_depth) = (wakee.se.depth(), curr.depth());
     let wakee_deeper = wakee_depth > curr_depth;
     let (apart, common) = if wakee_deeper {
         (wakee_depth - curr_depth, curr_depth)
@@ -276,7 +280,7 @@ fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
     for step in 0..MAX_GROUP_WALK as u32 {
         if step < apart {
             if wakee_deeper {
-                wakee = wakee.parent();
+                wakee = wakee.up();
             } else {
                 curr = curr.parent();
             }
@@ -286,17 +290,63 @@ fn matching(mut wakee: Se, mut curr: Se) -> Option<(Se, Se)> {
         if level + apart >= MAX_GROUP_WALK as u32 {
             return None;
         }
-        if wakee.queue_addr() == curr.queue_addr() {
-            return Some((wakee, curr));
+        if wakee.queue == curr.queue_addr() {
+            return Some((wakee.se, curr));
         }
         // Both at the root and still apart: not one CPU's queues.
         if level >= common {
             return None;
         }
-        wakee = wakee.parent();
+        wakee = wakee.up();
         curr = curr.parent();
     }
     None
+}
+
+/// The wakee's side of the walk: an entity with its two pointer fields
+/// (`se->cfs_rq`, as a number, and `se->parent`) read when it is reached.
+///
+/// The wakee's own entity is inside a tp_btf argument, a trusted pointer:
+/// each load of a pointer field from it makes the verifier scan the
+/// kernel's BTF by name four times (docs/architecture.md, "Load BTF
+/// pointer fields before the paths branch"), on every path that reaches
+/// the load. So the task's are read once, in `at_enqueue` before its first
+/// branch (its `se.cfs_rq` is the one main.rs read for the queue); the
+/// entities above it (`se->parent`) are plain BTF pointers, whose loads
+/// cost no scan.
+#[derive(Clone, Copy)]
+struct Wakee {
+    se: Se,
+    queue: u64,
+    parent: Se,
+}
+
+impl Wakee {
+    /// The task's own entity; `task.cfs_rq()` was read already.
+    #[inline(always)]
+    fn of_task(task: TaskPtr) -> Wakee {
+        let se = task.se();
+        Wakee {
+            se,
+            queue: task.cfs_rq().addr(),
+            parent: se.parent(),
+        }
+    }
+
+    #[inline(always)]
+    fn of(se: Se) -> Wakee {
+        Wakee {
+            se,
+            queue: se.queue_addr(),
+            parent: se.parent(),
+        }
+    }
+
+    /// The group entity one level up.
+    #[inline(always)]
+    fn up(self) -> Wakee {
+        Wakee::of(self.parent)
+    }
 }
 
 /// The decision of a wait that a switch from `prev` (still runnable when

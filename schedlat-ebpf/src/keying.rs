@@ -18,7 +18,7 @@ use schedlat_common::{
         Outcome,
     },
     flat::above,
-    scope::{Breakdown, KeyStats},
+    scope::{Breakdown, KeyStats, KeySummary},
 };
 
 use crate::{
@@ -32,6 +32,12 @@ use crate::{
 /// no breakdown is asked for.
 #[map]
 static KEYED: HashMap<u64, KeyStats> = HashMap::with_max_entries(1, 0);
+
+/// Per key, its waits and their sum (`KeySummary`): what a scrape reads
+/// of every key, where KEYED is read only for the keys it exports. Sized
+/// by the loader as KEYED.
+#[map]
+static KEY_SUMMARY: HashMap<u64, KeySummary> = HashMap::with_max_entries(1, 0);
 
 /// A zeroed `KeyStats` to insert new keys from (1,696 bytes: too big for
 /// the 512-byte BPF stack).
@@ -83,6 +89,11 @@ pub fn key_histogram(next: TaskPtr, (decided, wait): (u64, u64)) -> Key {
     } else {
         u64::from(cpu())
     };
+    // The summary first: a key that has one is found by every scrape (and
+    // deleted once gone); one without (the summary map full) is unkeyed.
+    if !count_summary(key, wait) {
+        return Key::Full;
+    }
     let Some(stats) = key_stats(key).and_then(NonNull::new) else {
         return Key::Full;
     };
@@ -246,6 +257,29 @@ fn count_decision(key: u64, d: Decided, wait: u64) {
         );
         atomic::add_u64(&raw mut (*s).passes, d.passes());
     }
+}
+
+/// One more wait of `wait` ns in `key`'s summary, inserted zeroed at its
+/// first (16 bytes: from the stack); false when the map is full.
+#[inline(always)]
+fn count_summary(key: u64, wait: u64) -> bool {
+    let found = match KEY_SUMMARY.get_ptr_mut(key) {
+        Some(p) => Some(p),
+        None => {
+            let zero = KeySummary::default();
+            let _ = KEY_SUMMARY.insert(key, zero, u64::from(BPF_NOEXIST));
+            KEY_SUMMARY.get_ptr_mut(key)
+        }
+    };
+    let Some(s) = found else {
+        return false;
+    };
+    // SAFETY: aligned u64s of a map value, valid for this program run.
+    unsafe {
+        atomic::add_u64(&raw mut (*s).waits, 1);
+        atomic::add_u64(&raw mut (*s).sum_ns, wait);
+    }
+    true
 }
 
 /// The key's decision split, inserted zeroed on its first wait (as

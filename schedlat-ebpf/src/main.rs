@@ -66,7 +66,7 @@ use aya_ebpf::{
 use schedlat_common::start::Kind;
 
 use crate::{
-    config::{COMPUTE, TP, get},
+    config::{COMPUTE, RQ, TP, get},
     memory::{CgroupPtr, TaskPtr, tp_read},
 };
 
@@ -92,6 +92,14 @@ pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
 #[inline(always)]
 fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     let task = TaskPtr::new(ctx.arg(0));
+    // With the decision split, `task->se.cfs_rq` is read once, here,
+    // before any branch, for both the queue and the decision's walk (each
+    // load of a pointer field from the argument costs the verifier four
+    // scans of the kernel's BTF by name: memory.rs `with_links`).
+    let task = match D {
+        true => task.with_links(get(&RQ.resolved) != 0, false),
+        false => task,
+    };
     // Filtered-out tasks return here, before any map access.
     if filter::wanted(task) {
         wait::enqueue::<D>(task.pid(), kind, Some(task));

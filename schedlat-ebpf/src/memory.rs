@@ -350,6 +350,12 @@ impl CfsRq {
     pub fn zero(self) -> u64 {
         self.0.read_u64(get(&DECISION.cfs_zero))
     }
+
+    /// The queue's address, to compare with an entity's `queue_addr`.
+    #[inline(always)]
+    pub fn addr(self) -> u64 {
+        self.0.0 as u64
+    }
 }
 
 /// A `struct cgroup_subsys_state *`, or NULL.

@@ -64,6 +64,19 @@ impl Tracer {
         Ok(())
     }
 
+    /// One key's decision split; None when it has none.
+    pub(crate) fn key_decision_entry(&self, key: u64) -> Result<Option<KeyDecision>, ReadError> {
+        let name = names::MAP_KEY_DECISIONS;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let split = aya::maps::HashMap::<&MapData, u64, KeyDecision>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        match split.get(&key, 0) {
+            Ok(d) => Ok(Some(d)),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(error) => Err(ReadError::Map { name, error }),
+        }
+    }
+
     /// Deletes one key's decision split (its task or cgroup is gone); a key
     /// that never had one is no error.
     pub(super) fn forget_key_decision(&mut self, key: u64) -> Result<(), ReadError> {

@@ -13,8 +13,8 @@
 //!   differenced, while its entry is still in the CPU's cache.
 //! - Its buckets are kept between readings as the user needs them
 //!   ([`Kept`]): every fine bucket and log2 slot (the tables and their
-//!   percentiles), or folded into an export layout (a quarter of the
-//!   memory and of the work, for ten thousand keys a scrape).
+//!   percentiles). serve reads its keys otherwise (key_summaries.rs: a
+//!   summary of every key, the whole entry of the keys it exports).
 //! - Names: a key's comm as the kernel last stored it (a task that exited
 //!   has no /proc entry left), a cgroup's path from its first sight
 //!   (keylabels.rs).
@@ -41,10 +41,7 @@ use super::{
     tracer::Tracer,
 };
 use crate::{
-    histogram::{
-        CauseCounts, KeyDecisionCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits,
-        layout::Layout,
-    },
+    histogram::{CauseCounts, KeyDecisionCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits},
     sys::workload::level::Workload,
 };
 
@@ -68,15 +65,12 @@ pub(super) fn ask_budget(keys: usize) -> usize {
 pub(crate) enum Kept {
     /// Every fine bucket and log2 slot: an interval is a whole [`Waits`].
     Whole,
-    /// Folded into an export layout (per bucket of the layout).
-    Folded(&'static Layout),
 }
 
 impl Kept {
     fn width(self) -> usize {
         match self {
             Kept::Whole => NR_BUCKETS + NR_LOG2_SLOTS,
-            Kept::Folded(layout) => layout.len(),
         }
     }
 
@@ -92,7 +86,6 @@ impl Kept {
                     *sum = u64::from(n);
                 }
             }
-            Kept::Folded(layout) => layout.fold_into(&stats.buckets, out),
         }
     }
 }
@@ -144,10 +137,9 @@ pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     /// One key's kept buckets, reused.
     scratch: Vec<u64>,
     /// This reading's keys that waited, and their new waits per bucket
-    /// (one row each); the idle keys handed out anyway; keys found gone.
+    /// (one row each); keys found gone.
     active: Vec<Active>,
     news: Vec<u64>,
-    idle_shown: Vec<usize>,
     gone: Vec<u64>,
     /// This reading's keys due to be asked whether they exist: slot, and
     /// readings since due.
@@ -259,7 +251,6 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             scratch: vec![0; width],
             active: Vec::new(),
             news: Vec::new(),
-            idle_shown: Vec::new(),
             gone: Vec::new(),
             due: Vec::new(),
             backlog_of: 0,
@@ -303,10 +294,6 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         out
     }
 
-    pub(crate) fn by(&self) -> Breakdown {
-        self.by
-    }
-
     /// Keys known (tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -329,7 +316,6 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         self.round += 1;
         self.active.clear();
         self.news.clear();
-        self.idle_shown.clear();
         self.gone.clear();
         self.due.clear();
         self.slots.begin();
@@ -368,9 +354,6 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             state.idle = state.idle.saturating_add(1);
             if state.idle >= state.ask_at {
                 self.due.push((slot, state.idle - state.ask_at));
-            }
-            if state.user.shown_idle() {
-                self.idle_shown.push(slot);
             }
             return;
         }
@@ -481,16 +464,6 @@ impl<S: PerKey, N> Reading<'_, S, N> {
             .zip(self.keys.news.chunks_exact(width))
     }
 
-    /// The idle keys whose [`PerKey::shown_idle`] holds.
-    pub(crate) fn idle_shown(&self) -> &[usize] {
-        &self.keys.idle_shown
-    }
-
-    /// The key in `slot`.
-    pub(crate) fn key(&self, slot: usize) -> u64 {
-        self.keys.slots.get(slot).key
-    }
-
     /// The key in `slot`, what the user keeps for it, and its names.
     pub(crate) fn slot(&mut self, slot: usize) -> KeyRef<'_, S, N> {
         let k = self.keys.slots.key(slot);
@@ -499,23 +472,6 @@ impl<S: PerKey, N> Reading<'_, S, N> {
             comm: k.comm,
             user: &mut k.user,
             names: &mut self.keys.names,
-        }
-    }
-
-    /// `each` for every key that waited, in the kernel map's order: its
-    /// new waits, its new waits per kept bucket, and the key itself.
-    pub(crate) fn each_active(&mut self, mut each: impl FnMut(&Active, &[u64], KeyRef<'_, S, N>)) {
-        let keys = &mut *self.keys;
-        let rows = keys.news.chunks_exact(keys.width);
-        for (a, new) in keys.active.iter().zip(rows) {
-            let k = keys.slots.key(a.slot);
-            let key = KeyRef {
-                key: k.key,
-                comm: k.comm,
-                user: &mut k.user,
-                names: &mut keys.names,
-            };
-            each(a, new, key);
         }
     }
 }

@@ -1,8 +1,13 @@
 //! Reading the maps userspace drains: the per-CPU statistics and extremes
 //! at each interval end, and the breakdown's per-key histograms.
 
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
-use schedlat_common::{CpuStats, Extremes, causes::CauseStats, names, scope::KeyStats};
+use aya::maps::{Array, MapData, MapError, PerCpuArray, PerCpuValues};
+use schedlat_common::{
+    CpuStats, Extremes,
+    causes::CauseStats,
+    names,
+    scope::{KeyStats, KeySummary},
+};
 
 use super::{
     batch::{self, Entries},
@@ -87,8 +92,43 @@ impl Tracer {
         batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
     }
 
-    /// Deletes one key's histogram (its task or cgroup is gone).
+    /// Every key's summary (its waits and their sum) handed to `each`,
+    /// `chunk` keys per syscall: what a scrape reads of every key.
+    pub(crate) fn for_each_key_summary(
+        &self,
+        buf: &mut Entries<u64, KeySummary>,
+        chunk: usize,
+        each: impl FnMut(&u64, &KeySummary),
+    ) -> Result<(), ReadError> {
+        let name = names::MAP_KEY_SUMMARY;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
+    }
+
+    /// One key's histogram; None when it has none.
+    pub(crate) fn key_entry(&self, key: u64) -> Result<Option<KeyStats>, ReadError> {
+        let name = names::MAP_KEYED;
+        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        match keyed.get(&key, 0) {
+            Ok(stats) => Ok(Some(stats)),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(error) => Err(ReadError::Map { name, error }),
+        }
+    }
+
+    /// Deletes one key's histogram and summary (its task or cgroup is
+    /// gone); a key without a summary is no error.
     pub(crate) fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
+        let name = names::MAP_KEY_SUMMARY;
+        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
+        let mut summary = aya::maps::HashMap::<&mut MapData, u64, KeySummary>::try_from(map)
+            .map_err(|error| ReadError::Map { name, error })?;
+        match summary.remove(&key) {
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+            other => other.map_err(|error| ReadError::Map { name, error })?,
+        }
         let name = names::MAP_KEYED;
         let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)

@@ -19,6 +19,7 @@ pub(crate) mod interval;
 mod key_decision_live;
 pub(crate) mod key_intervals;
 mod key_slots;
+pub(crate) mod key_summaries;
 pub(crate) mod keylabels;
 mod maps;
 pub(crate) mod pairs;

@@ -131,11 +131,6 @@ async fn run(
     let owner = filter.cgroup.as_ref().and_then(workloads::owner_of_target);
     let scope = RecordedScope::of(&filter, keyed.map(|k| key_noun(k.by)), owner);
 
-    let slice = Slice::detect();
-    if let Some(why) = &slice.not_live {
-        say!("schedlat: {why}");
-    }
-    let context = SchedContext::detect(&slice);
     // Measuring starts from this snapshot, taken before the banner so that
     // whatever a user (or a test) starts on seeing it is counted.
     let mut histogram = HistogramInterval::start(&mut tracer)?;
@@ -150,6 +145,15 @@ async fn run(
     if !session::announce_start(cli.json, "")? {
         return Ok(Ended::StdoutClosed);
     }
+    // The kernel's context (the base slice, the scheduler features, HZ,
+    // the preemption model) is read after the banner: no report is due
+    // before the first interval ends, and the reads (debugfs, procfs, the
+    // gzipped kernel configuration) took 1-2 ms of the time to the banner.
+    let slice = Slice::detect();
+    if let Some(why) = &slice.not_live {
+        say!("schedlat: {why}");
+    }
+    let context = SchedContext::detect(&slice);
 
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {

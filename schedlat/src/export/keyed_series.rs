@@ -2,27 +2,43 @@
 //! under a cardinality limit (`--max-series`), for a Prometheus that
 //! scrapes many hosts.
 //!
-//! The kernel keeps one cumulative histogram per key since load; the keyed
-//! intervals (collect/key_intervals.rs) fold each into the per-key layout
-//! (`--key-buckets`, histogram/layout.rs) and hand it out in intervals:
-//! what a key waited since the previous scrape. The rules on top:
+//! A scrape reads every key's summary (collect/key_summaries.rs: its
+//! waits and their sum, 16 bytes), and the whole kernel histogram only of
+//! the keys that get a series; the overflow series is what the total
+//! counted that no series did. So a scrape costs the keys that changed
+//! and the series it exports, not the whole key map. The rules:
 //!
 //! - Who gets a series in a scrape: the pinned keys (`--pin`), whenever
 //!   they have waited at all; then the keys that waited since the previous
 //!   scrape, most wait (sum of wait time) first, up to `--max-series`. A
 //!   key with nothing new is left out: its series has not changed, and
 //!   Prometheus keeps its last value until it goes stale.
-//! - Counters never go down: a key's series carries the waits of the
-//!   intervals in which it had a series, so a key that comes back has its
-//!   old value plus what it waited since. An interval's waits of a key
-//!   without a series go to the overflow series (label value
-//!   `__overflow__`), which only grows too. It is exported only once
-//!   something went into it.
+//! - A series counts from its creation: a key's first series holds all
+//!   its waits when the key is new since the previous scrape, and starts
+//!   from nothing otherwise (its earlier waits were in overflow). From
+//!   then on each scrape that shows it adds what it waited since the
+//!   previous one; a scrape in which it waits without a series leaves
+//!   those waits in overflow, and the series, when shown again, goes on
+//!   from its old value (it counts from that scrape). No counter goes
+//!   down.
+//! - The overflow series (label value `__overflow__`) is the total (read
+//!   after the keys) less every series' value, bucket by bucket and
+//!   counter by counter (with `--cgroups` the cause split's counters and
+//!   the decision split's marginals too): every wait the series do not
+//!   hold, the unkeyed ones (`schedlat_unkeyed_waits_total`, key map
+//!   full) included. A wait that ends between the read of a key and the
+//!   read of the total is in the total and not yet in the key's series:
+//!   when the key's next read would move it from overflow into the series,
+//!   and overflow would go down for it, the series holds it back instead
+//!   (its kernel baseline stays behind by it, so it is counted later).
+//!   It is exported once something went into it that no series will
+//!   take: a key that waited without a series, unkeyed waits.
 //! - So, at every scrape: the last value of every key's series, plus the
-//!   overflow series, plus `schedlat_unkeyed_waits_total`, is the total.
+//!   overflow series, is the total.
 //! - A key whose task or cgroup is gone, with no new wait for two scrapes,
-//!   is deleted from the kernel map and forgotten (key_intervals.rs); all
-//!   its waits were in earlier samples.
+//!   is deleted from the kernel maps and forgotten (key_summaries.rs); all
+//!   its waits were in earlier samples, and its series' value stays
+//!   counted against overflow.
 //! - Labels are fixed when a key first gets a series (a process' comm then,
 //!   a cgroup's path and workload labels then): a renamed cgroup or an
 //!   exec keeps one series. A container's names are read from its
@@ -32,16 +48,19 @@
 
 use super::{
     families::KeyedScrape,
+    keyed_words::Words,
     labels,
     model::{Folded, Labels},
     workload_labels::WorkloadLabels,
 };
 use crate::{
     collect::{
-        key_intervals::{KeyRef, PerKey, Reading},
+        error::ReadError,
+        key_intervals::{KeyRef, PerKey},
+        key_summaries::{Reading, WholeKey},
         keylabels::KeyLabels,
     },
-    histogram::layout::Layout,
+    histogram::Waits,
 };
 
 /// Which keys always get a series (`--pin`): PIDs, comms, cgroup paths,
@@ -93,11 +112,14 @@ impl SeriesLabels for KeyLabels {
 pub(crate) struct SeriesState {
     /// Labels, once looked up (a pinned check or a first series).
     labels: Option<Labels>,
-    /// Checked at the key's first reading (every new key has waited: the
-    /// kernel makes its entry at its first wait).
+    /// Checked at the key's first reading.
     pinned: Option<bool>,
-    /// The key's series: the waits of the intervals it had one.
-    own: Option<Folded>,
+    /// The key's series, as words (keyed_words.rs), once it has one.
+    own: Option<Vec<u64>>,
+    /// The kernel's cumulative words the series has counted up to; None
+    /// once the key waited in a scrape without its series (its next read
+    /// starts from there).
+    base: Option<Vec<u64>>,
 }
 
 impl PerKey for SeriesState {
@@ -119,58 +141,127 @@ impl SeriesState {
     }
 }
 
-/// The state kept across scrapes, on top of the keyed intervals'.
+/// The state kept across scrapes, on top of the key summaries'.
 pub(crate) struct KeyedSeries {
     max_series: usize,
     pins: Pins,
     workload: WorkloadLabels,
-    width: usize,
-    /// The overflow series: waits of intervals without a series.
-    overflow: Folded,
+    words: Words,
+    /// Every series' value, summed (forgotten keys' included): what the
+    /// total less overflow is.
+    series_sum: Vec<u64>,
+    /// The overflow series' value at the last scrape.
+    overflow: Vec<u64>,
+    /// Whether anything went into overflow that no series takes: then it
+    /// is exported.
+    spilled: bool,
     /// This scrape's keys that waited and are not pinned, as (new wait,
     /// key, index among those that waited); who of them gets a series;
     /// the slots shown.
     ranked: Vec<(u64, u64, usize)>,
     shown: Vec<bool>,
     slots: Vec<usize>,
+    /// This scrape's reads: slot, and what it added to the series (rows
+    /// of `words.width()`).
+    added: Vec<usize>,
+    added_words: Vec<u64>,
+    /// One key's kernel words, reused.
+    now: Vec<u64>,
 }
 
 impl KeyedSeries {
-    /// `workload`: the workload labels of a cgroup's series.
+    /// `workload`: the workload labels of a cgroup's series; `words`: the
+    /// layout and the splits a series counts.
     pub(crate) fn new(
         max_series: u32,
         pins: Pins,
         workload: WorkloadLabels,
-        layout: &'static Layout,
+        words: Words,
     ) -> KeyedSeries {
         KeyedSeries {
             max_series: max_series as usize,
             pins,
             workload,
-            width: layout.len(),
-            overflow: Folded::empty(layout.len()),
+            series_sum: words.zero(),
+            overflow: words.zero(),
+            now: words.zero(),
+            words,
+            spilled: false,
             ranked: Vec::new(),
             shown: Vec::new(),
             slots: Vec::new(),
+            added: Vec::new(),
+            added_words: Vec::new(),
         }
     }
 
-    /// One scrape of the keyed intervals: ranks the keys that waited, adds
-    /// each interval to its series or to overflow, and hands out the
-    /// series (`overflow`: the overflow series' labels).
-    pub(crate) fn scrape<N: SeriesLabels>(
+    /// A scrape's first half: ranks the keys that waited, reads the whole
+    /// entry of each that gets a series (`whole`) and adds what it waited
+    /// to its series. Returns the keys that waited without one; then the
+    /// total is read, and [`KeyedSeries::finish`] hands out the series.
+    pub(crate) fn read<N: SeriesLabels>(
         &mut self,
         reading: &mut Reading<'_, SeriesState, N>,
+        mut whole: impl FnMut(u64) -> Result<Option<WholeKey>, ReadError>,
+    ) -> Result<u64, ReadError> {
+        let overflow_keys = self.rank(reading);
+        self.added.clear();
+        self.added_words.clear();
+        self.slots.clear();
+        for i in 0..reading.active().len() {
+            let w = reading.active()[i];
+            if !self.shown[i] {
+                // Its waits stay in overflow: its next read starts there.
+                reading.slot(w.slot).user.base = None;
+                self.spilled = true;
+                continue;
+            }
+            self.slots.push(w.slot);
+            let Some(entry) = whole(w.key)? else {
+                continue;
+            };
+            reading.set_comm(w.slot, entry.stats.comm);
+            self.words.of_key(&entry, &mut self.now);
+            let key = reading.slot(w.slot);
+            let added = add_read(key.user, &self.now, w.new_key, &self.words);
+            match added {
+                Some(added) => {
+                    for (sum, n) in self.series_sum.iter_mut().zip(&added) {
+                        *sum += n;
+                    }
+                    self.added.push(w.slot);
+                    self.added_words.extend_from_slice(&added);
+                }
+                None => self.spilled = true,
+            }
+        }
+        Ok(overflow_keys)
+    }
+
+    /// The scrape's second half, given the total read after the keys: the
+    /// overflow series, and the series (`overflow`: the overflow series'
+    /// labels; `overflow_keys`: [`KeyedSeries::read`]'s).
+    pub(crate) fn finish<N: SeriesLabels>(
+        &mut self,
+        reading: &mut Reading<'_, SeriesState, N>,
+        total: &Waits,
         overflow: Labels,
+        overflow_keys: u64,
     ) -> KeyedScrape {
-        let (pins, width, workload) = (&self.pins, self.width, &self.workload);
+        self.settle(reading, total);
+        self.series(reading, overflow, overflow_keys)
+    }
+
+    /// Who of the keys that waited gets a series: pinned ones whenever
+    /// they wait, the others most wait first. Returns how many waited and
+    /// got none.
+    fn rank<N: SeriesLabels>(&mut self, reading: &mut Reading<'_, SeriesState, N>) -> u64 {
+        let (pins, workload) = (&self.pins, &self.workload);
         self.ranked.clear();
         self.shown.clear();
-        self.slots.clear();
-        // Pinned keys get a series whenever they wait; the others are
-        // ranked for the series left.
-        let (ranked, shown) = (&mut self.ranked, &mut self.shown);
-        reading.each_active(|a, _, mut key| {
+        for i in 0..reading.active().len() {
+            let w = reading.active()[i];
+            let mut key = reading.slot(w.slot);
             let pinned = match key.user.pinned {
                 Some(pinned) => pinned,
                 None => {
@@ -181,59 +272,96 @@ impl KeyedSeries {
                 }
             };
             if !pinned {
-                ranked.push((a.new_sum_ns, a.key, shown.len()));
+                self.ranked.push((w.new_sum_ns, w.key, self.shown.len()));
             }
-            shown.push(pinned);
-        });
-        if ranked.len() > self.max_series && self.max_series > 0 {
-            ranked.select_nth_unstable_by_key(self.max_series - 1, |&(sum, key, _)| {
-                (std::cmp::Reverse(sum), key)
-            });
+            self.shown.push(pinned);
         }
-        let room = self.max_series.min(ranked.len());
-        for &(_, _, i) in &ranked[..room] {
-            shown[i] = true;
+        if self.ranked.len() > self.max_series && self.max_series > 0 {
+            self.ranked
+                .select_nth_unstable_by_key(self.max_series - 1, |&(sum, key, _)| {
+                    (std::cmp::Reverse(sum), key)
+                });
         }
-        let overflow_keys = (ranked.len() - room) as u64;
+        let room = self.max_series.min(self.ranked.len());
+        for &(_, _, i) in &self.ranked[..room] {
+            self.shown[i] = true;
+        }
+        (self.ranked.len() - room) as u64
+    }
 
-        // Each active key's interval, added to its series or to overflow.
-        let (mut i, slots, into_overflow) = (0, &mut self.slots, &mut self.overflow);
-        reading.each_active(|a, new, key| {
-            let into = if shown[i] {
-                slots.push(a.slot);
-                (key.user.own).get_or_insert_with(|| Folded::empty(width))
-            } else {
-                &mut *into_overflow
-            };
-            i += 1;
-            for (sum, n) in into.buckets.iter_mut().zip(new) {
-                *sum += n;
+    /// Overflow from the total: its words less every series'. Where that
+    /// would be less than the last scrape's overflow (waits that ended
+    /// between a key's read and the total's read last time, now read with
+    /// the key), this scrape's reads hold them back: those keys' series
+    /// and baselines stay behind by them, so overflow never goes down and
+    /// the series and overflow add up to the total.
+    fn settle<N>(&mut self, reading: &mut Reading<'_, SeriesState, N>, total: &Waits) {
+        let width = self.words.width();
+        let mut words = self.words.zero();
+        self.words.of_total(total, &mut words);
+        if total.unkeyed > 0 {
+            self.spilled = true;
+        }
+        // Until then every series is its key's whole kernel count, read
+        // before the total: never more than it, and nothing to hold back
+        // (what ended after the reads is in the keys' next reads).
+        if !self.spilled {
+            return;
+        }
+        for w in 0..width {
+            let have = self.overflow[w];
+            let mut short = (have + self.series_sum[w]).saturating_sub(words[w]);
+            // Taken back from this scrape's reads, which added at least
+            // that much (the total only grows).
+            for (row, &slot) in self.added.iter().enumerate() {
+                if short == 0 {
+                    break;
+                }
+                let added = &mut self.added_words[row * width + w];
+                let back = short.min(*added);
+                if back == 0 {
+                    continue;
+                }
+                *added -= back;
+                short -= back;
+                self.series_sum[w] -= back;
+                let key = reading.slot(slot);
+                if let Some(own) = &mut key.user.own {
+                    own[w] -= back;
+                }
+                if let Some(base) = &mut key.user.base {
+                    base[w] -= back;
+                }
             }
-            into.sum_ns += a.new_sum_ns;
-            if let Some(c) = &a.new_causes {
-                into.add_causes(c);
-            }
-            if let Some(d) = &a.new_decision {
-                into.add_decision(d);
-            }
-        });
+            self.overflow[w] = words[w].saturating_sub(self.series_sum[w]).max(have);
+        }
+    }
 
+    /// The series shown, by key, then overflow once something went in.
+    fn series<N: SeriesLabels>(
+        &mut self,
+        reading: &mut Reading<'_, SeriesState, N>,
+        overflow: Labels,
+        overflow_keys: u64,
+    ) -> KeyedScrape {
         self.slots.extend_from_slice(reading.idle_shown());
         self.slots.sort_unstable_by_key(|&slot| reading.key(slot));
-        // The per-key walk of kernels without the batch read may return a
-        // key twice when another is deleted meanwhile: one series each.
         self.slots.dedup();
         let mut series = Vec::with_capacity(self.slots.len() + 1);
         let mut keys = Vec::with_capacity(self.slots.len());
         for &slot in &self.slots {
             let mut key = reading.slot(slot);
+            let Some(own) = &key.user.own else {
+                continue;
+            };
+            let value = self.words.folded(own);
             keys.push(key.key);
             let labels = SeriesState::labels(&mut key, &self.workload).clone();
-            let own = key.user.own.get_or_insert_with(|| Folded::empty(width));
-            series.push((labels, own.clone()));
+            series.push((labels, value));
         }
-        if self.overflow.count() > 0 {
-            series.push((overflow, self.overflow.clone()));
+        let overflow_value: Folded = self.words.folded(&self.overflow);
+        if self.spilled && overflow_value.count() > 0 {
+            series.push((overflow, overflow_value));
         }
         KeyedScrape {
             series,
@@ -241,6 +369,42 @@ impl KeyedSeries {
             overflow_keys,
         }
     }
+}
+
+/// What a read of a key whose series is shown adds to it (`now`: the
+/// kernel's cumulative words; `new_key`: every wait it has is since the
+/// previous scrape); None when it adds nothing that the key waited since
+/// (a series started from nothing, or restarted after waits in overflow).
+fn add_read(
+    state: &mut SeriesState,
+    now: &[u64],
+    new_key: bool,
+    words: &Words,
+) -> Option<Vec<u64>> {
+    let added = match (&mut state.own, &state.base) {
+        (None, _) if new_key => {
+            state.own = Some(now.to_vec());
+            Some(now.to_vec())
+        }
+        (None, _) => {
+            state.own = Some(words.zero());
+            None
+        }
+        (Some(own), Some(base)) => {
+            let added: Vec<u64> = now
+                .iter()
+                .zip(base)
+                .map(|(n, b)| n.saturating_sub(*b))
+                .collect();
+            for (o, a) in own.iter_mut().zip(&added) {
+                *o += a;
+            }
+            Some(added)
+        }
+        (Some(_), None) => None,
+    };
+    state.base = Some(now.to_vec());
+    added
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub(crate) mod exemplars;
 pub(crate) mod families;
 pub(crate) mod key_buckets;
 pub(crate) mod keyed_series;
+pub(crate) mod keyed_words;
 pub(crate) mod labels;
 pub(crate) mod model;
 pub(crate) mod negotiate;

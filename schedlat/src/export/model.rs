@@ -123,34 +123,8 @@ impl Folded {
         }
     }
 
-    /// No waits, in a layout of `width` buckets.
-    pub(crate) fn empty(width: usize) -> Folded {
-        Folded {
-            buckets: vec![0; width],
-            sum_ns: 0,
-            causes: None,
-            decision: None,
-        }
-    }
-
     pub(crate) fn count(&self) -> u64 {
         self.buckets.iter().sum()
-    }
-
-    /// Adds an interval's split to the series'.
-    pub(crate) fn add_causes(&mut self, more: &CauseCounts) {
-        match &mut self.causes {
-            Some(sum) => sum.merge(more),
-            None => self.causes = Some(more.clone()),
-        }
-    }
-
-    /// Adds an interval's decision split to the series'.
-    pub(crate) fn add_decision(&mut self, more: &KeyDecisionCounts) {
-        match &mut self.decision {
-            Some(sum) => sum.merge(more),
-            None => self.decision = Some(more.clone()),
-        }
     }
 }
 

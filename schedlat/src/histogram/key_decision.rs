@@ -37,7 +37,7 @@ impl DerefMut for KeyDecisionCounts {
 /// a difference or a sum is one loop over its words. A field of another
 /// width would pass the size check in pairs and be differenced as one
 /// word: keep every field a u64 (the kernel adds to them as such).
-const WORDS: usize = size_of::<KeyDecision>() / size_of::<u64>();
+pub(crate) const WORDS: usize = size_of::<KeyDecision>() / size_of::<u64>();
 const _: () = assert!(size_of::<KeyDecision>() == WORDS * size_of::<u64>());
 const _: () = assert!(align_of::<KeyDecision>() == align_of::<u64>());
 
@@ -62,6 +62,19 @@ impl KeyDecisionCounts {
     /// No wait.
     pub(crate) fn zero() -> Self {
         KeyDecisionCounts(KeyDecision::ZERO)
+    }
+
+    /// Every counter, as one run of words (serve's per-key series keep
+    /// them flat: keyed_words.rs).
+    pub(crate) fn words(&self) -> &[u64; WORDS] {
+        words(&self.0)
+    }
+
+    /// The counters from [`KeyDecisionCounts::words`]' run.
+    pub(crate) fn from_words(from: &[u64]) -> Self {
+        let mut k = KeyDecision::ZERO;
+        words_mut(&mut k).copy_from_slice(&from[..WORDS]);
+        KeyDecisionCounts(k)
     }
 
     /// Each counter of `self` combined with `other`'s by `op`.

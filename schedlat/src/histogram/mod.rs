@@ -29,6 +29,6 @@ pub(crate) use self::{
     buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, bucket_index, log2_slot, log2_slot_bounds},
     cause_counts::{CauseCounts, Measurable},
     decision_counts::{DecisionCounts, DecisionFacts, TifSource},
-    key_decision::KeyDecisionCounts,
+    key_decision::{KeyDecisionCounts, WORDS as KEY_DECISION_WORDS},
     waits::{Unit, Waits},
 };

@@ -199,6 +199,7 @@ impl Modes {
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
+        loader.map_max_entries(names::MAP_KEY_SUMMARY, max_keys);
         loader.map_max_entries(names::MAP_PAIRS, self.pairs.map_or(1, |n| n.max(1)));
         let names = match self.names_cgroups() {
             true => NAMES_RING_BYTES.max(page_size()),

@@ -14,18 +14,13 @@ use std::{
     time::Instant,
 };
 
-use schedlat_common::{scope::Breakdown, victims::SlowEvent};
+use schedlat_common::{CpuStats, scope::Breakdown, victims::SlowEvent};
 
 use super::unseen::{Reader, Unseen};
 use crate::{
     collect::{
-        bpf_cost,
-        error::ReadError,
-        exemplar_waits::ExemplarWaits,
-        key_intervals::{Kept, KeyIntervals},
-        keylabels::KeyLabels,
-        pairs::PairIntervals,
-        tracer::Tracer,
+        bpf_cost, error::ReadError, exemplar_waits::ExemplarWaits, key_summaries::KeySummaries,
+        keylabels::KeyLabels, pairs::PairIntervals, tracer::Tracer,
     },
     export::{
         encode::Format,
@@ -33,12 +28,14 @@ use crate::{
         families::{BpfCost, KeyedScrape, NeighbourScrape, Scrape, ScrapeCost, cpu},
         key_buckets::KeyBuckets,
         keyed_series::{KeyedSeries, Pins, SeriesState},
+        keyed_words::Words,
         labels,
         model::Labels,
         neighbour_series::NeighbourSeries,
         otlp::delivery::DeliveryCounts,
         workload_labels::WorkloadLabels,
     },
+    histogram::Waits,
     kernel::{cgroupfs, filter::Filter},
     sys::mounts::Mounts,
 };
@@ -77,9 +74,9 @@ pub(super) struct KeyedOptions {
     pub workload: WorkloadLabels,
 }
 
-/// The per-key series: the keys' intervals and which get a series.
+/// The per-key series: the keys' summaries and which get a series.
 struct PerKeySeries {
-    keys: KeyIntervals<SeriesState>,
+    keys: KeySummaries<SeriesState>,
     series: KeyedSeries,
     layout: KeyBuckets,
 }
@@ -140,15 +137,17 @@ impl Scraper {
         let keyed = keyed.map(|k| {
             let layout = k.layout.layout();
             let by_cgroup = k.by == Breakdown::Cgroup;
-            // The cause split per cgroup only: per process it is
-            // unbounded.
-            let mut keys = KeyIntervals::new(k.by, &tracer, Kept::Folded(layout), by_cgroup);
+            // The cause and decision splits per cgroup only: per process
+            // they are unbounded.
+            let mut keys = KeySummaries::new(k.by, &tracer, by_cgroup);
             if by_cgroup && k.workload.needs_runtime_files() {
                 keys.name_containers();
             }
+            let causes = tracer.measurable.filter(|_| by_cgroup);
+            let words = Words::new(layout, causes, keys.decisions());
             RefCell::new(PerKeySeries {
                 keys,
-                series: KeyedSeries::new(k.max_series, k.pins, k.workload, layout),
+                series: KeyedSeries::new(k.max_series, k.pins, k.workload, words),
                 layout: k.layout,
             })
         });
@@ -227,16 +226,20 @@ impl Scraper {
 
     /// One reading for `reader`: the families, before encoding.
     pub(super) fn scrape(&self, reader: Reader) -> Result<Scrape, ReadError> {
-        // Keys first, then the total: waits that end between the two reads
-        // are then in the total only, and the keyed series (with unkeyed)
-        // never add up to more than the total.
-        let mut keyed = match &self.keyed {
-            Some(keyed) => Some(self.read_keyed(&mut keyed.borrow_mut())?),
-            None => None,
-        };
+        // Pairs and keys first, then the total: waits that end between the
+        // reads are then in the total only, and neither the pairs nor the
+        // keyed series add up to more than the total (the overflow series
+        // is the rest of the total: keyed_series.rs).
         let mut neighbours = match &self.pairs {
             Some(pairs) => Some(self.read_pairs(&mut pairs.borrow_mut())?),
             None => None,
+        };
+        let (mut keyed, (waits, cpus)) = match &self.keyed {
+            Some(keyed) => {
+                let (series, total) = self.read_keyed(&mut keyed.borrow_mut())?;
+                (Some(series), total)
+            }
+            None => (None, self.tracer.borrow().read_waits_and_cpus()?),
         };
         if let Some(unseen) = &self.unseen {
             let mut unseen = unseen.borrow_mut();
@@ -244,7 +247,6 @@ impl Scraper {
             neighbours = neighbours.map(|n| unseen.pairs(reader, n));
         }
         let tracer = self.tracer.borrow();
-        let (waits, cpus) = tracer.read_waits_and_cpus()?;
         let unkeyed = waits.unkeyed;
         let bpf = Some(BpfCost {
             stats_enabled: bpf_cost::stats_sysctl(),
@@ -296,11 +298,18 @@ impl Scraper {
         Ok(scrape)
     }
 
-    fn read_keyed(&self, keyed: &mut PerKeySeries) -> Result<KeyedScrape, ReadError> {
+    /// The keyed series, and the total read after the keys.
+    fn read_keyed(
+        &self,
+        keyed: &mut PerKeySeries,
+    ) -> Result<(KeyedScrape, (Waits, Vec<CpuStats>)), ReadError> {
         let PerKeySeries { keys, series, .. } = keyed;
-        keys.interval(&mut self.tracer.borrow_mut(), |reading| {
+        let decisions = keys.decisions();
+        keys.interval(&mut self.tracer.borrow_mut(), |reading, tracer| {
+            let left = series.read(reading, |key| tracer.whole_key(key, decisions))?;
+            let total = tracer.read_waits_and_cpus()?;
             let overflow = labels::overflow(reading.by());
-            series.scrape(reading, overflow)
+            Ok((series.finish(reading, &total.0, overflow, left), total))
         })
     }
 }

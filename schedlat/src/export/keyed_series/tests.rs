@@ -1,37 +1,22 @@
-//! The rules of keyed_series.rs (and of the keyed intervals under it), on
-//! made-up kernel entries.
+//! The rules of keyed_series.rs (and of the key summaries under it), on
+//! a made-up kernel: per key its histogram (a summary is its count and
+//! sum), and the total, which may count waits the keys' read did not see.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use schedlat_common::scope::{Breakdown, KeyStats};
+use schedlat_common::scope::{Breakdown, KeyStats, KeySummary};
 
 use super::*;
 use crate::{
-    collect::key_intervals::{Existence, Kept, KeyIntervals},
+    collect::{key_intervals::Existence, key_summaries::KeySummaries},
     export::labels::{OVERFLOW, overflow as overflow_labels},
-    histogram::{Measurable, layout::LOG2},
+    histogram::{NR_BUCKETS, layout::LOG2},
 };
-
-/// `count` waits of `each_us` us each, as the kernel keeps them.
-fn stats(count: u64, each_us: u64) -> KeyStats {
-    let mut s = KeyStats::ZERO;
-    s.buckets[schedlat_common::bucket_index(each_us * 1_000)] = count as u32;
-    s.sum_ns = count * each_us * 1_000;
-    s
-}
 
 fn labels(key: u64) -> Labels {
     vec![("cgroup", format!("/g{key}"))]
 }
 
-/// `alive` exist; deletes succeed unless `stuck`.
-#[derive(Default)]
-struct Names {
-    alive: Vec<u64>,
-    forgotten: Vec<u64>,
-    stuck: bool,
-}
-
-/// The live system as the keyed intervals see it: the keys of `alive`
+/// The live system as the key summaries see it: the keys of `alive`
 /// exist, and key K is named `/gK`.
 #[derive(Default)]
 struct Live {
@@ -51,46 +36,133 @@ impl SeriesLabels for Live {
     }
 }
 
-/// Per-cgroup series of the keyed intervals, in the log2 layout.
+/// The kernel: per key its waits, each of `us` microseconds (as
+/// (count, us) runs); the total, with the deleted keys' and the waits that
+/// no key holds (unkeyed, or ended after the keys were read).
+#[derive(Default)]
+struct Kernel {
+    keys: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// The total's waits beyond the keys': (count, us) runs.
+    beyond: Vec<(u64, u64)>,
+    /// Deletes fail.
+    stuck: bool,
+    forgotten: Vec<u64>,
+}
+
+impl Kernel {
+    fn wait(&mut self, key: u64, count: u64, us: u64) {
+        self.keys.entry(key).or_default().push((count, us));
+    }
+
+    fn stats(&self, key: u64) -> Option<KeyStats> {
+        let runs = self.keys.get(&key)?;
+        let mut s = KeyStats::ZERO;
+        for &(n, us) in runs {
+            s.buckets[schedlat_common::bucket_index(us * 1_000)] += n as u32;
+            s.sum_ns += n * us * 1_000;
+        }
+        Some(s)
+    }
+
+    fn summaries(&self) -> Vec<(u64, KeySummary)> {
+        (self.keys.keys())
+            .map(|&k| {
+                let s = self.stats(k).unwrap();
+                let waits = s.buckets.iter().map(|&n| u64::from(n)).sum();
+                (
+                    k,
+                    KeySummary {
+                        waits,
+                        sum_ns: s.sum_ns,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn total(&self) -> Waits {
+        let mut buckets = vec![0; NR_BUCKETS];
+        let mut sum_ns = 0;
+        let runs = self.keys.values().flatten().chain(&self.beyond);
+        for &(n, us) in runs {
+            buckets[schedlat_common::bucket_index(us * 1_000)] += n;
+            sum_ns += n * us * 1_000;
+        }
+        Waits {
+            buckets,
+            sum_ns,
+            ..Waits::default()
+        }
+    }
+
+    fn total_count(&self) -> u64 {
+        self.total().buckets.iter().sum()
+    }
+}
+
+/// Per-cgroup series of the key summaries, in the log2 layout.
 struct Series {
-    keys: KeyIntervals<SeriesState, Live>,
+    keys: KeySummaries<SeriesState, Live>,
     series: KeyedSeries,
-    layout: &'static Layout,
 }
 
 fn series(max: u32, pins: Pins) -> Series {
-    with_causes(max, pins, None)
-}
-
-fn with_causes(max: u32, pins: Pins, causes: Option<Measurable>) -> Series {
     Series {
-        keys: KeyIntervals::with_names(
-            Breakdown::Cgroup,
-            Live::default(),
-            Kept::Folded(&LOG2),
-            causes,
+        keys: KeySummaries::with_names(Breakdown::Cgroup, Live::default()),
+        series: KeyedSeries::new(
+            max,
+            pins,
+            WorkloadLabels::default(),
+            Words::new(&LOG2, None, false),
         ),
-        series: KeyedSeries::new(max, pins, WorkloadLabels::default(), &LOG2),
-        layout: &LOG2,
     }
 }
 
 impl Series {
-    /// One scrape of the kernel's cumulative entries `current`.
-    fn scrape<'e>(
+    /// One scrape; `between` runs after the keys' read and before the
+    /// total's (waits that end meanwhile). Keys not in `alive` are gone.
+    fn scrape_between(
         &mut self,
-        current: impl IntoIterator<Item = (u64, &'e KeyStats)>,
-        names: &mut Names,
+        kernel: &mut Kernel,
+        alive: &[u64],
+        between: impl FnOnce(&mut Kernel),
     ) -> KeyedScrape {
-        self.keys.names_mut().alive = names.alive.clone();
+        self.keys.names_mut().alive = alive.to_vec();
         let series = &mut self.series;
-        let forget = |key| {
-            names.forgotten.push(key);
-            !names.stuck
-        };
-        self.keys.interval_of(current, forget, |reading| {
-            series.scrape(reading, overflow_labels(Breakdown::Cgroup))
-        })
+        let current = kernel.summaries();
+        let kernel = std::cell::RefCell::new(kernel);
+        self.keys.interval_of(
+            current,
+            |key| {
+                let mut k = kernel.borrow_mut();
+                k.forgotten.push(key);
+                if k.stuck {
+                    return false;
+                }
+                // Its waits stay in the total.
+                if let Some(runs) = k.keys.remove(&key) {
+                    k.beyond.extend(runs);
+                }
+                true
+            },
+            |reading| {
+                let left = series
+                    .read(reading, |key| {
+                        Ok(kernel.borrow().stats(key).map(|stats| WholeKey {
+                            stats,
+                            decision: None,
+                        }))
+                    })
+                    .unwrap();
+                between(&mut kernel.borrow_mut());
+                let total = kernel.borrow().total();
+                series.finish(reading, &total, overflow_labels(Breakdown::Cgroup), left)
+            },
+        )
+    }
+
+    fn scrape(&mut self, kernel: &mut Kernel, alive: &[u64]) -> KeyedScrape {
+        self.scrape_between(kernel, alive, |_| ())
     }
 }
 
@@ -103,126 +175,44 @@ fn counts(scrape: &KeyedScrape) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// One scrape of cumulative `(key, count, each_us)`.
-fn scrape(s: &mut Series, current: &[(u64, u64, u64)], names: &mut Names) -> KeyedScrape {
-    let current: Vec<(u64, KeyStats)> = current
-        .iter()
-        .map(|&(k, n, us)| (k, stats(n, us)))
-        .collect();
-    s.scrape(current.iter().map(|(k, v)| (*k, v)), names)
-}
-
 #[test]
 fn the_keys_that_waited_most_get_the_series_and_idle_ones_are_left_out() {
     let mut s = series(2, Pins::default());
-    let mut names = Names {
-        alive: vec![1, 2, 3, 4],
-        ..Names::default()
-    };
+    let mut k = Kernel::default();
     // Key 3 waited most (1 s), then 1 (20 ms); 2 (5 ms) overflows.
-    let first = scrape(
-        &mut s,
-        &[(1, 10, 2_000), (2, 5, 1_000), (3, 1, 1_000_000)],
-        &mut names,
-    );
+    k.wait(1, 10, 2_000);
+    k.wait(2, 5, 1_000);
+    k.wait(3, 1, 1_000_000);
+    let first = s.scrape(&mut k, &[1, 2, 3]);
     assert_eq!(
         counts(&first),
         [("/g1".into(), 10), ("/g3".into(), 1), (OVERFLOW.into(), 5)]
     );
+    assert_eq!(first.keys, [1, 3]);
     assert_eq!(first.overflow_keys, 1);
-    // Then key 2 waits far more and 4 appears; 3 is idle: 2 and 4 get
-    // the series, 1's new wait overflows, 3 is left out.
-    let second = scrape(
-        &mut s,
-        &[
-            (1, 11, 2_000),
-            (2, 1_005, 1_000),
-            (3, 1, 1_000_000),
-            (4, 7, 1_000),
-        ],
-        &mut names,
-    );
-    assert_eq!(
-        counts(&second),
-        [
-            ("/g2".into(), 1_000),
-            ("/g4".into(), 7),
-            (OVERFLOW.into(), 6)
-        ]
-    );
-    assert_eq!(second.overflow_keys, 1);
-    assert!(names.forgotten.is_empty());
-}
-
-#[test]
-fn buckets_and_sums_are_the_intervals_added_up() {
-    let mut s = series(5, Pins::default());
-    let mut names = Names {
-        alive: vec![1],
-        ..Names::default()
-    };
-    scrape(&mut s, &[(1, 3, 10)], &mut names);
-    // Cumulative in the kernel: 3 waits of 10 us, then 2 more of 3 ms.
-    let mut kernel = stats(3, 10);
-    kernel.buckets[schedlat_common::bucket_index(3_000_000)] = 2;
-    kernel.sum_ns += 6_000_000;
-    let out = s.scrape([(1, &kernel)], &mut names);
-    let mut expected = vec![0; s.layout.len()];
-    s.layout.fold_into(&kernel.buckets, &mut expected);
-    assert_eq!(out.series[0].1.buckets, expected);
-    assert_eq!(out.series[0].1.sum_ns, kernel.sum_ns);
-}
-
-/// With the split kept per key (cgroups), each series carries the
-/// split of the same intervals as its buckets, overflow included: the
-/// counts of a cause add up to the kernel's over every series.
-#[test]
-fn cause_counts_follow_their_series_and_overflow() {
-    let mut s = with_causes(1, Pins::default(), Some(Measurable::default()));
-    let mut names = Names::default();
-    let with_cause = |count: u64, each_us: u64, cause: usize| {
-        let mut k = stats(count, each_us);
-        k.causes.count[cause] = count as u32;
-        k
-    };
-    let mut last: HashMap<String, u64> = HashMap::new();
-    let mut kernel = (0u64, 0u64);
-    for (a, b) in [(5, 1), (6, 9), (20, 9)] {
-        kernel = (a, b);
-        let entries = [(1, with_cause(a, 1_000, 0)), (2, with_cause(b, 1_000, 0))];
-        let out = s.scrape(entries.iter().map(|(k, v)| (*k, v)), &mut names);
-        for (labels, folded) in &out.series {
-            let c = folded.causes.as_ref().expect("a split per series");
-            assert_eq!(c.count[0], folded.count(), "{labels:?}");
-            last.insert(labels[0].1.clone(), c.count[0]);
-        }
-    }
-    assert_eq!(last.values().sum::<u64>(), kernel.0 + kernel.1);
-    assert!(last.contains_key(OVERFLOW), "{last:?}");
-}
-
-#[test]
-fn a_wait_of_zero_ns_is_not_taken_for_idle() {
-    let mut s = series(5, Pins::default());
-    let mut names = Names::default();
-    scrape(&mut s, &[(1, 3, 10)], &mut names);
-    let mut kernel = stats(3, 10);
-    kernel.buckets[0] += 1;
-    let out = s.scrape([(1, &kernel)], &mut names);
-    assert_eq!(counts(&out), [("/g1".into(), 4)]);
-    assert!(names.forgotten.is_empty(), "it waited: not deleted");
+    // Only key 2 waits: it has a series now, counting from its creation
+    // (its first 5 waits and these 4 stay in overflow); 1 and 3 are left
+    // out.
+    k.wait(2, 4, 1_000);
+    let second = s.scrape(&mut k, &[1, 2, 3]);
+    assert_eq!(counts(&second), [("/g2".into(), 0), (OVERFLOW.into(), 9)]);
+    k.wait(2, 3, 1_000);
+    let third = s.scrape(&mut k, &[1, 2, 3]);
+    assert_eq!(counts(&third), [("/g2".into(), 3), (OVERFLOW.into(), 9)]);
+    assert_eq!(third.overflow_keys, 0);
 }
 
 #[test]
 fn overflow_is_left_out_until_something_overflows() {
     let mut s = series(5, Pins::default());
-    let mut names = Names {
-        alive: vec![1],
-        ..Names::default()
-    };
-    let out = scrape(&mut s, &[(1, 3, 10)], &mut names);
+    let mut k = Kernel::default();
+    k.wait(1, 3, 10);
+    // A wait after the keys' read: in the total only, for now.
+    let out = s.scrape_between(&mut k, &[1], |k| k.wait(1, 1, 10));
     assert_eq!(counts(&out), [("/g1".into(), 3)]);
     assert_eq!(out.overflow_keys, 0);
+    let out = s.scrape(&mut k, &[1]);
+    assert_eq!(counts(&out), [("/g1".into(), 4)]);
 }
 
 #[test]
@@ -231,83 +221,95 @@ fn pinned_keys_always_have_a_series() {
         values: vec!["/g9".into()],
     };
     let mut s = series(1, pins);
-    let mut names = Names {
-        alive: vec![1, 9],
-        ..Names::default()
-    };
-    let out = scrape(&mut s, &[(1, 100, 1_000), (9, 1, 10)], &mut names);
+    let mut k = Kernel::default();
+    k.wait(1, 100, 1_000);
+    k.wait(9, 1, 10);
+    let out = s.scrape(&mut k, &[1, 9]);
     assert_eq!(counts(&out), [("/g1".into(), 100), ("/g9".into(), 1)]);
     // Idle, still there.
-    let out = scrape(&mut s, &[(1, 200, 1_000), (9, 1, 10)], &mut names);
+    k.wait(1, 100, 1_000);
+    let out = s.scrape(&mut k, &[1, 9]);
     assert_eq!(counts(&out), [("/g1".into(), 200), ("/g9".into(), 1)]);
 }
 
-/// Keys come and go at random, with a small cap: every series only
-/// grows, and the last value of every series seen, plus overflow, is
-/// the kernel's total at every scrape.
+/// Keys come and go at random, with a small cap, and waits end between
+/// the keys' read and the total's: every series only grows, and once
+/// something overflowed the last value of every series seen, plus
+/// overflow, is the total at every scrape (before, at most the total).
 #[test]
 fn series_never_go_down_and_add_up_to_the_total() {
     let mut s = series(3, Pins::default());
-    let mut kernel: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut k = Kernel::default();
     let mut last_seen: HashMap<String, u64> = HashMap::new();
-    let mut deleted_total = 0;
     let mut rng = 12345u64;
-    let mut next = || {
+    let mut next = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         rng
     };
     let mut deleted: HashSet<u64> = HashSet::new();
+    let mut overflowed = false;
     for round in 0..300 {
         // Some keys wait (never a deleted one again: that would be a
         // reused PID), some die.
+        let mut waits = Vec::new();
         for _ in 0..(next() % 6) {
             let key = round / 10 + next() % 12;
             if !deleted.contains(&key) {
-                *kernel.entry(key).or_default() += 1 + next() % 5;
+                waits.push((key, 1 + next() % 5, 1 + next() % 3_000));
             }
         }
-        let mut names = Names {
-            alive: (kernel.keys().copied())
-                .filter(|k| (k + round) % 7 != 0)
-                .collect(),
-            ..Names::default()
-        };
-        let current: Vec<(u64, u64, u64)> = kernel.iter().map(|(&k, &n)| (k, n, 1)).collect();
-        let out = scrape(&mut s, &current, &mut names);
+        let late = (next() % 3 == 0).then(|| waits.pop()).flatten();
+        for &(key, n, us) in &waits {
+            k.wait(key, n, us);
+        }
+        let alive: Vec<u64> = (k.keys.keys().copied())
+            .filter(|key| (key + round) % 7 != 0)
+            .collect();
+        let out = s.scrape_between(&mut k, &alive, |k| {
+            if let Some((key, n, us)) = late {
+                k.wait(key, n, us);
+            }
+        });
         for (name, n) in counts(&out) {
             let before = last_seen.insert(name.clone(), n).unwrap_or(0);
             assert!(n >= before, "{name}: {before} -> {n} in round {round}");
         }
-        let total = kernel.values().sum::<u64>() + deleted_total;
-        assert_eq!(last_seen.values().sum::<u64>(), total, "round {round}");
-        for k in names.forgotten {
-            deleted_total += kernel.remove(&k).unwrap();
-            deleted.insert(k);
+        overflowed |= last_seen.contains_key(OVERFLOW);
+        let (sum, total) = (last_seen.values().sum::<u64>(), k.total_count());
+        if overflowed {
+            assert_eq!(sum, total, "round {round}: {last_seen:?}");
+        } else {
+            assert!(sum <= total, "round {round}: {sum} > {total}");
+        }
+        for key in std::mem::take(&mut k.forgotten) {
+            deleted.insert(key);
         }
     }
+    assert!(overflowed);
 }
 
 #[test]
 fn a_failed_delete_keeps_the_key() {
     let mut s = series(1, Pins::default());
-    let mut names = Names {
+    let mut k = Kernel {
         stuck: true,
-        ..Names::default()
+        ..Kernel::default()
     };
-    let out = scrape(&mut s, &[(1, 2, 1)], &mut names);
+    k.wait(1, 2, 1);
+    let out = s.scrape(&mut k, &[]);
     assert_eq!(out.series.len(), 1, "new waits: exported");
-    let out = scrape(&mut s, &[(1, 2, 1)], &mut names);
+    let out = s.scrape(&mut k, &[]);
     assert!(out.series.is_empty(), "idle: left out");
-    assert!(names.forgotten.is_empty(), "idle once: not asked yet");
-    scrape(&mut s, &[(1, 2, 1)], &mut names);
-    assert_eq!(names.forgotten, [1], "idle twice and gone: deleted");
+    assert!(k.forgotten.is_empty(), "idle once: not asked yet");
+    s.scrape(&mut k, &[]);
+    assert_eq!(k.forgotten, [1], "idle twice and gone: deleted");
     assert_eq!(s.keys.len(), 1, "deleting failed: still there");
-    names.stuck = false;
+    k.stuck = false;
     for _ in 0..2 {
-        scrape(&mut s, &[(1, 2, 1)], &mut names);
+        s.scrape(&mut k, &[]);
     }
-    assert_eq!(names.forgotten, [1, 1], "asked again after 4 idle scrapes");
+    assert_eq!(k.forgotten, [1, 1], "asked again after 4 idle scrapes");
     assert_eq!(s.keys.len(), 0, "deleted now");
 }

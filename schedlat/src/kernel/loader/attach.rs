@@ -94,7 +94,7 @@ pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
             .ok_or("not in the embedded object")?
             .try_into()
             .map_err(|e: ProgramError| e.to_string())?;
-        let started = std::time::Instant::now();
+        let started = load_times::Started::now();
         let loaded = prog.load();
         load_times::report(load_times::wanted(), program, started, &loaded, || {
             prog.info()

@@ -38,7 +38,7 @@ pub(super) fn load_all(
             let Some((i, (prog, name, tracepoint))) = next else {
                 return;
             };
-            let started = std::time::Instant::now();
+            let started = load_times::Started::now();
             let result = prog.load(tracepoint, btf);
             load_times::report(times, name, started, &result, || prog.info());
             results.lock().expect("no worker panics holding it")[i] = Some(result);

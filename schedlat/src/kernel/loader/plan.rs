@@ -270,9 +270,9 @@ struct BtfFacts {
 /// the chains `wants` names (the run-queue length only if this kernel has
 /// it).
 fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
-    let btf = btf::open(path)?;
+    let (btf, ids) = btf::open_indexed(path)?;
     // Every offset set below reads its structs through this one cache.
-    let layouts = btf::Layouts::new(&btf, path);
+    let layouts = btf::Layouts::indexed(&btf, path, ids);
     let task = btf::task_offsets(&layouts)?;
     // Without fault injection, which replaces the pid offset on purpose.
     #[cfg(not(feature = "fault-injection"))]
