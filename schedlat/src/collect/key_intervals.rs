@@ -36,7 +36,7 @@ use super::{
     batch::Entries,
     decision::KeyDecisions,
     error::ReadError,
-    key_slots::{Key, Slots},
+    key_slots::{FIRST_ASK, Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
@@ -49,15 +49,48 @@ use crate::{
 /// while the kernel's copy is still in the CPU's cache.
 const CHUNK: usize = 256;
 
-/// Idle readings before a key is first asked whether it exists.
-const FIRST_ASK: u32 = 2;
-
 /// The most keys one reading asks whether they exist, of `keys`: an
 /// eighth of them (at 0.9 us a syscall, 1.1 ms at ten thousand keys where
 /// asking all costs 9 ms), and never fewer than 256 (0.23 ms), so a small
 /// map asks every due key at once.
 pub(super) fn ask_budget(keys: usize) -> usize {
     (keys / 8).max(256)
+}
+
+/// Asks up to [`ask_budget`] of the keys due whether they still exist,
+/// those due longest first; each is due again when its idle readings
+/// have doubled (a key still there, or one whose delete failed). While some are left over, the budget
+/// stays that of the keys there were (it does not shrink as the gone
+/// are deleted), and a key due later never passes one due earlier: each
+/// is asked within 8 readings of due.
+///
+/// `due` is the reading's due keys (slot, readings since due) and
+/// `backlog_of` the keys there were when some were first left over (0:
+/// none); the gone go to `gone`. Both engines (this one and
+/// key_summaries.rs) ask through it.
+pub(super) fn ask_due<S>(
+    slots: &mut Slots<S>,
+    (due, backlog_of): (&mut Vec<(usize, u32)>, &mut usize),
+    names: &mut impl Existence,
+    gone: &mut Vec<u64>,
+) {
+    let keys = slots.len().max(*backlog_of);
+    let budget = ask_budget(keys);
+    if due.len() > budget {
+        due.select_nth_unstable_by_key(budget, |&(_, late)| std::cmp::Reverse(late));
+        due.truncate(budget);
+        *backlog_of = keys;
+    } else {
+        *backlog_of = 0;
+    }
+    for &(slot, _) in due.iter() {
+        let state = slots.key(slot);
+        // Asked again then, also a gone key whose delete fails.
+        state.ask_at = state.idle.saturating_mul(2);
+        if !names.exists(state.key) {
+            gone.push(state.key);
+        }
+    }
 }
 
 /// How a key's buckets are kept between readings.
@@ -331,18 +364,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             // A cgroup's path while it is there to be read: a key shown
             // later is named from it.
             names.saw(key);
-            Key {
-                key,
-                seen: round,
-                last_sum_ns: 0,
-                last_zero: 0,
-                idle: 0,
-                ask_at: FIRST_ASK,
-                last_causes: None,
-                last_decision: None,
-                comm: stats.comm,
-                user: S::default(),
-            }
+            Key::new(key, round, stats.comm)
         });
         let (state, last) = self.slots.with_last(slot);
         state.seen = round;
@@ -386,31 +408,14 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         state.ask_at = FIRST_ASK;
     }
 
-    /// Asks up to [`ask_budget`] of the keys due whether they still exist,
-    /// those due longest first; each is due again when its idle readings
-    /// have doubled (a key still there, or one whose delete failed). While some are left over, the budget
-    /// stays that of the keys there were (it does not shrink as the gone
-    /// are deleted), and a key due later never passes one due earlier: each
-    /// is asked within 8 readings of due.
+    /// Asks the keys due whether they still exist (the shared [`ask_due`]).
     fn ask_due(&mut self) {
-        let keys = self.slots.len().max(self.backlog_of);
-        let budget = ask_budget(keys);
-        if self.due.len() > budget {
-            self.due
-                .select_nth_unstable_by_key(budget, |&(_, late)| std::cmp::Reverse(late));
-            self.due.truncate(budget);
-            self.backlog_of = keys;
-        } else {
-            self.backlog_of = 0;
-        }
-        for &(slot, _) in &self.due {
-            let state = self.slots.key(slot);
-            // Asked again then, also a gone key whose delete fails.
-            state.ask_at = state.idle.saturating_mul(2);
-            if !self.names.exists(state.key) {
-                self.gone.push(state.key);
-            }
-        }
+        ask_due(
+            &mut self.slots,
+            (&mut self.due, &mut self.backlog_of),
+            &mut self.names,
+            &mut self.gone,
+        );
     }
 
     /// Gives each key that waited in this reading its decision split since

@@ -44,6 +44,28 @@ pub(super) struct Key<S> {
     pub user: S,
 }
 
+/// Idle readings before a key is first asked whether it exists.
+pub(super) const FIRST_ASK: u32 = 2;
+
+impl<S: Default> Key<S> {
+    /// A key first found in reading `seen`, with the name the kernel
+    /// stored for it.
+    pub(super) fn new(key: u64, seen: u64, comm: [u8; 16]) -> Key<S> {
+        Key {
+            key,
+            seen,
+            last_sum_ns: 0,
+            last_zero: 0,
+            idle: 0,
+            ask_at: FIRST_ASK,
+            last_causes: None,
+            last_decision: None,
+            comm,
+            user: S::default(),
+        }
+    }
+}
+
 /// A hasher for the u64 keys: std's SipHash guards against inputs chosen
 /// to collide, which PIDs and cgroup ids are not, at several times the
 /// cost.

@@ -11,7 +11,7 @@
 //!   1.7 KiB of every key, idle or not).
 //! - Existence: as the keyed intervals do (key_intervals.rs), a key idle
 //!   for 2 readings is asked whether its task or cgroup still exists, and
-//!   again as its idle readings double, at most [`ask_budget`] keys a
+//!   again as its idle readings double, at most [`ask_budget`](super::key_intervals::ask_budget) keys a
 //!   reading; one found gone is deleted from the kernel's maps (summary,
 //!   histogram, decision split) once the reading is handed out.
 
@@ -20,17 +20,14 @@ use schedlat_common::scope::{Breakdown, KeyStats, KeySummary};
 use super::{
     batch::Entries,
     error::ReadError,
-    key_intervals::{Existence, KeyRef, PerKey, ask_budget},
-    key_slots::{Key, Slots},
+    key_intervals::{Existence, KeyRef, PerKey, ask_due},
+    key_slots::{FIRST_ASK, Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
 
 /// Keys per batch read (24 bytes each).
 const CHUNK: usize = 1024;
-
-/// Idle readings before a key is first asked whether it exists.
-const FIRST_ASK: u32 = 2;
 
 /// What is kept per key: its count at the previous reading (the sum is
 /// the slot's `last_sum_ns`), and the user's state.
@@ -188,18 +185,7 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
         let slot = self.slots.find(key, || {
             // A cgroup's path while it is there to be read.
             names.saw(key);
-            Key {
-                key,
-                seen: round,
-                last_sum_ns: 0,
-                last_zero: 0,
-                idle: 0,
-                ask_at: FIRST_ASK,
-                last_causes: None,
-                last_decision: None,
-                comm: [0; 16],
-                user: Summarised::default(),
-            }
+            Key::new(key, round, [0; 16])
         });
         let state = self.slots.key(slot);
         state.seen = round;
@@ -225,29 +211,13 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
         state.ask_at = FIRST_ASK;
     }
 
-    /// As the keyed intervals' (key_intervals.rs `ask_due`).
-    fn ask_due(&mut self) {
-        let keys = self.slots.len().max(self.backlog_of);
-        let budget = ask_budget(keys);
-        if self.due.len() > budget {
-            self.due
-                .select_nth_unstable_by_key(budget, |&(_, late)| std::cmp::Reverse(late));
-            self.due.truncate(budget);
-            self.backlog_of = keys;
-        } else {
-            self.backlog_of = 0;
-        }
-        for &(slot, _) in &self.due {
-            let state = self.slots.key(slot);
-            state.ask_at = state.idle.saturating_mul(2);
-            if !self.names.exists(state.key) {
-                self.gone.push(state.key);
-            }
-        }
-    }
-
     fn finish(&mut self, mut forget: impl FnMut(u64) -> bool) {
-        self.ask_due();
+        ask_due(
+            &mut self.slots,
+            (&mut self.due, &mut self.backlog_of),
+            &mut self.names,
+            &mut self.gone,
+        );
         let round = self.round;
         self.slots.retain(|k| k.seen == round);
         for &key in &self.gone {
