@@ -36,7 +36,7 @@ use super::{
     batch::Entries,
     decision::KeyDecisions,
     error::ReadError,
-    key_slots::{FIRST_ASK, Key, Slots},
+    key_slots::{Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
@@ -373,9 +373,8 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             // Gone? Due after two idle readings, then each time they
             // double: a task that merely slept through one interval is not
             // asked at all, one idle for long is asked rarely (finish asks).
-            state.idle = state.idle.saturating_add(1);
-            if state.idle >= state.ask_at {
-                self.due.push((slot, state.idle - state.ask_at));
+            if let Some(late) = state.idle_reading() {
+                self.due.push((slot, late));
             }
             return;
         }
@@ -404,8 +403,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
         state.comm = stats.comm;
         state.last_sum_ns = stats.sum_ns;
         state.last_zero = zero;
-        state.idle = 0;
-        state.ask_at = FIRST_ASK;
+        state.waited();
     }
 
     /// Asks the keys due whether they still exist (the shared [`ask_due`]).

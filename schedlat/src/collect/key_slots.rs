@@ -45,7 +45,7 @@ pub(super) struct Key<S> {
 }
 
 /// Idle readings before a key is first asked whether it exists.
-pub(super) const FIRST_ASK: u32 = 2;
+const FIRST_ASK: u32 = 2;
 
 impl<S: Default> Key<S> {
     /// A key first found in reading `seen`, with the name the kernel
@@ -63,6 +63,21 @@ impl<S: Default> Key<S> {
             comm,
             user: S::default(),
         }
+    }
+}
+
+impl<S> Key<S> {
+    /// One more reading in a row without a new wait; when the key is due
+    /// to be asked whether it exists, the readings since it came due.
+    pub(super) fn idle_reading(&mut self) -> Option<u32> {
+        self.idle = self.idle.saturating_add(1);
+        (self.idle >= self.ask_at).then(|| self.idle - self.ask_at)
+    }
+
+    /// A reading in which it waited: idle and asking start again.
+    pub(super) fn waited(&mut self) {
+        self.idle = 0;
+        self.ask_at = FIRST_ASK;
     }
 }
 

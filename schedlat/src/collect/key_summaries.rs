@@ -21,7 +21,7 @@ use super::{
     batch::Entries,
     error::ReadError,
     key_intervals::{Existence, KeyRef, PerKey, ask_due},
-    key_slots::{FIRST_ASK, Key, Slots},
+    key_slots::{Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
@@ -190,9 +190,8 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
         let state = self.slots.key(slot);
         state.seen = round;
         if summary.waits == state.user.last_waits {
-            state.idle = state.idle.saturating_add(1);
-            if state.idle >= state.ask_at {
-                self.due.push((slot, state.idle - state.ask_at));
+            if let Some(late) = state.idle_reading() {
+                self.due.push((slot, late));
             }
             if state.user.user.shown_idle() {
                 self.idle_shown.push(slot);
@@ -207,8 +206,7 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
         });
         state.user.last_waits = summary.waits;
         state.last_sum_ns = summary.sum_ns;
-        state.idle = 0;
-        state.ask_at = FIRST_ASK;
+        state.waited();
     }
 
     fn finish(&mut self, mut forget: impl FnMut(u64) -> bool) {
