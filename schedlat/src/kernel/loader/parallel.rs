@@ -36,11 +36,12 @@ pub(super) fn load_all(
 ) -> Vec<Result<(), ProgramError>> {
     let times = load_times::wanted();
     let count = programs.len();
+    const ONCE: &str = "load_order lists each index once";
     let order = load_order(programs.iter().map(|&(_, _, tracepoint)| tracepoint));
     let mut programs: Vec<_> = programs.into_iter().map(Some).collect();
     let ordered: Vec<_> = order
         .into_iter()
-        .map(|i| (i, programs[i].take().expect("load_order lists each index once")))
+        .map(|i| (i, programs[i].take().expect(ONCE)))
         .collect();
     let queue = Mutex::new(ordered.into_iter());
     let results: Mutex<Vec<Option<Result<(), ProgramError>>>> =
