@@ -7,8 +7,8 @@
 //!
 //! Level 1 (flate2's `fast`): the exposition repeats each series' labels
 //! on every line, so the fastest level already compresses the text about
-//! tenfold, for a fraction of the default level's CPU (measured in
-//! docs/architecture.md's scrape section).
+//! twentyfold; its CPU is measured in README's "The size of a
+//! `--cgroups` scrape" (about 0.7 ms per MB of text on the project's VM).
 
 use std::io::Write;
 
