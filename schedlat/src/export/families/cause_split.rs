@@ -7,8 +7,10 @@
 //! absent, not 0, where the kernel lacks the accounting.
 //!
 //! Families, as for the histograms: the whole system (with the filter's
-//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
-//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` per
+//! cgroup in `schedlat_cgroup_runqueue_*` (the held_by seconds and the
+//! overlaps' seconds; every split with `--cgroup-splits full`:
+//! export/cgroup_splits.rs), its series the keyed
 //! histogram's (the same intervals, `__overflow__` included), so `sum()`
 //! over a family never counts a wait twice. Not with `--pids`: a process
 //! per series is unbounded, and a few dozen series per process would

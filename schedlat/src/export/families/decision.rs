@@ -13,8 +13,10 @@
 //!
 //! A fixed set of label values (30 per family), never one per task.
 //! Families, as for the cause split: the whole system (with the filter's
-//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
-//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` per
+//! cgroup in `schedlat_cgroup_runqueue_*` (the outcome and decision
+//! seconds, without the classes the kernel cannot produce; every split
+//! with `--cgroup-splits full`: export/cgroup_splits.rs), its series the keyed
 //! histogram's (the same intervals and `--max-series`, `__overflow__`
 //! included), so `sum()` over a family never counts a wait twice. A
 //! series is absent when the split is off (`--no-decision`,
