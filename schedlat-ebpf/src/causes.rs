@@ -26,7 +26,7 @@ use schedlat_common::{
 
 use crate::{
     bpf::{barrier_var, equal, select},
-    config::{CAUSE, COMPUTE, RQ, get},
+    config::{CAUSE, COMPUTE, DECISION, RQ, get},
     keying::SharedCauses,
     memory::{CfsRq, Rq, TaskPtr},
 };
@@ -61,6 +61,24 @@ pub fn on() -> bool {
 #[inline(always)]
 pub fn linked(task: TaskPtr) -> TaskPtr {
     task.with_links(on() && get(&RQ.resolved) != 0, on())
+}
+
+/// sched_switch's `next` with the fields `linked` reads, read through
+/// `rq->curr` of prev's run queue (prev's `se.cfs_rq->rq`, read by
+/// `linked(prev)` already): __schedule() sets rq->curr to next before
+/// sched_switch fires, on every kernel with tp_btf (kernel/sched/core.c).
+/// A pointer loaded from prev is a plain BTF pointer, so next's
+/// `se.cfs_rq` and `cgroups` cost the verifier no scans of the kernel's
+/// BTF by name, which read from the argument they do (memory.rs
+/// with_links). `rq->curr`'s offset is resolved with the decision split;
+/// without it, next's own fields are read.
+#[inline(always)]
+pub fn linked_next(next: TaskPtr, prev: TaskPtr) -> TaskPtr {
+    if on() && get(&RQ.resolved) != 0 && get(&DECISION.rq_curr) != 0 {
+        next.with_links_through(prev.cfs_rq().rq().curr(), true, true)
+    } else {
+        linked(next)
+    }
 }
 
 /// The queue a task was just put on: its group's CFS queue on that CPU,

@@ -213,7 +213,7 @@ fn btf_switch<const D: bool>(
 ) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
     let preempt: u64 = ctx.arg(0);
     let prev = causes::linked(TaskPtr::new(ctx.arg(1)));
-    let next = causes::linked(TaskPtr::new(ctx.arg(2)));
+    let next = causes::linked_next(TaskPtr::new(ctx.arg(2)), prev);
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.

@@ -56,6 +56,18 @@ impl TaskPtr {
         TaskPtr(self.0, links)
     }
 
+    /// `with_links`, with the fields read through `same`: another pointer
+    /// to this task, loaded from kernel memory (`rq->curr`) rather than
+    /// handed to the program. The verifier loads a pointer field from such
+    /// a pointer without the scans by name that `with_links` describes
+    /// (kernel/bpf/verifier.c check_ptr_to_btf_access(): the trust lookups
+    /// are made only for a trusted or RCU pointer). At run time, one load
+    /// more (`same` itself).
+    #[inline(always)]
+    pub fn with_links_through(self, same: TaskPtr, cfs_rq: bool, css_set: bool) -> Self {
+        TaskPtr(self.0, same.with_links(cfs_rq, css_set).1)
+    }
+
     /// `task->pid` (the TID in userspace terms).
     #[inline(always)]
     pub fn pid(self) -> u32 {
