@@ -88,9 +88,11 @@ pub mod names {
     /// new keys are inserted from.
     pub const MAP_KEYED: &str = "KEYED";
     pub const MAP_KEY_ZERO: &str = "KEY_ZERO";
-    /// Per breakdown key, its waits and their sum (`scope::KeySummary`),
-    /// keyed as `MAP_KEYED`.
+    /// Per breakdown key, its waits and their sum (`scope::KeySummary`):
+    /// a memory-mapped array, one row per key (`KeyStats::summary_slot`),
+    /// and the queue of its free rows.
     pub const MAP_KEY_SUMMARY: &str = "KEY_SUMMARY";
+    pub const MAP_KEY_FREE: &str = "KEY_FREE";
     /// Victims and slow modes (schedlat-ebpf victims.rs): per-TID row
     /// slots, per-interval rows in two halves picked by the low bit of
     /// EPOCH, rows used per half, and the slow events.

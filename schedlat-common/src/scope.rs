@@ -31,7 +31,7 @@ pub const MAX_CGROUP_DEPTH: usize = 16;
 
 /// One key's histogram, cumulative since load (userspace differences snapshots,
 /// as for [`CpuStats`](crate::CpuStats)). Shared by all CPUs, so the kernel
-/// updates it with atomic adds; u32 counts keep a key at 1,696 bytes.
+/// updates it with atomic adds; u32 counts keep a key at 1,704 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyStats {
@@ -43,6 +43,11 @@ pub struct KeyStats {
     pub comm: [u8; 16],
     /// The cause split of the key's waits (counts and sums).
     pub causes: KeyCauses,
+    /// The key's row of `KEY_SUMMARY` ([`KeySummary`]), taken from the
+    /// free rows (`KEY_FREE`) when the key was inserted: set before the
+    /// insert, so no reader finds the key without it.
+    pub summary_slot: u32,
+    pub _reserved: u32,
 }
 
 impl KeyStats {
@@ -52,6 +57,8 @@ impl KeyStats {
         sum_ns: 0,
         comm: [0; 16],
         causes: KeyCauses::ZERO,
+        summary_slot: 0,
+        _reserved: 0,
     };
 }
 
@@ -60,20 +67,22 @@ impl KeyStats {
 // (checked below), valid for any bit pattern.
 unsafe impl aya::Pod for KeyStats {}
 
-/// One key's waits and their sum, cumulative since its first wait: a
-/// [`KeyStats`]' count and sum in a map of their own (`KEY_SUMMARY`), 16
-/// bytes a key, so that a scrape learns which keys waited since the last,
-/// and by how much, without copying 1,696 bytes of every key out of the
-/// kernel (serve reads a whole histogram only for the keys it exports).
+/// One key's waits and their sum, cumulative since its first wait, in
+/// the key's row of `KEY_SUMMARY`: a memory-mapped array
+/// (`BPF_F_MMAPABLE`) that a scrape reads in place, 24 bytes a key, so
+/// that it learns which keys waited since the last, and by how much,
+/// without a syscall or a copy (serve reads a whole [`KeyStats`] only for
+/// the keys it exports). `key` is 0 in a free row.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeySummary {
+    pub key: u64,
     pub waits: u64,
     pub sum_ns: u64,
 }
 
 #[cfg(feature = "user")]
-// SAFETY: repr(C), two u64s, valid for any bit pattern.
+// SAFETY: repr(C), three u64s, valid for any bit pattern.
 unsafe impl aya::Pod for KeySummary {}
 
 #[cfg(test)]
@@ -86,9 +95,9 @@ mod tests {
     fn key_stats_has_no_implicit_padding() {
         assert_eq!(
             size_of::<KeyStats>(),
-            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>()
+            4 * NR_BUCKETS + 4 * NR_LOG2_SLOTS + 8 + 16 + size_of::<KeyCauses>() + 8
         );
         // The size the docs give (and the kernel side's KEY_ZERO comment).
-        assert_eq!(size_of::<KeyStats>(), 1_696);
+        assert_eq!(size_of::<KeyStats>(), 1_704);
     }
 }

@@ -6,9 +6,9 @@
 use core::ptr::NonNull;
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_F_MMAPABLE, BPF_NOEXIST},
     macros::map,
-    maps::{Array, HashMap},
+    maps::{Array, HashMap, PerCpuArray, Queue},
 };
 use schedlat_common::{
     NR_BUCKETS, NR_LOG2_SLOTS,
@@ -33,16 +33,27 @@ use crate::{
 #[map]
 static KEYED: HashMap<u64, KeyStats> = HashMap::with_max_entries(1, 0);
 
-/// Per key, its waits and their sum (`KeySummary`): what a scrape reads
-/// of every key, where KEYED is read only for the keys it exports. Sized
-/// by the loader as KEYED.
+/// Per key, its waits and their sum (`KeySummary`), in the row the key's
+/// `KeyStats::summary_slot` names: what a scrape reads of every key, in
+/// place through a memory mapping (an idle key costs it one compare, no
+/// syscall and no copy), where KEYED is read only for the keys it
+/// exports. Sized by the loader as KEYED.
 #[map]
-static KEY_SUMMARY: HashMap<u64, KeySummary> = HashMap::with_max_entries(1, 0);
+static KEY_SUMMARY: Array<KeySummary> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 
-/// A zeroed `KeyStats` to insert new keys from (1,696 bytes: too big for
-/// the 512-byte BPF stack).
+/// The free rows of KEY_SUMMARY: userspace pushes every row at load and
+/// each row of a key it deletes (zeroed, a reading later); a new key pops
+/// one. A queue, because 5.10 cannot fetch-and-add in these programs (no
+/// bump allocator: atomic.rs). Sized by the loader as KEYED.
 #[map]
-static KEY_ZERO: Array<KeyStats> = Array::with_max_entries(1, 0);
+static KEY_FREE: Queue<u32> = Queue::with_max_entries(1, 0);
+
+/// A zeroed `KeyStats` to insert new keys from (1,704 bytes: too big for
+/// the 512-byte BPF stack), per CPU so that the new key's summary row can
+/// be written into it before the insert. The programs do not nest on a
+/// CPU, so nothing else writes this CPU's copy meanwhile.
+#[map]
+static KEY_ZERO: PerCpuArray<KeyStats> = PerCpuArray::with_max_entries(1, 0);
 
 /// Per key, its decision split (the decision split's programs only): a map
 /// of its own, keyed as KEYED, so that a key's histogram stays the size it
@@ -89,14 +100,12 @@ pub fn key_histogram(next: TaskPtr, (decided, wait): (u64, u64)) -> Key {
     } else {
         u64::from(cpu())
     };
-    // The summary first: a key that has one is found by every scrape (and
-    // deleted once gone); one without (the summary map full) is unkeyed.
-    if !count_summary(key, wait) {
-        return Key::Full;
-    }
+    // A key without a histogram (the map full, or no free summary row) is
+    // unkeyed; one with a histogram has a summary row too.
     let Some(stats) = key_stats(key).and_then(NonNull::new) else {
         return Key::Full;
     };
+    count_summary(stats, wait);
     if decided & Decided::MEASURED != 0 {
         count_decision(key, Decided(decided), wait);
     }
@@ -259,27 +268,21 @@ fn count_decision(key: u64, d: Decided, wait: u64) {
     }
 }
 
-/// One more wait of `wait` ns in `key`'s summary, inserted zeroed at its
-/// first (16 bytes: from the stack); false when the map is full.
+/// One more wait of `wait` ns in the summary row of the key whose
+/// histogram is `stats`.
 #[inline(always)]
-fn count_summary(key: u64, wait: u64) -> bool {
-    let found = match KEY_SUMMARY.get_ptr_mut(key) {
-        Some(p) => Some(p),
-        None => {
-            let zero = KeySummary::default();
-            let _ = KEY_SUMMARY.insert(key, zero, u64::from(BPF_NOEXIST));
-            KEY_SUMMARY.get_ptr_mut(key)
-        }
-    };
-    let Some(s) = found else {
-        return false;
+fn count_summary(stats: NonNull<KeyStats>, wait: u64) {
+    // SAFETY: a map value, valid for this program run; the row number is
+    // only written before the key's insert.
+    let slot = unsafe { (*stats.as_ptr()).summary_slot };
+    let Some(s) = KEY_SUMMARY.get_ptr_mut(slot) else {
+        return;
     };
     // SAFETY: aligned u64s of a map value, valid for this program run.
     unsafe {
         atomic::add_u64(&raw mut (*s).waits, 1);
         atomic::add_u64(&raw mut (*s).sum_ns, wait);
     }
-    true
 }
 
 /// The key's decision split, inserted zeroed on its first wait (as
@@ -294,15 +297,37 @@ fn key_decision(key: u64) -> Option<NonNull<KeyDecision>> {
     KEY_DECISIONS.get_ptr_mut(key).and_then(NonNull::new)
 }
 
-/// The key's histogram, inserted zeroed on its first wait. Two CPUs may
-/// insert the same new key at once: BPF_NOEXIST makes one of them fail,
-/// and its second lookup finds the other's entry.
+/// The key's histogram, inserted zeroed on its first wait with a free
+/// summary row. Two CPUs may insert the same new key at once: BPF_NOEXIST
+/// makes one of them fail, its row goes back to the queue, and its second
+/// lookup finds the other's entry. The row's key is written after the
+/// insert: a wait another CPU counts in between is in the row's count
+/// before the row names its key, which a scrape then reads as the new
+/// key's (userspace skips rows whose key is 0).
 #[inline(always)]
 fn key_stats(key: u64) -> Option<*mut KeyStats> {
     if let Some(p) = KEYED.get_ptr_mut(key) {
         return Some(p);
     }
-    let zero = KEY_ZERO.get(0)?;
-    let _ = KEYED.insert(key, zero, u64::from(BPF_NOEXIST));
+    let slot = KEY_FREE.pop().ok().flatten()?;
+    let Some(zero) = KEY_ZERO.get_ptr_mut(0) else {
+        let _ = KEY_FREE.push(slot, 0);
+        return None;
+    };
+    // SAFETY: this CPU's copy of a per-CPU map value (the programs do not
+    // nest, so no other writes it meanwhile).
+    unsafe { (*zero).summary_slot = slot };
+    // SAFETY: as above; the insert copies it.
+    let zero: &KeyStats = unsafe { &*zero };
+    let inserted = KEYED.insert(key, zero, u64::from(BPF_NOEXIST));
+    match (inserted, KEY_SUMMARY.get_ptr_mut(slot)) {
+        // SAFETY: an aligned u64 of a map value; no program writes a row's
+        // key but the one that took the row.
+        (Ok(()), Some(row)) => unsafe { (&raw mut (*row).key).write_volatile(key) },
+        (Ok(()), None) => {}
+        (Err(_), _) => {
+            let _ = KEY_FREE.push(slot, 0);
+        }
+    }
     KEYED.get_ptr_mut(key)
 }

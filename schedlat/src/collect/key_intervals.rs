@@ -389,7 +389,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
                 Some(then) => now.since(then),
                 None => now.clone(),
             };
-            state.last_causes = Some(now);
+            state.last_causes = Some(Box::new(now));
             new
         });
         self.active.push(Active {
@@ -429,7 +429,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
                 Some(then) => now.since(then),
                 None => now.clone(),
             });
-            state.last_decision = Some(now);
+            state.last_decision = Some(Box::new(now));
         }
     }
 

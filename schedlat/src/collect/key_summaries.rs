@@ -1,14 +1,15 @@
 //! The keys of `serve --pids` and `serve --cgroups`, read by their
-//! summaries: each key's waits and their sum (`KEY_SUMMARY`, 16 bytes a
-//! key) rather than its whole histogram (`KEYED`, 1,696 bytes, and 712 more
+//! summaries: each key's waits and their sum (`KEY_SUMMARY`, 24 bytes a
+//! key) rather than its whole histogram (`KEYED`, 1,704 bytes, and 712 more
 //! of decision split per cgroup). A scrape needs every key's wait since
 //! the previous scrape, to rank them for `--max-series`, but the whole
 //! histogram only of the keys it exports (export/keyed_series.rs reads
 //! those one by one, and derives the overflow series from the total).
 //!
-//! - A key is idle when its count did not change: one compare, on 24
-//!   bytes the kernel copied (where the histograms' batch read copied
-//!   1.7 KiB of every key, idle or not).
+//! - A key is idle when its count did not change: one compare, on a row
+//!   read in place from the memory-mapped summaries (summary_rows.rs; a
+//!   batch read of a hash map of them cost the kernel about 0.4 us a key
+//!   to copy out, and the histograms' batch read 1.7 KiB of every key).
 //! - Existence: as the keyed intervals do (key_intervals.rs), a key idle
 //!   for 2 readings is asked whether its task or cgroup still exists, and
 //!   again as its idle readings double, at most [`ask_budget`](super::key_intervals::ask_budget) keys a
@@ -18,16 +19,12 @@
 use schedlat_common::scope::{Breakdown, KeyStats, KeySummary};
 
 use super::{
-    batch::Entries,
     error::ReadError,
     key_intervals::{Existence, KeyRef, PerKey, ask_due},
     key_slots::{Key, Slots},
     keylabels::KeyLabels,
     tracer::Tracer,
 };
-
-/// Keys per batch read (24 bytes each).
-const CHUNK: usize = 1024;
 
 /// What is kept per key: its count at the previous reading (the sum is
 /// the slot's `last_sum_ns`), and the user's state.
@@ -62,7 +59,6 @@ pub(crate) struct KeySummaries<S = (), N = KeyLabels> {
     decisions: bool,
     names: N,
     slots: Slots<Summarised<S>>,
-    entries: Entries<u64, KeySummary>,
     round: u64,
     active: Vec<Waited>,
     idle_shown: Vec<usize>,
@@ -101,12 +97,7 @@ impl<S: PerKey> KeySummaries<S, KeyLabels> {
         take: impl FnOnce(&mut Reading<'_, S>, &Tracer) -> Result<R, ReadError>,
     ) -> Result<R, ReadError> {
         self.begin();
-        let mut entries = std::mem::take(&mut self.entries);
-        let read = tracer.for_each_key_summary(&mut entries, CHUNK, |&key, summary| {
-            self.feed(key, summary);
-        });
-        self.entries = entries;
-        read?;
+        tracer.for_each_key_summary(|summary| self.feed(summary.key, summary))?;
         let out = take(&mut Reading { keys: self }, tracer);
         let split = self.decisions;
         // The split first: a key whose histogram delete failed is asked
@@ -125,7 +116,6 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
             decisions: false,
             names,
             slots: Slots::new(0),
-            entries: Entries::default(),
             round: 0,
             active: Vec::new(),
             idle_shown: Vec::new(),
@@ -146,7 +136,7 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
     ) -> R {
         self.begin();
         for (key, summary) in current {
-            self.feed(key, &summary);
+            self.feed(key, &KeySummary { key, ..summary });
         }
         let out = take(&mut Reading { keys: self });
         self.finish(forget);
@@ -312,7 +302,11 @@ mod tests {
     }
 
     fn summary(waits: u64, sum_ns: u64) -> KeySummary {
-        KeySummary { waits, sum_ns }
+        KeySummary {
+            key: 0,
+            waits,
+            sum_ns,
+        }
     }
 
     fn read(keys: &mut KeySummaries<(), Live>, current: &[(u64, KeySummary)]) -> Vec<Waited> {

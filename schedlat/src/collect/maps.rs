@@ -82,27 +82,37 @@ impl Tracer {
     /// syscall through `buf` (batch.rs): what a scrape of thousands of
     /// keys needs.
     pub(crate) fn for_each_keyed(
-        &self,
+        &mut self,
         buf: &mut Entries<u64, KeyStats>,
         chunk: usize,
         each: impl FnMut(&u64, &KeyStats),
     ) -> Result<(), ReadError> {
+        // The rows of keys deleted in the previous reading are freed here
+        // too (the summary rows' reading does it for serve).
+        if let Some(rows) = self.summary_rows.as_mut() {
+            let name = names::MAP_KEY_FREE;
+            rows.recycle()
+                .map_err(|error| ReadError::Map { name, error })?;
+        }
         let name = names::MAP_KEYED;
         let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
         batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
     }
 
     /// Every key's summary (its waits and their sum) handed to `each`,
-    /// `chunk` keys per syscall: what a scrape reads of every key.
+    /// read in place from the mapped rows (summary_rows.rs): what a
+    /// scrape reads of every key.
     pub(crate) fn for_each_key_summary(
-        &self,
-        buf: &mut Entries<u64, KeySummary>,
-        chunk: usize,
-        each: impl FnMut(&u64, &KeySummary),
+        &mut self,
+        each: impl FnMut(&KeySummary),
     ) -> Result<(), ReadError> {
         let name = names::MAP_KEY_SUMMARY;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
+        let rows = self
+            .summary_rows
+            .as_mut()
+            .ok_or(ReadError::MissingMap(name))?;
+        rows.for_each(each)
+            .map_err(|error| ReadError::Map { name, error })
     }
 
     /// One key's histogram; None when it has none.
@@ -118,24 +128,21 @@ impl Tracer {
         }
     }
 
-    /// Deletes one key's histogram and summary (its task or cgroup is
-    /// gone); a key without a summary is no error.
+    /// Deletes one key's histogram (its task or cgroup is gone), and
+    /// frees its summary row (at the next reading: summary_rows.rs).
     pub(crate) fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
-        let name = names::MAP_KEY_SUMMARY;
-        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut summary = aya::maps::HashMap::<&mut MapData, u64, KeySummary>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
-        match summary.remove(&key) {
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
-            other => other.map_err(|error| ReadError::Map { name, error })?,
-        }
+        let row = self.key_entry(key)?.map(|stats| stats.summary_slot);
         let name = names::MAP_KEYED;
         let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
         let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)
             .map_err(|error| ReadError::Map { name, error })?;
         keyed
             .remove(&key)
-            .map_err(|error| ReadError::Map { name, error })
+            .map_err(|error| ReadError::Map { name, error })?;
+        if let (Some(row), Some(rows)) = (row, self.summary_rows.as_mut()) {
+            rows.forget(row);
+        }
+        Ok(())
     }
 
     /// The cumulative waits summed over CPUs, with their cause and

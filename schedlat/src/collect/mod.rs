@@ -26,6 +26,9 @@ pub(crate) mod pairs;
 #[cfg(test)]
 mod pairs_live;
 pub(crate) mod slow;
+mod summary_rows;
+#[cfg(test)]
+mod summary_rows_live;
 pub(crate) mod tracer;
 pub(crate) mod victims;
 mod whole;

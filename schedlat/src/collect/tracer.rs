@@ -6,7 +6,9 @@
 use aya::Ebpf;
 use schedlat_common::{names, scope::Breakdown};
 
-use super::{cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels};
+use super::{
+    cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels, summary_rows::SummaryRows,
+};
 use crate::{
     histogram::{DecisionFacts, Measurable, Unit},
     kernel::{
@@ -37,6 +39,8 @@ pub(crate) struct Tracer {
     /// The cgroups' names as the kernel made them, when cgroups are named
     /// (cgroup keys, neighbour pairs).
     pub cgroup_names: Option<CgroupNames>,
+    /// With a breakdown: the keys' summary rows, mapped (summary_rows.rs).
+    pub(super) summary_rows: Option<SummaryRows>,
 }
 
 impl Tracer {
@@ -77,7 +81,20 @@ impl Tracer {
             measurable,
             decision,
             cgroup_names: None,
+            summary_rows: None,
         };
+        // New keys take a summary row from the queue: every row is free.
+        if modes.keyed.is_some() {
+            let name = names::MAP_KEY_SUMMARY;
+            let free = tracer.ebpf.take_map(names::MAP_KEY_FREE);
+            let rows = match (tracer.ebpf.map(name), free) {
+                (Some(map), Some(free)) => {
+                    SummaryRows::map(map, free).map_err(|error| ReadError::Map { name, error })
+                }
+                _ => Err(ReadError::MissingMap(name)),
+            };
+            tracer.summary_rows = Some(rows.map_err(LoadError::Summaries)?);
+        }
         // When the object names cgroups (its cgroup_mkdir program is
         // attached), the names it sends are read from now on.
         if tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {

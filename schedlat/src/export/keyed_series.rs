@@ -3,8 +3,8 @@
 //! scrapes many hosts.
 //!
 //! A scrape reads every key's summary (collect/key_summaries.rs: its
-//! waits and their sum, 16 bytes), and the whole kernel histogram only of
-//! the keys that get a series; the overflow series is what the total
+//! waits and their sum, a 24-byte row read in place), and the whole
+//! kernel histogram only of the keys that get a series; the overflow series is what the total
 //! counted that no series did. So a scrape costs the keys that changed
 //! and the series it exports, not the whole key map. The rules:
 //!

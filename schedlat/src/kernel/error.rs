@@ -61,6 +61,9 @@ pub(crate) enum LoadError {
     /// A size option past the kernel memory bound (a bad command line).
     #[error("{0}")]
     MapMemory(String),
+    /// The breakdown keys' summary rows could not be mapped or queued.
+    #[error("cannot set up the keys' summary rows: {0}")]
+    Summaries(crate::collect::error::ReadError),
 }
 
 impl LoadError {

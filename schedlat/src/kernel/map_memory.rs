@@ -6,7 +6,7 @@
 
 use schedlat_common::{
     decision::KeyDecision,
-    scope::KeyStats,
+    scope::{KeyStats, KeySummary},
     victims::WaitStats,
     workload::{PairKey, PairStats},
 };
@@ -70,7 +70,8 @@ pub(crate) fn costs(modes: &Modes, (cpus, decision): (u32, bool)) -> Vec<Cost> {
         out.push(Cost {
             option: "--max-keys",
             value: k.max_keys,
-            bytes: map(size_of::<KeyStats>()) + split,
+            // The summary rows (an array) and the queue of free rows.
+            bytes: map(size_of::<KeyStats>()) + split + n * (size_of::<KeySummary>() as u64 + 4),
         });
     }
     if let Some(max_pairs) = modes.pairs {

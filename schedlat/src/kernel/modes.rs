@@ -24,7 +24,7 @@ const SLOW_RING_BYTES: u32 = 1 << 20;
 pub(crate) const DEFAULT_MAX_TASKS: u32 = 10_240;
 
 /// Keys the breakdown histograms hold, unless `--max-keys` says: 4096
-/// keys, 6.6 MiB (a `KeyStats` is 1,696 bytes), and 3.1 MiB more for their
+/// keys, 6.7 MiB (a `KeyStats` is 1,704 bytes), and 3.1 MiB more for their
 /// decision split (712 bytes a key).
 pub(crate) const DEFAULT_MAX_KEYS: u32 = 4096;
 
@@ -200,6 +200,7 @@ impl Modes {
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
         loader.map_max_entries(names::MAP_KEY_SUMMARY, max_keys);
+        loader.map_max_entries(names::MAP_KEY_FREE, max_keys);
         loader.map_max_entries(names::MAP_PAIRS, self.pairs.map_or(1, |n| n.max(1)));
         let names = match self.names_cgroups() {
             true => NAMES_RING_BYTES.max(page_size()),

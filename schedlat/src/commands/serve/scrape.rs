@@ -1,6 +1,7 @@
 //! What one scrape reads from the kernel: the per-CPU statistics (one map
 //! lookup returns every CPU's value), with `--cgroups`/`--pids` every key's
-//! histogram (batch reads of 256 keys, collect/batch.rs), and the
+//! summary (read in place, collect/summary_rows.rs) and the whole histogram
+//! of each key that gets a series (export/keyed_series.rs), and the
 //! programs' run-time counters; with `--pairs` the neighbour-pair table;
 //! with `--exemplars` the latest slow wait of each bucket.
 //! The kernel's counters are cumulative since load, which is what

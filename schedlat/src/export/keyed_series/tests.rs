@@ -72,6 +72,7 @@ impl Kernel {
                 (
                     k,
                     KeySummary {
+                        key: k,
                         waits,
                         sum_ns: s.sum_ns,
                     },

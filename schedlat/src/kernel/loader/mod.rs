@@ -110,6 +110,9 @@ pub(crate) fn load(
             .unwrap_or_else(|| LoadError::Object(Box::new(e)))
     })?;
     let topology_note = causes.fill(&mut ebpf);
+    if let Some(keyed) = modes.keyed {
+        free_summary_rows(&mut ebpf, keyed.max_keys.max(1))?;
+    }
     let btf_programs = plan.btf_programs.clone();
     let waking = plan.waking;
     let (mode, mut notes) = plan.attach_first_working(choice, &mut ebpf)?;
@@ -137,4 +140,19 @@ pub(crate) fn load(
             .facts()
             .filter(|_| mode == HookMode::Btf && compute.decision != 0),
     })
+}
+
+/// Queues every row of the breakdown keys' summaries (`KEY_FREE`) before
+/// the programs attach: a key is inserted only with a free row, and a wait
+/// before the queue is filled would be unkeyed.
+fn free_summary_rows(ebpf: &mut Ebpf, rows: u32) -> Result<(), LoadError> {
+    let name = names::MAP_KEY_FREE;
+    let map = ebpf.map_mut(name).ok_or(LoadError::NoObject)?;
+    let failed = |e: aya::maps::MapError| LoadError::Object(Box::new(aya::EbpfError::MapError(e)));
+    let mut queue =
+        aya::maps::Queue::<&mut aya::maps::MapData, u32>::try_from(map).map_err(failed)?;
+    for row in 0..rows {
+        queue.push(row, 0).map_err(failed)?;
+    }
+    Ok(())
 }
