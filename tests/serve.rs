@@ -502,10 +502,13 @@ fn count_of(counts: &[(String, u64)], path: &str) -> Option<u64> {
     counts.iter().find(|(p, _)| p == path).map(|(_, n)| *n)
 }
 
-/// `serve --cgroups` on the whole cgroup v2 hierarchy: two cgroups made
-/// here, A with a CPU hog and a sleeper on one CPU, B with a sleeper on the
-/// other, each get a series labelled with its path, with their waits and
-/// their cause split; the exposition passes promtool.
+/// `serve --cgroups --cgroup-splits full` on the whole cgroup v2
+/// hierarchy: two cgroups made here, A with a CPU hog and a sleeper on one
+/// CPU, B with a sleeper on the other, each get a series labelled with its
+/// path, with their waits and their cause and decision splits; the
+/// exposition passes promtool. Beside it the default `serve --cgroups`
+/// (`--cgroup-splits alerting`): the splits' seconds the mixin reads, the
+/// same waits, gzip-compressed when asked.
 #[test]
 fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     if !require_root() {
@@ -516,11 +519,16 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
         TestCgroup::new(&root, "serve-a"),
         TestCgroup::new(&root, "serve-b"),
     );
-    let server = Server::start(&["--cgroups", "-c", &root.to_string_lossy()]);
+    let c = root.to_string_lossy();
+    let server = Server::start(&["--cgroups", "-c", &c, "--cgroup-splits", "full"]);
+    let alerting = Server::start(&["--cgroups", "-c", &c]);
     let procs = busy_and_idle(&a, &b, 1);
     thread::sleep(Duration::from_secs(2));
 
     let body = server.scrape_text();
+    let gzipped =
+        http::get_with(alerting.addr, "/metrics", &[("Accept-Encoding", "gzip")]).unwrap();
+    let defaults = alerting.scrape_text();
     let counts = cgroup_counts(&body);
     for group in [&a, &b] {
         let n = count_of(&counts, &group.rel)
@@ -578,7 +586,9 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     };
     assert!(began(&a, "preempted") > 0.0, "{body}");
     assert!(began(&b, "woken") > began(&b, "preempted"), "{body}");
-    // Nothing overflowed (the default limit is 250): no overflow series;
+    alerting_splits_per_cgroup(&defaults, &[&a, &b]);
+    gzip_decodes_to_the_text(&gzipped, &defaults);
+    // Nothing overflowed (the default limit is 100): no overflow series;
     // and the key map holds every key.
     assert_eq!(count_of(&counts, OVERFLOW), None, "{counts:?}");
     assert_eq!(sample(&body, "schedlat_overflow_keys"), Some(0.0));
@@ -593,6 +603,100 @@ fn cgroup_series_are_labelled_with_paths_and_pass_promtool() {
     let addr = server.addr;
     assert!(server.stop_with(libc::SIGINT).success());
     assert!(nothing_listens(addr));
+}
+
+/// The default per-cgroup splits (`--cgroup-splits alerting`): no counts
+/// families, the held_by split's seconds adding up to each series' time
+/// (one kernel value: exactly, to the printed digits), the decision split
+/// by outcome and rule only and without the classes this EEVDF kernel
+/// cannot produce; the total keeps every split.
+fn alerting_splits_per_cgroup(body: &str, groups: &[&TestCgroup]) {
+    const SECONDS_BY_CAUSE: &str = "schedlat_cgroup_runqueue_wait_by_cause_seconds_total";
+    const SECONDS_BY_DECISION: &str = "schedlat_cgroup_runqueue_wait_by_decision_seconds_total";
+    for absent in [
+        CGROUP_BY_CAUSE,
+        CGROUP_BY_DECISION,
+        "schedlat_cgroup_runqueue_wait_overlap_measured_waits_total",
+    ] {
+        assert!(!body.contains(absent), "{absent} in {body}");
+    }
+    for group in groups {
+        let key = format!("cgroup=\"{}\",", group.rel);
+        let sum = samples(body, &format!("{CGROUP_HISTOGRAM}_sum"))
+            .into_iter()
+            .find(|(l, _)| l.starts_with(&key))
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no {} series: {body}", group.rel));
+        let of = |name: &str| -> Vec<(String, f64)> {
+            (samples(body, name).into_iter())
+                .filter(|(l, _)| l.starts_with(&key))
+                .collect()
+        };
+        let by_cause = of(SECONDS_BY_CAUSE);
+        assert!(
+            by_cause
+                .iter()
+                .all(|(l, _)| l.contains("split=\"held_by\"")),
+            "{by_cause:?}"
+        );
+        let held: f64 = by_cause.iter().map(|(_, v)| v).sum();
+        assert!(
+            (held - sum).abs() <= 1e-6 + sum * 1e-6,
+            "{}: held_by {held} s of {sum} s",
+            group.rel
+        );
+        let by_decision = of(SECONDS_BY_DECISION);
+        assert!(
+            (by_decision.iter())
+                .all(|(l, _)| l.contains("split=\"outcome\"") || l.contains("split=\"decision\"")),
+            "{by_decision:?}"
+        );
+        assert!(!by_decision.is_empty(), "{body}");
+    }
+    // EEVDF (6.6+) has no wakeup granularity: no such class per cgroup,
+    // and the total keeps it (at 0).
+    if common::kernel::kernel_version() >= (6, 6) {
+        let has_class = |name: &str| {
+            (samples(body, name).into_iter())
+                .any(|(l, _)| l.contains("class=\"wakeup_granularity\""))
+        };
+        assert!(!has_class(SECONDS_BY_DECISION), "{body}");
+        assert!(
+            has_class("schedlat_runqueue_wait_by_decision_seconds_total"),
+            "{body}"
+        );
+    }
+    assert!(
+        (samples(body, BY_CAUSE).into_iter()).any(|(l, _)| l.contains("split=\"queue_depth\"")),
+        "{body}"
+    );
+    promtool_check(body);
+}
+
+/// A scrape asked for with `Accept-Encoding: gzip` (as Prometheus asks)
+/// comes compressed and decodes to the same exposition as a plain one.
+fn gzip_decodes_to_the_text(gzipped: &http::Response, text: &str) {
+    use std::io::Read;
+    assert_eq!(gzipped.status, 200);
+    assert_eq!(gzipped.header("content-encoding"), Some("gzip"));
+    let mut decoded = String::new();
+    flate2::read::GzDecoder::new(gzipped.bytes.as_slice())
+        .read_to_string(&mut decoded)
+        .expect("a gzip stream");
+    assert!(
+        gzipped.bytes.len() * 4 < decoded.len(),
+        "{} bytes for {} of text",
+        gzipped.bytes.len(),
+        decoded.len()
+    );
+    // The same families, scraped a moment apart.
+    let names = |body: &str| -> Vec<String> {
+        (body.lines())
+            .filter(|l| l.starts_with("# TYPE"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(names(&decoded), names(text));
 }
 
 /// Every series' last value, across scrapes: Prometheus keeps a series'

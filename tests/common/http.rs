@@ -30,19 +30,29 @@ impl Response {
 
 /// `GET target` (path and query) from `addr`, with an optional Accept.
 pub(crate) fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> io::Result<Response> {
-    request(addr, "GET", target, accept)
+    let accept: Vec<_> = accept.map(|a| ("Accept", a)).into_iter().collect();
+    request(addr, "GET", target, &accept)
+}
+
+/// `GET target` with these request headers (e.g. Accept-Encoding).
+pub(crate) fn get_with(
+    addr: SocketAddr,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> io::Result<Response> {
+    request(addr, "GET", target, headers)
 }
 
 /// `POST target` with an empty body.
 pub(crate) fn post(addr: SocketAddr, target: &str) -> io::Result<Response> {
-    request(addr, "POST", target, None)
+    request(addr, "POST", target, &[])
 }
 
 fn request(
     addr: SocketAddr,
     method: &str,
     target: &str,
-    accept: Option<&str>,
+    headers: &[(&str, &str)],
 ) -> io::Result<Response> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -50,8 +60,8 @@ fn request(
     if method == "POST" {
         request.push_str("Content-Length: 0\r\n");
     }
-    if let Some(accept) = accept {
-        request.push_str(&format!("Accept: {accept}\r\n"));
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
     stream.write_all(request.as_bytes())?;

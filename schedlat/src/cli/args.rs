@@ -7,7 +7,7 @@ use schedlat_common::scope::Breakdown;
 
 use super::{
     groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
-    keyed::{CgroupKeyArgs, MaxSeriesArgs, PairTableArgs},
+    keyed::{CgroupKeyArgs, PairTableArgs},
     otlp::OtlpArgs,
 };
 use crate::{
@@ -24,6 +24,7 @@ use crate::{
         victims::VictimsOptions,
     },
     export::{
+        cgroup_splits::CgroupSplits,
         key_buckets::KeyBuckets,
         keyed_series::Pins,
         workload_labels::{WorkloadLabel, WorkloadLabels},
@@ -180,10 +181,18 @@ fn parse_min_us(s: &str) -> Result<u64, String> {
     parse_duration_ns(&format!("{us}us"))
 }
 
+/// serve's per-process series by default (`--pids`): a process's series
+/// is its histogram alone, ~40 lines.
+pub(crate) const DEFAULT_PROCESS_SERIES: u32 = 250;
+/// serve's per-cgroup series by default (`--cgroups`): a node's 30-110
+/// pods' containers that waited most in a scrape interval, at ~65 lines
+/// a series (histogram and the alerting splits) about 1 MB of text with
+/// 30-character paths.
+pub(crate) const DEFAULT_CGROUP_SERIES: u32 = 100;
+
 /// Options of `schedlat serve`.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("max_keys", |a| a.requires("keyed")))]
-#[command(mut_arg("max_series", |a| a.requires("keyed")))]
 pub(crate) struct ServeArgs {
     /// Address for the /metrics endpoint. Loopback by default; another
     /// machine's Prometheus needs an explicit address such as 0.0.0.0:9415,
@@ -204,8 +213,33 @@ pub(crate) struct ServeArgs {
     )]
     pub pids: bool,
 
-    #[command(flatten, next_help_heading = "Per-key series (pick one)")]
-    pub max_series: MaxSeriesArgs,
+    /// At most N per-key series per scrape, the keys that waited most since
+    /// the previous scrape first, besides pinned ones; the others' waits
+    /// summed into one series labelled "__overflow__". 250 with --pids; 100
+    /// with --cgroups, a busy node's containers in about 1 MB of text (a
+    /// cgroup's series has about 65 lines: docs/architecture.md)
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "keyed",
+        value_parser = clap::value_parser!(u32).range(1..),
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub max_series: Option<u32>,
+
+    /// How much of the cause and decision splits each per-cgroup series
+    /// carries: alerting (the seconds the mixin's alerts and rules read:
+    /// the cause split's held_by, the overlaps, the decision split's
+    /// outcome and decision) or full (every split, counts and seconds, as
+    /// the total, which always has them all)
+    #[arg(
+        long,
+        value_name = "SPLITS",
+        default_value = "alerting",
+        requires = "cgroups",
+        help_heading = "Per-key series (pick one)"
+    )]
+    pub cgroup_splits: CgroupSplits,
 
     /// Keys that always get a series: a PID or comm with --pids, a cgroup
     /// path (as in the cgroup label) with --cgroups; repeat or comma-separate
@@ -328,7 +362,12 @@ impl ServeArgs {
             allow_unauthenticated: self.web_allow_unauthenticated,
             web_config: self.web_config_file.clone(),
             keyed: self.keyed(),
-            max_series: self.max_series.max_series,
+            max_series: self.max_series.unwrap_or(if self.pids {
+                DEFAULT_PROCESS_SERIES
+            } else {
+                DEFAULT_CGROUP_SERIES
+            }),
+            cgroup_splits: self.cgroup_splits,
             key_buckets: self.key_buckets,
             pins: Pins {
                 values: self.pin.clone(),

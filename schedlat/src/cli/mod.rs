@@ -299,7 +299,18 @@ mod tests {
             panic!("not serve")
         };
         let o = serve.options().unwrap();
-        assert_eq!((o.keyed, o.max_series), (Some(cgroups(9)), 250));
+        // Per cgroup fewer series by default than per process: each has
+        // the splits besides its histogram.
+        assert_eq!((o.keyed, o.max_series), (Some(cgroups(9)), 100));
+        let serve_options = |args: &[&str]| match parse(args).unwrap().command {
+            Some(Command::Serve(serve)) => serve.options().unwrap(),
+            other => panic!("not serve: {other:?}"),
+        };
+        assert_eq!(serve_options(&["serve", "-P"]).max_series, 250);
+        assert_eq!(
+            serve_options(&["serve", "--cgroups", "--max-series", "300"]).max_series,
+            300
+        );
         let Some(Command::Record(record)) = parse(&["record", "--ring", "60", "--ring-cgroups"])
             .unwrap()
             .command

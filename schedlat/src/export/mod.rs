@@ -12,6 +12,9 @@
 //!   container, unit... in cAdvisor's spelling), on either side of a pair;
 //! - key_buckets: the per-key families' layout (`--key-buckets`); the
 //!   layouts and their native-histogram translation are histogram/'s;
+//! - cgroup_splits: how much of the cause and decision splits a
+//!   per-cgroup series carries (`--cgroup-splits`), and the decision
+//!   classes this kernel can produce;
 //! - keyed_series: which keys get a series of their own in a scrape
 //!   (`--max-series`, `--pin`) and the overflow series, on top of the
 //!   keyed intervals of collect/;
@@ -21,7 +24,8 @@
 //!   their own in a scrape (`--max-pair-series`) and the overflow pair;
 //! - encode/: one encoder per format (the text formats through
 //!   prometheus-client, protobuf with native histograms);
-//! - negotiate: which format a scraper asked for;
+//! - negotiate: which format a scraper asked for; content_coding:
+//!   whether its body goes out gzip-compressed (`Accept-Encoding`);
 //! - otlp/: the same families pushed to an OpenTelemetry collector
 //!   (`serve --otlp-endpoint`): OTLP messages, mapping, delivery.
 //!
@@ -30,6 +34,8 @@
 //! of the per-key series is labels.rs; an encoding is a file in encode/
 //! and a `Format` variant.
 
+pub(crate) mod cgroup_splits;
+pub(crate) mod content_coding;
 pub(crate) mod encode;
 pub(crate) mod exemplars;
 pub(crate) mod families;

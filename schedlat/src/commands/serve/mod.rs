@@ -52,7 +52,10 @@ use crate::{
         UsageError,
         session::{self, Ended, Signals},
     },
-    export::{key_buckets::KeyBuckets, keyed_series::Pins, workload_labels::WorkloadLabels},
+    export::{
+        cgroup_splits::CgroupSplits, key_buckets::KeyBuckets, keyed_series::Pins,
+        workload_labels::WorkloadLabels,
+    },
     kernel::{
         filter::{Filter, FilterSpec},
         loader::KernelAccess,
@@ -70,6 +73,8 @@ pub(crate) struct ServeOptions {
     pub max_series: u32,
     /// The per-key families' buckets.
     pub key_buckets: KeyBuckets,
+    /// How much of the splits a cgroup's series carries (`--cgroup-splits`).
+    pub cgroup_splits: CgroupSplits,
     /// Keys that always get a series.
     pub pins: Pins,
     /// The workload labels of the per-cgroup series.
@@ -235,6 +240,7 @@ pub(crate) async fn run(
         by: k.by,
         max_series: args.max_series,
         layout: args.key_buckets,
+        splits: args.cgroup_splits,
         pins: args.pins.clone(),
         workload: args.workload_labels.clone(),
     });

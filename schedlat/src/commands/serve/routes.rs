@@ -22,7 +22,10 @@ use super::{
     snapshot,
     web::Web,
 };
-use crate::{export::negotiate::negotiate, recorder::Flight};
+use crate::{
+    export::{content_coding::Coding, negotiate::negotiate},
+    recorder::Flight,
+};
 
 /// What every request is checked and served against.
 pub(super) struct Endpoint {
@@ -111,6 +114,12 @@ fn metrics(request: &Request<Incoming>, scraper: &Scraper) -> Response<Full<Byte
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let format = negotiate(accept);
+    let coding = Coding::negotiate(
+        request
+            .headers()
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
     let body = match scraper.serve(format) {
         Ok(body) => body,
         Err(e) => {
@@ -121,12 +130,19 @@ fn metrics(request: &Request<Incoming>, scraper: &Scraper) -> Response<Full<Byte
             );
         }
     };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+    let mut response = Response::new(Full::new(Bytes::from(coding.apply(body))));
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&format.content_type()) {
         headers.insert(header::CONTENT_TYPE, value);
     }
-    // The body depends on Accept: caches must not mix the formats.
-    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if let Some(encoding) = coding.header() {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
+    }
+    // The body depends on Accept and Accept-Encoding: caches must not mix
+    // the formats or the codings.
+    headers.insert(
+        header::VARY,
+        HeaderValue::from_static("Accept, Accept-Encoding"),
+    );
     response
 }

@@ -24,6 +24,7 @@ use crate::{
         keylabels::KeyLabels, pairs::PairIntervals, tracer::Tracer,
     },
     export::{
+        cgroup_splits::CgroupSplits,
         encode::Format,
         exemplars,
         families::{BpfCost, KeyedScrape, NeighbourScrape, Scrape, ScrapeCost, cpu},
@@ -70,6 +71,8 @@ pub(super) struct KeyedOptions {
     pub by: Breakdown,
     pub max_series: u32,
     pub layout: KeyBuckets,
+    /// How much of the splits a cgroup's series carries (`--cgroup-splits`).
+    pub splits: CgroupSplits,
     pub pins: Pins,
     /// The workload labels of a cgroup's series (`--cgroup-labels`).
     pub workload: WorkloadLabels,
@@ -80,6 +83,7 @@ struct PerKeySeries {
     keys: KeySummaries<SeriesState>,
     series: KeyedSeries,
     layout: KeyBuckets,
+    splits: CgroupSplits,
 }
 
 /// The neighbour pairs: the pair table's intervals, the names of its
@@ -150,6 +154,7 @@ impl Scraper {
                 keys,
                 series: KeyedSeries::new(k.max_series, k.pins, k.workload, words),
                 layout: k.layout,
+                splits: k.splits,
             })
         });
         let pairs = pairs.map(|p| {
@@ -261,7 +266,8 @@ impl Scraper {
         let scrape = match (keyed, &self.keyed) {
             (Some(series), Some(k)) => {
                 let k = k.borrow();
-                scrape.with_keyed(k.keys.by(), k.layout, series, unkeyed, self.scope.as_ref())
+                let export = (k.layout, k.splits);
+                scrape.with_keyed(k.keys.by(), export, series, unkeyed, self.scope.as_ref())
             }
             _ => scrape,
         };

@@ -7,8 +7,10 @@
 //! absent, not 0, where the kernel lacks the accounting.
 //!
 //! Families, as for the histograms: the whole system (with the filter's
-//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
-//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` per
+//! cgroup in `schedlat_cgroup_runqueue_*` (the held_by seconds and the
+//! overlaps' seconds; every split with `--cgroup-splits full`:
+//! export/cgroup_splits.rs), its series the keyed
 //! histogram's (the same intervals, `__overflow__` included), so `sum()`
 //! over a family never counts a wait twice. Not with `--pids`: a process
 //! per series is unbounded, and a few dozen series per process would
@@ -18,7 +20,10 @@ use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTL
 
 use crate::{
     analysis::causes::DEPTH_LABELS,
-    export::model::{Family, Labels, Unit, Value, counter},
+    export::{
+        cgroup_splits::CgroupSplits,
+        model::{Family, Labels, Unit, Value, counter},
+    },
     histogram::CauseCounts,
 };
 
@@ -103,15 +108,16 @@ fn seconds(ns: u64) -> Value {
 
 /// The whole system's families (none without the split).
 pub(super) fn system_families(series: &CauseSeries) -> Vec<Family> {
-    families(&SYSTEM, series)
+    families(&SYSTEM, series, CgroupSplits::Full)
 }
 
-/// The per-cgroup families (none without `--cgroups`).
-pub(super) fn cgroup_families(series: &CauseSeries) -> Vec<Family> {
-    families(&CGROUP, series)
+/// The per-cgroup families (none without `--cgroups`): the seconds of
+/// the splits `splits` keeps, and with `full` the counts.
+pub(super) fn cgroup_families(series: &CauseSeries, splits: CgroupSplits) -> Vec<Family> {
+    families(&CGROUP, series, splits)
 }
 
-fn families(names: &Names, family: &CauseSeries) -> Vec<Family> {
+fn families(names: &Names, family: &CauseSeries, extent: CgroupSplits) -> Vec<Family> {
     if family.series.is_empty() {
         return Vec::new();
     }
@@ -119,21 +125,26 @@ fn families(names: &Names, family: &CauseSeries) -> Vec<Family> {
     let whose = names.whose;
     let splits = "split began (woken, new, preempted), placement (same_cpu, migrated, unknown: against the CPU the task last ran on), held_by (who held the CPU when the wait ended: same_cgroup, other_cgroup, kernel, higher_class, idle, unknown) or queue_depth (other tasks queued when it was queued: 0, 1, 2, 3-4, 5-8, 9+, unknown); each wait is in one cause of every split (docs/causes.md)";
     let crossed = family.series.iter().any(|(_, c)| c.measurable.topology);
+    let crossed = crossed && extent.cause_split("crossed");
     let split_note = if crossed {
         "; split crossed (llc, node): the migrated waits that crossed a last-level cache or a NUMA node, a subset of placement migrated"
     } else {
         ""
     };
+    let split_note = format!("{split_note}{}", extent.help());
     // Waits per class, then their time.
     let by_class = |value: fn(&CauseCounts, usize) -> Value| {
         let mut samples = Vec::new();
         for (labels, counts) in &family.series {
             for (split, classes) in SPLITS {
+                if !extent.cause_split(split) {
+                    continue;
+                }
                 for &(cause, class) in classes {
                     samples.push((with(labels, split, cause), value(counts, class as usize)));
                 }
             }
-            if counts.measurable.topology {
+            if counts.measurable.topology && extent.cause_split("crossed") {
                 for (cause, class) in CROSSED {
                     samples.push((
                         with(labels, "crossed", cause),
@@ -144,27 +155,28 @@ fn families(names: &Names, family: &CauseSeries) -> Vec<Family> {
         }
         samples
     };
-    let mut out = vec![
-        counter(
+    let mut out = Vec::new();
+    if extent.counts() {
+        out.push(counter(
             format!("{prefix}_waits_by_cause"),
             format!("{whose} counted by cause: {splits}{split_note}"),
             None,
             by_class(|c, i| count(c.count[i])),
-        ),
-        counter(
-            format!("{prefix}_wait_by_cause"),
-            format!("Their time (the sum of the waits) by cause: {splits}{split_note}"),
-            Some(Unit::Seconds),
-            by_class(|c, i| seconds(c.sum_ns[i])),
-        ),
-    ];
-    out.extend(overlaps(prefix, family));
+        ));
+    }
+    out.push(counter(
+        format!("{prefix}_wait_by_cause"),
+        format!("{whose} summed as time (the sum of the waits) by cause: {splits}{split_note}"),
+        Some(Unit::Seconds),
+        by_class(|c, i| seconds(c.sum_ns[i])),
+    ));
+    out.extend(overlaps(prefix, family, extent));
     out
 }
 
 /// What else took the CPU during same-CPU waits, and those waits; none
 /// when no overlap is measurable on this kernel (absent, not 0).
-fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<Family> {
+fn overlaps(prefix: &str, family: &CauseSeries, extent: CgroupSplits) -> Vec<Family> {
     let measured = |c: &CauseCounts| [c.measurable.steal, c.measurable.irq, c.measurable.throttled];
     if family
         .series
@@ -193,7 +205,7 @@ fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<Family> {
             .map(|(labels, counts)| (labels.clone(), value(counts)))
             .collect()
     };
-    vec![
+    let mut out = vec![
         counter(
             format!("{prefix}_wait_overlap"),
             "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
@@ -206,13 +218,16 @@ fn overlaps(prefix: &str, family: &CauseSeries) -> Vec<Family> {
             Some(Unit::Seconds),
             each(|c| seconds(c.overlap_wait_ns)),
         ),
-        counter(
+    ];
+    if extent.counts() {
+        out.push(counter(
             format!("{prefix}_wait_overlap_measured_waits"),
             "Waits whose overlap was measured: those that began and ended on one CPU".into(),
             None,
             each(|c| count(c.overlap_waits)),
-        ),
-    ]
+        ));
+    }
+    out
 }
 
 fn with(labels: &Labels, split: &'static str, cause: &str) -> Labels {

@@ -13,18 +13,23 @@
 //!
 //! A fixed set of label values (30 per family), never one per task.
 //! Families, as for the cause split: the whole system (with the filter's
-//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` the same
-//! per cgroup in `schedlat_cgroup_runqueue_*`, its series the keyed
+//! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` per
+//! cgroup in `schedlat_cgroup_runqueue_*` (the outcome and decision
+//! seconds, without the classes the kernel cannot produce; every split
+//! with `--cgroup-splits full`: export/cgroup_splits.rs), its series the keyed
 //! histogram's (the same intervals and `--max-series`, `__overflow__`
 //! included), so `sum()` over a family never counts a wait twice. A
 //! series is absent when the split is off (`--no-decision`,
 //! `--no-causes`) or the kernel lacks its fields.
 
-use schedlat_common::decision::{DECISIONS, HOLDERS, OUTCOMES, PASSES};
+use schedlat_common::decision::{DECISIONS, Decision, HOLDERS, OUTCOMES, PASSES};
 
 use crate::{
-    export::model::{Family, Labels, Unit, Value, counter},
-    histogram::KeyDecisionCounts,
+    export::{
+        cgroup_splits::{self, CgroupSplits},
+        model::{Family, Labels, Unit, Value, counter},
+    },
+    histogram::{DecisionFacts, KeyDecisionCounts},
     output::decision::{decision_name, holder_name, outcome_name, pass_name},
 };
 
@@ -34,15 +39,22 @@ use crate::{
 #[derive(Debug, Default)]
 pub(crate) struct DecisionSeries {
     pub series: Vec<(Labels, KeyDecisionCounts)>,
+    /// What the split measures on this kernel (None: not known), which
+    /// decides the decision classes a per-cgroup series has.
+    pub facts: Option<DecisionFacts>,
 }
 
-/// Waits and their time of every class of every split.
-fn classes(d: &KeyDecisionCounts) -> Vec<(&'static str, &'static str, u64, u64)> {
+/// Waits and their time of every class of every split; `decisions`
+/// says which decision classes.
+fn classes(
+    d: &KeyDecisionCounts,
+    decisions: &[Decision],
+) -> Vec<(&'static str, &'static str, u64, u64)> {
     let mut out = Vec::new();
     for &o in &OUTCOMES {
         out.push(("outcome", outcome_name(o), d.outcome(o), d.outcome_ns(o)));
     }
-    for &dc in &DECISIONS {
+    for &dc in decisions {
         out.push((
             "decision",
             decision_name(dc),
@@ -59,30 +71,69 @@ fn classes(d: &KeyDecisionCounts) -> Vec<(&'static str, &'static str, u64, u64)>
     out
 }
 
+/// Which of the family's classes are exported: the total's every one;
+/// per cgroup the splits `--cgroup-splits` keeps and the decision classes
+/// this kernel can produce.
+struct Extent {
+    splits: CgroupSplits,
+    decisions: Vec<Decision>,
+    /// HELP's note of what is left out.
+    note: String,
+}
+
 /// The whole system's two families; none without the split.
 pub(super) fn system_families(family: &DecisionSeries) -> Vec<Family> {
+    let every = Extent {
+        splits: CgroupSplits::Full,
+        decisions: DECISIONS.to_vec(),
+        note: String::new(),
+    };
     families(
         "schedlat_runqueue",
         "Waits of schedlat_runqueue_latency_seconds the decision split saw",
         family,
+        &every,
     )
 }
 
-/// The per-cgroup two families (`--cgroups`); none without the split.
-pub(super) fn cgroup_families(family: &DecisionSeries) -> Vec<Family> {
+/// The per-cgroup families (`--cgroups`): the seconds of the splits
+/// `splits` keeps (and with `full` the counts); none without the split.
+pub(super) fn cgroup_families(family: &DecisionSeries, splits: CgroupSplits) -> Vec<Family> {
+    let facts = family.facts.as_ref();
+    let decisions = (DECISIONS.iter().copied())
+        .filter(|&d| cgroup_splits::kernel_can_decide(facts, d))
+        .collect();
+    let left_out = cgroup_splits::left_out(facts);
+    let mut note = splits.help().to_string();
+    if !left_out.is_empty() {
+        note += &format!(
+            "; per cgroup without the decision classes this kernel cannot produce ({}), from the kernel at start",
+            left_out.join(", ")
+        );
+    }
+    let extent = Extent {
+        splits,
+        decisions,
+        note,
+    };
     families(
         "schedlat_cgroup_runqueue",
         "Waits of schedlat_cgroup_runqueue_latency_seconds (per cgroup) the decision split saw",
         family,
+        &extent,
     )
 }
 
-fn families(prefix: &str, whose: &str, family: &DecisionSeries) -> Vec<Family> {
+fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent) -> Vec<Family> {
     if family.series.is_empty() {
         return Vec::new();
     }
     let rows: Vec<_> = (family.series.iter())
-        .map(|(labels, d)| (labels, classes(d)))
+        .map(|(labels, d)| {
+            let mut kept = classes(d, &extent.decisions);
+            kept.retain(|&(split, ..)| extent.splits.decision_split(split));
+            (labels, kept)
+        })
         .collect();
     let samples = |value: fn(u64, u64) -> Value| {
         let mut out = Vec::new();
@@ -97,20 +148,23 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries) -> Vec<Family> {
         out
     };
     let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
-    vec![
-        counter(
+    let note = &extent.note;
+    let mut out = Vec::new();
+    if extent.splits.counts() {
+        out.push(counter(
             format!("{prefix}_waits_by_decision"),
-            format!("{whose}, counted by {splits}"),
+            format!("{whose}, counted by {splits}{note}"),
             None,
             samples(|n, _| Value::Count(n)),
-        ),
-        counter(
-            format!("{prefix}_wait_by_decision"),
-            format!("Their time (the sum of the waits) by {splits}"),
-            Some(Unit::Seconds),
-            samples(|_, ns| Value::seconds_of_ns(ns)),
-        ),
-    ]
+        ));
+    }
+    out.push(counter(
+        format!("{prefix}_wait_by_decision"),
+        format!("{whose}, summed as time (the sum of the waits) by {splits}{note}"),
+        Some(Unit::Seconds),
+        samples(|_, ns| Value::seconds_of_ns(ns)),
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -151,6 +205,7 @@ mod tests {
     fn series(labels: Labels, d: KeyDecisionCounts) -> DecisionSeries {
         DecisionSeries {
             series: vec![(labels, d)],
+            facts: None,
         }
     }
 
@@ -189,7 +244,7 @@ mod tests {
     #[test]
     fn absent_without_the_split_and_labelled_with_the_scope() {
         assert!(system_families(&DecisionSeries::default()).is_empty());
-        assert!(cgroup_families(&DecisionSeries::default()).is_empty());
+        assert!(cgroup_families(&DecisionSeries::default(), CgroupSplits::Full).is_empty());
         let scoped = text(system_families(&series(
             vec![("scope", "pid=7".into())],
             counts(),
@@ -200,10 +255,8 @@ mod tests {
         );
     }
 
-    /// Per cgroup (`--cgroups`): the same classes per series, from each
-    /// key's own counts, under the cgroup's labels.
-    #[test]
-    fn each_cgroup_series_has_every_class_of_its_own_waits() {
+    /// Two cgroups' series on the test machine's kernel (EEVDF, lazy).
+    fn two_cgroups() -> DecisionSeries {
         let web = KeyDecisionCounts::from_key(&fixtures::key(&[waits(
             4,
             2_000_000,
@@ -211,13 +264,25 @@ mod tests {
             Pass::ThreePlus,
             Holder::SliceEnded,
         )]));
-        let family = DecisionSeries {
+        DecisionSeries {
             series: vec![
                 (vec![("cgroup", "/web".into())], web),
                 (vec![("cgroup", "/db".into())], counts()),
             ],
-        };
-        let out = text(cgroup_families(&family));
+            facts: Some(DecisionFacts::X86_6_18),
+        }
+    }
+
+    fn lines_of<'a>(out: &'a str, prefix: &str) -> Vec<&'a str> {
+        out.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    /// Per cgroup (`--cgroups --cgroup-splits full`): the same classes per
+    /// series, from each key's own counts, under the cgroup's labels, but
+    /// those this kernel cannot produce.
+    #[test]
+    fn each_cgroup_series_has_every_class_of_its_own_waits() {
+        let out = text(cgroup_families(&two_cgroups(), CgroupSplits::Full));
         for line in [
             "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\",split=\"decision\",class=\"not_eligible\"} 4",
             "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\",split=\"outcome\",class=\"passed_over\"} 0.008",
@@ -225,12 +290,31 @@ mod tests {
         ] {
             assert!(out.contains(line), "{line} not in\n{out}");
         }
-        let web_series = out
-            .lines()
-            .filter(|l| {
-                l.starts_with("schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"")
-            })
-            .count();
-        assert_eq!(web_series, 31, "{out}");
+        let web = "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"";
+        // 31 classes, less wakeup_granularity (CFS only) on EEVDF.
+        assert_eq!(lines_of(&out, web).len(), 30, "{out}");
+        assert!(!out.contains("wakeup_granularity\"}"), "{out}");
+        assert!(out.contains("(wakeup_granularity), from the kernel at start"));
+        // The total keeps every class, whatever the kernel.
+        let total = text(system_families(&series(Vec::new(), counts())));
+        assert!(total.contains("class=\"wakeup_granularity\"} 0"), "{total}");
+    }
+
+    /// By default (`--cgroup-splits alerting`) a cgroup's series has the
+    /// seconds of the outcome and the rule only: 5 + 13 classes here.
+    #[test]
+    fn alerting_cgroup_series_have_the_outcome_and_the_rule_in_seconds() {
+        let out = text(cgroup_families(&two_cgroups(), CgroupSplits::Alerting));
+        assert!(!out.contains("_waits_by_decision_total"), "{out}");
+        let web = "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\"";
+        let web = lines_of(&out, web);
+        assert_eq!(web.len(), 18, "{out}");
+        assert!(
+            web.iter()
+                .all(|l| l.contains("split=\"outcome\"") || l.contains("split=\"decision\"")),
+            "{out}"
+        );
+        assert!(out.contains("{cgroup=\"/web\",split=\"decision\",class=\"not_eligible\"} 0.008"));
+        assert!(out.contains("--cgroup-splits full"), "{out}");
     }
 }

@@ -34,6 +34,7 @@ pub(crate) use self::{
 };
 use self::{cause_split::CauseSeries, cpu::CpuWaits};
 use super::{
+    cgroup_splits::CgroupSplits,
     encode::{self, Format},
     key_buckets::KeyBuckets,
     model::{Exemplar, Family, Folded, Labels, Metric},
@@ -65,6 +66,9 @@ pub(crate) struct Scrape {
     /// and per cgroup with `--cgroups`: decision.rs.
     pub decision: decision::DecisionSeries,
     pub cgroup_decision: decision::DecisionSeries,
+    /// How much of either split the per-cgroup series carry
+    /// (`--cgroup-splits`).
+    pub cgroup_splits: CgroupSplits,
     /// Each CPU's waits (cpu.rs), labelled as the total is besides `cpu`;
     /// none where the scrape did not read them per CPU.
     pub cpus: Vec<CpuWaits>,
@@ -111,6 +115,7 @@ impl Scrape {
                 .map(|d| (labels.clone(), d.marginals()))
                 .into_iter()
                 .collect(),
+            facts: waits.decision.as_ref().map(|d| d.facts),
         };
         Scrape {
             hook,
@@ -118,6 +123,7 @@ impl Scrape {
             cgroup_causes: CauseSeries::default(),
             decision,
             cgroup_decision: decision::DecisionSeries::default(),
+            cgroup_splits: CgroupSplits::default(),
             untracked_tid: waits.untracked_tid,
             discarded_negative: waits.discarded_negative,
             histograms: vec![latency::system(&waits, labels.clone())],
@@ -134,11 +140,12 @@ impl Scrape {
     }
 
     /// Adds the per-cgroup or per-process family (`--cgroups`, `--pids`);
-    /// `scope` is the filter's label, if any.
+    /// `scope` is the filter's label, if any; `splits`, how much of the
+    /// cause and decision splits each cgroup's series carries.
     pub(crate) fn with_keyed(
         mut self,
         by: Breakdown,
-        layout: KeyBuckets,
+        (layout, splits): (KeyBuckets, CgroupSplits),
         keyed: KeyedScrape,
         unkeyed: u64,
         scope: Option<&(&'static str, String)>,
@@ -160,6 +167,8 @@ impl Scrape {
                 .iter()
                 .filter_map(|(labels, waits)| Some((labels.clone(), waits.decision.clone()?)))
                 .collect();
+            self.cgroup_decision.facts = self.decision.facts;
+            self.cgroup_splits = splits;
         }
         self.keys = keyed.keys;
         self.keyed = Some(KeyedCounters {
@@ -210,9 +219,15 @@ impl Scrape {
     pub(crate) fn families(self) -> Vec<Family> {
         let mut out = self.histograms;
         out.extend(cause_split::system_families(&self.causes));
-        out.extend(cause_split::cgroup_families(&self.cgroup_causes));
+        out.extend(cause_split::cgroup_families(
+            &self.cgroup_causes,
+            self.cgroup_splits,
+        ));
         out.extend(decision::system_families(&self.decision));
-        out.extend(decision::cgroup_families(&self.cgroup_decision));
+        out.extend(decision::cgroup_families(
+            &self.cgroup_decision,
+            self.cgroup_splits,
+        ));
         out.extend(cpu::families(&self.cpus, &self.total_labels));
         if let Some(neighbours) = &self.neighbours {
             out.extend(neighbours::families(neighbours));

@@ -155,7 +155,13 @@ fn keyed_family_is_its_own_with_overflow_and_counters() {
     };
     let scope = ("scope", "cpu=0".to_string());
     let out = known()
-        .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 4, Some(&scope))
+        .with_keyed(
+            Breakdown::Process,
+            (KeyBuckets::Log2, CgroupSplits::Alerting),
+            keyed,
+            4,
+            Some(&scope),
+        )
         .encode_text(Format::Text);
     let h = "schedlat_process_runqueue_latency_seconds";
     for line in [
@@ -358,7 +364,13 @@ fn exemplars_sit_on_the_bucket_that_counts_their_wait() {
     };
     let scrape = || {
         known()
-            .with_keyed(Breakdown::Cgroup, KeyBuckets::Log2, keyed(), 0, None)
+            .with_keyed(
+                Breakdown::Cgroup,
+                (KeyBuckets::Log2, CgroupSplits::Alerting),
+                keyed(),
+                0,
+                None,
+            )
             .with_exemplars(vec![exemplar(8, 3_000_000)], |key| match key {
                 // Key 12 has none.
                 11 => vec![exemplar(9, 3_100_000), exemplar(10, 9_000_000)],

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::{
     export::{
+        cgroup_splits::CgroupSplits,
         encode::protobuf::{self, HISTOGRAM, MetricFamily},
         families::{KeyedScrape, Scrape},
         key_buckets::KeyBuckets,
@@ -62,7 +63,13 @@ fn scrape() -> Scrape {
         overflow_keys: 0,
     };
     Scrape::system(HookMode::Btf, total, Vec::new(), None)
-        .with_keyed(Breakdown::Cgroup, KeyBuckets::Log2, keyed, 0, None)
+        .with_keyed(
+            Breakdown::Cgroup,
+            (KeyBuckets::Log2, CgroupSplits::Alerting),
+            keyed,
+            0,
+            None,
+        )
         .with_exemplars(
             vec![Exemplar {
                 labels: vec![("pid", "7".into())],

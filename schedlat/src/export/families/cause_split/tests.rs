@@ -12,6 +12,7 @@ use schedlat_common::{
 use super::*;
 use crate::{
     export::{
+        cgroup_splits::CgroupSplits,
         encode::Format,
         families::{KeyedScrape, Scrape},
         key_buckets::KeyBuckets,
@@ -134,7 +135,13 @@ fn cgroups_get_their_own_family_and_processes_none() {
         overflow_keys: 1,
     };
     let out = scrape(total())
-        .with_keyed(Breakdown::Cgroup, KeyBuckets::Log2, keyed(), 0, None)
+        .with_keyed(
+            Breakdown::Cgroup,
+            (KeyBuckets::Log2, CgroupSplits::Full),
+            keyed(),
+            0,
+            None,
+        )
         .encode_text(Format::Text);
     for line in [
         "schedlat_cgroup_runqueue_waits_by_cause_total{cgroup=\"/a\",split=\"began\",cause=\"preempted\"} 2",
@@ -160,9 +167,60 @@ fn cgroups_get_their_own_family_and_processes_none() {
         overflow_keys: 0,
     };
     let out = scrape(total())
-        .with_keyed(Breakdown::Process, KeyBuckets::Log2, keyed, 0, None)
+        .with_keyed(
+            Breakdown::Process,
+            (KeyBuckets::Log2, CgroupSplits::Alerting),
+            keyed,
+            0,
+            None,
+        )
         .encode_text(Format::Text);
     assert!(!out.contains("pid=\"7\",split"), "{out}");
+}
+
+/// By default (`--cgroup-splits alerting`) a cgroup's series has the
+/// held_by split's seconds (NoisyNeighbour's) and the overlaps' seconds
+/// (QuotaThrottlingWaits'); the total keeps every split and the counts.
+#[test]
+fn alerting_cgroups_have_what_the_alerts_read() {
+    let mut folded = cgroup_folded(2);
+    let causes = folded.causes.as_mut().unwrap();
+    causes.measurable.throttled = true;
+    causes.count[Cause::HeldByOtherCgroup as usize] = 2;
+    causes.sum_ns[Cause::HeldByOtherCgroup as usize] = 2_000_000;
+    causes.overlap_wait_ns = 2_000_000;
+    causes.overlap_ns[OVERLAP_THROTTLED] = 500_000;
+    let keyed = KeyedScrape {
+        series: vec![(vec![("cgroup", "/a".into())], folded)],
+        keys: vec![11],
+        overflow_keys: 0,
+    };
+    let splits = (KeyBuckets::Log2, CgroupSplits::Alerting);
+    let out = scrape(total())
+        .with_keyed(Breakdown::Cgroup, splits, keyed, 0, None)
+        .encode_text(Format::Text);
+    for line in [
+        "schedlat_cgroup_runqueue_wait_by_cause_seconds_total{cgroup=\"/a\",split=\"held_by\",cause=\"other_cgroup\"} 0.002",
+        "schedlat_cgroup_runqueue_wait_overlap_seconds_total{cgroup=\"/a\",overlap=\"throttled\"} 0.0005",
+        "schedlat_cgroup_runqueue_wait_overlap_measured_seconds_total{cgroup=\"/a\"} 0.002",
+        "schedlat_runqueue_waits_by_cause_total{split=\"began\",cause=\"woken\"} 3",
+        "schedlat_runqueue_wait_overlap_measured_waits_total 3",
+    ] {
+        has(&out, line);
+    }
+    let per_cgroup: Vec<&str> = (out.lines())
+        .filter(|l| l.starts_with("schedlat_cgroup_runqueue_wait") && l.contains("by_cause"))
+        .collect();
+    // held_by's six classes, nothing else.
+    assert_eq!(per_cgroup.len(), 6, "{out}");
+    assert!(per_cgroup.iter().all(|l| l.contains("split=\"held_by\"")));
+    for absent in [
+        "schedlat_cgroup_runqueue_waits_by_cause_total",
+        "schedlat_cgroup_runqueue_wait_overlap_measured_waits_total",
+    ] {
+        assert!(!out.contains(absent), "{absent} in {out}");
+    }
+    promtool_check(&out);
 }
 
 #[test]
