@@ -89,11 +89,14 @@ impl Tracer {
             let free = tracer.ebpf.take_map(names::MAP_KEY_FREE);
             let rows = match (tracer.ebpf.map(name), free) {
                 (Some(map), Some(free)) => {
-                    SummaryRows::map(map, free).map_err(|error| ReadError::Map { name, error })
+                    SummaryRows::map(map, free).map_err(|error| LoadError::Summaries {
+                        name,
+                        error: Some(error),
+                    })
                 }
-                _ => Err(ReadError::MissingMap(name)),
+                _ => Err(LoadError::Summaries { name, error: None }),
             };
-            tracer.summary_rows = Some(rows.map_err(LoadError::Summaries)?);
+            tracer.summary_rows = Some(rows?);
         }
         // When the object names cgroups (its cgroup_mkdir program is
         // attached), the names it sends are read from now on.

@@ -61,9 +61,16 @@ pub(crate) enum LoadError {
     /// A size option past the kernel memory bound (a bad command line).
     #[error("{0}")]
     MapMemory(String),
-    /// The breakdown keys' summary rows could not be mapped or queued.
-    #[error("cannot set up the keys' summary rows: {0}")]
-    Summaries(crate::collect::error::ReadError),
+    /// The breakdown keys' summary rows could not be mapped or queued
+    /// (`error` None: the map is missing from the object).
+    #[error(
+        "cannot set up the keys' summary rows: eBPF map {name}: {}",
+        .error.as_ref().map_or_else(|| "missing from the object".to_string(), |e| chain(e))
+    )]
+    Summaries {
+        name: &'static str,
+        error: Option<aya::maps::MapError>,
+    },
 }
 
 impl LoadError {
