@@ -580,12 +580,13 @@ fn a_short_custom_slice_ends_the_wait_a_protected_slice_made() {
     }
     // Before: protection is what declines this sleeper, often enough to
     // make its p99. Measured: protected 4.1-23% of 2,500-6,000 wakeups and
-    // 99.6-100% of those declined (with builds on both CPUs 3.6-10.8%,
-    // 100%); at least 2% (twice the 1% a p99 needs) and 90% required.
+    // 99.6-100% of those declined on a quiet CPU; with others on the
+    // workload CPU as little as 2.05% (17% of it taken), and still 100%.
+    // Required: 1.5% (half as much again as the 1% a p99 needs) and 90%.
     let protected = count(d0, "protected");
     assert!(
-        protected as f64 >= 0.02 * waits(d0) && protected as f64 >= 0.9 * declined(d0) as f64,
-        "before the slice, protected {protected} of {} wakeups (at least 2% expected) and of {} \
+        protected as f64 >= 0.015 * waits(d0) && protected as f64 >= 0.9 * declined(d0) as f64,
+        "before the slice, protected {protected} of {} wakeups (at least 1.5% expected) and of {} \
          declined (at least 90%): the loops' protection is not what holds this sleeper back \
          here\n{seen}",
         waits(d0),
