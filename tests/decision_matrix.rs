@@ -14,7 +14,9 @@
 //!   share) is null and said so;
 //! - on 6.12+, a sleeper given a short custom slice (sched_setattr's
 //!   sched_runtime) beside loops whose slices RUN_TO_PARITY protects is
-//!   never declined as protected (PREEMPT_SHORT), and mostly asks;
+//!   never declined as protected (PREEMPT_SHORT), and mostly asks; where
+//!   the CPU is not emulated, protection declined it before, and its p99
+//!   drops (`compare` says improved);
 //! - on PREEMPT_RT a timer's wakeups run in the ktimers thread (SCHED_FIFO)
 //!   on the sleeper's CPU: the rule met there is `other_class`;
 //! - every report says the kernel's context (the live base slice, HZ, the
@@ -36,7 +38,7 @@ use common::{
     SCHEDLAT, TracerProcess,
     cpu::CpuTimes,
     decision_names::DECLINED_RULES,
-    kernel::{kernel_release, kernel_version, set_custom_slice},
+    kernel::{emulated, kernel_release, kernel_version, set_custom_slice},
     parse_json_lines, require_root, run_schedlat, workload,
 };
 use serde_json::Value;
@@ -114,6 +116,16 @@ fn thread_cpu() -> Duration {
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// This process's CPU time, all its threads (getrusage(RUSAGE_SELF)).
+fn process_cpu() -> Duration {
+    // SAFETY: a zeroed rusage is a valid one to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid rusage to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// `schedlat --json -t TID` for `duration`: its one interval.
@@ -429,9 +441,21 @@ fn the_report_says_the_kernels_scheduling_context() {
 /// (PREEMPT_SHORT, kernel/sched/fair.c check_preempt_wakeup_fair()): no
 /// wakeup of it is declined as `protected` once the slice is set, and
 /// most ask for the CPU. The same thread is recorded before and after the
-/// change and `compare`d, which the test prints.
+/// change and `compare`d.
+///
+/// Where the CPU is not emulated, the latency too. Beside six loops a
+/// sleeper that sleeps 300 us is declined as `protected` on a few to a
+/// fifth of its wakeups (RUN_TO_PARITY guards only a running loop that is
+/// still eligible: beside one or two loops the sleeper's own lag keeps the
+/// loop ineligible and protection declines almost nothing), and each
+/// such wait lasts to the tick after the loop's slice ends, up to 4 ms at
+/// HZ 250: those waits make the p99. With the short slice they preempt
+/// at once. Measured on the 2-CPU 6.18 VM (3 s each side, 4 runs on a
+/// quiet CPU): protected 4.1-23% of the wakeups and every declined one,
+/// p99 3.61-3.66 ms; after, protected 0, requested 75-76%, p99 17.5-35.8
+/// us, `compare` improved (docs/decision.md has more loops and fewer).
 #[test]
-fn a_short_custom_slice_is_never_declined_as_protected() {
+fn a_short_custom_slice_ends_the_wait_a_protected_slice_made() {
     if !require_root() {
         return;
     }
@@ -446,8 +470,8 @@ fn a_short_custom_slice_is_never_declined_as_protected() {
     let busy = CpuTimes::now();
     let case = Scenario::start(
         "decision-slice",
-        2,
-        (Duration::ZERO, Duration::from_millis(1)),
+        6,
+        (Duration::ZERO, Duration::from_micros(300)),
         || {},
     );
     let dir = std::env::temp_dir().join(format!("schedlat-slice-{}", std::process::id()));
@@ -466,9 +490,13 @@ fn a_short_custom_slice_is_never_declined_as_protected() {
         (path, last)
     };
     let started = Instant::now();
+    let ours = process_cpu();
     let (before, base) = record("base.json");
     set_custom_slice(case.tid, 100_000);
     let (after, short) = record("short.json");
+    // The loops fill the workload CPU: what they did not get of it, other
+    // tasks took (the test's other threads barely run).
+    let others = 1.0 - (process_cpu() - ours).as_secs_f64() / started.elapsed().as_secs_f64();
     drop(case);
     let (status, out, stderr) = run_schedlat(&[
         "compare",
@@ -480,22 +508,33 @@ fn a_short_custom_slice_is_never_declined_as_protected() {
     let c: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     let _ = std::fs::remove_dir_all(&dir);
     let (d0, d1) = (decision(&base), decision(&short));
-    let share = |d: &Value| asked(d) as f64 / d["waits"].as_u64().unwrap().max(1) as f64;
+    let waits = |d: &Value| d["waits"].as_u64().unwrap_or(0).max(1) as f64;
+    let share = |d: &Value| asked(d) as f64 / waits(d);
     let p99 = |side: &Value| side["percentiles"]["p99_ns"].as_u64().unwrap_or(0);
-    eprintln!(
-        "{}: sleeper beside protected loops in {:?}: asked {:.0}% -> {:.0}% of wakeups \
-         (declined {:?} -> {:?}); p99 {} -> {} ns, compare {} ({})",
+    let passed_over = |d: &Value| d["outcomes"]["passed_over"]["count"].as_u64().unwrap_or(0);
+    let seen = format!(
+        "{}: sleeper beside 6 loops in {:?}: {} -> {} wakeups, asked {:.0}% -> {:.0}%, \
+         requested {} -> {} (declined {:?} -> {:?}; passed over {} -> {}); p99 {} -> {} ns, \
+         compare {} ({}; other tasks took {:.1}% of the workload CPU)",
         kernel_release(),
         started.elapsed(),
+        waits(d0),
+        waits(d1),
         share(d0) * 100.0,
         share(d1) * 100.0,
+        count(d0, "requested"),
+        count(d1, "requested"),
         rules_seen(d0),
         rules_seen(d1),
+        passed_over(d0),
+        passed_over(d1),
         p99(&c["before"]),
         p99(&c["after"]),
         c["change"],
-        busy.busy_since()
+        busy.busy_since(),
+        others.max(0.0) * 100.0
     );
+    eprintln!("{seen}");
     // The kernel honoured the slice (the programs read it from se.slice):
     // the loop's slice no longer protects it from this wakee, and most of
     // its wakeups ask for the CPU.
@@ -507,15 +546,10 @@ fn a_short_custom_slice_is_never_declined_as_protected() {
         share(d1) * 100.0,
         busy.busy_since()
     );
-    // Not asserted: the latency. Measured in the 6.12 guest (TCG
-    // emulation) both runs asked 98% of the time and p99 went 6.5 -> 16.3
-    // ms ("regressed"): emulation, not the scheduler, set those waits;
-    // here on 6.18 the loops' protection declined only ~2-5% of this
-    // sleeper's wakeups to begin with. The share asked is not made worse
-    // beyond what two samples of a few hundred wakeups vary by: 5 points
-    // plus three standard errors of the difference (a 6.12 guest went 95%
-    // -> 90% with no protected decline left, just past a bare 5 points).
-    let waits = |d: &Value| d["waits"].as_u64().unwrap_or(0).max(1) as f64;
+    // The share asked is not made worse beyond what two samples of a few
+    // hundred wakeups vary by: 5 points plus three standard errors of the
+    // difference (a 6.12 guest went 95% -> 90% with no protected decline
+    // left, just past a bare 5 points).
     let (p0, p1) = (share(d0), share(d1));
     let se = (p0 * (1.0 - p0) / waits(d0) + p1 * (1.0 - p1) / waits(d1)).sqrt();
     assert!(
@@ -529,5 +563,59 @@ fn a_short_custom_slice_is_never_declined_as_protected() {
         waits(d1),
         3.0 * se * 100.0,
         busy.busy_since()
+    );
+    // The rest needs the scheduler's own timing. Under QEMU's TCG (the
+    // guests of `cargo xtask vm-test` on a host without KVM) emulation sets
+    // the waits: in the 6.12 guest a sleeper beside two loops asked 98% of
+    // the time before and after its slice was set and p99 went 6.5 -> 16.3
+    // ms ("regressed"); which wakeups find a loop mid-slice depends on the
+    // same timing.
+    if let Some(why) = emulated() {
+        eprintln!(
+            "{}: the before state and the latency are not checked: {why}; \
+             emulation, not the scheduler, sets the waits",
+            kernel_release()
+        );
+        return;
+    }
+    // Before: protection is what declines this sleeper, often enough to
+    // make its p99. Measured: protected 4.1-23% of 2,500-6,000 wakeups and
+    // 99.6-100% of those declined on a quiet CPU; with others on the
+    // workload CPU as little as 2.05% (17% of it taken), and still 100%.
+    // Required: 1.5% (half as much again as the 1% a p99 needs) and 90%.
+    let protected = count(d0, "protected");
+    assert!(
+        protected as f64 >= 0.015 * waits(d0) && protected as f64 >= 0.9 * declined(d0) as f64,
+        "before the slice, protected {protected} of {} wakeups (at least 1.5% expected) and of {} \
+         declined (at least 90%): the loops' protection is not what holds this sleeper back \
+         here\n{seen}",
+        waits(d0),
+        declined(d0)
+    );
+    // After: the wakeups that were declined ask and are granted
+    // (`requested`; the others mostly find a loop's slice ended). Measured
+    // 75-77%; at least half.
+    assert!(
+        count(d1, "requested") as f64 > 0.5 * waits(d1),
+        "with a 100 us slice, requested {} of {} wakeups (over half expected)\n{seen}",
+        count(d1, "requested"),
+        waits(d1)
+    );
+    // The latency: the protected waits (to the next tick, ms) were the p99
+    // and are gone. Measured on a quiet CPU p99 3.61-3.66 ms -> 17.5-35.8 us
+    // (100-200x), `compare` improved in every run; what remains past 1 ms
+    // after is 0.5-0.8% of waits (a loop picked at a tick with an earlier
+    // deadline, kworkers), under the 1% that would make it the p99. With
+    // cargo builds on both CPUs other cgroups pass the sleeper over on 1-13%
+    // of its waits either side, and that sets both p99s: 5 runs went from
+    // 3.6-7.8 ms to 0.28-0.90 of it, improved every time. Required: improved,
+    // and the p99 down by a quarter at least (4 of those 5 pass), which a
+    // slice without effect does not pass (on a quiet CPU the p99 before is
+    // the tick's, 3.61-3.66 ms run to run).
+    assert!(
+        c["change"] == "improved" && p99(&c["after"]) * 4 <= p99(&c["before"]) * 3,
+        "with a 100 us slice the p99 should drop by a quarter at least and compare say \
+         improved; waits passed over are others taking the CPU (past the few percent \
+         measured with builds on both CPUs, the test cannot see the slice's effect)\n{seen}\n{out}"
     );
 }

@@ -45,3 +45,22 @@ pub(crate) fn set_custom_slice(tid: u32, runtime_ns: u64) {
     let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     assert_eq!(rc, 0, "sched_setattr: {}", std::io::Error::last_os_error());
 }
+
+/// Why waits here are set by emulation rather than by the scheduler, or
+/// None on real or hardware-virtualized CPUs: `cargo xtask vm-test` boots
+/// its guests under QEMU's TCG where the host has no KVM (xtask/src/vm/qemu.rs
+/// passes no `-cpu` then), and QEMU's default CPU model names itself in
+/// /proc/cpuinfo ("QEMU Virtual CPU version 2.5+"); under KVM (`-cpu host`)
+/// the guest sees the host's model and runs at its speed. A test that can
+/// assert latency only where the CPU is not emulated asks this.
+pub(crate) fn emulated() -> Option<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))?
+        .trim_start_matches([' ', '\t', ':'])
+        .trim();
+    model
+        .starts_with("QEMU")
+        .then(|| format!("the CPU is emulated (/proc/cpuinfo model name \"{model}\": QEMU's TCG)"))
+}
