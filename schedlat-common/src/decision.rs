@@ -200,23 +200,36 @@ impl Holder {
 
 /// What became of a wait, one class per wait, each with a fine histogram
 /// (so that "waits over 1 ms" can be split by it): the wakeup asked for
-/// the CPU and got it at the next switch; it did not ask, and the task ran
-/// at the next switch; others ran first (passed over, whatever the
-/// decision); an idle CPU took it; anything else (a pending bit, not a
-/// wakeup, migrated, not known).
+/// the CPU and got it at the next switch, promptly; it asked and no other
+/// task ran first, but the holder kept the CPU until its slice ended
+/// (late); it did not ask, and the task ran at the next switch; others
+/// ran first (passed over, whatever the decision); an idle CPU took it;
+/// anything else (a pending bit, not a wakeup, migrated, not known).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// The wakeup asked, and the task ran at the next switch, which did
+    /// not find the holder's slice renewed since the wakeup: the switch
+    /// answered the request.
     Granted = 0,
     Declined = 1,
     PassedOver = 2,
     IdleCpu = 3,
     Other = 4,
+    /// The wakeup asked (`Decision::Requested`, the holder's slice not
+    /// renewed then), no other task ran first, but the holder left with
+    /// its slice renewed after the wakeup (`Holder::SliceEnded`): a
+    /// schedule() picked it again (no switch, the flag cleared) and the
+    /// tick that ended its slice made the switch. Last in the index so
+    /// that the other classes keep theirs.
+    Late = 5,
 }
 
-pub const NR_OUTCOMES: usize = 5;
+pub const NR_OUTCOMES: usize = 6;
+/// Every class, in the order reports show them.
 pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
     Outcome::Granted,
+    Outcome::Late,
     Outcome::Declined,
     Outcome::PassedOver,
     Outcome::IdleCpu,
@@ -224,10 +237,16 @@ pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
 ];
 
 impl Outcome {
-    pub const fn of(decision: Decision, pass: Pass) -> Outcome {
+    pub const fn of(decision: Decision, pass: Pass, holder: Holder) -> Outcome {
         match pass {
             Pass::One | Pass::Two | Pass::ThreePlus => Outcome::PassedOver,
             Pass::Migrated | Pass::Unknown => Outcome::Other,
+            Pass::Zero
+                if matches!(decision, Decision::Requested)
+                    && matches!(holder, Holder::SliceEnded) =>
+            {
+                Outcome::Late
+            }
             Pass::Zero if decision.asked() => Outcome::Granted,
             Pass::Zero if decision.declined() => Outcome::Declined,
             Pass::Zero if matches!(decision, Decision::Idle) => Outcome::IdleCpu,
@@ -235,14 +254,23 @@ impl Outcome {
         }
     }
 
-    /// `of` on a decision and a pass-over index, without a branch (for
-    /// the kernel side: crate::flat): with no pass-over, the nibble of
-    /// the decision in `OUTCOME_AT_ZERO`.
+    pub fn from_index(i: u64) -> Option<Outcome> {
+        OUTCOMES.iter().copied().find(|&o| o as u64 == i)
+    }
+
+    /// `of` on a decision, a pass-over and a holder index, without a
+    /// branch (for the kernel side: crate::flat): with no pass-over, the
+    /// nibble of the decision in `OUTCOME_AT_ZERO`, or `Late` for a
+    /// request whose holder left with its slice renewed.
     #[inline(always)]
-    pub fn of_indices(decision: u64, pass: u64) -> u64 {
+    pub fn of_indices(decision: u64, pass: u64, holder: u64) -> u64 {
         const PASSED_OVER: u64 = Outcome::PassedOver as u64;
         const OTHER: u64 = Outcome::Other as u64;
+        const LATE: u64 = Outcome::Late as u64;
         let at_zero = (OUTCOME_AT_ZERO >> ((decision & 15) * 4)) & 0xf;
+        let late =
+            equal(decision, Decision::Requested as u64) & equal(holder, Holder::SliceEnded as u64);
+        let at_zero = select(late, LATE, at_zero);
         let passed = nonzero(pass) & (1 ^ above(pass, Pass::ThreePlus as u64));
         let after = select(passed, PASSED_OVER, OTHER);
         select(equal(pass, Pass::Zero as u64), at_zero, after)
@@ -250,7 +278,8 @@ impl Outcome {
 }
 
 /// Nibble d: the outcome of decision d with no pass-over (asked 0, the
-/// rules 1, idle 3, the rest other 4).
+/// rules 1, idle 3, the rest other 4), before the holder makes a request
+/// `Late`.
 const OUTCOME_AT_ZERO: u64 = 0x4111_1111_4443_0400;
 
 /// Cells of the decision x pass-over table: `decision * NR_PASSES + pass`.
@@ -273,6 +302,9 @@ pub struct DecisionStats {
     pub holder_sum_ns: [u64; NR_HOLDERS],
     /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: [[u64; NR_BUCKETS]; NR_OUTCOMES],
+    /// The outcomes' waits summed (`Outcome` index; their counts are the
+    /// histograms'): granted and late split one cell of the table.
+    pub outcome_sum_ns: [u64; NR_OUTCOME_SLOTS],
     /// Pass-overs summed over the waits with a counted class (0..3+).
     pub passes: u64,
     /// Declined waits whose rule predicted a wait, the predictions' sum,
@@ -295,6 +327,7 @@ impl DecisionStats {
         holder_count: [0; NR_HOLDERS],
         holder_sum_ns: [0; NR_HOLDERS],
         outcome_buckets: [[0; NR_BUCKETS]; NR_OUTCOMES],
+        outcome_sum_ns: [0; NR_OUTCOME_SLOTS],
         passes: 0,
         predicted_waits: 0,
         predicted_ns: 0,
@@ -318,7 +351,7 @@ pub const NR_OUTCOME_SLOTS: usize = 8;
 /// wait (a hash map of its own beside the key's histogram, keyed alike):
 /// each dimension apart, not their table, and the outcomes' slow waits
 /// rather than their histograms, so that a key costs 712 bytes, not the
-/// 27 KiB of a CPU's [`DecisionStats`]. Every CPU adds to it at once:
+/// 16.5 KiB of a CPU's [`DecisionStats`]. Every CPU adds to it at once:
 /// atomic adds.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -572,10 +605,12 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(
             size_of::<DecisionStats>(),
-            8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + 7)
+            8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + NR_OUTCOME_SLOTS + 7)
         );
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
+        // The size KeyDecision's comment gives (16.5 KiB).
+        assert_eq!(size_of::<DecisionStats>(), 16_888);
         assert_eq!(
             size_of::<KeyDecision>(),
             8 * (2 * NR_DECISIONS + 2 * NR_PASSES + 2 * NR_HOLDERS + 3 * NR_OUTCOME_SLOTS + 1)
@@ -648,31 +683,112 @@ mod tests {
     #[test]
     fn outcomes_partition_the_table() {
         use Decision as D;
-        assert_eq!(Outcome::of(D::Requested, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::SliceEnded, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::Lazy, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::Protected, Pass::Zero), Outcome::Declined);
-        assert_eq!(Outcome::of(D::Idle, Pass::Zero), Outcome::IdleCpu);
-        assert_eq!(Outcome::of(D::Pending, Pass::Zero), Outcome::Other);
-        assert_eq!(Outcome::of(D::NotWakeup, Pass::Zero), Outcome::Other);
-        for d in DECISIONS {
-            for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
-                assert_eq!(Outcome::of(d, p), Outcome::PassedOver);
+        use Holder as H;
+        for h in HOLDERS {
+            // A prompt switch (the holder not renewed since the wakeup).
+            if h != H::SliceEnded {
+                assert_eq!(Outcome::of(D::Requested, Pass::Zero, h), Outcome::Granted);
             }
-            assert_eq!(Outcome::of(d, Pass::Migrated), Outcome::Other);
+            // A slice that the wakeup's own enqueue renewed: its switch
+            // reads the holder renewed too, and answered the request.
+            assert_eq!(Outcome::of(D::SliceEnded, Pass::Zero, h), Outcome::Granted);
+            assert_eq!(Outcome::of(D::Lazy, Pass::Zero, h), Outcome::Granted);
+            assert_eq!(Outcome::of(D::Protected, Pass::Zero, h), Outcome::Declined);
+            assert_eq!(Outcome::of(D::Idle, Pass::Zero, h), Outcome::IdleCpu);
+            assert_eq!(Outcome::of(D::Pending, Pass::Zero, h), Outcome::Other);
+            assert_eq!(Outcome::of(D::NotWakeup, Pass::Zero, h), Outcome::Other);
+        }
+        for d in DECISIONS {
+            for h in HOLDERS {
+                for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
+                    assert_eq!(Outcome::of(d, p, h), Outcome::PassedOver);
+                }
+                assert_eq!(Outcome::of(d, Pass::Migrated, h), Outcome::Other);
+                assert_eq!(Outcome::of(d, Pass::Unknown, h), Outcome::Other);
+            }
         }
         for d in DECISIONS {
             for p in PASSES {
-                assert_eq!(
-                    Outcome::of_indices(d as u64, p as u64),
-                    Outcome::of(d, p) as u64
-                );
+                for h in HOLDERS {
+                    assert_eq!(
+                        Outcome::of_indices(d as u64, p as u64, h as u64),
+                        Outcome::of(d, p, h) as u64,
+                        "{d:?} {p:?} {h:?}"
+                    );
+                }
             }
+        }
+        // Each class has an index of its own, below the key's slots.
+        for (i, o) in OUTCOMES.iter().enumerate() {
+            assert_eq!(Outcome::from_index(*o as u64), Some(*o));
+            assert!((*o as usize) < NR_OUTCOMES);
+            assert!(OUTCOMES[..i].iter().all(|p| p != o));
         }
         assert!(DECLINED.iter().all(|d| d.declined()));
         assert_eq!(
             DECISIONS.iter().filter(|d| d.declined()).count(),
             DECLINED.len()
+        );
+    }
+
+    /// The fields the kernel records for a wait (sched_wakeup's need-resched
+    /// and slice test, the switch-in's pass-over count and holder), as the
+    /// switch-in packs them, and the class each gets.
+    #[test]
+    fn recorded_waits_get_their_class() {
+        let class = |decision: Decision, passes: u64, holder: Holder| {
+            let d = Decided(Decided::pack(
+                (decision as u64, Pass::of(passes) as u64, holder as u64),
+                0,
+                0,
+                passes,
+            ));
+            Outcome::from_index(Outcome::of_indices(
+                d.decision_index(),
+                d.pass_index(),
+                d.holder_index(),
+            ))
+            .unwrap()
+        };
+        // The seed case's slow wait: need-resched set at the wakeup, no
+        // switch until the tick, the loop left with its deadline renewed.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::SliceEnded),
+            Outcome::Late
+        );
+        // The prompt answer: the loop switched out mid-slice.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::Preempted),
+            Outcome::Granted
+        );
+        // The wakeup's own enqueue renewed the slice: the switch finds it
+        // renewed, and it was the request's.
+        assert_eq!(
+            class(Decision::SliceEnded, 0, Holder::SliceEnded),
+            Outcome::Granted
+        );
+        // A holder that blocked or yielded after the wakeup.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::Blocked),
+            Outcome::Granted
+        );
+        // Pending and lazy bits keep their classes whatever the holder.
+        assert_eq!(
+            class(Decision::Pending, 0, Holder::SliceEnded),
+            Outcome::Other
+        );
+        assert_eq!(
+            class(Decision::Lazy, 0, Holder::SliceEnded),
+            Outcome::Granted
+        );
+        // Others ran first: passed over, however the last holder left.
+        assert_eq!(
+            class(Decision::Requested, 1, Holder::SliceEnded),
+            Outcome::PassedOver
+        );
+        assert_eq!(
+            class(Decision::Protected, 0, Holder::SliceEnded),
+            Outcome::Declined
         );
     }
 

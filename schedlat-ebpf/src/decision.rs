@@ -25,7 +25,7 @@ use schedlat_common::{
     bucket::bucket_index_flat,
     decision::{
         self, Decided, Decision, DecisionStats, EnqueueWord, Holder, NR_CELLS, NR_HOLDERS,
-        NR_PASSES, Outcome, Pass,
+        NR_OUTCOME_SLOTS, NR_PASSES, Outcome, Pass,
     },
     flat::{above, min, nonzero, select},
     start,
@@ -496,7 +496,9 @@ fn count(
     let shared = (share + 1023) >> 10;
     ds.share_waits += shared;
     ds.share_permille += share - shared;
-    let outcome = Outcome::of_indices(decision, pass) as usize;
+    let outcome = Outcome::of_indices(decision, pass, holder as u64);
+    ds.outcome_sum_ns[masked(outcome, NR_OUTCOME_SLOTS as u64 - 1) as usize] += wait;
+    let outcome = outcome as usize;
     if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome))
         && let Some(n) = h.get_mut(barrier_var(bucket_index_flat(wait)))
     {
