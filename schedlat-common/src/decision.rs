@@ -15,7 +15,7 @@
 
 use crate::{
     NR_BUCKETS,
-    flat::{above, equal, min, nonzero, select},
+    flat::{above, equal, min, nonzero, opaque, select},
 };
 
 /// What the scheduler decided at a wait's start (one per wait): the
@@ -216,12 +216,13 @@ pub enum Outcome {
     PassedOver = 2,
     IdleCpu = 3,
     Other = 4,
-    /// The wakeup asked (`Decision::Requested`, the holder's slice not
-    /// renewed then), no other task ran first, but the holder left with
-    /// its slice renewed after the wakeup (`Holder::SliceEnded`): a
-    /// schedule() picked it again (no switch, the flag cleared) and the
-    /// tick that ended its slice made the switch. Last in the index so
-    /// that the other classes keep theirs.
+    /// The wakeup asked (`Decision::Requested`: a fair wakee, the holder's
+    /// slice neither renewed nor used up then, [`Decided::SPENT`]), no
+    /// other task ran first, but the holder left with its slice renewed
+    /// after the wakeup (`Holder::SliceEnded`): a schedule() picked it
+    /// again (no switch, the flag cleared) and the tick that ended its
+    /// slice made the switch. Last in the index so that the other classes
+    /// keep theirs.
     Late = 5,
 }
 
@@ -237,13 +238,17 @@ pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
 ];
 
 impl Outcome {
-    pub const fn of(decision: Decision, pass: Pass, holder: Holder) -> Outcome {
+    /// `spent`: the wakeup found the holder's slice already used up (not
+    /// yet accounted), or the wakee outside the fair class: a renewal at
+    /// the switch is then no sign of a late switch ([`Decided::SPENT`]).
+    pub const fn of(decision: Decision, pass: Pass, holder: Holder, spent: bool) -> Outcome {
         match pass {
             Pass::One | Pass::Two | Pass::ThreePlus => Outcome::PassedOver,
             Pass::Migrated | Pass::Unknown => Outcome::Other,
             Pass::Zero
                 if matches!(decision, Decision::Requested)
-                    && matches!(holder, Holder::SliceEnded) =>
+                    && matches!(holder, Holder::SliceEnded)
+                    && !spent =>
             {
                 Outcome::Late
             }
@@ -258,18 +263,21 @@ impl Outcome {
         OUTCOMES.iter().copied().find(|&o| o as u64 == i)
     }
 
-    /// `of` on a decision, a pass-over and a holder index, without a
-    /// branch (for the kernel side: crate::flat): with no pass-over, the
-    /// nibble of the decision in `OUTCOME_AT_ZERO`, or `Late` for a
-    /// request whose holder left with its slice renewed.
+    /// `of` on a decision, a pass-over and a holder index and the spent
+    /// bit (0 or 1), without a branch (for the kernel side: crate::flat):
+    /// with no pass-over, the nibble of the decision in `OUTCOME_AT_ZERO`,
+    /// or `Late` for a request whose holder left with its slice renewed.
     #[inline(always)]
-    pub fn of_indices(decision: u64, pass: u64, holder: u64) -> u64 {
+    pub fn of_indices(decision: u64, pass: u64, holder: u64, spent: u64) -> u64 {
         const PASSED_OVER: u64 = Outcome::PassedOver as u64;
         const OTHER: u64 = Outcome::Other as u64;
         const LATE: u64 = Outcome::Late as u64;
         let at_zero = (OUTCOME_AT_ZERO >> ((decision & 15) * 4)) & 0xf;
-        let late =
-            equal(decision, Decision::Requested as u64) & equal(holder, Holder::SliceEnded as u64);
+        // Shifts of opaque bits, not comparisons: LLVM makes a sign test
+        // a branch, and every branch here doubles the verifier's states.
+        let requested = opaque(1 << Decision::Requested as u64) >> (decision & 15);
+        let renewed = opaque(1 << Holder::SliceEnded as u64) >> (holder & 7);
+        let late = requested & renewed & 1 & (1 ^ (spent & 1));
         let at_zero = select(late, LATE, at_zero);
         let passed = nonzero(pass) & (1 ^ above(pass, Pass::ThreePlus as u64));
         let after = select(passed, PASSED_OVER, OTHER);
@@ -389,6 +397,25 @@ impl KeyDecision {
     };
 }
 
+/// The enqueue word's decision nibble for `Decision::Requested` when the
+/// wakeup found the holder's slice already used up or the wakee outside
+/// the fair class ([`Decided::SPENT`]); never counted as a class: the
+/// switch-in reads it as `Requested` with the bit.
+pub const REQUESTED_SPENT: u64 = 15;
+
+/// 1 when a decision nibble (0..=15) is `REQUESTED_SPENT`: arithmetic, not
+/// a comparison (LLVM makes a sign test of one a branch: crate::flat).
+#[inline(always)]
+fn spent_of(nibble: u64) -> u64 {
+    (nibble + 1) >> 4
+}
+
+/// A decision nibble with `REQUESTED_SPENT` read as `Requested` (0).
+#[inline(always)]
+fn unspent(nibble: u64) -> u64 {
+    nibble & opaque(spent_of(nibble).wrapping_sub(1))
+}
+
 /// The state an enqueue leaves for its switch-in, packed in one u64:
 /// the decision (bits 0-3), the wakee's fair share in per mille plus one
 /// (4-13, 0 for none), the rule's predicted wait in microseconds (14-31,
@@ -401,7 +428,8 @@ const SHARE_MAX: u64 = 1001;
 
 impl EnqueueWord {
     /// No snapshot: what a lookup that missed returns (no packed word has
-    /// every bit set: its decision is at most 14).
+    /// every bit set: its decision nibble is 15 only for `REQUESTED_SPENT`,
+    /// which has no share).
     pub const NOT_FOUND: u64 = u64::MAX;
 
     /// `predicted_ns` and `share_permille` below 2^63.
@@ -418,9 +446,16 @@ impl EnqueueWord {
         (decision & 15) | (switches << 32)
     }
 
+    /// The decision index, `REQUESTED_SPENT` read as `Requested`.
     #[inline(always)]
     pub fn decision(self) -> u64 {
-        self.0 & 15
+        unspent(self.0 & 15)
+    }
+
+    /// 1 when the nibble is `REQUESTED_SPENT`.
+    #[inline(always)]
+    pub fn spent(self) -> u64 {
+        spent_of(self.0 & 15)
     }
 
     /// The share in per mille plus one (0: none).
@@ -446,7 +481,8 @@ impl EnqueueWord {
 
 /// One wait's decision as the switch-in hands it back (to the breakdown
 /// key, a slow event, a victims row): the decision (bits 0-3), the
-/// pass-over class (4-6), the holder (8-10), measured (15: 0 means the
+/// pass-over class (4-6), spent (7, [`Decided::SPENT`]), the holder
+/// (8-10), measured (15: 0 means the
 /// split did not see this wait), the share in per mille plus one (16-25),
 /// the predicted wait in microseconds (26-43) and the pass-overs counted
 /// (44-63, saturating).
@@ -457,7 +493,16 @@ const PASSES_MAX: u64 = (1 << 20) - 1;
 
 impl Decided {
     pub const MEASURED: u64 = 1 << 15;
+    /// The wakeup asked, but found the holder's slice already used up
+    /// (its queue had not accounted it yet: the holder in another task
+    /// group than the wakee, whose enqueue updates only the wakee's
+    /// queues) or the wakee outside the fair class (its enqueue updates no
+    /// fair queue): the holder's next update renews its slice whenever the
+    /// switch comes, so a renewed holder says nothing of a late switch.
+    pub const SPENT: u64 = 1 << 7;
 
+    /// `decision` is the enqueue word's (`REQUESTED_SPENT` included:
+    /// packed as `Requested` with the spent bit).
     #[inline(always)]
     pub fn pack(
         (decision, pass, holder): (u64, u64, u64),
@@ -466,7 +511,10 @@ impl Decided {
         passes: u64,
     ) -> u64 {
         let passes = min(passes & 0xffff_ffff, PASSES_MAX);
+        let spent = spent_of(decision & 15);
+        let decision = unspent(decision & 15);
         (decision & 15)
+            | (spent << 7)
             | ((pass & 7) << 4)
             | ((holder & 7) << 8)
             | Decided::MEASURED
@@ -493,6 +541,29 @@ impl Decided {
     #[inline(always)]
     pub fn holder_index(self) -> u64 {
         (self.0 >> 8) & 7
+    }
+
+    /// 1 with [`Decided::SPENT`].
+    #[inline(always)]
+    pub fn spent(self) -> u64 {
+        (self.0 >> 7) & 1
+    }
+
+    /// The outcome index (`Outcome`).
+    #[inline(always)]
+    pub fn outcome_index(self) -> u64 {
+        Outcome::of_indices(
+            self.decision_index(),
+            self.pass_index(),
+            self.holder_index(),
+            self.spent(),
+        )
+    }
+
+    pub fn outcome(self) -> Option<Outcome> {
+        self.measured()
+            .then(|| Outcome::from_index(self.outcome_index()))
+            .flatten()
     }
 
     /// The share in per mille plus one (0: none).
@@ -554,6 +625,31 @@ pub fn eligible(avg: i64, load: i64, key: i64) -> bool {
 pub fn slice_renewed(left: i64, weight: u64, slice: u64) -> bool {
     let ns = virtual_to_ns(left, weight);
     (nonzero(slice) & (1 ^ above(slice - slice / 16, ns))) != 0
+}
+
+/// Whether a running entity with `left` virtual ns to its deadline at its
+/// queue's last update, which has run `ran` ns since (not yet accounted),
+/// has used up its slice by now: `ran` as virtual time at `weight`
+/// (calc_delta_fair()) reaches `left`. update_deadline() renews a slice
+/// once vruntime reaches the deadline. Without a branch; a negative `ran`
+/// (a clock read before the update) counts as none.
+#[inline(always)]
+pub fn slice_spent(left: i64, ran: i64, weight: u64) -> bool {
+    // ran * 1024 / weight >= left, as ran * 1024 >= left * weight: no
+    // division (a variable divisor brings a panic path the verifier
+    // refuses), each side capped to fit 64 bits.
+    let ran = select((ran as u64) >> 63, 0, ran as u64);
+    let ran = min(ran, MAX_VIRTUAL) * 1024;
+    let weight = select(
+        nonzero(weight),
+        min(weight & (u64::MAX >> 1), MAX_WEIGHT),
+        1024,
+    );
+    let raw = left as u64;
+    // Already behind its deadline (not renewed yet), or run past it.
+    let behind = raw >> 63;
+    let left = min(raw & (u64::MAX >> 1), MAX_VIRTUAL) * weight;
+    (behind | (1 ^ above(left, ran))) != 0
 }
 
 /// Virtual nanoseconds `dv` of an entity of weight `weight` (scaled down,
@@ -625,6 +721,9 @@ mod tests {
             assert!(NR_OUTCOMES <= NR_OUTCOME_SLOTS);
         }
         assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
+        // unspent() reads REQUESTED_SPENT as 0.
+        assert_eq!(Decision::Requested as u64, 0);
+        assert_eq!(REQUESTED_SPENT as usize, NR_DECISIONS - 1);
         assert!((Pass::Unknown as usize) < NR_PASSES);
         assert!((Holder::Idle as usize) < NR_HOLDERS);
         // Decided keeps the holder in 3 bits.
@@ -687,34 +786,56 @@ mod tests {
         for h in HOLDERS {
             // A prompt switch (the holder not renewed since the wakeup).
             if h != H::SliceEnded {
-                assert_eq!(Outcome::of(D::Requested, Pass::Zero, h), Outcome::Granted);
+                assert_eq!(
+                    Outcome::of(D::Requested, Pass::Zero, h, false),
+                    Outcome::Granted
+                );
             }
+            // Spent at the wakeup: the holder's renewal is no sign.
+            assert_eq!(
+                Outcome::of(D::Requested, Pass::Zero, h, true),
+                Outcome::Granted
+            );
             // A slice that the wakeup's own enqueue renewed: its switch
             // reads the holder renewed too, and answered the request.
-            assert_eq!(Outcome::of(D::SliceEnded, Pass::Zero, h), Outcome::Granted);
-            assert_eq!(Outcome::of(D::Lazy, Pass::Zero, h), Outcome::Granted);
-            assert_eq!(Outcome::of(D::Protected, Pass::Zero, h), Outcome::Declined);
-            assert_eq!(Outcome::of(D::Idle, Pass::Zero, h), Outcome::IdleCpu);
-            assert_eq!(Outcome::of(D::Pending, Pass::Zero, h), Outcome::Other);
-            assert_eq!(Outcome::of(D::NotWakeup, Pass::Zero, h), Outcome::Other);
+            assert_eq!(
+                Outcome::of(D::SliceEnded, Pass::Zero, h, false),
+                Outcome::Granted
+            );
+            assert_eq!(Outcome::of(D::Lazy, Pass::Zero, h, false), Outcome::Granted);
+            assert_eq!(
+                Outcome::of(D::Protected, Pass::Zero, h, false),
+                Outcome::Declined
+            );
+            assert_eq!(Outcome::of(D::Idle, Pass::Zero, h, false), Outcome::IdleCpu);
+            assert_eq!(
+                Outcome::of(D::Pending, Pass::Zero, h, false),
+                Outcome::Other
+            );
+            assert_eq!(
+                Outcome::of(D::NotWakeup, Pass::Zero, h, false),
+                Outcome::Other
+            );
         }
         for d in DECISIONS {
             for h in HOLDERS {
                 for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
-                    assert_eq!(Outcome::of(d, p, h), Outcome::PassedOver);
+                    assert_eq!(Outcome::of(d, p, h, false), Outcome::PassedOver);
                 }
-                assert_eq!(Outcome::of(d, Pass::Migrated, h), Outcome::Other);
-                assert_eq!(Outcome::of(d, Pass::Unknown, h), Outcome::Other);
+                assert_eq!(Outcome::of(d, Pass::Migrated, h, false), Outcome::Other);
+                assert_eq!(Outcome::of(d, Pass::Unknown, h, false), Outcome::Other);
             }
         }
         for d in DECISIONS {
             for p in PASSES {
                 for h in HOLDERS {
-                    assert_eq!(
-                        Outcome::of_indices(d as u64, p as u64, h as u64),
-                        Outcome::of(d, p, h) as u64,
-                        "{d:?} {p:?} {h:?}"
-                    );
+                    for spent in [false, true] {
+                        assert_eq!(
+                            Outcome::of_indices(d as u64, p as u64, h as u64, spent as u64),
+                            Outcome::of(d, p, h, spent) as u64,
+                            "{d:?} {p:?} {h:?} {spent}"
+                        );
+                    }
                 }
             }
         }
@@ -743,12 +864,7 @@ mod tests {
                 0,
                 passes,
             ));
-            Outcome::from_index(Outcome::of_indices(
-                d.decision_index(),
-                d.pass_index(),
-                d.holder_index(),
-            ))
-            .unwrap()
+            d.outcome().unwrap()
         };
         // The seed case's slow wait: need-resched set at the wakeup, no
         // switch until the tick, the loop left with its deadline renewed.
@@ -790,6 +906,27 @@ mod tests {
             class(Decision::Protected, 0, Holder::SliceEnded),
             Outcome::Declined
         );
+        // The wakeup found the holder's slice used up but not accounted
+        // (another task group), or woke a real-time task: the switch's
+        // update renews the slice however soon it comes.
+        let spent = Decided(Decided::pack(
+            (
+                REQUESTED_SPENT,
+                Pass::Zero as u64,
+                Holder::SliceEnded as u64,
+            ),
+            0,
+            0,
+            0,
+        ));
+        assert_eq!(spent.decision(), Some(Decision::Requested));
+        assert_eq!(spent.spent(), 1);
+        assert_eq!(spent.outcome(), Some(Outcome::Granted));
+        let w = EnqueueWord(EnqueueWord::plain(REQUESTED_SPENT, 7));
+        assert_eq!((w.decision(), w.spent()), (Decision::Requested as u64, 1));
+        assert_eq!((w.share(), w.predicted_us()), (0, 0));
+        let w = EnqueueWord(EnqueueWord::plain(Decision::Requested as u64, 7));
+        assert_eq!(w.spent(), 0);
     }
 
     #[test]
@@ -825,6 +962,23 @@ mod tests {
         assert!(slice_renewed(1_400_000 * 1024 / 3121, 3121, slice));
         assert!(!slice_renewed(-1, 1024, slice));
         assert!(!slice_renewed(1, 1024, 0));
+    }
+
+    #[test]
+    fn a_slice_is_spent_once_the_unaccounted_run_reaches_the_deadline() {
+        // 300 us of virtual time left at the last update, nice 0.
+        assert!(!slice_spent(300_000, 0, 1024));
+        assert!(!slice_spent(300_000, 299_000, 1024));
+        assert!(slice_spent(300_000, 300_000, 1024));
+        assert!(slice_spent(300_000, 2_600_000, 1024));
+        // Nice -5 (3121): 300 virtual us take about 914 us.
+        assert!(!slice_spent(300_000, 900_000, 3121));
+        assert!(slice_spent(300_000, 920_000, 3121));
+        // Behind its deadline, not renewed yet.
+        assert!(slice_spent(-5, 0, 1024));
+        // A clock read before the update: nothing run since.
+        assert!(!slice_spent(300_000, -10, 1024));
+        assert!(!slice_spent(300_000, 1, 0));
     }
 
     #[test]
