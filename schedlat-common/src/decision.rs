@@ -15,7 +15,7 @@
 
 use crate::{
     NR_BUCKETS,
-    flat::{above, equal, min, nonzero, select},
+    flat::{above, equal, min, nonzero, opaque, select},
 };
 
 /// What the scheduler decided at a wait's start (one per wait): the
@@ -200,23 +200,37 @@ impl Holder {
 
 /// What became of a wait, one class per wait, each with a fine histogram
 /// (so that "waits over 1 ms" can be split by it): the wakeup asked for
-/// the CPU and got it at the next switch; it did not ask, and the task ran
-/// at the next switch; others ran first (passed over, whatever the
-/// decision); an idle CPU took it; anything else (a pending bit, not a
-/// wakeup, migrated, not known).
+/// the CPU and got it at the next switch, promptly; it asked and no other
+/// task ran first, but the holder kept the CPU until its slice ended
+/// (late); it did not ask, and the task ran at the next switch; others
+/// ran first (passed over, whatever the decision); an idle CPU took it;
+/// anything else (a pending bit, not a wakeup, migrated, not known).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// The wakeup asked, and the task ran at the next switch, which did
+    /// not find the holder's slice renewed since the wakeup: the switch
+    /// answered the request.
     Granted = 0,
     Declined = 1,
     PassedOver = 2,
     IdleCpu = 3,
     Other = 4,
+    /// The wakeup asked (`Decision::Requested`: a fair wakee, the holder's
+    /// slice neither renewed nor used up then, [`Decided::SPENT`]), no
+    /// other task ran first, but the holder left with its slice renewed
+    /// after the wakeup (`Holder::SliceEnded`): a schedule() picked it
+    /// again (no switch, the flag cleared) and the tick that ended its
+    /// slice made the switch. Last in the index so that the other classes
+    /// keep theirs.
+    Late = 5,
 }
 
-pub const NR_OUTCOMES: usize = 5;
+pub const NR_OUTCOMES: usize = 6;
+/// Every class, in the order reports show them.
 pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
     Outcome::Granted,
+    Outcome::Late,
     Outcome::Declined,
     Outcome::PassedOver,
     Outcome::IdleCpu,
@@ -224,10 +238,20 @@ pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
 ];
 
 impl Outcome {
-    pub const fn of(decision: Decision, pass: Pass) -> Outcome {
+    /// `spent`: the wakeup found the holder's slice already used up (not
+    /// yet accounted), or the wakee outside the fair class: a renewal at
+    /// the switch is then no sign of a late switch ([`Decided::SPENT`]).
+    pub const fn of(decision: Decision, pass: Pass, holder: Holder, spent: bool) -> Outcome {
         match pass {
             Pass::One | Pass::Two | Pass::ThreePlus => Outcome::PassedOver,
             Pass::Migrated | Pass::Unknown => Outcome::Other,
+            Pass::Zero
+                if matches!(decision, Decision::Requested)
+                    && matches!(holder, Holder::SliceEnded)
+                    && !spent =>
+            {
+                Outcome::Late
+            }
             Pass::Zero if decision.asked() => Outcome::Granted,
             Pass::Zero if decision.declined() => Outcome::Declined,
             Pass::Zero if matches!(decision, Decision::Idle) => Outcome::IdleCpu,
@@ -235,14 +259,26 @@ impl Outcome {
         }
     }
 
-    /// `of` on a decision and a pass-over index, without a branch (for
-    /// the kernel side: crate::flat): with no pass-over, the nibble of
-    /// the decision in `OUTCOME_AT_ZERO`.
+    pub fn from_index(i: u64) -> Option<Outcome> {
+        OUTCOMES.iter().copied().find(|&o| o as u64 == i)
+    }
+
+    /// `of` on a decision, a pass-over and a holder index and the spent
+    /// bit (0 or 1), without a branch (for the kernel side: crate::flat):
+    /// with no pass-over, the nibble of the decision in `OUTCOME_AT_ZERO`,
+    /// or `Late` for a request whose holder left with its slice renewed.
     #[inline(always)]
-    pub fn of_indices(decision: u64, pass: u64) -> u64 {
+    pub fn of_indices(decision: u64, pass: u64, holder: u64, spent: u64) -> u64 {
         const PASSED_OVER: u64 = Outcome::PassedOver as u64;
         const OTHER: u64 = Outcome::Other as u64;
+        const LATE: u64 = Outcome::Late as u64;
         let at_zero = (OUTCOME_AT_ZERO >> ((decision & 15) * 4)) & 0xf;
+        // Shifts of opaque bits, not comparisons: LLVM makes a sign test
+        // a branch, and every branch here doubles the verifier's states.
+        let requested = opaque(1 << Decision::Requested as u64) >> (decision & 15);
+        let renewed = opaque(1 << Holder::SliceEnded as u64) >> (holder & 7);
+        let late = requested & renewed & 1 & (1 ^ (spent & 1));
+        let at_zero = select(late, LATE, at_zero);
         let passed = nonzero(pass) & (1 ^ above(pass, Pass::ThreePlus as u64));
         let after = select(passed, PASSED_OVER, OTHER);
         select(equal(pass, Pass::Zero as u64), at_zero, after)
@@ -250,7 +286,8 @@ impl Outcome {
 }
 
 /// Nibble d: the outcome of decision d with no pass-over (asked 0, the
-/// rules 1, idle 3, the rest other 4).
+/// rules 1, idle 3, the rest other 4), before the holder makes a request
+/// `Late`.
 const OUTCOME_AT_ZERO: u64 = 0x4111_1111_4443_0400;
 
 /// Cells of the decision x pass-over table: `decision * NR_PASSES + pass`.
@@ -273,6 +310,9 @@ pub struct DecisionStats {
     pub holder_sum_ns: [u64; NR_HOLDERS],
     /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: [[u64; NR_BUCKETS]; NR_OUTCOMES],
+    /// The outcomes' waits summed (`Outcome` index; their counts are the
+    /// histograms'): granted and late split one cell of the table.
+    pub outcome_sum_ns: [u64; NR_OUTCOME_SLOTS],
     /// Pass-overs summed over the waits with a counted class (0..3+).
     pub passes: u64,
     /// Declined waits whose rule predicted a wait, the predictions' sum,
@@ -295,6 +335,7 @@ impl DecisionStats {
         holder_count: [0; NR_HOLDERS],
         holder_sum_ns: [0; NR_HOLDERS],
         outcome_buckets: [[0; NR_BUCKETS]; NR_OUTCOMES],
+        outcome_sum_ns: [0; NR_OUTCOME_SLOTS],
         passes: 0,
         predicted_waits: 0,
         predicted_ns: 0,
@@ -318,7 +359,7 @@ pub const NR_OUTCOME_SLOTS: usize = 8;
 /// wait (a hash map of its own beside the key's histogram, keyed alike):
 /// each dimension apart, not their table, and the outcomes' slow waits
 /// rather than their histograms, so that a key costs 712 bytes, not the
-/// 27 KiB of a CPU's [`DecisionStats`]. Every CPU adds to it at once:
+/// 16.5 KiB of a CPU's [`DecisionStats`]. Every CPU adds to it at once:
 /// atomic adds.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -356,6 +397,25 @@ impl KeyDecision {
     };
 }
 
+/// The enqueue word's decision nibble for `Decision::Requested` when the
+/// wakeup found the holder's slice already used up or the wakee outside
+/// the fair class ([`Decided::SPENT`]); never counted as a class: the
+/// switch-in reads it as `Requested` with the bit.
+pub const REQUESTED_SPENT: u64 = 15;
+
+/// 1 when a decision nibble (0..=15) is `REQUESTED_SPENT`: arithmetic, not
+/// a comparison (LLVM makes a sign test of one a branch: crate::flat).
+#[inline(always)]
+fn spent_of(nibble: u64) -> u64 {
+    (nibble + 1) >> 4
+}
+
+/// A decision nibble with `REQUESTED_SPENT` read as `Requested` (0).
+#[inline(always)]
+fn unspent(nibble: u64) -> u64 {
+    nibble & opaque(spent_of(nibble).wrapping_sub(1))
+}
+
 /// The state an enqueue leaves for its switch-in, packed in one u64:
 /// the decision (bits 0-3), the wakee's fair share in per mille plus one
 /// (4-13, 0 for none), the rule's predicted wait in microseconds (14-31,
@@ -368,7 +428,8 @@ const SHARE_MAX: u64 = 1001;
 
 impl EnqueueWord {
     /// No snapshot: what a lookup that missed returns (no packed word has
-    /// every bit set: its decision is at most 14).
+    /// every bit set: its decision nibble is 15 only for `REQUESTED_SPENT`,
+    /// which has no share).
     pub const NOT_FOUND: u64 = u64::MAX;
 
     /// `predicted_ns` and `share_permille` below 2^63.
@@ -385,9 +446,16 @@ impl EnqueueWord {
         (decision & 15) | (switches << 32)
     }
 
+    /// The decision index, `REQUESTED_SPENT` read as `Requested`.
     #[inline(always)]
     pub fn decision(self) -> u64 {
-        self.0 & 15
+        unspent(self.0 & 15)
+    }
+
+    /// 1 when the nibble is `REQUESTED_SPENT`.
+    #[inline(always)]
+    pub fn spent(self) -> u64 {
+        spent_of(self.0 & 15)
     }
 
     /// The share in per mille plus one (0: none).
@@ -413,7 +481,8 @@ impl EnqueueWord {
 
 /// One wait's decision as the switch-in hands it back (to the breakdown
 /// key, a slow event, a victims row): the decision (bits 0-3), the
-/// pass-over class (4-6), the holder (8-10), measured (15: 0 means the
+/// pass-over class (4-6), spent (7, [`Decided::SPENT`]), the holder
+/// (8-10), measured (15: 0 means the
 /// split did not see this wait), the share in per mille plus one (16-25),
 /// the predicted wait in microseconds (26-43) and the pass-overs counted
 /// (44-63, saturating).
@@ -424,7 +493,16 @@ const PASSES_MAX: u64 = (1 << 20) - 1;
 
 impl Decided {
     pub const MEASURED: u64 = 1 << 15;
+    /// The wakeup asked, but found the holder's slice already used up
+    /// (its queue had not accounted it yet: the holder in another task
+    /// group than the wakee, whose enqueue updates only the wakee's
+    /// queues) or the wakee outside the fair class (its enqueue updates no
+    /// fair queue): the holder's next update renews its slice whenever the
+    /// switch comes, so a renewed holder says nothing of a late switch.
+    pub const SPENT: u64 = 1 << 7;
 
+    /// `decision` is the enqueue word's (`REQUESTED_SPENT` included:
+    /// packed as `Requested` with the spent bit).
     #[inline(always)]
     pub fn pack(
         (decision, pass, holder): (u64, u64, u64),
@@ -433,7 +511,10 @@ impl Decided {
         passes: u64,
     ) -> u64 {
         let passes = min(passes & 0xffff_ffff, PASSES_MAX);
+        let spent = spent_of(decision & 15);
+        let decision = unspent(decision & 15);
         (decision & 15)
+            | (spent << 7)
             | ((pass & 7) << 4)
             | ((holder & 7) << 8)
             | Decided::MEASURED
@@ -460,6 +541,29 @@ impl Decided {
     #[inline(always)]
     pub fn holder_index(self) -> u64 {
         (self.0 >> 8) & 7
+    }
+
+    /// 1 with [`Decided::SPENT`].
+    #[inline(always)]
+    pub fn spent(self) -> u64 {
+        (self.0 >> 7) & 1
+    }
+
+    /// The outcome index (`Outcome`).
+    #[inline(always)]
+    pub fn outcome_index(self) -> u64 {
+        Outcome::of_indices(
+            self.decision_index(),
+            self.pass_index(),
+            self.holder_index(),
+            self.spent(),
+        )
+    }
+
+    pub fn outcome(self) -> Option<Outcome> {
+        self.measured()
+            .then(|| Outcome::from_index(self.outcome_index()))
+            .flatten()
     }
 
     /// The share in per mille plus one (0: none).
@@ -523,6 +627,31 @@ pub fn slice_renewed(left: i64, weight: u64, slice: u64) -> bool {
     (nonzero(slice) & (1 ^ above(slice - slice / 16, ns))) != 0
 }
 
+/// Whether a running entity with `left` virtual ns to its deadline at its
+/// queue's last update, which has run `ran` ns since (not yet accounted),
+/// has used up its slice by now: `ran` as virtual time at `weight`
+/// (calc_delta_fair()) reaches `left`. update_deadline() renews a slice
+/// once vruntime reaches the deadline. Without a branch; a negative `ran`
+/// (a clock read before the update) counts as none.
+#[inline(always)]
+pub fn slice_spent(left: i64, ran: i64, weight: u64) -> bool {
+    // ran * 1024 / weight >= left, as ran * 1024 >= left * weight: no
+    // division (a variable divisor brings a panic path the verifier
+    // refuses), each side capped to fit 64 bits.
+    let ran = select((ran as u64) >> 63, 0, ran as u64);
+    let ran = min(ran, MAX_VIRTUAL) * 1024;
+    let weight = select(
+        nonzero(weight),
+        min(weight & (u64::MAX >> 1), MAX_WEIGHT),
+        1024,
+    );
+    let raw = left as u64;
+    // Already behind its deadline (not renewed yet), or run past it.
+    let behind = raw >> 63;
+    let left = min(raw & (u64::MAX >> 1), MAX_VIRTUAL) * weight;
+    (behind | (1 ^ above(left, ran))) != 0
+}
+
 /// Virtual nanoseconds `dv` of an entity of weight `weight` (scaled down,
 /// NICE_0 = 1024) as the CPU time it takes to run them (0 for dv <= 0):
 /// vruntime grows by delta_exec * 1024 / weight (calc_delta_fair()).
@@ -572,10 +701,12 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(
             size_of::<DecisionStats>(),
-            8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + 7)
+            8 * (2 * NR_CELLS + 2 * NR_HOLDERS + NR_OUTCOMES * NR_BUCKETS + NR_OUTCOME_SLOTS + 7)
         );
         // A per-CPU map value may not exceed 32 KiB (PCPU_MIN_UNIT_SIZE).
         assert!(size_of::<DecisionStats>() <= 32 * 1024);
+        // The size KeyDecision's comment gives (16.5 KiB).
+        assert_eq!(size_of::<DecisionStats>(), 16_888);
         assert_eq!(
             size_of::<KeyDecision>(),
             8 * (2 * NR_DECISIONS + 2 * NR_PASSES + 2 * NR_HOLDERS + 3 * NR_OUTCOME_SLOTS + 1)
@@ -590,6 +721,9 @@ mod tests {
             assert!(NR_OUTCOMES <= NR_OUTCOME_SLOTS);
         }
         assert!((Decision::RuleUnknown as usize) < NR_DECISIONS);
+        // unspent() reads REQUESTED_SPENT as 0.
+        assert_eq!(Decision::Requested as u64, 0);
+        assert_eq!(REQUESTED_SPENT as usize, NR_DECISIONS - 1);
         assert!((Pass::Unknown as usize) < NR_PASSES);
         assert!((Holder::Idle as usize) < NR_HOLDERS);
         // Decided keeps the holder in 3 bits.
@@ -648,32 +782,151 @@ mod tests {
     #[test]
     fn outcomes_partition_the_table() {
         use Decision as D;
-        assert_eq!(Outcome::of(D::Requested, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::SliceEnded, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::Lazy, Pass::Zero), Outcome::Granted);
-        assert_eq!(Outcome::of(D::Protected, Pass::Zero), Outcome::Declined);
-        assert_eq!(Outcome::of(D::Idle, Pass::Zero), Outcome::IdleCpu);
-        assert_eq!(Outcome::of(D::Pending, Pass::Zero), Outcome::Other);
-        assert_eq!(Outcome::of(D::NotWakeup, Pass::Zero), Outcome::Other);
-        for d in DECISIONS {
-            for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
-                assert_eq!(Outcome::of(d, p), Outcome::PassedOver);
+        use Holder as H;
+        for h in HOLDERS {
+            // A prompt switch (the holder not renewed since the wakeup).
+            if h != H::SliceEnded {
+                assert_eq!(
+                    Outcome::of(D::Requested, Pass::Zero, h, false),
+                    Outcome::Granted
+                );
             }
-            assert_eq!(Outcome::of(d, Pass::Migrated), Outcome::Other);
+            // Spent at the wakeup: the holder's renewal is no sign.
+            assert_eq!(
+                Outcome::of(D::Requested, Pass::Zero, h, true),
+                Outcome::Granted
+            );
+            // A slice that the wakeup's own enqueue renewed: its switch
+            // reads the holder renewed too, and answered the request.
+            assert_eq!(
+                Outcome::of(D::SliceEnded, Pass::Zero, h, false),
+                Outcome::Granted
+            );
+            assert_eq!(Outcome::of(D::Lazy, Pass::Zero, h, false), Outcome::Granted);
+            assert_eq!(
+                Outcome::of(D::Protected, Pass::Zero, h, false),
+                Outcome::Declined
+            );
+            assert_eq!(Outcome::of(D::Idle, Pass::Zero, h, false), Outcome::IdleCpu);
+            assert_eq!(
+                Outcome::of(D::Pending, Pass::Zero, h, false),
+                Outcome::Other
+            );
+            assert_eq!(
+                Outcome::of(D::NotWakeup, Pass::Zero, h, false),
+                Outcome::Other
+            );
+        }
+        for d in DECISIONS {
+            for h in HOLDERS {
+                for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
+                    assert_eq!(Outcome::of(d, p, h, false), Outcome::PassedOver);
+                }
+                assert_eq!(Outcome::of(d, Pass::Migrated, h, false), Outcome::Other);
+                assert_eq!(Outcome::of(d, Pass::Unknown, h, false), Outcome::Other);
+            }
         }
         for d in DECISIONS {
             for p in PASSES {
-                assert_eq!(
-                    Outcome::of_indices(d as u64, p as u64),
-                    Outcome::of(d, p) as u64
-                );
+                for h in HOLDERS {
+                    for spent in [false, true] {
+                        assert_eq!(
+                            Outcome::of_indices(d as u64, p as u64, h as u64, spent as u64),
+                            Outcome::of(d, p, h, spent) as u64,
+                            "{d:?} {p:?} {h:?} {spent}"
+                        );
+                    }
+                }
             }
+        }
+        // Each class has an index of its own, below the key's slots.
+        for (i, o) in OUTCOMES.iter().enumerate() {
+            assert_eq!(Outcome::from_index(*o as u64), Some(*o));
+            assert!((*o as usize) < NR_OUTCOMES);
+            assert!(OUTCOMES[..i].iter().all(|p| p != o));
         }
         assert!(DECLINED.iter().all(|d| d.declined()));
         assert_eq!(
             DECISIONS.iter().filter(|d| d.declined()).count(),
             DECLINED.len()
         );
+    }
+
+    /// The fields the kernel records for a wait (sched_wakeup's need-resched
+    /// and slice test, the switch-in's pass-over count and holder), as the
+    /// switch-in packs them, and the class each gets.
+    #[test]
+    fn recorded_waits_get_their_class() {
+        let class = |decision: Decision, passes: u64, holder: Holder| {
+            let d = Decided(Decided::pack(
+                (decision as u64, Pass::of(passes) as u64, holder as u64),
+                0,
+                0,
+                passes,
+            ));
+            d.outcome().unwrap()
+        };
+        // The seed case's slow wait: need-resched set at the wakeup, no
+        // switch until the tick, the loop left with its deadline renewed.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::SliceEnded),
+            Outcome::Late
+        );
+        // The prompt answer: the loop switched out mid-slice.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::Preempted),
+            Outcome::Granted
+        );
+        // The wakeup's own enqueue renewed the slice: the switch finds it
+        // renewed, and it was the request's.
+        assert_eq!(
+            class(Decision::SliceEnded, 0, Holder::SliceEnded),
+            Outcome::Granted
+        );
+        // A holder that blocked or yielded after the wakeup.
+        assert_eq!(
+            class(Decision::Requested, 0, Holder::Blocked),
+            Outcome::Granted
+        );
+        // Pending and lazy bits keep their classes whatever the holder.
+        assert_eq!(
+            class(Decision::Pending, 0, Holder::SliceEnded),
+            Outcome::Other
+        );
+        assert_eq!(
+            class(Decision::Lazy, 0, Holder::SliceEnded),
+            Outcome::Granted
+        );
+        // Others ran first: passed over, however the last holder left.
+        assert_eq!(
+            class(Decision::Requested, 1, Holder::SliceEnded),
+            Outcome::PassedOver
+        );
+        assert_eq!(
+            class(Decision::Protected, 0, Holder::SliceEnded),
+            Outcome::Declined
+        );
+        // The wakeup found the holder's slice used up but not accounted
+        // (another task group), or woke a real-time task: the switch's
+        // update renews the slice however soon it comes.
+        let spent = Decided(Decided::pack(
+            (
+                REQUESTED_SPENT,
+                Pass::Zero as u64,
+                Holder::SliceEnded as u64,
+            ),
+            0,
+            0,
+            0,
+        ));
+        assert_eq!(spent.decision(), Some(Decision::Requested));
+        assert_eq!(spent.spent(), 1);
+        assert_eq!(spent.outcome(), Some(Outcome::Granted));
+        let w = EnqueueWord(EnqueueWord::plain(REQUESTED_SPENT, 7));
+        assert_eq!((w.decision(), w.spent()), (Decision::Requested as u64, 1));
+        assert_eq!((w.share(), w.predicted_us()), (0, 0));
+        let w = EnqueueWord(EnqueueWord::plain(Decision::Requested as u64, 7));
+        assert_eq!(w.spent(), 0);
     }
 
     #[test]
@@ -709,6 +962,23 @@ mod tests {
         assert!(slice_renewed(1_400_000 * 1024 / 3121, 3121, slice));
         assert!(!slice_renewed(-1, 1024, slice));
         assert!(!slice_renewed(1, 1024, 0));
+    }
+
+    #[test]
+    fn a_slice_is_spent_once_the_unaccounted_run_reaches_the_deadline() {
+        // 300 us of virtual time left at the last update, nice 0.
+        assert!(!slice_spent(300_000, 0, 1024));
+        assert!(!slice_spent(300_000, 299_000, 1024));
+        assert!(slice_spent(300_000, 300_000, 1024));
+        assert!(slice_spent(300_000, 2_600_000, 1024));
+        // Nice -5 (3121): 300 virtual us take about 914 us.
+        assert!(!slice_spent(300_000, 900_000, 3121));
+        assert!(slice_spent(300_000, 920_000, 3121));
+        // Behind its deadline, not renewed yet.
+        assert!(slice_spent(-5, 0, 1024));
+        // A clock read before the update: nothing run since.
+        assert!(!slice_spent(300_000, -10, 1024));
+        assert!(!slice_spent(300_000, 1, 0));
     }
 
     #[test]

@@ -272,6 +272,10 @@ pub struct DecisionOffsets {
     pub se_depth: u64,
     pub se_parent: u64,
     pub se_cfs_rq: u64,
+    /// `se->exec_start` and `rq->clock_task`, the clock it is on (EEVDF):
+    /// what the running entity has run since its queue's last update.
+    pub se_exec_start: u64,
+    pub rq_clock_task: u64,
     /// struct cfs_rq: the weighted key sum (`avg_vruntime`, renamed
     /// `sum_w_vruntime`), its weight (`avg_load`, `sum_weight`) and the
     /// keys' zero point (`min_vruntime`, `zero_vruntime`).
@@ -299,7 +303,7 @@ mod tests {
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 12 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
-        assert_eq!(size_of::<DecisionOffsets>(), 22 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 24 * 8);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use schedlat_common::{
     bucket::bucket_index_flat,
     decision::{
         self, Decided, Decision, DecisionStats, EnqueueWord, Holder, NR_CELLS, NR_HOLDERS,
-        NR_PASSES, Outcome, Pass,
+        NR_OUTCOME_SLOTS, NR_PASSES, Outcome, Pass,
     },
     flat::{above, min, nonzero, select},
     start,
@@ -129,13 +129,15 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     let flags = curr.ti_flags();
     if flags & get(&DECISION.need_resched_mask) != 0 {
         let asked = if pending(rq, curr, switches) {
-            Decision::Pending
+            Decision::Pending as u64
         } else if slice_ended(wakee, curr) {
-            Decision::SliceEnded
+            Decision::SliceEnded as u64
+        } else if spent(task, wakee, curr, rq) {
+            decision::REQUESTED_SPENT
         } else {
-            Decision::Requested
+            Decision::Requested as u64
         };
-        return EnqueueWord::plain(asked as u64, switches);
+        return EnqueueWord::plain(asked, switches);
     }
     if flags & get(&DECISION.lazy_mask) != 0 {
         return EnqueueWord::plain(Decision::Lazy as u64, switches);
@@ -182,6 +184,31 @@ fn slice_ended(wakee: Wakee, curr: TaskPtr) -> bool {
     }
     let left = curr.deadline().wrapping_sub(curr.vruntime()) as i64;
     decision::slice_renewed(left, curr.weight(), curr.slice())
+}
+
+/// Whether a request (not `slice_ended`) left curr's slice for its next
+/// update to renew whenever the switch comes (`Decided::SPENT`): the
+/// wakee (`task`) is not in the fair class (its enqueue updates no fair
+/// queue, and it preempts by class), or curr is on another queue than
+/// the wakee's (another task group: the enqueue updated only the wakee's
+/// queues) and what curr has run since its queue's last update
+/// (`rq->clock_task - se->exec_start`, in its virtual time) reaches its
+/// deadline. EEVDF only (a renewed holder is EEVDF's).
+#[inline(always)]
+fn spent(task: TaskPtr, wakee: Wakee, curr: TaskPtr, rq: Rq) -> bool {
+    if get(&DECISION.fair) != 1 {
+        return false;
+    }
+    if (OUTRANKS >> u64::from(task.policy() & 63)) & 1 != 0 {
+        return true;
+    }
+    let curr = curr.se();
+    if wakee.queue == curr.queue_addr() {
+        return false;
+    }
+    let left = curr.deadline().wrapping_sub(curr.vruntime()) as i64;
+    let ran = rq.clock_task().wrapping_sub(curr.exec_start()) as i64;
+    decision::slice_spent(left, ran, curr.weight())
 }
 
 /// Which rule declined the wakeup of `task` while `curr` ran, the wakee's
@@ -418,17 +445,21 @@ pub extern "C" fn schedlat_decision_at_switch(
     let lost = select(moved, Pass::Migrated as u64, Pass::Unknown as u64);
     let pass = select(found, min(passes, Pass::ThreePlus as u64), lost);
     let decision = select(found, w.decision(), Decision::Unknown as u64);
+    let spent = w.spent() & found;
     let holder = holder(facts, prev_left, prev_weight_slice);
     let (share, predicted_us) = (w.share(), w.predicted_us());
     if get(&COMPUTE.histogram) != 0 {
         count(
-            (decision, pass, holder),
+            (decision, pass, holder, spent),
             wait,
             passes,
             (share, predicted_us),
         );
     }
-    Decided::pack((decision, pass, holder), share, predicted_us, passes)
+    // The enqueue's nibble again: REQUESTED_SPENT packs as Requested
+    // with the spent bit.
+    let nibble = decision | (spent * decision::REQUESTED_SPENT);
+    Decided::pack((nibble, pass, holder), share, predicted_us, passes)
 }
 
 /// How the switch's prev left the CPU (a `Holder` index), from the facts
@@ -467,7 +498,7 @@ fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
 /// of the outcome histogram at the end.
 #[inline(always)]
 fn count(
-    (decision, pass, holder): (u64, u64, u64),
+    (decision, pass, holder, spent): (u64, u64, u64, u64),
     wait: u64,
     passes: u64,
     (share, predicted_us): (u64, u64),
@@ -496,7 +527,9 @@ fn count(
     let shared = (share + 1023) >> 10;
     ds.share_waits += shared;
     ds.share_permille += share - shared;
-    let outcome = Outcome::of_indices(decision, pass) as usize;
+    let outcome = Outcome::of_indices(decision, pass, holder as u64, spent);
+    ds.outcome_sum_ns[masked(outcome, NR_OUTCOME_SLOTS as u64 - 1) as usize] += wait;
+    let outcome = outcome as usize;
     if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome))
         && let Some(n) = h.get_mut(barrier_var(bucket_index_flat(wait)))
     {

@@ -15,7 +15,6 @@ use schedlat_common::{
     causes::{KeyCauses, NR_CAUSES, NR_OVERLAPS},
     decision::{
         Decided, KEY_SLOW_NS, KeyDecision, NR_DECISIONS, NR_HOLDERS, NR_OUTCOME_SLOTS, NR_PASSES,
-        Outcome,
     },
     flat::above,
     scope::{Breakdown, KeyStats, KeySummary},
@@ -233,7 +232,7 @@ fn count_decision(key: u64, d: Decided, wait: u64) {
     let decision = masked(d.decision_index(), NR_DECISIONS as u64 - 1) as usize;
     let pass = masked(d.pass_index(), NR_PASSES as u64 - 1) as usize;
     let holder = masked(d.holder_index(), NR_HOLDERS as u64 - 1) as usize;
-    let outcome = Outcome::of_indices(d.decision_index(), d.pass_index());
+    let outcome = d.outcome_index();
     let outcome = masked(outcome, NR_OUTCOME_SLOTS as u64 - 1) as usize;
     // 1 for a wait of at least KEY_SLOW_NS (waits are far below 2^63).
     let slow = above(wait, KEY_SLOW_NS - 1);

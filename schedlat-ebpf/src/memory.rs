@@ -238,6 +238,12 @@ impl CfsRq {
 pub struct Rq(BtfPtr);
 
 impl Rq {
+    /// `rq->clock_task`, the clock `se->exec_start` is on (EEVDF kernels).
+    #[inline(always)]
+    pub fn clock_task(self) -> u64 {
+        self.0.read_u64(get(&DECISION.rq_clock_task))
+    }
+
     /// Runnable tasks on it, the running one included.
     #[inline(always)]
     pub fn nr_running(self) -> u32 {
@@ -293,6 +299,12 @@ impl Se {
     #[inline(always)]
     pub fn vruntime(self) -> u64 {
         self.0.read_u64(get(&DECISION.se_vruntime))
+    }
+
+    /// `se->exec_start`: when its queue last accounted its run time.
+    #[inline(always)]
+    pub fn exec_start(self) -> u64 {
+        self.0.read_u64(get(&DECISION.se_exec_start))
     }
 
     /// `se->deadline` (EEVDF).

@@ -25,7 +25,7 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray},
 };
 use schedlat_common::{
-    decision::{Decided, Outcome},
+    decision::Decided,
     victims::{ModeCounters, ROW_DECISIONS, ROW_HOLDERS, ROW_OUTCOMES, RowSlot, WaitStats},
 };
 
@@ -116,7 +116,7 @@ fn update(row: &mut WaitStats, fresh: bool, task: TaskPtr, other: TaskPtr, ended
     let d = Decided(ended.decided);
     if d.measured() {
         let decision = masked(d.decision_index(), ROW_DECISIONS as u64 - 1) as usize;
-        let outcome = Outcome::of_indices(d.decision_index(), d.pass_index());
+        let outcome = d.outcome_index();
         let outcome = masked(outcome, ROW_OUTCOMES as u64 - 1) as usize;
         row.decisions[decision] += 1;
         row.outcomes[outcome] += 1;

@@ -16,6 +16,23 @@ impl Trace {
     /// Records sched_wakeup and sched_switch on `cpu` from now on; None
     /// when tracefs is not mounted or refuses.
     pub(super) fn start(cpu: usize) -> Option<Trace> {
+        Trace::start_events(cpu, &["sched/sched_wakeup", "sched/sched_switch"])
+    }
+
+    /// As `start`, with the timers' expiries too (`hrtimer_expire_entry`:
+    /// the tick is the one whose function is the tick handler).
+    pub(super) fn start_with_ticks(cpu: usize) -> Option<Trace> {
+        Trace::start_events(
+            cpu,
+            &[
+                "sched/sched_wakeup",
+                "sched/sched_switch",
+                "timer/hrtimer_expire_entry",
+            ],
+        )
+    }
+
+    fn start_events(cpu: usize, events: &[&str]) -> Option<Trace> {
         let dir = PathBuf::from(format!(
             "/sys/kernel/tracing/instances/schedlat-decision-{}",
             std::process::id()
@@ -25,8 +42,9 @@ impl Trace {
         let write = |file: &str, value: &str| fs::write(trace.dir.join(file), value).ok();
         write("tracing_cpumask", &format!("{:x}", 1u64 << cpu))?;
         write("buffer_size_kb", "8192")?;
-        write("events/sched/sched_wakeup/enable", "1")?;
-        write("events/sched/sched_switch/enable", "1")?;
+        for event in events {
+            write(&format!("events/{event}/enable"), "1")?;
+        }
         write("tracing_on", "1")?;
         Some(trace)
     }
@@ -92,6 +110,108 @@ pub(super) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
     out
 }
 
+/// One wakeup-started wait of a task as the trace shows it: the
+/// need-resched flag at its sched_wakeup, the switches to other tasks
+/// before it ran, whether a tick (`hrtimer_expire_entry` of the tick
+/// handler) came between the wakeup and its switch-in, the flag at that
+/// tick's entry (clear: a schedule() after the wakeup picked the running
+/// task again, which clears it without a sched_switch), and the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TracedWait {
+    pub flag_set: bool,
+    pub passes: usize,
+    pub tick: bool,
+    pub flag_at_tick: Option<bool>,
+    pub wait_ns: u64,
+}
+
+impl TracedWait {
+    /// The case `late` names: the wakeup set need-resched, no other task
+    /// ran, and the switch to the task came after a tick.
+    pub(super) fn late(&self) -> bool {
+        self.flag_set && self.passes == 0 && self.tick
+    }
+
+    /// A request answered before any tick: the prompt grant.
+    pub(super) fn prompt(&self) -> bool {
+        self.flag_set && self.passes == 0 && !self.tick
+    }
+}
+
+/// The need-resched state of a trace line's flags field (its second
+/// character; '.' when clear, 'p' alone is the preempt count's bit).
+fn flag_of(head: &str) -> bool {
+    let flags = head.split_whitespace().rev().nth(1).unwrap_or("");
+    flags.chars().nth(1).is_some_and(|c| c != '.' && c != 'p')
+}
+
+/// A trace line's timestamp, ns (`10.000001` seconds, microseconds).
+fn ns_of(head: &str) -> u64 {
+    let ts = head.split_whitespace().next_back().unwrap_or("0");
+    let (s, us) = ts.split_once('.').unwrap_or((ts, "0"));
+    s.parse::<u64>().unwrap_or(0) * 1_000_000_000 + us.parse::<u64>().unwrap_or(0) * 1000
+}
+
+/// The tick's hrtimer handler, by its names over kernel versions.
+fn is_tick(args: &str) -> bool {
+    [
+        "tick_nohz_handler",
+        "tick_sched_timer",
+        "tick_nohz_highres_handler",
+    ]
+    .iter()
+    .any(|f| args.contains(&format!("function={f} ")) || args.ends_with(&format!("function={f}")))
+}
+
+/// Every wakeup-started wait of `pid` in a trace of `start_with_ticks`.
+pub(super) fn traced_waits(trace: &str, pid: u32) -> Vec<TracedWait> {
+    let mut out = Vec::new();
+    let mut open: Option<(TracedWait, u64)> = None;
+    let want_pid = format!("pid={pid} ");
+    let next_pid = format!("next_pid={pid} ");
+    for line in trace.lines().filter(|l| !l.starts_with('#')) {
+        let Some((head, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let Some((event, args)) = rest.split_once(": ") else {
+            continue;
+        };
+        match event {
+            "sched_wakeup" if open.is_none() && format!("{args} ").contains(&want_pid) => {
+                let wait = TracedWait {
+                    flag_set: flag_of(head),
+                    passes: 0,
+                    tick: false,
+                    flag_at_tick: None,
+                    wait_ns: 0,
+                };
+                open = Some((wait, ns_of(head)));
+            }
+            "hrtimer_expire_entry" if is_tick(args) => {
+                if let Some((w, _)) = open.as_mut()
+                    && !w.tick
+                {
+                    w.tick = true;
+                    w.flag_at_tick = Some(flag_of(head));
+                }
+            }
+            "sched_switch" => {
+                if let Some((w, at)) = open.as_mut() {
+                    if format!("{args} ").contains(&next_pid) {
+                        w.wait_ns = ns_of(head).saturating_sub(*at);
+                        out.push(*w);
+                        open = None;
+                    } else {
+                        w.passes += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +230,28 @@ mod tests {
         let w = waits_of(trace, 42);
         assert_eq!(w.flag_set, [1, 0, 0, 0]);
         assert_eq!(w.flag_clear, [0, 1, 0, 0]);
+    }
+
+    /// The seed case's slow wait (a wakeup that set the flag, a schedule()
+    /// that cleared it without a switch, the tick, then the switch) beside
+    /// a prompt one.
+    #[test]
+    fn a_request_the_tick_answered_is_told_from_a_prompt_one() {
+        let trace = "\
+# tracer: nop
+            loop-7       [001] dNh1.   10.000100: sched_wakeup: comm=w pid=42 prio=120 target_cpu=001
+            loop-7       [001] d..1.   10.000110: sched_switch: prev_comm=loop prev_pid=7 prev_prio=120 prev_state=R ==> next_comm=w next_pid=42 next_prio=120
+            loop-7       [001] d.h1.   10.001000: hrtimer_expire_entry: hrtimer=00000000abcd function=hrtimer_wakeup now=10001000000
+            loop-7       [001] dNh1.   10.001002: sched_wakeup: comm=w pid=42 prio=120 target_cpu=001
+            loop-7       [001] d.h1.   10.004500: hrtimer_expire_entry: hrtimer=00000000beef function=tick_nohz_handler now=10004500000
+            loop-7       [001] d..2.   10.004510: sched_switch: prev_comm=loop prev_pid=7 prev_prio=120 prev_state=R ==> next_comm=w next_pid=42 next_prio=120
+";
+        let w = traced_waits(trace, 42);
+        assert_eq!(w.len(), 2);
+        assert!(w[0].prompt() && !w[0].late());
+        assert_eq!(w[0].wait_ns, 10_000);
+        assert!(w[1].late() && !w[1].prompt());
+        assert_eq!(w[1].flag_at_tick, Some(false));
+        assert_eq!(w[1].wait_ns, 3_508_000);
     }
 }

@@ -20,7 +20,7 @@
 //! placement, queue_depth, crossed; passes, holder) come per cgroup with
 //! `full`.
 
-use schedlat_common::decision::Decision;
+use schedlat_common::decision::{Decision, Outcome};
 
 use crate::histogram::DecisionFacts;
 
@@ -88,12 +88,30 @@ pub(crate) fn kernel_can_decide(facts: Option<&DecisionFacts>, d: Decision) -> b
     }
 }
 
-/// The classes [`kernel_can_decide`] leaves out on this kernel, for HELP.
+/// Whether a kernel with these facts can give a wait outcome `o`: `late`
+/// needs a holder that left with its slice renewed, which only EEVDF
+/// tells (on CFS such a holder reads `preempted`). Decided as
+/// [`kernel_can_decide`], from the kernel context at load.
+pub(crate) fn kernel_can_end(facts: Option<&DecisionFacts>, o: Outcome) -> bool {
+    let Some(facts) = facts else {
+        return true;
+    };
+    match o {
+        Outcome::Late => facts.fair == 1,
+        _ => true,
+    }
+}
+
+/// The classes [`kernel_can_decide`] and [`kernel_can_end`] leave out on
+/// this kernel (decisions, then outcomes), for HELP.
 pub(crate) fn left_out(facts: Option<&DecisionFacts>) -> Vec<&'static str> {
-    (schedlat_common::decision::DECISIONS.iter())
+    let decisions = (schedlat_common::decision::DECISIONS.iter())
         .filter(|&&d| !kernel_can_decide(facts, d))
-        .map(|&d| crate::output::decision::decision_name(d))
-        .collect()
+        .map(|&d| crate::output::decision::decision_name(d));
+    let outcomes = (schedlat_common::decision::OUTCOMES.iter())
+        .filter(|&&o| !kernel_can_end(facts, o))
+        .map(|&o| crate::output::decision::outcome_name(o));
+    decisions.chain(outcomes).collect()
 }
 
 #[cfg(test)]
@@ -116,7 +134,8 @@ mod tests {
                 "lazy",
                 "not_eligible",
                 "later_deadline",
-                "protected"
+                "protected",
+                "late"
             ]
         );
         assert!(left_out(None).is_empty());

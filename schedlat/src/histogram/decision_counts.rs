@@ -7,8 +7,8 @@ use schedlat_common::{
     NR_BUCKETS,
     bucket::bucket_bounds,
     decision::{
-        DECISIONS, Decision, DecisionStats, NR_CELLS, NR_HOLDERS, NR_OUTCOMES, Outcome, PASSES,
-        Pass, cell,
+        DECISIONS, Decision, DecisionStats, NR_CELLS, NR_HOLDERS, NR_OUTCOME_SLOTS, NR_OUTCOMES,
+        Outcome, PASSES, Pass, cell,
     },
 };
 
@@ -62,6 +62,8 @@ pub(crate) struct DecisionCounts {
     pub holder_sum_ns: [u64; NR_HOLDERS],
     /// Fine histograms of the outcomes (`Outcome` index).
     pub outcome_buckets: Vec<[u64; NR_BUCKETS]>,
+    /// The outcomes' sums, ns (`Outcome` index).
+    pub outcome_sum_ns: [u64; NR_OUTCOME_SLOTS],
     pub passes: u64,
     pub predicted_waits: u64,
     pub predicted_ns: u64,
@@ -80,6 +82,7 @@ impl DecisionCounts {
             holder_count: [0; NR_HOLDERS],
             holder_sum_ns: [0; NR_HOLDERS],
             outcome_buckets: vec![[0; NR_BUCKETS]; NR_OUTCOMES],
+            outcome_sum_ns: [0; NR_OUTCOME_SLOTS],
             passes: 0,
             predicted_waits: 0,
             predicted_ns: 0,
@@ -112,6 +115,7 @@ impl DecisionCounts {
         for (mine, theirs) in self.outcome_buckets.iter_mut().zip(&cpu.outcome_buckets) {
             pairs(mine, theirs);
         }
+        pairs(&mut self.outcome_sum_ns, &cpu.outcome_sum_ns);
         let scalars = [
             (&mut self.passes, cpu.passes),
             (&mut self.predicted_waits, cpu.predicted_waits),
@@ -136,6 +140,7 @@ impl DecisionCounts {
         for (mine, theirs) in s.outcome_buckets.iter_mut().zip(&self.outcome_buckets) {
             *mine = *theirs;
         }
+        s.outcome_sum_ns = self.outcome_sum_ns;
         s.passes = self.passes;
         s.predicted_waits = self.predicted_waits;
         s.predicted_ns = self.predicted_ns;

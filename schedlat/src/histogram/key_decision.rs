@@ -8,8 +8,7 @@
 use std::ops::{Deref, DerefMut};
 
 use schedlat_common::decision::{
-    DECISIONS, Decision, HOLDERS, Holder, KEY_SLOW_NS, KeyDecision, OUTCOMES, Outcome, PASSES,
-    Pass, cell,
+    DECISIONS, Decision, HOLDERS, Holder, KEY_SLOW_NS, KeyDecision, OUTCOMES, Outcome, PASSES, Pass,
 };
 
 use super::decision_counts::DecisionCounts;
@@ -170,16 +169,12 @@ impl DecisionCounts {
             k.holder_count[h as usize] = self.holder_count[h as usize];
             k.holder_sum_ns[h as usize] = self.holder_sum_ns[h as usize];
         }
-        // Each cell's outcome (its waits are in that outcome's histogram
-        // too, by which the slow ones are counted).
-        for d in DECISIONS {
-            for p in PASSES {
-                let o = Outcome::of(d, p) as usize;
-                k.outcome_count[o] += self.count[cell(d, p)];
-                k.outcome_sum_ns[o] += self.sum_ns[cell(d, p)];
-            }
-        }
+        // Each outcome's waits are its histogram's (the table cannot say
+        // them: granted and late share a cell, told apart by the holder),
+        // its sum the kernel's own.
         for o in OUTCOMES {
+            k.outcome_count[o as usize] = self.outcome_between(o, 0, u64::MAX);
+            k.outcome_sum_ns[o as usize] = self.outcome_sum_ns[o as usize];
             k.outcome_slow[o as usize] = self.outcome_between(o, KEY_SLOW_NS, u64::MAX);
         }
         k.passes = self.passes;

@@ -241,6 +241,8 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
             se_depth: field("sched_entity", "depth")?,
             se_parent: field("sched_entity", "parent")?,
             se_cfs_rq: field("sched_entity", "cfs_rq")?,
+            se_exec_start: field("sched_entity", "exec_start")?,
+            rq_clock_task: field("rq", "clock_task")?,
             cfs_key_sum: first("cfs_rq", &["sum_w_vruntime", "avg_vruntime"])?,
             cfs_weight_sum: first("cfs_rq", &["sum_weight", "avg_load"])?,
             cfs_zero: first("cfs_rq", &["zero_vruntime", "min_vruntime"])?,

@@ -232,13 +232,7 @@ mod tests {
             )
         };
         let mut k = fixtures::key(&[
-            waits(
-                1,
-                3_000,
-                Decision::Requested,
-                Pass::Zero,
-                Holder::SliceEnded,
-            ),
+            waits(1, 3_000, Decision::Requested, Pass::Zero, Holder::Preempted),
             protected(5_000_000),
             protected(9_000_000),
         ]);
@@ -254,10 +248,10 @@ mod tests {
         assert_eq!(
             block,
             [
-                "decision: granted 33%, declined 0%, passed over 67%, idle CPU 0%, other 0% of waits; of the 2 over 1 ms: passed over 100%",
+                "decision: granted 33%, late 0%, declined 0%, passed over 67%, idle CPU 0%, other 0% of waits; of the 2 over 1 ms: passed over 100%",
                 "  at the wakeup: requested 1; not asked 2: protected 2",
                 "  passed over: 0 in 1, 3+ in 2 (2.7 per wait)",
-                "  holder left: blocked 0%, preempted 0%, slice ended 100%, exited 0%, yielded 0%, idle 0%",
+                "  holder left: blocked 0%, preempted 33%, slice ended 67%, exited 0%, yielded 0%, idle 0%",
             ],
             "{out}"
         );
@@ -267,7 +261,8 @@ mod tests {
         assert_eq!(d["decisions"]["protected"]["sum_ns"], 14_000_000);
         assert_eq!(d["pass_overs"]["3+"]["count"], 2);
         assert_eq!(d["outcomes"]["passed_over"]["over_1ms"], 2);
-        assert_eq!(d["holders"]["slice_ended"]["count"], 3);
+        assert_eq!(d["holders"]["slice_ended"]["count"], 2);
+        assert_eq!(d["outcomes"]["late"]["count"], 0);
         assert_eq!(d["passes"], 8);
     }
 }

@@ -3,10 +3,12 @@
 //! scheduler decided at the wakeup, the pass-overs, how the holder left,
 //! and for a declined wakeup the wait its rule predicted beside the actual.
 
-use schedlat_common::decision::{DECISIONS, Decided, Decision, HOLDERS, Holder, PASSES, Pass};
+use schedlat_common::decision::{
+    DECISIONS, Decided, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, REQUESTED_SPENT,
+};
 use serde_json::{Value, json};
 
-use super::decision::{decision_name, holder_name, pass_name};
+use super::decision::{decision_name, holder_name, outcome_name, pass_name};
 use crate::analysis::fmt_ns;
 
 /// The word's parts, named; None when the split did not see the wait
@@ -18,6 +20,9 @@ pub(crate) struct WaitDecision {
     /// Pass-overs counted (0 for `migrated` and `unknown`).
     pub passes: u64,
     pub holder: Holder,
+    /// What became of it (`late` only from the kernel's word: it needs
+    /// the spent bit, `Decided::SPENT`).
+    pub outcome: Outcome,
     /// The rule's predicted wait, ns (declined wakeups with a prediction).
     pub predicted_ns: Option<u64>,
     /// The wakee's fair share at the rule's queue, 0..=1.
@@ -35,6 +40,7 @@ impl WaitDecision {
             pass: Pass::from_index(d.pass_index())?,
             passes: d.passes(),
             holder: Holder::from_index(d.holder_index())?,
+            outcome: d.outcome()?,
             predicted_ns: (d.predicted_us() > 0).then(|| d.predicted_us() * 1000),
             share: (d.share() > 0).then(|| (d.share() - 1) as f64 / 1000.0),
         })
@@ -44,8 +50,18 @@ impl WaitDecision {
     pub(crate) fn word(&self) -> u64 {
         let share = self.share.map_or(0, |s| (s * 1000.0).round() as u64 + 1);
         let predicted_us = self.predicted_ns.map_or(0, |ns| ns / 1000);
+        // A request whose renewed holder is not late had the spent bit.
+        let spent = self.decision == Decision::Requested
+            && self.holder == Holder::SliceEnded
+            && self.pass == Pass::Zero
+            && self.outcome != Outcome::Late;
+        let decision = if spent {
+            REQUESTED_SPENT
+        } else {
+            self.decision as u64
+        };
         Decided::pack(
-            (self.decision as u64, self.pass as u64, self.holder as u64),
+            (decision, self.pass as u64, self.holder as u64),
             share,
             predicted_us,
             self.passes,
@@ -53,10 +69,11 @@ impl WaitDecision {
     }
 
     /// What `json` wrote, read back; None for null or a class this build
-    /// does not know.
+    /// does not know. A dump without `outcome` (written before `late`)
+    /// reads as the table gives it, without the spent bit.
     pub(crate) fn from_json(v: &Value) -> Option<WaitDecision> {
         let name = |key: &str| v.get(key)?.as_str();
-        Some(WaitDecision {
+        let mut d = WaitDecision {
             decision: DECISIONS
                 .into_iter()
                 .find(|&d| Some(decision_name(d)) == name("decision"))?,
@@ -67,14 +84,24 @@ impl WaitDecision {
             holder: HOLDERS
                 .into_iter()
                 .find(|&h| Some(holder_name(h)) == name("holder"))?,
+            outcome: Outcome::Other,
             predicted_ns: v.get("predicted_ns").and_then(Value::as_u64),
             share: v.get("share").and_then(Value::as_f64),
-        })
+        };
+        d.outcome = match name("outcome") {
+            Some(o) => OUTCOMES.into_iter().find(|&c| outcome_name(c) == o)?,
+            None => Outcome::of(d.decision, d.pass, d.holder, false),
+        };
+        Some(d)
     }
 
-    /// `protected, passed over 3, holder slice ended, predicted 1.40 ms`.
+    /// `protected, passed over 3, holder slice ended, predicted 1.40 ms`;
+    /// `requested, late, holder slice ended` for a late switch.
     pub(crate) fn text(&self) -> String {
         let mut out = decision_name(self.decision).replace('_', " ");
+        if self.outcome == Outcome::Late {
+            out.push_str(", late");
+        }
         match self.pass {
             Pass::Zero => {}
             Pass::Migrated => out.push_str(", migrated"),
@@ -94,6 +121,7 @@ impl WaitDecision {
         json!({
             "decision": decision_name(self.decision),
             "declined": self.decision.declined(),
+            "outcome": outcome_name(self.outcome),
             "pass_overs": pass_name(self.pass),
             "passes": self.passes,
             "holder": holder_name(self.holder),
@@ -151,5 +179,44 @@ mod tests {
         assert_eq!(d.text(), "requested, holder blocked");
         assert!(d.json()["predicted_ns"].is_null());
         assert_eq!(WaitDecision::of(0), None);
+    }
+
+    /// The seed case's slow wait reads `late` in text and JSON, and keeps
+    /// it through a dump; a request whose holder's slice the wakeup found
+    /// spent is granted, and keeps that too.
+    #[test]
+    fn a_late_switch_is_named_and_round_trips() {
+        let late = WaitDecision::of(word(
+            Decision::Requested,
+            Pass::Zero,
+            Holder::SliceEnded,
+            0,
+            0,
+        ))
+        .unwrap();
+        assert_eq!(late.outcome, Outcome::Late);
+        assert_eq!(late.text(), "requested, late, holder slice ended");
+        assert_eq!(late.json()["outcome"], "late");
+        let back = WaitDecision::from_json(&late.json()).unwrap();
+        assert_eq!(back, late);
+        assert_eq!(WaitDecision::of(back.word()), Some(late));
+        let spent = WaitDecision::of(Decided::pack(
+            (
+                REQUESTED_SPENT,
+                Pass::Zero as u64,
+                Holder::SliceEnded as u64,
+            ),
+            0,
+            0,
+            0,
+        ))
+        .unwrap();
+        assert_eq!(
+            (spent.decision, spent.outcome),
+            (Decision::Requested, Outcome::Granted)
+        );
+        assert_eq!(spent.text(), "requested, holder slice ended");
+        let back = WaitDecision::from_json(&spent.json()).unwrap();
+        assert_eq!(WaitDecision::of(back.word()), Some(spent));
     }
 }

@@ -59,6 +59,7 @@ pub(crate) fn holder_name(h: Holder) -> &'static str {
 pub(crate) fn outcome_name(o: Outcome) -> &'static str {
     match o {
         Outcome::Granted => "granted",
+        Outcome::Late => "late",
         Outcome::Declined => "declined",
         Outcome::PassedOver => "passed_over",
         Outcome::IdleCpu => "idle_cpu",
@@ -417,7 +418,7 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert!(
-            lines[0].starts_with("decision: granted 60%, declined 0%, passed over 40%"),
+            lines[0].starts_with("decision: granted 60%, late 0%, declined 0%, passed over 40%"),
             "{out}"
         );
         assert!(
@@ -465,6 +466,47 @@ mod tests {
         assert_eq!(v["kernel"]["protection"], "vprot");
         assert_eq!(v["share"]["mean"], 0.25);
         assert_eq!(v["predicted"]["beyond_prediction_and_tick"], 75);
+    }
+
+    /// The seed case's slow waits: the wakeup asked, nobody else ran, the
+    /// loop left with its slice renewed by the tick: `late`, apart from the
+    /// prompt grants of the same cell of the table.
+    #[test]
+    fn a_request_the_tick_answered_is_late_not_granted() {
+        let s = fixtures::stats(&[
+            waits(
+                90,
+                6_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+            waits(
+                10,
+                3_500_000,
+                Decision::Requested,
+                Pass::Zero,
+                Holder::SliceEnded,
+            ),
+        ]);
+        let waits = Waits {
+            decision: Some(DecisionCounts::from_cpus(facts(), &[s])),
+            ..Waits::default()
+        };
+        let out = text(&waits);
+        assert!(
+            out.starts_with(
+                "decision: granted 90%, late 10%, declined 0%, passed over 0%, idle CPU 0%, other 0% of waits; of the 10 over 1 ms: late 100%"
+            ),
+            "{out}"
+        );
+        let v = json(&waits).unwrap();
+        assert_eq!(v["outcomes"]["late"]["count"], 10);
+        assert_eq!(v["outcomes"]["late"]["over_1ms"], 10);
+        assert_eq!(v["outcomes"]["granted"]["count"], 90);
+        assert_eq!(v["outcomes"]["granted"]["over_1ms"], 0);
+        // Both in the one cell of the table.
+        assert_eq!(v["table"].as_array().unwrap().len(), 1);
     }
 
     /// A CFS kernel's split (5.10, 6.1): the wakeup granularity rule gives

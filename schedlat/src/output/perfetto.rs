@@ -19,7 +19,7 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
 
 use super::{
     decided::WaitDecision,
-    decision::{decision_name, holder_name, pass_name},
+    decision::{decision_name, holder_name, outcome_name, pass_name},
 };
 use crate::analysis::{recording::Window, task};
 
@@ -220,6 +220,7 @@ fn args(e: &SlowEvent, window: &Window) -> Vec<DebugAnnotation> {
         out.push(text("pass_overs", pass_name(d.pass).into()));
         out.push(uint("passes", d.passes));
         out.push(text("holder", holder_name(d.holder).into()));
+        out.push(text("outcome", outcome_name(d.outcome).into()));
         if let Some(ns) = d.predicted_ns {
             out.push(uint("predicted_ns", ns));
         }
@@ -330,6 +331,10 @@ mod tests {
         assert_eq!(
             arg(with, "holder").unwrap().1.as_deref(),
             Some("slice_ended")
+        );
+        assert_eq!(
+            arg(with, "outcome").unwrap().1.as_deref(),
+            Some("passed_over")
         );
         assert_eq!(arg(with, "predicted_ns").unwrap().2, Some(900_000));
         assert_eq!(

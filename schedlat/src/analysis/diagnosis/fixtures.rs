@@ -47,6 +47,7 @@ pub(crate) fn outcomes(groups: &[(Outcome, u64, u64)]) -> DecisionCounts {
     let mut d = DecisionCounts::zero(DecisionFacts::X86_6_18);
     for &(o, each_ns, n) in groups {
         d.outcome_buckets[o as usize][bucket_index(each_ns)] += n;
+        d.outcome_sum_ns[o as usize] += n * each_ns;
     }
     d
 }

@@ -1,7 +1,7 @@
 //! The decision split (docs/decision.md) as Prometheus counters: every
 //! wait the split saw counted once per split (`split` label), with its
 //! class as `class`:
-//! - `outcome`: what became of it (granted, declined, passed_over,
+//! - `outcome`: what became of it (granted, late, declined, passed_over,
 //!   idle_cpu, other);
 //! - `decision`: what the scheduler decided at its wakeup, the request
 //!   class or the rule that declined it (requested, ..., protected,
@@ -11,18 +11,19 @@
 //! - `holder`: how the task that held the CPU left it (blocked,
 //!   preempted, slice_ended, exited, yielded, idle).
 //!
-//! A fixed set of label values (30 per family), never one per task.
+//! A fixed set of label values (31 per family), never one per task.
 //! Families, as for the cause split: the whole system (with the filter's
 //! `scope` label) in `schedlat_runqueue_*`, and with `--cgroups` per
 //! cgroup in `schedlat_cgroup_runqueue_*` (the outcome and decision
-//! seconds, without the classes the kernel cannot produce; every split
+//! seconds, without the classes the kernel cannot produce, `late` on CFS
+//! among them; every split
 //! with `--cgroup-splits full`: export/cgroup_splits.rs), its series the keyed
 //! histogram's (the same intervals and `--max-series`, `__overflow__`
 //! included), so `sum()` over a family never counts a wait twice. A
 //! series is absent when the split is off (`--no-decision`,
 //! `--no-causes`) or the kernel lacks its fields.
 
-use schedlat_common::decision::{DECISIONS, Decision, HOLDERS, OUTCOMES, PASSES};
+use schedlat_common::decision::{DECISIONS, Decision, HOLDERS, OUTCOMES, Outcome, PASSES};
 
 use crate::{
     export::{
@@ -44,14 +45,15 @@ pub(crate) struct DecisionSeries {
     pub facts: Option<DecisionFacts>,
 }
 
-/// Waits and their time of every class of every split; `decisions`
-/// says which decision classes.
+/// Waits and their time of every class of every split; `outcomes` and
+/// `decisions` say which of those classes.
 fn classes(
     d: &KeyDecisionCounts,
+    outcomes: &[Outcome],
     decisions: &[Decision],
 ) -> Vec<(&'static str, &'static str, u64, u64)> {
     let mut out = Vec::new();
-    for &o in &OUTCOMES {
+    for &o in outcomes {
         out.push(("outcome", outcome_name(o), d.outcome(o), d.outcome_ns(o)));
     }
     for &dc in decisions {
@@ -76,6 +78,7 @@ fn classes(
 /// this kernel can produce.
 struct Extent {
     splits: CgroupSplits,
+    outcomes: Vec<Outcome>,
     decisions: Vec<Decision>,
     /// HELP's note of what is left out.
     note: String,
@@ -85,6 +88,7 @@ struct Extent {
 pub(super) fn system_families(family: &DecisionSeries) -> Vec<Family> {
     let every = Extent {
         splits: CgroupSplits::Full,
+        outcomes: OUTCOMES.to_vec(),
         decisions: DECISIONS.to_vec(),
         note: String::new(),
     };
@@ -103,16 +107,20 @@ pub(super) fn cgroup_families(family: &DecisionSeries, splits: CgroupSplits) -> 
     let decisions = (DECISIONS.iter().copied())
         .filter(|&d| cgroup_splits::kernel_can_decide(facts, d))
         .collect();
+    let outcomes = (OUTCOMES.iter().copied())
+        .filter(|&o| cgroup_splits::kernel_can_end(facts, o))
+        .collect();
     let left_out = cgroup_splits::left_out(facts);
     let mut note = splits.help().to_string();
     if !left_out.is_empty() {
         note += &format!(
-            "; per cgroup without the decision classes this kernel cannot produce ({}), from the kernel at start",
+            "; per cgroup without the classes this kernel cannot produce ({}), from the kernel at start",
             left_out.join(", ")
         );
     }
     let extent = Extent {
         splits,
+        outcomes,
         decisions,
         note,
     };
@@ -130,7 +138,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent)
     }
     let rows: Vec<_> = (family.series.iter())
         .map(|(labels, d)| {
-            let mut kept = classes(d, &extent.decisions);
+            let mut kept = classes(d, &extent.outcomes, &extent.decisions);
             kept.retain(|&(split, ..)| extent.splits.decision_split(split));
             (labels, kept)
         })
@@ -147,7 +155,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent)
         }
         out
     };
-    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
+    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; late: it asked and no other task ran first, but the holder kept the CPU until a tick ended its slice; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
     let note = &extent.note;
     let mut out = Vec::new();
     if extent.splits.counts() {
@@ -291,8 +299,9 @@ mod tests {
             assert!(out.contains(line), "{line} not in\n{out}");
         }
         let web = "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"";
-        // 31 classes, less wakeup_granularity (CFS only) on EEVDF.
-        assert_eq!(lines_of(&out, web).len(), 30, "{out}");
+        // 32 classes, less wakeup_granularity (CFS only) on EEVDF.
+        assert_eq!(lines_of(&out, web).len(), 31, "{out}");
+        assert!(out.contains("{cgroup=\"/web\",split=\"outcome\",class=\"late\"} 0"));
         assert!(!out.contains("wakeup_granularity\"}"), "{out}");
         assert!(out.contains("(wakeup_granularity), from the kernel at start"));
         // The total keeps every class, whatever the kernel.
@@ -300,15 +309,37 @@ mod tests {
         assert!(total.contains("class=\"wakeup_granularity\"} 0"), "{total}");
     }
 
+    /// On CFS (before 6.6) no holder reads `slice_ended`, so no wait is
+    /// `late`: per cgroup the class is left out, and HELP says so; the
+    /// total keeps it.
+    #[test]
+    fn a_cfs_kernel_leaves_late_out_per_cgroup() {
+        let mut cgroups = two_cgroups();
+        cgroups.facts = Some(DecisionFacts {
+            fair: 2,
+            lazy_bit: None,
+            ..DecisionFacts::X86_6_18
+        });
+        let out = text(cgroup_families(&cgroups, CgroupSplits::Alerting));
+        assert!(!out.contains("class=\"late\""), "{out}");
+        assert!(
+            out.contains("protected, late), from the kernel at start"),
+            "{out}"
+        );
+        let web = "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\"";
+        // 5 outcomes and the 9 decision classes a CFS kernel produces.
+        assert_eq!(lines_of(&out, web).len(), 14, "{out}");
+    }
+
     /// By default (`--cgroup-splits alerting`) a cgroup's series has the
-    /// seconds of the outcome and the rule only: 5 + 13 classes here.
+    /// seconds of the outcome and the rule only: 6 + 13 classes here.
     #[test]
     fn alerting_cgroup_series_have_the_outcome_and_the_rule_in_seconds() {
         let out = text(cgroup_families(&two_cgroups(), CgroupSplits::Alerting));
         assert!(!out.contains("_waits_by_decision_total"), "{out}");
         let web = "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\"";
         let web = lines_of(&out, web);
-        assert_eq!(web.len(), 18, "{out}");
+        assert_eq!(web.len(), 19, "{out}");
         assert!(
             web.iter()
                 .all(|l| l.contains("split=\"outcome\"") || l.contains("split=\"decision\"")),
