@@ -72,40 +72,19 @@ pub(super) struct TracedWaits {
     pub flag_clear: [u64; 4],
 }
 
-/// Parses a trace in the default format, e.g.
-/// `  worker-42  [001] dNh2. 123.456789: sched_wakeup: comm=worker pid=42 ...`:
-/// the flags field's second character is the need-resched state ('.' when
-/// clear; 'p' alone is the preempt count's bit, not TIF's).
+/// The waits of `pid` in a trace in the default format, e.g.
+/// `  worker-42  [001] dNh2. 123.456789: sched_wakeup: comm=worker pid=42 ...`,
+/// counted by the flag at the wakeup and the switches before it ran
+/// (`traced_waits` parses them).
 pub(super) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
     let mut out = TracedWaits::default();
-    let mut open: Option<(bool, usize)> = None;
-    let want_pid = format!("pid={pid} ");
-    let next_pid = format!("next_pid={pid} ");
-    for line in trace.lines().filter(|l| !l.starts_with('#')) {
-        let Some((head, event)) = line.split_once(": sched_") else {
-            continue;
+    for w in traced_waits(trace, pid) {
+        let row = if w.flag_set {
+            &mut out.flag_set
+        } else {
+            &mut out.flag_clear
         };
-        if let Some(args) = event.strip_prefix("wakeup: ") {
-            if format!("{args} ").contains(&want_pid) && open.is_none() {
-                let flags = head.split_whitespace().rev().nth(1).unwrap_or("");
-                let set = flags.chars().nth(1).is_some_and(|c| c != '.' && c != 'p');
-                open = Some((set, 0));
-            }
-        } else if let Some(args) = event.strip_prefix("switch: ")
-            && let Some((set, passes)) = open.as_mut()
-        {
-            if format!("{args} ").contains(&next_pid) {
-                let row = if *set {
-                    &mut out.flag_set
-                } else {
-                    &mut out.flag_clear
-                };
-                row[(*passes).min(3)] += 1;
-                open = None;
-            } else {
-                *passes += 1;
-            }
-        }
+        row[w.passes.min(3)] += 1;
     }
     out
 }
