@@ -22,8 +22,8 @@
 //!   scrape, as an exemplar on its bucket (`--exemplars`);
 //! - neighbour_series: which neighbour pairs (`--pairs`) get a series of
 //!   their own in a scrape (`--max-pair-series`) and the overflow pair;
-//! - encode/: one encoder per format (the text formats through
-//!   prometheus-client, protobuf with native histograms);
+//! - encode/: one encoder per format (the text formats, written
+//!   directly; protobuf with native histograms);
 //! - negotiate: which format a scraper asked for; content_coding:
 //!   whether its body goes out gzip-compressed (`Accept-Encoding`);
 //! - otlp/: the same families pushed to an OpenTelemetry collector

@@ -187,8 +187,8 @@ impl Layout {
         out
     }
 
-    /// `counts` with each bucket's upper bound in seconds: not cumulative,
-    /// as prometheus-client's encoder wants them.
+    /// `counts` with each bucket's upper bound in seconds, not cumulative
+    /// (the protobuf encoder's buckets).
     pub(crate) fn with_bounds(&self, counts: &[u64]) -> Vec<(f64, u64)> {
         self.edges_ns
             .iter()
