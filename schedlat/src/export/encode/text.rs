@@ -21,7 +21,9 @@
 use std::{cell::Cell, time::Duration};
 
 use crate::{
-    export::model::{Exemplar, Family, Histograms, Labels, Metric, Sample, Series, Unit, Value},
+    export::model::{
+        Exemplar, Family, Folded, Histograms, Labels, Metric, Sample, Series, Unit, Value,
+    },
     histogram::layout::Layout,
 };
 
@@ -143,7 +145,8 @@ impl Body {
     }
 
     fn histograms(&mut self, base: &str, h: &Histograms) {
-        // Each bound's `le`, once for the family.
+        // Each bound's `le`, once for the family; the last is +Inf, which
+        // both formats need.
         let bounds = (h.layout.edges_ns().iter())
             // As Layout::with_bounds divides: the double nearest the
             // decimal value, which prints short.
@@ -169,12 +172,7 @@ impl Body {
 
     fn openmetrics_series(&mut self, base: &str, s: &Series, layout: &Layout, les: &[String]) {
         let w = &s.waits;
-        self.line_start(base, "_sum");
-        self.float(w.sum_ns as f64 / 1e9);
-        self.put("\n");
-        self.line_start(base, "_count");
-        self.int(w.count());
-        self.put("\n");
+        self.sum_and_count(base, w);
         let mut cumulative = 0;
         for (i, (le, n)) in les.iter().zip(&w.buckets).enumerate() {
             cumulative += n;
@@ -219,18 +217,11 @@ impl Body {
             self.int(cumulative);
             self.put("\n");
         }
-        // The layouts end in +Inf; the format needs it whatever the layout.
-        if les.last().is_none_or(|le| le != "+Inf") {
-            self.put(base);
-            self.put("_bucket{");
-            if !self.labels.is_empty() {
-                self.buf.extend_from_slice(&self.labels);
-                self.put(",");
-            }
-            self.put("le=\"+Inf\"} ");
-            self.int(w.count());
-            self.put("\n");
-        }
+        self.sum_and_count(base, w);
+    }
+
+    /// A series' `_sum` (in seconds) and `_count` lines.
+    fn sum_and_count(&mut self, base: &str, w: &Folded) {
         self.line_start(base, "_sum");
         self.float(w.sum_ns as f64 / 1e9);
         self.put("\n");
