@@ -187,14 +187,18 @@ impl Layout {
         out
     }
 
-    /// `counts` with each bucket's upper bound in seconds, not cumulative
-    /// (the protobuf encoder's buckets).
+    /// Each finite bucket's upper bound in seconds (the exposition's
+    /// `le`). Division, not multiplication by 1e-9: it rounds to the
+    /// double nearest the decimal value, which then prints short.
+    pub(crate) fn bounds_seconds(&self) -> impl Iterator<Item = f64> + '_ {
+        self.edges_ns.iter().map(|&ns| ns as f64 / 1e9)
+    }
+
+    /// `counts` with each bucket's upper bound in seconds (the last
+    /// infinite), not cumulative, as the exposition libraries take them.
+    #[cfg(test)]
     pub(crate) fn with_bounds(&self, counts: &[u64]) -> Vec<(f64, u64)> {
-        self.edges_ns
-            .iter()
-            // Division, not multiplication by 1e-9: it rounds to the double
-            // nearest the decimal value, which then prints short.
-            .map(|&ns| ns as f64 / 1e9)
+        (self.bounds_seconds())
             .chain(std::iter::once(f64::INFINITY))
             .zip(counts.iter().copied())
             .collect()

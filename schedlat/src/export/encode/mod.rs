@@ -2,6 +2,8 @@
 //! encoding is a file here and a variant of [`Format`].
 
 pub(crate) mod protobuf;
+#[cfg(test)]
+mod random;
 pub(crate) mod text;
 
 use super::model::Family;

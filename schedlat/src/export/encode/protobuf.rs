@@ -14,148 +14,45 @@
 //! bucket and, all of them, in the native histogram's list, where
 //! Prometheus wants them timestamped.
 
-use prost::Message;
-
+use self::wire::Wire;
 use crate::{
-    export::model::{self, Family, Histograms, Labels, Metric as Samples, Sample, Unit, Value},
+    export::model::{self, Family, Histograms, Labels, Metric, Series, Unit, Value},
     histogram::native::{KERNEL, SCHEMA, ZERO_THRESHOLD},
 };
+
+mod wire;
+
+#[cfg(test)]
+mod messages;
+#[cfg(test)]
+pub(crate) use messages::*;
 
 /// The media type, as Prometheus asks for it and as it expects it back.
 pub(crate) const CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct MetricFamily {
-    #[prost(string, optional, tag = "1")]
-    pub name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    pub help: Option<String>,
-    /// MetricType: COUNTER 0, GAUGE 1, SUMMARY 2, UNTYPED 3, HISTOGRAM 4.
-    #[prost(int32, optional, tag = "3")]
-    pub r#type: Option<i32>,
-    #[prost(message, repeated, tag = "4")]
-    pub metric: Vec<Metric>,
-}
-
+/// MetricType: COUNTER 0, GAUGE 1, SUMMARY 2, UNTYPED 3, HISTOGRAM 4.
 pub(crate) const COUNTER: i32 = 0;
 pub(crate) const GAUGE: i32 = 1;
 pub(crate) const HISTOGRAM: i32 = 4;
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Metric {
-    #[prost(message, repeated, tag = "1")]
-    pub label: Vec<LabelPair>,
-    #[prost(message, optional, tag = "2")]
-    pub gauge: Option<Gauge>,
-    #[prost(message, optional, tag = "3")]
-    pub counter: Option<Counter>,
-    #[prost(message, optional, tag = "7")]
-    pub histogram: Option<Histogram>,
+thread_local! {
+    /// The last body's length: the next starts with that much room.
+    static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(16 * 1024) };
 }
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct LabelPair {
-    #[prost(string, optional, tag = "1")]
-    pub name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    pub value: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Gauge {
-    #[prost(double, optional, tag = "1")]
-    pub value: Option<f64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Counter {
-    #[prost(double, optional, tag = "1")]
-    pub value: Option<f64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Histogram {
-    #[prost(uint64, optional, tag = "1")]
-    pub sample_count: Option<u64>,
-    #[prost(double, optional, tag = "2")]
-    pub sample_sum: Option<f64>,
-    /// Classic buckets, cumulative, finite upper bounds only.
-    #[prost(message, repeated, tag = "3")]
-    pub bucket: Vec<Bucket>,
-    #[prost(sint32, optional, tag = "5")]
-    pub schema: Option<i32>,
-    #[prost(double, optional, tag = "6")]
-    pub zero_threshold: Option<f64>,
-    #[prost(uint64, optional, tag = "7")]
-    pub zero_count: Option<u64>,
-    #[prost(message, repeated, tag = "12")]
-    pub positive_span: Vec<BucketSpan>,
-    /// proto2 repeated scalars are not packed unless declared so.
-    #[prost(sint64, repeated, packed = "false", tag = "13")]
-    pub positive_delta: Vec<i64>,
-    /// The native histogram's exemplars (timestamped, as Prometheus
-    /// requires there).
-    #[prost(message, repeated, tag = "16")]
-    pub exemplars: Vec<Exemplar>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Bucket {
-    #[prost(uint64, optional, tag = "1")]
-    pub cumulative_count: Option<u64>,
-    #[prost(double, optional, tag = "2")]
-    pub upper_bound: Option<f64>,
-    #[prost(message, optional, tag = "3")]
-    pub exemplar: Option<Exemplar>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Exemplar {
-    #[prost(message, repeated, tag = "1")]
-    pub label: Vec<LabelPair>,
-    #[prost(double, optional, tag = "2")]
-    pub value: Option<f64>,
-    #[prost(message, optional, tag = "3")]
-    pub timestamp: Option<Timestamp>,
-}
-
-/// google.protobuf.Timestamp.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Timestamp {
-    #[prost(int64, tag = "1")]
-    pub seconds: i64,
-    #[prost(int32, tag = "2")]
-    pub nanos: i32,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct BucketSpan {
-    #[prost(sint32, optional, tag = "1")]
-    pub offset: Option<i32>,
-    #[prost(uint32, optional, tag = "2")]
-    pub length: Option<u32>,
-}
-
-/// The delimited stream of `families`.
+/// The delimited stream of `families`, written straight into the body
+/// (wire.rs). Each family is a `MetricFamily` (name 1, help 2, type 3,
+/// metric 4); each sample a `Metric` (label 1, gauge 2, counter 3,
+/// histogram 7), fields in the order of their numbers, as prost writes
+/// them: the tests compare with prost's encoding of the same messages.
 pub(crate) fn encode(families: Vec<Family>) -> Vec<u8> {
-    let messages: Vec<MetricFamily> = families.iter().map(message).collect();
-    let mut out = Vec::with_capacity(messages.iter().map(|f| f.encoded_len() + 4).sum());
-    for f in &messages {
-        f.encode_length_delimited(&mut out)
-            .expect("a Vec grows as needed");
+    let mut out = Wire::with_capacity(LAST_LEN.get() + LAST_LEN.get() / 8);
+    for f in &families {
+        out.delimited(|w| family(w, f));
     }
-    out
-}
-
-fn label_pairs(labels: &Labels) -> Vec<LabelPair> {
-    labels
-        .iter()
-        .map(|(name, value)| LabelPair {
-            name: Some(name.to_string()),
-            value: Some(value.clone()),
-        })
-        .collect()
+    LAST_LEN.set(out.buf.len());
+    out.buf
 }
 
 /// The name with the unit's suffix, as the text encoders write it.
@@ -166,115 +63,112 @@ pub(crate) fn with_unit(name: &str, unit: Option<Unit>) -> String {
     }
 }
 
-fn message(f: &Family) -> MetricFamily {
-    let (name, kind, metric) = match &f.metric {
-        Samples::Counter(samples) => (
-            format!("{}_total", with_unit(&f.name, f.unit)),
-            COUNTER,
-            each(samples, |v| Metric {
-                counter: Some(Counter { value: Some(v) }),
-                ..Metric::default()
-            }),
-        ),
-        Samples::Gauge(samples) => (with_unit(&f.name, f.unit), GAUGE, each(samples, gauge)),
-        Samples::Info(labels) => (
-            format!("{}_info", f.name),
-            GAUGE,
-            vec![Metric {
-                label: label_pairs(labels),
-                ..gauge(1.0)
-            }],
-        ),
-        Samples::Histogram(h) => (with_unit(&f.name, f.unit), HISTOGRAM, histograms(h)),
+fn family(w: &mut Wire, f: &Family) {
+    let (name, kind) = match &f.metric {
+        Metric::Counter(_) => (format!("{}_total", with_unit(&f.name, f.unit)), COUNTER),
+        Metric::Gauge(_) => (with_unit(&f.name, f.unit), GAUGE),
+        Metric::Info(_) => (format!("{}_info", f.name), GAUGE),
+        Metric::Histogram(_) => (with_unit(&f.name, f.unit), HISTOGRAM),
     };
-    MetricFamily {
-        name: Some(name),
-        help: Some(f.help.clone()),
-        r#type: Some(kind),
-        metric,
-    }
-}
-
-fn gauge(v: f64) -> Metric {
-    Metric {
-        gauge: Some(Gauge { value: Some(v) }),
-        ..Metric::default()
-    }
-}
-
-fn each(samples: &[Sample], metric: impl Fn(f64) -> Metric) -> Vec<Metric> {
-    samples
-        .iter()
-        .map(|s: &Sample| Metric {
-            label: label_pairs(&s.labels),
-            ..metric(Value::as_f64(s.value))
-        })
-        .collect()
-}
-
-/// An exemplar as a message.
-fn exemplar(e: &model::Exemplar) -> Exemplar {
-    Exemplar {
-        label: label_pairs(&e.labels),
-        value: Some(e.wait_ns as f64 / 1e9),
-        timestamp: Some(Timestamp {
-            seconds: (e.unix_ns / 1_000_000_000) as i64,
-            nanos: (e.unix_ns % 1_000_000_000) as i32,
-        }),
-    }
-}
-
-fn histograms(f: &Histograms) -> Vec<Metric> {
-    f.series
-        .iter()
-        .map(|series| {
-            let w = &series.waits;
-            // Each exemplar on its classic bucket (none on +Inf, which
-            // protobuf leaves implicit), and all in the native histogram.
-            let exemplars: Vec<(usize, Exemplar)> = (series.exemplars.iter())
-                .map(|e| (f.layout.bucket_of(e.wait_ns), exemplar(e)))
-                .collect();
-            let mut cumulative = 0;
-            let bucket = (f.layout.with_bounds(&w.buckets).into_iter())
-                .filter(|(le, _)| le.is_finite())
-                .enumerate()
-                .map(|(i, (le, n))| {
-                    cumulative += n;
-                    Bucket {
-                        cumulative_count: Some(cumulative),
-                        upper_bound: Some(le),
-                        exemplar: (exemplars.iter())
-                            .find(|(at, _)| *at == i)
-                            .map(|(_, e)| e.clone()),
-                    }
-                })
-                .collect();
-            // The kernel's own buckets where the series has them (the
-            // total), else the family's layout.
-            let native = match &series.kernel {
-                Some(kernel) => KERNEL.buckets(kernel),
-                None => f.native.buckets(&w.buckets),
-            };
-            Metric {
-                label: label_pairs(&series.labels),
-                histogram: Some(Histogram {
-                    sample_count: Some(w.count()),
-                    sample_sum: Some(w.sum_ns as f64 / 1e9),
-                    bucket,
-                    schema: Some(SCHEMA),
-                    zero_threshold: Some(ZERO_THRESHOLD),
-                    zero_count: Some(native.zero_count),
-                    positive_span: (native.spans.into_iter())
-                        .map(|(offset, length)| BucketSpan {
-                            offset: Some(offset),
-                            length: Some(length),
-                        })
-                        .collect(),
-                    positive_delta: native.deltas,
-                    exemplars: exemplars.into_iter().map(|(_, e)| e).collect(),
-                }),
-                ..Metric::default()
+    w.string(1, &name);
+    w.string(2, &f.help);
+    w.int(3, i64::from(kind));
+    match &f.metric {
+        Metric::Counter(samples) | Metric::Gauge(samples) => {
+            // Counter 3 or Gauge 2, each a message of one double (1).
+            let field = if kind == COUNTER { 3 } else { 2 };
+            for s in samples {
+                w.message(4, |w| {
+                    labels(w, 1, &s.labels);
+                    w.message(field, |w| w.double(1, Value::as_f64(s.value)));
+                });
             }
-        })
-        .collect()
+        }
+        Metric::Info(l) => w.message(4, |w| {
+            labels(w, 1, l);
+            w.message(2, |w| w.double(1, 1.0));
+        }),
+        Metric::Histogram(h) => {
+            for series in &h.series {
+                w.message(4, |w| {
+                    labels(w, 1, &series.labels);
+                    w.message(7, |w| histogram(w, h, series));
+                });
+            }
+        }
+    }
 }
+
+/// Each label a `LabelPair` (name 1, value 2) in field `tag`.
+fn labels(w: &mut Wire, tag: u32, labels: &Labels) {
+    for (name, value) in labels {
+        w.message(tag, |w| {
+            w.string(1, name);
+            w.string(2, value);
+        });
+    }
+}
+
+/// A `Histogram`: count 1, sum 2, the classic buckets 3 (cumulative,
+/// finite bounds only, each with the first exemplar of its bucket), then
+/// the native histogram (schema 5, zero threshold 6, zero count 7, spans
+/// 12, deltas 13 unpacked) and every exemplar (16), which Prometheus
+/// wants timestamped there.
+fn histogram(w: &mut Wire, h: &Histograms, series: &Series) {
+    let folded = &series.waits;
+    w.uint(1, folded.count());
+    w.double(2, folded.sum_ns as f64 / 1e9);
+    let mut cumulative = 0;
+    let finite = h.layout.bounds_seconds();
+    for (i, (le, n)) in finite.zip(&folded.buckets).enumerate() {
+        cumulative += n;
+        w.message(3, |w| {
+            w.uint(1, cumulative);
+            w.double(2, le);
+            let first = (series.exemplars.iter()).find(|e| h.layout.bucket_of(e.wait_ns) == i);
+            if let Some(e) = first {
+                w.message(3, |w| exemplar(w, e));
+            }
+        });
+    }
+    // The kernel's own buckets where the series has them (the total),
+    // else the family's layout.
+    let native = match &series.kernel {
+        Some(kernel) => KERNEL.buckets(kernel),
+        None => h.native.buckets(&folded.buckets),
+    };
+    w.sint(5, i64::from(SCHEMA));
+    w.double(6, ZERO_THRESHOLD);
+    w.uint(7, native.zero_count);
+    for &(offset, length) in &native.spans {
+        w.message(12, |w| {
+            w.sint(1, i64::from(offset));
+            w.uint(2, u64::from(length));
+        });
+    }
+    for &delta in &native.deltas {
+        w.sint(13, delta);
+    }
+    for e in &series.exemplars {
+        w.message(16, |w| exemplar(w, e));
+    }
+}
+
+/// An `Exemplar`: labels 1, value 2, timestamp 3 (a proto3
+/// `Timestamp`: seconds 1 and nanos 2, each left out when 0).
+fn exemplar(w: &mut Wire, e: &model::Exemplar) {
+    labels(w, 1, &e.labels);
+    w.double(2, e.wait_ns as f64 / 1e9);
+    w.message(3, |w| {
+        let (seconds, nanos) = (e.unix_ns / 1_000_000_000, e.unix_ns % 1_000_000_000);
+        if seconds != 0 {
+            w.int(1, seconds as i64);
+        }
+        if nanos != 0 {
+            w.int(2, nanos as i64);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -147,11 +147,7 @@ impl Body {
     fn histograms(&mut self, base: &str, h: &Histograms) {
         // Each bound's `le`, once for the family; the last is +Inf, which
         // both formats need.
-        let bounds = (h.layout.edges_ns().iter())
-            // As Layout::with_bounds divides: the double nearest the
-            // decimal value, which prints short.
-            .map(|&ns| ns as f64 / 1e9)
-            .chain([f64::INFINITY]);
+        let bounds = h.layout.bounds_seconds().chain([f64::INFINITY]);
         let les: Vec<String> = bounds
             .map(|bound| match bound {
                 f64::INFINITY => "+Inf".to_string(),
