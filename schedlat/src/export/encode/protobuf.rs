@@ -6,7 +6,9 @@
 //! `--enable-feature=native-histograms`.
 //!
 //! The messages are the subset of io.prometheus.client's metrics.proto
-//! (proto2) that schedlat writes, declared below with its field numbers.
+//! (proto2) that schedlat writes: the functions below write their fields
+//! by number, and protobuf/messages.rs declares them as prost structs (the
+//! tests' oracle and decoder).
 //! Every histogram carries both the classic buckets (the same `le` as the
 //! text formats) and the native ones (schema 3, with the zero bucket and
 //! the positive spans and deltas), so a scraper that reads only one of
