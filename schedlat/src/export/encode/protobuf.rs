@@ -24,10 +24,10 @@ use crate::{
 
 mod wire;
 
+/// The messages as prost structs, for the tests (imported from there by
+/// path: this file imports nothing of it, so the two are no cycle).
 #[cfg(test)]
-mod messages;
-#[cfg(test)]
-pub(crate) use messages::*;
+pub(crate) mod messages;
 
 /// The media type, as Prometheus asks for it and as it expects it back.
 pub(crate) const CONTENT_TYPE: &str =

@@ -7,7 +7,7 @@ use super::*;
 use crate::{
     collect::bpf_cost::ProgramCost,
     export::{
-        encode::protobuf::{self, COUNTER, GAUGE, HISTOGRAM, MetricFamily},
+        encode::protobuf::{self, COUNTER, GAUGE, HISTOGRAM, messages::MetricFamily},
         labels,
         model::Exemplar,
     },
@@ -401,7 +401,7 @@ fn exemplars_sit_on_the_bucket_that_counts_their_wait() {
         .find(|f| f.name.as_deref() == Some("schedlat_cgroup_runqueue_latency_seconds"))
         .unwrap();
     let a = keyed.metric[0].histogram.as_ref().unwrap();
-    let on: Vec<(f64, &protobuf::Exemplar)> = (a.bucket.iter())
+    let on: Vec<(f64, &protobuf::messages::Exemplar)> = (a.bucket.iter())
         .filter_map(|b| Some((b.upper_bound?, b.exemplar.as_ref()?)))
         .collect();
     assert_eq!(on.len(), 2, "{a:?}");

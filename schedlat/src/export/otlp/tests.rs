@@ -15,7 +15,7 @@ use super::{
 use crate::{
     export::{
         cgroup_splits::CgroupSplits,
-        encode::protobuf::{self, HISTOGRAM, MetricFamily},
+        encode::protobuf::{self, HISTOGRAM, messages::MetricFamily},
         families::{KeyedScrape, Scrape},
         key_buckets::KeyBuckets,
         model::{Exemplar, Folded},
