@@ -13,7 +13,7 @@ const LEN: u32 = 2;
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
 
-/// Bytes a message's length may take: a body under 4 GiB.
+/// Bytes a message's length may take: a body under 32 GiB.
 const LENGTH_ROOM: usize = 5;
 
 /// A body being written.
@@ -29,12 +29,9 @@ impl Wire {
         }
     }
 
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
+    fn varint(&mut self, v: u64) {
+        let (bytes, n) = varint(v);
+        self.buf.extend_from_slice(&bytes[..n]);
     }
 
     fn key(&mut self, tag: u32, wire_type: u32) {
@@ -83,13 +80,26 @@ impl Wire {
         self.buf.extend_from_slice(&[0; LENGTH_ROOM]);
         body(self);
         let len = self.buf.len() - at - LENGTH_ROOM;
-        let mut length = Wire::with_capacity(LENGTH_ROOM);
-        length.varint(len as u64);
-        let used = length.buf.len();
+        let (length, used) = varint(len as u64);
+        assert!(used <= LENGTH_ROOM, "a message body of 32 GiB or more");
         self.buf.copy_within(at + LENGTH_ROOM.., at + used);
-        self.buf[at..at + used].copy_from_slice(&length.buf);
+        self.buf[at..at + used].copy_from_slice(&length[..used]);
         self.buf.truncate(at + used + len);
     }
+}
+
+/// `v` as a varint: seven bits a byte, low first, the high bit set on
+/// every byte but the last; the bytes and how many.
+fn varint(mut v: u64) -> ([u8; 10], usize) {
+    let mut out = [0; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        out[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    out[n] = v as u8;
+    (out, n + 1)
 }
 
 #[cfg(test)]
