@@ -114,7 +114,11 @@ enum Command {
     /// (internal) Attach tp_btf programs that return at once (the bench's
     /// `noop` mode, the hooks' floor) until SIGINT.
     #[command(hide = true)]
-    BenchNoop,
+    BenchNoop {
+        /// The least timer instead (the bench's `timer` mode).
+        #[arg(long)]
+        timer: bool,
+    },
     /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
     /// nightly, core from source), warnings as errors. Needs `cargo xtask
     /// setup`'s nightly rust-src.
@@ -161,7 +165,7 @@ fn main() -> ExitCode {
             idle,
         } => bench::sleepers::serve(threads, cpu, processes, idle),
         Command::BenchBtfFloor => bench::floor::parse_once(),
-        Command::BenchNoop => bench::noop::run(),
+        Command::BenchNoop { timer } => bench::noop::run(timer),
         Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())

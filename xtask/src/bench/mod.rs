@@ -33,6 +33,7 @@ mod otlp_push;
 mod own_cgroups;
 mod pid_max;
 mod progs;
+mod rawbpf;
 mod recorder;
 mod report;
 mod scrape;

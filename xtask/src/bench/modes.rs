@@ -91,6 +91,16 @@ pub(super) const NOOP: Mode = Mode {
     report: None,
     about: "tp_btf programs that return at once: the hooks' floor",
 };
+/// The least timer (`cargo xtask bench-noop --timer`): what timing a wait
+/// costs at all, on the same hooks.
+pub(super) const TIMER: Mode = Mode {
+    name: "timer",
+    runs: Runs::Noop,
+    args: &["bench-noop", "--timer"],
+    ready: Ready::Stdout(super::noop::TIMER_BANNER),
+    report: None,
+    about: "tp_btf programs that time each wait into a log2 histogram and do nothing else",
+};
 /// The default: the histogram with the cause and decision splits.
 pub(super) const SCHEDLAT: Mode =
     schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
@@ -123,10 +133,11 @@ pub(super) const NO_DECISION: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 14] = [
+pub(super) const ALL: [Mode; 15] = [
     BASELINE,
     RUNQLAT,
     NOOP,
+    TIMER,
     SCHEDLAT,
     NO_DECISION,
     schedlat(
@@ -184,7 +195,7 @@ pub(super) const ALL: [Mode; 14] = [
 
 /// The modes every report's ratios are taken from: always run.
 /// (noop: the floor every ns/switch is read against.)
-const NEEDED: [Mode; 6] = [BASELINE, RUNQLAT, NOOP, SCHEDLAT, VICTIMS, FILTERED];
+const NEEDED: [Mode; 7] = [BASELINE, RUNQLAT, NOOP, TIMER, SCHEDLAT, VICTIMS, FILTERED];
 
 /// `--modes`' parser: a mode name of `ALL`.
 pub(super) fn known_name(name: &str) -> Result<String, String> {
@@ -229,7 +240,7 @@ impl Mode {
         match self.runs {
             Runs::Nothing => "(none)".into(),
             Runs::Runqlat => "runqlat".into(),
-            Runs::Noop => "(noop programs)".into(),
+            Runs::Noop => format!("({} programs)", self.name),
             Runs::Schedlat if args.is_empty() => "schedlat".into(),
             Runs::Schedlat => format!("schedlat {}", args.join(" ")),
         }
@@ -307,6 +318,7 @@ mod tests {
                 "baseline",
                 "runqlat",
                 "noop",
+                "timer",
                 "schedlat",
                 "no-causes",
                 "filtered",

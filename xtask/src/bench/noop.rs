@@ -1,138 +1,159 @@
-//! The hooks' floor: what a tracer costs per switch when its programs do
-//! nothing. `cargo xtask bench-noop` (hidden; the bench runs it as its
+//! The hooks' floor and the least timer, the references under every BPF ns
+//! per switch. `cargo xtask bench-noop` (hidden; the bench runs it as its
 //! `noop` mode) attaches three tp_btf programs, on sched_switch,
 //! sched_wakeup and sched_wakeup_new, each `r0 = 0; exit`, and waits for
 //! SIGINT. Their run time is what the kernel charges any program on these
 //! hooks before it does a thing (the call through the tracepoint, and the
 //! clock reads of the run-time stats themselves), measured in the same run
 //! as runqlat and schedlat: no ratio of schedlat's below noop/runqlat is
-//! reachable. Built from raw instructions with the bpf system call, so it
-//! ships in no schedlat binary and needs no second eBPF object.
+//! reachable.
+//!
+//! `cargo xtask bench-noop --timer` (the `timer` mode) attaches instead the
+//! least a run queue latency tool can do on the same hooks: a wakeup stores
+//! the clock at the task's slot of an array indexed by thread id; a switch
+//! does the same for a preempted `prev`, and for `next` reads its slot,
+//! clears it and adds one to a per-CPU log2 histogram of the wait. No
+//! filter, no key, no split, no check that a slot is stale; every map
+//! lookup is one the verifier inlines. What it costs above the floor is what
+//! timing a wait costs at all, so a ratio to runqlat below the timer's is
+//! out of reach for any tool that times waits on these hooks.
+//!
+//! Both are built from raw instructions (rawbpf.rs), so they ship in no
+//! schedlat binary and need no second eBPF object.
 
-use std::{
-    ffi::CString,
-    io::Write as _,
-    os::fd::{FromRawFd, OwnedFd},
-};
+use std::{io::Write as _, os::fd::OwnedFd};
 
 use anyhow::{Context, Result, bail};
-use btf_rs::{Btf, Type};
+use btf_rs::Btf;
+
+use super::rawbpf::{
+    Asm, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_PERCPU_ARRAY, HELPER_KTIME_GET_NS, R0, R1, R2, R3, R6,
+    R7, R10, array_map, attach, attach_id, member_offset,
+};
 
 /// The line the bench waits for, as it waits for runqlat's and schedlat's.
 pub(crate) const BANNER: &str = "Tracing run queue latency (noop: programs that return at once)";
+/// The same for `--timer`.
+pub(crate) const TIMER_BANNER: &str = "Tracing run queue latency (timer: the least a timer does)";
 
-/// (program name, tracepoint): names with "switch" count the switches
-/// (progs.rs ns_per_switch), as schedlat's and runqlat's do.
-const PROGRAMS: [(&str, &str); 3] = [
-    ("noop_wakeup", "sched_wakeup"),
-    ("noop_wakeup_new", "sched_wakeup_new"),
-    ("noop_switch", "sched_switch"),
-];
+/// The tracepoints, each with the name of its program: names with "switch"
+/// count the switches (progs.rs ns_per_switch), as schedlat's and
+/// runqlat's do.
+const WAKEUP: &str = "sched_wakeup";
+const WAKEUP_NEW: &str = "sched_wakeup_new";
+const SWITCH: &str = "sched_switch";
 
-// include/uapi/linux/bpf.h
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
-const BPF_PROG_TYPE_TRACING: u32 = 26;
-const BPF_TRACE_RAW_TP: u32 = 23;
+/// Log2 buckets of a wait in ns: 2^63 ns is ~292 years.
+const SLOTS: i32 = 64;
 
-/// `r0 = 0` (BPF_ALU64 | BPF_MOV | BPF_K), `exit` (BPF_JMP | BPF_EXIT).
-static RETURN_AT_ONCE: [u64; 2] = [0xb7, 0x95];
-
-/// The BPF_PROG_LOAD part of `union bpf_attr`, up to attach_prog_fd (the
-/// kernel zero-fills what a shorter attr leaves out).
-#[repr(C)]
-#[derive(Default)]
-struct ProgLoad {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-    prog_btf_fd: u32,
-    func_info_rec_size: u32,
-    func_info: u64,
-    func_info_cnt: u32,
-    line_info_rec_size: u32,
-    line_info: u64,
-    line_info_cnt: u32,
-    attach_btf_id: u32,
-    attach_prog_fd: u32,
-    _pad: u32,
+/// The floor's programs: `r0 = 0; exit` on every hook.
+fn noop_programs() -> Result<Vec<(String, &'static str, Vec<u64>)>> {
+    let insns = Asm::default().return_zero().finish()?;
+    Ok([WAKEUP, WAKEUP_NEW, SWITCH]
+        .into_iter()
+        .map(|tp| (tp.replace("sched_", "noop_"), tp, insns.clone()))
+        .collect())
 }
 
-/// The BPF_RAW_TRACEPOINT_OPEN part: a tp_btf program needs no name.
-#[repr(C)]
-struct RawTracepointOpen {
-    name: u64,
-    prog_fd: u32,
-    _pad: u32,
+/// The least timer's maps: the start of each thread's wait, by thread id,
+/// and the per-CPU histogram.
+struct TimerMaps {
+    starts: OwnedFd,
+    histogram: OwnedFd,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &T) -> Result<OwnedFd> {
-    // SAFETY: `attr` is a valid, initialised attr of the command's layout
-    // and size; the kernel copies it in and returns a new fd or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            std::ptr::from_ref(attr),
-            size_of::<T>() as u32,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error().into());
+impl TimerMaps {
+    fn create() -> Result<Self> {
+        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .context("reading /proc/sys/kernel/pid_max")?
+            .trim()
+            .parse()
+            .context("parsing /proc/sys/kernel/pid_max")?;
+        Ok(TimerMaps {
+            starts: array_map("timer_starts", BPF_MAP_TYPE_ARRAY, 8, pid_max)?,
+            histogram: array_map("timer_hist", BPF_MAP_TYPE_PERCPU_ARRAY, 8 * SLOTS as u32, 1)?,
+        })
     }
-    // SAFETY: a new fd the kernel returned to us, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// The kernel's BTF id of tracepoint `tp`'s `btf_trace_<tp>` typedef,
-/// which a tp_btf program names as its attach point.
-fn attach_id(btf: &Btf, tp: &str) -> Result<u32> {
-    let name = format!("btf_trace_{tp}");
-    let ids = btf
-        .resolve_ids_by_name(&name)
-        .with_context(|| format!("{name} is not in the kernel's BTF"))?;
-    ids.into_iter()
-        .find(|&id| matches!(btf.resolve_type_by_id(id), Ok(Type::Typedef(_))))
-        .with_context(|| format!("{name} is not a typedef in the kernel's BTF"))
+/// `starts[task->pid] = r7` for the task pointer in `task`: the key on
+/// the stack, an inlined array lookup. Clobbers r0-r2.
+fn stamp(asm: &mut Asm, maps: &TimerMaps, task: u8, pid: i16, skip: &'static str) {
+    asm.load32(R2, task, pid)
+        .store32(R10, -4, R2)
+        .lookup(&maps.starts)
+        .jump_if_eq(R0, 0, skip)
+        .store64(R0, 0, R7);
 }
 
-/// Loads and attaches one program; its fds (program, link).
-fn attach(name: &str, attach_btf_id: u32) -> Result<(OwnedFd, OwnedFd)> {
-    let license = CString::new("GPL").expect("no NUL");
-    let mut prog_name = [0u8; 16];
-    prog_name[..name.len()].copy_from_slice(name.as_bytes());
-    let load = ProgLoad {
-        prog_type: BPF_PROG_TYPE_TRACING,
-        insn_cnt: RETURN_AT_ONCE.len() as u32,
-        insns: RETURN_AT_ONCE.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_name,
-        expected_attach_type: BPF_TRACE_RAW_TP,
-        attach_btf_id,
-        ..ProgLoad::default()
-    };
-    let prog = bpf(BPF_PROG_LOAD, &load).with_context(|| format!("loading {name}"))?;
-    let open = RawTracepointOpen {
-        name: 0,
-        prog_fd: std::os::fd::AsRawFd::as_raw_fd(&prog) as u32,
-        _pad: 0,
-    };
-    let link = bpf(BPF_RAW_TRACEPOINT_OPEN, &open).with_context(|| format!("attaching {name}"))?;
-    Ok((prog, link))
+/// The least timer's programs (module doc).
+fn timer_programs(maps: &TimerMaps, pid: i16) -> Result<Vec<(String, &'static str, Vec<u64>)>> {
+    // A wakeup: r7 = now; starts[p->pid] = r7.
+    let mut wakeup = Asm::default();
+    wakeup
+        .load64(R6, R1, 0)
+        .call(HELPER_KTIME_GET_NS)
+        .mov(R7, R0);
+    stamp(&mut wakeup, maps, R6, pid, "out");
+    wakeup.label("out").return_zero();
+    let wakeup = wakeup.finish()?;
+
+    // A switch (ctx: preempt, prev, next, prev_state, each a u64).
+    let mut switch = Asm::default();
+    switch.mov(R6, R1).call(HELPER_KTIME_GET_NS).mov(R7, R0);
+    // A preempted prev (state 0, TASK_RUNNING) starts waiting now.
+    switch.load64(R1, R6, 24).jump_if_ne32(R1, 0, "next");
+    switch.load64(R3, R6, 8);
+    stamp(&mut switch, maps, R3, pid, "next");
+    // next: its wait ends; r7 = now - start.
+    switch
+        .label("next")
+        .load64(R3, R6, 16)
+        .load32(R2, R3, pid)
+        .store32(R10, -4, R2)
+        .lookup(&maps.starts)
+        .jump_if_eq(R0, 0, "out")
+        .load64(R1, R0, 0)
+        .jump_if_eq(R1, 0, "out")
+        .store64_imm(R0, 0, 0)
+        .sub(R7, R1);
+    // r3 = log2(r7): the binary search runqlat's log2l does, by shifts.
+    switch.mov_imm(R3, 0);
+    for (i, shift) in [32, 16, 8, 4, 2, 1].into_iter().enumerate() {
+        let skip = ["s32", "s16", "s8", "s4", "s2", "s1"][i];
+        switch
+            .mov(R1, R7)
+            .rsh_imm(R1, shift)
+            .jump_if_eq(R1, 0, skip)
+            .add_imm(R3, shift)
+            .mov(R7, R1)
+            .label(skip);
+    }
+    // histogram[slot] += 1, this CPU's.
+    switch
+        .store32_imm(R10, -4, 0)
+        .mov(R6, R3)
+        .lookup(&maps.histogram)
+        .jump_if_eq(R0, 0, "out")
+        .lsh_imm(R6, 3)
+        .add(R0, R6)
+        .load64(R1, R0, 0)
+        .add_imm(R1, 1)
+        .store64(R0, 0, R1)
+        .label("out")
+        .return_zero();
+    let switch = switch.finish()?;
+
+    Ok(vec![
+        ("timer_wakeup".into(), WAKEUP, wakeup.clone()),
+        ("timer_wakeup_new".into(), WAKEUP_NEW, wakeup),
+        ("timer_switch".into(), SWITCH, switch),
+    ])
 }
 
 /// Body of `cargo xtask bench-noop`: attach, say so, hold until SIGINT or
 /// SIGTERM, detach by exiting.
-pub(crate) fn run() -> Result<()> {
+pub(crate) fn run(timer: bool) -> Result<()> {
     crate::util::require_root("the noop programs are eBPF programs")?;
     // Blocked before anything: the signal waits for sigwait below.
     // SAFETY: plain libc signal-set calls on a local set.
@@ -149,13 +170,28 @@ pub(crate) fn run() -> Result<()> {
     let btf = Btf::from_file_with_backend("/sys/kernel/btf/vmlinux", btf_rs::Backend::Mmap)
         .or_else(|_| Btf::from_file("/sys/kernel/btf/vmlinux"))
         .context("reading /sys/kernel/btf/vmlinux")?;
+    let maps = if timer {
+        Some(TimerMaps::create()?)
+    } else {
+        None
+    };
+    let programs = match &maps {
+        Some(maps) => {
+            let pid = member_offset(&btf, "task_struct", "pid")?;
+            timer_programs(
+                maps,
+                i16::try_from(pid).context("task_struct.pid's offset")?,
+            )?
+        }
+        None => noop_programs()?,
+    };
     let mut held = Vec::new();
-    for (name, tp) in PROGRAMS {
-        held.push(attach(name, attach_id(&btf, tp)?)?);
+    for (name, tp, insns) in &programs {
+        held.push(attach(name, insns, attach_id(&btf, tp)?)?);
     }
     drop(btf);
     let mut out = std::io::stdout();
-    writeln!(out, "{BANNER}")?;
+    writeln!(out, "{}", if timer { TIMER_BANNER } else { BANNER })?;
     out.flush()?;
     let mut signal = 0;
     // SAFETY: a valid set and out-pointer.
@@ -163,5 +199,6 @@ pub(crate) fn run() -> Result<()> {
         bail!("waiting for SIGINT");
     }
     drop(held);
+    drop(maps);
     Ok(())
 }
