@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod bucket;
+pub mod cast;
 pub mod causes;
 pub mod decision;
 pub mod flat;

@@ -91,7 +91,7 @@ pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
 /// decision split).
 #[inline(always)]
 fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
-    let task = TaskPtr::new(ctx.arg(0));
+    let task = TaskPtr::arg(ctx.arg(0));
     // With the decision split, `task->se.cfs_rq` is read once, here,
     // before any branch, for both the queue and the decision's walk (each
     // load of a pointer field from the argument costs the verifier four
@@ -110,7 +110,7 @@ fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
 // tp_btf: sched_waking(struct task_struct *p); attached with `--waking`.
 #[btf_tracepoint(function = "sched_waking")]
 pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
-    let task = TaskPtr::new(ctx.arg(0));
+    let task = TaskPtr::arg(ctx.arg(0));
     if filter::wanted(task) {
         wait::waking(task.pid());
     }
@@ -212,8 +212,8 @@ fn btf_switch<const D: bool>(
     histogram: bool,
 ) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
     let preempt: u64 = ctx.arg(0);
-    let prev = causes::linked(TaskPtr::new(ctx.arg(1)));
-    let next = causes::linked_next(TaskPtr::new(ctx.arg(2)), prev);
+    let prev = causes::linked(TaskPtr::arg(ctx.arg(1)));
+    let next = causes::linked_next(TaskPtr::arg(ctx.arg(2)), prev);
     // A preempted prev stays on the run queue whatever its __state says (it
     // may have been preempted on its way to sleep): kernel/sched/core.c
     // __schedule() only dequeues a non-running prev when !preempt.
@@ -232,14 +232,14 @@ fn btf_switch<const D: bool>(
 // when cgroups are named (breakdown keys, neighbour pairs).
 #[btf_tracepoint(function = "cgroup_mkdir")]
 pub fn cgroup_mkdir(ctx: BtfTracePointContext) -> u32 {
-    workload::created(CgroupPtr::new(ctx.arg(0)), ctx.arg(1));
+    workload::created(CgroupPtr::arg(ctx.arg(0)), ctx.arg(1));
     0
 }
 
 // tp_btf: sched_process_exit(struct task_struct *p, ...)
 #[btf_tracepoint(function = "sched_process_exit")]
 pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
-    wait::forget(TaskPtr::new(ctx.arg(0)).pid());
+    wait::forget(TaskPtr::arg(ctx.arg(0)).pid());
     0
 }
 

@@ -5,7 +5,10 @@
 use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
-use crate::config::{CAUSE, CGROUP, DECISION, PIDNS, RQ, TASK, get};
+use crate::{
+    bpf::{untrusted_cgroup, untrusted_task},
+    config::{CAUSE, CGROUP, DECISION, PIDNS, RQ, TASK, get},
+};
 
 /// A `struct task_struct *` handed to a tp_btf program, with the pointer
 /// fields `with_links` read already.
@@ -22,9 +25,11 @@ struct Links {
 }
 
 impl TaskPtr {
+    /// A tp_btf program's task argument (BtfPtr::arg: its pointer fields
+    /// read through the untrusted cast).
     #[inline(always)]
-    pub fn new(ptr: *const u8) -> Self {
-        TaskPtr(BtfPtr(ptr), Links::default())
+    pub fn arg(ptr: *const u8) -> Self {
+        TaskPtr(BtfPtr::arg(ptr, untrusted_task(ptr)), Links::default())
     }
 
     /// Reads `task->se.cfs_rq` (when `cfs_rq`), `task->cgroups` and
@@ -38,8 +43,11 @@ impl TaskPtr {
     /// check_ptr_to_btf_access()), on every path it walks to that load:
     /// about 1 ms a load on 6.18. Read where sched_switch's paths branch,
     /// these loads cost 19 ms of its load time; read here, before any
-    /// branch, each is verified once. At run time they are plain loads of
-    /// fields next to those the switch reads anyway.
+    /// branch, each is verified once. Where the kernel can cast (6.2+),
+    /// they are read through the untrusted cast and cost no scans at all
+    /// (BtfPtr); read here still, each is verified once on the kernels that
+    /// cannot. At run time they are loads of fields next to those the
+    /// switch reads anyway.
     ///
     /// `task->flags` is a scalar, but both splits read prev's (PF_IDLE,
     /// PF_KTHREAD: causes.rs held_by, decision.rs switched_in) on paths
@@ -50,7 +58,7 @@ impl TaskPtr {
     pub fn with_links(self, cfs_rq: bool, css_set: bool) -> Self {
         let links = Links {
             cfs_rq: cfs_rq.then(|| self.0.read_ptr(get(&RQ.task_cfs_rq))),
-            css_set: css_set.then(|| self.0.read_u64(get(&CAUSE.task_cgroups))),
+            css_set: css_set.then(|| self.0.read_ptr_bits(get(&CAUSE.task_cgroups))),
             flags: css_set.then(|| self.0.read_u32(get(&CAUSE.task_flags))),
         };
         TaskPtr(self.0, links)
@@ -167,9 +175,7 @@ impl TaskPtr {
     /// `&task->se`: the task's own scheduling entity.
     #[inline(always)]
     pub fn se(self) -> Se {
-        Se(BtfPtr(
-            self.0.0.wrapping_add(get(&DECISION.task_se) as usize),
-        ))
+        Se(self.0.member(get(&DECISION.task_se)))
     }
 
     /// `task->cgroups`, as a number: two tasks with the same css_set are in
@@ -178,7 +184,7 @@ impl TaskPtr {
     pub fn css_set(self) -> u64 {
         self.1
             .css_set
-            .unwrap_or_else(|| self.0.read_u64(get(&CAUSE.task_cgroups)))
+            .unwrap_or_else(|| self.0.read_ptr_bits(get(&CAUSE.task_cgroups)))
     }
 
     /// The task's css in the hierarchy the loader chose:
@@ -345,7 +351,7 @@ impl Se {
     /// `se->cfs_rq` as a number, to compare queues.
     #[inline(always)]
     pub fn queue_addr(self) -> u64 {
-        self.0.read_u64(get(&DECISION.se_cfs_rq))
+        self.0.read_ptr_bits(get(&DECISION.se_cfs_rq))
     }
 
     /// `se->cfs_rq`: the queue it is on.
@@ -378,7 +384,7 @@ impl CfsRq {
     /// The queue's address, to compare with an entity's `queue_addr`.
     #[inline(always)]
     pub fn addr(self) -> u64 {
-        self.0.0 as u64
+        self.0.addr(0)
     }
 }
 
@@ -412,9 +418,10 @@ impl Css {
 pub struct CgroupPtr(BtfPtr);
 
 impl CgroupPtr {
+    /// cgroup_mkdir's argument, untrusted as `TaskPtr::arg`'s.
     #[inline(always)]
-    pub fn new(ptr: *const u8) -> Self {
-        CgroupPtr(BtfPtr(ptr))
+    pub fn arg(ptr: *const u8) -> Self {
+        CgroupPtr(BtfPtr::arg(ptr, untrusted_cgroup(ptr)))
     }
 
     /// `cgrp->kn->id`: the inode number of its directory.
@@ -436,45 +443,102 @@ impl CgroupPtr {
 /// A BTF-typed kernel pointer: a tp_btf argument, or a pointer field loaded
 /// from one (the verifier types those too, and checks each load against the
 /// pointee's BTF).
+///
+/// Held twice, the same address typed two ways, because the verifier
+/// treats loads from a trusted pointer (a tp_btf argument) in two ways:
+/// - a scalar field is a plain load; from an untrusted pointer it would be
+///   a BPF_PROBE_MEM load, which the x86 JIT guards with a compare and a
+///   branch (measured: 5-8 ns more per switch with every argument read
+///   untrusted);
+/// - a pointer field makes the verifier scan the kernel's BTF by name
+///   four times (schedlat_common::cast), at each path that reaches it;
+///   from an untrusted pointer, none.
+///
+/// So `fields` reads scalars and `links` reads pointers. For an argument,
+/// `fields` is the argument and `links` its cast (the same value where the
+/// loader did not rewrite the mark); for a pointer loaded from memory,
+/// neither trusted nor cast, both are the one pointer, which LLVM keeps in
+/// one register.
 #[derive(Clone, Copy)]
-struct BtfPtr(*const u8);
+struct BtfPtr {
+    fields: *const u8,
+    links: *const u8,
+}
 
 impl BtfPtr {
+    /// A tp_btf argument and its untrusted cast.
+    #[inline(always)]
+    fn arg(trusted: *const u8, untrusted: *const u8) -> Self {
+        BtfPtr {
+            fields: trusted,
+            links: untrusted,
+        }
+    }
+
+    /// A pointer loaded from kernel memory.
+    #[inline(always)]
+    fn loaded(ptr: *const u8) -> Self {
+        BtfPtr {
+            fields: ptr,
+            links: ptr,
+        }
+    }
+
     #[inline(always)]
     fn is_null(self) -> bool {
-        self.0.is_null()
+        self.fields.is_null()
     }
 
     /// The pointer field at `offset`. A NULL pointer on the way reads as 0
     /// (the load's exception fixup) rather than faulting.
     #[inline(always)]
     fn read_ptr(self, offset: u64) -> BtfPtr {
-        BtfPtr(self.read_u64(offset) as *const u8)
+        BtfPtr::loaded(self.read_ptr_bits(offset) as *const u8)
+    }
+
+    /// The pointer field at `offset` as a number (to compare or to tell
+    /// apart), read through `links` as `read_ptr` is: to the verifier an
+    /// 8-byte load of a pointer member is a pointer load whatever the
+    /// program does with it.
+    #[inline(always)]
+    fn read_ptr_bits(self, offset: u64) -> u64 {
+        // SAFETY: as read_u32, through `links`.
+        unsafe { core::ptr::read_volatile(self.links.add(offset as usize).cast::<u64>()) }
+    }
+
+    /// The struct embedded at `offset` (`&task->se`), both ways.
+    #[inline(always)]
+    fn member(self, offset: u64) -> BtfPtr {
+        BtfPtr {
+            fields: self.fields.wrapping_add(offset as usize),
+            links: self.links.wrapping_add(offset as usize),
+        }
     }
 
     /// The address of the field at `offset` (a load-time constant), to pass
     /// to bpf_probe_read_kernel.
     #[inline(always)]
     fn addr(self, offset: u64) -> u64 {
-        self.0 as u64 + offset
+        self.fields as u64 + offset
     }
 
-    /// A direct load, not bpf_probe_read_kernel: tp_btf arguments are
-    /// BTF-typed pointers, and the offset comes from a frozen read-only global,
-    /// which the verifier treats as a known constant. So it checks the access
-    /// against task_struct's BTF at load time and turns it into a plain load
-    /// with an exception-table fixup (BPF_PROBE_MEM): no helper call.
+    /// A direct load of a scalar field, not bpf_probe_read_kernel: tp_btf
+    /// arguments are BTF-typed pointers, and the offset comes from a frozen
+    /// read-only global, which the verifier treats as a known constant. So
+    /// it checks the access against the struct's BTF at load time and keeps
+    /// a plain load (from a trusted argument) or one with an exception-table
+    /// fixup (BPF_PROBE_MEM, from any other pointer): no helper call.
     #[inline(always)]
     fn read_u32(self, offset: u64) -> u32 {
         // SAFETY: verified by the kernel as described above.
-        unsafe { *self.0.add(offset as usize).cast::<u32>() }
+        unsafe { *self.fields.add(offset as usize).cast::<u32>() }
     }
 
     /// As `read_u32`, one byte (a load may not pass its member's end).
     #[inline(always)]
     fn read_u8(self, offset: u64) -> u8 {
         // SAFETY: as read_u32.
-        unsafe { *self.0.add(offset as usize) }
+        unsafe { *self.fields.add(offset as usize) }
     }
 
     /// As `read_u32`. Volatile, so that it stays one 8-byte load: comm need
@@ -482,7 +546,7 @@ impl BtfPtr {
     #[inline(always)]
     fn read_u64(self, offset: u64) -> u64 {
         // SAFETY: as read_u32.
-        unsafe { core::ptr::read_volatile(self.0.add(offset as usize).cast::<u64>()) }
+        unsafe { core::ptr::read_volatile(self.fields.add(offset as usize).cast::<u64>()) }
     }
 }
 

@@ -13,6 +13,7 @@ use std::{
 
 use btf_rs::{Btf, Type};
 use schedlat_common::{
+    cast,
     kconfig::{CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
     names,
 };
@@ -159,6 +160,7 @@ fn ids_of_wanted(path: &Path) -> Ids {
         .collect::<Vec<_>>();
     let mut wanted: Vec<&str> = STRUCTS.to_vec();
     wanted.extend(typedefs.iter().map(String::as_str));
+    wanted.push(RDONLY_CAST);
     crate::kernel::btf_names::ids_of(path, &wanted)
 }
 
@@ -452,6 +454,29 @@ fn inject_pid_offset(mut offsets: TaskOffsets) -> TaskOffsets {
         offsets.pid = pid;
     }
     offsets
+}
+
+/// The kernel function that makes a pointer untrusted
+/// (schedlat_common::cast).
+const RDONLY_CAST: &str = "bpf_rdonly_cast";
+
+/// The ids schedlat_common::cast's rewrite writes, or None when this BTF
+/// has no `bpf_rdonly_cast` (kernels before 6.2) or no task_struct. Only
+/// meaningful for the running kernel's own BTF: the ids go into the
+/// programs as they are.
+pub(crate) fn cast_ids(layouts: &Layouts) -> Option<cast::Ids> {
+    let of_kind = |name: &str, wanted: fn(&Type) -> bool| {
+        layouts
+            .ids(name)
+            .into_iter()
+            .find(|&id| layouts.btf.resolve_type_by_id(id).is_ok_and(|t| wanted(&t)))
+    };
+    let is_struct = |t: &Type| matches!(t, Type::Struct(_));
+    Some(cast::Ids {
+        rdonly_cast: of_kind(RDONLY_CAST, |t| matches!(t, Type::Func(_)))?,
+        task: Some(of_kind(cast::Struct::Task.btf_name(), is_struct)?),
+        cgroup: of_kind(cast::Struct::Cgroup.btf_name(), is_struct),
+    })
 }
 
 /// The BTF ids of the `btf_trace_<tracepoint>` typedefs that tp_btf

@@ -4,18 +4,24 @@ use aya::{
     Ebpf,
     programs::{BtfTracePoint, ProgramError, TracePoint},
 };
-use schedlat_common::names;
+use schedlat_common::{cast::Ids, names};
 
-use super::{load_times, parallel};
+use super::{cast, load_times, parallel};
 use crate::kernel::{error::LoadError, hook::HookMode};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
 /// of a verifier refusal then (offsets of another kernel's task_struct).
+/// `casts`: the ids that turn the tp_btf programs' marks into casts.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site, each a fact of the plan"
+)]
 pub(super) fn attach(
     ebpf: &mut Ebpf,
     mode: HookMode,
     btf: Option<&aya::Btf>,
     custom_btf: bool,
+    casts: Option<&Ids>,
     btf_programs: &[(&'static str, &'static str)],
     waking: bool,
 ) -> Result<(), LoadError> {
@@ -52,7 +58,10 @@ pub(super) fn attach(
             // Every program is found before any is loaded, so a stale
             // object says so before the verifier runs.
             for &(program, _) in btf_programs {
-                program_mut::<BtfTracePoint>(ebpf, mode, program)?;
+                let prog = program_mut::<BtfTracePoint>(ebpf, mode, program)?;
+                if let Some(ids) = casts {
+                    cast::apply(prog, ids);
+                }
             }
             let loads = parallel::load_all(btf_tracepoints(ebpf, btf_programs), btf);
             for (&(program, _), loaded) in btf_programs.iter().zip(loads) {

@@ -3,6 +3,8 @@
 
 mod access;
 mod attach;
+mod cast;
+mod embedded;
 mod globals;
 mod load_times;
 mod parallel;
@@ -11,6 +13,7 @@ mod release;
 
 pub(crate) use access::{KernelAccess, KernelSources};
 use aya::{Ebpf, EbpfLoader};
+use embedded::EBPF_OBJECT;
 use globals::KernelConfig;
 use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
@@ -28,8 +31,6 @@ use crate::{
         privileges,
     },
 };
-
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/schedlat"));
 
 /// The loaded and attached object, handed to the collect layer
 /// (collect::Tracer), which alone reads its maps.

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use aya::Ebpf;
 use schedlat_common::{
+    cast,
     kconfig::{
         CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets,
         TpOffsets,
@@ -81,6 +82,10 @@ pub(super) struct Plan {
     pub(super) waking: bool,
     pub(super) globals: Globals,
     pub(super) attach_btf: Option<aya::Btf>,
+    /// The ids that turn the programs' marks into casts
+    /// (schedlat_common::cast); None where the kernel cannot cast, or the
+    /// BTF is not the running kernel's (`--btf`).
+    pub(super) casts: Option<cast::Ids>,
     pub(super) notes: Vec<String>,
     /// Why a fallback mode is unavailable: said only if the modes before it
     /// fail, since a run on tp_btf does not need tracefs at all.
@@ -104,6 +109,7 @@ impl Plan {
         let mut fallback_notes = Vec::new();
         let mut globals = Globals::default();
         let mut attach_btf = None;
+        let mut casts = None;
         let mut candidates = match choice {
             HookChoice::Btf => vec![HookMode::Btf],
             HookChoice::Tp => vec![HookMode::Tracepoint],
@@ -132,6 +138,7 @@ impl Plan {
             cgroups: cgroup_hierarchy.map(|h| h.css.clone()),
             pidns: modes.keyed.is_some_and(|k| k.by == Breakdown::PidNamespace),
             causes: modes.causes,
+            casts: sources.btf.is_none(),
         };
         if candidates.contains(&HookMode::Btf) {
             match resolve_btf(&btf_path, &wants) {
@@ -147,6 +154,7 @@ impl Plan {
                     globals.decision = facts.decision;
                     notes.extend(facts.notes);
                     attach_btf = Some(facts.attach_btf);
+                    casts = super::cast::usable(facts.casts);
                 }
                 // An explicit --btf that fails is an error even in auto mode.
                 Err(e) if choice == HookChoice::Auto && sources.btf.is_none() => {
@@ -193,6 +201,7 @@ impl Plan {
             waking,
             globals,
             attach_btf,
+            casts,
             notes,
             fallback_notes,
             custom_btf: sources.btf.is_some(),
@@ -213,6 +222,7 @@ impl Plan {
                 mode,
                 self.attach_btf.as_ref(),
                 self.custom_btf,
+                self.casts.as_ref(),
                 &self.btf_programs,
                 self.waking,
             ) {
@@ -252,6 +262,8 @@ struct BtfWants {
     decision: bool,
     /// cgroup_mkdir's BTF id (cgroups named at their creation).
     cgroup_mkdir: bool,
+    /// The casts' ids: only from the running kernel's own BTF.
+    casts: bool,
 }
 
 struct BtfFacts {
@@ -263,6 +275,7 @@ struct BtfFacts {
     decision: Option<DecisionOffsets>,
     notes: Vec<String>,
     attach_btf: aya::Btf,
+    casts: Option<cast::Ids>,
 }
 
 /// task_struct offsets, and the BTF the tp_btf attach needs (a stand-in
@@ -318,6 +331,7 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         tracepoints.push(names::BTF_CGROUP_MKDIR.1);
     }
     let ids = btf::tracepoint_ids(&layouts, &tracepoints)?;
+    let casts = wants.casts.then(|| btf::cast_ids(&layouts)).flatten();
     // The parse (and its mapping of the file) is not needed past here.
     drop(layouts);
     drop(btf);
@@ -334,6 +348,7 @@ fn resolve_btf(path: &Path, wants: &BtfWants) -> Result<BtfFacts, LoadError> {
         decision,
         notes,
         attach_btf,
+        casts,
     })
 }
 

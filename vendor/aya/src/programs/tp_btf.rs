@@ -68,6 +68,21 @@ impl BtfTracePoint {
         load_program_with_attach_type(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, data)
     }
 
+    /// The program's instructions as [`BtfTracePoint::load`] will hand
+    /// them to the kernel (relocated and linked, 8 bytes each), to rewrite
+    /// in place before loading (a rewrite after it changes nothing); `None`
+    /// for a program taken from a pin, which has no instructions here.
+    pub fn code_mut(&mut self) -> Option<&mut [u8]> {
+        const _: () = assert!(size_of::<aya_obj::generated::bpf_insn>() == 8);
+        let (_, function) = self.data.obj.as_mut()?;
+        let insns = function.instructions.as_mut_slice();
+        let len = size_of_val(insns);
+        // SAFETY: `bpf_insn` is a `repr(C)` struct of 8 bytes without
+        // padding, so the slice's memory is `len` initialised bytes, and any
+        // bytes are a valid `bpf_insn`; the borrow of `self` covers both.
+        Some(unsafe { core::slice::from_raw_parts_mut(insns.as_mut_ptr().cast::<u8>(), len) })
+    }
+
     /// Attaches the program.
     ///
     /// The returned value can be used to detach, see [`BtfTracePoint::detach`].
