@@ -807,6 +807,27 @@ mod tests {
     }
 
     #[test]
+    fn the_running_kernel_casts_from_6_2() {
+        use crate::sys::kernel_facts::{Release, release};
+        let path = Path::new(VMLINUX_BTF);
+        let btf = open(path).expect("this kernel has BTF");
+        let ids = cast_ids(&Layouts::new(&btf, path));
+        if release() < Release(6, 2) {
+            assert_eq!(ids, None, "bpf_rdonly_cast came in 6.2");
+            return;
+        }
+        let ids = ids.expect("every 6.2+ kernel has bpf_rdonly_cast");
+        let name_of = |id| match btf.resolve_type_by_id(id).unwrap() {
+            Type::Func(f) => ("func", btf.resolve_name(&f).unwrap()),
+            Type::Struct(s) => ("struct", btf.resolve_name(&s).unwrap()),
+            other => panic!("id {id} is a {other:?}"),
+        };
+        assert_eq!(name_of(ids.rdonly_cast), ("func", "bpf_rdonly_cast".into()));
+        assert_eq!(name_of(ids.task.unwrap()), ("struct", "task_struct".into()));
+        assert_eq!(name_of(ids.cgroup.unwrap()), ("struct", "cgroup".into()));
+    }
+
+    #[test]
     fn one_pass_finds_what_btf_rs_finds_on_the_running_kernel() {
         let path = Path::new(VMLINUX_BTF);
         let names = [
