@@ -118,6 +118,9 @@ enum Command {
         /// The least timer instead (the bench's `timer` mode).
         #[arg(long)]
         timer: bool,
+        /// With --timer: and the least decision split (`timer-decision`).
+        #[arg(long, requires = "timer")]
+        decision: bool,
     },
     /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
     /// nightly, core from source), warnings as errors. Needs `cargo xtask
@@ -165,7 +168,11 @@ fn main() -> ExitCode {
             idle,
         } => bench::sleepers::serve(threads, cpu, processes, idle),
         Command::BenchBtfFloor => bench::floor::parse_once(),
-        Command::BenchNoop { timer } => bench::noop::run(timer),
+        Command::BenchNoop { timer, decision } => bench::noop::run(match (timer, decision) {
+            (false, _) => bench::noop::Programs::Noop,
+            (true, false) => bench::noop::Programs::Timer,
+            (true, true) => bench::noop::Programs::TimerDecision,
+        }),
         Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())

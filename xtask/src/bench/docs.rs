@@ -209,7 +209,7 @@ fn modes_table(runs: &Kept) -> String {
         "| command | what | BPF ns per switch | of runqlat's | load overhead | ready |\n\
          |---|---|---:|---:|---:|---:|\n",
     );
-    for mode in modes::ALL.iter().filter(|m| m.has_docs_row()) {
+    for mode in modes::ALL.iter().filter(|m| m.is_users()) {
         let ns = runs.each(mode, |s| ns_per_switch(s).map(|v| format!("{v:.0}")));
         let ratio = runs.each_with(mode, |s, all| {
             let runqlat = ns_per_switch(&all[modes::RUNQLAT.name])?;
@@ -290,7 +290,7 @@ fn startup_table(runs: &Kept, bench: &Value) -> Result<String> {
 fn programs_table(runs: &Kept) -> String {
     let mut out = String::from("| command | BPF ns per run, by program |\n|---|---|\n");
     let first = &runs.levels[0].results["summary"];
-    for mode in modes::ALL.iter().filter(|m| m.has_docs_row()) {
+    for mode in modes::ALL.iter().filter(|m| m.is_users()) {
         let Some(programs) = first[mode.name]["tracer"]["program_ns_per_run"].as_object() else {
             continue;
         };
@@ -433,7 +433,7 @@ mod tests {
         let root = workspace_root();
         let bench = read_results(&root.join(RESULTS)).unwrap();
         for level in Kept::of(&bench).unwrap().levels {
-            for mode in modes::ALL.iter().filter(|m| m.has_docs_row()) {
+            for mode in modes::ALL.iter().filter(|m| m.is_users()) {
                 assert!(
                     ns_per_switch(&level.results["summary"][mode.name]).is_some(),
                     "{RESULTS} has no `{}` row",

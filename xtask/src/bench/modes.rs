@@ -101,6 +101,17 @@ pub(super) const TIMER: Mode = Mode {
     report: None,
     about: "tp_btf programs that time each wait into a log2 histogram and do nothing else",
 };
+/// The least timer with the least decision split (`bench-noop --timer
+/// --decision`): what timing a wait and its request and pass-overs cost at
+/// all.
+pub(super) const TIMER_DECISION: Mode = Mode {
+    name: "timer-decision",
+    runs: Runs::Noop,
+    args: &["bench-noop", "--timer", "--decision"],
+    ready: Ready::Stdout(super::noop::DECISION_BANNER),
+    report: None,
+    about: "the timer, and each enqueue's need-resched bit and switch count, each switch-in's pass-overs",
+};
 /// The default: the histogram with the cause and decision splits.
 pub(super) const SCHEDLAT: Mode =
     schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");
@@ -121,9 +132,7 @@ pub(super) const FILTERED: Mode = schedlat(
 );
 
 /// With no-causes and the floor, it splits the default's cost per switch:
-/// histogram, + cause split, + decision split. Shown in the bench's report
-/// and `--json`; not yet in the docs' cost tables, whose kept run
-/// (docs/bench.json) predates it: has_docs_row() takes it in with the next full run.
+/// histogram, + cause split, + decision split.
 pub(super) const NO_DECISION: Mode = schedlat(
     "no-decision",
     &["--no-decision"],
@@ -133,11 +142,12 @@ pub(super) const NO_DECISION: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 15] = [
+pub(super) const ALL: [Mode; 16] = [
     BASELINE,
     RUNQLAT,
     NOOP,
     TIMER,
+    TIMER_DECISION,
     SCHEDLAT,
     NO_DECISION,
     schedlat(
@@ -195,7 +205,16 @@ pub(super) const ALL: [Mode; 15] = [
 
 /// The modes every report's ratios are taken from: always run.
 /// (noop: the floor every ns/switch is read against.)
-const NEEDED: [Mode; 7] = [BASELINE, RUNQLAT, NOOP, TIMER, SCHEDLAT, VICTIMS, FILTERED];
+const NEEDED: [Mode; 8] = [
+    BASELINE,
+    RUNQLAT,
+    NOOP,
+    TIMER,
+    TIMER_DECISION,
+    SCHEDLAT,
+    VICTIMS,
+    FILTERED,
+];
 
 /// `--modes`' parser: a mode name of `ALL`.
 pub(super) fn known_name(name: &str) -> Result<String, String> {
@@ -213,12 +232,6 @@ impl Mode {
     /// report and `--json` show that).
     pub(super) fn is_users(&self) -> bool {
         matches!(self.runs, Runs::Runqlat | Runs::Schedlat)
-    }
-
-    /// A mode with a row in the docs' cost tables: a user's, and in the
-    /// kept run (NO_DECISION is not yet).
-    pub(super) fn has_docs_row(&self) -> bool {
-        self.is_users() && *self != NO_DECISION
     }
 
     /// Whether a run with `--modes only` runs it (every mode when `only`
@@ -319,6 +332,7 @@ mod tests {
                 "runqlat",
                 "noop",
                 "timer",
+                "timer-decision",
                 "schedlat",
                 "no-causes",
                 "filtered",

@@ -33,6 +33,8 @@ pub(super) const R2: u8 = 2;
 pub(super) const R3: u8 = 3;
 pub(super) const R6: u8 = 6;
 pub(super) const R7: u8 = 7;
+pub(super) const R8: u8 = 8;
+pub(super) const R9: u8 = 9;
 pub(super) const R10: u8 = 10;
 
 /// One `struct bpf_insn`, as the kernel reads it (little-endian).
@@ -116,6 +118,16 @@ impl Asm {
     /// `dst >>= imm` (logical)
     pub(super) fn rsh_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
         self.push(0x77, dst, 0, 0, imm)
+    }
+
+    /// `dst &= imm`
+    pub(super) fn and_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.push(0x57, dst, 0, 0, imm)
+    }
+
+    /// `dst |= src`
+    pub(super) fn or(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.push(0x4f, dst, src, 0, 0)
     }
 
     /// `dst <<= imm`
@@ -289,19 +301,36 @@ pub(super) fn attach_id(btf: &Btf, tp: &str) -> Result<u32> {
         .with_context(|| format!("{name} is not a typedef in the kernel's BTF"))
 }
 
-/// The byte offset of `member`, a direct member of `struct strukt`.
+/// The byte offset of `member` in `struct strukt`, found among its
+/// members and those of its anonymous structs and unions (`rq->curr` is in
+/// one from 6.13).
 pub(super) fn member_offset(btf: &Btf, strukt: &str, member: &str) -> Result<u32> {
     for id in btf.resolve_ids_by_name(strukt)? {
-        let Ok(Type::Struct(s)) = btf.resolve_type_by_id(id) else {
-            continue;
-        };
-        for m in &s.members {
-            if btf.resolve_name(m).is_ok_and(|n| n == member) {
-                return Ok(m.bit_offset() / 8);
-            }
+        if let Ok(Type::Struct(s)) = btf.resolve_type_by_id(id)
+            && let Some(offset) = find_member(btf, &s, member, 0)
+        {
+            return Ok(offset / 8);
         }
     }
     bail!("struct {strukt} has no member {member} in the kernel's BTF")
+}
+
+/// `member`'s bit offset in `s`, descending into anonymous members.
+fn find_member(btf: &Btf, s: &btf_rs::Struct, member: &str, depth: u32) -> Option<u32> {
+    for m in &s.members {
+        match btf.resolve_name(m) {
+            Ok(name) if name == member => return Some(m.bit_offset()),
+            Ok(name) if !name.is_empty() => continue,
+            _ => {}
+        }
+        if depth < 4
+            && let Ok(Type::Struct(inner) | Type::Union(inner)) = btf.resolve_chained_type(m)
+            && let Some(offset) = find_member(btf, &inner, member, depth + 1)
+        {
+            return Some(m.bit_offset() + offset);
+        }
+    }
+    None
 }
 
 /// Loads `insns` as a tp_btf program on the tracepoint whose attach id is

@@ -251,6 +251,15 @@ the hooks' floor (programs that return at once): {floor:.0} ns/switch, {:.2} x r
                 timer / runqlat
             );
         }
+        if let Some(least) = ns(modes::TIMER_DECISION) {
+            let _ = writeln!(
+                out,
+                "the least timer and decision (the timer, and the request bit and switch count at \
+                 each enqueue, the pass-overs at each switch-in): {least:.0} ns/switch, {:.2} x \
+                 runqlat's: no decision split goes below it",
+                least / runqlat
+            );
+        }
         let _ = writeln!(
             out,
             "{:<27} {:>13} {:>10}",
