@@ -82,36 +82,48 @@ pub(super) const RUNQLAT: Mode = Mode {
     report: HISTOGRAM,
     about: "libbpf-tools runqlat",
 };
+/// A reference made of this xtask's raw programs (`bench-noop ARGS`),
+/// which prints `banner` once attached.
+const fn reference(
+    name: &'static str,
+    args: &'static [&'static str],
+    banner: &'static str,
+    about: &'static str,
+) -> Mode {
+    Mode {
+        name,
+        runs: Runs::Noop,
+        args,
+        ready: Ready::Stdout(banner),
+        report: None,
+        about,
+    }
+}
+
 /// The hooks' floor (`cargo xtask bench-noop`).
-pub(super) const NOOP: Mode = Mode {
-    name: "noop",
-    runs: Runs::Noop,
-    args: &["bench-noop"],
-    ready: Ready::Stdout(super::noop::BANNER),
-    report: None,
-    about: "tp_btf programs that return at once: the hooks' floor",
-};
+pub(super) const NOOP: Mode = reference(
+    "noop",
+    &["bench-noop"],
+    super::noop::BANNER,
+    "tp_btf programs that return at once: the hooks' floor",
+);
 /// The least timer (`cargo xtask bench-noop --timer`): what timing a wait
 /// costs at all, on the same hooks.
-pub(super) const TIMER: Mode = Mode {
-    name: "timer",
-    runs: Runs::Noop,
-    args: &["bench-noop", "--timer"],
-    ready: Ready::Stdout(super::noop::TIMER_BANNER),
-    report: None,
-    about: "tp_btf programs that time each wait into a log2 histogram and do nothing else",
-};
+pub(super) const TIMER: Mode = reference(
+    "timer",
+    &["bench-noop", "--timer"],
+    super::noop::TIMER_BANNER,
+    "tp_btf programs that time each wait into a log2 histogram and do nothing else",
+);
 /// The least timer with the least decision split (`bench-noop --timer
 /// --decision`): what timing a wait and its request and pass-overs cost at
 /// all.
-pub(super) const TIMER_DECISION: Mode = Mode {
-    name: "timer-decision",
-    runs: Runs::Noop,
-    args: &["bench-noop", "--timer", "--decision"],
-    ready: Ready::Stdout(super::noop::DECISION_BANNER),
-    report: None,
-    about: "the timer, and each enqueue's need-resched bit and switch count, each switch-in's pass-overs",
-};
+pub(super) const TIMER_DECISION: Mode = reference(
+    "timer-decision",
+    &["bench-noop", "--timer", "--decision"],
+    super::noop::DECISION_BANNER,
+    "the timer, and each enqueue's need-resched bit and switch count, each switch-in's pass-overs",
+);
 /// The default: the histogram with the cause and decision splits.
 pub(super) const SCHEDLAT: Mode =
     schedlat("schedlat", &[], BANNER, HISTOGRAM, "the histogram, default");

@@ -11,7 +11,8 @@ use crate::kernel::{error::LoadError, hook::HookMode};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
 /// of a verifier refusal then (offsets of another kernel's task_struct).
-/// `casts`: the ids that turn the tp_btf programs' marks into casts.
+/// `casts`: the ids that turn the tp_btf programs' marks into casts. The
+/// notes: what the user should know (a cast the kernel refused).
 #[allow(
     clippy::too_many_arguments,
     reason = "one call site, each a fact of the plan"
@@ -24,7 +25,8 @@ pub(super) fn attach(
     casts: Option<&Ids>,
     btf_programs: &[(&'static str, &'static str)],
     waking: bool,
-) -> Result<(), LoadError> {
+) -> Result<Vec<String>, LoadError> {
+    let mut notes = Vec::new();
     // Out of descriptors or memory, the hint (another hook mode, tracefs)
     // would mislead: the limit is the error.
     let fail = |program, step, error: ProgramError, hint| {
@@ -57,14 +59,26 @@ pub(super) fn attach(
             };
             // Every program is found before any is loaded, so a stale
             // object says so before the verifier runs.
+            let mut as_built = Vec::new();
             for &(program, _) in btf_programs {
                 let prog = program_mut::<BtfTracePoint>(ebpf, mode, program)?;
-                if let Some(ids) = casts {
-                    cast::apply(prog, ids);
-                }
+                as_built.push(casts.and_then(|ids| cast::apply(prog, ids)));
             }
             let loads = parallel::load_all(btf_tracepoints(ebpf, btf_programs), btf);
-            for (&(program, _), loaded) in btf_programs.iter().zip(loads) {
+            for ((&(program, tracepoint), loaded), built) in
+                btf_programs.iter().zip(loads).zip(&as_built)
+            {
+                let loaded = match (loaded, built) {
+                    (Err(refusal), Some(built)) => {
+                        let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
+                        let (loaded, note) = cast::retry_as_built(prog, built, &refusal, |prog| {
+                            prog.load(tracepoint, btf)
+                        });
+                        notes.push(format!("{program}: {note}"));
+                        loaded
+                    }
+                    (loaded, _) => loaded,
+                };
                 // A verifier refusal with --btf is most likely the file's.
                 let load_hint = if custom_btf { BTF_HINT } else { hint(program) };
                 loaded.map_err(|e| fail(program, "load", e, load_hint))?;
@@ -87,7 +101,7 @@ pub(super) fn attach(
             }
         }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// The decision split's yield marker (`names::TP_YIELD`), once the split's

@@ -16,9 +16,62 @@ pub(super) fn usable(ids: Option<Ids>) -> Option<Ids> {
     ids.filter(|_| jit_enabled())
 }
 
-/// Rewrites `prog`'s marks (before its load); how many it rewrote.
-pub(super) fn apply(prog: &mut BtfTracePoint, ids: &Ids) -> usize {
-    prog.code_mut().map_or(0, |code| rewrite(code, ids))
+/// A program's code as built, kept while its casts are tried.
+pub(super) struct AsBuilt(Vec<u8>);
+
+/// Rewrites `prog`'s marks (before its load); its code as built when it
+/// rewrote any, to load it again without them (`retry_as_built`).
+pub(super) fn apply(prog: &mut BtfTracePoint, ids: &Ids) -> Option<AsBuilt> {
+    let code = prog.code_mut()?;
+    let built = code.to_vec();
+    (rewrite(code, ids) > 0).then_some(AsBuilt(built))
+}
+
+/// What `retry_as_built` needs of a program: its code to restore.
+pub(super) trait Code {
+    fn code_mut(&mut self) -> Option<&mut [u8]>;
+}
+
+impl Code for BtfTracePoint {
+    fn code_mut(&mut self) -> Option<&mut [u8]> {
+        BtfTracePoint::code_mut(self)
+    }
+}
+
+/// A program whose load with casts was refused (`refusal`), loaded again
+/// as built: the casts are the newest thing schedlat asks of a verifier,
+/// and kernels between the ones it is tested on (6.2-6.11) might refuse
+/// them where they take the rest. The note says so; the load's result is
+/// the second one.
+pub(super) fn retry_as_built<P: Code, E: std::fmt::Display>(
+    prog: &mut P,
+    as_built: &AsBuilt,
+    refusal: &E,
+    load: impl FnOnce(&mut P) -> Result<(), E>,
+) -> (Result<(), E>, String) {
+    if let Some(code) = prog.code_mut() {
+        code.copy_from_slice(&as_built.0);
+    }
+    let result = load(prog);
+    let outcome = match &result {
+        Ok(()) => {
+            "loaded without them (the verifier then scans the kernel's BTF by name, a slower load)"
+        }
+        Err(_) => "refused without them too",
+    };
+    let refusal = refusal.to_string();
+    let why = refusal_line(&refusal);
+    let note = format!("the kernel refused its casts to an untrusted pointer ({why}); {outcome}");
+    (result, note)
+}
+
+/// The line of a refusal that says why: the verifier's first, where aya
+/// quotes the verifier's log after the system call's error.
+fn refusal_line(refusal: &str) -> &str {
+    let log = refusal
+        .split_once("Verifier output:")
+        .map_or(refusal, |(_, log)| log);
+    log.trim().lines().next().unwrap_or(refusal).trim()
 }
 
 /// Whether the kernel JITs BPF programs: 1 or 2 (2 also dumps the image).
@@ -34,6 +87,44 @@ mod tests {
     use schedlat_common::names;
 
     use super::*;
+
+    /// A program's code, and how many times it was loaded.
+    struct Fake(Vec<u8>, u32);
+
+    impl Code for Fake {
+        fn code_mut(&mut self) -> Option<&mut [u8]> {
+            Some(&mut self.0)
+        }
+    }
+
+    #[test]
+    fn a_refused_cast_is_loaded_again_as_built_and_said() {
+        let built = AsBuilt(vec![1, 2, 3, 4]);
+        let mut prog = Fake(vec![9, 9, 9, 9], 0);
+        let (result, note) = retry_as_built(&mut prog, &built, &"invalid kfunc", |p| {
+            // The load sees the code as built.
+            assert_eq!(p.0, [1, 2, 3, 4]);
+            p.1 += 1;
+            Ok::<(), &str>(())
+        });
+        assert_eq!((result, prog.1), (Ok(()), 1));
+        assert!(
+            note.contains("invalid kfunc") && note.contains("loaded without them"),
+            "{note}"
+        );
+        let (result, note) = retry_as_built(
+            &mut prog,
+            &built,
+            &"returned Invalid argument. Verifier output: kernel btf_id 114 is not a function\nverification time 41 usec",
+            |_| Err("again"),
+        );
+        assert!(
+            note.contains("(kernel btf_id 114 is not a function)"),
+            "{note}"
+        );
+        assert_eq!(result, Err("again"));
+        assert!(note.contains("refused without them too"), "{note}");
+    }
 
     /// The code of `program` in the ELF `file` (its symbol's bytes).
     fn code_of(file: &object::File, program: &str) -> Vec<u8> {

@@ -226,7 +226,8 @@ impl Plan {
                 &self.btf_programs,
                 self.waking,
             ) {
-                Ok(()) => {
+                Ok(attach_notes) => {
+                    notes.extend(attach_notes);
                     if mode == HookMode::Btf && self.globals.decision.is_some() {
                         notes.extend(attach_yield(ebpf));
                     }
