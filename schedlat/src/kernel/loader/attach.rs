@@ -69,7 +69,7 @@ pub(super) fn attach(
                 btf_programs.iter().zip(loads).zip(&as_built)
             {
                 let loaded = match (loaded, built) {
-                    (Err(refusal), Some(built)) => {
+                    (Err(refusal), Some(built)) if cast::is_refusal(&refusal) => {
                         let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                         let (loaded, note) = cast::retry_as_built(prog, built, &refusal, |prog| {
                             prog.load(tracepoint, btf)

@@ -2,7 +2,7 @@
 //! tp_btf program's marks rewritten in place before it loads, when this
 //! kernel can cast.
 
-use aya::programs::BtfTracePoint;
+use aya::programs::{BtfTracePoint, ProgramError};
 use schedlat_common::cast::{Ids, rewrite};
 
 /// The JIT's switch: a kernel function call needs the JIT (the verifier
@@ -25,6 +25,14 @@ pub(super) fn apply(prog: &mut BtfTracePoint, ids: &Ids) -> Option<AsBuilt> {
     let code = prog.code_mut()?;
     let built = code.to_vec();
     (rewrite(code, ids) > 0).then_some(AsBuilt(built))
+}
+
+/// Whether a failed load is the verifier's refusal (EINVAL, EACCES), which
+/// the casts may have caused, rather than a limit (memory, descriptors,
+/// privileges), which loading again as built would not change.
+pub(super) fn is_refusal(error: &ProgramError) -> bool {
+    matches!(error, ProgramError::LoadError { io_error, .. }
+        if matches!(io_error.raw_os_error(), Some(libc::EINVAL | libc::EACCES)))
 }
 
 /// What `retry_as_built` needs of a program: its code to restore.
@@ -95,6 +103,18 @@ mod tests {
         fn code_mut(&mut self) -> Option<&mut [u8]> {
             Some(&mut self.0)
         }
+    }
+
+    #[test]
+    fn only_a_verifier_refusal_is_tried_again() {
+        let failed = |errno| ProgramError::LoadError {
+            io_error: std::io::Error::from_raw_os_error(errno),
+            verifier_log: aya_obj::VerifierLog::new(String::new()),
+        };
+        assert!(is_refusal(&failed(libc::EINVAL)));
+        assert!(is_refusal(&failed(libc::EACCES)));
+        assert!(!is_refusal(&failed(libc::ENOMEM)));
+        assert!(!is_refusal(&failed(libc::EPERM)));
     }
 
     #[test]
