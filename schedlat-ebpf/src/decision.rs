@@ -337,7 +337,8 @@ fn matching(mut wakee: Wakee, mut curr: Se) -> Option<(Se, Se)> {
 /// each load of a pointer field from it makes the verifier scan the
 /// kernel's BTF by name four times (docs/architecture.md, "Load BTF
 /// pointer fields before the paths branch"), on every path that reaches
-/// the load. So the task's are read once, in `at_enqueue` before its first
+/// the load, on kernels where it is not read through a cast (memory.rs
+/// `BtfPtr`). So the task's are read once, in `at_enqueue` before its first
 /// branch (its `se.cfs_rq` is the one main.rs read for the queue); the
 /// entities above it (`se->parent`) are plain BTF pointers, whose loads
 /// cost no scan.

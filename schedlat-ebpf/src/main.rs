@@ -95,7 +95,8 @@ fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     // With the decision split, `task->se.cfs_rq` is read once, here,
     // before any branch, for both the queue and the decision's walk (each
     // load of a pointer field from the argument costs the verifier four
-    // scans of the kernel's BTF by name: memory.rs `with_links`).
+    // scans of the kernel's BTF by name where the kernel cannot cast it:
+    // memory.rs `with_links`).
     let task = match D {
         true => task.with_links(get(&RQ.resolved) != 0, false),
         false => task,
