@@ -187,6 +187,16 @@ impl<'a> Layouts<'a> {
         }
     }
 
+    /// The first id of a type named `name` that is of the kind `wanted`
+    /// accepts (a name can be a struct and a typedef at once), as aya's own
+    /// lookups pick.
+    fn first_id(&self, name: &str, wanted: fn(&Type) -> bool) -> Option<u32> {
+        let mut ids = self.ids(name);
+        ids.sort_unstable();
+        ids.into_iter()
+            .find(|&id| self.btf.resolve_type_by_id(id).is_ok_and(|t| wanted(&t)))
+    }
+
     fn get(&self, name: &'static str) -> Result<Rc<StructLayout>, BtfError> {
         let layout = self
             .found
@@ -465,17 +475,11 @@ const RDONLY_CAST: &str = "bpf_rdonly_cast";
 /// meaningful for the running kernel's own BTF: the ids go into the
 /// programs as they are.
 pub(crate) fn cast_ids(layouts: &Layouts) -> Option<cast::Ids> {
-    let of_kind = |name: &str, wanted: fn(&Type) -> bool| {
-        layouts
-            .ids(name)
-            .into_iter()
-            .find(|&id| layouts.btf.resolve_type_by_id(id).is_ok_and(|t| wanted(&t)))
-    };
     let is_struct = |t: &Type| matches!(t, Type::Struct(_));
     Some(cast::Ids {
-        rdonly_cast: of_kind(RDONLY_CAST, |t| matches!(t, Type::Func(_)))?,
-        task: Some(of_kind(cast::Struct::Task.btf_name(), is_struct)?),
-        cgroup: of_kind(cast::Struct::Cgroup.btf_name(), is_struct),
+        rdonly_cast: layouts.first_id(RDONLY_CAST, |t| matches!(t, Type::Func(_)))?,
+        task: Some(layouts.first_id(cast::Struct::Task.btf_name(), is_struct)?),
+        cgroup: layouts.first_id(cast::Struct::Cgroup.btf_name(), is_struct),
     })
 }
 
@@ -486,20 +490,14 @@ pub(crate) fn tracepoint_ids(
     layouts: &Layouts,
     tracepoints: &[&str],
 ) -> Result<Vec<(String, u32)>, BtfError> {
-    let (btf, path) = (layouts.btf, layouts.path);
     tracepoints
         .iter()
         .map(|tp| {
             let name = format!("btf_trace_{tp}");
-            let mut ids = layouts.ids(&name);
-            ids.sort_unstable();
-            let typedef = ids
-                .into_iter()
-                .find(|&id| matches!(btf.resolve_type_by_id(id), Ok(Type::Typedef(_))));
-            match typedef {
+            match layouts.first_id(&name, |t| matches!(t, Type::Typedef(_))) {
                 Some(id) => Ok((name, id)),
                 None => Err(BtfError::NoTracepoint {
-                    path: path.to_path_buf(),
+                    path: layouts.path.to_path_buf(),
                     name,
                 }),
             }
