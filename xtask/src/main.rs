@@ -137,8 +137,9 @@ enum Command {
         #[arg(long, default_value_t = fuzz::RUNS)]
         runs: u64,
     },
-    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
-    /// schedlat's kernel-level checks (tests/guest.rs) inside each.
+    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12, unstable's
+    /// 7.x) in QEMU and run schedlat's kernel-level checks (tests/guest.rs)
+    /// inside each.
     VmTest(vm::Options),
 }
 

@@ -33,8 +33,10 @@ use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub(crate) struct Options {
-    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, or a Debian linux-image-*
-    /// package name; repeat for several [default: all four]
+    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, 7.x (Debian unstable's
+    /// current kernel), or a Debian linux-image-* package name (7.x and
+    /// later ones from Debian unstable); repeat for several [default: all
+    /// five]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
     /// Which guests boot: the kernel-level tests (busybox initramfs), the
