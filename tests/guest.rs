@@ -738,3 +738,86 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
         .collect();
     (ready, programs)
 }
+
+/// The mechanisms of 6.12 and later are read from the kernel's own files,
+/// never from its version: on 6.12 and 7.x (debugfs mounted and readable in
+/// the guests) the fair deadline server's default 50 ms every second and
+/// delayed dequeue on; before 6.12 neither exists and both are null. Where
+/// debugfs is not mounted or refused (this project's 6.18 host), each says
+/// so instead of a value. sched_ext, where the kernel has it, is there with
+/// no scheduler attached.
+#[test]
+fn the_report_names_the_scheduler_mechanisms() {
+    if !require_root() {
+        return;
+    }
+    let (status, json, stderr) = common::run_schedlat(&["--json", "1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let interval = parse_json_lines(&json.lines().map(String::from).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let m = &interval["kernel_context"]["mechanisms"];
+    let release = kernel_release();
+    eprintln!("{release}: mechanisms {m}");
+    let debugfs = std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"debugfs")).then(|| f[1].to_string())
+        });
+    let features = debugfs
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(format!("{d}/sched/features")).ok());
+    let eevdf_era = kernel_version() >= (6, 12);
+    match (&features, eevdf_era) {
+        (Some(_), true) => assert_eq!(m["delayed_dequeue"], Value::Bool(true), "{release}: {m}"),
+        _ => assert!(m["delayed_dequeue"].is_null(), "{release}: {m}"),
+    }
+    let server = &m["fair_server"];
+    match (&debugfs, eevdf_era) {
+        (None, _) => {
+            assert!(server.is_null(), "{release}: {m}");
+            assert_eq!(
+                m["fair_server_unknown"], "debugfs is not mounted",
+                "{release}: {m}"
+            );
+        }
+        (Some(d), true) => {
+            let readable =
+                std::fs::read_to_string(format!("{d}/sched/fair_server/cpu0/runtime")).is_ok();
+            if readable {
+                assert_eq!(server["runtime_ns"], 50_000_000, "{release}: {m}");
+                assert_eq!(server["period_ns"], 1_000_000_000, "{release}: {m}");
+            } else {
+                assert!(server["unreadable"].is_string(), "{release}: {m}");
+            }
+        }
+        (Some(_), false) => {
+            assert!(server.is_null(), "{release}: {m}");
+            assert!(m["fair_server_unknown"].is_null(), "{release}: {m}");
+        }
+    }
+    match std::fs::read_to_string("/sys/kernel/sched_ext/state") {
+        Ok(state) => {
+            assert_eq!(m["sched_ext"]["state"], state.trim(), "{release}: {m}");
+            assert_eq!(
+                state.trim(),
+                "disabled",
+                "a sched_ext scheduler is attached here"
+            );
+            assert!(m["sched_ext"]["scheduler"].is_null(), "{release}: {m}");
+        }
+        Err(_) => assert!(m["sched_ext"].is_null(), "{release}: {m}"),
+    }
+    let (status, text, stderr) = common::run_schedlat(&["1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("scheduler: "))
+        .unwrap_or_else(|| panic!("{release}: no scheduler line in:\n{text}"));
+    assert!(
+        line.contains("deadline server") && line.contains("dequeue"),
+        "{line}"
+    );
+}
