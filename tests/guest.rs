@@ -311,7 +311,13 @@ fn scopes_load_and_split_the_workload() {
             "{breakdown}: {keyed} keyed of {count}: {r}"
         );
         if breakdown == "-L" {
-            let made = u64::from(rounds) * 9 / 10;
+            // Each sleeper has its own key with most of its rounds in it.
+            // Not all: under emulation on a busy host, a sleeper that has
+            // not yet gone back to read() when the next round's byte comes
+            // is not woken by it, and that round gives it no wait (two of
+            // four sleepers had 17 of 20 rounds on 7.2 with the host's load
+            // average at 7.5).
+            let made = u64::from(rounds) / 2;
             let sleepers = b["keys"]
                 .as_array()
                 .unwrap()
@@ -820,4 +826,76 @@ fn the_report_names_the_scheduler_mechanisms() {
         line.contains("deadline server") && line.contains("dequeue"),
         "{line}"
     );
+}
+
+/// Lazy preemption (6.13+, the default on 7.x distribution kernels): a fair
+/// wakeup that wins against a fair task running in user space sets only
+/// the lazy need-resched bit, and the switch waits for the holder's next
+/// return to user space (an interrupt, at the latest the tick). The split
+/// counts those wakeups `lazy` where the kernel's model is lazy, and never
+/// elsewhere; either way every wait is split.
+#[test]
+fn lazy_grants_are_counted_where_the_model_is_lazy() {
+    if !require_root() {
+        return;
+    }
+    const NAME: &str = "decision-lazy";
+    let cpu = workload::workload_cpu();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = stop.clone();
+    let spinner = std::thread::spawn(move || {
+        workload::pin_current_thread(cpu);
+        while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", NAME, "--json"]);
+    std::thread::Builder::new()
+        .name(NAME.into())
+        .spawn(move || {
+            workload::pin_current_thread(cpu);
+            for _ in 0..300 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    let release = kernel_release();
+    assert!(status.success(), "{release}: {status}");
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let d = &r["decision"];
+    assert!(
+        d.is_object(),
+        "no decision split on {release}: {}",
+        lines.join("\n")
+    );
+    let model = r["kernel_context"]["preemption"]["model"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_string();
+    let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap();
+    let waits = d["waits"].as_u64().unwrap();
+    eprintln!(
+        "{release}: preemption {model}: lazy {}, requested {}, protected {}, later_deadline {}, idle {} of {waits} waits",
+        of("lazy"),
+        of("requested"),
+        of("protected"),
+        of("later_deadline"),
+        of("idle")
+    );
+    assert!(waits > 100, "{release}: {waits} waits: {d}");
+    if model == "lazy" {
+        assert!(
+            of("lazy") * 4 >= waits,
+            "{release}, lazy model: only {} of {waits} wakeups counted lazy (lazy bit {}): {d}",
+            of("lazy"),
+            d["kernel"]["lazy_bit"]
+        );
+    } else {
+        assert_eq!(of("lazy"), 0, "{release}, model {model}: {d}");
+    }
 }

@@ -96,7 +96,7 @@ fn archive_of(version: &str) -> Archive {
 /// is retried once after `apt-get update`, when we may run it (always for a
 /// private archive, as root for the machine's).
 pub(super) fn prepare(package: &str, archive: Archive, cache: &Path) -> Result<Kernel> {
-    // target/vm/apt beside target/vm/cache.
+    // DOWNLOADS/apt beside DOWNLOADS/kernels (mod.rs, downloads_dir).
     let apt = Apt::for_archive(archive, &cache.parent().unwrap_or(cache).join("apt"))?;
     if apt.needs_update() {
         eprintln!("vm-test: {package}: fetching the {archive:?} package lists (private, once)");
