@@ -33,8 +33,10 @@ use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub(crate) struct Options {
-    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, or a Debian linux-image-*
-    /// package name; repeat for several [default: all four]
+    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, 7.x (Debian unstable's
+    /// current kernel), or a Debian linux-image-* package name (7.x and
+    /// later ones from Debian unstable); repeat for several [default: all
+    /// five]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
     /// Which guests boot: the kernel-level tests (busybox initramfs), the
@@ -60,6 +62,25 @@ pub(crate) enum Guests {
     Tests,
     Systemd,
     All,
+}
+
+/// Where what vm-test downloads and makes from downloads is kept (the
+/// kernel images, the private apt lists, the systemd guest's Debian root
+/// file system): outside the checkout, so that a new clone on the same
+/// machine (CI's) does not fetch and debootstrap them again; every piece
+/// is checked (package versions, the recipe's stamp) and made again when
+/// missing or stale, so a fresh machine needs nothing there.
+/// `SCHEDLAT_VM_CACHE` overrides it; without root (which vm-test needs to
+/// fetch and boot anyway) it is target/vm.
+fn downloads_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SCHEDLAT_VM_CACHE") {
+        return PathBuf::from(dir);
+    }
+    if crate::util::is_root() {
+        PathBuf::from("/var/cache/schedlat-vm-test")
+    } else {
+        workspace_root().join("target/vm")
+    }
 }
 
 /// Console lines shown under a failed kernel.
@@ -93,6 +114,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     };
 
     let vm_dir = workspace_root().join("target/vm");
+    let downloads = downloads_dir();
     let build_started = Instant::now();
     let binaries = initramfs::build(opts.inject_bad_offset.is_some())?;
     // The guests run the packaged binary, except with fault injection (a
@@ -138,7 +160,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     };
 
     let matrix = Matrix {
-        cache: vm_dir.join("cache"),
+        cache: downloads.join("kernels"),
         logs: vm_dir.join("logs"),
         initrd,
         extra_cmdline,
@@ -175,7 +197,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         .collect();
     if let (Some(artifacts), false) = (&artifacts, systemd_kernels.is_empty()) {
         let built = Instant::now();
-        let rootfs = rootfs::archive(&vm_dir.join("rootfs"))?;
+        let rootfs = rootfs::archive(&downloads.join("rootfs"))?;
         let initrd = systemd::initrd_path(&vm_dir);
         systemd::pack(
             &rootfs,
