@@ -745,8 +745,8 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
     (ready, programs)
 }
 
-/// The mechanisms of 6.12 and later are read from the kernel's own files,
-/// never from its version: on 6.12 and 7.x (debugfs mounted and readable in
+/// The kernel's configuration is found (HZ), and the mechanisms of 6.12
+/// and later are read from the kernel's own files, never from its version: on 6.12 and 7.x (debugfs mounted and readable in
 /// the guests) the fair deadline server's default 50 ms every second and
 /// delayed dequeue on; before 6.12 neither exists and both are null. Where
 /// debugfs is not mounted or refused (this project's 6.18 host), each says
@@ -765,6 +765,13 @@ fn the_report_names_the_scheduler_mechanisms() {
     let m = &interval["kernel_context"]["mechanisms"];
     let release = kernel_release();
     eprintln!("{release}: mechanisms {m}");
+    // Every kernel's configuration is where its distribution puts it
+    // (vm-test copies Debian's into the guest, at 7.x's place for all).
+    assert!(
+        interval["kernel_context"]["hz"].is_u64(),
+        "{release}: HZ unknown: {}",
+        interval["kernel_context"]
+    );
     let debugfs = std::fs::read_to_string("/proc/self/mounts")
         .unwrap_or_default()
         .lines()

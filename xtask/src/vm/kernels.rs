@@ -53,6 +53,19 @@ pub(super) struct Kernel {
     pub version: String,
     /// The ELF kernel if it could be unpacked, else the bzImage.
     pub image: PathBuf,
+    /// The kernel's configuration, for the guest's
+    /// /usr/lib/modules/RELEASE/config (HZ, the preemption model).
+    pub config: PathBuf,
+}
+
+impl Kernel {
+    /// `uname -r` of the booted kernel: Debian names the versioned
+    /// package after it.
+    pub(super) fn release(&self) -> &str {
+        self.package
+            .strip_prefix("linux-image-")
+            .unwrap_or(&self.package)
+    }
 }
 
 /// The package behind a `--kernel` name and its archive: a short name from
@@ -122,9 +135,9 @@ fn update(apt: &Apt) -> Result<()> {
 fn fetch(apt: &Apt, package: &str, cache: &Path) -> Result<Kernel> {
     let (versioned, version) = resolve(apt, package)?;
     let dir = cache.join(format!("{versioned}_{version}"));
-    if !dir.join("vmlinuz").exists() {
-        let carrier = image_carrier(&versioned, &depends_of(apt, &versioned)?, &version);
-        download(apt, &carrier, &version, cache, &dir)?;
+    if !dir.join("vmlinuz").exists() || !dir.join("config").exists() {
+        let parts = parts(&versioned, &depends_of(apt, &versioned)?, &version);
+        download(apt, &parts, &version, cache, &dir)?;
     }
     Ok(with_elf(versioned, version, &dir))
 }
@@ -140,12 +153,14 @@ fn with_elf(package: String, version: String, dir: &Path) -> Kernel {
             package,
             version,
             image: bzimage,
+            config: dir.join("config"),
         };
     }
     Kernel {
         package,
         version,
         image: elf,
+        config: dir.join("config"),
     }
 }
 
@@ -203,30 +218,6 @@ fn exact_dependency<'a>(depends: &'a str, version: &str, prefix: &str) -> Option
         .find(|name| name.starts_with(prefix))
 }
 
-/// The package that holds the image of the versioned kernel `versioned`,
-/// whose dependencies are `depends`, and where in it: its `linux-binary-`
-/// part from 7.x on, else the package itself.
-fn image_carrier(versioned: &str, depends: &str, version: &str) -> ImageCarrier {
-    match exact_dependency(depends, version, "linux-binary-") {
-        Some(binary) => ImageCarrier {
-            package: binary.to_string(),
-            image_glob: "./usr/lib/modules/*/vmlinuz",
-        },
-        None => ImageCarrier {
-            package: versioned.to_string(),
-            image_glob: "./boot/vmlinuz-*",
-        },
-    }
-}
-
-/// The package to download for a kernel image and the image's path in it
-/// (a tar wildcard: `*` stands for one path component's rest).
-#[derive(Debug, PartialEq, Eq)]
-struct ImageCarrier {
-    package: String,
-    image_glob: &'static str,
-}
-
 /// Names like linux-image-amd64, linux-image-rt-amd64, linux-image-6.12-amd64
 /// (not the versioned packages they point to), for error messages.
 fn available_metapackages(apt: &Apt) -> Vec<String> {
@@ -256,51 +247,102 @@ fn available_metapackages(apt: &Apt) -> Vec<String> {
     metas
 }
 
-/// Downloads `carrier`'s package at `version` and keeps only its image, as
-/// `dir/vmlinuz`.
-fn download(
-    apt: &Apt,
-    carrier: &ImageCarrier,
-    version: &str,
-    cache: &Path,
-    dir: &Path,
-) -> Result<()> {
-    let (package, glob) = (&carrier.package, carrier.image_glob);
-    eprintln!("vm-test: downloading {package} {version}");
-    let scratch = cache.join(".download");
-    let _ = fs::remove_dir_all(&scratch);
-    fs::create_dir_all(&scratch)?;
-    run_quiet(
-        apt.command("apt-get")
-            .args(["download", "-q", &format!("{package}={version}")])
-            .current_dir(&scratch),
-    )
-    .with_context(|| format!("apt-get download {package}={version}"))?;
-    let deb = fs::read_dir(&scratch)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "deb"))
-        .context("apt-get download left no .deb")?;
-    // dpkg-deb --fsys-tarfile DEB | tar -x GLOB
-    let mut deb_tar = Command::new("dpkg-deb")
-        .arg("--fsys-tarfile")
-        .arg(&deb)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("cannot run dpkg-deb")?;
-    let tar = Command::new("tar")
-        .args(["-x", "--wildcards", glob])
-        .current_dir(&scratch)
-        .stdin(deb_tar.stdout.take().expect("piped"))
-        .status()
-        .context("cannot run tar")?;
-    let unpacked = deb_tar.wait()?;
-    if !unpacked.success() || !tar.success() {
-        bail!("extracting {glob} from {} failed", deb.display());
+/// Where the image and the configuration of the versioned kernel
+/// `versioned`, whose dependencies are `depends`, are: from 7.x on in its
+/// `linux-binary-` and `linux-base-` parts, else both in the package
+/// itself.
+fn parts(versioned: &str, depends: &str, version: &str) -> [Part; 2] {
+    let binary = exact_dependency(depends, version, "linux-binary-");
+    let base = exact_dependency(depends, version, "linux-base-");
+    match (binary, base) {
+        (Some(binary), Some(base)) => [
+            Part {
+                package: binary.to_string(),
+                glob: "./usr/lib/modules/*/vmlinuz",
+                keep_as: "vmlinuz",
+            },
+            Part {
+                package: base.to_string(),
+                glob: "./usr/lib/modules/*/config",
+                keep_as: "config",
+            },
+        ],
+        _ => [
+            Part {
+                package: versioned.to_string(),
+                glob: "./boot/vmlinuz-*",
+                keep_as: "vmlinuz",
+            },
+            Part {
+                package: versioned.to_string(),
+                glob: "./boot/config-*",
+                keep_as: "config",
+            },
+        ],
     }
-    let vmlinuz =
-        extracted(&scratch, glob).with_context(|| format!("{package} holds no {glob}"))?;
-    fs::create_dir_all(dir)?;
-    fs::rename(&vmlinuz, dir.join("vmlinuz"))?;
+}
+
+/// A file of a kernel to keep: the package that holds it, its path there
+/// (a tar wildcard: `*` stands for one path component's rest), and its
+/// name in the cache.
+#[derive(Debug, PartialEq, Eq)]
+struct Part {
+    package: String,
+    glob: &'static str,
+    keep_as: &'static str,
+}
+
+/// Downloads each package of `parts` once, at `version`, and keeps only
+/// their files, in `dir`.
+fn download(apt: &Apt, parts: &[Part], version: &str, cache: &Path, dir: &Path) -> Result<()> {
+    let scratch = cache.join(".download");
+    let mut packages: Vec<&str> = parts.iter().map(|p| p.package.as_str()).collect();
+    packages.dedup();
+    for package in packages {
+        let _ = fs::remove_dir_all(&scratch);
+        fs::create_dir_all(&scratch)?;
+        eprintln!("vm-test: downloading {package} {version}");
+        run_quiet(
+            apt.command("apt-get")
+                .args(["download", "-q", &format!("{package}={version}")])
+                .current_dir(&scratch),
+        )
+        .with_context(|| format!("apt-get download {package}={version}"))?;
+        let deb = fs::read_dir(&scratch)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .context("apt-get download left no .deb")?;
+        let mine: Vec<&Part> = parts.iter().filter(|p| p.package == package).collect();
+        let globs: Vec<&str> = mine.iter().map(|p| p.glob).collect();
+        // dpkg-deb --fsys-tarfile DEB | tar -x GLOB...
+        let mut deb_tar = Command::new("dpkg-deb")
+            .arg("--fsys-tarfile")
+            .arg(&deb)
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot run dpkg-deb")?;
+        let tar = Command::new("tar")
+            .args(["-x", "--wildcards"])
+            .args(&globs)
+            .current_dir(&scratch)
+            .stdin(deb_tar.stdout.take().expect("piped"))
+            .status()
+            .context("cannot run tar")?;
+        let unpacked = deb_tar.wait()?;
+        if !unpacked.success() || !tar.success() {
+            bail!(
+                "extracting {} from {} failed",
+                globs.join(" "),
+                deb.display()
+            );
+        }
+        fs::create_dir_all(dir)?;
+        for part in mine {
+            let file = extracted(&scratch, part.glob)
+                .with_context(|| format!("{package} holds no {}", part.glob))?;
+            fs::rename(&file, dir.join(part.keep_as))?;
+        }
+    }
     fs::remove_dir_all(&scratch)?;
     Ok(())
 }
@@ -332,17 +374,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_split_kernel_is_fetched_from_its_binary_part() {
+    fn a_split_kernel_is_fetched_from_its_binary_and_base_parts() {
         // Debian unstable's linux-image-7.2.13+deb14-amd64, 7.2.13-1.
         let depends = "dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, \
             linux-base-7.2.13+deb14-amd64 (= 7.2.13-1), linux-binary-7.2.13+deb14-amd64 (= 7.2.13-1), \
             linux-modules-7.2.13+deb14-amd64 (= 7.2.13-1)";
+        let [image, config] = parts("linux-image-7.2.13+deb14-amd64", depends, "7.2.13-1");
         assert_eq!(
-            image_carrier("linux-image-7.2.13+deb14-amd64", depends, "7.2.13-1"),
-            ImageCarrier {
-                package: "linux-binary-7.2.13+deb14-amd64".into(),
-                image_glob: "./usr/lib/modules/*/vmlinuz",
-            }
+            (image.package.as_str(), image.glob),
+            (
+                "linux-binary-7.2.13+deb14-amd64",
+                "./usr/lib/modules/*/vmlinuz"
+            )
+        );
+        assert_eq!(
+            (config.package.as_str(), config.glob),
+            (
+                "linux-base-7.2.13+deb14-amd64",
+                "./usr/lib/modules/*/config"
+            )
         );
     }
 
@@ -351,12 +401,14 @@ mod tests {
         // Debian 12's linux-image-6.1.0-41-amd64.
         let depends =
             "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool";
+        let [image, config] = parts("linux-image-6.1.0-41-amd64", depends, "6.1.158-1");
         assert_eq!(
-            image_carrier("linux-image-6.1.0-41-amd64", depends, "6.1.158-1"),
-            ImageCarrier {
-                package: "linux-image-6.1.0-41-amd64".into(),
-                image_glob: "./boot/vmlinuz-*",
-            }
+            (image.package.as_str(), image.glob),
+            ("linux-image-6.1.0-41-amd64", "./boot/vmlinuz-*")
+        );
+        assert_eq!(
+            (config.package.as_str(), config.glob),
+            ("linux-image-6.1.0-41-amd64", "./boot/config-*")
         );
     }
 
