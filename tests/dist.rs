@@ -206,7 +206,7 @@ fn installed_binary_runs_help_and_one_histogram() {
     assert!(help.contains("Usage: schedlat"), "{help}");
     assert!(!help.contains("__generate"), "{help}");
 
-    let out = run(Command::new(&binary).args(["1", "1"]));
+    let out = run(Command::new(&binary).args(["-v", "1", "1"]));
     let text = stdout(&out);
     assert!(
         text.contains("usecs") && text.contains("distribution"),

@@ -33,7 +33,7 @@ fn check_loads_and_reports(hook: &str, mode: &str) {
     if !require_root() {
         return;
     }
-    let (status, out, err) = common::run_schedlat(&["--hook", hook, "1", "1"]);
+    let (status, out, err) = common::run_schedlat(&["-v", "--hook", hook, "1", "1"]);
     assert!(
         status.success(),
         "--hook {hook} on {}: {}\n{err}",

@@ -66,7 +66,11 @@ impl Design {
             total: waits.count(),
             beyond,
             beyond_passed_over: d
-                .outcome_between(Outcome::PassedOver, bound_ns, u64::MAX)
+                .outcome_between(
+                    Outcome::PassedOver,
+                    bound_ns,
+                    sharing_limit(waits, bound_ns),
+                )
                 .min(beyond),
             rule: rule_of(d),
             late_slow: d.outcome_between(Outcome::Late, SLOW_NS, u64::MAX),
@@ -141,6 +145,32 @@ impl Design {
             self.late_slow, self.protected_slow
         ))
     }
+}
+
+/// The longest wait fair sharing explains: one bound per task that was
+/// queued ahead (the deepest queue seen, 16 for `9+`) and the wakee's own;
+/// no limit where the depth was not measured.
+/// A wait passed over but longer than that had something else hold the
+/// CPU too: a SCHED_FIFO hog until RT bandwidth throttled it left a
+/// sleeper waiting 950 ms with two fair tasks queued ahead.
+fn sharing_limit(waits: &Waits, bound_ns: u64) -> u64 {
+    const DEPTH_MAX: [u64; 6] = [0, 1, 2, 4, 8, 16];
+    let deepest = waits
+        .causes
+        .as_ref()
+        .map(crate::analysis::causes::Causes::of)
+        .and_then(|c| {
+            c.queue_depth[..6]
+                .iter()
+                .zip(DEPTH_MAX)
+                .filter(|(d, _)| d.count > 0)
+                .map(|(_, max)| max)
+                .max()
+        })
+        // No depth measured (fixtures: the split rides on the causes'):
+        // no limit.
+        .map_or(u64::MAX, |deepest| (deepest + 1).saturating_mul(bound_ns));
+    deepest
 }
 
 /// `5400us`, as `slow --threshold` takes it.
