@@ -103,16 +103,20 @@ impl Design {
                 "these waits are EEVDF's design ({}), not a scheduler bug: {within} within the design bound of one base slice plus one tick ({bound} here)",
                 rule_words(self.rule)
             );
+            let (one, many) = (" longer one was", " longer ones were");
             if self.beyond_passed_over > 0 {
+                let n = self.beyond_passed_over;
                 s.push_str(&format!(
-                    "; {} longer ones were passed over for other tasks first (fair sharing)",
-                    self.beyond_passed_over
+                    "; {n}{} passed over for other tasks first (fair sharing)",
+                    if n == 1 { one } else { many }
                 ));
             }
             if unexplained > 0 {
                 s.push_str(&format!(
-                    "; {unexplained} longer ones were not and are worth a look: `schedlat slow --threshold {}` names them",
-                    threshold_arg(self.bound_ns)
+                    "; {unexplained}{} not, and worth a look: `schedlat slow --threshold {}` names {}",
+                    if unexplained == 1 { one } else { many },
+                    threshold_arg(self.bound_ns),
+                    if unexplained == 1 { "it" } else { "them" }
                 ));
             }
             return s;
