@@ -23,7 +23,7 @@ use crate::{
 /// README.md's "What each line means" defines each (a test holds the two
 /// together).
 #[cfg(test)]
-pub(crate) const TERMS: [&str; 8] = [
+pub(crate) const TERMS: [&str; 16] = [
     "base slice",
     "tick",
     "passed over",
@@ -32,6 +32,14 @@ pub(crate) const TERMS: [&str; 8] = [
     "preempted",
     "next switch",
     "EEVDF",
+    "RUN_TO_PARITY",
+    "deadline",
+    "eligible",
+    "fair share",
+    "fair sharing",
+    "pid_max",
+    "steal",
+    "quota",
 ];
 
 /// The sentences, one a line.
@@ -292,6 +300,108 @@ mod tests {
             base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
             features: vec![],
             features_unknown: None,
+        }
+    }
+
+    /// README.md's "What each line means", to the next section.
+    fn readme_meanings() -> String {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("### What each line means")
+            .expect("README has \"What each line means\"");
+        let rest = &readme[start..];
+        let end = rest[4..].find("\n## ").map_or(rest.len(), |e| e + 4);
+        rest[..end].to_lowercase()
+    }
+
+    /// Issue 45: no sentence of the default depends on a term README's
+    /// "What each line means" does not define: every term of TERMS is
+    /// there, and every scheduler term the sentences can print (each
+    /// rule and outcome in words included) is one of TERMS.
+    #[test]
+    fn every_term_the_sentences_use_is_defined_in_the_readme() {
+        let meanings = readme_meanings();
+        for term in TERMS {
+            assert!(
+                meanings.contains(&term.to_lowercase()),
+                "README's \"What each line means\" does not define `{term}`"
+            );
+        }
+        // What the sentences can say: the fixtures' lines, every rule and
+        // every outcome in words.
+        let mut said = String::new();
+        for groups in [
+            &[(10_000, 686), (3_000_000, 500), (8_000_000, 400)][..],
+            &[(5_000, 3_000)],
+            &[(5_000, 50)],
+        ] {
+            let w = waits(groups);
+            let slice = Slice::fixed(1_400_000, "se.slice in /proc/self/sched");
+            let ctx = vm();
+            let mut report = Report::new(
+                crate::kernel::hook::HookMode::Btf,
+                crate::histogram::Unit::Usecs,
+                &w,
+                &slice,
+                std::time::Duration::from_secs(5),
+                true,
+            );
+            report.kernel = Some(&ctx);
+            said.push_str(&text(&report));
+        }
+        for o in schedlat_common::decision::OUTCOMES {
+            said.push_str(outcome_words(o));
+        }
+        for rule in [
+            super::super::verdict::Rule::Granted,
+            super::super::verdict::Rule::Late,
+            super::super::verdict::Rule::PassedOver,
+        ]
+        .into_iter()
+        .chain(
+            schedlat_common::decision::DECLINED
+                .iter()
+                .map(|&d| super::super::verdict::Rule::Declined(d)),
+        ) {
+            said.push_str(super::super::verdict::rule_words(rule));
+        }
+        let said = said.to_lowercase();
+        // The scheduler's vocabulary the sentences could reach for; any
+        // of it they use must be defined.
+        const JARGON: [&str; 24] = [
+            "slice",
+            "tick",
+            "passed over",
+            "protected",
+            "bound",
+            "preempt",
+            "switch",
+            "eevdf",
+            "run_to_parity",
+            "deadline",
+            "eligible",
+            "fair share",
+            "fair sharing",
+            "pid_max",
+            "steal",
+            "quota",
+            "lag",
+            "vruntime",
+            "cfs",
+            "need_resched",
+            "granted",
+            "declined",
+            "holder",
+            "sched_",
+        ];
+        for word in JARGON {
+            if said.contains(word) {
+                assert!(
+                    TERMS.iter().any(|t| t.to_lowercase().contains(word))
+                        && meanings.contains(word),
+                    "the sentences use `{word}`, which README's \"What each line means\" does not define"
+                );
+            }
         }
     }
 

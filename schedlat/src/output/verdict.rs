@@ -250,9 +250,11 @@ pub(crate) fn rule_words(rule: Rule) -> &'static str {
         Rule::Declined(Decision::NotEligible) => {
             "the woken task had run ahead of its fair share and was not eligible"
         }
-        Rule::Declined(Decision::PolicyGate) => "SCHED_BATCH and SCHED_IDLE wakeups do not preempt",
+        Rule::Declined(Decision::PolicyGate) => {
+            "the woken task's policy (batch or idle) does not preempt"
+        }
         Rule::Declined(Decision::OtherClass) => "a real-time task held the CPU",
-        Rule::Declined(_) => "a fair-class rule declined the wakeup",
+        Rule::Declined(_) => "a fair-class rule kept the running task on the CPU",
     }
 }
 
