@@ -159,7 +159,7 @@ impl Design {
 /// sleeper waiting 950 ms with two fair tasks queued ahead.
 fn sharing_limit(waits: &Waits, bound_ns: u64) -> u64 {
     const DEPTH_MAX: [u64; 6] = [0, 1, 2, 4, 8, 16];
-    let deepest = waits
+    waits
         .causes
         .as_ref()
         .map(crate::analysis::causes::Causes::of)
@@ -173,8 +173,7 @@ fn sharing_limit(waits: &Waits, bound_ns: u64) -> u64 {
         })
         // No depth measured (fixtures: the split rides on the causes'):
         // no limit.
-        .map_or(u64::MAX, |deepest| (deepest + 1).saturating_mul(bound_ns));
-    deepest
+        .map_or(u64::MAX, |deepest| (deepest + 1).saturating_mul(bound_ns))
 }
 
 /// `5400us`, as `slow --threshold` takes it.
