@@ -65,13 +65,12 @@ impl Design {
             bound_ns,
             total: waits.count(),
             beyond,
-            beyond_passed_over: d
-                .outcome_between(
-                    Outcome::PassedOver,
-                    bound_ns,
-                    sharing_limit(waits, bound_ns),
-                )
-                .min(beyond),
+            beyond_passed_over: if sharing_explains(d, bound_ns) {
+                d.outcome_between(Outcome::PassedOver, bound_ns, u64::MAX)
+                    .min(beyond)
+            } else {
+                0
+            },
             rule: rule_of(d),
             late_slow: d.outcome_between(Outcome::Late, SLOW_NS, u64::MAX),
             protected_slow: protected_slow(d),
@@ -151,29 +150,16 @@ impl Design {
     }
 }
 
-/// The longest wait fair sharing explains: one bound per task that was
-/// queued ahead (the deepest queue seen, 16 for `9+`) and the wakee's own;
-/// no limit where the depth was not measured.
-/// A wait passed over but longer than that had something else hold the
-/// CPU too: a SCHED_FIFO hog until RT bandwidth throttled it left a
-/// sleeper waiting 950 ms with two fair tasks queued ahead.
-fn sharing_limit(waits: &Waits, bound_ns: u64) -> u64 {
-    const DEPTH_MAX: [u64; 6] = [0, 1, 2, 4, 8, 16];
-    waits
-        .causes
-        .as_ref()
-        .map(crate::analysis::causes::Causes::of)
-        .and_then(|c| {
-            c.queue_depth[..6]
-                .iter()
-                .zip(DEPTH_MAX)
-                .filter(|(d, _)| d.count > 0)
-                .map(|(_, max)| max)
-                .max()
-        })
-        // No depth measured (fixtures: the split rides on the causes'):
-        // no limit.
-        .map_or(u64::MAX, |deepest| (deepest + 1).saturating_mul(bound_ns))
+/// Whether fair sharing explains the passed-over waits: each pass-over is
+/// another task's turn, at most one bound long, so the passed-over waits
+/// together last no longer than one bound per pass-over plus one per wait.
+/// A SCHED_FIFO hog until RT bandwidth throttled it left a sleeper waiting
+/// 950 ms with two fair tasks ahead, which this refuses; six loops and
+/// other builds on the CPU (260 ms waits behind 50 pass-overs) pass it.
+fn sharing_explains(d: &DecisionCounts, bound_ns: u64) -> bool {
+    let waits = d.outcome_between(Outcome::PassedOver, 0, u64::MAX);
+    let time = d.outcome_sum_ns[Outcome::PassedOver as usize];
+    time <= (d.passes + waits).saturating_mul(bound_ns)
 }
 
 /// `5400us`, as `slow --threshold` takes it.
@@ -268,7 +254,19 @@ mod tests {
     };
 
     fn run(groups: &[fixtures::Group]) -> Waits {
-        let s = fixtures::stats(groups);
+        let mut s = fixtures::stats(groups);
+        // Each group's pass-overs, at its class's least.
+        s.passes = groups
+            .iter()
+            .map(|g| {
+                g.n * match g.pass {
+                    Pass::One => 1,
+                    Pass::Two => 2,
+                    Pass::ThreePlus => 3,
+                    _ => 0,
+                }
+            })
+            .sum();
         let shape: Vec<(u64, u64)> = groups.iter().map(|g| (g.each_ns, g.n)).collect();
         let mut w = crate::analysis::shape::tests::waits(&shape);
         w.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]));
@@ -365,6 +363,26 @@ mod tests {
             s.ends_with("; 100 longer ones were passed over for other tasks first (fair sharing)"),
             "{s}"
         );
+    }
+
+    /// Passed over, but far longer than the turns of the tasks ahead:
+    /// something else held the CPU (the RT-throttled hog's case).
+    #[test]
+    fn waits_too_long_for_their_pass_overs_are_not_fair_sharing() {
+        let w = run(&[
+            waits(150, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                4,
+                950_000_000,
+                Decision::Requested,
+                Pass::Two,
+                Holder::Blocked,
+            ),
+        ]);
+        let d = Design::of(&w, 5_400_000, 4).unwrap();
+        assert_eq!(d.beyond_passed_over, 0);
+        assert!(!d.is_design());
+        assert!(d.sentence().contains("worth reporting"), "{}", d.sentence());
     }
 
     #[test]
