@@ -7,7 +7,7 @@
     selector: 'job="schedlat"',
     // rate() window of the recording rules. Keep it at least four scrape
     // intervals: a per-key series is only exported in scrapes after the key
-    // waited (README, "Per cgroup, per process, and a fleet").
+    // waited (docs/prometheus.md, "Per cgroup, per process, and a fleet").
     rateWindow: '5m',
 
     // The workload levels of the per-cgroup family, finest last. The labels

@@ -473,7 +473,7 @@ fn steal_and_irq_follow_the_kernels_accounting() {
     let v = traced(&[], || {
         named_sleeper(cpu, Duration::from_millis(1), 500, "causes-irq");
     });
-    let (status, text, err) = common::run_schedlat(&["1", "1"]);
+    let (status, text, err) = common::run_schedlat(&["-v", "1", "1"]);
     drop(hogs);
     assert!(status.success(), "{err}");
     let o = &causes(&v)["overlap_ns"];
@@ -519,7 +519,7 @@ fn no_causes_measures_none_and_says_null() {
         .unwrap_or_else(|| panic!("no JSON: {out}"));
     assert!(v["count"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v.get("causes"), Some(&Value::Null), "{v}");
-    let (status, text, err) = common::run_schedlat(&["--no-causes", "1", "1"]);
+    let (status, text, err) = common::run_schedlat(&["-v", "--no-causes", "1", "1"]);
     drop(hogs);
     assert!(status.success(), "{err}");
     assert!(

@@ -47,9 +47,19 @@ fn help_teaches_the_measurement_and_exit_codes() {
         "--json",
         "--hook",
         "Exit status",
+        // Issue 45: -v and the guide, which is a page that exists.
+        "--verbose",
+        "docs/guide.md",
+        "/usr/share/doc/schedlat/docs/guide.md",
     ] {
         assert!(stdout.contains(needle), "--help lacks {needle}:\n{stdout}");
     }
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide.md");
+    assert!(
+        guide.is_file(),
+        "--help points at {}, which is missing",
+        guide.display()
+    );
 }
 
 /// Issue 4: every filter and breakdown option is explained in one line of

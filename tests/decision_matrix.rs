@@ -319,7 +319,7 @@ fn the_rule_that_declines_a_fair_wakeup_is_this_kernels() {
     let interval = traced(case.tid, Duration::from_secs(3));
     // The text report of the same case: its decision block and the
     // kernel's context, on every kernel.
-    let (status, text, stderr) = run_schedlat(&["-t", &tid, "2", "1"]);
+    let (status, text, stderr) = run_schedlat(&["-v", "-t", &tid, "2", "1"]);
     drop(case);
     assert!(status.success(), "{stderr}");
     let d = decision(&interval);
@@ -401,7 +401,7 @@ fn the_report_says_the_kernels_scheduling_context() {
     if !require_root() {
         return;
     }
-    let (status, text, stderr) = run_schedlat(&["1", "1"]);
+    let (status, text, stderr) = run_schedlat(&["-v", "1", "1"]);
     assert!(status.success(), "{stderr}");
     let context: Vec<&str> = text
         .lines()

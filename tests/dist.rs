@@ -24,7 +24,7 @@ const COMMANDS: [&str; 7] = [
     "record", "diagnose", "top", "compare", "serve", "victims", "slow",
 ];
 
-/// The oldest glibc the README promises.
+/// The oldest glibc docs/deploy.md promises.
 const OLDEST_GLIBC: (u32, u32) = (2, 34);
 
 /// An unused uid/gid in systemd's DynamicUser range (61184-65519): the
@@ -187,7 +187,7 @@ fn installed_binary_needs_only_glibc_2_34() {
         .expect("GLIBC_ symbol versions");
     assert!(
         newest <= OLDEST_GLIBC,
-        "the binary needs glibc {}.{}, newer than the README's {}.{}",
+        "the binary needs glibc {}.{}, newer than docs/deploy.md's {}.{}",
         newest.0,
         newest.1,
         OLDEST_GLIBC.0,
@@ -206,7 +206,7 @@ fn installed_binary_runs_help_and_one_histogram() {
     assert!(help.contains("Usage: schedlat"), "{help}");
     assert!(!help.contains("__generate"), "{help}");
 
-    let out = run(Command::new(&binary).args(["1", "1"]));
+    let out = run(Command::new(&binary).args(["-v", "1", "1"]));
     let text = stdout(&out);
     assert!(
         text.contains("usecs") && text.contains("distribution"),
@@ -301,7 +301,7 @@ fn setpriv_caps(caps: &str) -> String {
         .join(",")
 }
 
-/// The arguments of the README's `sudo setpriv ...` block (running the
+/// The arguments of docs/deploy.md's `sudo setpriv ...` block (running the
 /// service without systemd), continuation lines joined, `sudo setpriv` cut.
 fn readme_setpriv_line(readme: &str) -> Vec<String> {
     let mut lines = readme.lines();
@@ -325,7 +325,7 @@ fn readme_setpriv_line(readme: &str) -> Vec<String> {
     }
     assert!(
         words.len() > 2,
-        "the README has no `sudo setpriv ...` line for running the service without systemd"
+        "docs/deploy.md has no `sudo setpriv ...` line for running the service without systemd"
     );
     words.drain(..2);
     words
@@ -381,7 +381,7 @@ fn service_runs_unprivileged_with_only_the_units_capabilities() {
     let caps = setpriv_caps(ambient);
 
     // The exact ExecStart as the unit's user, with its capabilities: the
-    // README's line for hosts without systemd, which must say exactly that.
+    // line docs/deploy.md gives hosts without systemd, which must say exactly that.
     let exec: Vec<&str> = setting(&settings, "ExecStart").split_whitespace().collect();
     assert_eq!(exec[0], "/usr/bin/schedlat");
     let expected: Vec<String> = [
@@ -396,11 +396,13 @@ fn service_runs_unprivileged_with_only_the_units_capabilities() {
     .into_iter()
     .chain(exec.iter().map(|w| w.to_string()))
     .collect();
-    let readme = fs::read_to_string(root.join("usr/share/doc/schedlat/README.md")).unwrap();
-    let line = readme_setpriv_line(&readme);
+    // The line sits in docs/deploy.md ("Install from a package"), which
+    // the package installs beside the README.
+    let deploy = fs::read_to_string(root.join("usr/share/doc/schedlat/docs/deploy.md")).unwrap();
+    let line = readme_setpriv_line(&deploy);
     assert_eq!(
         line, expected,
-        "the README's setpriv line is not the unit's ExecStart, user and capabilities"
+        "docs/deploy.md's setpriv line is not the unit's ExecStart, user and capabilities"
     );
     // Run as written, the binary taken from the unpacked package.
     let mut cmd = Command::new("setpriv");

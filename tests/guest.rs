@@ -34,7 +34,7 @@ fn check_loads_and_reports(hook: &str, mode: &str) {
     if !require_root() {
         return;
     }
-    let (status, out, err) = common::run_schedlat(&["--hook", hook, "1", "1"]);
+    let (status, out, err) = common::run_schedlat(&["-v", "--hook", hook, "1", "1"]);
     assert!(
         status.success(),
         "--hook {hook} on {}: {}\n{err}",
@@ -823,7 +823,8 @@ fn the_report_names_the_scheduler_mechanisms() {
         }
         Err(_) => assert!(m["sched_ext"].is_null(), "{release}: {m}"),
     }
-    let (status, text, stderr) = common::run_schedlat(&["1", "1"]);
+    // The kernel's lines are -v's.
+    let (status, text, stderr) = common::run_schedlat(&["-v", "1", "1"]);
     assert!(status.success(), "{stderr}");
     let line = text
         .lines()

@@ -273,7 +273,7 @@ fn file_capabilities_without_the_effective_flag_are_raised_or_named() {
             ])
             .args(extra)
             .arg(&binary)
-            .args(["1", "1"]))
+            .args(["-v", "1", "1"]))
     };
     let granted = as_nonroot("+bpf,+perfmon", &[]);
     assert!(granted.status.success(), "{}", text(&granted));
@@ -374,7 +374,7 @@ fn image_runs_under_containerds_default_seccomp_profile() {
     let out = run(cmd
         .arg(image)
         .arg(format!("schedlat-test-{}", std::process::id()))
-        .args(["/usr/bin/schedlat", "1", "1"]));
+        .args(["/usr/bin/schedlat", "-v", "1", "1"]));
     let _ = run(ctr().args(["image", "rm", image]));
     drop(daemon);
     let report = text(&out);

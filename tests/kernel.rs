@@ -254,7 +254,7 @@ fn interval_and_count_print_count_reports_then_exit() {
     if !require_root() {
         return;
     }
-    let tracer = TracerProcess::start(SCHEDLAT, &["-T", "1", "2"]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["-v", "-T", "1", "2"]);
     let (status, lines) = tracer.finish();
     assert!(status.success());
     let summaries = lines.iter().filter(|l| l.starts_with("total ")).count();
@@ -274,7 +274,7 @@ fn signals_flush_the_final_histogram() {
         return;
     }
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        let tracer = TracerProcess::start(SCHEDLAT, &[]);
+        let tracer = TracerProcess::start(SCHEDLAT, &["-v"]);
         workload::ping_pong(workload::workload_cpu(), 2_000);
         let (status, lines) = tracer.stop_with(signal);
         assert!(status.success(), "signal {signal}: {status}");

@@ -26,8 +26,9 @@ use common::{SCHEDLAT, http, require_root, serve::Server, workload};
 use form::Sample;
 
 /// Every sample name the tests below check.
-const CHECKED: [&str; 11] = [
+const CHECKED: [&str; 12] = [
     "first-run",
+    "first-run-verbose",
     "causes",
     "causes-tail",
     "waking",
@@ -58,6 +59,39 @@ fn marked_samples() -> BTreeMap<String, Vec<Sample>> {
         }
     }
     samples
+}
+
+/// Issue 45: the README is a front door of at most 500 lines, and every
+/// page of docs/ it links to exists (no root needed).
+#[test]
+fn the_readme_is_short_and_its_index_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 500, "README.md has {lines} lines, more than 500");
+    let mut linked = 0;
+    for (i, _) in readme.match_indices("](docs/") {
+        let target = &readme[i + 2..];
+        let end = target.find([')', '#']).unwrap();
+        let page = &target[..end];
+        assert!(
+            root.join(page).is_file(),
+            "README links to {page}, which is missing"
+        );
+        linked += 1;
+    }
+    for page in [
+        "docs/guide.md",
+        "docs/prometheus.md",
+        "docs/performance.md",
+        "docs/deploy.md",
+    ] {
+        assert!(
+            readme.contains(&format!("[{page}]({page})")),
+            "README's index does not list {page}"
+        );
+    }
+    assert!(linked >= 10, "only {linked} links to docs/ in the README");
 }
 
 /// No sample is marked that no test checks, and each name checked is
@@ -195,12 +229,23 @@ fn the_readmes_samples_have_the_programs_form() {
     let _load = Load::start();
     let me = std::process::id().to_string();
 
-    let first = run(&["-T", "2", "1"], None);
-    check(&samples, "first-run", &first);
-    check(&samples, "causes", &first);
-    check(&samples, "causes-tail", &first);
-    check(&samples, "waking", &run(&["--waking", "2", "1"], None));
-    check(&samples, "histogram-p", &run(&["-p", &me, "2", "1"], None));
+    // The README's first run is the default (the sentences); the guide's
+    // and the causes' excerpts are `-v`'s tables.
+    check(&samples, "first-run", &run(&["2", "1"], None));
+    let verbose = run(&["-v", "-T", "2", "1"], None);
+    check(&samples, "first-run-verbose", &verbose);
+    check(&samples, "causes", &verbose);
+    check(&samples, "causes-tail", &verbose);
+    check(
+        &samples,
+        "waking",
+        &run(&["-v", "--waking", "2", "1"], None),
+    );
+    check(
+        &samples,
+        "histogram-p",
+        &run(&["-v", "-p", &me, "2", "1"], None),
+    );
     let victims = run(&["victims", "-p", &me, "--top", "3", "2", "1"], None);
     check(&samples, "victims", &victims);
     check(&samples, "victims-trimmed", &victims);
@@ -276,7 +321,7 @@ fn is_task_row(line: &str) -> bool {
 }
 
 /// Issue 28: the `/metrics` sample's lines exist, in that order, and every
-/// family of the README's table has the type the exposition gives it
+/// family of docs/prometheus.md's table has the type the exposition gives it
 /// (`schedlat_info` was said to be an info; in the text format it is a
 /// gauge).
 #[test]
@@ -299,9 +344,10 @@ fn the_readmes_metrics_sample_and_table_are_the_exposition() {
     }
 
     // The table's rows: `| `name{labels}` | type | meaning |`.
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/prometheus.md"),
+    )
+    .unwrap();
     let types = |exposition: &str| -> BTreeMap<String, String> {
         exposition
             .lines()
@@ -332,7 +378,7 @@ fn the_readmes_metrics_sample_and_table_are_the_exposition() {
             assert_eq!(
                 documented.split_whitespace().next(),
                 Some(real.as_str()),
-                "README says `{name}` is `{documented}`; the text format says {real}"
+                "docs/prometheus.md says `{name}` is `{documented}`; the text format says {real}"
             );
         }
     }

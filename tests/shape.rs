@@ -155,7 +155,7 @@ fn the_histogram_mode_prints_percentiles_and_a_verdict() {
     if !require_root() {
         return;
     }
-    let tracer = TracerProcess::start(SCHEDLAT, &[]);
+    let tracer = TracerProcess::start(SCHEDLAT, &["-v"]);
     workload::ping_pong(workload::workload_cpu(), 2_000);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success());

@@ -36,6 +36,13 @@ pub(crate) struct HistogramArgs {
     /// One JSON object per interval on stdout (JSON Lines; schema in docs/json.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Under the short report, the full tables: the cause split, the
+    /// scheduler's decision split with the verdict's reasons, and the
+    /// kernel's context (docs/guide.md, "Reading the output"). --json
+    /// always has everything
+    #[arg(short = 'v', long, conflicts_with = "json")]
+    pub verbose: bool,
 }
 
 /// How schedlat reaches the kernel; flattened into every command that
@@ -146,6 +153,7 @@ impl HistogramArgs {
             timestamp: self.timestamp,
             unit: unit(self.milliseconds),
             json: self.json,
+            verbose: self.verbose,
         }
     }
 }

@@ -23,8 +23,15 @@ Examples:
   schedlat              # summarize run queue latency until Ctrl-C
   schedlat 1 10         # print 1-second summaries, 10 times
   schedlat -mT 1        # 1s summaries, milliseconds, and timestamps
+  schedlat -v 5 1       # the sentences, then the full cause and decision tables
   schedlat --json 5 1   # one 5-second interval as a JSON object
   schedlat --hook tp    # use classic tracepoints instead of tp_btf
+
+Under the table, at most six sentences say what the waits were like, their
+shape, the main cause, what the scheduler decided, the design bound and the
+verdict (README.md, \"What each line means\"). The guide walks through
+every command and how to read its output: docs/guide.md, installed as
+/usr/share/doc/schedlat/docs/guide.md.
 
 A wait is the time from the moment a task becomes runnable (woken, or
 preempted while still runnable) to the moment it is switched in: time spent

@@ -46,6 +46,8 @@ pub(crate) struct HistogramOptions {
     pub timestamp: bool,
     pub unit: Unit,
     pub json: bool,
+    /// `-v`: the full split tables under the short report.
+    pub verbose: bool,
 }
 
 /// `schedlat record -o FILE DURATION`: one interval of DURATION seconds,
@@ -72,6 +74,7 @@ pub(crate) async fn record(
         timestamp: false,
         unit,
         json: false,
+        verbose: false,
     };
     let ended = run(
         &histogram,
@@ -193,7 +196,7 @@ async fn run(
                 let ts = ts.map(|t| format!("\n{t:<8}")).unwrap_or_default();
                 format!("{ts}{}", output::breakdown::text(keys, unit))
             }
-            (None, false) => output::text::render(&report, ts.as_deref()),
+            (None, false) => output::text::render(&report, ts.as_deref(), cli.verbose),
         };
         if let (Some(pairs), false) = (&pairs, cli.json) {
             text.push_str(&output::pairs::render_text(pairs));

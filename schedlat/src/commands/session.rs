@@ -25,7 +25,7 @@ use crate::{
         loader::KernelAccess,
         modes::Modes,
     },
-    sys::{mounts::Mounts, workload::level::Level},
+    sys::{mounts::Mounts, notice, workload::level::Level},
 };
 
 /// How a run ended, for the exit status.
@@ -105,15 +105,19 @@ pub(crate) fn attach_resolved(
     }
     // On a hybrid host per-cgroup keys are the groups of the cpu
     // controller's v1 hierarchy, not the cgroup v2 ones a user may have in
-    // mind: said at start by every mode that keys by cgroup.
+    // mind: said by every mode that keys by cgroup, once per boot and mode
+    // (sys/notice.rs), not at every run.
     let by_cgroup = modes.keyed.is_some_and(|k| k.by == Breakdown::Cgroup);
     if let Some(h) = tracer.cgroup_hierarchy.as_ref().filter(|_| by_cgroup)
         && let Some(other) = h.other_groups(&Mounts::read())
     {
-        say!(
-            "schedlat: per-cgroup keys are the groups of {}; {other}",
+        let notice = format!(
+            "schedlat: per-cgroup keys are the groups of {}; {other} (said once per boot and mode)",
             h.describe()
         );
+        if notice::first_time(&notice::this_mode(), &notice) {
+            say!("{notice}");
+        }
     }
     Ok(tracer)
 }

@@ -7,8 +7,8 @@
 //!
 //! Level 1 (flate2's `fast`): the exposition repeats each series' labels
 //! on every line, so the fastest level already compresses the text about
-//! twentyfold; its CPU is measured in README's "The size of a
-//! `--cgroups` scrape" (about 0.7 ms per MB of text on the project's VM).
+//! twentyfold; its CPU is measured in docs/prometheus.md's "The size of
+//! a `--cgroups` scrape" (about 0.7 ms per MB of text on the project's VM).
 
 use std::io::Write;
 

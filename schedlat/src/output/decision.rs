@@ -9,9 +9,11 @@ use schedlat_common::decision::{
 };
 use serde_json::{Value, json};
 
+use super::verdict::Design;
 use crate::{
     analysis::fmt_ns,
     histogram::{DecisionFacts, KeyDecisionCounts, Waits},
+    sys::sched_context::SchedContext,
 };
 
 /// The name of a decision class in text and JSON.
@@ -120,6 +122,25 @@ pub(crate) fn text(waits: &Waits) -> String {
     } else if d.facts.fair == FAIR_CFS && d.declined() > 0 {
         out.push_str(CFS_NOTE);
         out.push('\n');
+    }
+    out
+}
+
+/// The decision block's verdict in words (verdict.rs), indented under
+/// it: whether the waits are the design, and when the slow ones were late
+/// or protected, what decides which and the remedy of each; empty without
+/// the split, a bound, or an EEVDF kernel.
+pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits) -> String {
+    let Some(bound) = kernel.design_bound_ns() else {
+        return String::new();
+    };
+    let beyond = crate::analysis::shape::slow_waits(waits, bound);
+    let Some(design) = Design::of(waits, bound, beyond) else {
+        return String::new();
+    };
+    let mut out = format!("  verdict: {}\n", design.sentence());
+    if let Some(why) = design.late_or_protected() {
+        let _ = writeln!(out, "  {why}");
     }
     out
 }

@@ -93,11 +93,19 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             let _ = writeln!(out, "   shape: {}", t.shape.summary);
             let _ = writeln!(out, "   {}", causes_line::line(&t.waits));
             let decision = output::decision::text(&t.waits);
-            let kernel = t
-                .kernel
-                .as_ref()
-                .map_or(String::new(), |k| output::kernel_context::text(k, &t.waits));
-            for line in decision.lines().chain(kernel.lines()) {
+            // The verdict in words (design or not, and late or protected)
+            // under the split it comes from.
+            let (verdict, kernel) = t.kernel.as_ref().map_or_else(Default::default, |k| {
+                (
+                    output::decision::verdict_text(k, &t.waits),
+                    output::kernel_context::text(k, &t.waits),
+                )
+            });
+            for line in decision
+                .lines()
+                .chain(verdict.lines())
+                .chain(kernel.lines())
+            {
                 let _ = writeln!(out, "   {line}");
             }
             match &t.victims {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::{
     analysis::{fmt_ns, shape::slow_waits},
     histogram::Waits,
-    sys::sched_context::SchedContext,
+    sys::{sched_context, sched_context::SchedContext},
 };
 
 /// Four lines: `kernel: ...`, the features, the mechanisms of 6.12 and
@@ -35,37 +35,11 @@ pub(crate) fn text(c: &SchedContext, waits: &Waits) -> String {
         fmt_ns(slice.ns),
         slice.source
     );
-    let known: Vec<String> = c
-        .features
-        .iter()
-        .filter_map(|(name, on)| {
-            on.map(|on| {
-                if on {
-                    name.clone()
-                } else {
-                    format!("NO_{name}")
-                }
-            })
-        })
-        .collect();
-    let unknown: Vec<&str> = c
-        .features
-        .iter()
-        .filter(|(_, on)| on.is_none())
-        .map(|(name, _)| name.as_str())
-        .collect();
-    let mut features = known.join(" ");
-    if !unknown.is_empty() {
-        if !features.is_empty() {
-            features.push_str("; ");
-        }
-        let why = c
-            .features_unknown
-            .as_deref()
-            .map_or(String::new(), |why| format!(" ({why})"));
-        let _ = write!(features, "{} unknown{why}", unknown.join(" "));
-    }
-    let _ = writeln!(out, "  features: {features}");
+    let _ = writeln!(
+        out,
+        "  features: {}",
+        features_text(c, sched_context::debugfs_allowed())
+    );
     let _ = writeln!(out, "  scheduler: {}", c.mechanisms.summary());
     match c.design_bound_ns() {
         Some(bound) => {
@@ -95,6 +69,61 @@ pub(crate) fn text(c: &SchedContext, waits: &Waits) -> String {
     }
     out
 }
+
+/// The features read, `NO_` where off; those not read are said unknown
+/// apart, with the reason, and a hint only where it works on this boot
+/// (`allowed`: whether lockdown lets debugfs be read, and its mode).
+fn features_text(c: &SchedContext, allowed: (Option<bool>, Option<String>)) -> String {
+    let known: Vec<String> = c
+        .features
+        .iter()
+        .filter_map(|(name, on)| {
+            on.map(|on| {
+                if on {
+                    name.clone()
+                } else {
+                    format!("NO_{name}")
+                }
+            })
+        })
+        .collect();
+    let unknown: Vec<&str> = c
+        .features
+        .iter()
+        .filter(|(_, on)| on.is_none())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if unknown.is_empty() {
+        return known.join(" ");
+    }
+    let why = match c.features_unknown.as_deref() {
+        Some(why) if why.starts_with("debugfs is not mounted") => match allowed {
+            (Some(true), _) => {
+                format!("debugfs is not mounted; as root: mount -t debugfs none {DEBUGFS}")
+            }
+            (Some(false), mode) => format!(
+                "debugfs is not mounted, and kernel lockdown ({}) refuses it: not readable on this boot",
+                mode.unwrap_or_default()
+            ),
+            (None, _) => format!(
+                "debugfs is not mounted; as root, where kernel lockdown allows it: mount -t debugfs none {DEBUGFS}"
+            ),
+        },
+        Some(why) => why.to_string(),
+        None => "not in this kernel's list".to_string(),
+    };
+    if known.is_empty() {
+        format!("unknown ({why})")
+    } else {
+        format!(
+            "{}; not read: {} ({why})",
+            known.join(" "),
+            unknown.join(" ")
+        )
+    }
+}
+
+const DEBUGFS: &str = "/sys/kernel/debug";
 
 /// The `kernel` object of a JSON interval.
 pub(crate) fn json(c: &SchedContext, waits: &Waits) -> Value {
@@ -169,10 +198,22 @@ mod tests {
         );
         assert!(text.contains("base slice 1.40 ms (se.slice"), "{text}");
         assert!(
-            text.contains(
-                "RUN_TO_PARITY PREEMPT_SHORT NEXT_BUDDY PLACE_LAG unknown (/sys/kernel/debug"
-            ),
+            text.contains("features: unknown (/sys/kernel/debug/sched/features: Operation"),
             "{text}"
+        );
+        // Issue 45: the names of features not read no longer lead the
+        // line (they read as "on"), and the mount hint is given only where
+        // lockdown lets it work.
+        let mut unmounted = vm();
+        unmounted.features_unknown =
+            Some("debugfs is not mounted at /sys/kernel/debug: mount".into());
+        assert_eq!(
+            features_text(&unmounted, (Some(false), Some("integrity".into()))),
+            "unknown (debugfs is not mounted, and kernel lockdown (integrity) refuses it: not readable on this boot)"
+        );
+        assert_eq!(
+            features_text(&unmounted, (Some(true), Some("none".into()))),
+            "unknown (debugfs is not mounted; as root: mount -t debugfs none /sys/kernel/debug)"
         );
         assert!(
             text.contains("design bound 5.40 ms (base slice + one tick): 400 of 1586 waits (25.2%) beyond it, not explained by the design"),
@@ -194,7 +235,9 @@ mod tests {
         c.features[2].1 = Some(false);
         let text = text(&c, &waits(&[(10_000, 300)]));
         assert!(
-            text.contains("features: RUN_TO_PARITY NO_NEXT_BUDDY; PREEMPT_SHORT PLACE_LAG unknown"),
+            text.contains(
+                "features: RUN_TO_PARITY NO_NEXT_BUDDY; not read: PREEMPT_SHORT PLACE_LAG"
+            ),
             "{text}"
         );
         assert!(text.contains("design bound unknown"), "{text}");

@@ -3,6 +3,7 @@
 //! the diagnosis, recordings and dumps, and `schedlat top`'s terminal view.
 
 pub(crate) mod breakdown;
+pub(crate) mod brief;
 pub(crate) mod causes;
 pub(crate) mod causes_line;
 pub(crate) mod check;
@@ -23,6 +24,7 @@ pub(crate) mod row_decision;
 pub(crate) mod slow;
 pub(crate) mod text;
 pub(crate) mod top;
+pub(crate) mod verdict;
 pub(crate) mod victims;
 pub(crate) mod workload;
 

@@ -50,14 +50,25 @@ fn push_stars(out: &mut String, val: u64, val_max: u64, width: usize) {
 }
 
 /// The whole text block for one interval: optional timestamp line (`-T`),
-/// the table, and the summary.
-pub(crate) fn render(report: &Report, timestamp: Option<&str>) -> String {
+/// the table, the short report in sentences (brief.rs), and with
+/// `verbose` (`-v`) the full split tables under it.
+pub(crate) fn render(report: &Report, timestamp: Option<&str>, verbose: bool) -> String {
     let mut out = String::from("\n");
     if let Some(ts) = timestamp {
         let _ = writeln!(out, "{ts:<8}");
     }
     out.push_str(&log2_table(&report.waits.log2_slots(), report.unit.label()));
-    out.push_str(&summary(report));
+    out.push_str(&super::brief::text(report));
+    if verbose {
+        out.push_str(&details(report));
+    }
+    out
+}
+
+/// `-v`'s lines: the summary, the percentiles, the shape, the cause and
+/// decision splits (with the verdict in words), the kernel's context.
+pub(crate) fn details(report: &Report) -> String {
+    let mut out = summary(report);
     if let Some(p) = &report.percentiles {
         out.push_str(&percentile_line(p));
     }
@@ -67,6 +78,7 @@ pub(crate) fn render(report: &Report, timestamp: Option<&str>) -> String {
     }
     out.push_str(&super::decision::text(report.waits));
     if let Some(kernel) = report.kernel {
+        out.push_str(&super::decision::verdict_text(kernel, report.waits));
         out.push_str(&super::kernel_context::text(kernel, report.waits));
     }
     out

@@ -9,6 +9,7 @@ pub mod findings;
 pub mod host;
 pub mod kernel_facts;
 pub mod mounts;
+pub mod notice;
 pub mod own_limits;
 pub mod owned_dir;
 pub mod process_name;

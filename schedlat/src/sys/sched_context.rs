@@ -125,6 +125,40 @@ fn features_unreadable(kind: std::io::ErrorKind, mounts: &str) -> String {
     }
 }
 
+/// Whether mounting debugfs would let the features be read on this boot:
+/// kernel lockdown (securityfs' `lockdown`, or `lockdown=` on the kernel
+/// command line) refuses debugfs to root too, so advice to mount it is
+/// only given where lockdown is off. Some(false) names the mode; None
+/// where neither says.
+pub fn debugfs_allowed() -> (Option<bool>, Option<String>) {
+    lockdown_state(
+        fs::read_to_string("/sys/kernel/security/lockdown")
+            .ok()
+            .as_deref(),
+        &fs::read_to_string("/proc/cmdline").unwrap_or_default(),
+    )
+}
+
+fn lockdown_state(securityfs: Option<&str>, cmdline: &str) -> (Option<bool>, Option<String>) {
+    // securityfs lists every mode with the current one in brackets:
+    // `[none] integrity confidentiality`.
+    if let Some(text) = securityfs
+        && let (Some(a), Some(b)) = (text.find('['), text.find(']'))
+        && a < b
+    {
+        let mode = &text[a + 1..b];
+        return (Some(mode == "none"), Some(mode.to_string()));
+    }
+    match cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("lockdown="))
+    {
+        Some("none") => (Some(true), None),
+        Some(mode) => (Some(false), Some(mode.to_string())),
+        None => (None, None),
+    }
+}
+
 /// The features as debugfs lists them: `NAME` on, `NO_NAME` off.
 fn features_of(text: &str) -> Vec<(String, Option<bool>)> {
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -235,6 +269,26 @@ mod tests {
         let cfs = features_of("GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY LAST_BUDDY");
         assert_eq!(cfs[0].1, None);
         assert_eq!(cfs[2].1, Some(false));
+    }
+
+    #[test]
+    fn lockdown_is_read_from_securityfs_then_the_command_line() {
+        assert_eq!(
+            lockdown_state(
+                Some("[none] integrity confidentiality\n"),
+                "lockdown=integrity"
+            ),
+            (Some(true), Some("none".into()))
+        );
+        assert_eq!(
+            lockdown_state(Some("none [confidentiality]\n"), ""),
+            (Some(false), Some("confidentiality".into()))
+        );
+        assert_eq!(
+            lockdown_state(None, "root=/dev/vda lockdown=integrity quiet"),
+            (Some(false), Some("integrity".into()))
+        );
+        assert_eq!(lockdown_state(None, "root=/dev/vda"), (None, None));
     }
 
     #[test]

@@ -64,9 +64,13 @@ fn read_results(path: &Path) -> Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-/// README.md and every page under docs/.
+/// README.md, every page under docs/, and the DaemonSet (its comments
+/// say what it costs).
 fn pages(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut pages = vec![root.join("README.md")];
+    let mut pages = vec![
+        root.join("README.md"),
+        root.join("deploy/kubernetes/base/daemonset.yaml"),
+    ];
     for entry in fs::read_dir(root.join("docs")).context("listing docs/")? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "md") {
@@ -124,6 +128,9 @@ fn block(name: &str, bench: &Value) -> Result<String> {
         "filtered" => Ok(filtered_sentence(&runs)),
         "waking" => Ok(waking_sentence(&runs)),
         "ready-causes" => Ok(ready_causes_sentence(&runs)),
+        "cost" => cost_paragraph(&runs, bench),
+        "deploy-cost" => Ok(format!("{}\n", deploy_cost(&runs)?)),
+        "daemonset-cost" => Ok(yaml_comment(&deploy_cost(&runs)?, "          ")),
         other => bail!("no block named `{other}` (see xtask/src/bench/docs.rs)"),
     }
 }
@@ -365,6 +372,131 @@ fn ready_causes_sentence(runs: &Kept) -> String {
         thousands(runs.levels[0].threads),
         with / runqlat
     )
+}
+
+/// The README's paragraph of what the default and the DaemonSet's
+/// configuration (`serve --cgroups`) cost, each against runqlat in the
+/// same run: per switch, the load's overhead, per system call where the
+/// run timed them (`syscall_ns` of a mode's summary: what the tracer adds
+/// to each system call of every process), memory and start-up.
+fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
+    let first = &runs.levels[0].results["summary"];
+    let (default, runqlat) = (&first[modes::SCHEDLAT.name], &first[modes::RUNQLAT.name]);
+    let daemonset = &first["serve-cgroups"];
+    let ns = |s: &Value| ns_per_switch(s).context("no ns_per_switch");
+    let (d, r, k) = (ns(default)?, ns(runqlat)?, ns(daemonset)?);
+    let overhead = |s: &Value| s["overhead_pct"].as_f64().context("no overhead_pct");
+    let ready = |s: &Value| s["tracer"]["ready_ms"].as_f64().context("no ready_ms");
+    let kernel = bench["machine"]["kernel"].as_str().unwrap_or("?");
+    let cpus = bench["machine"]["cpus"].as_u64().unwrap_or(0);
+    let mut out = format!(
+        "Measured by `cargo xtask bench` against libbpf-tools runqlat in the same run \
+         (Linux {kernel}, {cpus} CPUs, {} sleeping threads; the run is kept in \
+         `docs/bench.json`). **Per context switch**, the default's BPF programs took \
+         {d:.0} ns against runqlat's {r:.0} ({:.2} of runqlat's), and a load that is \
+         nothing but wakeups and switches (`perf bench sched pipe`) lost {:.1}% of its \
+         rate against {:.1}% under runqlat; the DaemonSet's `serve --cgroups` took \
+         {k:.0} ns ({:.2} of runqlat's; its `--pairs` is not in the run). ",
+        thousands(runs.levels[0].threads),
+        d / r,
+        overhead(default)?,
+        overhead(runqlat)?,
+        k / r
+    );
+    let syscall = |s: &Value| s["syscall_ns"].as_f64();
+    match (syscall(default), syscall(daemonset)) {
+        (Some(a), Some(b)) => {
+            let _ = write!(
+                out,
+                "**Per system call** of every process (`perf bench syscall basic`), the \
+                 default added {a:.0} ns and `serve --cgroups` {b:.0} ns (runqlat: {}). ",
+                syscall(runqlat).map_or("-".into(), |v| format!("{v:.0} ns"))
+            );
+        }
+        _ => out.push_str(
+            "**Per system call**: not timed in this run (it times switches; a mode \
+             that enables a system call tracepoint puts every system call of every \
+             process on the kernel's traced entry path, which a switch does not show). ",
+        ),
+    }
+    let steady = bench["steady_rss"]["ratios_over_runqlat"]
+        .as_array()
+        .context("no steady_rss ratios")?;
+    let rss: Vec<String> = steady
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "`{}` {:.1} MiB",
+                r["tracer"].as_str()?,
+                r["vm_rss_mib"].as_f64()?
+            ))
+        })
+        .collect();
+    let runqlat_rss = steady
+        .first()
+        .and_then(|r| r["runqlat_vm_rss_mib"].as_f64())
+        .context("no runqlat RSS")?;
+    let _ = write!(
+        out,
+        "**Memory** after {} s: {} against runqlat's {runqlat_rss:.1} MiB. \
+         **Start-up**, exec to attached: {:.1} ms against runqlat's {:.1} ms.",
+        bench["steady_rss"]["settle_secs"].as_u64().unwrap_or(0),
+        rss.join(", "),
+        ready(default)?,
+        ready(runqlat)?
+    );
+    out.push('\n');
+    Ok(out)
+}
+
+/// What the default and the DaemonSet's configuration cost per switch
+/// and per system call, for docs/deploy.md and the DaemonSet's comments.
+fn deploy_cost(runs: &Kept) -> Result<String> {
+    let first = &runs.levels[0].results["summary"];
+    let ns = |name: &str| {
+        ns_per_switch(&first[name]).with_context(|| format!("no ns_per_switch for {name}"))
+    };
+    let (d, r, k) = (
+        ns(modes::SCHEDLAT.name)?,
+        ns(modes::RUNQLAT.name)?,
+        ns("serve-cgroups")?,
+    );
+    let syscall = |name: &str| first[name]["syscall_ns"].as_f64();
+    let per_call = match (syscall(modes::SCHEDLAT.name), syscall("serve-cgroups")) {
+        (Some(a), Some(b)) => format!(
+            "per system call of every process, {a:.0} ns for the default and {b:.0} ns for `serve --cgroups`"
+        ),
+        _ => "per system call: not timed in that run".to_string(),
+    };
+    Ok(format!(
+        "Cost, from the run kept in docs/bench.json (`cargo xtask bench`, {} sleeping threads): \
+         BPF time per context switch {d:.0} ns for the default `schedlat` and {k:.0} ns for \
+         `serve --cgroups` (this DaemonSet's configuration without `--pairs`, which the run \
+         does not measure), against runqlat's {r:.0} ns; {per_call}.",
+        thousands(runs.levels[0].threads)
+    ))
+}
+
+/// `text` as YAML comment lines at `indent`, wrapped at 76 columns, ending
+/// with the indent and `# ` the closing marker's line continues.
+fn yaml_comment(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent.len() + 2 + line.len() + 1 + word.len() > 76 {
+            let _ = writeln!(out, "{indent}# {line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{indent}# {line}");
+    }
+    let _ = write!(out, "{indent}# ");
+    out
 }
 
 /// 10000 -> "10,000".

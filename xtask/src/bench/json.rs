@@ -118,7 +118,8 @@ fn sample_json(s: &Sample) -> Value {
             "max_rss_kib": t.max_rss_kib, "programs": programs,
         })
     });
-    json!({"round": s.round, "mode": s.mode.name, "ops_per_sec": s.ops_per_sec, "tracer": tracer})
+    json!({"round": s.round, "mode": s.mode.name, "ops_per_sec": s.ops_per_sec,
+        "syscall_ns": s.syscall_ns.is_finite().then_some(s.syscall_ns), "tracer": tracer})
 }
 
 fn summary_json(s: &Summary) -> Value {
@@ -136,5 +137,7 @@ fn summary_json(s: &Summary) -> Value {
     json!({
         "command": s.mode.command(), "about": s.mode.about, "ops_per_sec": s.ops_per_sec,
         "overhead_pct": s.overhead_pct, "tracer": tracer,
+        // ns per system call over the baseline's: null where not measured.
+        "syscall_ns": s.syscall_ns.is_finite().then_some(s.syscall_ns),
     })
 }

@@ -139,6 +139,10 @@ pub(crate) struct Sample {
     pub round: u32,
     pub mode: Mode,
     pub ops_per_sec: f64,
+    /// ns per system call with the tracer attached (`perf bench syscall
+    /// basic` after the pipe load); NaN where the tracer had already
+    /// ended (`-p`: it ends with its target).
+    pub syscall_ns: f64,
     /// None for the baseline.
     pub tracer: Option<TracerSample>,
 }
@@ -320,6 +324,7 @@ fn baseline(round: u32, opts: &Options) -> Result<Sample> {
         round,
         mode: modes::BASELINE,
         ops_per_sec: workload::run(opts.cpu, opts.loops)?,
+        syscall_ns: workload::syscall_ns(opts.cpu)?,
         tracer: None,
     })
 }
@@ -350,6 +355,10 @@ fn traced(round: u32, mode: Mode, tools: &Tools, opts: &Options) -> Result<Sampl
     // target (it checks every 500 ms), and its programs with it.
     let end = progs::counters(&ids)?;
     let max_rss_kib = tracer.peak_rss_kib()?;
+    // What the tracer adds to every system call, while it is attached.
+    let syscall_ns = workload::syscall_ns(opts.cpu)?;
+    let attached = std::path::Path::new(&format!("/proc/{}", tracer.pid())).exists();
+    let syscall_ns = if attached { syscall_ns } else { f64::NAN };
 
     let exit = tracer.stop(TRACER_TIMEOUT, max_rss_kib)?;
     let programs = progs::deltas(&start, &end);
@@ -363,6 +372,7 @@ fn traced(round: u32, mode: Mode, tools: &Tools, opts: &Options) -> Result<Sampl
         round,
         mode,
         ops_per_sec,
+        syscall_ns,
         tracer: Some(TracerSample {
             ready,
             programs,

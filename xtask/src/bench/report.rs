@@ -30,6 +30,9 @@ pub(super) struct Summary {
     pub(super) ops_per_sec: f64,
     /// ops/s drop against the baseline median, in %.
     pub(super) overhead_pct: f64,
+    /// ns added to each system call against the baseline's median (NaN
+    /// where not measured with the tracer attached).
+    pub(super) syscall_ns: f64,
     pub(super) tracer: Option<TracerSummary>,
 }
 
@@ -373,6 +376,16 @@ pub(super) fn render_ratios(out: &mut String, title: &str, ratios: &[Ratio]) {
 
 fn summarize(samples: &[Sample], mode: Mode, baseline_ops: f64) -> Summary {
     let ops_per_sec = median(ops_of(samples, mode));
+    let syscalls = |m: Mode| {
+        median(
+            samples
+                .iter()
+                .filter(|s| s.mode == m && s.syscall_ns.is_finite())
+                .map(|s| s.syscall_ns)
+                .collect(),
+        )
+    };
+    let syscall_ns = syscalls(mode) - syscalls(modes::BASELINE);
     let tracers: Vec<&TracerSample> = samples
         .iter()
         .filter(|s| s.mode == mode)
@@ -390,6 +403,7 @@ fn summarize(samples: &[Sample], mode: Mode, baseline_ops: f64) -> Summary {
         mode,
         ops_per_sec,
         overhead_pct: (baseline_ops - ops_per_sec) / baseline_ops * 100.0,
+        syscall_ns,
         tracer,
     }
 }

@@ -86,6 +86,41 @@ pub(super) fn run(cpu: usize, loops: u64) -> Result<f64> {
     Load::start(cpu, loops)?.finish()
 }
 
+/// System calls timed per `syscall_ns` run: 3 ms of getppid at most,
+/// enough for a median of nanoseconds.
+const SYSCALLS: u64 = 1_000_000;
+
+/// ns per system call on `cpu` (`perf bench syscall basic`: getppid in a
+/// loop), as whatever is attached now makes it: a tracer that enables a
+/// system call tracepoint puts every call on the traced entry path.
+pub(super) fn syscall_ns(cpu: usize) -> Result<f64> {
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            &cpu.to_string(),
+            "perf",
+            "bench",
+            "syscall",
+            "basic",
+            "-l",
+        ])
+        .arg(SYSCALLS.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .context("running `taskset ... perf bench syscall basic`")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "`perf bench syscall basic` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let ops = parse_ops_per_sec(&stdout)
+        .with_context(|| format!("no `N ops/sec` line in perf's output:\n{stdout}"))?;
+    Ok(1e9 / ops)
+}
+
 /// Finds perf's `         162074 ops/sec` line.
 fn parse_ops_per_sec(output: &str) -> Option<f64> {
     output

@@ -8,8 +8,8 @@ use std::{fmt, path::Path, process::Command};
 
 use anyhow::{Context, Result, bail, ensure};
 
-/// The oldest glibc the package promises (README, "Install from a
-/// package"): Debian 12, Ubuntu 22.04, RHEL 9. A build that needs a newer
+/// The oldest glibc the package promises (docs/deploy.md, "Install
+/// from a package"): Debian 12, Ubuntu 22.04, RHEL 9. A build that needs a newer
 /// one fails here instead of on a user's host.
 pub(super) const OLDEST_SUPPORTED: Version = Version(2, 34);
 

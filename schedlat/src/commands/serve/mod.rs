@@ -1,7 +1,7 @@
 //! `schedlat serve`: a Prometheus/OpenMetrics endpoint. The same kernel
 //! measurement as the histogram mode, read at scrape time instead of at
-//! intervals, as cumulative histograms and counters (see README,
-//! "Prometheus"). What the exposition holds and how it is encoded is the
+//! intervals, as cumulative histograms and counters (see
+//! docs/prometheus.md). What the exposition holds and how it is encoded is the
 //! export layer's; serve reads, listens and answers.
 //!
 //! - scrape: what a scrape reads from the kernel (with `--cgroups` or

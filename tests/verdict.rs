@@ -1,0 +1,154 @@
+//! Root: the default report's verdict in words (issue 45). The seed case,
+//! cyclictest as a fair task with a 1 ms period beside six CPU-bound loops
+//! on one CPU, is EEVDF's design, and the report says so with the bound; a
+//! woken task held off by a SCHED_FIFO hog until RT bandwidth throttles it
+//! waits far beyond one slice plus one tick, and the report says that is
+//! worth reporting instead. Also the default's form: at most six lines
+//! under the table, each a sentence.
+
+mod common;
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use common::{cpu::CpuTimes, kernel::kernel_version, require_root, run_schedlat, workload};
+
+/// cyclictest as the report had it: SCHED_OTHER, a 1 ms period, one
+/// thread pinned to `cpu`, for `secs` seconds.
+fn cyclictest(cpu: usize, secs: u64) -> Child {
+    Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "cyclictest", "--policy=other"])
+        .args(["-i", "1000", "-t1", "-q", "-D", &secs.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("cyclictest (rt-tests, installed by `cargo xtask setup --test`)")
+}
+
+/// The lines after runqlat's table (the rows end at the last `|`).
+fn under_the_table(text: &str) -> Vec<&str> {
+    text.lines()
+        .skip_while(|l| !l.contains("distribution"))
+        .skip(1)
+        .skip_while(|l| l.ends_with('|'))
+        .collect()
+}
+
+/// A SCHED_FIFO loop, killed when dropped.
+struct FifoHog(Child);
+
+impl Drop for FifoHog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn verdict(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.strip_prefix("Verdict: "))
+}
+
+/// The short report: at most six lines under the table, each a sentence
+/// of its own, and its verdict with the bound, on EEVDF kernels.
+#[test]
+fn the_seed_case_is_the_design_and_the_report_says_so_with_the_bound() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload::workload_cpu();
+    let eevdf = kernel_version() >= (6, 6);
+    // Other work on the machine can push a wait past the bound without a
+    // pass-over being counted; a run tolerates a tenth of a percent, and
+    // the case is tried three times before it fails.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let load = CpuTimes::now();
+        let hogs = workload::Hogs::start(cpu, 6);
+        let cyclic = cyclictest(cpu, 6);
+        std::thread::sleep(Duration::from_millis(300));
+        let (status, text, err) = run_schedlat(&["--comm", "cyclictest", "4", "1"]);
+        drop(hogs);
+        let _ = cyclic.wait_with_output();
+        assert!(status.success(), "{err}");
+        let lines = under_the_table(&text);
+        assert!(
+            (4..=6).contains(&lines.len()),
+            "{} lines under the table:\n{text}",
+            lines.len()
+        );
+        for line in &lines {
+            assert!(line.ends_with('.'), "not a sentence: {line}\n{text}");
+        }
+        if !eevdf {
+            // CFS sets no slice to bound a wait by: no verdict is said.
+            assert!(verdict(&text).is_none(), "{text}");
+            return;
+        }
+        let v = verdict(&text).unwrap_or_else(|| panic!("no verdict:\n{text}\n{err}"));
+        if v.contains("not a scheduler bug") {
+            assert!(
+                v.starts_with("these waits are EEVDF's design (")
+                    && v.contains("within the design bound of one base slice plus one tick (")
+                    && v.contains(" here)"),
+                "{v}"
+            );
+            return;
+        }
+        seen.push(format!("{v}\n{}", load.busy_since()));
+    }
+    // Other work on the CPU (a compiler in a system call keeps the CPU
+    // past the tick on a preempt=none kernel) makes waits the fair class's
+    // design does not explain: the message says how busy the CPUs were.
+    panic!(
+        "the seed case was not called the design in three runs (it needs a CPU \
+         without other work: runnable tasks beyond the loops are foreign):\n{}",
+        seen.join("\n")
+    );
+}
+
+/// A fair sleeper beside a SCHED_FIFO hog on its CPU waits until RT
+/// bandwidth (sched_rt_runtime_us) throttles the hog, most of a second:
+/// beyond what the fair class's design allows, which the report says.
+#[test]
+fn waits_behind_a_throttled_fifo_hog_exceed_the_design_and_are_worth_reporting() {
+    if !require_root() {
+        return;
+    }
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(
+        runtime != "-1" && !runtime.is_empty(),
+        "RT bandwidth is off (sched_rt_runtime_us {runtime:?}): a FIFO hog would starve the CPU"
+    );
+    if kernel_version() < (6, 6) {
+        let (status, text, err) = run_schedlat(&["1", "1"]);
+        assert!(status.success(), "{err}");
+        assert!(verdict(&text).is_none(), "CFS has no verdict: {text}");
+        return;
+    }
+    let cpu = workload::workload_cpu();
+    let cyclic = cyclictest(cpu, 5);
+    // chrt and taskset exec in place: the child is the loop itself, which
+    // the guard kills however the test ends.
+    let hog = FifoHog(
+        Command::new("chrt")
+            .args(["-f", "1", "taskset", "-c", &cpu.to_string()])
+            .args(["sh", "-c", "while :; do :; done"])
+            .spawn()
+            .expect("chrt (util-linux) runs"),
+    );
+    let (status, text, err) = run_schedlat(&["--comm", "cyclictest", "3", "1"]);
+    drop(hog);
+    let _ = cyclic.wait_with_output();
+    assert!(status.success(), "{err}");
+    let v = verdict(&text).unwrap_or_else(|| panic!("no verdict:\n{text}"));
+    assert!(!v.contains("not a scheduler bug"), "{v}\n{text}");
+    assert!(
+        v.contains("exceed what the design allows") && v.contains("worth reporting"),
+        "{v}\n{text}"
+    );
+    assert!(v.contains("schedlat slow --threshold "), "{v}");
+}
