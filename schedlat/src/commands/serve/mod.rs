@@ -162,6 +162,12 @@ pub(crate) async fn run(
     if let Some(min) = args.exemplars_ns {
         modes.slow_ns = Some(modes.slow_ns.map_or(min, |ring| ring.min(min)));
     }
+    // The dump directory checked before loading: refused, nothing is
+    // attached.
+    let writer = match &args.ring {
+        Some(ring) => Some(Flight::open_dumps(ring)?),
+        None => None,
+    };
     let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
     // Where the cumulative values start, for the OTLP points.
     let start_unix_ns = otlp::unix_now_ns();
@@ -171,17 +177,17 @@ pub(crate) async fn run(
         Some(_) => Some(SlowEvents::take(&mut tracer)?),
         None => None,
     };
-    let flight = match &args.ring {
-        Some(ring) => {
+    let flight = match (&args.ring, writer) {
+        (Some(ring), Some(writer)) => {
             let how = if args.snapshot_enabled {
                 "POST /snapshot or SIGHUP dumps now"
             } else {
                 "SIGHUP dumps now"
             };
-            let flight = Flight::start(ring, &mut tracer, how)?;
+            let flight = Flight::start(ring, writer, &mut tracer, how)?;
             Some(Rc::new(RefCell::new(flight)))
         }
-        None => None,
+        _ => None,
     };
     let ring_waits = |mut slow: Vec<SlowEvent>| {
         let min = args.ring.as_ref().map_or(0, |r| r.slow_ns);
