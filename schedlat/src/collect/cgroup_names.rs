@@ -176,7 +176,8 @@ fn decode(bytes: &[u8]) -> Option<(u64, String)> {
     let header = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<NameHeader>()) };
     let len = usize::try_from(header.len).ok()?;
     let path = bytes.get(head..head.checked_add(len)?)?;
-    Some((header.id, String::from_utf8_lossy(path).into_owned()))
+    // Invalid UTF-8 escaped one to one: two names apart stay apart.
+    Some((header.id, crate::sys::byte_names::escape(path)))
 }
 
 #[cfg(test)]

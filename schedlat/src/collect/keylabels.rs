@@ -7,7 +7,7 @@
 
 use std::{
     collections::{HashMap, VecDeque, hash_map::Entry},
-    os::unix::fs::MetadataExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     time::{Duration, Instant},
 };
 
@@ -232,7 +232,9 @@ impl KeyLabels {
             return true;
         };
         if let Some(path) = self.cgroup_paths.get(&id) {
-            let dir = h.mount.join(path.trim_start_matches('/'));
+            // The path's bytes: a name with invalid UTF-8 is escaped.
+            let bytes = crate::sys::byte_names::unescape(path.trim_start_matches('/'));
+            let dir = h.mount.join(std::ffi::OsStr::from_bytes(&bytes));
             if std::fs::metadata(dir).is_ok_and(|m| m.ino() == id) {
                 return true;
             }

@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     fs,
-    os::unix::fs::MetadataExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     path::{Path, PathBuf},
 };
 
@@ -167,7 +167,10 @@ impl Hierarchy {
         while let Some(dir) = stack.pop() {
             if let Ok(meta) = fs::metadata(&dir) {
                 let rel = dir.strip_prefix(&self.mount).unwrap_or(&dir);
-                paths.insert(meta.ino(), format!("/{}", rel.display()));
+                // As the kernel's records name it (collect/cgroup_names.rs):
+                // invalid UTF-8 escaped one to one, never merged.
+                let rel = crate::sys::byte_names::escape(rel.as_os_str().as_bytes());
+                paths.insert(meta.ino(), format!("/{rel}"));
             }
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
