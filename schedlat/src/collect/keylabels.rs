@@ -168,8 +168,10 @@ impl KeyLabels {
     /// [`KeyLabels::workload`] names one by its id.
     pub(crate) fn workload_at(&self, path: String) -> Workload {
         let labels = path::parse(&path);
-        let names = match (&self.containers, &labels.container_id) {
-            (Some(cache), Some(container)) => cache.get(container, labels.runtime),
+        // A container under a user's manager is that user's: the system
+        // runtimes' files do not name it, whatever ID its cgroup borrows.
+        let names = match (&self.containers, &labels.container_id, &labels.delegated) {
+            (Some(cache), Some(container), None) => cache.get(container, labels.runtime),
             _ => None,
         };
         Workload {

@@ -85,7 +85,8 @@ impl NameCache {
     /// them).
     pub fn ask_for(&self, path: &str) {
         let labels = super::path::parse(path);
-        if let Some(id) = &labels.container_id {
+        // A user's own cgroup is named from no system runtime's files.
+        if let (Some(id), None) = (&labels.container_id, &labels.delegated) {
             self.get(id, labels.runtime);
         }
     }
