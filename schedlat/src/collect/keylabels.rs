@@ -329,6 +329,43 @@ mod tests {
         );
     }
 
+    /// Issue 48 item 8: two cgroups whose names differ only in bytes that
+    /// are not UTF-8 were both `/g\u{fffd}`: one label set for two keys.
+    /// Their names are apart now, and each is still found to exist.
+    #[test]
+    fn cgroups_apart_only_in_invalid_utf8_are_named_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let mount = std::env::temp_dir().join(format!("schedlat-kl-utf8-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mount);
+        let dirs = [b"g\xff".as_slice(), b"g\xfe", b"g\\xff"];
+        let ids: Vec<u64> = dirs
+            .iter()
+            .map(|name| {
+                let dir = mount.join(std::ffi::OsStr::from_bytes(name));
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::metadata(&dir).unwrap().ino()
+            })
+            .collect();
+        let hierarchy = Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        };
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
+        let texts: Vec<String> = ids.iter().map(|&id| labels.text(id, &[0; 16])).collect();
+        assert_eq!(
+            texts,
+            [
+                "cgroup = /g\\xff",
+                "cgroup = /g\\xfe",
+                "cgroup = /g\\x5cxff"
+            ]
+        );
+        for &id in &ids {
+            assert!(labels.exists(id), "{texts:?}");
+        }
+        std::fs::remove_dir_all(&mount).unwrap();
+    }
+
     /// Regression: a cgroup seen while it existed but removed before its
     /// waits were shown was labelled `(removed, id N)`, its name lost.
     #[test]
