@@ -119,13 +119,20 @@ impl KeyLabels {
         if self.containers.is_some() {
             return;
         }
-        let Ok(cache) = NameCache::start(NameRoots::under(std::path::Path::new("/"))) else {
+        let paths: Vec<String> = (self.hierarchy.as_ref())
+            .map(|h| h.paths_by_id().into_values().collect())
+            .unwrap_or_default();
+        // Sized for the containers there now: all are asked for at once.
+        let containers = paths
+            .iter()
+            .filter(|p| path::parse(p).container_id.is_some())
+            .count();
+        let Ok(cache) = NameCache::start(NameRoots::under(std::path::Path::new("/")), containers)
+        else {
             return;
         };
-        if let Some(h) = &self.hierarchy {
-            for path in h.paths_by_id().values() {
-                cache.ask_for(path);
-            }
+        for path in &paths {
+            cache.ask_for(path);
         }
         // Names are fixed with a series' first labels: the containers
         // there at start are named before the first interval or scrape
