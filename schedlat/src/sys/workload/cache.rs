@@ -42,7 +42,6 @@ const QUEUE: usize = 1024;
 pub struct NameCache {
     state: Arc<Mutex<State>>,
     requests: SyncSender<(String, Option<Runtime>)>,
-    capacity: usize,
 }
 
 #[derive(Default)]
@@ -64,7 +63,6 @@ impl NameCache {
         let cache = NameCache {
             state: Arc::default(),
             requests,
-            capacity,
         };
         let state = Arc::clone(&cache.state);
         thread::Builder::new()
@@ -223,7 +221,6 @@ mod tests {
         thread::sleep(Duration::from_millis(100));
         let state = cache.lock();
         assert!(state.answers.len() <= CAPACITY, "{}", state.answers.len());
-        assert_eq!(cache.capacity, CAPACITY);
         assert_eq!(state.answers.len(), state.order.len());
     }
 }
