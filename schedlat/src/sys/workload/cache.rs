@@ -55,7 +55,7 @@ struct State {
 impl NameCache {
     /// Starts the thread that reads the runtimes' files under `roots`,
     /// sized for `containers` (those found at start): its queue and its
-    /// answers hold twice as many, at least [`QUEUE`] and [`CAPACITY`].
+    /// answers hold twice as many, at least 1,024 and [`CAPACITY`].
     pub fn start(roots: NameRoots, containers: usize) -> std::io::Result<NameCache> {
         let room = containers.saturating_mul(2);
         let (requests, queue) = mpsc::sync_channel(room.max(QUEUE));
