@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     fs,
-    os::unix::fs::MetadataExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     path::{Path, PathBuf},
 };
 
@@ -161,11 +161,55 @@ impl Hierarchy {
     /// Every cgroup's path relative to the mount (`/` for the root), by id.
     /// Ids are directory inode numbers, which kernfs keeps equal to the
     /// kernel's `kn->id` on 64-bit kernels.
+    ///
+    /// Walked by path (readdir's large buffers: 5,000 cgroups in half the
+    /// time of a walk by descriptor), except below a directory whose
+    /// children's paths come near PATH_MAX: those are opened relative to
+    /// it ([`walk`]), which a path could not reach (ENAMETOOLONG).
     pub(crate) fn paths_by_id(&self) -> HashMap<u64, String> {
         let mut paths = HashMap::new();
-        let root = rustix::fs::open(&self.mount, WALK_FLAGS, rustix::fs::Mode::empty());
-        if let Ok(root) = root {
-            walk(root, &mut Vec::new(), 0, &mut paths);
+        let mut stack = vec![self.mount.clone()];
+        while let Some(dir) = stack.pop() {
+            let rel = dir.strip_prefix(&self.mount).unwrap_or(&dir);
+            if let Ok(meta) = fs::metadata(&dir) {
+                // As the kernel's records name it (collect/cgroup_names.rs):
+                // invalid UTF-8 escaped one to one, never merged.
+                let name = crate::sys::byte_names::escape(rel.as_os_str().as_bytes());
+                paths.insert(meta.ino(), format!("/{name}"));
+            }
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            let children = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+            for child in children {
+                let path = child.path();
+                if path.as_os_str().len() < NEAR_PATH_MAX {
+                    stack.push(path);
+                    continue;
+                }
+                // Opened relative to its parent, and walked so below.
+                let Ok(parent) = rustix::fs::open(&dir, WALK_FLAGS, rustix::fs::Mode::empty())
+                else {
+                    continue;
+                };
+                let name = child.file_name();
+                let opened = rustix::fs::openat(
+                    &parent,
+                    name.as_os_str(),
+                    WALK_FLAGS,
+                    rustix::fs::Mode::empty(),
+                );
+                if let Ok(fd) = opened {
+                    let mut rel = rel.as_os_str().as_bytes().to_vec();
+                    if !rel.is_empty() {
+                        rel.push(b'/');
+                    }
+                    rel.extend_from_slice(name.as_bytes());
+                    walk(fd, &mut rel, 0, &mut paths);
+                }
+            }
         }
         paths
     }
@@ -177,10 +221,13 @@ const WALK_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
     .union(rustix::fs::OFlags::NOFOLLOW)
     .union(rustix::fs::OFlags::CLOEXEC);
 
-/// Deepest cgroup level the walk descends to: one descriptor is held per
-/// level. Real layouts are under 15 deep; a path over 4 KiB needs at least
-/// 17 levels of 255-byte names.
+/// Levels past PATH_MAX the walk descends to: one descriptor is held per
+/// level (a path of 4 KiB more takes at least 17 of 255-byte names).
 const MAX_DEPTH: usize = 128;
+
+/// A path this long is opened relative to its parent's descriptor: a
+/// name of up to 255 bytes below it would pass PATH_MAX (4,096).
+const NEAR_PATH_MAX: usize = 4096 - 256;
 
 /// Records `dir` (at `rel`, its path's bytes below the hierarchy's root)
 /// and the cgroups below it. Each child is opened relative to its parent's
