@@ -299,3 +299,51 @@ fn an_unknown_mode_is_a_usage_error() {
         "the modes are listed: {stderr}"
     );
 }
+
+/// Issue 48 item 13: inside a user namespace (`unshare -U`, a rootless
+/// container) schedlat held every capability there, reported them present
+/// and blamed an LSM for bpf()'s EPERM. The kernel checks BPF's
+/// capabilities against the host's namespace; check says so now, and the
+/// other commands too.
+#[test]
+fn in_a_user_namespace_the_capabilities_are_said_not_to_allow_bpf() {
+    if !require_root() {
+        return;
+    }
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", SCHEDLAT, "check", "--json"])
+        .output()
+        .expect("unshare (util-linux) runs");
+    let report = report(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_facts_are_whole(&report);
+    let caps = fact(&report, "capabilities");
+    assert_eq!(caps["status"], "fail", "{caps}");
+    assert!(
+        caps["found"]
+            .as_str()
+            .unwrap()
+            .contains("in a user namespace other than the host's: they do not allow BPF"),
+        "{caps}"
+    );
+    let bpf = fact(&report, "bpf");
+    assert!(!bpf["fix"].as_str().unwrap_or("").contains("LSM"), "{bpf}");
+    for name in MODES {
+        let m = mode(&report, name);
+        assert_eq!(m["runs"], false, "{m}");
+        assert!(
+            m["error"].as_str().unwrap().contains("user namespace"),
+            "{m}"
+        );
+    }
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", SCHEDLAT, "1", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("user namespace other than the host's"),
+        "{stderr}"
+    );
+}

@@ -197,7 +197,7 @@ fn a_shared_directory_needs_the_sticky_bit_and_then_holds() {
         "the root-owned {} was overwritten through a planted link: {log}",
         victim.display()
     );
-    let dumps: Vec<PathBuf> = fs::read_dir(&dir)
+    let dumps: Vec<PathBuf> = fs::read_dir(private_of(&dir))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
@@ -211,6 +211,146 @@ fn a_shared_directory_needs_the_sticky_bit_and_then_holds() {
     assert_roots_and_whole(&dumps);
     fs::remove_dir_all(&dir).unwrap();
     fs::remove_dir_all(&outside).unwrap();
+}
+
+/// Where root's dumps go in the shared sticky directory `dir`: its
+/// private subdirectory there.
+fn private_of(dir: &Path) -> PathBuf {
+    dir.join("schedlat-dumps-uid0")
+}
+
+/// Issue 48 item 4: in a sticky shared directory (accepted as /tmp is),
+/// nobody could take the final name a hidden temporary dump announced
+/// (29 of 30 dumps lost), and a dump of nobody's numbered 2^64-1 made the
+/// sequence wrap to 0, so every real dump was the oldest and pruned as
+/// soon as written (0 of 5 kept). Root's dumps now go into a private 0700
+/// subdirectory of root's, which nobody can list or write; entries root
+/// does not own are never taken for dumps, and the sequence never wraps.
+#[test]
+fn a_sticky_directory_lets_nobody_squat_names_or_wrap_the_sequence() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("sticky-squat", 0o1777, 0);
+    let planted = dir.join(format!(
+        "schedlat-20990101T000000.000Z-{}-1-sighup",
+        u64::MAX
+    ));
+    let script = r#"
+import os, sys, time
+d, planted, until = sys.argv[1], sys.argv[2], time.time() + float(sys.argv[3])
+os.mkdir(planted)
+open(os.path.join(planted, "dump.jsonl"), "w").write("nobody's\n")
+while time.time() < until:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        break
+    for name in names:
+        if name.startswith(".schedlat-") and name.endswith(".tmp"):
+            try:
+                os.mkdir(os.path.join(d, name[1:-4]))
+            except OSError:
+                pass
+"#;
+    let mut squatter = Command::new("setpriv")
+        .args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}")])
+        .args(["--clear-groups", "/usr/bin/python3", "-c", script])
+        .arg(&dir)
+        .arg(&planted)
+        .arg("20")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("setpriv and python3 run");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !planted.join("dump.jsonl").exists() {
+        assert!(Instant::now() < deadline, "nobody's dump was not planted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    const HUPS: usize = 5;
+    let (status, log) = record_with(
+        &dir,
+        HUPS,
+        &["--slow-threshold", "100ms", "--keep", "100"],
+        Duration::ZERO,
+    );
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    assert_eq!(status, Some(0), "{log}");
+    let private = private_of(&dir);
+    let meta = fs::symlink_metadata(&private).unwrap();
+    assert!(meta.is_dir() && meta.uid() == 0, "{log}");
+    assert_eq!(meta.mode() & 0o7777, 0o700, "{log}");
+    let dumps = whole_dumps(&private);
+    let refused = log.matches("not taken").count();
+    assert_eq!(
+        dumps.len() + refused,
+        HUPS,
+        "{} whole dumps of {HUPS} SIGHUPs, {refused} refused: {log}",
+        dumps.len()
+    );
+    assert!(
+        dumps.len() >= HUPS - 1,
+        "{} whole dumps: {log}",
+        dumps.len()
+    );
+    assert_roots_and_whole(&dumps);
+    assert_eq!(
+        fs::read_to_string(planted.join("dump.jsonl")).unwrap(),
+        "nobody's\n",
+        "{log}"
+    );
+    // A private directory someone else made first is refused, not used.
+    let taken = scratch("sticky-taken", 0o1777, 0);
+    let theirs = private_of(&taken);
+    fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    let (status, log) = record_with_dumps(&taken, 0);
+    assert_eq!(status, Some(1), "{log}");
+    assert!(
+        log.contains("was made by someone else: it is owned by uid 65534"),
+        "{log}"
+    );
+    assert!(!log.contains("dumps go to"), "refused after loading: {log}");
+    for d in [dir, taken] {
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
+
+/// Issue 48 item 15: a refused dump directory was refused only after the
+/// programs were loaded and "dumps go to ..." was printed.
+#[test]
+fn a_refused_dump_directory_is_refused_before_loading() {
+    if !require_root() {
+        return;
+    }
+    let open = scratch("refused-early", 0o777, 0);
+    for command in [
+        &["record", "--ring", "10s"][..],
+        &["serve", "--ring", "10s", "--listen", "127.0.0.1:0"],
+    ] {
+        let out = Command::new(SCHEDLAT)
+            .args(command)
+            .arg("--dump-dir")
+            .arg(&open)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {log}");
+        assert!(
+            log.contains("can be written by every user"),
+            "{command:?}: {log}"
+        );
+        for late in ["dumps go to", "recording the last", "Serving", "per-cgroup"] {
+            assert!(
+                !log.contains(late),
+                "{command:?} said {late:?} before refusing: {log}"
+            );
+        }
+    }
+    fs::remove_dir_all(&open).unwrap();
 }
 
 /// Every dump is a directory of root's holding root's regular files,
@@ -295,7 +435,7 @@ fn trigger_dumps_fired_by_another_user_hold_too() {
         let _ = hog.wait();
     }
     assert_eq!(status, Some(0), "{log}");
-    let dumps: Vec<PathBuf> = whole_dumps(&sticky)
+    let dumps: Vec<PathBuf> = whole_dumps(&private_of(&sticky))
         .into_iter()
         .filter(|d| d.to_string_lossy().ends_with("-trigger"))
         .collect();
@@ -445,6 +585,69 @@ fn a_full_disk_gives_up_the_oldest_dump_for_the_new_one() {
     assert!(log.contains("is full: removed the oldest dump"), "{log}");
     assert!(!old.exists(), "{log}");
     assert_eq!(whole_dumps(&dir).len(), 1, "{log}");
+    drop(unmount);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 48 item 6: with the file system kept full by someone else's
+/// file, each dump removed the oldest dumps "to make room" and failed
+/// anyway (1 dump before, 0 after). Dumps are removed now only when that
+/// makes the new dump fit; otherwise none is, and the failure says why.
+#[test]
+fn a_disk_kept_full_by_another_user_keeps_the_old_dumps() {
+    if !require_root() {
+        return;
+    }
+    let dir = scratch("kept-full", 0o755, 0);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0755", "schedlat-test"])
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(mounted, "mount a 1 MiB tmpfs on {}", dir.display());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let unmount = Unmount(&dir);
+    // A small old dump of root's (4 KiB: less than any dump of a running
+    // recorder), and nobody's file taking the rest.
+    let old = dir.join("schedlat-20200101T000000.000Z-1-1-sighup");
+    fs::create_dir(&old).unwrap();
+    fs::write(old.join("dump.jsonl"), vec![b'x'; 4096]).unwrap();
+    let theirs = dir.join("nobodys-file");
+    fs::File::create(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    let fill = Command::new("setpriv")
+        .args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}")])
+        .args(["--clear-groups", "dd", "if=/dev/zero", "bs=4k"])
+        .arg(format!("of={}", theirs.display()))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!fill.success(), "nobody's file did not fill the disk");
+    let (status, log) = record_with_dumps(&dir, 1);
+    assert_eq!(status, Some(0), "{log}");
+    assert!(
+        old.join("dump.jsonl").exists(),
+        "the old dump was removed for nothing: {log}"
+    );
+    assert!(!log.contains("removed the oldest dump"), "{log}");
+    assert!(log.contains("none removed"), "{log}");
+    // Nothing half-written left behind either.
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["nobodys-file", "schedlat-20200101T000000.000Z-1-1-sighup"],
+        "{log}"
+    );
     drop(unmount);
     fs::remove_dir_all(&dir).unwrap();
 }

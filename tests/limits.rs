@@ -117,6 +117,218 @@ fn too_few_descriptors_are_named_and_the_stated_number_suffices() {
     }
 }
 
+/// Issue 48 item 11: at 40-50 open files the cause was wrong again: the
+/// yield marker's note said "tracefs not found; it needs
+/// CONFIG_FTRACE_SYSCALLS" (at 48, while the run went on), and `--hook
+/// tp` "tracefs not found (is tracefs mounted?)". aya says "tracefs not
+/// found" whatever kept it from opening the tracepoint's id; the errno of
+/// that open is the cause given now: EMFILE with the limit to raise.
+#[test]
+fn between_40_and_52_open_files_tracefs_is_not_blamed() {
+    if !require_root() {
+        return;
+    }
+    for files in 40..=52 {
+        for args in [&["1", "1"][..], &["--hook", "tp", "1", "1"]] {
+            let out = with_open_files(files, args, 30);
+            let all = text(&out);
+            assert!(
+                !all.contains("CONFIG_FTRACE_SYSCALLS"),
+                "{args:?} at ulimit -n {files}: {all}"
+            );
+            if all.contains("tracefs") {
+                assert!(
+                    all.contains("EMFILE"),
+                    "{args:?} at ulimit -n {files}: tracefs blamed without EMFILE: {all}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 48 item 11: without CAP_DAC_READ_SEARCH (the packaged unit's and
+/// the DaemonSet's user), tracefs (mode 0700) cannot be read: the yield
+/// marker's note and `--hook tp` say so, not that the kernel lacks
+/// CONFIG_FTRACE_SYSCALLS.
+#[test]
+fn an_unreadable_tracefs_is_named_as_such() {
+    if !require_root() {
+        return;
+    }
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|d| std::path::Path::new(d).join("events").is_dir())
+        .expect("tracefs mounted");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(tracefs).unwrap().permissions());
+    assert_eq!(
+        mode & 0o005,
+        0,
+        "{tracefs} is readable by others (mode {mode:o})"
+    );
+    for args in [&["1", "1"][..], &["--hook", "tp", "1", "1"]] {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args([
+                "--inh-caps=-all,+bpf,+perfmon",
+                "--ambient-caps=-all,+bpf,+perfmon",
+            ])
+            .arg(SCHEDLAT)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv runs");
+        let all = text(&out);
+        assert!(!all.contains("CONFIG_FTRACE_SYSCALLS"), "{args:?}: {all}");
+        if all.contains("tracefs") || args.contains(&"tp") {
+            assert!(
+                all.contains("is not readable by this user"),
+                "{args:?}: {all}"
+            );
+        }
+    }
+}
+
+/// `schedlat serve` on a free loopback port with RLIMIT_NOFILE at `files`,
+/// its stderr in a file; returned once it says "Serving" (with its port),
+/// or exited (with its stderr). Bounded: 60 s.
+fn serve_with_open_files(
+    files: u64,
+) -> Result<(std::process::Child, u16, std::path::PathBuf), String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::env::temp_dir().join(format!(
+        "schedlat-limits-serve-{}-{files}",
+        std::process::id()
+    ));
+    let mut cmd = Command::new(SCHEDLAT);
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    // SAFETY: as in with_open_files.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: files,
+                rlim_max: files,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("Serving") {
+            return Ok((child, port, log));
+        }
+        if child.try_wait().unwrap().is_some() {
+            let _ = std::fs::remove_file(&log);
+            return Err(text);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve at {files}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A GET of /metrics on `port`: its status line, and how long it took
+/// (at most `timeout`).
+fn scrape(port: u16, timeout: Duration) -> (String, Duration) {
+    use std::io::{Read, Write};
+    let start = std::time::Instant::now();
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return ("connect failed".into(), start.elapsed());
+    };
+    c.set_read_timeout(Some(timeout)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    let status = match c.read_exact(&mut head) {
+        Ok(()) => String::from_utf8_lossy(&head).into_owned(),
+        Err(e) => format!("no answer: {e}"),
+    };
+    (status, start.elapsed())
+}
+
+/// Issue 48 item 11: at 48 open files serve printed "Serving" and could
+/// never accept. Now, at each limit from 44 to 60, serve either refuses to
+/// start, naming EMFILE and the descriptors open, or answers a scrape.
+#[test]
+fn serve_says_serving_only_with_a_descriptor_for_a_client() {
+    if !require_root() {
+        return;
+    }
+    for files in 44..=60 {
+        match serve_with_open_files(files) {
+            Err(log) => {
+                assert!(log.contains("EMFILE"), "ulimit -n {files}: {log}");
+                assert!(!log.contains("Serving"), "ulimit -n {files}: {log}");
+            }
+            Ok((mut child, port, log)) => {
+                let (status, _) = scrape(port, Duration::from_secs(5));
+                let _ = child.kill();
+                let _ = child.wait();
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                assert_eq!(
+                    status, "HTTP/1.1 200",
+                    "ulimit -n {files}: said Serving, then: {text}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 48 item 11: with 256 open files and 300 idle connections queued,
+/// serve accepted on while the connections it shed to make room had not
+/// closed, ran out of descriptors, and a scrape waited 4-5 s. It lets a
+/// shed connection close before the next accept now: every scrape is
+/// answered within a second.
+#[test]
+fn three_hundred_idle_connections_do_not_hold_a_scrape_back() {
+    if !require_root() {
+        return;
+    }
+    let (mut child, port, log) = serve_with_open_files(256).expect("serve at 256 open files");
+    let mut slowest = Duration::ZERO;
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let idle: Vec<std::net::TcpStream> = (0..300)
+            .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..5 {
+            let (status, took) = scrape(port, Duration::from_secs(10));
+            slowest = slowest.max(took);
+            answers.push(status);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        drop(idle);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        answers.iter().all(|a| a == "HTTP/1.1 200"),
+        "{answers:?}: {text}"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a scrape took {slowest:?} beside 300 idle connections: {text}"
+    );
+}
+
 /// A soft limit below the hard one is lifted by schedlat itself.
 #[test]
 fn a_low_soft_limit_is_raised_to_the_hard_one() {

@@ -111,3 +111,92 @@ fn hostile_task_names_reach_every_text_renderer_escaped() {
         let _ = t.wait();
     }
 }
+
+/// Issue 48 item 9: a live cgroup whose path is over 4 KiB (PATH_MAX) was
+/// shown as "(removed, id N)" or by the kernel's record of it, cut at
+/// 1,023 bytes and shown as if whole: the walk of the hierarchy went by
+/// path and could not stat or list it (ENAMETOOLONG). It walks by
+/// descriptor now: the cgroup is named whole.
+#[test]
+fn a_cgroup_deeper_than_path_max_is_named_whole() {
+    if !require_root() {
+        return;
+    }
+    use common::cgroup::{TestCgroup, v1_cpu_root, v2_root};
+    // The hierarchy --cgroups follows: the cpu controller's.
+    let v2 = v2_root();
+    let v2_cpu = std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"));
+    let root = if v2_cpu {
+        v2
+    } else {
+        v1_cpu_root().expect("a cpu controller")
+    };
+    let top = TestCgroup::new(&root, "deep");
+    // 18 levels of 240 bytes: about 4,350 bytes below the test's cgroup.
+    let script = r#"
+import os, sys, time
+top, levels, secs, ready = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+fds = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)]
+for i in range(levels):
+    name = ("%02d" % i) + "d" * 238
+    os.mkdir(name, dir_fd=fds[-1])
+    fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+procs = os.open("cgroup.procs", os.O_WRONLY, dir_fd=fds[-1])
+os.write(procs, str(os.getpid()).encode())
+open(ready, "w").close()
+until = time.time() + secs
+while time.time() < until:
+    pass
+# Back to the top, then the levels removed, deepest first.
+os.write(os.open("cgroup.procs", os.O_WRONLY, dir_fd=fds[0]), str(os.getpid()).encode())
+for i in reversed(range(levels)):
+    name = ("%02d" % i) + "d" * 238
+    for _ in range(100):
+        try:
+            os.rmdir(name, dir_fd=fds[i])
+            break
+        except OSError:
+            time.sleep(0.02)
+"#;
+    let ready = std::env::temp_dir().join(format!("schedlat-deep-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ready);
+    let mut hog = Command::new("/usr/bin/python3")
+        .args(["-c", script, &top.path(), "18", "6"])
+        .arg(&ready)
+        .spawn()
+        .expect("python3 runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deep cgroup was not made"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Command::new(SCHEDLAT)
+        .args(["--cgroups", "2", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = hog.wait();
+    let _ = std::fs::remove_file(&ready);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let deepest = format!("17{}", "d".repeat(238));
+    let whole: String = (0..18)
+        .map(|i| format!("/{i:02}{}", "d".repeat(238)))
+        .collect();
+    let want = format!("cgroup = {}{whole}", top.rel);
+    assert!(want.len() > 4096 + 9);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&deepest))
+        .unwrap_or_else(|| panic!("no row names the deepest cgroup: {text}"));
+    assert!(
+        row.contains(&want) && !row.contains("removed"),
+        "the row is not the whole path: {row}"
+    );
+    drop(top);
+}

@@ -375,7 +375,10 @@ fn failed_dumps_leave_nothing_and_collection_goes_on() {
         return;
     }
     let dir = scratch("full");
-    mount_tmpfs(&dir, "size=16k");
+    // Mode 0755: a tmpfs root is 1777 by default, which the recorder uses
+    // through a private subdirectory (tests/dumpdir.rs); here the
+    // directory itself takes the dumps.
+    mount_tmpfs(&dir, "size=16k,mode=0755");
     let unmount = Unmount(dir.clone());
     let mut rec = Recorder::start(&dir, &["--slow-threshold", "1us"]);
     phase(3, true);

@@ -17,7 +17,10 @@ use std::{
 };
 
 use aya::maps::{MapData, RingBuf};
-use schedlat_common::{names, workload::NameHeader};
+use schedlat_common::{
+    names,
+    workload::{NAME_PATH_LEN, NameHeader},
+};
 
 use crate::{collect::error::ReadError, sys::workload::cache::NameCache};
 
@@ -165,6 +168,9 @@ fn wait_readable(fds: [i32; 2], timeout: Duration) {
     unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
 }
 
+/// What ends a path the kernel's record cut.
+pub(crate) const CUT: &str = "... (cut at 1023 bytes)";
+
 /// A record: its header, then `len` bytes of path.
 fn decode(bytes: &[u8]) -> Option<(u64, String)> {
     let head = size_of::<NameHeader>();
@@ -176,7 +182,15 @@ fn decode(bytes: &[u8]) -> Option<(u64, String)> {
     let header = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<NameHeader>()) };
     let len = usize::try_from(header.len).ok()?;
     let path = bytes.get(head..head.checked_add(len)?)?;
-    Some((header.id, String::from_utf8_lossy(path).into_owned()))
+    // Invalid UTF-8 escaped one to one: two names apart stay apart.
+    let mut name = crate::sys::byte_names::escape(path);
+    // The kernel's record holds 1,023 bytes of path at most (its own
+    // tracepoint buffer is as long): one that long was most likely cut,
+    // and says so rather than pass for whole.
+    if len >= NAME_PATH_LEN - 1 {
+        name.push_str(CUT);
+    }
+    Some((header.id, name))
 }
 
 #[cfg(test)]
@@ -197,6 +211,17 @@ mod tests {
         let mut lying = record(7, "/a");
         lying[8] = 200;
         assert_eq!(decode(&lying), None);
+    }
+
+    /// Issue 48 item 9: a path the kernel's record cut at 1,023 bytes was
+    /// shown as if whole.
+    #[test]
+    fn a_path_as_long_as_the_record_holds_is_marked_cut() {
+        let long = format!("/{}", "a".repeat(NAME_PATH_LEN - 2));
+        let (_, name) = decode(&record(7, &long)).unwrap();
+        assert_eq!(name, format!("{long}{CUT}"));
+        let short = format!("/{}", "a".repeat(NAME_PATH_LEN - 3));
+        assert_eq!(decode(&record(7, &short)).unwrap().1, short);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::{
     collections::{HashMap, VecDeque, hash_map::Entry},
-    os::unix::fs::MetadataExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     time::{Duration, Instant},
 };
 
@@ -119,13 +119,20 @@ impl KeyLabels {
         if self.containers.is_some() {
             return;
         }
-        let Ok(cache) = NameCache::start(NameRoots::under(std::path::Path::new("/"))) else {
+        let paths: Vec<String> = (self.hierarchy.as_ref())
+            .map(|h| h.paths_by_id().into_values().collect())
+            .unwrap_or_default();
+        // Sized for the containers there now: all are asked for at once.
+        let containers = paths
+            .iter()
+            .filter(|p| path::parse(p).container_id.is_some())
+            .count();
+        let Ok(cache) = NameCache::start(NameRoots::under(std::path::Path::new("/")), containers)
+        else {
             return;
         };
-        if let Some(h) = &self.hierarchy {
-            for path in h.paths_by_id().values() {
-                cache.ask_for(path);
-            }
+        for path in &paths {
+            cache.ask_for(path);
         }
         // Names are fixed with a series' first labels: the containers
         // there at start are named before the first interval or scrape
@@ -168,8 +175,10 @@ impl KeyLabels {
     /// [`KeyLabels::workload`] names one by its id.
     pub(crate) fn workload_at(&self, path: String) -> Workload {
         let labels = path::parse(&path);
-        let names = match (&self.containers, &labels.container_id) {
-            (Some(cache), Some(container)) => cache.get(container, labels.runtime),
+        // A container under a user's manager is that user's: the system
+        // runtimes' files do not name it, whatever ID its cgroup borrows.
+        let names = match (&self.containers, &labels.container_id, &labels.delegated) {
+            (Some(cache), Some(container), None) => cache.get(container, labels.runtime),
             _ => None,
         };
         Workload {
@@ -232,7 +241,9 @@ impl KeyLabels {
             return true;
         };
         if let Some(path) = self.cgroup_paths.get(&id) {
-            let dir = h.mount.join(path.trim_start_matches('/'));
+            // The path's bytes: a name with invalid UTF-8 is escaped.
+            let bytes = crate::sys::byte_names::unescape(path.trim_start_matches('/'));
+            let dir = h.mount.join(std::ffi::OsStr::from_bytes(&bytes));
             if std::fs::metadata(dir).is_ok_and(|m| m.ino() == id) {
                 return true;
             }
@@ -323,6 +334,43 @@ mod tests {
             known.get(last).map(String::as_str),
             Some(&*format!("/g{last}"))
         );
+    }
+
+    /// Issue 48 item 8: two cgroups whose names differ only in bytes that
+    /// are not UTF-8 were both `/g\u{fffd}`: one label set for two keys.
+    /// Their names are apart now, and each is still found to exist.
+    #[test]
+    fn cgroups_apart_only_in_invalid_utf8_are_named_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let mount = std::env::temp_dir().join(format!("schedlat-kl-utf8-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mount);
+        let dirs = [b"g\xff".as_slice(), b"g\xfe", b"g\\xff"];
+        let ids: Vec<u64> = dirs
+            .iter()
+            .map(|name| {
+                let dir = mount.join(std::ffi::OsStr::from_bytes(name));
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::metadata(&dir).unwrap().ino()
+            })
+            .collect();
+        let hierarchy = Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        };
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
+        let texts: Vec<String> = ids.iter().map(|&id| labels.text(id, &[0; 16])).collect();
+        assert_eq!(
+            texts,
+            [
+                "cgroup = /g\\xff",
+                "cgroup = /g\\xfe",
+                "cgroup = /g\\x5cxff"
+            ]
+        );
+        for &id in &ids {
+            assert!(labels.exists(id), "{texts:?}");
+        }
+        std::fs::remove_dir_all(&mount).unwrap();
     }
 
     /// Regression: a cgroup seen while it existed but removed before its

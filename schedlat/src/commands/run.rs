@@ -224,10 +224,11 @@ pub(crate) async fn ring(
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let writer = Flight::open_dumps(opts)?;
     let (mut tracer, _filter) =
         session::attach(kernel, filter, opts.unit.ns(), &Flight::modes(opts))?;
     let mut ring_buffer = SlowEvents::take(&mut tracer)?;
-    let mut flight = Flight::start(opts, &mut tracer, "SIGHUP dumps now")?;
+    let mut flight = Flight::start(opts, writer, &mut tracer, "SIGHUP dumps now")?;
 
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

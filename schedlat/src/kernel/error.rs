@@ -50,7 +50,7 @@ pub(crate) enum LoadError {
         program: &'static str,
         step: &'static str,
         error: Box<ProgramError>,
-        hint: &'static str,
+        hint: std::borrow::Cow<'static, str>,
     },
     #[error(
         "{0} needs the tp_btf hook mode (classic tracepoints carry thread ids only, not the task pointers it reads process, name, cgroup or policy from): drop --hook tp"
@@ -108,7 +108,7 @@ pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The errno of the first I/O error in `e`'s chain.
-fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+pub(crate) fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     let mut next = Some(e);
     while let Some(cause) = next {
         if let Some(code) = cause

@@ -112,10 +112,30 @@ fn missing(caps: u64) -> Vec<&'static str> {
         .collect()
 }
 
+/// The inode of the initial user namespace (PROC_USER_INIT_INO,
+/// include/linux/proc_ns.h): the same on every kernel.
+const INIT_USER_NS_INO: u64 = 0xEFFF_FFFD;
+
+/// True when this process is in a user namespace other than the host's
+/// (`unshare -U`, a rootless container). Its capabilities hold only there:
+/// the kernel's BPF and perf checks (bpf_capable, perfmon_capable) ask the
+/// initial namespace, so they allow no tracing. Unknown (no /proc) is
+/// taken as the host's: the kernel then gives its own error.
+pub(crate) fn in_user_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/user").is_ok_and(|m| m.ino() != INIT_USER_NS_INO)
+}
+
+/// The sentence for a process in a user namespace other than the host's.
+pub(crate) const USER_NAMESPACE: &str = "this process runs in a user namespace other than the host's (unshare -U, a rootless container): the capabilities it holds there do not allow BPF, which the kernel checks against the host's namespace. Run schedlat in the host's user namespace (root, or CAP_BPF and CAP_PERFMON granted there)";
+
 /// True when the effective capabilities allow loading and attaching tracing
 /// programs, once the permitted ones are raised ([`raise_permitted`]).
 pub(crate) fn can_trace() -> bool {
     raise_permitted();
+    if in_user_namespace() {
+        return false;
+    }
     // No /proc: let the kernel decide and report its own error.
     effective_caps().is_none_or(|caps| missing(caps).is_empty())
 }
@@ -149,6 +169,12 @@ pub(crate) static NEED_PRIVILEGES: NeedPrivileges = NeedPrivileges;
 
 impl fmt::Display for NeedPrivileges {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if in_user_namespace() {
+            return write!(
+                f,
+                "schedlat loads eBPF programs into the kernel, and {USER_NAMESPACE}"
+            );
+        }
         let lacking = effective_caps().map(missing).unwrap_or_default();
         let lacking = match lacking.as_slice() {
             [] => String::new(),
@@ -174,5 +200,12 @@ mod tests {
         assert_eq!(missing(bit(CAP_PERFMON)), ["CAP_BPF"]);
         assert!(missing(bit(CAP_BPF) | bit(CAP_PERFMON)).is_empty());
         assert!(missing(bit(CAP_SYS_ADMIN)).is_empty());
+    }
+
+    /// The tests run in the host's user namespace (CI's root and a
+    /// developer's shell alike).
+    #[test]
+    fn the_hosts_user_namespace_is_known() {
+        assert!(!in_user_namespace());
     }
 }

@@ -27,7 +27,12 @@ pub(crate) enum TracefsError {
     )]
     Denied(PathBuf),
     #[error(
-        "cannot read tracepoint format {path}: {error} (is tracefs mounted there, and are you root or do you have CAP_DAC_READ_SEARCH?)"
+        "cannot read tracepoint format {path}: {error}{}",
+        if matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            " (EMFILE): schedlat has no file descriptor left; raise its limit (LimitNOFILE=, ulimit -n)"
+        } else {
+            " (is tracefs mounted there, and are you root or do you have CAP_DAC_READ_SEARCH?)"
+        }
     )]
     Unreadable {
         path: PathBuf,
@@ -65,6 +70,38 @@ fn locate_among(candidates: &[&Path]) -> Result<PathBuf, TracefsError> {
         }
     }
     Err(denied.map_or(TracefsError::NotMounted, TracefsError::Denied))
+}
+
+/// Why the tracepoint `category/event` cannot be attached, found by opening
+/// its `id` file as aya does: the errno's own reason (EMFILE: no
+/// descriptor left; EACCES: tracefs not readable; ENOENT: the kernel has
+/// no such tracepoint), where aya's error says "tracefs not found"
+/// whatever kept it from opening the file. None when the file opens: the
+/// cause is elsewhere.
+pub(crate) fn why_unusable(explicit: Option<&Path>, category: &str, event: &str) -> Option<String> {
+    let dir = match locate(explicit) {
+        Ok(dir) => dir,
+        Err(e) => return Some(e.to_string()),
+    };
+    let id = dir.join("events").join(category).join(event).join("id");
+    let error = crate::sys::files::read_regular(&id).err()?;
+    Some(match error.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE) => format!(
+            "{}: {error} (EMFILE): schedlat has no file descriptor left; raise its limit (LimitNOFILE=, ulimit -n)",
+            id.display()
+        ),
+        Some(libc::EACCES | libc::EPERM) => TracefsError::Denied(dir).to_string(),
+        Some(libc::ENOENT) => format!(
+            "{}: {error}: this kernel has no tracepoint {category}/{event}{}",
+            id.display(),
+            if category == "syscalls" {
+                " (it needs CONFIG_FTRACE_SYSCALLS)"
+            } else {
+                ""
+            }
+        ),
+        _ => format!("{}: {error}", id.display()),
+    })
 }
 
 /// One `field:` line of a format file.

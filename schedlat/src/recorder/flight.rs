@@ -88,14 +88,20 @@ impl Flight {
         }
     }
 
-    /// Starts the first second now, says what is kept and where dumps go.
-    pub(crate) fn start(opts: &RecorderOptions, tracer: &mut Tracer, how: &str) -> Result<Flight> {
-        std::fs::create_dir_all(&opts.dir).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create the dump directory {}: {e}",
-                opts.dir.display()
-            )
-        })?;
+    /// Opens and checks the dump directory: before anything is loaded, so
+    /// that a directory refused is refused with nothing attached.
+    pub(crate) fn open_dumps(opts: &RecorderOptions) -> Result<Writer> {
+        Writer::start(opts.dir.clone(), opts.keep)
+    }
+
+    /// Starts the first second now, says what is kept and where dumps go
+    /// (`writer`, from `open_dumps`).
+    pub(crate) fn start(
+        opts: &RecorderOptions,
+        writer: Writer,
+        tracer: &mut Tracer,
+        how: &str,
+    ) -> Result<Flight> {
         // A dump keeps no cause split: the cgroups' intervals need none.
         let mut cgroups =
             (opts.cgroups).map(|k| (KeyIntervals::new(k.by, tracer, Kept::Whole, false), k));
@@ -115,7 +121,7 @@ impl Flight {
             crate::analysis::fmt_ns(opts.slow_ns),
             opts.max_slow,
             bound as f64 / f64::from(1 << 20),
-            opts.dir.display()
+            writer.path().display()
         );
         // Which groups the per-cgroup series are, said now and kept in the
         // dump's header (on a hybrid host the attach said which it leaves
@@ -127,7 +133,6 @@ impl Flight {
                 h.describe()
             );
         }
-        let writer = Writer::start(opts.dir.clone(), opts.keep)?;
         let meta = Meta {
             host: hostname(),
             hook: tracer.mode().to_string(),

@@ -13,7 +13,7 @@
 //! directory from picking one name. Only the newest `keep` dumps of each
 //! kind (http, sighup, trigger) are kept; when the disk is full the oldest
 //! of the dump's kind make room (then, for SIGHUP and trigger dumps only,
-//! the oldest of any kind). Temporary directories left by a recorder killed
+//! the oldest of any kind), only when that makes the dump fit. Temporary directories left by a recorder killed
 //! during a dump are removed at start.
 
 use std::{
@@ -67,7 +67,7 @@ pub(super) struct Job {
     pub kind: DumpKind,
 }
 
-pub(super) struct Writer {
+pub(crate) struct Writer {
     jobs: Option<SyncSender<(String, Job)>>,
     thread: Option<JoinHandle<()>>,
     dir: Arc<OwnedDir>,
@@ -84,13 +84,15 @@ pub(crate) enum Refused {
     Busy,
     /// The writer thread is gone.
     Stopped,
+    /// The directory's sequence numbers are spent.
+    Spent,
 }
 
 impl Writer {
     /// Opens `dir` (created if missing) and checks it: owned by the
     /// effective user, not writable by others without the sticky bit, and
     /// writable (a directory that is not fails now, not at the incident).
-    pub(super) fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
+    pub(crate) fn start(dir: PathBuf, keep: usize) -> Result<Writer> {
         let dir = Arc::new(OwnedDir::open(&dir).context("the dump directory")?);
         // Named as a temporary dump of this process, so that one left by a
         // kill right here is removed as an orphan too.
@@ -126,24 +128,45 @@ impl Writer {
         })
     }
 
+    /// Where the dumps go: the directory asked for, or the private
+    /// subdirectory of ours in it when it is shared (sticky).
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The directory the dump will have once written: the next sequence
     /// number of the directory (of this writer, if another recorder's
     /// dumps are not there to read).
-    fn name(&self, job: &Job) -> String {
+    ///
+    /// None when the sequence is spent (a dump numbered 2^64-1 is there):
+    /// wrapping to 0 would make every new dump the oldest, pruned as soon
+    /// as written.
+    fn name(&self, job: &Job) -> Option<String> {
         let highest = dumps(&self.dir).last().map_or(0, |d| d.0);
         let mut n = 0;
-        let _ = self
-            .named
+        self.named
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-                n = last.max(highest) + 1;
+                n = last.max(highest).checked_add(1)?;
                 Some(n)
-            });
-        format!(
+            })
+            .ok()?;
+        Some(format!(
             "{PREFIX}{}-{n}-{}-{}",
             utc_stamp(job.window.meta.dumped_unix_ns),
             std::process::id(),
             job.kind.word()
-        )
+        ))
+    }
+
+    /// Says that the dump `job` was not taken because the sequence is
+    /// spent.
+    fn say_spent(&self, job: &Job) {
+        say!(
+            "schedlat: error: dump ({}) not taken: {} holds a dump numbered {}, the last sequence number; move the dumps there elsewhere",
+            job.window.meta.reason,
+            self.dir.path().display(),
+            u64::MAX
+        );
     }
 
     /// Hands a dump to the writer unless one is being written (a request
@@ -154,7 +177,10 @@ impl Writer {
         if self.pending.load(Ordering::Acquire) > 0 {
             return Err(Refused::Busy);
         }
-        let name = self.name(&job);
+        let Some(name) = self.name(&job) else {
+            self.say_spent(&job);
+            return Err(Refused::Spent);
+        };
         let path = self.dir.path().join(&name);
         self.pending.fetch_add(1, Ordering::AcqRel);
         match jobs.try_send((name, job)) {
@@ -173,7 +199,9 @@ impl Writer {
     /// another is written (SIGHUP, triggers).
     pub(super) fn request(&self, job: Job) {
         let Some(jobs) = &self.jobs else { return };
-        let name = self.name(&job);
+        let Some(name) = self.name(&job) else {
+            return self.say_spent(&job);
+        };
         self.pending.fetch_add(1, Ordering::AcqRel);
         let sent = jobs.try_send((name, job));
         if sent.is_err() {
@@ -238,36 +266,90 @@ fn disk_full(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Writes the dump; while the disk is full, the oldest dump of its kind
-/// goes to make room (for a SIGHUP or trigger dump, when none is left, the
-/// oldest of any kind: a request over HTTP never removes another kind's)
-/// and the write is tried again. Pruning only after a success kept the
-/// oldest incidents and lost every new one.
+/// Writes the dump; when the disk is full, older dumps go to make room,
+/// but only when removing them makes the new dump fit: the oldest of its
+/// kind first (for a SIGHUP or trigger dump, then the oldest of any kind:
+/// a request over HTTP never removes another kind's), then one more try.
+/// Pruning only after a success kept the oldest incidents and lost every
+/// new one; removing dumps while someone else's files keep the disk full
+/// lost the old dumps and the new one alike.
 fn write_making_room(
     dir: &OwnedDir,
     name: &str,
     kind: DumpKind,
     window: &Window,
 ) -> Result<PathBuf> {
-    loop {
-        match write_dump(dir, name, window) {
-            Err(e) if disk_full(&e) => {
-                let all = dumps(dir);
-                let own = all.iter().find(|(_, n)| of_kind(n, kind));
-                let any = (kind != DumpKind::Http).then(|| all.first()).flatten();
-                let Some((_, oldest)) = own.or(any) else {
-                    return Err(e.context("no older dump left to make room"));
-                };
-                dir.remove_dir_of_files(oldest)
-                    .with_context(|| format!("making room: removing {oldest}"))?;
-                say!(
-                    "schedlat: the disk under {} is full: removed the oldest dump, {oldest}, to make room",
-                    dir.path().display()
-                );
-            }
-            other => return other,
+    let full = match write_dump(dir, name, window) {
+        Err(e) if disk_full(&e) => e,
+        other => return other,
+    };
+    let room = dir.room().context("reading the free space")?;
+    // Over a quota the file system's free space does not apply: only what
+    // this user's dumps give back does.
+    let over_quota = full.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            == Some(libc::EDQUOT)
+    });
+    let free = if over_quota { 0 } else { room.free };
+    let needed = dump_bytes(window, room.block);
+    let all = dumps(dir);
+    let own = all.iter().filter(|(_, n)| of_kind(n, kind));
+    let others = all
+        .iter()
+        .filter(|(_, n)| kind != DumpKind::Http && !of_kind(n, kind));
+    let mut freed = 0u64;
+    let mut chosen = Vec::new();
+    for (_, candidate) in own.chain(others) {
+        if free.saturating_add(freed) >= needed {
+            break;
+        }
+        freed = freed.saturating_add(dir.dir_bytes(candidate).unwrap_or(0));
+        chosen.push(candidate.as_str());
+    }
+    if free.saturating_add(freed) < needed {
+        return Err(full.context(format!(
+            "the dump needs about {} KiB, {} KiB are free and removing every older dump it may remove would free only {} KiB more: none removed",
+            needed.div_ceil(1024),
+            free / 1024,
+            freed / 1024
+        )));
+    }
+    for oldest in &chosen {
+        dir.remove_dir_of_files(oldest)
+            .with_context(|| format!("making room: removing {oldest}"))?;
+    }
+    if !chosen.is_empty() {
+        say!(
+            "schedlat: the disk under {} is full: removed the oldest dump{}, {}, to make room",
+            dir.path().display(),
+            if chosen.len() == 1 { "" } else { "s" },
+            chosen.join(", ")
+        );
+    }
+    write_dump(dir, name, window)
+}
+
+/// About what the dump `window` takes on a file system of `block`-byte
+/// blocks: its three files, each rounded up to whole blocks, and a block
+/// for the directory. Counted by writing it to nowhere.
+fn dump_bytes(window: &Window, block: u64) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
     }
+    let blocks = |c: Count| c.0.div_ceil(block).max(1) * block;
+    let (mut a, mut b, mut c) = (Count(0), Count(0), Count(0));
+    let _ = dump::write(&mut a, window);
+    let _ = hlog::write_window(&mut b, window);
+    let _ = perfetto::write(&mut c, window);
+    blocks(a) + blocks(b) + blocks(c) + block
 }
 
 /// Writes the dump under a temporary name, then renames it into place.
@@ -314,7 +396,7 @@ fn dumps(dir: &OwnedDir) -> Vec<(u64, String)> {
         .unwrap_or_default()
         .into_iter()
         .filter_map(|name| Some((sequence(&name)?, name)))
-        .filter(|(_, name)| dir.is_dir(name))
+        .filter(|(_, name)| dir.is_own_dir(name))
         .collect();
     out.sort();
     out
@@ -358,7 +440,7 @@ fn remove_orphans(dir: &OwnedDir) -> usize {
                 pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
             })
         })
-        .filter(|name| dir.is_dir(name) && dir.remove_dir_of_files(name).is_ok())
+        .filter(|name| dir.is_own_dir(name) && dir.remove_dir_of_files(name).is_ok())
         .count()
 }
 
@@ -459,7 +541,7 @@ mod tests {
             window: sample_window(),
             kind: DumpKind::Sighup,
         };
-        let (a, b) = (w.name(&job()), w.name(&job()));
+        let (a, b) = (w.name(&job()).unwrap(), w.name(&job()).unwrap());
         assert_ne!(a, b);
         assert!(
             a.contains(&format!("-1-{}-sighup", std::process::id())),
@@ -473,7 +555,11 @@ mod tests {
             &sample_window(),
         )
         .unwrap();
-        assert!(w.name(&job()).contains("-42-"), "{}", w.name(&job()));
+        assert!(
+            w.name(&job()).unwrap().contains("-42-"),
+            "{}",
+            w.name(&job()).unwrap()
+        );
         // Its temporary directory under a name we also wanted: our dump
         // fails and leaves it as it was.
         let theirs = format!("{PREFIX}20260101T000000.000Z-50-99-sighup");

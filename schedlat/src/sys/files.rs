@@ -107,6 +107,12 @@ impl<R: Read> Lines<R> {
         }
     }
 
+    /// Lowers (or raises) the longest line read from here on: a reader
+    /// that learns what the file is holds it to that kind's cap.
+    pub fn set_max_line(&mut self, max_line: usize) {
+        self.max_line = max_line;
+    }
+
     /// The next line (1-based number, bytes without the newline), or None at
     /// the end. A line past `max_line` is an error that names it.
     pub fn next_line(&mut self) -> io::Result<Option<(usize, &[u8])>> {

@@ -2,6 +2,7 @@
 //! its clocks. No eBPF, no root; the parsers take text so tests and fuzz
 //! targets can feed them.
 
+pub mod byte_names;
 pub mod cgroup_of;
 pub mod clock;
 pub mod files;

@@ -13,6 +13,17 @@ pub fn open_files() -> Option<u64> {
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0).then_some(r.rlim_cur)
 }
 
+/// The descriptors this process has open now (/proc/self/fd, without the
+/// one reading it), if it can be read: `limit` when the read itself finds
+/// none left (EMFILE, ENFILE).
+pub fn open_descriptors(limit: u64) -> Option<u64> {
+    match fs::read_dir("/proc/self/fd") {
+        Ok(entries) => Some((entries.count() as u64).saturating_sub(1)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => Some(limit),
+        Err(_) => None,
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit, up to 1024 (the
 /// usual default, far above the object's needs and serve's connections):
 /// a soft limit set low with a higher hard limit is the process's to lift,

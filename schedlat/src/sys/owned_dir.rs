@@ -3,8 +3,11 @@
 //! can create or rename entries in a directory can swap a file root is
 //! about to write for a link to any file, and root then overwrites that
 //! file. So a directory is used only when the effective user owns it and
-//! nobody else can write it (or only under the sticky bit, as /tmp), and
-//! everything in it is done through descriptors: a new private directory
+//! nobody else can write it. A shared one under the sticky bit (as /tmp)
+//! stops others renaming our entries but not taking a name first or
+//! planting entries: there a private subdirectory of ours (0700,
+//! `schedlat-dumps-uid<euid>`) is used instead. Everything in it is done
+//! through descriptors: a new private directory
 //! (mkdirat 0700) opened with O_DIRECTORY|O_NOFOLLOW, each file created in
 //! it with O_CREAT|O_EXCL|O_NOFOLLOW, the directory renamed into place
 //! with renameat (never over an existing name), and only entries this
@@ -43,7 +46,16 @@ pub enum DirError {
         who: &'static str,
         mode: u32,
     },
+    #[error(
+        "{} was made by someone else: {why}. schedlat keeps its dumps in that private directory of its own when the dump directory is shared (sticky, as /tmp); remove it, or use a directory of schedlat's user (e.g. --dump-dir /var/lib/schedlat)",
+        path.display()
+    )]
+    Squatted { path: PathBuf, why: String },
 }
+
+/// The name of the private subdirectory used in a shared sticky
+/// directory, followed by the effective uid.
+pub const PRIVATE_PREFIX: &str = "schedlat-dumps-uid";
 
 /// A directory checked to be safe to write into, held by its descriptor:
 /// what its path names later does not matter.
@@ -104,17 +116,59 @@ impl OwnedDir {
             (true, false) => Some("its group"),
             (false, false) => None,
         };
-        if let (Some(who), false) = (who, sticky) {
-            return Err(DirError::Writable {
+        match (who, sticky) {
+            (None, _) => Ok(OwnedDir {
+                fd,
+                path: path.to_path_buf(),
+            }),
+            (Some(who), false) => Err(DirError::Writable {
                 path: path.to_path_buf(),
                 who,
                 mode,
+            }),
+            // Shared under the sticky bit (as /tmp): others cannot rename
+            // our entries, but they can take a name before we do (a dump's
+            // final name, announced by its temporary one) or plant
+            // entries we would read as dumps. Everything goes into a
+            // private subdirectory of ours instead.
+            (Some(_), true) => OwnedDir::private_in(&fd, path, euid),
+        }
+    }
+
+    /// The private subdirectory (0700, ours) of the shared sticky
+    /// directory `shared`, made if missing: `schedlat-dumps-uid<euid>`.
+    /// One that exists and is not a directory of ours that only we can
+    /// change was made by someone else, and is refused.
+    fn private_in(shared: &OwnedFd, path: &Path, euid: u32) -> Result<OwnedDir, DirError> {
+        let name = format!("{PRIVATE_PREFIX}{euid}");
+        let sub = path.join(&name);
+        match rustix::fs::mkdirat(shared, name.as_str(), Mode::RWXU) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io_err(&sub)(e)),
+        }
+        // O_NOFOLLOW: a link planted under the name is refused (ELOOP or
+        // ENOTDIR), never followed.
+        let fd =
+            rustix::fs::openat(shared, name.as_str(), DIR_FLAGS, Mode::empty()).map_err(|e| {
+                DirError::Squatted {
+                    path: sub.clone(),
+                    why: format!("it cannot be opened as a directory ({e})"),
+                }
+            })?;
+        let st = rustix::fs::fstat(&fd).map_err(io_err(&sub))?;
+        if st.st_uid != euid {
+            return Err(DirError::Squatted {
+                path: sub,
+                why: format!("it is owned by uid {}", st.st_uid),
             });
         }
-        Ok(OwnedDir {
-            fd,
-            path: path.to_path_buf(),
-        })
+        if st.st_mode & 0o022 != 0 {
+            return Err(DirError::Squatted {
+                path: sub,
+                why: format!("others can write it (mode {:04o})", st.st_mode & 0o7777),
+            });
+        }
+        Ok(OwnedDir { fd, path: sub })
     }
 
     pub fn path(&self) -> &Path {
@@ -153,10 +207,13 @@ impl OwnedDir {
             .collect())
     }
 
-    /// Whether `name` is a directory (not a link to one).
-    pub fn is_dir(&self, name: &str) -> bool {
-        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
+    /// Whether `name` is a directory (not a link to one) of the effective
+    /// user's: an entry someone else made is never taken for ours.
+    pub fn is_own_dir(&self, name: &str) -> bool {
+        let euid = rustix::process::geteuid().as_raw();
+        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir() && st.st_uid == euid
+        })
     }
 
     /// Removes the directory `name` and the regular files in it, never
@@ -180,10 +237,53 @@ impl OwnedDir {
         Ok(())
     }
 
+    /// The bytes the directory `name` and the files in it take on disk
+    /// (their blocks), read without following links.
+    pub fn dir_bytes(&self, name: &str) -> io::Result<u64> {
+        let fd = rustix::fs::openat(&self.fd, name, DIR_FLAGS, Mode::empty())?;
+        let mut bytes = blocks_bytes(&rustix::fs::fstat(&fd)?);
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            let file = entry.file_name();
+            if file.to_bytes() == b"." || file.to_bytes() == b".." {
+                continue;
+            }
+            bytes += blocks_bytes(&rustix::fs::statat(&fd, file, AtFlags::SYMLINK_NOFOLLOW)?);
+        }
+        Ok(bytes)
+    }
+
+    /// What the file system holding this directory can still take, and
+    /// its block size: the blocks free to this user (root may use the
+    /// blocks ext4 reserves for it).
+    pub fn room(&self) -> io::Result<Room> {
+        let st = rustix::fs::fstatvfs(&self.fd)?;
+        let blocks = if rustix::process::geteuid().is_root() {
+            st.f_bfree
+        } else {
+            st.f_bavail
+        };
+        Ok(Room {
+            free: blocks.saturating_mul(st.f_frsize),
+            block: st.f_frsize.max(1),
+        })
+    }
+
     /// Flushes the directory's entries to disk.
     pub fn sync(&self) -> io::Result<()> {
         Ok(rustix::fs::fsync(&self.fd)?)
     }
+}
+
+/// Free space on a file system, in bytes, and its block size.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    pub free: u64,
+    pub block: u64,
+}
+
+fn blocks_bytes(st: &rustix::fs::Stat) -> u64 {
+    u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512)
 }
 
 /// A private directory being filled; removed when dropped uncommitted,
@@ -311,14 +411,14 @@ mod tests {
         let mut p = dir.create_private(".tmp-b").unwrap();
         p.create("dump.jsonl").unwrap();
         p.commit("done").unwrap();
-        assert!(dir.is_dir("done"));
+        assert!(dir.is_own_dir("done"));
         let mut q = dir.create_private(".tmp-c").unwrap();
         q.create("dump.jsonl").unwrap();
         let e = q.commit("done").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
         assert!(!root.join(".tmp-c").exists());
         dir.remove_dir_of_files("done").unwrap();
-        assert!(!dir.is_dir("done"));
+        assert!(!dir.is_own_dir("done"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -47,8 +47,31 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(6 * 60);
 pub(super) const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Open connections at most: a few Prometheus servers and curl users need
-/// a handful; the default fd limit (1024) is far above this.
+/// a handful; the default fd limit (1024) is far above this. Fewer when
+/// the descriptors left after loading are fewer ([`client_slots`]).
 pub(super) const MAX_CONNECTIONS: usize = 64;
+
+/// Descriptors kept free beside the clients' for what serving opens
+/// itself: a scrape's /proc and cgroup reads, a dump's directory and
+/// files, a reload of the web configuration.
+pub(super) const KEPT_FOR_SERVING: u64 = 2;
+
+/// How many clients may be connected at once with `open` descriptors in
+/// use of `limit` (RLIMIT_NOFILE): at most [`MAX_CONNECTIONS`], one
+/// descriptor each, [`KEPT_FOR_SERVING`] kept aside. Err with the numbers
+/// when none is left: a serve that says "Serving" and can never accept
+/// helps no one.
+pub(super) fn client_slots(open: u64, limit: u64) -> Result<usize, String> {
+    let free = limit.saturating_sub(open).saturating_sub(KEPT_FOR_SERVING);
+    if free == 0 {
+        return Err(format!(
+            "no file descriptor is left for clients: {open} of the {limit} this process may have (RLIMIT_NOFILE) are open after loading, and serving keeps {KEPT_FOR_SERVING} for itself. EMFILE: raise the limit (`ulimit -n 1024`; LimitNOFILE=1024 in a systemd unit; a container runtime's nofile ulimit)"
+        ));
+    }
+    Ok(usize::try_from(free)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CONNECTIONS))
+}
 
 /// The open connections, for the limit: each one's last activity and a
 /// way to close it.
@@ -77,6 +100,12 @@ impl Connections {
 
     pub(super) fn count(&self) -> usize {
         self.open.borrow().len()
+    }
+
+    /// Whether more are open than the limit: a connection shed to make
+    /// room has not closed yet.
+    pub(super) fn over_limit(&self) -> bool {
+        self.count() > self.limit
     }
 
     /// Closes the connection that has been quiet longest; false if none is
@@ -286,6 +315,16 @@ mod tests {
     };
 
     use super::*;
+
+    /// Issue 48 item 11: the clients' share of the descriptors left.
+    #[test]
+    fn clients_get_the_descriptors_left_or_none_is_an_error() {
+        assert_eq!(client_slots(51, 1024), Ok(MAX_CONNECTIONS));
+        assert_eq!(client_slots(51, 60), Ok(7));
+        let e = client_slots(51, 53).unwrap_err();
+        assert!(e.contains("51 of the 53") && e.contains("EMFILE"), "{e}");
+        assert!(client_slots(60, 48).is_err());
+    }
 
     /// Runs a server with `conns` on the current thread while `clients`
     /// runs on another; returns what `clients` returns.

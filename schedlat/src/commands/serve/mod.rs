@@ -162,6 +162,12 @@ pub(crate) async fn run(
     if let Some(min) = args.exemplars_ns {
         modes.slow_ns = Some(modes.slow_ns.map_or(min, |ring| ring.min(min)));
     }
+    // The dump directory checked before loading: refused, nothing is
+    // attached.
+    let writer = match &args.ring {
+        Some(ring) => Some(Flight::open_dumps(ring)?),
+        None => None,
+    };
     let mut tracer = session::attach_resolved(kernel, &filter, 1_000, &modes)?;
     // Where the cumulative values start, for the OTLP points.
     let start_unix_ns = otlp::unix_now_ns();
@@ -171,17 +177,17 @@ pub(crate) async fn run(
         Some(_) => Some(SlowEvents::take(&mut tracer)?),
         None => None,
     };
-    let flight = match &args.ring {
-        Some(ring) => {
+    let flight = match (&args.ring, writer) {
+        (Some(ring), Some(writer)) => {
             let how = if args.snapshot_enabled {
                 "POST /snapshot or SIGHUP dumps now"
             } else {
                 "SIGHUP dumps now"
             };
-            let flight = Flight::start(ring, &mut tracer, how)?;
+            let flight = Flight::start(ring, writer, &mut tracer, how)?;
             Some(Rc::new(RefCell::new(flight)))
         }
-        None => None,
+        _ => None,
     };
     let ring_waits = |mut slow: Vec<SlowEvent>| {
         let min = args.ring.as_ref().map_or(0, |r| r.slow_ns);
@@ -270,6 +276,19 @@ pub(crate) async fn run(
             crate::analysis::fmt_ns(o.options.interval.as_nanos() as u64)
         );
     }
+    // The descriptors left after loading bound the clients: none left is
+    // an error, not a "Serving" that can never accept.
+    let limit = crate::sys::own_limits::open_files();
+    let open = limit.and_then(crate::sys::own_limits::open_descriptors);
+    let slots = match (open, limit) {
+        (Some(open), Some(limit)) => http::client_slots(open, limit).map_err(anyhow::Error::msg)?,
+        _ => http::MAX_CONNECTIONS,
+    };
+    if slots < http::MAX_CONNECTIONS {
+        say!(
+            "schedlat: at most {slots} clients at once: the open-file limit (RLIMIT_NOFILE) leaves no more descriptors; raise it (LimitNOFILE=) for more"
+        );
+    }
     say!("Serving run queue latency on {url} ... Hit Ctrl-C to end.");
     // Attached and bound: what `systemctl start` waits for.
     notify::notify(&format!(
@@ -288,7 +307,7 @@ pub(crate) async fn run(
     let connections = LocalSet::new();
     let pushing = (otlp.as_ref())
         .map(|o| connections.spawn_local(otlp::push(scraper.clone(), o.clone(), start_unix_ns)));
-    let open = http::Connections::new(http::MAX_CONNECTIONS, http::FIRST_REQUEST_TIMEOUT);
+    let open = http::Connections::new(slots, http::FIRST_REQUEST_TIMEOUT);
     let mut accept_errors = listen::ErrorLog::new(Duration::from_secs(10));
     let handshake_errors = Rc::new(RefCell::new(listen::ErrorLog::new(Duration::from_secs(10))));
     // With -p/-t, a target that exits does not end the run (unlike the
@@ -311,6 +330,17 @@ pub(crate) async fn run(
                             open.spawn(stream, tls, &handshake_errors, move |request| {
                                 routes::respond(request, scraper.clone(), endpoint.clone())
                             });
+                            // The connection shed to make room closes at
+                            // its task's next turn: let it, before the next
+                            // accept. Accepting on meanwhile (300 idle
+                            // clients queued) ran out of descriptors and
+                            // held a scrape back 4-5 s.
+                            for _ in 0..64 {
+                                if !open.over_limit() {
+                                    break;
+                                }
+                                tokio::task::yield_now().await;
+                            }
                         }
                         // Out of fds or a connection reset before accept:
                         // free a descriptor, keep serving the others.

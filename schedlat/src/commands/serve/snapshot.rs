@@ -96,5 +96,9 @@ pub(super) fn respond(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the dump writer has stopped; see serve's stderr\n",
         ),
+        Err(Refused::Spent) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the dump directory's sequence numbers are spent; see serve's stderr\n",
+        ),
     }
 }

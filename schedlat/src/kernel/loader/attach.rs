@@ -7,7 +7,11 @@ use aya::{
 use schedlat_common::{cast::Ids, names};
 
 use super::{cast, load_times, parallel};
-use crate::kernel::{error::LoadError, hook::HookMode};
+use crate::kernel::{
+    error::{self, LoadError},
+    hook::HookMode,
+    tracefs,
+};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
 /// of a verifier refusal then (offsets of another kernel's task_struct).
@@ -29,7 +33,7 @@ pub(super) fn attach(
     let mut notes = Vec::new();
     // Out of descriptors or memory, the hint (another hook mode, tracefs)
     // would mislead: the limit is the error.
-    let fail = |program, step, error: ProgramError, hint| {
+    let fail = |program, step, error: ProgramError, hint: std::borrow::Cow<'static, str>| {
         LoadError::limit(&format!("{mode} program `{program}` ({step})"), &error, &[])
             .unwrap_or_else(|| LoadError::Program {
                 mode,
@@ -81,12 +85,12 @@ pub(super) fn attach(
                 };
                 // A verifier refusal with --btf is most likely the file's.
                 let load_hint = if custom_btf { BTF_HINT } else { hint(program) };
-                loaded.map_err(|e| fail(program, "load", e, load_hint))?;
+                loaded.map_err(|e| fail(program, "load", e, load_hint.into()))?;
             }
             for &(program, _) in btf_programs {
                 let prog: &mut BtfTracePoint = program_mut(ebpf, mode, program)?;
                 prog.attach()
-                    .map_err(|e| fail(program, "attach", e, hint(program)))?;
+                    .map_err(|e| fail(program, "attach", e, hint(program).into()))?;
             }
         }
         HookMode::Tracepoint => {
@@ -95,9 +99,15 @@ pub(super) fn attach(
             let waking = waking.then_some(names::TP_WAKING);
             for (program, tracepoint) in names::TP_PROGRAMS.into_iter().chain(waking) {
                 let prog: &mut TracePoint = program_mut(ebpf, mode, program)?;
-                prog.load().map_err(|e| fail(program, "load", e, ""))?;
-                prog.attach("sched", tracepoint)
-                    .map_err(|e| fail(program, "attach", e, HINT))?;
+                prog.load()
+                    .map_err(|e| fail(program, "load", e, "".into()))?;
+                prog.attach("sched", tracepoint).map_err(|e| {
+                    // aya says "tracefs not found" whatever kept it from
+                    // opening the tracepoint's id: the errno says why.
+                    let hint = tracefs::why_unusable(None, "sched", tracepoint)
+                        .map_or(HINT.into(), |why| format!(" ({why})").into());
+                    fail(program, "attach", e, hint)
+                })?;
             }
         }
     }
@@ -122,14 +132,28 @@ pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
         load_times::report(load_times::wanted(), program, started, &loaded, || {
             prog.info()
         });
-        loaded.map_err(|e| e.to_string())?;
-        prog.attach("syscalls", tracepoint)
-            .map_err(|e| e.to_string())?;
+        // The whole chain: the errno (EMFILE from perf_event_open or the
+        // link) is in a source, not in aya's top line.
+        let with_errno = |e: ProgramError| {
+            let text = error::chain(&e);
+            match error::errno(&e) {
+                Some(libc::EMFILE | libc::ENFILE) => format!(
+                    "{text} (EMFILE): schedlat has no file descriptor left; raise its limit (LimitNOFILE=, ulimit -n)"
+                ),
+                _ => text,
+            }
+        };
+        loaded.map_err(with_errno)?;
+        prog.attach("syscalls", tracepoint).map_err(with_errno)?;
         Ok(())
     };
     load().err().map(|e| {
+        // aya's "tracefs not found" whatever the cause: the errno of
+        // opening the tracepoint's id says which (EMFILE, EACCES, ENOENT);
+        // where it opens, the cause is the error's own.
+        let why = tracefs::why_unusable(None, "syscalls", tracepoint).unwrap_or(e);
         format!(
-            "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {e}; it needs CONFIG_FTRACE_SYSCALLS and tracefs): a holder that yielded counts as preempted"
+            "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {why}): a holder that yielded counts as preempted"
         )
     })
 }
@@ -169,13 +193,13 @@ where
         error: Box::new(ProgramError::InvalidName {
             name: name.to_string(),
         }),
-        hint: " (the embedded object is stale: rebuild)",
+        hint: " (the embedded object is stale: rebuild)".into(),
     })?;
     program.try_into().map_err(|error| LoadError::Program {
         mode,
         program: name,
         step: "find",
         error: Box::new(error),
-        hint: "",
+        hint: "".into(),
     })
 }

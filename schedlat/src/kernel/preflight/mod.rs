@@ -124,6 +124,18 @@ fn btf() -> Check {
 
 fn capabilities(can_trace: bool, status: &ProcessStatus) -> Check {
     let caps = status.capabilities;
+    if privileges::in_user_namespace() {
+        return check(
+            "capabilities",
+            Status::Fail,
+            format!(
+                "uid {}, effective: {}, in a user namespace other than the host's: they do not allow BPF",
+                host::euid(),
+                cap_names(caps.effective)
+            ),
+            Some(privileges::USER_NAMESPACE.to_string()),
+        );
+    }
     let found = format!(
         "uid {}, effective: {}; bounding set {}",
         host::euid(),
@@ -149,6 +161,7 @@ fn bpf_syscall(can_trace: bool, status: &ProcessStatus, release: &Release) -> Ch
     };
     let fix = match e.raw_os_error() {
         Some(libc::ENOSYS) => "the kernel has no bpf() (CONFIG_BPF_SYSCALL=n), or a seccomp filter answers ENOSYS for it: a kernel with BPF, or a profile that allows bpf".to_string(),
+        Some(libc::EPERM) if privileges::in_user_namespace() => privileges::USER_NAMESPACE.to_string(),
         Some(libc::EPERM) if !can_trace => "grant the capabilities above".to_string(),
         Some(libc::EPERM) if status.seccomp == Some(2) => "the capabilities are held, so the seccomp filter refuses bpf(): the default profiles of podman and CRI-O allow bpf and perf_event_open only with CAP_SYS_ADMIN. Run under a profile that allows them (deploy/seccomp/bpf.json: podman --security-opt seccomp=FILE, Kubernetes seccompProfile type Localhost; docs/deploy.md)".to_string(),
         Some(libc::EPERM) if !release.at_least(5, 11) => "before 5.11 a map's memory counts against RLIMIT_MEMLOCK: raise it (LimitMEMLOCK=infinity, ulimit -l unlimited) or grant CAP_SYS_RESOURCE".to_string(),

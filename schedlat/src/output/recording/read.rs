@@ -78,9 +78,18 @@ impl Recording {
             }
             let at = || format!("{origin}:{n}");
             if unit.is_none() && dump::is_dump_line(line) {
+                // A dump is held to a dump's line cap, as replay holds it:
+                // compare took lines up to a recording's 256 MiB.
+                if line.len() > dump::MAX_LINE_BYTES {
+                    bail!(
+                        "cannot read {origin}: line {n} is longer than {} bytes, the longest read",
+                        dump::MAX_LINE_BYTES
+                    );
+                }
                 let mut reader = dump::Reader::new(&origin);
                 reader.line(n, line)?;
                 dump = Some(reader);
+                lines.set_max_line(dump::MAX_LINE_BYTES);
                 continue;
             }
             let schema: Schema =
@@ -301,6 +310,32 @@ pub(crate) mod tests {
             lines.iter().any(|l| l.contains("recorder dump")),
             "{lines:?}"
         );
+    }
+
+    /// Issue 48 item 15: compare took a dump's line over 1 MiB (up to a
+    /// recording's 256 MiB) that replay refuses; both refuse it now.
+    #[test]
+    fn a_dump_line_over_a_mib_is_refused_as_replay_refuses_it() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recorder-dump");
+        let text = fs::read_to_string(dir.join("dump.jsonl")).unwrap();
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        // JSON allows the spaces: the line means what it meant.
+        let second = lines[1].strip_suffix('}').unwrap().to_string();
+        lines[1] = format!("{second}{}}}", " ".repeat(dump::MAX_LINE_BYTES));
+        let long = lines.join("\n") + "\n";
+        let replay = format!("{:#}", dump::parse(&long, "long").err().unwrap());
+        assert!(replay.contains("longer than 1048576 bytes"), "{replay}");
+        let compare = format!(
+            "{:#}",
+            Recording::parse(Path::new("long"), long.as_bytes())
+                .err()
+                .unwrap()
+        );
+        assert!(
+            compare.contains("line 2 is longer than 1048576 bytes"),
+            "{compare}"
+        );
+        Recording::parse(Path::new("whole"), text.as_bytes()).unwrap();
     }
 
     #[test]

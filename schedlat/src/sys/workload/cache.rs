@@ -20,17 +20,21 @@ use super::{
     path::Runtime,
 };
 
-/// Containers whose answers are kept; the oldest answer is dropped first.
-/// A node runs at most a few hundred containers (the kubelet's default
-/// limit is 110 pods).
+/// Containers whose answers are kept at least; the oldest answer is
+/// dropped first. A node runs a few hundred containers (the kubelet's
+/// default limit is 110 pods); a host with more found at start keeps
+/// twice what it found ([`NameCache::start`]).
 pub const CAPACITY: usize = 4096;
 
 /// How long "no names found" stands before the files are read again: a
 /// container's bundle may be written just after its cgroup is made.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// Lookups waiting for the thread at most; more are dropped (and asked
-/// again at their next lookup).
+/// Lookups waiting for the thread at least; more are dropped (and asked
+/// again at their next lookup). A start that finds more containers asks
+/// for all of them at once: the queue is sized to hold them (twice what it
+/// found), or most of 3,000 went unnamed for good (labels are fixed at a
+/// series' first scrape).
 const QUEUE: usize = 1024;
 
 /// The cache, shared with the thread that fills it.
@@ -49,9 +53,13 @@ struct State {
 }
 
 impl NameCache {
-    /// Starts the thread that reads the runtimes' files under `roots`.
-    pub fn start(roots: NameRoots) -> std::io::Result<NameCache> {
-        let (requests, queue) = mpsc::sync_channel(QUEUE);
+    /// Starts the thread that reads the runtimes' files under `roots`,
+    /// sized for `containers` (those found at start): its queue and its
+    /// answers hold twice as many, at least 1,024 and [`CAPACITY`].
+    pub fn start(roots: NameRoots, containers: usize) -> std::io::Result<NameCache> {
+        let room = containers.saturating_mul(2);
+        let (requests, queue) = mpsc::sync_channel(room.max(QUEUE));
+        let capacity = room.max(CAPACITY);
         let cache = NameCache {
             state: Arc::default(),
             requests,
@@ -59,7 +67,7 @@ impl NameCache {
         let state = Arc::clone(&cache.state);
         thread::Builder::new()
             .name("container-names".into())
-            .spawn(move || serve(&roots, &state, &queue))?;
+            .spawn(move || serve(&roots, &state, &queue, capacity))?;
         Ok(cache)
     }
 
@@ -85,7 +93,8 @@ impl NameCache {
     /// them).
     pub fn ask_for(&self, path: &str) {
         let labels = super::path::parse(path);
-        if let Some(id) = &labels.container_id {
+        // A user's own cgroup is named from no system runtime's files.
+        if let (Some(id), None) = (&labels.container_id, &labels.delegated) {
             self.get(id, labels.runtime);
         }
     }
@@ -112,7 +121,12 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 /// The thread: answers each request from the files, outside the lock.
 /// Ends when every [`NameCache`] is gone.
-fn serve(roots: &NameRoots, state: &Mutex<State>, queue: &Receiver<(String, Option<Runtime>)>) {
+fn serve(
+    roots: &NameRoots,
+    state: &Mutex<State>,
+    queue: &Receiver<(String, Option<Runtime>)>,
+    capacity: usize,
+) {
     for (id, runtime) in queue {
         let answer = roots.resolve(&id, runtime);
         let mut state = lock(state);
@@ -124,7 +138,7 @@ fn serve(roots: &NameRoots, state: &Mutex<State>, queue: &Receiver<(String, Opti
         {
             state.order.push_back(id);
         }
-        while state.order.len() > CAPACITY {
+        while state.order.len() > capacity {
             if let Some(old) = state.order.pop_front() {
                 state.answers.remove(&old);
             }
@@ -146,7 +160,7 @@ mod tests {
         let dir = root.join(format!("var/lib/docker/containers/{id}"));
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("config.v2.json"), r#"{"Name":"/redis"}"#).unwrap();
-        let cache = NameCache::start(NameRoots::under(&root)).unwrap();
+        let cache = NameCache::start(NameRoots::under(&root), 0).unwrap();
         assert_eq!(cache.get(&id, Some(Runtime::Docker)), None);
         // A start waits for what it asked for: then the answer is there.
         cache.settle(Duration::from_secs(5));
@@ -165,10 +179,38 @@ mod tests {
         fs::remove_dir_all(&root).unwrap();
     }
 
+    /// Issue 48 item 10: a start that found 3,000 containers asked for
+    /// them all at once into a 1,024-entry queue: the rest were dropped,
+    /// and their series' labels, fixed at the first scrape, never had the
+    /// names. The queue is sized from what the start found.
+    #[test]
+    fn every_container_found_at_start_is_named_once_settled() {
+        let root = std::env::temp_dir().join(format!("schedlat-cache-many-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        const FOUND: usize = 3000;
+        let ids: Vec<String> = (0..FOUND).map(|i| format!("{i:064x}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let dir = root.join(format!("var/lib/docker/containers/{id}"));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("config.v2.json"), format!(r#"{{"Name":"/c{i}"}}"#)).unwrap();
+        }
+        let cache = NameCache::start(NameRoots::under(&root), FOUND).unwrap();
+        for id in &ids {
+            cache.get(id, Some(Runtime::Docker));
+        }
+        cache.settle(Duration::from_secs(30));
+        let named = ids
+            .iter()
+            .filter(|id| cache.get(id, Some(Runtime::Docker)).is_some())
+            .count();
+        assert_eq!(named, FOUND);
+        fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn the_cache_keeps_at_most_its_capacity() {
         let root = std::env::temp_dir().join("schedlat-cache-empty");
-        let cache = NameCache::start(NameRoots::under(&root)).unwrap();
+        let cache = NameCache::start(NameRoots::under(&root), 0).unwrap();
         for i in 0..CAPACITY + 100 {
             let id = format!("{i:064x}");
             // Paced so the queue never fills.

@@ -81,6 +81,14 @@ impl Workload {
             Level::Pod => labels.pod_uid.clone(),
             Level::Unit => self.unit_cgroup().map(str::to_string),
         };
+        // Under a user's manager the ID is that user's to choose: it
+        // never adds up with a system container or pod that has it.
+        let id = match (&labels.delegated, level) {
+            (Some(manager), Level::Container | Level::Pod) => {
+                id.map(|id| format!("{id} in {manager}"))
+            }
+            _ => id,
+        };
         let name = || Some(self.name_at(level)).filter(|n| *n != self.path);
         Some(format!("{} {}", level.as_str(), id.or_else(name)?))
     }
@@ -240,6 +248,35 @@ pub(crate) mod tests {
             "unit /system.slice/nginx.service"
         );
         assert_eq!(svc.identity_at(Level::Pod), None);
+    }
+
+    /// Issue 48 item 5: a cgroup a user made under their own manager with
+    /// another container's ID (or pod UID) in its name took that
+    /// container's identity under `--by container`, and its names. It is
+    /// that user's now: another identity, and no names unless given.
+    #[test]
+    fn a_users_cgroup_never_adds_up_with_a_system_container() {
+        let system = workload(&format!("/system.slice/docker-{ID}.scope"), None);
+        let user = "/user.slice/user-65534.slice/user@65534.service/app.slice";
+        let fake = workload(&format!("{user}/docker-{ID}.scope"), None);
+        assert_ne!(
+            system.identity_at(Level::Container),
+            fake.identity_at(Level::Container)
+        );
+        assert_eq!(
+            fake.identity_at(Level::Container).unwrap(),
+            format!("container {ID} in user@65534.service")
+        );
+        let pod = format!("kubepods-besteffort-pod{UID_}.slice");
+        let real_pod = workload(
+            &format!("/kubepods.slice/kubepods-besteffort.slice/{pod}"),
+            None,
+        );
+        let fake_pod = workload(&format!("{user}/{pod}"), None);
+        assert_ne!(
+            real_pod.identity_at(Level::Pod),
+            fake_pod.identity_at(Level::Pod)
+        );
     }
 
     /// Issue 25: workloads that share a name are not one workload: a pod's

@@ -291,8 +291,23 @@ fn read_capped(path: &Path) -> io::Result<String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
+    }
+    // Cut at the cap, the JSON would not parse and the names would be
+    // missing without a word: said once per run, and not read.
+    if meta.len() > MAX_FILE {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            say!(
+                "schedlat: {} is {} MiB, over the {} MiB read for container names: the names it holds are not read (said once)",
+                path.display(),
+                meta.len() >> 20,
+                MAX_FILE >> 20
+            );
+        });
+        return Err(io::Error::other("over the size read"));
     }
     let mut text = String::new();
     file.take(MAX_FILE).read_to_string(&mut text)?;

@@ -44,6 +44,13 @@ pub struct PathLabels {
     pub runtime: Option<Runtime>,
     /// The pod's QoS class.
     pub qos: Option<Qos>,
+    /// The user's service manager (`user@1000.service`) the container or
+    /// pod is under: a subtree systemd delegates to that user, who may
+    /// name cgroups there anything, `docker-<another's ID>.scope` too. Such
+    /// a container is that user's (rootless podman), never a system
+    /// runtime's: it is named from no system runtime's files and never
+    /// adds up with a system container of the same ID.
+    pub delegated: Option<String>,
 }
 
 /// A container runtime, as its cgroup names show it.
@@ -121,18 +128,23 @@ pub fn parse(path: &str) -> PathLabels {
         .rposition(|(_, p)| matches!(p, Part::Pod { .. }));
     let below_pod = pod_at.map_or(0, |i| i + 1);
     let mut after_docker = false;
+    // The user's service manager the path went through so far.
+    let mut manager: Option<&str> = None;
     for (i, (name, part)) in parts.iter().enumerate() {
         match part {
             Part::Container { runtime, id } if i >= below_pod => {
                 labels.container_id = Some(id.clone());
                 labels.runtime = *runtime;
+                labels.delegated = manager.map(str::to_string);
             }
             Part::Bare(id) if i >= below_pod => {
                 labels.container_id = Some(id.clone());
                 labels.runtime = after_docker.then_some(Runtime::Docker);
+                labels.delegated = manager.map(str::to_string);
             }
             Part::Pod { uid, qos } if Some(i) == pod_at => {
                 labels.pod_uid = Some(uid.clone());
+                labels.delegated = manager.map(str::to_string);
                 // The pod's own name says its class (systemd); else the
                 // class cgroup above it; else it is directly under
                 // kubepods: guaranteed.
@@ -149,8 +161,19 @@ pub fn parse(path: &str) -> PathLabels {
             }
         }
         after_docker = *part == Part::Docker;
+        if is_user_manager(name) {
+            manager = Some(name);
+        }
     }
     labels
+}
+
+/// `user@<uid>.service`: a user's service manager, whose subtree systemd
+/// delegates to that user.
+fn is_user_manager(name: &str) -> bool {
+    name.strip_prefix("user@")
+        .and_then(|rest| rest.strip_suffix(".service"))
+        .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// What one path component is, as far as the labels go.

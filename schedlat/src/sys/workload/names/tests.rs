@@ -224,3 +224,22 @@ fn planted_fifos_and_links_are_not_read() {
     symlink(&target, dir.join("config.v2.json")).unwrap();
     assert_eq!(roots.resolve(ID, Some(Runtime::Docker)), None);
 }
+
+/// Issue 48 item 10: a containers.json over 16 MiB was read cut at the cap,
+/// failed to parse, and gave no podman names with no word. It is refused
+/// by size now (said once on stderr), not read cut.
+#[test]
+fn a_file_over_the_cap_is_refused_not_read_cut() {
+    let host = Host::new("over-cap");
+    let path = host.write("big.json", "[]");
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(MAX_FILE + 1)
+        .unwrap();
+    let e = read_capped(&path).unwrap_err();
+    assert!(e.to_string().contains("over the size read"), "{e}");
+    let small = host.write("small.json", "[]");
+    assert_eq!(read_capped(&small).unwrap(), "[]");
+}

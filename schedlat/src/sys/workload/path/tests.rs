@@ -25,6 +25,7 @@ fn labels(
         container_id: container_id.map(str::to_string),
         runtime,
         qos,
+        delegated: None,
     }
 }
 
@@ -256,17 +257,20 @@ fn docker_podman_and_nerdctl_outside_kubernetes() {
             None,
         ),
     );
-    // Rootless, under the user's manager.
+    // Rootless, under the user's manager: that user's.
     check(
         &format!("/user.slice/user-1000.slice/user@1000.service/user.slice/{scope}"),
-        labels(
-            Some(&scope),
-            Some("user.slice"),
-            None,
-            Some(ID),
-            Some(Runtime::Podman),
-            None,
-        ),
+        PathLabels {
+            delegated: Some("user@1000.service".into()),
+            ..labels(
+                Some(&scope),
+                Some("user.slice"),
+                None,
+                Some(ID),
+                Some(Runtime::Podman),
+                None,
+            )
+        },
     );
     // cgroupfs manager; the monitor is not the container.
     check(
@@ -419,4 +423,32 @@ fn uids_and_ids_are_checked_exactly() {
     assert!(is_container_id(ID));
     assert!(!is_container_id(&ID[..63]));
     assert!(!is_container_id(&format!("{}g", &ID[..63])));
+}
+
+/// Issue 48 item 5: a user with a delegated subtree made
+/// `user@UID.service/app.slice/docker-<another's ID>.scope` (or a
+/// `kubepods-...-pod<UID>.slice`) and took that container's or pod's
+/// names and, under `--by container`, its identity. The path says whose
+/// subtree it is; such a container or pod is marked as that user's.
+#[test]
+fn a_container_or_pod_under_a_users_manager_is_that_users() {
+    let user = "/user.slice/user-65534.slice/user@65534.service/app.slice";
+    let fake = parse(&format!("{user}/docker-{ID}.scope"));
+    assert_eq!(fake.container_id.as_deref(), Some(ID));
+    assert_eq!(fake.delegated.as_deref(), Some("user@65534.service"));
+    let fake_pod = parse(&format!("{user}/kubepods-besteffort-pod{UID_}.slice"));
+    assert_eq!(fake_pod.pod_uid.as_deref(), Some(UID));
+    assert_eq!(fake_pod.delegated.as_deref(), Some("user@65534.service"));
+    // The system's own are no one's.
+    let real = parse(&format!("/system.slice/docker-{ID}.scope"));
+    assert_eq!(real.delegated, None);
+    let pod = parse(&format!(
+        "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice"
+    ));
+    assert_eq!(pod.delegated, None);
+    // Not a manager: `user@x.service`, a unit named like one elsewhere.
+    assert_eq!(
+        parse(&format!("/system.slice/user@x.service/docker-{ID}.scope")).delegated,
+        None
+    );
 }
