@@ -285,7 +285,7 @@ mod tests {
     use super::*;
     use crate::{
         analysis::shape::tests::waits,
-        sys::{sched_context::Preemption, slice::Slice},
+        sys::{sched_context::Preemption, sched_mechanisms::Mechanisms, slice::Slice},
     };
 
     fn vm() -> SchedContext {
@@ -300,6 +300,7 @@ mod tests {
             base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
             features: vec![],
             features_unknown: None,
+            mechanisms: Mechanisms::default(),
         }
     }
 
