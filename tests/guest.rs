@@ -590,32 +590,7 @@ fn the_decision_split_grants_a_real_time_sleeper() {
             "--no-decision leaves the split in: {without:?} vs {insns:?}"
         );
     }
-    const NAME: &str = "decision-fifo";
-    let cpu = workload::workload_cpu();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinning = stop.clone();
-    let spinner = std::thread::spawn(move || {
-        workload::pin_current_thread(cpu);
-        while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    });
-    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", NAME, "--json"]);
-    std::thread::Builder::new()
-        .name(NAME.into())
-        .spawn(move || {
-            workload::pin_current_thread(cpu);
-            workload::make_current_thread_fifo(10);
-            for _ in 0..300 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    let (status, lines) = tracer.stop_with(libc::SIGINT);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    spinner.join().unwrap();
+    let (status, lines) = sleeper_beside_spinner("decision-fifo", true);
     assert!(
         status.success(),
         "the decision split on {}: {status}",
@@ -661,6 +636,44 @@ fn the_decision_split_grants_a_real_time_sleeper() {
         kernel_release(),
         d["kernel"]["need_resched_bit"]
     );
+}
+
+/// A thread named `name` sleeping 1 ms 300 times (SCHED_FIFO when `fifo`,
+/// else fair) beside a fair thread spinning in user space, both pinned to
+/// the workload CPU, traced by `schedlat --comm NAME --json`: its exit
+/// status and lines.
+fn sleeper_beside_spinner(
+    name: &'static str,
+    fifo: bool,
+) -> (std::process::ExitStatus, Vec<String>) {
+    let cpu = workload::workload_cpu();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = stop.clone();
+    let spinner = std::thread::spawn(move || {
+        workload::pin_current_thread(cpu);
+        while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", name, "--json"]);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            workload::pin_current_thread(cpu);
+            if fifo {
+                workload::make_current_thread_fifo(10);
+            }
+            for _ in 0..300 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let result = tracer.stop_with(libc::SIGINT);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    result
 }
 
 /// What `cargo xtask vm-test`'s cost report (xtask/src/vm/report.rs) reads
@@ -847,31 +860,7 @@ fn lazy_grants_are_counted_where_the_model_is_lazy() {
     if !require_root() {
         return;
     }
-    const NAME: &str = "decision-lazy";
-    let cpu = workload::workload_cpu();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinning = stop.clone();
-    let spinner = std::thread::spawn(move || {
-        workload::pin_current_thread(cpu);
-        while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    });
-    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", NAME, "--json"]);
-    std::thread::Builder::new()
-        .name(NAME.into())
-        .spawn(move || {
-            workload::pin_current_thread(cpu);
-            for _ in 0..300 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    let (status, lines) = tracer.stop_with(libc::SIGINT);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    spinner.join().unwrap();
+    let (status, lines) = sleeper_beside_spinner("decision-lazy", false);
     let release = kernel_release();
     assert!(status.success(), "{release}: {status}");
     let r = parse_json_lines(&lines).pop().expect("an interval");

@@ -283,24 +283,14 @@ fn pct(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::shape::tests::waits,
-        sys::{sched_context::Preemption, sched_mechanisms::Mechanisms, slice::Slice},
-    };
+    use crate::{analysis::shape::tests::waits, sys::slice::Slice};
 
+    /// This project's VM with every feature read (none unknown).
     fn vm() -> SchedContext {
         SchedContext {
-            release: "6.18.44".into(),
-            cpus: 2,
-            hz: Some(250),
-            preemption: Some(Preemption {
-                model: "none".into(),
-                source: "PREEMPT_DYNAMIC default".into(),
-            }),
-            base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
             features: vec![],
             features_unknown: None,
-            mechanisms: Mechanisms::default(),
+            ..SchedContext::this_vm()
         }
     }
 

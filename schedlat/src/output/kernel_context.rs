@@ -155,35 +155,10 @@ pub(crate) fn json(c: &SchedContext, waits: &Waits) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::shape::tests::waits,
-        sys::{sched_context::Preemption, sched_mechanisms::Mechanisms, slice::Slice},
-    };
+    use crate::analysis::shape::tests::waits;
 
-    /// This project's 6.18 VM as schedlat reads it (lockdown refuses
-    /// debugfs).
     fn vm() -> SchedContext {
-        SchedContext {
-            release: "6.18.44".into(),
-            cpus: 2,
-            hz: Some(250),
-            preemption: Some(Preemption {
-                model: "none".into(),
-                source: "PREEMPT_DYNAMIC default".into(),
-            }),
-            base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
-            features: crate::sys::sched_context::FEATURES
-                .iter()
-                .map(|f| (f.to_string(), None))
-                .collect(),
-            features_unknown: Some(
-                "/sys/kernel/debug/sched/features: Operation not permitted".into(),
-            ),
-            mechanisms: Mechanisms {
-                fair_server_unknown: Some("debugfs is not mounted".into()),
-                ..Mechanisms::default()
-            },
-        }
+        SchedContext::this_vm()
     }
 
     /// The worker case's shape: 686 fast waits, 900 of 2-16 ms, of which

@@ -94,6 +94,31 @@ impl SchedContext {
         }
     }
 
+    /// This project's 6.18 VM as schedlat reads it, for tests: HZ 250,
+    /// preemption none, a live 1.4 ms slice, lockdown refusing debugfs (the
+    /// features unknown, the fair server's presence unknown).
+    #[cfg(test)]
+    pub fn this_vm() -> SchedContext {
+        SchedContext {
+            release: "6.18.44".into(),
+            cpus: 2,
+            hz: Some(250),
+            preemption: Some(Preemption {
+                model: "none".into(),
+                source: "PREEMPT_DYNAMIC default".into(),
+            }),
+            base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
+            features: FEATURES.iter().map(|f| (f.to_string(), None)).collect(),
+            features_unknown: Some(
+                "/sys/kernel/debug/sched/features: Operation not permitted".into(),
+            ),
+            mechanisms: Mechanisms {
+                fair_server_unknown: Some("debugfs is not mounted".into()),
+                ..Mechanisms::default()
+            },
+        }
+    }
+
     /// One tick, when HZ is known.
     pub fn tick_ns(&self) -> Option<u64> {
         self.hz.filter(|&hz| hz > 0).map(|hz| 1_000_000_000 / hz)
