@@ -16,8 +16,12 @@ use std::{cell::Cell, sync::Arc, time::Duration};
 use tokio::sync::Semaphore;
 
 /// Checks waiting for the one running, at most: beyond, a request is
-/// answered 503 at once (a login's client tries again).
-pub(crate) const MAX_WAITING: usize = 16;
+/// answered 503 at once. As many as serve keeps connections (64): a
+/// flood's clients each hold a place only while connected, so with fewer
+/// places a login arriving among 32 such clients found them all taken
+/// and was refused, where a place in the queue would have reached the
+/// front after one check (those ahead hang up first).
+pub(crate) const MAX_WAITING: usize = 64;
 
 /// How long a check waits for its turn before it is answered 503.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);

@@ -186,10 +186,10 @@ impl Web {
         match outcome {
             Ok(loaded) => {
                 say!(
-                    "schedlat: web configuration {} read again ({why}, {} ms): {}",
+                    "schedlat: web configuration {} read again ({why}): {} (in {} ms)",
                     self.path.display(),
-                    started.elapsed().as_millis(),
-                    loaded.config.describe()
+                    loaded.config.describe(),
+                    started.elapsed().as_millis()
                 );
                 for warning in &loaded.warnings {
                     say!(
