@@ -975,7 +975,7 @@ fn a_collector_that_asks_for_a_client_certificate_gets_pushes_only_from_its_ca()
 
 /// Issue 48, 12 and 14: a collector answering every push with a hostile
 /// partial-success message (terminal escapes, newlines forging
-/// "schedlat: FAKE LINE", 100 KB) had it printed raw at every push: 41,526
+/// "schedlat: FAKE LINE", 20 KB) had it printed raw at every push: 41,526
 /// forged lines in 25 s. Now it is said once, printable and cut. The
 /// endpoint's query (an API key) never shows in the log.
 #[test]

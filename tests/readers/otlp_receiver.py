@@ -15,7 +15,7 @@ POST /v1/metrics with an ExportMetricsServiceRequest (protobuf) body:
 - refuse: answered 503 with Retry-After: 1 (a collector shedding load);
 - hang: the request is read and never answered (a stuck collector);
 - partial: answered 200 with a partial success whose message is hostile
-  (terminal escapes, newlines that forge log lines, 100 KB), as a
+  (terminal escapes, newlines that forge log lines, 20 KB), as a
   broken or malicious collector may send at every push.
 Every request, in any mode, is also counted in FILE.count (its size in
 FILE.bytes) and its arrival time (Unix seconds) appended to FILE.times, so
@@ -177,7 +177,7 @@ def main():
             if args.mode == "partial":
                 response.partial_success.rejected_data_points = 7
                 response.partial_success.error_message = (
-                    "bad\n\x1b[2J\x1b[8mschedlat: FAKE LINE\r\n" * 3 + "x" * 100_000
+                    "bad\n\x1b[2J\x1b[8mschedlat: FAKE LINE\r\n" * 3 + "x" * 20_000
                 )
             reply = response.SerializeToString()
             self.send_response(200)
