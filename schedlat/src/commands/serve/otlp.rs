@@ -91,7 +91,7 @@ impl Push {
         Ok(Push {
             options,
             tls,
-            partial_said: Default::default(),
+            partial_said: std::cell::RefCell::default(),
         })
     }
 }
