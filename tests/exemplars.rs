@@ -175,3 +175,81 @@ fn le_of(line: &str) -> Option<f64> {
         v => v.parse().ok(),
     }
 }
+
+/// A task named with a quote, as any local user may name theirs.
+const QUOTED: &str = "schedlat-q\"ote";
+
+/// Issue 48, 16: a task named with a quote put `comm="...\"..."` in an
+/// exemplar: valid OpenMetrics, but Python's prometheus_client refused the
+/// whole body, so any local user could break its readers of `serve
+/// --exemplars`. Now such a name is left out of the exemplar (the tid
+/// stays), and the real parser reads every exemplar of the scrape.
+#[test]
+fn python_reads_the_exemplars_of_a_task_named_with_a_quote() {
+    if !require_root() {
+        return;
+    }
+    let server = Server::start(&[&format!("--exemplars={}ms", MIN_SECONDS * 1e3)]);
+    let cpu = CpuTimes::now();
+    let hogs = Hogs::start_named(workload_cpu(), 3, QUOTED);
+    let tids: Vec<String> = hogs.pids().iter().map(|p| format!("tid=\"{p}\"")).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let body = http::get(server.addr, "/metrics", Some(OPENMETRICS))
+            .unwrap()
+            .body;
+        let named = body
+            .lines()
+            .filter_map(|l| l.split_once(" # {"))
+            .any(|(_, exemplar)| tids.iter().any(|t| exemplar.contains(t.as_str())));
+        if named {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no exemplar of the hogs after 20 s ({}); serve:\n{}",
+            cpu.busy_since(),
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(300));
+    };
+    let reader = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/readers/check_openmetrics.py");
+    let mut python = std::process::Command::new("python3")
+        .arg(reader)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (the readers need `cargo xtask setup`)");
+    std::io::Write::write_all(&mut python.stdin.take().unwrap(), body.as_bytes()).unwrap();
+    let out = python.wait_with_output().unwrap();
+    let parsed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the body: {}\n{body}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hog_tids: Vec<String> = hogs.pids().iter().map(u32::to_string).collect();
+    let of_hogs: Vec<serde_json::Value> = parsed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| {
+            hog_tids
+                .iter()
+                .any(|t| e["tid"].as_str() == Some(t.as_str()))
+        })
+        .collect();
+    assert!(
+        !of_hogs.is_empty(),
+        "the parser saw no exemplar of the hogs:\n{parsed}"
+    );
+    // (A hog's wait before its exec named it has the test's thread name.)
+    for e in &of_hogs {
+        assert!(
+            !e["comm"].as_str().is_some_and(|c| c.contains('"')),
+            "a name that needs escaping: {e}"
+        );
+    }
+    drop(hogs);
+}

@@ -814,6 +814,18 @@ fn bad_push_options_are_usage_errors() {
             &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")],
             "OTEL_EXPORTER_OTLP_ENDPOINT",
         ),
+        // Issue 48, 14: credentials in the URL were not sent, and printed
+        // in clear in every log line; now refused, never repeated.
+        (
+            &["--otlp-endpoint", "http://user:s3cret@c:4318/v1/metrics"][..],
+            &[][..],
+            "--otlp-header 'Authorization=Basic",
+        ),
+        (
+            &[],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://user:s3cret@c:4318")],
+            "REDACTED@c:4318",
+        ),
         (
             &[],
             &[
@@ -825,6 +837,7 @@ fn bad_push_options_are_usage_errors() {
     ] {
         let (code, stderr) = run(args, env);
         assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{args:?} {env:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?} {env:?}: {stderr}");
     }
 }
@@ -958,4 +971,43 @@ fn a_collector_that_asks_for_a_client_certificate_gets_pushes_only_from_its_ca()
             server.stderr()
         );
     }
+}
+
+/// Issue 48, 12 and 14: a collector answering every push with a hostile
+/// partial-success message (terminal escapes, newlines forging
+/// "schedlat: FAKE LINE", 20 KB) had it printed raw at every push: 41,526
+/// forged lines in 25 s. Now it is said once, printable and cut. The
+/// endpoint's query (an API key) never shows in the log.
+#[test]
+fn a_collectors_partial_success_is_said_once_escaped_and_cut() {
+    if !require_root() {
+        return;
+    }
+    let receiver = Receiver::start("partial");
+    let url = format!("{}?api_key=s3cret", receiver.url());
+    let server = Server::start(&["--otlp-endpoint", &url, "--otlp-interval", "100ms"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while receiver.times().len() < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "{} pushes in 20 s:\n{}",
+            receiver.times().len(),
+            server.stderr()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let log = server.stderr();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("rejected 7 data points"))
+        .collect();
+    assert_eq!(said.len(), 1, "{} pushes:\n{log}", receiver.times().len());
+    assert!(said[0].len() < 1_000, "{} bytes", said[0].len());
+    assert!(!log.contains('\x1b'), "a terminal escape reached the log");
+    assert!(
+        !log.lines().any(|l| l.starts_with("schedlat: FAKE LINE")),
+        "a forged line:\n{log}"
+    );
+    assert!(!log.contains("s3cret"), "{log}");
+    assert!(log.contains("api_key=REDACTED"), "{log}");
 }

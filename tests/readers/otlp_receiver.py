@@ -2,7 +2,7 @@
 """An OTLP/HTTP metrics receiver built from the opentelemetry-proto package
 (PyPI): the reader schedlat did not write, for its OTLP push (tests/otlp.rs).
 
-    otlp_receiver.py --port PORT --out FILE [--mode accept|refuse|hang]
+    otlp_receiver.py --port PORT --out FILE [--mode accept|refuse|hang|partial]
                      [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]]
 
 POST /v1/metrics with an ExportMetricsServiceRequest (protobuf) body:
@@ -13,7 +13,10 @@ POST /v1/metrics with an ExportMetricsServiceRequest (protobuf) body:
   counts, count, sum, min/max, attributes, times), answered 200 with an
   ExportMetricsServiceResponse;
 - refuse: answered 503 with Retry-After: 1 (a collector shedding load);
-- hang: the request is read and never answered (a stuck collector).
+- hang: the request is read and never answered (a stuck collector);
+- partial: answered 200 with a partial success whose message is hostile
+  (terminal escapes, newlines that forge log lines, 20 KB), as a
+  broken or malicious collector may send at every push.
 Every request, in any mode, is also counted in FILE.count (its size in
 FILE.bytes) and its arrival time (Unix seconds) appended to FILE.times, so
 a test can see retries, their bound and the backoff between them. With
@@ -126,7 +129,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--mode", choices=["accept", "refuse", "hang"], default="accept")
+    parser.add_argument("--mode", choices=["accept", "refuse", "hang", "partial"], default="accept")
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
     parser.add_argument("--tls-client-ca")
@@ -148,7 +151,7 @@ def main():
                     f.write(str(counted["bytes"]))
                 with open(args.out + ".times", "a") as f:
                     f.write(f"{time.time():.6f}\n")
-            if self.path != "/v1/metrics":
+            if self.path.split("?")[0] != "/v1/metrics":
                 self.send_error(404)
                 return
             if args.mode == "hang":
@@ -170,7 +173,13 @@ def main():
             decoded["content_encoding"] = encoding
             with lock, open(args.out, "a") as f:
                 f.write(json.dumps(decoded) + "\n")
-            reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+            response = metrics_service_pb2.ExportMetricsServiceResponse()
+            if args.mode == "partial":
+                response.partial_success.rejected_data_points = 7
+                response.partial_success.error_message = (
+                    "bad\n\x1b[2J\x1b[8mschedlat: FAKE LINE\r\n" * 3 + "x" * 20_000
+                )
+            reply = response.SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(reply)))

@@ -254,10 +254,11 @@ fn apt_install(packages: &[&str]) -> Result<Outcome> {
 
 /// The HdrHistogram and protobuf packages (and protoc, from grpcio-tools)
 /// that read the recorder's .hlog and Perfetto dumps in tests/recorder.rs,
-/// and opentelemetry-proto for the OTLP receiver of tests/otlp.rs: readers
+/// opentelemetry-proto for the OTLP receiver of tests/otlp.rs, and
+/// prometheus-client's OpenMetrics parser for tests/exemplars.rs: readers
 /// schedlat did not write. Installed from PyPI only when missing.
 fn python_readers() -> Result<Outcome> {
-    const IMPORTS: &str = "import hdrh.log, google.protobuf, grpc_tools.protoc, opentelemetry.proto.collector.metrics.v1.metrics_service_pb2";
+    const IMPORTS: &str = "import hdrh.log, google.protobuf, grpc_tools.protoc, opentelemetry.proto.collector.metrics.v1.metrics_service_pb2, prometheus_client.openmetrics.parser";
     if succeeds("python3", &["-c", IMPORTS]) {
         return Ok(Outcome::Present);
     }

@@ -25,9 +25,16 @@ pub(crate) struct OtlpArgs {
     /// as given; without it, OTEL_EXPORTER_OTLP_ENDPOINT (a base: /v1/metrics
     /// is appended). https:// checks the collector's certificate against
     /// --otlp-certificate or the system's CA bundle
-    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-          value_parser = |s: &str| Endpoint::parse(s, false))]
-    pub otlp_endpoint: Option<Endpoint>,
+    // Read as text and parsed in `options`: clap repeats a refused value
+    // whole in its error, and a URL may carry a password. The variable's
+    // value stays out of --help for the same reason.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        hide_env_values = true
+    )]
+    pub otlp_endpoint: Option<String>,
 
     /// A header of every push, such as an API key; repeat for more (also
     /// OTEL_EXPORTER_OTLP_METRICS_HEADERS or OTEL_EXPORTER_OTLP_HEADERS:
@@ -102,7 +109,9 @@ impl OtlpArgs {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<OtlpOptions>, String> {
         let endpoint = match &self.otlp_endpoint {
-            Some(e) => e.clone(),
+            Some(url) => {
+                Endpoint::parse(url, false).map_err(|e| format!("--otlp-endpoint: {e}"))?
+            }
             None => match env("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|s| !s.is_empty()) {
                 Some(base) => Endpoint::parse(&base, true)
                     .map_err(|e| format!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?,

@@ -5,6 +5,12 @@
 //! whole-system series the task's `cgroup` (a per-cgroup series names its
 //! own); the value is the wait in seconds, the timestamp when it ended.
 //! OpenMetrics text and protobuf carry them, the classic text format not.
+//!
+//! A name (comm, cgroup path) that would need escaping in the exposition
+//! (a `"`, `\` or newline) is left out of the exemplar, never altered:
+//! any local user names their tasks and their own cgroups, and Python's
+//! prometheus_client rejects a whole OpenMetrics body over one escaped
+//! quote in an exemplar. The TID stays the link to the task.
 
 use super::model::{Exemplar, Labels};
 use crate::collect::exemplar_waits::{BucketWaits, ExemplarWaits, TaskCgroup, Wait};
@@ -34,12 +40,13 @@ fn of(buckets: &BucketWaits, cgroup: bool) -> Vec<Exemplar> {
 /// from the front to fit the bound (a path's end names the container or
 /// unit).
 fn exemplar(wait: &Wait, cgroup: bool) -> Exemplar {
-    let mut labels: Labels = vec![
-        ("pid", wait.pid.to_string()),
-        ("tid", wait.tid.to_string()),
-        ("comm", wait.comm.clone()),
-    ];
-    if let (true, TaskCgroup::Path(path)) = (cgroup, &wait.cgroup) {
+    let mut labels: Labels = vec![("pid", wait.pid.to_string()), ("tid", wait.tid.to_string())];
+    if plain(&wait.comm) {
+        labels.push(("comm", wait.comm.clone()));
+    }
+    if let (true, TaskCgroup::Path(path)) = (cgroup, &wait.cgroup)
+        && plain(path)
+    {
         let used: usize = (labels.iter())
             .map(|(name, value)| name.len() + value.chars().count())
             .sum();
@@ -53,6 +60,12 @@ fn exemplar(wait: &Wait, cgroup: bool) -> Exemplar {
         wait_ns: wait.wait_ns,
         unix_ns: wait.unix_ns,
     }
+}
+
+/// Whether `name` is written as it is in a label value: nothing in it
+/// needs the exposition's escapes.
+fn plain(name: &str) -> bool {
+    !name.contains(['"', '\\', '\n'])
 }
 
 /// `path` in at most `room` characters: whole, or its end after "…".
@@ -128,5 +141,20 @@ mod tests {
         // No room at all: no cgroup label rather than a useless one.
         assert_eq!(tail(&path, 1), None);
         assert_eq!(tail("/a", 2).as_deref(), Some("/a"));
+    }
+
+    /// Issue 48, 16: a task named with a quote put `\"` in an exemplar,
+    /// and Python's prometheus_client refused the whole body. Such a name
+    /// is left out (never altered); the pid and tid stay.
+    #[test]
+    fn names_that_need_escaping_are_left_out() {
+        for (comm, path) in [("a\"b", "/x\"y"), ("a\\b", "/x\\y"), ("a\nb", "/x\ny")] {
+            let e = exemplar(&wait(comm, Some(path)), true);
+            let names: Vec<&str> = e.labels.iter().map(|(n, _)| *n).collect();
+            assert_eq!(names, ["pid", "tid"], "{comm:?}");
+        }
+        let e = exemplar(&wait("a'b c", Some("/x'y z")), true);
+        assert_eq!(e.labels[2], ("comm", "a'b c".to_string()));
+        assert_eq!(e.labels[3], ("cgroup", "/x'y z".to_string()));
     }
 }

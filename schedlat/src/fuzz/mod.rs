@@ -4,9 +4,10 @@
 //! recorder dumps `replay` reads (and the .hlog and Perfetto files written
 //! from a window, read back by their own readers), the HTTP Accept
 //! header of `serve`, whatever a client sends its endpoint, its web
-//! configuration file (`--web.config.file`) and Authorization header, and
-//! the workload labels of cgroup paths and of the container runtimes'
-//! files.
+//! configuration file (`--web.config.file`), the decision to take a new
+//! version of it (a reload), and the Authorization header, an OTLP
+//! collector's answer, and the workload labels of cgroup paths and of the
+//! container runtimes' files.
 //!
 //! Two drivers run them over the seeds in `schedlat/fuzz/corpus/<target>/`
 //! (real files from kernels and tools, and every input that once failed):
@@ -33,7 +34,7 @@ use crate::{
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 9] = [
+pub const TARGETS: [(&str, Target); 11] = [
     ("btf", btf),
     ("tracefs", tracefs),
     ("procfs", procfs),
@@ -43,6 +44,8 @@ pub const TARGETS: [(&str, Target); 9] = [
     ("http", http),
     ("workload", workload),
     ("web_config", web_config),
+    ("web_reload", web_reload),
+    ("otlp_answer", otlp_answer),
 ];
 
 fn text(data: &[u8]) -> String {
@@ -321,12 +324,84 @@ pub fn web_config(data: &[u8]) {
             }
         }
         assert!(!config.describe().is_empty());
+        for (user, hash) in &config.users {
+            let cost = hash.parse::<bcrypt::HashParts>().map(|p| p.get_cost());
+            assert!(
+                cost.as_ref().is_ok_and(|c| (4..=16).contains(c)),
+                "{user}: {cost:?}"
+            );
+        }
     }
     for line in t.lines() {
         if let Some((user, _)) = web::credentials_for_fuzzing(line) {
             assert!(!user.contains(':'), "{line:?}");
         }
     }
+}
+
+/// A reload of `serve --web.config.file`: the bytes up to the first NUL
+/// are the configuration in force, the rest the file read again, on a
+/// loopback listener and on one beyond it. Whatever the file holds, what
+/// is taken never drops the TLS, the basic auth or the required client
+/// certificates of the running configuration, and beyond loopback it
+/// authenticates.
+pub fn web_reload(data: &[u8]) {
+    use crate::commands::serve::web::{self, config::ClientAuth};
+    let t = text(data);
+    let (running, next) = t.split_once('\0').unwrap_or((&t, ""));
+    let requires = |c: &web::config::WebConfig| {
+        matches!(
+            c.tls.as_ref().map(|t| &t.client_auth),
+            Some(ClientAuth::Require { .. })
+        )
+    };
+    for must_authenticate in [false, true] {
+        let Some((running, taken)) = web::reload_for_fuzzing(running, next, must_authenticate)
+        else {
+            continue;
+        };
+        if let Ok(taken) = taken {
+            assert!(running.tls.is_none() || taken.tls.is_some(), "TLS dropped");
+            assert!(
+                running.users.is_empty() || !taken.users.is_empty(),
+                "basic auth dropped"
+            );
+            assert!(
+                !requires(&running) || requires(&taken),
+                "client certificates dropped"
+            );
+            assert!(
+                !must_authenticate || taken.authenticates(),
+                "lets anyone in"
+            );
+        }
+    }
+}
+
+/// An OTLP collector's answer to a push (its partial success): whatever
+/// it holds, what serve logs of it is printable, bounded, and said once
+/// per message.
+pub fn otlp_answer(data: &[u8]) {
+    use crate::{commands::serve::otlp, export::otlp::answer};
+    let Some(partial) = answer::partial_success(data) else {
+        return;
+    };
+    assert!(
+        partial.message.chars().count() <= answer::MESSAGE_SHOWN + 1,
+        "{} characters",
+        partial.message.chars().count()
+    );
+    assert_eq!(
+        crate::output::escape::printable(&partial.message),
+        partial.message
+    );
+    let said = std::cell::RefCell::new(None);
+    let line = otlp::partial_line_for_fuzzing(&said, partial.clone()).expect("the first is said");
+    assert!(!line.contains('\n') && !line.contains('\x1b'), "{line:?}");
+    assert!(
+        otlp::partial_line_for_fuzzing(&said, partial).is_none(),
+        "said twice"
+    );
 }
 
 #[cfg(test)]
@@ -381,6 +456,16 @@ mod tests {
     #[test]
     fn fuzz_web_config() {
         run("web_config");
+    }
+
+    #[test]
+    fn fuzz_web_reload() {
+        run("web_reload");
+    }
+
+    #[test]
+    fn fuzz_otlp_answer() {
+        run("otlp_answer");
     }
 
     /// Each target has its corpus and its libFuzzer binary, and nothing

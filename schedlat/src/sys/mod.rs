@@ -22,4 +22,5 @@ pub mod slice;
 pub mod terminal;
 pub mod throttle;
 pub mod topology;
+pub mod whole_file;
 pub mod workload;

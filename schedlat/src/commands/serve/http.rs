@@ -85,6 +85,9 @@ pub(super) struct Connections {
 struct Slot {
     /// When it connected or last sent a request.
     active: Rc<Cell<Instant>>,
+    /// Its requests being answered now (one waiting for its password
+    /// check, say).
+    busy: Rc<Cell<usize>>,
     close: Rc<Notify>,
 }
 
@@ -103,16 +106,23 @@ impl Connections {
     }
 
     /// Whether more are open than the limit: a connection shed to make
-    /// room has not closed yet.
+    /// room has not closed yet (or every open one has a request being
+    /// answered: see `shed_one`).
     pub(super) fn over_limit(&self) -> bool {
         self.count() > self.limit
     }
 
-    /// Closes the connection that has been quiet longest; false if none is
-    /// open. Used at the limit, and when accept runs out of descriptors.
+    /// Closes the connection that has been quiet longest, of those with no
+    /// request being answered; false if there is none. Used at the limit,
+    /// and when accept runs out of descriptors. A request being answered
+    /// (a login waiting for its password check behind a flood of wrong
+    /// ones) is never cut off for a newcomer: the limit is then passed by
+    /// at most the requests in progress, which the password checks bound.
     pub(super) fn shed_one(&self) -> bool {
         let open = self.open.borrow();
-        let quietest = open.values().min_by_key(|slot| slot.active.get());
+        let quietest = (open.values())
+            .filter(|slot| slot.busy.get() == 0)
+            .min_by_key(|slot| slot.active.get());
         if let Some(slot) = quietest {
             slot.close.notify_one();
         }
@@ -120,17 +130,19 @@ impl Connections {
     }
 
     /// Serves `stream` on a task of the current LocalSet, over TLS with
-    /// `tls`, each request answered by `respond` (routes.rs). A failed
-    /// handshake goes to `handshake_errors`.
-    pub(super) fn spawn<R, F>(
+    /// the acceptor `tls` gives (the web configuration in force, which may
+    /// be being read again), each request answered by `respond`
+    /// (routes.rs). A failed handshake goes to `handshake_errors`.
+    pub(super) fn spawn<R, F, T>(
         &self,
         stream: TcpStream,
-        tls: Option<TlsAcceptor>,
+        tls: T,
         handshake_errors: &Rc<RefCell<ErrorLog>>,
         respond: R,
     ) where
         R: Fn(Request<Incoming>) -> F + 'static,
         F: Future<Output = Response<Full<Bytes>>> + 'static,
+        T: Future<Output = Option<TlsAcceptor>> + 'static,
     {
         // At the limit the quietest connection makes room; it closes at its
         // task's next turn, before this one has sent anything back.
@@ -140,11 +152,13 @@ impl Connections {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let active = Rc::new(Cell::new(Instant::now()));
+        let busy = Rc::new(Cell::new(0));
         let close = Rc::new(Notify::new());
         self.open.borrow_mut().insert(
             id,
             Slot {
                 active: active.clone(),
+                busy: busy.clone(),
                 close: close.clone(),
             },
         );
@@ -154,8 +168,16 @@ impl Connections {
         tokio::task::spawn_local(async move {
             let connection = Connection {
                 active,
+                busy,
                 close,
                 first_request: Instant::now() + first_request,
+            };
+            let tls = tokio::select! {
+                tls = tls => tls,
+                () = tokio::time::sleep_until(connection.first_request.into()) => {
+                    open.borrow_mut().remove(&id);
+                    return;
+                }
             };
             match tls {
                 None => connection.serve(TokioIo::new(stream), respond).await,
@@ -196,6 +218,7 @@ fn looks_like_http(head: [u8; 5]) -> bool {
 /// deadline of its first request.
 struct Connection {
     active: Rc<Cell<Instant>>,
+    busy: Rc<Cell<usize>>,
     close: Rc<Notify>,
     first_request: Instant,
 }
@@ -260,11 +283,17 @@ impl Connection {
         let requests = Rc::new(Cell::new(0u64));
         let seen = requests.clone();
         let last = self.active.clone();
+        let busy = self.busy.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             seen.set(seen.get() + 1);
             last.set(Instant::now());
             let response = respond(request);
-            async move { Ok::<_, Infallible>(response.await) }
+            let in_progress = InProgress::new(busy.clone());
+            async move {
+                let response = response.await;
+                drop(in_progress);
+                Ok::<_, Infallible>(response)
+            }
         });
         let mut builder = http1::Builder::new();
         builder
@@ -292,6 +321,23 @@ impl Connection {
                 }
             }
         }
+    }
+}
+
+/// Counts a request as being answered while it lives (also when the
+/// client hangs up and the request is dropped).
+struct InProgress(Rc<Cell<usize>>);
+
+impl InProgress {
+    fn new(busy: Rc<Cell<usize>>) -> InProgress {
+        busy.set(busy.get() + 1);
+        InProgress(busy)
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
     }
 }
 
@@ -332,6 +378,19 @@ mod tests {
         conns: Connections,
         clients: impl FnOnce(std::net::SocketAddr) -> T + Send + 'static,
     ) -> T {
+        with_server_answering(conns, |_| async { plain(StatusCode::OK, "ok\n") }, clients)
+    }
+
+    /// The same, each request answered by `respond`.
+    fn with_server_answering<T: Send + 'static, R, F>(
+        conns: Connections,
+        respond: R,
+        clients: impl FnOnce(std::net::SocketAddr) -> T + Send + 'static,
+    ) -> T
+    where
+        R: Fn(Request<Incoming>) -> F + Clone + 'static,
+        F: Future<Output = Response<Full<Bytes>>> + 'static,
+    {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -346,7 +405,7 @@ mod tests {
             loop {
                 tokio::select! {
                     Ok((stream, _)) = listener.accept() => {
-                        conns.spawn(stream, None, &errors, |_| async { plain(StatusCode::OK, "ok\n") });
+                        conns.spawn(stream, async { None }, &errors, respond.clone());
                     }
                     _ = tokio::time::sleep(Duration::from_millis(10)) => {
                         if let Ok(v) = rx.try_recv() {
@@ -447,5 +506,42 @@ mod tests {
         assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
         assert!(first_closed, "the quietest connection was not shed");
         assert!(second_open, "a newer connection was shed instead");
+    }
+
+    /// Regression: a login waiting for its password check behind a flood
+    /// was the quietest connection and was closed for a newcomer. A
+    /// connection with a request being answered is not shed, even when it
+    /// is the oldest.
+    #[test]
+    fn a_connection_being_answered_is_not_shed() {
+        let conns = Connections::new(2, Duration::from_secs(60));
+        let slow = |request: Request<Incoming>| async move {
+            if request.uri().path() == "/slow" {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
+            plain(StatusCode::OK, "ok\n")
+        };
+        let (waiting, idle_closed, newcomer) = with_server_answering(conns, slow, |addr| {
+            let mut waiting = Client::connect(addr).unwrap();
+            waiting
+                .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let mut idle = Client::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let newcomer = get(addr);
+            waiting
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            let mut answer = String::new();
+            let _ = waiting.read_to_string(&mut answer);
+            (answer, closed(&mut idle), newcomer)
+        });
+        assert!(newcomer.starts_with("HTTP/1.1 200"), "{newcomer}");
+        assert!(
+            waiting.starts_with("HTTP/1.1 200"),
+            "the waiting request was cut: {waiting:?}"
+        );
+        assert!(idle_closed, "the idle connection was not shed");
     }
 }

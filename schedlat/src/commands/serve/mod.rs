@@ -201,19 +201,15 @@ pub(crate) async fn run(
     } else {
         None
     };
-    let tls = web.as_ref().is_some_and(|w| w.current().tls.is_some());
+    let tls = web.as_ref().is_some_and(|w| w.now().tls.is_some());
     if let Some(web) = &web {
         say!(
             "schedlat: web configuration {}: {}",
             web.path().display(),
-            web.current().config.describe()
+            web.now().config.describe()
         );
     }
-    if beyond_loopback
-        && !web
-            .as_ref()
-            .is_some_and(|w| w.current().config.authenticates())
-    {
+    if beyond_loopback && !web.as_ref().is_some_and(|w| w.now().config.authenticates()) {
         say!(
             "schedlat: note: {addr} is reachable from other machines, without authentication (--web.allow-unauthenticated)"
         );
@@ -324,8 +320,15 @@ pub(crate) async fn run(
                     accepted = listener.accept() => match accepted {
                         Ok((stream, _)) => {
                             // Each connection takes the configuration in
-                            // force when it comes (re-read if it changed).
-                            let tls = web.as_ref().and_then(|w| w.current().tls.clone());
+                            // force when it comes (re-read if it changed,
+                            // on the connection's task).
+                            let web = web.clone();
+                            let tls = async move {
+                                match web {
+                                    Some(web) => web.current().await.tls.clone(),
+                                    None => None,
+                                }
+                            };
                             let (scraper, endpoint) = (scraper.clone(), endpoint.clone());
                             open.spawn(stream, tls, &handshake_errors, move |request| {
                                 routes::respond(request, scraper.clone(), endpoint.clone())
@@ -373,7 +376,10 @@ pub(crate) async fn run(
                     }
                     _ = hangup(sighup.as_mut()) => {
                         if let Some(web) = &web {
-                            web.reload("SIGHUP");
+                            // Off this loop: the reload waits for a
+                            // blocking thread.
+                            let web = web.clone();
+                            tokio::task::spawn_local(async move { web.reload("SIGHUP").await });
                         }
                         if let Some(flight) = &flight {
                             flight.borrow().dump("SIGHUP", DumpKind::Sighup);

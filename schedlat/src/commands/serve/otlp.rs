@@ -21,7 +21,6 @@ use hyper::{
     header::{CONTENT_ENCODING, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT},
 };
 use hyper_util::rt::TokioIo;
-use prost::Message;
 use rustls::{ClientConfig, pki_types::ServerName};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
@@ -34,9 +33,9 @@ pub(crate) use super::otlp_endpoint::Endpoint;
 use super::{otlp_tls, scrape::Scraper, unseen::Reader};
 use crate::export::otlp::{
     self,
+    answer::{PartialSuccess, partial_success},
     delivery::{Backoff, Delivery, Outcome},
     metrics::Times,
-    proto::ExportMetricsServiceResponse,
 };
 
 /// What `--otlp-*` resolved to.
@@ -74,6 +73,9 @@ const MAX_ANSWER: usize = 64 * 1024;
 pub(super) struct Push {
     pub options: OtlpOptions,
     tls: Option<Arc<ClientConfig>>,
+    /// The collector's partial-success message last said: each message
+    /// is said once, not at every push.
+    partial_said: std::cell::RefCell<Option<String>>,
 }
 
 impl Push {
@@ -86,7 +88,11 @@ impl Push {
             )?),
             false => None,
         };
-        Ok(Push { options, tls })
+        Ok(Push {
+            options,
+            tls,
+            partial_said: std::cell::RefCell::default(),
+        })
     }
 }
 
@@ -202,7 +208,7 @@ async fn attempt(push: &Push, body: Vec<u8>) -> Result<Outcome, String> {
         .await
         .map_err(|e| format!("connecting to {}: {e}", endpoint.authority()))?;
     match &push.tls {
-        None => exchange(stream, &push.options, body).await,
+        None => exchange(stream, push, body).await,
         Some(config) => {
             let name = ServerName::try_from(endpoint.host.clone())
                 .map_err(|e| format!("{}: {e}", endpoint.host))?;
@@ -210,7 +216,7 @@ async fn attempt(push: &Push, body: Vec<u8>) -> Result<Outcome, String> {
                 .connect(name, stream)
                 .await)
                 .map_err(|e| format!("TLS with {}: {e}", endpoint.authority()))?;
-            exchange(stream, &push.options, body).await
+            exchange(stream, push, body).await
         }
     }
 }
@@ -218,9 +224,10 @@ async fn attempt(push: &Push, body: Vec<u8>) -> Result<Outcome, String> {
 /// The request and its answer on a connected stream.
 async fn exchange(
     stream: impl AsyncRead + AsyncWrite + Unpin + 'static,
-    options: &OtlpOptions,
+    push: &Push,
     body: Vec<u8>,
 ) -> Result<Outcome, String> {
+    let options = &push.options;
     let endpoint = &options.endpoint;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -253,22 +260,50 @@ async fn exchange(
     let outcome = Outcome::of_status(status, retry_after.as_deref());
     if outcome == Outcome::Sent {
         // A partial success: the collector kept some points only.
-        if let Ok(answer) = Limited::new(response.into_body(), MAX_ANSWER)
+        let partial = match Limited::new(response.into_body(), MAX_ANSWER)
             .collect()
             .await
-            && let Ok(answer) = ExportMetricsServiceResponse::decode(answer.to_bytes())
-            && let Some(partial) = answer.partial_success
-            && (partial.rejected_data_points > 0 || !partial.error_message.is_empty())
         {
-            say!(
-                "schedlat: the OTLP collector at {} rejected {} data points: {}",
-                endpoint.url,
-                partial.rejected_data_points,
-                partial.error_message
-            );
+            Ok(answer) => partial_success(&answer.to_bytes()),
+            Err(_) => None,
+        };
+        if let Some(line) = partial_line(&push.partial_said, &endpoint.url, partial) {
+            say!("{line}");
         }
     }
     Ok(outcome)
+}
+
+/// The line to log for a push's partial success, if it is news: the
+/// collector's message (made printable and cut) is said once per change;
+/// a push without one ends the episode, so the next is said again.
+fn partial_line(
+    said: &std::cell::RefCell<Option<String>>,
+    url: &str,
+    partial: Option<PartialSuccess>,
+) -> Option<String> {
+    let mut said = said.borrow_mut();
+    let Some(partial) = partial else {
+        *said = None;
+        return None;
+    };
+    if said.as_deref() == Some(partial.message.as_str()) {
+        return None;
+    }
+    *said = Some(partial.message.clone());
+    Some(format!(
+        "schedlat: the OTLP collector at {url} rejected {} data points: {} (said once until the message changes)",
+        partial.rejected_data_points, partial.message
+    ))
+}
+
+/// [`partial_line`], for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn partial_line_for_fuzzing(
+    said: &std::cell::RefCell<Option<String>>,
+    partial: PartialSuccess,
+) -> Option<String> {
+    partial_line(said, "http://collector:4318/v1/metrics", Some(partial))
 }
 
 /// An error and what caused it: hyper's "connection error" alone hides
@@ -350,6 +385,31 @@ impl FailureLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 48, 12: a collector answering every push with a message
+    /// had it logged at every push (41,526 lines in 25 s).
+    #[test]
+    fn a_partial_success_is_said_once_per_message() {
+        let said = std::cell::RefCell::new(None);
+        let partial = |message: &str| {
+            Some(PartialSuccess {
+                rejected_data_points: 2,
+                message: message.to_string(),
+            })
+        };
+        let url = "http://c:4318/v1/metrics";
+        let first = partial_line(&said, url, partial("bad points")).unwrap();
+        assert!(
+            first.contains("rejected 2 data points: bad points"),
+            "{first}"
+        );
+        for _ in 0..100 {
+            assert_eq!(partial_line(&said, url, partial("bad points")), None);
+        }
+        assert!(partial_line(&said, url, partial("other")).is_some());
+        assert_eq!(partial_line(&said, url, None), None);
+        assert!(partial_line(&said, url, partial("other")).is_some());
+    }
 
     #[test]
     fn gzip_bodies_decompress_to_the_request() {

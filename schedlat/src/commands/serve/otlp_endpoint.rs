@@ -1,5 +1,9 @@
 //! Where the OTLP push goes (`--otlp-endpoint`, the OpenTelemetry
 //! variables): an `http://` or `https://` URL, read as the SDKs read it.
+//! A URL with a user and password (`https://user:secret@collector/`) is
+//! refused: the SDKs do not send them either, and the URL is printed in
+//! serve's log lines; the header option carries credentials. Every URL
+//! this module prints has its user information and query values replaced.
 
 use hyper::Uri;
 
@@ -21,9 +25,16 @@ impl Endpoint {
     /// `/v1/metrics` appended to its path (`base`: true, the
     /// OpenTelemetry SDKs' rule for OTEL_EXPORTER_OTLP_ENDPOINT).
     pub(crate) fn parse(url: &str, base: bool) -> Result<Endpoint, String> {
+        let shown = redacted(url);
         let uri: Uri = url.parse().map_err(|e| {
-            format!("{url} is not a URL ({e}): give one such as http://localhost:4318/v1/metrics")
+            format!("{shown} is not a URL ({e}): give one such as http://localhost:4318/v1/metrics")
         })?;
+        let url = shown.as_str();
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(format!(
+                "{url} carries credentials in the URL, which are not sent (and would be logged): give them as a header, such as --otlp-header 'Authorization=Basic BASE64(user:password)'"
+            ));
+        }
         let tls = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -46,10 +57,10 @@ impl Endpoint {
         };
         let scheme = if tls { "https" } else { "http" };
         Ok(Endpoint {
-            url: format!(
+            url: redacted(&format!(
                 "{scheme}://{}{path}",
                 uri.authority().expect("a host").as_str()
-            ),
+            )),
             host,
             port: uri.port_u16().unwrap_or(if tls { 443 } else { 80 }),
             path,
@@ -64,6 +75,41 @@ impl Endpoint {
             format!("{}:{}", self.host, self.port)
         }
     }
+}
+
+/// `url` as it may be logged: user information (`user:secret@`) and the
+/// query's values (`?api_key=...`) replaced, whatever else the text is.
+pub(crate) fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("REDACTED@{host}"),
+        None => authority.to_string(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((path, query)) => {
+            let (query, fragment) = query.split_once('#').unwrap_or((query, ""));
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) => format!("{key}=REDACTED"),
+                    None => pair.to_string(),
+                })
+                .collect();
+            let fragment = if fragment.is_empty() {
+                String::new()
+            } else {
+                format!("#{fragment}")
+            };
+            format!("{path}?{}{fragment}", query.join("&"))
+        }
+        None => rest.to_string(),
+    };
+    crate::output::escape::printable(&format!("{scheme}{authority}{rest}")).into_owned()
 }
 
 #[cfg(test)]
@@ -96,5 +142,31 @@ mod tests {
         for bad in ["collector:4318", "ftp://c", "http://"] {
             assert!(Endpoint::parse(bad, false).is_err(), "{bad}");
         }
+    }
+
+    /// Issue 48, 14: credentials in the URL were not sent, and were
+    /// printed in clear in every log line about the push.
+    #[test]
+    fn credentials_in_the_url_are_refused_and_never_shown() {
+        for url in [
+            "http://user:s3cret@collector:4318/v1/metrics",
+            "https://s3cret@collector/v1/metrics",
+            "http://user:s3cret@collector:bad/v1/metrics",
+        ] {
+            let e = Endpoint::parse(url, false).unwrap_err();
+            assert!(!e.contains("s3cret"), "{e}");
+            assert!(e.contains("REDACTED@collector"), "{e}");
+        }
+        let e = Endpoint::parse("http://user:s3cret@collector:4318", false).unwrap_err();
+        assert!(e.contains("--otlp-header 'Authorization=Basic"), "{e}");
+        let e =
+            Endpoint::parse("http://collector:4318/v1/metrics?api_key=s3cret&x", false).unwrap();
+        assert_eq!(e.url, "http://collector:4318/v1/metrics?api_key=REDACTED&x");
+        // The request still carries the query.
+        assert_eq!(e.path, "/v1/metrics?api_key=s3cret&x");
+        assert_eq!(
+            redacted("no scheme@host?k=v#f"),
+            "REDACTED@host?k=REDACTED#f"
+        );
     }
 }

@@ -12,10 +12,10 @@ use std::{
 
 use rustls::{
     ClientConfig, RootCertStore,
-    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    pki_types::{CertificateDer, PrivateKeyDer},
 };
 
-use super::web::tls::certificates;
+use super::web::tls::{certificates, private_key};
 
 /// Where distributions keep the system's CA bundle: Debian and Ubuntu,
 /// Fedora and RHEL, Alpine and others, openSUSE.
@@ -56,8 +56,7 @@ fn client_identity(
     (cert_file, key_file): &(PathBuf, PathBuf),
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
     let chain = certificates("--otlp-client-certificate", cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| format!("--otlp-client-key {}: {e}", key_file.display()))?;
+    let (key, _) = private_key("--otlp-client-key", key_file)?;
     Ok((chain, key))
 }
 

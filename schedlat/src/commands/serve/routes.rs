@@ -20,7 +20,7 @@ use super::{
     http::plain,
     scrape::Scraper,
     snapshot,
-    web::Web,
+    web::{Admission, Web},
 };
 use crate::{
     export::{content_coding::Coding, negotiate::negotiate},
@@ -68,10 +68,21 @@ pub(super) async fn answer(
     ) {
         return plain(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
     }
-    if request.uri().path() != "/"
-        && let Some(web) = &endpoint.web
-        && !web.admits(header(header::AUTHORIZATION)).await
-    {
+    let admission = match &endpoint.web {
+        Some(web) if request.uri().path() != "/" => web.admits(header(header::AUTHORIZATION)).await,
+        _ => Admission::Admitted,
+    };
+    if admission == Admission::Busy {
+        // Too many password checks waiting: the client tries again.
+        let mut r = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many password checks waiting; try again in a second\n",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    }
+    if admission == Admission::Refused {
         let mut r = plain(
             StatusCode::UNAUTHORIZED,
             "a user and password of the web configuration are needed (basic auth)\n",

@@ -5,11 +5,13 @@
 //! - proto: the opentelemetry-proto messages, as prost structs;
 //! - metrics: the families as OTLP metrics (names, exponential
 //!   histograms, the offset convention, resources per workload);
-//! - delivery: the bounded queue, retries and backoff.
+//! - delivery: the bounded queue, retries and backoff;
+//! - answer: a collector's partial success, made safe to log.
 //!
 //! The push itself (a timer, the HTTP client) is serve's
 //! (commands/serve/otlp.rs).
 
+pub(crate) mod answer;
 pub(crate) mod delivery;
 pub(crate) mod metrics;
 pub(crate) mod proto;

@@ -33,8 +33,102 @@ struct Raw {
     tls_server_config: Option<RawTls>,
     http_server_config: Option<serde_norway::Value>,
     rate_limit: Option<serde_norway::Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_users")]
     basic_auth_users: BTreeMap<String, String>,
+}
+
+/// The costs a hash may have: 4 is bcrypt's least; each step doubles the
+/// time of a check, which runs one at a time for every client, so a cost
+/// past 16 (5 s on a 2020s core, a cost of 31 days) would hold every
+/// login behind it.
+pub(crate) const COSTS: std::ops::RangeInclusive<u32> = 4..=16;
+
+/// Above this cost a first login takes more than a few tenths of a second
+/// of CPU, all logins waiting behind it: said at load.
+const SLOW_COST: u32 = 12;
+
+/// At most this much of a user name is repeated in a message.
+const NAME_SHOWN: usize = 64;
+
+/// A user name as messages show it: control characters replaced, cut to
+/// [`NAME_SHOWN`] characters (a 1 MiB name is not repeated whole).
+pub(crate) fn shown(user: &str) -> String {
+    let printable = crate::output::escape::printable(user);
+    match printable.char_indices().nth(NAME_SHOWN) {
+        Some((cut, _)) => format!("{}…", &printable[..cut]),
+        None => printable.into_owned(),
+    }
+}
+
+/// `basic_auth_users` with each user once: YAML takes the last of two
+/// equal keys, which would silently drop a password the operator wrote.
+fn unique_users<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Users;
+    impl<'de> serde::de::Visitor<'de> for Users {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of user names to bcrypt hashes")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut users = BTreeMap::new();
+            while let Some((user, hash)) = map.next_entry::<String, String>()? {
+                if users.contains_key(&user) {
+                    return Err(serde::de::Error::custom(format!(
+                        "basic_auth_users: `{}` is listed twice: keep one",
+                        shown(&user)
+                    )));
+                }
+                users.insert(user, hash);
+            }
+            Ok(users)
+        }
+    }
+    deserializer.deserialize_any(Users)
+}
+
+/// The cost of `hash` if it is a bcrypt hash that a password can match:
+/// the `$2y$`/`$2b$`/`$2a$` form, a cost in [`COSTS`], and a salt and
+/// digest that decode (a digest with a character out of bcrypt's base64
+/// never compares equal to a computed one). The error says what to do.
+pub(crate) fn hash_cost(user: &str, hash: &str) -> Result<u32, String> {
+    use base64::Engine as _;
+    let user = shown(user);
+    let remake = format!("make one with `htpasswd -nBC 10 {user}`");
+    let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
+        return Err(format!(
+            "basic_auth_users: the password of `{user}` is not a bcrypt hash ({remake})"
+        ));
+    };
+    let cost = parts.get_cost();
+    if !COSTS.contains(&cost) {
+        return Err(format!(
+            "basic_auth_users: the hash of `{user}` has cost {cost}, outside {}..{} ({remake})",
+            COSTS.start(),
+            COSTS.end()
+        ));
+    }
+    // $2y$CC$ then 22 characters of salt and 31 of digest.
+    let encoded = &hash[hash.len() - 53..];
+    let (salt, digest) = encoded.split_at(22);
+    let decodes = |part: &str, len: usize| {
+        bcrypt::BASE_64
+            .decode(part)
+            .is_ok_and(|bytes| bytes.len() == len)
+    };
+    if !decodes(salt, 16) || !decodes(digest, 23) {
+        return Err(format!(
+            "basic_auth_users: the hash of `{user}` can never match a password (its salt or digest is not bcrypt's base64; {remake})"
+        ));
+    }
+    Ok(cost)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -118,7 +212,8 @@ impl WebConfig {
         let raw: Raw = if text.trim().is_empty() {
             Raw::default()
         } else {
-            serde_norway::from_str(text).map_err(|e| e.to_string())?
+            // The parser's message repeats keys and values: shown cut.
+            serde_norway::from_str(text).map_err(|e| shown_error(&e.to_string()))?
         };
         for (key, set) in [
             ("http_server_config", raw.http_server_config.is_some()),
@@ -131,17 +226,28 @@ impl WebConfig {
             }
         }
         for (user, hash) in &raw.basic_auth_users {
-            if hash.parse::<bcrypt::HashParts>().is_err() {
-                return Err(format!(
-                    "basic_auth_users: the password of `{user}` is not a bcrypt hash (make one with `htpasswd -nBC 10 {user}`)"
-                ));
-            }
+            hash_cost(user, hash)?;
         }
         let tls = raw.tls_server_config.map(|t| tls(t, dir)).transpose()?;
         Ok(WebConfig {
             tls,
             users: raw.basic_auth_users,
         })
+    }
+
+    /// What is worth a line at load: users whose first login is slow.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        (self.users.iter())
+            .filter_map(|(user, hash)| Some((user, hash.parse::<bcrypt::HashParts>().ok()?.get_cost())))
+            .filter(|(_, cost)| *cost > SLOW_COST)
+            .map(|(user, cost)| {
+                format!(
+                    "the hash of `{}` has cost {cost}: each check takes {}x a cost-{SLOW_COST} one, and every login waits behind it (cost 10-{SLOW_COST} is usual)",
+                    shown(user),
+                    1u32 << (cost - SLOW_COST)
+                )
+            })
+            .collect()
     }
 
     /// Whether every client must prove who it is: a user and password, or
@@ -152,21 +258,6 @@ impl WebConfig {
                 .tls
                 .as_ref()
                 .is_some_and(|t| matches!(t.client_auth, ClientAuth::Require { .. }))
-    }
-
-    /// The files this configuration reads besides itself: a change to one
-    /// of them (a renewed certificate) is a change to the configuration.
-    pub(crate) fn files(&self) -> Vec<&Path> {
-        let Some(tls) = &self.tls else {
-            return Vec::new();
-        };
-        let mut files = vec![tls.cert_file.as_path(), tls.key_file.as_path()];
-        if let ClientAuth::VerifyIfGiven { ca_file } | ClientAuth::Require { ca_file } =
-            &tls.client_auth
-        {
-            files.push(ca_file);
-        }
-        files
     }
 
     /// What the endpoint asks of clients, for serve's first line.
@@ -193,6 +284,16 @@ impl WebConfig {
         } else {
             parts.join(", ")
         }
+    }
+}
+
+/// A parser's message, at most 300 characters, control characters
+/// replaced: it may quote a key or value of any length.
+fn shown_error(e: &str) -> String {
+    let printable = crate::output::escape::printable(e);
+    match printable.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &printable[..cut]),
+        None => printable.into_owned(),
     }
 }
 
@@ -332,7 +433,6 @@ mod tests {
             (TlsVersion::Tls13, TlsVersion::Tls13)
         );
         assert!(config.authenticates());
-        assert_eq!(config.files().len(), 3);
         assert_eq!(
             config.describe(),
             "TLS, client certificate required, basic auth (1 user)"
@@ -432,5 +532,78 @@ mod tests {
             let e = parse(text).unwrap_err();
             assert!(e.contains(says), "{text:?}: {e}");
         }
+    }
+
+    /// Issue 48, 7: hashes that can never match were taken silently, and a
+    /// cost-31 one held the only check for days. Now refused at load, with
+    /// what to do; costs above 12 are said.
+    #[test]
+    fn hashes_that_cannot_match_and_extreme_costs_are_refused() {
+        let good = HASH;
+        let with_cost = |cost: &str| good.replacen("$04$", &format!("${cost}$"), 1);
+        for (hash, says) in [
+            (with_cost("03"), "cost 3, outside 4..16"),
+            (with_cost("17"), "cost 17, outside 4..16"),
+            (with_cost("31"), "cost 31, outside 4..16"),
+            (with_cost("99"), "cost 99, outside 4..16"),
+            // A character outside bcrypt's base64 in the digest.
+            (format!("{}!", &good[..good.len() - 1]), "can never match"),
+            // Bits past the digest's end: never equal to a computed one.
+            (format!("{}z", &good[..good.len() - 1]), "can never match"),
+            ("$2y$10$short".to_string(), "not a bcrypt hash"),
+        ] {
+            let e = parse(&format!("basic_auth_users:\n  alice: '{hash}'\n")).unwrap_err();
+            assert!(
+                e.contains(says) && e.contains("htpasswd -nBC 10 alice"),
+                "{hash}: {e}"
+            );
+        }
+        let slow = parse(&format!(
+            "basic_auth_users:\n  alice: '{}'\n",
+            with_cost("14")
+        ))
+        .unwrap();
+        let warnings = slow.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("`alice` has cost 14: each check takes 4x"),
+            "{warnings:?}"
+        );
+        assert!(
+            parse(&format!("basic_auth_users:\n  a: {HASH}\n"))
+                .unwrap()
+                .warnings()
+                .is_empty()
+        );
+    }
+
+    /// Issue 48, 7: YAML keeps the last of two equal keys, so a user
+    /// listed twice silently lost one password.
+    #[test]
+    fn a_user_listed_twice_is_refused() {
+        let e = parse(&format!(
+            "basic_auth_users:\n  alice: {HASH}\n  bob: {HASH}\n  alice: {HASH}\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("`alice` is listed twice"), "{e}");
+        assert!(parse("basic_auth_users:\n").unwrap().users.is_empty());
+    }
+
+    /// Issue 48, 15: a 1 MiB user name was repeated whole in the error.
+    #[test]
+    fn a_long_user_name_is_not_echoed_whole() {
+        let name = "n".repeat(1 << 20);
+        // YAML's explicit key: an implicit one is at most 1,024 characters.
+        let e = parse(&format!("basic_auth_users:\n  ? {name}\n  : plaintext\n")).unwrap_err();
+        assert!(e.len() < 500, "{} bytes", e.len());
+        assert!(
+            e.contains(&format!("`{}…`", "n".repeat(NAME_SHOWN))),
+            "{}",
+            &e[..200.min(e.len())]
+        );
+        let e = parse(&format!("{name}: 1\n")).unwrap_err();
+        assert!(e.len() < 1000, "{} bytes", e.len());
+        let e = parse("basic_auth_users:\n  \"a\\e[2Jb\": plaintext\n").unwrap_err();
+        assert!(!e.contains('\x1b'), "{e:?}");
     }
 }
