@@ -6,7 +6,7 @@ use aya::{
 };
 use schedlat_common::{cast::Ids, names};
 
-use super::{cast, load_times, parallel};
+use super::{cast, parallel};
 use crate::kernel::{error::LoadError, hook::HookMode};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
@@ -102,36 +102,6 @@ pub(super) fn attach(
         }
     }
     Ok(notes)
-}
-
-/// The decision split's yield marker (`names::TP_YIELD`), once the split's
-/// programs are attached: best effort, since only the holder's yielded /
-/// preempted line depends on it (a kernel without syscall tracepoints, or
-/// tracefs not mounted, still measures the rest). A note when it fails:
-/// yields then count as preempted.
-pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
-    let (program, tracepoint) = names::TP_YIELD;
-    let mut load = || -> Result<(), String> {
-        let prog: &mut TracePoint = ebpf
-            .program_mut(program)
-            .ok_or("not in the embedded object")?
-            .try_into()
-            .map_err(|e: ProgramError| e.to_string())?;
-        let started = load_times::Started::now();
-        let loaded = prog.load();
-        load_times::report(load_times::wanted(), program, started, &loaded, || {
-            prog.info()
-        });
-        loaded.map_err(|e| e.to_string())?;
-        prog.attach("syscalls", tracepoint)
-            .map_err(|e| e.to_string())?;
-        Ok(())
-    };
-    load().err().map(|e| {
-        format!(
-            "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {e}; it needs CONFIG_FTRACE_SYSCALLS and tracefs): a holder that yielded counts as preempted"
-        )
-    })
 }
 
 /// The tp_btf programs named in `btf_programs` (all present: the caller
