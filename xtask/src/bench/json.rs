@@ -97,6 +97,8 @@ fn results_json(results: &Results) -> Value {
         .collect();
     json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
+        "syscalls": {"command": "perf bench syscall basic", "loops": results.syscall_loops,
+            "schedlat_added_ns": results.syscall_added(super::modes::SCHEDLAT)},
         "rounds": results.rounds,
         "samples": samples,
         "summary": summary,
@@ -118,7 +120,8 @@ fn sample_json(s: &Sample) -> Value {
             "max_rss_kib": t.max_rss_kib, "programs": programs,
         })
     });
-    json!({"round": s.round, "mode": s.mode.name, "ops_per_sec": s.ops_per_sec, "tracer": tracer})
+    json!({"round": s.round, "mode": s.mode.name, "ops_per_sec": s.ops_per_sec,
+        "syscall_ns": s.syscall_ns, "tracer": tracer})
 }
 
 fn summary_json(s: &Summary) -> Value {
@@ -135,6 +138,6 @@ fn summary_json(s: &Summary) -> Value {
     });
     json!({
         "command": s.mode.command(), "about": s.mode.about, "ops_per_sec": s.ops_per_sec,
-        "overhead_pct": s.overhead_pct, "tracer": tracer,
+        "overhead_pct": s.overhead_pct, "syscall_ns": s.syscall_ns, "tracer": tracer,
     })
 }

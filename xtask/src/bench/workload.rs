@@ -86,6 +86,53 @@ pub(super) fn run(cpu: usize, loops: u64) -> Result<f64> {
     Load::start(cpu, loops)?.finish()
 }
 
+/// What a system call costs a process on `cpu` while whatever is attached
+/// stays attached: `perf bench syscall basic` (getppid() in a loop,
+/// `loops` calls), the best of `runs` back to back (the least disturbed
+/// by other work on the CPU), in ns per call. A tracer that enables a
+/// syscall tracepoint sends every system call of every process through
+/// the traced entry path: this is what other processes pay for it.
+pub(super) fn syscall_ns(cpu: usize, loops: u64, runs: u32) -> Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        let args = [
+            "-c".to_string(),
+            cpu.to_string(),
+            "perf".into(),
+            "bench".into(),
+            "syscall".into(),
+            "basic".into(),
+            "-l".into(),
+            loops.to_string(),
+        ];
+        let out = Command::new("taskset")
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .context("running `taskset ... perf bench syscall basic`")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "`taskset {}` failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let us = parse_usecs_per_op(&stdout)
+            .with_context(|| format!("no `N usecs/op` line in perf's output:\n{stdout}"))?;
+        best = best.min(us * 1e3);
+    }
+    Ok(best)
+}
+
+/// Finds perf's `       0.182035 usecs/op` line.
+fn parse_usecs_per_op(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|line| line.trim().strip_suffix("usecs/op")?.trim().parse().ok())
+}
+
 /// Finds perf's `         162074 ops/sec` line.
 fn parse_ops_per_sec(output: &str) -> Option<f64> {
     output
@@ -106,5 +153,12 @@ mod tests {
                       200015 ops/sec\n";
         assert_eq!(parse_ops_per_sec(output), Some(200015.0));
         assert_eq!(parse_ops_per_sec("garbage\n"), None);
+        assert_eq!(parse_usecs_per_op(output), Some(4.999620));
+        let syscalls = "# Running 'syscall/basic' benchmark:\n\
+                        # Executed 2000000 getppid() calls\n     \
+                        Total time: 0.364 [sec]\n\n       \
+                        0.182035 usecs/op\n        \
+                        5493449 ops/sec\n";
+        assert_eq!(parse_usecs_per_op(syscalls), Some(0.182035));
     }
 }
