@@ -73,8 +73,8 @@ pub(crate) struct Options {
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub loops: u64,
     /// Calls of `perf bench syscall basic` per run (its `-l`); each mode's
-    /// cost per system call is the best of three such runs a round.
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// cost per system call is the best of five such runs a round.
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub syscall_loops: u64,
     /// CPU the load and the tracers are pinned to.
     #[arg(long, default_value_t = 0)]
@@ -327,7 +327,7 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
 }
 
 /// Runs of `perf bench syscall basic` a sample takes the best of.
-const SYSCALL_RUNS: u32 = 3;
+pub(super) const SYSCALL_RUNS: u32 = 5;
 
 fn baseline(round: u32, opts: &Options) -> Result<Sample> {
     let syscall_ns = workload::syscall_ns(opts.cpu, opts.syscall_loops, SYSCALL_RUNS)?;

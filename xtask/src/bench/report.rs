@@ -245,8 +245,11 @@ impl Results {
         };
         let _ = writeln!(
             out,
-            "\ncost to other processes: perf bench syscall basic (getppid(), {} calls, best of 3 a round) on CPU {}, median of {} rounds",
-            self.syscall_loops, self.cpu, self.rounds
+            "\ncost to other processes: perf bench syscall basic (getppid(), {} calls, best of {} a round) on CPU {}, median of {} rounds",
+            self.syscall_loops,
+            super::SYSCALL_RUNS,
+            self.cpu,
+            self.rounds
         );
         let _ = writeln!(
             out,
