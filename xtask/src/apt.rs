@@ -1,8 +1,9 @@
 //! Which apt configuration a package is resolved and fetched with.
 //!
-//! Most packages come from this machine's own apt sources. Two do not:
-//! vm-test's oldest kernel, Debian 11 (bullseye)'s 5.10, and the tests'
-//! Prometheus 3.x, which only Debian unstable (sid) has. For each, a
+//! Most packages come from this machine's own apt sources. Some do not:
+//! vm-test's oldest kernel, Debian 11 (bullseye)'s 5.10, and what only
+//! Debian unstable (sid) has: vm-test's 7.x kernels and the tests'
+//! Prometheus 3.x. For each, a
 //! private apt configuration under `target/`: its own sources list
 //! (deb.debian.org, the same archive as the machine's, signed by the Debian
 //! archive keyring), package lists and cache. The machine's apt
@@ -24,8 +25,8 @@ deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
 ";
 
-/// Debian unstable, for the Prometheus 3.x binaries (statically linked
-/// Go but for glibc, which runs on Debian 12).
+/// Debian unstable, for vm-test's 7.x kernels and the Prometheus 3.x
+/// binaries (statically linked Go but for glibc, which runs on Debian 12).
 const SID_SOURCES: &str = "\
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
 ";

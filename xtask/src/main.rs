@@ -22,6 +22,7 @@ mod fuzz;
 mod image;
 mod prometheus3;
 mod setup;
+mod steps;
 mod util;
 mod vm;
 
@@ -137,8 +138,9 @@ enum Command {
         #[arg(long, default_value_t = fuzz::RUNS)]
         runs: u64,
     },
-    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12) in QEMU and run
-    /// schedlat's kernel-level checks (tests/guest.rs) inside each.
+    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12, unstable's
+    /// 7.x) in QEMU and run schedlat's kernel-level checks (tests/guest.rs)
+    /// inside each.
     VmTest(vm::Options),
 }
 
@@ -262,15 +264,16 @@ fn lint() -> Result<()> {
 }
 
 fn test(args: &[String]) -> Result<()> {
-    setup::test_tools()?;
-    lint()?;
+    let mut steps = steps::Steps::new("test");
+    steps.run("setup", setup::test_tools)?;
+    steps.run("lint", lint)?;
     util::require_root("the integration tests load eBPF programs into this kernel")?;
     // tests/dist.rs checks the package; built here, once, rather than by a
     // cargo nested in the test run.
-    build_release()?;
-    let artifacts = dist::run()?;
+    steps.run("release", build_release)?;
+    let artifacts = steps.run("dist", dist::run)?;
     // tests/image.rs runs the image.
-    let image = image::build(&artifacts)?;
+    let image = steps.run("image", || image::build(&artifacts))?;
     // SAFETY: single-threaded here; inherited by cargo and the tests.
     unsafe {
         std::env::set_var("SCHEDLAT_DIST_DEB", &artifacts.deb);
@@ -299,11 +302,11 @@ fn test(args: &[String]) -> Result<()> {
     } else {
         &[("SCHEDLAT_FUZZ_ROUNDS", FUZZ_ROUNDS)]
     };
-    util::cargo_with_env(&cmd, env)?;
+    steps.run("cargo test", || util::cargo_with_env(&cmd, env))?;
     // The coverage-guided runs of the same targets; a filtered run (a test
     // name given) is after something else and skips them.
     if args.is_empty() {
-        fuzz::run(&[], fuzz::RUNS)?;
+        steps.run("fuzz", || fuzz::run(&[], fuzz::RUNS))?;
     } else {
         eprintln!(
             "xtask: test arguments given: the libFuzzer runs are skipped (`cargo xtask fuzz` runs them)"

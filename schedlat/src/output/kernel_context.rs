@@ -13,7 +13,9 @@ use crate::{
     sys::sched_context::SchedContext,
 };
 
-/// Two or three lines: `kernel: ...`, the features, and the design bound.
+/// Four lines: `kernel: ...`, the features, the mechanisms of 6.12 and
+/// later (sched_ext, the fair deadline server, delayed dequeue), and the
+/// design bound.
 pub(crate) fn text(c: &SchedContext, waits: &Waits) -> String {
     let mut out = String::new();
     let hz =
@@ -64,6 +66,7 @@ pub(crate) fn text(c: &SchedContext, waits: &Waits) -> String {
         let _ = write!(features, "{} unknown{why}", unknown.join(" "));
     }
     let _ = writeln!(out, "  features: {features}");
+    let _ = writeln!(out, "  scheduler: {}", c.mechanisms.summary());
     match c.design_bound_ns() {
         Some(bound) => {
             let total = waits.count();
@@ -114,6 +117,7 @@ pub(crate) fn json(c: &SchedContext, waits: &Waits) -> Value {
         },
         "features": features,
         "features_unknown": c.features_unknown,
+        "mechanisms": c.mechanisms,
         "design_bound_ns": bound,
         "beyond_design_bound": bound.map(|b| slow_waits(waits, b)),
     })
@@ -124,7 +128,7 @@ mod tests {
     use super::*;
     use crate::{
         analysis::shape::tests::waits,
-        sys::{sched_context::Preemption, slice::Slice},
+        sys::{sched_context::Preemption, sched_mechanisms::Mechanisms, slice::Slice},
     };
 
     /// This project's 6.18 VM as schedlat reads it (lockdown refuses
@@ -146,6 +150,10 @@ mod tests {
             features_unknown: Some(
                 "/sys/kernel/debug/sched/features: Operation not permitted".into(),
             ),
+            mechanisms: Mechanisms {
+                fair_server_unknown: Some("debugfs is not mounted".into()),
+                ..Mechanisms::default()
+            },
         }
     }
 

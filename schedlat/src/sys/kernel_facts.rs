@@ -54,7 +54,20 @@ pub fn config_text() -> Option<String> {
         }
     }
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok()
+    config_paths(release.trim())
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+}
+
+/// Where distributions install a kernel's configuration: /boot/config-R
+/// (Debian up to 6.x, Fedora, Ubuntu), and beside its modules, where
+/// Debian's split 7.x packages (linux-base-R) and Arch put it.
+fn config_paths(release: &str) -> [String; 3] {
+    [
+        format!("/boot/config-{release}"),
+        format!("/usr/lib/modules/{release}/config"),
+        format!("/lib/modules/{release}/config"),
+    ]
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod owned_dir;
 pub mod process_name;
 pub mod procfs;
 pub mod sched_context;
+pub mod sched_mechanisms;
 pub mod scope;
 pub mod slice;
 pub mod terminal;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{
     kernel_facts::{self, config_value},
+    sched_mechanisms::Mechanisms,
     slice::Slice,
 };
 
@@ -43,12 +44,15 @@ pub struct SchedContext {
     pub features: Vec<(String, Option<bool>)>,
     /// Why the features could not be read, when they could not.
     pub features_unknown: Option<String>,
+    /// sched_ext, the fair deadline server, delayed dequeue.
+    pub mechanisms: Mechanisms,
 }
 
 impl SchedContext {
     pub fn detect(base_slice: &Slice) -> SchedContext {
         let read = fs::read_to_string(DEBUGFS_FEATURES)
             .or_else(|e| fs::read_to_string(DEBUGFS_FEATURES_OLD).map_err(|_| e));
+        let mechanisms = Mechanisms::detect(read.as_deref().ok());
         let (features, features_unknown) = match read {
             Ok(text) => (features_of(&text), None),
             Err(e) => (
@@ -86,6 +90,7 @@ impl SchedContext {
             base_slice: base_slice.clone(),
             features,
             features_unknown,
+            mechanisms,
         }
     }
 
@@ -291,6 +296,7 @@ mod tests {
             base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
             features: vec![],
             features_unknown: None,
+            mechanisms: Mechanisms::default(),
         };
         assert_eq!(c.tick_ns(), Some(4_000_000));
         assert_eq!(c.design_bound_ns(), Some(5_400_000));

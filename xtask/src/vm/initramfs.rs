@@ -135,6 +135,7 @@ pub(super) fn build(fault_injection: bool) -> Result<GuestBinaries> {
 pub(super) fn pack(
     binaries: &GuestBinaries,
     packaged: Option<&Path>,
+    configs: &[(&str, &Path)],
     stage: &Path,
     out: &Path,
     watchdog: Duration,
@@ -152,6 +153,12 @@ pub(super) fn pack(
     symlink("busybox", stage.join("bin/sh"))?;
     for tests in &binaries.tests {
         install(stage, tests, &fs::read(tests)?)?;
+    }
+    // Each kernel's configuration where Debian's 7.x packages put it (and
+    // schedlat looks): /usr/lib/modules/RELEASE/config.
+    for (release, config) in configs {
+        let at = Path::new("/usr/lib/modules").join(release).join("config");
+        install(stage, &at, &fs::read(config)?)?;
     }
     let mut library_dirs = Vec::new();
     match packaged {

@@ -33,8 +33,10 @@ use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub(crate) struct Options {
-    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, or a Debian linux-image-*
-    /// package name; repeat for several [default: all four]
+    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, 7.x (Debian unstable's
+    /// current kernel), or a Debian linux-image-* package name (7.x and
+    /// later ones from Debian unstable); repeat for several [default: all
+    /// five]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
     /// Which guests boot: the kernel-level tests (busybox initramfs), the
@@ -60,6 +62,25 @@ pub(crate) enum Guests {
     Tests,
     Systemd,
     All,
+}
+
+/// Where what vm-test downloads and makes from downloads is kept (the
+/// kernel images, the private apt lists, the systemd guest's Debian root
+/// file system): outside the checkout, so that a new clone on the same
+/// machine (CI's) does not fetch and debootstrap them again; every piece
+/// is checked (package versions, the recipe's stamp) and made again when
+/// missing or stale, so a fresh machine needs nothing there.
+/// `SCHEDLAT_VM_CACHE` overrides it; without root (which vm-test needs to
+/// fetch and boot anyway) it is target/vm.
+fn downloads_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SCHEDLAT_VM_CACHE") {
+        return PathBuf::from(dir);
+    }
+    if crate::util::is_root() {
+        PathBuf::from("/var/cache/schedlat-vm-test")
+    } else {
+        workspace_root().join("target/vm")
+    }
 }
 
 /// Console lines shown under a failed kernel.
@@ -93,6 +114,24 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     };
 
     let vm_dir = workspace_root().join("target/vm");
+    let downloads = downloads_dir();
+    // Every kernel first: the guest tests' initramfs carries their
+    // configurations (HZ, the preemption model), as the hosts they stand
+    // for have them.
+    let kernels_dir = downloads.join("kernels");
+    fs::create_dir_all(&kernels_dir)?;
+    let fetched: Vec<Fetched> = packages
+        .iter()
+        .map(|(name, (package, archive))| {
+            let kernel = kernels::prepare(package, *archive, &kernels_dir);
+            (name.clone(), kernel.map_err(|e| format!("{e:#}")))
+        })
+        .collect();
+    let configs: Vec<(&str, &Path)> = fetched
+        .iter()
+        .filter_map(|(_, kernel)| kernel.as_ref().ok())
+        .map(|k| (k.release(), k.config.as_path()))
+        .collect();
     let build_started = Instant::now();
     let binaries = initramfs::build(opts.inject_bad_offset.is_some())?;
     // The guests run the packaged binary, except with fault injection (a
@@ -114,6 +153,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     initramfs::pack(
         &binaries,
         packaged.as_deref(),
+        &configs,
         &vm_dir.join("initramfs"),
         &initrd,
         watchdog,
@@ -138,24 +178,20 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     };
 
     let matrix = Matrix {
-        cache: vm_dir.join("cache"),
         logs: vm_dir.join("logs"),
         initrd,
         extra_cmdline,
         timeout,
         accel,
     };
-    fs::create_dir_all(&matrix.cache)?;
     fs::create_dir_all(&matrix.logs)?;
-    let tests_guests: &[(String, (&str, apt::Archive))] = match opts.guests {
+    let tests_guests: &[Fetched] = match opts.guests {
         Guests::Systemd => &[],
-        Guests::Tests | Guests::All => &packages,
+        Guests::Tests | Guests::All => &fetched,
     };
     let mut failed: Vec<String> = tests_guests
         .iter()
-        .filter(|(name, (package, archive))| {
-            !matrix.test_kernel(name, package, *archive, &matrix.initrd, "")
-        })
+        .filter(|(name, kernel)| !matrix.test_kernel(name, kernel, &matrix.initrd, ""))
         .map(|(name, _)| name.clone())
         .collect();
     let mut boots = tests_guests.len();
@@ -168,14 +204,14 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
 
     // The packaged unit under systemd, on the kernels of systemd::KERNELS
     // that were asked for (not with fault injection: the .deb has none).
-    let systemd_kernels: Vec<&(String, (&str, apt::Archive))> = packages
+    let systemd_kernels: Vec<&Fetched> = fetched
         .iter()
         .filter(|(name, _)| systemd::KERNELS.contains(&name.as_str()))
         .filter(|_| opts.guests != Guests::Tests)
         .collect();
     if let (Some(artifacts), false) = (&artifacts, systemd_kernels.is_empty()) {
         let built = Instant::now();
-        let rootfs = rootfs::archive(&vm_dir.join("rootfs"))?;
+        let rootfs = rootfs::archive(&downloads.join("rootfs"))?;
         let initrd = systemd::initrd_path(&vm_dir);
         systemd::pack(
             &rootfs,
@@ -190,9 +226,9 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
             fs::metadata(&initrd)?.len() as f64 / (1 << 20) as f64,
             built.elapsed().as_secs_f64()
         );
-        for (name, (package, archive)) in systemd_kernels {
+        for (name, kernel) in systemd_kernels {
             boots += 1;
-            if !matrix.test_kernel(name, package, *archive, &initrd, "systemd") {
+            if !matrix.test_kernel(name, kernel, &initrd, "systemd") {
                 failed.push(format!("{name} (systemd)"));
             }
         }
@@ -210,9 +246,11 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// A kernel of the matrix by its short name, ready to boot or why not.
+type Fetched = (String, std::result::Result<kernels::Kernel, String>);
+
 /// What every kernel's run shares.
 struct Matrix {
-    cache: PathBuf,
     logs: PathBuf,
     initrd: PathBuf,
     extra_cmdline: String,
@@ -228,15 +266,14 @@ impl Matrix {
     fn test_kernel(
         &self,
         name: &str,
-        package: &str,
-        archive: apt::Archive,
+        kernel: &std::result::Result<kernels::Kernel, String>,
         initrd: &Path,
         guest_name: &str,
     ) -> bool {
-        let kernel = match kernels::prepare(package, archive, &self.cache) {
+        let kernel = match kernel {
             Ok(kernel) => kernel,
             Err(e) => {
-                eprintln!("vm-test: {name:<7} FAIL: no kernel: {e:#}");
+                eprintln!("vm-test: {name:<7} FAIL: no kernel: {e}");
                 return false;
             }
         };

@@ -1,7 +1,8 @@
 //! The systemd guest's root file system: Debian 12 (minbase, plus systemd
 //! as init and D-Bus) from `debootstrap`, trimmed of documentation and
-//! package caches, packed once as a cpio archive under target/vm/rootfs/
-//! and reused until its recipe changes (about 2 minutes to make, 90 MiB).
+//! package caches, packed once as a cpio archive in vm-test's downloads
+//! directory (mod.rs, `downloads_dir`: outside the checkout) and reused
+//! until its recipe changes (about 2 minutes to make, 90 MiB).
 //! The kernel unpacks it as the initramfs and systemd runs from it as PID
 //! 1: no disk image, and no kernel module to mount one.
 

@@ -11,6 +11,8 @@ use crate::{
     sys::{
         host::{self, CgroupLayout, Lockdown, ProcessStatus, Release},
         mounts::Mounts,
+        sched_context::SchedContext,
+        slice::Slice,
     },
 };
 
@@ -80,6 +82,7 @@ pub(crate) fn facts() -> Vec<Check> {
     out.push(memlock(&release, &status));
     out.push(tracefs());
     out.push(debugfs());
+    out.push(scheduler());
     out.extend(cgroups());
     out.push(scheduler_groups());
     out.push(pid_namespace(&status));
@@ -259,6 +262,23 @@ fn debugfs() -> Check {
             None,
         ),
     }
+}
+
+/// The preemption model and the mechanisms that change what a wait means
+/// (sched_ext, the fair deadline server, delayed dequeue): what the
+/// reports' kernel lines say, so that a host can be told before a run.
+fn scheduler() -> Check {
+    let context = SchedContext::detect(&Slice::detect());
+    let preemption = context.preemption.as_ref().map_or_else(
+        || "preemption unknown".to_string(),
+        |p| format!("preemption {} ({})", p.model, p.source),
+    );
+    check(
+        "scheduler",
+        Status::Ok,
+        format!("{preemption}; {}", context.mechanisms.summary()),
+        None,
+    )
 }
 
 fn cgroups() -> Vec<Check> {

@@ -1,0 +1,249 @@
+//! The scheduler mechanisms of 6.12 and later that change what a wait
+//! means, as the running kernel has them: a sched_ext scheduler in place of
+//! the fair class (its dispatch queues decide, not EEVDF's rules), the fair
+//! deadline server that runs fair tasks behind a real-time hog (instead of
+//! RT throttling), and delayed dequeue (a task that blocked stays queued
+//! until picked). Each is read from the kernel's own files; what cannot be
+//! read is None with the reason, never inferred from the version.
+
+use std::{fs, path::Path};
+
+use serde::Serialize;
+
+use super::host;
+
+const SCHED_EXT: &str = "/sys/kernel/sched_ext";
+/// Under debugfs, wherever it is mounted.
+const FAIR_SERVER: &str = "sched/fair_server";
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SchedExt {
+    /// `disabled`, `enabling`, `enabled` or `disabling`
+    /// (/sys/kernel/sched_ext/state).
+    pub state: String,
+    /// The attached scheduler's name (root/ops), when one is.
+    pub scheduler: Option<String>,
+    /// Its event counters (root/events, 6.16+), name and count.
+    pub events: Vec<(String, u64)>,
+}
+
+impl SchedExt {
+    /// The scheduler's name while one is attached.
+    pub fn running(&self) -> Option<&str> {
+        (self.state == "enabled")
+            .then_some(self.scheduler.as_deref())
+            .flatten()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DeadlineServer {
+    /// CPU 0's server (the same on every CPU unless set by hand).
+    pub runtime_ns: Option<u64>,
+    pub period_ns: Option<u64>,
+    /// Why the values could not be read, when they could not.
+    pub unreadable: Option<String>,
+}
+
+/// What the running kernel does; None where the kernel has no such
+/// mechanism or it could not be told (`unknown` says why).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct Mechanisms {
+    /// None: the kernel has no sched_ext (no /sys/kernel/sched_ext).
+    pub sched_ext: Option<SchedExt>,
+    /// None: no fair deadline server seen (see `fair_server_unknown`).
+    pub fair_server: Option<DeadlineServer>,
+    /// Why the server's presence is unknown (debugfs not mounted).
+    pub fair_server_unknown: Option<String>,
+    /// DELAY_DEQUEUE on or off, from the scheduler's features; None when
+    /// they could not be read or the kernel has no such feature (before
+    /// 6.12).
+    pub delayed_dequeue: Option<bool>,
+}
+
+impl Mechanisms {
+    /// `features`: the text of debugfs sched/features, when it was read.
+    pub fn detect(features: Option<&str>) -> Mechanisms {
+        let (fair_server, fair_server_unknown) = match host::debugfs() {
+            Some(debugfs) => fair_server(&debugfs.join(FAIR_SERVER)),
+            None => (None, Some("debugfs is not mounted".to_string())),
+        };
+        Mechanisms {
+            sched_ext: sched_ext(Path::new(SCHED_EXT)),
+            fair_server,
+            fair_server_unknown,
+            delayed_dequeue: features.and_then(delayed_dequeue),
+        }
+    }
+
+    /// One line for `check` and the kernel context:
+    /// `sched_ext scx_rustland (enabled); fair server 50 ms every 1000 ms;
+    /// delayed dequeue on`.
+    pub fn summary(&self) -> String {
+        let ext = match &self.sched_ext {
+            None => "no sched_ext".to_string(),
+            Some(ext) => match ext.running() {
+                Some(name) => format!("sched_ext scheduler {name} attached"),
+                None => format!("sched_ext {}", ext.state),
+            },
+        };
+        let server = match (&self.fair_server, &self.fair_server_unknown) {
+            (Some(s), _) => match (s.runtime_ns, s.period_ns, &s.unreadable) {
+                (Some(r), Some(p), _) => format!(
+                    "fair deadline server {} ms every {} ms",
+                    r / 1_000_000,
+                    p / 1_000_000
+                ),
+                (_, _, why) => format!(
+                    "fair deadline server present ({})",
+                    why.as_deref().unwrap_or("values unreadable")
+                ),
+            },
+            (None, Some(why)) => format!("fair deadline server unknown ({why})"),
+            (None, None) => "no fair deadline server".to_string(),
+        };
+        let delayed = match self.delayed_dequeue {
+            Some(true) => "delayed dequeue on",
+            Some(false) => "delayed dequeue off",
+            None => "delayed dequeue unknown",
+        };
+        format!("{ext}; {server}; {delayed}")
+    }
+}
+
+fn sched_ext(dir: &Path) -> Option<SchedExt> {
+    let state = fs::read_to_string(dir.join("state")).ok()?;
+    let root = dir.join("root");
+    Some(SchedExt {
+        state: state.trim().to_string(),
+        scheduler: fs::read_to_string(root.join("ops"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        events: fs::read_to_string(root.join("events"))
+            .map(|t| events(&t))
+            .unwrap_or_default(),
+    })
+}
+
+/// `NAME COUNT` lines (SCX_EV_SELECT_CPU_FALLBACK 0, ...).
+fn events(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, count) = l.split_once(char::is_whitespace)?;
+            Some((name.to_string(), count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The server under a mounted debugfs: present when its directory is; its
+/// values need debugfs to be readable (lockdown and some kernels refuse
+/// them: EPERM on this project's 6.18 VM).
+fn fair_server(dir: &Path) -> (Option<DeadlineServer>, Option<String>) {
+    if !dir.exists() {
+        return (None, None);
+    }
+    let cpu0 = dir.join("cpu0");
+    let read = |name: &str| -> Result<u64, String> {
+        let path = cpu0.join(name);
+        let text =
+            fs::read_to_string(&path).map_err(|e| format!("{}: {}", path.display(), e.kind()))?;
+        text.trim()
+            .parse()
+            .map_err(|_| format!("{}: not a number", path.display()))
+    };
+    let server = match (read("runtime"), read("period")) {
+        (Ok(r), Ok(p)) => DeadlineServer {
+            runtime_ns: Some(r),
+            period_ns: Some(p),
+            unreadable: None,
+        },
+        (Err(e), _) | (_, Err(e)) => DeadlineServer {
+            runtime_ns: None,
+            period_ns: None,
+            unreadable: Some(e),
+        },
+    };
+    (Some(server), None)
+}
+
+/// DELAY_DEQUEUE in debugfs sched/features: `DELAY_DEQUEUE` on,
+/// `NO_DELAY_DEQUEUE` off, absent before 6.12.
+fn delayed_dequeue(features: &str) -> Option<bool> {
+    features.split_whitespace().find_map(|w| match w {
+        "DELAY_DEQUEUE" => Some(true),
+        "NO_DELAY_DEQUEUE" => Some(false),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("schedlat-mech-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_sched_ext_scheduler_is_named_while_enabled() {
+        let dir = scratch("ext");
+        assert_eq!(sched_ext(&dir.join("absent")), None);
+        fs::write(dir.join("state"), "disabled\n").unwrap();
+        let off = sched_ext(&dir).unwrap();
+        assert_eq!((off.state.as_str(), off.running()), ("disabled", None));
+        fs::create_dir_all(dir.join("root")).unwrap();
+        fs::write(dir.join("state"), "enabled\n").unwrap();
+        fs::write(dir.join("root/ops"), "simple\n").unwrap();
+        fs::write(
+            dir.join("root/events"),
+            "SCX_EV_SELECT_CPU_FALLBACK 3\nSCX_EV_DISPATCH_KEEP_LAST 0\n",
+        )
+        .unwrap();
+        let on = sched_ext(&dir).unwrap();
+        assert_eq!(on.running(), Some("simple"));
+        assert_eq!(on.events[0], ("SCX_EV_SELECT_CPU_FALLBACK".to_string(), 3));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_fair_server_is_read_or_said_unreadable() {
+        let dir = scratch("dl");
+        let server = dir.join("sched/fair_server");
+        // debugfs without the server (before 6.12).
+        assert_eq!(fair_server(&server), (None, None));
+        fs::create_dir_all(server.join("cpu0")).unwrap();
+        let unreadable = fair_server(&server).0.unwrap();
+        assert!(unreadable.unreadable.unwrap().contains("runtime"));
+        fs::write(server.join("cpu0/runtime"), "50000000\n").unwrap();
+        fs::write(server.join("cpu0/period"), "1000000000\n").unwrap();
+        let read = fair_server(&server).0.unwrap();
+        assert_eq!(
+            (read.runtime_ns, read.period_ns),
+            (Some(50_000_000), Some(1_000_000_000))
+        );
+        let m = Mechanisms {
+            fair_server: Some(read),
+            delayed_dequeue: Some(true),
+            ..Mechanisms::default()
+        };
+        assert_eq!(
+            m.summary(),
+            "no sched_ext; fair deadline server 50 ms every 1000 ms; delayed dequeue on"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn delayed_dequeue_from_the_features() {
+        // 6.18's sched/features, shortened.
+        let f = "PLACE_LAG RUN_TO_PARITY PREEMPT_SHORT DELAY_DEQUEUE DELAY_ZERO NO_NEXT_BUDDY";
+        assert_eq!(delayed_dequeue(f), Some(true));
+        assert_eq!(delayed_dequeue("NO_DELAY_DEQUEUE DELAY_ZERO"), Some(false));
+        // 6.1 (before 6.12).
+        assert_eq!(delayed_dequeue("GENTLE_FAIR_SLEEPERS START_DEBIT"), None);
+    }
+}
