@@ -441,7 +441,7 @@ fn the_cause_split_is_removed_by_no_causes() {
     let off = load_cost(&["--no-causes", "1"]);
     // verified_insns is in fdinfo since 5.16.
     if kernel_version() >= (5, 16) {
-        let programs = 4 + yield_marker();
+        let programs = 4;
         assert_eq!(on.len(), programs, "{programs} programs: {on:?}");
         assert!(
             off.last() < on.last(),
@@ -465,7 +465,7 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
     // The cgroup_mkdir program is loaded with --cgroups (verified_insns is
     // in fdinfo since 5.16).
     if kernel_version() >= (5, 16) {
-        let programs = 5 + yield_marker();
+        let programs = 5;
         assert_eq!(
             (without.len(), with.len()),
             (programs, programs),
@@ -525,20 +525,6 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
 /// mode costs at load on this kernel, the time from exec to attached and
 /// the verifier's instructions per program (`verified_insns` in fdinfo,
 /// since 5.16); returns those, sorted.
-/// 1 where the decision split's yield marker loads beside the switch
-/// programs: a kernel with syscall tracepoints (CONFIG_FTRACE_SYSCALLS;
-/// every kernel of the matrix has them), 0 elsewhere (a note then says
-/// yields count as preempted).
-fn yield_marker() -> usize {
-    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|t| {
-            std::path::Path::new(t)
-                .join("events/syscalls/sys_enter_sched_yield")
-                .exists()
-        }) as usize
-}
-
 fn load_cost(args: &[&str]) -> Vec<u64> {
     let started = std::time::Instant::now();
     let tracer = TracerProcess::start(SCHEDLAT, args);
@@ -583,7 +569,7 @@ fn the_decision_split_grants_a_real_time_sleeper() {
     let insns = load_cost(&["1"]);
     let without = load_cost(&["--no-decision", "1"]);
     if kernel_version() >= (5, 16) {
-        let programs = 4 + yield_marker();
+        let programs = 4;
         assert_eq!(insns.len(), programs, "{programs} programs: {insns:?}");
         assert!(
             without.last() < insns.last(),

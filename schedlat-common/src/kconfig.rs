@@ -215,10 +215,18 @@ pub struct Compute {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CauseOffsets {
-    /// `task->flags` (PF_KTHREAD) and `task->cgroups` (the css_set
-    /// pointer: equal when two tasks share every cgroup).
+    /// `task->flags` (PF_KTHREAD).
     pub task_flags: u64,
-    pub task_cgroups: u64,
+    /// The group the CPU scheduler puts a task in, which "held by the
+    /// same cgroup" compares: the pointer at `task_group` in task_struct
+    /// (`sched_task_group`, CONFIG_CGROUP_SCHED: the cpu controller's
+    /// group, or the session's autogroup), or, where `group_in_cset` is 1,
+    /// the pointer at `cset_group` in the css_set that one names (the cpu
+    /// controller's css of `task->cgroups`). Without either, `task_group`
+    /// is `task->cgroups` itself: the same css_set, every hierarchy alike.
+    pub task_group: u64,
+    pub group_in_cset: u64,
+    pub cset_group: u64,
     /// 1 when `rq->cpu` is known (CONFIG_SMP): the CPU of a task's queue.
     pub has_rq_cpu: u64,
     pub rq_cpu: u64,
@@ -285,6 +293,13 @@ pub struct DecisionOffsets {
     /// The tick (1e9 / HZ): a wait longer than its prediction plus this is
     /// counted as beyond it.
     pub tick_ns: u64,
+    /// A holder that yielded: the system call number in the user
+    /// registers the kernel keeps for it (`pt_regs.orig_ax` on x86-64,
+    /// `pt_regs.syscallno` on arm64, read through bpf_task_pt_regs(),
+    /// 5.15+) at this offset, against `yield_nr`, sched_yield()'s number
+    /// there. `yield_nr` 0: not told on this kernel or architecture.
+    pub regs_syscall: u64,
+    pub yield_nr: u64,
 }
 
 #[cfg(test)]
@@ -302,8 +317,8 @@ mod tests {
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 12 * 8);
-        assert_eq!(size_of::<CauseOffsets>(), 11 * 8);
-        assert_eq!(size_of::<DecisionOffsets>(), 24 * 8);
+        assert_eq!(size_of::<CauseOffsets>(), 13 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 26 * 8);
     }
 
     #[test]

@@ -140,12 +140,6 @@ pub mod names {
         ("sched_switch_decision", "sched_switch"),
         ("sched_switch_victims_decision", BTF_SWITCH_VICTIMS),
     ];
-    /// The decision split's yield marker (program, tracepoint in the
-    /// `syscalls` group): marks the CPU whose running task calls
-    /// sched_yield(), so that the switch after tells a yield from a
-    /// preemption. Attached when it can be; without it yields count as
-    /// preempted.
-    pub const TP_YIELD: (&str, &str) = ("tp_sched_yield", "sys_enter_sched_yield");
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

@@ -68,7 +68,7 @@ pub fn linked(task: TaskPtr) -> TaskPtr {
 /// `linked(prev)` already): __schedule() sets rq->curr to next before
 /// sched_switch fires, on every kernel with tp_btf (kernel/sched/core.c).
 /// A pointer loaded from prev is a plain BTF pointer, so next's
-/// `se.cfs_rq` and `cgroups` cost the verifier no scans of the kernel's
+/// `se.cfs_rq` and scheduler group cost the verifier no scans of the kernel's
 /// BTF by name, which read from the argument they do (memory.rs
 /// with_links). `rq->curr`'s offset is resolved with the decision split;
 /// without it, next's own fields are read.
@@ -369,7 +369,7 @@ fn crossings(sink: &mut Sink<'_>, from: u32, to: u32) {
 /// Who held the CPU until the wait ended: `prev`, by its relation to the
 /// task that waited, in this order: the idle task, a higher class (RT or
 /// deadline, the waiter not), a kernel thread, the same cgroup (the same
-/// css_set), another cgroup. Without branches but one (placement_class
+/// group of the CPU scheduler), another cgroup. Without branches but one (placement_class
 /// says why): the first three facts make an index into a table of classes
 /// (a nibble each), one table for the same cgroup and one for another.
 /// Every field is read, even for the idle task.
@@ -390,9 +390,12 @@ fn held_by(prev: Option<TaskPtr>, next: Option<TaskPtr>) -> u64 {
     let higher = outranks(prev) & (outranks(next) ^ 1);
     let kthread = u64::from(flags >> PF_KTHREAD.trailing_zeros()) & 1;
     let index = barrier_var((idle * 4 + higher * 2 + kthread) as usize) as u64;
-    // The verifier types the css_set pointers: comparing them is allowed,
-    // arithmetic on them is not. Nibble i: the class of index i.
-    let table: u64 = if prev.css_set() == next.css_set() {
+    // The group the CPU scheduler shares the CPU between (memory.rs
+    // sched_group: the task group, not the css_set, which differs for
+    // tasks in one cpu cgroup whose groups of another hierarchy, say v1
+    // memory, differ). The verifier types the pointers: comparing them is
+    // allowed, arithmetic on them is not. Nibble i: the class of index i.
+    let table: u64 = if prev.sched_group() == next.sched_group() {
         HELD_BY_SAME_CGROUP
     } else {
         HELD_BY_OTHER_CGROUP

@@ -35,7 +35,7 @@ use crate::{
     bpf::{barrier_var, cpu, masked},
     causes,
     config::{CAUSE, COMPUTE, DECISION, RQ, get},
-    memory::{self, Rq, Se, TaskPtr},
+    memory::{Rq, Se, TaskPtr},
 };
 
 /// The totals, per CPU, cumulative since load.
@@ -48,50 +48,6 @@ static DECISIONS: PerCpuArray<DecisionStats> = PerCpuArray::with_max_entries(1, 
 /// `pending`. Sized to the CPUs by the loader (1 entry when off).
 #[map]
 static REQUESTS: Array<u64> = Array::with_max_entries(1, 0);
-
-/// Per CPU, the last yield of its running task that a switch may follow
-/// (`tp_sched_yield`, main.rs): its TID (low 32 bits) and the CPU's switch
-/// count then (high 32). The switch that the yield's schedule() makes is
-/// the next one counted, so a word one switch behind, naming prev, marks
-/// that switch; a yield that switched nothing ages out at the next switch
-/// counted. One word per CPU, no per-task memory; never written when the
-/// tracepoint could not be attached, and then no switch matches it.
-#[map]
-static YIELDS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-
-/// Called at the sched_yield() system call's entry, on the yielding
-/// task's CPU: marks it unless it is alone on its queue (then
-/// yield_task_fair() returns at once and schedule() picks it again).
-#[inline(always)]
-pub fn yielding() {
-    if !on() {
-        return;
-    }
-    let Some((running, switches)) = memory::current_queue() else {
-        return;
-    };
-    if running <= 1 {
-        return;
-    }
-    let tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() & 0xffff_ffff;
-    if let Some(slot) = YIELDS.get_ptr_mut(0) {
-        // SAFETY: per-CPU value; a system call's entry does not nest.
-        unsafe { *slot = tid | ((switches & 0xffff_ffff) << 32) };
-    }
-}
-
-/// 1 when this switch is the one its prev asked for by yielding: the
-/// CPU's yield word names prev, one switch behind `switches` (this
-/// switch's count, already incremented). At sched_switch the current task
-/// is still prev (kernel/sched/core.c: the tracepoint fires before
-/// context_switch()). In the global function, so verified once.
-#[inline(always)]
-fn yielded(switches: u64) -> u64 {
-    let prev_tid = aya_ebpf::helpers::bpf_get_current_pid_tgid() & 0xffff_ffff;
-    let word = YIELDS.get(0).copied().unwrap_or(0);
-    let expected = prev_tid | ((switches.wrapping_sub(1) & 0xffff_ffff) << 32);
-    1 ^ nonzero(word ^ expected)
-}
 
 /// task->flags' PF_IDLE (include/linux/sched.h); TASK_DEAD in __state.
 const PF_IDLE: u32 = 0x0000_0002;
@@ -401,6 +357,7 @@ pub fn switched_in(
         | (u64::from(next_tid & 0xff) << 32)
         | (nonzero(preempt & 0xff) << 40)
         | (idle << 41)
+        | (in_yield(prev) << 42)
         | (state << 48);
     // EEVDF: what is left of prev's request, its weight and slice (the
     // verifier drops these loads elsewhere).
@@ -463,17 +420,36 @@ pub extern "C" fn schedlat_decision_at_switch(
     Decided::pack((nibble, pass, holder), share, predicted_us, passes)
 }
 
+/// 1 when `prev`, switched out, is inside sched_yield(): its user
+/// registers, which the kernel keeps for the whole system call, hold
+/// sched_yield()'s number (x86-64 `orig_ax`, arm64 `syscallno`). The
+/// switch is then the one its yield's schedule() made. sched_switch has
+/// no other sign of a yield: a task preempted on its return to user
+/// space reaches it the same way, runnable with `preempt` false, and so
+/// does a sleep its wakeup raced. 0 where the kernel cannot tell
+/// (`yield_nr` 0: before 5.15, no bpf_task_pt_regs), for the verifier to
+/// drop.
+#[inline(always)]
+fn in_yield(prev: TaskPtr) -> u64 {
+    let nr = get(&DECISION.yield_nr);
+    if nr == 0 {
+        return 0;
+    }
+    1 ^ nonzero(prev.syscall_nr() ^ nr)
+}
+
 /// How the switch's prev left the CPU (a `Holder` index), from the facts
 /// `switched_in` packed, without a branch: the idle task is idle whatever
-/// its state and preempt read; still runnable is yielded when
-/// this switch is its yield's (and not an involuntary preemption:
-/// `preempt` false), slice-ended when its deadline was renewed just now
-/// (EEVDF), else preempted.
+/// its state and preempt read; still runnable is yielded when it was
+/// inside sched_yield() (`in_yield`; never an involuntary preemption,
+/// `preempt` true, which a yield's own schedule() is not),
+/// slice-ended when its deadline was renewed just now (EEVDF), else
+/// preempted.
 #[inline(always)]
 fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
     let preempt = (facts >> 40) & 1;
     let idle = (facts >> 41) & 1;
-    let yielded = yielded(facts & 0xffff_ffff) & (1 ^ nonzero(preempt));
+    let yielded = (facts >> 42) & 1 & (1 ^ nonzero(preempt));
     let state = facts >> 48;
     let runnable = nonzero(preempt) | (1 ^ nonzero(state));
     let renewed = if get(&DECISION.fair) == 1 {

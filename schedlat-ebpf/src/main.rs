@@ -129,19 +129,6 @@ pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
     btf_enqueue::<true>(&ctx, Kind::New)
 }
 
-// Classic tracepoint syscalls/sys_enter_sched_yield: a task on this CPU
-// calls sched_yield(). Loaded with the decision split, in either hook mode,
-// when the kernel has syscall tracepoints (CONFIG_FTRACE_SYSCALLS). The
-// scheduler has no tracepoint at a yield, and fentry is not allowed on
-// every kernel (docs/decision.md). Its cost falls on every system call
-// while attached: an enabled syscall tracepoint sends them all through the
-// traced entry path.
-#[tracepoint]
-pub fn tp_sched_yield(_ctx: TracePointContext) -> u32 {
-    decision::yielding();
-    0
-}
-
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,
 //                      struct task_struct *next, unsigned int prev_state)
 // Histogram and slow modes.

@@ -2,7 +2,11 @@
 //! fields, the chains from a task to its cgroup, PID namespace and run
 //! queue, and classic tracepoint records. Nothing here decides anything.
 
-use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
+use aya_ebpf::{
+    bindings::task_struct,
+    helpers::{bpf_probe_read_kernel, bpf_task_pt_regs},
+    programs::TracePointContext,
+};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, TaskInfo};
 
 use crate::{
@@ -15,12 +19,12 @@ use crate::{
 #[derive(Clone, Copy)]
 pub struct TaskPtr(BtfPtr, Links);
 
-/// `task->se.cfs_rq`, `task->cgroups` and `task->flags`, when read up
-/// front.
+/// `task->se.cfs_rq`, the task's scheduler group (`sched_group`) and
+/// `task->flags`, when read up front.
 #[derive(Clone, Copy, Default)]
 struct Links {
     cfs_rq: Option<BtfPtr>,
-    css_set: Option<u64>,
+    group: Option<u64>,
     flags: Option<u32>,
 }
 
@@ -32,9 +36,9 @@ impl TaskPtr {
         TaskPtr(BtfPtr::arg(ptr, untrusted_task(ptr)), Links::default())
     }
 
-    /// Reads `task->se.cfs_rq` (when `cfs_rq`), `task->cgroups` and
-    /// `task->flags` (when `css_set`) now, once, for `cfs_rq()`,
-    /// `css_set()` and `flags()` to return.
+    /// Reads `task->se.cfs_rq` (when `cfs_rq`), the scheduler group and
+    /// `task->flags` (when `group`) now, once, for `cfs_rq()`,
+    /// `sched_group()` and `flags()` to return.
     ///
     /// Loading a pointer field from a tp_btf argument (a trusted pointer)
     /// makes the verifier look up `<struct>__safe_trusted`, `..._or_null`,
@@ -55,11 +59,11 @@ impl TaskPtr {
     /// load and the bits taken from it (sched_switch with the decision
     /// split 13,716 verified instructions on 6.18; read here, 13,560; --no-decision 5,445 -> 5,262).
     #[inline(always)]
-    pub fn with_links(self, cfs_rq: bool, css_set: bool) -> Self {
+    pub fn with_links(self, cfs_rq: bool, group: bool) -> Self {
         let links = Links {
             cfs_rq: cfs_rq.then(|| self.0.read_ptr(get(&RQ.task_cfs_rq))),
-            css_set: css_set.then(|| self.0.read_ptr_bits(get(&CAUSE.task_cgroups))),
-            flags: css_set.then(|| self.0.read_u32(get(&CAUSE.task_flags))),
+            group: group.then(|| self.read_group()),
+            flags: group.then(|| self.0.read_u32(get(&CAUSE.task_flags))),
         };
         TaskPtr(self.0, links)
     }
@@ -72,8 +76,8 @@ impl TaskPtr {
     /// are made only for a trusted or RCU pointer). At run time, one load
     /// more (`same` itself).
     #[inline(always)]
-    pub fn with_links_through(self, same: TaskPtr, cfs_rq: bool, css_set: bool) -> Self {
-        TaskPtr(self.0, same.with_links(cfs_rq, css_set).1)
+    pub fn with_links_through(self, same: TaskPtr, cfs_rq: bool, group: bool) -> Self {
+        TaskPtr(self.0, same.with_links(cfs_rq, group).1)
     }
 
     /// `task->pid` (the TID in userspace terms).
@@ -166,6 +170,18 @@ impl TaskPtr {
             .unwrap_or_else(|| self.0.read_u32(get(&CAUSE.task_flags)))
     }
 
+    /// The system call number in the user registers the kernel keeps for
+    /// the task (`task_pt_regs()`, through bpf_task_pt_regs(), 5.15+;
+    /// DecisionOffsets `regs_syscall`), low 32 bits: the call it is in,
+    /// or -1 after an interrupt from user space. The helper takes the
+    /// trusted argument, not its cast.
+    #[inline(always)]
+    pub fn syscall_nr(self) -> u64 {
+        // SAFETY: the helper reads the task's stack page address only.
+        let regs = unsafe { bpf_task_pt_regs(self.0.fields as *mut task_struct) };
+        u64::from(BtfPtr::loaded(regs as *const u8).read_u32(get(&DECISION.regs_syscall)))
+    }
+
     /// `task->thread_info.flags`: the TIF bits (need-resched among them).
     #[inline(always)]
     pub fn ti_flags(self) -> u64 {
@@ -178,13 +194,23 @@ impl TaskPtr {
         Se(self.0.member(get(&DECISION.task_se)))
     }
 
-    /// `task->cgroups`, as a number: two tasks with the same css_set are in
-    /// the same cgroup of every hierarchy.
+    /// The group the CPU scheduler puts the task in, as a number to
+    /// compare (CauseOffsets: `task->sched_task_group` where the kernel
+    /// has it).
     #[inline(always)]
-    pub fn css_set(self) -> u64 {
-        self.1
-            .css_set
-            .unwrap_or_else(|| self.0.read_ptr_bits(get(&CAUSE.task_cgroups)))
+    pub fn sched_group(self) -> u64 {
+        self.1.group.unwrap_or_else(|| self.read_group())
+    }
+
+    /// `sched_group` read now: one pointer load, two where the group is a
+    /// css of the task's css_set (a kernel without sched_task_group).
+    #[inline(always)]
+    fn read_group(self) -> u64 {
+        let at = get(&CAUSE.task_group);
+        if get(&CAUSE.group_in_cset) == 0 {
+            return self.0.read_ptr_bits(at);
+        }
+        self.0.read_ptr(at).read_ptr_bits(get(&CAUSE.cset_group))
     }
 
     /// The task's css in the hierarchy the loader chose:
@@ -559,21 +585,6 @@ impl BtfPtr {
 pub fn tp_read<T: Default>(ctx: &TracePointContext, offset: u64) -> T {
     // SAFETY: the offset comes from the tracepoint's own format file.
     unsafe { ctx.read_at::<T>(offset as usize).unwrap_or_default() }
-}
-
-/// The current task's run queue, read through bpf_probe_read_kernel (a
-/// classic tracepoint has no typed pointer to it): its runnable tasks and
-/// its switch count (`rq->nr_running`, `rq->nr_switches`), None when a
-/// read fails. The chain is `current->se.cfs_rq->rq` (RqOffsets).
-#[inline(always)]
-pub fn current_queue() -> Option<(u32, u64)> {
-    // SAFETY: a helper without arguments.
-    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
-    let cfs_rq: u64 = probe_read(task + get(&RQ.task_cfs_rq))?;
-    let rq: u64 = probe_read(cfs_rq + get(&RQ.cfs_rq_rq))?;
-    let running: u32 = probe_read(rq + get(&RQ.rq_nr_running))?;
-    let switches: u64 = probe_read(rq + get(&DECISION.rq_nr_switches))?;
-    Some((running, switches))
 }
 
 #[inline(always)]

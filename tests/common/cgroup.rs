@@ -44,14 +44,26 @@ impl TestCgroup {
         quota_us: u64,
         period_us: u64,
     ) -> (TestCgroup, &'static str) {
-        let v2 = v2_root();
-        let v2_cpu = fs::read_to_string(v2.join("cgroup.subtree_control"))
-            .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"));
-        if v2_cpu {
-            let group = TestCgroup::new(&v2, name);
+        let (group, which) = TestCgroup::with_cpu_controller(name);
+        if which == "cgroup v2" {
             fs::write(group.dir.join("cpu.max"), format!("{quota_us} {period_us}"))
                 .expect("write cpu.max");
-            return (group, "cgroup v2");
+        } else {
+            fs::write(group.dir.join("cpu.cfs_period_us"), period_us.to_string())
+                .expect("write cpu.cfs_period_us");
+            fs::write(group.dir.join("cpu.cfs_quota_us"), quota_us.to_string())
+                .expect("write cpu.cfs_quota_us");
+        }
+        (group, which)
+    }
+
+    /// A cgroup of the hierarchy the cpu controller is in, so a group of
+    /// the CPU scheduler of its own: cgroup v2 when the v2 root delegates
+    /// the controller, else the v1 cpu hierarchy. Also says which.
+    pub(crate) fn with_cpu_controller(name: &str) -> (TestCgroup, &'static str) {
+        let v2 = v2_root();
+        if v2_delegates_cpu(&v2) {
+            return (TestCgroup::new(&v2, name), "cgroup v2");
         }
         let v1 = v1_cpu_root().unwrap_or_else(|| {
             panic!(
@@ -59,12 +71,37 @@ impl TestCgroup {
                 v2.display()
             )
         });
-        let group = TestCgroup::new(&v1, name);
-        fs::write(group.dir.join("cpu.cfs_period_us"), period_us.to_string())
-            .expect("write cpu.cfs_period_us");
-        fs::write(group.dir.join("cpu.cfs_quota_us"), quota_us.to_string())
-            .expect("write cpu.cfs_quota_us");
-        (group, "cgroup v1")
+        (TestCgroup::new(&v1, name), "cgroup v1")
+    }
+
+    /// Two cgroups in a hierarchy without the cpu controller below this
+    /// group of the cpu controller's (`with_cpu_controller`), so that
+    /// tasks in them differ in cgroup but are one group of the CPU
+    /// scheduler: a v1 hierarchy of another controller (memory, pids...)
+    /// where there is one (hybrid hosts), else two v2 children of this
+    /// group, which does not enable cpu for its children. The caller puts
+    /// each task in this group first (on v1).
+    pub(crate) fn two_without_cpu(&self, names: [&str; 2]) -> [TestCgroup; 2] {
+        let other = mount_of(|fstype, opts| {
+            fstype == "cgroup"
+                && opts
+                    .split(',')
+                    .any(|o| ["memory", "pids", "blkio"].contains(&o))
+                && !opts.split(',').any(|o| o == "cpu")
+        });
+        names.map(|name| match &other {
+            Some(root) => TestCgroup::new(root, name),
+            None => {
+                let rel = format!("{}/{name}", self.rel);
+                let dir = self.root.join(&rel[1..]);
+                fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+                TestCgroup {
+                    dir,
+                    root: self.root.clone(),
+                    rel,
+                }
+            }
+        })
     }
 
     pub(crate) fn add(&self, pid: u32) {
@@ -109,6 +146,12 @@ impl Drop for TestCgroup {
 /// The cgroup v2 mount (`/sys/fs/cgroup/unified` on hybrid systems).
 pub(crate) fn v2_root() -> PathBuf {
     mount_of(|fstype, _| fstype == "cgroup2").expect("a cgroup2 mount")
+}
+
+/// Whether the cgroup v2 root gives its children the cpu controller.
+pub(crate) fn v2_delegates_cpu(v2: &Path) -> bool {
+    fs::read_to_string(v2.join("cgroup.subtree_control"))
+        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
 }
 
 /// The cpu controller's v1 mount, if the cpu controller is on v1.

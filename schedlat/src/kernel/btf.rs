@@ -100,10 +100,13 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
     )
 }
 
-/// Every struct an offset set reads, and the tracepoints' typedefs: their
-/// ids are found in one pass over the BTF (btf_names.rs).
-const STRUCTS: [&str; 17] = [
+/// Every struct an offset set reads (and `enum bpf_func_id`, the helpers
+/// this kernel has), and the tracepoints' typedefs: their ids are found in
+/// one pass over the BTF (btf_names.rs).
+const STRUCTS: [&str; 19] = [
     "task_struct",
+    "pt_regs",
+    "bpf_func_id",
     "thread_info",
     "load_weight",
     "sched_entity",
@@ -231,7 +234,10 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
             .and_then(|s| s.offset_of(names).ok())
     };
     let task_se = field("task_struct", "se")?;
+    let (regs_syscall, yield_nr) = yield_syscall(layouts, std::env::consts::ARCH).unwrap_or((0, 0));
     let mut offsets = DecisionOffsets {
+        regs_syscall,
+        yield_nr,
         rq_curr: field("rq", "curr")?,
         rq_nr_switches: field("rq", "nr_switches")?,
         task_ti_flags: field("task_struct", "thread_info")? + field("thread_info", "flags")?,
@@ -271,6 +277,35 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     Some(offsets)
 }
 
+/// Where the user registers the kernel keeps for a task hold its system
+/// call number, and sched_yield()'s number there, on `arch`: how the
+/// decision split tells a holder that yielded (decision.rs `in_yield`).
+/// None where the kernel has no bpf_task_pt_regs() (5.15+: its id in the
+/// BTF's `enum bpf_func_id`) or the architecture is not one of these.
+pub(crate) fn yield_syscall(layouts: &Layouts, arch: &str) -> Option<(u64, u64)> {
+    // include/uapi/asm-generic/unistd.h (arm64) and
+    // arch/x86/entry/syscalls/syscall_64.tbl.
+    let (field, nr) = match arch {
+        "x86_64" => ("orig_ax", 24),
+        "aarch64" => ("syscallno", 124),
+        _ => return None,
+    };
+    let id = layouts.first_id("bpf_func_id", |t| matches!(t, Type::Enum(_)))?;
+    let Ok(Type::Enum(helpers)) = layouts.btf.resolve_type_by_id(id) else {
+        return None;
+    };
+    let has_helper = helpers.members.iter().any(|m| {
+        layouts
+            .btf
+            .resolve_name(m)
+            .is_ok_and(|n| n == "BPF_FUNC_task_pt_regs")
+    });
+    if !has_helper {
+        return None;
+    }
+    Some((layouts.field("pt_regs", field)?, nr))
+}
+
 pub(crate) fn task_offsets(layouts: &Layouts) -> Result<TaskOffsets, BtfError> {
     let task = layouts.get("task_struct")?;
     let offsets = TaskOffsets {
@@ -304,11 +339,66 @@ pub(crate) fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
     })
 }
 
+/// Which group of a task "held by the same cgroup" compares (the cause
+/// split's holder, docs/causes.md), the closest this kernel has to the
+/// group its CPU scheduler puts the task in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SchedulerGroup {
+    /// `task->sched_task_group` (CONFIG_CGROUP_SCHED): the group the
+    /// scheduler shares the CPU between, the cpu controller's cgroup (v1)
+    /// or the unified one (v2), or the session's autogroup.
+    TaskGroup,
+    /// `task->cgroups->subsys[cpu_cgrp_id]`: the cpu controller's cgroup.
+    CpuController,
+    /// `task->cgroups`: the css_set, the same cgroup in every hierarchy.
+    CssSet,
+}
+
+impl SchedulerGroup {
+    /// For `schedlat check`: what is compared, and what that means.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            SchedulerGroup::TaskGroup => {
+                "the CPU scheduler's task group (task_struct.sched_task_group: the cpu controller's cgroup, or the session's autogroup in the root group)"
+            }
+            SchedulerGroup::CpuController => {
+                "the cpu controller's cgroup (css_set.subsys[cpu_cgrp_id]; this kernel has no sched_task_group)"
+            }
+            SchedulerGroup::CssSet => {
+                "the whole css_set (this kernel has no CPU task groups, CONFIG_CGROUP_SCHED off): tasks in different groups of any hierarchy count as another cgroup"
+            }
+        }
+    }
+}
+
+/// The group `SchedulerGroup` compares, and its chain from a task:
+/// (which, `task_group`, `group_in_cset`, `cset_group`) as CauseOffsets
+/// holds them.
+pub(crate) fn scheduler_group(
+    layouts: &Layouts,
+) -> Result<(SchedulerGroup, u64, u64, u64), BtfError> {
+    let task = layouts.get("task_struct")?;
+    if let Ok(at) = task.offset_of(&["sched_task_group"]) {
+        return Ok((SchedulerGroup::TaskGroup, at, 0, 0));
+    }
+    let cgroups = task.offset_of(&["cgroups"])?;
+    let cpu = ["cpu".to_string()];
+    let in_cset = subsys_id(layouts.btf, layouts.path, &cpu)
+        .ok()
+        .zip(layouts.field("css_set", "subsys"))
+        .map(|(id, subsys)| subsys + 8 * id);
+    Ok(match in_cset {
+        Some(at) => (SchedulerGroup::CpuController, cgroups, 1, at),
+        None => (SchedulerGroup::CssSet, cgroups, 0, 0),
+    })
+}
+
 /// What the cause split reads besides the run-queue chain: task->flags and
-/// task->cgroups (every kernel with cgroups), then each piece of the
+/// the task's scheduler group (`scheduler_group`), then each piece of the
 /// kernel's accounting where its config put it in the BTF.
 pub(crate) fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError> {
     let task = layouts.get("task_struct")?;
+    let (_, task_group, group_in_cset, cset_group) = scheduler_group(layouts)?;
     let rq_field = |name| layouts.field("rq", name);
     let field = |strukt, name| layouts.field(strukt, name);
     let throttled = field("cfs_rq", "tg").zip(
@@ -322,7 +412,9 @@ pub(crate) fn cause_offsets(layouts: &Layouts) -> Result<CauseOffsets, BtfError>
     let (has_irq, rq_irq) = has(rq_field("prev_irq_time"));
     Ok(CauseOffsets {
         task_flags: task.offset_of(&["flags"])?,
-        task_cgroups: task.offset_of(&["cgroups"])?,
+        task_group,
+        group_in_cset,
+        cset_group,
         has_rq_cpu,
         rq_cpu,
         has_steal,
@@ -796,12 +888,39 @@ mod tests {
         assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
         // ... and CONFIG_SMP, CONFIG_CFS_BANDWIDTH.
         let cause = cause_offsets(&layouts).unwrap();
-        assert!(cause.task_flags > 0 && cause.task_cgroups > 0, "{cause:?}");
+        assert!(cause.task_flags > 0 && cause.task_group > 0, "{cause:?}");
+        // ... and CONFIG_CGROUP_SCHED: the holder's group is the
+        // scheduler's own, task_struct.sched_task_group.
+        assert_eq!(
+            scheduler_group(&layouts).unwrap(),
+            (SchedulerGroup::TaskGroup, cause.task_group, 0, 0)
+        );
         assert_eq!((cause.has_rq_cpu, cause.has_throttled), (1, 1), "{cause:?}");
         assert!(
             cause.cfs_rq_tg > 0 && cause.tg_throttled_time > 0,
             "{cause:?}"
         );
+    }
+
+    /// The holder's yield is told at the switch where the kernel has
+    /// bpf_task_pt_regs() (5.15+): its saved system call number, at the
+    /// offset of `orig_ax` (x86-64) in pt_regs, against sched_yield()'s
+    /// 24. Other architectures are not guessed at.
+    #[test]
+    fn the_running_kernel_tells_yields_at_the_switch() {
+        use crate::sys::kernel_facts::{Release, release};
+        let path = Path::new(VMLINUX_BTF);
+        let btf = open(path).expect("this kernel has BTF");
+        let layouts = Layouts::new(&btf, path);
+        let found = yield_syscall(&layouts, "x86_64");
+        if std::env::consts::ARCH == "x86_64" && release() >= Release(5, 15) {
+            let (offset, nr) = found.expect("5.15+ has bpf_task_pt_regs and pt_regs.orig_ax");
+            assert_eq!(nr, 24);
+            // orig_ax follows the 15 general registers (arch/x86/include/
+            // asm/ptrace.h).
+            assert_eq!(offset, 15 * 8);
+        }
+        assert_eq!(yield_syscall(&layouts, "riscv64"), None);
     }
 
     #[test]

@@ -153,7 +153,7 @@ mod tests {
     fn offsets(steal: u64, irq: u64, throttled: u64) -> CauseOffsets {
         CauseOffsets {
             task_flags: 44,
-            task_cgroups: 2000,
+            task_group: 2000,
             has_rq_cpu: 1,
             rq_cpu: 3000,
             has_steal: steal,

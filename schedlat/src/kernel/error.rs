@@ -83,11 +83,11 @@ impl LoadError {
 /// Descriptors a tracing command holds at most, in every mode: the maps
 /// and programs of the object, a link and (for classic tracepoints) a perf
 /// event per program, the BTF, the runtime's, the cgroup_mkdir program that
-/// names new cgroups, the decision split's yield marker, the recorder's dump
-/// directory. Measured (6.18, with the yield marker): `record --ring` works
-/// from `ulimit -n` 49, `serve --cgroups` from 48 (43 both before the
-/// marker's program and its perf event), and a test runs every mode at this
-/// limit, which keeps a margin. `serve` adds one per client connection.
+/// names new cgroups, the recorder's dump directory. Measured (6.18, with
+/// a syscall tracepoint's program and perf event the object no longer
+/// has): `record --ring` worked from `ulimit -n` 49, `serve --cgroups`
+/// from 48, and a test runs every mode at this limit, which keeps a
+/// margin. `serve` adds one per client connection.
 pub(crate) const DESCRIPTORS: u64 = 56;
 
 /// An error and its causes, `a: b: c`. aya keeps the errno in a source

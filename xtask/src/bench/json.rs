@@ -97,6 +97,8 @@ fn results_json(results: &Results) -> Value {
         .collect();
     json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},
+        "syscalls": {"command": "perf bench syscall basic", "loops": results.syscall_loops,
+            "schedlat_added_ns": results.syscall_added(super::modes::SCHEDLAT)},
         "rounds": results.rounds,
         "samples": samples,
         "summary": summary,

@@ -12,6 +12,9 @@
 //!
 //! - ops/s of the load and its drop against the baseline (overhead);
 //! - BPF ns per context switch, from the kernel's per-program run-time stats;
+//! - the cost to other processes: ns per system call of `perf bench
+//!   syscall basic` on the same CPU while the tracer is attached, against
+//!   no tracer (a syscall tracepoint taxes every call of every process);
 //! - ready time: tracer exec to the line saying it is attached;
 //! - the tracer's CPU time (`wait4`'s rusage) and peak RSS (its VmHWM,
 //!   see tracer.rs for why not rusage's).
@@ -24,6 +27,7 @@
 //!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
+mod daemonset;
 pub(crate) mod docs;
 pub(crate) mod floor;
 mod json;
@@ -68,6 +72,10 @@ pub(crate) struct Options {
     /// Loops of `perf bench sched pipe` per run (its `-l`).
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub loops: u64,
+    /// Calls of `perf bench syscall basic` per run (its `-l`); each mode's
+    /// cost per system call is the best of five such runs a round.
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub syscall_loops: u64,
     /// CPU the load and the tracers are pinned to.
     #[arg(long, default_value_t = 0)]
     pub cpu: usize,
@@ -139,9 +147,8 @@ pub(crate) struct Sample {
     pub round: u32,
     pub mode: Mode,
     pub ops_per_sec: f64,
-    /// ns per system call with the tracer attached (`perf bench syscall
-    /// basic` after the pipe load); NaN where the tracer had already
-    /// ended (`-p`: it ends with its target).
+    /// ns per getppid() of `perf bench syscall basic` on the load's CPU,
+    /// the tracer attached (workload::syscall_ns).
     pub syscall_ns: f64,
     /// None for the baseline.
     pub tracer: Option<TracerSample>,
@@ -319,12 +326,16 @@ fn compare_once(opts: &Options, tools: &Tools) -> Result<report::Results> {
     report::Results::new(opts, samples)
 }
 
+/// Runs of `perf bench syscall basic` a sample takes the best of.
+pub(super) const SYSCALL_RUNS: u32 = 5;
+
 fn baseline(round: u32, opts: &Options) -> Result<Sample> {
+    let syscall_ns = workload::syscall_ns(opts.cpu, opts.syscall_loops, SYSCALL_RUNS)?;
     Ok(Sample {
         round,
         mode: modes::BASELINE,
         ops_per_sec: workload::run(opts.cpu, opts.loops)?,
-        syscall_ns: workload::syscall_ns(opts.cpu)?,
+        syscall_ns,
         tracer: None,
     })
 }
@@ -348,6 +359,8 @@ fn traced(round: u32, mode: Mode, tools: &Tools, opts: &Options) -> Result<Sampl
     let ready = tracer.wait_ready(TRACER_TIMEOUT)?;
     let ids = progs::tracer_programs(&before, tracer.pid())
         .with_context(|| format!("finding {}'s BPF programs", tool.name))?;
+    // Before the switch counters start: its few switches stay out of them.
+    let syscall_ns = workload::syscall_ns(opts.cpu, opts.syscall_loops, SYSCALL_RUNS)?;
 
     let start = progs::counters(&ids)?;
     let ops_per_sec = load.finish()?;
@@ -355,10 +368,6 @@ fn traced(round: u32, mode: Mode, tools: &Tools, opts: &Options) -> Result<Sampl
     // target (it checks every 500 ms), and its programs with it.
     let end = progs::counters(&ids)?;
     let max_rss_kib = tracer.peak_rss_kib()?;
-    // What the tracer adds to every system call, while it is attached.
-    let syscall_ns = workload::syscall_ns(opts.cpu)?;
-    let attached = std::path::Path::new(&format!("/proc/{}", tracer.pid())).exists();
-    let syscall_ns = if attached { syscall_ns } else { f64::NAN };
 
     let exit = tracer.stop(TRACER_TIMEOUT, max_rss_kib)?;
     let programs = progs::deltas(&start, &end);

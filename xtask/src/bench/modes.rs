@@ -153,8 +153,18 @@ pub(super) const NO_DECISION: Mode = schedlat(
     "the histogram with the cause split, no decision split",
 );
 
+/// What the shipped DaemonSet runs: its arguments are read from the
+/// manifest (daemonset.rs) where `{daemonset}` stands.
+pub(super) const DAEMONSET: Mode = schedlat(
+    "daemonset",
+    &["{daemonset}"],
+    SERVE,
+    None,
+    "the DaemonSet's serve (deploy/kubernetes), not scraped",
+);
+
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 16] = [
+pub(super) const ALL: [Mode; 17] = [
     BASELINE,
     RUNQLAT,
     NOOP,
@@ -206,6 +216,7 @@ pub(super) const ALL: [Mode; 16] = [
         None,
         "per process, not scraped",
     ),
+    DAEMONSET,
     schedlat(
         "record-ring",
         &["record", "--ring", "5m"],
@@ -255,6 +266,15 @@ impl Mode {
     /// The command line a user types for it: `schedlat --no-causes`,
     /// `schedlat -p PID`, `runqlat`.
     pub(crate) fn command(&self) -> String {
+        if self.args == DAEMONSET.args {
+            let args = super::daemonset::serve_args(SERVE_LISTEN).unwrap_or_default();
+            let shown: Vec<&str> = args
+                .iter()
+                .map(String::as_str)
+                .filter(|a| *a != "--listen" && *a != SERVE_LISTEN)
+                .collect();
+            return format!("DaemonSet: schedlat {}", shown.join(" "));
+        }
         let args = self.args.iter().map(|a| match *a {
             "{pid}" => "PID",
             "{cgroup}" => "EMPTY",
@@ -290,15 +310,15 @@ impl Mode {
                 xtask.as_path()
             }
         };
-        let args = self
-            .args
-            .iter()
-            .map(|a| match *a {
-                "{pid}" => pid.to_string(),
-                "{cgroup}" => cgroup.to_string(),
-                other => other.to_string(),
-            })
-            .collect();
+        let mut args = Vec::new();
+        for a in self.args {
+            match *a {
+                "{pid}" => args.push(pid.to_string()),
+                "{cgroup}" => args.push(cgroup.to_string()),
+                "{daemonset}" => args.extend(super::daemonset::serve_args(SERVE_LISTEN)?),
+                other => args.push(other.to_string()),
+            }
+        }
         Ok(Some(Tool::new(
             self.name,
             path.into(),
@@ -371,6 +391,7 @@ mod tests {
             "schedlat -p PID",
             "schedlat --waking",
             "schedlat record --ring 5m",
+            "DaemonSet: schedlat serve --web.allow-unauthenticated --cgroups --pairs",
         ] {
             assert!(
                 commands.iter().any(|c| c == command),

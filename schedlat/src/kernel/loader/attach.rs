@@ -6,12 +6,8 @@ use aya::{
 };
 use schedlat_common::{cast::Ids, names};
 
-use super::{cast, load_times, parallel};
-use crate::kernel::{
-    error::{self, LoadError},
-    hook::HookMode,
-    tracefs,
-};
+use super::{cast, parallel};
+use crate::kernel::{error::LoadError, hook::HookMode, tracefs};
 
 /// `custom_btf`: the offsets came from a `--btf` file, the likeliest cause
 /// of a verifier refusal then (offsets of another kernel's task_struct).
@@ -112,50 +108,6 @@ pub(super) fn attach(
         }
     }
     Ok(notes)
-}
-
-/// The decision split's yield marker (`names::TP_YIELD`), once the split's
-/// programs are attached: best effort, since only the holder's yielded /
-/// preempted line depends on it (a kernel without syscall tracepoints, or
-/// tracefs not mounted, still measures the rest). A note when it fails:
-/// yields then count as preempted.
-pub(super) fn attach_yield(ebpf: &mut Ebpf) -> Option<String> {
-    let (program, tracepoint) = names::TP_YIELD;
-    let mut load = || -> Result<(), String> {
-        let prog: &mut TracePoint = ebpf
-            .program_mut(program)
-            .ok_or("not in the embedded object")?
-            .try_into()
-            .map_err(|e: ProgramError| e.to_string())?;
-        let started = load_times::Started::now();
-        let loaded = prog.load();
-        load_times::report(load_times::wanted(), program, started, &loaded, || {
-            prog.info()
-        });
-        // The whole chain: the errno (EMFILE from perf_event_open or the
-        // link) is in a source, not in aya's top line.
-        let with_errno = |e: ProgramError| {
-            let text = error::chain(&e);
-            match error::errno(&e) {
-                Some(libc::EMFILE | libc::ENFILE) => format!(
-                    "{text} (EMFILE): schedlat has no file descriptor left; raise its limit (LimitNOFILE=, ulimit -n)"
-                ),
-                _ => text,
-            }
-        };
-        loaded.map_err(with_errno)?;
-        prog.attach("syscalls", tracepoint).map_err(with_errno)?;
-        Ok(())
-    };
-    load().err().map(|e| {
-        // aya's "tracefs not found" whatever the cause: the errno of
-        // opening the tracepoint's id says which (EMFILE, EACCES, ENOENT);
-        // where it opens, the cause is the error's own.
-        let why = tracefs::why_unusable(None, "syscalls", tracepoint).unwrap_or(e);
-        format!(
-            "the decision split does not tell yields from preemptions here (tracepoint syscalls/{tracepoint}: {why}): a holder that yielded counts as preempted"
-        )
-    })
 }
 
 /// The tp_btf programs named in `btf_programs` (all present: the caller

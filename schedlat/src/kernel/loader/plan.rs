@@ -15,10 +15,7 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{
-    access::KernelSources,
-    attach::{attach, attach_yield},
-};
+use super::{access::KernelSources, attach::attach};
 use crate::{
     kernel::{
         attach_btf,
@@ -32,6 +29,12 @@ use crate::{
     },
     sys::mounts::Mounts,
 };
+
+/// Said where the decision split cannot tell a holder's yield at the
+/// switch (no bpf_task_pt_regs(), before 5.15, or another architecture
+/// than x86-64 and arm64): no system call of any process is traced to
+/// learn it instead.
+pub(crate) const NO_YIELDS: &str = "the decision split counts a holder that yielded as preempted here: telling a yield at the switch needs bpf_task_pt_regs() (Linux 5.15+) on x86-64 or arm64";
 
 /// The load-time facts the programs need, for the chosen mode(s).
 #[derive(Debug, Clone, Default)]
@@ -228,8 +231,10 @@ impl Plan {
             ) {
                 Ok(attach_notes) => {
                     notes.extend(attach_notes);
-                    if mode == HookMode::Btf && self.globals.decision.is_some() {
-                        notes.extend(attach_yield(ebpf));
+                    if mode == HookMode::Btf
+                        && self.globals.decision.is_some_and(|d| d.yield_nr == 0)
+                    {
+                        notes.push(NO_YIELDS.to_string());
                     }
                     notes.extend(failures.iter().map(|f| format!("{f}; fell back to {mode}")));
                     return Ok((mode, notes));

@@ -7,7 +7,7 @@ mod probe;
 pub(crate) mod trial;
 
 use crate::{
-    kernel::{cgroupfs, privileges, tracefs},
+    kernel::{btf, cgroupfs, privileges, tracefs},
     sys::{
         host::{self, CgroupLayout, Lockdown, ProcessStatus, Release},
         mounts::Mounts,
@@ -84,6 +84,7 @@ pub(crate) fn facts() -> Vec<Check> {
     out.push(debugfs());
     out.push(scheduler());
     out.extend(cgroups());
+    out.push(scheduler_groups());
     out.push(pid_namespace(&status));
     out.push(psi());
     out.push(bpf_stats());
@@ -332,6 +333,29 @@ fn cgroups() -> Vec<Check> {
         ),
     });
     out
+}
+
+/// What the cause split's "held by the same cgroup" compares on this
+/// kernel (docs/causes.md, "Who held the CPU").
+fn scheduler_groups() -> Check {
+    let path = std::path::Path::new(btf::VMLINUX_BTF);
+    let found = btf::open(path).map_err(|e| e.to_string()).and_then(|b| {
+        btf::scheduler_group(&btf::Layouts::new(&b, path)).map_err(|e| e.to_string())
+    });
+    match found {
+        Ok((group, ..)) => check(
+            "held-by",
+            Status::Ok,
+            format!("same or other cgroup: {}", group.describe()),
+            None,
+        ),
+        Err(e) => check(
+            "held-by",
+            Status::Warn,
+            format!("unknown: {e}"),
+            Some("without kernel BTF the cause split's holder is `unknown` (see btf)".to_string()),
+        ),
+    }
 }
 
 fn pid_namespace(status: &ProcessStatus) -> Check {
