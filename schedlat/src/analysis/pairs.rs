@@ -263,7 +263,7 @@ mod tests {
                 (row.victim.name.as_str(), row.counts.count),
                 ("shop/web-1", 5)
             );
-            assert_eq!(row.victim.identity, format!("pod {uid}"));
+            assert_eq!(row.victim.identity, format!("pod {uid} in {dir}"));
             assert_eq!(row.holder.name, "/system.slice/batch.service");
         }
         // A removed cgroup stays its own row, by its id.

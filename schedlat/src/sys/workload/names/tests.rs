@@ -36,6 +36,10 @@ fn containerd_bundles_name_the_pod_and_the_container() {
             pod_uid: Some(UID.into()),
             sandbox: false,
             source: Some(NameSource::ContainerdBundle),
+            cgroups: vec![format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{ID}.scope",
+                UID.replace('-', "_")
+            )],
         }
     );
     // The pause container: the sandbox's annotations have no container
@@ -242,4 +246,63 @@ fn a_file_over_the_cap_is_refused_not_read_cut() {
     assert!(e.to_string().contains("over the size read"), "{e}");
     let small = host.write("small.json", "[]");
     assert_eq!(read_capped(&small).unwrap(), "[]");
+}
+
+/// Issue 48 item 5: the cgroup each runtime's record puts a container in,
+/// as runc and crun place it from the OCI `linux.cgroupsPath` and Docker
+/// from its cgroup parent.
+#[test]
+fn records_name_the_cgroup_they_put_a_container_in() {
+    assert_eq!(
+        oci_cgroup(&format!(
+            "kubepods-besteffort-pod1_2.slice:cri-containerd:{ID}"
+        ))
+        .unwrap(),
+        format!(
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1_2.slice/cri-containerd-{ID}.scope"
+        )
+    );
+    assert_eq!(
+        oci_cgroup(&format!("machine.slice:libpod:{ID}")).unwrap(),
+        format!("/machine.slice/libpod-{ID}.scope")
+    );
+    assert_eq!(
+        oci_cgroup(&format!("/kubepods/besteffort/pod{UID}/{ID}")).unwrap(),
+        format!("/kubepods/besteffort/pod{UID}/{ID}")
+    );
+    assert_eq!(
+        oci_cgroup(&format!("-.slice::{ID}")).unwrap(),
+        format!("/{ID}.scope")
+    );
+    for bad in ["", "/", "a:b", "system.slice:docker:", "notaslice:docker:x"] {
+        assert_eq!(oci_cgroup(bad), None, "{bad}");
+    }
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":""}"#, ID),
+        [
+            format!("/system.slice/docker-{ID}.scope"),
+            format!("/docker/{ID}")
+        ]
+    );
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":"kubepods-pod1.slice"}"#, ID),
+        [format!(
+            "/kubepods.slice/kubepods-pod1.slice/docker-{ID}.scope"
+        )]
+    );
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":"/ci/"}"#, ID),
+        [format!("/ci/{ID}")]
+    );
+    // No record, no cgroup: the names go to none.
+    assert!(parse_docker_cgroups("", ID).is_empty());
+    let names = ContainerNames {
+        cgroups: vec![format!("/system.slice/docker-{ID}.scope")],
+        ..ContainerNames::default()
+    };
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope"), ID));
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope/sub"), ID));
+    assert!(!names.hold_for(&format!("/app.slice/docker-{ID}.scope"), ID));
+    assert!(!names.hold_for(&format!("/xsystem.slice/docker-{ID}.scope"), ID));
+    assert!(!names.hold_for("/system.slice", ID));
 }
