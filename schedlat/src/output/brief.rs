@@ -300,7 +300,7 @@ mod tests {
             base_slice: Slice::fixed(1_400_000, "se.slice in /proc/self/sched"),
             features: vec![],
             features_unknown: None,
-            mechanisms: Default::default(),
+            mechanisms: crate::sys::sched_mechanisms::Mechanisms::default(),
         }
     }
 

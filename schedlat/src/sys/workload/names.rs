@@ -190,6 +190,11 @@ const MAX_NAME: usize = 253;
 /// containers.json grows by about 1 KiB per container.
 const MAX_FILE: u64 = 16 << 20;
 
+/// The largest containers.json read: it is read one entry at a time
+/// ([`parse_storage_containers`]), so only the time to read it bounds it
+/// (a quarter of a million containers).
+const MAX_STREAMED: u64 = 256 << 20;
+
 /// A name as a label may carry it: the characters Kubernetes, Docker and
 /// podman allow in names (letters, digits, `.`, `_`, `-`), at most
 /// 253 bytes (`MAX_NAME`). Anything else is not a name they gave: dropped.
@@ -275,15 +280,41 @@ pub fn parse_storage_config(text: &str) -> Option<ContainerNames> {
 }
 
 /// The name containers/storage keeps for container `id` (its first in
-/// `names`: what `podman ps` shows).
-pub fn parse_storage_containers(text: &str, id: &str) -> Option<ContainerNames> {
-    let list: Vec<Value> = serde_json::from_str(text).ok()?;
-    let entry = list
-        .iter()
-        .find(|c| c.get("id").and_then(Value::as_str) == Some(id))?;
-    let name = entry.get("names")?.as_array()?.first()?.as_str()?;
+/// `names`: what `podman ps` shows), read from `reader` one entry at a
+/// time: the file grows by about 1 KiB per container, and only one entry
+/// (and the match) is held, not the whole list.
+pub fn parse_storage_containers(reader: impl Read, id: &str) -> Option<ContainerNames> {
+    use serde::de::{Deserializer as _, SeqAccess, Visitor};
+
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        names: Vec<String>,
+    }
+    struct Find<'a>(&'a str);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of containers")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            // Every entry is read (the list must end well), one at a time.
+            while let Some(entry) = seq.next_element::<Entry>()? {
+                if found.is_none() && entry.id == self.0 {
+                    found = entry.names.into_iter().next();
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_reader(io::BufReader::new(reader));
+    let name = (&mut de).deserialize_seq(Find(id)).ok()??;
+    de.end().ok()?;
     Some(ContainerNames {
-        container: Some(clean_name(name)?),
+        container: Some(clean_name(&name)?),
         source: Some(NameSource::StorageContainers),
         ..ContainerNames::default()
     })
@@ -363,14 +394,14 @@ impl NameRoots {
                 let config = read_capped(&dir.join(id).join("userdata/config.json")).ok();
                 let kube = config.as_deref().and_then(parse_storage_config);
                 kube.or_else(|| {
-                    let list = read_capped(&dir.join("containers.json")).ok()?;
+                    let list = open_capped(&dir.join("containers.json"), MAX_STREAMED).ok()?;
                     // podman's name, in the cgroup its config puts it.
                     let cgroups = serde_json::from_str(config.as_deref()?)
                         .map(|c| config_cgroups(&c))
                         .ok()?;
                     Some(ContainerNames {
                         cgroups,
-                        ..parse_storage_containers(&list, id)?
+                        ..parse_storage_containers(list, id)?
                     })
                 })
             })
@@ -401,6 +432,15 @@ impl NameRoots {
 /// A regular file's text, up to [`MAX_FILE`] bytes. A FIFO or a device
 /// planted there is refused, not read: it is opened without blocking.
 fn read_capped(path: &Path) -> io::Result<String> {
+    let mut text = String::new();
+    open_capped(path, MAX_FILE)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// A regular file, opened without blocking (a FIFO or a device planted
+/// there is refused, not read) nor following a link in its own name, to
+/// be read up to `cap` bytes; a larger one is refused.
+fn open_capped(path: &Path, cap: u64) -> io::Result<io::Take<fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = fs::OpenOptions::new()
         .read(true)
@@ -412,21 +452,19 @@ fn read_capped(path: &Path) -> io::Result<String> {
     }
     // Cut at the cap, the JSON would not parse and the names would be
     // missing without a word: said once per run, and not read.
-    if meta.len() > MAX_FILE {
+    if meta.len() > cap {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
             say!(
                 "schedlat: {} is {} MiB, over the {} MiB read for container names: the names it holds are not read (said once)",
                 path.display(),
                 meta.len() >> 20,
-                MAX_FILE >> 20
+                cap >> 20
             );
         });
         return Err(io::Error::other("over the size read"));
     }
-    let mut text = String::new();
-    file.take(MAX_FILE).read_to_string(&mut text)?;
-    Ok(text)
+    Ok(file.take(cap))
 }
 
 #[cfg(test)]

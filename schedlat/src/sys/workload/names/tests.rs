@@ -90,11 +90,14 @@ fn containers_json_names_podman_containers() {
             {{"id":"{ID}","names":["sleeper","alias"],"image":"x","layer":"z","metadata":"{{}}"}}]"#,
         "0".repeat(64)
     );
-    let names = parse_storage_containers(&list, ID).unwrap();
+    let names = parse_storage_containers(list.as_bytes(), ID).unwrap();
     assert_eq!(names.container.as_deref(), Some("sleeper"));
     assert_eq!(names.source, Some(NameSource::StorageContainers));
-    assert_eq!(parse_storage_containers(&list, &"1".repeat(64)), None);
-    assert_eq!(parse_storage_containers("{}", ID), None);
+    assert_eq!(
+        parse_storage_containers(list.as_bytes(), &"1".repeat(64)),
+        None
+    );
+    assert_eq!(parse_storage_containers(&b"{}"[..], ID), None);
 }
 
 #[test]
@@ -305,4 +308,38 @@ fn records_name_the_cgroup_they_put_a_container_in() {
     assert!(!names.hold_for(&format!("/app.slice/docker-{ID}.scope"), ID));
     assert!(!names.hold_for(&format!("/xsystem.slice/docker-{ID}.scope"), ID));
     assert!(!names.hold_for("/system.slice", ID));
+}
+
+/// Issue 48 item 10: a containers.json over 16 MiB (about 16,000 podman
+/// containers) was refused whole, and none of its containers got its
+/// name. It is read one entry at a time now, so its size is no longer
+/// held in memory and the cap is the time to read it, not its size.
+#[test]
+fn a_containers_json_over_16_mib_still_names_podman_containers() {
+    let host = Host::new("big-containers");
+    let filler = "x".repeat(1000);
+    let mut list = String::from("[");
+    for i in 0..18_000 {
+        list.push_str(&format!(
+            r#"{{"id":"{i:064x}","names":["c{i}"],"metadata":"{filler}","layer":"{i:064x}"}},"#
+        ));
+    }
+    list.push_str(&format!(r#"{{"id":"{ID}","names":["db","alias"]}}]"#));
+    assert!(list.len() as u64 > MAX_FILE, "{}", list.len());
+    let storage = "var/lib/containers/storage/overlay-containers";
+    host.write(&format!("{storage}/containers.json"), &list);
+    host.write(
+        &format!("{storage}/{ID}/userdata/config.json"),
+        &format!(r#"{{"linux":{{"cgroupsPath":"machine.slice:libpod:{ID}"}}}}"#),
+    );
+    let roots = NameRoots::under(&host.0);
+    let names = roots.resolve(ID, Some(Runtime::Podman)).unwrap();
+    assert_eq!(names.container.as_deref(), Some("db"));
+    assert_eq!(names.cgroups, [format!("/machine.slice/libpod-{ID}.scope")]);
+    // A list cut short names no one, even one before the cut.
+    let cut = &list[..list.len() / 2];
+    assert_eq!(
+        parse_storage_containers(cut.as_bytes(), &format!("{:064x}", 1)),
+        None
+    );
 }
