@@ -191,6 +191,22 @@ impl KeyLabels {
         }
     }
 
+    /// Whether cgroup `key` is a container whose runtime's files have not
+    /// been answered for yet (asked for now if they were not).
+    pub(crate) fn names_pending(&mut self, key: u64) -> bool {
+        if self.by != Breakdown::Cgroup || self.containers.is_none() {
+            return false;
+        }
+        let Some(path) = self.cgroup_name(key) else {
+            return false;
+        };
+        let labels = path::parse(&path);
+        match (&self.containers, &labels.container_id, &labels.delegated) {
+            (Some(cache), Some(id), None) => cache.is_pending(id, labels.runtime),
+            _ => false,
+        }
+    }
+
     /// The hierarchy cgroup ids and paths are of.
     pub(crate) fn hierarchy(&self) -> Option<&Hierarchy> {
         self.hierarchy.as_ref()
@@ -479,6 +495,41 @@ mod tests {
             assert_eq!(name(fake.clone()), None, "{fake}");
         }
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Issue 48 item 10: a container cgroup's names are pending until its
+    /// runtime's files are answered for ("not found" is an answer), so its
+    /// first series can wait for them; other cgroups are never pending.
+    #[test]
+    fn a_containers_names_are_pending_until_answered() {
+        let mount =
+            std::env::temp_dir().join(format!("schedlat-kl-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mount);
+        let id = "ab".repeat(32);
+        let ino = |rel: &str| {
+            std::fs::create_dir_all(mount.join(rel)).unwrap();
+            std::fs::metadata(mount.join(rel)).unwrap().ino()
+        };
+        let container = ino(&format!("system.slice/docker-{id}.scope"));
+        let unit = ino("system.slice/cron.service");
+        let hierarchy = Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        };
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
+        assert!(!labels.names_pending(container), "no names asked for");
+        labels.containers = Some(NameCache::unanswered());
+        assert!(labels.names_pending(container));
+        assert!(!labels.names_pending(unit));
+        labels.containers = Some(NameCache::start(NameRoots::under(&mount), 0).unwrap());
+        labels.names_pending(container);
+        labels
+            .containers
+            .as_ref()
+            .unwrap()
+            .settle(Duration::from_secs(5));
+        assert!(!labels.names_pending(container), "answered: not found");
+        std::fs::remove_dir_all(&mount).unwrap();
     }
 
     /// Regression: a cgroup seen while it existed but removed before its
