@@ -410,8 +410,19 @@ impl NameRoots {
             let dir = self.docker.join(id);
             let text = read_capped(&dir.join("config.v2.json")).ok()?;
             let hostconfig = read_capped(&dir.join("hostconfig.json")).unwrap_or_default();
+            let mut cgroups = parse_docker_cgroups(&hostconfig, id);
+            // Docker's own OCI spec, where containerd runs its containers
+            // (namespace moby): its cgroupsPath also holds a parent set
+            // for the whole daemon (`--cgroup-parent`), which
+            // hostconfig.json does not.
+            for tasks in &self.containerd_tasks {
+                let spec = read_capped(&tasks.join("moby").join(id).join("config.json"));
+                if let Ok(config) = serde_json::from_str(&spec.unwrap_or_default()) {
+                    cgroups.extend(config_cgroups(&config));
+                }
+            }
             Some(ContainerNames {
-                cgroups: parse_docker_cgroups(&hostconfig, id),
+                cgroups,
                 ..parse_docker_config(&text)?
             })
         };

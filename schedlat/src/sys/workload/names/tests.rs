@@ -343,3 +343,29 @@ fn a_containers_json_over_16_mib_still_names_podman_containers() {
         None
     );
 }
+
+/// Issue 48 item 5: a daemon-wide `--cgroup-parent` is in no
+/// hostconfig.json; Docker's OCI spec in containerd's moby namespace says
+/// where its container is.
+#[test]
+fn dockers_oci_spec_names_a_daemon_wide_cgroup_parent() {
+    let host = Host::new("moby");
+    host.write(
+        &format!("var/lib/docker/containers/{ID}/config.v2.json"),
+        r#"{"Name":"/redis"}"#,
+    );
+    host.write(
+        &format!("var/lib/docker/containers/{ID}/hostconfig.json"),
+        r#"{"CgroupParent":""}"#,
+    );
+    let roots = NameRoots::under(&host.0);
+    let names = roots.resolve(ID, Some(Runtime::Docker)).unwrap();
+    assert!(!names.hold_for(&format!("/ci.slice/docker-{ID}.scope"), ID));
+    host.write(
+        &format!("run/containerd/io.containerd.runtime.v2.task/moby/{ID}/config.json"),
+        &format!(r#"{{"linux":{{"cgroupsPath":"ci.slice:docker:{ID}"}}}}"#),
+    );
+    let names = roots.resolve(ID, Some(Runtime::Docker)).unwrap();
+    assert!(names.hold_for(&format!("/ci.slice/docker-{ID}.scope"), ID));
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope"), ID));
+}
