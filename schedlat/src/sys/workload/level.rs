@@ -81,7 +81,7 @@ impl Workload {
     }
 
     /// What it adds up under at `level` (`--by`): the container's ID, the
-    /// pod's UID, the unit's cgroup, else the name its runtime gives it
+    /// pod's UID (each in its own cgroup), the unit's cgroup, else the name its runtime gives it
     /// there; None when it is none of these (it stays itself). An
     /// identity, not a name: a container whose runtime's files could not
     /// be read still adds up with the other containers of its pod, and two
