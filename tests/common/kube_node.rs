@@ -112,6 +112,8 @@ impl KubeNode {
                 "io.kubernetes.cri.sandbox-name": "web-1",
                 "io.kubernetes.cri.sandbox-namespace": "shop",
                 "io.kubernetes.cri.sandbox-uid": web_uid,
+            }, "linux": {
+                "cgroupsPath": format!("kubepods-burstable-pod{escaped}.slice:cri-containerd:{web_id}"),
             }})
             .to_string(),
         );
@@ -127,6 +129,8 @@ impl KubeNode {
                 "io.kubernetes.pod.name": "batch-7",
                 "io.kubernetes.pod.namespace": "jobs",
                 "io.kubernetes.pod.uid": batch_uid,
+            }, "linux": {
+                "cgroupsPath": format!("/kubepods/besteffort/pod{batch_uid}/{batch_id}"),
             }})
             .to_string(),
         );

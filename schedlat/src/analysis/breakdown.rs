@@ -157,7 +157,7 @@ pub(crate) fn report(
 
 /// The cgroup keys that waited, added up per workload at `level`: the
 /// cgroups with one identity there (`Workload::identity_at`: a container's
-/// ID, a pod's UID, a unit) make one row, its waits their waits merged,
+/// ID or a pod's UID in its own cgroup, a unit) make one row, its waits their waits merged,
 /// labelled `pod = shop/web-1 (2 cgroups)` by the first of them whose
 /// runtime named it (else the first). A cgroup that is no such workload
 /// (or was gone before it was named) stays its own row, labelled as usual.

@@ -23,7 +23,7 @@ pub(crate) struct WorkloadPair {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Side {
     /// Its workload's identity at the level (`Workload::identity_at`: a
-    /// container's ID, a pod's UID, a unit), else its cgroup's path (or
+    /// container's ID or a pod's UID in its own cgroup, a unit), else its cgroup's path (or
     /// name, for a cgroup gone before it was named, and the idle CPU).
     pub identity: String,
     pub name: String,
@@ -263,7 +263,7 @@ mod tests {
                 (row.victim.name.as_str(), row.counts.count),
                 ("shop/web-1", 5)
             );
-            assert_eq!(row.victim.identity, format!("pod {uid}"));
+            assert_eq!(row.victim.identity, format!("pod {uid} in {dir}"));
             assert_eq!(row.holder.name, "/system.slice/batch.service");
         }
         // A removed cgroup stays its own row, by its id.

@@ -178,13 +178,32 @@ impl KeyLabels {
         // A container under a user's manager is that user's: the system
         // runtimes' files do not name it, whatever ID its cgroup borrows.
         let names = match (&self.containers, &labels.container_id, &labels.delegated) {
-            (Some(cache), Some(container), None) => cache.get(container, labels.runtime),
+            (Some(cache), Some(container), None) => cache
+                .get(container, labels.runtime)
+                // Only the cgroup the runtime's record puts it in.
+                .filter(|names| names.hold_for(&path, container)),
             _ => None,
         };
         Workload {
             path,
             labels,
             names,
+        }
+    }
+
+    /// Whether cgroup `key` is a container whose runtime's files have not
+    /// been answered for yet (asked for now if they were not).
+    pub(crate) fn names_pending(&mut self, key: u64) -> bool {
+        if self.by != Breakdown::Cgroup || self.containers.is_none() {
+            return false;
+        }
+        let Some(path) = self.cgroup_name(key) else {
+            return false;
+        };
+        let labels = path::parse(&path);
+        match (&self.containers, &labels.container_id, &labels.delegated) {
+            (Some(cache), Some(id), None) => cache.is_pending(id, labels.runtime),
+            _ => false,
         }
     }
 
@@ -370,6 +389,146 @@ mod tests {
         for &id in &ids {
             assert!(labels.exists(id), "{texts:?}");
         }
+        std::fs::remove_dir_all(&mount).unwrap();
+    }
+
+    /// Issue 48 item 5: a cgroup someone else made, named like a real
+    /// container's (`docker-<its ID>.scope` in a service that may make
+    /// cgroups, a container of another pod, a nested node's), took that
+    /// container's names. A container is named only in the cgroup its
+    /// runtime's own record puts it in: Docker's cgroup parent, the OCI
+    /// `linux.cgroupsPath` of containerd's bundle and podman's config.
+    #[test]
+    fn only_the_cgroup_the_runtimes_record_names_takes_the_names() {
+        use std::fs;
+        let root = std::env::temp_dir().join(format!("schedlat-kl-record-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let write = |rel: String, text: &str| {
+            let path = root.join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        let id = |tag: u8| format!("{tag:02x}").repeat(32);
+        let (docker, containerd, podman) = (id(0xd0), id(0xc0), id(0xb0));
+        let uid = "3f1c2d4e_5b6a_7c8d_9e0f_123456789abc";
+        // Docker, default parent (the systemd driver's system.slice).
+        write(
+            format!("var/lib/docker/containers/{docker}/config.v2.json"),
+            r#"{"Name":"/redis"}"#,
+        );
+        write(
+            format!("var/lib/docker/containers/{docker}/hostconfig.json"),
+            r#"{"CgroupParent":""}"#,
+        );
+        // A Kubernetes container of containerd (systemd driver).
+        write(
+            format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{containerd}/config.json"),
+            &format!(
+                r#"{{"annotations":{{"io.kubernetes.cri.container-name":"nginx",
+                "io.kubernetes.cri.sandbox-name":"web-1","io.kubernetes.cri.sandbox-namespace":"shop"}},
+                "linux":{{"cgroupsPath":"kubepods-burstable-pod{uid}.slice:cri-containerd:{containerd}"}}}}"#
+            ),
+        );
+        // podman's name (containers.json), its cgroup in its config.
+        let storage = "var/lib/containers/storage/overlay-containers";
+        write(
+            format!("{storage}/containers.json"),
+            &format!(r#"[{{"id":"{podman}","names":["db"]}}]"#),
+        );
+        write(
+            format!("{storage}/{podman}/userdata/config.json"),
+            &format!(r#"{{"linux":{{"cgroupsPath":"machine.slice:libpod:{podman}"}}}}"#),
+        );
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, None);
+        labels.containers = Some(NameCache::start(NameRoots::under(&root), 0).unwrap());
+        let name = |path: String| {
+            let w = labels.workload_at(path.clone());
+            if w.names.is_none() {
+                // Asked for now; answered once the thread has read it.
+                labels
+                    .containers
+                    .as_ref()
+                    .unwrap()
+                    .settle(Duration::from_secs(5));
+            }
+            let names = labels.workload_at(path).names;
+            names.and_then(|n| n.container)
+        };
+        let pod =
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice");
+        // The real ones, and a cgroup below a container (crun's `container`).
+        assert_eq!(
+            name(format!("/system.slice/docker-{docker}.scope")).as_deref(),
+            Some("redis")
+        );
+        assert_eq!(
+            name(format!("{pod}/cri-containerd-{containerd}.scope")).as_deref(),
+            Some("nginx")
+        );
+        assert_eq!(
+            name(format!("/machine.slice/libpod-{podman}.scope/container")).as_deref(),
+            Some("db")
+        );
+        // A node in a cgroup of its own (kind): the record is below it.
+        assert_eq!(
+            name(format!(
+                "/system.slice/docker-{}.scope{pod}/cri-containerd-{containerd}.scope",
+                id(0x11)
+            ))
+            .as_deref(),
+            Some("nginx")
+        );
+        // Named like them, elsewhere: no names.
+        for fake in [
+            format!("/system.slice/delegated.service/docker-{docker}.scope"),
+            format!("/system.slice/delegated.service/{docker}"),
+            format!(
+                "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/cri-containerd-{containerd}.scope",
+                "0".repeat(8)
+            ),
+            format!(
+                "/system.slice/docker-{}.scope/libpod-{podman}.scope",
+                id(0x11)
+            ),
+            format!("/machine.slice/libpod-{podman}.scope-x/{podman}"),
+        ] {
+            assert_eq!(name(fake.clone()), None, "{fake}");
+        }
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Issue 48 item 10: a container cgroup's names are pending until its
+    /// runtime's files are answered for ("not found" is an answer), so its
+    /// first series can wait for them; other cgroups are never pending.
+    #[test]
+    fn a_containers_names_are_pending_until_answered() {
+        let mount =
+            std::env::temp_dir().join(format!("schedlat-kl-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mount);
+        let id = "ab".repeat(32);
+        let ino = |rel: &str| {
+            std::fs::create_dir_all(mount.join(rel)).unwrap();
+            std::fs::metadata(mount.join(rel)).unwrap().ino()
+        };
+        let container = ino(&format!("system.slice/docker-{id}.scope"));
+        let unit = ino("system.slice/cron.service");
+        let hierarchy = Hierarchy {
+            mount: mount.clone(),
+            css: CssChoice::Default,
+        };
+        let mut labels = KeyLabels::new(Breakdown::Cgroup, Some(hierarchy));
+        assert!(!labels.names_pending(container), "no names asked for");
+        labels.containers = Some(NameCache::unanswered());
+        assert!(labels.names_pending(container));
+        assert!(!labels.names_pending(unit));
+        labels.containers = Some(NameCache::start(NameRoots::under(&mount), 0).unwrap());
+        labels.names_pending(container);
+        labels
+            .containers
+            .as_ref()
+            .unwrap()
+            .settle(Duration::from_secs(5));
+        assert!(!labels.names_pending(container), "answered: not found");
         std::fs::remove_dir_all(&mount).unwrap();
     }
 

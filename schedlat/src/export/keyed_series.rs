@@ -44,7 +44,10 @@
 //!   exec keeps one series. A container's names are read from its
 //!   runtime's files as soon as its cgroup is seen (at start, as the
 //!   kernel reports it made, at its first wait): a container whose files
-//!   were not read by its first series keeps the labels of its path.
+//!   are still being read when it would first get a series gets it one
+//!   scrape later (its waits meanwhile in overflow, its series counting
+//!   from there); one whose files are not read by then keeps the labels
+//!   of its path.
 
 use super::{
     families::KeyedScrape,
@@ -99,11 +102,21 @@ impl Pins {
 /// which of a cgroup's workload labels to give it.
 pub(crate) trait SeriesLabels {
     fn labels(&mut self, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels;
+
+    /// Whether names that would go into the key's labels are still being
+    /// read (a container's, from its runtime's files).
+    fn names_pending(&mut self, _key: u64) -> bool {
+        false
+    }
 }
 
 impl SeriesLabels for KeyLabels {
     fn labels(&mut self, key: u64, comm: &[u8; 16], workload: &WorkloadLabels) -> Labels {
         labels::key(self, key, comm, workload)
+    }
+
+    fn names_pending(&mut self, key: u64) -> bool {
+        KeyLabels::names_pending(self, key)
     }
 }
 
@@ -114,6 +127,8 @@ pub(crate) struct SeriesState {
     labels: Option<Labels>,
     /// Checked at the key's first reading.
     pinned: Option<bool>,
+    /// Its first series was put off a scrape: its names were pending.
+    delayed: bool,
     /// The key's series, as words (keyed_words.rs), once it has one.
     own: Option<Vec<u64>>,
     /// The kernel's cumulative words the series has counted up to; None
@@ -262,6 +277,20 @@ impl KeyedSeries {
         for i in 0..reading.active().len() {
             let w = reading.active()[i];
             let mut key = reading.slot(w.slot);
+            // Labels are fixed at a key's first series (and a pin is
+            // checked once): while its container's names are being read,
+            // both wait one scrape, its waits in overflow meanwhile, so
+            // the names are not left out for good.
+            if key.user.own.is_none()
+                && key.user.pinned.is_none()
+                && !key.user.delayed
+                && key.names.names_pending(key.key)
+            {
+                key.user.delayed = true;
+                key.user.labels = None;
+                self.shown.push(false);
+                continue;
+            }
             let pinned = match key.user.pinned {
                 Some(pinned) => pinned,
                 None => {

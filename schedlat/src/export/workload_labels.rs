@@ -170,6 +170,7 @@ mod tests {
             pod_uid: Some("3f1c2d4e-5b6a-7c8d-9e0f-123456789abc".into()),
             sandbox,
             source: Some(NameSource::ContainerdBundle),
+            cgroups: Vec::new(),
         }
     }
 

@@ -294,7 +294,7 @@ pub fn workload(data: &[u8]) {
     let found = [
         names::parse_containerd_bundle(&t),
         names::parse_storage_config(&t),
-        names::parse_storage_containers(&t, ID),
+        names::parse_storage_containers(t.as_bytes(), ID),
         names::parse_docker_config(&t),
     ];
     for n in found.into_iter().flatten() {

@@ -21,6 +21,10 @@ fn labels(key: u64) -> Labels {
 #[derive(Default)]
 struct Live {
     alive: Vec<u64>,
+    /// Keys whose names are being read; those whose names were read
+    /// (labelled `container = cK` then).
+    pending: HashSet<u64>,
+    named: HashSet<u64>,
 }
 
 impl Existence for Live {
@@ -32,7 +36,15 @@ impl Existence for Live {
 
 impl SeriesLabels for Live {
     fn labels(&mut self, key: u64, _: &[u8; 16], _: &WorkloadLabels) -> Labels {
-        labels(key)
+        let mut l = labels(key);
+        if self.named.contains(&key) {
+            l.push(("container", format!("c{key}")));
+        }
+        l
+    }
+
+    fn names_pending(&mut self, key: u64) -> bool {
+        self.pending.contains(&key)
     }
 }
 
@@ -313,4 +325,48 @@ fn a_failed_delete_keeps_the_key() {
     }
     assert_eq!(k.forgotten, [1, 1], "asked again after 4 idle scrapes");
     assert_eq!(s.keys.len(), 0, "deleted now");
+}
+
+/// Issue 48 item 10: labels are fixed at a key's first series, and a
+/// container whose names were still being read then (thousands of them
+/// at once) kept its path's labels for good. Its first series waits one
+/// scrape while they are pending (its waits in overflow meanwhile, the
+/// series counting from there), then has them; a key not pending is not
+/// held back, and one pending for longer is held back once only.
+#[test]
+fn a_first_series_waits_one_scrape_for_pending_names() {
+    let mut s = series(10, Pins::default());
+    let mut k = Kernel::default();
+    s.keys.names_mut().pending = HashSet::from([1, 3]);
+    k.wait(1, 5, 1_000);
+    k.wait(2, 2, 1_000);
+    k.wait(3, 4, 1_000);
+    let first = s.scrape(&mut k, &[1, 2, 3]);
+    assert_eq!(counts(&first), [("/g2".into(), 2), (OVERFLOW.into(), 9)]);
+    assert_eq!(first.overflow_keys, 0);
+    // Key 1's names are read by the next scrape; key 3's never are.
+    let live = s.keys.names_mut();
+    live.pending.remove(&1);
+    live.named.insert(1);
+    k.wait(1, 3, 1_000);
+    k.wait(3, 1, 1_000);
+    let second = s.scrape(&mut k, &[1, 2, 3]);
+    let labelled: Vec<(Labels, u64)> = (second.series.iter())
+        .map(|(l, w)| (l.clone(), w.count()))
+        .collect();
+    assert_eq!(
+        labelled,
+        [
+            (
+                vec![("cgroup", "/g1".to_string()), ("container", "c1".into())],
+                0
+            ),
+            (vec![("cgroup", "/g3".to_string())], 0),
+            (overflow_labels(Breakdown::Cgroup), 13),
+        ]
+    );
+    k.wait(1, 1, 1_000);
+    let third = s.scrape(&mut k, &[1, 2, 3]);
+    assert_eq!(counts(&third), [("/g1".into(), 1), (OVERFLOW.into(), 13)]);
+    assert_eq!(third.series[0].0[1], ("container", "c1".to_string()));
 }

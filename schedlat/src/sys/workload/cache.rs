@@ -99,6 +99,23 @@ impl NameCache {
         }
     }
 
+    /// A cache whose thread never answers (tests: names that stay
+    /// pending).
+    #[cfg(test)]
+    pub(crate) fn unanswered() -> NameCache {
+        let (requests, _) = mpsc::sync_channel(1);
+        NameCache {
+            state: Arc::default(),
+            requests,
+        }
+    }
+
+    /// Whether container `id` has no answer yet (asked for now if it was
+    /// not): its names may still come. "Not found" is an answer.
+    pub fn is_pending(&self, id: &str, runtime: Option<Runtime>) -> bool {
+        self.get(id, runtime).is_none() && !self.lock().answers.contains_key(id)
+    }
+
     /// Waits until every lookup asked for so far is answered, at most
     /// `timeout`: for a start that asked for every container there, so
     /// that the first interval or scrape already has their names. Never

@@ -32,6 +32,23 @@ impl Level {
     }
 }
 
+/// The part of `path` up to the last component with `id` in it (a pod's
+/// UID also as systemd spells it, `_` for `-`): the container's or pod's
+/// own cgroup.
+fn own_cgroup<'a>(path: &'a str, id: &str) -> Option<&'a str> {
+    let systemd = id.replace('-', "_");
+    let mut end = None;
+    let mut at = 0;
+    for part in path.split('/') {
+        at += part.len();
+        if part.contains(id) || part.contains(&systemd) {
+            end = Some(at);
+        }
+        at += 1;
+    }
+    end.map(|end| &path[..end])
+}
+
 /// A cgroup with what is known of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Workload {
@@ -64,7 +81,7 @@ impl Workload {
     }
 
     /// What it adds up under at `level` (`--by`): the container's ID, the
-    /// pod's UID, the unit's cgroup, else the name its runtime gives it
+    /// pod's UID (each in its own cgroup), the unit's cgroup, else the name its runtime gives it
     /// there; None when it is none of these (it stays itself). An
     /// identity, not a name: a container whose runtime's files could not
     /// be read still adds up with the other containers of its pod, and two
@@ -81,12 +98,16 @@ impl Workload {
             Level::Pod => labels.pod_uid.clone(),
             Level::Unit => self.unit_cgroup().map(str::to_string),
         };
-        // Under a user's manager the ID is that user's to choose: it
-        // never adds up with a system container or pod that has it.
-        let id = match (&labels.delegated, level) {
-            (Some(manager), Level::Container | Level::Pod) => {
-                id.map(|id| format!("{id} in {manager}"))
-            }
+        // An ID in a cgroup's name is anyone's to choose who may make
+        // cgroups (a user's manager, a delegated service, a nested node):
+        // a container or pod is its ID where it is, its own cgroup, so
+        // one named like another elsewhere never adds up with it. Its
+        // cgroups below (crun's `container`) and a pod's containers do.
+        let id = match level {
+            Level::Container | Level::Pod => id.map(|id| match own_cgroup(&self.path, &id) {
+                Some(own) => format!("{id} in {own}"),
+                None => id,
+            }),
             _ => id,
         };
         let name = || Some(self.name_at(level)).filter(|n| *n != self.path);
@@ -265,7 +286,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             fake.identity_at(Level::Container).unwrap(),
-            format!("container {ID} in user@65534.service")
+            format!("container {ID} in {user}/docker-{ID}.scope")
         );
         let pod = format!("kubepods-besteffort-pod{UID_}.slice");
         let real_pod = workload(
@@ -275,6 +296,40 @@ pub(crate) mod tests {
         let fake_pod = workload(&format!("{user}/{pod}"), None);
         assert_ne!(
             real_pod.identity_at(Level::Pod),
+            fake_pod.identity_at(Level::Pod)
+        );
+    }
+
+    /// Issue 48 item 5: outside a user's manager too, anyone who may make
+    /// cgroups (a service with a delegated subtree, a nested node) could
+    /// name one `docker-<another's ID>.scope` or `kubepods-...-pod<UID>.slice`
+    /// and add up with that container or pod under `--by`. A container or
+    /// pod is its ID in its own cgroup now; its cgroups below still add up.
+    #[test]
+    fn a_container_named_like_another_elsewhere_never_adds_up_with_it() {
+        let real = workload(&format!("/system.slice/docker-{ID}.scope"), None);
+        let below = workload(&format!("/system.slice/docker-{ID}.scope/container"), None);
+        let svc = "/system.slice/delegated.service";
+        let fake = workload(&format!("{svc}/docker-{ID}.scope"), None);
+        assert_eq!(
+            real.identity_at(Level::Container),
+            below.identity_at(Level::Container)
+        );
+        assert_ne!(
+            real.identity_at(Level::Container),
+            fake.identity_at(Level::Container)
+        );
+        let pod = format!("kubepods-besteffort-pod{UID_}.slice");
+        let real_pod = format!("/kubepods.slice/kubepods-besteffort.slice/{pod}");
+        let one = workload(&format!("{real_pod}/cri-containerd-{ID}.scope"), None);
+        let two = workload(
+            &format!("{real_pod}/cri-containerd-{}.scope", "e".repeat(64)),
+            None,
+        );
+        let fake_pod = workload(&format!("{svc}/{pod}/cri-containerd-{ID}.scope"), None);
+        assert_eq!(one.identity_at(Level::Pod), two.identity_at(Level::Pod));
+        assert_ne!(
+            one.identity_at(Level::Pod),
             fake_pod.identity_at(Level::Pod)
         );
     }

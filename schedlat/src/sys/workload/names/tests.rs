@@ -36,6 +36,10 @@ fn containerd_bundles_name_the_pod_and_the_container() {
             pod_uid: Some(UID.into()),
             sandbox: false,
             source: Some(NameSource::ContainerdBundle),
+            cgroups: vec![format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{ID}.scope",
+                UID.replace('-', "_")
+            )],
         }
     );
     // The pause container: the sandbox's annotations have no container
@@ -86,11 +90,14 @@ fn containers_json_names_podman_containers() {
             {{"id":"{ID}","names":["sleeper","alias"],"image":"x","layer":"z","metadata":"{{}}"}}]"#,
         "0".repeat(64)
     );
-    let names = parse_storage_containers(&list, ID).unwrap();
+    let names = parse_storage_containers(list.as_bytes(), ID).unwrap();
     assert_eq!(names.container.as_deref(), Some("sleeper"));
     assert_eq!(names.source, Some(NameSource::StorageContainers));
-    assert_eq!(parse_storage_containers(&list, &"1".repeat(64)), None);
-    assert_eq!(parse_storage_containers("{}", ID), None);
+    assert_eq!(
+        parse_storage_containers(list.as_bytes(), &"1".repeat(64)),
+        None
+    );
+    assert_eq!(parse_storage_containers(&b"{}"[..], ID), None);
 }
 
 #[test]
@@ -242,4 +249,123 @@ fn a_file_over_the_cap_is_refused_not_read_cut() {
     assert!(e.to_string().contains("over the size read"), "{e}");
     let small = host.write("small.json", "[]");
     assert_eq!(read_capped(&small).unwrap(), "[]");
+}
+
+/// Issue 48 item 5: the cgroup each runtime's record puts a container in,
+/// as runc and crun place it from the OCI `linux.cgroupsPath` and Docker
+/// from its cgroup parent.
+#[test]
+fn records_name_the_cgroup_they_put_a_container_in() {
+    assert_eq!(
+        oci_cgroup(&format!(
+            "kubepods-besteffort-pod1_2.slice:cri-containerd:{ID}"
+        ))
+        .unwrap(),
+        format!(
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1_2.slice/cri-containerd-{ID}.scope"
+        )
+    );
+    assert_eq!(
+        oci_cgroup(&format!("machine.slice:libpod:{ID}")).unwrap(),
+        format!("/machine.slice/libpod-{ID}.scope")
+    );
+    assert_eq!(
+        oci_cgroup(&format!("/kubepods/besteffort/pod{UID}/{ID}")).unwrap(),
+        format!("/kubepods/besteffort/pod{UID}/{ID}")
+    );
+    assert_eq!(
+        oci_cgroup(&format!("-.slice::{ID}")).unwrap(),
+        format!("/{ID}.scope")
+    );
+    for bad in ["", "/", "a:b", "system.slice:docker:", "notaslice:docker:x"] {
+        assert_eq!(oci_cgroup(bad), None, "{bad}");
+    }
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":""}"#, ID),
+        [
+            format!("/system.slice/docker-{ID}.scope"),
+            format!("/docker/{ID}")
+        ]
+    );
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":"kubepods-pod1.slice"}"#, ID),
+        [format!(
+            "/kubepods.slice/kubepods-pod1.slice/docker-{ID}.scope"
+        )]
+    );
+    assert_eq!(
+        parse_docker_cgroups(r#"{"CgroupParent":"/ci/"}"#, ID),
+        [format!("/ci/{ID}")]
+    );
+    // No record, no cgroup: the names go to none.
+    assert!(parse_docker_cgroups("", ID).is_empty());
+    let names = ContainerNames {
+        cgroups: vec![format!("/system.slice/docker-{ID}.scope")],
+        ..ContainerNames::default()
+    };
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope"), ID));
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope/sub"), ID));
+    assert!(!names.hold_for(&format!("/app.slice/docker-{ID}.scope"), ID));
+    assert!(!names.hold_for(&format!("/xsystem.slice/docker-{ID}.scope"), ID));
+    assert!(!names.hold_for("/system.slice", ID));
+}
+
+/// Issue 48 item 10: a containers.json over 16 MiB (about 16,000 podman
+/// containers) was refused whole, and none of its containers got its
+/// name. It is read one entry at a time now, so its size is no longer
+/// held in memory and the cap is the time to read it, not its size.
+#[test]
+fn a_containers_json_over_16_mib_still_names_podman_containers() {
+    let host = Host::new("big-containers");
+    let filler = "x".repeat(1000);
+    let mut list = String::from("[");
+    for i in 0..18_000 {
+        list.push_str(&format!(
+            r#"{{"id":"{i:064x}","names":["c{i}"],"metadata":"{filler}","layer":"{i:064x}"}},"#
+        ));
+    }
+    list.push_str(&format!(r#"{{"id":"{ID}","names":["db","alias"]}}]"#));
+    assert!(list.len() as u64 > MAX_FILE, "{}", list.len());
+    let storage = "var/lib/containers/storage/overlay-containers";
+    host.write(&format!("{storage}/containers.json"), &list);
+    host.write(
+        &format!("{storage}/{ID}/userdata/config.json"),
+        &format!(r#"{{"linux":{{"cgroupsPath":"machine.slice:libpod:{ID}"}}}}"#),
+    );
+    let roots = NameRoots::under(&host.0);
+    let names = roots.resolve(ID, Some(Runtime::Podman)).unwrap();
+    assert_eq!(names.container.as_deref(), Some("db"));
+    assert_eq!(names.cgroups, [format!("/machine.slice/libpod-{ID}.scope")]);
+    // A list cut short names no one, even one before the cut.
+    let cut = &list[..list.len() / 2];
+    assert_eq!(
+        parse_storage_containers(cut.as_bytes(), &format!("{:064x}", 1)),
+        None
+    );
+}
+
+/// Issue 48 item 5: a daemon-wide `--cgroup-parent` is in no
+/// hostconfig.json; Docker's OCI spec in containerd's moby namespace says
+/// where its container is.
+#[test]
+fn dockers_oci_spec_names_a_daemon_wide_cgroup_parent() {
+    let host = Host::new("moby");
+    host.write(
+        &format!("var/lib/docker/containers/{ID}/config.v2.json"),
+        r#"{"Name":"/redis"}"#,
+    );
+    host.write(
+        &format!("var/lib/docker/containers/{ID}/hostconfig.json"),
+        r#"{"CgroupParent":""}"#,
+    );
+    let roots = NameRoots::under(&host.0);
+    let names = roots.resolve(ID, Some(Runtime::Docker)).unwrap();
+    assert!(!names.hold_for(&format!("/ci.slice/docker-{ID}.scope"), ID));
+    host.write(
+        &format!("run/containerd/io.containerd.runtime.v2.task/moby/{ID}/config.json"),
+        &format!(r#"{{"linux":{{"cgroupsPath":"ci.slice:docker:{ID}"}}}}"#),
+    );
+    let names = roots.resolve(ID, Some(Runtime::Docker)).unwrap();
+    assert!(names.hold_for(&format!("/ci.slice/docker-{ID}.scope"), ID));
+    assert!(names.hold_for(&format!("/system.slice/docker-{ID}.scope"), ID));
 }
