@@ -169,9 +169,15 @@ fn cause_line(c: &Causes) -> Option<String> {
         .max_by_key(|(d, _)| d.count)
         .filter(|(d, _)| d.count > 0);
     if let Some((d, label)) = depth {
+        // "1 other task was", "0 other tasks were", "3-4 other tasks were".
+        let (tasks, were) = if label == "1" {
+            ("task", "was")
+        } else {
+            ("tasks", "were")
+        };
         let _ = write!(
             line,
-            "; most often {label} other tasks were queued ahead ({} of the waits)",
+            "; most often {label} other {tasks} {were} queued ahead ({} of the waits)",
             pct(share(d.count, waits))
         );
     }

@@ -213,7 +213,7 @@ fn program_ns(summary: &Value, program: &str) -> Option<f64> {
 /// Modes added after the kept run (docs/bench.json) was taken: the bench
 /// measures and prints them, and their rows join the docs' tables with
 /// the next kept run (then they leave this list).
-const NOT_YET_KEPT: [&str; 1] = [modes::DAEMONSET.name];
+const NOT_YET_KEPT: [&str; 0] = [];
 
 /// Whether the kept run is expected to have `mode`'s row.
 fn kept(mode: &Mode) -> bool {
@@ -385,7 +385,7 @@ fn ready_causes_sentence(runs: &Kept) -> String {
 }
 
 /// The README's paragraph of what the default and the DaemonSet's
-/// configuration (`serve --cgroups`) cost, each against runqlat in the
+/// configuration (its `serve`, modes::DAEMONSET) cost, each against runqlat in the
 /// same run: per switch, the load's overhead, per system call where the
 /// run timed them (a mode's summary `syscall_ns` less the baseline's: what
 /// the tracer adds to each system call of every process), memory and
@@ -393,7 +393,7 @@ fn ready_causes_sentence(runs: &Kept) -> String {
 fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
     let first = &runs.levels[0].results["summary"];
     let (default, runqlat) = (&first[modes::SCHEDLAT.name], &first[modes::RUNQLAT.name]);
-    let daemonset = &first["serve-cgroups"];
+    let daemonset = &first[modes::DAEMONSET.name];
     let ns = |s: &Value| ns_per_switch(s).context("no ns_per_switch");
     let (d, r, k) = (ns(default)?, ns(runqlat)?, ns(daemonset)?);
     let overhead = |s: &Value| s["overhead_pct"].as_f64().context("no overhead_pct");
@@ -406,8 +406,8 @@ fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
          `docs/bench.json`). **Per context switch**, the default's BPF programs took \
          {d:.0} ns against runqlat's {r:.0} ({:.2} of runqlat's), and a load that is \
          nothing but wakeups and switches (`perf bench sched pipe`) lost {:.1}% of its \
-         rate against {:.1}% under runqlat; the DaemonSet's `serve --cgroups` took \
-         {k:.0} ns ({:.2} of runqlat's; its `--pairs` is not in the run). ",
+         rate against {:.1}% under runqlat; the DaemonSet's `serve --cgroups --pairs` \
+         took {k:.0} ns ({:.2} of runqlat's). ",
         thousands(runs.levels[0].threads),
         d / r,
         overhead(default)?,
@@ -423,8 +423,10 @@ fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
             let _ = write!(
                 out,
                 "**Per system call** of every process (`perf bench syscall basic`), the \
-                 default added {a:.0} ns and `serve --cgroups` {b:.0} ns (runqlat: {}). ",
-                syscall(runqlat).map_or("-".into(), |v| format!("{v:.0} ns"))
+                 default added {} and the DaemonSet's `serve` {} (runqlat: {}). ",
+                added_ns(a),
+                added_ns(b),
+                syscall(runqlat).map_or("-".into(), added_ns)
             );
         }
         _ => out.push_str(
@@ -473,23 +475,35 @@ fn deploy_cost(runs: &Kept) -> Result<String> {
     let (d, r, k) = (
         ns(modes::SCHEDLAT.name)?,
         ns(modes::RUNQLAT.name)?,
-        ns("serve-cgroups")?,
+        ns(modes::DAEMONSET.name)?,
     );
     let baseline = first[modes::BASELINE.name]["syscall_ns"].as_f64();
     let syscall = |name: &str| Some(first[name]["syscall_ns"].as_f64()? - baseline?);
-    let per_call = match (syscall(modes::SCHEDLAT.name), syscall("serve-cgroups")) {
+    let per_call = match (
+        syscall(modes::SCHEDLAT.name),
+        syscall(modes::DAEMONSET.name),
+    ) {
         (Some(a), Some(b)) => format!(
-            "per system call of every process, {a:.0} ns for the default and {b:.0} ns for `serve --cgroups`"
+            "per system call of every process, {} added for the default and {} for this DaemonSet's `serve`",
+            added_ns(a),
+            added_ns(b)
         ),
         _ => "per system call: not timed in that run".to_string(),
     };
     Ok(format!(
         "Cost, from the run kept in docs/bench.json (`cargo xtask bench`, {} sleeping threads): \
          BPF time per context switch {d:.0} ns for the default `schedlat` and {k:.0} ns for \
-         `serve --cgroups` (this DaemonSet's configuration without `--pairs`, which the run \
-         does not measure), against runqlat's {r:.0} ns; {per_call}.",
+         this DaemonSet's `serve` (its arguments, read from this manifest), against \
+         runqlat's {r:.0} ns; {per_call}.",
         thousands(runs.levels[0].threads)
     ))
+}
+
+/// ns added per system call, one decimal; a difference of the noise's
+/// size either way (under 0.05 ns) reads 0.0, not -0.0.
+fn added_ns(ns: f64) -> String {
+    let ns = if ns.abs() < 0.05 { 0.0 } else { ns };
+    format!("{ns:.1} ns")
 }
 
 /// `text` as YAML comment lines at `indent`, wrapped at 76 columns, ending
