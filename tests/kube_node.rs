@@ -20,7 +20,7 @@ use std::{
 };
 
 use common::{
-    cgroup::{Procs, SLEEPER, TestCgroup, churn_named, pinned_sh},
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, churn_named, pinned_sh},
     cpu::CpuTimes,
     http,
     kube_node::{KubeNode, keyed_root, load},
@@ -358,4 +358,126 @@ fn serve_through_a_churn_of_3000_container_cgroups_stays_bounded() {
     eprintln!(
         "churn of 3000: {scrapes} scrapes, at most {most_series} series, {labelled} churned series with container_id, RSS {before} -> {after} KiB"
     );
+}
+
+/// Issue 48, item 5, as the attacker would do it: user 65534, given a
+/// delegated subtree (`user@65534.service`, as systemd delegates one to
+/// every logged-in user), makes a cgroup named like the web pod's
+/// container scope there and runs a busy loop in it. The real container
+/// keeps its names; the look-alike takes none of them (no runtime's
+/// record puts a container there), and the two are never one series.
+#[test]
+fn a_users_look_alike_of_a_container_scope_takes_none_of_its_names() {
+    if !require_root() {
+        return;
+    }
+    let node = KubeNode::new(&keyed_root());
+    let _load = load(&node);
+    let root = keyed_root();
+    // systemd's layout: user.slice/user-UID.slice/user@UID.service,
+    // the last owned by the user (Delegate=yes).
+    let service = node
+        .web
+        .dir
+        .ancestors()
+        .nth(4)
+        .expect("the node's cgroup")
+        .join("user.slice/user-65534.slice/user@65534.service");
+    std::fs::create_dir_all(&service).unwrap();
+    let mut look_alike = LookAlike {
+        service: service.clone(),
+        process: None,
+    };
+    for file in ["", "cgroup.procs", "tasks"] {
+        let path = service.join(file);
+        if path.exists() {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    let scope = format!("cri-containerd-{}.scope", node.web.id);
+    let fake = service.join("app.slice").join(&scope);
+    let script = format!(
+        "sleep 0.3; mkdir -p {dir} && echo $$ > {dir}/cgroup.procs && exec taskset -c {cpu} sh -c '{HOG}'",
+        dir = fake.display(),
+        cpu = workload_cpu(),
+    );
+    let nobody = look_alike.process.insert(
+        std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .spawn()
+            .expect("setpriv"),
+    );
+    // Root puts it in the subtree; from there on it moves itself.
+    std::fs::write(service.join("cgroup.procs"), nobody.id().to_string()).unwrap();
+    let fake_rel = format!("/{}", fake.strip_prefix(&root).unwrap().display());
+    let server = Server::start(&["--cgroups"]);
+    let found = scrape_until(&server, &[&node.web.cgroup, &fake_rel]);
+    let web = of(&found, &node.web.cgroup);
+    assert_eq!(web.get("pod").map(String::as_str), Some("web-1"), "{web:?}");
+    assert_eq!(
+        web.get("container").map(String::as_str),
+        Some("nginx"),
+        "{web:?}"
+    );
+    let fake_labels = of(&found, &fake_rel);
+    for label in ["namespace", "pod", "container", "pod_uid", "runtime"] {
+        assert!(
+            !fake_labels.contains_key(label),
+            "the look-alike made by uid 65534 took `{label}`: {fake_labels:?} (the real one: {web:?})"
+        );
+    }
+    drop(server);
+    drop(look_alike);
+}
+
+/// Ends the look-alike's process and removes its cgroups, innermost first,
+/// also when the test fails.
+struct LookAlike {
+    service: std::path::PathBuf,
+    process: Option<std::process::Child>,
+}
+
+impl Drop for LookAlike {
+    fn drop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            // Its shell execs taskset, which execs the loop's shell: one
+            // process all along.
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+        let mut dirs: Vec<std::path::PathBuf> = walk(&self.service);
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in dirs {
+            for _ in 0..50 {
+                if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if let Some(user_slice) = self.service.parent().and_then(Path::parent) {
+            let _ = std::fs::remove_dir(user_slice.join("user-65534.slice"));
+            let _ = std::fs::remove_dir(user_slice);
+        }
+    }
+}
+
+/// `dir` and every directory below it.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(walk(&entry.path()));
+            }
+        }
+    }
+    out
 }
