@@ -122,6 +122,13 @@ fn steps(r: &serde_json::Value) -> String {
         .join("\n")
 }
 
+/// The `whose` of the culprit rows that have one.
+fn whose(r: &serde_json::Value) -> Vec<String> {
+    (r["ebpf"]["victims"]["culprits"].as_array().unwrap().iter())
+        .filter_map(|c| Some(c["whose"].as_str()?.to_string()))
+        .collect()
+}
+
 /// A cap on the root cgroup, in any wording the steps use.
 fn caps_the_root(steps: &str) -> bool {
     [
@@ -275,6 +282,11 @@ fn a_pods_own_container_or_thread_is_no_neighbour() {
         "{evidence}"
     );
     assert!(!caps_the_root(&steps(&r)), "{}", steps(&r));
+    assert!(
+        whose(&r).contains(&"own".to_string()),
+        "{:?} ({busy})",
+        whose(&r)
+    );
     drop(sidecars);
 
     // The waiter's own second thread holds the CPU.
@@ -334,5 +346,11 @@ fn the_root_cgroups_own_tasks_are_named_and_never_capped() {
     );
     let step = neighbour["next_step"].as_str().unwrap();
     assert!(step.contains("no cpu.max"), "{step}");
+    // The culprits table says whose the loops are.
+    assert!(
+        whose(&r).contains(&"root-cgroup".to_string()),
+        "{:?} ({busy})",
+        whose(&r)
+    );
     node.wait_empty();
 }
