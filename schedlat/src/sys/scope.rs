@@ -262,7 +262,8 @@ impl Scope {
             d.is_dir().then_some(d)
         };
         let path = format!("/{}", rel.display());
-        let name = if name == path || Path::new(name) == dir {
+        // A path, as given or relative to a mount, is its own name.
+        let name = if name.trim_start_matches('/') == rel.as_os_str() || Path::new(name) == dir {
             name.to_string()
         } else {
             format!("{name} ({path})")
@@ -314,6 +315,43 @@ mod tests {
     fn a_directory_under_no_mount_is_an_error() {
         let e = Scope::for_cgroup("x", Path::new("/nonexistent/x"), &Mounts::read()).unwrap_err();
         assert!(e.to_string().contains("no cgroup x"), "{e}");
+    }
+
+    /// A group found in the v1 cpu hierarchy (as `-c` resolves a pod UID on
+    /// a hybrid host) takes its twin of the same path in cgroup v2, where
+    /// its cpu.pressure is; the name says what the user gave and the path.
+    #[test]
+    fn a_v1_group_takes_its_cgroup_v2_twin() {
+        let tmp = std::env::temp_dir().join(format!("schedlat-twin-{}", std::process::id()));
+        let (v1, v2) = (tmp.join("cpu"), tmp.join("unified"));
+        for root in [&v1, &v2] {
+            fs::create_dir_all(root.join("kubepods/pod1")).unwrap();
+        }
+        fs::create_dir_all(v1.join("only-v1")).unwrap();
+        let mounts = Mounts {
+            v2: Some(v2.clone()),
+            v1_cpu: Some(v1.clone()),
+            v1: vec![(v1.clone(), vec!["cpu".into()])],
+        };
+        let pod = Scope::for_cgroup("1234-abcd", &v1.join("kubepods/pod1"), &mounts);
+        let alone = Scope::for_cgroup("only-v1", &v1.join("only-v1"), &mounts);
+        let outside = Scope::for_cgroup("x", &tmp.join("x"), &mounts);
+        fs::remove_dir_all(&tmp).unwrap();
+        let Ok(Scope::Cgroup(pod)) = pod else {
+            panic!("{pod:?}")
+        };
+        assert_eq!(pod.v2, Some(v2.join("kubepods/pod1")));
+        assert_eq!(pod.v1_cpu, Some(v1.join("kubepods/pod1")));
+        assert_eq!(pod.name, "1234-abcd (/kubepods/pod1)");
+        assert_eq!(
+            pod.paths(&mounts),
+            (Some("/kubepods/pod1".into()), Some("/kubepods/pod1".into()))
+        );
+        let Ok(Scope::Cgroup(alone)) = alone else {
+            panic!("{alone:?}")
+        };
+        assert_eq!((alone.v2, alone.name.as_str()), (None, "only-v1"));
+        assert!(outside.is_err());
     }
 
     /// A group's subtree is read: the threads of its children count, and
