@@ -204,6 +204,11 @@ impl TaskCgroups {
             scope,
             ..TaskCgroups::default()
         };
+        for line in read.scope.iter().flatten() {
+            if line.hierarchy == 0 && v2_cpu_enabled(&mounts, &line.path) {
+                read.v2_cpu.insert(line.path.clone());
+            }
+        }
         for task in tasks.into_iter().filter(|t| t.tid != 0) {
             let pid = task.tgid;
             if let Entry::Vacant(entry) = read.by_pid.entry(pid) {
@@ -270,6 +275,21 @@ impl TaskCgroups {
             any = true;
         }
         any
+    }
+
+    /// Whether the scope's cgroup is a group of the CPU scheduler with a
+    /// weight of its own: its v1 cpu group, or its cgroup v2 group where
+    /// the parent enables the cpu controller, is not the root. True for
+    /// the whole system (no scope cgroup to weigh) and when unknown.
+    pub fn scope_has_cpu(&self) -> bool {
+        let Some(lines) = &self.scope else {
+            return true;
+        };
+        lines.iter().any(|l| {
+            l.path != "/"
+                && (l.controllers.iter().any(|c| c == "cpu")
+                    || (l.hierarchy == 0 && self.v2_cpu.contains(&l.path)))
+        })
     }
 
     /// Whether a CPU limit (cpu.max, cpu.weight; v1 cfs quota and shares)

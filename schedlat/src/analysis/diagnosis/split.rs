@@ -362,28 +362,56 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
         );
     }
     let top = h.others.first();
-    let step = match top {
+    // The scope's own weight is a remedy only where its group has one.
+    let weigh = |than: &str| {
+        cgroups
+            .scope_has_cpu()
+            .then(|| {
+                format!("give the scope's cgroup more cpu.weight (v1: cpu.shares) than {than}, ")
+            })
+            .unwrap_or_default()
+    };
+    let mut step = match top {
         _ if h.root.ns > top.map_or(0, |o| o.charge.ns) => ROOT_STEP.to_string(),
         Some(o) if cgroups.can_limit(&o.group) => match cgroups.owners.get(&o.group.name) {
-            Some(owner) => format!(
-                "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {owner}, cap it (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
-                o.group.name
-            ),
+            Some(owner) => {
+                // "than X, cap it": the owner's name once, its path where
+                // the cap is set.
+                let weigh = weigh(owner);
+                let it = if weigh.is_empty() {
+                    owner.as_str()
+                } else {
+                    "it"
+                };
+                format!(
+                    "{weigh}cap {it} (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
+                    o.group.name
+                )
+            }
             None => format!(
-                "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                "{}cap {} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                weigh(&o.group.name),
                 o.group.name
             ),
         },
         Some(o) => format!(
-            "{} has no CPU limit of its own ({}): limit its nearest ancestor that has one, or keep them on different CPUs (cpuset), or give the scope's cgroup more cpu.weight than the neighbours' group",
+            "{}keep them on different CPUs (cpuset), or limit the nearest ancestor of {} that has a CPU limit: it has none of its own ({})",
+            weigh("the neighbours' group"),
             cgroups.owner(&o.group.name),
             match o.group.hierarchy {
-                Which::V2 => "its parent does not enable the cpu controller in cgroup.subtree_control",
+                Which::V2 =>
+                    "its parent does not enable the cpu controller in cgroup.subtree_control",
                 _ => "it is in a hierarchy without the cpu controller",
             }
         ),
-        None => "keep the neighbours on different CPUs (cpuset), or give the scope's cgroup more cpu.weight than theirs".to_string(),
+        None => format!(
+            "{}keep the neighbours on different CPUs (cpuset)",
+            weigh("theirs")
+        ),
     };
+    if !cgroups.scope_has_cpu() {
+        step.push_str("; the scope's own cgroup has no cpu controller (no cpu.weight of its own): to weigh it against them, place it in a group that has one");
+    }
     (who, step)
 }
 

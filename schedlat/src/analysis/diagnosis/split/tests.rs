@@ -181,7 +181,9 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
         .into_iter()
         .collect(),
         kernel_threads: [52].into_iter().collect(),
-        v2_cpu: ["/batch".to_string()].into_iter().collect(),
+        v2_cpu: ["/batch".to_string(), "/app".to_string()]
+            .into_iter()
+            .collect(),
         ..TaskCgroups::default()
     };
     let a = Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0), &cgroups);
@@ -631,7 +633,13 @@ fn own_containers_are_no_neighbour_and_no_step_caps_the_root() {
     let plain = diagnose(&cgroups("/other"), &[row(50, "hog", 900)]);
     let step = &plain[0].next_step;
     assert!(
-        !step.contains("cap /other") && step.contains("no CPU limit of its own"),
+        !step.contains("cap /other") && step.contains("has none of its own"),
+        "{step}"
+    );
+    // Nor a cpu.weight on the pod, whose group here has no cpu controller.
+    assert!(
+        !step.contains("give the scope's cgroup more cpu.weight")
+            && step.contains("the scope's own cgroup has no cpu controller"),
         "{step}"
     );
     // Mostly behind tasks that exited: said, and no 0% cgroup named.
