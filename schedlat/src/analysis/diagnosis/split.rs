@@ -364,12 +364,11 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
     let top = h.others.first();
     // The scope's own weight is a remedy only where its group has one.
     let weigh = |than: &str| {
-        cgroups
-            .scope_has_cpu()
-            .then(|| {
-                format!("give the scope's cgroup more cpu.weight (v1: cpu.shares) than {than}, ")
-            })
-            .unwrap_or_default()
+        if cgroups.scope_has_cpu() {
+            format!("give the scope's cgroup more cpu.weight (v1: cpu.shares) than {than}, ")
+        } else {
+            String::new()
+        }
     };
     let mut step = match top {
         _ if h.root.ns > top.map_or(0, |o| o.charge.ns) => ROOT_STEP.to_string(),
