@@ -48,7 +48,11 @@ local lib = import '../lib.libsonnet';
             'for': config.neighbourFor,
             labels: { severity: 'warning' },
             annotations: {
-              summary: '{{ $labels.cgroup }} waits behind {{ $labels.holder_cgroup }}.',
+              // The workloads as their owners know them: namespace/pod,
+              // not a cgroup path of 200 characters; the path where there
+              // is no pod, and the root cgroup said in words.
+              summary: '{{ if $labels.pod }}Pod {{ $labels.namespace }}/{{ $labels.pod }}{{ else }}{{ $labels.cgroup }}{{ end }} waits behind '
+                       + '{{ if $labels.holder_pod }}pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}{{ else if eq $labels.holder_cgroup "/" }}the root cgroup (tasks in no group, kernel threads){{ else }}{{ $labels.holder_cgroup }}{{ end }}.',
               description: 'On {{ $labels.instance }}, {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }} ended with {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} on the CPU; its p99 wait is above '
                            + std.format('%g', config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
                            + std.format('%g', config.ownThrottledShareMax * 100) + '% of its waits.',

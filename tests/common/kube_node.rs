@@ -220,6 +220,60 @@ impl KubeNode {
     }
 }
 
+/// The node's cgroups again in another hierarchy (cgroup v2 beside the
+/// v1 cpu hierarchy on a hybrid host), where the kubelet and the runtimes
+/// make every cgroup too: the same paths. Removed innermost first when
+/// dropped.
+pub(crate) struct Mirror {
+    root: PathBuf,
+    groups: Vec<TestCgroup>,
+}
+
+impl KubeNode {
+    /// The node's cgroups made again under `root`, with the same paths.
+    pub(crate) fn mirror(&self, root: &Path) -> Mirror {
+        let groups = self
+            .groups
+            .iter()
+            .map(|g| TestCgroup::new(root, &test_name(&g.rel)))
+            .collect();
+        Mirror {
+            root: root.to_path_buf(),
+            groups,
+        }
+    }
+
+    /// The directory of the web pod's own cgroup (its container's parent).
+    pub(crate) fn web_pod_dir(&self) -> PathBuf {
+        self.web.dir.parent().unwrap().to_path_buf()
+    }
+}
+
+/// The name `TestCgroup::new` was given for the cgroup at `rel`.
+pub(crate) fn test_name(rel: &str) -> String {
+    let prefix = format!("/schedlat-test-{}-", std::process::id());
+    rel.strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{rel} is no test cgroup"))
+        .to_string()
+}
+
+impl Mirror {
+    /// Moves process `pid` into the mirror's group of path `rel`.
+    pub(crate) fn add(&self, rel: &str, pid: u32) {
+        let dir = self.root.join(rel.trim_start_matches('/'));
+        fs::write(dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", dir.display()));
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        while let Some(group) = self.groups.pop() {
+            drop(group);
+        }
+    }
+}
+
 /// The hierarchy `--cgroups` keys by: v1 cpu on hybrid hosts.
 pub(crate) fn keyed_root() -> PathBuf {
     v1_cpu_root().unwrap_or_else(v2_root)

@@ -2,6 +2,8 @@
 //! schedlat's own options.
 
 mod args;
+#[cfg(test)]
+mod doc_commands;
 pub(crate) mod generate;
 mod groups;
 mod keyed;

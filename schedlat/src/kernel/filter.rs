@@ -225,12 +225,11 @@ impl Filter {
     }
 }
 
-/// Whether a process or thread still runs: it exists and is not a zombie
-/// waiting for its parent to reap it (it will never wait again).
 /// `-c`'s cgroup: a path (absolute, or relative to the cgroup v2 mount,
 /// then to the v1 cpu mount); else a container ID or unique prefix, a pod
-/// UID or a systemd unit (cgroup_by_name.rs).
-fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
+/// UID or a systemd unit (cgroup_by_name.rs). `diagnose` takes its scope
+/// from it too, so that every `-c` takes the same names.
+pub(crate) fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
     let mounts = Mounts::read();
     let as_path = cgroupfs::resolve(&mounts, arg);
     match (&as_path, arg.to_str()) {
@@ -239,6 +238,8 @@ fn cgroup_target(arg: &std::path::Path) -> Result<CgroupTarget, String> {
     }
 }
 
+/// Whether a process or thread still runs: it exists and is not a zombie
+/// waiting for its parent to reap it (it will never wait again).
 pub(crate) fn is_alive(id: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{id}/status")) else {
         return false;

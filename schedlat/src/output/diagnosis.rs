@@ -192,9 +192,11 @@ fn victims_text(out: &mut String, a: &Attribution) {
     for c in t.culprits.iter().take(TOP) {
         // The idle task: what its waits were (those of its longest victim).
         let name = escape::culprit(&c.task, c.other.tgid, &a.throttled);
+        let whose =
+            (a.whose.get(&c.task.tgid)).map_or(String::new(), |w| format!("; {}", w.label()));
         let _ = writeln!(
             out,
-            "     {} ({}): charged {} ({:.0}%) in {} waits, max {}",
+            "     {} ({}{whose}): charged {} ({:.0}%) in {} waits, max {}",
             name,
             task::sched_label(&c.task),
             fmt_ns(c.total_ns),
@@ -230,6 +232,11 @@ fn row_json(row: &Row, a: &Attribution, other: &str) -> serde_json::Value {
     });
     if culprit.tid == 0 {
         v["idle_wait"] = json!(IdleWait::of(victim_pid, &a.throttled));
+    }
+    if other == "max_victim"
+        && let Some(whose) = a.whose.get(&row.task.tgid)
+    {
+        v["whose"] = json!(whose);
     }
     v
 }

@@ -81,17 +81,61 @@ pub fn is_kernel_thread(pid: u32) -> bool {
 /// The name of `culprit`'s cgroup where it is not `victim`'s; None when
 /// they are in the same cgroups everywhere.
 pub fn differs(culprit: &[CgroupLine], victim: &[CgroupLine]) -> Option<String> {
+    differs_in(culprit, victim).map(|d| d.name)
+}
+
+/// Where two tasks' cgroups differ: the culprit's group there, and in
+/// which hierarchy, which says whether a CPU limit can be put on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Differs {
+    /// As [`differs`] names it: the path, or `controllers:path` for a v1
+    /// hierarchy other than the cpu controller's.
+    pub name: String,
+    /// The culprit's path in that hierarchy.
+    pub path: String,
+    pub hierarchy: Which,
+}
+
+/// The hierarchy two tasks' cgroups differ in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The v1 cpu controller's: every group of it is a group of the CPU
+    /// scheduler with its own cpu.shares and cfs quota.
+    V1Cpu,
+    /// cgroup v2: a group has cpu.weight and cpu.max only where its
+    /// parent enables the cpu controller (cgroup.subtree_control).
+    V2,
+    /// Another v1 hierarchy (memory, pids, name=systemd): no CPU limit.
+    Other,
+}
+
+impl Differs {
+    /// The root of its hierarchy: the tasks nobody placed in a group.
+    pub fn is_root(&self) -> bool {
+        self.path == "/"
+    }
+}
+
+/// [`differs`], with where.
+pub fn differs_in(culprit: &[CgroupLine], victim: &[CgroupLine]) -> Option<Differs> {
     let path = |lines: &[CgroupLine], want: &dyn Fn(&CgroupLine) -> bool| {
         lines.iter().find(|l| want(l)).map(|l| l.path.clone())
     };
     let cpu = |l: &CgroupLine| l.controllers.iter().any(|c| c == "cpu");
     let v2 = |l: &CgroupLine| l.hierarchy == 0;
-    for want in [&cpu as &dyn Fn(&CgroupLine) -> bool, &v2] {
+    for (want, hierarchy) in [
+        (&cpu as &dyn Fn(&CgroupLine) -> bool, Which::V1Cpu),
+        (&v2, Which::V2),
+    ] {
         let (c, v) = (path(culprit, want), path(victim, want));
         if let (Some(c), Some(v)) = (c, v)
             && c != v
         {
-            return Some(c);
+            return Some(Differs {
+                name: c.clone(),
+                path: c,
+                hierarchy,
+            });
         }
     }
     culprit
@@ -101,7 +145,20 @@ pub fn differs(culprit: &[CgroupLine], victim: &[CgroupLine]) -> Option<String> 
                 .iter()
                 .any(|v| v.hierarchy == c.hierarchy && v.path != c.path)
         })
-        .map(|c| format!("{}:{}", c.controllers.join(","), c.path))
+        .map(|c| Differs {
+            name: format!("{}:{}", c.controllers.join(","), c.path),
+            path: c.path.clone(),
+            hierarchy: Which::Other,
+        })
+}
+
+/// Whether `path` is `group` or below it.
+fn under(path: &str, group: &str) -> bool {
+    group == "/"
+        || path == group
+        || path
+            .strip_prefix(group)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The cgroups of the tasks a diagnosis names (the culprits of its window
@@ -123,6 +180,15 @@ pub struct TaskCgroups {
     /// What the owners of these cgroups call them, by path, where they
     /// are a container, a pod or a unit (`container shop/web-1/nginx`).
     pub owners: HashMap<String, String>,
+    /// The cgroup v2 paths of these tasks whose parent enables the cpu
+    /// controller (cgroup.subtree_control): the groups that have a
+    /// cpu.max and cpu.weight to set.
+    pub v2_cpu: HashSet<String>,
+    /// The process the scope is (-p): its own threads are no neighbour's.
+    pub scope_pid: Option<u32>,
+    /// The scope is a cgroup and everything below it (-c): a task in any
+    /// of its descendants (a pod's other container) is its own.
+    pub scope_subtree: bool,
 }
 
 impl TaskCgroups {
@@ -131,12 +197,18 @@ impl TaskCgroups {
         scope: Option<Vec<CgroupLine>>,
         tasks: impl IntoIterator<Item = &'a TaskInfo>,
     ) -> TaskCgroups {
-        let groups = CpuGroups::read();
+        let mounts = Mounts::read();
+        let groups = CpuGroups::read(&mounts);
         let roots = NameRoots::under(std::path::Path::new("/"));
         let mut read = TaskCgroups {
             scope,
             ..TaskCgroups::default()
         };
+        for line in read.scope.iter().flatten() {
+            if line.hierarchy == 0 && v2_cpu_enabled(&mounts, &line.path) {
+                read.v2_cpu.insert(line.path.clone());
+            }
+        }
         for task in tasks.into_iter().filter(|t| t.tid != 0) {
             let pid = task.tgid;
             if let Entry::Vacant(entry) = read.by_pid.entry(pid) {
@@ -146,6 +218,9 @@ impl TaskCgroups {
                         && let Some(owner) = owner_of(&line.path, &roots)
                     {
                         read.owners.insert(line.path.clone(), owner);
+                    }
+                    if line.hierarchy == 0 && v2_cpu_enabled(&mounts, &line.path) {
+                        read.v2_cpu.insert(line.path.clone());
                     }
                 }
                 if is_kernel_thread(pid) {
@@ -171,6 +246,64 @@ impl TaskCgroups {
 
     pub fn is_kernel_thread(&self, pid: u32) -> bool {
         self.kernel_threads.contains(&pid)
+    }
+
+    /// Whether process `pid` is the scope's own: the scope's process
+    /// itself (-p), or a task of the scope's cgroup or of a group below it
+    /// (-c: a pod's containers are the pod's). Its cgroups are compared in
+    /// the cgroup v2 and cpu hierarchies the scope is in; a process gone
+    /// by the end of the window is not known to be.
+    pub fn is_own(&self, pid: u32) -> bool {
+        if self.scope_pid == Some(pid) {
+            return true;
+        }
+        let (true, Some(scope), Some(task)) = (self.scope_subtree, &self.scope, self.of(pid))
+        else {
+            return false;
+        };
+        let compared = (scope.iter())
+            .filter(|s| s.hierarchy == 0 || s.controllers.iter().any(|c| c == "cpu"))
+            .filter_map(|s| {
+                let t = task.iter().find(|t| t.hierarchy == s.hierarchy)?;
+                Some(under(&t.path, &s.path))
+            });
+        let mut any = false;
+        for inside in compared {
+            if !inside {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// Whether the scope's cgroup is a group of the CPU scheduler with a
+    /// weight of its own: its v1 cpu group, or its cgroup v2 group where
+    /// the parent enables the cpu controller, is not the root. True for
+    /// the whole system (no scope cgroup to weigh) and when unknown.
+    pub fn scope_has_cpu(&self) -> bool {
+        let Some(lines) = &self.scope else {
+            return true;
+        };
+        lines.iter().any(|l| {
+            l.path != "/"
+                && (l.controllers.iter().any(|c| c == "cpu")
+                    || (l.hierarchy == 0 && self.v2_cpu.contains(&l.path)))
+        })
+    }
+
+    /// Whether a CPU limit (cpu.max, cpu.weight; v1 cfs quota and shares)
+    /// can be set on the group two tasks differ in: a group of the v1 cpu
+    /// hierarchy, or a v2 group whose parent enables the cpu controller;
+    /// never the root (its tasks are the ones nobody placed in a group,
+    /// and the root has no cpu.max).
+    pub fn can_limit(&self, group: &Differs) -> bool {
+        !group.is_root()
+            && match group.hierarchy {
+                Which::V1Cpu => true,
+                Which::V2 => self.v2_cpu.contains(&group.path),
+                Which::Other => false,
+            }
     }
 
     /// A cgroup (a path [`differs`] gave) as its owner knows it:
@@ -216,9 +349,23 @@ struct CpuGroups {
     autogroups: bool,
 }
 
+/// Whether cgroup v2 group `path` has the cpu controller: its parent
+/// lists cpu in cgroup.subtree_control (the root has no cpu.max).
+fn v2_cpu_enabled(mounts: &Mounts, path: &str) -> bool {
+    let (Some(v2), Some((parent, _))) = (&mounts.v2, path.rsplit_once('/')) else {
+        return false;
+    };
+    path != "/"
+        && fs::read_to_string(
+            v2.join(parent.trim_start_matches('/'))
+                .join("cgroup.subtree_control"),
+        )
+        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
+}
+
 impl CpuGroups {
-    fn read() -> CpuGroups {
-        let v2_cpu = Mounts::read().v2.is_some_and(|m| {
+    fn read(mounts: &Mounts) -> CpuGroups {
+        let v2_cpu = mounts.v2.as_ref().is_some_and(|m| {
             fs::read_to_string(m.join("cgroup.subtree_control"))
                 .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
         });
@@ -277,6 +424,56 @@ mod tests {
         // Only another v1 hierarchy differs.
         let d = lines("2:cpu,cpuacct:/\n1:name=systemd:/x\n0::/a\n");
         assert_eq!(differs(&d, &a).as_deref(), Some("name=systemd:/x"));
+    }
+
+    #[test]
+    fn says_where_they_differ_and_whether_it_can_be_limited() {
+        let a = lines("2:cpu,cpuacct:/pod/a\n0::/pod/a\n");
+        let b = lines("2:cpu,cpuacct:/other\n0::/pod/a\n");
+        let root = lines("2:cpu,cpuacct:/\n0::/pod/a\n");
+        let v2 = lines("2:cpu,cpuacct:/pod/a\n0::/x\n");
+        let got = |c: &[CgroupLine]| differs_in(c, &a).unwrap();
+        assert_eq!(got(&b).hierarchy, Which::V1Cpu);
+        assert_eq!(got(&v2).hierarchy, Which::V2);
+        let mut read = TaskCgroups::default();
+        assert!(read.can_limit(&got(&b)));
+        assert!(!read.can_limit(&got(&root)), "never the root");
+        assert!(!read.can_limit(&got(&v2)), "no cpu controller enabled");
+        read.v2_cpu.insert("/x".into());
+        assert!(read.can_limit(&got(&v2)));
+        let other = differs_in(&lines("4:memory:/m\n"), &lines("4:memory:/n\n")).unwrap();
+        assert_eq!(
+            (other.name.as_str(), other.hierarchy),
+            ("memory:/m", Which::Other)
+        );
+        assert!(!read.can_limit(&other));
+    }
+
+    /// A pod's containers are the pod's own; its neighbours, the root and
+    /// a look-alike prefix (`/pod/a` against `/pod/ab`) are not; with -p
+    /// only the process itself is.
+    #[test]
+    fn the_scopes_own_tasks_are_below_its_cgroup_or_its_process() {
+        let mut read = TaskCgroups {
+            scope: Some(lines("2:cpu,cpuacct:/pod\n0::/pod\n")),
+            scope_subtree: true,
+            ..TaskCgroups::default()
+        };
+        for (pid, text) in [
+            (1, "2:cpu,cpuacct:/pod/a\n4:memory:/m\n0::/pod/a\n"),
+            (2, "2:cpu,cpuacct:/pod\n0::/pod\n"),
+            (3, "2:cpu,cpuacct:/podx\n0::/podx\n"),
+            (4, "2:cpu,cpuacct:/\n0::/\n"),
+            (5, "0::/pod/b\n"),
+        ] {
+            read.by_pid.insert(pid, Some(lines(text)));
+        }
+        let own: Vec<u32> = (1..=6).filter(|&p| read.is_own(p)).collect();
+        assert_eq!(own, [1, 2, 5]);
+        read.scope_subtree = false;
+        read.scope_pid = Some(3);
+        let own: Vec<u32> = (1..=6).filter(|&p| read.is_own(p)).collect();
+        assert_eq!(own, [3]);
     }
 
     #[test]

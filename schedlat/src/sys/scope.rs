@@ -76,16 +76,69 @@ impl Cgroup {
         })
     }
 
-    /// TIDs of every thread in the group.
+    /// TIDs of every thread in the group and in its descendants (a pod's
+    /// own cgroup holds no task: its containers' cgroups below it do),
+    /// from whichever hierarchies hold it, each thread once.
     pub fn threads(&self) -> Vec<u32> {
-        let read = |p: PathBuf| fs::read_to_string(p).ok();
-        let text = self
-            .v2
-            .as_ref()
-            .and_then(|d| read(d.join("cgroup.threads")))
-            .or_else(|| self.v1_cpu.as_ref().and_then(|d| read(d.join("tasks"))))
-            .unwrap_or_default();
-        text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+        let mut tids = Vec::new();
+        if let Some(dir) = &self.v2 {
+            subtree_tasks(dir, "cgroup.threads", &mut tids);
+        }
+        if let Some(dir) = &self.v1_cpu {
+            subtree_tasks(dir, "tasks", &mut tids);
+        }
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    }
+
+    /// The group's path relative to the root of each hierarchy holding
+    /// it (`/kubepods.slice/...`): (cgroup v2, v1 cpu).
+    pub fn paths(&self, mounts: &Mounts) -> (Option<String>, Option<String>) {
+        let rel = |dir: &Option<PathBuf>, mount: &Option<PathBuf>| {
+            let rest = dir.as_ref()?.strip_prefix(mount.as_ref()?).ok()?;
+            Some(format!("/{}", rest.display()))
+        };
+        (rel(&self.v2, &mounts.v2), rel(&self.v1_cpu, &mounts.v1_cpu))
+    }
+
+    /// The group's lines as /proc/PID/cgroup would print them for a task
+    /// of the group itself, in the hierarchies it is in (cgroup v2, the v1
+    /// cpu controller's): `like` (any task's lines) gives the hierarchies'
+    /// numbers, the group its paths; so a task in a child of the group (a
+    /// pod's container) reads as below the group, not as the group.
+    pub fn lines(&self, like: Vec<CgroupLine>, mounts: &Mounts) -> Vec<CgroupLine> {
+        let (v2, v1) = self.paths(mounts);
+        like.into_iter()
+            .filter_map(|mut l| {
+                l.path = if l.hierarchy == 0 {
+                    v2.clone()?
+                } else if l.controllers.iter().any(|c| c == "cpu") {
+                    v1.clone()?
+                } else {
+                    return None;
+                };
+                Some(l)
+            })
+            .collect()
+    }
+}
+
+/// Appends the TIDs listed in `file` of `dir` and of every cgroup below it.
+/// A group removed while it is read is skipped: its tasks are gone too.
+fn subtree_tasks(dir: &Path, file: &str, tids: &mut Vec<u32>) {
+    if let Ok(text) = fs::read_to_string(dir.join(file)) {
+        tids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // cgroupfs lists child groups as directories and control files as
+        // regular files; file_type() does not follow links.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            subtree_tasks(&entry.path(), file, tids);
+        }
     }
 }
 
@@ -118,12 +171,26 @@ impl Scope {
     }
 
     /// The scope's cgroups, from a thread alive now (/proc/PID/cgroup); None
-    /// for the whole system.
+    /// for the whole system. A cgroup's are its own paths, whichever of its
+    /// descendants the thread is in (see [`Cgroup::lines`]).
     pub fn cgroup_lines(&self) -> Option<Vec<CgroupLine>> {
         match self {
             Scope::System => None,
             Scope::Process { pid, .. } => cgroup_of::of(*pid),
-            Scope::Cgroup(c) => c.threads().into_iter().find_map(cgroup_of::of),
+            Scope::Cgroup(c) => {
+                let like = (c.threads().into_iter())
+                    .chain([std::process::id()])
+                    .find_map(cgroup_of::of)?;
+                Some(c.lines(like, &Mounts::read()))
+            }
+        }
+    }
+
+    /// The process whose threads are the scope (-p), if it is one.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Scope::Process { pid, .. } => Some(*pid),
+            _ => None,
         }
     }
 
@@ -167,30 +234,49 @@ impl Scope {
         Ok(Scope::Process { pid, comm, cgroup })
     }
 
-    /// PATH absolute, or relative to the cgroup v2 mount or the v1 cpu mount.
-    pub fn for_cgroup(path: &Path, mounts: &Mounts) -> Result<Scope> {
-        let name = path.display().to_string();
-        let under = |mount: &Option<PathBuf>| -> Option<PathBuf> {
-            let mount = mount.as_ref()?;
-            let dir = if path.is_absolute() && path.starts_with(mount) {
-                path.to_path_buf()
-            } else {
-                mount.join(path.strip_prefix("/").unwrap_or(path))
-            };
-            dir.is_dir().then_some(dir)
+    /// The cgroup at `dir` (an absolute directory under a cgroup mount,
+    /// as `-c`'s resolver gives it: kernel/filter.rs), named `name` as the
+    /// user gave it, with its twins: the group of the same path in the
+    /// cgroup v2 and v1 cpu hierarchies. On a hybrid host a container's
+    /// group is in both (the runtime makes it in each), and only v2 has
+    /// its cpu.pressure while v1's cpu hierarchy has its quota.
+    pub fn for_cgroup(name: &str, dir: &Path, mounts: &Mounts) -> Result<Scope> {
+        let all = [&mounts.v2, &mounts.v1_cpu]
+            .into_iter()
+            .flatten()
+            .chain(mounts.v1.iter().map(|(m, _)| m));
+        // The longest mount that holds it (/sys/fs/cgroup/unified, not a
+        // cgroup2 at /sys/fs/cgroup).
+        let Some(mount) = all
+            .filter(|m| dir.starts_with(m))
+            .max_by_key(|m| m.as_os_str().len())
+        else {
+            bail!(
+                "no cgroup {name}: {} is under no cgroup mount",
+                dir.display()
+            );
+        };
+        let rel = dir.strip_prefix(mount).unwrap_or(Path::new(""));
+        let twin = |m: &Option<PathBuf>| {
+            let d = m.as_ref()?.join(rel);
+            d.is_dir().then_some(d)
+        };
+        let path = format!("/{}", rel.display());
+        // A path, as given or relative to a mount, is its own name.
+        let name = if name.trim_start_matches('/') == rel.as_os_str() || Path::new(name) == dir {
+            name.to_string()
+        } else {
+            format!("{name} ({path})")
         };
         let cgroup = Cgroup {
             name: name.clone(),
-            v2: under(&mounts.v2),
-            v1_cpu: under(&mounts.v1_cpu),
+            v2: twin(&mounts.v2),
+            v1_cpu: twin(&mounts.v1_cpu),
         };
         if cgroup.v2.is_none() && cgroup.v1_cpu.is_none() {
-            let looked: Vec<String> = [&mounts.v2, &mounts.v1_cpu]
-                .into_iter()
-                .flatten()
-                .map(|m| m.display().to_string())
-                .collect();
-            bail!("no cgroup {name} (looked under {})", looked.join(" and "));
+            bail!(
+                "cgroup {name} is neither in cgroup v2 nor in the v1 cpu hierarchy (give its path there)"
+            );
         }
         Ok(Scope::Cgroup(cgroup))
     }
@@ -226,8 +312,77 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_cgroup_is_an_error() {
-        let e = Scope::for_cgroup(Path::new("no/such/group"), &Mounts::read()).unwrap_err();
-        assert!(e.to_string().contains("no cgroup no/such/group"), "{e}");
+    fn a_directory_under_no_mount_is_an_error() {
+        let e = Scope::for_cgroup("x", Path::new("/nonexistent/x"), &Mounts::read()).unwrap_err();
+        assert!(e.to_string().contains("no cgroup x"), "{e}");
+    }
+
+    /// A group found in the v1 cpu hierarchy (as `-c` resolves a pod UID on
+    /// a hybrid host) takes its twin of the same path in cgroup v2, where
+    /// its cpu.pressure is; the name says what the user gave and the path.
+    #[test]
+    fn a_v1_group_takes_its_cgroup_v2_twin() {
+        let tmp = std::env::temp_dir().join(format!("schedlat-twin-{}", std::process::id()));
+        let (v1, v2) = (tmp.join("cpu"), tmp.join("unified"));
+        for root in [&v1, &v2] {
+            fs::create_dir_all(root.join("kubepods/pod1")).unwrap();
+        }
+        fs::create_dir_all(v1.join("only-v1")).unwrap();
+        let mounts = Mounts {
+            v2: Some(v2.clone()),
+            v1_cpu: Some(v1.clone()),
+            v1: vec![(v1.clone(), vec!["cpu".into()])],
+        };
+        let pod = Scope::for_cgroup("1234-abcd", &v1.join("kubepods/pod1"), &mounts);
+        let alone = Scope::for_cgroup("only-v1", &v1.join("only-v1"), &mounts);
+        let outside = Scope::for_cgroup("x", &tmp.join("x"), &mounts);
+        fs::remove_dir_all(&tmp).unwrap();
+        let Ok(Scope::Cgroup(pod)) = pod else {
+            panic!("{pod:?}")
+        };
+        assert_eq!(pod.v2, Some(v2.join("kubepods/pod1")));
+        assert_eq!(pod.v1_cpu, Some(v1.join("kubepods/pod1")));
+        assert_eq!(pod.name, "1234-abcd (/kubepods/pod1)");
+        assert_eq!(
+            pod.paths(&mounts),
+            (Some("/kubepods/pod1".into()), Some("/kubepods/pod1".into()))
+        );
+        let Ok(Scope::Cgroup(alone)) = alone else {
+            panic!("{alone:?}")
+        };
+        assert_eq!((alone.v2, alone.name.as_str()), (None, "only-v1"));
+        assert!(outside.is_err());
+    }
+
+    /// A group's subtree is read: the threads of its children count, and
+    /// its lines carry its own path, not its child's.
+    #[test]
+    fn a_groups_threads_are_its_subtrees_and_its_lines_its_own() {
+        let dir = std::env::temp_dir().join(format!("schedlat-scope-{}", std::process::id()));
+        let child = dir.join("child/grandchild");
+        fs::create_dir_all(&child).unwrap();
+        fs::write(dir.join("tasks"), "").unwrap();
+        fs::write(dir.join("child/tasks"), "7\n8\n").unwrap();
+        fs::write(child.join("tasks"), "9\n7\n").unwrap();
+        let mounts = Mounts {
+            v1_cpu: Some(std::env::temp_dir()),
+            ..Mounts::default()
+        };
+        let group = Cgroup {
+            name: "g".into(),
+            v2: None,
+            v1_cpu: Some(dir.clone()),
+        };
+        let threads = group.threads();
+        let rel = format!("/schedlat-scope-{}", std::process::id());
+        let like =
+            procfs::parse_proc_cgroup(&format!("3:cpu,cpuacct:{rel}/child\n4:memory:/m\n0::/x\n"))
+                .unwrap();
+        let lines = group.lines(like, &mounts);
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(threads, [7, 8, 9]);
+        // Only the hierarchy the group is in, with its own path.
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0].path, rel);
     }
 }

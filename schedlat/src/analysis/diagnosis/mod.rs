@@ -15,6 +15,10 @@
 //!   tables;
 //! - `decision.rs`: what the scheduler decided for the slow waits (the
 //!   decision split) and the remedy that fits the rule;
+//! - `holders.rs`: whose the culprits in other cgroups were: the scope's
+//!   own, the root cgroup's own tasks, exited, or another cgroup;
+//! - `whose.rs`: a culprit that is a kernel thread, the scope's own, the
+//!   root cgroup's own task or exited, as the report names it;
 //! - `split.rs`: what the cause split of the waits names (neighbours,
 //!   placement, steal, interrupts, throttling);
 //! - `selfcheck.rs`: eBPF's total against schedstat's run_delay.
@@ -23,6 +27,7 @@ pub(crate) mod capacity;
 pub(crate) mod decision;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub(crate) mod holders;
 pub(crate) mod named;
 pub(crate) mod priority;
 pub(crate) mod selfcheck;
@@ -30,3 +35,4 @@ pub(crate) mod split;
 pub(crate) mod traced;
 pub(crate) mod verdict;
 pub(crate) mod waiting;
+pub(crate) mod whose;

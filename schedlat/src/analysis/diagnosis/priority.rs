@@ -11,6 +11,7 @@ use schedlat_common::victims::TaskInfo;
 use super::{
     named::Diagnosis,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
+    whose::{self, Whose},
 };
 use crate::{
     analysis::{
@@ -42,6 +43,9 @@ pub(crate) struct Attribution {
     /// Processes whose cgroup was throttled in the window: their waits that
     /// ended on an idle CPU were throttling (task::IdleWait).
     pub throttled: std::collections::HashSet<u32>,
+    /// Culprit processes that are kernel threads, the scope's own, the
+    /// root cgroup's own or exited (whose.rs), as the report names them.
+    pub whose: std::collections::HashMap<u32, Whose>,
 }
 
 /// A culprit that won by rule, and the wait charged to it.
@@ -86,11 +90,13 @@ impl Attribution {
             .filter(|o| o.edge != Edge::Weight || !in_other_groups(&o.culprit, &o.victim, cgroups))
             .collect();
         outranking.sort_by_key(|o| std::cmp::Reverse(o.charged_ns));
+        let whose = whose::of(&tables, cgroups);
         Attribution {
             tables,
             overflow,
             outranking,
             throttled: std::collections::HashSet::new(),
+            whose,
         }
     }
 

@@ -6,9 +6,8 @@
 //! its numbers pass a threshold below, stated with its reason here and in
 //! docs/diagnose.md; the evidence gives the numbers.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::{
+    holders::Holders,
     named::Diagnosis,
     priority::Attribution,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
@@ -16,10 +15,10 @@ use super::{
 use crate::{
     analysis::{
         causes::{Causes, Counted, Summary},
-        fmt_ns, task,
+        fmt_ns,
     },
     sys::{
-        cgroup_of::{self, TaskCgroups},
+        cgroup_of::{TaskCgroups, Which},
         findings::Findings,
     },
 };
@@ -80,9 +79,22 @@ pub(crate) fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
     if waited < NEGLIGIBLE {
         return;
     }
+    // The split's "other cgroup" is the kernel's: another css_set than the
+    // waiter's. A pod's own other containers are that too, and its waits
+    // behind them are its own: they move to the inside, by their share of
+    // the culprits in other groups (time charged by the victims tables).
+    let holders = a.map(|a| Holders::of(a, e.cgroups));
+    let own = holders.as_ref().map_or(0.0, Holders::own_share);
+    let other = split.held_by.other_cgroup;
+    let moved = scaled(other, own);
+    let classes = Classes {
+        same: plus(split.held_by.same_cgroup, moved),
+        other: minus(other, moved),
+        own: moved,
+    };
     let found = [
-        same_cgroup(split, waited, a, e.cgroups),
-        other_cgroup(split, waited, a, e.cgroups),
+        same_cgroup(split, &classes, waited, a, e.cgroups, holders.as_ref()),
+        other_cgroup(split, &classes, waited, a, e.cgroups, holders.as_ref()),
         placement(split, waited),
         overlap(split, waited, "steal", split.overlap.steal_ns),
         overlap(split, waited, "IRQ", split.overlap.irq_ns),
@@ -90,6 +102,38 @@ pub(crate) fn add(causes: &mut Vec<Diagnosis>, f: &Findings, e: &Evidence) {
     causes.extend(found.into_iter().flatten());
     throttled(causes, split, waited);
     causes.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+}
+
+/// The held-by classes as the diagnosis counts them: the split's same
+/// and other cgroup, with the waits behind the scope's own tasks in other
+/// groups (`own`) moved from the second to the first.
+struct Classes {
+    same: Counted,
+    other: Counted,
+    own: Counted,
+}
+
+/// `share` of a class's waits and time.
+fn scaled(c: Counted, share: f64) -> Counted {
+    let of = |n: u64| (n as f64 * share.clamp(0.0, 1.0)).round() as u64;
+    Counted {
+        count: of(c.count),
+        sum_ns: of(c.sum_ns),
+    }
+}
+
+fn plus(a: Counted, b: Counted) -> Counted {
+    Counted {
+        count: a.count + b.count,
+        sum_ns: a.sum_ns + b.sum_ns,
+    }
+}
+
+fn minus(a: Counted, b: Counted) -> Counted {
+    Counted {
+        count: a.count.saturating_sub(b.count),
+        sum_ns: a.sum_ns.saturating_sub(b.sum_ns),
+    }
 }
 
 fn pct(share: f64) -> String {
@@ -159,11 +203,13 @@ const IN_GROUP_STEP: &str = "the group has more runnable work than CPU: fewer ru
 /// advice of its own.
 fn same_cgroup(
     split: &Causes,
+    classes: &Classes,
     waited: f64,
     a: Option<&Attribution>,
     cgroups: &TaskCgroups,
+    holders: Option<&Holders>,
 ) -> Option<Diagnosis> {
-    let class = split.held_by.same_cgroup;
+    let class = classes.same;
     let h = dominant(split, class)?;
     let peers = a.map_or(1.0, |a| 1.0 - a.outranking_share());
     let own = own_cgroup(cgroups);
@@ -179,12 +225,27 @@ fn same_cgroup(
         name: "contention inside the cgroup",
         strength: waited * h.unthrottled * peers,
         evidence: format!(
-            "{}: the group's tasks wait for each other; {}",
+            "{}: the group's tasks wait for each other{}; {}",
             held_share(split, class, &h, &whose),
+            own_note(classes, holders),
             began(split)
         ),
         next_step: next_step.into(),
     })
+}
+
+/// "; N waits of it behind the scope's own tasks in groups below it" where
+/// some of the split's other-cgroup waits were the scope's own.
+fn own_note(classes: &Classes, holders: Option<&Holders>) -> String {
+    match holders {
+        Some(h) if classes.own.count > 0 => format!(
+            " (of it {} in about {} waits behind the scope's own tasks in other groups below it, as a pod's other containers: {})",
+            fmt_ns(classes.own.sum_ns),
+            classes.own.count,
+            h.own.names()
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The waiters' cgroup, to name it: the scope's (a process's or a
@@ -202,45 +263,21 @@ fn own_cgroup(cgroups: &TaskCgroups) -> Option<String> {
 
 fn other_cgroup(
     split: &Causes,
+    classes: &Classes,
     waited: f64,
     a: Option<&Attribution>,
     cgroups: &TaskCgroups,
+    holders: Option<&Holders>,
 ) -> Option<Diagnosis> {
-    let class = split.held_by.other_cgroup;
+    let class = classes.other;
     let h = dominant(split, class)?;
-    let others = a.map_or_else(Vec::new, |a| other_cgroups(a, cgroups));
-    let (who, step) = match others.first() {
-        Some(top) => {
-            let waited_ns = a.map_or(0, |a| a.tables.waited_ns).max(1);
-            let named: Vec<String> = others
-                .iter()
-                .map(|o| {
-                    format!(
-                        "{} ({}: {}, {} of the scope's measured wait)",
-                        cgroups.owner(&o.path),
-                        o.comms.join(", "),
-                        fmt_ns(o.charged_ns),
-                        pct(o.charged_ns as f64 / waited_ns as f64)
-                    )
-                })
-                .collect();
-            (
-                format!("the other cgroups charged with most: {}", named.join(", ")),
-                match cgroups.owners.get(&top.path) {
-                    Some(owner) => format!(
-                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {owner}, cap it (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
-                        top.path
-                    ),
-                    None => format!(
-                        "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {0}, cap {0} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
-                        top.path
-                    ),
-                },
-            )
+    let (who, step) = match (a, holders) {
+        (Some(a), Some(holders)) if holders.total_ns() > 0 => {
+            neighbours(holders, cgroups, a.tables.waited_ns.max(1))
         }
-        None => (
+        _ => (
             "the culprits' cgroups could not be read (gone by the end of the window, or no victims tables)".into(),
-            "give the scope's cgroup more cpu.weight than its neighbours, cap them (cpu.max), or keep them on different CPUs (cpuset)".into(),
+            "give the scope's cgroup more cpu.weight than its neighbours, cap them (cpu.max, where their parent enables the cpu controller), or keep them on different CPUs (cpuset)".into(),
         ),
     };
     Some(Diagnosis {
@@ -258,48 +295,128 @@ fn other_cgroup(
 /// Other cgroups named in the evidence, most charged first.
 const OTHER_CGROUPS: usize = 3;
 
-/// An other cgroup charged with the scope's wait, from the culprits table.
-struct OtherCgroup {
-    path: String,
-    charged_ns: u64,
-    /// Its culprits' comms (a few).
-    comms: Vec<String>,
-}
+/// A holder is named in the evidence when charged with at least this
+/// share of the scope's measured wait: "0%" names nobody.
+const NAMED: f64 = 0.005;
 
-/// Culprits grouped by their cgroup where it is not that of the victim
-/// they made wait longest (the kernel's same-cgroup test, per culprit; the
-/// scope's cgroup when that victim is gone), the OTHER_CGROUPS charged with
-/// most; idle tasks and kernel threads are no cgroup's. The cgroups are
-/// read at the end of the window: a culprit gone by then is not counted.
-fn other_cgroups(a: &Attribution, cgroups: &TaskCgroups) -> Vec<OtherCgroup> {
-    let mut groups: BTreeMap<String, (u64, BTreeSet<String>)> = BTreeMap::new();
-    for c in &a.tables.culprits {
-        let pid = c.task.tgid;
-        if c.task.tid == 0 || c.other.tid == 0 || cgroups.is_kernel_thread(pid) {
-            continue;
-        }
-        let victim = cgroups.of(c.other.tgid).or(cgroups.scope.as_deref());
-        let (Some(culprit), Some(victim)) = (cgroups.of(pid), victim) else {
-            continue;
-        };
-        if let Some(path) = cgroup_of::differs(culprit, victim) {
-            let group = groups.entry(path).or_default();
-            group.0 += c.total_ns;
-            group.1.insert(task::comm(&c.task));
-        }
-    }
-    let mut others: Vec<OtherCgroup> = groups
-        .into_iter()
-        .map(|(path, (charged_ns, comms))| OtherCgroup {
-            path,
-            charged_ns,
-            comms: comms.into_iter().take(3).collect(),
+/// Who the neighbours were and what to do about them: the other cgroups
+/// charged with most, the root cgroup's own tasks and the exited ones
+/// named as such; the next step acts on the one charged with most, and
+/// limits a group only where a limit can be set (never the root, nor a
+/// group without the cpu controller).
+fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, String) {
+    let share = |ns: u64| ns as f64 / waited_ns as f64;
+    let mut named: Vec<(u64, String)> = (h.others.iter())
+        .take(OTHER_CGROUPS)
+        .filter(|o| share(o.charge.ns) >= NAMED)
+        .map(|o| {
+            (
+                o.charge.ns,
+                format!(
+                    "{} ({}: {}, {} of the scope's measured wait)",
+                    cgroups.owner(&o.group.name),
+                    o.charge.names(),
+                    fmt_ns(o.charge.ns),
+                    pct(share(o.charge.ns))
+                ),
+            )
         })
         .collect();
-    others.sort_by_key(|o| std::cmp::Reverse(o.charged_ns));
-    others.truncate(OTHER_CGROUPS);
-    others
+    if share(h.root.ns) >= NAMED {
+        named.push((
+            h.root.ns,
+            format!(
+                "the root cgroup's own tasks, which no service manager placed in a group ({}: {}, {})",
+                h.root.names(),
+                fmt_ns(h.root.ns),
+                pct(share(h.root.ns))
+            ),
+        ));
+    }
+    named.sort_by_key(|(ns, _)| std::cmp::Reverse(*ns));
+    let mut who = if named.is_empty() {
+        "no other cgroup was charged with a share of it".to_string()
+    } else {
+        format!(
+            "the other cgroups charged with most: {}",
+            named
+                .into_iter()
+                .map(|(_, n)| n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let exited = h.exited.ns as f64 / h.total_ns().max(1) as f64;
+    if exited > 0.5 {
+        who = format!(
+            "most of it was charged to tasks that have exited ({} of {}: {}; their cgroups can no longer be read); {who}",
+            fmt_ns(h.exited.ns),
+            fmt_ns(h.total_ns()),
+            h.exited.names()
+        );
+    } else if share(h.exited.ns) >= NAMED {
+        who = format!(
+            "{who}; tasks that have exited: {} ({})",
+            fmt_ns(h.exited.ns),
+            h.exited.names()
+        );
+    }
+    let top = h.others.first();
+    // The scope's own weight is a remedy only where its group has one.
+    let weigh = |than: &str| {
+        if cgroups.scope_has_cpu() {
+            format!("give the scope's cgroup more cpu.weight (v1: cpu.shares) than {than}, ")
+        } else {
+            String::new()
+        }
+    };
+    let mut step = match top {
+        _ if h.root.ns > top.map_or(0, |o| o.charge.ns) => ROOT_STEP.to_string(),
+        Some(o) if cgroups.can_limit(&o.group) => match cgroups.owners.get(&o.group.name) {
+            Some(owner) => {
+                // "than X, cap it": the owner's name once, its path where
+                // the cap is set.
+                let weigh = weigh(owner);
+                let it = if weigh.is_empty() {
+                    owner.as_str()
+                } else {
+                    "it"
+                };
+                format!(
+                    "{weigh}cap {it} (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
+                    o.group.name
+                )
+            }
+            None => format!(
+                "{}cap {} (cpu.max, v1: cpu.cfs_quota_us), or keep them on different CPUs (cpuset)",
+                weigh(&o.group.name),
+                o.group.name
+            ),
+        },
+        Some(o) => format!(
+            "{}keep them on different CPUs (cpuset), or limit the nearest ancestor of {} that has a CPU limit: it has none of its own ({})",
+            weigh("the neighbours' group"),
+            cgroups.owner(&o.group.name),
+            match o.group.hierarchy {
+                Which::V2 =>
+                    "its parent does not enable the cpu controller in cgroup.subtree_control",
+                _ => "it is in a hierarchy without the cpu controller",
+            }
+        ),
+        None => format!(
+            "{}keep the neighbours on different CPUs (cpuset)",
+            weigh("theirs")
+        ),
+    };
+    if !cgroups.scope_has_cpu() {
+        step.push_str("; the scope's own cgroup has no cpu controller (no cpu.weight of its own): to weigh it against them, place it in a group that has one");
+    }
+    (who, step)
 }
+
+/// What to do about the root cgroup's own tasks: they are in no group, so
+/// there is no group to cap (the root has no cpu.max).
+const ROOT_STEP: &str = "the root cgroup's own tasks are in no group, so no group limits them (the root has no cpu.max): give them one (a systemd unit or slice, e.g. `systemd-run --scope -p CPUWeight=20 CMD`, or a cgroup with cpu.weight), renice them (nice 19), or keep them on other CPUs (taskset, cpuset)";
 
 fn placement(split: &Causes, waited: f64) -> Option<Diagnosis> {
     let (same, migrated) = (&split.placement.same_cpu, &split.placement.migrated);

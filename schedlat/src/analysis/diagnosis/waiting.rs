@@ -103,9 +103,13 @@ pub(crate) fn scope_waited(f: &Findings, ebpf: Option<EbpfWaiting>) -> f64 {
 pub(crate) fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Shape>) -> Waiting {
     let window = fmt_ns(f.window_ns);
     let psi = f.scope_psi();
-    if !f.schedstat_works && psi.is_none() {
+    if !f.schedstat_works && psi.is_none() && ebpf.is_none() {
         return Waiting::Unknown {
-            reason: "schedstat reads zero (CONFIG_SCHED_INFO off?) and PSI is unavailable (psi=0 or CONFIG_PSI off): this kernel does not say how long tasks waited".into(),
+            reason: format!(
+                "{} and {}: nothing here says how long its tasks waited",
+                no_schedstat(f),
+                no_psi(f)
+            ),
         };
     }
     let mut evidence = Vec::new();
@@ -145,8 +149,13 @@ pub(crate) fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Sh
             }
         ));
     } else {
-        evidence
-            .push("schedstat reads zero on this kernel (CONFIG_SCHED_INFO off?): not used".into());
+        evidence.push(format!("{}: not used", no_schedstat(f)));
+        if let Some(e) = ebpf {
+            evidence.push(format!(
+                "eBPF measured the scope's waits at {:.1}% of its CPUs' time",
+                e.scope * 100.0
+            ));
+        }
     }
     if let Some((share, avg10)) = psi {
         let whose = if f.psi_cgroup.is_some() {
@@ -193,6 +202,29 @@ pub(crate) fn waiting(f: &Findings, ebpf: Option<EbpfWaiting>, shape: Option<&Sh
     }
 }
 
+/// Why schedstat gave no numbers: a scope without threads (a pod's
+/// cgroup whose containers are gone, an empty group) has none to read,
+/// which says nothing of the kernel; threads that all read zero do.
+fn no_schedstat(f: &Findings) -> &'static str {
+    if f.threads == 0 && !f.system_scope {
+        "the scope had no threads at the end of the window (an empty cgroup, or its tasks exited): schedstat has none to read"
+    } else {
+        "schedstat reads zero on this kernel (CONFIG_SCHED_INFO off?)"
+    }
+}
+
+/// Why there is no PSI of the scope: the kernel keeps none (no system PSI
+/// either), or the scope has none of its own (a process in the root
+/// cgroup, a group only in a cgroup v1 hierarchy, which keeps no
+/// cpu.pressure).
+fn no_psi(f: &Findings) -> &'static str {
+    if f.psi_system.is_none() {
+        "PSI is unavailable (psi=0 or CONFIG_PSI off)"
+    } else {
+        "the scope has no PSI of its own (the root cgroup, or a group only in a cgroup v1 hierarchy)"
+    }
+}
+
 impl Waiting {
     /// Whether the causes are looked for: waiting that matters, or no
     /// numbers to say it does not. Negligible or short waiting has no
@@ -215,6 +247,33 @@ mod tests {
             most_task: Some(share),
             scope: share,
         }
+    }
+
+    /// A pod's cgroup whose containers are gone: no threads is not a
+    /// kernel without schedstat, and the system's PSI is no sign that PSI
+    /// is off.
+    #[test]
+    fn a_scope_without_threads_blames_no_kernel_option() {
+        let f = Findings {
+            schedstat_works: false,
+            threads: 0,
+            top_waiters: Vec::new(),
+            system_scope: false,
+            ..findings()
+        };
+        match waiting(&f, None, None) {
+            Waiting::Unknown { reason } => {
+                assert!(reason.contains("no threads"), "{reason}");
+                assert!(reason.contains("no PSI of its own"), "{reason}");
+                assert!(!reason.contains("CONFIG_"), "{reason}");
+            }
+            w => panic!("{w:?}"),
+        }
+        // eBPF's numbers stand where schedstat has none.
+        assert!(matches!(
+            waiting(&f, Some(ebpf(0.2)), None),
+            Waiting::Significant { .. }
+        ));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::{
     commands::{UsageError, session::Signals, stdout},
     histogram::Unit,
     kernel::{
-        filter::{Filter, FilterSpec},
+        filter::{self, Filter, FilterSpec},
         loader::KernelAccess,
         modes::DEFAULT_MAX_TASKS,
         privileges,
@@ -149,7 +149,12 @@ fn scope_of(filter: &FilterSpec) -> Result<Scope> {
             return Err(UsageError("give either -p PID or -c PATH, not both".into()).into());
         }
         (Some(pid), None) => Scope::for_process(pid, &mounts)?,
-        (None, Some(path)) => Scope::for_cgroup(path, &mounts)?,
+        (None, Some(arg)) => {
+            // The resolver every `-c` uses: a path, a container ID or
+            // prefix, a pod UID (either spelling), a unit or slice.
+            let target = filter::cgroup_target(arg).map_err(anyhow::Error::msg)?;
+            Scope::for_cgroup(&arg.display().to_string(), &target.dir, &mounts)?
+        }
         (None, None) => Scope::System,
     })
 }
@@ -222,6 +227,8 @@ impl Tracing {
                 let throttled = throttled_pids(throttle, &tables);
                 let tasks = tables.culprits.iter().flat_map(|r| [&r.task, &r.other]);
                 cgroups = TaskCgroups::read(scope.cgroup_lines(), tasks);
+                cgroups.scope_pid = scope.pid();
+                cgroups.scope_subtree = matches!(scope, Scope::Cgroup(_));
                 let c = &interval.counters;
                 let overflow = (c.victims_overflow, c.culprits_overflow);
                 let mut a = Attribution::new(tables, overflow, &cgroups);

@@ -181,6 +181,9 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
         .into_iter()
         .collect(),
         kernel_threads: [52].into_iter().collect(),
+        v2_cpu: ["/batch".to_string(), "/app".to_string()]
+            .into_iter()
+            .collect(),
         ..TaskCgroups::default()
     };
     let a = Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0), &cgroups);
@@ -212,6 +215,7 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
         scope: cgroups.scope.clone(),
         by_pid: cgroups.by_pid.clone(),
         kernel_threads: cgroups.kernel_threads.clone(),
+        v2_cpu: cgroups.v2_cpu.clone(),
         ..TaskCgroups::default()
     };
     named
@@ -553,4 +557,100 @@ fn throttled_waits_are_not_a_noisy_neighbour() {
         c[0].evidence
     );
     assert!((c[0].strength - 0.45).abs() < 1e-9, "{c:?}");
+}
+
+/// Issue 42: a pod (`/pod`) whose container waited behind the pod's own
+/// other container has no noisy neighbour: the waits move inside the
+/// pod; behind the root cgroup's own tasks the step is never to cap `/`;
+/// behind a group without the cpu controller, never a cpu.max on it; a
+/// culprit that exited is counted as such.
+#[test]
+fn own_containers_are_no_neighbour_and_no_step_caps_the_root() {
+    use schedlat_common::victims::WaitStats;
+
+    use crate::{
+        analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::procfs::parse_proc_cgroup,
+    };
+    let victim = task(40, 40, "web", 0, 0, 0);
+    let row = |pid, comm, total_ns| WaitStats {
+        task: task(pid, pid, comm, 0, 0, 0),
+        count: 10,
+        total_ns,
+        max_other: victim,
+        ..Default::default()
+    };
+    let lines = |path: &str| Some(parse_proc_cgroup(&format!("0::{path}\n")).unwrap());
+    let cgroups = |culprit: &str| TaskCgroups {
+        scope: lines("/pod"),
+        scope_subtree: true,
+        by_pid: [(40, lines("/pod/a")), (50, lines(culprit)), (60, None)]
+            .into_iter()
+            .collect(),
+        ..TaskCgroups::default()
+    };
+    let diagnose = |cgroups: &TaskCgroups, rows: &[WaitStats]| {
+        let victims = [WaitStats {
+            task: victim,
+            count: 100,
+            total_ns: 1_000,
+            ..Default::default()
+        }];
+        let a = Attribution::new(rank(&victims, rows, SortKey::Total, 0), (0, 0), cgroups);
+        let split = held(10, 80);
+        let mut causes = Vec::new();
+        let e = Evidence {
+            split: &split,
+            attribution: Some(&a),
+            ebpf: NO_EBPF_WAIT,
+            cgroups,
+        };
+        add(&mut causes, &findings(0.4), &e);
+        causes
+    };
+    // Behind the pod's own sidecar: inside the pod, no neighbour.
+    let own = diagnose(&cgroups("/pod/b"), &[row(50, "sidecar", 900)]);
+    let names: Vec<&str> = own.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["contention inside the cgroup"], "{own:?}");
+    assert!(own[0].evidence.contains("sidecar"), "{}", own[0].evidence);
+    // Behind the root cgroup's own tasks: named so, and never "cap /".
+    let root = diagnose(&cgroups("/"), &[row(50, "loop", 900)]);
+    assert_eq!(root[0].name, "noisy neighbour (other cgroups)");
+    assert!(
+        root[0].evidence.contains("the root cgroup's own tasks"),
+        "{}",
+        root[0].evidence
+    );
+    let step = &root[0].next_step;
+    assert!(
+        !step.contains("cap /") && step.contains("no cpu.max"),
+        "{step}"
+    );
+    // Behind a v2 group whose parent does not enable cpu: no cpu.max on it.
+    let plain = diagnose(&cgroups("/other"), &[row(50, "hog", 900)]);
+    let step = &plain[0].next_step;
+    assert!(
+        !step.contains("cap /other") && step.contains("has none of its own"),
+        "{step}"
+    );
+    // Nor a cpu.weight on the pod, whose group here has no cpu controller.
+    assert!(
+        !step.contains("give the scope's cgroup more cpu.weight")
+            && step.contains("the scope's own cgroup has no cpu controller"),
+        "{step}"
+    );
+    // Mostly behind tasks that exited: said, and no 0% cgroup named.
+    let gone = diagnose(
+        &cgroups("/other"),
+        &[row(60, "gone", 900), row(50, "hog", 1)],
+    );
+    let evidence = &gone[0].evidence;
+    assert!(
+        evidence.contains("most of it was charged to tasks that have exited")
+            && !evidence.contains("/other"),
+        "{evidence}"
+    );
 }
