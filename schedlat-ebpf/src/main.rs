@@ -212,8 +212,10 @@ fn btf_switch<const D: bool>(
         (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
-    )?;
-    Some((prev, next, ended))
+    );
+    // Pairs on: prev's run, for the charges of the waits it held up.
+    workload::switched(prev);
+    Some((prev, next, ended?))
 }
 
 // tp_btf: cgroup_mkdir(struct cgroup *cgrp, const char *path); attached
