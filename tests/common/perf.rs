@@ -250,13 +250,20 @@ pub(crate) fn parse_sched_script(text: &str) -> Vec<SchedEvent> {
 
 /// From `events`, the waits of `pid` on `cpu` (from its wakeup, or its
 /// switch-out still runnable, to its switch-in there): per task that ran
-/// on `cpu` during them, its time inside them (ns).
+/// on `cpu` during them, its time inside them (ns), over the last `reach`
+/// runs before each switch-in at most (the run it ends included), as
+/// schedlat's record of a CPU's recent runs reaches; and the time of the
+/// waits beyond that reach.
 pub(crate) fn ran_during_waits(
     events: &[SchedEvent],
     pid: u32,
     cpu: usize,
-) -> std::collections::HashMap<u32, u64> {
+    reach: usize,
+) -> (std::collections::HashMap<u32, u64>, u64) {
     let mut ran = std::collections::HashMap::new();
+    let mut beyond = 0;
+    // The CPU's runs, newest last: (since, until, task).
+    let mut runs: std::collections::VecDeque<(u64, u64, u32)> = Default::default();
     let (mut waiting_since, mut running, mut since) = (None::<u64>, None::<u32>, 0);
     for event in events {
         match *event {
@@ -270,8 +277,23 @@ pub(crate) fn ran_during_waits(
                 prev_runnable,
                 next,
             } if c == cpu => {
-                if let (Some(start), Some(holder)) = (waiting_since, running) {
-                    *ran.entry(holder).or_default() += at_ns.saturating_sub(since.max(start));
+                if let Some(holder) = running {
+                    runs.push_back((since, at_ns, holder));
+                    if runs.len() > reach {
+                        runs.pop_front();
+                    }
+                }
+                if let (true, Some(start)) = (next == pid, waiting_since) {
+                    let mut left = at_ns.saturating_sub(start);
+                    for &(from, until, holder) in runs.iter().rev() {
+                        let part = until.saturating_sub(from.max(start)).min(left);
+                        *ran.entry(holder).or_default() += part;
+                        left -= part;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                    beyond += left;
                 }
                 if next == pid {
                     waiting_since = None;
@@ -284,5 +306,5 @@ pub(crate) fn ran_during_waits(
             _ => {}
         }
     }
-    ran
+    (ran, beyond)
 }
