@@ -29,11 +29,12 @@ pub const HOLDER_UNAPPORTIONED: u64 = u64::MAX;
 /// Runs each CPU remembers for the charge: a wait is apportioned over at
 /// most this many runs of other tasks and the run that ends it (the rest
 /// of it, further back, is [`HOLDER_UNAPPORTIONED`]). A power of two: the
-/// ring's index is masked. Measured on one CPU with a 1 ms sleeper, three
-/// busy loops at nice 0, 3 and 6 and a build's tasks beside them (load
-/// 7-8 on 2 CPUs), 5 s each: with 16 runs, 4.3-5.5% of the wait time was
-/// unapportioned (2-4% of the waits: the nice 6 loop's, up to 80 ms
-/// long); with 32, 0.3-0.6% (0.1-0.3% of the waits). Each run costs the
+/// ring's index is masked. Measured on one CPU with a 1 ms sleeper and
+/// three busy loops at nice 0, 3 and 6 beside other builds and tests
+/// (load 7-11 on 2 CPUs), 5 s rounds: with 16 runs, 4.0-5.5% of their
+/// wait time was unapportioned in most rounds (the nice 6 loop's waits,
+/// up to 80 ms); with 32, 0.3-2.4%; either up to 40% in a round where
+/// another test's many short tasks shared the CPU. Each run costs the
 /// verifier about 134 instructions (sched_switch with `--cgroups
 /// --pairs`: 20,364 with 16, 22,508 with 32) and 24 bytes per CPU.
 pub const RING_SWITCHES: usize = 32;
