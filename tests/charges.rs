@@ -89,7 +89,15 @@ fn one_interval<T>(parent: &TestCgroup, mut during: impl FnMut() -> T) -> (Value
     let secs = SECONDS.to_string();
     let path = parent.path();
     let args = [
-        "--cgroups", "--pairs", "--top", "0", "-c", &path, "--json", &secs, "1",
+        "--cgroups",
+        "--pairs",
+        "--top",
+        "0",
+        "-c",
+        &path,
+        "--json",
+        &secs,
+        "1",
     ];
     let tracer = TracerProcess::start(SCHEDLAT, &args);
     let first = during();

@@ -175,7 +175,9 @@ pub extern "C" fn schedlat_pairs_at_switch(
     let tag = now ^ (u64::from(cpu()) << 52);
     let mut left = wait;
     let mut full = 0;
-    if moved == 0 && let Some(ring) = SWITCHES.get_ptr(0) {
+    if moved == 0
+        && let Some(ring) = SWITCHES.get_ptr(0)
+    {
         // SAFETY: per-CPU value, no nesting (counters()).
         let ring = unsafe { &*ring };
         let newest = ring.next;
@@ -233,7 +235,13 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
 /// counted as overflow), else 0. Global, as the walk.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn schedlat_pair_charge(victim: u64, holder: u64, ns: u64, wait: u64, tag: u64) -> u64 {
+pub extern "C" fn schedlat_pair_charge(
+    victim: u64,
+    holder: u64,
+    ns: u64,
+    wait: u64,
+    tag: u64,
+) -> u64 {
     let key = PairKey { victim, holder };
     let Some(stats) = pair_stats(&key) else {
         if let Some(c) = counters() {

@@ -180,7 +180,10 @@ fn a_sleeper_beside_another_groups_hogs_waits_behind_that_group() {
     // counts the waits it took part in, so every wait is counted at least
     // once and no pair counts more waits than there were.
     assert_eq!(total.sum_ns, key.sum_ns, "pairs {of_victim:?}");
-    assert!(total.count >= key_count, "pairs {of_victim:?}: {key_count} waits");
+    assert!(
+        total.count >= key_count,
+        "pairs {of_victim:?}: {key_count} waits"
+    );
     assert!(
         of_victim.iter().all(|(_, c)| c.count <= key_count),
         "pairs {of_victim:?}: {key_count} waits"
@@ -245,7 +248,8 @@ fn a_full_table_counts_the_rest_as_overflow() {
     assert!(reading.pairs.len() <= 2);
     assert!(reading.overflow.count > 0, "no overflow with 2 pairs");
     // Every wait's time is charged, to a pair or to the overflow.
-    let charged = reading.pairs.iter().map(|(_, c)| c.sum_ns).sum::<u64>() + reading.overflow.sum_ns;
+    let charged =
+        reading.pairs.iter().map(|(_, c)| c.sum_ns).sum::<u64>() + reading.overflow.sum_ns;
     // The total and the table are read one after the other, while the
     // rest of the machine waits too.
     assert!(
