@@ -215,22 +215,20 @@ fn a_flat_queue_charges_each_loop_by_its_run_time_in_the_waits() {
         loop_charges.iter().all(|&c| c > 0) && traced.iter().all(|&t| t > 0),
         "a loop held none of the sleeper's waits: charged {loop_charges:?}, traced {traced:?} ({busy})"
     );
-    for i in 0..nices.len() {
+    for (i, nice) in nices.iter().enumerate() {
         let (charge, seen, run) = (
             share(&loop_charges, i),
             share(&traced, i),
             share(&loop_runs, i),
         );
         eprintln!(
-            "nice {}: {charge:.3} of the loops' charges, {seen:.3} of their time in the sleeper's waits traced by perf, {run:.3} of their run time",
-            nices[i]
+            "nice {nice}: {charge:.3} of the loops' charges, {seen:.3} of their time in the sleeper's waits traced by perf, {run:.3} of their run time"
         );
         // perf's run begins before schedlat's interval and ends after it:
         // shares, not sums, compare.
         assert!(
             (charge - seen).abs() <= 0.05,
-            "the nice {} loop took {charge:.3} of the loops' charges and ran {seen:.3} of their time inside the sleeper's waits by perf (charges {loop_charges:?} ns, perf {traced:?} ns; {busy})",
-            nices[i]
+            "the nice {nice} loop took {charge:.3} of the loops' charges and ran {seen:.3} of their time inside the sleeper's waits by perf (charges {loop_charges:?} ns, perf {traced:?} ns; {busy})"
         );
     }
     // On a quiet machine a 1 ms sleeper's waits span a few runs; a busy

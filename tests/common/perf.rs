@@ -263,7 +263,7 @@ pub(crate) fn ran_during_waits(
     let mut ran = std::collections::HashMap::new();
     let mut beyond = 0;
     // The CPU's runs, newest last: (since, until, task).
-    let mut runs: std::collections::VecDeque<(u64, u64, u32)> = Default::default();
+    let mut runs = std::collections::VecDeque::<(u64, u64, u32)>::new();
     let (mut waiting_since, mut running, mut since) = (None::<u64>, None::<u32>, 0);
     for event in events {
         match *event {

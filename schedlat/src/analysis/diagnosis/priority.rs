@@ -42,6 +42,18 @@ pub(crate) struct Attribution {
     /// Processes whose cgroup was throttled in the window: their waits that
     /// ended on an idle CPU were throttling (task::IdleWait).
     pub throttled: std::collections::HashSet<u32>,
+    /// The other cgroups the scope's waits were charged to by time (the
+    /// neighbour pairs: each holder's time on the CPU inside the waits),
+    /// most first; None without the pair table.
+    pub neighbours: Option<Vec<Charged>>,
+}
+
+/// A cgroup (its path in the hierarchy the pair table reads) and the wait
+/// time charged to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Charged {
+    pub path: String,
+    pub charged_ns: u64,
 }
 
 /// A culprit that won by rule, and the wait charged to it.
@@ -91,6 +103,7 @@ impl Attribution {
             overflow,
             outranking,
             throttled: std::collections::HashSet::new(),
+            neighbours: None,
         }
     }
 

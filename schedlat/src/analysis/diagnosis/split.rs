@@ -209,6 +209,9 @@ fn other_cgroup(
     let class = split.held_by.other_cgroup;
     let h = dominant(split, class)?;
     let others = a.map_or_else(Vec::new, |a| other_cgroups(a, cgroups));
+    // By time, where the pair table was read: what each held of the CPU
+    // inside the waits, not the waits its tasks happened to end.
+    let by_time = a.is_some_and(|a| a.neighbours.is_some());
     let (who, step) = match others.first() {
         Some(top) => {
             let waited_ns = a.map_or(0, |a| a.tables.waited_ns).max(1);
@@ -225,7 +228,13 @@ fn other_cgroup(
                 })
                 .collect();
             (
-                format!("the other cgroups charged with most: {}", named.join(", ")),
+                match by_time {
+                    true => format!(
+                        "the other cgroups charged with most, by their tasks' time on the CPU inside the waits: {}",
+                        named.join(", ")
+                    ),
+                    false => format!("the other cgroups charged with most: {}", named.join(", ")),
+                },
                 match cgroups.owners.get(&top.path) {
                     Some(owner) => format!(
                         "give the scope's cgroup more cpu.weight (v1: cpu.shares) than {owner}, cap it (cpu.max, v1: cpu.cfs_quota_us, of cgroup {}), or keep them on different CPUs (cpuset)",
@@ -266,12 +275,37 @@ struct OtherCgroup {
     comms: Vec<String>,
 }
 
-/// Culprits grouped by their cgroup where it is not that of the victim
-/// they made wait longest (the kernel's same-cgroup test, per culprit; the
-/// scope's cgroup when that victim is gone), the OTHER_CGROUPS charged with
-/// most; idle tasks and kernel threads are no cgroup's. The cgroups are
-/// read at the end of the window: a culprit gone by then is not counted.
+/// The OTHER_CGROUPS charged with most: by time where the pair table was
+/// read (`Attribution::neighbours`), each with the comms of its culprits;
+/// else the culprits grouped by their cgroup where it is not that of the
+/// victim they made wait longest (the kernel's same-cgroup test, per
+/// culprit; the scope's cgroup when that victim is gone), charged with the
+/// waits they ended; idle tasks and kernel threads are no cgroup's. The
+/// cgroups are read at the end of the window: a culprit gone by then is
+/// not counted.
 fn other_cgroups(a: &Attribution, cgroups: &TaskCgroups) -> Vec<OtherCgroup> {
+    let by_culprits = culprit_cgroups(a, cgroups);
+    let Some(neighbours) = &a.neighbours else {
+        let mut by_culprits = by_culprits;
+        by_culprits.truncate(OTHER_CGROUPS);
+        return by_culprits;
+    };
+    let mut others: Vec<OtherCgroup> = (neighbours.iter())
+        .map(|n| OtherCgroup {
+            path: n.path.clone(),
+            charged_ns: n.charged_ns,
+            comms: (by_culprits.iter())
+                .find(|o| o.path == n.path)
+                .map_or_else(Vec::new, |o| o.comms.clone()),
+        })
+        .collect();
+    others.truncate(OTHER_CGROUPS);
+    others
+}
+
+/// The culprits' cgroups (`other_cgroups` without the pair table), all of
+/// them, most charged first.
+fn culprit_cgroups(a: &Attribution, cgroups: &TaskCgroups) -> Vec<OtherCgroup> {
     let mut groups: BTreeMap<String, (u64, BTreeSet<String>)> = BTreeMap::new();
     for c in &a.tables.culprits {
         let pid = c.task.tgid;
@@ -297,7 +331,6 @@ fn other_cgroups(a: &Attribution, cgroups: &TaskCgroups) -> Vec<OtherCgroup> {
         })
         .collect();
     others.sort_by_key(|o| std::cmp::Reverse(o.charged_ns));
-    others.truncate(OTHER_CGROUPS);
     others
 }
 
