@@ -18,8 +18,9 @@
 //! - causes: the cause split of each wait.
 //! - decision: the scheduler's decision of each wait (its switch-in side
 //!   a global function, verified once).
-//! - workload: the neighbour-pair table of each ended wait, and the names
-//!   of cgroups at their creation.
+//! - workload: the neighbour-pair table (each CPU's recent runs, and each
+//!   ended wait charged to those that ran during it), and the names of
+//!   cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
