@@ -208,6 +208,18 @@ fn other_cgroup(
 ) -> Option<Diagnosis> {
     let class = split.held_by.other_cgroup;
     let h = dominant(split, class)?;
+    // By time, where the pairs were read: other cgroups must also have
+    // held the CPU for most of the waits, not merely ended them (a brief
+    // sleeper's runs end most of a busy loop's waits, which the loop spent
+    // behind its own group's tasks).
+    if let Some(a) = a
+        && let Some(neighbours) = &a.neighbours
+    {
+        let charged: u64 = neighbours.iter().map(|n| n.charged_ns).sum();
+        if charged as f64 <= DOMINANT * a.tables.waited_ns as f64 {
+            return None;
+        }
+    }
     let others = a.map_or_else(Vec::new, |a| other_cgroups(a, cgroups));
     // By time, where the pair table was read: what each held of the CPU
     // inside the waits, not the waits its tasks happened to end.

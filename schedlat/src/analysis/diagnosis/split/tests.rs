@@ -312,6 +312,60 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
     );
 }
 
+/// The inverse case: the loops' waits end when a brief sleeper of
+/// another cgroup leaves the CPU (held_by says other cgroup), but by time
+/// other cgroups held the CPU for a tenth of them: no noisy neighbour.
+#[test]
+fn waits_merely_ended_by_another_cgroup_name_no_noisy_neighbour() {
+    use schedlat_common::victims::WaitStats;
+
+    use super::super::priority::Charged;
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let victim = task(40, 40, "loop", 0, 0, 0);
+    let victims = [WaitStats {
+        task: victim,
+        count: 40,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let cgroups = TaskCgroups::default();
+    let mut a = Attribution::new(rank(&victims, &[], SortKey::Total, 0), (0, 0), &cgroups);
+    let charged = |path: &str, charged_ns| Charged {
+        path: path.into(),
+        charged_ns,
+    };
+    a.neighbours = Some(vec![charged("/", 80), charged("/web", 20)]);
+    let split = held(10, 80);
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert!(
+        causes
+            .iter()
+            .all(|c| c.name != "noisy neighbour (other cgroups)"),
+        "{causes:?}"
+    );
+    // Without the pairs, the waits they ended name it, as before.
+    a.neighbours = None;
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+}
+
 #[test]
 fn a_dominant_own_cgroup_is_contention_inside_it() {
     let c = named(&findings(0.4), &held(80, 10));
