@@ -367,7 +367,7 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
     let share: f64 = evidence.split('%').next().unwrap().parse().unwrap();
     assert!(share > 50.0, "{evidence} ({busy})");
     let named = evidence
-        .split("the other cgroups charged with most: ")
+        .split("the other cgroups charged with most")
         .nth(1)
         .unwrap_or_else(|| panic!("no cgroup named ({busy}): {evidence}"));
     assert!(

@@ -34,8 +34,8 @@ fn wait_measuring(cyclic: &Child) {
     let started = std::time::Instant::now();
     while started.elapsed() < std::time::Duration::from_secs(5) {
         let threads = std::fs::read_dir(&tasks).map_or(0, Iterator::count);
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", cyclic.id()))
-            .unwrap_or_default();
+        let comm =
+            std::fs::read_to_string(format!("/proc/{}/comm", cyclic.id())).unwrap_or_default();
         if threads >= 2 && comm.trim() == "cyclictest" {
             return;
         }

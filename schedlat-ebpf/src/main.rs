@@ -18,8 +18,9 @@
 //! - causes: the cause split of each wait.
 //! - decision: the scheduler's decision of each wait (its switch-in side
 //!   a global function, verified once).
-//! - workload: the neighbour-pair table of each ended wait, and the names
-//!   of cgroups at their creation.
+//! - workload: the neighbour-pair table (each CPU's recent runs, and each
+//!   ended wait charged to those that ran during it), and the names of
+//!   cgroups at their creation.
 //! - wait: the measurement itself, and the total histogram.
 //! - victims, slow: the modes that use each ended wait (slow counts its
 //!   events in victims' counters).
@@ -212,8 +213,10 @@ fn btf_switch<const D: bool>(
         (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
-    )?;
-    Some((prev, next, ended))
+    );
+    // Pairs on: prev's run, for the charges of the waits it held up.
+    workload::switched(prev);
+    Some((prev, next, ended?))
 }
 
 // tp_btf: cgroup_mkdir(struct cgroup *cgrp, const char *path); attached

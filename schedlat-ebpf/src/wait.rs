@@ -165,7 +165,7 @@ pub fn switch<const D: bool>(
         s.discarded_negative += 1;
         return None;
     };
-    workload::count_pair(prev, next, prev_tid, wait_ns);
+    workload::count_pair((prev, prev_tid), next, (word, wait_ns, now));
     // Before the cause split's overlaps, which clear the snapshot slot.
     let mut decided = 0;
     if D && decision::on()

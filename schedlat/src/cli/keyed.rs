@@ -79,8 +79,9 @@ pub(super) const DEFAULT_MAX_PAIRS: u32 = 4096;
 /// `--pairs` and the size of the kernel's pair table.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct PairTableArgs {
-    /// Also count who waited behind whom: per pair of cgroups, the waits of
-    /// the first's tasks that ended when a task of the second left the CPU
+    /// Also count who waited behind whom: per pair of cgroups, the time the
+    /// first's tasks waited while a task of the second held their CPU (each
+    /// wait charged to every holder by its time on the CPU inside it)
     #[arg(long)]
     pub pairs: bool,
     /// Pairs the kernel keeps (about 100 bytes each); waits beyond are

@@ -1,6 +1,8 @@
 //! The neighbour-pair table (schedlat-ebpf/src/workload.rs): per pair of
-//! cgroups, the waits of the first's tasks that ended when a task of the
-//! second left the CPU. The kernel counts leaf cgroups, cumulatively since
+//! cgroups, the time the first's tasks waited while a task of the second
+//! held their CPU (each wait charged to every holder that ran during it,
+//! by its time on the CPU inside the wait), and the waits each took part
+//! in. The kernel counts leaf cgroups, cumulatively since
 //! load; this module reads the table, turns two readings into an interval,
 //! and removes the pairs of cgroups that are gone (after their last
 //! interval), so the table holds the live pairs only. Rolling pairs up to
@@ -11,7 +13,7 @@ use std::collections::HashMap;
 use aya::maps::{MapData, PerCpuArray};
 use schedlat_common::{
     names,
-    workload::{HOLDER_IDLE, PairKey, PairStats, WorkloadCounters},
+    workload::{HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, WorkloadCounters},
 };
 
 use super::{
@@ -20,13 +22,17 @@ use super::{
 };
 use crate::collect::error::ReadError;
 
-/// Who held the CPU when a wait ended.
+/// Who held the CPU during a wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Holder {
-    /// Nobody: the CPU was idle (the wait ended in a wakeup onto it).
+    /// Nobody: the CPU was idle (the wakeup's own latency onto it).
     Idle,
     /// A task of this cgroup (kernfs id; kernel threads are in the root).
     Cgroup(u64),
+    /// The part of the waits the kernel could not charge: it began before
+    /// the oldest run its CPU remembered, or on another CPU before a
+    /// migration (never guessed).
+    Unapportioned,
 }
 
 /// One pair: the cgroup that waited, and the holder.
@@ -42,6 +48,7 @@ impl From<PairKey> for Pair {
             victim: k.victim,
             holder: match k.holder {
                 HOLDER_IDLE => Holder::Idle,
+                HOLDER_UNAPPORTIONED => Holder::Unapportioned,
                 id => Holder::Cgroup(id),
             },
         }
@@ -54,14 +61,17 @@ impl Pair {
             victim: self.victim,
             holder: match self.holder {
                 Holder::Idle => HOLDER_IDLE,
+                Holder::Unapportioned => HOLDER_UNAPPORTIONED,
                 Holder::Cgroup(id) => id,
             },
         }
     }
 }
 
-/// A pair's waits: how many, their sum, and the longest (since load: the
-/// kernel keeps one maximum per pair, not one per interval).
+/// A pair's charges: the waits the holder took part in, the time charged
+/// to it (its time on the CPU inside them), and the longest of those
+/// waits, whole (since load: the kernel keeps one maximum per pair, not
+/// one per interval).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairCounts {
     pub count: u64,
@@ -94,8 +104,9 @@ impl From<PairStats> for PairCounts {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairsReading {
     pub pairs: Vec<(Pair, PairCounts)>,
-    /// Waits no pair could take (the table was full: `--max-pairs`),
-    /// cumulative; their `max_ns` is 0 (not kept).
+    /// Waits of which a charge found no pair (the table was full:
+    /// `--max-pairs`) and those charges' time, cumulative; their `max_ns`
+    /// is 0 (not kept).
     pub overflow: PairCounts,
     /// Pairs the table holds at most.
     pub capacity: u32,
@@ -238,5 +249,8 @@ impl PairIntervals {
     }
 }
 
-/// The holder of the waits that ended on an idle CPU.
+/// The holder of the time a CPU was idle during waits.
 pub(crate) const IDLE: &str = "(idle CPU)";
+
+/// The holder of the time the kernel could not charge.
+pub(crate) const UNAPPORTIONED: &str = "(unapportioned)";

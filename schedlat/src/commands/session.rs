@@ -15,7 +15,7 @@ use tokio::{
 use crate::{
     analysis::pairs::{self, PairTable, Side, WorkloadPair},
     collect::{
-        pairs::{Holder, IDLE, PairIntervals},
+        pairs::{Holder, IDLE, PairIntervals, UNAPPORTIONED},
         tracer::Tracer,
         workloads::WorkloadNamer,
     },
@@ -203,6 +203,7 @@ impl PairsView {
                 victim: side(pair.victim),
                 holder: match pair.holder {
                     Holder::Idle => Side::plain(IDLE),
+                    Holder::Unapportioned => Side::plain(UNAPPORTIONED),
                     Holder::Cgroup(id) => side(id),
                 },
                 counts: *counts,

@@ -4,7 +4,8 @@
 //! for counters:
 //!
 //! - Only pairs whose holder is another cgroup than the victim are a
-//!   neighbour's (not the cgroup's own tasks, not an idle CPU).
+//!   neighbour's (not the cgroup's own tasks, not an idle CPU, not the
+//!   time the kernel could not charge, which is summed apart).
 //! - In a scrape, the pairs that waited since the previous one, most wait
 //!   time first, up to `--max-pair-series`, get a series; the interval's
 //!   waits of the others go to the overflow pair. A pair with nothing new
@@ -28,6 +29,8 @@ pub(crate) struct NeighbourSeries {
     overflow: PairCounts,
     /// Waits the kernel's table had no room for, since load.
     unpaired: PairCounts,
+    /// Wait time charged to no holder, since load.
+    unapportioned: PairCounts,
 }
 
 impl NeighbourSeries {
@@ -37,6 +40,7 @@ impl NeighbourSeries {
             shown: HashMap::new(),
             overflow: PairCounts::default(),
             unpaired: PairCounts::default(),
+            unapportioned: PairCounts::default(),
         }
     }
 
@@ -54,6 +58,9 @@ impl NeighbourSeries {
         let mut exported = Vec::new();
         let mut overflow_pairs = 0;
         for (pair, new) in &interval.pairs {
+            if pair.holder == Holder::Unapportioned {
+                self.unapportioned.add(*new);
+            }
             let Holder::Cgroup(holder) = pair.holder else {
                 continue;
             };
@@ -85,6 +92,7 @@ impl NeighbourSeries {
             series,
             overflow_pairs,
             unpaired: self.unpaired,
+            unapportioned: self.unapportioned,
         }
     }
 
@@ -150,6 +158,9 @@ mod tests {
                     // Its own tasks and the idle CPU: no neighbour.
                     (pair(1, Holder::Cgroup(1)), counts(100, 99_000)),
                     (pair(1, Holder::Idle), counts(100, 98_000)),
+                    // What the kernel could not charge: no neighbour's,
+                    // counted apart.
+                    (pair(1, Holder::Unapportioned), counts(2, 4_000)),
                 ],
                 counts(7, 700),
             ),
@@ -166,6 +177,7 @@ mod tests {
         assert_eq!(s.series.len(), 3);
         assert_eq!(s.overflow_pairs, 1);
         assert_eq!(s.unpaired, counts(7, 700));
+        assert_eq!(s.unapportioned, counts(2, 4_000));
     }
 
     #[test]

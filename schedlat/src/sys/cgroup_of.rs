@@ -306,6 +306,35 @@ impl TaskCgroups {
             }
     }
 
+    /// The hierarchy the neighbour pairs (and `--cgroups`) key by: the v1
+    /// cpu controller's where the tasks read are in one, else cgroup v2.
+    pub fn keyed_hierarchy(&self) -> Which {
+        let v1_cpu = |lines: &[CgroupLine]| {
+            (lines.iter()).any(|l| l.hierarchy != 0 && l.controllers.iter().any(|c| c == "cpu"))
+        };
+        let scope = self.scope.as_deref().is_some_and(v1_cpu);
+        match scope || self.by_pid.values().flatten().any(|l| v1_cpu(l)) {
+            true => Which::V1Cpu,
+            false => Which::V2,
+        }
+    }
+
+    /// Whether a cgroup of the keyed hierarchy (a pair's holder) is the
+    /// scope's own: under -c the scope's group or one below it (a pod's
+    /// other containers); never for -p or the whole system.
+    pub fn is_own_group(&self, path: &str) -> bool {
+        let (true, Some(scope)) = (self.scope_subtree, &self.scope) else {
+            return false;
+        };
+        let which = self.keyed_hierarchy();
+        (scope.iter())
+            .find(|l| match which {
+                Which::V1Cpu => l.hierarchy != 0 && l.controllers.iter().any(|c| c == "cpu"),
+                _ => l.hierarchy == 0,
+            })
+            .is_some_and(|l| under(path, &l.path))
+    }
+
     /// A cgroup (a path [`differs`] gave) as its owner knows it:
     /// `container shop/web-1/nginx`, `unit nginx.service`, else its path.
     pub fn owner(&self, path: &str) -> String {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::priority::{Attribution, Edge, outranks};
+use super::priority::{Attribution, Charged, Edge, outranks};
 use crate::{
     analysis::task,
     sys::cgroup_of::{self, Differs, TaskCgroups},
@@ -56,10 +56,69 @@ pub(crate) struct Holders {
     pub exited: Charge,
     /// Other cgroups, most charged first.
     pub others: Vec<OtherCgroup>,
+    /// Charged by each holder's time on the CPU inside the waits (the
+    /// neighbour pairs), not by the waits its tasks ended.
+    pub by_time: bool,
 }
 
 impl Holders {
+    /// By time where the pairs were read (`Attribution::neighbours`), else
+    /// by the waits the culprits ended.
     pub(crate) fn of(a: &Attribution, cgroups: &TaskCgroups) -> Holders {
+        let by_culprits = Self::by_culprits(a, cgroups);
+        match &a.neighbours {
+            Some(charged) => Self::by_time(charged, &by_culprits, cgroups),
+            None => by_culprits,
+        }
+    }
+
+    /// Each cgroup the pairs charged, sorted by whose it is: the scope's own
+    /// groups, the root's own tasks, or another cgroup (with the comms of its
+    /// culprits in the victims tables, where they name it). A cgroup is known
+    /// from the kernel's record whether its tasks exited or not, so nothing
+    /// is exited here.
+    fn by_time(charged: &[Charged], culprits: &Holders, cgroups: &TaskCgroups) -> Holders {
+        let hierarchy = cgroups.keyed_hierarchy();
+        let comms = |path: &str| {
+            (culprits.others.iter())
+                .find(|o| o.group.path == path)
+                .map_or_else(BTreeSet::new, |o| o.charge.comms.clone())
+        };
+        let mut h = Holders {
+            by_time: true,
+            ..Holders::default()
+        };
+        for c in charged {
+            let charge = Charge {
+                ns: c.charged_ns,
+                comms: comms(&c.path),
+            };
+            if cgroups.is_own_group(&c.path) {
+                h.own.ns += charge.ns;
+                h.own.comms.extend(charge.comms);
+            } else if c.path == "/" {
+                h.root = Charge {
+                    comms: culprits.root.comms.clone(),
+                    ..charge
+                };
+            } else {
+                h.others.push(OtherCgroup {
+                    group: Differs {
+                        name: c.path.clone(),
+                        path: c.path.clone(),
+                        hierarchy,
+                    },
+                    charge,
+                });
+            }
+        }
+        h.others.sort_by_key(|o| std::cmp::Reverse(o.charge.ns));
+        h
+    }
+
+    /// The culprits in other cgroups than their victims', charged with the
+    /// waits they ended.
+    fn by_culprits(a: &Attribution, cgroups: &TaskCgroups) -> Holders {
         let mut h = Holders::default();
         let mut others: BTreeMap<String, OtherCgroup> = BTreeMap::new();
         for c in &a.tables.culprits {

@@ -46,6 +46,18 @@ pub(crate) struct Attribution {
     /// Culprit processes that are kernel threads, the scope's own, the
     /// root cgroup's own or exited (whose.rs), as the report names them.
     pub whose: std::collections::HashMap<u32, Whose>,
+    /// The other cgroups the scope's waits were charged to by time (the
+    /// neighbour pairs: each holder's time on the CPU inside the waits),
+    /// most first; None without the pair table.
+    pub neighbours: Option<Vec<Charged>>,
+}
+
+/// A cgroup (its path in the hierarchy the pair table reads) and the wait
+/// time charged to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Charged {
+    pub path: String,
+    pub charged_ns: u64,
 }
 
 /// A culprit that won by rule, and the wait charged to it.
@@ -97,6 +109,7 @@ impl Attribution {
             outranking,
             throttled: std::collections::HashSet::new(),
             whose,
+            neighbours: None,
         }
     }
 

@@ -271,6 +271,18 @@ fn other_cgroup(
 ) -> Option<Diagnosis> {
     let class = classes.other;
     let h = dominant(split, class)?;
+    // By time, where the pairs were read: other cgroups (not the scope's
+    // own groups) must also have held the CPU for most of the waits, not
+    // merely ended them (a brief sleeper's runs end most of a busy loop's
+    // waits, which the loop spent behind its own group's tasks).
+    if let (Some(a), Some(holders)) = (a, holders)
+        && holders.by_time
+    {
+        let others = holders.total_ns() - holders.own.ns;
+        if others as f64 <= DOMINANT * a.tables.waited_ns as f64 {
+            return None;
+        }
+    }
     let (who, step) = match (a, holders) {
         (Some(a), Some(holders)) if holders.total_ns() > 0 => {
             neighbours(holders, cgroups, a.tables.waited_ns.max(1))
@@ -338,7 +350,11 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
         "no other cgroup was charged with a share of it".to_string()
     } else {
         format!(
-            "the other cgroups charged with most: {}",
+            "the other cgroups charged with most{}: {}",
+            match h.by_time {
+                true => ", by their tasks' time on the CPU inside the waits",
+                false => "",
+            },
             named
                 .into_iter()
                 .map(|(_, n)| n)

@@ -15,11 +15,25 @@ use anyhow::Result;
 
 use crate::{
     analysis::{
-        diagnosis::{priority::Attribution, traced::Traced, verdict},
+        diagnosis::{
+            priority::{Attribution, Charged},
+            traced::Traced,
+            verdict,
+        },
+        pairs::PairTable,
         victims::{SortKey, rank, throttled_pids},
     },
-    collect::{tracer::Tracer, victims::Source},
-    commands::{UsageError, session::Signals, stdout},
+    collect::{
+        pairs::{IDLE, UNAPPORTIONED},
+        tracer::Tracer,
+        victims::Source,
+        workloads::WorkloadNamer,
+    },
+    commands::{
+        UsageError,
+        session::{PairsView, Signals},
+        stdout,
+    },
     histogram::Unit,
     kernel::{
         filter::{self, Filter, FilterSpec},
@@ -37,8 +51,14 @@ use crate::{
         scope::Scope,
         slice::Slice,
         throttle::ThrottleWatch,
+        workload::level::Level,
     },
 };
+
+/// The neighbour pairs diagnose keeps in the kernel beside the victims
+/// tables (`--max-pairs`' default): the noisy neighbour is named by the
+/// time its tasks held the CPU inside the scope's waits.
+const MAX_PAIRS: u32 = 4096;
 
 /// Why `diagnose --decision` has no victims tables.
 const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs alone; run without --decision for the tables and the split)";
@@ -72,7 +92,7 @@ pub(crate) async fn run(
             (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()), None)
         } else {
             let (tracer, victims) =
-                Tracer::load_with_victims(kernel, &in_kernel, DEFAULT_MAX_TASKS, None)?;
+                Tracer::load_with_victims(kernel, &in_kernel, DEFAULT_MAX_TASKS, Some(MAX_PAIRS))?;
             // Where the victims programs do not split by the decision, the
             // histogram mode's programs do, over the same window, beside
             // them (a second set attached for the window only); without
@@ -185,12 +205,24 @@ struct Tracing {
     source: Source,
     victims: Result<(), String>,
     split: Option<(Tracer, Source)>,
+    /// The neighbour pairs, with the victims tables.
+    pairs: Option<PairsView>,
 }
 
 impl Tracing {
     /// Starts the window's interval on the tracers just loaded.
     fn start((mut tracer, victims, split): Loaded) -> Result<Tracing> {
         let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
+        // The pairs since load are read and dropped: the window's are next.
+        let pairs = match victims.is_ok() {
+            true => {
+                let mut view =
+                    PairsView::new(WorkloadNamer::for_tasks(&tracer), Level::Cgroup, None);
+                view.interval(&mut tracer)?;
+                Some(view)
+            }
+            false => None,
+        };
         let source = Source::start(&mut tracer, max_tasks)?;
         let split = match split {
             Some(mut t) => {
@@ -204,6 +236,7 @@ impl Tracing {
             source,
             victims,
             split,
+            pairs,
         })
     }
 
@@ -233,6 +266,9 @@ impl Tracing {
                 let overflow = (c.victims_overflow, c.culprits_overflow);
                 let mut a = Attribution::new(tables, overflow, &cgroups);
                 a.throttled = throttled;
+                if let Some(view) = &mut self.pairs {
+                    a.neighbours = Some(neighbours(&view.interval(&mut self.tracer)?));
+                }
                 Ok(a)
             }
             (None, why) => Err(why.clone().err().unwrap_or_default()),
@@ -246,4 +282,26 @@ impl Tracing {
         traced.kernel = Some(SchedContext::detect(&slice));
         Ok((traced, cgroups))
     }
+}
+
+/// The other cgroups of the window's pairs (holder not the waiter's own,
+/// not the idle CPU, not the unapportioned time), each with the time
+/// charged to it, most first.
+fn neighbours(table: &PairTable) -> Vec<Charged> {
+    let mut by_path = std::collections::BTreeMap::<&str, u64>::new();
+    for row in &table.rows {
+        let holder = row.holder.identity.as_str();
+        if holder == IDLE || holder == UNAPPORTIONED || holder == row.victim.identity {
+            continue;
+        }
+        *by_path.entry(holder).or_default() += row.counts.sum_ns;
+    }
+    let mut charged: Vec<Charged> = (by_path.into_iter())
+        .map(|(path, charged_ns)| Charged {
+            path: path.to_string(),
+            charged_ns,
+        })
+        .collect();
+    charged.sort_by_key(|c| std::cmp::Reverse(c.charged_ns));
+    charged
 }

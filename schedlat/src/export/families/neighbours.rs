@@ -1,13 +1,15 @@
-//! Who held the CPU, by name (`serve --pairs`): the waits of one cgroup's
-//! tasks that ended when a task of another cgroup left the CPU, as two
-//! counters per pair, labelled with the victim's labels (those of the
+//! Who held the CPU, by name (`serve --pairs`): the time one cgroup's
+//! tasks waited while a task of another cgroup held their CPU (each wait
+//! charged to every holder by its time on the CPU inside it), and the
+//! waits it took part in, as two counters per pair, labelled with the victim's labels (those of the
 //! per-cgroup family: `cgroup`, and its workload's where known) and the
 //! holder's under the same names prefixed `holder_`. The series are the
 //! top pairs of each scrape (export/neighbour_series.rs), the rest summed
 //! into one pair labelled `__overflow__` on both sides; waits the kernel's
-//! table had no room for are counted apart. A cgroup's waits behind its
-//! own tasks or behind an idle CPU are no neighbour's: they are in the
-//! cause split's `held_by` (same_cgroup, idle), not here.
+//! table had no room for are counted apart, and so is the time the kernel
+//! could not charge (unapportioned). A cgroup's waits behind its own tasks
+//! or behind an idle CPU are no neighbour's: they are in the cause split's
+//! `held_by` (same_cgroup, idle), not here.
 
 use crate::{
     collect::pairs::PairCounts,
@@ -25,6 +27,10 @@ pub(crate) struct NeighbourScrape {
     pub overflow_pairs: u64,
     /// Waits in no pair since load: the kernel's table was full.
     pub unpaired: PairCounts,
+    /// The wait time no holder was charged with since load (every
+    /// cgroup's): it reached back past the runs its CPU remembered, or
+    /// it was queued on another CPU before a migration.
+    pub unapportioned: PairCounts,
 }
 
 const HOW: &str = "a series is exported when the pair is among the --max-pair-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"; waits behind the cgroup's own tasks or an idle CPU are not a neighbour's and are not here (schedlat_cgroup_runqueue_wait_by_cause_seconds_total{split=\"held_by\"} has them)";
@@ -39,7 +45,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
         counter(
             "schedlat_neighbour_waits".into(),
             format!(
-                "Waits of the tasks of cgroup (labels as schedlat_cgroup_runqueue_latency_seconds) that ended when a task of holder_cgroup (its labels prefixed holder_) left the CPU; {HOW}"
+                "Waits of the tasks of cgroup (labels as schedlat_cgroup_runqueue_latency_seconds) during which a task of holder_cgroup (its labels prefixed holder_) held their CPU; {HOW}"
             ),
             None,
             each(|c| Value::Count(c.count)),
@@ -47,7 +53,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
         counter(
             "schedlat_neighbour_wait".into(),
             format!(
-                "Their time (the sum of the waits); divide by the victim's schedlat_cgroup_runqueue_wait_by_cause_seconds_total{{split=\"held_by\"}} for the neighbour's share of its wait time; {HOW}"
+                "The time charged to holder_cgroup: its tasks' time on the CPU inside those waits (each wait is charged to every holder that ran during it, by that time); divide by the victim's schedlat_cgroup_runqueue_wait_by_cause_seconds_total{{split=\"held_by\"}} for the neighbour's share of its wait time; {HOW}"
             ),
             Some(Unit::Seconds),
             each(|c| Value::seconds_of_ns(c.sum_ns)),
@@ -57,6 +63,12 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
             "Waits in no neighbour pair because the kernel's pair table was full (raise --max-pairs)",
             Metric::Counter,
             Value::Count(scrape.unpaired.count),
+        ),
+        single(
+            "schedlat_unapportioned_wait_seconds",
+            "Wait time (every cgroup's) charged to no holder: the wait began before the oldest of the last 32 runs its CPU remembers, or on another CPU before a migration",
+            Metric::Counter,
+            Value::seconds_of_ns(scrape.unapportioned.sum_ns),
         ),
         single(
             "schedlat_overflow_pairs",

@@ -320,6 +320,7 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
         ],
         overflow_pairs: 1,
         unpaired: pair(5, 50),
+        unapportioned: pair(3, 2_000_000_000),
     });
     let out = scrape.encode_text(Format::Text);
     for line in [
@@ -328,6 +329,7 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
         "schedlat_neighbour_wait_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 0.003",
         "schedlat_neighbour_waits_total{cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"} 2",
         "schedlat_unpaired_waits_total 5",
+        "schedlat_unapportioned_wait_seconds_total 2.0",
         "schedlat_overflow_pairs 1",
     ] {
         assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");

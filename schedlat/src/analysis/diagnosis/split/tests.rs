@@ -242,6 +242,135 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
     );
 }
 
+/// With the neighbour pairs, the other cgroups are named by the time their
+/// tasks held the CPU inside the scope's waits, not by the waits their
+/// tasks ended: a brief sleeper's cgroup that ended most of the waits is
+/// charged its few nanoseconds, and the cgroup that held the CPU leads.
+#[test]
+fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
+    use schedlat_common::victims::WaitStats;
+
+    use super::super::priority::Charged;
+    use crate::{
+        analysis::{
+            task::tests::task,
+            victims::{SortKey, rank},
+        },
+        sys::procfs::parse_proc_cgroup,
+    };
+    let victim = task(40, 40, "loop", 0, 0, 0);
+    let culprit = |t, total_ns| WaitStats {
+        task: t,
+        count: 10,
+        total_ns,
+        max_other: victim,
+        ..Default::default()
+    };
+    // The last holders: the sleeper ended 900 ns of the waits, the root's
+    // build 100 ns.
+    let rows = [
+        culprit(task(50, 50, "sleeper", 0, 0, 0), 900),
+        culprit(task(51, 51, "rustc", 0, 0, 0), 100),
+    ];
+    let victims = [WaitStats {
+        task: victim,
+        count: 40,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let lines = |path: &str| Some(parse_proc_cgroup(&format!("0::{path}\n")).unwrap());
+    let cgroups = TaskCgroups {
+        scope: lines("/batch"),
+        by_pid: [(40, lines("/batch")), (50, lines("/web")), (51, lines("/"))]
+            .into_iter()
+            .collect(),
+        ..TaskCgroups::default()
+    };
+    let mut a = Attribution::new(rank(&victims, &rows, SortKey::Total, 0), (0, 0), &cgroups);
+    let charged = |path: &str, charged_ns| Charged {
+        path: path.into(),
+        charged_ns,
+    };
+    a.neighbours = Some(vec![charged("/", 850), charged("/web", 20)]);
+    let split = held(10, 80);
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+    assert!(
+        causes[0].evidence.contains(
+            "the other cgroups charged with most, by their tasks' time on the CPU inside the waits: the root cgroup's own tasks, which no service manager placed in a group (rustc: 850 ns, 85%), /web (sleeper: 20.0 ns, 2% of the scope's measured wait)"
+        ),
+        "{}",
+        causes[0].evidence
+    );
+    // The root's own tasks are the main holder: never a cap on `/`.
+    assert!(
+        !causes[0].next_step.contains("cap /") && !causes[0].next_step.contains("than /,"),
+        "{}",
+        causes[0].next_step
+    );
+}
+
+/// The inverse case: the loops' waits end when a brief sleeper of
+/// another cgroup leaves the CPU (held_by says other cgroup), but by time
+/// other cgroups held the CPU for a tenth of them: no noisy neighbour.
+#[test]
+fn waits_merely_ended_by_another_cgroup_name_no_noisy_neighbour() {
+    use schedlat_common::victims::WaitStats;
+
+    use super::super::priority::Charged;
+    use crate::analysis::{
+        task::tests::task,
+        victims::{SortKey, rank},
+    };
+    let victim = task(40, 40, "loop", 0, 0, 0);
+    let victims = [WaitStats {
+        task: victim,
+        count: 40,
+        total_ns: 1_000,
+        ..Default::default()
+    }];
+    let cgroups = TaskCgroups::default();
+    let mut a = Attribution::new(rank(&victims, &[], SortKey::Total, 0), (0, 0), &cgroups);
+    let charged = |path: &str, charged_ns| Charged {
+        path: path.into(),
+        charged_ns,
+    };
+    a.neighbours = Some(vec![charged("/", 80), charged("/web", 20)]);
+    let split = held(10, 80);
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert!(
+        causes
+            .iter()
+            .all(|c| c.name != "noisy neighbour (other cgroups)"),
+        "{causes:?}"
+    );
+    // Without the pairs, the waits they ended name it, as before.
+    a.neighbours = None;
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
+}
+
 #[test]
 fn a_dominant_own_cgroup_is_contention_inside_it() {
     let c = named(&findings(0.4), &held(80, 10));
