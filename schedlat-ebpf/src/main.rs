@@ -153,7 +153,7 @@ fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = get(&COMPUTE.slow_ns);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {
-        slow::emit(prev, next, ended);
+        slow::emit(ctx, prev, next, ended);
     }
     0
 }

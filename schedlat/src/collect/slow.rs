@@ -4,7 +4,10 @@
 use std::mem::size_of;
 
 use aya::maps::{MapData, RingBuf};
-use schedlat_common::{names, victims::SlowEvent};
+use schedlat_common::{
+    names,
+    victims::{SlowEvent, SlowStacks},
+};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use super::tracer::Tracer;
@@ -45,6 +48,33 @@ impl SlowEvents {
     pub(crate) fn drain(&mut self) -> Vec<SlowEvent> {
         drain(self.ring.get_mut())
     }
+
+    /// As `next`, with each event's holder stacks (`slow --stacks`).
+    pub(crate) async fn next_records(&mut self) -> std::io::Result<Vec<SlowRecord>> {
+        let mut guard = self.ring.readable_mut().await?;
+        let records = drain_records(guard.get_inner_mut());
+        guard.clear_ready();
+        Ok(records)
+    }
+
+    /// As `drain`, with each event's holder stacks.
+    pub(crate) fn drain_records(&mut self) -> Vec<SlowRecord> {
+        drain_records(self.ring.get_mut())
+    }
+}
+
+/// A slow event and, with `--stacks`, the holder's stacks as the kernel
+/// took them (addresses, innermost first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SlowRecord {
+    pub event: SlowEvent,
+    pub stacks: Option<RawStacks>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RawStacks {
+    pub kernel: Vec<u64>,
+    pub user: Vec<u64>,
 }
 
 fn drain(ring: &mut RingBuf<MapData>) -> Vec<SlowEvent> {
@@ -55,6 +85,43 @@ fn drain(ring: &mut RingBuf<MapData>) -> Vec<SlowEvent> {
         }
     }
     events
+}
+
+fn drain_records(ring: &mut RingBuf<MapData>) -> Vec<SlowRecord> {
+    let mut records = Vec::new();
+    while let Some(item) = ring.next() {
+        if let Some(record) = decode_record(&item) {
+            records.push(record);
+        }
+    }
+    records
+}
+
+/// The frames up to the first zero: a frame-pointer walk through code
+/// built without frame pointers reads a zero where the chain ends (or a
+/// stray one), and no code is at address 0: what follows is not a caller.
+fn walked(frames: &[u64]) -> Vec<u64> {
+    frames.iter().copied().take_while(|&a| a != 0).collect()
+}
+
+/// A record of either size: with stacks when it is long enough for them.
+fn decode_record(bytes: &[u8]) -> Option<SlowRecord> {
+    if bytes.len() < size_of::<SlowStacks>() {
+        return decode(bytes).map(|event| SlowRecord {
+            event,
+            stacks: None,
+        });
+    }
+    // SAFETY: long enough; SlowStacks is repr(C) plain data, valid for
+    // any bit pattern; the record need not be aligned for Rust.
+    let s = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<SlowStacks>()) };
+    Some(SlowRecord {
+        event: s.event,
+        stacks: Some(RawStacks {
+            kernel: walked(SlowStacks::frames(&s.kernel, s.kernel_bytes)),
+            user: walked(SlowStacks::frames(&s.user, s.user_bytes)),
+        }),
+    })
 }
 
 /// A ring buffer record as the kernel wrote it.
@@ -75,5 +142,19 @@ mod tests {
         assert!(decode(&[0u8; 8]).is_none());
         let bytes = vec![0u8; size_of::<SlowEvent>()];
         assert_eq!(decode(&bytes), Some(SlowEvent::default()));
+        assert_eq!(decode_record(&bytes).unwrap().stacks, None);
+    }
+
+    #[test]
+    fn a_record_with_stacks_keeps_the_frames_the_kernel_wrote() {
+        let mut bytes = vec![0u8; size_of::<SlowStacks>()];
+        let at = size_of::<SlowEvent>();
+        // 2 kernel frames; the user stack an error (a kernel thread).
+        bytes[at..at + 4].copy_from_slice(&16i32.to_ne_bytes());
+        bytes[at + 4..at + 8].copy_from_slice(&(-14i32).to_ne_bytes());
+        bytes[at + 8..at + 16].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        let stacks = decode_record(&bytes).unwrap().stacks.unwrap();
+        assert_eq!(stacks.kernel, [0xffff_ffff_8100_0000]);
+        assert!(stacks.user.is_empty());
     }
 }
