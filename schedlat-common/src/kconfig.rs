@@ -207,10 +207,6 @@ pub struct Compute {
     /// 1: count each wait in the neighbour-pair table PAIRS (victim cgroup,
     /// holder cgroup), sized by the loader.
     pub pairs: u64,
-    /// 1: each slow event carries the holder's kernel and user stacks
-    /// (`victims::SlowStacks`, `slow --stacks`), taken at the switch that
-    /// ends the wait; the read is on the slow events' path only.
-    pub stacks: u64,
 }
 
 /// What the cause split reads besides the run-queue chain ([`RqOffsets`]):

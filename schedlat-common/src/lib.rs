@@ -140,6 +140,13 @@ pub mod names {
         ("sched_switch_decision", "sched_switch"),
         ("sched_switch_victims_decision", BTF_SWITCH_VICTIMS),
     ];
+    /// `slow --stacks`: the switch programs with the holder's stacks in
+    /// each slow event compiled in, (program, the program it replaces,
+    /// after the decision split's swap): the others carry none of it.
+    pub const BTF_STACKS_PROGRAMS: [(&str, &str); 2] = [
+        ("sched_switch_stacks", "sched_switch"),
+        ("sched_switch_decision_stacks", "sched_switch_decision"),
+    ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

@@ -134,18 +134,34 @@ pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
 // Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<false>(&ctx)
+    histogram_switch::<false, false>(&ctx)
 }
 
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_decision(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<true>(&ctx)
+    histogram_switch::<true, false>(&ctx)
+}
+
+// `slow --stacks` (names::BTF_STACKS_PROGRAMS): the same switches with the
+// holder's stacks in each slow event. Programs of their own, like the
+// decision split's: a global flag's check, and the code behind it, changed
+// the register allocation of the whole switch (the slow mode's verified
+// instructions 1,478 -> 1,491 with the flag off, the histogram's 10,652 ->
+// 10,475), so without --stacks not one instruction of it is loaded.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<false, true>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_decision_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<true, true>(&ctx)
 }
 
 /// The histogram and slow modes' sched_switch (`D`: with the decision
-/// split).
+/// split; `S`: slow events with the holder's stacks).
 #[inline(always)]
-fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
+fn histogram_switch<const D: bool, const S: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
     let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) else {
         return 0;
@@ -153,7 +169,7 @@ fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = get(&COMPUTE.slow_ns);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {
-        slow::emit(ctx, prev, next, ended);
+        slow::emit::<S>(prev, next, ended);
     }
     0
 }

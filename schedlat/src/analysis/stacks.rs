@@ -6,22 +6,34 @@ use std::collections::BTreeMap;
 
 use crate::sys::symbolize::Frame;
 
-/// Functions through which every task enters the scheduler: at
-/// sched_switch they are on top of every holder's kernel stack (under the
-/// tracing frames), so they say nothing of the holder. A
-/// `__cond_resched` or a lock's slow path stays: that is the holder's code
-/// giving up the CPU.
-const SCHEDULER: &[&str] = &[
-    "__schedule",
-    "schedule",
-    "preempt_schedule",
-    "preempt_schedule_common",
-    "preempt_schedule_irq",
-    "preempt_schedule_notrace",
-    "preempt_schedule_thunk",
-    "preempt_schedule_notrace_thunk",
-    "schedule_idle",
-];
+/// The frames on top of every holder's kernel stack that say nothing of
+/// it: the tracer's (the stack walk, the BPF program, the tracepoint's
+/// dispatch) and the scheduler's entry points. The kernel already leaves
+/// out most of the latter (a task's stack walk skips `__sched` functions,
+/// as /proc/PID/stack does); a `__cond_resched` or a lock's slow path
+/// stays: that is the holder's code giving up the CPU.
+fn tracing_frame(name: &str) -> bool {
+    const SCHEDULER: &[&str] = &[
+        "__schedule",
+        "schedule",
+        "preempt_schedule",
+        "preempt_schedule_common",
+        "preempt_schedule_irq",
+        "preempt_schedule_notrace",
+        "preempt_schedule_thunk",
+        "preempt_schedule_notrace_thunk",
+        "schedule_idle",
+    ];
+    const TRACING: &[&str] = &[
+        "__bpf_get_",
+        "bpf_get_",
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__traceiter_sched_switch",
+        "__bpf_trace_sched_switch",
+    ];
+    SCHEDULER.contains(&name) || TRACING.iter().any(|p| name.starts_with(p))
+}
 
 /// The frames of the way back to user space, from an interrupt or
 /// exception that preempted the holder there: a holder stopped in user
@@ -52,19 +64,19 @@ pub(crate) struct HolderStacks {
 
 impl HolderStacks {
     /// How many innermost kernel frames are the tracer's and the
-    /// scheduler's own: up to the outermost scheduler entry, or none when
-    /// the stack never reaches one.
-    pub(crate) fn scheduler_frames(&self) -> usize {
+    /// scheduler's own: up to the outermost of them, or none when the
+    /// stack has none.
+    pub(crate) fn tracing_frames(&self) -> usize {
         self.kernel
             .iter()
-            .rposition(|f| f.symbol.as_deref().is_some_and(|s| SCHEDULER.contains(&s)))
+            .rposition(|f| f.symbol.as_deref().is_some_and(tracing_frame))
             .map_or(0, |i| i + 1)
     }
 
     /// The holder's own kernel frames, innermost first: none when it was
     /// stopped in user space (what is left is the way back there).
     pub(crate) fn own_kernel(&self) -> &[Frame] {
-        let rest = &self.kernel[self.scheduler_frames()..];
+        let rest = &self.kernel[self.tracing_frames()..];
         let from_user = rest
             .iter()
             .all(|f| f.symbol.as_deref().is_some_and(return_to_user));
@@ -160,7 +172,7 @@ mod tests {
             ],
             &["spin", "main"],
         );
-        assert_eq!(s.scheduler_frames(), 4);
+        assert_eq!(s.tracing_frames(), 3);
         assert!(s.in_user_space());
         let mut f = Folded::default();
         f.add("hog", &s, 3_500_000);
@@ -198,7 +210,7 @@ mod tests {
             symbol: None,
             ..named("")
         });
-        assert_eq!(s.scheduler_frames(), 0);
+        assert_eq!(s.tracing_frames(), 0);
         assert_eq!(s.own_kernel().len(), 1);
     }
 }

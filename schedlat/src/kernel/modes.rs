@@ -239,7 +239,6 @@ impl Modes {
             // Set by kernel::decision::Setup.
             decision: 0,
             pairs: u64::from(self.pairs.is_some()),
-            stacks: u64::from(self.stacks && self.slow_ns.is_some()),
         })
     }
 }

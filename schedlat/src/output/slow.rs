@@ -141,10 +141,10 @@ impl EventTask {
 /// The holder's stacks in an event's JSON: every frame, innermost first.
 #[derive(Serialize)]
 struct StacksJson {
-    /// The kernel stack from the tracepoint down; its first
-    /// `scheduler_frames` are the tracer's and the scheduler's own.
+    /// The kernel stack from the stack walk down; its first
+    /// `tracing_frames` are the tracer's and the scheduler's own.
     kernel: Vec<FrameJson>,
-    scheduler_frames: usize,
+    tracing_frames: usize,
     /// True when the holder was stopped in user space (no kernel frame of
     /// its own under the scheduler's).
     in_user_space: bool,
@@ -179,7 +179,7 @@ impl StacksJson {
         };
         StacksJson {
             kernel: frames(&s.kernel),
-            scheduler_frames: s.scheduler_frames(),
+            tracing_frames: s.tracing_frames(),
             in_user_space: s.in_user_space(),
             user: frames(&s.user),
         }
