@@ -322,6 +322,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["decision"].is_null(), "{v}");
@@ -350,6 +351,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert_eq!(
@@ -364,6 +366,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["rq_len"].is_null());
@@ -404,6 +407,7 @@ mod tests {
             Some(IdleWait::Throttled),
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert_eq!(v["idle_wait"], "throttled");
@@ -412,6 +416,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v.get("idle_wait").is_none());
@@ -442,6 +447,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["victim"]["workload"].is_null() && v["culprit"]["cgroup"].is_null());

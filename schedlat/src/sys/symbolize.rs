@@ -75,46 +75,59 @@ impl Symbolizer {
         }
     }
 
-    /// Names kernel return addresses (innermost first).
-    pub fn kernel(&self, addrs: &[u64]) -> Vec<Frame> {
+    /// Names kernel stacks (each innermost first), in one pass.
+    pub fn kernel(&self, stacks: &[&[u64]]) -> Vec<Vec<Frame>> {
         // kallsyms only: a vmlinux search walks /boot and /usr/lib/debug
         // at the first event, and kallsyms has every function (modules too).
         let source = Source::Kernel(Kernel {
             vmlinux: MaybeDefault::None,
             ..Kernel::default()
         });
-        self.resolve(&source, addrs, None)
+        self.resolve(&source, stacks, None)
     }
 
-    /// Names the user-space addresses of process `pid` (innermost first).
-    pub fn user(&self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+    /// Names stacks of user-space addresses of process `pid` (each
+    /// innermost first), in one pass: one read of its maps for them all.
+    pub fn user(&self, pid: u32, stacks: &[&[u64]]) -> Vec<Vec<Frame>> {
         let Some(pid) = NonZeroU32::new(pid) else {
-            return addrs.iter().map(|&a| unknown(a)).collect();
+            return stacks
+                .iter()
+                .map(|s| s.iter().map(|&a| unknown(a)).collect())
+                .collect();
         };
         let mut process = Process::new(blazesym::Pid::Pid(pid));
         // Perf maps (JIT runtimes) are files in /tmp that the process
         // writes: not trusted for a root tracer's output.
         process.perf_map = false;
-        self.resolve(&Source::Process(process), addrs, Some(pid))
+        self.resolve(&Source::Process(process), stacks, Some(pid))
     }
 
-    fn resolve(&self, source: &Source<'_>, addrs: &[u64], pid: Option<NonZeroU32>) -> Vec<Frame> {
+    fn resolve(
+        &self,
+        source: &Source<'_>,
+        stacks: &[&[u64]],
+        pid: Option<NonZeroU32>,
+    ) -> Vec<Vec<Frame>> {
         // Each frame but the innermost is a return address: the call is
         // the instruction before it, which may be the last of another
         // function (a call to a function that does not return).
-        let lookup: Vec<u64> = addrs
+        let lookup: Vec<u64> = stacks
             .iter()
-            .enumerate()
-            .map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) })
+            .flat_map(|s| {
+                s.iter()
+                    .enumerate()
+                    .map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) })
+            })
             .collect();
         let named = self
             .blaze
             .symbolize(source, Input::AbsAddr(&lookup))
             .unwrap_or_default();
-        let mut frames: Vec<Frame> = addrs
+        let mut frames: Vec<Frame> = stacks
             .iter()
-            .enumerate()
-            .map(|(i, &addr)| match named.get(i) {
+            .flat_map(|s| s.iter().enumerate())
+            .zip(0..)
+            .map(|((i, &addr), at)| match named.get(at) {
                 Some(Symbolized::Sym(sym)) => Frame {
                     addr,
                     symbol: Some(sym.name.to_string()),
@@ -131,7 +144,11 @@ impl Symbolizer {
         if let Some(pid) = pid {
             self.place_unnamed(pid, &lookup, &mut frames);
         }
-        frames
+        let mut rest = frames.into_iter();
+        stacks
+            .iter()
+            .map(|s| rest.by_ref().take(s.len()).collect())
+            .collect()
     }
 
     /// The file and file offset of each user frame left unnamed (a
@@ -180,20 +197,29 @@ mod tests {
 
     #[test]
     fn a_function_of_this_process_is_named() {
-        let addr = schedlat_symbolize_probe as usize as u64;
-        let frames = Symbolizer::new().user(std::process::id(), &[addr + 1]);
+        let addr = schedlat_symbolize_probe as *const () as u64;
+        // Two stacks in one pass: the second one's outer frame is a
+        // return address, looked up one byte before it (the call's end).
+        let stacks = Symbolizer::new().user(std::process::id(), &[&[addr + 1], &[0x10, addr + 1]]);
         assert_eq!(
-            frames[0].symbol.as_deref(),
+            stacks[0][0].symbol.as_deref(),
             Some("schedlat_symbolize_probe")
         );
-        assert_eq!(frames[0].label(), "schedlat_symbolize_probe");
+        assert_eq!(stacks[0][0].label(), "schedlat_symbolize_probe");
+        assert_eq!(stacks[1].len(), 2);
+        assert_eq!(stacks[1][0].label(), "0x10");
+        assert_eq!(
+            stacks[1][1].symbol.as_deref(),
+            Some("schedlat_symbolize_probe")
+        );
+        assert_eq!(stacks[1][1].offset, 1);
     }
 
     #[test]
     fn an_address_in_no_file_is_kept_as_it_is() {
-        let frames = Symbolizer::new().user(std::process::id(), &[0x10]);
-        assert_eq!(frames[0].symbol, None);
-        assert_eq!(frames[0].label(), "0x10");
+        let stacks = Symbolizer::new().user(std::process::id(), &[&[0x10]]);
+        assert_eq!(stacks[0][0].symbol, None);
+        assert_eq!(stacks[0][0].label(), "0x10");
     }
 
     #[test]

@@ -171,10 +171,13 @@ impl Output {
         });
         let workloads = self.names.tasks(tasks);
         let mut text = String::new();
-        for record in records {
+        let holders = match self.stacks.as_mut() {
+            Some(s) => s.name(records),
+            None => vec![None; records.len()],
+        };
+        for (record, holder) in records.iter().zip(holders) {
             let event = &record.event;
             self.events += 1;
-            let holder = self.stacks.as_mut().and_then(|s| s.name(record));
             let idle = (event.culprit.tid == 0).then(|| {
                 if self.scanned.elapsed() >= RESCAN {
                     self.scan();

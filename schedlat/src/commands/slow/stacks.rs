@@ -5,6 +5,7 @@
 //! written fails the run at once rather than after it.
 
 use std::{
+    collections::BTreeMap,
     fs::File,
     io::{BufWriter, Write},
     path::{Path, PathBuf},
@@ -14,9 +15,9 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::stacks::{Folded, HolderStacks},
-    collect::slow::SlowRecord,
+    collect::slow::{RawStacks, SlowRecord},
     output::{self, escape},
-    sys::symbolize::Symbolizer,
+    sys::symbolize::{Frame, Symbolizer},
 };
 
 pub(super) struct Stacks {
@@ -46,23 +47,52 @@ impl Stacks {
         })
     }
 
-    /// The holder's stacks of `record`, named; None without stacks or for
-    /// an idle CPU (the idle task's stack says nothing of a holder: the
-    /// wait was the wakeup's or a throttled group's, slow's line says
-    /// which), which the folded stacks leave out too.
-    pub(super) fn name(&mut self, record: &SlowRecord) -> Option<HolderStacks> {
-        let raw = record.stacks.as_ref()?;
-        let culprit = &record.event.culprit;
-        if culprit.tid == 0 {
-            return None;
+    /// The holder's stacks of each record, named, and added to the folded
+    /// stacks; None without stacks or for an idle CPU (the idle task's
+    /// stack says nothing of a holder: the wait was the wakeup's or a
+    /// throttled group's, slow's line says which). One pass over the
+    /// kernel's symbols and one per process for a whole batch: named one
+    /// event at a time, the reader fell behind a thousand slow waits a
+    /// second and lost most of them.
+    pub(super) fn name(&mut self, records: &[SlowRecord]) -> Vec<Option<HolderStacks>> {
+        let held: Vec<Option<&RawStacks>> = records
+            .iter()
+            .map(|r| r.stacks.as_ref().filter(|_| r.event.culprit.tid != 0))
+            .collect();
+        let kernel_stacks: Vec<&[u64]> = held.iter().flatten().map(|s| &s.kernel[..]).collect();
+        let mut kernel = self.symbolizer.kernel(&kernel_stacks).into_iter();
+        let mut by_process: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, (r, s)) in records.iter().zip(&held).enumerate() {
+            if s.is_some() {
+                by_process.entry(r.event.culprit.tgid).or_default().push(i);
+            }
         }
-        let stacks = HolderStacks {
-            kernel: self.symbolizer.kernel(&raw.kernel),
-            user: self.symbolizer.user(culprit.tgid, &raw.user),
-        };
-        self.folded
-            .add(&escape::comm(culprit), &stacks, record.event.wait_ns);
-        Some(stacks)
+        let mut user: Vec<Vec<Frame>> = vec![Vec::new(); records.len()];
+        for (tgid, at) in by_process {
+            let stacks: Vec<&[u64]> = at
+                .iter()
+                .filter_map(|&i| held[i].map(|s| &s.user[..]))
+                .collect();
+            for (i, frames) in at.into_iter().zip(self.symbolizer.user(tgid, &stacks)) {
+                user[i] = frames;
+            }
+        }
+        records
+            .iter()
+            .zip(held)
+            .zip(user)
+            .map(|((r, s), user)| {
+                s?;
+                let stacks = HolderStacks {
+                    kernel: kernel.next().unwrap_or_default(),
+                    user,
+                };
+                let culprit = &r.event.culprit;
+                self.folded
+                    .add(&escape::comm(culprit), &stacks, r.event.wait_ns);
+                Some(stacks)
+            })
+            .collect()
     }
 
     /// Writes the files asked for; says on stderr what each holds.
