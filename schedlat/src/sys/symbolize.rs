@@ -1,6 +1,6 @@
 //! Stack addresses to function names, with blazesym (the libbpf project's
 //! symbolizer): kernel addresses through /proc/kallsyms, a process's
-//! through its /proc/PID/maps and the ELF symbols and DWARF of the files
+//! through its /proc/PID/maps and the ELF symbol tables of the files
 //! mapped there (opened through /proc/PID/map_files, so a binary inside a
 //! container's file system is found; that needs CAP_SYS_ADMIN, which a
 //! tracer has). A process's addresses only mean something while it lives
@@ -81,6 +81,7 @@ impl Symbolizer {
         // at the first event, and kallsyms has every function (modules too).
         let source = Source::Kernel(Kernel {
             vmlinux: MaybeDefault::None,
+            debug_syms: false,
             ..Kernel::default()
         });
         self.resolve(&source, stacks, None)
@@ -99,6 +100,10 @@ impl Symbolizer {
         // Perf maps (JIT runtimes) are files in /tmp that the process
         // writes: not trusted for a root tracer's output.
         process.perf_map = false;
+        // ELF symbols only: a frame is shown as its function, which the
+        // symbol tables name; the DWARF of a large library (a compiler's
+        // libLLVM) took the reader from 11 to 168 MB.
+        process.debug_syms = false;
         self.resolve(&Source::Process(process), stacks, Some(pid))
     }
 
