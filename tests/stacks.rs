@@ -195,3 +195,110 @@ fn an_unwritable_output_path_is_refused_at_once() {
         "{stderr}"
     );
 }
+
+/// The waker's stack says how each wait began: a sleeper woken by its
+/// timer shows the hrtimer's expiry, a reader woken by a pipe write shows
+/// pipe_write (anon_pipe_write on 6.15 and later). Both share a CPU with a spinning holder at nice -10, so
+/// their waits are slow.
+#[test]
+fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let me = std::process::id().to_string();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks",
+            "-p",
+            &me,
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            pin_current_thread(cpu);
+            nice_current_thread(-10);
+            schedlat_test_holder_spin(&stop)
+        })
+    };
+    let mut fds = [0; 2];
+    // SAFETY: a two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let [read_fd, write_fd] = fds;
+    const ROUNDS: u32 = 1000;
+    let reader = thread::spawn(move || {
+        pin_current_thread(cpu);
+        let mut byte = 0u8;
+        for _ in 0..ROUNDS {
+            // SAFETY: reads one byte into a local.
+            let n = unsafe { libc::read(read_fd, (&raw mut byte).cast(), 1) };
+            assert_eq!(n, 1);
+        }
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u64 }
+    });
+    let writer = thread::spawn(move || {
+        for _ in 0..ROUNDS {
+            thread::sleep(Duration::from_millis(1));
+            // SAFETY: writes one byte from a constant.
+            let n = unsafe { libc::write(write_fd, b"x".as_ptr().cast(), 1) };
+            assert_eq!(n, 1);
+        }
+    });
+    let sleeper = u64::from(named_sleeper(
+        cpu,
+        Duration::from_millis(1),
+        ROUNDS,
+        "timer-sleeper",
+    ));
+    writer.join().unwrap();
+    let reader = reader.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    // SAFETY: closing the pipe this test opened.
+    unsafe {
+        libc::close(read_fd);
+        libc::close(write_fd);
+    }
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let objects = parse_json_lines(&lines);
+    // The symbols of each kept waker stack of `tid`'s slow waits.
+    let wakers = |tid: u64| -> Vec<Vec<String>> {
+        objects
+            .iter()
+            .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == tid)
+            .filter_map(|o| o["holder_stacks"]["waker"]["kernel"].as_array())
+            .map(|k| {
+                k.iter()
+                    .filter_map(|f| f["symbol"].as_str().map(String::from))
+                    .collect()
+            })
+            .collect()
+    };
+    let (timer, pipe) = (wakers(sleeper), wakers(reader));
+    assert!(
+        timer.len() >= 3,
+        "few timer wakeups with a stack: {timer:?}"
+    );
+    assert!(pipe.len() >= 3, "few pipe wakeups with a stack: {pipe:?}");
+    for stack in &timer {
+        assert!(stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+        assert!(
+            !stack.iter().any(|s| s.ends_with("pipe_write")),
+            "{stack:?}"
+        );
+    }
+    for stack in &pipe {
+        // pipe_write, anon_pipe_write since 6.15.
+        assert!(stack.iter().any(|s| s.ends_with("pipe_write")), "{stack:?}");
+        assert!(!stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+    }
+}

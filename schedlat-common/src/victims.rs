@@ -96,6 +96,9 @@ pub const RQ_LEN_UNKNOWN: u32 = u32::MAX;
 /// `kernel.perf_event_max_stack`, the most the kernel walks by default.
 pub const STACK_FRAMES: usize = 127;
 
+/// No waker, or no waker stack, in a [`SlowStacks`].
+pub const NO_WAKER: u32 = u32::MAX;
+
 /// A slow event with the holder's stacks (`slow --stacks`), taken by
 /// `bpf_get_stack` at the switch that ends the wait, where the holder
 /// (`prev`) is still `current`. Told apart from a plain [`SlowEvent`] by
@@ -109,6 +112,13 @@ pub struct SlowStacks {
     /// thread (`-EFAULT`).
     pub kernel_bytes: i32,
     pub user_bytes: i32,
+    /// The task that was `current` at the sched_wakeup that began the
+    /// wait (in an interrupt, the task it interrupted), and the id of its
+    /// kernel stack there in the waker stack map; both [`NO_WAKER`] when
+    /// the wait did not begin with a wakeup, the id alone when the stack
+    /// was not kept (its bucket of the map held another).
+    pub waker_tid: u32,
+    pub waker_stack: u32,
     /// Return addresses in the kernel, from the tracepoint down.
     pub kernel: [u64; STACK_FRAMES],
     /// The holder's user-space stack, walked by frame pointers from the
@@ -189,7 +199,7 @@ mod tests {
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);
         assert_eq!(
             size_of::<SlowStacks>(),
-            size_of::<SlowEvent>() + 8 + 2 * 8 * STACK_FRAMES
+            size_of::<SlowEvent>() + 16 + 2 * 8 * STACK_FRAMES
         );
         assert_eq!(size_of::<RowSlot>(), 8);
     }

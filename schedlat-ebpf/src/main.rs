@@ -73,7 +73,7 @@ use crate::{
 // tp_btf: sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<false>(&ctx, Kind::Woken)
+    btf_enqueue::<false, false>(&ctx, Kind::Woken)
 }
 
 // The decision split (on unless `--no-decision`) has its own sched_wakeup,
@@ -84,13 +84,26 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
 // split existed.
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<true>(&ctx, Kind::Woken)
+    btf_enqueue::<true, false>(&ctx, Kind::Woken)
+}
+
+// `slow --stacks` (names::BTF_STACKS_PROGRAMS, as its switches below): the
+// same wakeups, each also keeping its waker's kernel stack for the wait it
+// begins.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_stacks(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<false, true>(&ctx, Kind::Woken)
+}
+
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_decision_stacks(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<true, true>(&ctx, Kind::Woken)
 }
 
 /// A tp_btf wakeup of its task argument, the `kind` way (`D`: with the
-/// decision split).
+/// decision split; `S`: keeping the waker's stack).
 #[inline(always)]
-fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
+fn btf_enqueue<const D: bool, const S: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     let task = TaskPtr::arg(ctx.arg(0));
     // With the decision split, `task->se.cfs_rq` is read once, here,
     // before any branch, for both the queue and the decision's walk (each
@@ -104,6 +117,9 @@ fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     // Filtered-out tasks return here, before any map access.
     if filter::wanted(task) {
         wait::enqueue::<D>(task.pid(), kind, Some(task));
+        if S {
+            slow::woken(ctx, task.pid());
+        }
     }
     0
 }
@@ -121,12 +137,12 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
 // tp_btf: sched_wakeup_new(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<false>(&ctx, Kind::New)
+    btf_enqueue::<false, false>(&ctx, Kind::New)
 }
 
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<true>(&ctx, Kind::New)
+    btf_enqueue::<true, false>(&ctx, Kind::New)
 }
 
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,

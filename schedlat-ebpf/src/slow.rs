@@ -10,11 +10,12 @@
 
 use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
-    helpers::{bpf_get_current_task_btf, bpf_get_task_stack},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_task_stack},
     macros::map,
-    maps::RingBuf,
+    maps::{Array, RingBuf, StackTrace},
+    programs::{BtfTracePointContext, tracing::StackIdContext},
 };
-use schedlat_common::victims::{STACK_FRAMES, SlowEvent, SlowStacks};
+use schedlat_common::victims::{NO_WAKER, STACK_FRAMES, SlowEvent, SlowStacks};
 
 use crate::{bpf::cpu, memory::TaskPtr, victims::counters, wait::Ended};
 
@@ -22,6 +23,49 @@ use crate::{bpf::cpu, memory::TaskPtr, victims::counters, wait::Ended};
 /// a power-of-two multiple of the page size.
 #[map]
 static SLOW_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+
+/// Per TID, the waker of its latest sched_wakeup (`slow --stacks`): the
+/// waker's TID in the high half, its stack's id in WAKER_STACKS in the
+/// low (NO_WAKER: not kept). Sized from pid_max by the loader with
+/// --stacks, one entry otherwise.
+#[map]
+static WAKERS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// The wakers' kernel stacks, each kept once (bpf_get_stackid hashes
+/// them). Without BPF_F_REUSE_STACKID a stack whose bucket holds another
+/// is not kept (-EEXIST), rather than overwriting one a pending wait
+/// points to: a wait may lose its waker's stack, never get another's.
+#[map]
+static WAKER_STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+/// `tid` was just woken: keep who woke it (`current`) and from where.
+#[inline(always)]
+pub fn woken(ctx: &BtfTracePointContext, tid: u32) {
+    let stack = match ctx.get_stackid(&WAKER_STACKS, 0) {
+        Ok(id) => id as u32,
+        Err(_) => NO_WAKER,
+    };
+    // The low half of pid_tgid is the TID of `current`.
+    let waker = bpf_get_current_pid_tgid() as u32;
+    if let Some(slot) = WAKERS.get_ptr_mut(tid) {
+        // SAFETY: pointer into the map value, valid for this program run.
+        unsafe { *slot = (u64::from(waker) << 32) | u64::from(stack) };
+    }
+}
+
+/// The waker of the wait of `next` that just ended, if it began with a
+/// sched_wakeup (how it began is in `ended`: the word per TID is the
+/// latest wakeup's, which began the wait when the wait was a wakeup's).
+#[inline(always)]
+fn waker_of(next: TaskPtr, ended: Ended) -> (u32, u32) {
+    if ended.began.index() != 0 {
+        return (NO_WAKER, NO_WAKER);
+    }
+    match WAKERS.get(next.pid()) {
+        Some(&w) if w != 0 => ((w >> 32) as u32, w as u32),
+        _ => (NO_WAKER, NO_WAKER),
+    }
+}
 
 /// Sends the wait of `next` that a switch from `prev` just ended.
 #[inline(always)]
@@ -110,6 +154,9 @@ fn with_stacks(prev: TaskPtr, next: TaskPtr, ended: Ended) -> bool {
         );
         core::ptr::addr_of_mut!((*record).kernel_bytes).write(kernel as i32);
         core::ptr::addr_of_mut!((*record).user_bytes).write(user as i32);
+        let (waker_tid, waker_stack) = waker_of(next, ended);
+        core::ptr::addr_of_mut!((*record).waker_tid).write(waker_tid);
+        core::ptr::addr_of_mut!((*record).waker_stack).write(waker_stack);
     }
     entry.submit(0);
     true

@@ -25,6 +25,8 @@ fn tracing_frame(name: &str) -> bool {
         "schedule_idle",
     ];
     const TRACING: &[&str] = &[
+        "__traceiter_",
+        "__bpf_trace_",
         "__bpf_get_",
         "bpf_get_",
         "bpf_prog_",
@@ -54,12 +56,43 @@ fn return_to_user(name: &str) -> bool {
     .any(|p| name.starts_with(p))
 }
 
-/// The holder's stacks at the end of a wait, named.
+/// The holder's stacks at the end of a wait, named, and the waker's at
+/// its start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HolderStacks {
     /// Innermost first, as the kernel walked them.
     pub kernel: Vec<Frame>,
     pub user: Vec<Frame>,
+    /// None when the wait did not begin with a wakeup.
+    pub waker: Option<WakerStack>,
+}
+
+/// Who woke the task that waited, and from where in the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WakerStack {
+    /// `current` at the wakeup: in an interrupt, the task it interrupted.
+    pub tid: u32,
+    /// Innermost first; None when the kernel did not keep it.
+    pub kernel: Option<Vec<Frame>>,
+}
+
+impl WakerStack {
+    /// How many innermost frames are the tracer's (the walk, the program,
+    /// the tracepoint's dispatch).
+    pub(crate) fn tracing_frames(&self) -> usize {
+        self.kernel.as_deref().map_or(0, |k| {
+            k.iter()
+                .rposition(|f| f.symbol.as_deref().is_some_and(tracing_frame))
+                .map_or(0, |i| i + 1)
+        })
+    }
+
+    /// The frames of the wakeup itself, innermost first.
+    pub(crate) fn own(&self) -> &[Frame] {
+        self.kernel
+            .as_deref()
+            .map_or(&[], |k| &k[self.tracing_frames()..])
+    }
 }
 
 impl HolderStacks {
@@ -156,6 +189,7 @@ mod tests {
         HolderStacks {
             kernel: kernel.iter().map(|n| named(n)).collect(),
             user: user.iter().map(|n| named(n)).collect(),
+            waker: None,
         }
     }
 
@@ -204,6 +238,29 @@ mod tests {
             f.lines(),
             ["a:b_c;main;read;do_syscall_64_[k];vfs_read_[k];pipe_read_[k] 2"]
         );
+    }
+
+    #[test]
+    fn a_wakers_stack_starts_under_the_tracepoint() {
+        let names = [
+            "bpf_prog_1_sched_wakeup",
+            "bpf_trace_run1",
+            "__traceiter_sched_wakeup",
+            "ttwu_do_activate",
+            "try_to_wake_up",
+            "pipe_write",
+        ];
+        let w = WakerStack {
+            tid: 7,
+            kernel: Some(names.iter().map(|n| named(n)).collect()),
+        };
+        assert_eq!(w.tracing_frames(), 3);
+        assert_eq!(w.own()[0].label(), "ttwu_do_activate");
+        let lost = WakerStack {
+            tid: 7,
+            kernel: None,
+        };
+        assert!(lost.own().is_empty());
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use std::mem::size_of;
 
-use aya::maps::{MapData, RingBuf};
+use aya::maps::{MapData, RingBuf, StackTraceMap};
 use schedlat_common::{
     names,
-    victims::{SlowEvent, SlowStacks},
+    victims::{NO_WAKER, SlowEvent, SlowStacks},
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -16,6 +16,8 @@ use crate::collect::error::ReadError;
 /// The ring buffer, watched by the runtime for new records.
 pub(crate) struct SlowEvents {
     ring: AsyncFd<RingBuf<MapData>>,
+    /// The wakers' stacks (`--stacks`), read by the id each event holds.
+    waker_stacks: Option<StackTraceMap<MapData>>,
 }
 
 impl SlowEvents {
@@ -32,7 +34,12 @@ impl SlowEvents {
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)
             .map_err(|e| anyhow::Error::new(e).context("watching the slow events' ring buffer"))?;
-        Ok(SlowEvents { ring })
+        // Only read when an event names a stack, that is with --stacks.
+        let waker_stacks = tracer
+            .ebpf
+            .take_map(names::MAP_WAKER_STACKS)
+            .and_then(|map| StackTraceMap::try_from(map).ok());
+        Ok(SlowEvents { ring, waker_stacks })
     }
 
     /// Waits until the kernel has written, then returns every event in the
@@ -52,14 +59,14 @@ impl SlowEvents {
     /// As `next`, with each event's holder stacks (`slow --stacks`).
     pub(crate) async fn next_records(&mut self) -> std::io::Result<Vec<SlowRecord>> {
         let mut guard = self.ring.readable_mut().await?;
-        let records = drain_records(guard.get_inner_mut());
+        let records = drain_records(guard.get_inner_mut(), self.waker_stacks.as_ref());
         guard.clear_ready();
         Ok(records)
     }
 
     /// As `drain`, with each event's holder stacks.
     pub(crate) fn drain_records(&mut self) -> Vec<SlowRecord> {
-        drain_records(self.ring.get_mut())
+        drain_records(self.ring.get_mut(), self.waker_stacks.as_ref())
     }
 }
 
@@ -75,6 +82,17 @@ pub(crate) struct SlowRecord {
 pub(crate) struct RawStacks {
     pub kernel: Vec<u64>,
     pub user: Vec<u64>,
+    /// Who woke the task at the wakeup that began the wait; None when the
+    /// wait did not begin with a wakeup (a preemption, a new task).
+    pub waker: Option<RawWaker>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RawWaker {
+    /// `current` at the wakeup: in an interrupt, the task it interrupted.
+    pub tid: u32,
+    /// Its kernel stack there, innermost first; None when not kept.
+    pub kernel: Option<Vec<u64>>,
 }
 
 fn drain(ring: &mut RingBuf<MapData>) -> Vec<SlowEvent> {
@@ -87,14 +105,37 @@ fn drain(ring: &mut RingBuf<MapData>) -> Vec<SlowEvent> {
     events
 }
 
-fn drain_records(ring: &mut RingBuf<MapData>) -> Vec<SlowRecord> {
+fn drain_records(
+    ring: &mut RingBuf<MapData>,
+    waker_stacks: Option<&StackTraceMap<MapData>>,
+) -> Vec<SlowRecord> {
     let mut records = Vec::new();
     while let Some(item) = ring.next() {
-        if let Some(record) = decode_record(&item) {
+        if let Some(mut record) = decode_record(&item) {
+            if let (Some(map), Some(w)) = (waker_stacks, waker_of(&item)) {
+                let waker = record.stacks.as_mut().map(|s| &mut s.waker);
+                *waker.expect("a record with a waker has stacks") = Some(RawWaker {
+                    tid: w.0,
+                    kernel: (w.1 != NO_WAKER)
+                        .then(|| map.get(&w.1, 0).ok())
+                        .flatten()
+                        .map(|t| t.frames().iter().map(|f| f.ip).collect()),
+                });
+            }
             records.push(record);
         }
     }
     records
+}
+
+/// The waker's TID and stack id of a record with stacks, if it has one.
+fn waker_of(bytes: &[u8]) -> Option<(u32, u32)> {
+    if bytes.len() < size_of::<SlowStacks>() {
+        return None;
+    }
+    // SAFETY: as in decode_record.
+    let s = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<SlowStacks>()) };
+    (s.waker_tid != NO_WAKER).then_some((s.waker_tid, s.waker_stack))
 }
 
 /// The frames up to the first zero: a frame-pointer walk through code
@@ -120,6 +161,7 @@ fn decode_record(bytes: &[u8]) -> Option<SlowRecord> {
         stacks: Some(RawStacks {
             kernel: walked(SlowStacks::frames(&s.kernel, s.kernel_bytes)),
             user: walked(SlowStacks::frames(&s.user, s.user_bytes)),
+            waker: None,
         }),
     })
 }
@@ -152,9 +194,14 @@ mod tests {
         // 2 kernel frames; the user stack an error (a kernel thread).
         bytes[at..at + 4].copy_from_slice(&16i32.to_ne_bytes());
         bytes[at + 4..at + 8].copy_from_slice(&(-14i32).to_ne_bytes());
-        bytes[at + 8..at + 16].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        bytes[at + 8..at + 12].copy_from_slice(&NO_WAKER.to_ne_bytes());
+        bytes[at + 16..at + 24].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
         let stacks = decode_record(&bytes).unwrap().stacks.unwrap();
         assert_eq!(stacks.kernel, [0xffff_ffff_8100_0000]);
+        assert_eq!(waker_of(&bytes), None);
+        bytes[at + 8..at + 12].copy_from_slice(&77u32.to_ne_bytes());
+        bytes[at + 12..at + 16].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(waker_of(&bytes), Some((77, 3)));
         assert!(stacks.user.is_empty());
     }
 }

@@ -25,6 +25,10 @@ const SLOW_RING_BYTES: u32 = 1 << 20;
 /// a quarter of that rate.
 const SLOW_STACKS_RING_BYTES: u32 = 4 << 20;
 
+/// Distinct waker stacks `slow --stacks` keeps (1,024 bytes each): a
+/// system's wakeups come from a few hundred places.
+const WAKER_STACKS: u32 = 8192;
+
 /// Tasks each victims table holds per interval, unless `--max-tasks` says.
 pub(crate) const DEFAULT_MAX_TASKS: u32 = 10_240;
 
@@ -214,6 +218,14 @@ impl Modes {
             page_size()
         };
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
+        // `slow --stacks`: a waker per possible TID (8 bytes each, as the
+        // start words), and room for WAKER_STACKS distinct waker stacks.
+        let stacks = self.stacks && self.slow_ns.is_some();
+        loader.map_max_entries(names::MAP_WAKERS, if stacks { pid_max()? } else { 1 });
+        loader.map_max_entries(
+            names::MAP_WAKER_STACKS,
+            if stacks { WAKER_STACKS } else { 1 },
+        );
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
         loader.map_max_entries(names::MAP_KEY_SUMMARY, max_keys);

@@ -150,6 +150,18 @@ struct StacksJson {
     in_user_space: bool,
     /// Empty for a kernel thread.
     user: Vec<FrameJson>,
+    /// Who woke the task that waited, at the wakeup that began the wait;
+    /// null when it did not begin with one.
+    waker: Option<WakerJson>,
+}
+
+#[derive(Serialize)]
+struct WakerJson {
+    /// `current` at the wakeup: in an interrupt, the task it interrupted.
+    tid: u32,
+    /// Its kernel stack there, innermost first; null when not kept.
+    kernel: Option<Vec<FrameJson>>,
+    tracing_frames: usize,
 }
 
 #[derive(Serialize)]
@@ -166,7 +178,7 @@ struct FrameJson {
 
 impl StacksJson {
     fn new(s: &HolderStacks) -> StacksJson {
-        let frames = |v: &[Frame]| {
+        let frames = |v: &[Frame]| -> Vec<FrameJson> {
             v.iter()
                 .map(|f| FrameJson {
                     addr: format!("{:#x}", f.addr),
@@ -182,6 +194,11 @@ impl StacksJson {
             tracing_frames: s.tracing_frames(),
             in_user_space: s.in_user_space(),
             user: frames(&s.user),
+            waker: s.waker.as_ref().map(|w| WakerJson {
+                tid: w.tid,
+                kernel: w.kernel.as_deref().map(frames),
+                tracing_frames: w.tracing_frames(),
+            }),
         }
     }
 }
@@ -210,6 +227,13 @@ pub(crate) fn stacks_lines(s: &HolderStacks) -> String {
     }
     if out.is_empty() {
         out.push_str("    holder: no stack (the kernel walked none)\n");
+    }
+    match &s.waker {
+        Some(w) if w.kernel.is_some() => {
+            out.push_str(&format!("    waker {:<7}  {}\n", w.tid, join(w.own())));
+        }
+        Some(w) => out.push_str(&format!("    waker {:<7}  (stack not kept)\n", w.tid)),
+        None => {}
     }
     out
 }

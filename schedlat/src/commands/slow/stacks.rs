@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::stacks::{Folded, HolderStacks},
+    analysis::stacks::{Folded, HolderStacks, WakerStack},
     collect::slow::{RawStacks, SlowRecord},
     output::{self, escape},
     sys::symbolize::{Frame, Symbolizer},
@@ -59,8 +59,18 @@ impl Stacks {
             .iter()
             .map(|r| r.stacks.as_ref().filter(|_| r.event.culprit.tid != 0))
             .collect();
-        let kernel_stacks: Vec<&[u64]> = held.iter().flatten().map(|s| &s.kernel[..]).collect();
-        let mut kernel = self.symbolizer.kernel(&kernel_stacks).into_iter();
+        // The holders' kernel stacks, then the wakers', in one pass.
+        let holders = held.iter().flatten().map(|s| &s.kernel[..]);
+        let wakers = held
+            .iter()
+            .flatten()
+            .filter_map(|s| s.waker.as_ref()?.kernel.as_deref());
+        let kernel_stacks: Vec<&[u64]> = holders.chain(wakers).collect();
+        let mut named = self.symbolizer.kernel(&kernel_stacks).into_iter();
+        let holder_kernel: Vec<Vec<Frame>> =
+            named.by_ref().take(held.iter().flatten().count()).collect();
+        let mut holder_kernel = holder_kernel.into_iter();
+        let mut waker_kernel = named;
         let mut by_process: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, (r, s)) in records.iter().zip(&held).enumerate() {
             if s.is_some() {
@@ -82,10 +92,18 @@ impl Stacks {
             .zip(held)
             .zip(user)
             .map(|((r, s), user)| {
-                s?;
+                let s = s?;
+                let waker = s.waker.as_ref().map(|w| WakerStack {
+                    tid: w.tid,
+                    kernel: w
+                        .kernel
+                        .as_ref()
+                        .map(|_| waker_kernel.next().unwrap_or_default()),
+                });
                 let stacks = HolderStacks {
-                    kernel: kernel.next().unwrap_or_default(),
+                    kernel: holder_kernel.next().unwrap_or_default(),
                     user,
+                    waker,
                 };
                 let culprit = &r.event.culprit;
                 self.folded
