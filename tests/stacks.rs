@@ -283,7 +283,16 @@ fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
             })
             .collect()
     };
-    let (timer, pipe) = (wakers(sleeper), wakers(reader));
+    // Each thread pins itself first: the CPU stopper that moves it wakes
+    // it once (complete_all <- migration_cpu_stop), a wakeup of its own.
+    let pinned = |stacks: Vec<Vec<String>>| -> Vec<Vec<String>> {
+        let (moved, rest): (Vec<_>, Vec<_>) = stacks
+            .into_iter()
+            .partition(|s| s.iter().any(|f| f == "migration_cpu_stop"));
+        assert!(moved.len() <= 1, "{moved:?}");
+        rest
+    };
+    let (timer, pipe) = (pinned(wakers(sleeper)), pinned(wakers(reader)));
     assert!(
         timer.len() >= 3,
         "few timer wakeups with a stack: {timer:?}"
