@@ -104,6 +104,9 @@ pub mod names {
     pub const MAP_ROWS_USED: &str = "ROWS_USED";
     pub const MAP_MODE_COUNTERS: &str = "MODE_COUNTERS";
     pub const MAP_SLOW_EVENTS: &str = "SLOW_EVENTS";
+    /// `slow --stacks`: per TID its latest waker, and the wakers' stacks.
+    pub const MAP_WAKERS: &str = "WAKERS";
+    pub const MAP_WAKER_STACKS: &str = "WAKER_STACKS";
     /// The cause split (schedlat-ebpf causes.rs): per-CPU totals, the
     /// overlap snapshots of waits in progress, the CPUs' topology.
     pub const MAP_CAUSES: &str = "CAUSES";
@@ -141,6 +144,15 @@ pub mod names {
         ("sched_wakeup_new_decision", "sched_wakeup_new"),
         ("sched_switch_decision", "sched_switch"),
         ("sched_switch_victims_decision", BTF_SWITCH_VICTIMS),
+    ];
+    /// `slow --stacks`: the switch programs with the holder's stacks in
+    /// each slow event compiled in, (program, the program it replaces,
+    /// after the decision split's swap): the others carry none of it.
+    pub const BTF_STACKS_PROGRAMS: [(&str, &str); 4] = [
+        ("sched_switch_stacks", "sched_switch"),
+        ("sched_switch_decision_stacks", "sched_switch_decision"),
+        ("sched_wakeup_stacks", "sched_wakeup"),
+        ("sched_wakeup_decision_stacks", "sched_wakeup_decision"),
     ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";

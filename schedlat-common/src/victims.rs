@@ -92,6 +92,48 @@ pub struct SlowEvent {
 
 pub const RQ_LEN_UNKNOWN: u32 = u32::MAX;
 
+/// Frames kept of each stack of a [`SlowStacks`] event: perf's default
+/// `kernel.perf_event_max_stack`, the most the kernel walks by default.
+pub const STACK_FRAMES: usize = 127;
+
+/// No waker, or no waker stack, in a [`SlowStacks`].
+pub const NO_WAKER: u32 = u32::MAX;
+
+/// A slow event with the holder's stacks (`slow --stacks`), taken by
+/// `bpf_get_stack` at the switch that ends the wait, where the holder
+/// (`prev`) is still `current`. Told apart from a plain [`SlowEvent`] by
+/// its size in the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowStacks {
+    pub event: SlowEvent,
+    /// Bytes of `kernel` and `user` the kernel filled (8 a frame,
+    /// innermost first), or a negative errno: no user stack for a kernel
+    /// thread (`-EFAULT`).
+    pub kernel_bytes: i32,
+    pub user_bytes: i32,
+    /// The task that was `current` at the sched_wakeup that began the
+    /// wait (in an interrupt, the task it interrupted), and the id of its
+    /// kernel stack there in the waker stack map; both [`NO_WAKER`] when
+    /// the wait did not begin with a wakeup, the id alone when the stack
+    /// was not kept (its bucket of the map held another).
+    pub waker_tid: u32,
+    pub waker_stack: u32,
+    /// Return addresses in the kernel, from the tracepoint down.
+    pub kernel: [u64; STACK_FRAMES],
+    /// The holder's user-space stack, walked by frame pointers from the
+    /// registers it entered the kernel with.
+    pub user: [u64; STACK_FRAMES],
+}
+
+impl SlowStacks {
+    /// The frames of a stack that the kernel reported `bytes` of.
+    pub fn frames(stack: &[u64; STACK_FRAMES], bytes: i32) -> &[u64] {
+        let n = usize::try_from(bytes).unwrap_or(0) / 8;
+        &stack[..n.min(STACK_FRAMES)]
+    }
+}
+
 /// Per-CPU counters of the victims and slow modes, cumulative since load.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,6 +170,8 @@ mod pod {
     unsafe impl aya::Pod for ModeCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for RowSlot {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for SlowStacks {}
 }
 
 #[cfg(test)]
@@ -153,6 +197,10 @@ mod tests {
         assert_eq!(size_of::<SlowEvent>(), 8 + 8 + 4 + 4 + 40 + 40 + 8);
         // The ring buffer hands out 8-byte aligned records.
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);
+        assert_eq!(
+            size_of::<SlowStacks>(),
+            size_of::<SlowEvent>() + 16 + 2 * 8 * STACK_FRAMES
+        );
         assert_eq!(size_of::<RowSlot>(), 8);
     }
 }

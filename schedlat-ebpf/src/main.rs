@@ -74,7 +74,7 @@ use crate::{
 // tp_btf: sched_wakeup(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<false>(&ctx, Kind::Woken)
+    btf_enqueue::<false, false>(&ctx, Kind::Woken)
 }
 
 // The decision split (on unless `--no-decision`) has its own sched_wakeup,
@@ -85,13 +85,26 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> u32 {
 // split existed.
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<true>(&ctx, Kind::Woken)
+    btf_enqueue::<true, false>(&ctx, Kind::Woken)
+}
+
+// `slow --stacks` (names::BTF_STACKS_PROGRAMS, as its switches below): the
+// same wakeups, each also keeping its waker's kernel stack for the wait it
+// begins.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_stacks(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<false, true>(&ctx, Kind::Woken)
+}
+
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_decision_stacks(ctx: BtfTracePointContext) -> u32 {
+    btf_enqueue::<true, true>(&ctx, Kind::Woken)
 }
 
 /// A tp_btf wakeup of its task argument, the `kind` way (`D`: with the
-/// decision split).
+/// decision split; `S`: keeping the waker's stack).
 #[inline(always)]
-fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
+fn btf_enqueue<const D: bool, const S: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     let task = TaskPtr::arg(ctx.arg(0));
     // With the decision split, `task->se.cfs_rq` is read once, here,
     // before any branch, for both the queue and the decision's walk (each
@@ -105,6 +118,9 @@ fn btf_enqueue<const D: bool>(ctx: &BtfTracePointContext, kind: Kind) -> u32 {
     // Filtered-out tasks return here, before any map access.
     if filter::wanted(task) {
         wait::enqueue::<D>(task.pid(), kind, Some(task));
+        if S {
+            slow::woken(ctx, task.pid());
+        }
     }
     0
 }
@@ -122,12 +138,12 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> u32 {
 // tp_btf: sched_wakeup_new(struct task_struct *p)
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<false>(&ctx, Kind::New)
+    btf_enqueue::<false, false>(&ctx, Kind::New)
 }
 
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
-    btf_enqueue::<true>(&ctx, Kind::New)
+    btf_enqueue::<true, false>(&ctx, Kind::New)
 }
 
 // tp_btf: sched_switch(bool preempt, struct task_struct *prev,
@@ -135,18 +151,34 @@ pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
 // Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<false>(&ctx)
+    histogram_switch::<false, false>(&ctx)
 }
 
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_decision(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<true>(&ctx)
+    histogram_switch::<true, false>(&ctx)
+}
+
+// `slow --stacks` (names::BTF_STACKS_PROGRAMS): the same switches with the
+// holder's stacks in each slow event. Programs of their own, like the
+// decision split's: a global flag's check, and the code behind it, changed
+// the register allocation of the whole switch (the slow mode's verified
+// instructions 1,478 -> 1,491 with the flag off, the histogram's 10,652 ->
+// 10,475), so without --stacks not one instruction of it is loaded.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<false, true>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_decision_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<true, true>(&ctx)
 }
 
 /// The histogram and slow modes' sched_switch (`D`: with the decision
-/// split).
+/// split; `S`: slow events with the holder's stacks).
 #[inline(always)]
-fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
+fn histogram_switch<const D: bool, const S: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
     let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) else {
         return 0;
@@ -154,7 +186,7 @@ fn histogram_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
     // A constant: in histogram mode the verifier drops this.
     let slow_ns = get(&COMPUTE.slow_ns);
     if slow_ns != 0 && ended.wait_ns >= slow_ns {
-        slow::emit(prev, next, ended);
+        slow::emit::<S>(prev, next, ended);
     }
     0
 }

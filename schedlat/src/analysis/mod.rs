@@ -14,6 +14,7 @@ pub(crate) mod shape;
 #[cfg(test)]
 mod shape_cases;
 pub(crate) mod shape_modes;
+pub(crate) mod stacks;
 pub(crate) mod task;
 pub(crate) mod victims;
 

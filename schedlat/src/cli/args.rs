@@ -152,6 +152,24 @@ pub(crate) struct SlowArgs {
     /// One JSON object per event on stdout (schema in docs/json.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Take the holder's kernel and user stacks at the end of each slow
+    /// wait, and show its top frames (every frame with --json); only the
+    /// waits over the threshold pay for it (docs/stacks.md)
+    #[arg(long, help_heading = "Stacks")]
+    pub stacks: bool,
+
+    /// At the end, write the holders' stacks folded to PATH (comm;frame;
+    /// ...;frame WEIGHT, the weight the microseconds waited behind that
+    /// stack), for any flame graph tool; implies --stacks
+    #[arg(short = 'f', long, value_name = "PATH", help_heading = "Stacks")]
+    pub folded: Option<std::path::PathBuf>,
+
+    /// At the end, write the same as an SVG flame graph to PATH; implies
+    /// --stacks
+    #[arg(long, value_name = "PATH", help_heading = "Stacks")]
+    pub flamegraph: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -164,6 +182,9 @@ impl SlowArgs {
         SlowOptions {
             threshold: self.min_us.unwrap_or(self.threshold),
             json: self.json,
+            stacks: self.stacks || self.folded.is_some() || self.flamegraph.is_some(),
+            folded: self.folded.clone(),
+            flamegraph: self.flamegraph.clone(),
         }
     }
 }

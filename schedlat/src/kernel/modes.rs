@@ -20,6 +20,15 @@ const NAMES_RING_BYTES: u32 = 256 << 10;
 /// millisecond per CPU.
 const SLOW_RING_BYTES: u32 = 1 << 20;
 
+/// With the holders' stacks (`slow --stacks`, 2,184 bytes an event with
+/// the header): 4 MiB holds ~1,900 events, the same seconds of backlog at
+/// a quarter of that rate.
+const SLOW_STACKS_RING_BYTES: u32 = 4 << 20;
+
+/// Distinct waker stacks `slow --stacks` keeps (1,024 bytes each): a
+/// system's wakeups come from a few hundred places.
+const WAKER_STACKS: u32 = 8192;
+
 /// Tasks each victims table holds per interval, unless `--max-tasks` says.
 pub(crate) const DEFAULT_MAX_TASKS: u32 = 10_240;
 
@@ -44,6 +53,8 @@ pub(crate) struct Modes {
     /// Count each wait in the neighbour-pair table (victim cgroup, holder
     /// cgroup), with room for this many pairs.
     pub pairs: Option<u32>,
+    /// Each slow event carries the holder's stacks (`slow --stacks`).
+    pub stacks: bool,
 }
 
 /// The breakdown histograms: what they are keyed by, and how many keys fit.
@@ -61,6 +72,7 @@ impl Modes {
         keyed: None,
         causes: true,
         pairs: None,
+        stacks: false,
     };
 
     /// Histogram mode, plus one histogram per key when `keyed`.
@@ -80,6 +92,7 @@ impl Modes {
             // Only for the decision split of each row, as in `slow`.
             causes: true,
             pairs: None,
+            stacks: false,
         }
     }
 
@@ -105,6 +118,7 @@ impl Modes {
             // histogram nothing else of the cause split is counted.
             causes: true,
             pairs: None,
+            stacks: false,
         }
     }
 
@@ -170,6 +184,11 @@ impl Modes {
         self.causes && (self.histogram || self.slow_ns.is_some() || self.victims.is_some())
     }
 
+    /// With the holders' stacks in each slow event.
+    pub(crate) fn with_stacks(self, stacks: bool) -> Modes {
+        Modes { stacks, ..self }
+    }
+
     /// Without the cause split (`--no-causes`).
     pub(crate) fn without_causes(self) -> Modes {
         Modes {
@@ -191,12 +210,22 @@ impl Modes {
         loader.map_max_entries(names::MAP_VICTIM_ROWS, 2 * tables.max_tasks.max(1));
         let culprit_rows = 2 * (tables.idle_rows + tables.max_tasks).max(1);
         loader.map_max_entries(names::MAP_CULPRIT_ROWS, culprit_rows);
-        let ring = if self.slow_ns.is_some() {
+        let ring = if self.slow_ns.is_some() && self.stacks {
+            SLOW_STACKS_RING_BYTES.max(page_size())
+        } else if self.slow_ns.is_some() {
             SLOW_RING_BYTES.max(page_size())
         } else {
             page_size()
         };
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
+        // `slow --stacks`: a waker per possible TID (8 bytes each, as the
+        // start words), and room for WAKER_STACKS distinct waker stacks.
+        let stacks = self.stacks && self.slow_ns.is_some();
+        loader.map_max_entries(names::MAP_WAKERS, if stacks { pid_max()? } else { 1 });
+        loader.map_max_entries(
+            names::MAP_WAKER_STACKS,
+            if stacks { WAKER_STACKS } else { 1 },
+        );
         let max_keys = self.keyed.map_or(1, |k| k.max_keys.max(1));
         loader.map_max_entries(names::MAP_KEYED, max_keys);
         loader.map_max_entries(names::MAP_KEY_SUMMARY, max_keys);

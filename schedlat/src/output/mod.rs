@@ -13,6 +13,7 @@ pub(crate) mod decision;
 pub(crate) mod diagnosis;
 pub(crate) mod dump;
 pub(crate) mod escape;
+pub(crate) mod flame;
 pub(crate) mod hlog;
 pub(crate) mod json;
 pub(crate) mod kernel_context;

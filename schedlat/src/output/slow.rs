@@ -7,11 +7,15 @@ use serde::Serialize;
 use crate::{
     analysis::{
         fmt_ns,
+        stacks::HolderStacks,
         task::{self, IdleWait, TaskJson},
     },
     collect::workloads::TaskWorkload,
     output::{decided::WaitDecision, escape, workload},
-    sys::clock::{WallClock, local_time_us},
+    sys::{
+        clock::{WallClock, local_time_us},
+        symbolize::Frame,
+    },
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
@@ -95,6 +99,9 @@ enum Json {
         /// The scheduler's decision of the wait (output/decided.rs); null
         /// when the decision split is off or did not see it.
         decision: Option<serde_json::Value>,
+        /// With `--stacks`: what the culprit was running (docs/stacks.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder_stacks: Option<StacksJson>,
     },
     Lost {
         schema: &'static str,
@@ -131,6 +138,106 @@ impl EventTask {
     }
 }
 
+/// The holder's stacks in an event's JSON: every frame, innermost first.
+#[derive(Serialize)]
+struct StacksJson {
+    /// The kernel stack from the stack walk down; its first
+    /// `tracing_frames` are the tracer's and the scheduler's own.
+    kernel: Vec<FrameJson>,
+    tracing_frames: usize,
+    /// True when the holder was stopped in user space (no kernel frame of
+    /// its own under the scheduler's).
+    in_user_space: bool,
+    /// Empty for a kernel thread.
+    user: Vec<FrameJson>,
+    /// Who woke the task that waited, at the wakeup that began the wait;
+    /// null when it did not begin with one.
+    waker: Option<WakerJson>,
+}
+
+#[derive(Serialize)]
+struct WakerJson {
+    /// `current` at the wakeup: in an interrupt, the task it interrupted.
+    tid: u32,
+    /// Its kernel stack there, innermost first; null when not kept.
+    kernel: Option<Vec<FrameJson>>,
+    tracing_frames: usize,
+}
+
+#[derive(Serialize)]
+struct FrameJson {
+    /// The address, in hex (a JSON number loses a kernel address's bits).
+    addr: String,
+    symbol: Option<String>,
+    /// Bytes from the symbol's start (null without a symbol).
+    offset: Option<u64>,
+    module: Option<String>,
+    /// For a frame without a symbol in a known file: its offset there.
+    module_offset: Option<u64>,
+}
+
+impl StacksJson {
+    fn new(s: &HolderStacks) -> StacksJson {
+        let frames = |v: &[Frame]| -> Vec<FrameJson> {
+            v.iter()
+                .map(|f| FrameJson {
+                    addr: format!("{:#x}", f.addr),
+                    symbol: f.symbol.clone(),
+                    offset: f.symbol.as_ref().map(|_| f.offset),
+                    module: f.module.clone(),
+                    module_offset: f.module_offset,
+                })
+                .collect()
+        };
+        StacksJson {
+            kernel: frames(&s.kernel),
+            tracing_frames: s.tracing_frames(),
+            in_user_space: s.in_user_space(),
+            user: frames(&s.user),
+            waker: s.waker.as_ref().map(|w| WakerJson {
+                tid: w.tid,
+                kernel: w.kernel.as_deref().map(frames),
+                tracing_frames: w.tracing_frames(),
+            }),
+        }
+    }
+}
+
+/// Frames of each stack a text line shows.
+pub(crate) const TEXT_FRAMES: usize = 5;
+
+/// The holder's top frames under an event's line, innermost first: its
+/// own kernel frames (none when it was stopped in user space), then its
+/// user stack (none for a kernel thread).
+pub(crate) fn stacks_lines(s: &HolderStacks) -> String {
+    let join = |frames: &[Frame]| {
+        let mut text: Vec<String> = frames.iter().take(TEXT_FRAMES).map(Frame::label).collect();
+        if frames.len() > TEXT_FRAMES {
+            text.push("...".into());
+        }
+        text.join(" <- ")
+    };
+    let mut out = String::new();
+    let own = s.own_kernel();
+    if !own.is_empty() {
+        out.push_str(&format!("    holder kernel: {}\n", join(own)));
+    }
+    if !s.user.is_empty() {
+        out.push_str(&format!("    holder user:   {}\n", join(&s.user)));
+    }
+    if out.is_empty() {
+        out.push_str("    holder: no stack (the kernel walked none)\n");
+    }
+    match &s.waker {
+        Some(w) if w.kernel.is_some() => {
+            out.push_str(&format!("    waker {:<7}  {}\n", w.tid, join(w.own())));
+        }
+        Some(w) => out.push_str(&format!("    waker {:<7}  (stack not kept)\n", w.tid)),
+        None => {}
+    }
+    out
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -146,6 +253,7 @@ pub(crate) fn json(
     idle: Option<IdleWait>,
     clock: WallClock,
     workloads: EventWorkloads<'_>,
+    stacks: Option<&HolderStacks>,
 ) -> String {
     to_line(&Json::Wait {
         schema: SCHEMA,
@@ -157,6 +265,7 @@ pub(crate) fn json(
         culprit: EventTask::new(&e.culprit, workloads.culprit),
         idle_wait: idle,
         decision: WaitDecision::of(e.decided).map(|d| d.json()),
+        holder_stacks: stacks.map(StacksJson::new),
     })
 }
 
@@ -222,9 +331,14 @@ mod tests {
                 .ends_with(" 4  not eligible, passed over 4, holder preempted, predicted 700 us"),
             "{l}"
         );
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&e, None, WallClock::now(), EventWorkloads::default()))
-                .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(
+            &e,
+            None,
+            WallClock::now(),
+            EventWorkloads::default(),
+            None,
+        ))
+        .unwrap();
         assert_eq!(v["decision"]["decision"], "not_eligible");
         assert_eq!(v["decision"]["passes"], 4);
         let v: serde_json::Value = serde_json::from_str(&json(
@@ -232,6 +346,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["decision"].is_null(), "{v}");
@@ -260,6 +375,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert_eq!(
@@ -274,6 +390,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["rq_len"].is_null());
@@ -314,6 +431,7 @@ mod tests {
             Some(IdleWait::Throttled),
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert_eq!(v["idle_wait"], "throttled");
@@ -322,6 +440,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v.get("idle_wait").is_none());
@@ -343,7 +462,7 @@ mod tests {
         let l = line(&event(3), None, WallClock::now(), both);
         assert!(l.trim_end().ends_with(" 3  unit web.service"), "{l}");
         let v: serde_json::Value =
-            serde_json::from_str(&json(&event(3), None, WallClock::now(), both)).unwrap();
+            serde_json::from_str(&json(&event(3), None, WallClock::now(), both, None)).unwrap();
         assert_eq!(v["victim"]["workload"]["unit"], "web.service", "{v}");
         assert_eq!(v["victim"]["comm"], "cyclictest", "{v}");
         assert_eq!(v["culprit"]["cgroup"], "/system.slice/batch.service", "{v}");
@@ -352,6 +471,7 @@ mod tests {
             None,
             WallClock::now(),
             EventWorkloads::default(),
+            None,
         ))
         .unwrap();
         assert!(v["victim"]["workload"].is_null() && v["culprit"]["cgroup"].is_null());
@@ -364,7 +484,7 @@ mod tests {
         let l = line(&event(3), None, WallClock::now(), exited);
         assert!(l.trim_end().ends_with(" 3  (exited)"), "{l}");
         let v: serde_json::Value =
-            serde_json::from_str(&json(&event(3), None, WallClock::now(), exited)).unwrap();
+            serde_json::from_str(&json(&event(3), None, WallClock::now(), exited, None)).unwrap();
         assert!(
             v["victim"]["workload"].is_null() && v["victim"]["cgroup"].is_null(),
             "{v}"

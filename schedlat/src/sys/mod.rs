@@ -19,6 +19,7 @@ pub mod sched_context;
 pub mod sched_mechanisms;
 pub mod scope;
 pub mod slice;
+pub mod symbolize;
 pub mod terminal;
 pub mod throttle;
 pub mod topology;

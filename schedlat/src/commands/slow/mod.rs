@@ -3,16 +3,24 @@
 //! until it ended (the culprit) and the run-queue length (runqslower, with
 //! context). The kernel sends only those waits, through a ring buffer
 //! (schedlat-ebpf/src/slow.rs), and counts the ones the buffer had no room
-//! for; they are reported in the stream, where they were lost.
+//! for; they are reported in the stream, where they were lost. With
+//! `--stacks` each event carries the holder's stacks (stacks.rs).
 
-use std::time::{Duration, Instant};
+mod stacks;
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, Result};
-use schedlat_common::victims::SlowEvent;
 
 use crate::{
     analysis::task::IdleWait,
-    collect::{slow::SlowEvents, workloads::WorkloadNamer},
+    collect::{
+        slow::{SlowEvents, SlowRecord},
+        workloads::WorkloadNamer,
+    },
     commands::{
         session::{self, Ended, Signals},
         stdout,
@@ -28,6 +36,11 @@ pub(crate) struct SlowOptions {
     /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
     pub json: bool,
+    /// The holder's stacks in each event (docs/stacks.md).
+    pub stacks: bool,
+    /// Where to write the holders' folded stacks and their flame graph.
+    pub folded: Option<PathBuf>,
+    pub flamegraph: Option<PathBuf>,
 }
 
 pub(crate) async fn run(
@@ -36,11 +49,15 @@ pub(crate) async fn run(
     filter: &FilterSpec,
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
+    let stacks = match args.stacks {
+        true => Some(stacks::Stacks::new(&args.folded, &args.flamegraph)?),
+        false => None,
+    };
     let (mut tracer, filter) = session::attach(
         kernel,
         filter,
         Unit::Usecs.ns(),
-        &Modes::slow(args.threshold),
+        &Modes::slow(args.threshold).with_stacks(args.stacks),
     )?;
     let mut ring = SlowEvents::take(&mut tracer)?;
 
@@ -55,6 +72,7 @@ pub(crate) async fn run(
         throttle: ThrottleWatch::start_mounted(),
         scanned: Instant::now(),
         names: WorkloadNamer::for_tasks(&tracer),
+        stacks,
     };
     if !session::announce_start(args.json, &format!("{}\n", output::slow::HEADER))? {
         return Ok(Ended::StdoutClosed);
@@ -65,18 +83,20 @@ pub(crate) async fn run(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     // With -p, a target that exits ends the run.
     let mut watch = tokio::time::interval(Duration::from_millis(500));
-    loop {
+    // A run that ends, whatever ends it (a reader gone too), writes the
+    // stacks' files.
+    let ended = 'run: loop {
         let stop = tokio::select! {
-            events = ring.next() => {
+            events = ring.next_records() => {
                 let events = events.context("waiting for slow events")?;
                 if !out.print(&events)? {
-                    return Ok(Ended::StdoutClosed);
+                    break 'run Ended::StdoutClosed;
                 }
                 false
             }
             _ = tick.tick() => {
                 if stdout::reader_gone() {
-                    return Ok(Ended::StdoutClosed);
+                    break 'run Ended::StdoutClosed;
                 }
                 out.clock = WallClock::now();
                 out.scan();
@@ -94,8 +114,8 @@ pub(crate) async fn run(
         // Whatever ends the run, what is in the buffer is shown first.
         let lost = tracer.mode_counters()?.slow_lost;
         let lost = lost.saturating_sub(out.lost_base);
-        if !(out.print(&ring.drain())? && out.lost_now(lost)?) {
-            return Ok(Ended::StdoutClosed);
+        if !(out.print(&ring.drain_records())? && out.lost_now(lost)?) {
+            break 'run Ended::StdoutClosed;
         }
         if stop {
             let end = if args.json {
@@ -103,13 +123,17 @@ pub(crate) async fn run(
             } else {
                 output::slow::summary(out.events, out.lost, args.threshold)
             };
-            return Ok(if stdout::write(&end)? {
+            break 'run if stdout::write(&end)? {
                 Ended::Done
             } else {
                 Ended::StdoutClosed
-            });
+            };
         }
+    };
+    if let Some(stacks) = out.stacks.take() {
+        stacks.finish()?;
     }
+    Ok(ended)
 }
 
 /// What has been printed so far.
@@ -129,15 +153,17 @@ struct Output {
     /// when a batch is read (the runtimes' names from a cache that never
     /// waits).
     names: WorkloadNamer,
+    /// With `--stacks`: names them, and keeps the run's folded stacks.
+    stacks: Option<stacks::Stacks>,
 }
 
 const RESCAN: Duration = Duration::from_millis(100);
 
 impl Output {
     /// Prints the events; false when stdout is closed.
-    fn print(&mut self, events: &[SlowEvent]) -> Result<bool> {
+    fn print(&mut self, records: &[SlowRecord]) -> Result<bool> {
         // One /proc read per task of the batch, however many events it has.
-        let tasks = events.iter().flat_map(|e| {
+        let tasks = records.iter().map(|r| &r.event).flat_map(|e| {
             [
                 (e.victim.tid, e.victim.tgid),
                 (e.culprit.tid, e.culprit.tgid),
@@ -145,7 +171,12 @@ impl Output {
         });
         let workloads = self.names.tasks(tasks);
         let mut text = String::new();
-        for event in events {
+        let holders = match self.stacks.as_mut() {
+            Some(s) => s.name(records),
+            None => vec![None; records.len()],
+        };
+        for (record, holder) in records.iter().zip(holders) {
+            let event = &record.event;
             self.events += 1;
             let idle = (event.culprit.tid == 0).then(|| {
                 if self.scanned.elapsed() >= RESCAN {
@@ -162,10 +193,13 @@ impl Output {
                 culprit: workloads.get(&event.culprit.tid),
             };
             text.push_str(&if self.json {
-                output::slow::json(event, idle, self.clock, named)
+                output::slow::json(event, idle, self.clock, named, holder.as_ref())
             } else {
                 output::slow::line(event, idle, self.clock, named)
             });
+            if let (false, Some(h)) = (self.json, &holder) {
+                text.push_str(&output::slow::stacks_lines(h));
+            }
         }
         if text.is_empty() {
             return Ok(true);

@@ -185,6 +185,7 @@ mod tests {
         let programs = names::BTF_PROGRAMS
             .iter()
             .chain(&names::BTF_DECISION_PROGRAMS)
+            .chain(&names::BTF_STACKS_PROGRAMS)
             .map(|&(program, _)| program)
             .chain([names::BTF_WAKING.0, names::BTF_SWITCH_VICTIMS]);
         for program in programs {

@@ -192,6 +192,17 @@ impl Plan {
                 }
             }
         }
+        if modes.stacks {
+            // After the decision's swap: each switch has a stacks twin.
+            for (program, _) in &mut btf_programs {
+                if let Some(&(with_stacks, _)) = names::BTF_STACKS_PROGRAMS
+                    .iter()
+                    .find(|(_, plain)| plain == program)
+                {
+                    *program = with_stacks;
+                }
+            }
+        }
         if waking {
             btf_programs.push(names::BTF_WAKING);
         }

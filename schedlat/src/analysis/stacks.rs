@@ -1,0 +1,276 @@
+//! What the holder was doing when a slow wait ended (docs/stacks.md): its
+//! stacks with the scheduler's own frames set apart, and the folded
+//! stacks of a run, each weighted by the waits that ended behind it.
+
+use std::collections::BTreeMap;
+
+use crate::sys::symbolize::Frame;
+
+/// The frames on top of every holder's kernel stack that say nothing of
+/// it: the tracer's (the stack walk, the BPF program, the tracepoint's
+/// dispatch) and the scheduler's entry points. The kernel already leaves
+/// out most of the latter (a task's stack walk skips `__sched` functions,
+/// as /proc/PID/stack does); a `__cond_resched` or a lock's slow path
+/// stays: that is the holder's code giving up the CPU.
+fn tracing_frame(name: &str) -> bool {
+    const SCHEDULER: &[&str] = &[
+        "__schedule",
+        "schedule",
+        "preempt_schedule",
+        "preempt_schedule_common",
+        "preempt_schedule_irq",
+        "preempt_schedule_notrace",
+        "preempt_schedule_thunk",
+        "preempt_schedule_notrace_thunk",
+        "schedule_idle",
+    ];
+    const TRACING: &[&str] = &[
+        "__traceiter_",
+        "__bpf_trace_",
+        "__bpf_get_",
+        "bpf_get_",
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__traceiter_sched_switch",
+        "__bpf_trace_sched_switch",
+    ];
+    SCHEDULER.contains(&name) || TRACING.iter().any(|p| name.starts_with(p))
+}
+
+/// The frames of the way back to user space, from an interrupt or
+/// exception that preempted the holder there: a holder stopped in user
+/// space has only these (and the scheduler's) in its kernel stack.
+fn return_to_user(name: &str) -> bool {
+    [
+        "asm_sysvec_",
+        "sysvec_",
+        "asm_common_interrupt",
+        "common_interrupt",
+        "asm_exc_",
+        "exc_",
+        "irqentry_exit",
+        "exit_to_user_mode",
+        "irqentry_exit_to_user_mode",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+/// The holder's stacks at the end of a wait, named, and the waker's at
+/// its start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HolderStacks {
+    /// Innermost first, as the kernel walked them.
+    pub kernel: Vec<Frame>,
+    pub user: Vec<Frame>,
+    /// None when the wait did not begin with a wakeup.
+    pub waker: Option<WakerStack>,
+}
+
+/// Who woke the task that waited, and from where in the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WakerStack {
+    /// `current` at the wakeup: in an interrupt, the task it interrupted.
+    pub tid: u32,
+    /// Innermost first; None when the kernel did not keep it.
+    pub kernel: Option<Vec<Frame>>,
+}
+
+impl WakerStack {
+    /// How many innermost frames are the tracer's (the walk, the program,
+    /// the tracepoint's dispatch).
+    pub(crate) fn tracing_frames(&self) -> usize {
+        self.kernel.as_deref().map_or(0, |k| {
+            k.iter()
+                .rposition(|f| f.symbol.as_deref().is_some_and(tracing_frame))
+                .map_or(0, |i| i + 1)
+        })
+    }
+
+    /// The frames of the wakeup itself, innermost first.
+    pub(crate) fn own(&self) -> &[Frame] {
+        self.kernel
+            .as_deref()
+            .map_or(&[], |k| &k[self.tracing_frames()..])
+    }
+}
+
+impl HolderStacks {
+    /// How many innermost kernel frames are the tracer's and the
+    /// scheduler's own: up to the outermost of them, or none when the
+    /// stack has none.
+    pub(crate) fn tracing_frames(&self) -> usize {
+        self.kernel
+            .iter()
+            .rposition(|f| f.symbol.as_deref().is_some_and(tracing_frame))
+            .map_or(0, |i| i + 1)
+    }
+
+    /// The holder's own kernel frames, innermost first: none when it was
+    /// stopped in user space (what is left is the way back there).
+    pub(crate) fn own_kernel(&self) -> &[Frame] {
+        let rest = &self.kernel[self.tracing_frames()..];
+        let from_user = rest
+            .iter()
+            .all(|f| f.symbol.as_deref().is_some_and(return_to_user));
+        if from_user { &[] } else { rest }
+    }
+
+    /// Whether it was stopped in user space (no kernel frame of its own).
+    pub(crate) fn in_user_space(&self) -> bool {
+        !self.kernel.is_empty() && self.own_kernel().is_empty()
+    }
+
+    /// One folded line's frames, outermost first: the user stack, then
+    /// the holder's own kernel frames marked `_[k]` (as stackcollapse-perf
+    /// marks them, which flame graph palettes colour apart).
+    fn folded_frames(&self) -> impl Iterator<Item = String> + '_ {
+        let user = self.user.iter().rev().map(|f| fold_safe(&f.label()));
+        let kernel = self
+            .own_kernel()
+            .iter()
+            .rev()
+            .map(|f| format!("{}_[k]", fold_safe(&f.label())));
+        user.chain(kernel)
+    }
+}
+
+/// A frame as one field of a folded line: `;` separates frames and the
+/// last space the weight, so neither may appear in a name (C++ and Rust
+/// demangled names can hold both).
+fn fold_safe(name: &str) -> String {
+    name.replace(';', ":").replace([' ', '\n'], "_")
+}
+
+/// The folded stacks of a run (Brendan Gregg's format: `comm;outer;...;
+/// inner weight`), weighted by the microseconds waiters spent behind each.
+#[derive(Default, Debug)]
+pub(crate) struct Folded {
+    stacks: BTreeMap<String, u64>,
+}
+
+impl Folded {
+    /// Adds a wait of `wait_ns` that ended behind a holder named `comm`
+    /// with these stacks.
+    pub(crate) fn add(&mut self, comm: &str, stacks: &HolderStacks, wait_ns: u64) {
+        let mut line = fold_safe(comm);
+        for frame in stacks.folded_frames() {
+            line.push(';');
+            line.push_str(&frame);
+        }
+        *self.stacks.entry(line).or_default() += wait_ns / 1000;
+    }
+
+    /// The lines, sorted by stack (as flamegraph.pl wants them).
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.stacks
+            .iter()
+            .filter(|(_, us)| **us > 0)
+            .map(|(stack, us)| format!("{stack} {us}"))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str) -> Frame {
+        Frame {
+            addr: 1,
+            symbol: Some(name.into()),
+            offset: 0,
+            module: None,
+            module_offset: None,
+        }
+    }
+
+    fn stacks(kernel: &[&str], user: &[&str]) -> HolderStacks {
+        HolderStacks {
+            kernel: kernel.iter().map(|n| named(n)).collect(),
+            user: user.iter().map(|n| named(n)).collect(),
+            waker: None,
+        }
+    }
+
+    #[test]
+    fn a_holder_preempted_in_user_space_has_no_kernel_frames_of_its_own() {
+        let s = stacks(
+            // As 6.18 walks it: the kernel leaves out __schedule and the
+            // other scheduler functions itself.
+            &[
+                "__bpf_get_stack",
+                "__bpf_get_task_stack",
+                "bpf_prog_1_sched_switch",
+                "bpf_trace_run4",
+                "__traceiter_sched_switch",
+                "irqentry_exit_to_user_mode",
+                "asm_sysvec_apic_timer_interrupt",
+            ],
+            &["spin", "main"],
+        );
+        assert_eq!(s.tracing_frames(), 5);
+        assert!(s.in_user_space());
+        let mut f = Folded::default();
+        f.add("hog", &s, 3_500_000);
+        f.add("hog", &s, 1_000_000);
+        assert_eq!(f.lines(), ["hog;main;spin 4500"]);
+    }
+
+    #[test]
+    fn a_holder_in_the_kernel_keeps_its_frames_under_the_scheduler() {
+        let s = stacks(
+            &[
+                "__schedule",
+                "schedule",
+                "pipe_read",
+                "vfs_read",
+                "do_syscall_64",
+            ],
+            &["read", "main"],
+        );
+        assert!(!s.in_user_space());
+        let own: Vec<_> = s.own_kernel().iter().map(Frame::label).collect();
+        assert_eq!(own, ["pipe_read", "vfs_read", "do_syscall_64"]);
+        let mut f = Folded::default();
+        f.add("a;b c", &s, 2000);
+        assert_eq!(
+            f.lines(),
+            ["a:b_c;main;read;do_syscall_64_[k];vfs_read_[k];pipe_read_[k] 2"]
+        );
+    }
+
+    #[test]
+    fn a_wakers_stack_starts_under_the_tracepoint() {
+        let names = [
+            "bpf_prog_1_sched_wakeup",
+            "bpf_trace_run1",
+            "__traceiter_sched_wakeup",
+            "ttwu_do_activate",
+            "try_to_wake_up",
+            "pipe_write",
+        ];
+        let w = WakerStack {
+            tid: 7,
+            kernel: Some(names.iter().map(|n| named(n)).collect()),
+        };
+        assert_eq!(w.tracing_frames(), 3);
+        assert_eq!(w.own()[0].label(), "ttwu_do_activate");
+        let lost = WakerStack {
+            tid: 7,
+            kernel: None,
+        };
+        assert!(lost.own().is_empty());
+    }
+
+    #[test]
+    fn an_unnamed_kernel_stack_is_kept_whole() {
+        let mut s = stacks(&[], &[]);
+        s.kernel.push(Frame {
+            symbol: None,
+            ..named("")
+        });
+        assert_eq!(s.tracing_frames(), 0);
+        assert_eq!(s.own_kernel().len(), 1);
+    }
+}

@@ -1,0 +1,313 @@
+//! Root tests of `slow --stacks` on the real kernel (docs/stacks.md): a
+//! holder thread spinning in a function of a known name, pinned beside a
+//! 1 ms sleeper, must be named in the holder's user stack of the
+//! sleeper's slow waits behind it, symbolized; the folded stacks' heaviest
+//! line must end in it, and the flame graph must name it.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+    },
+    thread,
+    time::Duration,
+};
+
+use common::{
+    SCHEDLAT, TracerProcess, parse_json_lines, require_root, run_schedlat,
+    workload::{named_sleeper, nice_current_thread, pin_current_thread, workload_cpu},
+};
+use serde_json::Value;
+
+/// The holder's function: what every stack of it must name.
+const SPIN: &str = "schedlat_test_holder_spin";
+
+/// Spins in user space until `stop`: no system call, so the holder only
+/// leaves the CPU when the scheduler takes it (an interrupt's return to
+/// user space). The loop is assembly, calls nothing (a test build calls
+/// even `AtomicBool::load`, and a stack taken there names that), so the
+/// innermost user frame is always in here.
+#[inline(never)]
+#[unsafe(no_mangle)]
+extern "C" fn schedlat_test_holder_spin(stop: &AtomicBool) {
+    let stop = stop.as_ptr().cast_const();
+    // SAFETY: reads the flag's byte, which outlives the call; touches no
+    // other memory and no register but the flag's and the flags.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("2:", "pause", "cmp byte ptr [{stop}], 0", "je 2b", stop = in(reg) stop);
+    }
+    // SAFETY: as above, with a scratch register.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("2:", "ldrb {t:w}, [{stop}]", "cbz {t:w}, 2b", stop = in(reg) stop, t = out(reg) _);
+    }
+}
+
+#[test]
+fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-stacks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let folded = dir.join("holders.folded");
+    let svg = dir.join("holders.svg");
+    let cpu = workload_cpu();
+    let me = std::process::id().to_string();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks",
+            "-p",
+            &me,
+            "-f",
+            folded.to_str().unwrap(),
+            "--flamegraph",
+            svg.to_str().unwrap(),
+        ],
+    );
+    // The holder: at nice -10 it has nine in ten of the CPU's time against
+    // a nice 0 task (kernel/sched/core.c sched_prio_to_weight), so the
+    // sleeper's waits end behind it, not behind other load on that CPU.
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder_tid = Arc::new(AtomicU32::new(0));
+    let holder = {
+        let (stop, tid) = (stop.clone(), holder_tid.clone());
+        thread::Builder::new()
+            .name("stack-holder".into())
+            .spawn(move || {
+                pin_current_thread(cpu);
+                nice_current_thread(-10);
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
+                schedlat_test_holder_spin(&stop)
+            })
+            .unwrap()
+    };
+    let sleeper = named_sleeper(cpu, Duration::from_millis(1), 1500, "stack-sleeper");
+    stop.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    let holder_tid = u64::from(holder_tid.load(Ordering::SeqCst));
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+
+    let objects = parse_json_lines(&lines);
+    let waits: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == u64::from(sleeper))
+        .collect();
+    let behind: Vec<&&Value> = waits
+        .iter()
+        .filter(|w| w["culprit"]["tid"] == holder_tid)
+        .collect();
+    assert!(
+        behind.len() >= 5,
+        "few slow waits behind the holder: {waits:?}"
+    );
+    for w in &behind {
+        let stacks = &w["holder_stacks"];
+        let user = stacks["user"].as_array().expect("a user stack");
+        // Innermost first: where the holder was, in its function.
+        assert_eq!(
+            user.first().map(|f| &f["symbol"]),
+            Some(&Value::from(SPIN)),
+            "{w}"
+        );
+        assert!(user[0]["addr"].as_str().unwrap().starts_with("0x"), "{w}");
+        // Stopped in user space: no kernel frame of its own.
+        assert_eq!(stacks["in_user_space"], true, "{w}");
+        let kernel = stacks["kernel"].as_array().expect("a kernel stack");
+        assert!(
+            stacks["tracing_frames"].as_u64().unwrap() as usize <= kernel.len(),
+            "{w}"
+        );
+    }
+
+    // The folded stacks: `comm;outer;...;inner weight`, weights the
+    // microseconds waited.
+    let text = std::fs::read_to_string(&folded).expect("the folded file");
+    let lines: Vec<(&str, u64)> = text
+        .lines()
+        .map(|l| {
+            let (stack, weight) = l.rsplit_once(' ').expect("stack weight");
+            (stack, weight.parse().expect("a weight"))
+        })
+        .collect();
+    // Every wait behind the holder is in its lines, whoever waited (`-p`
+    // takes this process's other threads too), each as its whole
+    // microseconds.
+    let holder_us: u64 = lines
+        .iter()
+        .filter(|(s, _)| s.starts_with("stack-holder;"))
+        .map(|(_, w)| w)
+        .sum();
+    let behind_us: u64 = objects
+        .iter()
+        .filter(|o| o["type"] == "wait" && o["culprit"]["tid"] == holder_tid)
+        .map(|w| w["wait_ns"].as_u64().unwrap() / 1000)
+        .sum();
+    assert_eq!(holder_us, behind_us, "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|(s, _)| s.starts_with("stack-holder;") && s.ends_with(&format!(";{SPIN}"))),
+        "{text}"
+    );
+    let heaviest = lines.iter().max_by_key(|(_, w)| *w).expect("folded lines");
+    // Load from outside the test on that CPU takes its share of the blame,
+    // rightly (as tests/slow.rs): the heaviest stack is the holder's when
+    // it held the CPU for most of the sleeper's slow waits.
+    if behind.len() * 10 >= waits.len() * 9 {
+        assert!(heaviest.0.ends_with(&format!(";{SPIN}")), "{text}");
+    } else {
+        eprintln!(
+            "note: {} of {} slow waits behind tasks from outside this test",
+            waits.len() - behind.len(),
+            waits.len()
+        );
+    }
+
+    let graph = std::fs::read_to_string(&svg).expect("the flame graph");
+    assert!(
+        graph.starts_with("<?xml"),
+        "{}",
+        &graph[..graph.len().min(200)]
+    );
+    assert!(graph.contains(SPIN), "the flame graph names {SPIN}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A folded or flame graph path that cannot be written fails the run
+/// before it traces anything (no root needed to see it).
+#[test]
+fn an_unwritable_output_path_is_refused_at_once() {
+    let (status, _, stderr) = run_schedlat(&["slow", "-f", "/nonexistent-dir/holders.folded"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("creating the folded stacks file /nonexistent-dir/holders.folded"),
+        "{stderr}"
+    );
+}
+
+/// The waker's stack says how each wait began: a sleeper woken by its
+/// timer shows the hrtimer's expiry, a reader woken by a pipe write shows
+/// pipe_write (anon_pipe_write on 6.15 and later). Both share a CPU with a spinning holder at nice -10, so
+/// their waits are slow.
+#[test]
+fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let me = std::process::id().to_string();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks",
+            "-p",
+            &me,
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            pin_current_thread(cpu);
+            nice_current_thread(-10);
+            schedlat_test_holder_spin(&stop)
+        })
+    };
+    let mut fds = [0; 2];
+    // SAFETY: a two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let [read_fd, write_fd] = fds;
+    const ROUNDS: u32 = 1000;
+    let reader = thread::spawn(move || {
+        pin_current_thread(cpu);
+        let mut byte = 0u8;
+        for _ in 0..ROUNDS {
+            // SAFETY: reads one byte into a local.
+            let n = unsafe { libc::read(read_fd, (&raw mut byte).cast(), 1) };
+            assert_eq!(n, 1);
+        }
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u64 }
+    });
+    let writer = thread::spawn(move || {
+        for _ in 0..ROUNDS {
+            thread::sleep(Duration::from_millis(1));
+            // SAFETY: writes one byte from a constant.
+            let n = unsafe { libc::write(write_fd, b"x".as_ptr().cast(), 1) };
+            assert_eq!(n, 1);
+        }
+    });
+    let sleeper = u64::from(named_sleeper(
+        cpu,
+        Duration::from_millis(1),
+        ROUNDS,
+        "timer-sleeper",
+    ));
+    writer.join().unwrap();
+    let reader = reader.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    // SAFETY: closing the pipe this test opened.
+    unsafe {
+        libc::close(read_fd);
+        libc::close(write_fd);
+    }
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let objects = parse_json_lines(&lines);
+    // The symbols of each kept waker stack of `tid`'s slow waits.
+    let wakers = |tid: u64| -> Vec<Vec<String>> {
+        objects
+            .iter()
+            .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == tid)
+            .filter_map(|o| o["holder_stacks"]["waker"]["kernel"].as_array())
+            .map(|k| {
+                k.iter()
+                    .filter_map(|f| f["symbol"].as_str().map(String::from))
+                    .collect()
+            })
+            .collect()
+    };
+    // Each thread pins itself first: the CPU stopper that moves it wakes
+    // it once (complete_all <- migration_cpu_stop), a wakeup of its own.
+    let pinned = |stacks: Vec<Vec<String>>| -> Vec<Vec<String>> {
+        let (moved, rest): (Vec<_>, Vec<_>) = stacks
+            .into_iter()
+            .partition(|s| s.iter().any(|f| f == "migration_cpu_stop"));
+        assert!(moved.len() <= 1, "{moved:?}");
+        rest
+    };
+    let (timer, pipe) = (pinned(wakers(sleeper)), pinned(wakers(reader)));
+    assert!(
+        timer.len() >= 3,
+        "few timer wakeups with a stack: {timer:?}"
+    );
+    assert!(pipe.len() >= 3, "few pipe wakeups with a stack: {pipe:?}");
+    for stack in &timer {
+        assert!(stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+        assert!(
+            !stack.iter().any(|s| s.ends_with("pipe_write")),
+            "{stack:?}"
+        );
+    }
+    for stack in &pipe {
+        // pipe_write, anon_pipe_write since 6.15.
+        assert!(stack.iter().any(|s| s.ends_with("pipe_write")), "{stack:?}");
+        assert!(!stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+    }
+}
