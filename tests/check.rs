@@ -27,7 +27,7 @@ const MODES: [&str; 6] = [
 ];
 
 /// Every fact the report holds, in its order.
-const CHECKS: [&str; 15] = [
+const CHECKS: [&str; 16] = [
     "kernel",
     "btf",
     "capabilities",
@@ -40,6 +40,7 @@ const CHECKS: [&str; 15] = [
     "scheduler",
     "cgroups",
     "cgroup-root",
+    "held-by",
     "pid-namespace",
     "psi",
     "bpf-stats",

@@ -26,6 +26,24 @@ fn cyclictest(cpu: usize, secs: u64) -> Child {
         .expect("cyclictest (rt-tests, installed by `cargo xtask setup --test`)")
 }
 
+/// Waits (at most 5 s) until cyclictest runs its measuring thread: started
+/// beside a FIFO hog before that, on a loaded machine it had not even
+/// exec'd when the 3 s window ended (0 waits, no verdict).
+fn wait_measuring(cyclic: &Child) {
+    let tasks = format!("/proc/{}/task", cyclic.id());
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(5) {
+        let threads = std::fs::read_dir(&tasks).map_or(0, Iterator::count);
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", cyclic.id()))
+            .unwrap_or_default();
+        if threads >= 2 && comm.trim() == "cyclictest" {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("cyclictest started no measuring thread in 5 s ({tasks})");
+}
+
 /// The lines after runqlat's table (the rows end at the last `|`).
 fn under_the_table(text: &str) -> Vec<&str> {
     text.lines()
@@ -131,6 +149,7 @@ fn waits_behind_a_throttled_fifo_hog_exceed_the_design_and_are_worth_reporting()
     }
     let cpu = workload::workload_cpu();
     let cyclic = cyclictest(cpu, 5);
+    wait_measuring(&cyclic);
     // chrt and taskset exec in place: the child is the loop itself, which
     // the guard kills however the test ends.
     let hog = FifoHog(
