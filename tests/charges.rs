@@ -9,7 +9,7 @@
 //! on a hybrid host v2 has none): the pairs tell the tasks apart while the
 //! CPU scheduler sees one flat run queue of them.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::HashMap,

@@ -5,7 +5,7 @@
 //! tracepoints need tracefs, as the report says. The JSON is
 //! docs/json.md's `schedlat.check.v1`.
 
-mod common;
+use crate::common;
 
 use std::{
     os::unix::fs::PermissionsExt,

@@ -1,7 +1,7 @@
 //! Command-line errors: each gives a reason and exit status 2 before any
 //! kernel work, so these run without root.
 
-mod common;
+use crate::common;
 
 use common::run_schedlat;
 

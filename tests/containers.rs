@@ -3,7 +3,7 @@
 //! the kernel as they are made (the cgroup_mkdir program), in the cgroup
 //! v1 cpu hierarchy and in cgroup v2.
 
-mod common;
+use crate::common;
 
 use std::{collections::BTreeSet, path::Path, process::Command};
 

@@ -8,7 +8,7 @@
 //! this rule (a shorter custom slice, sched_setattr's sched_runtime) and
 //! shows that it does not fix it.
 
-mod common;
+use crate::common;
 
 use std::{
     path::{Path, PathBuf},

@@ -2,7 +2,7 @@
 //! checked against the Kubernetes schemas and for what the pod asks of
 //! the node. tests/image.rs runs the image with the DaemonSet's settings.
 
-mod common;
+use crate::common;
 
 use std::{fs, path::Path, process::Command};
 

@@ -1,7 +1,7 @@
 //! `schedlat diagnose` on scenarios built in the test, on the real kernel
 //! and real cgroups (root). Each checks the verdict and its evidence.
 
-mod common;
+use crate::common;
 
 use std::{
     process::{Command, Stdio},

@@ -5,7 +5,7 @@
 //! and the root cgroup's own tasks, are told apart from its neighbours.
 //! Root, on the real kernel.
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

@@ -7,7 +7,7 @@
 //! (a cargo nested in the test run would wait on the outer one's lock). Run
 //! alone: `cargo xtask dist`, then set both to the files it printed.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! dump for one of their own whose files were links to any file, and root
 //! overwrote that file (21 of 21 trigger dumps, 339 of 425 HTTP ones).
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

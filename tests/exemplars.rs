@@ -6,7 +6,7 @@
 //! its wait. (The protobuf encoding of the same exemplars is checked by
 //! the unit tests, decoded by prost.)
 
-mod common;
+use crate::common;
 
 use std::{
     thread,

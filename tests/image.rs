@@ -7,7 +7,7 @@
 //! The image is built once by `cargo xtask test`, which passes its path in
 //! SCHEDLAT_DIST_IMAGE (unset: these are skipped, except under CI=true).
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

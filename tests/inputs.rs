@@ -2,7 +2,7 @@
 //! and written by `record -o` (issue 29): each case once hung, filled
 //! memory, wrapped silently or destroyed something. No root needed.
 
-mod common;
+use crate::common;
 
 use std::{
     io::Read,

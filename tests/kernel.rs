@@ -3,7 +3,7 @@
 //! what schedlat reports, in both hook modes, and against libbpf-tools
 //! runqlat on the same workload at the same time.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! names the pods, containers and unit as their owners know them.
 //! Root: these load eBPF programs.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,

@@ -3,7 +3,7 @@
 //! neither, or blamed tracefs and the kernel version; a CPU taken offline
 //! gave 0 waits without a word.
 
-mod common;
+use crate::common;
 
 use std::{
     os::unix::process::CommandExt,

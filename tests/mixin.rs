@@ -9,7 +9,7 @@
 //! the neighbour ratio NoisyNeighbour reads names the cgroup whose task held
 //! the CPU.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! diagnose. Text output shows such names escaped as ps does; JSON keeps
 //! them exactly.
 
-mod common;
+use crate::common;
 
 use std::{
     process::{Child, Command, Stdio},

@@ -4,7 +4,7 @@
 //! (`schedlat_neighbour_*`). Both checked against the same scrape's other
 //! families and by promtool.
 
-mod common;
+use crate::common;
 
 use std::{thread, time::Duration};
 

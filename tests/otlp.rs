@@ -14,7 +14,7 @@
 //! - hang: each attempt bounded by the timeout, scrapes answered meanwhile,
 //!   and serve still exits promptly.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,

@@ -7,7 +7,7 @@
 //! trigger; dumps that fail (read-only directory, full disk) without
 //! stopping collection or leaving a partial dump.
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

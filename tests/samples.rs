@@ -5,7 +5,7 @@
 //! process sharing its CPU with three CPU hogs, so a line added, removed or
 //! moved to another stream fails here instead of drifting in the docs.
 
-mod common;
+use crate::common;
 #[path = "common/form.rs"]
 mod form;
 

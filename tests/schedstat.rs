@@ -25,7 +25,7 @@
 //!   where the skipped update makes run_delay count more (its enqueue is
 //!   stamped with the clock of the preempting wakeup, before the switch).
 
-mod common;
+use crate::common;
 
 use std::{
     collections::HashMap,

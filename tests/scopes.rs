@@ -4,7 +4,7 @@
 //! that waited, is checked where libbpf-tools runqlat's `-c` gets it wrong,
 //! and per-thread totals against the kernel's own schedstat accounting.
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

@@ -4,7 +4,7 @@
 //! signals. Every process is started and stopped here, and each test checks
 //! that nothing listens on its ports afterwards.
 
-mod common;
+use crate::common;
 
 use std::{
     net::TcpListener,

@@ -2,7 +2,7 @@
 //! scenarios built in the test, measured with `-p` on this test process so
 //! that only the scenario's own waits count.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

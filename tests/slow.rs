@@ -3,7 +3,7 @@
 //! (tests/common/sleeper.rs), and how the mode ends. Measured with `-p` on
 //! this test process, so other tasks' waits do not count.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! requests rotated a SIGHUP dump away, a loop forced a dump per request,
 //! a cross-site POST got 202, and a foreign Host read /metrics.
 
-mod common;
+use crate::common;
 
 use std::{
     fs,

@@ -4,7 +4,7 @@
 //! sleeper's slow waits behind it, symbolized; the folded stacks' heaviest
 //! line must end in it, and the flame graph must name it.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{

@@ -2,7 +2,7 @@
 //! (`stress-ng --cpu 4`, the "done when"), capture-pane reads the
 //! screen, send-keys presses the keys (root).
 
-mod common;
+use crate::common;
 
 use std::{
     os::unix::process::CommandExt,

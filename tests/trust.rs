@@ -2,7 +2,7 @@
 //! (issue 18): a reused PID taken for the target, an unreadable tracefs
 //! reported as unmounted.
 
-mod common;
+use crate::common;
 
 use std::{
     io::Read,

@@ -6,7 +6,7 @@
 //! worth reporting instead. Also the default's form: at most six lines
 //! under the table, each a sentence.
 
-mod common;
+use crate::common;
 
 use std::{
     process::{Child, Command, Stdio},

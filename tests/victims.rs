@@ -6,7 +6,7 @@
 //! Victims are measured with `-p` on this test process, so other tasks on
 //! the machine (a VM test, a build) do not count.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! client's, and a stranger CA's client). Before the web configuration,
 //! serve answered anyone who reached the port, POST /snapshot included.
 
-mod common;
+use crate::common;
 
 use std::{
     fs,
