@@ -9,8 +9,6 @@
 //! on a hybrid host v2 has none): the pairs tell the tasks apart while the
 //! CPU scheduler sees one flat run queue of them.
 
-use crate::common;
-
 use std::{
     collections::HashMap,
     fs,
@@ -29,6 +27,8 @@ use common::{
     workload::workload_cpu,
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// The interval each case is measured over.
 const SECONDS: u64 = 5;

@@ -5,8 +5,6 @@
 //! tracepoints need tracefs, as the report says. The JSON is
 //! docs/json.md's `schedlat.check.v1`.
 
-use crate::common;
-
 use std::{
     os::unix::fs::PermissionsExt,
     process::{Command, Output},
@@ -16,6 +14,8 @@ use std::{
 
 use common::{SCHEDLAT, require_root};
 use serde_json::Value;
+
+use crate::common;
 
 const MODES: [&str; 6] = [
     "histogram",

@@ -1,9 +1,9 @@
 //! Command-line errors: each gives a reason and exit status 2 before any
 //! kernel work, so these run without root.
 
-use crate::common;
-
 use common::run_schedlat;
+
+use crate::common;
 
 fn assert_usage_error(args: &[&str], expect: &str) {
     let (status, stdout, stderr) = run_schedlat(args);

@@ -3,8 +3,6 @@
 //! the kernel as they are made (the cgroup_mkdir program), in the cgroup
 //! v1 cpu hierarchy and in cgroup v2.
 
-use crate::common;
-
 use std::{collections::BTreeSet, path::Path, process::Command};
 
 use common::{
@@ -14,6 +12,8 @@ use common::{
     parse_json_lines, require_root, run_schedlat,
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// The breakdown's key labels of a `--cgroups --json` run's intervals.
 fn labels(intervals: &[Value]) -> Vec<String> {

@@ -8,8 +8,6 @@
 //! this rule (a shorter custom slice, sched_setattr's sched_runtime) and
 //! shows that it does not fix it.
 
-use crate::common;
-
 use std::{
     path::{Path, PathBuf},
     process::{Child, Command},
@@ -17,6 +15,8 @@ use std::{
 };
 
 use common::{SCHEDLAT, cpu::CpuTimes, kernel::set_custom_slice, require_root, workload::Hogs};
+
+use crate::common;
 
 /// The worker: 0.8 ms of CPU time (its own clock, so a preemption does not
 /// shorten the work), then 0.5 ms of sleep, forever.

@@ -2,14 +2,14 @@
 //! checked against the Kubernetes schemas and for what the pod asks of
 //! the node. tests/image.rs runs the image with the DaemonSet's settings.
 
-use crate::common;
-
 use std::{fs, path::Path, process::Command};
 
 use common::{
     container::{run, text},
     kube,
 };
+
+use crate::common;
 
 /// Every component, to validate them together.
 const COMPONENTS: [&str; 4] = [

@@ -1,8 +1,6 @@
 //! `schedlat diagnose` on scenarios built in the test, on the real kernel
 //! and real cgroups (root). Each checks the verdict and its evidence.
 
-use crate::common;
-
 use std::{
     process::{Command, Stdio},
     thread,
@@ -11,10 +9,12 @@ use std::{
 
 use common::{
     SCHEDLAT,
-    cgroup::{HOG, Procs, SLEEPER, TestCgroup, pinned_sh, v2_root},
+    cgroup::{HOG, Procs, SLEEPER, TestCgroup, pinned_sh, v1_cpu_root, v2_delegates_cpu, v2_root},
     cpu::CpuTimes,
     require_root, workload,
 };
+
+use crate::common;
 
 /// How busy the CPUs were over a diagnose run, as this test measured it
 /// (/proc/stat): every verdict here assumes that the scenario's CPU runs
@@ -336,6 +336,19 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
         TestCgroup::new(&root, "neighbour-a"),
         TestCgroup::new(&root, "neighbour-b"),
     );
+    // Two groups of the CPU scheduler: where the cpu controller is on v1
+    // (hybrid hosts), the same two groups there too, at the same paths
+    // (diagnose reads a v2 group's twin). In v2 alone they were one group
+    // of the scheduler there, so nobody was held by another cgroup.
+    let twins = (!v2_delegates_cpu(&root))
+        .then(v1_cpu_root)
+        .flatten()
+        .map(|v1| {
+            (
+                TestCgroup::new(&v1, "neighbour-a"),
+                TestCgroup::new(&v1, "neighbour-b"),
+            )
+        });
     let cpu = workload::workload_cpu();
     let procs = Procs(vec![
         pinned_sh(cpu, HOG),
@@ -346,12 +359,22 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
     let pids = procs.pids();
     for hog in &pids[..3] {
         b.add(*hog);
+        if let Some((_, b1)) = &twins {
+            b1.add(*hog);
+        }
     }
     a.add(pids[3]);
+    if let Some((a1, _)) = &twins {
+        a1.add(pids[3]);
+    }
     let (r, busy) = diagnose(&["--cgroup", &a.path()], || {});
     drop(procs);
     a.wait_empty();
     b.wait_empty();
+    if let Some((a1, b1)) = &twins {
+        a1.wait_empty();
+        b1.wait_empty();
+    }
     let waiting = r["waiting"]["evidence"].as_str().unwrap();
     assert!(
         waiting.contains("the scope's waits at"),

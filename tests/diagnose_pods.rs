@@ -5,8 +5,6 @@
 //! and the root cgroup's own tasks, are told apart from its neighbours.
 //! Root, on the real kernel.
 
-use crate::common;
-
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -21,6 +19,8 @@ use common::{
     require_root,
     workload::workload_cpu,
 };
+
+use crate::common;
 
 /// The node in the hierarchy `--cgroups` keys by, and on a hybrid host
 /// its mirror in cgroup v2 (where a group's cpu.pressure is).

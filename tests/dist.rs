@@ -7,8 +7,6 @@
 //! (a cargo nested in the test run would wait on the outer one's lock). Run
 //! alone: `cargo xtask dist`, then set both to the files it printed.
 
-use crate::common;
-
 use std::{
     collections::BTreeSet,
     fs,
@@ -18,6 +16,8 @@ use std::{
 };
 
 use common::{http, require_root, serve::Server};
+
+use crate::common;
 
 /// A man page per command: the histogram mode and each subcommand.
 const COMMANDS: [&str; 7] = [

@@ -4,8 +4,6 @@
 //! dump for one of their own whose files were links to any file, and root
 //! overwrote that file (21 of 21 trigger dumps, 339 of 425 HTTP ones).
 
-use crate::common;
-
 use std::{
     fs,
     os::unix::fs::{MetadataExt, PermissionsExt},
@@ -15,6 +13,8 @@ use std::{
 };
 
 use common::{SCHEDLAT, require_root};
+
+use crate::common;
 
 const NOBODY: u32 = 65534;
 

@@ -6,8 +6,6 @@
 //! its wait. (The protobuf encoding of the same exemplars is checked by
 //! the unit tests, decoded by prost.)
 
-use crate::common;
-
 use std::{
     thread,
     time::{Duration, Instant},
@@ -22,6 +20,8 @@ use common::{
     serve::Server,
     workload::{Hogs, workload_cpu},
 };
+
+use crate::common;
 
 const CGROUP_HISTOGRAM: &str = "schedlat_cgroup_runqueue_latency_seconds";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0";

@@ -7,8 +7,6 @@
 //! The image is built once by `cargo xtask test`, which passes its path in
 //! SCHEDLAT_DIST_IMAGE (unset: these are skipped, except under CI=true).
 
-use crate::common;
-
 use std::{
     fs,
     net::SocketAddr,
@@ -27,6 +25,8 @@ use common::{
     http, kube, require_root,
 };
 use serde_json::Value;
+
+use crate::common;
 
 #[test]
 fn image_serves_per_cgroup_series_with_the_daemonsets_security_context() {

@@ -2,8 +2,6 @@
 //! and written by `record -o` (issue 29): each case once hung, filled
 //! memory, wrapped silently or destroyed something. No root needed.
 
-use crate::common;
-
 use std::{
     io::Read,
     path::{Path, PathBuf},
@@ -12,6 +10,8 @@ use std::{
 };
 
 use common::{SCHEDLAT, run_schedlat};
+
+use crate::common;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("schedlat-inputs-{}-{name}", std::process::id()));

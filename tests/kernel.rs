@@ -3,14 +3,14 @@
 //! what schedlat reports, in both hook modes, and against libbpf-tools
 //! runqlat on the same workload at the same time.
 
-use crate::common;
-
 use std::time::Duration;
 
 use common::{
     SCHEDLAT, TracerProcess, cpu::CpuTimes, parse_json_lines, parse_log2_rows, require_root,
     slot_count, total, workload,
 };
+
+use crate::common;
 
 const HOLD: Duration = Duration::from_millis(3);
 const GAP: Duration = Duration::from_millis(2);

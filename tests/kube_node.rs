@@ -4,8 +4,6 @@
 //! names the pods, containers and unit as their owners know them.
 //! Root: these load eBPF programs.
 
-use crate::common;
-
 use std::{
     collections::BTreeMap,
     io::{Read, Write},
@@ -30,6 +28,8 @@ use common::{
     status_field,
     workload::workload_cpu,
 };
+
+use crate::common;
 
 #[path = "kube_node/views.rs"]
 mod views;

@@ -3,8 +3,6 @@
 //! neither, or blamed tracefs and the kernel version; a CPU taken offline
 //! gave 0 waits without a word.
 
-use crate::common;
-
 use std::{
     os::unix::process::CommandExt,
     process::{Command, Output, Stdio},
@@ -16,6 +14,8 @@ use common::{
     cgroup::{TestCgroup, mount_of, v2_root},
     require_root,
 };
+
+use crate::common;
 
 /// Stated in the errors (kernel/error.rs DESCRIPTORS): every mode must run
 /// with this many open files.

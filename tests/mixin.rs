@@ -9,8 +9,6 @@
 //! the neighbour ratio NoisyNeighbour reads names the cgroup whose task held
 //! the CPU.
 
-use crate::common;
-
 use std::{
     collections::BTreeSet,
     fs,
@@ -28,6 +26,8 @@ use common::{
     serve::Server,
     workload::workload_cpu,
 };
+
+use crate::common;
 
 fn mixin_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mixin")

@@ -4,14 +4,14 @@
 //! diagnose. Text output shows such names escaped as ps does; JSON keeps
 //! them exactly.
 
-use crate::common;
-
 use std::{
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use common::{SCHEDLAT, require_root, workload::workload_cpu};
+
+use crate::common;
 
 const SCREEN_CLEAR: &str = "\u{1b}[2J\u{1b}[8m";
 const FORGED: &str = "x\nFAKE 1 waits";

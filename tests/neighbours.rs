@@ -4,8 +4,6 @@
 //! (`schedlat_neighbour_*`). Both checked against the same scrape's other
 //! families and by promtool.
 
-use crate::common;
-
 use std::{thread, time::Duration};
 
 use common::{
@@ -16,6 +14,8 @@ use common::{
     serve::Server,
     workload::{self, workload_cpu},
 };
+
+use crate::common;
 
 const WAITS: &str = "schedlat_runqueue_latency_seconds";
 const CPU_WAITS: &str = "schedlat_cpu_runqueue_waits_total";

@@ -14,8 +14,6 @@
 //! - hang: each attempt bounded by the timeout, scrapes answered meanwhile,
 //!   and serve still exits promptly.
 
-use crate::common;
-
 use std::{
     collections::BTreeMap,
     fs,
@@ -41,6 +39,8 @@ use common::{
 };
 use prost::Message;
 use serde_json::Value;
+
+use crate::common;
 
 /// The receiver, in one of its modes, on a free loopback port; killed when
 /// dropped.

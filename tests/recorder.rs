@@ -7,8 +7,6 @@
 //! trigger; dumps that fail (read-only directory, full disk) without
 //! stopping collection or leaving a partial dump.
 
-use crate::common;
-
 use std::{
     fs,
     io::Read,
@@ -23,6 +21,8 @@ use common::{
     workload,
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// A running recorder; its stderr goes to a file the test reads.
 struct Recorder {

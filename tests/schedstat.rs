@@ -25,8 +25,6 @@
 //!   where the skipped update makes run_delay count more (its enqueue is
 //!   stamped with the clock of the preempting wakeup, before the switch).
 
-use crate::common;
-
 use std::{
     collections::HashMap,
     fs,
@@ -41,6 +39,8 @@ use common::{
     parse_json_lines, require_root,
     workload::{make_current_thread_fifo, pin_current_thread, workload_cpu},
 };
+
+use crate::common;
 
 /// (run_delay ns, switch-ins) of one thread of this process.
 fn schedstat(tid: u32) -> (u64, u64) {

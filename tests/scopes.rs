@@ -4,8 +4,6 @@
 //! that waited, is checked where libbpf-tools runqlat's `-c` gets it wrong,
 //! and per-thread totals against the kernel's own schedstat accounting.
 
-use crate::common;
-
 use std::{
     fs,
     process::{Command, Stdio},
@@ -23,6 +21,8 @@ use common::{
     workload::{Hogs, pin_current_thread, workload_cpu},
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// Runs schedlat with `args` plus `--json` until `work` returns, then stops
 /// it with SIGINT and returns its last interval.

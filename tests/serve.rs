@@ -4,8 +4,6 @@
 //! signals. Every process is started and stopped here, and each test checks
 //! that nothing listens on its ports afterwards.
 
-use crate::common;
-
 use std::{
     net::TcpListener,
     process::Command,
@@ -25,6 +23,8 @@ use common::{
     serve::Server,
     sleeper, workload,
 };
+
+use crate::common;
 
 const HISTOGRAM: &str = "schedlat_runqueue_latency_seconds";
 const PROCESS_HISTOGRAM: &str = "schedlat_process_runqueue_latency_seconds";

@@ -2,11 +2,11 @@
 //! scenarios built in the test, measured with `-p` on this test process so
 //! that only the scenario's own waits count.
 
-use crate::common;
-
 use std::time::Duration;
 
 use common::{SCHEDLAT, TracerProcess, cpu::CpuTimes, parse_json_lines, require_root, workload};
+
+use crate::common;
 
 /// Runs `scenario` while schedlat measures this process; returns the JSON
 /// object of the whole run, and how busy the CPUs were meanwhile: the

@@ -3,8 +3,6 @@
 //! (tests/common/sleeper.rs), and how the mode ends. Measured with `-p` on
 //! this test process, so other tasks' waits do not count.
 
-use crate::common;
-
 use std::time::Duration;
 
 use common::{
@@ -12,6 +10,8 @@ use common::{
     sleeper::{self, HOG, SLEEPER, me},
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// `slow --threshold 1ms` catches the slice-long waits as they happen, with
 /// the hog as culprit.

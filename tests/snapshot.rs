@@ -4,8 +4,6 @@
 //! requests rotated a SIGHUP dump away, a loop forced a dump per request,
 //! a cross-site POST got 202, and a foreign Host read /metrics.
 
-use crate::common;
-
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -15,6 +13,8 @@ use std::{
 };
 
 use common::{require_root, serve::Server};
+
+use crate::common;
 
 /// `curl` as uid 65534: the status code, then the body.
 fn curl_as_nobody(args: &[&str]) -> (u16, String) {

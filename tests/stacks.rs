@@ -4,8 +4,6 @@
 //! sleeper's slow waits behind it, symbolized; the folded stacks' heaviest
 //! line must end in it, and the flame graph must name it.
 
-use crate::common;
-
 use std::{
     sync::{
         Arc,
@@ -20,6 +18,8 @@ use common::{
     workload::{named_sleeper, nice_current_thread, pin_current_thread, workload_cpu},
 };
 use serde_json::Value;
+
+use crate::common;
 
 /// The holder's function: what every stack of it must name.
 const SPIN: &str = "schedlat_test_holder_spin";

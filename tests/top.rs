@@ -2,8 +2,6 @@
 //! (`stress-ng --cpu 4`, the "done when"), capture-pane reads the
 //! screen, send-keys presses the keys (root).
 
-use crate::common;
-
 use std::{
     os::unix::process::CommandExt,
     process::{Child, Command, Stdio},
@@ -16,6 +14,8 @@ use std::{
 };
 
 use common::{SCHEDLAT, require_root};
+
+use crate::common;
 
 /// `stress-ng --cpu 4`: four CPU hogs (comm `stress-ng-cpu`) on this
 /// 2-CPU machine, in a process group of their own, killed when dropped

@@ -2,8 +2,6 @@
 //! (issue 18): a reused PID taken for the target, an unreadable tracefs
 //! reported as unmounted.
 
-use crate::common;
-
 use std::{
     io::Read,
     process::{Child, Command, Stdio},
@@ -12,6 +10,8 @@ use std::{
 };
 
 use common::{SCHEDLAT, require_root};
+
+use crate::common;
 
 fn sleeper() -> Child {
     Command::new("sleep")

@@ -6,14 +6,14 @@
 //! worth reporting instead. Also the default's form: at most six lines
 //! under the table, each a sentence.
 
-use crate::common;
-
 use std::{
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use common::{cpu::CpuTimes, kernel::kernel_version, require_root, run_schedlat, workload};
+
+use crate::common;
 
 /// cyclictest as the report had it: SCHED_OTHER, a 1 ms period, one
 /// thread pinned to `cpu`, for `secs` seconds.

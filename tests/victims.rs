@@ -6,8 +6,6 @@
 //! Victims are measured with `-p` on this test process, so other tasks on
 //! the machine (a VM test, a build) do not count.
 
-use crate::common;
-
 use std::time::Duration;
 
 use common::{
@@ -18,6 +16,8 @@ use common::{
     workload,
 };
 use serde_json::Value;
+
+use crate::common;
 
 fn row_of(rows: &Value, tid: u32) -> &Value {
     rows.as_array()

@@ -4,8 +4,6 @@
 //! client's, and a stranger CA's client). Before the web configuration,
 //! serve answered anyone who reached the port, POST /snapshot included.
 
-use crate::common;
-
 use std::{
     fs,
     os::unix::fs::OpenOptionsExt,
@@ -18,6 +16,8 @@ use std::{
 use common::{
     SCHEDLAT, pki::Pki, prometheus::Prometheus, require_root, run_schedlat, serve::Server,
 };
+
+use crate::common;
 
 impl Pki {
     /// Writes the web configuration `web.yml` (replaced by rename, as an
