@@ -836,9 +836,12 @@ fn a_flood_of_early_hangups_runs_one_check_and_lets_logins_in() {
         server.stderr()
     );
     assert!(most_threads <= 12, "serve ran {most_threads} threads");
+    // One check at a time is one CPU; taking the flood's connections and
+    // hangups is the rest (1.45 CPUs on a quiet 2-CPU machine, where two
+    // checks at once would keep both CPUs busy besides).
     assert!(
-        cpus < 1.3,
-        "serve used {cpus:.2} CPUs (one check at a time is one CPU)"
+        cpus < 1.6,
+        "serve used {cpus:.2} CPUs (one check at a time is one CPU, the flood's connections the rest)"
     );
 }
 

@@ -95,9 +95,13 @@ fn diagnose_names_the_noisy_neighbour_by_its_pod_and_container() {
     let evidence = cause["evidence"].as_str().unwrap();
     // Among the neighbours named (on a busy machine the root cgroup's
     // tasks may be charged with more than the hogs), by pod and container.
+    // By time ("..., by their tasks' time on the CPU inside the waits: ")
+    // where the pairs were read, else by the waits they ended.
     let named = evidence
-        .split("the other cgroups charged with most: ")
+        .split("the other cgroups charged with most")
         .nth(1)
+        .and_then(|rest| rest.split_once(": "))
+        .map(|(_, named)| named)
         .unwrap_or_else(|| panic!("no neighbour named: {evidence}"));
     assert!(
         named.contains("container jobs/batch-7/cruncher (sh"),
