@@ -42,6 +42,7 @@ mod recorder;
 mod report;
 mod scrape;
 mod seed;
+mod serve_client;
 pub(crate) mod sleepers;
 mod soak;
 mod steady;

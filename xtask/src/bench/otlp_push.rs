@@ -8,7 +8,7 @@
 //! second apart:
 //!
 //! - `text`: `serve --pids`, scraped with Prometheus' Accept header once a
-//!   second (bench/scrape.rs's connection);
+//!   second (bench/serve_client.rs's connection);
 //! - `otlp`: `serve --pids --otlp-endpoint` pushing once a second
 //!   (`--otlp-interval 1s`, no compression) to a sink in this process that
 //!   reads each request and answers 200 at once, and is never scraped.
@@ -33,7 +33,7 @@ use anyhow::{Context, Result, bail};
 
 use super::{
     pid_max,
-    scrape::{ACCEPT, Conn, Serve, content_length, cpu_ns},
+    serve_client::{ACCEPT, Conn, Serve, content_length, cpu_ns},
     sleepers::{SleeperProcess, Sleeping, tasks},
 };
 

@@ -27,7 +27,7 @@ use anyhow::{Context, Result, bail};
 
 use super::{
     Options,
-    scrape::{Conn, Serve},
+    serve_client::{ACCEPT, Conn, Serve},
 };
 
 /// One sample of one process.
@@ -133,7 +133,7 @@ pub(super) fn run(opts: &Options, secs: u64) -> Result<()> {
     let storm = fork_storm()?;
     let hist = histogram(&exe)?;
     let serve = Serve::start(&exe, &["--pids"])?;
-    let mut conn = Conn::open(serve.addr, super::scrape::ACCEPT)?;
+    let mut conn = Conn::open(serve.addr, ACCEPT)?;
     let duration = Duration::from_secs(secs);
     let every = Duration::from_secs((secs / 20).max(1));
     let started = Instant::now();
