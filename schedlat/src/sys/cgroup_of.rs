@@ -319,14 +319,14 @@ impl TaskCgroups {
         }
     }
 
-    /// Whether a cgroup of the keyed hierarchy (a pair's holder) is the
-    /// scope's own: under -c the scope's group or one below it (a pod's
-    /// other containers); never for -p or the whole system.
-    pub fn is_own_group(&self, path: &str) -> bool {
+    /// Whether a cgroup of hierarchy `which` (a pair's holder, in
+    /// [`Self::keyed_hierarchy`]) is the scope's own: under -c the scope's
+    /// group or one below it (a pod's other containers); never for -p or the
+    /// whole system.
+    pub fn is_own_group(&self, path: &str, which: Which) -> bool {
         let (true, Some(scope)) = (self.scope_subtree, &self.scope) else {
             return false;
         };
-        let which = self.keyed_hierarchy();
         (scope.iter())
             .find(|l| match which {
                 Which::V1Cpu => l.hierarchy != 0 && l.controllers.iter().any(|c| c == "cpu"),

@@ -93,7 +93,7 @@ impl Holders {
                 ns: c.charged_ns,
                 comms: comms(&c.path),
             };
-            if cgroups.is_own_group(&c.path) {
+            if cgroups.is_own_group(&c.path, hierarchy) {
                 h.own.ns += charge.ns;
                 h.own.comms.extend(charge.comms);
             } else if c.path == "/" {
