@@ -8,14 +8,25 @@
 //! is read again; a later copy is only ever more recent, and every field is
 //! a running total, so taking each CPU from the read in which it was whole
 //! loses nothing.
+//!
+//! The reads are spaced out, the gap doubling each time: back to back, all
+//! of them can fall inside one update. Under emulation (the VM matrix runs
+//! QEMU's TCG) an update lasts tens of microseconds, longer than eight reads
+//! (a 5.10 guest saw a torn final interval that way).
+
+use std::time::Duration;
 
 use schedlat_common::CpuStats;
 
 /// Reads tried before a torn copy is kept. A CPU is mid-update for a few
 /// dozen instructions of each switch, so one more read almost always finds
-/// it whole; a CPU switching so fast that eight reads in a row tear keeps
+/// it whole; a CPU torn in every read, over more than 2.5 ms of gaps, keeps
 /// its last copy, whose odd wait moves to the next interval.
 pub(super) const TRIES: usize = 8;
+
+/// The gap before the first re-read; the n-th waits `FIRST_GAP << n`
+/// (20 us to 1.3 ms, 2.5 ms in all), paid only when a copy was torn.
+const FIRST_GAP: Duration = Duration::from_micros(20);
 
 /// Whether `cpu` holds every wait whole: as many in the fine buckets as in
 /// the log2 slots.
@@ -31,10 +42,11 @@ pub(super) fn read<E>(
 ) -> Result<Vec<CpuStats>, E> {
     let mut kept = read()?;
     let mut whole: Vec<bool> = kept.iter().map(is_whole).collect();
-    for _ in 1..TRIES {
+    for retry in 0..TRIES - 1 {
         if whole.iter().all(|&w| w) {
             break;
         }
+        std::thread::sleep(FIRST_GAP * (1 << retry));
         for (cpu, copy) in read()?.into_iter().enumerate() {
             if let (Some(k), Some(w)) = (kept.get_mut(cpu), whole.get_mut(cpu))
                 && !*w
