@@ -154,6 +154,18 @@ pub mod names {
         ("sched_wakeup_stacks", "sched_wakeup"),
         ("sched_wakeup_decision_stacks", "sched_wakeup_decision"),
     ];
+    /// The neighbour pairs: the switch programs that charge each wait to
+    /// its CPU's holders during it, (program, the program it replaces,
+    /// after the decision split's swap): the others carry none of it.
+    pub const BTF_PAIRS_PROGRAMS: [(&str, &str); 4] = [
+        ("sched_switch_pairs", "sched_switch"),
+        ("sched_switch_decision_pairs", "sched_switch_decision"),
+        ("sched_switch_victims_pairs", BTF_SWITCH_VICTIMS),
+        (
+            "sched_switch_victims_decision_pairs",
+            "sched_switch_victims_decision",
+        ),
+    ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

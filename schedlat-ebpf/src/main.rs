@@ -151,12 +151,28 @@ pub fn sched_wakeup_new_decision(ctx: BtfTracePointContext) -> u32 {
 // Histogram and slow modes.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<false, false>(&ctx)
+    histogram_switch::<false, false, false>(&ctx)
 }
 
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_decision(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<true, false>(&ctx)
+    histogram_switch::<true, false, false>(&ctx)
+}
+
+// The neighbour pairs (names::BTF_PAIRS_PROGRAMS, as the victims' below):
+// each wait charged to the holders of its CPU during it, a walk in global
+// functions (workload.rs). Programs of their own: kernels before 6.8
+// verify every global function a program calls, reachable or not, so a
+// call behind the loader's flag alone doubled the 6.1 verifier's work for
+// every mode (sched_switch_decision 4,563 -> 9,416 instructions).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_pairs(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<false, false, true>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_decision_pairs(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<true, false, true>(&ctx)
 }
 
 // `slow --stacks` (names::BTF_STACKS_PROGRAMS): the same switches with the
@@ -167,20 +183,23 @@ pub fn sched_switch_decision(ctx: BtfTracePointContext) -> u32 {
 // 10,475), so without --stacks not one instruction of it is loaded.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_stacks(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<false, true>(&ctx)
+    histogram_switch::<false, true, false>(&ctx)
 }
 
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_decision_stacks(ctx: BtfTracePointContext) -> u32 {
-    histogram_switch::<true, true>(&ctx)
+    histogram_switch::<true, true, false>(&ctx)
 }
 
 /// The histogram and slow modes' sched_switch (`D`: with the decision
-/// split; `S`: slow events with the holder's stacks).
+/// split; `S`: slow events with the holder's stacks; `P`: with the
+/// neighbour pairs).
 #[inline(always)]
-fn histogram_switch<const D: bool, const S: bool>(ctx: &BtfTracePointContext) -> u32 {
+fn histogram_switch<const D: bool, const S: bool, const P: bool>(
+    ctx: &BtfTracePointContext,
+) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) else {
+    let Some((prev, next, ended)) = btf_switch::<D, P>(ctx, histogram) else {
         return 0;
     };
     // A constant: in histogram mode the verifier drops this.
@@ -199,19 +218,30 @@ fn histogram_switch<const D: bool, const S: bool>(ctx: &BtfTracePointContext) ->
 // `schedlat top` loads it with Compute.histogram 1: histogram and tables at once.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims(ctx: BtfTracePointContext) -> u32 {
-    victims_switch::<false>(&ctx)
+    victims_switch::<false, false>(&ctx)
 }
 
 /// The same with the decision split: each row counts its waits' decisions.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_victims_decision(ctx: BtfTracePointContext) -> u32 {
-    victims_switch::<true>(&ctx)
+    victims_switch::<true, false>(&ctx)
+}
+
+/// The victims' switches with the neighbour pairs (`diagnose` loads both).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_victims_pairs(ctx: BtfTracePointContext) -> u32 {
+    victims_switch::<false, true>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_victims_decision_pairs(ctx: BtfTracePointContext) -> u32 {
+    victims_switch::<true, true>(&ctx)
 }
 
 #[inline(always)]
-fn victims_switch<const D: bool>(ctx: &BtfTracePointContext) -> u32 {
+fn victims_switch<const D: bool, const P: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    if let Some((prev, next, ended)) = btf_switch::<D>(ctx, histogram) {
+    if let Some((prev, next, ended)) = btf_switch::<D, P>(ctx, histogram) {
         victims::charge(prev, next, ended);
     }
     0
@@ -228,7 +258,7 @@ const BOOL_ARG: u64 = 0xff;
 /// 5.18, so the state is read from prev itself, which works on every kernel
 /// with tp_btf (5.5+).
 #[inline(always)]
-fn btf_switch<const D: bool>(
+fn btf_switch<const D: bool, const P: bool>(
     ctx: &BtfTracePointContext,
     histogram: bool,
 ) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
@@ -240,14 +270,16 @@ fn btf_switch<const D: bool>(
     // __schedule() only dequeues a non-running prev when !preempt.
     let prev_runnable = (preempt & BOOL_ARG != 0 || prev.state() == 0) && filter::wanted(prev);
     // next needs no filter: only wanted tasks ever get a start timestamp.
-    let ended = wait::switch::<D>(
+    let ended = wait::switch::<D, P>(
         (prev.pid(), Some(prev)),
         (prev_runnable, preempt),
         (next.pid(), Some(next)),
         histogram,
     );
-    // Pairs on: prev's run, for the charges of the waits it held up.
-    workload::switched(prev);
+    if P {
+        // prev's run, for the charges of the waits it held up.
+        workload::switched(prev);
+    }
     Some((prev, next, ended?))
 }
 
@@ -296,7 +328,8 @@ pub fn tp_sched_switch(ctx: TracePointContext) -> u32 {
     let prev_runnable = prev_state & get(&TP.state_mask) == 0;
     // The victims and slow modes need tp_btf (task pointers): the loader
     // refuses them here, so the ended wait has no further use.
-    let _ = wait::switch::<false>((prev_pid, None), (prev_runnable, 0), (next_pid, None), true);
+    let _ =
+        wait::switch::<false, false>((prev_pid, None), (prev_runnable, 0), (next_pid, None), true);
     0
 }
 

@@ -131,9 +131,10 @@ impl Began {
 /// wait's `Decided` word and length).
 /// `prev` and `next` are the task_structs (None in the tp hook mode), for
 /// the cause and decision splits, and `preempt` sched_switch's argument
-/// (for the decision split, on in the `D` programs).
+/// (for the decision split, on in the `D` programs); the wait is charged
+/// to its CPU's holders in the `P` programs (the neighbour pairs).
 #[inline(always)]
-pub fn switch<const D: bool>(
+pub fn switch<const D: bool, const P: bool>(
     (prev_tid, prev): (u32, Option<TaskPtr>),
     (prev_runnable, preempt): (bool, u64),
     (next_tid, next): (u32, Option<TaskPtr>),
@@ -165,7 +166,9 @@ pub fn switch<const D: bool>(
         s.discarded_negative += 1;
         return None;
     };
-    workload::count_pair((prev, prev_tid), next, (word, wait_ns, now));
+    if P {
+        workload::count_pair((prev, prev_tid), next, (word, wait_ns, now));
+    }
     // Before the cause split's overlaps, which clear the snapshot slot.
     let mut decided = 0;
     if D && decision::on()

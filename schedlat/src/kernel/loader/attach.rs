@@ -53,7 +53,12 @@ pub(super) fn attach(
             // bpf_get_current_task_btf (5.11).
             const STACKS_HINT: &str = " (`slow --stacks` needs kernel 5.11 or newer: its program walks the holder's stacks with bpf_get_task_stack of bpf_get_current_task_btf; `schedlat slow` without --stacks works on older kernels)";
             let hint = |program: &str| {
-                let victims = [names::BTF_SWITCH_VICTIMS, names::BTF_DECISION_PROGRAMS[3].0];
+                let victims = [
+                    names::BTF_SWITCH_VICTIMS,
+                    names::BTF_DECISION_PROGRAMS[3].0,
+                    names::BTF_PAIRS_PROGRAMS[2].0,
+                    names::BTF_PAIRS_PROGRAMS[3].0,
+                ];
                 if names::BTF_STACKS_PROGRAMS
                     .iter()
                     .any(|(p, _)| *p == program)

@@ -186,6 +186,7 @@ mod tests {
             .iter()
             .chain(&names::BTF_DECISION_PROGRAMS)
             .chain(&names::BTF_STACKS_PROGRAMS)
+            .chain(&names::BTF_PAIRS_PROGRAMS)
             .map(|&(program, _)| program)
             .chain([names::BTF_WAKING.0, names::BTF_SWITCH_VICTIMS]);
         for program in programs {

@@ -183,25 +183,15 @@ impl Plan {
         let mut btf_programs = modes.btf_programs().to_vec();
         if globals.decision.is_some() {
             // The split's own programs (schedlat-ebpf main.rs says why).
-            for (program, _) in &mut btf_programs {
-                if let Some(&(with_split, _)) = names::BTF_DECISION_PROGRAMS
-                    .iter()
-                    .find(|(_, plain)| plain == program)
-                {
-                    *program = with_split;
-                }
-            }
+            swap_twins(&mut btf_programs, &names::BTF_DECISION_PROGRAMS);
         }
+        // After the decision's swap: each switch has a stacks twin and a
+        // pairs twin (the modes never ask for both).
         if modes.stacks {
-            // After the decision's swap: each switch has a stacks twin.
-            for (program, _) in &mut btf_programs {
-                if let Some(&(with_stacks, _)) = names::BTF_STACKS_PROGRAMS
-                    .iter()
-                    .find(|(_, plain)| plain == program)
-                {
-                    *program = with_stacks;
-                }
-            }
+            swap_twins(&mut btf_programs, &names::BTF_STACKS_PROGRAMS);
+        }
+        if modes.pairs.is_some() {
+            swap_twins(&mut btf_programs, &names::BTF_PAIRS_PROGRAMS);
         }
         if waking {
             btf_programs.push(names::BTF_WAKING);
@@ -293,6 +283,16 @@ struct BtfFacts {
     notes: Vec<String>,
     attach_btf: aya::Btf,
     casts: Option<cast::Ids>,
+}
+
+/// Replaces each program that has a twin in `twins` (twin, the program it
+/// replaces) by that twin: the same code with one more part compiled in.
+fn swap_twins(programs: &mut [(&'static str, &'static str)], twins: &[(&'static str, &str)]) {
+    for (program, _) in programs {
+        if let Some(&(twin, _)) = twins.iter().find(|(_, plain)| plain == program) {
+            *program = twin;
+        }
+    }
 }
 
 /// task_struct offsets, and the BTF the tp_btf attach needs (a stand-in
