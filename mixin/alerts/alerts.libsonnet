@@ -19,6 +19,18 @@ local lib = import '../lib.libsonnet';
       + onCgroup
       + std.format('cgroup:schedlat_runqueue_waits:%s >= %g', [r, config.minWaitsPerSecond]),
 
+    // The neighbour's share of each victim's wait time, and the same
+    // series with the victim's pod written into the holder's labels, for
+    // victims in a pod: a series with a twin of the same labels is one
+    // whose holder is in the victim's own pod (a sidecar, another of its
+    // containers), which is no neighbour. PromQL cannot compare two labels
+    // of one series; matching a series against its relabelled self can.
+    local neighbourShare = std.format('cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s{holder_cgroup!="__overflow__"}', [r]),
+    local ownPodTwins =
+      std.format('label_replace(label_replace(%s, "holder_pod", "$1", "pod", "(.+)"), "holder_namespace", "$1", "namespace", "(.*)")', [
+        std.strReplace(neighbourShare, '}', ',pod!=""}'),
+      ]),
+
     groups+: [
       {
         name: 'schedlat',
@@ -39,7 +51,9 @@ local lib = import '../lib.libsonnet';
             // The value is the neighbour's share of the victim's wait time.
             alert: 'NoisyNeighbour',
             expr:
-              std.format('cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s{holder_cgroup!="__overflow__"} >= %g', [r, config.neighbourShare])
+              std.format('%s >= %g', [neighbourShare, config.neighbourShare])
+              + '\nunless on (job, instance, cgroup, holder_cgroup, holder_namespace, holder_pod)\n'
+              + ownPodTwins
               + onCgroup
               + std.format('cgroup:schedlat_runqueue_wait_held_by_other_cgroup:ratio_%s >= %g', [r, config.heldByOtherShare])
               + onCgroup + '(\n' + slowWorkload + '\n)\n'
@@ -53,7 +67,7 @@ local lib = import '../lib.libsonnet';
               // is no pod, and the root cgroup said in words.
               summary: '{{ if $labels.pod }}Pod {{ $labels.namespace }}/{{ $labels.pod }}{{ else }}{{ $labels.cgroup }}{{ end }} waits behind '
                        + '{{ if $labels.holder_pod }}pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}{{ else if eq $labels.holder_cgroup "/" }}the root cgroup (tasks in no group, kernel threads){{ else }}{{ $labels.holder_cgroup }}{{ end }}.',
-              description: 'On {{ $labels.instance }}, {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }} ended with {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} on the CPU; its p99 wait is above '
+              description: 'On {{ $labels.instance }}, {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} held the CPU for {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }}; its p99 wait is above '
                            + std.format('%g', config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
                            + std.format('%g', config.ownThrottledShareMax * 100) + '% of its waits.',
               runbook_url: runbook('NoisyNeighbour'),

@@ -117,7 +117,7 @@ local p = import 'panels.libsonnet';
         ) { width:: 8 },
         p.table(
           'Who waits behind whom',
-          'Of each victim\'s wait time, the share that ended with one named neighbour on the CPU (cgroup_holder:schedlat_neighbour_wait_seconds:ratio), the ten largest.',
+          'Of each victim\'s wait time, the share during which one named neighbour held the CPU (cgroup_holder:schedlat_neighbour_wait_seconds:ratio), the ten largest.',
           [p.target(std.format('topk(10, cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s%s)', [r, sel()]), instant=true, format='table')],
           'percentunit',
         ) { width:: 8 },
