@@ -669,3 +669,153 @@ fn waking_times_the_wakeup_path_only_when_asked() {
     let (status, _, err) = common::run_schedlat(&["--waking", "--no-causes", "1", "1"]);
     assert_eq!(status.code(), Some(2), "{err}");
 }
+
+/// Blinkers: threads that run BLINK then sleep BLINK_SLEEP. A task that
+/// blocks having run more than its share stays queued under delayed
+/// dequeue (6.12+) until picked, counted in rq->nr_running meanwhile.
+const BLINKERS: usize = 20;
+const BLINK: Duration = Duration::from_micros(300);
+const BLINK_SLEEP: Duration = Duration::from_millis(20);
+
+/// One CPU's run-queue counts as the kernel prints them
+/// (/sys/kernel/debug/sched/debug): rq->nr_running, and of it the tasks
+/// delayed dequeue keeps queued after they blocked (root cfs_rq's
+/// h_nr_queued - h_nr_runnable since 6.14, h_nr_delayed in 6.12.y and
+/// 6.13; none before 6.12).
+struct QueueCounts {
+    queued: u64,
+    delayed: u64,
+}
+
+impl QueueCounts {
+    fn read(debug: &str, cpu: usize) -> Option<QueueCounts> {
+        let section = debug.split(&format!("cpu#{cpu},")).nth(1)?;
+        let section = section.split("\ncpu#").next()?;
+        let field = |text: &str, name: &str| -> Option<u64> {
+            let at = text.find(&format!(".{name} "))?;
+            text[at..]
+                .split(':')
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        };
+        let queued = field(section, "nr_running")?;
+        let root = section.split(&format!("cfs_rq[{cpu}]:/\n")).nth(1)?;
+        let delayed = match (field(root, "h_nr_queued"), field(root, "h_nr_runnable")) {
+            (Some(q), Some(r)) => q.saturating_sub(r),
+            _ => field(root, "h_nr_delayed").unwrap_or(0),
+        };
+        Some(QueueCounts { queued, delayed })
+    }
+}
+
+/// The kernel's scheduler debug file, debugfs mounted if it is not.
+fn sched_debug() -> String {
+    const PATH: &str = "/sys/kernel/debug/sched/debug";
+    if std::fs::metadata(PATH).is_err() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "debugfs", "none", "/sys/kernel/debug"])
+            .status();
+    }
+    std::fs::read_to_string(PATH).unwrap_or_else(|e| {
+        panic!("{PATH}: {e} (the test's oracle is the kernel's own count; debugfs is needed)")
+    })
+}
+
+/// The queue depth is the tasks that can run, not the sleepers delayed
+/// dequeue keeps queued: a 1 ms sleeper beside a hog and BLINKERS blinkers
+/// on one CPU, its depth at each wakeup against the kernel's own counts
+/// sampled meanwhile. Its wakeups fall at times unrelated to the
+/// blinkers', so the share of them at depth >= 3 estimates the share of
+/// time the CPU had 3 or more other tasks: the runnable ones' share, not
+/// the queued ones' (more, where delayed tasks are counted in
+/// rq->nr_running).
+#[test]
+fn sleepers_kept_queued_by_delayed_dequeue_are_not_counted_in_the_depth() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let started = common::cpu::CpuTimes::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let blinkers: Vec<_> = (0..BLINKERS)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                pin_current_thread(cpu);
+                while !stop.load(Ordering::Relaxed) {
+                    let until = Instant::now() + BLINK;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    thread::sleep(BLINK_SLEEP);
+                }
+            })
+        })
+        .collect();
+    let hog = Hogs::start(cpu, 1);
+    let sampler = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            pin_current_thread(other_cpu());
+            let mut samples = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(c) = QueueCounts::read(&sched_debug(), cpu) {
+                    samples.push(c);
+                }
+                thread::sleep(Duration::from_millis(7));
+            }
+            samples
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let v = traced(&["--comm", "causes-deptprob"], || {
+        named_sleeper(cpu, Duration::from_millis(1), 3000, "causes-deptprob");
+    });
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.join().expect("sampler");
+    drop(hog);
+    for b in blinkers {
+        b.join().expect("blinker");
+    }
+    let busy = started.busy_since();
+    let c = causes(&v);
+    let d = &c["queue_depth"];
+    let known = waits(c) - n(&d["unknown"]);
+    let deep = n(&d["3-4"]) + n(&d["5-8"]) + n(&d["9+"]);
+    assert!(
+        known >= 500 && samples.len() >= 100,
+        "too few to judge: {known} waits of known depth, {} samples ({busy})",
+        samples.len()
+    );
+    let share = |at_least_3: &dyn Fn(&QueueCounts) -> bool| {
+        samples.iter().filter(|c| at_least_3(c)).count() as f64 / samples.len() as f64
+    };
+    let runnable = share(&|c| c.queued - c.delayed >= 3);
+    let queued = share(&|c| c.queued >= 3);
+    let measured = deep as f64 / known as f64;
+    let mean_delayed = samples.iter().map(|c| c.delayed).sum::<u64>() as f64 / samples.len() as f64;
+    let summary = format!(
+        "{}: depth >= 3 at {:.1}% of {known} wakeups; the kernel's samples: {:.1}% of the time \
+         3 or more runnable, {:.1}% 3 or more queued ({} samples, {mean_delayed:.2} delayed \
+         tasks on average); depth {d} ({busy})",
+        common::kernel::kernel_release(),
+        measured * 100.0,
+        runnable * 100.0,
+        queued * 100.0,
+        samples.len(),
+    );
+    eprintln!("{summary}");
+    assert!(
+        (measured - runnable).abs() <= 0.08,
+        "the depth is not the runnable count: {summary}"
+    );
+    if queued - runnable >= 0.06 {
+        assert!(
+            measured - runnable < queued - measured,
+            "the depth counts the delayed tasks: {summary}"
+        );
+    }
+}

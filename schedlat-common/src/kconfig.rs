@@ -92,6 +92,27 @@ pub struct RqOffsets {
     pub task_cfs_rq: u64,
     pub cfs_rq_rq: u64,
     pub rq_nr_running: u64,
+    /// How the tasks that block under delayed dequeue (6.12+: they stay
+    /// queued, and counted in rq->nr_running, until picked) are taken
+    /// out of the count ([`DelayedCount`]), and the offsets in `struct rq`
+    /// of its root cfs_rq's counters that say how many there are.
+    pub delayed: u64,
+    pub cfs_counter_a: u64,
+    pub cfs_counter_b: u64,
+}
+
+/// [`RqOffsets::delayed`]: where this kernel counts its delayed tasks.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelayedCount {
+    /// None to take out: no delayed dequeue (before 6.12), or no counter
+    /// for it (6.12 kernels before h_nr_delayed), which the loader says.
+    None = 0,
+    /// `cfs.h_nr_queued - cfs.h_nr_runnable` (6.14+): a is h_nr_queued,
+    /// b h_nr_runnable.
+    QueuedLessRunnable = 1,
+    /// `cfs.h_nr_delayed` (6.12.y, 6.13): a is it, b unused.
+    Delayed = 2,
 }
 
 /// The chain from a task to the kernfs id of its cgroup in one hierarchy:

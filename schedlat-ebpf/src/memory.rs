@@ -132,7 +132,8 @@ impl TaskPtr {
         }
     }
 
-    /// `rq->nr_running` of the CPU this task is queued on, through
+    /// The runnable tasks of the CPU this task is queued on
+    /// ([`Rq::nr_running`]), through
     /// task->se.cfs_rq->rq (every task's se.cfs_rq is kept pointing at its
     /// CPU's run queue, whatever its class: kernel/sched/sched.h
     /// set_task_rq()). Each step is a checked BTF load: a NULL pointer on the
@@ -276,10 +277,22 @@ impl Rq {
         self.0.read_u64(get(&DECISION.rq_clock_task))
     }
 
-    /// Runnable tasks on it, the running one included.
+    /// Runnable tasks on it, the running one included: `rq->nr_running`,
+    /// less the tasks that blocked and that delayed dequeue keeps queued
+    /// (counted in it until picked) where this kernel counts them
+    /// (RqOffsets::delayed, a constant: the verifier keeps one arm).
     #[inline(always)]
     pub fn nr_running(self) -> u32 {
-        self.0.read_u32(get(&RQ.rq_nr_running))
+        let queued = self.0.read_u32(get(&RQ.rq_nr_running));
+        let delayed = match get(&RQ.delayed) {
+            1 => self
+                .0
+                .read_u32(get(&RQ.cfs_counter_a))
+                .saturating_sub(self.0.read_u32(get(&RQ.cfs_counter_b))),
+            2 => self.0.read_u32(get(&RQ.cfs_counter_a)),
+            _ => 0,
+        };
+        queued.saturating_sub(delayed)
     }
 
     /// `rq->curr`: the task running on this CPU.

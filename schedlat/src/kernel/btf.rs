@@ -14,7 +14,10 @@ use std::{
 use btf_rs::{Btf, Type};
 use schedlat_common::{
     cast,
-    kconfig::{CauseOffsets, CgroupOffsets, DecisionOffsets, PidnsOffsets, RqOffsets, TaskOffsets},
+    kconfig::{
+        CauseOffsets, CgroupOffsets, DecisionOffsets, DelayedCount, PidnsOffsets, RqOffsets,
+        TaskOffsets,
+    },
     names,
 };
 use thiserror::Error;
@@ -328,15 +331,46 @@ pub(crate) fn task_struct_size(layouts: &Layouts) -> Result<u64, BtfError> {
 }
 
 /// The run-queue length chain, or None when this kernel lacks a link
-/// (`se.cfs_rq` and `cfs_rq.rq` need CONFIG_FAIR_GROUP_SCHED).
+/// (`se.cfs_rq` and `cfs_rq.rq` need CONFIG_FAIR_GROUP_SCHED); with the
+/// counters of delayed tasks where this kernel has them ([`delayed_count`]).
 pub(crate) fn rq_offsets(layouts: &Layouts) -> Option<RqOffsets> {
     let field = |strukt, name| layouts.field(strukt, name);
+    let (delayed, cfs_counter_a, cfs_counter_b) = delayed_count(layouts);
     Some(RqOffsets {
         resolved: 1,
         task_cfs_rq: field("task_struct", "se")? + field("sched_entity", "cfs_rq")?,
         cfs_rq_rq: field("cfs_rq", "rq")?,
         rq_nr_running: field("rq", "nr_running")?,
+        delayed: delayed as u64,
+        cfs_counter_a,
+        cfs_counter_b,
     })
+}
+
+/// Where this kernel counts the tasks delayed dequeue keeps queued after
+/// they blocked: the offsets in `struct rq` of its root cfs_rq's
+/// counters (`rq->cfs` is embedded). Taken out of rq->nr_running, they
+/// leave the tasks that can run: the queue depth counts competitors, not
+/// sleepers waiting to be picked off the queue.
+pub(crate) fn delayed_count(layouts: &Layouts) -> (DelayedCount, u64, u64) {
+    let field = |strukt, name| layouts.field(strukt, name);
+    let Some(cfs) = field("rq", "cfs") else {
+        return (DelayedCount::None, 0, 0);
+    };
+    if let (Some(queued), Some(runnable)) = (
+        field("cfs_rq", "h_nr_queued"),
+        field("cfs_rq", "h_nr_runnable"),
+    ) {
+        return (
+            DelayedCount::QueuedLessRunnable,
+            cfs + queued,
+            cfs + runnable,
+        );
+    }
+    match field("cfs_rq", "h_nr_delayed") {
+        Some(delayed) => (DelayedCount::Delayed, cfs + delayed, 0),
+        None => (DelayedCount::None, 0, 0),
+    }
 }
 
 /// Which group of a task "held by the same cgroup" compares (the cause
@@ -886,6 +920,28 @@ mod tests {
         // Debian's kernels (and this one) have CONFIG_FAIR_GROUP_SCHED.
         let rq = rq_offsets(&layouts).expect("task->se.cfs_rq->rq->nr_running");
         assert!(rq.task_cfs_rq > 0 && rq.cfs_rq_rq > 0, "{rq:?}");
+        // Delayed tasks are counted from 6.14's fields, or 6.12.y's and
+        // 6.13's h_nr_delayed; before 6.12 none are kept queued.
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut numbers = release.split(|c: char| !c.is_ascii_digit());
+        let version: (u32, u32) = (
+            numbers.next().unwrap().parse().unwrap(),
+            numbers.next().unwrap().parse().unwrap(),
+        );
+        let (count, a, b) = delayed_count(&layouts);
+        let expected: &[DelayedCount] = match version {
+            v if v >= (6, 14) => &[DelayedCount::QueuedLessRunnable],
+            v if v >= (6, 12) => &[DelayedCount::Delayed, DelayedCount::None],
+            _ => &[DelayedCount::None],
+        };
+        assert!(expected.contains(&count), "{release}: {count:?}");
+        assert_eq!(rq.delayed, count as u64);
+        if count == DelayedCount::QueuedLessRunnable {
+            assert!(
+                a > rq.rq_nr_running && b > rq.rq_nr_running && a != b,
+                "{rq:?}"
+            );
+        }
         // ... and CONFIG_SMP, CONFIG_CFS_BANDWIDTH.
         let cause = cause_offsets(&layouts).unwrap();
         assert!(cause.task_flags > 0 && cause.task_group > 0, "{cause:?}");

@@ -168,6 +168,9 @@ mod tests {
         task_cfs_rq: 0,
         cfs_rq_rq: 0,
         rq_nr_running: 0,
+        delayed: 0,
+        cfs_counter_a: 0,
+        cfs_counter_b: 0,
     });
 
     #[test]
