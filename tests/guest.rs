@@ -507,16 +507,20 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
     // A wait is charged to every holder of its CPU during it, each by its
     // time on the CPU inside the wait (the rest to "(unapportioned)"): the
     // pairs' times add up to the waits' time, and each wait is in one pair
-    // at least. The table and the total are read one after the other.
+    // at least. The table is read right before the total at the start and
+    // right after it at the end, so it holds every wait of the total and
+    // those that ended between the reads: never less, a little more.
     let sum = |v: &Value, field: &str| v[field].as_u64().unwrap();
     let charged: u64 = (rows.iter().map(|p| sum(p, "sum_ns"))).sum::<u64>()
         + sum(&pairs["cut"], "sum_ns")
         + sum(&pairs["overflow"], "sum_ns");
     let waited = sum(&r, "sum_ns");
     assert!(
-        charged.abs_diff(waited) <= 2_000_000 + waited / 50,
-        "{charged} ns charged in pairs against {waited} ns waited on {}: {pairs}",
-        kernel_release()
+        charged + 1_000_000 >= waited && charged <= waited + 2_000_000 + waited / 20,
+        "{charged} ns charged in pairs against {waited} ns waited on {}; by victim, charged \
+         against waited where they differ: {}; {pairs}",
+        kernel_release(),
+        victims_apart(&r)
     );
     let in_pairs = sum_counts(&pairs["rows"])
         + pairs["cut"]["count"].as_u64().unwrap()
@@ -894,4 +898,31 @@ fn lazy_grants_are_counted_where_the_model_is_lazy() {
     } else {
         assert_eq!(of("lazy"), 0, "{release}, model {model}: {d}");
     }
+}
+
+/// Per victim cgroup, the time charged in its pairs against its key's wait
+/// time, where the two differ by more than 100 us: where a failed sum lost
+/// or gained time.
+fn victims_apart(r: &Value) -> String {
+    let mut charged = std::collections::BTreeMap::<String, u64>::new();
+    for row in r["pairs"]["rows"].as_array().into_iter().flatten() {
+        let victim = row["victim"].as_str().unwrap_or("?").to_string();
+        *charged.entry(victim).or_default() += row["sum_ns"].as_u64().unwrap_or(0);
+    }
+    let mut apart = Vec::new();
+    for key in r["breakdown"]["keys"].as_array().into_iter().flatten() {
+        let label = key["label"].as_str().unwrap_or("?");
+        let cgroup = key["cgroup"].as_str().unwrap_or(label);
+        let waited = key["sum_ns"].as_u64().unwrap_or(0);
+        let got = charged.remove(cgroup).unwrap_or(0);
+        if got.abs_diff(waited) > 100_000 {
+            apart.push(format!("{cgroup} {got} against {waited}"));
+        }
+    }
+    apart.extend(
+        charged
+            .iter()
+            .map(|(v, n)| format!("{v} {n} against no key")),
+    );
+    apart.join(", ")
 }

@@ -183,6 +183,14 @@ fn waits_behind_a_throttled_fifo_hog_exceed_the_design_and_are_worth_reporting()
         assert!(!v.contains("not a scheduler bug"), "{v}\n{text}");
         if v.contains("exceed what the design allows") && v.contains("worth reporting") {
             assert!(v.contains("schedlat slow --threshold "), "{v}");
+            // What let the sleeper run at all, on this kernel: the fair
+            // deadline server (6.12+, when debugfs shows it) or RT
+            // throttling, with its budget.
+            assert!(
+                v.contains("a real-time or deadline task held the CPU")
+                    && (v.contains("fair deadline server") || v.contains("RT throttling lets")),
+                "{v}"
+            );
             return;
         }
         tries.push(format!("{v}\n{text}\n{}", load.busy_since()));

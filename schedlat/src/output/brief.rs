@@ -268,7 +268,10 @@ fn bound_lines(kernel: &SchedContext, waits: &Waits) -> (String, Option<String>)
         fmt_ns(tick),
         fmt_ns(bound)
     );
-    let verdict = Design::of(waits, bound, beyond).map(|d| format!("Verdict: {}.", d.sentence()));
+    let verdict = Design::of(waits, bound, beyond).map(|d| {
+        let class = d.behind_another_class(kernel).map(|s| format!("; {s}"));
+        format!("Verdict: {}{}.", d.sentence(), class.unwrap_or_default())
+    });
     (line, verdict)
 }
 

@@ -142,6 +142,9 @@ pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits) -> String {
     if let Some(why) = design.late_or_protected() {
         let _ = writeln!(out, "  {why}");
     }
+    if let Some(why) = design.behind_another_class(kernel) {
+        let _ = writeln!(out, "  another class: {why}");
+    }
     out
 }
 

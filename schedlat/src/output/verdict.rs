@@ -9,6 +9,7 @@ use schedlat_common::decision::{DECLINED, Decision, Outcome};
 use crate::{
     analysis::fmt_ns,
     histogram::{DecisionCounts, Waits},
+    sys::sched_context::SchedContext,
 };
 
 /// DecisionFacts::fair of an EEVDF kernel (6.6+).
@@ -145,6 +146,17 @@ impl Design {
             ));
         }
         s
+    }
+
+    /// When another class declined the slow waits: what lets a fair task
+    /// run beside it on this kernel, and how long that makes such a wait.
+    pub(crate) fn behind_another_class(&self, kernel: &SchedContext) -> Option<String> {
+        (self.rule == Rule::Declined(Decision::OtherClass)).then(|| {
+            format!(
+                "a real-time or deadline task held the CPU, and {}",
+                kernel.mechanisms.behind_another_class()
+            )
+        })
     }
 
     /// Why one reproduction names `late` in one run and `protected` in the

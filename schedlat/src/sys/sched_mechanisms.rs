@@ -15,6 +15,7 @@ use super::host;
 const SCHED_EXT: &str = "/sys/kernel/sched_ext";
 /// Under debugfs, wherever it is mounted.
 const FAIR_SERVER: &str = "sched/fair_server";
+const RT_SYSCTLS: &str = "/proc/sys/kernel";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct SchedExt {
@@ -59,6 +60,16 @@ pub struct Mechanisms {
     /// they could not be read or the kernel has no such feature (before
     /// 6.12).
     pub delayed_dequeue: Option<bool>,
+    /// RT throttling's budget; None when the sysctls are unreadable.
+    pub rt_throttling: Option<RtThrottling>,
+}
+
+/// /proc/sys/kernel/sched_rt_runtime_us of sched_rt_period_us: real-time
+/// tasks may run `runtime_us` of every `period_us` (-1: no limit).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct RtThrottling {
+    pub runtime_us: i64,
+    pub period_us: u64,
 }
 
 impl Mechanisms {
@@ -73,6 +84,48 @@ impl Mechanisms {
             fair_server,
             fair_server_unknown,
             delayed_dequeue: features.and_then(delayed_dequeue),
+            rt_throttling: rt_throttling(Path::new(RT_SYSCTLS)),
+        }
+    }
+
+    /// What lets a fair task run beside a real-time task that keeps its
+    /// CPU, for the waits declined because another class held it: the
+    /// fair deadline server (6.12+), else RT throttling, with how long
+    /// such a wait can last.
+    pub fn behind_another_class(&self) -> String {
+        let ms = |us: u64| us as f64 / 1000.0;
+        let throttling = match self.rt_throttling {
+            Some(RtThrottling { runtime_us, .. }) if runtime_us < 0 => {
+                "RT throttling is off (sched_rt_runtime_us -1): nothing makes a real-time task that never sleeps give its CPU up".to_string()
+            }
+            Some(RtThrottling {
+                runtime_us,
+                period_us,
+            }) => format!(
+                "RT throttling lets real-time tasks run {} ms of every {} ms (sched_rt_runtime_us, sched_rt_period_us), so such a wait can last {} ms",
+                ms(runtime_us as u64),
+                ms(period_us),
+                ms(runtime_us as u64)
+            ),
+            None => "RT throttling's budget is unreadable (/proc/sys/kernel/sched_rt_runtime_us)".to_string(),
+        };
+        match (&self.fair_server, &self.fair_server_unknown) {
+            (Some(s), _) => match (s.runtime_ns, s.period_ns) {
+                (Some(r), Some(p)) => format!(
+                    "the fair deadline server runs fair tasks {} ms of every {} ms beside it, so such a wait can last {} ms",
+                    ms(r / 1000),
+                    ms(p / 1000),
+                    ms(p.saturating_sub(r) / 1000)
+                ),
+                _ => format!(
+                    "the fair deadline server runs fair tasks beside it, a share of every period ({}; the kernel's default is 50 ms of every 1000 ms, a wait of up to 950 ms)",
+                    s.unreadable.as_deref().unwrap_or("values unreadable")
+                ),
+            },
+            (None, Some(why)) => format!(
+                "whether a fair deadline server (6.12+) runs fair tasks beside it is unknown ({why}); without one, {throttling}"
+            ),
+            (None, None) => throttling,
         }
     }
 
@@ -167,6 +220,20 @@ fn fair_server(dir: &Path) -> (Option<DeadlineServer>, Option<String>) {
     (Some(server), None)
 }
 
+fn rt_throttling(dir: &Path) -> Option<RtThrottling> {
+    let read = |name: &str| {
+        fs::read_to_string(dir.join(name))
+            .ok()?
+            .trim()
+            .parse::<i64>()
+            .ok()
+    };
+    Some(RtThrottling {
+        runtime_us: read("sched_rt_runtime_us")?,
+        period_us: u64::try_from(read("sched_rt_period_us")?).ok()?,
+    })
+}
+
 /// DELAY_DEQUEUE in debugfs sched/features: `DELAY_DEQUEUE` on,
 /// `NO_DELAY_DEQUEUE` off, absent before 6.12.
 fn delayed_dequeue(features: &str) -> Option<bool> {
@@ -245,5 +312,70 @@ mod tests {
         assert_eq!(delayed_dequeue("NO_DELAY_DEQUEUE DELAY_ZERO"), Some(false));
         // 6.1 (before 6.12).
         assert_eq!(delayed_dequeue("GENTLE_FAIR_SLEEPERS START_DEBIT"), None);
+    }
+
+    #[test]
+    fn waits_behind_another_class_say_what_lets_fair_tasks_run() {
+        let rt = Some(RtThrottling {
+            runtime_us: 950_000,
+            period_us: 1_000_000,
+        });
+        let server = |runtime_ns, period_ns, unreadable: Option<&str>| Mechanisms {
+            fair_server: Some(DeadlineServer {
+                runtime_ns,
+                period_ns,
+                unreadable: unreadable.map(String::from),
+            }),
+            rt_throttling: rt,
+            ..Mechanisms::default()
+        };
+        let s = server(Some(50_000_000), Some(1_000_000_000), None).behind_another_class();
+        assert!(
+            s.contains("50 ms of every 1000 ms") && s.contains("can last 950 ms"),
+            "{s}"
+        );
+        let s = server(None, None, Some("runtime: permission denied")).behind_another_class();
+        assert!(
+            s.contains("permission denied") && s.contains("default"),
+            "{s}"
+        );
+        let old = Mechanisms {
+            rt_throttling: rt,
+            ..Mechanisms::default()
+        };
+        let s = old.behind_another_class();
+        assert!(
+            s.starts_with("RT throttling lets") && s.contains("can last 950 ms"),
+            "{s}"
+        );
+        let unknown = Mechanisms {
+            fair_server_unknown: Some("debugfs is not mounted".into()),
+            rt_throttling: Some(RtThrottling {
+                runtime_us: -1,
+                period_us: 1_000_000,
+            }),
+            ..Mechanisms::default()
+        };
+        let s = unknown.behind_another_class();
+        assert!(
+            s.contains("unknown (debugfs is not mounted)") && s.contains("off"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn rt_throttling_is_read_from_the_sysctls() {
+        let dir = scratch("rt");
+        assert_eq!(rt_throttling(&dir), None);
+        fs::write(dir.join("sched_rt_runtime_us"), "-1\n").unwrap();
+        fs::write(dir.join("sched_rt_period_us"), "1000000\n").unwrap();
+        assert_eq!(
+            rt_throttling(&dir),
+            Some(RtThrottling {
+                runtime_us: -1,
+                period_us: 1_000_000
+            })
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

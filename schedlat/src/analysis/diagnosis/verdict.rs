@@ -76,7 +76,15 @@ pub(crate) fn diagnose(
             let said = named(priority::CLASS_OR_PRIORITY);
             diagnoses.extend(
                 decision::decision(d, findings, kernel)
-                    .filter(|x| !(said && x.name == decision::ANOTHER_CLASS)),
+                    .filter(|x| !(said && x.name == decision::ANOTHER_CLASS))
+                    .map(|mut x| {
+                        // What lets the fair task run beside it, on this kernel.
+                        if let (decision::ANOTHER_CLASS, Some(k)) = (x.name, &t.kernel) {
+                            x.evidence =
+                                format!("{}; {}", x.evidence, k.mechanisms.behind_another_class());
+                        }
+                        x
+                    }),
             );
         }
     }

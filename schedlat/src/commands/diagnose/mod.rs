@@ -214,6 +214,8 @@ impl Tracing {
     fn start((mut tracer, victims, split): Loaded) -> Result<Tracing> {
         let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
         // The pairs since load are read and dropped: the window's are next.
+        // Right before the tables, and right after them at the window's
+        // end: the pairs' window holds the tables' (commands/run.rs).
         let pairs = match victims.is_ok() {
             true => {
                 let mut view =
@@ -249,6 +251,10 @@ impl Tracing {
         scope: &Scope,
     ) -> Result<(Traced, TaskCgroups)> {
         let (mut waits, interval) = self.source.end_interval(&mut self.tracer)?;
+        let pair_table = match (&interval, &mut self.pairs) {
+            (Some(_), Some(view)) => Some(view.interval(&mut self.tracer)?),
+            _ => None,
+        };
         if let Some((tracer, source)) = &mut self.split {
             waits.decision = source.end_interval(tracer)?.0.decision;
         }
@@ -266,9 +272,7 @@ impl Tracing {
                 let overflow = (c.victims_overflow, c.culprits_overflow);
                 let mut a = Attribution::new(tables, overflow, &cgroups);
                 a.throttled = throttled;
-                if let Some(view) = &mut self.pairs {
-                    a.neighbours = Some(neighbours(&view.interval(&mut self.tracer)?));
-                }
+                a.neighbours = pair_table.as_ref().map(neighbours);
                 Ok(a)
             }
             (None, why) => Err(why.clone().err().unwrap_or_default()),

@@ -58,11 +58,13 @@ pub(crate) async fn run(
     let names = WorkloadNamer::for_tasks(&tracer);
     let top = (args.top > 0).then_some(args.top as u32);
     let mut view = PairsView::new(names, args.by, top);
+    // The first interval starts before the banner: whatever a reader of
+    // the banner starts next is in it. The pairs are read right before the
+    // tables here and right after them at each interval's end: their
+    // interval holds the tables' (commands/run.rs says why).
     if args.pairs.is_some() {
         view.interval(&mut tracer)?;
     }
-    // The first interval starts before the banner: whatever a reader of
-    // the banner starts next is in it.
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
     let mut throttle = ThrottleWatch::start_mounted();
     let mut started = Instant::now();
@@ -74,14 +76,14 @@ pub(crate) async fn run(
     loop {
         let stop = intervals.next(&mut signals, &filter).await;
         let interval = collector.end_interval(&mut tracer)?;
-        let mut tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
-        name_processes(&mut tables, process_name::of);
-        throttle.end_interval();
-        let throttled = throttled_pids(&throttle, &tables);
         let pairs = match args.pairs {
             Some(_) => Some(view.interval(&mut tracer)?),
             None => None,
         };
+        let mut tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
+        name_processes(&mut tables, process_name::of);
+        throttle.end_interval();
+        let throttled = throttled_pids(&throttle, &tables);
         let rows = tables.victims.iter().chain(&tables.culprits);
         let workloads = view.names().tasks(rows.map(|r| (r.task.tid, r.task.tgid)));
         let report = Report {
