@@ -3,7 +3,8 @@
 //! the fair class (its dispatch queues decide, not EEVDF's rules), the fair
 //! deadline server that runs fair tasks behind a real-time hog (instead of
 //! RT throttling), and delayed dequeue (a task that blocked stays queued
-//! until picked). Each is read from the kernel's own files; what cannot be
+//! until picked); and RT throttling's budget, which bounds a fair task's
+//! wait behind a real-time one where no server does. Each is read from the kernel's own files; what cannot be
 //! read is None with the reason, never inferred from the version.
 
 use std::{fs, path::Path};
