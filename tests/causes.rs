@@ -27,7 +27,9 @@ use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{HOG, Procs, TestCgroup, other_cpu, pinned_sh},
     parse_json_lines, require_root,
-    workload::{Hogs, make_current_thread_fifo, named_sleeper, pin_current_thread, workload_cpu},
+    workload::{
+        Hogs, make_current_thread_fifo, named_sleeper, pin_current_thread, thread_cpu, workload_cpu,
+    },
 };
 use serde_json::Value;
 
@@ -873,17 +875,6 @@ fn sleepers_kept_queued_by_delayed_dequeue_are_not_counted_in_the_depth() {
 }
 
 const PROBE: &str = "causes-deptprob";
-
-/// The calling thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a pointer to a timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// Whether thread `tid` of this process is asleep (state S in its stat).
 fn sleeping(tid: i32) -> bool {

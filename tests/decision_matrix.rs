@@ -82,8 +82,8 @@ impl Scenario {
                 // SAFETY: no arguments.
                 tx.send(unsafe { libc::gettid() } as u32).unwrap();
                 while !running.load(Ordering::Relaxed) {
-                    let until = thread_cpu() + work;
-                    while thread_cpu() < until {
+                    let until = workload::thread_cpu() + work;
+                    while workload::thread_cpu() < until {
                         std::hint::spin_loop();
                     }
                     thread::sleep(sleep);
@@ -105,17 +105,6 @@ impl Drop for Scenario {
             let _ = t.join();
         }
     }
-}
-
-/// The calling thread's own CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// This process's CPU time, all its threads (getrusage(RUSAGE_SELF)).

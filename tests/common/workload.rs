@@ -347,3 +347,15 @@ pub(crate) fn nice_hog_and_victim(cpu: usize, hog_nice: i32, duration: Duration)
     hog.join().expect("hog thread");
     victim.join().expect("victim thread");
 }
+
+/// The calling thread's own CPU time (CLOCK_THREAD_CPUTIME_ID): work
+/// measured by it is the same under emulation, where wall time stretches.
+pub(crate) fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
