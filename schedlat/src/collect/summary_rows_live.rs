@@ -18,17 +18,43 @@ use crate::kernel::{
 /// short-lived ones: fewer than the threads the test starts.
 const MAX_KEYS: u32 = 6;
 
-/// A thread that sleeps and wakes `wakes` times, then exits: its TID.
-fn short_lived(wakes: u32) -> u32 {
+/// A thread that sleeps and wakes `wakes` times, then exits: its TID, and
+/// the times the kernel switched it in up to its end (the third field of
+/// /proc/thread-self/schedstat: run time, run delay, switch-ins).
+/// Each switch-in ends one wait. A sleep is not always one: a timer that
+/// fires before the thread has left its CPU (a stalled virtual CPU) wakes
+/// a task still running, and no wait follows.
+fn short_lived(wakes: u32) -> (u32, u64) {
     thread::spawn(move || {
         for _ in 0..wakes {
             thread::sleep(Duration::from_millis(1));
         }
+        let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        let switched_in = schedstat
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap();
         // SAFETY: no arguments.
-        unsafe { libc::gettid() as u32 }
+        (unsafe { libc::gettid() as u32 }, switched_in)
     })
     .join()
     .unwrap()
+}
+
+/// Waits until thread `tid` of this process has exited (its /proc entry
+/// is gone).
+fn gone(tid: u32) {
+    let entry = format!("/proc/self/task/{tid}");
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&entry).exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "thread {tid} did not exit"
+        );
+        thread::sleep(Duration::from_micros(100));
+    }
 }
 
 fn rows(tracer: &mut Tracer) -> Vec<KeySummary> {
@@ -53,7 +79,13 @@ fn rows_of_deleted_keys_are_reused_from_zero_and_agree_with_the_histograms() {
     let threads = 4 * MAX_KEYS;
     for i in 0..threads {
         let wakes = 5 + i;
-        let tid = short_lived(wakes);
+        let (tid, switched_in) = short_lived(wakes);
+        // join returns when the thread wakes its joiner on its way out; it
+        // may still be switched in after that (until its last schedule, after
+        // its /proc entry is gone), a wait under its key that would come back
+        // after the key is deleted below.
+        gone(tid);
+        thread::sleep(Duration::from_millis(20));
         let key = u64::from(tid);
         let found = rows(&mut tracer);
         let row = found
@@ -67,9 +99,13 @@ fn rows_of_deleted_keys_are_reused_from_zero_and_agree_with_the_histograms() {
             (counted, stats.sum_ns),
             "thread {i}: its row counts what its histogram does (a reused row starts from zero)"
         );
+        // A switch-in or two may follow the thread's read of its count (its
+        // way out); one switch-in in about ten runs of this test ended no
+        // measured wait (1 of 18: not found why). A row not zeroed when it
+        // was reused would hold the previous thread's waits too.
         assert!(
-            row.waits >= u64::from(wakes),
-            "thread {i} woke {wakes} times: {row:?}"
+            (switched_in.saturating_sub(1)..=switched_in + 2).contains(&row.waits),
+            "thread {i} (slept {wakes} times) was switched in {switched_in} times: {row:?}"
         );
         tracer.forget_key(key).unwrap();
         assert!(
