@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn layouts_are_u64_words_without_padding() {
         assert_eq!(size_of::<TaskOffsets>(), 7 * 8);
-        assert_eq!(size_of::<RqOffsets>(), 4 * 8);
+        assert_eq!(size_of::<RqOffsets>(), 7 * 8);
         assert_eq!(size_of::<CgroupOffsets>(), 9 * 8);
         assert_eq!(size_of::<PidnsOffsets>(), 6 * 8);
         assert_eq!(size_of::<TpOffsets>(), 6 * 8);
