@@ -743,7 +743,8 @@ fn sched_debug() -> String {
 /// wakeups at depth 2 or more is compared, round for round, with the share
 /// of rounds in which the kernel counted 2 or more (under emulation too: the
 /// counts and the wakeup are moments apart, not a sample of the time).
-/// Before 6.12 no task is kept queued, and the counts show none.
+/// Before 6.12 no task is kept queued: the counts must show none, and the
+/// depth is not compared with them.
 #[test]
 fn sleepers_kept_queued_by_delayed_dequeue_are_not_counted_in_the_depth() {
     if !require_root() {
@@ -857,7 +858,13 @@ fn sleepers_kept_queued_by_delayed_dequeue_are_not_counted_in_the_depth() {
     );
     eprintln!("{summary}");
     if common::kernel::kernel_version() < (6, 12) {
+        // Nothing to tell apart: no task is kept queued. The counts and the
+        // wakeup are moments apart, and on PREEMPT_RT (6.1-rt) the wakeup
+        // itself had a real-time kernel thread runnable beside it (depth 2
+        // at 41% of the wakeups against 16% of the counts), so the depth is
+        // compared with the counts only where delayed dequeue exists.
         assert_eq!(mean_delayed, 0.0, "delayed tasks before 6.12: {summary}");
+        return;
     }
     // Counted by rq->nr_running alone, the depth was 2 or more at 14% of
     // the wakeups on 6.18 (0.7% runnable, 25% queued); counted as the
