@@ -25,13 +25,13 @@ use serde_json::Value;
 use crate::common;
 
 /// A running recorder; its stderr goes to a file the test reads.
-struct Recorder {
+pub(crate) struct Recorder {
     child: Child,
     stderr: PathBuf,
 }
 
 impl Recorder {
-    fn start(dir: &Path, extra: &[&str]) -> Recorder {
+    pub(crate) fn start(dir: &Path, extra: &[&str]) -> Recorder {
         let stderr = dir.with_extension("stderr");
         let me = me();
         let mut args = vec![
@@ -57,13 +57,13 @@ impl Recorder {
         r
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         let mut s = String::new();
         let _ = fs::File::open(&self.stderr).and_then(|mut f| f.read_to_string(&mut s));
         s
     }
 
-    fn wait_for(&self, what: &str, limit: Duration) {
+    pub(crate) fn wait_for(&self, what: &str, limit: Duration) {
         let deadline = Instant::now() + limit;
         while !self.log().contains(what) {
             assert!(
@@ -75,7 +75,7 @@ impl Recorder {
         }
     }
 
-    fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
@@ -84,7 +84,7 @@ impl Recorder {
         self.child.try_wait().unwrap().is_none()
     }
 
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         self.signal(libc::SIGINT);
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{status}: {}", self.log());
@@ -103,14 +103,14 @@ impl Drop for Recorder {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("schedlat-recorder-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn dumps(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn dumps(dir: &Path) -> Vec<PathBuf> {
     let mut d: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -163,7 +163,7 @@ fn replay(dump: &Path) -> Vec<Value> {
 }
 
 /// Runs a reader from tests/readers on the dump.
-fn python(script: &str, args: &[&Path]) -> String {
+pub(crate) fn python(script: &str, args: &[&Path]) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/readers");
     let out = Command::new("python3")
         .arg(dir.join(script))

@@ -19,7 +19,7 @@ use common::{
 };
 use serde_json::Value;
 
-use crate::common;
+use crate::{common, recorder};
 
 /// The holder's function: what every stack of it must name.
 const SPIN: &str = "schedlat_test_holder_spin";
@@ -44,6 +44,33 @@ extern "C" fn schedlat_test_holder_spin(stop: &AtomicBool) {
     unsafe {
         std::arch::asm!("2:", "ldrb {t:w}, [{stop}]", "cbz {t:w}, 2b", stop = in(reg) stop, t = out(reg) _);
     }
+}
+
+/// A 1 ms sleeper on `cpu` for 1,500 rounds beside the holder thread
+/// spinning in SPIN there; their TIDs.
+fn sleeper_behind_holder(cpu: usize) -> (u32, u64) {
+    // The holder: at nice -10 it has nine in ten of the CPU's time against
+    // a nice 0 task (kernel/sched/core.c sched_prio_to_weight), so the
+    // sleeper's waits end behind it, not behind other load on that CPU.
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder_tid = Arc::new(AtomicU32::new(0));
+    let holder = {
+        let (stop, tid) = (stop.clone(), holder_tid.clone());
+        thread::Builder::new()
+            .name("stack-holder".into())
+            .spawn(move || {
+                pin_current_thread(cpu);
+                nice_current_thread(-10);
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
+                schedlat_test_holder_spin(&stop)
+            })
+            .unwrap()
+    };
+    let sleeper = named_sleeper(cpu, Duration::from_millis(1), 1500, "stack-sleeper");
+    stop.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    (sleeper, u64::from(holder_tid.load(Ordering::SeqCst)))
 }
 
 #[test]
@@ -73,28 +100,7 @@ fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
             svg.to_str().unwrap(),
         ],
     );
-    // The holder: at nice -10 it has nine in ten of the CPU's time against
-    // a nice 0 task (kernel/sched/core.c sched_prio_to_weight), so the
-    // sleeper's waits end behind it, not behind other load on that CPU.
-    let stop = Arc::new(AtomicBool::new(false));
-    let holder_tid = Arc::new(AtomicU32::new(0));
-    let holder = {
-        let (stop, tid) = (stop.clone(), holder_tid.clone());
-        thread::Builder::new()
-            .name("stack-holder".into())
-            .spawn(move || {
-                pin_current_thread(cpu);
-                nice_current_thread(-10);
-                // SAFETY: gettid has no preconditions.
-                tid.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
-                schedlat_test_holder_spin(&stop)
-            })
-            .unwrap()
-    };
-    let sleeper = named_sleeper(cpu, Duration::from_millis(1), 1500, "stack-sleeper");
-    stop.store(true, Ordering::SeqCst);
-    holder.join().unwrap();
-    let holder_tid = u64::from(holder_tid.load(Ordering::SeqCst));
+    let (sleeper, holder_tid) = sleeper_behind_holder(cpu);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "{status}");
 
@@ -181,6 +187,91 @@ fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
         &graph[..graph.len().min(200)]
     );
     assert!(graph.contains(SPIN), "the flame graph names {SPIN}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The flight recorder with `--stacks`: the dump keeps each slow wait's
+/// holder stacks (every frame, as `slow --json` writes them), `replay`
+/// shows them under the waits and folds the window into a flame graph,
+/// and the Perfetto trace gives each wait the holder's callstack (checked
+/// by a reader generated from Perfetto's published schema).
+#[test]
+fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
+    if !require_root() {
+        return;
+    }
+    let dir = recorder::scratch("stacks");
+    let rec = recorder::Recorder::start(&dir, &["--stacks", "--max-stacks", "500"]);
+    assert!(
+        rec.log().contains("the newest 500 with their stacks"),
+        "{}",
+        rec.log()
+    );
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu());
+    rec.signal(libc::SIGHUP);
+    rec.wait_for("dumped", Duration::from_secs(30));
+    let log = rec.stop();
+    let written = recorder::dumps(&dir);
+    let dump = written.first().unwrap_or_else(|| panic!("no dump: {log}"));
+
+    let text = std::fs::read_to_string(dump.join("dump.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    let lines = parse_json_lines(&lines);
+    assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
+    let behind: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "slow" && l["victim"]["tid"] == u64::from(sleeper))
+        .filter(|l| l["culprit"]["tid"] == holder_tid)
+        .collect();
+    assert!(behind.len() >= 5, "few slow waits behind the holder: {log}");
+    // The newest 500 keep their stacks; these are all of them here.
+    let with_stacks = behind.iter().filter(|w| w["holder_stacks"].is_object());
+    assert!(
+        with_stacks.count() >= behind.len().min(500) * 9 / 10,
+        "{log}"
+    );
+    for w in behind.iter().filter(|w| w["holder_stacks"].is_object()) {
+        let user = w["holder_stacks"]["user"].as_array().expect("a user stack");
+        assert_eq!(
+            user.first().map(|f| &f["symbol"]),
+            Some(&Value::from(SPIN)),
+            "{w}"
+        );
+    }
+
+    let folded = dir.join("window.folded");
+    let svg = dir.join("window.svg");
+    let out = std::process::Command::new(SCHEDLAT)
+        .args(["replay", "--slow", "3", "-f"])
+        .arg(&folded)
+        .arg("--flamegraph")
+        .arg(&svg)
+        .arg(dump)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains(&format!("    holder user:   {SPIN}")),
+        "{report}"
+    );
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("stack-holder;") && l.contains(&format!(";{SPIN} "))),
+        "{folded}"
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains(SPIN));
+    let proto =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/perfetto_trace_subset.proto");
+    let checked = recorder::python("check_perfetto.py", &[dump, &proto]);
+    assert!(checked.contains("callstacks"), "{checked}");
+    eprintln!("{checked}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -78,7 +78,10 @@ pub fn main() -> ExitCode {
                 .ring
                 .options(unit, cgroups.keyed(None), max_series.max_series)
             {
-                Some(ring) => runtime.block_on(run::ring(&ring, &kernel, &filter)),
+                Some(mut ring) => {
+                    ring.max_stacks = args.stacks.then_some(args.max_stacks as usize);
+                    runtime.block_on(run::ring(&ring, &kernel, &filter))
+                }
                 // clap requires both without --ring.
                 None => runtime.block_on(run::record(
                     args.output.as_deref().unwrap_or(std::path::Path::new("-")),

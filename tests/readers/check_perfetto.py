@@ -3,7 +3,10 @@ protoc (grpcio-tools) from schedlat/proto/perfetto_trace_subset.proto, the
 published Perfetto field numbers, and checks every slow wait of the dump's
 JSON Lines: one slice per wait, on a lane of its CPU's track, from its start
 to its end, with the victim, culprit and run-queue length as arguments; no
-two slices on one track overlap.
+two slices on one track overlap. In a dump recorded with stacks, a wait's
+slice carries the holder's callstack (outermost first, its innermost frame
+where the holder was), and a wait begun by a wakeup has a `wakeup` instant
+at its start on its slice's track.
 
 usage: check_perfetto.py DUMP_DIR PROTO_FILE
 """
@@ -35,7 +38,7 @@ def main(dump, proto):
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             tracks[d.uuid] = (d.name, d.parent_uuid if d.HasField("parent_uuid") else None)
-    begins, ends = [], {}
+    begins, ends, instants = [], {}, {}
     for p in trace.packet:
         if not p.HasField("track_event"):
             continue
@@ -45,6 +48,9 @@ def main(dump, proto):
             begins.append((p.timestamp, e))
         elif e.type == pb.TrackEvent.TYPE_SLICE_END:
             ends.setdefault(e.track_uuid, []).append(p.timestamp)
+        elif e.type == pb.TrackEvent.TYPE_INSTANT:
+            assert e.name == "wakeup", e.name
+            instants.setdefault((e.track_uuid, p.timestamp), []).append(e)
         else:
             raise AssertionError(f"unexpected event type {e.type}")
     assert len(begins) == len(waits), f"{len(begins)} slices, {len(waits)} slow waits"
@@ -54,6 +60,7 @@ def main(dump, proto):
         args = {a.name: (a.string_value if a.HasField("string_value") else a.uint_value) for a in e.debug_annotations}
         by_key.setdefault((args["end_unix_ns"], args["cpu"], args["victim_tid"]), []).append((ts, e, args))
     per_track = {}
+    callstacks = wakeups = 0
     for w in waits:
         key = (w["end_unix_ns"], w["cpu"], w["victim"]["tid"])
         ts, e, args = by_key[key].pop()
@@ -67,13 +74,28 @@ def main(dump, proto):
         name, parent = tracks[e.track_uuid]
         assert parent is not None and tracks[parent][0] == f"CPU {w['cpu']}", (name, tracks.get(parent))
         per_track.setdefault(e.track_uuid, []).append((ts, w["end_mono_ns"]))
+        stacks = w.get("holder_stacks")
+        if stacks is None:
+            assert not e.HasField("callstack"), w
+            continue
+        frames = [f.function_name for f in e.callstack.frames]
+        own_kernel = stacks["kernel"][stacks["tracing_frames"]:]
+        innermost = [] if stacks["in_user_space"] else own_kernel
+        innermost = (innermost or stacks["user"])[:1]
+        if innermost and innermost[0]["symbol"]:
+            assert frames and frames[-1] == innermost[0]["symbol"], (frames, w)
+        callstacks += 1
+        if stacks["waker"] is not None:
+            assert instants.get((e.track_uuid, ts)), f"no wakeup instant for {w}"
+            wakeups += 1
     for uuid, slices in per_track.items():
         slices.sort()
         assert sorted(ends[uuid]) == sorted(end for _, end in slices), f"track {uuid}: ends do not match"
         for (_, end), (start, _) in zip(slices, slices[1:]):
             assert end <= start, f"track {tracks[uuid][0]}: slices overlap"
     cpus = {tracks[p][0] for p in (tracks[u][1] for u in per_track)}
-    print(f"perfetto: {len(begins)} slices on {len(per_track)} lanes of {len(cpus)} CPU tracks, every slow wait matched")
+    print(f"perfetto: {len(begins)} slices on {len(per_track)} lanes of {len(cpus)} CPU tracks, every slow wait matched"
+          + (f"; {callstacks} holder callstacks and {wakeups} wakeups matched" if callstacks else ""))
 
 
 if __name__ == "__main__":

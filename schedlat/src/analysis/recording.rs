@@ -9,8 +9,11 @@
 //! [`MAX_SERIES_SECOND_BYTES`] whatever the load, and it is a few hundred
 //! bytes in practice.
 
+use std::sync::Arc;
+
 use schedlat_common::victims::SlowEvent;
 
+use super::stacks::HolderStacks;
 use crate::histogram::{NR_BUCKETS, NR_LOG2_SLOTS, Waits};
 
 /// One series' waits in one interval, sparse.
@@ -152,6 +155,30 @@ pub(crate) struct Meta {
     /// host the v1 cpu hierarchy's groups are not the v2 ones. None: no
     /// per-cgroup series.
     pub cgroup_hierarchy: Option<String>,
+    /// Recorded with the holders' and wakers' stacks (`--stacks`).
+    pub stacks: bool,
+    /// Slow waits whose stacks the window had no room for (the waits
+    /// kept), over the whole run so far.
+    pub stacks_evicted: u64,
+}
+
+/// A slow wait as the recorder keeps it: the kernel's event and, with
+/// `record --ring --stacks`, the holder's and the waker's stacks, named
+/// when the event was read and cut to a bound (`HolderStacks::bounded`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlowWait {
+    pub event: SlowEvent,
+    /// Shared with the recorder's ring while a dump is written.
+    pub stacks: Option<Arc<HolderStacks>>,
+}
+
+impl From<SlowEvent> for SlowWait {
+    fn from(event: SlowEvent) -> SlowWait {
+        SlowWait {
+            event,
+            stacks: None,
+        }
+    }
 }
 
 /// A dump: its seconds in order, and the slow waits of the same window.
@@ -159,8 +186,8 @@ pub(crate) struct Meta {
 pub(crate) struct Window {
     pub meta: Meta,
     /// Shared with the recorder's ring while a dump is written.
-    pub seconds: Vec<std::sync::Arc<Second>>,
-    pub slow: Vec<SlowEvent>,
+    pub seconds: Vec<Arc<Second>>,
+    pub slow: Vec<SlowWait>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, read once when the dump was taken,
     /// to put the seconds' bounds and the slow waits' kernel timestamps on
     /// the wall clock.

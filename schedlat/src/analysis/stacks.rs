@@ -1,10 +1,13 @@
 //! What the holder was doing when a slow wait ended (docs/stacks.md): its
-//! stacks with the scheduler's own frames set apart, and the folded
+//! stacks named, with the scheduler's own frames set apart, and the folded
 //! stacks of a run, each weighted by the waits that ended behind it.
 
 use std::collections::BTreeMap;
 
-use crate::sys::symbolize::Frame;
+use crate::{
+    collect::slow::{RawStacks, SlowRecord},
+    sys::symbolize::{Frame, Symbolizer},
+};
 
 /// The frames on top of every holder's kernel stack that say nothing of
 /// it: the tracer's (the stack walk, the BPF program, the tracepoint's
@@ -135,6 +138,128 @@ impl HolderStacks {
     }
 }
 
+/// Names the stacks of slow events as they are read: a process's
+/// addresses mean something only while it lives. `slow --stacks` and the
+/// flight recorder (`record --ring --stacks`) read through it.
+pub(crate) struct StackNamer {
+    symbolizer: Symbolizer,
+}
+
+impl StackNamer {
+    pub(crate) fn new() -> StackNamer {
+        StackNamer {
+            symbolizer: Symbolizer::new(),
+        }
+    }
+
+    /// The holder's stacks of each record, named; None without stacks or
+    /// for an idle CPU (the idle task's stack says nothing of a holder:
+    /// the wait was the wakeup's or a throttled group's). One pass over
+    /// the kernel's symbols and one per process for a whole batch: named
+    /// one event at a time, the reader fell behind a thousand slow waits a
+    /// second and lost most of them.
+    pub(crate) fn name(&self, records: &[SlowRecord]) -> Vec<Option<HolderStacks>> {
+        let held: Vec<Option<&RawStacks>> = records
+            .iter()
+            .map(|r| r.stacks.as_ref().filter(|_| r.event.culprit.tid != 0))
+            .collect();
+        // The holders' kernel stacks, then the wakers', in one pass.
+        let holders = held.iter().flatten().map(|s| &s.kernel[..]);
+        let wakers = held
+            .iter()
+            .flatten()
+            .filter_map(|s| s.waker.as_ref()?.kernel.as_deref());
+        let kernel_stacks: Vec<&[u64]> = holders.chain(wakers).collect();
+        let mut named = self.symbolizer.kernel(&kernel_stacks).into_iter();
+        let holder_kernel: Vec<Vec<Frame>> =
+            named.by_ref().take(held.iter().flatten().count()).collect();
+        let mut holder_kernel = holder_kernel.into_iter();
+        let mut waker_kernel = named;
+        let mut by_process: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, (r, s)) in records.iter().zip(&held).enumerate() {
+            if s.is_some() {
+                by_process.entry(r.event.culprit.tgid).or_default().push(i);
+            }
+        }
+        let mut user: Vec<Vec<Frame>> = vec![Vec::new(); records.len()];
+        for (tgid, at) in by_process {
+            let stacks: Vec<&[u64]> = at
+                .iter()
+                .filter_map(|&i| held[i].map(|s| &s.user[..]))
+                .collect();
+            for (i, frames) in at.into_iter().zip(self.symbolizer.user(tgid, &stacks)) {
+                user[i] = frames;
+            }
+        }
+        held.into_iter()
+            .zip(user)
+            .map(|(s, user)| {
+                let s = s?;
+                let waker = s.waker.as_ref().map(|w| WakerStack {
+                    tid: w.tid,
+                    kernel: w
+                        .kernel
+                        .as_ref()
+                        .map(|_| waker_kernel.next().unwrap_or_default()),
+                });
+                Some(HolderStacks {
+                    kernel: holder_kernel.next().unwrap_or_default(),
+                    user,
+                    waker,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Frames a kept stack holds at most, innermost first (`bounded`).
+pub(crate) const KEPT_FRAMES: usize = 64;
+
+/// Bytes a kept frame's function or file name holds at most.
+pub(crate) const KEPT_NAME: usize = 128;
+
+/// The most a kept wait's stacks take in memory (the holder's two and
+/// the waker's, each cut by `bounded`): what the flight recorder's bound
+/// counts per wait with stacks.
+pub(crate) const KEPT_STACKS_BYTES: usize = std::mem::size_of::<HolderStacks>()
+    + std::mem::size_of::<WakerStack>()
+    + 3 * KEPT_FRAMES * (std::mem::size_of::<Frame>() + 2 * KEPT_NAME);
+
+impl HolderStacks {
+    /// The stacks cut to a bound a long-lived window can hold: the
+    /// innermost KEPT_FRAMES frames of each stack (where the task was,
+    /// what a reader looks for first), each name cut to KEPT_NAME bytes.
+    pub(crate) fn bounded(mut self) -> HolderStacks {
+        let cut = |frames: &mut Vec<Frame>| {
+            frames.truncate(KEPT_FRAMES);
+            frames.shrink_to_fit();
+            for f in frames {
+                for name in [&mut f.symbol, &mut f.module].into_iter().flatten() {
+                    cut_name(name);
+                }
+            }
+        };
+        cut(&mut self.kernel);
+        cut(&mut self.user);
+        if let Some(k) = self.waker.as_mut().and_then(|w| w.kernel.as_mut()) {
+            cut(k);
+        }
+        self
+    }
+}
+
+/// A name cut to KEPT_NAME bytes, on a character boundary.
+fn cut_name(name: &mut String) {
+    if name.len() > KEPT_NAME {
+        let mut end = KEPT_NAME;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
+    }
+    name.shrink_to_fit();
+}
+
 /// A frame as one field of a folded line: `;` separates frames and the
 /// last space the weight, so neither may appear in a name (C++ and Rust
 /// demangled names can hold both).
@@ -261,6 +386,25 @@ mod tests {
             kernel: None,
         };
         assert!(lost.own().is_empty());
+    }
+
+    #[test]
+    fn kept_stacks_are_cut_to_their_bound() {
+        let long = "é".repeat(KEPT_NAME);
+        let deep: Vec<&str> = vec![long.as_str(); KEPT_FRAMES + 10];
+        let mut s = stacks(&deep, &["main"]);
+        s.waker = Some(WakerStack {
+            tid: 1,
+            kernel: Some(deep.iter().map(|n| named(n)).collect()),
+        });
+        let kept = s.bounded();
+        assert_eq!(kept.kernel.len(), KEPT_FRAMES);
+        assert_eq!(kept.user.len(), 1);
+        let waker = kept.waker.as_ref().unwrap().kernel.as_ref().unwrap();
+        assert_eq!(waker.len(), KEPT_FRAMES);
+        let name = kept.kernel[0].symbol.as_deref().unwrap();
+        assert_eq!(name.len(), KEPT_NAME);
+        assert!(name.chars().all(|c| c == 'é'));
     }
 
     #[test]

@@ -636,6 +636,7 @@ impl RingArgs {
             keep: self.keep as usize,
             slow_ns: self.slow_threshold,
             max_slow: self.max_slow as usize,
+            max_stacks: None,
             cgroups,
             max_series,
             triggers: self.trigger.clone(),

@@ -172,6 +172,21 @@ pub(crate) struct RecordArgs {
     #[command(flatten)]
     pub ring_cgroups: keyed::RingCgroupArgs,
 
+    /// Keep each slow wait's stacks: the holder's kernel and user stacks
+    /// at the switch that ended it, the waker's kernel stack at the wakeup
+    /// that began it, named as they are read; dumps, replay and the
+    /// Perfetto trace show them (docs/stacks.md: each wakeup of a traced
+    /// task costs a few microseconds more)
+    #[arg(long, requires = "ring", help_heading = "Flight recorder (--ring)")]
+    pub stacks: bool,
+    /// With --stacks, the newest N slow waits keep their stacks (each
+    /// stack its innermost 64 frames); older ones are kept without, and
+    /// counted
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "stacks",
+          help_heading = "Flight recorder (--ring)",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_stacks: u32,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -203,6 +218,14 @@ pub(crate) struct ReplayArgs {
     /// One JSON object per interval, then one for the sub-window
     #[arg(long)]
     pub json: bool,
+    /// Write the stacks of the sub-window's slow waits (a dump of `record
+    /// --ring --stacks`) folded to PATH, each holder's stack weighted by
+    /// the microseconds waited behind it, for any flame graph tool
+    #[arg(short = 'f', long, value_name = "PATH")]
+    pub folded: Option<PathBuf>,
+    /// Draw the same as an SVG flame graph at PATH
+    #[arg(long, value_name = "PATH")]
+    pub flamegraph: Option<PathBuf>,
 }
 
 /// Reads two files; no kernel access and no filters (a recording's scope is
@@ -226,6 +249,8 @@ impl ReplayArgs {
             series: self.series.clone(),
             slow: self.slow,
             json: self.json,
+            folded: self.folded.clone(),
+            flamegraph: self.flamegraph.clone(),
         }
     }
 }

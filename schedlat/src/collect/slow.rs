@@ -43,29 +43,17 @@ impl SlowEvents {
     }
 
     /// Waits until the kernel has written, then returns every event in the
-    /// buffer. Cancel-safe: nothing is read before the wait ends.
-    pub(crate) async fn next(&mut self) -> std::io::Result<Vec<SlowEvent>> {
-        let mut guard = self.ring.readable_mut().await?;
-        let events = drain(guard.get_inner_mut());
-        guard.clear_ready();
-        Ok(events)
-    }
-
-    /// Every event in the buffer now, without waiting.
-    pub(crate) fn drain(&mut self) -> Vec<SlowEvent> {
-        drain(self.ring.get_mut())
-    }
-
-    /// As `next`, with each event's holder stacks (`slow --stacks`).
-    pub(crate) async fn next_records(&mut self) -> std::io::Result<Vec<SlowRecord>> {
+    /// buffer, each with its holder's stacks where the kernel took them
+    /// (`--stacks`). Cancel-safe: nothing is read before the wait ends.
+    pub(crate) async fn next(&mut self) -> std::io::Result<Vec<SlowRecord>> {
         let mut guard = self.ring.readable_mut().await?;
         let records = drain_records(guard.get_inner_mut(), self.waker_stacks.as_ref());
         guard.clear_ready();
         Ok(records)
     }
 
-    /// As `drain`, with each event's holder stacks.
-    pub(crate) fn drain_records(&mut self) -> Vec<SlowRecord> {
+    /// Every event in the buffer now, without waiting.
+    pub(crate) fn drain(&mut self) -> Vec<SlowRecord> {
         drain_records(self.ring.get_mut(), self.waker_stacks.as_ref())
     }
 }
@@ -93,16 +81,6 @@ pub(crate) struct RawWaker {
     pub tid: u32,
     /// Its kernel stack there, innermost first; None when not kept.
     pub kernel: Option<Vec<u64>>,
-}
-
-fn drain(ring: &mut RingBuf<MapData>) -> Vec<SlowEvent> {
-    let mut events = Vec::new();
-    while let Some(item) = ring.next() {
-        if let Some(event) = decode(&item) {
-            events.push(event);
-        }
-    }
-    events
 }
 
 fn drain_records(

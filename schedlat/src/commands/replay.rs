@@ -2,9 +2,11 @@
 //! any machine: per interval its count, percentiles and verdict, then the
 //! sub-window asked for (`--from`/`--to`, default all of it) merged: runqlat's
 //! table, percentiles, verdict, and its longest slow waits with culprits
-//! (output/replay.rs).
+//! (output/replay.rs); for a dump recorded with stacks, their holders' and
+//! wakers' stacks, and the sub-window's flame graph (`--folded`,
+//! `--flamegraph`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -13,9 +15,10 @@ use crate::{
         dump_series::{self, NotFound},
         recording::{Second, Window},
         shape,
+        stacks::Folded,
     },
     commands::UsageError,
-    output::{dump, escape::printable, replay, replay::Replay},
+    output::{dump, escape, escape::printable, flame::FlameFiles, replay, replay::Replay},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -28,22 +31,44 @@ pub(crate) struct ReplayOptions {
     /// Longest slow waits listed.
     pub slow: usize,
     pub json: bool,
+    /// Where to write the sub-window's holders' stacks folded, and drawn.
+    pub folded: Option<PathBuf>,
+    pub flamegraph: Option<PathBuf>,
 }
 
 pub(crate) fn run(path: &Path, opts: &ReplayOptions) -> Result<()> {
+    // Created first: a path that cannot be written fails before the read.
+    let files = FlameFiles::create(&opts.folded, &opts.flamegraph)?;
     let w = dump::load(path)?;
-    let (out, warnings) = report(&w, opts).with_context(|| path.display().to_string())?;
-    for warning in &warnings {
+    let replayed = report(&w, opts).with_context(|| path.display().to_string())?;
+    for warning in &replayed.warnings {
         say!("schedlat: warning: {}", printable(warning));
     }
-    crate::commands::stdout::write(&out)?;
+    if (opts.folded.is_some() || opts.flamegraph.is_some()) && !w.meta.stacks {
+        say!(
+            "schedlat: warning: the dump was recorded without stacks (`record --ring --stacks` keeps them): no stack to fold"
+        );
+    }
+    files.write(&replayed.folded)?;
+    crate::commands::stdout::write(&replayed.out)?;
     Ok(())
 }
 
-/// The report on the dump `w` (text or JSON) and what to warn about on
-/// stderr. Without `--from`/`--to`, every interval in the order recorded;
-/// with them, the intervals inside those wall-clock bounds.
-pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<String>)> {
+/// What `report` made of a dump.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    /// The report, text or JSON.
+    pub out: String,
+    /// What to warn about on stderr.
+    pub warnings: Vec<String>,
+    /// The sub-window's slow waits' holder stacks, folded.
+    pub folded: Folded,
+}
+
+/// The report on the dump `w`. Without `--from`/`--to`, every interval in
+/// the order recorded; with them, the intervals inside those wall-clock
+/// bounds.
+pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<Replayed> {
     let Some(first) = w.seconds.first() else {
         bail!("the dump holds no intervals");
     };
@@ -98,9 +123,16 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     let mut slow: Vec<_> = w
         .slow
         .iter()
-        .filter(|e| (from..=to).contains(&w.unix_ns(e.at_ns)))
+        .filter(|s| (from..=to).contains(&w.unix_ns(s.event.at_ns)))
         .collect();
-    slow.sort_by_key(|e| std::cmp::Reverse(e.wait_ns));
+    slow.sort_by_key(|s| std::cmp::Reverse(s.event.wait_ns));
+    let mut folded = Folded::default();
+    for wait in &slow {
+        if let Some(stacks) = &wait.stacks {
+            let culprit = &wait.event.culprit;
+            folded.add(&escape::comm(culprit), stacks, wait.event.wait_ns);
+        }
+    }
     let report = Replay {
         window: w,
         series: &picked.shown,
@@ -121,7 +153,11 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<(String, Vec<St
     } else {
         replay::text(&report)
     };
-    Ok((out, warnings))
+    Ok(Replayed {
+        out,
+        warnings,
+        folded,
+    })
 }
 
 /// Why `--series NAME` is not in the dump: what it has, which groups its
@@ -260,6 +296,8 @@ mod tests {
             series: series.into(),
             slow: 5,
             json: false,
+            folded: None,
+            flamegraph: None,
         };
         let err = report(&w, &opts("cgroup = /s4-web")).unwrap_err();
         assert_eq!(
@@ -276,6 +314,50 @@ mod tests {
         );
     }
 
+    /// A dump recorded with stacks: each listed wait shows what the holder
+    /// ran and who woke the waiter, and the window folds the holders'
+    /// stacks by the time waited behind them.
+    #[test]
+    fn a_dump_with_stacks_shows_and_folds_them() {
+        let w = crate::output::dump::tests::window_with_stacks();
+        let opts = ReplayOptions {
+            from: None,
+            to: None,
+            series: "total".into(),
+            slow: 5,
+            json: false,
+            folded: None,
+            flamegraph: None,
+        };
+        let replayed = report(&w, &opts).unwrap();
+        assert!(
+            replayed.out.contains("    holder user:   spin <- main\n"),
+            "{}",
+            replayed.out
+        );
+        assert!(
+            replayed
+                .out
+                .contains("    waker 0        try_to_wake_up <- hrtimer_wakeup\n"),
+            "{}",
+            replayed.out
+        );
+        assert_eq!(replayed.folded.lines(), ["hog;main;spin 5000"]);
+        let plain = report(&crate::output::dump::tests::sample_window(), &opts).unwrap();
+        assert!(!plain.out.contains("holder user"), "{}", plain.out);
+        assert!(!plain.out.contains("stacks: not kept"), "{}", plain.out);
+        assert!(plain.folded.lines().is_empty());
+        // A wait whose stacks made room for newer ones says so.
+        let mut dropped = w.clone();
+        dropped.slow[0].stacks = None;
+        let dropped = report(&dropped, &opts).unwrap();
+        assert!(
+            dropped.out.contains("    stacks: not kept"),
+            "{}",
+            dropped.out
+        );
+    }
+
     /// Issue 28: `--from 99` past a 2 s dump said "no whole interval"
     /// and nothing of what the dump covers.
     #[test]
@@ -287,6 +369,8 @@ mod tests {
             series: "total".into(),
             slow: 5,
             json: false,
+            folded: None,
+            flamegraph: None,
         };
         let err = report(&w, &opts).unwrap_err();
         let start = w.unix_ns(w.seconds[0].start_mono_ns);

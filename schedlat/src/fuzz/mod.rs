@@ -142,7 +142,7 @@ pub fn compare(data: &[u8]) {
 /// that window and read back by readers schedlat did not write: the .hlog
 /// by HdrHistogram's log reader (one histogram per series per interval,
 /// each with that series' count), the Perfetto trace by prost (one slice
-/// begun and ended per slow wait).
+/// begun and ended per slow wait, a wakeup instant per recorded waker).
 pub fn replay(data: &[u8]) {
     let Ok(w) = dump::parse(&text(data), "fuzz") else {
         return;
@@ -154,6 +154,8 @@ pub fn replay(data: &[u8]) {
             series: "total".into(),
             slow: 10,
             json,
+            folded: None,
+            flamegraph: None,
         };
         let _ = replay::report(&w, &opts);
     }
@@ -173,6 +175,11 @@ pub fn replay(data: &[u8]) {
     };
     assert_eq!(kind(perfetto::TYPE_SLICE_BEGIN), w.slow.len());
     assert_eq!(kind(perfetto::TYPE_SLICE_END), w.slow.len());
+    // A wakeup instant for each wait recorded with its waker.
+    let woken = (w.slow.iter())
+        .filter(|s| s.stacks.as_ref().is_some_and(|s| s.waker.is_some()))
+        .count();
+    assert_eq!(kind(perfetto::TYPE_INSTANT), woken);
 }
 
 fn hlog_reads_back(log: &[u8], w: &crate::analysis::recording::Window) {

@@ -4,17 +4,20 @@
 //! reader of schedlat's JSON read it), one line per slow wait, an end line.
 //! The same module reads a dump back for `replay` and `compare`.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::{
+    sync::Arc,
+    time::{Duration, UNIX_EPOCH},
+};
 
 use anyhow::{Context, Result, bail};
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Report, decided::WaitDecision, json::Interval};
+use super::{Report, decided::WaitDecision, json::Interval, stacks::StacksJson};
 use crate::{
     analysis::{
-        recording::{CompactWaits, Meta, Second, Window},
+        recording::{CompactWaits, Meta, Second, SlowWait, Window},
         task::{TaskJson, policy_name},
     },
     histogram::Unit,
@@ -23,6 +26,14 @@ use crate::{
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.dump.v1";
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -42,6 +53,12 @@ struct Header {
     /// Absent from dumps without per-cgroup series (and from older ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cgroup_hierarchy: Option<String>,
+    /// Recorded with stacks (`record --ring --stacks`), and the slow waits
+    /// whose stacks the window had no room for; absent without stacks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stacks: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    stacks_evicted: u64,
     intervals: usize,
     slow_waits: usize,
 }
@@ -76,6 +93,8 @@ pub(crate) fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Resul
         dumped_unix_ns: m.dumped_unix_ns,
         slow_evicted: m.slow_evicted,
         cgroup_hierarchy: m.cgroup_hierarchy.clone(),
+        stacks: m.stacks,
+        stacks_evicted: m.stacks_evicted,
         intervals: w.seconds.len(),
         slow_waits: w.slow.len(),
     })?;
@@ -113,8 +132,9 @@ pub(crate) fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Resul
     line(&json!({"type": "end", "schema": SCHEMA}))
 }
 
-fn slow_line(e: &SlowEvent, w: &Window) -> Value {
-    json!({
+fn slow_line(wait: &SlowWait, w: &Window) -> Value {
+    let e = &wait.event;
+    let mut v = json!({
         "type": "slow",
         "end_unix_ns": w.unix_ns(e.at_ns),
         "start_unix_ns": w.unix_ns(e.at_ns.saturating_sub(e.wait_ns)),
@@ -125,7 +145,13 @@ fn slow_line(e: &SlowEvent, w: &Window) -> Value {
         "victim": TaskJson::from(&e.victim),
         "culprit": TaskJson::from(&e.culprit),
         "decision": WaitDecision::of(e.decided).map(|d| d.json()),
-    })
+    });
+    // Only in dumps recorded with stacks: what the holder ran, every frame
+    // kept (docs/stacks.md), as `slow --json` writes it.
+    if let Some(stacks) = &wait.stacks {
+        v["holder_stacks"] = serde_json::to_value(StacksJson::new(stacks)).unwrap_or_default();
+    }
+    v
 }
 
 /// The longest line a dump holds: an interval line with every bucket and
@@ -173,6 +199,9 @@ struct SlowLine {
     /// where the split was off.
     #[serde(default)]
     decision: Value,
+    /// Only in dumps recorded with stacks.
+    #[serde(default)]
+    holder_stacks: Option<StacksJson>,
 }
 
 /// A TaskJson as read back (for display only).
@@ -294,9 +323,9 @@ impl<'a> Reader<'a> {
                     Some(s)
                         if s.start_mono_ns == v.start_unix_ns && s.end_mono_ns == v.end_unix_ns =>
                     {
-                        std::sync::Arc::make_mut(s).series.push((v.series, c))
+                        Arc::make_mut(s).series.push((v.series, c))
                     }
-                    _ => w.seconds.push(std::sync::Arc::new(Second {
+                    _ => w.seconds.push(Arc::new(Second {
                         start_mono_ns: v.start_unix_ns,
                         end_mono_ns: v.end_unix_ns,
                         series: vec![(v.series, c)],
@@ -311,7 +340,13 @@ impl<'a> Reader<'a> {
                 if w.slow.is_empty() {
                     w.mono_to_unix_ns = i128::from(v.end_unix_ns) - i128::from(v.end_mono_ns);
                 }
-                w.slow.push(SlowEvent {
+                let stacks = match &v.holder_stacks {
+                    Some(s) => Some(Arc::new(s.stacks().with_context(|| {
+                        format!("{}: a stack address that is not hex", at())
+                    })?)),
+                    None => None,
+                };
+                let event = SlowEvent {
                     at_ns: v.end_mono_ns,
                     wait_ns: v.wait_ns,
                     cpu: v.cpu,
@@ -319,7 +354,8 @@ impl<'a> Reader<'a> {
                     victim: task_of(v.victim),
                     culprit: task_of(v.culprit),
                     decided: WaitDecision::from_json(&v.decision).map_or(0, |d| d.word()),
-                });
+                };
+                w.slow.push(SlowWait { event, stacks });
             }
             Some("end") => self.ended = true,
             _ => bail!("{}: not a line of a schedlat dump ({SCHEMA})", at()),
@@ -348,7 +384,7 @@ impl<'a> Reader<'a> {
                     "{origin}: an interval dated before its slow waits' clock began: a damaged dump"
                 );
             };
-            let s = std::sync::Arc::make_mut(s);
+            let s = Arc::make_mut(s);
             (s.start_mono_ns, s.end_mono_ns) = (start, end);
         }
         w.meta = Meta {
@@ -363,6 +399,8 @@ impl<'a> Reader<'a> {
             dumped_unix_ns: h.dumped_unix_ns,
             slow_evicted: h.slow_evicted,
             cgroup_hierarchy: h.cgroup_hierarchy,
+            stacks: h.stacks,
+            stacks_evicted: h.stacks_evicted,
         };
         Ok(w)
     }
@@ -440,20 +478,25 @@ pub(crate) mod tests {
                 dumped_unix_ns: base + 103_000_000_000,
                 slow_evicted: 0,
                 cgroup_hierarchy: Some("cgroup v2 at /sys/fs/cgroup".into()),
+                stacks: false,
+                stacks_evicted: 0,
             },
             seconds: vec![
                 second(0, &[2_000, 3_000]).into(),
                 second(1, &[5_000_000, 9_000]).into(),
             ],
-            slow: vec![SlowEvent {
-                at_ns: 101_500_000_000,
-                wait_ns: 5_000_000,
-                cpu: 1,
-                rq_len: 4,
-                victim: task(10, 10, "sleeper", 0, 0, 0),
-                culprit: task(20, 20, "hog", 0, 5, 0),
-                decided: schedlat_common::decision::Decided::pack((10, 3, 2), 251, 1400, 4),
-            }],
+            slow: vec![
+                SlowEvent {
+                    at_ns: 101_500_000_000,
+                    wait_ns: 5_000_000,
+                    cpu: 1,
+                    rq_len: 4,
+                    victim: task(10, 10, "sleeper", 0, 0, 0),
+                    culprit: task(20, 20, "hog", 0, 5, 0),
+                    decided: schedlat_common::decision::Decided::pack((10, 3, 2), 251, 1400, 4),
+                }
+                .into(),
+            ],
             mono_to_unix_ns: i128::from(base),
         }
     }
@@ -468,6 +511,53 @@ pub(crate) mod tests {
         assert_eq!(back.seconds, w.seconds);
         assert_eq!(back.slow, w.slow);
         assert_eq!(back.mono_to_unix_ns, w.mono_to_unix_ns);
+    }
+
+    /// A window recorded with stacks, its wait behind `spin` in user space
+    /// and woken from a timer.
+    pub(crate) fn window_with_stacks() -> Window {
+        use crate::{
+            analysis::stacks::{HolderStacks, WakerStack},
+            sys::symbolize::Frame,
+        };
+        let frame = |addr: u64, name: &str| Frame {
+            addr,
+            symbol: Some(name.into()),
+            offset: 3,
+            module: None,
+            module_offset: None,
+        };
+        let mut w = sample_window();
+        w.meta.stacks = true;
+        w.meta.stacks_evicted = 2;
+        w.slow[0].stacks = Some(Arc::new(HolderStacks {
+            kernel: vec![frame(
+                0xffff_ffff_8100_0010,
+                "asm_sysvec_apic_timer_interrupt",
+            )],
+            user: vec![frame(0x401000, "spin"), frame(0x400100, "main")],
+            waker: Some(WakerStack {
+                tid: 0,
+                kernel: Some(vec![
+                    frame(0xffff_ffff_8200_0000, "try_to_wake_up"),
+                    frame(0xffff_ffff_8200_0100, "hrtimer_wakeup"),
+                ]),
+            }),
+        }));
+        w
+    }
+
+    #[test]
+    fn a_dump_with_stacks_reads_them_back() {
+        let w = window_with_stacks();
+        let text = render(&w);
+        assert!(text.contains("\"holder_stacks\""), "{text}");
+        let back = parse(&text, "dump").unwrap();
+        assert_eq!(back.meta, w.meta);
+        assert_eq!(back.slow, w.slow);
+        // Without stacks the lines have none of their fields.
+        let plain = render(&sample_window());
+        assert!(!plain.contains("stacks"), "{plain}");
     }
 
     #[test]

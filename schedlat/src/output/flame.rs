@@ -1,10 +1,82 @@
 //! The holders' folded stacks as an SVG flame graph, drawn by inferno
 //! (the Rust port of Brendan Gregg's flamegraph.pl): each frame's width
-//! is the time waiters spent behind it.
+//! is the time waiters spent behind it; and the files `--folded` and
+//! `--flamegraph` name (`slow`, `replay`). Both files are created before
+//! the work starts, so a path that cannot be written fails the command at
+//! once rather than after it.
 
-use std::io::Write;
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+};
 
+use anyhow::{Context, Result};
 use inferno::flamegraph::{Options, from_lines};
+
+use crate::analysis::stacks::Folded;
+
+/// The folded stacks' file and the flame graph's, each if asked for.
+pub(crate) struct FlameFiles {
+    folded: Option<(PathBuf, File)>,
+    svg: Option<(PathBuf, File)>,
+}
+
+fn create(path: &Option<PathBuf>, what: &str) -> Result<Option<(PathBuf, File)>> {
+    path.as_ref()
+        .map(|p| {
+            File::create(p)
+                .map(|f| (p.clone(), f))
+                .with_context(|| format!("creating the {what} file {}", p.display()))
+        })
+        .transpose()
+}
+
+fn written(path: &Path) -> String {
+    format!("writing {}", path.display())
+}
+
+impl FlameFiles {
+    pub(crate) fn create(folded: &Option<PathBuf>, svg: &Option<PathBuf>) -> Result<FlameFiles> {
+        Ok(FlameFiles {
+            folded: create(folded, "folded stacks")?,
+            svg: create(svg, "flame graph")?,
+        })
+    }
+
+    /// Writes the files asked for; says on stderr what each holds.
+    pub(crate) fn write(self, folded: &Folded) -> Result<()> {
+        let lines = folded.lines();
+        if let Some((path, file)) = self.folded {
+            let mut out = BufWriter::new(file);
+            for line in &lines {
+                writeln!(out, "{line}").with_context(|| written(&path))?;
+            }
+            out.flush().with_context(|| written(&path))?;
+            say!(
+                "schedlat: {} folded stacks written to {}",
+                lines.len(),
+                path.display()
+            );
+        }
+        if let Some((path, file)) = self.svg {
+            if lines.is_empty() {
+                // inferno refuses an empty input; an empty file says it.
+                say!(
+                    "schedlat: no slow wait behind a task with its stacks: {} left empty",
+                    path.display()
+                );
+                return Ok(());
+            }
+            let mut out = BufWriter::new(file);
+            svg(&lines, "Waiting behind the task on the CPU", &mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| written(&path))?;
+            say!("schedlat: flame graph written to {}", path.display());
+        }
+        Ok(())
+    }
+}
 
 /// Writes the flame graph of `lines` (folded, weights in microseconds).
 pub(crate) fn svg(lines: &[String], title: &str, out: impl Write) -> std::io::Result<()> {

@@ -23,6 +23,7 @@ pub(crate) mod recording;
 pub(crate) mod replay;
 pub(crate) mod row_decision;
 pub(crate) mod slow;
+pub(crate) mod stacks;
 pub(crate) mod text;
 pub(crate) mod top;
 pub(crate) mod verdict;

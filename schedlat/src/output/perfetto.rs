@@ -12,7 +12,10 @@
 //! its switch-in, named after the task that waited, with the culprit (the
 //! task that held the CPU until it ended), the run-queue length, the
 //! scheduling classes and the scheduler's decision (docs/decision.md) as
-//! arguments. Timestamps are CLOCK_MONOTONIC ns.
+//! arguments. A dump recorded with stacks gives each slice the holder's
+//! stack as its callstack (the frames it ran when the wait ended), and an
+//! instant `wakeup` at the slice's start with the waker's kernel stack.
+//! Timestamps are CLOCK_MONOTONIC ns.
 
 use prost::Message;
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
@@ -21,7 +24,14 @@ use super::{
     decided::WaitDecision,
     decision::{decision_name, holder_name, outcome_name, pass_name},
 };
-use crate::analysis::{recording::Window, task};
+use crate::{
+    analysis::{
+        recording::{SlowWait, Window},
+        stacks::HolderStacks,
+        task,
+    },
+    sys::symbolize::Frame,
+};
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Trace {
@@ -66,6 +76,23 @@ pub(crate) struct TrackEvent {
     pub categories: Vec<String>,
     #[prost(string, optional, tag = "23")]
     pub name: Option<String>,
+    /// TrackEvent.callstack: inline frames, outermost first.
+    #[prost(message, optional, tag = "55")]
+    pub callstack: Option<Callstack>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct Callstack {
+    #[prost(message, repeated, tag = "1")]
+    pub frames: Vec<CallstackFrame>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct CallstackFrame {
+    #[prost(string, optional, tag = "1")]
+    pub function_name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub source_file: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -82,6 +109,7 @@ pub(crate) struct DebugAnnotation {
 
 pub(crate) const TYPE_SLICE_BEGIN: i32 = 1;
 pub(crate) const TYPE_SLICE_END: i32 = 2;
+pub(crate) const TYPE_INSTANT: i32 = 3;
 /// TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED.
 const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
 const SEQUENCE: u32 = 1;
@@ -105,12 +133,13 @@ pub(crate) fn encode(window: &Window) -> Vec<u8> {
 /// (protobuf merges repeated fields), and the trace is never whole in
 /// memory.
 pub(crate) fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::Result<()> {
-    let mut order: Vec<&SlowEvent> = window.slow.iter().collect();
-    order.sort_by_key(|e| (start_ns(e), e.cpu, e.at_ns));
+    let mut order: Vec<&SlowWait> = window.slow.iter().collect();
+    order.sort_by_key(|w| (start_ns(&w.event), w.event.cpu, w.event.at_ns));
     // Per CPU, the end of the last wait on each lane.
     let mut lanes: std::collections::BTreeMap<u32, Vec<u64>> = std::collections::BTreeMap::new();
     let mut slices = Vec::with_capacity(order.len());
-    for e in order {
+    for wait in order {
+        let e = &wait.event;
         let ends = lanes.entry(e.cpu).or_default();
         let start = start_ns(e);
         let lane = match ends.iter().position(|&end| end <= start) {
@@ -121,7 +150,7 @@ pub(crate) fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::
             }
         };
         ends[lane] = e.at_ns;
-        slices.push((e, lane as u32 + 1));
+        slices.push((wait, lane as u32 + 1));
     }
 
     let mut first = true;
@@ -142,16 +171,55 @@ pub(crate) fn write(out: &mut impl std::io::Write, window: &Window) -> std::io::
             ))?;
         }
     }
-    for (e, lane) in slices {
+    for (wait, lane) in slices {
+        let (e, stacks) = (&wait.event, wait.stacks.as_deref());
         let track = track_uuid(e.cpu, lane);
         put(event(start_ns(e), track, TYPE_SLICE_BEGIN, |ev| {
             ev.name = Some(format!("{} {}", task::comm(&e.victim), e.victim.tid));
             ev.categories = vec![CATEGORY.to_string()];
             ev.debug_annotations = args(e, window);
+            ev.callstack = stacks.map(holder_callstack);
         }))?;
+        // Inside the slice, at its start: who woke the waiter, from where.
+        if let Some(waker) = stacks.and_then(|s| s.waker.as_ref()) {
+            put(event(start_ns(e), track, TYPE_INSTANT, |ev| {
+                ev.name = Some("wakeup".into());
+                ev.categories = vec![CATEGORY.to_string()];
+                ev.debug_annotations = vec![DebugAnnotation {
+                    name: Some("waker_tid".into()),
+                    uint_value: Some(u64::from(waker.tid)),
+                    ..Default::default()
+                }];
+                ev.callstack = waker.kernel.is_some().then(|| callstack(&[], waker.own()));
+            }))?;
+        }
         put(event(e.at_ns, track, TYPE_SLICE_END, |_| {}))?;
     }
     Ok(())
+}
+
+/// The holder's stack as one callstack, outermost first: its user frames,
+/// then its own kernel frames (the tracer's and the scheduler's left out).
+fn holder_callstack(s: &HolderStacks) -> Callstack {
+    callstack(&s.user, s.own_kernel())
+}
+
+/// Frames (each stack innermost first, as walked) as a callstack,
+/// outermost first: `user` outside `kernel`. A kernel frame's file is the
+/// module it is in, else perf's name for the kernel image.
+fn callstack(user: &[Frame], kernel: &[Frame]) -> Callstack {
+    let frame = |f: &Frame, kernel: bool| CallstackFrame {
+        function_name: Some(f.label()),
+        source_file: f
+            .module
+            .clone()
+            .or_else(|| kernel.then(|| "[kernel.kallsyms]".to_string())),
+    };
+    let user = user.iter().rev().map(|f| frame(f, false));
+    let kernel = kernel.iter().rev().map(|f| frame(f, true));
+    Callstack {
+        frames: user.chain(kernel).collect(),
+    }
 }
 
 /// When the wait began: its end minus its length.
@@ -254,7 +322,7 @@ mod tests {
             wait(0, 9_000, 1_000),
         ];
         let window = Window {
-            slow: waits.to_vec(),
+            slow: waits.iter().map(|&w| w.into()).collect(),
             ..Default::default()
         };
         let trace = Trace::decode(&encode(&window)[..]).unwrap();
@@ -301,7 +369,7 @@ mod tests {
             2,
         );
         let window = Window {
-            slow: vec![decided, wait(0, 20_000, 1_000)],
+            slow: vec![decided.into(), wait(0, 20_000, 1_000).into()],
             ..Default::default()
         };
         let trace = Trace::decode(&encode(&window)[..]).unwrap();
@@ -342,5 +410,44 @@ mod tests {
             1,
             "the undecided wait has no decision args"
         );
+    }
+
+    #[test]
+    fn a_wait_with_stacks_carries_the_holders_callstack_and_its_wakeup() {
+        let window = crate::output::dump::tests::window_with_stacks();
+        let trace = Trace::decode(&encode(&window)[..]).unwrap();
+        let events: Vec<&TrackEvent> = (trace.packet.iter())
+            .filter_map(|p| p.track_event.as_ref())
+            .collect();
+        let names = |c: &Option<Callstack>| -> Vec<String> {
+            (c.iter().flat_map(|c| &c.frames))
+                .map(|f| f.function_name.clone().unwrap())
+                .collect()
+        };
+        let slice = events
+            .iter()
+            .find(|e| e.r#type == Some(TYPE_SLICE_BEGIN))
+            .unwrap();
+        // Stopped in user space: its user frames only, outermost first.
+        assert_eq!(names(&slice.callstack), ["main", "spin"]);
+        let wakeup = events
+            .iter()
+            .find(|e| e.r#type == Some(TYPE_INSTANT))
+            .unwrap();
+        assert_eq!(wakeup.track_uuid, slice.track_uuid);
+        assert_eq!(
+            names(&wakeup.callstack),
+            ["hrtimer_wakeup", "try_to_wake_up"]
+        );
+        let file = &wakeup.callstack.as_ref().unwrap().frames[0].source_file;
+        assert_eq!(file.as_deref(), Some("[kernel.kallsyms]"));
+        // Without stacks: no callstack, no instant.
+        let plain =
+            Trace::decode(&encode(&crate::output::dump::tests::sample_window())[..]).unwrap();
+        let plain: Vec<_> = (plain.packet.iter())
+            .filter_map(|p| p.track_event.as_ref())
+            .collect();
+        assert!(plain.iter().all(|e| e.callstack.is_none()));
+        assert!(plain.iter().all(|e| e.r#type != Some(TYPE_INSTANT)));
     }
 }

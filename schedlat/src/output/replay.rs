@@ -5,20 +5,19 @@
 
 use std::fmt::Write as _;
 
-use schedlat_common::victims::SlowEvent;
 use serde_json::json;
 
 use crate::{
     analysis::{
         fmt_ns,
         percentiles::Percentiles,
-        recording::{Second, Window},
+        recording::{Second, SlowWait, Window},
         shape,
         shape::Shape,
         task,
     },
     histogram::Waits,
-    output::{decided::WaitDecision, escape::printable, text},
+    output::{decided::WaitDecision, escape::printable, stacks::stacks_lines, text},
     sys::{clock::local_time_us, slice::Slice},
 };
 
@@ -35,7 +34,7 @@ pub(crate) struct Replay<'a> {
     pub inside: Vec<&'a Second>,
     pub merged: Waits,
     pub shape: Shape,
-    pub slow: Vec<&'a SlowEvent>,
+    pub slow: Vec<&'a SlowWait>,
     pub slice: Slice,
     /// Longest slow waits listed (text).
     pub max_slow: usize,
@@ -73,6 +72,11 @@ pub(crate) fn json(r: &Replay) -> String {
     let _ = writeln!(out, "{line}");
     out
 }
+
+/// Under a wait of a dump recorded with stacks whose stacks the window
+/// had no room for.
+const STACKS_DROPPED: &str =
+    "    stacks: not kept (the recorder keeps the newest --max-stacks waits' stacks)\n";
 
 pub(crate) fn text(r: &Replay) -> String {
     let (w, series, slice, inside) = (r.window, r.series, &r.slice, &r.inside);
@@ -127,7 +131,8 @@ pub(crate) fn text(r: &Replay) -> String {
             "\nlongest slow waits ({} in the window):",
             r.slow.len()
         );
-        for e in r.slow.iter().take(r.max_slow) {
+        for wait in r.slow.iter().take(r.max_slow) {
+            let e = &wait.event;
             let rq = if e.rq_len == schedlat_common::victims::RQ_LEN_UNKNOWN {
                 "-".to_string()
             } else {
@@ -144,6 +149,16 @@ pub(crate) fn text(r: &Replay) -> String {
                 printable(&task::short(&e.victim)),
                 printable(&task::short(&e.culprit))
             );
+            // Recorded with --stacks: what the holder ran, and who woke
+            // the waiter, as `slow --stacks` shows them.
+            match &wait.stacks {
+                Some(stacks) => out.push_str(&stacks_lines(stacks)),
+                // An idle CPU has no holder to show.
+                None if w.meta.stacks && e.culprit.tid != 0 => {
+                    out.push_str(STACKS_DROPPED);
+                }
+                None => {}
+            }
         }
     }
     out

@@ -11,11 +11,8 @@ use crate::{
         task::{self, IdleWait, TaskJson},
     },
     collect::workloads::TaskWorkload,
-    output::{decided::WaitDecision, escape, workload},
-    sys::{
-        clock::{WallClock, local_time_us},
-        symbolize::Frame,
-    },
+    output::{decided::WaitDecision, escape, stacks::StacksJson, workload},
+    sys::clock::{WallClock, local_time_us},
 };
 
 pub(crate) const SCHEMA: &str = "schedlat.slow.v1";
@@ -136,106 +133,6 @@ impl EventTask {
             workload: workload.map(workload::workload_json),
         })
     }
-}
-
-/// The holder's stacks in an event's JSON: every frame, innermost first.
-#[derive(Serialize)]
-struct StacksJson {
-    /// The kernel stack from the stack walk down; its first
-    /// `tracing_frames` are the tracer's and the scheduler's own.
-    kernel: Vec<FrameJson>,
-    tracing_frames: usize,
-    /// True when the holder was stopped in user space (no kernel frame of
-    /// its own under the scheduler's).
-    in_user_space: bool,
-    /// Empty for a kernel thread.
-    user: Vec<FrameJson>,
-    /// Who woke the task that waited, at the wakeup that began the wait;
-    /// null when it did not begin with one.
-    waker: Option<WakerJson>,
-}
-
-#[derive(Serialize)]
-struct WakerJson {
-    /// `current` at the wakeup: in an interrupt, the task it interrupted.
-    tid: u32,
-    /// Its kernel stack there, innermost first; null when not kept.
-    kernel: Option<Vec<FrameJson>>,
-    tracing_frames: usize,
-}
-
-#[derive(Serialize)]
-struct FrameJson {
-    /// The address, in hex (a JSON number loses a kernel address's bits).
-    addr: String,
-    symbol: Option<String>,
-    /// Bytes from the symbol's start (null without a symbol).
-    offset: Option<u64>,
-    module: Option<String>,
-    /// For a frame without a symbol in a known file: its offset there.
-    module_offset: Option<u64>,
-}
-
-impl StacksJson {
-    fn new(s: &HolderStacks) -> StacksJson {
-        let frames = |v: &[Frame]| -> Vec<FrameJson> {
-            v.iter()
-                .map(|f| FrameJson {
-                    addr: format!("{:#x}", f.addr),
-                    symbol: f.symbol.clone(),
-                    offset: f.symbol.as_ref().map(|_| f.offset),
-                    module: f.module.clone(),
-                    module_offset: f.module_offset,
-                })
-                .collect()
-        };
-        StacksJson {
-            kernel: frames(&s.kernel),
-            tracing_frames: s.tracing_frames(),
-            in_user_space: s.in_user_space(),
-            user: frames(&s.user),
-            waker: s.waker.as_ref().map(|w| WakerJson {
-                tid: w.tid,
-                kernel: w.kernel.as_deref().map(frames),
-                tracing_frames: w.tracing_frames(),
-            }),
-        }
-    }
-}
-
-/// Frames of each stack a text line shows.
-pub(crate) const TEXT_FRAMES: usize = 5;
-
-/// The holder's top frames under an event's line, innermost first: its
-/// own kernel frames (none when it was stopped in user space), then its
-/// user stack (none for a kernel thread).
-pub(crate) fn stacks_lines(s: &HolderStacks) -> String {
-    let join = |frames: &[Frame]| {
-        let mut text: Vec<String> = frames.iter().take(TEXT_FRAMES).map(Frame::label).collect();
-        if frames.len() > TEXT_FRAMES {
-            text.push("...".into());
-        }
-        text.join(" <- ")
-    };
-    let mut out = String::new();
-    let own = s.own_kernel();
-    if !own.is_empty() {
-        out.push_str(&format!("    holder kernel: {}\n", join(own)));
-    }
-    if !s.user.is_empty() {
-        out.push_str(&format!("    holder user:   {}\n", join(&s.user)));
-    }
-    if out.is_empty() {
-        out.push_str("    holder: no stack (the kernel walked none)\n");
-    }
-    match &s.waker {
-        Some(w) if w.kernel.is_some() => {
-            out.push_str(&format!("    waker {:<7}  {}\n", w.tid, join(w.own())));
-        }
-        Some(w) => out.push_str(&format!("    waker {:<7}  (stack not kept)\n", w.tid)),
-        None => {}
-    }
-    out
 }
 
 fn unix_now() -> u64 {

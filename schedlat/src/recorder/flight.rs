@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use schedlat_common::victims::SlowEvent;
 
 use super::{
     ring::{self, Ring},
@@ -16,11 +15,13 @@ use super::{
 use crate::{
     analysis::{
         breakdown::{self, KeySort, Shown},
-        recording::{CompactWaits, Meta, Second, Window},
+        recording::{CompactWaits, Meta, Second, SlowWait, Window},
+        stacks::StackNamer,
     },
     collect::{
         interval::HistogramInterval,
         key_intervals::{Kept, KeyIntervals},
+        slow::SlowRecord,
         tracer::Tracer,
     },
     histogram::Unit,
@@ -44,6 +45,9 @@ pub(crate) struct RecorderOptions {
     /// Slow waits kept: at least this long (ns), at most `max_slow` of them.
     pub slow_ns: u64,
     pub max_slow: usize,
+    /// With the holder's and waker's stacks (`record --ring --stacks`):
+    /// the newest this many slow waits keep theirs.
+    pub max_stacks: Option<usize>,
     /// With per-cgroup series besides the total: the kernel's cgroup keys
     /// (`--cgroups`, `--max-keys`).
     pub cgroups: Option<Keyed>,
@@ -72,6 +76,8 @@ pub(crate) struct Flight {
     started: u64,
     newest_slow: Vec<u64>,
     cooldown_until: Option<std::time::Instant>,
+    /// With `--stacks`: names each wait's stacks as it is read.
+    namer: Option<StackNamer>,
 }
 
 impl Flight {
@@ -86,6 +92,7 @@ impl Flight {
             slow_ns: Some(opts.slow_ns.max(1)),
             ..modes
         }
+        .with_stacks(opts.max_stacks.is_some())
     }
 
     /// Opens and checks the dump directory: before anything is loaded, so
@@ -113,9 +120,14 @@ impl Flight {
         let lost_before = tracer.mode_counters()?.slow_lost;
         let max_seconds = opts.window_s as usize;
         let series = opts.cgroups.map_or(0, |_| opts.max_series as usize);
-        let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow);
+        let max_stacks = opts.max_stacks.unwrap_or(0);
+        let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow, max_stacks);
+        let stacks = match opts.max_stacks {
+            Some(n) => format!(", the newest {n} with their stacks"),
+            None => String::new(),
+        };
         say!(
-            "schedlat: recording the last {} s ({} series, slow waits of at least {}, at most {}) in at most {:.1} MiB; dumps go to {} ({how})",
+            "schedlat: recording the last {} s ({} series, slow waits of at least {}, at most {}{stacks}) in at most {:.1} MiB; dumps go to {} ({how})",
             opts.window_s,
             1 + series,
             crate::analysis::fmt_ns(opts.slow_ns),
@@ -142,11 +154,12 @@ impl Flight {
             slice_ns: slice.ns,
             slice_source: slice.source.clone(),
             cgroup_hierarchy: hierarchy.map(|h| h.describe()),
+            stacks: opts.max_stacks.is_some(),
             ..Meta::default()
         };
         Ok(Flight {
             opts: opts.clone(),
-            ring: Ring::new(max_seconds, opts.max_slow),
+            ring: Ring::new(max_seconds, opts.max_slow, max_stacks),
             meta,
             writer,
             histogram,
@@ -156,18 +169,29 @@ impl Flight {
             started: monotonic_ns(),
             newest_slow: Vec::new(),
             cooldown_until: None,
+            namer: opts.max_stacks.map(|_| StackNamer::new()),
         })
     }
 
-    /// Slow waits as they come.
-    pub(crate) fn push_slow(&mut self, events: Vec<SlowEvent>) {
-        self.newest_slow.extend(events.iter().map(|e| e.wait_ns));
-        self.ring.push_slow(events);
+    /// Slow waits as they come; with `--stacks`, their stacks named now,
+    /// while the processes whose addresses they hold live.
+    pub(crate) fn push_slow(&mut self, records: Vec<SlowRecord>) {
+        self.newest_slow
+            .extend(records.iter().map(|r| r.event.wait_ns));
+        let named = match &self.namer {
+            Some(namer) => namer.name(&records),
+            None => vec![None; records.len()],
+        };
+        let waits = records.into_iter().zip(named).map(|(r, stacks)| SlowWait {
+            event: r.event,
+            stacks: stacks.map(|s| std::sync::Arc::new(s.bounded())),
+        });
+        self.ring.push_slow(waits);
     }
 
     /// Ends the current second (with the slow waits still buffered) and
     /// dumps if a trigger fires.
-    pub(crate) fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowEvent>) -> Result<()> {
+    pub(crate) fn second(&mut self, tracer: &mut Tracer, buffered: Vec<SlowRecord>) -> Result<()> {
         self.push_slow(buffered);
         let waits = self.histogram.end(tracer)?;
         let end = monotonic_ns();
@@ -265,6 +289,7 @@ impl Flight {
                     reason,
                     dumped_unix_ns: clock.unix_ns(monotonic_ns()),
                     slow_evicted: self.ring.slow_evicted,
+                    stacks_evicted: self.ring.stacks_evicted,
                     ..self.meta.clone()
                 },
                 seconds,

@@ -47,7 +47,7 @@ use tokio::{
 };
 
 use crate::{
-    collect::slow::SlowEvents,
+    collect::slow::{SlowEvents, SlowRecord},
     commands::{
         UsageError,
         session::{self, Ended, Signals},
@@ -189,9 +189,9 @@ pub(crate) async fn run(
         }
         _ => None,
     };
-    let ring_waits = |mut slow: Vec<SlowEvent>| {
+    let ring_waits = |mut slow: Vec<SlowRecord>| {
         let min = args.ring.as_ref().map_or(0, |r| r.slow_ns);
-        slow.retain(|e| e.wait_ns >= min);
+        slow.retain(|r| r.event.wait_ns >= min);
         slow
     };
     // SIGHUP dumps the ring and re-reads the web configuration; with
@@ -362,7 +362,7 @@ pub(crate) async fn run(
                     }
                     slow = slow_events(events.as_mut()) => {
                         let slow = slow.context("waiting for slow events")?;
-                        scraper.slow_waits(&slow);
+                        scraper.slow_waits(&events_of(&slow));
                         if let Some(flight) = &flight {
                             flight.borrow_mut().push_slow(ring_waits(slow));
                         }
@@ -370,7 +370,7 @@ pub(crate) async fn run(
                     _ = second.tick(), if flight.is_some() => {
                         if let (Some(flight), Some(events)) = (&flight, events.as_mut()) {
                             let slow = events.drain();
-                            scraper.slow_waits(&slow);
+                            scraper.slow_waits(&events_of(&slow));
                             flight.borrow_mut().second(&mut scraper.tracer(), ring_waits(slow))?;
                         }
                     }
@@ -412,8 +412,13 @@ pub(crate) async fn run(
     Ok(Ended::Done)
 }
 
+/// The events of slow waits read (the exemplars take the event alone).
+fn events_of(records: &[SlowRecord]) -> Vec<SlowEvent> {
+    records.iter().map(|r| r.event).collect()
+}
+
 /// The next slow waits; never, without a ring or exemplars.
-async fn slow_events(events: Option<&mut SlowEvents>) -> std::io::Result<Vec<SlowEvent>> {
+async fn slow_events(events: Option<&mut SlowEvents>) -> std::io::Result<Vec<SlowRecord>> {
     match events {
         Some(events) => events.next().await,
         None => std::future::pending().await,

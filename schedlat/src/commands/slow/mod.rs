@@ -87,7 +87,7 @@ pub(crate) async fn run(
     // stacks' files.
     let ended = 'run: loop {
         let stop = tokio::select! {
-            events = ring.next_records() => {
+            events = ring.next() => {
                 let events = events.context("waiting for slow events")?;
                 if !out.print(&events)? {
                     break 'run Ended::StdoutClosed;
@@ -114,7 +114,7 @@ pub(crate) async fn run(
         // Whatever ends the run, what is in the buffer is shown first.
         let lost = tracer.mode_counters()?.slow_lost;
         let lost = lost.saturating_sub(out.lost_base);
-        if !(out.print(&ring.drain_records())? && out.lost_now(lost)?) {
+        if !(out.print(&ring.drain())? && out.lost_now(lost)?) {
             break 'run Ended::StdoutClosed;
         }
         if stop {
@@ -198,7 +198,7 @@ impl Output {
                 output::slow::line(event, idle, self.clock, named)
             });
             if let (false, Some(h)) = (self.json, &holder) {
-                text.push_str(&output::slow::stacks_lines(h));
+                text.push_str(&output::stacks::stacks_lines(h));
             }
         }
         if text.is_empty() {
