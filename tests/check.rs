@@ -27,7 +27,7 @@ const MODES: [&str; 6] = [
 ];
 
 /// Every fact the report holds, in its order.
-const CHECKS: [&str; 16] = [
+const CHECKS: [&str; 17] = [
     "kernel",
     "btf",
     "capabilities",
@@ -41,6 +41,7 @@ const CHECKS: [&str; 16] = [
     "cgroups",
     "cgroup-root",
     "held-by",
+    "queue-depth",
     "pid-namespace",
     "psi",
     "bpf-stats",

@@ -190,6 +190,52 @@ fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--stacks=holder` takes the holder's stacks and not the waker's: the
+/// wakeups are not the stacks programs (each would walk its waker's
+/// stack), so no event names a waker.
+#[test]
+fn holder_stacks_leave_the_wakeups_alone() {
+    if !require_root() {
+        return;
+    }
+    let me = std::process::id().to_string();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks=holder",
+            "-p",
+            &me,
+        ],
+    );
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu());
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let objects = parse_json_lines(&lines);
+    let behind: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == u64::from(sleeper))
+        .filter(|o| o["culprit"]["tid"] == holder_tid)
+        .collect();
+    assert!(
+        behind.len() >= 5,
+        "few slow waits behind the holder: {objects:?}"
+    );
+    for w in &behind {
+        let stacks = &w["holder_stacks"];
+        let user = stacks["user"].as_array().expect("a user stack");
+        assert_eq!(
+            user.first().map(|f| &f["symbol"]),
+            Some(&Value::from(SPIN)),
+            "{w}"
+        );
+        assert!(stacks["waker"].is_null(), "{w}");
+    }
+}
+
 /// The flight recorder with `--stacks`: the dump keeps each slow wait's
 /// holder stacks (every frame, as `slow --json` writes them), `replay`
 /// shows them under the waits and folds the window into a flame graph,
@@ -203,7 +249,8 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
     let dir = recorder::scratch("stacks");
     let rec = recorder::Recorder::start(&dir, &["--stacks", "--max-stacks", "500"]);
     assert!(
-        rec.log().contains("the newest 500 with their stacks"),
+        rec.log()
+            .contains("the newest 500 with their holder's and waker's stacks"),
         "{}",
         rec.log()
     );
@@ -218,6 +265,7 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
     let lines: Vec<String> = text.lines().map(String::from).collect();
     let lines = parse_json_lines(&lines);
     assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
+    assert_eq!(lines[0]["wakers"], true, "{}", lines[0]);
     let behind: Vec<&Value> = lines
         .iter()
         .filter(|l| l["type"] == "slow" && l["victim"]["tid"] == u64::from(sleeper))

@@ -145,12 +145,16 @@ pub mod names {
         ("sched_switch_decision", "sched_switch"),
         ("sched_switch_victims_decision", BTF_SWITCH_VICTIMS),
     ];
-    /// `slow --stacks`: the switch programs with the holder's stacks in
-    /// each slow event compiled in, (program, the program it replaces,
-    /// after the decision split's swap): the others carry none of it.
-    pub const BTF_STACKS_PROGRAMS: [(&str, &str); 4] = [
+    /// `--stacks`: the switch programs with the holder's stacks in each
+    /// slow event compiled in, (program, the program it replaces, after
+    /// the decision split's swap): the others carry none of it.
+    pub const BTF_HOLDER_STACKS_PROGRAMS: [(&str, &str); 2] = [
         ("sched_switch_stacks", "sched_switch"),
         ("sched_switch_decision_stacks", "sched_switch_decision"),
+    ];
+    /// `--stacks all` besides: the wakeups that keep the waker's stack for
+    /// the wait they begin (each wakeup of a traced task walks it).
+    pub const BTF_WAKER_STACKS_PROGRAMS: [(&str, &str); 2] = [
         ("sched_wakeup_stacks", "sched_wakeup"),
         ("sched_wakeup_decision_stacks", "sched_wakeup_decision"),
     ];

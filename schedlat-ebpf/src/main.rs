@@ -88,7 +88,7 @@ pub fn sched_wakeup_decision(ctx: BtfTracePointContext) -> u32 {
     btf_enqueue::<true, false>(&ctx, Kind::Woken)
 }
 
-// `slow --stacks` (names::BTF_STACKS_PROGRAMS, as its switches below): the
+// `--stacks all` (names::BTF_WAKER_STACKS_PROGRAMS, beside its switches below): the
 // same wakeups, each also keeping its waker's kernel stack for the wait it
 // begins.
 #[btf_tracepoint(function = "sched_wakeup")]
@@ -175,7 +175,7 @@ pub fn sched_switch_decision_pairs(ctx: BtfTracePointContext) -> u32 {
     histogram_switch::<true, false, true>(&ctx)
 }
 
-// `slow --stacks` (names::BTF_STACKS_PROGRAMS): the same switches with the
+// `--stacks` (names::BTF_HOLDER_STACKS_PROGRAMS): the same switches with the
 // holder's stacks in each slow event. Programs of their own, like the
 // decision split's: a global flag's check, and the code behind it, changed
 // the register allocation of the whole switch (the slow mode's verified

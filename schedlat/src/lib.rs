@@ -72,18 +72,11 @@ pub fn main() -> ExitCode {
         }
         Some(cli::Command::Record(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);
-            let (cgroups, max_series) = (&args.ring_cgroups.keys, &args.ring_cgroups.max_series);
-            let unit = cli::unit(args.milliseconds);
-            match args
-                .ring
-                .options(unit, cgroups.keyed(None), max_series.max_series)
-            {
-                Some(mut ring) => {
-                    ring.max_stacks = args.stacks.then_some(args.max_stacks as usize);
-                    runtime.block_on(run::ring(&ring, &kernel, &filter))
-                }
+            match args.ring_options() {
+                Err(usage) => Err(usage.into()),
+                Ok(Some(ring)) => runtime.block_on(run::ring(&ring, &kernel, &filter)),
                 // clap requires both without --ring.
-                None => runtime.block_on(run::record(
+                Ok(None) => runtime.block_on(run::record(
                     args.output.as_deref().unwrap_or(std::path::Path::new("-")),
                     args.force,
                     args.duration.unwrap_or(1),

@@ -155,8 +155,10 @@ pub(crate) struct Meta {
     /// host the v1 cpu hierarchy's groups are not the v2 ones. None: no
     /// per-cgroup series.
     pub cgroup_hierarchy: Option<String>,
-    /// Recorded with the holders' and wakers' stacks (`--stacks`).
+    /// Recorded with the holders' stacks (`--stacks`), and the wakers'
+    /// (`--stacks=all`).
     pub stacks: bool,
+    pub wakers: bool,
     /// Slow waits whose stacks the window had no room for (the waits
     /// kept), over the whole run so far.
     pub stacks_evicted: u64,

@@ -31,7 +31,7 @@ use crate::{
     },
     kernel::{
         filter::FilterSpec,
-        modes::{DEFAULT_MAX_TASKS, Keyed},
+        modes::{DEFAULT_MAX_TASKS, Keyed, Stacks},
     },
     recorder::{RecorderOptions, Trigger},
     sys::clock::parse_duration_ns,
@@ -154,10 +154,14 @@ pub(crate) struct SlowArgs {
     pub json: bool,
 
     /// Take the holder's kernel and user stacks at the end of each slow
-    /// wait, and show its top frames (every frame with --json); only the
-    /// waits over the threshold pay for it (docs/stacks.md)
-    #[arg(long, help_heading = "Stacks")]
-    pub stacks: bool,
+    /// wait, and the waker's kernel stack at the wakeup that began it, and
+    /// show their top frames (every frame with --json); `--stacks=holder`
+    /// takes the holder's only (docs/stacks.md: the waker's costs every
+    /// wakeup of a traced task a stack walk, the holder's only the slow
+    /// waits)
+    #[arg(long, value_name = "WHICH", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_enum, help_heading = "Stacks")]
+    pub stacks: Option<StacksArg>,
 
     /// At the end, write the holders' stacks folded to PATH (comm;frame;
     /// ...;frame WEIGHT, the weight the microseconds waited behind that
@@ -182,9 +186,34 @@ impl SlowArgs {
         SlowOptions {
             threshold: self.min_us.unwrap_or(self.threshold),
             json: self.json,
-            stacks: self.stacks || self.folded.is_some() || self.flamegraph.is_some(),
+            stacks: match (
+                self.stacks,
+                self.folded.is_some() || self.flamegraph.is_some(),
+            ) {
+                (Some(which), _) => Some(which.stacks()),
+                (None, true) => Some(StacksArg::All.stacks()),
+                (None, false) => None,
+            },
             folded: self.folded.clone(),
             flamegraph: self.flamegraph.clone(),
+        }
+    }
+}
+
+/// `--stacks[=WHICH]`: which stacks each slow wait keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StacksArg {
+    /// The holder's and the waker's
+    All,
+    /// The holder's only
+    Holder,
+}
+
+impl StacksArg {
+    pub(crate) fn stacks(self) -> Stacks {
+        match self {
+            StacksArg::All => Stacks::HolderAndWaker,
+            StacksArg::Holder => Stacks::Holder,
         }
     }
 }
@@ -636,7 +665,8 @@ impl RingArgs {
             keep: self.keep as usize,
             slow_ns: self.slow_threshold,
             max_slow: self.max_slow as usize,
-            max_stacks: None,
+            stacks: None,
+            max_stacks: 0,
             cgroups,
             max_series,
             triggers: self.trigger.clone(),

@@ -18,7 +18,10 @@ use clap::Parser;
 use groups::interval_secs;
 pub(crate) use groups::{FilterArgs, HistogramArgs, KernelArgs, unit};
 
-use crate::commands::replay::ReplayOptions;
+use crate::{
+    commands::{UsageError, replay::ReplayOptions},
+    recorder::RecorderOptions,
+};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -173,12 +176,15 @@ pub(crate) struct RecordArgs {
     pub ring_cgroups: keyed::RingCgroupArgs,
 
     /// Keep each slow wait's stacks: the holder's kernel and user stacks
-    /// at the switch that ended it, the waker's kernel stack at the wakeup
-    /// that began it, named as they are read; dumps, replay and the
-    /// Perfetto trace show them (docs/stacks.md: each wakeup of a traced
-    /// task costs a few microseconds more)
-    #[arg(long, requires = "ring", help_heading = "Flight recorder (--ring)")]
-    pub stacks: bool,
+    /// at the switch that ended it and the waker's kernel stack at the
+    /// wakeup that began it, named as they are read; dumps, replay and the
+    /// Perfetto trace show them. `--stacks=holder` keeps the holder's only
+    /// (docs/stacks.md: the waker's costs every wakeup of a traced task a
+    /// stack walk, the holder's only the slow waits)
+    #[arg(long, value_name = "WHICH", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_enum, requires = "ring",
+          help_heading = "Flight recorder (--ring)")]
+    pub stacks: Option<args::StacksArg>,
     /// With --stacks, the newest N slow waits keep their stacks (each
     /// stack its innermost 64 frames); older ones are kept without, and
     /// counted
@@ -192,6 +198,32 @@ pub(crate) struct RecordArgs {
 
     #[command(flatten)]
     pub filter: FilterArgs,
+}
+
+impl RecordArgs {
+    /// The flight recorder's options; None without `--ring`. `--stacks`
+    /// without `--ring` is refused here: clap does not hold an option with
+    /// a value it may fill in itself (`--stacks` alone is `--stacks=all`)
+    /// to its `requires`.
+    pub(crate) fn ring_options(&self) -> Result<Option<RecorderOptions>, UsageError> {
+        let (cgroups, max_series) = (&self.ring_cgroups.keys, &self.ring_cgroups.max_series);
+        let ring = self.ring.options(
+            unit(self.milliseconds),
+            cgroups.keyed(None),
+            max_series.max_series,
+        );
+        match (ring, self.stacks) {
+            (None, Some(_)) => Err(UsageError(
+                "--stacks keeps the flight recorder's stacks: it needs --ring (`schedlat slow --stacks` shows them live)".into(),
+            )),
+            (None, None) => Ok(None),
+            (Some(ring), stacks) => Ok(Some(RecorderOptions {
+                stacks: stacks.map(args::StacksArg::stacks),
+                max_stacks: self.max_stacks as usize,
+                ..ring
+            })),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -308,6 +340,55 @@ mod tests {
         assert_eq!(c.breakdown.options().top, None);
         let c = parse(&["-P", "--top", "3"]).unwrap();
         assert_eq!(c.breakdown.options().top, Some(3));
+    }
+
+    /// `--stacks` takes the holder's and the waker's, `--stacks=holder`
+    /// the holder's only, in `slow` and the flight recorder; a bare
+    /// number after it is still slow's threshold.
+    #[test]
+    fn stacks_say_which() {
+        use crate::kernel::modes::Stacks;
+        let slow = |args: &[&str]| match parse(args).unwrap().command {
+            Some(Command::Slow(slow)) => slow.options(),
+            other => panic!("not slow: {other:?}"),
+        };
+        assert_eq!(slow(&["slow"]).stacks, None);
+        assert_eq!(
+            slow(&["slow", "--stacks"]).stacks,
+            Some(Stacks::HolderAndWaker)
+        );
+        let o = slow(&["slow", "--stacks", "250"]);
+        assert_eq!(
+            (o.stacks, o.threshold),
+            (Some(Stacks::HolderAndWaker), 250_000)
+        );
+        assert_eq!(
+            slow(&["slow", "--stacks=holder"]).stacks,
+            Some(Stacks::Holder)
+        );
+        assert_eq!(
+            slow(&["slow", "-f", "x.folded"]).stacks,
+            Some(Stacks::HolderAndWaker)
+        );
+        assert!(parse(&["slow", "--stacks=waker"]).is_err());
+        let ring = |args: &[&str]| match parse(args).unwrap().command {
+            Some(Command::Record(record)) => record.ring_options().unwrap().unwrap(),
+            other => panic!("not record: {other:?}"),
+        };
+        let o = ring(&["record", "--ring", "60", "--stacks=holder"]);
+        assert_eq!((o.stacks, o.max_stacks), (Some(Stacks::Holder), 1000));
+        let o = ring(&["record", "--ring", "60", "--stacks", "--max-stacks", "9"]);
+        assert_eq!((o.stacks, o.max_stacks), (Some(Stacks::HolderAndWaker), 9));
+        assert_eq!(ring(&["record", "--ring", "60"]).stacks, None);
+        let Some(Command::Record(plain)) = parse(&["record", "-o", "x", "1", "--stacks"])
+            .unwrap()
+            .command
+        else {
+            panic!("not record")
+        };
+        let refused = plain.ring_options().unwrap_err().to_string();
+        assert!(refused.contains("needs --ring"), "{refused}");
+        assert!(parse(&["record", "--ring", "60", "--max-stacks", "9"]).is_err());
     }
 
     /// `--cgroups`, `--max-keys` and `--max-series` are one definition in

@@ -53,8 +53,26 @@ pub(crate) struct Modes {
     /// Count each wait in the neighbour-pair table (victim cgroup, holder
     /// cgroup), with room for this many pairs.
     pub pairs: Option<u32>,
-    /// Each slow event carries the holder's stacks (`slow --stacks`).
-    pub stacks: bool,
+    /// The stacks each slow event carries (`--stacks`), if any.
+    pub stacks: Option<Stacks>,
+}
+
+/// Which stacks slow events carry (docs/stacks.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stacks {
+    /// The holder's kernel and user stacks, taken at the switch that ends
+    /// a slow wait: only slow waits pay.
+    Holder,
+    /// And the waker's kernel stack, taken at every wakeup of a traced
+    /// task (whether its wait will be slow is not known yet).
+    HolderAndWaker,
+}
+
+impl Stacks {
+    /// Whether the wakeups keep the waker's stack.
+    pub(crate) fn wakers(self) -> bool {
+        self == Stacks::HolderAndWaker
+    }
 }
 
 /// The breakdown histograms: what they are keyed by, and how many keys fit.
@@ -72,7 +90,7 @@ impl Modes {
         keyed: None,
         causes: true,
         pairs: None,
-        stacks: false,
+        stacks: None,
     };
 
     /// Histogram mode, plus one histogram per key when `keyed`.
@@ -92,7 +110,7 @@ impl Modes {
             // Only for the decision split of each row, as in `slow`.
             causes: true,
             pairs: None,
-            stacks: false,
+            stacks: None,
         }
     }
 
@@ -118,7 +136,7 @@ impl Modes {
             // histogram nothing else of the cause split is counted.
             causes: true,
             pairs: None,
-            stacks: false,
+            stacks: None,
         }
     }
 
@@ -184,8 +202,8 @@ impl Modes {
         self.causes && (self.histogram || self.slow_ns.is_some() || self.victims.is_some())
     }
 
-    /// With the holders' stacks in each slow event.
-    pub(crate) fn with_stacks(self, stacks: bool) -> Modes {
+    /// With these stacks in each slow event.
+    pub(crate) fn with_stacks(self, stacks: Option<Stacks>) -> Modes {
         Modes { stacks, ..self }
     }
 
@@ -210,7 +228,7 @@ impl Modes {
         loader.map_max_entries(names::MAP_VICTIM_ROWS, 2 * tables.max_tasks.max(1));
         let culprit_rows = 2 * (tables.idle_rows + tables.max_tasks).max(1);
         loader.map_max_entries(names::MAP_CULPRIT_ROWS, culprit_rows);
-        let ring = if self.slow_ns.is_some() && self.stacks {
+        let ring = if self.slow_ns.is_some() && self.stacks.is_some() {
             SLOW_STACKS_RING_BYTES.max(page_size())
         } else if self.slow_ns.is_some() {
             SLOW_RING_BYTES.max(page_size())
@@ -218,9 +236,9 @@ impl Modes {
             page_size()
         };
         loader.map_max_entries(names::MAP_SLOW_EVENTS, ring);
-        // `slow --stacks`: a waker per possible TID (8 bytes each, as the
+        // `--stacks all`: a waker per possible TID (8 bytes each, as the
         // start words), and room for WAKER_STACKS distinct waker stacks.
-        let stacks = self.stacks && self.slow_ns.is_some();
+        let stacks = self.stacks.is_some_and(Stacks::wakers) && self.slow_ns.is_some();
         loader.map_max_entries(names::MAP_WAKERS, if stacks { pid_max()? } else { 1 });
         loader.map_max_entries(
             names::MAP_WAKER_STACKS,

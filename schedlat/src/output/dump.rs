@@ -57,6 +57,9 @@ struct Header {
     /// whose stacks the window had no room for; absent without stacks.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stacks: bool,
+    /// With the wakers' stacks too (`--stacks=all`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    wakers: bool,
     #[serde(default, skip_serializing_if = "is_zero")]
     stacks_evicted: u64,
     intervals: usize,
@@ -94,6 +97,7 @@ pub(crate) fn write(out: &mut impl std::io::Write, w: &Window) -> std::io::Resul
         slow_evicted: m.slow_evicted,
         cgroup_hierarchy: m.cgroup_hierarchy.clone(),
         stacks: m.stacks,
+        wakers: m.wakers,
         stacks_evicted: m.stacks_evicted,
         intervals: w.seconds.len(),
         slow_waits: w.slow.len(),
@@ -400,6 +404,7 @@ impl<'a> Reader<'a> {
             slow_evicted: h.slow_evicted,
             cgroup_hierarchy: h.cgroup_hierarchy,
             stacks: h.stacks,
+            wakers: h.wakers,
             stacks_evicted: h.stacks_evicted,
         };
         Ok(w)
@@ -479,6 +484,7 @@ pub(crate) mod tests {
                 slow_evicted: 0,
                 cgroup_hierarchy: Some("cgroup v2 at /sys/fs/cgroup".into()),
                 stacks: false,
+                wakers: false,
                 stacks_evicted: 0,
             },
             seconds: vec![
@@ -529,6 +535,7 @@ pub(crate) mod tests {
         };
         let mut w = sample_window();
         w.meta.stacks = true;
+        w.meta.wakers = true;
         w.meta.stacks_evicted = 2;
         w.slow[0].stacks = Some(Arc::new(HolderStacks {
             kernel: vec![frame(

@@ -25,7 +25,7 @@ use crate::{
         tracer::Tracer,
     },
     histogram::Unit,
-    kernel::modes::{Keyed, Modes},
+    kernel::modes::{Keyed, Modes, Stacks},
     sys::{
         clock::{WallClock, monotonic_ns},
         host::hostname,
@@ -45,9 +45,10 @@ pub(crate) struct RecorderOptions {
     /// Slow waits kept: at least this long (ns), at most `max_slow` of them.
     pub slow_ns: u64,
     pub max_slow: usize,
-    /// With the holder's and waker's stacks (`record --ring --stacks`):
-    /// the newest this many slow waits keep theirs.
-    pub max_stacks: Option<usize>,
+    /// The stacks each slow wait keeps (`record --ring --stacks`), and
+    /// how many of the newest slow waits keep theirs.
+    pub stacks: Option<Stacks>,
+    pub max_stacks: usize,
     /// With per-cgroup series besides the total: the kernel's cgroup keys
     /// (`--cgroups`, `--max-keys`).
     pub cgroups: Option<Keyed>,
@@ -92,7 +93,7 @@ impl Flight {
             slow_ns: Some(opts.slow_ns.max(1)),
             ..modes
         }
-        .with_stacks(opts.max_stacks.is_some())
+        .with_stacks(opts.stacks)
     }
 
     /// Opens and checks the dump directory: before anything is loaded, so
@@ -120,10 +121,13 @@ impl Flight {
         let lost_before = tracer.mode_counters()?.slow_lost;
         let max_seconds = opts.window_s as usize;
         let series = opts.cgroups.map_or(0, |_| opts.max_series as usize);
-        let max_stacks = opts.max_stacks.unwrap_or(0);
+        let max_stacks = opts.stacks.map_or(0, |_| opts.max_stacks);
         let bound = Ring::bound_bytes(max_seconds, series, opts.max_slow, max_stacks);
-        let stacks = match opts.max_stacks {
-            Some(n) => format!(", the newest {n} with their stacks"),
+        let stacks = match opts.stacks {
+            Some(Stacks::HolderAndWaker) => {
+                format!(", the newest {max_stacks} with their holder's and waker's stacks")
+            }
+            Some(Stacks::Holder) => format!(", the newest {max_stacks} with their holder's stacks"),
             None => String::new(),
         };
         say!(
@@ -154,7 +158,8 @@ impl Flight {
             slice_ns: slice.ns,
             slice_source: slice.source.clone(),
             cgroup_hierarchy: hierarchy.map(|h| h.describe()),
-            stacks: opts.max_stacks.is_some(),
+            stacks: opts.stacks.is_some(),
+            wakers: opts.stacks.is_some_and(Stacks::wakers),
             ..Meta::default()
         };
         Ok(Flight {
@@ -169,7 +174,7 @@ impl Flight {
             started: monotonic_ns(),
             newest_slow: Vec::new(),
             cooldown_until: None,
-            namer: opts.max_stacks.map(|_| StackNamer::new()),
+            namer: opts.stacks.map(|_| StackNamer::new()),
         })
     }
 

@@ -164,7 +164,7 @@ pub(super) const DAEMONSET: Mode = schedlat(
 );
 
 /// Every mode, in the order of round 1.
-pub(super) const ALL: [Mode; 17] = [
+pub(super) const ALL: [Mode; 19] = [
     BASELINE,
     RUNQLAT,
     NOOP,
@@ -223,6 +223,20 @@ pub(super) const ALL: [Mode; 17] = [
         Ready::Stderr("recording the last"),
         None,
         "the flight recorder, 5 minutes",
+    ),
+    schedlat(
+        "record-ring-holder-stacks",
+        &["record", "--ring", "5m", "--stacks=holder"],
+        Ready::Stderr("recording the last"),
+        None,
+        "the flight recorder keeping each slow wait's holder stacks",
+    ),
+    schedlat(
+        "record-ring-stacks",
+        &["record", "--ring", "5m", "--stacks"],
+        Ready::Stderr("recording the last"),
+        None,
+        "the flight recorder keeping the holder's and the waker's stacks (each wakeup walks the waker's)",
     ),
 ];
 
@@ -391,6 +405,8 @@ mod tests {
             "schedlat -p PID",
             "schedlat --waking",
             "schedlat record --ring 5m",
+            "schedlat record --ring 5m --stacks=holder",
+            "schedlat record --ring 5m --stacks",
             "DaemonSet: schedlat serve --web.allow-unauthenticated --cgroups --pairs",
         ] {
             assert!(

@@ -26,7 +26,11 @@ use crate::{
         stdout,
     },
     histogram::Unit,
-    kernel::{filter::FilterSpec, loader::KernelAccess, modes::Modes},
+    kernel::{
+        filter::FilterSpec,
+        loader::KernelAccess,
+        modes::{Modes, Stacks},
+    },
     output::{self, slow::EventWorkloads},
     sys::{clock::WallClock, throttle::ThrottleWatch},
 };
@@ -36,8 +40,8 @@ pub(crate) struct SlowOptions {
     /// Waits at least this long, in nanoseconds.
     pub threshold: u64,
     pub json: bool,
-    /// The holder's stacks in each event (docs/stacks.md).
-    pub stacks: bool,
+    /// The stacks in each event (docs/stacks.md).
+    pub stacks: Option<Stacks>,
     /// Where to write the holders' folded stacks and their flame graph.
     pub folded: Option<PathBuf>,
     pub flamegraph: Option<PathBuf>,
@@ -50,8 +54,8 @@ pub(crate) async fn run(
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let stacks = match args.stacks {
-        true => Some(stacks::Stacks::new(&args.folded, &args.flamegraph)?),
-        false => None,
+        Some(_) => Some(stacks::Stacks::new(&args.folded, &args.flamegraph)?),
+        None => None,
     };
     let (mut tracer, filter) = session::attach(
         kernel,

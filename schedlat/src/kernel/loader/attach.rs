@@ -59,8 +59,8 @@ pub(super) fn attach(
                     names::BTF_PAIRS_PROGRAMS[2].0,
                     names::BTF_PAIRS_PROGRAMS[3].0,
                 ];
-                if names::BTF_STACKS_PROGRAMS
-                    .iter()
+                if (names::BTF_HOLDER_STACKS_PROGRAMS.iter())
+                    .chain(&names::BTF_WAKER_STACKS_PROGRAMS)
                     .any(|(p, _)| *p == program)
                 {
                     STACKS_HINT

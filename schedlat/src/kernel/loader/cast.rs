@@ -185,7 +185,8 @@ mod tests {
         let programs = names::BTF_PROGRAMS
             .iter()
             .chain(&names::BTF_DECISION_PROGRAMS)
-            .chain(&names::BTF_STACKS_PROGRAMS)
+            .chain(&names::BTF_HOLDER_STACKS_PROGRAMS)
+            .chain(&names::BTF_WAKER_STACKS_PROGRAMS)
             .chain(&names::BTF_PAIRS_PROGRAMS)
             .map(|&(program, _)| program)
             .chain([names::BTF_WAKING.0, names::BTF_SWITCH_VICTIMS]);

@@ -187,8 +187,11 @@ impl Plan {
         }
         // After the decision's swap: each switch has a stacks twin and a
         // pairs twin (the modes never ask for both).
-        if modes.stacks {
-            swap_twins(&mut btf_programs, &names::BTF_STACKS_PROGRAMS);
+        if let Some(stacks) = modes.stacks {
+            swap_twins(&mut btf_programs, &names::BTF_HOLDER_STACKS_PROGRAMS);
+            if stacks.wakers() {
+                swap_twins(&mut btf_programs, &names::BTF_WAKER_STACKS_PROGRAMS);
+            }
         }
         if modes.pairs.is_some() {
             swap_twins(&mut btf_programs, &names::BTF_PAIRS_PROGRAMS);

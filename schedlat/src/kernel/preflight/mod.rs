@@ -6,6 +6,8 @@
 mod probe;
 pub(crate) mod trial;
 
+use schedlat_common::kconfig::DelayedCount;
+
 use crate::{
     kernel::{btf, cgroupfs, privileges, tracefs},
     sys::{
@@ -84,7 +86,7 @@ pub(crate) fn facts() -> Vec<Check> {
     out.push(debugfs());
     out.push(scheduler());
     out.extend(cgroups());
-    out.push(scheduler_groups());
+    out.extend(from_btf());
     out.push(pid_namespace(&status));
     out.push(psi());
     out.push(bpf_stats());
@@ -335,26 +337,49 @@ fn cgroups() -> Vec<Check> {
     out
 }
 
-/// What the cause split's "held by the same cgroup" compares on this
-/// kernel (docs/causes.md, "Who held the CPU").
-fn scheduler_groups() -> Check {
+/// What the kernel's BTF tells about the split, from one read of it: what
+/// the cause split's "held by the same cgroup" compares on this kernel
+/// (docs/causes.md, "Who held the CPU"), and what the queue depth counts.
+fn from_btf() -> Vec<Check> {
     let path = std::path::Path::new(btf::VMLINUX_BTF);
-    let found = btf::open(path).map_err(|e| e.to_string()).and_then(|b| {
-        btf::scheduler_group(&btf::Layouts::new(&b, path)).map_err(|e| e.to_string())
+    let read = btf::open(path).map_err(|e| e.to_string()).and_then(|b| {
+        let layouts = btf::Layouts::new(&b, path);
+        let group = btf::scheduler_group(&layouts).map_err(|e| e.to_string())?;
+        Ok((group.0, btf::delayed_count(&layouts).0))
     });
-    match found {
-        Ok((group, ..)) => check(
-            "held-by",
-            Status::Ok,
-            format!("same or other cgroup: {}", group.describe()),
-            None,
-        ),
-        Err(e) => check(
+    match read {
+        Ok((group, delayed)) => vec![
+            check(
+                "held-by",
+                Status::Ok,
+                format!("same or other cgroup: {}", group.describe()),
+                None,
+            ),
+            check("queue-depth", Status::Ok, queue_depth(delayed).into(), None),
+        ],
+        Err(e) => vec![check(
             "held-by",
             Status::Warn,
             format!("unknown: {e}"),
             Some("without kernel BTF the cause split's holder is `unknown` (see btf)".to_string()),
-        ),
+        )],
+    }
+}
+
+/// What the queue depth (docs/causes.md) counts on this kernel: the
+/// tasks that can run, the kernel's own count of those delayed dequeue
+/// keeps queued after they blocked taken out, by the counter it has.
+fn queue_depth(delayed: DelayedCount) -> &'static str {
+    match delayed {
+        DelayedCount::QueuedLessRunnable => {
+            "runnable tasks: rq->nr_running less the blocked tasks delayed dequeue keeps queued (rq->cfs.h_nr_queued - h_nr_runnable)"
+        }
+        DelayedCount::Delayed => {
+            "runnable tasks: rq->nr_running less the blocked tasks delayed dequeue keeps queued (rq->cfs.h_nr_delayed)"
+        }
+        DelayedCount::None => {
+            "rq->nr_running: this kernel has no counter of blocked tasks kept queued (no delayed dequeue before 6.12)"
+        }
     }
 }
 
