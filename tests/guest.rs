@@ -900,6 +900,171 @@ fn lazy_grants_are_counted_where_the_model_is_lazy() {
     }
 }
 
+/// `slow --stacks` on this kernel: the holder's stacks (bpf_get_task_stack
+/// of the task being switched out) name the function it spins in,
+/// symbolized in the guest, and the waker's kernel stack (bpf_get_stackid
+/// at the wakeup) is kept; `--stacks=holder` takes no waker's. A kernel
+/// that refuses the stacks programs (before 5.11 upstream, which lacks
+/// bpf_get_current_task_btf) must say what they need, exit 1.
+#[test]
+fn stacks_name_the_holder_on_this_kernel() {
+    if !require_root() {
+        return;
+    }
+    let release = kernel_release();
+    let me = std::process::id().to_string();
+    for which in ["--stacks", "--stacks=holder"] {
+        let args = ["slow", "--threshold", "1ms", "--json", which, "-p", &me];
+        if let Err(err) = stacks_load(which) {
+            assert!(
+                kernel_version() < (5, 11),
+                "{which} on {release}: refused: {err}"
+            );
+            assert!(
+                err.contains("needs kernel 5.11"),
+                "{which} on {release}: {err}"
+            );
+            eprintln!(
+                "{release} slow {which}: refused as it should be: {}",
+                first_error(&err)
+            );
+            continue;
+        }
+        let tracer = TracerProcess::start(SCHEDLAT, &args);
+        let cpu = workload::workload_cpu();
+        let (sleeper, holder) = workload::behind_holder(cpu, || batch_sleeper(cpu, 200));
+        let (status, lines) = tracer.stop_with(libc::SIGINT);
+        assert!(status.success(), "{which} on {release}: {status}");
+        let objects = parse_json_lines(&lines);
+        let waits: Vec<&Value> = objects.iter().filter(|o| o["type"] == "wait").collect();
+        let user_frame = |w: &Value| w["holder_stacks"]["user"][0].clone();
+        // Waits that ended behind one of this process's threads stopped in
+        // user space (the holder, the sleeper, the test's own): their
+        // innermost user frame is named, from the test binary's symbols.
+        let ours: Vec<&&Value> = waits
+            .iter()
+            .filter(|w| w["culprit"]["pid"] == u64::from(std::process::id()))
+            .filter(|w| user_frame(w).is_object())
+            .collect();
+        let named = ours
+            .iter()
+            .filter(|w| user_frame(w)["symbol"].is_string())
+            .count();
+        assert!(
+            ours.len() >= 5 && named * 10 >= ours.len() * 9,
+            "{which} on {release}: {named} of {} user stacks of this process named: {waits:?}",
+            ours.len()
+        );
+        // Behind the holder, its function. On most kernels nearly every
+        // wait of the batch sleeper is behind it; on PREEMPT_RT the
+        // kernel's FIFO threads (ktimers, rcuc) take most of them, and the
+        // holder itself waits behind the sleeper.
+        let behind: Vec<&&Value> = waits
+            .iter()
+            .filter(|w| w["victim"]["tid"] == u64::from(sleeper) && w["culprit"]["tid"] == holder)
+            .collect();
+        let spin = behind
+            .iter()
+            .filter(|w| user_frame(w)["symbol"] == workload::HOLDER_SPIN)
+            .count();
+        // A wait that ended as the holder entered or left its loop has
+        // other frames on top (its thread's start, an Arc's deref): one in
+        // ten may, or one of a few.
+        assert!(
+            behind.len() - spin <= (behind.len() / 10).max(1),
+            "{which} on {release}: {spin} of {} holder stacks name {}: {behind:?}",
+            behind.len(),
+            workload::HOLDER_SPIN
+        );
+        let wakers = waits
+            .iter()
+            .filter(|w| w["holder_stacks"]["waker"]["kernel"].is_array())
+            .count();
+        if which == "--stacks" {
+            assert!(wakers > 0, "{release}: no waker's stack kept: {waits:?}");
+        } else {
+            assert_eq!(wakers, 0, "{release}: {which} kept wakers: {waits:?}");
+        }
+        eprintln!(
+            "{release} slow {which}: {named} of {} user stacks of this process named; {spin} of {} waits behind the holder name its function; {wakers} of {} waits with the waker's stack",
+            ours.len(),
+            behind.len(),
+            waits.len()
+        );
+    }
+}
+
+/// A SCHED_BATCH thread on `cpu` sleeping 1 ms `rounds` times; its TID. A
+/// batch task's wakeup never preempts the running task (the tick and the
+/// holder's slice end its wait), so each of its waits is behind whatever
+/// holds the CPU, for every kernel's scheduler alike.
+fn batch_sleeper(cpu: usize, rounds: u32) -> u32 {
+    std::thread::spawn(move || {
+        workload::pin_current_thread(cpu);
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: valid param; pid 0 is the calling thread.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        assert_eq!(rc, 0, "SCHED_BATCH: {}", std::io::Error::last_os_error());
+        for _ in 0..rounds {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u32 }
+    })
+    .join()
+    .expect("the batch sleeper")
+}
+
+/// Whether `slow WHICH` loads here: traced on a `sleep` that ends in 3 s
+/// (with -p, a target that exits ends the run), it either exits 0 by then
+/// or is refused (its stderr). Killed after 120 s (the 5.10 verifier under
+/// emulation is slow, not that slow).
+fn stacks_load(which: &str) -> Result<(), String> {
+    let mut target = std::process::Command::new("sleep")
+        .arg("3")
+        .spawn()
+        .expect("sleep runs");
+    let pid = target.id().to_string();
+    // Reaped as soon as it ends: a zombie is still a process to -p.
+    let reaper = std::thread::spawn(move || target.wait());
+    let mut child = std::process::Command::new(SCHEDLAT)
+        .args(["slow", which, "-p", &pid])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("schedlat runs");
+    // Read as it comes: a refusal carries the verifier's log, more than a
+    // pipe holds, and schedlat would wait to write the rest.
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+        err
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut timed_out = false;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = reaper.join();
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert!(
+        !timed_out,
+        "schedlat slow {which} -p {pid} neither ended nor was refused in 120 s: {err}"
+    );
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(1) => Err(err),
+        _ => panic!("schedlat slow {which}: {status}: {err}"),
+    }
+}
+
 /// Per victim cgroup, the time charged in its pairs against its key's wait
 /// time, where the two differ by more than 100 us: where a failed sum lost
 /// or gained time.

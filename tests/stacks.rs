@@ -7,7 +7,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU32, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     thread,
     time::Duration,
@@ -15,63 +15,14 @@ use std::{
 
 use common::{
     SCHEDLAT, TracerProcess, parse_json_lines, require_root, run_schedlat,
-    workload::{named_sleeper, nice_current_thread, pin_current_thread, workload_cpu},
+    workload::{
+        HOLDER_SPIN as SPIN, named_sleeper, nice_current_thread, pin_current_thread,
+        schedlat_test_holder_spin, sleeper_behind_holder, workload_cpu,
+    },
 };
 use serde_json::Value;
 
 use crate::{common, recorder};
-
-/// The holder's function: what every stack of it must name.
-const SPIN: &str = "schedlat_test_holder_spin";
-
-/// Spins in user space until `stop`: no system call, so the holder only
-/// leaves the CPU when the scheduler takes it (an interrupt's return to
-/// user space). The loop is assembly, calls nothing (a test build calls
-/// even `AtomicBool::load`, and a stack taken there names that), so the
-/// innermost user frame is always in here.
-#[inline(never)]
-#[unsafe(no_mangle)]
-extern "C" fn schedlat_test_holder_spin(stop: &AtomicBool) {
-    let stop = stop.as_ptr().cast_const();
-    // SAFETY: reads the flag's byte, which outlives the call; touches no
-    // other memory and no register but the flag's and the flags.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::asm!("2:", "pause", "cmp byte ptr [{stop}], 0", "je 2b", stop = in(reg) stop);
-    }
-    // SAFETY: as above, with a scratch register.
-    #[cfg(target_arch = "aarch64")]
-    unsafe {
-        std::arch::asm!("2:", "ldrb {t:w}, [{stop}]", "cbz {t:w}, 2b", stop = in(reg) stop, t = out(reg) _);
-    }
-}
-
-/// A 1 ms sleeper on `cpu` for 1,500 rounds beside the holder thread
-/// spinning in SPIN there; their TIDs.
-fn sleeper_behind_holder(cpu: usize) -> (u32, u64) {
-    // The holder: at nice -10 it has nine in ten of the CPU's time against
-    // a nice 0 task (kernel/sched/core.c sched_prio_to_weight), so the
-    // sleeper's waits end behind it, not behind other load on that CPU.
-    let stop = Arc::new(AtomicBool::new(false));
-    let holder_tid = Arc::new(AtomicU32::new(0));
-    let holder = {
-        let (stop, tid) = (stop.clone(), holder_tid.clone());
-        thread::Builder::new()
-            .name("stack-holder".into())
-            .spawn(move || {
-                pin_current_thread(cpu);
-                nice_current_thread(-10);
-                // SAFETY: gettid has no preconditions.
-                tid.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
-                schedlat_test_holder_spin(&stop)
-            })
-            .unwrap()
-    };
-    let sleeper = named_sleeper(cpu, Duration::from_millis(1), 1500, "stack-sleeper");
-    stop.store(true, Ordering::SeqCst);
-    holder.join().unwrap();
-    (sleeper, u64::from(holder_tid.load(Ordering::SeqCst)))
-}
 
 #[test]
 fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
@@ -100,7 +51,7 @@ fn the_holders_stacks_name_its_function_and_weigh_it_by_the_waits() {
             svg.to_str().unwrap(),
         ],
     );
-    let (sleeper, holder_tid) = sleeper_behind_holder(cpu);
+    let (sleeper, holder_tid) = sleeper_behind_holder(cpu, 1500);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "{status}");
 
@@ -211,7 +162,7 @@ fn holder_stacks_leave_the_wakeups_alone() {
             &me,
         ],
     );
-    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu());
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "{status}");
     let objects = parse_json_lines(&lines);
@@ -254,7 +205,7 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
         "{}",
         rec.log()
     );
-    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu());
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
     rec.signal(libc::SIGHUP);
     rec.wait_for("dumped", Duration::from_secs(30));
     let log = rec.stop();

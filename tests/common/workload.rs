@@ -4,6 +4,10 @@
 use std::{
     io::{Read, Write},
     os::unix::net::UnixStream,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -358,4 +362,64 @@ pub(crate) fn thread_cpu() -> Duration {
     // SAFETY: a valid clock id and a pointer to a timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The holder's function: what every stack of it must name.
+pub(crate) const HOLDER_SPIN: &str = "schedlat_test_holder_spin";
+
+/// Spins in user space until `stop`: no system call, so the holder only
+/// leaves the CPU when the scheduler takes it (an interrupt's return to
+/// user space). The loop is assembly, calls nothing (a test build calls
+/// even `AtomicBool::load`, and a stack taken there names that), so the
+/// innermost user frame is always in here.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn schedlat_test_holder_spin(stop: &AtomicBool) {
+    let stop = stop.as_ptr().cast_const();
+    // SAFETY: reads the flag's byte, which outlives the call; touches no
+    // other memory and no register but the flag's and the flags.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("2:", "pause", "cmp byte ptr [{stop}], 0", "je 2b", stop = in(reg) stop);
+    }
+    // SAFETY: as above, with a scratch register.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("2:", "ldrb {t:w}, [{stop}]", "cbz {t:w}, 2b", stop = in(reg) stop, t = out(reg) _);
+    }
+}
+
+/// A 1 ms sleeper on `cpu` for `rounds` beside a holder thread spinning
+/// in HOLDER_SPIN there (docs/stacks.md's tests); their TIDs.
+pub(crate) fn sleeper_behind_holder(cpu: usize, rounds: u32) -> (u32, u64) {
+    behind_holder(cpu, || {
+        named_sleeper(cpu, Duration::from_millis(1), rounds, "stack-sleeper")
+    })
+}
+
+/// Runs `sleeper` (which returns its TID) beside a holder thread spinning
+/// in HOLDER_SPIN on `cpu`; the sleeper's TID and the holder's.
+pub(crate) fn behind_holder(cpu: usize, sleeper: impl FnOnce() -> u32) -> (u32, u64) {
+    // The holder: at nice -10 it has nine in ten of the CPU's time against
+    // a nice 0 task (kernel/sched/core.c sched_prio_to_weight), so the
+    // sleeper's waits end behind it, not behind other load on that CPU.
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder_tid = Arc::new(AtomicU32::new(0));
+    let holder = {
+        let (stop, tid) = (stop.clone(), holder_tid.clone());
+        thread::Builder::new()
+            .name("stack-holder".into())
+            .spawn(move || {
+                pin_current_thread(cpu);
+                nice_current_thread(-10);
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
+                schedlat_test_holder_spin(&stop)
+            })
+            .unwrap()
+    };
+    let sleeper = sleeper();
+    stop.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    (sleeper, u64::from(holder_tid.load(Ordering::SeqCst)))
 }

@@ -128,9 +128,11 @@ pub(crate) fn text(waits: &Waits) -> String {
 
 /// The decision block's verdict in words (verdict.rs), indented under
 /// it: whether the waits are the design, and when the slow ones were late
-/// or protected, what decides which and the remedy of each; empty without
-/// the split, a bound, or an EEVDF kernel.
-pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits) -> String {
+/// or protected, what decides which and the remedy of each, and what lets
+/// a fair task run behind another class (unless `class_said`: diagnose's
+/// own finding says it); empty without the split, a bound, or an EEVDF
+/// kernel.
+pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits, class_said: bool) -> String {
     let Some(bound) = kernel.design_bound_ns() else {
         return String::new();
     };
@@ -142,7 +144,7 @@ pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits) -> String {
     if let Some(why) = design.late_or_protected() {
         let _ = writeln!(out, "  {why}");
     }
-    if let Some(why) = design.behind_another_class(kernel) {
+    if let Some(why) = design.behind_another_class(kernel).filter(|_| !class_said) {
         let _ = writeln!(out, "  another class: {why}");
     }
     out
@@ -531,6 +533,33 @@ mod tests {
         assert_eq!(v["outcomes"]["granted"]["over_1ms"], 0);
         // Both in the one cell of the table.
         assert_eq!(v["table"].as_array().unwrap().len(), 1);
+    }
+
+    /// Waits declined for a real-time hog: the verdict says what lets the
+    /// fair task run beside it, unless diagnose's own finding says it.
+    #[test]
+    fn another_class_is_said_once() {
+        let s = fixtures::stats(&[
+            waits(200, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                5,
+                900_000_000,
+                Decision::OtherClass,
+                Pass::Zero,
+                Holder::Preempted,
+            ),
+        ]);
+        let mut w = crate::analysis::shape::tests::waits(&[(6_000, 200), (900_000_000, 5)]);
+        w.decision = Some(DecisionCounts::from_cpus(facts(), &[s]));
+        let kernel = SchedContext::this_vm();
+        let said = verdict_text(&kernel, &w, false);
+        assert!(
+            said.contains("  another class: a real-time or deadline task"),
+            "{said}"
+        );
+        let once = verdict_text(&kernel, &w, true);
+        assert!(once.contains("  verdict: "), "{once}");
+        assert!(!once.contains("another class"), "{once}");
     }
 
     /// A CFS kernel's split (5.10, 6.1): the wakeup granularity rule gives

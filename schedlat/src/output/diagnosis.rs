@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::{
     analysis::{
         diagnosis::{
+            decision::ANOTHER_CLASS,
             priority::Attribution,
             selfcheck, split,
             traced::Traced,
@@ -94,10 +95,12 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             let _ = writeln!(out, "   {}", causes_line::line(&t.waits));
             let decision = output::decision::text(&t.waits);
             // The verdict in words (design or not, and late or protected)
-            // under the split it comes from.
+            // under the split it comes from; what lets a fair task run
+            // behind another class once, in the finding when there is one.
+            let class_said = causes.iter().any(|c| c.name == ANOTHER_CLASS);
             let (verdict, kernel) = t.kernel.as_ref().map_or_else(Default::default, |k| {
                 (
-                    output::decision::verdict_text(k, &t.waits),
+                    output::decision::verdict_text(k, &t.waits, class_said),
                     output::kernel_context::text(k, &t.waits),
                 )
             });

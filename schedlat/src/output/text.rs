@@ -78,7 +78,7 @@ pub(crate) fn details(report: &Report) -> String {
     }
     out.push_str(&super::decision::text(report.waits));
     if let Some(kernel) = report.kernel {
-        out.push_str(&super::decision::verdict_text(kernel, report.waits));
+        out.push_str(&super::decision::verdict_text(kernel, report.waits, false));
         out.push_str(&super::kernel_context::text(kernel, report.waits));
     }
     out

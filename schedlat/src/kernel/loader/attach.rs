@@ -51,7 +51,7 @@ pub(super) fn attach(
             const VICTIMS_HINT: &str = " (the victims tables need kernel 5.12 or newer: their program uses a BPF atomic fetch-and-add; the histogram modes and `schedlat slow` work on older kernels)";
             // The stacks' helpers: bpf_get_task_stack (5.9) of
             // bpf_get_current_task_btf (5.11).
-            const STACKS_HINT: &str = " (`slow --stacks` needs kernel 5.11 or newer: its program walks the holder's stacks with bpf_get_task_stack of bpf_get_current_task_btf; `schedlat slow` without --stacks works on older kernels)";
+            const STACKS_HINT: &str = " (`--stacks` needs kernel 5.11 or newer: its program walks the holder's stacks with bpf_get_task_stack of bpf_get_current_task_btf; `schedlat slow` and `record --ring` without --stacks work on older kernels)";
             let hint = |program: &str| {
                 let victims = [
                     names::BTF_SWITCH_VICTIMS,
