@@ -264,6 +264,20 @@ fn bound(arg: Option<&str>, start_unix_ns: u64, default: u64) -> Result<u64> {
 mod tests {
     use super::*;
 
+    /// Text, the five longest slow waits, no files: from `from`, series
+    /// `series`.
+    fn options(from: Option<&str>, series: &str) -> ReplayOptions {
+        ReplayOptions {
+            from: from.map(String::from),
+            to: None,
+            series: series.into(),
+            slow: 5,
+            json: false,
+            folded: None,
+            flamegraph: None,
+        }
+    }
+
     #[test]
     fn bounds_are_offsets_or_times_of_day() {
         let start = 1_700_000_000_000_000_000;
@@ -290,15 +304,7 @@ mod tests {
     #[test]
     fn a_missing_series_says_which_groups_the_dump_has() {
         let mut w = crate::output::dump::tests::sample_window();
-        let opts = |series: &str| ReplayOptions {
-            from: None,
-            to: None,
-            series: series.into(),
-            slow: 5,
-            json: false,
-            folded: None,
-            flamegraph: None,
-        };
+        let opts = |series: &str| options(None, series);
         let err = report(&w, &opts("cgroup = /s4-web")).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -320,15 +326,7 @@ mod tests {
     #[test]
     fn a_dump_with_stacks_shows_and_folds_them() {
         let w = crate::output::dump::tests::window_with_stacks();
-        let opts = ReplayOptions {
-            from: None,
-            to: None,
-            series: "total".into(),
-            slow: 5,
-            json: false,
-            folded: None,
-            flamegraph: None,
-        };
+        let opts = options(None, "total");
         let replayed = report(&w, &opts).unwrap();
         assert!(
             replayed.out.contains("    holder user:   spin <- main\n"),
@@ -363,15 +361,7 @@ mod tests {
     #[test]
     fn a_bound_past_the_dump_says_the_span_it_covers() {
         let w = crate::output::dump::tests::sample_window();
-        let opts = ReplayOptions {
-            from: Some("99".into()),
-            to: None,
-            series: "total".into(),
-            slow: 5,
-            json: false,
-            folded: None,
-            flamegraph: None,
-        };
+        let opts = options(Some("99"), "total");
         let err = report(&w, &opts).unwrap_err();
         let start = w.unix_ns(w.seconds[0].start_mono_ns);
         let (first, last) = (local_time_us(start), local_time_us(start + 2_000_000_000));
