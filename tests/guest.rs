@@ -967,11 +967,12 @@ fn stacks_name_the_holder_on_this_kernel() {
             .iter()
             .filter(|w| user_frame(w)["symbol"] == workload::HOLDER_SPIN)
             .count();
-        // A wait that ended as the holder entered or left its loop has
-        // other frames on top (its thread's start, an Arc's deref): one in
-        // ten may, or one of a few.
+        // A wait that ended before the holder entered its loop or after it
+        // left has other frames on top (its setpriority, an Arc's deref,
+        // its thread's exit): two such, and one in ten more, may; any three
+        // name it at least once.
         assert!(
-            behind.len() - spin <= (behind.len() / 10).max(1),
+            behind.len() - spin <= 2 + behind.len() / 10 && (behind.len() < 3 || spin > 0),
             "{which} on {release}: {spin} of {} holder stacks name {}: {behind:?}",
             behind.len(),
             workload::HOLDER_SPIN
