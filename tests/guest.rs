@@ -509,14 +509,17 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
     // pairs' times add up to the waits' time, and each wait is in one pair
     // at least. The table is read right before the total at the start and
     // right after it at the end, so it holds every wait of the total and
-    // those that ended between the reads: never less, a little more.
+    // those that ended between the reads: never less, a little more. Under
+    // emulation a read takes milliseconds and a wait 10 ms, so those few
+    // can be a tenth of the total (7.2: 9.5% over, one run in three): the
+    // bound is a fifth, which charging any wait twice would still break.
     let sum = |v: &Value, field: &str| v[field].as_u64().unwrap();
     let charged: u64 = (rows.iter().map(|p| sum(p, "sum_ns"))).sum::<u64>()
         + sum(&pairs["cut"], "sum_ns")
         + sum(&pairs["overflow"], "sum_ns");
     let waited = sum(&r, "sum_ns");
     assert!(
-        charged + 1_000_000 >= waited && charged <= waited + 2_000_000 + waited / 20,
+        charged + 1_000_000 >= waited && charged <= waited + 5_000_000 + waited / 5,
         "{charged} ns charged in pairs against {waited} ns waited on {}; by victim, charged \
          against waited where they differ: {}; {pairs}",
         kernel_release(),
