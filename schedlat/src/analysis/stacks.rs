@@ -219,9 +219,11 @@ pub(crate) const KEPT_FRAMES: usize = 64;
 pub(crate) const KEPT_NAME: usize = 128;
 
 /// The most a kept wait's stacks take in memory (the holder's two and
-/// the waker's, each cut by `bounded`): what the flight recorder's bound
-/// counts per wait with stacks.
-pub(crate) const KEPT_STACKS_BYTES: usize = std::mem::size_of::<HolderStacks>()
+/// the waker's, each cut by `bounded`, in their shared allocation with
+/// its two counts): what the flight recorder's bound counts per wait with
+/// stacks.
+pub(crate) const KEPT_STACKS_BYTES: usize = 2 * std::mem::size_of::<usize>()
+    + std::mem::size_of::<HolderStacks>()
     + std::mem::size_of::<WakerStack>()
     + 3 * KEPT_FRAMES * (std::mem::size_of::<Frame>() + 2 * KEPT_NAME);
 
