@@ -18,6 +18,20 @@ pub(crate) mod stacks;
 pub(crate) mod task;
 pub(crate) mod victims;
 
+/// `s` cut to at most `max` bytes, on a character boundary, its spare
+/// capacity given back: a name kept for long (a series' cgroup path, a
+/// stack frame's symbol) holds no more than its bound.
+pub(crate) fn cut_to(s: &mut String, max: usize) {
+    if s.len() > max {
+        let end = (0..=max)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
+        s.truncate(end);
+    }
+    s.shrink_to_fit();
+}
+
 /// A duration for people: 3 significant digits in ns, us, ms or s.
 pub(crate) fn fmt_ns(ns: u64) -> String {
     let ns = ns as f64;

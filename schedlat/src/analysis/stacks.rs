@@ -237,7 +237,7 @@ impl HolderStacks {
             frames.shrink_to_fit();
             for f in frames {
                 for name in [&mut f.symbol, &mut f.module].into_iter().flatten() {
-                    cut_name(name);
+                    super::cut_to(name, KEPT_NAME);
                 }
             }
         };
@@ -248,18 +248,6 @@ impl HolderStacks {
         }
         self
     }
-}
-
-/// A name cut to KEPT_NAME bytes, on a character boundary.
-fn cut_name(name: &mut String) {
-    if name.len() > KEPT_NAME {
-        let mut end = KEPT_NAME;
-        while !name.is_char_boundary(end) {
-            end -= 1;
-        }
-        name.truncate(end);
-    }
-    name.shrink_to_fit();
 }
 
 /// A frame as one field of a folded line: `;` separates frames and the

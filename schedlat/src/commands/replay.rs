@@ -126,8 +126,10 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<Replayed> {
         .filter(|s| (from..=to).contains(&w.unix_ns(s.event.at_ns)))
         .collect();
     slow.sort_by_key(|s| std::cmp::Reverse(s.event.wait_ns));
+    // Folded only for the files that want it.
     let mut folded = Folded::default();
-    for wait in &slow {
+    let fold = opts.folded.is_some() || opts.flamegraph.is_some();
+    for wait in slow.iter().filter(|_| fold) {
         if let Some(stacks) = &wait.stacks {
             let culprit = &wait.event.culprit;
             folded.add(&escape::comm(culprit), stacks, wait.event.wait_ns);
@@ -326,7 +328,11 @@ mod tests {
     #[test]
     fn a_dump_with_stacks_shows_and_folds_them() {
         let w = crate::output::dump::tests::window_with_stacks();
-        let opts = options(None, "total");
+        // A folded file asked for (report writes none itself).
+        let opts = ReplayOptions {
+            folded: Some("window.folded".into()),
+            ..options(None, "total")
+        };
         let replayed = report(&w, &opts).unwrap();
         assert!(
             replayed.out.contains("    holder user:   spin <- main\n"),

@@ -44,6 +44,12 @@ impl FlameFiles {
         })
     }
 
+    /// Whether any file was asked for: without one, nothing need be folded
+    /// (a long run's folded stacks only grow).
+    pub(crate) fn wanted(&self) -> bool {
+        self.folded.is_some() || self.svg.is_some()
+    }
+
     /// Writes the files asked for; says on stderr what each holds.
     pub(crate) fn write(self, folded: &Folded) -> Result<()> {
         let lines = folded.lines();

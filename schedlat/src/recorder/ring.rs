@@ -119,15 +119,9 @@ impl Ring {
 }
 
 /// A series name cut to MAX_LABEL bytes (on a character boundary).
-pub(super) fn label(s: String) -> String {
-    if s.len() <= MAX_LABEL {
-        return s;
-    }
-    let mut end = MAX_LABEL;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
+pub(super) fn label(mut s: String) -> String {
+    crate::analysis::cut_to(&mut s, MAX_LABEL);
+    s
 }
 
 #[cfg(test)]

@@ -29,9 +29,12 @@ impl Stacks {
     }
 
     /// The holder's stacks of each record, named (analysis/stacks.rs),
-    /// and added to the folded stacks.
+    /// and added to the folded stacks when a file wants them.
     pub(super) fn name(&mut self, records: &[SlowRecord]) -> Vec<Option<HolderStacks>> {
         let named = self.namer.name(records);
+        if !self.files.wanted() {
+            return named;
+        }
         for (r, stacks) in records.iter().zip(&named) {
             if let Some(stacks) = stacks {
                 let culprit = &r.event.culprit;
