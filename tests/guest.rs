@@ -982,6 +982,36 @@ fn stacks_name_the_holder_on_this_kernel() {
             behind.len(),
             workload::HOLDER_SPIN
         );
+        // Who ran during each wait: the runs the kernel kept tile it, the
+        // waiter is never among them, the holder at the end nearly always
+        // is (not when its run began as the tracer loaded).
+        let with_runs: Vec<&&Value> = (waits.iter())
+            .filter(|w| w["holder_stacks"]["ran"].is_object())
+            .collect();
+        let mut holder_ran = 0;
+        for w in &with_runs {
+            let ran = &w["holder_stacks"]["ran"];
+            let tasks = ran["tasks"].as_array().expect("ran.tasks");
+            let ns_of = |tid: &Value| -> u64 {
+                (tasks.iter())
+                    .filter(|t| &t["tid"] == tid)
+                    .map(|t| t["ns"].as_u64().unwrap())
+                    .sum()
+            };
+            let covered: u64 = tasks.iter().map(|t| t["ns"].as_u64().unwrap()).sum();
+            assert_eq!(
+                covered + ran["unknown_ns"].as_u64().unwrap(),
+                w["wait_ns"].as_u64().unwrap(),
+                "{which} on {release}: {w}"
+            );
+            assert_eq!(ns_of(&w["victim"]["tid"]), 0, "{which} on {release}: {w}");
+            holder_ran += usize::from(ns_of(&w["culprit"]["tid"]) > 0);
+        }
+        assert!(
+            !with_runs.is_empty() && holder_ran * 10 >= with_runs.len() * 9,
+            "{which} on {release}: the holder ran during {holder_ran} of {} waits: {with_runs:?}",
+            with_runs.len()
+        );
         let wakers = waits
             .iter()
             .filter(|w| w["holder_stacks"]["waker"]["kernel"].is_array())

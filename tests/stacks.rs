@@ -14,7 +14,9 @@ use std::{
 };
 
 use common::{
-    SCHEDLAT, TracerProcess, parse_json_lines, require_root, run_schedlat,
+    SCHEDLAT, TracerProcess,
+    cpu::CpuTimes,
+    parse_json_lines, require_root, run_schedlat,
     workload::{
         HOLDER_SPIN as SPIN, named_sleeper, nice_current_thread, pin_current_thread,
         schedlat_test_holder_spin, sleeper_behind_holder, workload_cpu,
@@ -395,4 +397,102 @@ fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
         assert!(stack.iter().any(|s| s.ends_with("pipe_write")), "{stack:?}");
         assert!(!stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
     }
+}
+
+/// A wait passed over names every task that ran on its CPU during it,
+/// each with its time there: three threads spinning on one CPU take turns
+/// (each its slice, in turn), so each wait of one is spent behind both
+/// others, passed over for the first, ended by the second: the holder at
+/// its end alone would name half of it.
+#[test]
+fn a_wait_passed_over_names_every_task_that_ran_during_it() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let me = std::process::id().to_string();
+    let busy = CpuTimes::now();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks=holder",
+            "-p",
+            &me,
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = ["ran-a", "ran-b", "ran-c"]
+        .into_iter()
+        .map(|name| {
+            let stop = stop.clone();
+            thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    pin_current_thread(cpu);
+                    // SAFETY: gettid has no preconditions.
+                    let tid = unsafe { libc::gettid() } as u64;
+                    schedlat_test_holder_spin(&stop);
+                    tid
+                })
+                .unwrap()
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::SeqCst);
+    let tids: Vec<u64> = spinners.into_iter().map(|s| s.join().unwrap()).collect();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let busy = busy.busy_since();
+
+    let objects = parse_json_lines(&lines);
+    let (waiter, others) = (tids[2], [tids[0], tids[1]]);
+    let waits: Vec<&Value> = (objects.iter())
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == waiter)
+        .collect();
+    assert!(waits.len() >= 20, "{} slow waits; {busy}", waits.len());
+    let (mut total, mut theirs, mut unknown, mut both) = (0, 0, 0, 0);
+    for w in &waits {
+        let ran = &w["holder_stacks"]["ran"];
+        let tasks = ran["tasks"].as_array().expect("the tasks that ran");
+        let ns_of = |tid: u64| -> u64 {
+            (tasks.iter())
+                .filter(|t| t["tid"] == tid)
+                .map(|t| t["ns"].as_u64().unwrap())
+                .sum()
+        };
+        let wait_ns = w["wait_ns"].as_u64().unwrap();
+        let covered: u64 = tasks.iter().map(|t| t["ns"].as_u64().unwrap()).sum();
+        // The runs tile the CPU's time: with what the ring did not reach,
+        // they are the wait; the waiter never ran during its own wait.
+        assert_eq!(
+            covered + ran["unknown_ns"].as_u64().unwrap(),
+            wait_ns,
+            "{w}"
+        );
+        assert_eq!(ns_of(waiter), 0, "the waiter among its holders: {w}");
+        // The holder at the end ran during the wait.
+        assert!(ns_of(w["culprit"]["tid"].as_u64().unwrap()) > 0, "{w}");
+        let (a, b) = (ns_of(others[0]), ns_of(others[1]));
+        total += wait_ns;
+        theirs += a + b;
+        unknown += ran["unknown_ns"].as_u64().unwrap();
+        both += usize::from(a >= wait_ns / 5 && b >= wait_ns / 5);
+    }
+    let share = theirs as f64 / total as f64;
+    assert!(
+        share >= 0.6,
+        "the other two spinners ran {:.0}% of {} waits' time ({:.0}% unknown); {busy}",
+        share * 100.0,
+        waits.len(),
+        unknown as f64 * 100.0 / total as f64
+    );
+    assert!(
+        both * 2 >= waits.len(),
+        "{both} of {} waits spent a fifth or more behind each of the other two; {busy}",
+        waits.len()
+    );
 }

@@ -124,6 +124,14 @@ pub struct SlowStacks {
     /// The holder's user-space stack, walked by frame pointers from the
     /// registers it entered the kernel with.
     pub user: [u64; STACK_FRAMES],
+    /// 1 when the wait began queued on another CPU (a preempted task
+    /// moved by load balancing): `runs` are not what it waited through.
+    pub queued_elsewhere: u32,
+    pub _pad: u32,
+    /// The CPU's last runs, the holder's up to this switch the newest
+    /// (holders by TID): the tasks that ran while the task waited, and
+    /// for how long, are those that overlap the wait.
+    pub runs: crate::workload::SwitchRing,
 }
 
 impl SlowStacks {
@@ -199,7 +207,11 @@ mod tests {
         assert_eq!(8 % core::mem::align_of::<SlowEvent>(), 0);
         assert_eq!(
             size_of::<SlowStacks>(),
-            size_of::<SlowEvent>() + 16 + 2 * 8 * STACK_FRAMES
+            size_of::<SlowEvent>()
+                + 16
+                + 2 * 8 * STACK_FRAMES
+                + 8
+                + size_of::<crate::workload::SwitchRing>()
         );
         assert_eq!(size_of::<RowSlot>(), 8);
     }

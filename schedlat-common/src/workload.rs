@@ -39,8 +39,10 @@ pub const HOLDER_UNAPPORTIONED: u64 = u64::MAX;
 /// --pairs`: 20,364 with 16, 22,508 with 32) and 24 bytes per CPU.
 pub const RING_SWITCHES: usize = 32;
 
-/// One run on a CPU: a task of `holder` (its cgroup, or [`HOLDER_IDLE`])
-/// held it from `since` to `until` (bpf_ktime_get_ns).
+/// One run on a CPU: `holder` held it from `since` to `until`
+/// (bpf_ktime_get_ns). Who the holder is depends on the ring: a cgroup's
+/// id (or [`HOLDER_IDLE`]) in the neighbour pairs' ring, a task's TID (0:
+/// the idle task) in the slow stacks' ring of runs (`victims::SlowStacks`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwitchRecord {

@@ -199,7 +199,7 @@ fn histogram_switch<const D: bool, const S: bool, const P: bool>(
     ctx: &BtfTracePointContext,
 ) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    let Some((prev, next, ended)) = btf_switch::<D, P>(ctx, histogram) else {
+    let Some((prev, next, ended)) = btf_switch::<D, P, S>(ctx, histogram) else {
         return 0;
     };
     // A constant: in histogram mode the verifier drops this.
@@ -241,7 +241,7 @@ pub fn sched_switch_victims_decision_pairs(ctx: BtfTracePointContext) -> u32 {
 #[inline(always)]
 fn victims_switch<const D: bool, const P: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    if let Some((prev, next, ended)) = btf_switch::<D, P>(ctx, histogram) {
+    if let Some((prev, next, ended)) = btf_switch::<D, P, false>(ctx, histogram) {
         victims::charge(prev, next, ended);
     }
     0
@@ -256,9 +256,9 @@ const BOOL_ARG: u64 = 0xff;
 /// The measurement of a tp_btf sched_switch: prev, next, and the wait of
 /// next it ended, if measured. The prev_state argument only exists since
 /// 5.18, so the state is read from prev itself, which works on every kernel
-/// with tp_btf (5.5+).
+/// with tp_btf (5.5+). `R`: keep the CPU's runs for the slow stacks.
 #[inline(always)]
-fn btf_switch<const D: bool, const P: bool>(
+fn btf_switch<const D: bool, const P: bool, const R: bool>(
     ctx: &BtfTracePointContext,
     histogram: bool,
 ) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
@@ -279,6 +279,10 @@ fn btf_switch<const D: bool, const P: bool>(
     if P {
         // prev's run, for the charges of the waits it held up.
         workload::switched(prev);
+    }
+    if R {
+        // prev's run, for the slow event this switch may send.
+        slow::schedlat_run_at_switch(u64::from(prev.pid()));
     }
     Some((prev, next, ended?))
 }

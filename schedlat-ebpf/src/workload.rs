@@ -103,7 +103,13 @@ pub fn switched(prev: TaskPtr) {
         return;
     };
     // SAFETY: per-CPU value, no nesting (counters()).
-    let ring = unsafe { &mut *ring };
+    record_run(unsafe { &mut *ring }, holder, now);
+}
+
+/// Adds to a CPU's ring of runs (the pairs' here, the slow stacks' in
+/// slow.rs) that `holder` held it from the last switch until `now`.
+#[inline(always)]
+pub fn record_run(ring: &mut SwitchRing, holder: u64, now: u64) {
     // The first switch since load has no start: a run of no length, which
     // no wait reaches back over.
     let since = match ring.last_at {

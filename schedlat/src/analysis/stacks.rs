@@ -4,9 +4,15 @@
 
 use std::collections::BTreeMap;
 
+use schedlat_common::{victims::TaskInfo, workload::RING_SWITCHES};
+
 use crate::{
-    collect::slow::{RawStacks, SlowRecord},
-    sys::symbolize::{Frame, Symbolizer},
+    analysis::task,
+    collect::slow::{RanDuring, RawStacks, SlowRecord},
+    sys::{
+        process_name,
+        symbolize::{Frame, Symbolizer},
+    },
 };
 
 /// The frames on top of every holder's kernel stack that say nothing of
@@ -68,6 +74,55 @@ pub(crate) struct HolderStacks {
     pub user: Vec<Frame>,
     /// None when the wait did not begin with a wakeup.
     pub waker: Option<WakerStack>,
+    /// Who ran on the CPU during the wait, and for how long.
+    pub ran: Ran,
+}
+
+/// The tasks that ran on a wait's CPU during it (the holder at its end
+/// among them), each with its time on the CPU inside the wait: who the
+/// waiter was passed over for, not only who held the CPU when it ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ran {
+    /// Most time first; at most the kernel's ring of runs
+    /// (schedlat_common::workload::RING_SWITCHES) of them.
+    pub tasks: Vec<RanTask>,
+    /// The part of the wait older than the oldest run the kernel kept.
+    pub unknown_ns: u64,
+    /// The wait began queued on another CPU: the runs are the CPU's it
+    /// ended on, not all it waited through.
+    pub queued_elsewhere: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RanTask {
+    /// 0: the idle task (the CPU had nothing to run).
+    pub tid: u32,
+    /// Its name when the event was read; None once it had exited.
+    pub comm: Option<String>,
+    pub ns: u64,
+}
+
+impl Ran {
+    /// Names the TIDs the kernel recorded: the holder's from the event
+    /// itself, the others from /proc while they live.
+    fn named(raw: &RanDuring, holder: &TaskInfo) -> Ran {
+        let comm = |tid: u32| match tid {
+            0 => None,
+            tid if tid == holder.tid => Some(task::comm(holder)),
+            tid => process_name::of(tid),
+        };
+        Ran {
+            tasks: (raw.tasks.iter())
+                .map(|&(tid, ns)| RanTask {
+                    tid,
+                    comm: comm(tid),
+                    ns,
+                })
+                .collect(),
+            unknown_ns: raw.unknown_ns,
+            queued_elsewhere: raw.queued_elsewhere,
+        }
+    }
 }
 
 /// Who woke the task that waited, and from where in the kernel.
@@ -193,7 +248,8 @@ impl StackNamer {
         }
         held.into_iter()
             .zip(user)
-            .map(|(s, user)| {
+            .zip(records)
+            .map(|((s, user), r)| {
                 let s = s?;
                 let waker = s.waker.as_ref().map(|w| WakerStack {
                     tid: w.tid,
@@ -206,6 +262,7 @@ impl StackNamer {
                     kernel: holder_kernel.next().unwrap_or_default(),
                     user,
                     waker,
+                    ran: Ran::named(&s.ran, &r.event.culprit),
                 })
             })
             .collect()
@@ -218,14 +275,18 @@ pub(crate) const KEPT_FRAMES: usize = 64;
 /// Bytes a kept frame's function or file name holds at most.
 pub(crate) const KEPT_NAME: usize = 128;
 
+/// Bytes a kept task name holds at most: the kernel's TASK_COMM_LEN.
+const KEPT_COMM: usize = 16;
+
 /// The most a kept wait's stacks take in memory (the holder's two and
-/// the waker's, each cut by `bounded`, in their shared allocation with
-/// its two counts): what the flight recorder's bound counts per wait with
-/// stacks.
+/// the waker's, each cut by `bounded`, and the tasks that ran, in their
+/// shared allocation with its two counts): what the flight recorder's
+/// bound counts per wait with stacks.
 pub(crate) const KEPT_STACKS_BYTES: usize = 2 * std::mem::size_of::<usize>()
     + std::mem::size_of::<HolderStacks>()
     + std::mem::size_of::<WakerStack>()
-    + 3 * KEPT_FRAMES * (std::mem::size_of::<Frame>() + 2 * KEPT_NAME);
+    + 3 * KEPT_FRAMES * (std::mem::size_of::<Frame>() + 2 * KEPT_NAME)
+    + RING_SWITCHES * (std::mem::size_of::<RanTask>() + KEPT_COMM);
 
 impl HolderStacks {
     /// The stacks cut to a bound a long-lived window can hold: the
@@ -245,6 +306,13 @@ impl HolderStacks {
         cut(&mut self.user);
         if let Some(k) = self.waker.as_mut().and_then(|w| w.kernel.as_mut()) {
             cut(k);
+        }
+        // As many as the kernel's ring holds (a dump read back may say
+        // more), each name as long as the kernel's.
+        self.ran.tasks.truncate(RING_SWITCHES);
+        self.ran.tasks.shrink_to_fit();
+        for comm in self.ran.tasks.iter_mut().filter_map(|t| t.comm.as_mut()) {
+            super::cut_to(comm, KEPT_COMM);
         }
         self
     }
@@ -305,6 +373,7 @@ mod tests {
             kernel: kernel.iter().map(|n| named(n)).collect(),
             user: user.iter().map(|n| named(n)).collect(),
             waker: None,
+            ran: Ran::default(),
         }
     }
 

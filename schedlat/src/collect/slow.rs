@@ -7,6 +7,7 @@ use aya::maps::{MapData, RingBuf, StackTraceMap};
 use schedlat_common::{
     names,
     victims::{NO_WAKER, SlowEvent, SlowStacks},
+    workload::{RING_SWITCHES, SwitchRing},
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -73,6 +74,68 @@ pub(crate) struct RawStacks {
     /// Who woke the task at the wakeup that began the wait; None when the
     /// wait did not begin with a wakeup (a preemption, a new task).
     pub waker: Option<RawWaker>,
+    /// Who ran on the CPU during the wait.
+    pub ran: RanDuring,
+}
+
+/// The tasks that ran on a wait's CPU during it, from the kernel's ring of
+/// that CPU's last runs: each one's time on the CPU inside the wait.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RanDuring {
+    /// (TID, ns) per task, most time first (ties by TID); TID 0 is the
+    /// idle task (the CPU had nothing to run: the wakeup's own latency).
+    pub tasks: Vec<(u32, u64)>,
+    /// The part of the wait before the oldest run the ring kept.
+    pub unknown_ns: u64,
+    /// The wait began queued on another CPU (a preempted task moved by
+    /// load balancing): these runs are not all it waited through.
+    pub queued_elsewhere: bool,
+}
+
+impl RanDuring {
+    /// The runs of `ring` inside the wait of `waiter` `[end - wait, end]`,
+    /// walked back from the newest: the runs tile the CPU's time, so what
+    /// they cover and `unknown_ns` add up to the wait.
+    ///
+    /// A waiter preempted on this CPU ran until its wait began, but the
+    /// ring's clock is read a moment after the wait's (slow.rs): its own
+    /// run seems to reach a few hundred nanoseconds into its wait. Those
+    /// belong to the run after it, which began at the preemption.
+    pub(crate) fn of(ring: &SwitchRing, (end, wait): (u64, u64), waiter: u32) -> RanDuring {
+        let began = end.saturating_sub(wait);
+        let mut by_tid = std::collections::BTreeMap::<u32, u64>::new();
+        let mut covered = 0;
+        let kept = ring.next.min(RING_SWITCHES as u64);
+        // The holder of the run after the one at hand (None at the newest).
+        let mut after: Option<u32> = None;
+        for k in 0..kept {
+            let i = (ring.next - 1 - k) as usize % RING_SWITCHES;
+            let run = ring.records[i];
+            if run.until <= began {
+                break;
+            }
+            let ns = run.until.min(end).saturating_sub(run.since.max(began));
+            // A TID is 32 bits (the ring's holder is a u64 for the pairs'
+            // cgroup ids).
+            let tid = run.holder as u32;
+            let holder = match (tid == waiter, after) {
+                (true, Some(next)) => next,
+                _ => tid,
+            };
+            if ns > 0 {
+                *by_tid.entry(holder).or_default() += ns;
+                covered += ns;
+            }
+            after = Some(holder);
+        }
+        let mut tasks: Vec<(u32, u64)> = by_tid.into_iter().collect();
+        tasks.sort_by_key(|&(tid, ns)| (std::cmp::Reverse(ns), tid));
+        RanDuring {
+            tasks,
+            unknown_ns: wait.saturating_sub(covered),
+            queued_elsewhere: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -140,6 +203,14 @@ fn decode_record(bytes: &[u8]) -> Option<SlowRecord> {
             kernel: walked(SlowStacks::frames(&s.kernel, s.kernel_bytes)),
             user: walked(SlowStacks::frames(&s.user, s.user_bytes)),
             waker: None,
+            ran: RanDuring {
+                queued_elsewhere: s.queued_elsewhere != 0,
+                ..RanDuring::of(
+                    &s.runs,
+                    (s.event.at_ns, s.event.wait_ns),
+                    s.event.victim.tid,
+                )
+            },
         }),
     })
 }
@@ -155,6 +226,8 @@ fn decode(bytes: &[u8]) -> Option<SlowEvent> {
 
 #[cfg(test)]
 mod tests {
+    use schedlat_common::workload::SwitchRecord;
+
     use super::*;
 
     #[test]
@@ -181,5 +254,67 @@ mod tests {
         bytes[at + 12..at + 16].copy_from_slice(&3u32.to_ne_bytes());
         assert_eq!(waker_of(&bytes), Some((77, 3)));
         assert!(stacks.user.is_empty());
+        // No run kept: the whole wait is unknown.
+        assert_eq!(stacks.ran, RanDuring::default());
+    }
+
+    /// A ring holding `runs` (holder, since, until), oldest first, as the
+    /// kernel writes it (`next` counts every run since load).
+    fn ring(runs: &[(u64, u64, u64)], written: u64) -> SwitchRing {
+        let mut ring = SwitchRing::default();
+        for (k, &(holder, since, until)) in runs.iter().enumerate() {
+            let n = written - runs.len() as u64 + k as u64;
+            ring.records[n as usize % RING_SWITCHES] = SwitchRecord {
+                since,
+                until,
+                holder,
+            };
+        }
+        ring.next = written;
+        ring
+    }
+
+    #[test]
+    fn the_runs_inside_a_wait_add_up_to_it() {
+        // The wait is [100, 1000]: task 7 ran 50..400 (300 inside), the
+        // idle task 400..450, task 9 450..700, task 7 again 700..1010 (the
+        // holder's run, read just after the wait's end).
+        let r = ring(
+            &[
+                (5, 0, 50),
+                (7, 50, 400),
+                (0, 400, 450),
+                (9, 450, 700),
+                (7, 700, 1010),
+            ],
+            // Past a wrap of the ring: the index is taken modulo.
+            RING_SWITCHES as u64 + 3,
+        );
+        let ran = RanDuring::of(&r, (1000, 900), 11);
+        assert_eq!(ran.tasks, [(7, 600), (9, 250), (0, 50)]);
+        assert_eq!(ran.unknown_ns, 0);
+        // A wait longer than the ring reaches: the rest is unknown.
+        let ran = RanDuring::of(&r, (1000, 1500), 11);
+        assert_eq!(ran.tasks.iter().map(|t| t.1).sum::<u64>(), 1000);
+        assert_eq!(ran.unknown_ns, 500);
+    }
+
+    #[test]
+    fn a_ring_not_yet_full_is_read_from_its_start() {
+        let r = ring(&[(3, 10, 20), (4, 20, 90)], 2);
+        let ran = RanDuring::of(&r, (90, 100), 11);
+        assert_eq!(ran.tasks, [(4, 70), (3, 10)]);
+        // Before the first run (the ring's zeroed records are not runs).
+        assert_eq!(ran.unknown_ns, 20);
+    }
+
+    #[test]
+    fn the_waiters_own_run_is_never_among_its_holders() {
+        // Task 5 was preempted at 100 by task 7 (the ring's boundary read
+        // at 103), ran again at 1000: its wait is [100, 1000].
+        let r = ring(&[(5, 0, 103), (7, 103, 1001)], 2);
+        let ran = RanDuring::of(&r, (1000, 900), 5);
+        assert_eq!(ran.tasks, [(7, 900)]);
+        assert_eq!(ran.unknown_ns, 0);
     }
 }

@@ -523,7 +523,7 @@ pub(crate) mod tests {
     /// and woken from a timer.
     pub(crate) fn window_with_stacks() -> Window {
         use crate::{
-            analysis::stacks::{HolderStacks, WakerStack},
+            analysis::stacks::{HolderStacks, Ran, RanTask, WakerStack},
             sys::symbolize::Frame,
         };
         let frame = |addr: u64, name: &str| Frame {
@@ -550,6 +550,15 @@ pub(crate) mod tests {
                     frame(0xffff_ffff_8200_0100, "hrtimer_wakeup"),
                 ]),
             }),
+            ran: Ran {
+                tasks: vec![RanTask {
+                    tid: 42,
+                    comm: Some("hog".into()),
+                    ns: 900_000,
+                }],
+                unknown_ns: 100_000,
+                queued_elsewhere: false,
+            },
         }));
         w
     }

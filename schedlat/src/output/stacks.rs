@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::escape::printable;
 use crate::{
-    analysis::stacks::{HolderStacks, WakerStack},
+    analysis::{
+        fmt_ns,
+        stacks::{HolderStacks, Ran, RanTask, WakerStack},
+    },
     sys::symbolize::Frame,
 };
 
@@ -28,6 +31,27 @@ pub(crate) struct StacksJson {
     /// Who woke the task that waited, at the wakeup that began the wait;
     /// null when it did not begin with one.
     waker: Option<WakerJson>,
+    /// Who ran on the CPU during the wait (absent in dumps written before
+    /// it was kept: read back as nobody known).
+    #[serde(default)]
+    ran: RanJson,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct RanJson {
+    /// Most time first; tid 0 is the idle task.
+    tasks: Vec<RanTaskJson>,
+    /// The part of the wait older than the oldest run the kernel kept.
+    unknown_ns: u64,
+    queued_elsewhere: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RanTaskJson {
+    tid: u32,
+    /// Null once the task had exited when the event was read.
+    comm: Option<String>,
+    ns: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -75,6 +99,17 @@ impl StacksJson {
                 kernel: w.kernel.as_deref().map(frames),
                 tracing_frames: w.tracing_frames(),
             }),
+            ran: RanJson {
+                tasks: (s.ran.tasks.iter())
+                    .map(|t| RanTaskJson {
+                        tid: t.tid,
+                        comm: t.comm.clone(),
+                        ns: t.ns,
+                    })
+                    .collect(),
+                unknown_ns: s.ran.unknown_ns,
+                queued_elsewhere: s.ran.queued_elsewhere,
+            },
         }
     }
 
@@ -110,6 +145,17 @@ impl StacksJson {
             kernel: frames(&self.kernel)?,
             user: frames(&self.user)?,
             waker,
+            ran: Ran {
+                tasks: (self.ran.tasks.iter())
+                    .map(|t| RanTask {
+                        tid: t.tid,
+                        comm: t.comm.clone(),
+                        ns: t.ns,
+                    })
+                    .collect(),
+                unknown_ns: self.ran.unknown_ns,
+                queued_elsewhere: self.ran.queued_elsewhere,
+            },
         })
     }
 }
@@ -150,7 +196,44 @@ pub(crate) fn stacks_lines(s: &HolderStacks) -> String {
         Some(w) => out.push_str(&format!("    waker {:<7}  (stack not kept)\n", w.tid)),
         None => {}
     }
+    if let Some(line) = ran_line(&s.ran) {
+        out.push_str(&line);
+    }
     out
+}
+
+/// Tasks of a wait's `ran during` line.
+const TEXT_TASKS: usize = 4;
+
+/// Who ran on the CPU during the wait, most time first: `ran during:
+/// hog 812 3.91 ms, kworker/1:2 40 62.0 us, idle 8.00 us`; None when the
+/// kernel kept no run of it.
+fn ran_line(ran: &Ran) -> Option<String> {
+    if ran.tasks.is_empty() {
+        return None;
+    }
+    let mut shown: Vec<String> = (ran.tasks.iter().take(TEXT_TASKS))
+        .map(|t| match (t.tid, &t.comm) {
+            (0, _) => format!("idle {}", fmt_ns(t.ns)),
+            (tid, Some(comm)) => format!("{} {tid} {}", printable(comm), fmt_ns(t.ns)),
+            (tid, None) => format!("(exited) {tid} {}", fmt_ns(t.ns)),
+        })
+        .collect();
+    if ran.tasks.len() > TEXT_TASKS {
+        shown.push(format!("{} more", ran.tasks.len() - TEXT_TASKS));
+    }
+    let mut line = format!("    ran during: {}", shown.join(", "));
+    if ran.unknown_ns > 0 {
+        line.push_str(&format!(
+            "; {} before the runs kept",
+            fmt_ns(ran.unknown_ns)
+        ));
+    }
+    if ran.queued_elsewhere {
+        line.push_str("; queued on another CPU first");
+    }
+    line.push('\n');
+    Some(line)
 }
 
 #[cfg(test)]
@@ -176,7 +259,31 @@ mod tests {
                 tid: 9,
                 kernel: Some(vec![frame(0xffff_ffff_8200_0000, Some("hrtimer_wakeup"))]),
             }),
+            ran: Ran {
+                tasks: vec![
+                    RanTask {
+                        tid: 812,
+                        comm: Some("hog".into()),
+                        ns: 3_910_000,
+                    },
+                    RanTask {
+                        tid: 0,
+                        comm: None,
+                        ns: 8_000,
+                    },
+                    RanTask {
+                        tid: 77,
+                        comm: None,
+                        ns: 1_000,
+                    },
+                ],
+                unknown_ns: 2_000,
+                queued_elsewhere: true,
+            },
         };
+        assert!(stacks_lines(&s).ends_with(
+            "    ran during: hog 812 3.91 ms, idle 8.00 us, (exited) 77 1.00 us; 2.00 us before the runs kept; queued on another CPU first\n"
+        ));
         let text = serde_json::to_string(&StacksJson::new(&s)).unwrap();
         let back: StacksJson = serde_json::from_str(&text).unwrap();
         let mut expected = s.clone();
@@ -186,5 +293,10 @@ mod tests {
         let bad = text.replace("0x401000", "401000");
         let bad: StacksJson = serde_json::from_str(&bad).unwrap();
         assert_eq!(bad.stacks(), None);
+        // A dump written before the runs were kept reads back without them.
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        old.as_object_mut().unwrap().remove("ran");
+        let old: StacksJson = serde_json::from_value(old).unwrap();
+        assert_eq!(old.stacks().unwrap().ran, Ran::default());
     }
 }

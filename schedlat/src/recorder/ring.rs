@@ -127,7 +127,7 @@ pub(super) fn label(mut s: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::stacks::HolderStacks;
+    use crate::analysis::stacks::{HolderStacks, Ran};
 
     fn second(i: u64) -> Second {
         Second {
@@ -176,6 +176,7 @@ mod tests {
                     kernel: Vec::new(),
                     user: Vec::new(),
                     waker: None,
+                    ran: Ran::default(),
                 })
             }),
         }
