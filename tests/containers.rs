@@ -10,6 +10,7 @@ use common::{
     cgroup::{TestCgroup, churn, v1_cpu_root, v2_root},
     cpu::CpuTimes,
     parse_json_lines, require_root, run_schedlat,
+    workload::batch_sleeper,
 };
 use serde_json::Value;
 
@@ -184,15 +185,70 @@ fn busybox_image() -> String {
     image
 }
 
+/// A local image holding only the static holder of
+/// tests/fixtures/container-holder (no registry is reached), built with the
+/// host's C compiler and imported under a fixed tag.
+fn holder_image() -> String {
+    let image = "localhost/schedlat-test-holder:1".to_string();
+    let dir = std::env::temp_dir().join(format!("schedlat-holder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/container-holder/holder.c"
+    );
+    let built = Command::new("cc")
+        .args(["-static", "-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(dir.join("holder"))
+        .arg(source)
+        .output()
+        .expect("cc runs (gcc, as cargo's linker)");
+    assert!(
+        built.status.success(),
+        "cc -static (glibc's libc.a is package libc6-dev): {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let tar = dir.with_extension("tar");
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(&dir)
+        .arg("-cf")
+        .arg(&tar)
+        .arg("holder")
+        .status()
+        .unwrap();
+    assert!(ok.success(), "tar of the holder failed");
+    let out = Command::new("podman")
+        .arg("import")
+        .arg(&tar)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "podman import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&tar);
+    image
+}
+
 impl Container {
     /// Runs `script` in busybox's sh in a new container.
     fn run(image: &str, name: &str, script: &str) -> Container {
+        Self::run_command(image, name, &["sh", "-c", script])
+    }
+
+    /// Runs `command` in a new container.
+    fn run_command(image: &str, name: &str, command: &[&str]) -> Container {
         let name = format!("schedlat-test-{}-{name}", std::process::id());
         let _ = Command::new("podman").args(["rm", "-f", &name]).output();
         let out = Command::new("podman")
             .args(["run", "-d", "--name", &name])
             .args(PODMAN_RUN)
-            .args([image, "sh", "-c", script])
+            .arg(image)
+            .args(command)
             .output()
             .expect("podman runs");
         if !out.status.success() {
@@ -428,5 +484,73 @@ fn schedlat_in_its_container_names_a_podman_pair() {
         named(&sleeper),
         named(&hog),
         cpus.busy_since()
+    );
+}
+
+/// The holder's user stack of a process inside a container is named
+/// through the container's own file system: its binary is `/holder` there,
+/// a path the host does not have, so it can only be read through the
+/// process (/proc/PID/map_files, /proc/PID/root).
+#[test]
+fn a_holder_inside_a_container_is_named_through_its_file_system() {
+    if !require_root() {
+        return;
+    }
+    assert!(
+        !Path::new("/holder").exists(),
+        "the host has a /holder: the test would not tell"
+    );
+    let holder = Container::run_command(&holder_image(), "stack-holder", &["/holder"]);
+    let cpu = holder.first_allowed_cpu();
+    holder.pin(cpu);
+    // At nice -10 it holds nine in ten of the CPU's time against the
+    // sleeper, a SCHED_BATCH task (its wakeups never preempt), whose
+    // waits then end behind it.
+    let reniced = Command::new("renice")
+        .args(["-n", "-10", "-p", &holder.pid])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("renice (util-linux) runs");
+    assert!(reniced.success(), "renice {}", holder.pid);
+    let cpus = CpuTimes::now();
+    let me = std::process::id().to_string();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks=holder",
+            "-p",
+            &me,
+        ],
+    );
+    let sleeper = batch_sleeper(cpu, 1500);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let busy = cpus.busy_since();
+    let objects = parse_json_lines(&lines);
+    let pid: u64 = holder.pid.parse().unwrap();
+    let behind: Vec<&Value> = (objects.iter())
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == u64::from(sleeper))
+        .filter(|o| o["culprit"]["pid"] == pid)
+        .collect();
+    assert!(
+        behind.len() >= 5,
+        "{} slow waits behind the container's holder; {busy}",
+        behind.len()
+    );
+    let innermost = |w: &Value| w["holder_stacks"]["user"][0].clone();
+    let named = (behind.iter())
+        // Named from the file as the container sees it.
+        .filter(|w| innermost(w)["module"] == "/holder")
+        .filter(|w| innermost(w)["symbol"] == "schedlat_container_spin")
+        .count();
+    assert!(
+        named * 10 >= behind.len() * 9,
+        "{named} of {} user stacks of the container's holder name its function: {:?}",
+        behind.len(),
+        behind.iter().map(|w| innermost(w)).collect::<Vec<_>>()
     );
 }

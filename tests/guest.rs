@@ -935,7 +935,7 @@ fn stacks_name_the_holder_on_this_kernel() {
         }
         let tracer = TracerProcess::start(SCHEDLAT, &args);
         let cpu = workload::workload_cpu();
-        let (sleeper, holder) = workload::behind_holder(cpu, || batch_sleeper(cpu, 400));
+        let (sleeper, holder) = workload::behind_holder(cpu, || workload::batch_sleeper(cpu, 400));
         let (status, lines) = tracer.stop_with(libc::SIGINT);
         assert!(status.success(), "{which} on {release}: {status}");
         let objects = parse_json_lines(&lines);
@@ -1028,27 +1028,6 @@ fn stacks_name_the_holder_on_this_kernel() {
             waits.len()
         );
     }
-}
-
-/// A SCHED_BATCH thread on `cpu` sleeping 1 ms `rounds` times; its TID. A
-/// batch task's wakeup never preempts the running task (the tick and the
-/// holder's slice end its wait), so each of its waits is behind whatever
-/// holds the CPU, for every kernel's scheduler alike.
-fn batch_sleeper(cpu: usize, rounds: u32) -> u32 {
-    std::thread::spawn(move || {
-        workload::pin_current_thread(cpu);
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: valid param; pid 0 is the calling thread.
-        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
-        assert_eq!(rc, 0, "SCHED_BATCH: {}", std::io::Error::last_os_error());
-        for _ in 0..rounds {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // SAFETY: gettid has no preconditions.
-        unsafe { libc::gettid() as u32 }
-    })
-    .join()
-    .expect("the batch sleeper")
 }
 
 /// Whether `slow WHICH` loads here: traced on a `sleep` that ends in 3 s

@@ -423,3 +423,24 @@ pub(crate) fn behind_holder(cpu: usize, sleeper: impl FnOnce() -> u32) -> (u32, 
     holder.join().unwrap();
     (sleeper, u64::from(holder_tid.load(Ordering::SeqCst)))
 }
+
+/// A SCHED_BATCH thread on `cpu` sleeping 1 ms `rounds` times; its TID. A
+/// batch task's wakeup never preempts the running task (the tick and the
+/// holder's slice end its wait), so each of its waits is behind whatever
+/// holds the CPU, for every kernel's scheduler alike.
+pub(crate) fn batch_sleeper(cpu: usize, rounds: u32) -> u32 {
+    thread::spawn(move || {
+        pin_current_thread(cpu);
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: valid param; pid 0 is the calling thread.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        assert_eq!(rc, 0, "SCHED_BATCH: {}", std::io::Error::last_os_error());
+        for _ in 0..rounds {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u32 }
+    })
+    .join()
+    .expect("the batch sleeper")
+}
