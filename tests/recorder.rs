@@ -31,16 +31,22 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
+    /// `schedlat record --ring 120s` of this process, dumping into `dir`.
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Recorder {
+        Self::start_as(&["record"], dir, extra)
+    }
+
+    /// The same recorder in `schedlat serve` (on a port of the kernel's
+    /// choosing).
+    pub(crate) fn serving(dir: &Path, extra: &[&str]) -> Recorder {
+        Self::start_as(&["serve", "--listen", "127.0.0.1:0"], dir, extra)
+    }
+
+    fn start_as(command: &[&str], dir: &Path, extra: &[&str]) -> Recorder {
         let stderr = dir.with_extension("stderr");
         let me = me();
-        let mut args = vec![
-            "record",
-            "--ring",
-            "120s",
-            "--dump-dir",
-            dir.to_str().unwrap(),
-        ];
+        let mut args = command.to_vec();
+        args.extend(["--ring", "120s", "--dump-dir", dir.to_str().unwrap()]);
         if !extra.contains(&"--slow-threshold") {
             args.extend(["--slow-threshold", "1ms"]);
         }

@@ -271,6 +271,55 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `serve --ring --stacks=holder` with the neighbour pairs (what the
+/// DaemonSet runs, its switch then the pairs' twin with the stacks): each
+/// dumped slow wait behind the holder names its function, and who ran
+/// during it.
+#[test]
+fn serves_flight_recorder_keeps_the_holders_stacks_beside_the_pairs() {
+    if !require_root() {
+        return;
+    }
+    let dir = recorder::scratch("serve-stacks");
+    let rec = recorder::Recorder::serving(&dir, &["--cgroups", "--pairs", "--stacks=holder"]);
+    assert!(
+        rec.log()
+            .contains("the newest 1000 with their holder's stacks"),
+        "{}",
+        rec.log()
+    );
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
+    rec.signal(libc::SIGHUP);
+    rec.wait_for("dumped", Duration::from_secs(30));
+    let log = rec.stop();
+    let written = recorder::dumps(&dir);
+    let dump = written.first().unwrap_or_else(|| panic!("no dump: {log}"));
+    let text = std::fs::read_to_string(dump.join("dump.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    let lines = parse_json_lines(&lines);
+    assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
+    assert_ne!(lines[0]["wakers"], true, "{}", lines[0]);
+    let behind: Vec<&Value> = (lines.iter())
+        .filter(|l| l["type"] == "slow" && l["victim"]["tid"] == u64::from(sleeper))
+        .filter(|l| l["culprit"]["tid"] == holder_tid)
+        .filter(|l| l["holder_stacks"].is_object())
+        .collect();
+    assert!(behind.len() >= 5, "few slow waits behind the holder: {log}");
+    let spin = (behind.iter())
+        .filter(|w| w["holder_stacks"]["user"][0]["symbol"] == SPIN)
+        .count();
+    assert!(
+        spin * 10 >= behind.len() * 9,
+        "{spin} of {} name {SPIN}",
+        behind.len()
+    );
+    for w in &behind {
+        let tasks = w["holder_stacks"]["ran"]["tasks"].as_array().unwrap();
+        assert!(tasks.iter().any(|t| t["tid"] == holder_tid), "{w}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A folded or flame graph path that cannot be written fails the run
 /// before it traces anything (no root needed to see it).
 #[test]

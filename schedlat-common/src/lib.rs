@@ -170,6 +170,16 @@ pub mod names {
             "sched_switch_victims_decision",
         ),
     ];
+    /// The pairs' switches with the holder's stacks too (`serve --pairs
+    /// --ring --stacks`), (program, the program it replaces, after the
+    /// pairs' swap).
+    pub const BTF_PAIRS_STACKS_PROGRAMS: [(&str, &str); 2] = [
+        ("sched_switch_pairs_stacks", "sched_switch_pairs"),
+        (
+            "sched_switch_decision_pairs_stacks",
+            "sched_switch_decision_pairs",
+        ),
+    ];
     /// The victims mode's sched_switch, which replaces `sched_switch`.
     pub const BTF_SWITCH_VICTIMS: &str = "sched_switch_victims";
     /// `--waking` (the wakeup path before the queue), in either mode.

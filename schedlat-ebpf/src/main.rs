@@ -191,6 +191,18 @@ pub fn sched_switch_decision_stacks(ctx: BtfTracePointContext) -> u32 {
     histogram_switch::<true, true, false>(&ctx)
 }
 
+// Both (names::BTF_PAIRS_STACKS_PROGRAMS): `serve --pairs --ring
+// --stacks`, the DaemonSet's recorder with its slow waits' stacks.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_pairs_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<false, true, true>(&ctx)
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_decision_pairs_stacks(ctx: BtfTracePointContext) -> u32 {
+    histogram_switch::<true, true, true>(&ctx)
+}
+
 /// The histogram and slow modes' sched_switch (`D`: with the decision
 /// split; `S`: slow events with the holder's stacks; `P`: with the
 /// neighbour pairs).

@@ -405,7 +405,7 @@ impl ServeArgs {
             .map_err(UsageError)?;
         Ok(ServeOptions {
             otlp,
-            ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0),
+            ring: self.ring.options(crate::histogram::Unit::Usecs, None, 0)?,
             listen: self.listen,
             exemplars_ns: self.exemplars.map(|ns| ns.max(1)),
             snapshot_enabled: self.web_enable_snapshot,
@@ -647,33 +647,59 @@ pub(crate) struct RingArgs {
     /// After a trigger's dump, seconds before a trigger dumps again
     #[arg(long, value_name = "SECONDS", default_value_t = 60, requires = "ring")]
     pub cooldown: u64,
+    /// Keep each slow wait's stacks: the holder's kernel and user stacks
+    /// at the switch that ended it, who ran during it, and the waker's
+    /// kernel stack at the wakeup that began it, named as they are read;
+    /// dumps, replay and the Perfetto trace show them. `--stacks=holder`
+    /// keeps all but the waker's (docs/stacks.md: the waker's costs every
+    /// wakeup of a traced task a stack walk)
+    #[arg(long, value_name = "WHICH", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_enum, requires = "ring")]
+    pub stacks: Option<StacksArg>,
+    /// With --stacks, the newest N slow waits keep their stacks (each
+    /// stack its innermost 64 frames); older ones are kept without, and
+    /// counted
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "stacks",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_stacks: u32,
 }
 
 impl RingArgs {
-    /// The recorder's options; `cgroups`: the per-cgroup series' keys
-    /// (`record --ring --ring-cgroups`; serve's ring keeps the total), at
-    /// most `max_series` a second.
+    /// The recorder's options, None without `--ring`; `cgroups`: the
+    /// per-cgroup series' keys (`record --ring --ring-cgroups`; serve's
+    /// ring keeps the total), at most `max_series` a second. `--stacks`
+    /// without `--ring` is refused here: clap does not hold an option with
+    /// a value it may fill in itself (`--stacks` alone is `--stacks=all`)
+    /// to its `requires`.
     pub(crate) fn options(
         &self,
         unit: crate::histogram::Unit,
         cgroups: Option<Keyed>,
         max_series: u32,
-    ) -> Option<RecorderOptions> {
-        Some(RecorderOptions {
-            window_s: self.ring?,
+    ) -> Result<Option<RecorderOptions>, UsageError> {
+        let Some(window_s) = self.ring else {
+            return match self.stacks {
+                Some(_) => Err(UsageError(
+                    "--stacks keeps the flight recorder's stacks: it needs --ring (`schedlat slow --stacks` shows them live)".into(),
+                )),
+                None => Ok(None),
+            };
+        };
+        Ok(Some(RecorderOptions {
+            window_s,
             dir: self.dump_dir.clone(),
             keep: self.keep as usize,
             slow_ns: self.slow_threshold,
             max_slow: self.max_slow as usize,
-            stacks: None,
-            max_stacks: 0,
+            stacks: self.stacks.map(StacksArg::stacks),
+            max_stacks: self.max_stacks as usize,
             cgroups,
             max_series,
             triggers: self.trigger.clone(),
             trigger_window_s: self.trigger_window,
             cooldown_s: self.cooldown,
             unit,
-        })
+        }))
     }
 }
 

@@ -175,24 +175,6 @@ pub(crate) struct RecordArgs {
     #[command(flatten)]
     pub ring_cgroups: keyed::RingCgroupArgs,
 
-    /// Keep each slow wait's stacks: the holder's kernel and user stacks
-    /// at the switch that ended it and the waker's kernel stack at the
-    /// wakeup that began it, named as they are read; dumps, replay and the
-    /// Perfetto trace show them. `--stacks=holder` keeps the holder's only
-    /// (docs/stacks.md: the waker's costs every wakeup of a traced task a
-    /// stack walk, the holder's only the slow waits)
-    #[arg(long, value_name = "WHICH", num_args = 0..=1, require_equals = true,
-          default_missing_value = "all", value_enum, requires = "ring",
-          help_heading = "Flight recorder (--ring)")]
-    pub stacks: Option<args::StacksArg>,
-    /// With --stacks, the newest N slow waits keep their stacks (each
-    /// stack its innermost 64 frames); older ones are kept without, and
-    /// counted
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "stacks",
-          help_heading = "Flight recorder (--ring)",
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub max_stacks: u32,
-
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -201,28 +183,15 @@ pub(crate) struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// The flight recorder's options; None without `--ring`. `--stacks`
-    /// without `--ring` is refused here: clap does not hold an option with
-    /// a value it may fill in itself (`--stacks` alone is `--stacks=all`)
-    /// to its `requires`.
+    /// The flight recorder's options; None without `--ring`, an error
+    /// for a recorder option without it (RingArgs::options).
     pub(crate) fn ring_options(&self) -> Result<Option<RecorderOptions>, UsageError> {
         let (cgroups, max_series) = (&self.ring_cgroups.keys, &self.ring_cgroups.max_series);
-        let ring = self.ring.options(
+        self.ring.options(
             unit(self.milliseconds),
             cgroups.keyed(None),
             max_series.max_series,
-        );
-        match (ring, self.stacks) {
-            (None, Some(_)) => Err(UsageError(
-                "--stacks keeps the flight recorder's stacks: it needs --ring (`schedlat slow --stacks` shows them live)".into(),
-            )),
-            (None, None) => Ok(None),
-            (Some(ring), stacks) => Ok(Some(RecorderOptions {
-                stacks: stacks.map(args::StacksArg::stacks),
-                max_stacks: self.max_stacks as usize,
-                ..ring
-            })),
-        }
+        )
     }
 }
 

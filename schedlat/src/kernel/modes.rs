@@ -15,14 +15,15 @@ use crate::kernel::{error::LoadError, limits::pid_max};
 /// drained continuously by a thread of its own (collect/cgroup_names.rs).
 const NAMES_RING_BYTES: u32 = 256 << 10;
 
-/// Ring buffer for slow events: 1 MiB holds ~7,700 events (136 bytes with
+/// Ring buffer for slow events: 1 MiB holds ~8,700 events (120 bytes with
 /// the kernel's header), seconds of backlog at one slow wait per
 /// millisecond per CPU.
 const SLOW_RING_BYTES: u32 = 1 << 20;
 
-/// With the holders' stacks (`slow --stacks`, 2,184 bytes an event with
-/// the header): 4 MiB holds ~1,900 events, the same seconds of backlog at
-/// a quarter of that rate.
+/// With the holders' stacks (`slow --stacks`, 2,960 bytes an event with
+/// the header: the stacks and the copy of the CPU's last runs): 4 MiB
+/// holds ~1,400 events, the same seconds of backlog at a fifth of that
+/// rate.
 const SLOW_STACKS_RING_BYTES: u32 = 4 << 20;
 
 /// Distinct waker stacks `slow --stacks` keeps (1,024 bytes each): a

@@ -61,6 +61,7 @@ pub(super) fn attach(
                 ];
                 if (names::BTF_HOLDER_STACKS_PROGRAMS.iter())
                     .chain(&names::BTF_WAKER_STACKS_PROGRAMS)
+                    .chain(&names::BTF_PAIRS_STACKS_PROGRAMS)
                     .any(|(p, _)| *p == program)
                 {
                     STACKS_HINT

@@ -188,6 +188,7 @@ mod tests {
             .chain(&names::BTF_HOLDER_STACKS_PROGRAMS)
             .chain(&names::BTF_WAKER_STACKS_PROGRAMS)
             .chain(&names::BTF_PAIRS_PROGRAMS)
+            .chain(&names::BTF_PAIRS_STACKS_PROGRAMS)
             .map(|&(program, _)| program)
             .chain([names::BTF_WAKING.0, names::BTF_SWITCH_VICTIMS]);
         for program in programs {

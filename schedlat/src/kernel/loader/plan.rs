@@ -185,16 +185,20 @@ impl Plan {
             // The split's own programs (schedlat-ebpf main.rs says why).
             swap_twins(&mut btf_programs, &names::BTF_DECISION_PROGRAMS);
         }
-        // After the decision's swap: each switch has a stacks twin and a
-        // pairs twin (the modes never ask for both).
+        // After the decision's swap: each switch has a pairs twin, a
+        // stacks twin, and the histogram's switches a twin with both.
+        if modes.pairs.is_some() {
+            swap_twins(&mut btf_programs, &names::BTF_PAIRS_PROGRAMS);
+        }
         if let Some(stacks) = modes.stacks {
-            swap_twins(&mut btf_programs, &names::BTF_HOLDER_STACKS_PROGRAMS);
+            let holder = match modes.pairs {
+                Some(_) => &names::BTF_PAIRS_STACKS_PROGRAMS,
+                None => &names::BTF_HOLDER_STACKS_PROGRAMS,
+            };
+            swap_twins(&mut btf_programs, holder);
             if stacks.wakers() {
                 swap_twins(&mut btf_programs, &names::BTF_WAKER_STACKS_PROGRAMS);
             }
-        }
-        if modes.pairs.is_some() {
-            swap_twins(&mut btf_programs, &names::BTF_PAIRS_PROGRAMS);
         }
         if waking {
             btf_programs.push(names::BTF_WAKING);
