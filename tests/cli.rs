@@ -116,6 +116,18 @@ fn diagnose_refuses_a_thread_scope_with_status_2() {
     assert_usage_error(&["diagnose", "-t", "1"], "unexpected argument '-t'");
 }
 
+/// diagnose's stacks threshold is a duration as `slow --threshold`'s, and
+/// `--no-stacks` takes none.
+#[test]
+fn diagnose_stacks_options_are_checked_as_a_bad_command_line() {
+    assert_usage_error(&["diagnose", "--stacks-over", "5"], "needs a unit");
+    assert_usage_error(&["diagnose", "--stacks-over", "0ms"], "out of range");
+    assert_usage_error(
+        &["diagnose", "--no-stacks", "--stacks-over", "2ms"],
+        "cannot be used with",
+    );
+}
+
 /// Defect 14: a long `--comm` is a bad command line whose suggestion is
 /// cut at a character, not inside one.
 #[test]

@@ -402,6 +402,94 @@ fn hogs_in_another_cgroup_are_the_noisy_neighbour() {
     let other = held_by["other_cgroup"]["sum_ns"].as_u64().unwrap();
     let same = held_by["same_cgroup"]["sum_ns"].as_u64().unwrap();
     assert!(other > same, "{r} ({busy})");
+    // The named neighbour's evidence quotes what its tasks ran: the hogs'
+    // shell (a loop in `sh`, whatever its frames are named).
+    let holders = r["ebpf"]["stacks"]["holders"].as_array();
+    let group = (holders.into_iter().flatten())
+        .find(|h| h["cgroup"]["path"] == b.rel.as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "no stack behind {} ({busy}): {}",
+                b.rel, r["ebpf"]["stacks"]
+            )
+        });
+    let folded = group["folded"].as_str().unwrap();
+    assert!(folded.starts_with("sh"), "{group} ({busy})");
+}
+
+/// Issue 47: the evidence for a named holder quotes its hottest stack. A
+/// thread spinning in HOLDER_SPIN at nice -10 beside a 1 ms sleeper of the
+/// same process on one CPU outranks it: diagnose names it (a culprit, and
+/// class or priority's), and its hottest stack of the waits over 1 ms ends
+/// in that function, in the JSON's `stacks`.
+#[test]
+fn the_holders_evidence_quotes_its_hottest_stack() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload::workload_cpu();
+    let me = std::process::id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // 4,000 rounds of at least 1 ms: past the 3 s window and its loads.
+    let (r, busy) = diagnose(&["-p", &me], move || {
+        let (_, holder) = workload::sleeper_behind_holder(cpu, 4000);
+        tx.send(holder).unwrap();
+    });
+    let holder = rx.recv().expect("the holder's TID");
+    let stacks = &r["ebpf"]["stacks"];
+    assert_eq!(stacks["threshold_ns"], 1_000_000, "{stacks}");
+    assert_eq!(stacks["lost"], 0, "events lost ({busy}): {stacks}");
+    let behind = (stacks["holders"].as_array().into_iter().flatten())
+        .find(|h| h["task"]["tid"] == holder)
+        .unwrap_or_else(|| panic!("no stack behind the holder {holder} ({busy}): {r}"));
+    let folded = behind["folded"].as_str().unwrap();
+    assert!(
+        folded.starts_with("stack-holder;")
+            && folded.ends_with(&format!(";{}", workload::HOLDER_SPIN)),
+        "the hottest stack behind the holder ({busy}): {behind}"
+    );
+    let (waits, share) = (
+        behind["waits"].as_u64().unwrap(),
+        behind["share"].as_f64().unwrap(),
+    );
+    assert!(
+        waits >= 5 && share > 0.0 && share <= 1.0,
+        "{behind} ({busy})"
+    );
+    assert!(
+        behind["stack_ns"].as_u64() <= behind["wait_ns"].as_u64(),
+        "{behind}"
+    );
+}
+
+/// `--no-stacks` loads no stacks programs: the JSON has neither the
+/// `stacks` object nor a reason for its absence, and the text no line of
+/// them.
+#[test]
+fn no_stacks_leaves_the_stacks_out() {
+    if !require_root() {
+        return;
+    }
+    let me = std::process::id().to_string();
+    let (status, json, err) =
+        common::run_schedlat(&["diagnose", "--json", "--no-stacks", "-d", "1", "-p", &me]);
+    assert!(status.success(), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let ebpf = r["ebpf"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no eBPF part: {r}"));
+    assert!(
+        !ebpf.contains_key("stacks") && !ebpf.contains_key("stacks_unavailable"),
+        "{r}"
+    );
+    let (status, text, err) =
+        common::run_schedlat(&["diagnose", "--no-stacks", "-d", "1", "-p", &me]);
+    assert!(status.success(), "{err}");
+    assert!(
+        !text.contains("holder stacks") && !text.contains("hottest stack"),
+        "{text}"
+    );
 }
 
 /// Issue 28: a healthy container is not accused. Its task wakes every
@@ -483,6 +571,12 @@ fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
     assert!(text.contains("hook tracepoint"), "{text}");
     assert!(
         text.contains("victims and culprits: not measured") && text.contains("tp_btf"),
+        "{text}"
+    );
+    // Nor are there holder stacks, and the report says why.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("   holder stacks: not taken:") && l.contains("tp_btf")),
         "{text}"
     );
 }

@@ -179,6 +179,12 @@ impl HolderStacks {
         !self.kernel.is_empty() && self.own_kernel().is_empty()
     }
 
+    /// The frames of [`Self::folded_frames`] as one folded stack,
+    /// `outer;...;inner`, without a comm or a weight.
+    pub(crate) fn folded(&self) -> String {
+        self.folded_frames().collect::<Vec<_>>().join(";")
+    }
+
     /// One folded line's frames, outermost first: the user stack, then
     /// the holder's own kernel frames marked `_[k]` (as stackcollapse-perf
     /// marks them, which flame graph palettes colour apart).
@@ -321,7 +327,7 @@ impl HolderStacks {
 /// A frame as one field of a folded line: `;` separates frames and the
 /// last space the weight, so neither may appear in a name (C++ and Rust
 /// demangled names can hold both).
-fn fold_safe(name: &str) -> String {
+pub(crate) fn fold_safe(name: &str) -> String {
     name.replace(';', ":").replace([' ', '\n'], "_")
 }
 

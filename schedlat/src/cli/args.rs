@@ -457,6 +457,17 @@ pub(crate) struct DiagnoseArgs {
     #[arg(long, conflicts_with = "no_decision")]
     pub decision: bool,
 
+    /// Take the holder's stacks at the end of each wait at least this
+    /// long, and quote the hottest behind each holder the report names
+    /// (docs/stacks.md): a number with a unit, e.g. 1ms, 500us
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration_ns,
+          help_heading = "Stacks")]
+    pub stacks_over: u64,
+
+    /// Take no stacks: the slow waits' own programs are not loaded
+    #[arg(long, conflicts_with = "stacks_over", help_heading = "Stacks")]
+    pub no_stacks: bool,
+
     #[command(flatten)]
     pub scope: ScopeArgs,
 
@@ -501,6 +512,7 @@ impl DiagnoseArgs {
             duration: self.duration,
             json: self.json,
             decision: self.decision,
+            stacks_over: (!self.no_stacks).then_some(self.stacks_over),
         }
     }
 }

@@ -9,6 +9,8 @@ use crate::{
     analysis::{
         diagnosis::{
             decision::ANOTHER_CLASS,
+            hottest::Window,
+            named::Holder,
             priority::Attribution,
             selfcheck, split,
             traced::Traced,
@@ -20,7 +22,7 @@ use crate::{
         victims::Row,
     },
     output,
-    output::{causes_line, escape, text},
+    output::{causes_line, escape, hottest, text},
     sys::{findings::Findings, scope::Scope},
 };
 
@@ -111,11 +113,15 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             {
                 let _ = writeln!(out, "   {line}");
             }
+            let stacks = t.stacks.as_ref().and_then(|s| s.as_ref().ok());
             match &t.victims {
-                Ok(a) => victims_text(&mut out, a),
+                Ok(a) => victims_text(&mut out, a, stacks),
                 Err(why) => {
                     let _ = writeln!(out, "   victims and culprits: not measured: {why}");
                 }
+            }
+            if let Some(s) = &t.stacks {
+                let _ = writeln!(out, "   {}", hottest::summary(s));
             }
         }
         (None, Some(why)) => {
@@ -136,14 +142,16 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
             out.push_str("   none\n");
         }
     }
+    let stacks = traced.and_then(|t| t.stacks.as_ref()?.as_ref().ok());
     for c in causes {
-        let _ = writeln!(
-            out,
-            "   - {}: {}\n     next: {}",
-            c.name,
-            escape::printable(&c.evidence),
-            escape::printable(&c.next_step)
-        );
+        let _ = writeln!(out, "   - {}: {}", c.name, escape::printable(&c.evidence));
+        // What each holder it names was running.
+        for line in
+            (stacks.iter()).flat_map(|w| c.holders.iter().filter_map(|h| hottest::line(w, h)))
+        {
+            let _ = writeln!(out, "     {line}");
+        }
+        let _ = writeln!(out, "     next: {}", escape::printable(&c.next_step));
     }
     out.push_str("\n4. Self-check: eBPF against the kernel's schedstat run_delay\n");
     match traced.map(|t| selfcheck::check(t, f)) {
@@ -160,8 +168,9 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
     out
 }
 
-/// The tasks that waited most and those charged with it, with their class.
-fn victims_text(out: &mut String, a: &Attribution) {
+/// The tasks that waited most and those charged with it, with their class,
+/// and under each culprit its hottest stack where `stacks` has one.
+fn victims_text(out: &mut String, a: &Attribution, stacks: Option<&Window>) {
     let t = &a.tables;
     let share = |ns: u64| ns as f64 / t.waited_ns.max(1) as f64 * 100.0;
     let _ = writeln!(
@@ -207,6 +216,9 @@ fn victims_text(out: &mut String, a: &Attribution) {
             c.count,
             fmt_ns(c.max_ns)
         );
+        if let Some(line) = stacks.and_then(|w| hottest::line(w, &Holder::Task(c.task))) {
+            let _ = writeln!(out, "       {line}");
+        }
     }
     if a.overflow != (0, 0) {
         let _ = writeln!(
@@ -266,10 +278,27 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
     })
 }
 
+/// The holders the report names, each once: the culprits it lists, then
+/// those its causes name.
+fn named_holders(t: &Traced, verdict: &Verdict) -> Vec<Holder> {
+    let culprits = (t.victims.iter())
+        .flat_map(|a| a.tables.culprits.iter().take(TOP))
+        .filter(|c| c.task.tid != 0)
+        .map(|c| Holder::Task(c.task));
+    let causes = (verdict.diagnoses.iter()).flat_map(|c| c.holders.iter().cloned());
+    let mut named: Vec<Holder> = Vec::new();
+    for holder in culprits.chain(causes) {
+        if !named.iter().any(|h| h.same(&holder)) {
+            named.push(holder);
+        }
+    }
+    named
+}
+
 pub(crate) fn json(d: &DiagnoseReport) -> String {
     let (f, traced) = (d.findings, d.traced);
     let ebpf = traced.map(|t| {
-        json!({
+        let mut v = json!({
             "hook": t.hook, "count": t.waits.count(), "sum_ns": t.waits.sum_ns,
             "percentiles": t.percentiles, "shape": t.shape,
             // The split of the window's waits, as in schedlat.histogram.v2.
@@ -281,7 +310,14 @@ pub(crate) fn json(d: &DiagnoseReport) -> String {
             "self_check": selfcheck::check(t, f),
             "victims": t.victims.as_ref().ok().map(victims_json),
             "victims_unavailable": t.victims.as_ref().err(),
-        })
+        });
+        // Only where asked for: `--no-stacks` leaves both out.
+        match &t.stacks {
+            Some(Ok(w)) => v["stacks"] = hottest::json(w, &named_holders(t, d.verdict)),
+            Some(Err(why)) => v["stacks_unavailable"] = json!(why),
+            None => {}
+        }
+        v
     });
     let object = json!({
         "schema": "schedlat.diagnose.v1",
@@ -337,7 +373,7 @@ mod tests {
         );
         a.throttled.insert(500);
         let mut out = String::new();
-        victims_text(&mut out, &a);
+        victims_text(&mut out, &a, None);
         assert!(
             out.contains("longest behind swapper/0 (throttled: cgroup quota)"),
             "{out}"

@@ -15,6 +15,7 @@ pub(crate) mod dump;
 pub(crate) mod escape;
 pub(crate) mod flame;
 pub(crate) mod hlog;
+pub(crate) mod hottest;
 pub(crate) mod json;
 pub(crate) mod kernel_context;
 pub(crate) mod pairs;

@@ -97,7 +97,7 @@ pub struct Differs {
 }
 
 /// The hierarchy two tasks' cgroups differ in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Which {
     /// The v1 cpu controller's: every group of it is a group of the CPU
     /// scheduler with its own cpu.shares and cfs quota.

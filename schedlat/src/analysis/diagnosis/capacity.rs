@@ -37,6 +37,7 @@ pub(crate) fn throttling(f: &Findings) -> Option<Diagnosis> {
             t.source
         ),
         next_step: "raise the quota (cpu.max, or cpu.cfs_quota_us on cgroup v1) above the group's peak demand, or spread its bursts".into(),
+        holders: Vec::new(),
     })
 }
 
@@ -59,6 +60,7 @@ pub(crate) fn saturation(f: &Findings) -> Option<Diagnosis> {
             busy_list(f)
         ),
         next_step: "more runnable work than CPUs: move or throttle the batch work, renice it (nice 19), or add CPUs".into(),
+        holders: Vec::new(),
     })
 }
 
@@ -87,6 +89,7 @@ pub(crate) fn pinning(f: &Findings) -> Option<Diagnosis> {
             f.max_thread_share() * 100.0
         ),
         next_step: "let the task use the idle CPUs (taskset, cpuset), or move what competes with it off its CPUs".into(),
+        holders: Vec::new(),
     })
 }
 

@@ -208,6 +208,7 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
         next_step: format!(
             "{remedy}; any fair-class rule is left behind by a real-time policy (`chrt -f -p 1 {pid}`, SCHED_FIFO/RR: it then preempts every fair task); {prove}"
         ),
+        holders: Vec::new(),
     })
 }
 
@@ -238,6 +239,7 @@ fn late_switch(d: &DecisionCounts, late: u64, slow: u64, f: &Findings) -> Diagno
         next_step: format!(
             "a real-time policy for the waiting task (`chrt -f -p 1 {pid}`, SCHED_FIFO/RR) makes its wakeup preempt by class, which the fair class's pick cannot undo; whether the preemption model or a shorter slice for the running task changes a late switch is not measured; prove it: `schedlat record -o before.json -p {pid} 10`, apply it, `schedlat record -o after.json -p {pid} 10`, `schedlat compare before.json after.json`"
         ),
+        holders: Vec::new(),
     }
 }
 

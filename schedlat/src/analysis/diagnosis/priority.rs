@@ -9,7 +9,7 @@
 use schedlat_common::victims::TaskInfo;
 
 use super::{
-    named::Diagnosis,
+    named::{Diagnosis, Holder},
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
     whose::{self, Whose},
 };
@@ -208,11 +208,13 @@ pub(crate) fn priority(
     }
     // The culprits that matter: a migration/N thread (FIFO 99) that took
     // a few microseconds is not evidence.
-    let top: Vec<String> = a
+    let named: Vec<&Outranking> = a
         .outranking
         .iter()
         .filter(|o| o.charged_ns as f64 >= a.tables.waited_ns as f64 * 0.01)
         .take(3)
+        .collect();
+    let top: Vec<String> = (named.iter())
         .map(|o| {
             format!(
                 "{} ({}) over {} ({}): {} in {} waits, {:.0}% of the measured wait",
@@ -252,6 +254,7 @@ pub(crate) fn priority(
             top.join("; ")
         ),
         next_step: steps.join("; "),
+        holders: named.iter().map(|o| Holder::Task(o.culprit)).collect(),
     })
 }
 

@@ -8,7 +8,7 @@
 
 use super::{
     holders::Holders,
-    named::Diagnosis,
+    named::{Diagnosis, Holder},
     priority::Attribution,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
 };
@@ -231,6 +231,7 @@ fn same_cgroup(
             began(split)
         ),
         next_step: next_step.into(),
+        holders: Vec::new(),
     })
 }
 
@@ -283,13 +284,14 @@ fn other_cgroup(
             return None;
         }
     }
-    let (who, step) = match (a, holders) {
+    let (who, step, named) = match (a, holders) {
         (Some(a), Some(holders)) if holders.total_ns() > 0 => {
             neighbours(holders, cgroups, a.tables.waited_ns.max(1))
         }
         _ => (
             "the culprits' cgroups could not be read (gone by the end of the window, or no victims tables)".into(),
             "give the scope's cgroup more cpu.weight than its neighbours, cap them (cpu.max, where their parent enables the cpu controller), or keep them on different CPUs (cpuset)".into(),
+            Vec::new(),
         ),
     };
     Some(Diagnosis {
@@ -301,6 +303,7 @@ fn other_cgroup(
             began(split)
         ),
         next_step: step,
+        holders: named,
     })
 }
 
@@ -315,38 +318,51 @@ const NAMED: f64 = 0.005;
 /// charged with most, the root cgroup's own tasks and the exited ones
 /// named as such; the next step acts on the one charged with most, and
 /// limits a group only where a limit can be set (never the root, nor a
-/// group without the cpu controller).
-fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, String) {
+/// group without the cpu controller). With the groups named, most
+/// charged first.
+fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, String, Vec<Holder>) {
     let share = |ns: u64| ns as f64 / waited_ns as f64;
-    let mut named: Vec<(u64, String)> = (h.others.iter())
+    let mut named: Vec<(u64, String, Holder)> = (h.others.iter())
         .take(OTHER_CGROUPS)
         .filter(|o| share(o.charge.ns) >= NAMED)
         .map(|o| {
-            (
-                o.charge.ns,
-                format!(
-                    "{} ({}: {}, {} of the scope's measured wait)",
-                    cgroups.owner(&o.group.name),
-                    o.charge.names(),
-                    fmt_ns(o.charge.ns),
-                    pct(share(o.charge.ns))
-                ),
-            )
+            let owner = cgroups.owner(&o.group.name);
+            let said = format!(
+                "{owner} ({}: {}, {} of the scope's measured wait)",
+                o.charge.names(),
+                fmt_ns(o.charge.ns),
+                pct(share(o.charge.ns))
+            );
+            let group = Holder::Cgroup {
+                path: o.group.path.clone(),
+                hierarchy: o.group.hierarchy,
+                name: owner,
+            };
+            (o.charge.ns, said, group)
         })
         .collect();
     if share(h.root.ns) >= NAMED {
-        named.push((
-            h.root.ns,
-            format!(
-                "the root cgroup's own tasks, which no service manager placed in a group ({}: {}, {})",
-                h.root.names(),
-                fmt_ns(h.root.ns),
-                pct(share(h.root.ns))
-            ),
-        ));
+        let said = format!(
+            "the root cgroup's own tasks, which no service manager placed in a group ({}: {}, {})",
+            h.root.names(),
+            fmt_ns(h.root.ns),
+            pct(share(h.root.ns))
+        );
+        // In the hierarchy the pairs key by, where they charged it; the
+        // root's own tasks are in the root of every hierarchy.
+        let root = Holder::Cgroup {
+            path: "/".into(),
+            hierarchy: cgroups.keyed_hierarchy(),
+            name: "the root cgroup's own tasks".into(),
+        };
+        named.push((h.root.ns, said, root));
     }
-    named.sort_by_key(|(ns, _)| std::cmp::Reverse(*ns));
-    let mut who = if named.is_empty() {
+    named.sort_by_key(|(ns, ..)| std::cmp::Reverse(*ns));
+    let (said, named): (Vec<String>, Vec<Holder>) = named
+        .into_iter()
+        .map(|(_, said, holder)| (said, holder))
+        .unzip();
+    let mut who = if said.is_empty() {
         "no other cgroup was charged with a share of it".to_string()
     } else {
         format!(
@@ -355,11 +371,7 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
                 true => ", by their tasks' time on the CPU inside the waits",
                 false => "",
             },
-            named
-                .into_iter()
-                .map(|(_, n)| n)
-                .collect::<Vec<_>>()
-                .join(", ")
+            said.join(", ")
         )
     };
     let exited = h.exited.ns as f64 / h.total_ns().max(1) as f64;
@@ -427,7 +439,7 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
     if !cgroups.scope_has_cpu() {
         step.push_str("; the scope's own cgroup has no cpu controller (no cpu.weight of its own): to weigh it against them, place it in a group that has one");
     }
-    (who, step)
+    (who, step, named)
 }
 
 /// What to do about the root cgroup's own tasks: they are in no group, so
@@ -468,6 +480,7 @@ fn placement(split: &Causes, waited: f64) -> Option<Diagnosis> {
             pct(share.time)
         ),
         next_step: "the waits that end on another CPU are the slow ones (a wakeup placed away from the task's last CPU, or load balancing): keep the latency-sensitive task on CPUs that share its cache (taskset, cpuset), and look for busy CPUs it is pulled from".into(),
+        holders: Vec::new(),
     })
 }
 
@@ -500,6 +513,7 @@ fn overlap(split: &Causes, waited: f64, name: &str, ns: Option<u64>) -> Option<D
             measured.count
         ),
         next_step: step.into(),
+        holders: Vec::new(),
     })
 }
 
@@ -530,6 +544,7 @@ fn throttled(causes: &mut Vec<Diagnosis>, split: &Causes, waited: f64) {
             strength: waited * share,
             evidence,
             next_step: "raise the CPU quota of the throttled group (cpu.max, v1: cpu.cfs_quota_us; it may be a parent of the scope's cgroup) above its peak demand, or spread its bursts".into(),
+            holders: Vec::new(),
         }),
     }
 }

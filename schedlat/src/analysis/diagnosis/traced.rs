@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{priority::Attribution, waiting::EbpfWaiting};
+use super::{hottest, priority::Attribution, waiting::EbpfWaiting};
 use crate::{
     analysis::{percentiles::Percentiles, shape, shape::Shape},
     histogram::Waits,
@@ -20,6 +20,9 @@ pub(crate) struct Traced {
     pub victims: Result<Attribution, String>,
     /// The kernel's scheduling context, as the command read it.
     pub kernel: Option<SchedContext>,
+    /// The hottest stacks behind the holders of the window's slow waits,
+    /// or why the kernel took none; None when not asked for (`--no-stacks`).
+    pub stacks: Option<Result<hottest::Window, String>>,
 }
 
 impl Traced {
@@ -38,6 +41,7 @@ impl Traced {
             waits,
             victims,
             kernel: None,
+            stacks: None,
         }
     }
 

@@ -8,10 +8,15 @@
 //! next step; 5. the report, with a self-check of the eBPF total against
 //! schedstat's run_delay. The judgement is analysis/diagnosis/, what it
 //! reads sys/findings.rs and sys/scope.rs, the report output/diagnosis.rs.
+//! With root the holders' stacks of the window's slow waits are taken too
+//! (stacks.rs), so that the report quotes what each holder it names ran.
+
+mod stacks;
 
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use stacks::StackWatch;
 
 use crate::{
     analysis::{
@@ -71,6 +76,9 @@ pub(crate) struct DiagnoseOptions {
     /// Load the decision split's programs alone, without the victims
     /// tables (by default diagnose loads both).
     pub decision: bool,
+    /// Take the holder's stacks of the waits at least this long (ns);
+    /// None with `--no-stacks`.
+    pub stacks_over: Option<u64>,
 }
 
 pub(crate) async fn run(
@@ -86,7 +94,7 @@ pub(crate) async fn run(
     let loaded = if privileges::can_trace() {
         // The same scope, in the kernel: the process, or the cgroup and below.
         let in_kernel = Filter::resolve(filter)?;
-        Some(if args.decision {
+        let loaded = if args.decision {
             // The split's programs alone: no tables, one load.
             let tracer = Tracer::load(kernel.hook, &kernel.sources, Unit::Usecs.ns(), &in_kernel)?;
             (tracer, Err(NO_VICTIMS_WITH_DECISION.to_string()), None)
@@ -103,7 +111,13 @@ pub(crate) async fn run(
                 .and_then(Result::ok)
                 .filter(|t| t.decision.is_some());
             (tracer, victims, split)
-        })
+        };
+        // After the window's own tracers, which a refusal leaves as they
+        // are: the report says why there are no stacks.
+        let stacks = args
+            .stacks_over
+            .map(|ns| StackWatch::load(kernel, &in_kernel, ns));
+        Some((loaded, stacks))
     } else {
         None
     };
@@ -121,11 +135,18 @@ pub(crate) async fn run(
         );
     }
     // The window starts here: the collector drops what came before.
-    let mut tracing = loaded.map(Tracing::start).transpose()?;
+    let mut tracing = loaded
+        .map(|(loaded, stacks)| Tracing::start(loaded, stacks))
+        .transpose()?;
     let start = ProcSample::take(&scope);
     let mut throttle = ThrottleWatch::start_mounted();
     let started = Instant::now();
-    let runnable = runnable_until(started + window, &mut signals).await;
+    let drain = || {
+        if let Some(t) = tracing.as_mut() {
+            t.drain_stacks();
+        }
+    };
+    let runnable = runnable_until(started + window, &mut signals, drain).await;
     let end = ProcSample::take(&scope);
     let elapsed = started.elapsed();
 
@@ -180,8 +201,8 @@ fn scope_of(filter: &FilterSpec) -> Result<Scope> {
 }
 
 /// The runnable tasks every 100 ms until `end` or a signal: their average
-/// is the saturation test's queue.
-async fn runnable_until(end: Instant, signals: &mut Signals) -> Vec<u64> {
+/// is the saturation test's queue. `tick` runs after each 100 ms.
+async fn runnable_until(end: Instant, signals: &mut Signals, mut tick: impl FnMut()) -> Vec<u64> {
     let mut runnable = Vec::new();
     while Instant::now() < end {
         runnable.extend(findings::runnable_now());
@@ -189,6 +210,7 @@ async fn runnable_until(end: Instant, signals: &mut Signals) -> Vec<u64> {
             _ = signals.recv() => break,
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
+        tick();
     }
     runnable
 }
@@ -207,11 +229,17 @@ struct Tracing {
     split: Option<(Tracer, Source)>,
     /// The neighbour pairs, with the victims tables.
     pairs: Option<PairsView>,
+    /// The holders' stacks, or why the kernel took none; None with
+    /// `--no-stacks`.
+    stacks: Option<Result<StackWatch, String>>,
 }
 
 impl Tracing {
     /// Starts the window's interval on the tracers just loaded.
-    fn start((mut tracer, victims, split): Loaded) -> Result<Tracing> {
+    fn start(
+        (mut tracer, victims, split): Loaded,
+        stacks: Option<Result<StackWatch, String>>,
+    ) -> Result<Tracing> {
         let max_tasks = victims.is_ok().then_some(DEFAULT_MAX_TASKS);
         // The pairs since load are read and dropped: the window's are next.
         // Right before the tables, and right after them at the window's
@@ -233,13 +261,28 @@ impl Tracing {
             }
             None => None,
         };
+        // Last: the stacks' window starts with the others'.
+        let stacks = stacks.map(|s| {
+            s.and_then(|mut watch| {
+                watch.start()?;
+                Ok(watch)
+            })
+        });
         Ok(Tracing {
             tracer,
             source,
             victims,
             split,
             pairs,
+            stacks,
         })
+    }
+
+    /// Names and folds the holders' stacks read so far.
+    fn drain_stacks(&mut self) {
+        if let Some(Ok(watch)) = self.stacks.as_mut() {
+            watch.drain();
+        }
     }
 
     /// Step 3: ends the window: its histogram, and its victims tables
@@ -258,6 +301,7 @@ impl Tracing {
         if let Some((tracer, source)) = &mut self.split {
             waits.decision = source.end_interval(tracer)?.0.decision;
         }
+        let stacks = (self.stacks.take()).map(|s| s.and_then(StackWatch::end));
         let mut cgroups = TaskCgroups::default();
         let victims = match (interval, &self.victims) {
             (Some(interval), _) => {
@@ -265,7 +309,9 @@ impl Tracing {
                 throttle.end_interval();
                 let throttled = throttled_pids(throttle, &tables);
                 let tasks = tables.culprits.iter().flat_map(|r| [&r.task, &r.other]);
-                cgroups = TaskCgroups::read(scope.cgroup_lines(), tasks);
+                // The holders of the slow waits too, for their cgroups' stacks.
+                let holders = stacks.iter().flatten().flat_map(|(f, _)| f.holders());
+                cgroups = TaskCgroups::read(scope.cgroup_lines(), tasks.chain(holders));
                 cgroups.scope_pid = scope.pid();
                 cgroups.scope_subtree = matches!(scope, Scope::Cgroup(_));
                 let c = &interval.counters;
@@ -284,6 +330,7 @@ impl Tracing {
         let hook = self.tracer.mode().to_string();
         let mut traced = Traced::new(hook, waits, victims, &slice);
         traced.kernel = Some(SchedContext::detect(&slice));
+        traced.stacks = stacks.map(|s| s.map(|(folding, lost)| folding.end(lost, &cgroups)));
         Ok((traced, cgroups))
     }
 }

@@ -528,6 +528,7 @@ fn throttling_in_the_split_joins_or_names_quota_throttling() {
         strength: 0.2,
         evidence: "85 of 100 periods".into(),
         next_step: "raise the quota".into(),
+        holders: Vec::new(),
     }];
     add(&mut causes, &findings(0.5), &evidence(&s));
     assert_eq!(causes.len(), 1, "{causes:?}");
