@@ -749,9 +749,14 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
     drop(tracer);
     let mut text = String::new();
     let _ = stderr.read_to_string(&mut text);
+    (ready, program_loads(&text))
+}
+
+/// Each program's (name, load ms, verified_insns) from the load-time
+/// lines of schedlat's stderr.
+fn program_loads(text: &str) -> Vec<ProgramLoad> {
     // "schedlat: load-time PROGRAM MS ms verified_insns N cpu MS ms"
-    let programs = text
-        .lines()
+    text.lines()
         .filter_map(|l| l.strip_prefix("schedlat: load-time "))
         .filter_map(|rest| {
             let words: Vec<&str> = rest.split_whitespace().collect();
@@ -760,8 +765,121 @@ fn load_times(args: &[&str]) -> (u128, Vec<ProgramLoad>) {
             };
             Some((program.to_string(), ms.parse().ok()?, insns.to_string()))
         })
-        .collect();
-    (ready, programs)
+        .collect()
+}
+
+/// What the stacks programs cost at load on this kernel, for the cost
+/// report: `slow --stacks`, `slow --stacks=holder`, and serve's flight
+/// recorder with the holder's stacks beside the neighbour pairs (the
+/// pairs' switch with the stacks compiled in: the pairs' walk and the
+/// record of the CPU's runs, global functions that kernels before 6.8
+/// verify in every program that calls them). Before 5.11 the kernel
+/// refuses them all, and `stacks_name_the_holder_on_this_kernel` checks
+/// that it says so.
+#[test]
+fn stacks_load_cost_is_reported() {
+    if !require_root() {
+        return;
+    }
+    let release = kernel_release();
+    if kernel_version() < (5, 11) {
+        eprintln!("{release}: no stacks programs before 5.11 (bpf_get_current_task_btf)");
+        return;
+    }
+    let dumps = std::env::temp_dir().join(format!("schedlat-guest-dumps-{}", std::process::id()));
+    std::fs::create_dir_all(&dumps).unwrap();
+    let dumps = dumps.to_str().unwrap();
+    let serve = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--cgroups",
+        "--pairs",
+        "--ring",
+        "10s",
+        "--dump-dir",
+        dumps,
+        "--stacks=holder",
+    ];
+    let modes: [(&str, &[&str], &str); 3] = [
+        (
+            "slow-stacks",
+            &["slow", "--json", "--stacks"],
+            "Tracing run queue latency",
+        ),
+        (
+            "slow-holder-stacks",
+            &["slow", "--json", "--stacks=holder"],
+            "Tracing run queue latency",
+        ),
+        ("serve-pairs-stacks", &serve, "Serving run queue latency"),
+    ];
+    // slow's banner is on stderr with --json (stdout is the events').
+    for (mode, args, ready) in modes {
+        let text = until_ready(args, ready);
+        let loads = program_loads(&text);
+        let switch = loads.iter().find(|(p, ..)| p.starts_with("sched_switch"));
+        assert!(
+            switch.is_some_and(|(p, ..)| p.contains("stacks")),
+            "{mode} on {release}: no stacks switch among {loads:?}: {text}"
+        );
+        for (program, ms, insns) in &loads {
+            eprintln!(
+                "{COST_MARKER} {release} {mode} {program} load_ms {ms:.2} verified_insns {insns}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dumps);
+}
+
+/// Runs schedlat `args` (printing its load-time lines) until `ready`
+/// shows on its stderr, then ends it with SIGINT; its stderr. Fails when
+/// it exits first, or is not ready in 120 s (the 5.10 verifier under
+/// emulation is slow, not that slow).
+fn until_ready(args: &[&str], ready: &str) -> String {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(SCHEDLAT)
+        .args(args)
+        .env("SCHEDLAT_LOAD_TIMES", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("schedlat runs");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut text = String::new();
+    while !text.contains(ready) {
+        match lines.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => text.push_str(&(line + "\n")),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("schedlat {args:?} exited ({status}) before it was ready: {text}");
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    panic!("schedlat {args:?} not ready in 120 s: {text}");
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().unwrap();
+                panic!("schedlat {args:?} exited ({status}) before it was ready: {text}");
+            }
+        }
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "schedlat {args:?}: {status}: {text}");
+    text
 }
 
 /// The kernel's configuration is found (HZ), and the mechanisms of 6.12
