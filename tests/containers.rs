@@ -159,10 +159,16 @@ fn busybox_image() -> String {
     for applet in ["sh", "sleep"] {
         std::os::unix::fs::symlink("busybox", dir.join("bin").join(applet)).unwrap();
     }
+    import_rootfs(&dir, &image);
+    image
+}
+
+/// Imports the root file system `dir` as `image`, and removes it.
+fn import_rootfs(dir: &Path, image: &str) {
     let tar = dir.with_extension("tar");
     let ok = Command::new("tar")
         .arg("-C")
-        .arg(&dir)
+        .arg(dir)
         .arg("-cf")
         .arg(&tar)
         .arg(".")
@@ -172,7 +178,7 @@ fn busybox_image() -> String {
     let out = Command::new("podman")
         .arg("import")
         .arg(&tar)
-        .arg(&image)
+        .arg(image)
         .output()
         .unwrap();
     assert!(
@@ -180,9 +186,8 @@ fn busybox_image() -> String {
         "podman import: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_file(&tar);
-    image
 }
 
 /// A local image holding only the static holder of
@@ -208,29 +213,7 @@ fn holder_image() -> String {
         "cc -static (glibc's libc.a is package libc6-dev): {}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let tar = dir.with_extension("tar");
-    let ok = Command::new("tar")
-        .arg("-C")
-        .arg(&dir)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("holder")
-        .status()
-        .unwrap();
-    assert!(ok.success(), "tar of the holder failed");
-    let out = Command::new("podman")
-        .arg("import")
-        .arg(&tar)
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "podman import: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&tar);
+    import_rootfs(&dir, &image);
     image
 }
 

@@ -202,16 +202,13 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
         "{}",
         rec.log()
     );
-    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
-    rec.signal(libc::SIGHUP);
-    rec.wait_for("dumped", Duration::from_secs(30));
-    let log = rec.stop();
-    let written = recorder::dumps(&dir);
-    let dump = written.first().unwrap_or_else(|| panic!("no dump: {log}"));
-
-    let text = std::fs::read_to_string(dump.join("dump.jsonl")).unwrap();
-    let lines: Vec<String> = text.lines().map(String::from).collect();
-    let lines = parse_json_lines(&lines);
+    let Dumped {
+        dump,
+        lines,
+        sleeper,
+        holder_tid,
+        log,
+    } = dumped_behind_the_holder(rec, &dir);
     assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
     assert_eq!(lines[0]["wakers"], true, "{}", lines[0]);
     let behind: Vec<&Value> = lines
@@ -242,7 +239,7 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
         .arg(&folded)
         .arg("--flamegraph")
         .arg(&svg)
-        .arg(dump)
+        .arg(&dump)
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
@@ -265,7 +262,7 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
     assert!(std::fs::read_to_string(&svg).unwrap().contains(SPIN));
     let proto =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/perfetto_trace_subset.proto");
-    let checked = recorder::python("check_perfetto.py", &[dump, &proto]);
+    let checked = recorder::python("check_perfetto.py", &[&dump, &proto]);
     assert!(checked.contains("callstacks"), "{checked}");
     eprintln!("{checked}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -288,15 +285,13 @@ fn serves_flight_recorder_keeps_the_holders_stacks_beside_the_pairs() {
         "{}",
         rec.log()
     );
-    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
-    rec.signal(libc::SIGHUP);
-    rec.wait_for("dumped", Duration::from_secs(30));
-    let log = rec.stop();
-    let written = recorder::dumps(&dir);
-    let dump = written.first().unwrap_or_else(|| panic!("no dump: {log}"));
-    let text = std::fs::read_to_string(dump.join("dump.jsonl")).unwrap();
-    let lines: Vec<String> = text.lines().map(String::from).collect();
-    let lines = parse_json_lines(&lines);
+    let Dumped {
+        lines,
+        sleeper,
+        holder_tid,
+        log,
+        ..
+    } = dumped_behind_the_holder(rec, &dir);
     assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
     assert_ne!(lines[0]["wakers"], true, "{}", lines[0]);
     let behind: Vec<&Value> = (lines.iter())
@@ -318,6 +313,37 @@ fn serves_flight_recorder_keeps_the_holders_stacks_beside_the_pairs() {
         assert!(tasks.iter().any(|t| t["tid"] == holder_tid), "{w}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A recorder's dump of a sleeper's waits behind the holder.
+struct Dumped {
+    dump: std::path::PathBuf,
+    /// Its lines, the header first.
+    lines: Vec<Value>,
+    sleeper: u32,
+    holder_tid: u64,
+    /// The recorder's stderr.
+    log: String,
+}
+
+/// Runs a 1 ms sleeper behind the holder while `rec` records, dumps on
+/// SIGHUP into `dir`, stops it, and reads the dump.
+fn dumped_behind_the_holder(rec: recorder::Recorder, dir: &std::path::Path) -> Dumped {
+    let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
+    rec.signal(libc::SIGHUP);
+    rec.wait_for("dumped", Duration::from_secs(30));
+    let log = rec.stop();
+    let written = recorder::dumps(dir);
+    let dump = (written.first().cloned()).unwrap_or_else(|| panic!("no dump: {log}"));
+    let text = std::fs::read_to_string(dump.join("dump.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    Dumped {
+        lines: parse_json_lines(&lines),
+        dump,
+        sleeper,
+        holder_tid,
+        log,
+    }
 }
 
 /// A folded or flame graph path that cannot be written fails the run
