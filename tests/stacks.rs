@@ -18,7 +18,7 @@ use common::{
     cpu::CpuTimes,
     parse_json_lines, require_root, run_schedlat,
     workload::{
-        HOLDER_SPIN as SPIN, named_sleeper, nice_current_thread, pin_current_thread,
+        HOLDER_SPIN as SPIN, batch_sleeper, named_sleeper, nice_current_thread, pin_current_thread,
         schedlat_test_holder_spin, sleeper_behind_holder, workload_cpu,
     },
 };
@@ -570,4 +570,101 @@ fn a_wait_passed_over_names_every_task_that_ran_during_it() {
         "{both} of {} waits spent a fifth or more behind each of the other two; {busy}",
         waits.len()
     );
+}
+
+/// A holder that stays in the kernel shows its kernel frames, not the
+/// scheduler's own: a thread reading /dev/zero into a 16 MiB buffer (the
+/// kernel clears it page by page, and gives the CPU up only where it
+/// checks, cond_resched, or where an interrupt preempts it) beside a
+/// SCHED_BATCH sleeper. The waits behind it end with the holder in the
+/// kernel, its own frames under the tracer's reading the zeroes.
+#[test]
+fn a_holder_in_the_kernel_shows_its_own_kernel_frames() {
+    if !require_root() {
+        return;
+    }
+    let cpu = workload_cpu();
+    let me = std::process::id().to_string();
+    let busy = CpuTimes::now();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--json",
+            "--stacks=holder",
+            "-p",
+            &me,
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        thread::Builder::new()
+            .name("zero-reader".into())
+            .spawn(move || {
+                use std::io::Read;
+                pin_current_thread(cpu);
+                nice_current_thread(-10);
+                let mut zero = std::fs::File::open("/dev/zero").unwrap();
+                let mut buf = vec![1u8; 16 << 20];
+                while !stop.load(Ordering::Relaxed) {
+                    zero.read_exact(&mut buf).unwrap();
+                }
+                // SAFETY: gettid has no preconditions.
+                unsafe { libc::gettid() as u64 }
+            })
+            .unwrap()
+    };
+    let sleeper = u64::from(batch_sleeper(cpu, 400));
+    stop.store(true, Ordering::SeqCst);
+    let reader = reader.join().unwrap();
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let busy = busy.busy_since();
+
+    let objects = parse_json_lines(&lines);
+    let behind: Vec<&Value> = (objects.iter())
+        .filter(|o| o["type"] == "wait" && o["victim"]["tid"] == sleeper)
+        .filter(|o| o["culprit"]["tid"] == reader)
+        .collect();
+    assert!(
+        behind.len() >= 5,
+        "{} slow waits behind the reader; {busy}",
+        behind.len()
+    );
+    // The holder's own kernel frames: those under the tracer's and the
+    // scheduler's (`tracing_frames`).
+    let own = |w: &Value| -> Vec<String> {
+        let stacks = &w["holder_stacks"];
+        let skip = stacks["tracing_frames"].as_u64().unwrap() as usize;
+        (stacks["kernel"].as_array().unwrap().iter().skip(skip))
+            .map(|f| f["symbol"].as_str().unwrap_or("?").to_string())
+            .collect()
+    };
+    let reading = (behind.iter())
+        .filter(|w| w["holder_stacks"]["in_user_space"] == false)
+        // read_zero for read(2); read_iter_zero on the iterator path.
+        .filter(|w| {
+            own(w)
+                .iter()
+                .any(|f| f.starts_with("read_iter_zero") || f == "read_zero")
+        })
+        .count();
+    // A wait that ended as the reader was between two reads, in user
+    // space, may not: one in ten.
+    assert!(
+        reading * 10 >= behind.len() * 9,
+        "{reading} of {} waits behind the reader name its read in the kernel: {:?}",
+        behind.len(),
+        behind.iter().map(|w| own(w)).collect::<Vec<_>>()
+    );
+    for w in &behind {
+        let first = own(w).first().cloned().unwrap_or_default();
+        assert!(
+            !["__schedule", "schedule"].contains(&first.as_str()),
+            "the scheduler's own frame shown as the holder's: {w}"
+        );
+    }
 }
