@@ -128,6 +128,19 @@ fn diagnose_stacks_options_are_checked_as_a_bad_command_line() {
     );
 }
 
+/// victims' `--stacks-over` is `--stacks`' threshold: without `--stacks`
+/// it is refused, not taken to ask for the stacks (they load a second set
+/// of programs, which only `--stacks` asks for); its duration is checked
+/// as diagnose's.
+#[test]
+fn victims_stacks_over_needs_stacks() {
+    assert_usage_error(&["victims", "--stacks-over", "2ms", "1", "1"], "--stacks");
+    assert_usage_error(
+        &["victims", "--stacks", "--stacks-over", "5", "1", "1"],
+        "needs a unit",
+    );
+}
+
 /// Defect 14: a long `--comm` is a bad command line whose suggestion is
 /// cut at a character, not inside one.
 #[test]

@@ -573,12 +573,34 @@ fn with_classic_tracepoints_the_report_says_why_there_are_no_victims() {
         text.contains("victims and culprits: not measured") && text.contains("tp_btf"),
         "{text}"
     );
-    // Nor are there holder stacks, and the report says why.
+    // Nor are there holder stacks: without the tables no holder is named,
+    // so none are loaded, and the report says so.
     assert!(
         text.lines()
-            .any(|l| l.starts_with("   holder stacks: not taken:") && l.contains("tp_btf")),
+            .any(|l| l
+                == "   holder stacks: not taken: no holder is named without the victims tables"),
         "{text}"
     );
+}
+
+/// `--decision` loads no victims tables, so no holder is named: the
+/// stacks programs are not loaded either, and the JSON says why.
+#[test]
+fn with_decision_no_holder_stacks_are_taken() {
+    if !require_root() {
+        return;
+    }
+    let me = std::process::id().to_string();
+    let (status, json, err) =
+        common::run_schedlat(&["diagnose", "--json", "--decision", "-d", "1", "-p", &me]);
+    assert!(status.success(), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(
+        r["ebpf"]["stacks_unavailable"], "no holder is named without the victims tables",
+        "{r}"
+    );
+    assert!(r["ebpf"].get("stacks").is_none(), "{r}");
 }
 
 #[test]

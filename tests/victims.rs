@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use common::{
-    SCHEDLAT, TracerProcess, parse_json_lines,
+    SCHEDLAT, TracerProcess,
+    cpu::CpuTimes,
+    parse_json_lines,
     perf::{PerfSched, parse_latency},
     require_root,
     sleeper::{self, HOG, HOGS, PERIOD, SLEEPER, me, slice_ns},
@@ -387,6 +389,67 @@ fn classic_tracepoints_are_refused_with_the_reason() {
     let (status, _, err) = common::run_schedlat(&["slow", "--threshold", "5"]);
     assert_eq!(status.code(), Some(2));
     assert!(err.contains("needs a unit"), "{err}");
+}
+
+/// `--stacks`: a holder thread spinning in HOLDER_SPIN beside a
+/// SCHED_BATCH sleeper of this process on one CPU (its waits end behind
+/// the holder, at its slice's end): in the intervals the holder's culprit
+/// row quotes its hottest stack of the waits over 1 ms, ending in that
+/// function, as diagnose's `stacks.holders` do; every interval says what
+/// its stacks covered, and quotes no more waits than the row has (each
+/// interval folds its own).
+#[test]
+fn the_holders_culprit_row_quotes_its_hottest_stack() {
+    if !require_root() {
+        return;
+    }
+    let me = me();
+    let cpus = CpuTimes::now();
+    let tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "victims", "--stacks", "--json", "--top", "0", "-p", &me, "1",
+        ],
+    );
+    let cpu = workload::workload_cpu();
+    let (_, holder) = workload::behind_holder(cpu, || workload::batch_sleeper(cpu, 400));
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    let busy = cpus.busy_since();
+    assert!(status.success(), "{status}");
+    let intervals = parse_json_lines(&lines);
+    assert!(!intervals.is_empty(), "no interval: {lines:#?}");
+    for r in &intervals {
+        let stacks = &r["stacks"];
+        assert_eq!(stacks["threshold_ns"], 1_000_000, "{r}");
+        assert!(stacks["events"].is_u64() && stacks["lost"].is_u64(), "{r}");
+        assert!(r.get("stacks_unavailable").is_none(), "{r}");
+        for row in r["culprits"].as_array().unwrap() {
+            let Some(hottest) = row.get("hottest_stack") else {
+                continue;
+            };
+            assert_eq!(hottest["task"]["tid"], row["tid"], "{row}");
+            // The stacks' interval ends a moment after the tables': a wait
+            // that ended between the two counts in the next row.
+            let (waits, count) = (hottest["waits"].as_u64(), row["count"].as_u64());
+            assert!(
+                waits.zip(count).is_some_and(|(w, c)| w <= c + 1)
+                    && hottest["stack_ns"].as_u64() <= hottest["wait_ns"].as_u64(),
+                "more quoted than the interval's row holds (an interval folds its own): {row}"
+            );
+        }
+    }
+    let quoted: Vec<&Value> = (intervals.iter())
+        .flat_map(|r| r["culprits"].as_array().unwrap())
+        .filter(|row| row["tid"] == holder)
+        .filter_map(|row| row.get("hottest_stack"))
+        .collect();
+    let folded = |h: &Value| h["folded"].as_str().unwrap_or_default().to_string();
+    assert!(
+        quoted.iter().any(|h| folded(h).starts_with("stack-holder;")
+            && folded(h).ends_with(&format!(";{}", workload::HOLDER_SPIN))),
+        "no stack of the holder {holder} ending in {} ({busy}): {quoted:?}; intervals: {intervals:?}",
+        workload::HOLDER_SPIN
+    );
 }
 
 #[test]

@@ -7,6 +7,8 @@ pub(crate) mod causes;
 pub(crate) mod compare;
 pub(crate) mod diagnosis;
 pub(crate) mod dump_series;
+pub(crate) mod holder;
+pub(crate) mod hottest;
 pub(crate) mod pairs;
 pub(crate) mod percentiles;
 pub(crate) mod recording;

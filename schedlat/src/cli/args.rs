@@ -113,6 +113,19 @@ pub(crate) struct VictimsArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TASKS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_tasks: u32,
+
+    /// Take the holder's stacks at the end of each wait over --stacks-over,
+    /// and quote under each culprit row the stack it ran most while tasks
+    /// waited behind it (docs/victims.md, "The holder's stacks")
+    #[arg(long, help_heading = "Stacks")]
+    pub stacks: bool,
+
+    /// The waits whose holder's stacks `--stacks` takes: at least this
+    /// long, a number with a unit, e.g. 1ms, 500us
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration_ns,
+          requires = "stacks", help_heading = "Stacks")]
+    pub stacks_over: u64,
+
     #[command(flatten)]
     pub pairs: PairArgs,
     #[command(flatten)]
@@ -133,6 +146,7 @@ impl VictimsArgs {
             max_tasks: self.max_tasks,
             pairs: self.pairs.table.max_pairs(),
             by: self.pairs.by.level(),
+            stacks_over: self.stacks.then_some(self.stacks_over),
         }
     }
 }

@@ -14,6 +14,7 @@ mod decision_live;
 mod decision_trace;
 pub(crate) mod error;
 pub(crate) mod exemplar_waits;
+pub(crate) mod holder_stacks;
 pub(crate) mod interval;
 #[cfg(test)]
 mod key_decision_live;

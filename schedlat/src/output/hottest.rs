@@ -1,16 +1,15 @@
-//! What the holders `schedlat diagnose` names were running
-//! (analysis/diagnosis/hottest.rs): a line of evidence under each holder
-//! in the text report, and the report's `stacks` object in JSON.
+//! What the holders a report names were running (analysis/hottest.rs): a
+//! line of evidence under each holder (diagnose's report, victims' culprit
+//! rows), and in JSON each holder's object and the `stacks` object's
+//! counts.
 
 use serde_json::json;
 
 use crate::{
     analysis::{
-        diagnosis::{
-            hottest::{Hottest, Window},
-            named::Holder,
-        },
         fmt_ns,
+        holder::Holder,
+        hottest::{Hottest, Window},
         task::TaskJson,
     },
     output::escape,
@@ -57,8 +56,9 @@ fn innermost(stack: &str) -> String {
     }
 }
 
-/// The line of section 2 that says what the stacks cover: how many slow
-/// waits, and how many lost; or why the kernel took none.
+/// The line that says what the stacks cover (diagnose's section 2, each
+/// victims interval): how many slow waits, and how many lost; or why none
+/// were taken.
 pub(crate) fn summary(stacks: &Result<Window, String>) -> String {
     match stacks {
         Ok(w) => {
@@ -79,22 +79,32 @@ pub(crate) fn summary(stacks: &Result<Window, String>) -> String {
     }
 }
 
-/// The `stacks` object: what the stacks cover, and the hottest stack
-/// behind each of `holders` that has one, the folded stack whole.
+/// Diagnose's `stacks` object: what the stacks cover, and the hottest
+/// stack behind each of `holders` that has one, the folded stack whole.
 pub(crate) fn json(w: &Window, holders: &[Holder]) -> serde_json::Value {
     let behind: Vec<serde_json::Value> = (holders.iter())
         .filter_map(|holder| Some(holder_json(holder, w.behind(holder)?)))
         .collect();
+    let mut v = counts_json(w);
+    v["holders"] = json!(behind);
+    v
+}
+
+/// What the stacks cover: the threshold, the slow waits read, lost and
+/// unfolded (a victims interval's `stacks` object, its holders on their
+/// rows).
+pub(crate) fn counts_json(w: &Window) -> serde_json::Value {
     json!({
         "threshold_ns": w.threshold_ns,
         "events": w.events,
         "lost": w.lost,
         "unfolded": w.unfolded,
-        "holders": behind,
     })
 }
 
-fn holder_json(holder: &Holder, h: &Hottest) -> serde_json::Value {
+/// The hottest stack behind one holder: the folded stack whole, its wait
+/// time and share, and who the holder is (a task, or a cgroup).
+pub(crate) fn holder_json(holder: &Holder, h: &Hottest) -> serde_json::Value {
     let mut v = json!({
         "folded": h.folded(),
         "stack_ns": h.stack_ns,
@@ -129,7 +139,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        analysis::{diagnosis::hottest::Folding, stacks::HolderStacks, task::tests::task},
+        analysis::{hottest::Folding, stacks::HolderStacks, task::tests::task},
         sys::{cgroup_of::TaskCgroups, procfs::parse_proc_cgroup, symbolize::Frame},
     };
 

@@ -1,6 +1,7 @@
 //! One interval of the victims mode, for people (three tables, perf sched
 //! latency style) or as one JSON object (docs/json.md,
-//! `schedlat.victims.v1`).
+//! `schedlat.victims.v1`); with `--stacks`, under each culprit row the
+//! hottest stack behind its task (output/hottest.rs).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -13,13 +14,15 @@ use serde::Serialize;
 use crate::{
     analysis::{
         fmt_ns,
+        holder::Holder,
+        hottest::{Hottest, Window},
         pairs::PairTable,
         task::{self, IdleWait, TaskJson},
         victims::{ProcessRow, Row, SortKey, Tables},
     },
     collect::{victims::VictimsInterval, workloads::TaskWorkload},
     kernel::hook::HookMode,
-    output::{escape, pairs, row_decision, workload},
+    output::{escape, hottest, pairs, row_decision, workload},
     sys::{
         clock::{WallClock, local_time_us},
         workload::level::Workload,
@@ -45,6 +48,9 @@ pub(crate) struct Report<'a> {
     pub workloads: &'a HashMap<u32, TaskWorkload>,
     /// Who waited behind whom, when `--pairs` asked for it.
     pub pairs: Option<&'a PairTable>,
+    /// With `--stacks`: the interval's hottest stacks behind each holder,
+    /// or why none were taken (said once on stderr, in every JSON object).
+    pub stacks: Option<&'a Result<Window, String>>,
 }
 
 const ROW_HEADER: &str = "     TID     PID COMM             SCHED          WAITS      TOTAL        AVG        MAX  MAX AT           CPU PRE% MIG%";
@@ -81,6 +87,9 @@ pub(crate) fn text(r: &Report) -> String {
     );
     for row in &r.tables.culprits {
         task_row(&mut out, row, r, false);
+        if let Some(line) = stack_line(r, row) {
+            let _ = writeln!(out, "{STACK_INDENT}{line}");
+        }
     }
     more(&mut out, r.tables.totals.1, r.tables.culprits.len());
     let _ = writeln!(out, "culprit processes, by {by}:");
@@ -93,10 +102,33 @@ pub(crate) fn text(r: &Report) -> String {
     }
     more(&mut out, r.tables.totals.2, r.tables.processes.len());
     out.push_str(&summary(r));
+    if let Some(s @ Ok(_)) = r.stacks {
+        let _ = writeln!(out, "{}", hottest::summary(s));
+    }
     if let Some(table) = r.pairs {
         out.push_str(&pairs::render_text(table));
     }
     out
+}
+
+/// A culprit row's hottest stack starts under its COMM column.
+const STACK_INDENT: &str = "                 ";
+
+/// The window of the interval's stacks, when they were taken.
+fn window<'a>(r: &Report<'a>) -> Option<&'a Window> {
+    r.stacks?.as_ref().ok()
+}
+
+/// The hottest stack behind a culprit row's task, when a slow wait with a
+/// stack ended behind it in the interval (never the idle task's: its
+/// stack says nothing of a holder, and none is folded).
+fn hottest_of<'a>(r: &Report<'a>, row: &Row) -> Option<&'a Hottest> {
+    window(r)?.behind(&Holder::Task(row.task))
+}
+
+/// The line under a culprit row, diagnose's (output/hottest.rs).
+fn stack_line(r: &Report, row: &Row) -> Option<String> {
+    hottest::line(window(r)?, &Holder::Task(row.task))
 }
 
 /// The workload column, last in a task row: the culprit or victim of the
@@ -227,6 +259,12 @@ struct Json {
     /// Who waited behind whom (`--pairs`), as the histogram's `pairs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pairs: Option<serde_json::Value>,
+    /// `--stacks`: what the interval's holder stacks cover (the culprit
+    /// rows carry theirs), or why none were taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stacks: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stacks_unavailable: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -283,6 +321,10 @@ struct RowJson {
     /// workload; null for a task gone by the interval's end.
     cgroup: Option<String>,
     workload: Option<serde_json::Value>,
+    /// Culprits, with `--stacks`: the stack the task ran most while tasks
+    /// waited behind it over the threshold, as diagnose's `stacks.holders`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hottest_stack: Option<serde_json::Value>,
 }
 
 /// Waits of one class, and their share of the row's waits.
@@ -344,6 +386,10 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         decision: row_decision::json(row),
         cgroup: known(r, row).map(|w| w.path.clone()),
         workload: known(r, row).map(workload::workload_json),
+        hottest_stack: (!victim)
+            .then(|| hottest_of(r, row))
+            .flatten()
+            .map(|h| hottest::holder_json(&Holder::Task(row.task), h)),
     }
 }
 
@@ -398,6 +444,8 @@ pub(crate) fn json(r: &Report) -> String {
             culprit_processes: t.totals.2,
         },
         pairs: r.pairs.map(pairs::to_json),
+        stacks: window(r).map(hottest::counts_json),
+        stacks_unavailable: r.stacks.and_then(|s| s.as_ref().err().cloned()),
     };
     serde_json::to_string(&doc).expect("JSON values serialize") + "\n"
 }
@@ -431,6 +479,7 @@ mod tests {
             last: true,
             workloads: &HashMap::new(),
             pairs: None,
+            stacks: None,
         };
         f(&r)
     }
@@ -505,6 +554,7 @@ mod tests {
             last: true,
             workloads: &workloads,
             pairs: Some(&pairs),
+            stacks: None,
         };
         let out = text(&r);
         let row = |tid: &str| {
@@ -578,6 +628,145 @@ mod tests {
         assert_eq!(decision["holders"]["slice_ended"], 1200);
         assert_eq!(decision["holders"]["idle"], 800);
         assert!(v["culprits"][0]["decision"].is_null());
+    }
+
+    /// A window of slow waits behind these holders, each with a user
+    /// stack of these frames (outermost first).
+    fn stacks_behind(waits: &[(schedlat_common::victims::TaskInfo, u64, &[&str])]) -> Window {
+        use schedlat_common::victims::SlowEvent;
+
+        use crate::{
+            analysis::{
+                hottest::Folding,
+                stacks::{HolderStacks, Ran},
+            },
+            sys::{cgroup_of::TaskCgroups, symbolize::Frame},
+        };
+        let mut f = Folding::new(1_000_000);
+        for (holder, wait_ns, frames) in waits {
+            let user = (frames.iter().rev())
+                .map(|n| Frame {
+                    addr: 1,
+                    symbol: Some(n.to_string()),
+                    offset: 0,
+                    module: None,
+                    module_offset: None,
+                })
+                .collect();
+            let stacks = HolderStacks {
+                kernel: Vec::new(),
+                user,
+                waker: None,
+                ran: Ran::default(),
+            };
+            let event = SlowEvent {
+                wait_ns: *wait_ns,
+                culprit: *holder,
+                ..SlowEvent::default()
+            };
+            f.add(&event, Some(stacks));
+        }
+        f.next_window(2, &TaskCgroups::default())
+    }
+
+    fn report_stacks(
+        interval: &VictimsInterval,
+        tables: &Tables,
+        stacks: &Result<Window, String>,
+        f: fn(&Report) -> String,
+    ) -> String {
+        let r = Report {
+            throttled: &HashSet::new(),
+            hook: HookMode::Btf,
+            tables,
+            interval,
+            elapsed: Duration::from_secs(1),
+            clock: WallClock::now(),
+            sort: SortKey::Max,
+            max_tasks: 10_240,
+            last: true,
+            workloads: &HashMap::new(),
+            pairs: None,
+            stacks: Some(stacks),
+        };
+        f(&r)
+    }
+
+    /// `--stacks`: each culprit row quotes the hottest stack behind its
+    /// task, as diagnose does, in the text and the JSON; a victim row
+    /// none, even when its task held others out too.
+    #[test]
+    fn culprit_rows_quote_the_hottest_stack_behind_their_task() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let (hog, victim) = (i.culprits[0].task, i.victims[0].task);
+        let w = Ok(stacks_behind(&[
+            (hog, 3_000_000, &["main", "spin"]),
+            (hog, 1_000_000, &["main", "read"]),
+            (victim, 5_000_000, &["main", "tick"]),
+        ]));
+        let out = report_stacks(&i, &t, &w, text);
+        let lines: Vec<&str> = out.lines().collect();
+        let at = (lines.iter())
+            .position(|l| l.starts_with("     917"))
+            .expect("the culprit row");
+        assert_eq!(
+            lines[at + 1],
+            format!(
+                "{STACK_INDENT}hottest stack behind cal.sh 917/917 (75% of 4.00 ms of waits over 1.00 ms, 2 waits): main;spin"
+            ),
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("hottest stack behind").count(),
+            1,
+            "only under the culprit row: {out}"
+        );
+        assert!(
+            out.contains("holder stacks: 3 waits over 1.00 ms read, 2 lost"),
+            "{out}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&report_stacks(&i, &t, &w, json)).unwrap();
+        let hottest = &v["culprits"][0]["hottest_stack"];
+        assert_eq!(hottest["folded"], "cal.sh;main;spin");
+        assert_eq!(hottest["stack_ns"], 3_000_000);
+        assert_eq!(hottest["waits"], 2);
+        assert_eq!(hottest["task"]["tid"], 917);
+        assert!(v["victims"][0].get("hottest_stack").is_none());
+        assert_eq!(v["stacks"]["events"], 3);
+        assert_eq!(v["stacks"]["lost"], 2);
+        assert_eq!(v["stacks"]["threshold_ns"], 1_000_000);
+        assert!(v.get("stacks_unavailable").is_none());
+        // No stack behind a culprit this interval: no line, no object.
+        let w = Ok(stacks_behind(&[(victim, 5_000_000, &["main", "tick"])]));
+        let out = report_stacks(&i, &t, &w, text);
+        assert!(!out.contains("hottest stack behind"), "{out}");
+        let v: serde_json::Value = serde_json::from_str(&report_stacks(&i, &t, &w, json)).unwrap();
+        assert!(v["culprits"][0].get("hottest_stack").is_none());
+    }
+
+    /// A kernel that refused the stacks: the tables as they are, the
+    /// reason in JSON (stderr said it once), none in the text.
+    #[test]
+    fn refused_stacks_leave_the_tables_and_say_why_in_json() {
+        let i = scenario();
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let refused = Err("the holder's stacks need kernel 5.11 or newer".to_string());
+        let out = report_stacks(&i, &t, &refused, text);
+        assert!(
+            !out.contains("hottest stack") && !out.contains("holder stacks"),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&report_stacks(&i, &t, &refused, json)).unwrap();
+        assert_eq!(
+            v["stacks_unavailable"],
+            "the holder's stacks need kernel 5.11 or newer"
+        );
+        assert!(v.get("stacks").is_none());
+        // Without --stacks, neither.
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        assert!(v.get("stacks").is_none() && v.get("stacks_unavailable").is_none());
     }
 
     /// Issue 19: waits that ended on an idle CPU say what they were, in

@@ -17,8 +17,6 @@
 //!   decision split) and the remedy that fits the rule;
 //! - `holders.rs`: whose the culprits in other cgroups were: the scope's
 //!   own, the root cgroup's own tasks, exited, or another cgroup;
-//! - `hottest.rs`: what each named holder ran most while the scope waited
-//!   behind it (its hottest stack of the window's slow waits);
 //! - `whose.rs`: a culprit that is a kernel thread, the scope's own, the
 //!   root cgroup's own task or exited, as the report names it;
 //! - `split.rs`: what the cause split of the waits names (neighbours,
@@ -30,7 +28,6 @@ pub(crate) mod decision;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod holders;
-pub(crate) mod hottest;
 pub(crate) mod named;
 pub(crate) mod priority;
 pub(crate) mod selfcheck;

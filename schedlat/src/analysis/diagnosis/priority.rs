@@ -9,13 +9,15 @@
 use schedlat_common::victims::TaskInfo;
 
 use super::{
-    named::{Diagnosis, Holder},
+    named::Diagnosis,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
     whose::{self, Whose},
 };
 use crate::{
     analysis::{
-        fmt_ns, task,
+        fmt_ns,
+        holder::Holder,
+        task,
         victims::{Row, Tables},
     },
     sys::{cgroup_of::TaskCgroups, findings::Findings},

@@ -8,7 +8,7 @@
 
 use super::{
     holders::Holders,
-    named::{Diagnosis, Holder},
+    named::Diagnosis,
     priority::Attribution,
     waiting::{EbpfWaiting, NEGLIGIBLE, scope_waited},
 };
@@ -16,6 +16,7 @@ use crate::{
     analysis::{
         causes::{Causes, Counted, Summary},
         fmt_ns,
+        holder::Holder,
     },
     sys::{
         cgroup_of::{TaskCgroups, Which},

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::{hottest, priority::Attribution, waiting::EbpfWaiting};
+use super::{priority::Attribution, waiting::EbpfWaiting};
 use crate::{
-    analysis::{percentiles::Percentiles, shape, shape::Shape},
+    analysis::{hottest, percentiles::Percentiles, shape, shape::Shape},
     histogram::Waits,
     sys::{findings::Findings, sched_context::SchedContext, slice::Slice},
 };

@@ -8,8 +8,9 @@
 //! next step; 5. the report, with a self-check of the eBPF total against
 //! schedstat's run_delay. The judgement is analysis/diagnosis/, what it
 //! reads sys/findings.rs and sys/scope.rs, the report output/diagnosis.rs.
-//! With root the holders' stacks of the window's slow waits are taken too
-//! (stacks.rs), so that the report quotes what each holder it names ran.
+//! With root, beside the victims tables, the holders' stacks of the
+//! window's slow waits are taken too (stacks.rs), so that the report
+//! quotes what each holder it names ran.
 
 mod stacks;
 
@@ -68,6 +69,9 @@ const MAX_PAIRS: u32 = 4096;
 /// Why `diagnose --decision` has no victims tables.
 const NO_VICTIMS_WITH_DECISION: &str = "not loaded with --decision (the decision split's programs alone; run without --decision for the tables and the split)";
 
+/// Why diagnose takes no stacks without the victims tables.
+const NO_HOLDER_NAMED: &str = "no holder is named without the victims tables";
+
 /// The observation window and how the diagnosis is printed.
 pub(crate) struct DiagnoseOptions {
     /// Seconds.
@@ -114,9 +118,8 @@ pub(crate) async fn run(
         };
         // After the window's own tracers, which a refusal leaves as they
         // are: the report says why there are no stacks.
-        let stacks = args
-            .stacks_over
-            .map(|ns| StackWatch::load(kernel, &in_kernel, ns));
+        let stacks = stacks_to_take(args.stacks_over, &loaded.1)
+            .map(|over| over.and_then(|ns| StackWatch::load(kernel, &in_kernel, ns)));
         Some((loaded, stacks))
     } else {
         None
@@ -176,6 +179,23 @@ pub(crate) async fn run(
     Ok(())
 }
 
+/// The threshold of the holders' stacks to load (None: not asked for,
+/// `--no-stacks`), or why none are taken: every holder the report names
+/// comes from the victims tables (their culprits, and the causes' holders
+/// read from them and their pairs), so without them (`--decision`, or a
+/// kernel that refused them) the slow mode's programs would cost the
+/// window for nothing.
+fn stacks_to_take(
+    stacks_over: Option<u64>,
+    victims: &Result<(), String>,
+) -> Option<Result<u64, String>> {
+    let ns = stacks_over?;
+    Some(match victims {
+        Ok(()) => Ok(ns),
+        Err(_) => Err(NO_HOLDER_NAMED.to_string()),
+    })
+}
+
 /// Step 1: the scope, from `-p` or `-c`, or the whole system.
 fn scope_of(filter: &FilterSpec) -> Result<Scope> {
     if filter.tid.is_some() || filter.comm.is_some() || filter.cpu.is_some() {
@@ -229,8 +249,8 @@ struct Tracing {
     split: Option<(Tracer, Source)>,
     /// The neighbour pairs, with the victims tables.
     pairs: Option<PairsView>,
-    /// The holders' stacks, or why the kernel took none; None with
-    /// `--no-stacks`.
+    /// The holders' stacks, or why none are taken (no victims tables, or
+    /// the kernel refused them); None with `--no-stacks`.
     stacks: Option<Result<StackWatch, String>>,
 }
 
@@ -355,4 +375,26 @@ fn neighbours(table: &PairTable) -> Vec<Charged> {
         .collect();
     charged.sort_by_key(|c| std::cmp::Reverse(c.charged_ns));
     charged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_are_taken_only_where_a_holder_can_be_named() {
+        assert_eq!(
+            stacks_to_take(Some(1_000_000), &Ok(())),
+            Some(Ok(1_000_000))
+        );
+        // --no-stacks: nothing to say.
+        assert_eq!(stacks_to_take(None, &Ok(())), None);
+        assert_eq!(stacks_to_take(None, &Err("refused".into())), None);
+        // --decision, or tables the kernel refused: said in the report.
+        let without = Err(NO_VICTIMS_WITH_DECISION.to_string());
+        assert_eq!(
+            stacks_to_take(Some(1_000_000), &without),
+            Some(Err(NO_HOLDER_NAMED.to_string()))
+        );
+    }
 }

@@ -5,11 +5,17 @@
 //!
 //! The kernel's per-interval tables are drained by collect/victims.rs,
 //! ranked by analysis/victims.rs and shown by output/victims.rs (tables for
-//! people, and JSON); this module runs the intervals.
+//! people, and JSON); this module runs the intervals. With `--stacks`,
+//! stacks.rs takes the holders' stacks beside them, so that each culprit
+//! row quotes what its task ran.
+
+mod stacks;
 
 use std::time::Instant;
 
 use anyhow::Result;
+use stacks::IntervalStacks;
+use tokio::time::MissedTickBehavior;
 
 use crate::{
     analysis::victims::{SortKey, name_processes, rank, throttled_pids},
@@ -40,6 +46,9 @@ pub(crate) struct VictimsOptions {
     pub pairs: Option<u32>,
     /// What the pairs' cgroups are rolled up to (`--by`).
     pub by: Level,
+    /// With `--stacks`: take the holder's stacks of the waits at least
+    /// this long (ns).
+    pub stacks_over: Option<u64>,
 }
 
 pub(crate) async fn run(
@@ -53,6 +62,9 @@ pub(crate) async fn run(
         modes = modes.with_pairs(max);
     }
     let (mut tracer, filter) = session::attach(kernel, filter, Unit::Usecs.ns(), &modes)?;
+    // After the tables' tracer, which a refusal leaves as it is: the tables
+    // are still worth having, and why there are no stacks is said once.
+    let mut stacks = (args.stacks_over).map(|ns| IntervalStacks::load(kernel, &filter, ns));
     // One namer for the rows' tasks and the pairs' cgroups: one hierarchy,
     // one cache of the runtimes' names.
     let names = WorkloadNamer::for_tasks(&tracer);
@@ -66,6 +78,17 @@ pub(crate) async fn run(
         view.interval(&mut tracer)?;
     }
     let mut collector = Collector::start(&mut tracer, args.max_tasks)?;
+    // The stacks' interval starts with the tables'.
+    if let Some(Ok(s)) = stacks.as_mut()
+        && let Err(why) = s.start()
+    {
+        stacks = Some(Err(why));
+    }
+    if let Some(Err(why)) = &stacks {
+        say!("schedlat: no holder stacks: {why}");
+    }
+    let mut drain = tokio::time::interval(stacks::DRAIN_EVERY);
+    drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut throttle = ThrottleWatch::start_mounted();
     let mut started = Instant::now();
     if !session::announce_start(args.json, "")? {
@@ -74,10 +97,26 @@ pub(crate) async fn run(
 
     let mut intervals = Intervals::new(args.interval, args.count);
     loop {
-        let stop = intervals.next(&mut signals, &filter).await;
+        // The stacks are named as they come, between the intervals' ends,
+        // which keep their clock: `next` is cancel-safe (ticks, signals).
+        let stop = loop {
+            tokio::select! {
+                stop = intervals.next(&mut signals, &filter) => break stop,
+                _ = drain.tick(), if matches!(stacks, Some(Ok(_))) => {
+                    if let Some(Ok(s)) = stacks.as_mut() {
+                        s.drain();
+                    }
+                }
+            }
+        };
         let interval = collector.end_interval(&mut tracer)?;
         let pairs = match args.pairs {
             Some(_) => Some(view.interval(&mut tracer)?),
+            None => None,
+        };
+        let window = match stacks.as_mut() {
+            Some(Ok(s)) => Some(Ok(s.interval().map_err(anyhow::Error::msg)?)),
+            Some(Err(why)) => Some(Err(why.clone())),
             None => None,
         };
         let mut tables = rank(&interval.victims, &interval.culprits, args.sort, args.top);
@@ -98,6 +137,7 @@ pub(crate) async fn run(
             sort: args.sort,
             max_tasks: args.max_tasks,
             last: stop,
+            stacks: window.as_ref(),
         };
         let text = if args.json {
             output::victims::json(&report)

@@ -1,20 +1,21 @@
-//! What each holder diagnose names was running while the scope waited
-//! behind it (docs/stacks.md, "In diagnose"): the holder's stacks of the
-//! window's slow waits, folded per holder task and per holder cgroup, each
-//! weighted by the time its waiter waited (as `slow --stacks` weighs its
-//! flame graph), and the heaviest kept with its share of that holder's
-//! slow-wait time.
+//! What each holder a report names was running while tasks waited behind
+//! it (docs/stacks.md, "In diagnose", "In victims"): the holder's stacks of
+//! a window's slow waits (diagnose's window, or one victims interval),
+//! folded per holder task and per holder cgroup, each weighted by the time
+//! its waiter waited (as `slow --stacks` weighs its flame graph), and the
+//! heaviest kept with its share of that holder's slow-wait time.
 
 use std::collections::{BTreeMap, HashMap};
 
 use schedlat_common::victims::{SlowEvent, TaskInfo};
 
-use super::named::Holder;
 use crate::{
     analysis::{
-        stacks::{HolderStacks, fold_safe},
+        holder::Holder,
+        stacks::{HolderStacks, StackNamer, fold_safe},
         task,
     },
+    collect::slow::SlowRecord,
     sys::{
         cgroup_of::{TaskCgroups, Which},
         procfs::CgroupLine,
@@ -92,6 +93,27 @@ impl Folding {
         } else {
             self.unfolded += 1;
         }
+    }
+
+    /// A batch of slow waits as the ring buffer gave them, named at once
+    /// (one pass over the kernel's symbols and one per process, while the
+    /// processes live) and folded.
+    pub(crate) fn add_records(&mut self, namer: &StackNamer, records: &[SlowRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        let named = namer.name(records);
+        for (record, stacks) in records.iter().zip(named) {
+            self.add(&record.event, stacks);
+        }
+    }
+
+    /// Ends the folds so far as [`Self::end`] does and starts the next
+    /// window's empty, at the same threshold: a victims interval is a
+    /// report of its own, its shares of its own waits.
+    pub(crate) fn next_window(&mut self, lost: u64, cgroups: &TaskCgroups) -> Window {
+        let next = Folding::new(self.threshold_ns);
+        std::mem::replace(self, next).end(lost, cgroups)
     }
 
     /// The holder tasks so far, whose cgroups the end reads.
@@ -385,6 +407,38 @@ mod tests {
         assert_eq!(h.stack, "main;fn_3");
         assert_eq!(h.waits, MAX_STACKS as u64 + 6);
         assert_eq!(h.wait_ns, 10 * (MAX_STACKS as u64 + 5) + 1_000);
+    }
+
+    #[test]
+    fn each_window_folds_only_its_own_waits() {
+        let t = task(91, 91, "batch", 0, 0, 0);
+        let quiet = task(92, 92, "quiet", 0, 0, 0);
+        let mut f = Folding::new(2_000_000);
+        f.add(&wait(t, 9_000_000), Some(user(&["main", "compress"])));
+        f.add(&wait(quiet, 3_000_000), Some(user(&["main", "poll"])));
+        let first = f.next_window(4, &TaskCgroups::default());
+        assert_eq!((first.events, first.lost), (2, 4));
+        f.add(&wait(t, 2_000_000), Some(user(&["main", "read"])));
+        f.add(&wait(t, 2_000_000), None);
+        let second = f.next_window(0, &TaskCgroups::default());
+        // The first window's heavier stack is not carried over, nor is a
+        // holder that had no wait in the second; the threshold stays.
+        let h = second.behind(&Holder::Task(t)).unwrap();
+        assert_eq!(h.stack, "main;read");
+        assert_eq!((h.stack_ns, h.wait_ns, h.waits), (2_000_000, 4_000_000, 2));
+        assert!(second.behind(&Holder::Task(quiet)).is_none());
+        assert_eq!(
+            (
+                second.threshold_ns,
+                second.events,
+                second.lost,
+                second.unfolded
+            ),
+            (2_000_000, 2, 0, 1)
+        );
+        let third = f.next_window(0, &TaskCgroups::default());
+        assert_eq!(third.events, 0);
+        assert!(third.behind(&Holder::Task(t)).is_none());
     }
 
     #[test]
