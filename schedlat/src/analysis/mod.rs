@@ -16,6 +16,7 @@ pub(crate) mod shape;
 #[cfg(test)]
 mod shape_cases;
 pub(crate) mod shape_modes;
+pub(crate) mod stack_watch;
 pub(crate) mod stacks;
 pub(crate) mod task;
 pub(crate) mod victims;

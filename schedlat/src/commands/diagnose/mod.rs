@@ -9,15 +9,12 @@
 //! schedstat's run_delay. The judgement is analysis/diagnosis/, what it
 //! reads sys/findings.rs and sys/scope.rs, the report output/diagnosis.rs.
 //! With root, beside the victims tables, the holders' stacks of the
-//! window's slow waits are taken too (stacks.rs), so that the report
+//! window's slow waits are taken too (analysis/stack_watch.rs), so that the report
 //! quotes what each holder it names ran.
-
-mod stacks;
 
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use stacks::StackWatch;
 
 use crate::{
     analysis::{
@@ -27,6 +24,7 @@ use crate::{
             verdict,
         },
         pairs::PairTable,
+        stack_watch::StackWatch,
         victims::{SortKey, rank, throttled_pids},
     },
     collect::{

@@ -6,19 +6,19 @@
 //! The kernel's per-interval tables are drained by collect/victims.rs,
 //! ranked by analysis/victims.rs and shown by output/victims.rs (tables for
 //! people, and JSON); this module runs the intervals. With `--stacks`,
-//! stacks.rs takes the holders' stacks beside them, so that each culprit
-//! row quotes what its task ran.
-
-mod stacks;
+//! analysis/stack_watch.rs takes the holders' stacks beside them, so that
+//! each culprit row quotes what its task ran.
 
 use std::time::Instant;
 
 use anyhow::Result;
-use stacks::IntervalStacks;
 use tokio::time::MissedTickBehavior;
 
 use crate::{
-    analysis::victims::{SortKey, name_processes, rank, throttled_pids},
+    analysis::{
+        stack_watch::{DRAIN_EVERY, StackWatch},
+        victims::{SortKey, name_processes, rank, throttled_pids},
+    },
     collect::{victims::Collector, workloads::WorkloadNamer},
     commands::{
         session::{self, Ended, Intervals, PairsView, Signals},
@@ -64,7 +64,7 @@ pub(crate) async fn run(
     let (mut tracer, filter) = session::attach(kernel, filter, Unit::Usecs.ns(), &modes)?;
     // After the tables' tracer, which a refusal leaves as it is: the tables
     // are still worth having, and why there are no stacks is said once.
-    let mut stacks = (args.stacks_over).map(|ns| IntervalStacks::load(kernel, &filter, ns));
+    let mut stacks = (args.stacks_over).map(|ns| StackWatch::load(kernel, &filter, ns));
     // One namer for the rows' tasks and the pairs' cgroups: one hierarchy,
     // one cache of the runtimes' names.
     let names = WorkloadNamer::for_tasks(&tracer);
@@ -87,7 +87,7 @@ pub(crate) async fn run(
     if let Some(Err(why)) = &stacks {
         say!("schedlat: no holder stacks: {why}");
     }
-    let mut drain = tokio::time::interval(stacks::DRAIN_EVERY);
+    let mut drain = tokio::time::interval(DRAIN_EVERY);
     drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut throttle = ThrottleWatch::start_mounted();
     let mut started = Instant::now();
