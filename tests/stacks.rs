@@ -668,3 +668,79 @@ fn a_holder_in_the_kernel_shows_its_own_kernel_frames() {
         );
     }
 }
+
+/// `slow -f --by LEVEL` folds each holder's stacks under its workload,
+/// above its comm, and the run ends saying where most of the waiting
+/// went: the holder and the function it was in.
+#[test]
+fn the_folded_stacks_go_under_the_workload_and_the_run_says_where_the_waiting_went() {
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("schedlat-stacks-by-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let folded = dir.join("by.folded");
+    let me = std::process::id().to_string();
+    let mut tracer = TracerProcess::start(
+        SCHEDLAT,
+        &[
+            "slow",
+            "--threshold",
+            "1ms",
+            "--stacks=holder",
+            "-p",
+            &me,
+            "-f",
+            folded.to_str().unwrap(),
+            "--by",
+            "cgroup",
+        ],
+    );
+    let mut stderr = tracer.stderr.take().expect("stderr is piped");
+    let (_, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
+    let (status, _) = tracer.stop_with(libc::SIGINT);
+    assert!(status.success(), "{status}");
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+
+    let text = std::fs::read_to_string(&folded).expect("the folded file");
+    // `workload;comm;outer;...;inner weight`: the holder's lines, under
+    // the cgroup this process is in.
+    let holders: Vec<Vec<&str>> = (text.lines())
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("stack weight")
+                .0
+                .split(';')
+                .collect()
+        })
+        .filter(|f: &Vec<&str>| f.get(1) == Some(&"stack-holder"))
+        .collect();
+    assert!(!holders.is_empty(), "no stack of the holder: {text}");
+    for f in &holders {
+        assert!(f[0].starts_with('/'), "not under a cgroup: {f:?}");
+    }
+    assert!(holders.iter().any(|f| f.last() == Some(&SPIN)), "{text}");
+    // Where the waiting went, by the holder's (comm, workload) and its
+    // innermost frame; the holder took most of it on a quiet CPU.
+    let summary = (said.lines())
+        .find(|l| l.contains("waited behind holders with their stacks"))
+        .unwrap_or_else(|| panic!("no summary on stderr: {said}"));
+    assert!(summary.contains(" went to "), "{summary}");
+    // Named by its function when it held the CPU for most of the waiting
+    // (load from outside the test takes its share of the blame, rightly).
+    let weight = |holder: bool| -> u64 {
+        (text.lines())
+            .filter(|l| l.contains(";stack-holder;") == holder)
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    if weight(true) > weight(false) * 2 {
+        assert!(
+            summary.contains("went to stack-holder (") && summary.ends_with(&format!(" in {SPIN}")),
+            "{summary}"
+        );
+    }
+    eprintln!("{summary} (holder {holder_tid})");
+    let _ = std::fs::remove_dir_all(&dir);
+}

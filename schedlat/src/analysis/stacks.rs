@@ -336,18 +336,35 @@ pub(crate) fn fold_safe(name: &str) -> String {
 #[derive(Default, Debug)]
 pub(crate) struct Folded {
     stacks: BTreeMap<String, u64>,
+    /// Per holder (its roots) and innermost frame, the microseconds
+    /// waited behind them: what `summary` names.
+    innermost: BTreeMap<(String, String), u64>,
+    total_us: u64,
 }
 
 impl Folded {
-    /// Adds a wait of `wait_ns` that ended behind a holder named `comm`
-    /// with these stacks.
-    pub(crate) fn add(&mut self, comm: &str, stacks: &HolderStacks, wait_ns: u64) {
-        let mut line = fold_safe(comm);
-        for frame in stacks.folded_frames() {
-            line.push(';');
-            line.push_str(&frame);
-        }
-        *self.stacks.entry(line).or_default() += wait_ns / 1000;
+    /// Adds a wait of `wait_ns` that ended behind a holder with these
+    /// stacks; `roots`, outermost first, are the frames its stacks are
+    /// folded under: its comm, and with `--by` its workload above it.
+    pub(crate) fn add(&mut self, roots: &[&str], stacks: &HolderStacks, wait_ns: u64) {
+        let us = wait_ns / 1000;
+        let frames: Vec<String> = stacks.folded_frames().collect();
+        let mut line: Vec<String> = roots.iter().map(|r| fold_safe(r)).collect();
+        line.extend(frames.iter().cloned());
+        *self.stacks.entry(line.join(";")).or_default() += us;
+        // The holder as a reader names it: its comm, then where it is.
+        let holder = match roots {
+            [workload, comm] => format!("{comm} ({workload})"),
+            _ => roots.join(";"),
+        };
+        let inner = frames
+            .last()
+            .map_or("(no stack)", |f| f.trim_end_matches("_[k]"));
+        *self
+            .innermost
+            .entry((holder, inner.to_string()))
+            .or_default() += us;
+        self.total_us += us;
     }
 
     /// The lines, sorted by stack (as flamegraph.pl wants them).
@@ -357,6 +374,20 @@ impl Folded {
             .filter(|(_, us)| **us > 0)
             .map(|(stack, us)| format!("{stack} {us}"))
             .collect()
+    }
+
+    /// Where most of the waiting went: `of 4.20 s waited behind holders
+    /// with their stacks, 61% went to batch-7 in compress_block`; None
+    /// before any wait.
+    pub(crate) fn summary(&self) -> Option<String> {
+        let ((holder, frame), us) = self.innermost.iter().max_by_key(|(_, us)| **us)?;
+        (self.total_us > 0).then(|| {
+            format!(
+                "of {} waited behind holders with their stacks, {:.0}% went to {holder} in {frame}",
+                super::fmt_ns(self.total_us * 1000),
+                *us as f64 * 100.0 / self.total_us as f64
+            )
+        })
     }
 }
 
@@ -402,9 +433,13 @@ mod tests {
         assert_eq!(s.tracing_frames(), 5);
         assert!(s.in_user_space());
         let mut f = Folded::default();
-        f.add("hog", &s, 3_500_000);
-        f.add("hog", &s, 1_000_000);
+        f.add(&["hog"], &s, 3_500_000);
+        f.add(&["hog"], &s, 1_000_000);
         assert_eq!(f.lines(), ["hog;main;spin 4500"]);
+        assert_eq!(
+            f.summary().as_deref(),
+            Some("of 4.50 ms waited behind holders with their stacks, 100% went to hog in spin")
+        );
     }
 
     #[test]
@@ -423,10 +458,21 @@ mod tests {
         let own: Vec<_> = s.own_kernel().iter().map(Frame::label).collect();
         assert_eq!(own, ["pipe_read", "vfs_read", "do_syscall_64"]);
         let mut f = Folded::default();
-        f.add("a;b c", &s, 2000);
+        f.add(&["a;b c"], &s, 2000);
         assert_eq!(
             f.lines(),
             ["a:b_c;main;read;do_syscall_64_[k];vfs_read_[k];pipe_read_[k] 2"]
+        );
+        // Under its workload (`--by`), which the summary names too.
+        f.add(&["shop/web-1", "web"], &s, 6000);
+        assert!(f.lines().contains(
+            &"shop/web-1;web;main;read;do_syscall_64_[k];vfs_read_[k];pipe_read_[k] 6".to_string()
+        ));
+        assert_eq!(
+            f.summary().as_deref(),
+            Some(
+                "of 8.00 us waited behind holders with their stacks, 75% went to web (shop/web-1) in pipe_read"
+            )
         );
     }
 

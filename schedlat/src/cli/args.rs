@@ -152,6 +152,7 @@ impl VictimsArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("flame_files").multiple(true).args(["folded", "flamegraph"])))]
 pub(crate) struct SlowArgs {
     /// Report waits at least this long, as runqslower's `min_us`: a bare
     /// number is microseconds (`slow 1000` = `--threshold 1ms`)
@@ -188,6 +189,19 @@ pub(crate) struct SlowArgs {
     #[arg(long, value_name = "PATH", help_heading = "Stacks")]
     pub flamegraph: Option<std::path::PathBuf>,
 
+    /// Fold each holder's stacks under its workload (its container, pod,
+    /// systemd unit or cgroup, docs/containers.md), above its comm: the
+    /// flame graph's widest frames are then the workloads the waiting
+    /// went to
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        help_heading = "Stacks",
+        requires = "flame_files"
+    )]
+    pub by: Option<ByLevel>,
+
     #[command(flatten)]
     pub kernel: KernelArgs,
 
@@ -210,6 +224,7 @@ impl SlowArgs {
             },
             folded: self.folded.clone(),
             flamegraph: self.flamegraph.clone(),
+            by: self.by.map(ByLevel::level),
         }
     }
 }

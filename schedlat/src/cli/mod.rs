@@ -340,6 +340,13 @@ mod tests {
             Some(Stacks::HolderAndWaker)
         );
         assert!(parse(&["slow", "--stacks=waker"]).is_err());
+        // `--by` folds the files' stacks under the workloads: it needs one.
+        assert_eq!(
+            slow(&["slow", "-f", "x.folded", "--by", "pod"]).by,
+            Some(crate::sys::workload::level::Level::Pod)
+        );
+        assert_eq!(slow(&["slow", "--flamegraph", "x.svg"]).by, None);
+        assert!(parse(&["slow", "--stacks", "--by", "pod"]).is_err());
         let ring = |args: &[&str]| match parse(args).unwrap().command {
             Some(Command::Record(record)) => record.ring_options().unwrap().unwrap(),
             other => panic!("not record: {other:?}"),

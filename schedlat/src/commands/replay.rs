@@ -132,7 +132,7 @@ pub(crate) fn report(w: &Window, opts: &ReplayOptions) -> Result<Replayed> {
     for wait in slow.iter().filter(|_| fold) {
         if let Some(stacks) = &wait.stacks {
             let culprit = &wait.event.culprit;
-            folded.add(&escape::comm(culprit), stacks, wait.event.wait_ns);
+            folded.add(&[&escape::comm(culprit)], stacks, wait.event.wait_ns);
         }
     }
     let report = Replay {

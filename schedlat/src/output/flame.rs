@@ -14,6 +14,7 @@ use std::{
 use anyhow::{Context, Result};
 use inferno::flamegraph::{Options, from_lines};
 
+use super::escape::printable;
 use crate::analysis::stacks::Folded;
 
 /// The folded stacks' file and the flame graph's, each if asked for.
@@ -53,6 +54,9 @@ impl FlameFiles {
     /// Writes the files asked for; says on stderr what each holds.
     pub(crate) fn write(self, folded: &Folded) -> Result<()> {
         let lines = folded.lines();
+        if let Some(summary) = folded.summary() {
+            say!("schedlat: {}", printable(&summary));
+        }
         if let Some((path, file)) = self.folded {
             let mut out = BufWriter::new(file);
             for line in &lines {

@@ -32,7 +32,7 @@ use crate::{
         modes::{Modes, Stacks},
     },
     output::{self, slow::EventWorkloads},
-    sys::{clock::WallClock, throttle::ThrottleWatch},
+    sys::{clock::WallClock, throttle::ThrottleWatch, workload::level::Level},
 };
 
 /// What `schedlat slow` reports and how.
@@ -45,6 +45,8 @@ pub(crate) struct SlowOptions {
     /// Where to write the holders' folded stacks and their flame graph.
     pub folded: Option<PathBuf>,
     pub flamegraph: Option<PathBuf>,
+    /// The holders' workloads the stacks are folded under (`--by`).
+    pub by: Option<Level>,
 }
 
 pub(crate) async fn run(
@@ -54,7 +56,11 @@ pub(crate) async fn run(
 ) -> Result<Ended> {
     let mut signals = Signals::install()?;
     let stacks = match args.stacks {
-        Some(_) => Some(stacks::Stacks::new(&args.folded, &args.flamegraph)?),
+        Some(_) => Some(stacks::Stacks::new(
+            &args.folded,
+            &args.flamegraph,
+            args.by,
+        )?),
         None => None,
     };
     let (mut tracer, filter) = session::attach(
@@ -176,7 +182,10 @@ impl Output {
         let workloads = self.names.tasks(tasks);
         let mut text = String::new();
         let holders = match self.stacks.as_mut() {
-            Some(s) => s.name(records),
+            Some(s) => s.name(records, |culprit, level| {
+                let workload = workloads.get(&culprit.tid).and_then(|w| w.workload());
+                workload.map_or_else(|| "(unknown)".into(), |w| w.name_at(level))
+            }),
             None => vec![None; records.len()],
         };
         for (record, holder) in records.iter().zip(holders) {
