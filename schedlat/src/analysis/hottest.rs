@@ -279,27 +279,10 @@ impl Hottest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::task::tests::task,
-        sys::{procfs::parse_proc_cgroup, symbolize::Frame},
-    };
+    use crate::{analysis::task::tests::task, sys::procfs::parse_proc_cgroup};
 
     fn user(names: &[&str]) -> HolderStacks {
-        HolderStacks {
-            kernel: Vec::new(),
-            // Innermost first, as the kernel walks them.
-            user: (names.iter().rev())
-                .map(|n| Frame {
-                    addr: 1,
-                    symbol: Some(n.to_string()),
-                    offset: 0,
-                    module: None,
-                    module_offset: None,
-                })
-                .collect(),
-            waker: None,
-            ran: crate::analysis::stacks::Ran::default(),
-        }
+        crate::analysis::stacks::fixtures::user_stacks(names)
     }
 
     fn wait(culprit: TaskInfo, wait_ns: u64) -> SlowEvent {

@@ -529,3 +529,30 @@ mod tests {
         assert_eq!(s.own_kernel().len(), 1);
     }
 }
+
+/// Stacks for other modules' tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{HolderStacks, Ran};
+    use crate::sys::symbolize::Frame;
+
+    /// A holder stopped in user space in `names` (outermost first), with
+    /// nothing else known.
+    pub(crate) fn user_stacks(names: &[&str]) -> HolderStacks {
+        HolderStacks {
+            kernel: Vec::new(),
+            // Innermost first, as the kernel walks them.
+            user: (names.iter().rev())
+                .map(|n| Frame {
+                    addr: 1,
+                    symbol: Some(n.to_string()),
+                    offset: 0,
+                    module: None,
+                    module_offset: None,
+                })
+                .collect(),
+            waker: None,
+            ran: Ran::default(),
+        }
+    }
+}

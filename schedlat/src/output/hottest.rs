@@ -139,8 +139,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        analysis::{hottest::Folding, stacks::HolderStacks, task::tests::task},
-        sys::{cgroup_of::TaskCgroups, procfs::parse_proc_cgroup, symbolize::Frame},
+        analysis::{hottest::Folding, task::tests::task},
+        sys::{cgroup_of::TaskCgroups, procfs::parse_proc_cgroup},
     };
 
     /// A window of waits behind `holder`, each with a user stack of these
@@ -148,21 +148,7 @@ mod tests {
     fn window(holder: schedlat_common::victims::TaskInfo, waits: &[(u64, &[&str])]) -> Window {
         let mut f = Folding::new(1_000_000);
         for (wait_ns, frames) in waits {
-            let user = (frames.iter().rev())
-                .map(|n| Frame {
-                    addr: 1,
-                    symbol: Some(n.to_string()),
-                    offset: 0,
-                    module: None,
-                    module_offset: None,
-                })
-                .collect();
-            let stacks = HolderStacks {
-                kernel: Vec::new(),
-                user,
-                waker: None,
-                ran: crate::analysis::stacks::Ran::default(),
-            };
+            let stacks = crate::analysis::stacks::fixtures::user_stacks(frames);
             let event = SlowEvent {
                 wait_ns: *wait_ns,
                 culprit: holder,

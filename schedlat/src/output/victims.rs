@@ -635,30 +635,10 @@ mod tests {
     fn stacks_behind(waits: &[(schedlat_common::victims::TaskInfo, u64, &[&str])]) -> Window {
         use schedlat_common::victims::SlowEvent;
 
-        use crate::{
-            analysis::{
-                hottest::Folding,
-                stacks::{HolderStacks, Ran},
-            },
-            sys::{cgroup_of::TaskCgroups, symbolize::Frame},
-        };
+        use crate::{analysis::hottest::Folding, sys::cgroup_of::TaskCgroups};
         let mut f = Folding::new(1_000_000);
         for (holder, wait_ns, frames) in waits {
-            let user = (frames.iter().rev())
-                .map(|n| Frame {
-                    addr: 1,
-                    symbol: Some(n.to_string()),
-                    offset: 0,
-                    module: None,
-                    module_offset: None,
-                })
-                .collect();
-            let stacks = HolderStacks {
-                kernel: Vec::new(),
-                user,
-                waker: None,
-                ran: Ran::default(),
-            };
+            let stacks = crate::analysis::stacks::fixtures::user_stacks(frames);
             let event = SlowEvent {
                 wait_ns: *wait_ns,
                 culprit: *holder,
