@@ -496,19 +496,7 @@ fn a_holder_inside_a_container_is_named_through_its_file_system() {
         .expect("renice (util-linux) runs");
     assert!(reniced.success(), "renice {}", holder.pid);
     let cpus = CpuTimes::now();
-    let me = std::process::id().to_string();
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &[
-            "slow",
-            "--threshold",
-            "1ms",
-            "--json",
-            "--stacks=holder",
-            "-p",
-            &me,
-        ],
-    );
+    let tracer = crate::stacks::slow_json("--stacks=holder");
     let sleeper = batch_sleeper(cpu, 1500);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "{status}");

@@ -138,19 +138,7 @@ fn holder_stacks_leave_the_wakeups_alone() {
     if !require_root() {
         return;
     }
-    let me = std::process::id().to_string();
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &[
-            "slow",
-            "--threshold",
-            "1ms",
-            "--json",
-            "--stacks=holder",
-            "-p",
-            &me,
-        ],
-    );
+    let tracer = slow_json("--stacks=holder");
     let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(status.success(), "{status}");
@@ -368,19 +356,7 @@ fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
         return;
     }
     let cpu = workload_cpu();
-    let me = std::process::id().to_string();
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &[
-            "slow",
-            "--threshold",
-            "1ms",
-            "--json",
-            "--stacks",
-            "-p",
-            &me,
-        ],
-    );
+    let tracer = slow_json("--stacks");
     let stop = Arc::new(AtomicBool::new(false));
     let holder = {
         let stop = stop.clone();
@@ -485,20 +461,8 @@ fn a_wait_passed_over_names_every_task_that_ran_during_it() {
         return;
     }
     let cpu = workload_cpu();
-    let me = std::process::id().to_string();
     let busy = CpuTimes::now();
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &[
-            "slow",
-            "--threshold",
-            "1ms",
-            "--json",
-            "--stacks=holder",
-            "-p",
-            &me,
-        ],
-    );
+    let tracer = slow_json("--stacks=holder");
     let stop = Arc::new(AtomicBool::new(false));
     let spinners: Vec<_> = ["ran-a", "ran-b", "ran-c"]
         .into_iter()
@@ -584,20 +548,8 @@ fn a_holder_in_the_kernel_shows_its_own_kernel_frames() {
         return;
     }
     let cpu = workload_cpu();
-    let me = std::process::id().to_string();
     let busy = CpuTimes::now();
-    let tracer = TracerProcess::start(
-        SCHEDLAT,
-        &[
-            "slow",
-            "--threshold",
-            "1ms",
-            "--json",
-            "--stacks=holder",
-            "-p",
-            &me,
-        ],
-    );
+    let tracer = slow_json("--stacks=holder");
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let stop = stop.clone();
@@ -743,4 +695,13 @@ fn the_folded_stacks_go_under_the_workload_and_the_run_says_where_the_waiting_we
     }
     eprintln!("{summary} (holder {holder_tid})");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `schedlat slow --threshold 1ms --json STACKS -p` this process, attached.
+pub(crate) fn slow_json(stacks: &str) -> TracerProcess {
+    let me = std::process::id().to_string();
+    TracerProcess::start(
+        SCHEDLAT,
+        &["slow", "--threshold", "1ms", "--json", stacks, "-p", &me],
+    )
 }
