@@ -2,7 +2,7 @@
 //! stacks named, with the scheduler's own frames set apart, and the folded
 //! stacks of a run, each weighted by the waits that ended behind it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use schedlat_common::{victims::TaskInfo, workload::RING_SWITCHES};
 
@@ -104,12 +104,16 @@ pub(crate) struct RanTask {
 
 impl Ran {
     /// Names the TIDs the kernel recorded: the holder's from the event
-    /// itself, the others from /proc while they live.
-    fn named(raw: &RanDuring, holder: &TaskInfo) -> Ran {
-        let comm = |tid: u32| match tid {
+    /// itself, the others from /proc while they live, each read once per
+    /// batch (`comms`: a batch's waits share most of their tasks).
+    fn named(raw: &RanDuring, holder: &TaskInfo, comms: &mut HashMap<u32, Option<String>>) -> Ran {
+        let mut comm = |tid: u32| match tid {
             0 => None,
             tid if tid == holder.tid => Some(task::comm(holder)),
-            tid => process_name::of(tid),
+            tid => comms
+                .entry(tid)
+                .or_insert_with(|| process_name::of(tid))
+                .clone(),
         };
         Ran {
             tasks: (raw.tasks.iter())
@@ -252,6 +256,7 @@ impl StackNamer {
                 user[i] = frames;
             }
         }
+        let mut comms = HashMap::new();
         held.into_iter()
             .zip(user)
             .zip(records)
@@ -268,7 +273,7 @@ impl StackNamer {
                     kernel: holder_kernel.next().unwrap_or_default(),
                     user,
                     waker,
-                    ran: Ran::named(&s.ran, &r.event.culprit),
+                    ran: Ran::named(&s.ran, &r.event.culprit, &mut comms),
                 })
             })
             .collect()
