@@ -467,6 +467,17 @@ mod tests {
         throttled: &HashSet<u32>,
         f: fn(&Report) -> String,
     ) -> String {
+        report_with(interval, tables, (throttled, None), f)
+    }
+
+    /// The report of `interval`'s `tables`, with the tasks `throttled`
+    /// and the interval's hottest stacks (`--stacks`), shown by `f`.
+    fn report_with(
+        interval: &VictimsInterval,
+        tables: &Tables,
+        (throttled, stacks): (&HashSet<u32>, Option<&Result<Window, String>>),
+        f: fn(&Report) -> String,
+    ) -> String {
         let r = Report {
             throttled,
             hook: HookMode::Btf,
@@ -479,7 +490,7 @@ mod tests {
             last: true,
             workloads: &HashMap::new(),
             pairs: None,
-            stacks: None,
+            stacks,
         };
         f(&r)
     }
@@ -655,21 +666,7 @@ mod tests {
         stacks: &Result<Window, String>,
         f: fn(&Report) -> String,
     ) -> String {
-        let r = Report {
-            throttled: &HashSet::new(),
-            hook: HookMode::Btf,
-            tables,
-            interval,
-            elapsed: Duration::from_secs(1),
-            clock: WallClock::now(),
-            sort: SortKey::Max,
-            max_tasks: 10_240,
-            last: true,
-            workloads: &HashMap::new(),
-            pairs: None,
-            stacks: Some(stacks),
-        };
-        f(&r)
+        report_with(interval, tables, (&HashSet::new(), Some(stacks)), f)
     }
 
     /// `--stacks`: each culprit row quotes the hottest stack behind its
