@@ -184,19 +184,14 @@ fn the_flight_recorder_keeps_the_holders_stacks_for_replay_and_perfetto() {
     }
     let dir = recorder::scratch("stacks");
     let rec = recorder::Recorder::start(&dir, &["--stacks", "--max-stacks", "500"]);
-    assert!(
-        rec.log()
-            .contains("the newest 500 with their holder's and waker's stacks"),
-        "{}",
-        rec.log()
-    );
+    let announced = "the newest 500 with their holder's and waker's stacks";
     let Dumped {
         dump,
         lines,
         sleeper,
         holder_tid,
         log,
-    } = dumped_behind_the_holder(rec, &dir);
+    } = dumped_behind_the_holder(rec, announced, &dir);
     assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
     assert_eq!(lines[0]["wakers"], true, "{}", lines[0]);
     let behind: Vec<&Value> = lines
@@ -267,19 +262,14 @@ fn serves_flight_recorder_keeps_the_holders_stacks_beside_the_pairs() {
     }
     let dir = recorder::scratch("serve-stacks");
     let rec = recorder::Recorder::serving(&dir, &["--cgroups", "--pairs", "--stacks=holder"]);
-    assert!(
-        rec.log()
-            .contains("the newest 1000 with their holder's stacks"),
-        "{}",
-        rec.log()
-    );
+    let announced = "the newest 1000 with their holder's stacks";
     let Dumped {
         lines,
         sleeper,
         holder_tid,
         log,
         ..
-    } = dumped_behind_the_holder(rec, &dir);
+    } = dumped_behind_the_holder(rec, announced, &dir);
     assert_eq!(lines[0]["stacks"], true, "{}", lines[0]);
     assert_ne!(lines[0]["wakers"], true, "{}", lines[0]);
     let behind: Vec<&Value> = (lines.iter())
@@ -314,9 +304,15 @@ struct Dumped {
     log: String,
 }
 
-/// Runs a 1 ms sleeper behind the holder while `rec` records, dumps on
-/// SIGHUP into `dir`, stops it, and reads the dump.
-fn dumped_behind_the_holder(rec: recorder::Recorder, dir: &std::path::Path) -> Dumped {
+/// Checks that `rec` announced what it keeps (`announced`), runs a 1 ms
+/// sleeper behind the holder while it records, dumps on SIGHUP into
+/// `dir`, stops it, and reads the dump.
+fn dumped_behind_the_holder(
+    rec: recorder::Recorder,
+    announced: &str,
+    dir: &std::path::Path,
+) -> Dumped {
+    assert!(rec.log().contains(announced), "{}", rec.log());
     let (sleeper, holder_tid) = sleeper_behind_holder(workload_cpu(), 1500);
     rec.signal(libc::SIGHUP);
     rec.wait_for("dumped", Duration::from_secs(30));
