@@ -83,7 +83,7 @@
     ],
     // The decision classes that mean "a scheduler rule kept the task
     // waiting" (split="decision"): their share of wait time is recorded.
-    declinedClasses: 'not_eligible|later_deadline|protected|policy_gate|other_class|wakeup_granularity|rule_unknown',
+    declinedClasses: 'not_eligible|later_deadline|protected|policy_gate|other_class|wakeup_granularity|rule_unknown|ext',
 
     dashboardUID: 'schedlat-runqueue',
     dashboardTags: ['schedlat', 'scheduler'],

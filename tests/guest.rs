@@ -1021,6 +1021,94 @@ fn lazy_grants_are_counted_where_the_model_is_lazy() {
     }
 }
 
+/// sched_ext (6.12+, where the kernel has CONFIG_SCHED_CLASS_EXT): with a
+/// scheduler attached (the kernel's default policy, one global FIFO queue
+/// and 20 ms slices: tests/common/sched_ext.rs), a fair sleeper's waits
+/// beside a spinner on its CPU are decided by that scheduler: the split
+/// classes them `ext`, never an EEVDF rule, the report names the scheduler
+/// and gives no EEVDF verdict or design bound. Detached, every task is
+/// back in the fair class and no wait is `ext`. A kernel without sched_ext
+/// says so and checks the null: no wait is `ext`.
+#[test]
+fn waits_a_sched_ext_scheduler_decided_are_classed_ext() {
+    if !require_root() {
+        return;
+    }
+    let release = kernel_release();
+    let split = |name: &'static str| -> Value {
+        let (status, lines) = sleeper_beside_spinner(name, false);
+        assert!(status.success(), "{release}: {status}");
+        let r = parse_json_lines(&lines).pop().expect("an interval");
+        assert!(r["decision"].is_object(), "{release}: no split: {r}");
+        r
+    };
+    let count =
+        |r: &Value, class: &str| r["decision"]["decisions"][class]["count"].as_u64().unwrap();
+    let eevdf_rules = ["not_eligible", "later_deadline", "protected", "slice_ended"];
+    if !common::sched_ext::available() {
+        eprintln!("{release}: no sched_ext here (no /sys/kernel/sched_ext): no wait may be ext");
+        let r = split("ext-absent");
+        assert_eq!(count(&r, "ext"), 0, "{release}: {}", r["decision"]);
+        return;
+    }
+    let scheduler = common::sched_ext::ExtScheduler::attach("schedlat_test")
+        .unwrap_or_else(|e| panic!("{release}: attaching a sched_ext scheduler: {e}"));
+    let on = split("ext-attached");
+    let (status, text, stderr) = common::run_schedlat(&["-v", "1", "1"]);
+    scheduler
+        .detach()
+        .unwrap_or_else(|e| panic!("{release}: detaching: {e}"));
+    let off = split("ext-detached");
+
+    let d = &on["decision"];
+    let waits = d["waits"].as_u64().unwrap();
+    let ext = count(&on, "ext");
+    eprintln!(
+        "{release}, attached: ext {ext}, requested {}, idle {} of {waits} waits; detached: ext {}, {}",
+        count(&on, "requested"),
+        count(&on, "idle"),
+        count(&off, "ext"),
+        off["decision"]["decisions"]
+    );
+    assert!(
+        waits > 100 && ext * 2 >= waits,
+        "{release}: {ext} of {waits} waits classed ext while a scheduler decided them: {d}"
+    );
+    for rule in eevdf_rules {
+        assert_eq!(
+            count(&on, rule),
+            0,
+            "{release}: an EEVDF class under sched_ext: {d}"
+        );
+    }
+    let m = &on["kernel_context"]["mechanisms"]["sched_ext"];
+    assert_eq!(m["scheduler"], "schedlat_test", "{release}: {m}");
+    assert_eq!(m["state"], "enabled", "{release}: {m}");
+    assert_eq!(m["switch_all"], true, "{release}: {m}");
+
+    assert!(status.success(), "{release}: {stderr}");
+    assert!(
+        text.contains("sched_ext scheduler schedlat_test attached")
+            && text.contains("decided by the sched_ext scheduler schedlat_test"),
+        "{release}: the report does not name the scheduler:\n{text}"
+    );
+    assert!(
+        !text.contains("EEVDF's design (") && !text.contains("(base slice + one tick)"),
+        "{release}: an EEVDF verdict under sched_ext:\n{text}"
+    );
+
+    assert_eq!(
+        count(&off, "ext"),
+        0,
+        "{release}: ext after detaching: {}",
+        off["decision"]
+    );
+    assert_eq!(
+        off["kernel_context"]["mechanisms"]["sched_ext"]["state"], "disabled",
+        "{release}"
+    );
+}
+
 /// `slow --stacks` on this kernel: the holder's stacks (bpf_get_task_stack
 /// of the task being switched out) name the function it spins in,
 /// symbolized in the guest, and the waker's kernel stack (bpf_get_stackid

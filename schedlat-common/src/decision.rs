@@ -43,6 +43,11 @@ pub enum Decision {
     /// Not known: the enqueue's snapshot slot was taken by another waiting
     /// thread before the switch-in.
     Unknown = 6,
+    /// The wakee or the running task is in the sched_ext class (6.12+): a
+    /// BPF scheduler's dispatch queues decided, not EEVDF's rules. A rule
+    /// (`declined()`), numbered below the fair class's because nibble 15
+    /// of the enqueue word is taken (`REQUESTED_SPENT`).
+    Ext = 7,
     // The rules that declined a wakeup which did not ask (8..=14).
     /// EEVDF (6.6+): the wakee's lag was negative (its vruntime ahead of
     /// the queue's weighted average): not eligible.
@@ -66,8 +71,9 @@ pub enum Decision {
 /// kernel indexes masked, without a bounds check).
 pub const NR_DECISIONS: usize = 16;
 
-/// Every class, in order; `DECLINED` are the rules.
-pub const DECISIONS: [Decision; 14] = [
+/// Every class, in the order reports list them (`Ext` last, after the
+/// fair class's rules); `DECLINED` are the rules.
+pub const DECISIONS: [Decision; 15] = [
     Decision::Requested,
     Decision::SliceEnded,
     Decision::Pending,
@@ -82,8 +88,9 @@ pub const DECISIONS: [Decision; 14] = [
     Decision::OtherClass,
     Decision::WakeupGranularity,
     Decision::RuleUnknown,
+    Decision::Ext,
 ];
-pub const DECLINED: [Decision; 7] = [
+pub const DECLINED: [Decision; 8] = [
     Decision::NotEligible,
     Decision::LaterDeadline,
     Decision::Protected,
@@ -91,12 +98,13 @@ pub const DECLINED: [Decision; 7] = [
     Decision::OtherClass,
     Decision::WakeupGranularity,
     Decision::RuleUnknown,
+    Decision::Ext,
 ];
 
 impl Decision {
     /// A rule: the wakeup did not ask for the CPU.
     pub const fn declined(self) -> bool {
-        self as u32 >= Decision::NotEligible as u32
+        self as u32 >= Decision::NotEligible as u32 || matches!(self, Decision::Ext)
     }
 
     /// The wakeup asked (at once or lazily).
@@ -286,9 +294,9 @@ impl Outcome {
 }
 
 /// Nibble d: the outcome of decision d with no pass-over (asked 0, the
-/// rules 1, idle 3, the rest other 4), before the holder makes a request
-/// `Late`.
-const OUTCOME_AT_ZERO: u64 = 0x4111_1111_4443_0400;
+/// rules 1 (8..=14 and `Ext`, 7), idle 3, the rest other 4), before the
+/// holder makes a request `Late`.
+const OUTCOME_AT_ZERO: u64 = 0x4111_1111_1443_0400;
 
 /// Cells of the decision x pass-over table: `decision * NR_PASSES + pass`.
 pub const NR_CELLS: usize = NR_DECISIONS * NR_PASSES;

@@ -321,6 +321,15 @@ pub struct DecisionOffsets {
     /// there. `yield_nr` 0: not told on this kernel or architecture.
     pub regs_syscall: u64,
     pub yield_nr: u64,
+    /// A task in the sched_ext class (6.12+): the state bits of
+    /// `task->scx.flags` (`SCX_TASK_STATE_MASK`) read `SCX_TASK_ENABLED`
+    /// (shifted into place), the state a task holds from entering the
+    /// class to leaving it (scx_enable_task(), scx_disable_task()). All
+    /// from BTF; `ext_state_mask` 0 where the kernel has no sched_ext: the
+    /// check is then dead code.
+    pub task_scx_flags: u64,
+    pub ext_state_mask: u64,
+    pub ext_enabled: u64,
 }
 
 #[cfg(test)]
@@ -339,7 +348,7 @@ mod tests {
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 12 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 13 * 8);
-        assert_eq!(size_of::<DecisionOffsets>(), 26 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 29 * 8);
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     if flags & get(&DECISION.need_resched_mask) != 0 {
         let asked = if pending(rq, curr, switches) {
             Decision::Pending as u64
+        } else if task.in_ext() || curr.in_ext() {
+            // A BPF scheduler's request: the fair fields below are stale.
+            Decision::Requested as u64
         } else if slice_ended(wakee, curr) {
             Decision::SliceEnded as u64
         } else if spent(task, wakee, curr, rq) {
@@ -178,6 +181,11 @@ fn rule(task: TaskPtr, wakee: Wakee, curr: TaskPtr) -> (u64, u64, u64) {
     let curr_policy = u64::from(curr.policy() & 63);
     if (OUTRANKS >> wakee_policy) & 1 != 0 || (OUTRANKS >> curr_policy) & 1 != 0 {
         return (Decision::OtherClass as u64, 0, 0);
+    }
+    // Its dispatch queues decide (any policy but those above runs there
+    // while a scheduler is attached): no EEVDF rule applies.
+    if task.in_ext() || curr.in_ext() {
+        return (Decision::Ext as u64, 0, 0);
     }
     if (NO_WAKEUP_PREEMPTION >> wakee_policy) & 1 != 0 {
         return (Decision::PolicyGate as u64, 0, 0);
@@ -361,7 +369,8 @@ pub fn switched_in(
         | (state << 48);
     // EEVDF: what is left of prev's request, its weight and slice (the
     // verifier drops these loads elsewhere).
-    let (left, weight_slice) = if get(&DECISION.fair) == 1 {
+    // A holder in the sched_ext class has stale fair fields: never renewed.
+    let (left, weight_slice) = if get(&DECISION.fair) == 1 && !prev.in_ext() {
         let se = prev.se();
         let left = se.deadline().wrapping_sub(se.vruntime());
         (left, (se.weight() & 0xffff_ffff) | (se.slice() << 32))

@@ -189,6 +189,17 @@ impl TaskPtr {
         self.0.read_u64(get(&DECISION.task_ti_flags))
     }
 
+    /// Whether the task is in the sched_ext class (its `scx.flags` state
+    /// is SCX_TASK_ENABLED); false where the kernel has no sched_ext
+    /// (`ext_state_mask` 0: the load is dead code).
+    #[inline(always)]
+    pub fn in_ext(self) -> bool {
+        let mask = get(&DECISION.ext_state_mask);
+        mask != 0
+            && u64::from(self.0.read_u32(get(&DECISION.task_scx_flags))) & mask
+                == get(&DECISION.ext_enabled)
+    }
+
     /// `&task->se`: the task's own scheduling entity.
     #[inline(always)]
     pub fn se(self) -> Se {

@@ -1,9 +1,10 @@
 //! The decision split's class names as the JSON `decision` object spells
 //! them (docs/json.md), for the tests that add its counts up.
 
-/// The fair-class rules that decline a wakeup (a wait not asked for):
-/// their counts sum to the `not asked` waits.
-pub(crate) const DECLINED_RULES: [&str; 7] = [
+/// The rules that decline a wakeup (a wait not asked for): the fair
+/// class's, and `ext` (a sched_ext scheduler decided). Their counts sum to
+/// the `not asked` waits.
+pub(crate) const DECLINED_RULES: [&str; 8] = [
     "not_eligible",
     "later_deadline",
     "protected",
@@ -11,6 +12,7 @@ pub(crate) const DECLINED_RULES: [&str; 7] = [
     "other_class",
     "wakeup_granularity",
     "rule_unknown",
+    "ext",
 ];
 
 /// How the holder left the CPU: the classes partition the waits.

@@ -16,6 +16,7 @@ pub(crate) mod kube_node;
 pub(crate) mod perf;
 pub(crate) mod pki;
 pub(crate) mod prometheus;
+pub(crate) mod sched_ext;
 pub(crate) mod serve;
 pub(crate) mod sleeper;
 pub(crate) mod workload;

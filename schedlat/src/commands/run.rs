@@ -163,7 +163,7 @@ async fn run(
     if let Some(why) = &slice.not_live {
         say!("schedlat: {why}");
     }
-    let context = SchedContext::detect(&slice);
+    let mut context = SchedContext::detect(&slice);
 
     let mut intervals = Intervals::new(cli.interval, cli.count);
     loop {
@@ -190,6 +190,7 @@ async fn run(
             })?),
             None => None,
         };
+        context.mechanisms.refresh_sched_ext();
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);
         report.kernel = Some(&context);
         report.breakdown = keys.as_ref().map(output::breakdown::json);

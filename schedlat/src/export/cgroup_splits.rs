@@ -67,7 +67,8 @@ impl CgroupSplits {
 /// Whether a kernel with these facts can put a wait in decision class
 /// `d` (schedlat-ebpf/src/decision.rs): the EEVDF rules and a renewed
 /// slice only under EEVDF, the wakeup granularity only under CFS, lazy
-/// only where the kernel has TIF_NEED_RESCHED_LAZY. Decided once from the
+/// only where the kernel has TIF_NEED_RESCHED_LAZY, `ext` only where it has
+/// sched_ext. Decided once from the
 /// kernel context at load, never from a value, so a per-cgroup series
 /// does not appear with its first wait (rate() would miss that increase).
 /// Unknown facts keep every class.
@@ -84,6 +85,7 @@ pub(crate) fn kernel_can_decide(facts: Option<&DecisionFacts>, d: Decision) -> b
         | Decision::Protected => eevdf,
         Decision::WakeupGranularity => cfs,
         Decision::Lazy => facts.lazy_bit.is_some(),
+        Decision::Ext => facts.ext,
         _ => true,
     }
 }
@@ -121,7 +123,10 @@ mod tests {
     #[test]
     fn eevdf_with_lazy_leaves_out_the_cfs_rule_only() {
         let facts = DecisionFacts::X86_6_18;
-        assert_eq!(left_out(Some(&facts)), ["wakeup_granularity"]);
+        // This project's 6.18 host has no sched_ext.
+        assert_eq!(left_out(Some(&facts)), ["wakeup_granularity", "ext"]);
+        let ext = DecisionFacts { ext: true, ..facts };
+        assert_eq!(left_out(Some(&ext)), ["wakeup_granularity"]);
         let cfs = DecisionFacts {
             fair: 2,
             lazy_bit: None,
@@ -135,6 +140,7 @@ mod tests {
                 "not_eligible",
                 "later_deadline",
                 "protected",
+                "ext",
                 "late"
             ]
         );

@@ -36,6 +36,8 @@ pub(crate) struct DecisionFacts {
     pub vprot: bool,
     /// The tick in ns (from CONFIG_HZ), when known.
     pub tick_ns: Option<u64>,
+    /// The kernel has sched_ext, whose waits are told apart (`ext`).
+    pub ext: bool,
 }
 
 impl DecisionFacts {
@@ -48,6 +50,7 @@ impl DecisionFacts {
         fair: 1,
         vprot: true,
         tick_ns: Some(4_000_000),
+        ext: false,
     };
 }
 

@@ -103,11 +103,14 @@ fn mapped_copy(path: &Path) -> Result<Btf, btf_rs::Error> {
     )
 }
 
-/// Every struct an offset set reads (and `enum bpf_func_id`, the helpers
-/// this kernel has), and the tracepoints' typedefs: their ids are found in
+/// Every struct an offset set reads (and the enums read: `bpf_func_id`, the
+/// helpers this kernel has; sched_ext's task states), and the tracepoints' typedefs: their ids are found in
 /// one pass over the BTF (btf_names.rs).
-const STRUCTS: [&str; 19] = [
+const STRUCTS: [&str; 22] = [
     "task_struct",
+    "sched_ext_entity",
+    "scx_ent_flags",
+    "scx_task_state",
     "pt_regs",
     "bpf_func_id",
     "thread_info",
@@ -220,6 +223,21 @@ impl<'a> Layouts<'a> {
     fn field(&self, strukt: &'static str, name: &str) -> Option<u64> {
         self.get(strukt).and_then(|s| s.offset_of(&[name])).ok()
     }
+
+    /// The value of `enum name`'s enumerator `member`, if both exist.
+    fn enumerator(&self, name: &str, member: &str) -> Option<u64> {
+        let id = self.first_id(name, |t| matches!(t, Type::Enum(_) | Type::Enum64(_)))?;
+        let named = |m: &dyn btf_rs::BtfType| self.btf.resolve_name(m).is_ok_and(|n| n == member);
+        match self.btf.resolve_type_by_id(id).ok()? {
+            Type::Enum(e) => e
+                .members
+                .iter()
+                .find(|m| named(*m))
+                .map(|m| u64::from(m.val())),
+            Type::Enum64(e) => e.members.iter().find(|m| named(*m)).map(|m| m.val()),
+            _ => None,
+        }
+    }
 }
 
 /// What the decision split reads (docs/decision.md), or None when this
@@ -238,9 +256,13 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
     };
     let task_se = field("task_struct", "se")?;
     let (regs_syscall, yield_nr) = yield_syscall(layouts, std::env::consts::ARCH).unwrap_or((0, 0));
+    let (task_scx_flags, ext_state_mask, ext_enabled) = ext_state(layouts).unwrap_or((0, 0, 0));
     let mut offsets = DecisionOffsets {
         regs_syscall,
         yield_nr,
+        task_scx_flags,
+        ext_state_mask,
+        ext_enabled,
         rq_curr: field("rq", "curr")?,
         rq_nr_switches: field("rq", "nr_switches")?,
         task_ti_flags: field("task_struct", "thread_info")? + field("thread_info", "flags")?,
@@ -278,6 +300,28 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
         offsets.fair = 2;
     }
     Some(offsets)
+}
+
+/// How a task in the sched_ext class is told (6.12+): the offset of
+/// `task->scx.flags`, the mask of its state bits and the state a task in
+/// the class holds (`SCX_TASK_ENABLED`, in place). Until 7.x the states
+/// are `enum scx_task_state` (ENABLED 3), shifted by
+/// `SCX_TASK_STATE_SHIFT` into the flags; 7.x lists them among the flags
+/// already in place (`scx_ent_flags`: ENABLED 4 << 8, three state bits).
+/// None where the kernel has no sched_ext (CONFIG_SCHED_CLASS_EXT off, as
+/// in Debian 12's 6.12, or before 6.12).
+pub(crate) fn ext_state(layouts: &Layouts) -> Option<(u64, u64, u64)> {
+    let flags =
+        layouts.field("task_struct", "scx")? + layouts.field("sched_ext_entity", "flags")?;
+    let mask = layouts.enumerator("scx_ent_flags", "SCX_TASK_STATE_MASK")?;
+    let enabled = match layouts.enumerator("scx_ent_flags", "SCX_TASK_ENABLED") {
+        Some(in_place) => in_place,
+        None => {
+            let shift = layouts.enumerator("scx_ent_flags", "SCX_TASK_STATE_SHIFT")?;
+            layouts.enumerator("scx_task_state", "SCX_TASK_ENABLED")? << shift
+        }
+    };
+    (mask != 0 && enabled & mask == enabled).then_some((flags, mask, enabled))
 }
 
 /// Where the user registers the kernel keeps for a task hold its system

@@ -43,6 +43,7 @@ impl Setup {
             fair: offsets.fair,
             vprot: offsets.has_vprot != 0,
             tick_ns,
+            ext: offsets.ext_state_mask != 0,
         };
         let offsets = DecisionOffsets {
             need_resched_mask: 1 << need_resched_bit,

@@ -23,7 +23,7 @@ use crate::{
 /// README.md's "What each line means" defines each (a test holds the two
 /// together).
 #[cfg(test)]
-pub(crate) const TERMS: [&str; 16] = [
+pub(crate) const TERMS: [&str; 17] = [
     "base slice",
     "tick",
     "passed over",
@@ -40,6 +40,7 @@ pub(crate) const TERMS: [&str; 16] = [
     "pid_max",
     "steal",
     "quota",
+    "sched_ext",
 ];
 
 /// The sentences, one a line.
@@ -268,6 +269,9 @@ fn bound_lines(kernel: &SchedContext, waits: &Waits) -> (String, Option<String>)
         fmt_ns(tick),
         fmt_ns(bound)
     );
+    if let Some(ext) = super::verdict::decided_by_ext(kernel, waits) {
+        return (line, Some(format!("Verdict: {ext}.")));
+    }
     let verdict = Design::of(waits, bound, beyond).map(|d| {
         let class = d.behind_another_class(kernel).map(|s| format!("; {s}"));
         format!("Verdict: {}{}.", d.sentence(), class.unwrap_or_default())

@@ -33,6 +33,7 @@ pub(crate) fn decision_name(d: Decision) -> &'static str {
         Decision::OtherClass => "other_class",
         Decision::WakeupGranularity => "wakeup_granularity",
         Decision::RuleUnknown => "rule_unknown",
+        Decision::Ext => "ext",
     }
 }
 
@@ -74,6 +75,7 @@ fn words(name: &str) -> String {
     match name {
         "idle_cpu" => "idle CPU".into(),
         "not_wakeup" => "not a wakeup".into(),
+        "ext" => "sched_ext".into(),
         _ => name.replace('_', " "),
     }
 }
@@ -133,6 +135,9 @@ pub(crate) fn text(waits: &Waits) -> String {
 /// own finding says it); empty without the split, a bound, or an EEVDF
 /// kernel.
 pub(crate) fn verdict_text(kernel: &SchedContext, waits: &Waits, class_said: bool) -> String {
+    if let Some(ext) = super::verdict::decided_by_ext(kernel, waits) {
+        return format!("  verdict: {ext}\n");
+    }
     let Some(bound) = kernel.design_bound_ns() else {
         return String::new();
     };
@@ -385,6 +390,7 @@ fn facts_json(f: &DecisionFacts) -> Value {
             _ => None,
         },
         "tick_ns": f.tick_ns,
+        "sched_ext": f.ext,
     })
 }
 

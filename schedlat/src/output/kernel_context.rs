@@ -41,6 +41,10 @@ pub(crate) fn text(c: &SchedContext, waits: &Waits) -> String {
         features_text(c, sched_context::debugfs_allowed())
     );
     let _ = writeln!(out, "  scheduler: {}", c.mechanisms.summary());
+    if let Some(ext) = super::verdict::decided_by_ext(c, waits) {
+        let _ = writeln!(out, "  design bound: not EEVDF's here: {ext}");
+        return out;
+    }
     match c.design_bound_ns() {
         Some(bound) => {
             let total = waits.count();

@@ -181,6 +181,39 @@ impl Design {
     }
 }
 
+/// When a sched_ext scheduler decided the waits (6.12+): EEVDF's rules and
+/// its design bound say nothing of them, so no EEVDF verdict is given; the
+/// sentence says who decided instead. A scheduler that manages every task
+/// but the real-time ones (`switch_all`) decided every fair wait, those
+/// that woke onto an idle CPU its `select_cpu` chose included; one that
+/// manages only the tasks that chose SCHED_EXT leaves the others' waits
+/// EEVDF's, so then only the split's `ext` waits say so. None otherwise.
+pub(crate) fn decided_by_ext(kernel: &SchedContext, waits: &Waits) -> Option<String> {
+    let ext = kernel.mechanisms.sched_ext.as_ref();
+    let attached = ext.and_then(|e| e.running());
+    let name = attached.map_or("a sched_ext scheduler".to_string(), |n| {
+        format!("the sched_ext scheduler {n}")
+    });
+    let decided = waits.decision.as_ref().map(|d| d.decided(Decision::Ext));
+    if let Some(n) = decided.filter(|&n| n > 0) {
+        return Some(format!(
+            "{n} of {} waits were decided by {name} (its dispatch queues, not EEVDF's rules): EEVDF's design bound does not apply to them; the scheduler's own events and statistics say why they waited",
+            waits.count()
+        ));
+    }
+    attached?;
+    if ext.and_then(|e| e.switch_all) == Some(true) {
+        return Some(format!(
+            "the waits were decided by {name}, which manages every task but the real-time and deadline ones (switch_all): EEVDF's design bound does not apply to them"
+        ));
+    }
+    decided.is_none().then(|| {
+        format!(
+            "{name} is attached: the waits of the tasks it manages were decided by it, not by EEVDF (the decision split, off in this run, tells them apart)"
+        )
+    })
+}
+
 /// Whether fair sharing explains the passed-over waits: each pass-over is
 /// another task's turn, at most one bound long, so the passed-over waits
 /// together last no longer than one bound per pass-over plus one per wait.
@@ -282,6 +315,7 @@ pub(crate) fn rule_words(rule: Rule) -> &'static str {
             "the woken task's policy (batch or idle) does not preempt"
         }
         Rule::Declined(Decision::OtherClass) => "a real-time task held the CPU",
+        Rule::Declined(Decision::Ext) => "the sched_ext scheduler's dispatch queues",
         Rule::Declined(_) => "a fair-class rule kept the running task on the CPU",
     }
 }
@@ -465,5 +499,63 @@ mod tests {
             d.facts.fair = 2;
         }
         assert!(Design::of(&w, 5_400_000, 0).is_none());
+    }
+
+    /// Waits a sched_ext scheduler decided get no EEVDF verdict: the
+    /// sentence names the scheduler; without `ext` waits and with no
+    /// scheduler attached, there is none (the EEVDF verdict stands).
+    #[test]
+    fn waits_a_sched_ext_scheduler_decided_name_it_not_eevdf() {
+        use crate::sys::sched_mechanisms::SchedExt;
+        let w = run(&[
+            waits(300, 9_000_000, Decision::Ext, Pass::Zero, Holder::Preempted),
+            waits(20, 6_000, Decision::Idle, Pass::Zero, Holder::Idle),
+        ]);
+        let mut kernel = SchedContext::this_vm();
+        kernel.mechanisms.sched_ext = Some(SchedExt {
+            state: "enabled".into(),
+            scheduler: Some("simple".into()),
+            switch_all: Some(false),
+            events: vec![],
+            window_events: None,
+        });
+        let s = decided_by_ext(&kernel, &w).unwrap();
+        assert!(
+            s.starts_with("300 of 320 waits were decided by the sched_ext scheduler simple (its dispatch queues, not EEVDF's rules)"),
+            "{s}"
+        );
+        let fair = run(&[waits(
+            300,
+            9_000_000,
+            Decision::Protected,
+            Pass::Zero,
+            Holder::Preempted,
+        )]);
+        let detached = SchedContext::this_vm();
+        assert_eq!(decided_by_ext(&detached, &fair), None);
+        // Attached, but these waits were the fair class's (a scheduler
+        // that manages only some tasks).
+        assert_eq!(decided_by_ext(&kernel, &fair), None);
+        // Split off: the scheduler is named without a count.
+        let mut unsplit = fair.clone();
+        unsplit.decision = None;
+        let s = decided_by_ext(&kernel, &unsplit).unwrap();
+        assert!(
+            s.starts_with("the sched_ext scheduler simple is attached"),
+            "{s}"
+        );
+        // Managing every fair task: even waits the split could not class
+        // `ext` (onto an idle CPU) were its decisions.
+        let idle = run(&[waits(15, 200_000, Decision::Idle, Pass::Zero, Holder::Idle)]);
+        if let Some(e) = kernel.mechanisms.sched_ext.as_mut() {
+            e.switch_all = Some(true);
+        }
+        let s = decided_by_ext(&kernel, &idle).unwrap();
+        assert!(
+            s.starts_with(
+                "the waits were decided by the sched_ext scheduler simple, which manages every task"
+            ),
+            "{s}"
+        );
     }
 }

@@ -25,11 +25,38 @@ pub struct SchedExt {
     pub state: String,
     /// The attached scheduler's name (root/ops), when one is.
     pub scheduler: Option<String>,
-    /// Its event counters (root/events, 6.16+), name and count.
+    /// Whether it manages every task but the real-time and deadline ones
+    /// (`switch_all` 1), or only those that chose SCHED_EXT (0,
+    /// SCX_OPS_SWITCH_PARTIAL); None where unreadable.
+    pub switch_all: Option<bool>,
+    /// Its event counters (root/events, 6.16+), name and count, since it
+    /// was attached.
     pub events: Vec<(String, u64)>,
+    /// The same counters over the report's window (`refresh`): those that
+    /// moved, by how much. None before a window has passed, or when the
+    /// scheduler changed meanwhile.
+    pub window_events: Option<Vec<(String, u64)>>,
 }
 
 impl SchedExt {
+    /// The counters that moved between `before` and now, when the same
+    /// scheduler was attached at both.
+    fn moved_since(&self, before: &SchedExt) -> Option<Vec<(String, u64)>> {
+        if self.scheduler != before.scheduler || self.running().is_none() {
+            return None;
+        }
+        let then = |name: &str| before.events.iter().find(|(n, _)| n == name).map(|e| e.1);
+        Some(
+            self.events
+                .iter()
+                .filter_map(|(name, now)| {
+                    let d = now.saturating_sub(then(name).unwrap_or(0));
+                    (d > 0).then(|| (name.clone(), d))
+                })
+                .collect(),
+        )
+    }
+
     /// The scheduler's name while one is attached.
     pub fn running(&self) -> Option<&str> {
         (self.state == "enabled")
@@ -89,6 +116,20 @@ impl Mechanisms {
         }
     }
 
+    /// Reads sched_ext's state again at the end of a report's window: a
+    /// scheduler attached or detached since is seen, and its event
+    /// counters are given over the window.
+    pub fn refresh_sched_ext(&mut self) {
+        let now = sched_ext(Path::new(SCHED_EXT));
+        self.sched_ext = match (now, self.sched_ext.take()) {
+            (Some(mut now), Some(before)) => {
+                now.window_events = now.moved_since(&before);
+                Some(now)
+            }
+            (now, _) => now,
+        };
+    }
+
     /// What lets a fair task run beside a real-time task that keeps its
     /// CPU, for the waits declined because another class held it: the
     /// fair deadline server (6.12+), else RT throttling, with how long
@@ -136,9 +177,17 @@ impl Mechanisms {
     pub fn summary(&self) -> String {
         let ext = match &self.sched_ext {
             None => "no sched_ext".to_string(),
-            Some(ext) => match ext.running() {
-                Some(name) => format!("sched_ext scheduler {name} attached"),
-                None => format!("sched_ext {}", ext.state),
+            Some(ext) => match (ext.running(), &ext.window_events) {
+                (Some(name), Some(moved)) if !moved.is_empty() => {
+                    let moved: Vec<String> =
+                        moved.iter().map(|(n, c)| format!("{n} {c}")).collect();
+                    format!(
+                        "sched_ext scheduler {name} attached (its events in this window: {})",
+                        moved.join(", ")
+                    )
+                }
+                (Some(name), _) => format!("sched_ext scheduler {name} attached"),
+                (None, _) => format!("sched_ext {}", ext.state),
             },
         };
         let server = match (&self.fair_server, &self.fair_server_unknown) {
@@ -170,6 +219,9 @@ fn sched_ext(dir: &Path) -> Option<SchedExt> {
     let root = dir.join("root");
     Some(SchedExt {
         state: state.trim().to_string(),
+        switch_all: fs::read_to_string(dir.join("switch_all"))
+            .ok()
+            .map(|s| s.trim() == "1"),
         scheduler: fs::read_to_string(root.join("ops"))
             .ok()
             .map(|s| s.trim().to_string())
@@ -177,6 +229,7 @@ fn sched_ext(dir: &Path) -> Option<SchedExt> {
         events: fs::read_to_string(root.join("events"))
             .map(|t| events(&t))
             .unwrap_or_default(),
+        window_events: None,
     })
 }
 
@@ -274,6 +327,36 @@ mod tests {
         let on = sched_ext(&dir).unwrap();
         assert_eq!(on.running(), Some("simple"));
         assert_eq!(on.events[0], ("SCX_EV_SELECT_CPU_FALLBACK".to_string(), 3));
+        // Over a window: the counters that moved, by how much.
+        fs::write(
+            dir.join("root/events"),
+            "SCX_EV_SELECT_CPU_FALLBACK 10\nSCX_EV_DISPATCH_KEEP_LAST 0\n",
+        )
+        .unwrap();
+        let later = sched_ext(&dir).unwrap();
+        assert_eq!(
+            later.moved_since(&on),
+            Some(vec![("SCX_EV_SELECT_CPU_FALLBACK".to_string(), 7)])
+        );
+        let other = SchedExt {
+            scheduler: Some("rusty".into()),
+            ..later.clone()
+        };
+        assert_eq!(other.moved_since(&on), None, "another scheduler's counters");
+        let m = Mechanisms {
+            sched_ext: Some(SchedExt {
+                window_events: later.moved_since(&on),
+                ..later
+            }),
+            ..Mechanisms::default()
+        };
+        assert!(
+            m.summary().starts_with(
+                "sched_ext scheduler simple attached (its events in this window: SCX_EV_SELECT_CPU_FALLBACK 7)"
+            ),
+            "{}",
+            m.summary()
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

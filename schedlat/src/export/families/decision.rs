@@ -155,7 +155,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent)
         }
         out
     };
-    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; late: it asked and no other task ran first, but the holder kept the CPU until a tick ended its slice; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
+    let splits = "split outcome (granted: the wakeup asked for the CPU and got it at the next switch; late: it asked and no other task ran first, but the holder kept the CPU until a tick ended its slice; declined: it did not ask and ran at the next switch; passed_over: others ran first; idle_cpu; other), decision (what the scheduler decided at the wakeup: requested, slice_ended, pending, lazy, idle, not_wakeup, unknown, or the rule that declined it: not_eligible, later_deadline, protected, policy_gate, other_class, wakeup_granularity, rule_unknown, ext: a sched_ext scheduler decided), passes (switches to other tasks on its CPU during the wait: 0, 1, 2, 3+, migrated, unknown) or holder (how the task that held the CPU left it: blocked, preempted, slice_ended, exited, yielded, idle: the CPU's idle task); each wait is in one class of every split (docs/decision.md)";
     let note = &extent.note;
     let mut out = Vec::new();
     if extent.splits.counts() {
@@ -299,11 +299,12 @@ mod tests {
             assert!(out.contains(line), "{line} not in\n{out}");
         }
         let web = "schedlat_cgroup_runqueue_waits_by_decision_total{cgroup=\"/web\"";
-        // 32 classes, less wakeup_granularity (CFS only) on EEVDF.
+        // 33 classes, less wakeup_granularity (CFS only) on EEVDF and ext
+        // (this kernel has no sched_ext).
         assert_eq!(lines_of(&out, web).len(), 31, "{out}");
         assert!(out.contains("{cgroup=\"/web\",split=\"outcome\",class=\"late\"} 0"));
         assert!(!out.contains("wakeup_granularity\"}"), "{out}");
-        assert!(out.contains("(wakeup_granularity), from the kernel at start"));
+        assert!(out.contains("(wakeup_granularity, ext), from the kernel at start"));
         // The total keeps every class, whatever the kernel.
         let total = text(system_families(&series(Vec::new(), counts())));
         assert!(total.contains("class=\"wakeup_granularity\"} 0"), "{total}");
@@ -323,7 +324,7 @@ mod tests {
         let out = text(cgroup_families(&cgroups, CgroupSplits::Alerting));
         assert!(!out.contains("class=\"late\""), "{out}");
         assert!(
-            out.contains("protected, late), from the kernel at start"),
+            out.contains("protected, ext, late), from the kernel at start"),
             "{out}"
         );
         let web = "schedlat_cgroup_runqueue_wait_by_decision_seconds_total{cgroup=\"/web\"";
