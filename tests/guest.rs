@@ -1109,6 +1109,99 @@ fn waits_a_sched_ext_scheduler_decided_are_classed_ext() {
     );
 }
 
+/// A fair task beside a SCHED_FIFO loop on its CPU runs only when the
+/// kernel makes room for the fair class: the fair deadline server on 6.12
+/// and later (50 ms of every second by default), RT throttling before
+/// (real-time tasks run 950 ms of every second). A fair loop on the CPU
+/// uses that room up, so a sleeper's wakeups after it wait behind the FIFO
+/// loop for the next period, declined for another class; the report says
+/// what let the fair task run on this kernel, with its numbers.
+#[test]
+fn a_fair_task_behind_a_fifo_loop_waits_for_the_deadline_server_or_throttling() {
+    if !require_root() {
+        return;
+    }
+    let release = kernel_release();
+    common::kernel::assert_rt_throttling_on();
+    let cpu = workload::workload_cpu();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spin = |fifo: bool| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            workload::pin_current_thread(cpu);
+            if fifo {
+                workload::make_current_thread_fifo(10);
+            }
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let name = "behind-fifo";
+    let tracer = TracerProcess::start(SCHEDLAT, &["--comm", name, "-v"]);
+    let loops = [spin(false), spin(true)];
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            workload::pin_current_thread(cpu);
+            let started = std::time::Instant::now();
+            while started.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in loops {
+        l.join().unwrap();
+    }
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    let text = lines.join("\n");
+    assert!(status.success(), "{release}: {status}\n{text}");
+    // `the longest 948 ms.` (or `1.02 s.`): most of a period.
+    let longest_ms = text
+        .lines()
+        .find_map(|l| l.split("the longest ").nth(1))
+        .and_then(|rest| {
+            let mut words = rest.trim_end_matches('.').split_whitespace();
+            let value: f64 = words.next()?.parse().ok()?;
+            match words.next()? {
+                "s" => Some(value * 1000.0),
+                "ms" => Some(value),
+                _ => Some(0.0),
+            }
+        })
+        .unwrap_or(0.0);
+    let declined = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("at the wakeup:"))
+        .unwrap_or_default()
+        .to_string();
+    eprintln!("{release}: the longest wait {longest_ms:.0} ms; {declined}");
+    assert!(
+        longest_ms >= 100.0,
+        "{release}: no wait of 100 ms or more behind the FIFO loop:\n{text}"
+    );
+    assert!(
+        declined.contains("other class"),
+        "{release}: no wakeup declined for another class:\n{text}"
+    );
+    if kernel_version() < (6, 6) {
+        eprintln!("{release}: CFS: no verdict, so no sentence on what let the fair task run");
+        return;
+    }
+    let mechanism = if kernel_version() >= (6, 12) {
+        "fair deadline server"
+    } else {
+        "RT throttling lets real-time tasks run"
+    };
+    assert!(
+        text.contains("a real-time or deadline task held the CPU") && text.contains(mechanism),
+        "{release}: the report does not say that {mechanism} let the fair task run:\n{text}"
+    );
+}
+
 /// `slow --stacks` on this kernel: the holder's stacks (bpf_get_task_stack
 /// of the task being switched out) name the function it spins in,
 /// symbolized in the guest, and the waker's kernel stack (bpf_get_stackid

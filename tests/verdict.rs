@@ -133,14 +133,7 @@ fn waits_behind_a_throttled_fifo_hog_exceed_the_design_and_are_worth_reporting()
     if !require_root() {
         return;
     }
-    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    assert!(
-        runtime != "-1" && !runtime.is_empty(),
-        "RT bandwidth is off (sched_rt_runtime_us {runtime:?}): a FIFO hog would starve the CPU"
-    );
+    common::kernel::assert_rt_throttling_on();
     if kernel_version() < (6, 6) {
         let (status, text, err) = run_schedlat(&["1", "1"]);
         assert!(status.success(), "{err}");

@@ -16,6 +16,20 @@ pub(crate) fn kernel_release() -> String {
         .map_or_else(|_| "this kernel".to_string(), |s| s.trim().to_string())
 }
 
+/// Fails unless RT throttling is on (sched_rt_runtime_us not -1): a test
+/// that runs a SCHED_FIFO loop would otherwise starve its CPU for good.
+pub(crate) fn assert_rt_throttling_on() {
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(
+        runtime != "-1" && !runtime.is_empty(),
+        "{}: RT throttling is off (sched_rt_runtime_us {runtime:?}): a FIFO loop would starve the CPU",
+        kernel_release()
+    );
+}
+
 /// sched_setattr(2) on `tid`: SCHED_OTHER, nice 0, a custom slice of
 /// `runtime_ns` (the task's slice from 6.12, kernel/sched/syscalls.c
 /// __setscheduler_params(); earlier kernels ignore it for the fair class).

@@ -11,9 +11,9 @@
 //! attaches it with a link, and detaches it when dropped (closing the link
 //! unregisters it; every task goes back to the fair class).
 //!
-//! The layout (the value type's id and size, where the name goes) and the
-//! enum values (the map type, the attach type) are read from the kernel's
-//! BTF, never assumed.
+//! The value's layout (its type's id and size, where the name goes) is read
+//! from the kernel's BTF, never assumed; the system call's own types and
+//! numbers (UAPI, stable) are aya-obj's bindings.
 
 use std::{
     fs,
@@ -22,15 +22,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use btf_rs::{Btf, BtfType, Type};
+use aya_obj::generated::{
+    BPF_F_LINK, bpf_attach_type::BPF_STRUCT_OPS, bpf_attr, bpf_cmd,
+    bpf_map_type::BPF_MAP_TYPE_STRUCT_OPS,
+};
+use btf_rs::{Btf, Type};
 
 const STATE: &str = "/sys/kernel/sched_ext/state";
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_BTF_LOAD: libc::c_long = 18;
-const BPF_LINK_CREATE: libc::c_long = 28;
-/// include/uapi/linux/bpf.h: the map's value is registered through a link.
-const BPF_F_LINK: u32 = 1 << 13;
 
 /// An attached scheduler; dropping it detaches it.
 pub(crate) struct ExtScheduler {
@@ -65,10 +63,15 @@ impl ExtScheduler {
         let at = layout.name_offset as usize;
         value[at..at + name.len()].copy_from_slice(name.as_bytes());
         update(&map, &value)?;
-        let mut attr = [0u32; 16];
-        attr[0] = map.as_raw_fd() as u32;
-        attr[2] = layout.attach_type;
-        let link = bpf(BPF_LINK_CREATE, &mut attr, "BPF_LINK_CREATE (struct_ops)")?;
+        // Its link_create member: the map, and the attach type.
+        let mut attr = zeroed_attr();
+        attr.link_create.__bindgen_anon_1.map_fd = map.as_raw_fd() as u32;
+        attr.link_create.attach_type = BPF_STRUCT_OPS as u32;
+        let link = bpf(
+            bpf_cmd::BPF_LINK_CREATE,
+            &mut attr,
+            "BPF_LINK_CREATE (struct_ops)",
+        )?;
         let scheduler = ExtScheduler {
             link: Some(link),
             _map: map,
@@ -107,15 +110,13 @@ fn wait_for_state(wanted: &str) -> Result<(), String> {
     }
 }
 
-/// What the bpf system call needs of the kernel's types.
+/// Where the kernel's struct_ops value for sched_ext is, by its BTF.
 struct Layout {
     /// `struct bpf_struct_ops_sched_ext_ops`: the map's value.
     value_type: u32,
     value_size: u32,
     /// Where `data.name` is in it.
     name_offset: u32,
-    map_type: u32,
-    attach_type: u32,
 }
 
 impl Layout {
@@ -126,8 +127,6 @@ impl Layout {
             value_type,
             value_size: value.size() as u32,
             name_offset: member_offset(btf, &value, "data")? + member_offset(btf, &ops, "name")?,
-            map_type: enumerator(btf, "bpf_map_type", "BPF_MAP_TYPE_STRUCT_OPS")?,
-            attach_type: enumerator(btf, "bpf_attach_type", "BPF_STRUCT_OPS")?,
         })
     }
 }
@@ -153,19 +152,6 @@ fn member_offset(btf: &Btf, s: &btf_rs::Struct, name: &str) -> Result<u32, Strin
         .ok_or_else(|| format!("no member {name}"))
 }
 
-fn enumerator(btf: &Btf, name: &str, member: &str) -> Result<u32, String> {
-    let ids = btf
-        .resolve_ids_by_name(name)
-        .map_err(|e| format!("BTF has no {name}: {e}"))?;
-    let named = |m: &dyn BtfType| btf.resolve_name(m).is_ok_and(|n| n == member);
-    ids.into_iter()
-        .find_map(|id| match btf.resolve_type_by_id(id) {
-            Ok(Type::Enum(e)) => e.members.iter().find(|m| named(*m)).map(|m| m.val()),
-            _ => None,
-        })
-        .ok_or_else(|| format!("BTF has no {name}::{member}"))
-}
-
 /// A struct_ops map must name a BTF object (kernel/bpf/syscall.c
 /// map_create()), though its value's type is the kernel's: the smallest
 /// valid one, a single `int`.
@@ -185,77 +171,73 @@ fn load_minimal_btf() -> Result<OwnedFd, String> {
         blob.extend_from_slice(&word.to_ne_bytes());
     }
     blob.extend_from_slice(strings);
-    let mut attr = [0u32; 8];
-    let ptr = blob.as_ptr() as u64;
-    attr[0] = ptr as u32;
-    attr[1] = (ptr >> 32) as u32;
-    attr[4] = blob.len() as u32;
-    bpf(BPF_BTF_LOAD, &mut attr, "BPF_BTF_LOAD")
+    // The BTF_LOAD member (an anonymous one in the bindings).
+    let mut attr = zeroed_attr();
+    attr.__bindgen_anon_7.btf = blob.as_ptr() as u64;
+    attr.__bindgen_anon_7.btf_size = blob.len() as u32;
+    bpf(bpf_cmd::BPF_BTF_LOAD, &mut attr, "BPF_BTF_LOAD")
 }
 
 fn create_map(layout: &Layout, btf: &OwnedFd) -> Result<OwnedFd, String> {
-    // union bpf_attr's map_create: map_type, key_size, value_size,
-    // max_entries, map_flags, inner_map_fd, numa_node, map_name[16],
-    // map_ifindex, btf_fd, btf_key_type_id, btf_value_type_id,
-    // btf_vmlinux_value_type_id (words 0-6, 7-10, 11-15).
-    let mut attr = [0u32; 20];
-    attr[0] = layout.map_type;
-    attr[1] = 4;
-    attr[2] = layout.value_size;
-    attr[3] = 1;
-    attr[4] = BPF_F_LINK;
-    attr[12] = btf.as_raw_fd() as u32;
-    attr[15] = layout.value_type;
-    bpf(BPF_MAP_CREATE, &mut attr, "BPF_MAP_CREATE (struct_ops)")
+    let mut attr = zeroed_attr();
+    // SAFETY: the MAP_CREATE member.
+    unsafe {
+        let m = &mut attr.__bindgen_anon_1;
+        m.map_type = BPF_MAP_TYPE_STRUCT_OPS as u32;
+        m.key_size = 4;
+        m.value_size = layout.value_size;
+        m.max_entries = 1;
+        m.map_flags = BPF_F_LINK;
+        m.btf_fd = btf.as_raw_fd() as u32;
+        m.btf_vmlinux_value_type_id = layout.value_type;
+    }
+    bpf(
+        bpf_cmd::BPF_MAP_CREATE,
+        &mut attr,
+        "BPF_MAP_CREATE (struct_ops)",
+    )
 }
 
 fn update(map: &OwnedFd, value: &[u8]) -> Result<(), String> {
     let key = 0u32;
-    let mut attr = [0u32; 8];
-    attr[0] = map.as_raw_fd() as u32;
-    let (k, v) = (&key as *const u32 as u64, value.as_ptr() as u64);
-    attr[2] = k as u32;
-    attr[3] = (k >> 32) as u32;
-    attr[4] = v as u32;
-    attr[5] = (v >> 32) as u32;
-    // SAFETY: attr is the map_elem member of union bpf_attr; the key and
-    // the value outlive the call.
+    let mut attr = zeroed_attr();
+    // SAFETY: the map element member.
+    unsafe {
+        let e = &mut attr.__bindgen_anon_2;
+        e.map_fd = map.as_raw_fd() as u32;
+        e.key = &key as *const u32 as u64;
+        e.__bindgen_anon_1.value = value.as_ptr() as u64;
+    }
+    call(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)
+        .map(drop)
+        .map_err(|e| format!("BPF_MAP_UPDATE_ELEM (struct_ops value): {e}"))
+}
+
+fn zeroed_attr() -> bpf_attr {
+    // SAFETY: all-zero is the kernel's "unset" for every member.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The bpf system call; every pointer `attr` holds outlives it.
+fn call(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<i64> {
+    // SAFETY: attr is a whole union bpf_attr, zeroed beyond what is set.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(&attr),
+            cmd as libc::c_long,
+            attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
         )
     };
     if ret < 0 {
-        return Err(format!(
-            "BPF_MAP_UPDATE_ELEM (struct_ops value): {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(std::io::Error::last_os_error());
     }
-    Ok(())
+    Ok(ret)
 }
 
 /// A bpf command that returns a new descriptor.
-fn bpf<const N: usize>(
-    cmd: libc::c_long,
-    attr: &mut [u32; N],
-    what: &str,
-) -> Result<OwnedFd, String> {
-    // SAFETY: attr is the command's member of union bpf_attr, zeroed
-    // beyond what is set; every pointer in it outlives the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(attr),
-        )
-    };
-    if fd < 0 {
-        return Err(format!("{what}: {}", std::io::Error::last_os_error()));
-    }
+fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr, what: &str) -> Result<OwnedFd, String> {
+    let fd = call(cmd, attr).map_err(|e| format!("{what}: {e}"))?;
     // SAFETY: a new descriptor the kernel just gave us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
