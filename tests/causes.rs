@@ -189,14 +189,6 @@ fn a_sleeper_beside_hogs_is_woken() {
     assert_splits_add_up(c);
 }
 
-/// Whether this kernel is PREEMPT_RT (/sys/kernel/realtime, or the build
-/// string `uname -v` prints).
-fn preempt_rt() -> bool {
-    let file = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    file("/sys/kernel/realtime").trim() == "1"
-        || file("/proc/sys/kernel/version").contains("PREEMPT_RT")
-}
-
 /// `se.nr_migrations` of a thread of this process.
 fn nr_migrations(tid: i32) -> u64 {
     let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched"))
@@ -246,7 +238,7 @@ fn a_wakee_whose_cpu_is_taken_migrates() {
     // wakee's timer fires in a SCHED_FIFO kernel thread (ktimers, priority
     // 1) that the mover would starve, so that the wakee is only woken once
     // the mover has left its CPU.
-    let fifo = !preempt_rt();
+    let fifo = !common::kernel::preempt_rt();
     let mover = {
         let stop = Arc::clone(&stop);
         thread::spawn(move || {

@@ -174,15 +174,6 @@ fn rules_seen(d: &Value) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// A PREEMPT_RT build: there a timer's wakeups come from the ktimers
-/// thread (hrtimers of fair tasks expire in its softirq context), a
-/// SCHED_FIFO task that is the running task on the sleeper's CPU at the
-/// wakeup: no fair wakeup preempts it, so every rule check meets another
-/// class, and no timer wakeup finds the CPU idle.
-fn preempt_rt() -> bool {
-    std::fs::read_to_string("/proc/sys/kernel/version").is_ok_and(|v| v.contains("PREEMPT_RT"))
-}
-
 fn set_policy(policy: libc::c_int) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: the calling thread, a valid parameter.
@@ -216,7 +207,7 @@ fn a_batch_sleeper_is_declined_by_the_policy_gate() {
     let (declined, gate) = (declined(d), count(d, "policy_gate"));
     // On PREEMPT_RT the ktimers thread held the CPU at each wakeup
     // (measured on 6.1-rt: 849 of 849 declined wakeups other_class).
-    let gate = if preempt_rt() {
+    let gate = if common::kernel::preempt_rt() {
         count(d, "other_class")
     } else {
         gate
@@ -278,7 +269,7 @@ fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
     // On a CPU mostly idle, most wakeups find it so; not on PREEMPT_RT,
     // where the timer's wakeup runs in the ktimers thread on that CPU
     // (measured on 6.1-rt: 0 of 358 idle, and 0 idle task switched out).
-    if cpu_busy < 50 && !preempt_rt() {
+    if cpu_busy < 50 && !common::kernel::preempt_rt() {
         assert!(
             idle * 100 >= waits * 60,
             "idle {idle} of {waits} ({})",
@@ -359,7 +350,7 @@ fn the_rule_that_declines_a_fair_wakeup_is_this_kernels() {
         assert!(kernel["protection"].is_null(), "{kernel}");
         // PREEMPT_RT: the ktimers thread held the CPU at the wakeups
         // (6.1-rt: 590 of 590 other_class), no fair rule was consulted.
-        let rule = if preempt_rt() {
+        let rule = if common::kernel::preempt_rt() {
             "other_class"
         } else {
             "wakeup_granularity"

@@ -65,9 +65,32 @@ pub fn on() -> bool {
     get(&COMPUTE.decision) != 0 && get(&RQ.resolved) != 0
 }
 
+/// The word `at_enqueue` packed for a preempted task (`NotWakeup`), made
+/// `OtherClass` when `outranked` is 1: a task of a higher class
+/// (real-time, deadline) took the CPU from it, so its wait is that class's
+/// as a wakeup declined for it would be, and a fair task preempted behind
+/// a real-time loop is told from one preempted by fair sharing. One xor of
+/// the nibble, without a branch, made inside the enqueue's own `on()` arm
+/// (wait.rs): computed before it on sched_switch's path, the bit made LLVM
+/// specialize the enqueue's path on it, and sched_switch verified 13,731
+/// instructions on 6.18 instead of 10,548.
+#[inline(always)]
+pub fn outranked_word(word: u64, outranked: u64) -> u64 {
+    const TO_OTHER_CLASS: u64 = Decision::NotWakeup as u64 ^ Decision::OtherClass as u64;
+    word ^ ((outranked & 1) * TO_OTHER_CLASS)
+}
+
+/// 1 when `by`, switched in, took the CPU from `prev` (still runnable)
+/// and is of a higher class (real-time, deadline) than `prev`'s.
+#[inline(always)]
+pub fn outranked(prev: TaskPtr, by: Option<TaskPtr>) -> u64 {
+    let class = |t: TaskPtr| (OUTRANKS >> u64::from(t.policy() & 63)) & 1;
+    by.map_or(0, |by| class(by) & (class(prev) ^ 1))
+}
+
 /// The packed decision state (`EnqueueWord`) of a wait of `task` that
 /// begins now on `rq`: woken (just enqueued there), or not (preempted,
-/// new).
+/// new: `NotWakeup`, which `outranked_word` may make `OtherClass`).
 #[inline(always)]
 pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     let switches = rq.nr_switches();

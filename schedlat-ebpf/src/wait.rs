@@ -55,11 +55,19 @@ fn stats() -> Option<&'static mut CpuStats> {
 /// says why they are programs of their own).
 #[inline(always)]
 pub fn enqueue<const D: bool>(tid: u32, kind: Kind, task: Option<TaskPtr>) {
-    enqueue_at::<D>(tid, now(), kind, task);
+    enqueue_at::<D>(tid, now(), kind, task, None);
 }
 
+/// `enqueue` at `now`; `taken_by`: the task that took the CPU from a
+/// preempted one (decision.rs `outranked`).
 #[inline(always)]
-fn enqueue_at<const D: bool>(tid: u32, now: u64, kind: Kind, task: Option<TaskPtr>) {
+fn enqueue_at<const D: bool>(
+    tid: u32,
+    now: u64,
+    kind: Kind,
+    task: Option<TaskPtr>,
+    taken_by: Option<TaskPtr>,
+) {
     // The idle task (pid 0) is never waiting for a CPU.
     if tid == 0 {
         return;
@@ -85,7 +93,8 @@ fn enqueue_at<const D: bool>(tid: u32, now: u64, kind: Kind, task: Option<TaskPt
     }
     let decided = match (queue, task) {
         (Some(q), Some(t)) if decision::on() => {
-            decision::at_enqueue(t, q.rq(), kind == Kind::Woken)
+            let word = decision::at_enqueue(t, q.rq(), kind == Kind::Woken);
+            decision::outranked_word(word, decision::outranked(t, taken_by))
         }
         _ => 0,
     };
@@ -143,7 +152,7 @@ pub fn switch<const D: bool, const P: bool>(
     // One clock read serves both sides of the switch.
     let now = now();
     if prev_runnable {
-        enqueue_at::<D>(prev_tid, now, Kind::Preempted, prev);
+        enqueue_at::<D>(prev_tid, now, Kind::Preempted, prev, next);
     }
     // A wait ending on a CPU outside `--cpu` is not measured. Its start time
     // stays: the task's next enqueue overwrites it before any switch-in.

@@ -16,6 +16,19 @@ pub(crate) fn kernel_release() -> String {
         .map_or_else(|_| "this kernel".to_string(), |s| s.trim().to_string())
 }
 
+/// Whether this kernel is PREEMPT_RT (/sys/kernel/realtime, or the build
+/// string `uname -v` prints). There a fair task's timer wakeups come from
+/// the ktimers thread (its hrtimers expire in that thread's softirq
+/// context), a SCHED_FIFO task at priority 1 that is the running task on
+/// the sleeper's CPU at the wakeup: no fair wakeup preempts it, every rule
+/// check meets another class, no timer wakeup finds the CPU idle, and a
+/// real-time loop on the CPU keeps a fair sleeper there from waking at all.
+pub(crate) fn preempt_rt() -> bool {
+    let file = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    file("/sys/kernel/realtime").trim() == "1"
+        || file("/proc/sys/kernel/version").contains("PREEMPT_RT")
+}
+
 /// Fails unless RT throttling is on (sched_rt_runtime_us not -1): a test
 /// that runs a SCHED_FIFO loop would otherwise starve its CPU for good.
 pub(crate) fn assert_rt_throttling_on() {

@@ -299,6 +299,53 @@ fn a_real_time_sleeper_beside_a_fair_hog_is_granted_by_every_wakeup() {
     );
 }
 
+/// The other side of that case: the fair loop, traced alone, loses its
+/// CPU to the real-time sleeper at every wakeup. Each of its waits is a
+/// preemption by a higher class, counted `other_class` (as a wakeup
+/// declined for that class is), not `not_wakeup` (a fair preemption).
+#[test]
+fn a_fair_loop_preempted_by_a_real_time_sleeper_waits_for_that_class() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let end = Instant::now() + Duration::from_millis(1300);
+    let fair = thread::spawn(move || {
+        pin(CPU);
+        tx.send(gettid()).unwrap();
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+    });
+    let tid = rx.recv().unwrap();
+    let Some(tracer) = load_for(tid) else {
+        fair.join().unwrap();
+        return;
+    };
+    let before = tracer.read_decision().unwrap().expect("the split is on");
+    let busy_before = busy_ticks(CPU);
+    let sleeper = thread::spawn(move || {
+        pin(CPU);
+        set_policy(libc::SCHED_FIFO, 10);
+        let stop = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < stop {
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    sleeper.join().unwrap();
+    let d = tracer.read_decision().unwrap().unwrap().since(&before);
+    let busy = busy_ticks(CPU) - busy_before;
+    fair.join().unwrap();
+    show(&d);
+    assert_every_split_counts_every_wait(&d);
+    let waits = d.waits();
+    let other = d.decided(Decision::OtherClass);
+    // Fair kernel threads on the CPU (kworkers, ksoftirqd) preempt it too:
+    // those are `not_wakeup`.
+    assert!(
+        waits > 300 && other * 100 >= waits * 80,
+        "other_class {other} of {waits} waits, not_wakeup {} (CPU {CPU} busy {busy} ticks in the second): {d:?}",
+        d.decided(Decision::NotWakeup)
+    );
+}
+
 #[test]
 fn a_batch_sleeper_never_asks_for_the_cpu() {
     let setup = || set_policy(libc::SCHED_BATCH, 0);
