@@ -37,8 +37,9 @@ pub enum Decision {
     Lazy = 3,
     /// The target CPU ran its idle task.
     Idle = 4,
-    /// Not a wakeup: a task preempted while runnable, or a new task (its
-    /// check follows sched_wakeup_new).
+    /// Not a wakeup: a task preempted while runnable by one of its own
+    /// class or a lower one, or a new task (its check follows
+    /// sched_wakeup_new).
     NotWakeup = 5,
     /// Not known: the enqueue's snapshot slot was taken by another waiting
     /// thread before the switch-in.
@@ -58,7 +59,8 @@ pub enum Decision {
     Protected = 10,
     /// A SCHED_BATCH or SCHED_IDLE wakee: never preempts on wakeup.
     PolicyGate = 11,
-    /// The running task or the wakee is not in the fair class.
+    /// The running task or the wakee is not in the fair class; or a task
+    /// of a higher class (real-time, deadline) preempted this one.
     OtherClass = 12,
     /// CFS (before 6.6): the wakee's vruntime was not a wakeup granularity
     /// behind the running task's.

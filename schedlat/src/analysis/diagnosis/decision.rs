@@ -59,6 +59,8 @@ pub(crate) enum Rule {
     OtherClass,
     /// CFS before 6.6: the wakeup granularity.
     Granularity,
+    /// A sched_ext scheduler decided: no fair-class rule applies.
+    Ext,
 }
 
 /// What the diagnosis knows of the kernel the window ran on.
@@ -138,6 +140,9 @@ pub(crate) fn decision(d: &DecisionCounts, f: &Findings, kernel: KernelFacts) ->
         // rule decided, whatever the task's share (the class's wakeups are
         // not fair-class decisions, nor are the pass-overs they cause).
         (_, Some(Decision::OtherClass)) => Rule::OtherClass,
+        // A BPF scheduler's dispatch queues decided: EEVDF's remedies
+        // (weight, a shorter slice) do not apply.
+        (_, Some(Decision::Ext)) => Rule::Ext,
         (Some(true), _) => Rule::NotEligible,
         (_, Some(Decision::PolicyGate)) if rule_declined => Rule::Policy,
         (_, Some(Decision::WakeupGranularity)) if rule_declined => Rule::Granularity,
@@ -251,6 +256,7 @@ fn rule_words(r: Decision) -> &'static str {
         Decision::PolicyGate => "policy gate",
         Decision::OtherClass => "other class",
         Decision::WakeupGranularity => "wakeup granularity",
+        Decision::Ext => "sched_ext",
         _ => "rule unknown",
     }
 }
@@ -290,6 +296,13 @@ fn remedy(rule: Rule, kernel: KernelFacts, pid: &str, nice: i32) -> (&'static st
             "a real-time or deadline task held the CPU: no fair-class wakeup preempts it".into(),
             format!(
                 "see who held the CPU (`schedlat victims -p {pid}`) and move it or the task to other CPUs"
+            ),
+        ),
+        Rule::Ext => (
+            "scheduler decision: sched_ext",
+            "a sched_ext scheduler decided these wakeups in its dispatch queues: no fair-class rule applies".into(),
+            format!(
+                "ask the scheduler why (its statistics, and its events in /sys/kernel/sched_ext/root/events), and compare a run of the same load with it detached (`schedlat record -o with.json -p {pid} 10`, detach it, `schedlat record -o without.json -p {pid} 10`, `schedlat compare with.json without.json`)"
             ),
         ),
         Rule::Granularity => (
@@ -420,6 +433,24 @@ mod tests {
             ..findings()
         };
         assert!(decision(&d, &sleeper, KERNEL).is_none());
+    }
+
+    /// Waits a sched_ext scheduler decided get no fair-class remedy (no
+    /// weight, no shorter slice): the scheduler is named, and asked.
+    #[test]
+    fn waits_a_sched_ext_scheduler_decided_get_no_eevdf_remedy() {
+        let mut d = outcomes(&[
+            (Outcome::Declined, 9_000_000, 200),
+            (Outcome::PassedOver, 6_000_000, 10),
+        ]);
+        d.count[cell(Decision::Ext, Pass::Zero)] = 200;
+        let dg = decision(&d, &worker_findings(), KERNEL).expect("named");
+        assert_eq!(dg.name, "scheduler decision: sched_ext", "{}", dg.evidence);
+        assert!(
+            !dg.next_step.contains("renice") && !dg.next_step.contains("slice"),
+            "{}",
+            dg.next_step
+        );
     }
 
     /// Declined by slice protection, a task within its share: a shorter
