@@ -432,17 +432,29 @@ fn the_wakers_stack_tells_a_timer_from_a_pipe_write() {
         "few timer wakeups with a stack: {timer:?}"
     );
     assert!(pipe.len() >= 3, "few pipe wakeups with a stack: {pipe:?}");
-    for stack in &timer {
-        assert!(stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+    let by_timer = |s: &Vec<String>| s.iter().any(|f| f.starts_with("hrtimer"));
+    // pipe_write, anon_pipe_write since 6.15.
+    let by_pipe = |s: &Vec<String>| s.iter().any(|f| f.ends_with("pipe_write"));
+    // Never the other's waker; now and then neither: a thread of this
+    // process also sleeps on its memory map's lock (a page fault while
+    // another thread unmaps a stack), and the waker's stack is then the
+    // unlock's (up_read <- rwsem_wake <- __x64_sys_munmap, seen once
+    // among a thousand pipe wakeups).
+    let apart = |stacks: &[Vec<String>], own: &dyn Fn(&Vec<String>) -> bool, what: &str| {
+        let theirs = stacks.iter().filter(|s| own(s)).count();
         assert!(
-            !stack.iter().any(|s| s.ends_with("pipe_write")),
-            "{stack:?}"
+            theirs * 10 >= stacks.len() * 9,
+            "{theirs} of {} {what} wakeups' stacks show their waker: {stacks:?}",
+            stacks.len()
         );
+    };
+    apart(&timer, &by_timer, "timer");
+    apart(&pipe, &by_pipe, "pipe");
+    for stack in &timer {
+        assert!(!by_pipe(stack), "{stack:?}");
     }
     for stack in &pipe {
-        // pipe_write, anon_pipe_write since 6.15.
-        assert!(stack.iter().any(|s| s.ends_with("pipe_write")), "{stack:?}");
-        assert!(!stack.iter().any(|s| s.starts_with("hrtimer")), "{stack:?}");
+        assert!(!by_timer(stack), "{stack:?}");
     }
 }
 
