@@ -241,6 +241,15 @@ fn outcome_words(o: Outcome) -> &'static str {
 
 /// The design bound with the waits beyond it, and the verdict.
 fn bound_lines(kernel: &SchedContext, waits: &Waits) -> (String, Option<String>) {
+    // Asked first: EEVDF's bound, known or not, says nothing of the waits
+    // a sched_ext scheduler decided.
+    if let Some(ext) = super::verdict::decided_by_ext(kernel, waits) {
+        return (
+            "Design bound: EEVDF's does not apply to the waits a sched_ext scheduler decided."
+                .into(),
+            Some(format!("Verdict: {ext}.")),
+        );
+    }
     let Some(bound) = kernel.design_bound_ns() else {
         let why = kernel
             .base_slice
@@ -269,9 +278,6 @@ fn bound_lines(kernel: &SchedContext, waits: &Waits) -> (String, Option<String>)
         fmt_ns(tick),
         fmt_ns(bound)
     );
-    if let Some(ext) = super::verdict::decided_by_ext(kernel, waits) {
-        return (line, Some(format!("Verdict: {ext}.")));
-    }
     let verdict = Design::of(waits, bound, beyond).map(|d| {
         let class = d.behind_another_class(kernel).map(|s| format!("; {s}"));
         format!("Verdict: {}{}.", d.sentence(), class.unwrap_or_default())
@@ -406,6 +412,52 @@ mod tests {
                     "the sentences use `{word}`, which README's \"What each line means\" does not define"
                 );
             }
+        }
+    }
+
+    /// Waits a sched_ext scheduler decided: the bound line says EEVDF's
+    /// does not apply and the verdict names the scheduler, also where the
+    /// bound is unknown (no live slice), which used to silence it.
+    #[test]
+    fn a_sched_ext_verdict_replaces_the_eevdf_bound_known_or_not() {
+        use schedlat_common::decision::{Decision, Holder, Pass};
+
+        use crate::{
+            histogram::{DecisionCounts, DecisionFacts, decision_fixtures},
+            sys::sched_mechanisms::SchedExt,
+        };
+        let mut w = waits(&[(9_000_000, 300)]);
+        let split = decision_fixtures::stats(&[decision_fixtures::waits(
+            300,
+            9_000_000,
+            Decision::Ext,
+            Pass::Zero,
+            Holder::Preempted,
+        )]);
+        w.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[split]));
+        let mut known = vm();
+        known.mechanisms.sched_ext = Some(SchedExt {
+            state: "enabled".into(),
+            scheduler: Some("simple".into()),
+            switch_all: Some(false),
+            events: vec![],
+            window_events: None,
+        });
+        let mut unknown = known.clone();
+        unknown.base_slice.not_live = Some("no debugfs".into());
+        for kernel in [&known, &unknown] {
+            let (bound, verdict) = bound_lines(kernel, &w);
+            assert_eq!(
+                bound,
+                "Design bound: EEVDF's does not apply to the waits a sched_ext scheduler decided."
+            );
+            let verdict = verdict.expect("a verdict");
+            assert!(
+                verdict.starts_with(
+                    "Verdict: 300 of 300 waits were decided by the sched_ext scheduler simple"
+                ),
+                "{verdict}"
+            );
         }
     }
 
