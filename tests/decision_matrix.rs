@@ -39,6 +39,7 @@ use common::{
     cpu::CpuTimes,
     decision_names::DECLINED_RULES,
     kernel::{emulated, kernel_release, kernel_version, set_custom_slice},
+    kernel_trace::{Trace, TracedWaits, waits_of},
     parse_json_lines, require_root, run_schedlat, workload,
 };
 use serde_json::Value;
@@ -119,9 +120,35 @@ fn process_cpu() -> Duration {
 
 /// `schedlat --json -t TID` for `duration`: its one interval.
 fn traced(tid: u32, duration: Duration) -> Value {
-    let tid = tid.to_string();
-    let tracer = TracerProcess::start(SCHEDLAT, &["--json", "-t", &tid]);
+    let tracer = start_tracing(tid);
     thread::sleep(duration);
+    last_interval(tracer)
+}
+
+/// [`traced`], with the kernel's own trace of the workload CPU over the
+/// same window (from schedlat's start to just before its last read): the
+/// thread's waits as the trace shows them. Every kernel of the matrix
+/// mounts tracefs; a run that cannot trace fails under CI.
+fn traced_beside_the_kernels_trace(tid: u32, duration: Duration) -> (Value, Option<TracedWaits>) {
+    let tracer = start_tracing(tid);
+    let trace = Trace::start(workload::workload_cpu());
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        trace.is_some() || !ci,
+        "CI=true: tracefs refused an instance on {}",
+        kernel_release()
+    );
+    thread::sleep(duration);
+    let traced = trace.map(|t| waits_of(&t.stop(), tid));
+    (last_interval(tracer), traced)
+}
+
+fn start_tracing(tid: u32) -> TracerProcess {
+    TracerProcess::start(SCHEDLAT, &["--json", "-t", &tid.to_string()])
+}
+
+/// Stops `tracer` as Ctrl-C does: its last interval.
+fn last_interval(tracer: TracerProcess) -> Value {
     let (status, lines) = tracer.stop_with(libc::SIGINT);
     assert!(
         status.success(),
@@ -296,7 +323,8 @@ fn the_rule_that_declines_a_fair_wakeup_is_this_kernels() {
         || {},
     );
     let tid = case.tid.to_string();
-    let interval = traced(case.tid, Duration::from_secs(3));
+    let (interval, kernel_trace) =
+        traced_beside_the_kernels_trace(case.tid, Duration::from_secs(3));
     // The text report of the same case: its decision block and the
     // kernel's context, on every kernel.
     let (status, text, stderr) = run_schedlat(&["-v", "-t", &tid, "2", "1"]);
@@ -371,6 +399,55 @@ fn the_rule_that_declines_a_fair_wakeup_is_this_kernels() {
         );
     }
     assert!(text.contains("decision: "), "no decision block: {text}");
+    // The kernel's own trace of the same window agrees, wakeup by wakeup
+    // class: a need-resched bit (full or lazy) set at sched_wakeup or not,
+    // and the switches to others before the worker ran.
+    if let Some(traced) = kernel_trace {
+        agrees_with_the_trace(d, &traced);
+    }
+}
+
+/// schedlat's wakeups by asked / not asked and pass-overs 0, 1, 2, 3+
+/// against the trace's bit set / clear and switches before the task ran:
+/// each cell within 5% of the traced waits, plus 3 (schedlat's window
+/// starts a little earlier and ends a little later than the trace's).
+/// A wakeup onto the idle task or with the bit already set counts as set.
+fn agrees_with_the_trace(d: &Value, traced: &TracedWaits) {
+    const PASSES: [&str; 4] = ["0", "1", "2", "3+"];
+    const SET: [&str; 5] = ["requested", "slice_ended", "pending", "lazy", "idle"];
+    let (mut set, mut clear) = ([0u64; 4], [0u64; 4]);
+    for cell in d["table"].as_array().expect("the table") {
+        let (Some(class), Some(pass)) = (cell["decision"].as_str(), cell["pass_overs"].as_str())
+        else {
+            continue;
+        };
+        let Some(i) = PASSES.iter().position(|&p| p == pass) else {
+            continue;
+        };
+        let n = cell["count"].as_u64().unwrap_or(0);
+        if SET.contains(&class) {
+            set[i] += n;
+        } else if DECLINED_RULES.contains(&class) {
+            clear[i] += n;
+        }
+    }
+    let total: u64 = traced.flag_set.iter().chain(&traced.flag_clear).sum();
+    let slack = 3 + total / 20;
+    let said = format!(
+        "{}: schedlat set {set:?} clear {clear:?}, the kernel's trace set {:?} clear {:?} (slack {slack} of {total} traced wakeups)",
+        kernel_release(),
+        traced.flag_set,
+        traced.flag_clear
+    );
+    eprintln!("{said}");
+    assert!(total >= 50, "{said}");
+    for (ours, theirs) in set
+        .iter()
+        .chain(&clear)
+        .zip(traced.flag_set.iter().chain(&traced.flag_clear))
+    {
+        assert!(ours.abs_diff(*theirs) <= slack, "{said}");
+    }
 }
 
 /// Every report says the kernel's context: the release, the base slice

@@ -1021,6 +1021,116 @@ fn lazy_grants_are_counted_where_the_model_is_lazy() {
     }
 }
 
+/// Where a lazy grant is served (6.13+ under preempt=lazy): at the
+/// holder's next return to user space when it spins there (the sleeper's
+/// own timer interrupt returns to it), at the tick when it runs in the
+/// kernel (a long read of /dev/zero: the lazy bit is not checked on an
+/// interrupt's return to the kernel, and the tick turns it into the full
+/// one). The kernel's trace of the CPU (sched_wakeup, sched_switch, the
+/// tick's hrtimer) is the oracle: of the waits whose wakeup set a bit and
+/// which no other task ran before, how many had a tick before the switch.
+/// The `-v` block's `lazy:` line must say the same. Where the model is not
+/// lazy, no wait is `lazy` and the block has no such line.
+#[test]
+fn a_lazy_grant_waits_for_the_tick_only_behind_a_holder_in_the_kernel() {
+    if !require_root() {
+        return;
+    }
+    let release = kernel_release();
+    for in_kernel in [false, true] {
+        let holder = if in_kernel {
+            "reading /dev/zero"
+        } else {
+            "spinning in user space"
+        };
+        let (text, traced) = lazy_sleeper_beside(in_kernel);
+        let lazy_line = text.lines().find(|l| l.trim_start().starts_with("lazy: "));
+        let asked = traced.iter().filter(|w| w.flag_set && w.passes == 0);
+        let (asked, ticked) = asked.fold((0, 0), |(n, t), w| (n + 1, t + u32::from(w.tick)));
+        eprintln!(
+            "{release}: holder {holder}: the trace shows {asked} waits asked and not passed over, {ticked} of them with a tick before the switch; schedlat: {}",
+            lazy_line.unwrap_or("no lazy line")
+        );
+        if !text.contains("preemption lazy") {
+            assert!(lazy_line.is_none(), "{release}, model not lazy: {text}");
+            continue;
+        }
+        let line = lazy_line.unwrap_or_else(|| panic!("{release}: no lazy line in {text}"));
+        assert!(asked >= 50, "{release}: {asked} traced waits asked: {text}");
+        if in_kernel {
+            assert!(
+                ticked * 2 >= asked,
+                "{release}: behind a holder in the kernel only {ticked} of {asked} waits had a tick before the switch"
+            );
+            assert!(
+                line.contains("most waited for the tick"),
+                "{release}: the trace shows {ticked} of {asked} waits ended by the tick; schedlat says: {line}"
+            );
+        } else {
+            assert!(
+                ticked * 2 < asked,
+                "{release}: behind a user-space spinner {ticked} of {asked} waits had a tick before the switch"
+            );
+            assert!(
+                line.contains("served at the holder's return to user space"),
+                "{release}: the trace shows {ticked} of {asked} waits ended by the tick; schedlat says: {line}"
+            );
+        }
+    }
+}
+
+/// A fair thread sleeping 1 ms 300 times beside a fair holder on the
+/// workload CPU (reading /dev/zero 64 MiB at a time when `in_kernel`, else
+/// spinning), traced by `schedlat -v --comm NAME` and by the kernel's
+/// trace of that CPU: the text report and the sleeper's traced waits.
+fn lazy_sleeper_beside(in_kernel: bool) -> (String, Vec<common::kernel_trace::TracedWait>) {
+    use std::{
+        io::Read as _,
+        sync::{
+            Arc,
+            atomic::{AtomicBool, Ordering},
+        },
+    };
+    const NAME: &str = "decision-lazyk";
+    let cpu = workload::workload_cpu();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = stop.clone();
+    let holder = std::thread::spawn(move || {
+        workload::pin_current_thread(cpu);
+        let mut zero = std::fs::File::open("/dev/zero").unwrap();
+        let mut buf = vec![0u8; if in_kernel { 64 << 20 } else { 0 }];
+        while !running.load(Ordering::Relaxed) {
+            if in_kernel {
+                zero.read_exact(&mut buf).unwrap();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    let tracer = TracerProcess::start(SCHEDLAT, &["-v", "--comm", NAME]);
+    let trace = common::kernel_trace::Trace::start_with_ticks(cpu)
+        .unwrap_or_else(|| panic!("{}: tracefs refused an instance", kernel_release()));
+    let tid = std::thread::Builder::new()
+        .name(NAME.into())
+        .spawn(move || {
+            workload::pin_current_thread(cpu);
+            for _ in 0..300 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // SAFETY: no arguments.
+            unsafe { libc::gettid() as u32 }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let traced = common::kernel_trace::traced_waits(&trace.stop(), tid);
+    let (status, lines) = tracer.stop_with(libc::SIGINT);
+    stop.store(true, Ordering::Relaxed);
+    holder.join().unwrap();
+    assert!(status.success(), "{}: {status}", kernel_release());
+    (lines.join("\n"), traced)
+}
+
 /// sched_ext (6.12+, where the kernel has CONFIG_SCHED_CLASS_EXT): with a
 /// scheduler attached (the kernel's default policy, one global FIFO queue
 /// and 20 ms slices: tests/common/sched_ext.rs), a fair sleeper's waits

@@ -11,6 +11,7 @@ pub(crate) mod decision_names;
 pub(crate) mod exposition;
 pub(crate) mod http;
 pub(crate) mod kernel;
+pub(crate) mod kernel_trace;
 pub(crate) mod kube;
 pub(crate) mod kube_node;
 pub(crate) mod perf;

@@ -10,7 +10,10 @@ pub(crate) mod cgroup_names;
 pub(crate) mod decision;
 #[cfg(test)]
 mod decision_live;
+// The kernel's own trace, the live tests' oracle: one file with the root
+// tests (tests/common), which check the same waits through the binary.
 #[cfg(test)]
+#[path = "../../../tests/common/kernel_trace.rs"]
 mod decision_trace;
 pub(crate) mod error;
 pub(crate) mod exemplar_waits;

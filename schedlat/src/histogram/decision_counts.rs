@@ -159,6 +159,11 @@ impl DecisionCounts {
         self.count[cell(decision, pass)]
     }
 
+    /// Their sum, ns.
+    pub(crate) fn cell_ns(&self, decision: Decision, pass: Pass) -> u64 {
+        self.sum_ns[cell(decision, pass)]
+    }
+
     /// Waits of `decision`, whatever their pass-overs.
     pub(crate) fn decided(&self, decision: Decision) -> u64 {
         PASSES.iter().map(|&p| self.cell(decision, p)).sum()
@@ -166,7 +171,7 @@ impl DecisionCounts {
 
     /// Their sum, ns.
     pub(crate) fn decided_ns(&self, decision: Decision) -> u64 {
-        PASSES.iter().map(|&p| self.sum_ns[cell(decision, p)]).sum()
+        PASSES.iter().map(|&p| self.cell_ns(decision, p)).sum()
     }
 
     /// Waits with `pass` pass-overs, whatever the decision.

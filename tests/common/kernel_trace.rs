@@ -3,25 +3,29 @@
 //! and sched_switch on one CPU. Each event's flags field carries the
 //! need-resched state of the task running on the CPU that traced it
 //! (kernel/trace/trace.c tracing_gen_ctx_irq_test()): for a wakeup traced
-//! on the wakee's own CPU, that is the state schedlat reads at sched_wakeup.
+//! on the wakee's own CPU, that is the state schedlat reads at sched_wakeup
+//! (the full bit or, on a lazy kernel, the lazy one: `L`, or `B` for both).
+//!
+//! Shared by the root tests (through the binary's JSON) and the library's
+//! live tests (collect/decision_live.rs includes this file by path).
 
 use std::{fs, path::PathBuf};
 
 /// A tracefs instance of its own (the global buffer is left alone).
-pub(super) struct Trace {
+pub(crate) struct Trace {
     dir: PathBuf,
 }
 
 impl Trace {
     /// Records sched_wakeup and sched_switch on `cpu` from now on; None
     /// when tracefs is not mounted or refuses.
-    pub(super) fn start(cpu: usize) -> Option<Trace> {
+    pub(crate) fn start(cpu: usize) -> Option<Trace> {
         Trace::start_events(cpu, &["sched/sched_wakeup", "sched/sched_switch"])
     }
 
     /// As `start`, with the timers' expiries too (`hrtimer_expire_entry`:
     /// the tick is the one whose function is the tick handler).
-    pub(super) fn start_with_ticks(cpu: usize) -> Option<Trace> {
+    pub(crate) fn start_with_ticks(cpu: usize) -> Option<Trace> {
         Trace::start_events(
             cpu,
             &[
@@ -50,7 +54,7 @@ impl Trace {
     }
 
     /// Stops recording and returns the trace's text.
-    pub(super) fn stop(&self) -> String {
+    pub(crate) fn stop(&self) -> String {
         let _ = fs::write(self.dir.join("tracing_on"), "0");
         fs::read_to_string(self.dir.join("trace")).unwrap_or_default()
     }
@@ -67,7 +71,7 @@ impl Drop for Trace {
 /// by whether the need-resched flag was set at its sched_wakeup, and by the
 /// switches to other tasks before it ran (0, 1, 2, 3 or more).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct TracedWaits {
+pub(crate) struct TracedWaits {
     pub flag_set: [u64; 4],
     pub flag_clear: [u64; 4],
 }
@@ -76,7 +80,7 @@ pub(super) struct TracedWaits {
 /// `  worker-42  [001] dNh2. 123.456789: sched_wakeup: comm=worker pid=42 ...`,
 /// counted by the flag at the wakeup and the switches before it ran
 /// (`traced_waits` parses them).
-pub(super) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
+pub(crate) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
     let mut out = TracedWaits::default();
     for w in traced_waits(trace, pid) {
         let row = if w.flag_set {
@@ -96,7 +100,7 @@ pub(super) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
 /// tick's entry (clear: a schedule() after the wakeup picked the running
 /// task again, which clears it without a sched_switch), and the wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct TracedWait {
+pub(crate) struct TracedWait {
     pub flag_set: bool,
     pub passes: usize,
     pub tick: bool,
@@ -107,12 +111,12 @@ pub(super) struct TracedWait {
 impl TracedWait {
     /// The case `late` names: the wakeup set need-resched, no other task
     /// ran, and the switch to the task came after a tick.
-    pub(super) fn late(&self) -> bool {
+    pub(crate) fn late(&self) -> bool {
         self.flag_set && self.passes == 0 && self.tick
     }
 
     /// A request answered before any tick: the prompt grant.
-    pub(super) fn prompt(&self) -> bool {
+    pub(crate) fn prompt(&self) -> bool {
         self.flag_set && self.passes == 0 && !self.tick
     }
 }
@@ -143,7 +147,7 @@ fn is_tick(args: &str) -> bool {
 }
 
 /// Every wakeup-started wait of `pid` in a trace of `start_with_ticks`.
-pub(super) fn traced_waits(trace: &str, pid: u32) -> Vec<TracedWait> {
+pub(crate) fn traced_waits(trace: &str, pid: u32) -> Vec<TracedWait> {
     let mut out = Vec::new();
     let mut open: Option<(TracedWait, u64)> = None;
     let want_pid = format!("pid={pid} ");
