@@ -126,21 +126,27 @@ fn traced(tid: u32, duration: Duration) -> Value {
 }
 
 /// [`traced`], with the kernel's own trace of the workload CPU over the
-/// same window (from schedlat's start to just before its last read): the
-/// thread's waits as the trace shows them. Every kernel of the matrix
-/// mounts tracefs; a run that cannot trace fails under CI.
+/// same window: the thread's waits as the trace shows them. The trace is
+/// set up first and switched on once schedlat is attached, and off just
+/// before schedlat's last read, so the two windows differ by a write to
+/// tracefs and a signal's delivery. Every kernel of the matrix mounts
+/// tracefs; a run that cannot trace fails under CI.
 fn traced_beside_the_kernels_trace(tid: u32, duration: Duration) -> (Value, Option<TracedWaits>) {
-    let tracer = start_tracing(tid);
-    let trace = Trace::start(workload::workload_cpu());
+    let trace = Trace::prepare(workload::workload_cpu(), false);
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     assert!(
         trace.is_some() || !ci,
         "CI=true: tracefs refused an instance on {}",
         kernel_release()
     );
+    let tracer = start_tracing(tid);
+    let trace = trace.filter(Trace::on);
     thread::sleep(duration);
-    let traced = trace.map(|t| waits_of(&t.stop(), tid));
-    (last_interval(tracer), traced)
+    if let Some(t) = &trace {
+        t.off();
+    }
+    let interval = last_interval(tracer);
+    (interval, trace.map(|t| waits_of(&t.text(), tid)))
 }
 
 fn start_tracing(tid: u32) -> TracerProcess {

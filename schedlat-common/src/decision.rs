@@ -226,13 +226,18 @@ pub enum Outcome {
     PassedOver = 2,
     IdleCpu = 3,
     Other = 4,
-    /// The wakeup asked (`Decision::Requested`: a fair wakee, the holder's
-    /// slice neither renewed nor used up then, [`Decided::SPENT`]), no
-    /// other task ran first, but the holder left with its slice renewed
-    /// after the wakeup (`Holder::SliceEnded`): a schedule() picked it
-    /// again (no switch, the flag cleared) and the tick that ended its
-    /// slice made the switch. Last in the index so that the other classes
-    /// keep theirs.
+    /// The wakeup asked, no other task ran first, but the holder kept the
+    /// CPU until a tick made the switch: a request (`Decision::Requested`:
+    /// a fair wakee, the holder's slice neither renewed nor used up then,
+    /// [`Decided::SPENT`]) whose holder left with its slice renewed after
+    /// the wakeup (`Holder::SliceEnded`: a schedule() picked it again, no
+    /// switch, the flag cleared, and the tick that ended its slice made
+    /// the switch); or a lazy request (`Decision::Lazy`) whose holder was
+    /// preempted inside the kernel ([`Decided::PREEMPTED`]): a lazy request
+    /// is served at the holder's return to user space, so in the kernel
+    /// only the tick (or the high-resolution tick at the end of the
+    /// holder's slice) turning it into a full one made the switch. Last in
+    /// the index so that the other classes keep theirs.
     Late = 5,
 }
 
@@ -251,7 +256,14 @@ impl Outcome {
     /// `spent`: the wakeup found the holder's slice already used up (not
     /// yet accounted), or the wakee outside the fair class: a renewal at
     /// the switch is then no sign of a late switch ([`Decided::SPENT`]).
-    pub const fn of(decision: Decision, pass: Pass, holder: Holder, spent: bool) -> Outcome {
+    /// `preempted`: the switch preempted the holder inside the kernel
+    /// ([`Decided::PREEMPTED`]).
+    pub const fn of(
+        decision: Decision,
+        pass: Pass,
+        holder: Holder,
+        (spent, preempted): (bool, bool),
+    ) -> Outcome {
         match pass {
             Pass::One | Pass::Two | Pass::ThreePlus => Outcome::PassedOver,
             Pass::Migrated | Pass::Unknown => Outcome::Other,
@@ -262,6 +274,7 @@ impl Outcome {
             {
                 Outcome::Late
             }
+            Pass::Zero if matches!(decision, Decision::Lazy) && preempted => Outcome::Late,
             Pass::Zero if decision.asked() => Outcome::Granted,
             Pass::Zero if decision.declined() => Outcome::Declined,
             Pass::Zero if matches!(decision, Decision::Idle) => Outcome::IdleCpu,
@@ -274,11 +287,17 @@ impl Outcome {
     }
 
     /// `of` on a decision, a pass-over and a holder index and the spent
-    /// bit (0 or 1), without a branch (for the kernel side: crate::flat):
-    /// with no pass-over, the nibble of the decision in `OUTCOME_AT_ZERO`,
-    /// or `Late` for a request whose holder left with its slice renewed.
+    /// and preempted bits (0 or 1), without a branch (for the kernel side:
+    /// crate::flat): with no pass-over, the nibble of the decision in
+    /// `OUTCOME_AT_ZERO`, or `Late` for a request whose holder left with
+    /// its slice renewed or a lazy one whose holder was preempted.
     #[inline(always)]
-    pub fn of_indices(decision: u64, pass: u64, holder: u64, spent: u64) -> u64 {
+    pub fn of_indices(
+        decision: u64,
+        pass: u64,
+        holder: u64,
+        (spent, preempted): (u64, u64),
+    ) -> u64 {
         const PASSED_OVER: u64 = Outcome::PassedOver as u64;
         const OTHER: u64 = Outcome::Other as u64;
         const LATE: u64 = Outcome::Late as u64;
@@ -287,7 +306,9 @@ impl Outcome {
         // a branch, and every branch here doubles the verifier's states.
         let requested = opaque(1 << Decision::Requested as u64) >> (decision & 15);
         let renewed = opaque(1 << Holder::SliceEnded as u64) >> (holder & 7);
-        let late = requested & renewed & 1 & (1 ^ (spent & 1));
+        let lazy = opaque(1 << Decision::Lazy as u64) >> (decision & 15);
+        let late = (requested & renewed & (1 ^ (spent & 1))) | (lazy & preempted);
+        let late = late & 1;
         let at_zero = select(late, LATE, at_zero);
         let passed = nonzero(pass) & (1 ^ above(pass, Pass::ThreePlus as u64));
         let after = select(passed, PASSED_OVER, OTHER);
@@ -492,7 +513,7 @@ impl EnqueueWord {
 /// One wait's decision as the switch-in hands it back (to the breakdown
 /// key, a slow event, a victims row): the decision (bits 0-3), the
 /// pass-over class (4-6), spent (7, [`Decided::SPENT`]), the holder
-/// (8-10), measured (15: 0 means the
+/// (8-10), preempted (11, [`Decided::PREEMPTED`]), measured (15: 0 means the
 /// split did not see this wait), the share in per mille plus one (16-25),
 /// the predicted wait in microseconds (26-43) and the pass-overs counted
 /// (44-63, saturating).
@@ -510,6 +531,11 @@ impl Decided {
     /// fair queue): the holder's next update renews its slice whenever the
     /// switch comes, so a renewed holder says nothing of a late switch.
     pub const SPENT: u64 = 1 << 7;
+    /// The switch preempted the holder inside the kernel (sched_switch's
+    /// `preempt`: an interrupt's return to the kernel or a preempt_enable()
+    /// found the full need-resched bit), not at its return to user space
+    /// nor because it blocked or yielded. Or-ed onto a `pack`ed word.
+    pub const PREEMPTED: u64 = 1 << 11;
 
     /// `decision` is the enqueue word's (`REQUESTED_SPENT` included:
     /// packed as `Requested` with the spent bit).
@@ -559,6 +585,12 @@ impl Decided {
         (self.0 >> 7) & 1
     }
 
+    /// 1 with [`Decided::PREEMPTED`].
+    #[inline(always)]
+    pub fn preempted(self) -> u64 {
+        (self.0 >> 11) & 1
+    }
+
     /// The outcome index (`Outcome`).
     #[inline(always)]
     pub fn outcome_index(self) -> u64 {
@@ -566,7 +598,7 @@ impl Decided {
             self.decision_index(),
             self.pass_index(),
             self.holder_index(),
-            self.spent(),
+            (self.spent(), self.preempted()),
         )
     }
 
@@ -797,53 +829,87 @@ mod tests {
             // A prompt switch (the holder not renewed since the wakeup).
             if h != H::SliceEnded {
                 assert_eq!(
-                    Outcome::of(D::Requested, Pass::Zero, h, false),
+                    Outcome::of(D::Requested, Pass::Zero, h, (false, false)),
                     Outcome::Granted
                 );
             }
             // Spent at the wakeup: the holder's renewal is no sign.
             assert_eq!(
-                Outcome::of(D::Requested, Pass::Zero, h, true),
+                Outcome::of(D::Requested, Pass::Zero, h, (true, false)),
                 Outcome::Granted
             );
             // A slice that the wakeup's own enqueue renewed: its switch
             // reads the holder renewed too, and answered the request.
             assert_eq!(
-                Outcome::of(D::SliceEnded, Pass::Zero, h, false),
+                Outcome::of(D::SliceEnded, Pass::Zero, h, (false, false)),
                 Outcome::Granted
             );
-            assert_eq!(Outcome::of(D::Lazy, Pass::Zero, h, false), Outcome::Granted);
+            // A lazy request served at the holder's return to user space
+            // (or as it blocked), and one only a preemption inside the
+            // kernel served.
             assert_eq!(
-                Outcome::of(D::Protected, Pass::Zero, h, false),
+                Outcome::of(D::Lazy, Pass::Zero, h, (false, false)),
+                Outcome::Granted
+            );
+            assert_eq!(
+                Outcome::of(D::Lazy, Pass::Zero, h, (false, true)),
+                Outcome::Late
+            );
+            // A request served by a preemption in the kernel is the prompt
+            // grant of a full request.
+            if h != H::SliceEnded {
+                assert_eq!(
+                    Outcome::of(D::Requested, Pass::Zero, h, (false, true)),
+                    Outcome::Granted
+                );
+            }
+            assert_eq!(
+                Outcome::of(D::Protected, Pass::Zero, h, (false, false)),
                 Outcome::Declined
             );
-            assert_eq!(Outcome::of(D::Idle, Pass::Zero, h, false), Outcome::IdleCpu);
             assert_eq!(
-                Outcome::of(D::Pending, Pass::Zero, h, false),
+                Outcome::of(D::Idle, Pass::Zero, h, (false, false)),
+                Outcome::IdleCpu
+            );
+            assert_eq!(
+                Outcome::of(D::Pending, Pass::Zero, h, (false, false)),
                 Outcome::Other
             );
             assert_eq!(
-                Outcome::of(D::NotWakeup, Pass::Zero, h, false),
+                Outcome::of(D::NotWakeup, Pass::Zero, h, (false, false)),
                 Outcome::Other
             );
         }
         for d in DECISIONS {
             for h in HOLDERS {
                 for p in [Pass::One, Pass::Two, Pass::ThreePlus] {
-                    assert_eq!(Outcome::of(d, p, h, false), Outcome::PassedOver);
+                    assert_eq!(Outcome::of(d, p, h, (false, false)), Outcome::PassedOver);
                 }
-                assert_eq!(Outcome::of(d, Pass::Migrated, h, false), Outcome::Other);
-                assert_eq!(Outcome::of(d, Pass::Unknown, h, false), Outcome::Other);
+                assert_eq!(
+                    Outcome::of(d, Pass::Migrated, h, (false, false)),
+                    Outcome::Other
+                );
+                assert_eq!(
+                    Outcome::of(d, Pass::Unknown, h, (false, false)),
+                    Outcome::Other
+                );
             }
         }
         for d in DECISIONS {
             for p in PASSES {
                 for h in HOLDERS {
-                    for spent in [false, true] {
+                    for (spent, preempted) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
                         assert_eq!(
-                            Outcome::of_indices(d as u64, p as u64, h as u64, spent as u64),
-                            Outcome::of(d, p, h, spent) as u64,
-                            "{d:?} {p:?} {h:?} {spent}"
+                            Outcome::of_indices(
+                                d as u64,
+                                p as u64,
+                                h as u64,
+                                (spent as u64, preempted as u64)
+                            ),
+                            Outcome::of(d, p, h, (spent, preempted)) as u64,
+                            "{d:?} {p:?} {h:?} {spent} {preempted}"
                         );
                     }
                 }

@@ -437,10 +437,12 @@ pub extern "C" fn schedlat_decision_at_switch(
     let decision = select(found, w.decision(), Decision::Unknown as u64);
     let spent = w.spent() & found;
     let holder = holder(facts, prev_left, prev_weight_slice);
+    // sched_switch's `preempt`: prev was preempted inside the kernel.
+    let preempted = (facts >> 40) & 1;
     let (share, predicted_us) = (w.share(), w.predicted_us());
     if get(&COMPUTE.histogram) != 0 {
         count(
-            (decision, pass, holder, spent),
+            (decision, pass, holder, (spent, preempted)),
             wait,
             passes,
             (share, predicted_us),
@@ -450,6 +452,7 @@ pub extern "C" fn schedlat_decision_at_switch(
     // with the spent bit.
     let nibble = decision | (spent * decision::REQUESTED_SPENT);
     Decided::pack((nibble, pass, holder), share, predicted_us, passes)
+        | (preempted * Decided::PREEMPTED)
 }
 
 /// 1 when `prev`, switched out, is inside sched_yield(): its user
@@ -507,7 +510,7 @@ fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
 /// of the outcome histogram at the end.
 #[inline(always)]
 fn count(
-    (decision, pass, holder, spent): (u64, u64, u64, u64),
+    (decision, pass, holder, spent_preempted): (u64, u64, u64, (u64, u64)),
     wait: u64,
     passes: u64,
     (share, predicted_us): (u64, u64),
@@ -536,7 +539,7 @@ fn count(
     let shared = (share + 1023) >> 10;
     ds.share_waits += shared;
     ds.share_permille += share - shared;
-    let outcome = Outcome::of_indices(decision, pass, holder as u64, spent);
+    let outcome = Outcome::of_indices(decision, pass, holder as u64, spent_preempted);
     ds.outcome_sum_ns[masked(outcome, NR_OUTCOME_SLOTS as u64 - 1) as usize] += wait;
     let outcome = outcome as usize;
     if let Some(h) = ds.outcome_buckets.get_mut(barrier_var(outcome))

@@ -20,43 +20,67 @@ impl Trace {
     /// Records sched_wakeup and sched_switch on `cpu` from now on; None
     /// when tracefs is not mounted or refuses.
     pub(crate) fn start(cpu: usize) -> Option<Trace> {
-        Trace::start_events(cpu, &["sched/sched_wakeup", "sched/sched_switch"])
+        Trace::prepare(cpu, false).filter(Trace::on)
     }
 
     /// As `start`, with the timers' expiries too (`hrtimer_expire_entry`:
     /// the tick is the one whose function is the tick handler).
     pub(crate) fn start_with_ticks(cpu: usize) -> Option<Trace> {
-        Trace::start_events(
-            cpu,
-            &[
-                "sched/sched_wakeup",
-                "sched/sched_switch",
-                "timer/hrtimer_expire_entry",
-            ],
-        )
+        Trace::prepare(cpu, true).filter(Trace::on)
     }
 
-    fn start_events(cpu: usize, events: &[&str]) -> Option<Trace> {
+    /// The instance, its buffer and events set up but not recording yet
+    /// (`on` starts it): making an instance allocates its buffers, which
+    /// takes long enough under emulation to shift the window of a test
+    /// that compares its trace with another tracer's.
+    pub(crate) fn prepare(cpu: usize, with_ticks: bool) -> Option<Trace> {
         let dir = PathBuf::from(format!(
             "/sys/kernel/tracing/instances/schedlat-decision-{}",
             std::process::id()
         ));
         fs::create_dir(&dir).ok()?;
         let trace = Trace { dir };
-        let write = |file: &str, value: &str| fs::write(trace.dir.join(file), value).ok();
-        write("tracing_cpumask", &format!("{:x}", 1u64 << cpu))?;
-        write("buffer_size_kb", "8192")?;
-        for event in events {
-            write(&format!("events/{event}/enable"), "1")?;
+        // A new instance records from the start.
+        trace.write("tracing_on", "0")?;
+        trace.write("tracing_cpumask", &format!("{:x}", 1u64 << cpu))?;
+        trace.write("buffer_size_kb", "8192")?;
+        let ticks: &[&str] = if with_ticks {
+            &["timer/hrtimer_expire_entry"]
+        } else {
+            &[]
+        };
+        for event in ["sched/sched_wakeup", "sched/sched_switch"]
+            .iter()
+            .chain(ticks)
+        {
+            trace.write(&format!("events/{event}/enable"), "1")?;
         }
-        write("tracing_on", "1")?;
         Some(trace)
+    }
+
+    fn write(&self, file: &str, value: &str) -> Option<()> {
+        fs::write(self.dir.join(file), value).ok()
+    }
+
+    /// Starts recording; false when tracefs refused.
+    pub(crate) fn on(&self) -> bool {
+        self.write("tracing_on", "1").is_some()
+    }
+
+    /// Stops recording.
+    pub(crate) fn off(&self) {
+        let _ = self.write("tracing_on", "0");
+    }
+
+    /// What was recorded, as text.
+    pub(crate) fn text(&self) -> String {
+        fs::read_to_string(self.dir.join("trace")).unwrap_or_default()
     }
 
     /// Stops recording and returns the trace's text.
     pub(crate) fn stop(&self) -> String {
-        let _ = fs::write(self.dir.join("tracing_on"), "0");
-        fs::read_to_string(self.dir.join("trace")).unwrap_or_default()
+        self.off();
+        self.text()
     }
 }
 
@@ -106,6 +130,9 @@ pub(crate) struct TracedWait {
     pub tick: bool,
     pub flag_at_tick: Option<bool>,
     pub wait_ns: u64,
+    /// The switch to the task preempted the one before it inside the
+    /// kernel (`prev_state=R+`: sched_switch's `preempt`).
+    pub preempted: bool,
 }
 
 impl TracedWait {
@@ -167,6 +194,7 @@ pub(crate) fn traced_waits(trace: &str, pid: u32) -> Vec<TracedWait> {
                     tick: false,
                     flag_at_tick: None,
                     wait_ns: 0,
+                    preempted: false,
                 };
                 open = Some((wait, ns_of(head)));
             }
@@ -182,6 +210,7 @@ pub(crate) fn traced_waits(trace: &str, pid: u32) -> Vec<TracedWait> {
                 if let Some((w, at)) = open.as_mut() {
                     if format!("{args} ").contains(&next_pid) {
                         w.wait_ns = ns_of(head).saturating_sub(*at);
+                        w.preempted = args.contains("prev_state=R+ ");
                         out.push(*w);
                         open = None;
                     } else {
@@ -227,11 +256,12 @@ mod tests {
             loop-7       [001] d.h1.   10.001000: hrtimer_expire_entry: hrtimer=00000000abcd function=hrtimer_wakeup now=10001000000
             loop-7       [001] dNh1.   10.001002: sched_wakeup: comm=w pid=42 prio=120 target_cpu=001
             loop-7       [001] d.h1.   10.004500: hrtimer_expire_entry: hrtimer=00000000beef function=tick_nohz_handler now=10004500000
-            loop-7       [001] d..2.   10.004510: sched_switch: prev_comm=loop prev_pid=7 prev_prio=120 prev_state=R ==> next_comm=w next_pid=42 next_prio=120
+            loop-7       [001] d..2.   10.004510: sched_switch: prev_comm=loop prev_pid=7 prev_prio=120 prev_state=R+ ==> next_comm=w next_pid=42 next_prio=120
 ";
         let w = traced_waits(trace, 42);
         assert_eq!(w.len(), 2);
-        assert!(w[0].prompt() && !w[0].late());
+        assert!(w[0].prompt() && !w[0].late() && !w[0].preempted);
+        assert!(w[1].preempted);
         assert_eq!(w[0].wait_ns, 10_000);
         assert!(w[1].late() && !w[1].prompt());
         assert_eq!(w[1].flag_at_tick, Some(false));

@@ -52,7 +52,7 @@ pub(crate) fn stats(groups: &[Group]) -> DecisionStats {
         s.sum_ns[c] += sum;
         s.holder_count[g.holder as usize] += g.n;
         s.holder_sum_ns[g.holder as usize] += sum;
-        let outcome = Outcome::of(g.decision, g.pass, g.holder, false) as usize;
+        let outcome = Outcome::of(g.decision, g.pass, g.holder, (false, false)) as usize;
         s.outcome_buckets[outcome][bucket_index(g.each_ns)] += g.n;
         s.outcome_sum_ns[outcome] += sum;
     }
@@ -70,7 +70,7 @@ pub(crate) fn key(groups: &[Group]) -> KeyDecision {
         k.pass_sum_ns[g.pass as usize] += sum;
         k.holder_count[g.holder as usize] += g.n;
         k.holder_sum_ns[g.holder as usize] += sum;
-        let outcome = Outcome::of(g.decision, g.pass, g.holder, false) as usize;
+        let outcome = Outcome::of(g.decision, g.pass, g.holder, (false, false)) as usize;
         k.outcome_count[outcome] += g.n;
         k.outcome_sum_ns[outcome] += sum;
         if g.each_ns >= KEY_SLOW_NS {

@@ -365,6 +365,7 @@ mod tests {
         for rule in [
             super::super::verdict::Rule::Granted,
             super::super::verdict::Rule::Late,
+            super::super::verdict::Rule::LateLazy,
             super::super::verdict::Rule::PassedOver,
         ]
         .into_iter()

@@ -90,7 +90,7 @@ impl WaitDecision {
         };
         d.outcome = match name("outcome") {
             Some(o) => OUTCOMES.into_iter().find(|&c| outcome_name(c) == o)?,
-            None => Outcome::of(d.decision, d.pass, d.holder, false),
+            None => Outcome::of(d.decision, d.pass, d.holder, (false, false)),
         };
         Some(d)
     }

@@ -131,35 +131,19 @@ pub(crate) fn text(waits: &Waits) -> String {
     out
 }
 
-/// What the lazy grants waited (preempt=lazy): a lazy request is served at
-/// the holder's next return to user space (any interrupt's return counts)
-/// or, while the holder runs in the kernel, at the tick. The tick falls at
-/// a random point of the wait, so tick-served waits average half a tick:
-/// a mean of a quarter tick or more means about half of them or more
-/// waited for it. Only the grants no other task ran before (pass-overs
-/// are another task's turn, not the holder's). None without such waits.
+/// What the lazy requests waited (preempt=lazy), beside how they are
+/// served: at the holder's return to user space, or, while it runs in the
+/// kernel, only once the tick (or the high-resolution tick at the end of
+/// its slice) turns the request into a full one; the split counts those
+/// `late`. Only the requests no other task ran before (pass-overs are
+/// another task's turn). None without such waits.
 fn lazy_line(d: &DecisionCounts) -> Option<String> {
     let n = d.cell(Decision::Lazy, Pass::Zero);
-    if n == 0 {
-        return None;
-    }
-    let mean = d.cell_ns(Decision::Lazy, Pass::Zero) / n;
-    let head = format!(
-        "lazy: {n} wakeups asked lazily and ran {} later on average, no other task first",
-        fmt_ns(mean)
-    );
-    Some(match d.facts.tick_ns {
-        Some(tick) if mean * 4 >= tick => format!(
-            "{head}: most waited for the tick ({}): their holder ran in the kernel, where a lazy request waits for the tick, not for the return to user space",
-            fmt_ns(tick)
-        ),
-        Some(tick) => format!(
-            "{head}: served at the holder's return to user space, before the tick ({})",
-            fmt_ns(tick)
-        ),
-        None => format!(
-            "{head} (a lazy request is served at the holder's return to user space or at the tick)"
-        ),
+    (n > 0).then(|| {
+        format!(
+            "lazy: {n} wakeups asked lazily and ran {} later on average, no other task first (served at the holder's return to user space; a holder in the kernel keeps the CPU until the tick or its slice's end: counted late)",
+            fmt_ns(d.cell_ns(Decision::Lazy, Pass::Zero) / n)
+        )
     })
 }
 
@@ -508,30 +492,30 @@ mod tests {
         assert!(lines[4].ends_with("fair share 25%"), "{out}");
     }
 
-    /// Lazy grants: served at the return to user space (microseconds), or
-    /// by the tick behind a holder in the kernel (half a tick on average):
-    /// the block's last line tells which; none without lazy grants.
+    /// Lazy requests: the block's last line says how many, their mean
+    /// wait and how they are served; a lazy request the holder kept
+    /// waiting in the kernel is `late`; none without lazy requests.
     #[test]
-    fn lazy_grants_say_whether_they_waited_for_the_tick() {
-        let lazy = |each_ns| Waits {
-            decision: Some(DecisionCounts::from_cpus(
-                facts(),
-                &[fixtures::stats(&[
-                    waits(290, each_ns, Decision::Lazy, Pass::Zero, Holder::Preempted),
-                    waits(10, 9_000_000, Decision::Lazy, Pass::Two, Holder::Blocked),
-                ])],
-            )),
+    fn lazy_requests_say_how_they_are_served() {
+        let s = fixtures::stats(&[
+            waits(200, 40_000, Decision::Lazy, Pass::Zero, Holder::Preempted),
+            waits(
+                90,
+                2_000_000,
+                Decision::Lazy,
+                Pass::Zero,
+                Holder::SliceEnded,
+            ),
+            waits(10, 9_000_000, Decision::Lazy, Pass::Two, Holder::Blocked),
+        ]);
+        let lazy = Waits {
+            decision: Some(DecisionCounts::from_cpus(facts(), &[s])),
             ..Waits::default()
         };
-        let user = text(&lazy(40_000));
+        let out = text(&lazy);
         assert!(
-            user.ends_with("  lazy: 290 wakeups asked lazily and ran 40.0 us later on average, no other task first: served at the holder's return to user space, before the tick (4.00 ms)\n"),
-            "{user}"
-        );
-        let kernel = text(&lazy(2_000_000));
-        assert!(
-            kernel.contains("ran 2.00 ms later on average, no other task first: most waited for the tick (4.00 ms): their holder ran in the kernel"),
-            "{kernel}"
+            out.ends_with("  lazy: 290 wakeups asked lazily and ran 648 us later on average, no other task first (served at the holder's return to user space; a holder in the kernel keeps the CPU until the tick or its slice's end: counted late)\n"),
+            "{out}"
         );
         assert!(!text(&worker()).contains("lazy:"));
     }

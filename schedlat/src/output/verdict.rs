@@ -31,6 +31,10 @@ pub(crate) enum Rule {
     /// The wakeup asked, the holder was picked again and kept the CPU
     /// until the tick ended its slice.
     Late,
+    /// The same outcome where most requests were lazy (preempt=lazy): the
+    /// holder ran in the kernel, where a lazy request waits for the tick
+    /// or the end of the holder's slice.
+    LateLazy,
     /// A rule declined the wakeup (the most frequent declining rule).
     Declined(Decision),
     /// Other tasks were picked first.
@@ -284,6 +288,7 @@ fn rule_of(d: &DecisionCounts) -> Rule {
         return Rule::Granted;
     }
     match rule {
+        Rule::Late if d.decided(Decision::Lazy) > d.decided(Decision::Requested) => Rule::LateLazy,
         Rule::Declined(_) => {
             let top = DECLINED
                 .iter()
@@ -302,6 +307,9 @@ pub(crate) fn rule_words(rule: Rule) -> &'static str {
         Rule::Granted => "each woken task ran at the next switch",
         Rule::Late => {
             "a re-pick at the tick: the running task was picked again and kept the CPU until the tick ended its slice"
+        }
+        Rule::LateLazy => {
+            "lazy requests the running task kept waiting in the kernel: a lazy request is served at its return to user space, or by the tick or the end of its slice"
         }
         Rule::PassedOver => "tasks with earlier deadlines were picked first",
         Rule::Declined(Decision::Protected) => "the running task's protected slice (RUN_TO_PARITY)",
@@ -410,6 +418,31 @@ mod tests {
         assert_eq!(
             s,
             "no wait reached 1 ms: every wait is within the design bound of one base slice plus one tick (5.40 ms here), nothing the scheduler has to answer for"
+        );
+    }
+
+    /// Late waits where most requests were lazy name the lazy request's
+    /// wait for the tick, not a re-pick.
+    #[test]
+    fn late_waits_among_lazy_requests_name_the_holder_in_the_kernel() {
+        let late = |lazy: u64| {
+            let w = run(&[
+                waits(
+                    5,
+                    2_000_000,
+                    Decision::Requested,
+                    Pass::Zero,
+                    Holder::SliceEnded,
+                ),
+                waits(lazy, 20_000, Decision::Lazy, Pass::Zero, Holder::Preempted),
+            ]);
+            Design::of(&w, 5_400_000, 0).unwrap().rule
+        };
+        assert_eq!(late(0), Rule::Late);
+        assert_eq!(late(50), Rule::LateLazy);
+        assert!(
+            rule_words(Rule::LateLazy)
+                .contains("lazy requests the running task kept waiting in the kernel")
         );
     }
 
