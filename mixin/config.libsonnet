@@ -76,7 +76,7 @@
     // (schedlat_runqueue_wait_by_decision_seconds_total{split,class}): every
     // wait is in one class of each split. One panel each.
     decisionSplits: [
-      { split: 'outcome', title: 'What the wakeup got', description: 'Granted (asked for the CPU, ran at the next switch, promptly), late (asked, nobody else ran, but the running task kept the CPU until a tick ended its slice), declined (a rule declined, ran at the next switch), passed over (others ran first), idle CPU, other (not a wakeup, migrated).' },
+      { split: 'outcome', title: 'What the wakeup got', description: 'Granted (asked for the CPU, ran at the next switch, promptly), late (asked, nobody else ran, but the running task kept the CPU until a tick ended its slice, or, asked lazily, until a preemption inside the kernel), declined (a rule declined, ran at the next switch), passed over (others ran first), idle CPU, other (not a wakeup, migrated).' },
       { split: 'decision', title: 'What the scheduler decided', description: 'At the wakeup: requested, slice ended, pending, lazy, idle, not a wakeup; or the rule that declined it (not eligible, later deadline, protected slice, policy, other class, wakeup granularity).' },
       { split: 'passes', title: 'Times passed over', description: 'Switches to other tasks on the waiting CPU during the wait: 0, 1, 2, 3+, migrated.' },
       { split: 'holder', title: 'How the holder left', description: 'How the task that held the CPU left it at the switch that ended the wait: blocked, preempted, slice ended, exited.' },

@@ -1056,8 +1056,16 @@ fn a_lazy_request_behind_a_holder_in_the_kernel_is_late() {
             .as_str()
             .unwrap_or("unknown")
             .to_string();
+        // Whether the slice ends on a high-resolution timer (HRTICK), which
+        // serves a lazy request kept waiting in the kernel before the tick.
+        let features =
+            std::fs::read_to_string("/sys/kernel/debug/sched/features").unwrap_or_default();
+        let hrtick = features
+            .split_whitespace()
+            .find(|f| f.ends_with("HRTICK"))
+            .unwrap_or("HRTICK unknown");
         let said = format!(
-            "{release} (preemption {model}): holder {holder}: the trace shows {asked} waits asked and not passed over, {preempted} of them ended by a preemption in the kernel, {ticked} after a tick; schedlat: lazy {}, requested {}, late {late} of {} waits",
+            "{release} (preemption {model}, {hrtick}): holder {holder}: the trace shows {asked} waits asked and not passed over, {preempted} of them ended by a preemption in the kernel, {ticked} after a tick; schedlat: lazy {}, requested {}, late {late} of {} waits",
             of("lazy"),
             of("requested"),
             d["waits"]

@@ -231,18 +231,35 @@ fn late_switch(d: &DecisionCounts, late: u64, slow: u64, f: &Findings) -> Diagno
         )
     });
     let all = d.outcome_between(Outcome::Late, 0, u64::MAX);
+    // Under preempt=lazy a fair wakeup asks lazily: its late switches are
+    // the running task's stays in the kernel, not re-picks.
+    let lazy = d.decided(Decision::Lazy) > d.decided(Decision::Requested);
+    let how = if lazy {
+        format!(
+            "the wakeup asked for the CPU lazily (preempt=lazy), and the running task, inside the kernel, kept it until the tick or the end of its slice turned the request into a full one{tick}: no other task ran first; a lazy request is served at the running task's return to user space, never inside the kernel"
+        )
+    } else {
+        format!(
+            "the wakeup asked for the CPU, but the running task kept it until a tick ended its slice{tick}: no other task ran first, and no sched_switch came between the wakeup and that tick (a schedule() picked the running task again, clearing the request)"
+        )
+    };
     let evidence = format!(
-        "the wakeup asked for the CPU, but the running task kept it until a tick ended its slice{tick}: no other task ran first, and no sched_switch came between the wakeup and that tick (a schedule() picked the running task again, clearing the request); {:.0}% of the {slow} waits over {} are this ({late} of {all} late switches)",
+        "{how}; {:.0}% of the {slow} waits over {} are this ({late} of {all} late switches)",
         pct(late, slow),
         fmt_ns(SLOW_NS),
     );
     let pid = (f.top_waiters.first()).map_or("PID".to_string(), |t| t.tid.to_string());
+    let model = if lazy {
+        "the full preemption model (`preempt=full` on the kernel command line, or `echo full > /sys/kernel/debug/sched/preempt`) makes a fair request preempt a task inside the kernel at the next interrupt, for every task; "
+    } else {
+        "whether the preemption model or a shorter slice for the running task changes a late switch is not measured; "
+    };
     Diagnosis {
         name: LATE,
         strength: late as f64 / slow as f64,
         evidence,
         next_step: format!(
-            "a real-time policy for the waiting task (`chrt -f -p 1 {pid}`, SCHED_FIFO/RR) makes its wakeup preempt by class, which the fair class's pick cannot undo; whether the preemption model or a shorter slice for the running task changes a late switch is not measured; prove it: `schedlat record -o before.json -p {pid} 10`, apply it, `schedlat record -o after.json -p {pid} 10`, `schedlat compare before.json after.json`"
+            "a real-time policy for the waiting task (`chrt -f -p 1 {pid}`, SCHED_FIFO/RR) makes its wakeup preempt by class, which the fair class's pick cannot undo; {model}prove it: `schedlat record -o before.json -p {pid} 10`, apply it, `schedlat record -o after.json -p {pid} 10`, `schedlat compare before.json after.json`"
         ),
         holders: Vec::new(),
     }
@@ -511,6 +528,26 @@ mod tests {
         // Asking little, a large share: one step at least.
         assert_eq!(nice_for(0.10, 0.60, 0), -1);
         assert_eq!(nice_for(0.99, 0.01, 0), -20);
+    }
+
+    /// On a lazy kernel the late switches are lazy requests a task in the
+    /// kernel kept waiting: said so, with the full model as a remedy.
+    #[test]
+    fn late_lazy_requests_name_the_holder_in_the_kernel() {
+        use schedlat_common::decision::{Pass, cell};
+        let mut d = outcomes(&[
+            (Outcome::Granted, 6_000, 2_900),
+            (Outcome::Late, 3_600_000, 160),
+        ]);
+        d.count[cell(Decision::Lazy, Pass::Zero)] = 3_000;
+        let dg = decision(&d, &worker_findings(), KERNEL).expect("named");
+        assert_eq!(dg.name, LATE);
+        assert!(
+            dg.evidence.starts_with("the wakeup asked for the CPU lazily (preempt=lazy), and the running task, inside the kernel, kept it"),
+            "{}",
+            dg.evidence
+        );
+        assert!(dg.next_step.contains("`preempt=full`"), "{}", dg.next_step);
     }
 
     /// Granted slow waits (the switch came late after a wakeup that asked)
