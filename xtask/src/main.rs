@@ -11,7 +11,8 @@
 //! - `bench`: schedlat against libbpf-tools runqlat on a context-switch load;
 //!   `bench-docs`: the docs' cost figures rewritten from a bench run's JSON.
 //! - `vm-test`: the kernel-level checks inside QEMU, on other kernels.
-//! - `clippy-ebpf`: clippy for the eBPF crate on its own target.
+//! - `clippy-ebpf`: clippy for the eBPF crates (schedlat's, the bench's)
+//!   on their own target.
 //! - `fuzz`: the libFuzzer targets (also the last step of `test`).
 
 mod apt;
@@ -113,7 +114,8 @@ enum Command {
     #[command(hide = true)]
     BenchBtfFloor,
     /// (internal) Attach tp_btf programs that return at once (the bench's
-    /// `noop` mode, the hooks' floor) until SIGINT.
+    /// `noop` mode, the hooks' floor) until SIGINT; built first from
+    /// xtask/bench-ebpf unless --prebuilt.
     #[command(hide = true)]
     BenchNoop {
         /// The least timer instead (the bench's `timer` mode).
@@ -122,9 +124,13 @@ enum Command {
         /// With --timer: and the least decision split (`timer-decision`).
         #[arg(long, requires = "timer")]
         decision: bool,
+        /// Load the objects the bench built, without building them first.
+        #[arg(long)]
+        prebuilt: bool,
     },
-    /// Clippy for the eBPF crate on its own target (bpfel-unknown-none,
-    /// nightly, core from source), warnings as errors. Needs `cargo xtask
+    /// Clippy for the eBPF crates (schedlat's, the bench's reference
+    /// programs) on their own target (bpfel-unknown-none, nightly, core
+    /// from source), warnings as errors. Needs `cargo xtask
     /// setup`'s nightly rust-src.
     ClippyEbpf,
     /// Build the libFuzzer targets (schedlat/fuzz/, cargo fuzz on nightly,
@@ -170,11 +176,18 @@ fn main() -> ExitCode {
             idle,
         } => bench::sleepers::serve(threads, cpu, processes, idle),
         Command::BenchBtfFloor => bench::floor::parse_once(),
-        Command::BenchNoop { timer, decision } => bench::noop::run(match (timer, decision) {
-            (false, _) => bench::noop::Programs::Noop,
-            (true, false) => bench::noop::Programs::Timer,
-            (true, true) => bench::noop::Programs::TimerDecision,
-        }),
+        Command::BenchNoop {
+            timer,
+            decision,
+            prebuilt,
+        } => {
+            let programs = match (timer, decision) {
+                (false, _) => bench::reference::Programs::Noop,
+                (true, false) => bench::reference::Programs::Timer,
+                (true, true) => bench::reference::Programs::TimerDecision,
+            };
+            bench::reference::run(programs, prebuilt)
+        }
         Command::BenchDocs { check, from } => bench::docs::run(check, from.as_deref()),
         Command::Bench(opts) => setup::test_tools()
             .and_then(|()| build_release())
@@ -225,8 +238,8 @@ fn run(args: &[String]) -> Result<()> {
 /// rustfmt.toml says (nightly rustfmt, for its import grouping), clippy
 /// clean with the workspace lints on the userspace crates, warnings denied,
 /// and every intra-doc link of their comments resolving (rustdoc, private
-/// items included: the library's modules are private). The eBPF crate
-/// builds for the bpf target only and is linted there (`clippy_ebpf`).
+/// items included: the library's modules are private). The eBPF crates
+/// build for the bpf target only and are linted there (`clippy_ebpf`).
 fn lint() -> Result<()> {
     let status = std::process::Command::new("rustup")
         .args(["run", "nightly", "cargo", "fmt", "--all", "--check"])

@@ -32,13 +32,12 @@ pub(crate) mod docs;
 pub(crate) mod floor;
 mod json;
 mod modes;
-pub(crate) mod noop;
 mod otlp_push;
 mod own_cgroups;
 mod pid_max;
 mod progs;
-mod rawbpf;
 mod recorder;
+pub(crate) mod reference;
 mod report;
 mod scrape;
 mod seed;
@@ -203,6 +202,10 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);
     }
     let schedlat = schedlat_binary(opts)?;
+    // The reference programs' objects (`noop`, `timer`, `timer-decision`),
+    // built now, once: no build runs beside a measurement, and each
+    // reference run only loads its object (`bench-noop --prebuilt`).
+    reference::object::build()?;
     // Events filtered out must cost less than recorded ones. An empty
     // cgroup filters out everything, through the cgroup walk.
     let empty = EmptyCgroup::create()?;

@@ -19,8 +19,8 @@ pub(crate) enum Runs {
     Runqlat,
     /// schedlat with `args`.
     Schedlat,
-    /// Programs that return at once on schedlat's hooks (noop.rs): the
-    /// floor under every ns/switch, not a mode users run.
+    /// The reference programs on schedlat's hooks (reference/): the
+    /// floors under every ns/switch, not a mode users run.
     Noop,
 }
 
@@ -82,8 +82,9 @@ pub(super) const RUNQLAT: Mode = Mode {
     report: HISTOGRAM,
     about: "libbpf-tools runqlat",
 };
-/// A reference made of this xtask's raw programs (`bench-noop ARGS`),
-/// which prints `banner` once attached.
+/// A reference made of this xtask's programs (`bench-noop ARGS`, with the
+/// objects the bench built before its rounds), which prints `banner` once
+/// attached.
 const fn reference(
     name: &'static str,
     args: &'static [&'static str],
@@ -103,16 +104,16 @@ const fn reference(
 /// The hooks' floor (`cargo xtask bench-noop`).
 pub(super) const NOOP: Mode = reference(
     "noop",
-    &["bench-noop"],
-    super::noop::BANNER,
+    &["bench-noop", "--prebuilt"],
+    super::reference::BANNER,
     "tp_btf programs that return at once: the hooks' floor",
 );
 /// The least timer (`cargo xtask bench-noop --timer`): what timing a wait
 /// costs at all, on the same hooks.
 pub(super) const TIMER: Mode = reference(
     "timer",
-    &["bench-noop", "--timer"],
-    super::noop::TIMER_BANNER,
+    &["bench-noop", "--prebuilt", "--timer"],
+    super::reference::TIMER_BANNER,
     "tp_btf programs that time each wait into a log2 histogram and do nothing else",
 );
 /// The least timer with the least decision split (`bench-noop --timer
@@ -120,8 +121,8 @@ pub(super) const TIMER: Mode = reference(
 /// all.
 pub(super) const TIMER_DECISION: Mode = reference(
     "timer-decision",
-    &["bench-noop", "--timer", "--decision"],
-    super::noop::DECISION_BANNER,
+    &["bench-noop", "--prebuilt", "--timer", "--decision"],
+    super::reference::DECISION_BANNER,
     "the timer, and each enqueue's need-resched bit and switch count, each switch-in's pass-overs",
 );
 /// The default: the histogram with the cause and decision splits.
