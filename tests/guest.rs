@@ -1097,6 +1097,64 @@ fn a_lazy_request_behind_a_holder_in_the_kernel_is_late() {
     }
 }
 
+/// The remedy diagnose proposes for lazy requests kept waiting in the
+/// kernel, applied: under the full model (`echo full >
+/// /sys/kernel/debug/sched/preempt`) the same sleeper's wakeups set the
+/// full bit (`requested`, no `lazy`), the holder reading /dev/zero is
+/// preempted at the wakeup's own interrupt, and no wait is `late` beyond a
+/// few re-picks. Runs where the model is lazy and debugfs lets the model be
+/// switched; the model is set back to lazy whatever happens.
+#[test]
+fn the_full_model_serves_a_request_a_lazy_one_left_waiting() {
+    if !require_root() {
+        return;
+    }
+    const PREEMPT: &str = "/sys/kernel/debug/sched/preempt";
+    let release = kernel_release();
+    let models = std::fs::read_to_string(PREEMPT).unwrap_or_default();
+    // The current model is the one in parentheses: `none voluntary full (lazy)`.
+    if !models.contains("(lazy)") {
+        eprintln!(
+            "{release}: the preemption model is not lazy here ({PREEMPT}: {models:?}): nothing to remedy"
+        );
+        return;
+    }
+    /// Sets the model back to lazy when dropped.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::write(PREEMPT, "lazy");
+        }
+    }
+    let _restore = Restore;
+    std::fs::write(PREEMPT, "full").unwrap_or_else(|e| panic!("{release}: writing {PREEMPT}: {e}"));
+    let (interval, traced, _) = lazy_sleeper_beside(true);
+    drop(_restore);
+    let d = &interval["decision"];
+    let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap_or(0);
+    let late = d["outcomes"]["late"]["count"].as_u64().unwrap_or(0);
+    let waits = d["waits"].as_u64().unwrap_or(0);
+    let asked = traced
+        .iter()
+        .filter(|w| w.flag_set && w.passes == 0)
+        .count();
+    let said = format!(
+        "{release}, model full: beside a holder reading /dev/zero, lazy {}, requested {}, late {late} of {waits} waits (model in the report: {}); the trace shows {asked} waits asked and not passed over",
+        of("lazy"),
+        of("requested"),
+        interval["kernel_context"]["preemption"]["model"]
+    );
+    eprintln!("{said}");
+    assert_eq!(
+        interval["kernel_context"]["preemption"]["model"], "full",
+        "{said}"
+    );
+    assert!(
+        of("lazy") == 0 && of("requested") * 2 >= waits && late <= 5 + waits / 20,
+        "{said}"
+    );
+}
+
 /// A fair thread sleeping 1 ms 300 times beside a fair holder on the
 /// workload CPU (reading /dev/zero 64 MiB at a time when `in_kernel`, else
 /// spinning), traced by `schedlat --comm NAME --json` and by the kernel's
