@@ -1265,8 +1265,16 @@ fn waits_a_sched_ext_scheduler_decided_are_classed_ext() {
         count(&off, "ext"),
         off["decision"]["decisions"]
     );
+    // PREEMPT_RT: the sleeper's timer wakes it from the ktimers thread
+    // (SCHED_FIFO), which holds the CPU at the wakeup: `other_class`, the
+    // real-time class outranking the scheduler's (7.2-rt: 300 of 301).
+    let decided = if common::kernel::preempt_rt() {
+        ext + count(&on, "other_class")
+    } else {
+        ext
+    };
     assert!(
-        waits > 100 && ext * 2 >= waits,
+        waits > 100 && decided * 2 >= waits,
         "{release}: {ext} of {waits} waits classed ext while a scheduler decided them: {d}"
     );
     for rule in eevdf_rules {

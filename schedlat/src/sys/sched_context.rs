@@ -64,16 +64,21 @@ impl SchedContext {
             ),
         };
         let config = kernel_facts::config_text();
-        let preemption = fs::read_to_string(DEBUGFS_PREEMPT)
+        let version = fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
+        let debugfs = fs::read_to_string(DEBUGFS_PREEMPT)
             .ok()
-            .and_then(|t| debugfs_preempt(&t))
-            .map(|model| Preemption {
-                model,
-                source: DEBUGFS_PREEMPT.into(),
+            .and_then(|t| debugfs_preempt(&t));
+        let realtime = fs::read_to_string("/sys/kernel/realtime").unwrap_or_default();
+        let preemption = rt_build(&version, &realtime, debugfs.as_deref())
+            .or_else(|| {
+                debugfs.map(|model| Preemption {
+                    model,
+                    source: DEBUGFS_PREEMPT.into(),
+                })
             })
             .or_else(|| {
                 boot_preemption(
-                    &fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default(),
+                    &version,
                     &fs::read_to_string("/proc/cmdline").unwrap_or_default(),
                     config.as_deref(),
                 )
@@ -207,6 +212,23 @@ fn features_of(text: &str) -> Vec<(String, Option<bool>)> {
 fn debugfs_preempt(text: &str) -> Option<String> {
     let current = text.split('(').nth(1)?.split(')').next()?;
     (!current.is_empty()).then(|| current.to_string())
+}
+
+/// A PREEMPT_RT build is `rt` whatever else it allows: from 6.12 such a
+/// build can also be PREEMPT_DYNAMIC, and debugfs then shows the dynamic
+/// mode (`full` on Debian's 7.2 rt), which is not what makes it real-time
+/// (its interrupts and softirqs in threads, sleeping locks). The mode is
+/// kept in the source. Known by the version string's `PREEMPT_RT` or
+/// /sys/kernel/realtime (`1`).
+fn rt_build(version: &str, realtime: &str, dynamic_mode: Option<&str>) -> Option<Preemption> {
+    let rt = version.split_whitespace().any(|w| w == "PREEMPT_RT") || realtime.trim() == "1";
+    rt.then(|| Preemption {
+        model: "rt".into(),
+        source: match dynamic_mode {
+            Some(mode) => format!("PREEMPT_RT build; {DEBUGFS_PREEMPT}: {mode}"),
+            None => "PREEMPT_RT build".into(),
+        },
+    })
 }
 
 /// The model the kernel booted with: PREEMPT_RT builds are `rt`; with
@@ -358,6 +380,20 @@ mod tests {
         // Debian's 6.1-rt.
         let rt = boot_preemption("#1 SMP PREEMPT_RT Debian 6.1.90-1", "", None).unwrap();
         assert_eq!(rt.model, "rt");
+        // Debian's 7.2 rt: PREEMPT_DYNAMIC too, debugfs says `full`.
+        let rt = rt_build("#1 SMP PREEMPT_RT Debian 7.2.13-1", "", Some("full")).unwrap();
+        assert_eq!(
+            (rt.model.as_str(), rt.source.as_str()),
+            (
+                "rt",
+                "PREEMPT_RT build; /sys/kernel/debug/sched/preempt: full"
+            )
+        );
+        assert_eq!(rt_build("#1 SMP PREEMPT_DYNAMIC", "", Some("full")), None);
+        assert_eq!(
+            rt_build("#1 SMP PREEMPT_DYNAMIC", "1\n", None).map(|p| p.model),
+            Some("rt".to_string())
+        );
         // A non-dynamic full-preemption build ignores preempt=.
         let full = "CONFIG_PREEMPT=y\n";
         let p = boot_preemption("#1 SMP PREEMPT", "preempt=none", Some(full)).unwrap();
