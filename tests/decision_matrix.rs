@@ -1,6 +1,6 @@
 //! Root: the decision split's rules (docs/decision.md) on scenarios whose
 //! answer follows from the scheduler's code, on every kernel: here with the
-//! other root tests, and inside QEMU on 5.10, 6.1, 6.1-rt and 6.12 (`cargo
+//! other root tests, and inside QEMU on 5.10, 6.1, 6.12, 7.x and 7.x-rt (`cargo
 //! xtask vm-test`). Under the VM's emulation every wait is inflated, so the
 //! checks are on which rule the kernel applied, and on latency only as a
 //! before/after comparison within one run.

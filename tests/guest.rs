@@ -2,7 +2,7 @@
 //!
 //! They run twice: here, on the host, with the other root tests (`cargo xtask
 //! test`), and inside QEMU on other Debian kernels (`cargo xtask vm-test`
-//! boots 5.10, 6.1, 6.1 PREEMPT_RT, 6.12 and Debian unstable's 7.x with
+//! boots 5.10, 6.1, 6.12, Debian unstable's 7.x and its PREEMPT_RT build with
 //! this binary, statically linked, in a small initramfs). Under QEMU's
 //! emulation (TCG) every wait is inflated, so these tests assert counts and
 //! structure, never latency values.

@@ -144,8 +144,8 @@ enum Command {
         #[arg(long, default_value_t = fuzz::RUNS)]
         runs: u64,
     },
-    /// Boot other kernels (Debian 5.10, 6.1, 6.1 PREEMPT_RT, 6.12, unstable's
-    /// 7.x) in QEMU and run schedlat's kernel-level checks (tests/guest.rs)
+    /// Boot other kernels (Debian 5.10, 6.1, 6.12, unstable's 7.x and its
+    /// PREEMPT_RT build) in QEMU and run schedlat's kernel-level checks (tests/guest.rs)
     /// inside each.
     VmTest(vm::Options),
 }

@@ -35,8 +35,6 @@ pub(super) const MATRIX: [(&str, &str, Archive); 5] = [
     ("5.10", "linux-image-amd64", Archive::Bullseye),
     // Debian 12's kernel.
     ("6.1", "linux-image-amd64", Archive::Machine),
-    // The same kernel built with PREEMPT_RT.
-    ("6.1-rt", "linux-image-rt-amd64", Archive::Machine),
     // The newer kernel Debian 12 ships through its security archive.
     ("6.12", "linux-image-6.12-amd64", Archive::Machine),
     // Debian unstable's current kernel (7.2 in late 2026; the version
@@ -44,6 +42,11 @@ pub(super) const MATRIX: [(&str, &str, Archive); 5] = [
     // sched_ext, delayed dequeue, the fair deadline server, and the split
     // package layout.
     ("7.x", "linux-image-amd64", Archive::Sid),
+    // The same kernel built with PREEMPT_RT (mainline's since 6.12, and
+    // PREEMPT_DYNAMIC too): the real-time flavour users run now. Debian
+    // 12's 6.1 rt, built from the out-of-tree patch, is still one
+    // `--kernel linux-image-rt-amd64` away.
+    ("7.x-rt", "linux-image-rt-amd64", Archive::Sid),
 ];
 
 /// A kernel ready to boot.

@@ -33,9 +33,10 @@ use crate::{apt, setup, util::workspace_root};
 
 #[derive(clap::Args)]
 pub(crate) struct Options {
-    /// Kernel to boot: 5.10, 6.1, 6.1-rt, 6.12, 7.x (Debian unstable's
-    /// current kernel), or a Debian linux-image-* package name (7.x and
-    /// later ones from Debian unstable); repeat for several [default: all
+    /// Kernel to boot: 5.10, 6.1, 6.12, 7.x (Debian unstable's current
+    /// kernel), 7.x-rt (its PREEMPT_RT build), or a Debian linux-image-*
+    /// package name (7.x and later ones from Debian unstable; 6.1's rt
+    /// build is `linux-image-rt-amd64`); repeat for several [default: all
     /// five]
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
