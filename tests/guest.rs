@@ -1126,10 +1126,10 @@ fn the_full_model_serves_a_request_a_lazy_one_left_waiting() {
             let _ = std::fs::write(PREEMPT, "lazy");
         }
     }
-    let _restore = Restore;
+    let restore = Restore;
     std::fs::write(PREEMPT, "full").unwrap_or_else(|e| panic!("{release}: writing {PREEMPT}: {e}"));
     let (interval, traced, _) = lazy_sleeper_beside(true);
-    drop(_restore);
+    drop(restore);
     let d = &interval["decision"];
     let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap_or(0);
     let late = d["outcomes"]["late"]["count"].as_u64().unwrap_or(0);

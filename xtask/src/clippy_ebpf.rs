@@ -7,11 +7,9 @@
 //! source, as aya-build does. Nothing is linked, so no bpf-linker is
 //! needed; warnings are errors.
 
-use std::process::Command;
-
 use anyhow::{Context, Result, bail};
 
-use crate::util::workspace_root;
+use crate::util::nightly_cargo;
 
 /// The arguments after `rustup run nightly cargo`; CI can run the same by
 /// hand: `cargo +nightly clippy -p schedlat-ebpf -p bench-ebpf --target
@@ -32,16 +30,8 @@ const ARGS: [&str; 12] = [
 ];
 
 pub(crate) fn run() -> Result<()> {
-    // `cargo xtask` runs under the stable toolchain, whose cargo and rustc
-    // would otherwise be inherited through these variables.
-    let status = Command::new("rustup")
-        .args(["run", "nightly", "cargo"])
+    let status = nightly_cargo()
         .args(ARGS)
-        .env_remove("CARGO")
-        .env_remove("RUSTC")
-        .env_remove("RUSTUP_TOOLCHAIN")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .current_dir(workspace_root())
         .status()
         .context("running rustup run nightly cargo clippy (is rustup installed?)")?;
     if !status.success() {

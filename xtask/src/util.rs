@@ -35,6 +35,21 @@ pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> 
 }
 
 /// True when `cmd args` runs and exits 0 (output discarded).
+/// `rustup run nightly cargo`, in the workspace, for the eBPF crates
+/// (build-std needs nightly). `cargo xtask` runs under the stable
+/// toolchain, whose cargo and rustc would otherwise be inherited through
+/// these variables.
+pub(crate) fn nightly_cargo() -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", "nightly", "cargo"])
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .current_dir(workspace_root());
+    cmd
+}
+
 pub(crate) fn succeeds(cmd: &str, args: &[&str]) -> bool {
     Command::new(cmd)
         .args(args)

@@ -19,3 +19,75 @@
 pub mod kernel;
 pub mod offsets;
 pub mod timer;
+
+/// What every object of this crate ends with: the panic handler a `no_std`
+/// binary needs (the verifier rejects any path to it) and the license the
+/// kernel loads tracing programs under only when GPL-compatible.
+#[macro_export]
+macro_rules! object_tail {
+    () => {
+        #[cfg(not(test))]
+        #[panic_handler]
+        fn panic(_info: &core::panic::PanicInfo) -> ! {
+            loop {}
+        }
+
+        #[unsafe(link_section = "license")]
+        #[unsafe(no_mangle)]
+        static LICENSE: [u8; 4] = *b"GPL\0";
+    };
+}
+
+/// A `Timer` object (timer.rs): the OFFSETS global, its maps and its three
+/// programs, named as given; with `decision`, the switch-count map too.
+#[macro_export]
+macro_rules! timer_object {
+    ($wakeup:ident, $wakeup_new:ident, $switch:ident, decision) => {
+        // The switch count at each thread's enqueue; sized as STARTS.
+        #[aya_ebpf::macros::map(name = "timer_switches")]
+        static SWITCHES: aya_ebpf::maps::Array<u64> = aya_ebpf::maps::Array::with_max_entries(1, 0);
+        $crate::timer_object!(@programs $wakeup, $wakeup_new, $switch, Some(&SWITCHES));
+    };
+    ($wakeup:ident, $wakeup_new:ident, $switch:ident) => {
+        $crate::timer_object!(@programs $wakeup, $wakeup_new, $switch, None);
+    };
+    (@programs $wakeup:ident, $wakeup_new:ident, $switch:ident, $switches:expr) => {
+        #[unsafe(export_name = "OFFSETS")]
+        static OFFSETS: $crate::offsets::Offsets = $crate::offsets::Offsets::ZERO;
+
+        // Sized by the loader: one slot per thread id (pid_max).
+        #[aya_ebpf::macros::map(name = "timer_starts")]
+        static STARTS: aya_ebpf::maps::Array<u64> = aya_ebpf::maps::Array::with_max_entries(1, 0);
+
+        #[aya_ebpf::macros::map(name = "timer_hist")]
+        static HISTOGRAM: aya_ebpf::maps::PerCpuArray<$crate::timer::Histogram> =
+            aya_ebpf::maps::PerCpuArray::with_max_entries(1, 0);
+
+        const TIMER: $crate::timer::Timer = $crate::timer::Timer {
+            offsets: &OFFSETS,
+            starts: &STARTS,
+            histogram: &HISTOGRAM,
+            switches: $switches,
+        };
+
+        #[aya_ebpf::macros::btf_tracepoint(function = "sched_wakeup")]
+        pub fn $wakeup(ctx: aya_ebpf::programs::BtfTracePointContext) -> i32 {
+            TIMER.wakeup(&ctx);
+            0
+        }
+
+        #[aya_ebpf::macros::btf_tracepoint(function = "sched_wakeup_new")]
+        pub fn $wakeup_new(ctx: aya_ebpf::programs::BtfTracePointContext) -> i32 {
+            TIMER.wakeup(&ctx);
+            0
+        }
+
+        #[aya_ebpf::macros::btf_tracepoint(function = "sched_switch")]
+        pub fn $switch(ctx: aya_ebpf::programs::BtfTracePointContext) -> i32 {
+            TIMER.switch(&ctx);
+            0
+        }
+
+        $crate::object_tail!();
+    };
+}

@@ -24,13 +24,4 @@ pub fn noop_switch(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-// The kernel loads tracing programs only under a GPL-compatible license.
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
+bench_ebpf::object_tail!();

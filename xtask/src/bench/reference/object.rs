@@ -13,11 +13,11 @@
 //! neither these flags nor the workspace's builds invalidate the other's
 //! artifacts.
 
-use std::{path::PathBuf, process::Command};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::workspace_root;
+use crate::util::{nightly_cargo, workspace_root};
 
 const PACKAGE: &str = "bench-ebpf";
 const TARGET: &str = "bpfel-unknown-none";
@@ -44,19 +44,12 @@ pub(crate) fn build() -> Result<PathBuf> {
         "-Clink-arg=--btf".into(),
     ]
     .join("\x1f");
-    // `cargo xtask` runs under the stable toolchain, whose cargo and rustc
-    // would otherwise be inherited through these variables.
-    let status = Command::new("rustup")
-        .args(["run", "nightly", "cargo", "build", "--quiet"])
+    let status = nightly_cargo()
+        .args(["build", "--quiet"])
         .args(["--package", PACKAGE, "--bins", "--release"])
         .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
         .arg(target_dir())
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
-        .env_remove("CARGO")
-        .env_remove("RUSTC")
-        .env_remove("RUSTUP_TOOLCHAIN")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .current_dir(workspace_root())
         .status()
         .context("running rustup run nightly cargo build (is rustup installed?)")?;
     if !status.success() {
