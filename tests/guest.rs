@@ -1139,9 +1139,11 @@ fn the_full_model_serves_a_request_a_lazy_one_left_waiting() {
         .filter(|w| w.flag_set && w.passes == 0)
         .count();
     let said = format!(
-        "{release}, model full: beside a holder reading /dev/zero, lazy {}, requested {}, late {late} of {waits} waits (model in the report: {}); the trace shows {asked} waits asked and not passed over",
+        "{release}, model full: beside a holder reading /dev/zero, lazy {}, requested {}, slice_ended {}, pending {}, late {late} of {waits} waits (model in the report: {}); the trace shows {asked} waits asked and not passed over",
         of("lazy"),
         of("requested"),
+        of("slice_ended"),
+        of("pending"),
         interval["kernel_context"]["preemption"]["model"]
     );
     eprintln!("{said}");
@@ -1149,8 +1151,12 @@ fn the_full_model_serves_a_request_a_lazy_one_left_waiting() {
         interval["kernel_context"]["preemption"]["model"], "full",
         "{said}"
     );
+    // Asked with the full bit: at once, by a renewed slice, or already set
+    // (7.2 guest: requested 156, the rest of the 269 the trace shows asked
+    // mostly slice_ended, of 304).
+    let asked_full = of("requested") + of("slice_ended") + of("pending");
     assert!(
-        of("lazy") == 0 && of("requested") * 2 >= waits && late <= 5 + waits / 20,
+        of("lazy") == 0 && asked_full * 2 >= waits && late <= 5 + waits / 20,
         "{said}"
     );
 }
