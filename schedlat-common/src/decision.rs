@@ -233,7 +233,7 @@ pub enum Outcome {
     /// the wakeup (`Holder::SliceEnded`: a schedule() picked it again, no
     /// switch, the flag cleared, and the tick that ended its slice made
     /// the switch); or a lazy request (`Decision::Lazy`) whose holder was
-    /// preempted inside the kernel ([`Decided::PREEMPTED`]): a lazy request
+    /// preempted inside the kernel ([`Decided::IN_KERNEL_PREEMPT`]): a lazy request
     /// is served at the holder's return to user space, so in the kernel
     /// only the tick (or the high-resolution tick at the end of the
     /// holder's slice) turning it into a full one made the switch. Last in
@@ -257,7 +257,7 @@ impl Outcome {
     /// yet accounted), or the wakee outside the fair class: a renewal at
     /// the switch is then no sign of a late switch ([`Decided::SPENT`]).
     /// `preempted`: the switch preempted the holder inside the kernel
-    /// ([`Decided::PREEMPTED`]).
+    /// ([`Decided::IN_KERNEL_PREEMPT`]).
     pub const fn of(
         decision: Decision,
         pass: Pass,
@@ -513,8 +513,9 @@ impl EnqueueWord {
 /// One wait's decision as the switch-in hands it back (to the breakdown
 /// key, a slow event, a victims row): the decision (bits 0-3), the
 /// pass-over class (4-6), spent (7, [`Decided::SPENT`]), the holder
-/// (8-10), preempted (11, [`Decided::PREEMPTED`]), measured (15: 0 means the
-/// split did not see this wait), the share in per mille plus one (16-25),
+/// (8-10), preempted in the kernel (11, [`Decided::IN_KERNEL_PREEMPT`]),
+/// measured (15: 0 means the split did not see this wait), the share in
+/// per mille plus one (16-25),
 /// the predicted wait in microseconds (26-43) and the pass-overs counted
 /// (44-63, saturating).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -535,7 +536,7 @@ impl Decided {
     /// `preempt`: an interrupt's return to the kernel or a preempt_enable()
     /// found the full need-resched bit), not at its return to user space
     /// nor because it blocked or yielded. Or-ed onto a `pack`ed word.
-    pub const PREEMPTED: u64 = 1 << 11;
+    pub const IN_KERNEL_PREEMPT: u64 = 1 << 11;
 
     /// `decision` is the enqueue word's (`REQUESTED_SPENT` included:
     /// packed as `Requested` with the spent bit).
@@ -585,9 +586,9 @@ impl Decided {
         (self.0 >> 7) & 1
     }
 
-    /// 1 with [`Decided::PREEMPTED`].
+    /// 1 with [`Decided::IN_KERNEL_PREEMPT`].
     #[inline(always)]
-    pub fn preempted(self) -> u64 {
+    pub fn in_kernel_preempt(self) -> u64 {
         (self.0 >> 11) & 1
     }
 
@@ -598,7 +599,7 @@ impl Decided {
             self.decision_index(),
             self.pass_index(),
             self.holder_index(),
-            (self.spent(), self.preempted()),
+            (self.spent(), self.in_kernel_preempt()),
         )
     }
 

@@ -452,7 +452,7 @@ pub extern "C" fn schedlat_decision_at_switch(
     // with the spent bit.
     let nibble = decision | (spent * decision::REQUESTED_SPENT);
     Decided::pack((nibble, pass, holder), share, predicted_us, passes)
-        | (preempted * Decided::PREEMPTED)
+        | (preempted * Decided::IN_KERNEL_PREEMPT)
 }
 
 /// 1 when `prev`, switched out, is inside sched_yield(): its user

@@ -94,8 +94,9 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-/// The text block: five lines, the first starting `decision: `, the others
-/// indented under it; empty when the split is off or saw no wait.
+/// The text block: five lines (six with lazy requests), the first starting
+/// `decision: `, the others indented under it; empty when the split is off
+/// or saw no wait.
 pub(crate) fn text(waits: &Waits) -> String {
     let Some(d) = &waits.decision else {
         return String::new();
