@@ -1048,7 +1048,7 @@ fn a_lazy_request_behind_a_holder_in_the_kernel_is_late() {
         assert!(d.is_object(), "{release}: no decision split: {interval}");
         let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap_or(0);
         let late = d["outcomes"]["late"]["count"].as_u64().unwrap_or(0);
-        let asked = traced.iter().filter(|w| w.flag_set && w.passes == 0);
+        let asked = traced.iter().filter(|w| w.asked_alone());
         let (asked, preempted, ticked) = asked.fold((0, 0, 0), |(n, p, t), w| {
             (n + 1, p + u64::from(w.preempted), t + u64::from(w.tick))
         });
@@ -1134,10 +1134,7 @@ fn the_full_model_serves_a_request_a_lazy_one_left_waiting() {
     let of = |name: &str| d["decisions"][name]["count"].as_u64().unwrap_or(0);
     let late = d["outcomes"]["late"]["count"].as_u64().unwrap_or(0);
     let waits = d["waits"].as_u64().unwrap_or(0);
-    let asked = traced
-        .iter()
-        .filter(|w| w.flag_set && w.passes == 0)
-        .count();
+    let asked = traced.iter().filter(|w| w.asked_alone()).count();
     let said = format!(
         "{release}, model full: beside a holder reading /dev/zero, lazy {}, requested {}, slice_ended {}, pending {}, late {late} of {waits} waits (model in the report: {}); the trace shows {asked} waits asked and not passed over",
         of("lazy"),

@@ -117,6 +117,29 @@ pub(crate) fn waits_of(trace: &str, pid: u32) -> TracedWaits {
     out
 }
 
+impl TracedWaits {
+    /// Where another tracer's count of the same waits, by bit set or clear
+    /// and pass-overs 0, 1, 2, 3+ (`set`, `clear`), differs from the
+    /// trace's by more than 5% of the traced waits plus 3 in any cell (the
+    /// two windows differ by a write to tracefs and a signal's delivery):
+    /// the comparison in words.
+    pub(crate) fn disagreement(&self, set: [u64; 4], clear: [u64; 4]) -> Option<String> {
+        let total: u64 = self.flag_set.iter().chain(&self.flag_clear).sum();
+        let slack = 3 + total / 20;
+        let agree = set
+            .iter()
+            .chain(&clear)
+            .zip(self.flag_set.iter().chain(&self.flag_clear))
+            .all(|(ours, theirs)| ours.abs_diff(*theirs) <= slack);
+        let said = format!(
+            "schedlat set {set:?} clear {clear:?}, the kernel's trace set {:?} clear {:?} (slack {slack} of {total} traced wakeups)",
+            self.flag_set, self.flag_clear
+        );
+        eprintln!("{said}");
+        (!agree).then_some(said)
+    }
+}
+
 /// One wakeup-started wait of a task as the trace shows it: the
 /// need-resched flag at its sched_wakeup, the switches to other tasks
 /// before it ran, whether a tick (`hrtimer_expire_entry` of the tick
@@ -136,15 +159,21 @@ pub(crate) struct TracedWait {
 }
 
 impl TracedWait {
+    /// The wakeup set a need-resched bit and no other task ran before the
+    /// task: a request the holder alone stood between.
+    pub(crate) fn asked_alone(&self) -> bool {
+        self.flag_set && self.passes == 0
+    }
+
     /// The case `late` names: the wakeup set need-resched, no other task
     /// ran, and the switch to the task came after a tick.
     pub(crate) fn late(&self) -> bool {
-        self.flag_set && self.passes == 0 && self.tick
+        self.asked_alone() && self.tick
     }
 
     /// A request answered before any tick: the prompt grant.
     pub(crate) fn prompt(&self) -> bool {
-        self.flag_set && self.passes == 0 && !self.tick
+        self.asked_alone() && !self.tick
     }
 }
 

@@ -174,6 +174,13 @@ impl DecisionCounts {
         PASSES.iter().map(|&p| self.cell_ns(decision, p)).sum()
     }
 
+    /// More wakeups asked lazily than with the full bit (preempt=lazy):
+    /// then the `late` waits are lazy requests a holder in the kernel kept
+    /// waiting, not re-picks at the tick.
+    pub(crate) fn mostly_lazy(&self) -> bool {
+        self.decided(Decision::Lazy) > self.decided(Decision::Requested)
+    }
+
     /// Waits with `pass` pass-overs, whatever the decision.
     pub(crate) fn passed(&self, pass: Pass) -> u64 {
         DECISIONS.iter().map(|&d| self.cell(d, pass)).sum()

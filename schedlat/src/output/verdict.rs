@@ -288,7 +288,7 @@ fn rule_of(d: &DecisionCounts) -> Rule {
         return Rule::Granted;
     }
     match rule {
-        Rule::Late if d.decided(Decision::Lazy) > d.decided(Decision::Requested) => Rule::LateLazy,
+        Rule::Late if d.mostly_lazy() => Rule::LateLazy,
         Rule::Declined(_) => {
             let top = DECLINED
                 .iter()

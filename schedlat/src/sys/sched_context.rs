@@ -231,19 +231,13 @@ fn rt_build(version: &str, realtime: &str, dynamic_mode: Option<&str>) -> Option
     })
 }
 
-/// The model the kernel booted with: PREEMPT_RT builds are `rt`; with
-/// PREEMPT_DYNAMIC a `preempt=` on the command line, else the configured
-/// default (kernel/sched/core.c preempt_dynamic_init); without it the
-/// configured model. A later change through debugfs is not seen here.
+/// The model the kernel booted with, on a build that is not PREEMPT_RT
+/// (`rt_build` tells those first): with PREEMPT_DYNAMIC a `preempt=` on the
+/// command line, else the configured default (kernel/sched/core.c
+/// preempt_dynamic_init); without it the configured model. A later change
+/// through debugfs is not seen here.
 fn boot_preemption(version: &str, cmdline: &str, config: Option<&str>) -> Option<Preemption> {
-    let build: Vec<&str> = version.split_whitespace().collect();
-    if build.contains(&"PREEMPT_RT") {
-        return Some(Preemption {
-            model: "rt".into(),
-            source: "PREEMPT_RT build".into(),
-        });
-    }
-    let dynamic = build.contains(&"PREEMPT_DYNAMIC");
+    let dynamic = version.split_whitespace().any(|w| w == "PREEMPT_DYNAMIC");
     if dynamic {
         let arg = cmdline
             .split_whitespace()
@@ -378,7 +372,7 @@ mod tests {
             ("full", "preempt= at boot")
         );
         // Debian's 6.1-rt.
-        let rt = boot_preemption("#1 SMP PREEMPT_RT Debian 6.1.90-1", "", None).unwrap();
+        let rt = rt_build("#1 SMP PREEMPT_RT Debian 6.1.90-1", "", None).unwrap();
         assert_eq!(rt.model, "rt");
         // Debian's 7.2 rt: PREEMPT_DYNAMIC too, debugfs says `full`.
         let rt = rt_build("#1 SMP PREEMPT_RT Debian 7.2.13-1", "", Some("full")).unwrap();

@@ -231,9 +231,7 @@ fn late_switch(d: &DecisionCounts, late: u64, slow: u64, f: &Findings) -> Diagno
         )
     });
     let all = d.outcome_between(Outcome::Late, 0, u64::MAX);
-    // Under preempt=lazy a fair wakeup asks lazily: its late switches are
-    // the running task's stays in the kernel, not re-picks.
-    let lazy = d.decided(Decision::Lazy) > d.decided(Decision::Requested);
+    let lazy = d.mostly_lazy();
     let how = if lazy {
         format!(
             "the wakeup asked for the CPU lazily (preempt=lazy), and the running task, inside the kernel, kept it until the tick or the end of its slice turned the request into a full one{tick}: no other task ran first; a lazy request is served at the running task's return to user space, never inside the kernel"

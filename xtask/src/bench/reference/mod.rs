@@ -143,7 +143,8 @@ pub(crate) fn run(programs: Programs, prebuilt: bool) -> Result<()> {
     };
     let mut loader = EbpfLoader::new();
     if let Some(offsets) = &offsets {
-        let pid_max = pid_max()?;
+        // The slots of an array indexed by thread id.
+        let pid_max = u32::try_from(super::pid_max::read()?).context("pid_max beyond u32")?;
         loader
             .override_global(offsets::SYMBOL, offsets, true)
             .map_max_entries(STARTS, pid_max);
@@ -180,13 +181,4 @@ pub(crate) fn run(programs: Programs, prebuilt: bool) -> Result<()> {
     }
     drop(ebpf);
     Ok(())
-}
-
-/// The slots of an array indexed by thread id.
-fn pid_max() -> Result<u32> {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .context("reading /proc/sys/kernel/pid_max")?
-        .trim()
-        .parse()
-        .context("parsing /proc/sys/kernel/pid_max")
 }
