@@ -437,13 +437,7 @@ mod tests {
         )]);
         w.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[split]));
         let mut known = vm();
-        known.mechanisms.sched_ext = Some(SchedExt {
-            state: "enabled".into(),
-            scheduler: Some("simple".into()),
-            switch_all: Some(false),
-            events: vec![],
-            window_events: None,
-        });
+        known.mechanisms.sched_ext = Some(SchedExt::attached("simple"));
         let mut unknown = known.clone();
         unknown.base_slice.not_live = Some("no debugfs".into());
         for kernel in [&known, &unknown] {

@@ -545,13 +545,7 @@ mod tests {
             waits(20, 6_000, Decision::Idle, Pass::Zero, Holder::Idle),
         ]);
         let mut kernel = SchedContext::this_vm();
-        kernel.mechanisms.sched_ext = Some(SchedExt {
-            state: "enabled".into(),
-            scheduler: Some("simple".into()),
-            switch_all: Some(false),
-            events: vec![],
-            window_events: None,
-        });
+        kernel.mechanisms.sched_ext = Some(SchedExt::attached("simple"));
         let s = decided_by_ext(&kernel, &w).unwrap();
         assert!(
             s.starts_with("300 of 320 waits were decided by the sched_ext scheduler simple (its dispatch queues, not EEVDF's rules)"),

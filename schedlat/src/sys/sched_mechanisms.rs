@@ -63,6 +63,19 @@ impl SchedExt {
             .then_some(self.scheduler.as_deref())
             .flatten()
     }
+
+    /// A scheduler `name` attached, managing only the tasks that chose
+    /// SCHED_EXT, with no events read: the reports' tests' fixture.
+    #[cfg(test)]
+    pub(crate) fn attached(name: &str) -> SchedExt {
+        SchedExt {
+            state: "enabled".into(),
+            scheduler: Some(name.into()),
+            switch_all: Some(false),
+            events: vec![],
+            window_events: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
