@@ -463,11 +463,12 @@ impl EnqueueWord {
     /// which has no share).
     pub const NOT_FOUND: u64 = u64::MAX;
 
-    /// `predicted_ns` and `share_permille` below 2^63.
+    /// `share` is the share in per mille plus one (0: not computed, which
+    /// a rule other than EEVDF's leaves), `predicted_ns` below 2^63.
     #[inline(always)]
-    pub fn pack(decision: u64, share_permille: u64, predicted_ns: u64, switches: u64) -> u64 {
+    pub fn pack(decision: u64, (share, predicted_ns): (u64, u64), switches: u64) -> u64 {
         let us = min(predicted_ns / 1000, PREDICTED_MAX_US);
-        let share = min(share_permille + 1, SHARE_MAX);
+        let share = min(share, SHARE_MAX);
         (decision & 15) | (share << 4) | (us << 14) | (switches << 32)
     }
 
@@ -777,8 +778,7 @@ mod tests {
     fn enqueue_words_round_trip() {
         let w = EnqueueWord(EnqueueWord::pack(
             Decision::Protected as u64,
-            250,
-            1_234_567,
+            (251, 1_234_567),
             0x1_2345_6789,
         ));
         assert_eq!(w.decision(), Decision::Protected as u64);
@@ -791,10 +791,17 @@ mod tests {
         let w = EnqueueWord(EnqueueWord::plain(0, 0xffff_fffe));
         assert_eq!(w.passes(0x1_0000_0001), 2);
         assert_eq!(w.share(), 0);
-        let w = EnqueueWord(EnqueueWord::pack(0, 5000, u64::MAX / 2, 0));
+        let w = EnqueueWord(EnqueueWord::pack(0, (5000, u64::MAX / 2), 0));
         assert_eq!(w.predicted_us(), PREDICTED_MAX_US);
         assert_eq!(w.share(), SHARE_MAX);
         assert_ne!(w.0, EnqueueWord::NOT_FOUND);
+        // A rule that computed no share packs none: not a share of 0.
+        let w = EnqueueWord(EnqueueWord::pack(Decision::OtherClass as u64, (0, 0), 3));
+        assert_eq!(w.share(), 0);
+        // A real share of 0 per mille (a nice-19 wakee among heavy loads)
+        // stays one.
+        let w = EnqueueWord(EnqueueWord::pack(Decision::NotEligible as u64, (1, 0), 3));
+        assert_eq!(w.share(), 1);
     }
 
     #[test]

@@ -301,6 +301,14 @@ pub struct DecisionOffsets {
     pub se_depth: u64,
     pub se_parent: u64,
     pub se_cfs_rq: u64,
+    /// A group entity's own queue (`se->my_q`), that queue's group
+    /// (`cfs_rq->tg`) and the group's css (`tg->css`): the cgroup whose
+    /// share a wakeup declined above its own queue was charged to (the
+    /// neighbour pairs). `se_my_q` 0 where the kernel has no task groups
+    /// (CONFIG_FAIR_GROUP_SCHED off): no level is then above a task's own.
+    pub se_my_q: u64,
+    pub cfs_rq_tg: u64,
+    pub tg_css: u64,
     /// `se->exec_start` and `rq->clock_task`, the clock it is on (EEVDF):
     /// what the running entity has run since its queue's last update.
     pub se_exec_start: u64,
@@ -348,7 +356,7 @@ mod tests {
         assert_eq!(size_of::<TaskFilter>(), (9 + CPU_MASK_WORDS) * 8);
         assert_eq!(size_of::<Compute>(), 12 * 8);
         assert_eq!(size_of::<CauseOffsets>(), 13 * 8);
-        assert_eq!(size_of::<DecisionOffsets>(), 29 * 8);
+        assert_eq!(size_of::<DecisionOffsets>(), 32 * 8);
     }
 
     #[test]

@@ -4,17 +4,30 @@
 //! that the charge walks, and the names of cgroups at their creation.
 
 /// A pair of the neighbour table: the cgroup of the task that waited
-/// (victim) and the cgroup of a task that held its CPU during the wait
-/// (holder), as kernfs ids in the hierarchy the cgroup chain reads
-/// (`CgroupOffsets`). A wait is charged to every holder that ran during
-/// it, by its time on the CPU inside the wait.
+/// (victim) and the cgroup of a task that ran on its CPU (holder), as
+/// kernfs ids in the hierarchy the cgroup chain reads (`CgroupOffsets`),
+/// in one of two roles, told by `parent`:
+/// - [`HELD_THE_CPU`]: the holder ran during the wait. A wait is charged
+///   to every holder that ran during it, by its time on the CPU inside
+///   the wait.
+/// - a cgroup's id (the cpu controller's): the wakeup was declined at a
+///   queue above the waiter's own, where the entity of that group of the
+///   waiter's lost, and the holder ran on the CPU just before the wait
+///   (in a window as long as the wait): it may have used that group's
+///   share. Userspace keeps the holders inside that group and not the
+///   waiter's own.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PairKey {
     pub victim: u64,
     /// [`HOLDER_IDLE`] when the CPU was idle until the wait ended.
     pub holder: u64,
+    pub parent: u64,
 }
+
+/// The `parent` of a pair in the first role: the holder held the CPU
+/// during the wait. No cgroup's id is 0.
+pub const HELD_THE_CPU: u64 = 0;
 
 /// The holder of the time a CPU was idle during a wait (the idle task
 /// ran: the wakeup's own latency onto an idle CPU): no cgroup's id is 0.
@@ -138,7 +151,7 @@ mod tests {
 
     #[test]
     fn no_implicit_padding() {
-        assert_eq!(size_of::<PairKey>(), 16);
+        assert_eq!(size_of::<PairKey>(), 24);
         assert_eq!(size_of::<PairStats>(), 32);
         assert_eq!(size_of::<SwitchRing>(), 16 + 24 * RING_SWITCHES);
         assert!(RING_SWITCHES.is_power_of_two());

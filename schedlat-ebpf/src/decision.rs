@@ -124,8 +124,8 @@ pub fn at_enqueue(task: TaskPtr, rq: Rq, woken: bool) -> u64 {
     if flags & get(&DECISION.lazy_mask) != 0 {
         return EnqueueWord::plain(Decision::Lazy as u64, switches);
     }
-    let (rule, share, predicted) = rule(task, wakee, curr);
-    EnqueueWord::pack(rule, share, predicted, switches)
+    let (rule, share_predicted) = rule(task, wakee, curr);
+    EnqueueWord::pack(rule, share_predicted, switches)
 }
 
 /// Whether the need-resched bit found on `curr` (running on `rq`) was
@@ -193,38 +193,39 @@ fn spent(task: TaskPtr, wakee: Wakee, curr: TaskPtr, rq: Rq) -> bool {
     decision::slice_spent(left, ran, curr.weight())
 }
 
-/// Which rule declined the wakeup of `task` while `curr` ran, the wakee's
-/// fair share in per mille (0 where not computed) and the wait the rule
-/// predicts (ns, 0 for none), recomputed from the fields the fair class
+/// Which rule declined the wakeup of `task` while `curr` ran, and the
+/// wakee's fair share in per mille plus one (0 where not computed) and
+/// the wait the rule predicts (ns, 0 for none), recomputed from the fields the fair class
 /// decided with (kernel/sched/fair.c check_preempt_wakeup_fair(),
 /// check_preempt_wakeup() before 6.7, and pick_eevdf()).
 #[inline(always)]
-fn rule(task: TaskPtr, wakee: Wakee, curr: TaskPtr) -> (u64, u64, u64) {
+fn rule(task: TaskPtr, wakee: Wakee, curr: TaskPtr) -> (u64, (u64, u64)) {
+    const NONE: (u64, u64) = (0, 0);
     let wakee_policy = u64::from(task.policy() & 63);
     let curr_policy = u64::from(curr.policy() & 63);
     if (OUTRANKS >> wakee_policy) & 1 != 0 || (OUTRANKS >> curr_policy) & 1 != 0 {
-        return (Decision::OtherClass as u64, 0, 0);
+        return (Decision::OtherClass as u64, NONE);
     }
     // Its dispatch queues decide (any policy but those above runs there
     // while a scheduler is attached): no EEVDF rule applies.
     if task.in_ext() || curr.in_ext() {
-        return (Decision::Ext as u64, 0, 0);
+        return (Decision::Ext as u64, NONE);
     }
     if (NO_WAKEUP_PREEMPTION >> wakee_policy) & 1 != 0 {
-        return (Decision::PolicyGate as u64, 0, 0);
+        return (Decision::PolicyGate as u64, NONE);
     }
     match get(&DECISION.fair) {
         1 => eevdf_rule(wakee, curr.se()),
-        2 => (Decision::WakeupGranularity as u64, 0, 0),
-        _ => (Decision::RuleUnknown as u64, 0, 0),
+        2 => (Decision::WakeupGranularity as u64, NONE),
+        _ => (Decision::RuleUnknown as u64, NONE),
     }
 }
 
 /// The EEVDF rule, at the queue the two entities share.
 #[inline(always)]
-fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, u64, u64) {
-    let Some((wakee, curr)) = matching(wakee, curr) else {
-        return (Decision::RuleUnknown as u64, 0, 0);
+fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, (u64, u64)) {
+    let Some((wakee, curr, _)) = matching(wakee, curr) else {
+        return (Decision::RuleUnknown as u64, (0, 0));
     };
     let q = curr.cfs_rq();
     let zero = q.zero();
@@ -238,7 +239,8 @@ fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, u64, u64) {
         avg = avg.wrapping_add(curr_key.wrapping_mul(curr_weight as i64));
         load += curr_weight as i64;
     }
-    let share = decision::share_permille(wakee.weight(), load as u64);
+    // Plus one: 0 is "not computed" in the enqueue word.
+    let share = decision::share_permille(wakee.weight(), load as u64) + 1;
     let curr_vruntime = curr.vruntime();
     let deadline = curr.deadline();
     // The holder runs until its deadline, where the tick picks again.
@@ -253,23 +255,37 @@ fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, u64, u64) {
             let left = marker.wrapping_sub(curr_vruntime) as i64;
             if left > 0 {
                 let protected = decision::virtual_to_ns(left, curr_weight);
-                return (Decision::Protected as u64, share, protected);
+                return (Decision::Protected as u64, (share, protected));
             }
         } else if marker == deadline {
             // 6.6-6.16: vlag == deadline until the slice it was picked
             // with ends.
-            return (Decision::Protected as u64, share, slice_left);
+            return (Decision::Protected as u64, (share, slice_left));
         }
     }
     if !decision::eligible(avg, load, key(wakee)) {
-        return (Decision::NotEligible as u64, share, slice_left);
+        return (Decision::NotEligible as u64, (share, slice_left));
     }
-    (Decision::LaterDeadline as u64, share, slice_left)
+    (Decision::LaterDeadline as u64, (share, slice_left))
+}
+
+/// The levels of task groups above `waiter`'s own entity at which its
+/// hierarchy and `holder`'s share a queue: 0 on one queue (or not known:
+/// not EEVDF, whose offsets the walk reads, or apart beyond the walk),
+/// else the entity of `waiter`'s that met the holder's there is a group's.
+#[inline(always)]
+pub fn levels_apart(waiter: TaskPtr, holder: TaskPtr) -> u64 {
+    if get(&DECISION.fair) != 1 {
+        return 0;
+    }
+    matching(Wakee::of(waiter.se()), holder.se()).map_or(0, |(_, _, above)| above)
 }
 
 /// The entities of the wakee's and the running task's hierarchies that
 /// share a queue (find_matching_se()), within MAX_GROUP_WALK steps up
-/// (one step moves the deeper entity, or both at equal depths).
+/// (one step moves the deeper entity, or both at equal depths), and the
+/// steps the wakee's side took: the levels above its own queue where the
+/// two met.
 ///
 /// In two phases, the deeper entity up to the other's depth and then both
 /// together, so that each branch compares a loop counter with a value
@@ -279,7 +295,7 @@ fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, u64, u64) {
 /// two depths it keeps decrementing (the kernel's shape) leaves the
 /// verifier 3-way choices at every step, most of its time at load.
 #[inline(always)]
-fn matching(mut wakee: Wakee, mut curr: Se) -> Option<(Se, Se)> {
+fn matching(mut wakee: Wakee, mut curr: Se) -> Option<(Se, Se, u64)> {
     let (wakee_depth, curr_depth) = (wakee.se.depth(), curr.depth());
     let wakee_deeper = wakee_depth > curr_depth;
     let (apart, common) = if wakee_deeper {
@@ -305,7 +321,8 @@ fn matching(mut wakee: Wakee, mut curr: Se) -> Option<(Se, Se)> {
             return None;
         }
         if wakee.queue == curr.queue_addr() {
-            return Some((wakee.se, curr));
+            let above = u64::from(level) + select(u64::from(wakee_deeper), u64::from(apart), 0);
+            return Some((wakee.se, curr, above));
         }
         // Both at the root and still apart: not one CPU's queues.
         if level >= common {

@@ -409,6 +409,14 @@ impl Se {
     pub fn cfs_rq(self) -> CfsRq {
         CfsRq(self.0.read_ptr(get(&DECISION.se_cfs_rq)))
     }
+
+    /// A group entity's group, as its css: `&se->my_q->tg->css` (the cpu
+    /// controller's css of the group's cgroup).
+    #[inline(always)]
+    pub fn group_css(self) -> Css {
+        let tg = (self.0.read_ptr(get(&DECISION.se_my_q))).read_ptr(get(&DECISION.cfs_rq_tg));
+        Css(tg.member(get(&DECISION.tg_css)))
+    }
 }
 
 impl CfsRq {

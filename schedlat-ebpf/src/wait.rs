@@ -185,6 +185,9 @@ pub fn switch<const D: bool, const P: bool>(
     {
         decided = decision::switched_in((word, wait_ns), next_tid, (p, preempt), q.rq());
     }
+    if P && D {
+        workload::count_share((prev, prev_tid), next, decided, (wait_ns, now));
+    }
     if histogram {
         let key = record(s, wait_ns, (next, decided), |bucket| {
             causes::histograms(word, cpu, bucket);

@@ -27,20 +27,26 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
 };
 use schedlat_common::{
+    decision::{Decided, Outcome},
     flat::{above, min, nonzero, select},
     start,
     workload::{
-        HOLDER_IDLE, HOLDER_UNAPPORTIONED, NameHeader, NameRecord, PairKey, PairStats,
-        RING_SWITCHES, SwitchRecord, SwitchRing, WorkloadCounters,
+        HELD_THE_CPU, HOLDER_IDLE, HOLDER_UNAPPORTIONED, NameHeader, NameRecord, PairKey,
+        PairStats, RING_SWITCHES, SwitchRecord, SwitchRing, WorkloadCounters,
     },
 };
 
 use crate::{
     atomic,
     bpf::{barrier_var, cpu, now},
-    config::{CGROUP, COMPUTE, get},
+    config::{CGROUP, COMPUTE, DECISION, get},
+    decision,
     memory::{CgroupPtr, TaskPtr},
 };
+
+/// Levels of task groups walked up from a waiter to the group whose
+/// share its wakeup lost (decision.rs walks as many).
+const MAX_GROUP_WALK: u64 = 8;
 
 /// Pairs, cumulative since load; sized by the loader (`--max-pairs`), 1
 /// entry when off. Userspace deletes the pairs of cgroups that are gone.
@@ -242,6 +248,142 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
     select(above(until, from), until.wrapping_sub(from), 0)
 }
 
+/// The second role of the pairs (docs/victims.md): a wait the fair class
+/// declined or passed over (its `Decided` word's outcome) ended by a
+/// holder whose hierarchy meets the waiter's at a queue above the
+/// waiter's own (decision.rs `levels_apart`): there the entity of a group
+/// the waiter is in lost to the holder's, not eligible or with a later
+/// deadline, because its tasks had used its share of the CPU. The wait is
+/// charged also to the tasks that ran on this CPU just before it, by
+/// their time on the CPU in a window as long as the wait before its
+/// start, keyed by that group's cgroup (`parent`). Which of them are in
+/// that group, and which are the waiter's own, is userspace's to tell (it
+/// knows the hierarchy); the kernel has only the runs' cgroups.
+///
+/// Called after the decision with the switch's tasks, the wait's
+/// `Decided` word (0: the split is off), its length and its end.
+#[inline(always)]
+pub fn count_share(
+    (prev, prev_tid): (Option<TaskPtr>, u32),
+    next: Option<TaskPtr>,
+    decided: u64,
+    (wait, now): (u64, u64),
+) {
+    if get(&COMPUTE.pairs) == 0 || get(&DECISION.se_my_q) == 0 {
+        return;
+    }
+    let outcome = Decided(decided).outcome_index();
+    let lost = outcome == Outcome::Declined as u64 || outcome == Outcome::PassedOver as u64;
+    let (Some(prev), Some(next)) = (prev, next) else {
+        return;
+    };
+    if decided & Decided::MEASURED == 0 || !lost || prev_tid == 0 {
+        return;
+    }
+    let above = decision::levels_apart(next, prev);
+    if above == 0 {
+        return;
+    }
+    // The waiter's entity, then its groups' up to the one that lost.
+    let mut se = next.se();
+    for step in 0..MAX_GROUP_WALK {
+        if step < above {
+            se = se.parent();
+        }
+    }
+    let parent = se.group_css().cgroup_id();
+    let victim = next.css().cgroup_id();
+    let prev = holder_of(prev, prev_tid);
+    schedlat_share_at_switch(victim, parent, prev, wait, now);
+}
+
+/// The share walk: each run on this CPU in `[began - wait, began]` (the
+/// wait began at `began = now - wait`), newest first, charged to the
+/// triple (`victim`, its holder, `parent`) by its time inside that window;
+/// consecutive runs of one holder at once. `prev` holds the run in
+/// progress, from the last recorded switch (it may have begun before the
+/// wait). Global, as the pairs walk.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn schedlat_share_at_switch(
+    victim: u64,
+    parent: u64,
+    prev: u64,
+    wait: u64,
+    now: u64,
+) -> u64 {
+    let Some(ring) = SWITCHES.get_ptr(0) else {
+        return 0;
+    };
+    // SAFETY: per-CPU value, no nesting (counters()).
+    let ring = unsafe { &*ring };
+    let began = now.wrapping_sub(wait);
+    let from = began.saturating_sub(wait);
+    let tag = now ^ (u64::from(cpu()) << 52);
+    let newest = ring.next;
+    let mut full = 0;
+    let since = select(nonzero(ring.last_at), ring.last_at, now);
+    let (mut holder, mut held) = (prev, window_overlap((since, now), (from, began)));
+    for k in 0..RING_SWITCHES as u64 {
+        let i = barrier_var(newest.wrapping_sub(k + 1) as usize) & (RING_SWITCHES - 1);
+        let Some(r) = ring.records.get(i) else {
+            break;
+        };
+        // Runs wholly inside the wait give nothing; one ending before
+        // the window ends the walk.
+        if r.until <= from {
+            break;
+        }
+        let ran = window_overlap((r.since, r.until), (from, began));
+        if r.holder != holder && held != 0 {
+            full |= schedlat_share_charge(victim, holder, parent, held, tag);
+            held = 0;
+        }
+        holder = r.holder;
+        held += ran;
+    }
+    if held != 0 {
+        full |= schedlat_share_charge(victim, holder, parent, held, tag);
+    }
+    if full != 0
+        && let Some(c) = counters()
+    {
+        c.pairs_overflow += 1;
+    }
+    0
+}
+
+/// The time of the run `[since, until]` inside `[from, to]`, without a
+/// branch (all below 2^63).
+#[inline(always)]
+fn window_overlap((since, until): (u64, u64), (from, to): (u64, u64)) -> u64 {
+    let start = select(above(since, from), since, from);
+    let end = select(above(until, to), to, until);
+    select(above(end, start), end.wrapping_sub(start), 0)
+}
+
+/// Adds `ns` to the pair (`victim`, `holder`) of the share role under
+/// `parent` (no maximum: a share charge has no wait of its own). Global.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn schedlat_share_charge(
+    victim: u64,
+    holder: u64,
+    parent: u64,
+    ns: u64,
+    tag: u64,
+) -> u64 {
+    charge(
+        PairKey {
+            victim,
+            holder,
+            parent,
+        },
+        (ns, 0),
+        tag,
+    )
+}
+
 /// Adds `ns` of the wait `wait` (tagged `tag`) to the pair (`victim`,
 /// `holder`); 1 when the full table had no room for a new pair (its time
 /// counted as overflow), else 0. Global, as the walk.
@@ -254,7 +396,23 @@ pub extern "C" fn schedlat_pair_charge(
     wait: u64,
     tag: u64,
 ) -> u64 {
-    let key = PairKey { victim, holder };
+    let parent = HELD_THE_CPU;
+    charge(
+        PairKey {
+            victim,
+            holder,
+            parent,
+        },
+        (ns, wait),
+        tag,
+    )
+}
+
+/// Adds `ns` to `key`'s pair, `wait` to its maximum; the tag counts a
+/// wait once however many charges it makes. 1 when the full table had no
+/// room for a new pair (the time counted as overflow).
+#[inline(always)]
+fn charge(key: PairKey, (ns, wait): (u64, u64), tag: u64) -> u64 {
     let Some(stats) = pair_stats(&key) else {
         if let Some(c) = counters() {
             c.pairs_overflow_ns += ns;

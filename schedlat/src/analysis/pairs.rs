@@ -1,7 +1,9 @@
 //! Which workload hurts which: the neighbour-pair table's pairs, rolled
 //! up (pairs whose two sides have the same identity at the level add up,
 //! as the breakdown's roll-up adds cgroups up) and ranked by the wait
-//! time they account for.
+//! time they account for, in two roles: who held the CPU during the
+//! waits, and who had used the share of a group the waiter is in when
+//! its wakeup lost at a queue above its own ([`ShareRow`]).
 
 use std::collections::{HashMap, hash_map::Entry};
 
@@ -99,6 +101,124 @@ pub(crate) struct PairTable {
     pub capacity: u32,
     /// The level the sides are named at.
     pub by: Level,
+    /// The second role's rows, most charged time first (`rank_shares`).
+    pub shares: Vec<ShareRow>,
+}
+
+/// One row of the second role: waits of `victim` the fair class declined
+/// at a queue above its own, where the entity of `group` (a cgroup the
+/// victim is in) lost: not eligible, or with a later deadline, because
+/// its tasks had used its share of the CPU. `user` is a workload inside
+/// `group`, not the victim's own, that ran on the CPU just before those
+/// waits; `counts` the time it ran there (in windows as long as each wait,
+/// before it) and the waits it took part in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ShareRow {
+    pub victim: Side,
+    pub user: Side,
+    /// The group's cgroup path.
+    pub group: String,
+    pub counts: PairCounts,
+}
+
+/// A share row is told in a sentence when its time is at least this part
+/// of its victim's wait time in the table (a few waits' worth of a
+/// neighbour's runs is not why a workload waited).
+const ROLE_TOLD_AT: f64 = 0.1;
+
+/// One sentence per victim of the share rows (its first, most charged,
+/// when it accounts for [`ROLE_TOLD_AT`] of the victim's wait time),
+/// naming both roles: who held the CPU during its waits (its first holder
+/// that is a workload) and who had used the share of the group its
+/// wakeups lost with.
+pub(crate) fn roles(table: &PairTable) -> Vec<String> {
+    let mut told: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for s in &table.shares {
+        if told.contains(&s.victim.identity.as_str()) {
+            continue;
+        }
+        told.push(&s.victim.identity);
+        let waited: u64 = (table.rows.iter())
+            .filter(|r| r.victim.identity == s.victim.identity)
+            .map(|r| r.counts.sum_ns)
+            .sum();
+        if (s.counts.sum_ns as f64) < ROLE_TOLD_AT * waited as f64 {
+            continue;
+        }
+        let (victim, user) = (s.victim.shown(), s.user.shown());
+        let held = (table.rows.iter())
+            .filter(|r| r.victim.identity == s.victim.identity && r.holder_is_workload())
+            .map(|r| &r.holder)
+            .next();
+        out.push(match held {
+            Some(h) if h.identity == s.user.identity => format!(
+                "{victim} waited behind {user}, which held the CPU and had used {}'s share of it",
+                s.group
+            ),
+            Some(h) => format!(
+                "{victim} waited behind {} (it held the CPU) because {user} had used {}'s share of the CPU",
+                h.shown(),
+                s.group
+            ),
+            None => format!("{victim} waited because {user} had used {}'s share of the CPU", s.group),
+        });
+    }
+    out
+}
+
+impl WorkloadPair {
+    /// Whether the holder is a workload, not the idle CPU or the time the
+    /// kernel could not charge.
+    fn holder_is_workload(&self) -> bool {
+        !self.holder.identity.starts_with('(')
+    }
+}
+
+/// Whether a cgroup at `path` is `group` or inside it.
+pub(crate) fn inside(group: &str, path: &str) -> bool {
+    path == group
+        || path
+            .strip_prefix(group)
+            .is_some_and(|rest| rest.starts_with('/') || group == "/")
+}
+
+/// The share rows added up by (victim, user, group) identity, the
+/// victim's own workload left out (a pod's waits behind its own
+/// containers are never a neighbour's), ranked by charged time, the
+/// first `top` kept.
+pub(crate) fn rank_shares(
+    rows: impl IntoIterator<Item = ShareRow>,
+    top: Option<usize>,
+) -> Vec<ShareRow> {
+    let mut merged: HashMap<(String, String, String), ShareRow> = HashMap::new();
+    for r in rows {
+        if r.user.identity == r.victim.identity {
+            continue;
+        }
+        let key = (
+            r.victim.identity.clone(),
+            r.user.identity.clone(),
+            r.group.clone(),
+        );
+        match merged.entry(key) {
+            Entry::Occupied(mut e) => e.get_mut().counts.add(r.counts),
+            Entry::Vacant(e) => {
+                e.insert(r);
+            }
+        }
+    }
+    let mut rows: Vec<ShareRow> = merged.into_values().collect();
+    rows.sort_by(|a, b| {
+        b.counts
+            .sum_ns
+            .cmp(&a.counts.sum_ns)
+            .then_with(|| a.victim.identity.cmp(&b.victim.identity))
+            .then_with(|| a.user.identity.cmp(&b.user.identity))
+            .then_with(|| a.group.cmp(&b.group))
+    });
+    rows.truncate(top.unwrap_or(rows.len()));
+    rows
 }
 
 /// Adds up the pairs with the same identities on both sides (at level
@@ -177,6 +297,7 @@ pub(crate) fn rank(
         overflow,
         capacity,
         by,
+        shares: Vec::new(),
     }
 }
 
@@ -356,6 +477,79 @@ mod tests {
         assert_eq!(
             shown(&table(Level::Pod, &[&a, &b])),
             [format!("web-1 ({other_uid})"), format!("web-1 ({uid})")]
+        );
+    }
+
+    fn share(v: &str, user: &str, group: &str, sum_ns: u64) -> ShareRow {
+        ShareRow {
+            victim: Side::plain(v),
+            user: Side::plain(user),
+            group: group.to_string(),
+            counts: PairCounts {
+                count: 1,
+                sum_ns,
+                max_ns: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn a_group_holds_its_descendants_only() {
+        assert!(inside("/kubepods.slice", "/kubepods.slice"));
+        assert!(inside("/kubepods.slice", "/kubepods.slice/burstable/pod-b"));
+        assert!(!inside("/kubepods.slice", "/kubepods.slice2/x"));
+        assert!(!inside("/kubepods.slice", "/"));
+        assert!(inside("/", "/system.slice"));
+    }
+
+    #[test]
+    fn share_users_add_up_without_the_victims_own() {
+        let rows = rank_shares(
+            [
+                share("web-1", "batch-7", "/kubepods.slice", 3_000),
+                share("web-1", "batch-7", "/kubepods.slice", 2_000),
+                // The victim's own pod used the share too: never a neighbour.
+                share("web-1", "web-1", "/kubepods.slice", 9_000),
+                share("web-1", "api-2", "/kubepods.slice", 1_000),
+            ],
+            None,
+        );
+        let got: Vec<_> = (rows.iter())
+            .map(|r| (r.user.name.as_str(), r.counts.sum_ns, r.counts.count))
+            .collect();
+        assert_eq!(got, [("batch-7", 5_000, 2), ("api-2", 1_000, 1)]);
+        assert_eq!(rank_shares(rows, Some(1)).len(), 1);
+    }
+
+    #[test]
+    fn both_roles_are_named_in_one_sentence() {
+        let mut table = PairTable {
+            rows: vec![
+                pair("shop/web-1", "(idle CPU)", 9, 9_000, 1),
+                pair("shop/web-1", "/", 5, 5_000, 1),
+                pair("jobs/batch-7", "shop/web-1", 5, 1_000, 1),
+            ],
+            ..PairTable::default()
+        };
+        table.shares = vec![
+            share("shop/web-1", "jobs/batch-7", "/kubepods.slice", 4_000),
+            share("shop/web-1", "jobs/other", "/kubepods.slice", 1_000),
+        ];
+        assert_eq!(
+            roles(&table),
+            [
+                "shop/web-1 waited behind / (it held the CPU) because jobs/batch-7 had used /kubepods.slice's share of the CPU"
+            ]
+        );
+        // Too little of the victim's wait to tell.
+        table.shares = vec![share("jobs/batch-7", "shop/web-1", "/kubepods.slice", 99)];
+        assert!(roles(&table).is_empty());
+        table.shares = vec![share("jobs/batch-7", "shop/web-1", "/kubepods.slice", 100)];
+        assert_eq!(
+            roles(&table),
+            [
+                "jobs/batch-7 waited behind shop/web-1, which held the CPU and had used /kubepods.slice's share of it"
+            ]
         );
     }
 }

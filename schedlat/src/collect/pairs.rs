@@ -2,7 +2,10 @@
 //! cgroups, the time the first's tasks waited while a task of the second
 //! held their CPU (each wait charged to every holder that ran during it,
 //! by its time on the CPU inside the wait), and the waits each took part
-//! in. The kernel counts leaf cgroups, cumulatively since
+//! in; and, in a second role, the time charged to the tasks that ran just
+//! before a wait the fair class declined above the waiter's own queue
+//! (the share of a group the waiter is in: `Pair::parent`). The kernel
+//! counts leaf cgroups, cumulatively since
 //! load; this module reads the table, turns two readings into an interval,
 //! and removes the pairs of cgroups that are gone (after their last
 //! interval), so the table holds the live pairs only. Rolling pairs up to
@@ -13,7 +16,9 @@ use std::collections::HashMap;
 use aya::maps::{MapData, PerCpuArray};
 use schedlat_common::{
     names,
-    workload::{HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, WorkloadCounters},
+    workload::{
+        HELD_THE_CPU, HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, WorkloadCounters,
+    },
 };
 
 use super::{
@@ -40,6 +45,12 @@ pub(crate) enum Holder {
 pub(crate) struct Pair {
     pub victim: u64,
     pub holder: Holder,
+    /// None: the holder held the CPU during the waits. Some(group): the
+    /// waits were declined above the victim's own queue, where that group
+    /// of the victim's (a cgroup id of the cpu controller) lost, and the
+    /// holder ran on the CPU just before them (it may have used the
+    /// group's share: userspace keeps it only if it is inside the group).
+    pub parent: Option<u64>,
 }
 
 impl From<PairKey> for Pair {
@@ -51,6 +62,7 @@ impl From<PairKey> for Pair {
                 HOLDER_UNAPPORTIONED => Holder::Unapportioned,
                 id => Holder::Cgroup(id),
             },
+            parent: (k.parent != HELD_THE_CPU).then_some(k.parent),
         }
     }
 }
@@ -64,6 +76,7 @@ impl Pair {
                 Holder::Unapportioned => HOLDER_UNAPPORTIONED,
                 Holder::Cgroup(id) => id,
             },
+            parent: self.parent.unwrap_or(HELD_THE_CPU),
         }
     }
 }
@@ -177,9 +190,12 @@ impl Tracer {
 /// previous reading.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairsInterval {
-    /// Pairs with waits in the interval; `max_ns` is the pair's longest
-    /// wait since load.
+    /// Pairs that held the CPU (`parent` None) with waits in the interval;
+    /// `max_ns` is the pair's longest wait since load.
     pub pairs: Vec<(Pair, PairCounts)>,
+    /// The pairs of the second role (`parent` Some), as charged: whether
+    /// the holder is inside the parent group is not told yet. No maximum.
+    pub shares: Vec<(Pair, PairCounts)>,
     /// Waits of the interval no pair could take.
     pub overflow: PairCounts,
     pub capacity: u32,
@@ -205,7 +221,7 @@ impl PairIntervals {
     ) -> Result<PairsInterval, ReadError> {
         let reading = tracer.read_pairs(&mut self.entries)?;
         let mut now = HashMap::with_capacity(reading.pairs.len());
-        let mut pairs = Vec::new();
+        let (mut pairs, mut shares) = (Vec::new(), Vec::new());
         let mut gone = Vec::new();
         for (pair, counts) in reading.pairs {
             let before = self.previous.get(&pair).copied().unwrap_or_default();
@@ -215,10 +231,14 @@ impl PairIntervals {
                 max_ns: counts.max_ns,
             };
             if delta.count > 0 {
-                pairs.push((pair, delta));
+                match pair.parent {
+                    None => pairs.push((pair, delta)),
+                    Some(_) => shares.push((pair, delta)),
+                }
             }
             let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if !exists(id));
-            if !exists(pair.victim) || holder_gone {
+            let parent_gone = pair.parent.is_some_and(|id| !exists(id));
+            if !exists(pair.victim) || holder_gone || parent_gone {
                 gone.push(pair);
             } else {
                 now.insert(pair, counts);
@@ -240,9 +260,12 @@ impl PairIntervals {
             max_ns: 0,
         };
         self.previous_overflow = reading.overflow;
-        pairs.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
+        for list in [&mut pairs, &mut shares] {
+            list.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
+        }
         Ok(PairsInterval {
             pairs,
+            shares,
             overflow,
             capacity: reading.capacity,
         })

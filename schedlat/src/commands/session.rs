@@ -13,9 +13,9 @@ use tokio::{
 };
 
 use crate::{
-    analysis::pairs::{self, PairTable, Side, WorkloadPair},
+    analysis::pairs::{self, PairTable, ShareRow, Side, WorkloadPair},
     collect::{
-        pairs::{Holder, IDLE, PairIntervals, UNAPPORTIONED},
+        pairs::{Holder, IDLE, Pair, PairCounts, PairIntervals, UNAPPORTIONED},
         tracer::Tracer,
         workloads::WorkloadNamer,
     },
@@ -210,7 +210,33 @@ impl PairsView {
             })
             .collect();
         let table = (interval.overflow, interval.capacity);
-        Ok(pairs::rank(rows, self.level, self.top, table))
+        let mut table = pairs::rank(rows, self.level, self.top, table);
+        table.shares = self.share_rows(&interval.shares);
+        Ok(table)
+    }
+
+    /// The second role's rows: of the tasks that ran before a wait
+    /// declined above the victim's own queue, those inside the group whose
+    /// share it lost (by the groups' paths; a group or holder that could
+    /// not be named is left out, never guessed).
+    fn share_rows(&mut self, charged: &[(Pair, PairCounts)]) -> Vec<ShareRow> {
+        let (names, level) = (&mut self.names, self.level);
+        let rows: Vec<ShareRow> = (charged.iter())
+            .filter_map(|&(pair, counts)| {
+                let (Holder::Cgroup(user), Some(group)) = (pair.holder, pair.parent) else {
+                    return None;
+                };
+                let group = names.workload(group)?.path;
+                let user = names.workload(user)?;
+                pairs::inside(&group, &user.path).then(|| ShareRow {
+                    victim: Side::of(pair.victim, names.workload(pair.victim).as_ref(), level),
+                    user: Side::of(0, Some(&user), level),
+                    group,
+                    counts,
+                })
+            })
+            .collect();
+        pairs::rank_shares(rows, self.top)
     }
 
     /// The namer of the pairs' cgroups (victims names its rows' tasks

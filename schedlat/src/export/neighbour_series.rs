@@ -116,7 +116,11 @@ mod tests {
     }
 
     fn pair(victim: u64, holder: Holder) -> Pair {
-        Pair { victim, holder }
+        Pair {
+            victim,
+            holder,
+            parent: None,
+        }
     }
 
     /// The pair table's interval, sorted as it hands it out.
@@ -126,6 +130,7 @@ mod tests {
             pairs,
             overflow,
             capacity: 64,
+            shares: Vec::new(),
         }
     }
 

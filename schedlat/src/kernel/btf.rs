@@ -269,6 +269,11 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
         task_se,
         ..DecisionOffsets::ZERO
     };
+    // The task groups (CONFIG_FAIR_GROUP_SCHED), all or none.
+    let (se_my_q, cfs_rq_tg, tg_css) = field("sched_entity", "my_q")
+        .zip(field("cfs_rq", "tg"))
+        .zip(field("task_group", "css"))
+        .map_or((0, 0, 0), |((my_q, tg), css)| (my_q, tg, css));
     let eevdf = || -> Option<DecisionOffsets> {
         let protect = first("sched_entity", &["vprot", "vlag"])?;
         Some(DecisionOffsets {
@@ -284,6 +289,9 @@ pub(crate) fn decision_offsets(layouts: &Layouts) -> Option<DecisionOffsets> {
             se_depth: field("sched_entity", "depth")?,
             se_parent: field("sched_entity", "parent")?,
             se_cfs_rq: field("sched_entity", "cfs_rq")?,
+            se_my_q,
+            cfs_rq_tg,
+            tg_css,
             se_exec_start: field("sched_entity", "exec_start")?,
             rq_clock_task: field("rq", "clock_task")?,
             cfs_key_sum: first("cfs_rq", &["sum_w_vruntime", "avg_vruntime"])?,

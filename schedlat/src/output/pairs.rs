@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use crate::{
-    analysis::{fmt_ns, pairs::PairTable},
+    analysis::{
+        fmt_ns,
+        pairs::{self, PairTable},
+    },
     output::escape::printable,
 };
 
@@ -54,7 +57,41 @@ pub(crate) fn render_text(table: &PairTable) -> String {
             table.capacity
         );
     }
+    render_shares(table, &mut out);
     out
+}
+
+/// The second role, when a wakeup lost at a queue above its own: who had
+/// used the share of the group it lost with (its tasks that ran just
+/// before the waits), and one sentence per victim naming both roles.
+fn render_shares(table: &PairTable, out: &mut String) {
+    if table.shares.is_empty() {
+        return;
+    }
+    let by = table.by.as_str();
+    let _ = writeln!(
+        out,
+        "\nwho used the share of a group the waiting {by} is in, when its wakeups lost there (the group's {by}s that ran just before the waits), by time:"
+    );
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10}  waiting <- used the share (of group)",
+        "waits", "total"
+    );
+    for r in &table.shares {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10}  {} <- {} (of {})",
+            r.counts.count,
+            fmt_ns(r.counts.sum_ns),
+            printable(&r.victim.shown()),
+            printable(&r.user.shown()),
+            printable(&r.group)
+        );
+    }
+    for sentence in pairs::roles(table) {
+        let _ = writeln!(out, "  {}.", printable(&sentence));
+    }
 }
 
 pub(crate) fn to_json(table: &PairTable) -> Value {
@@ -74,6 +111,16 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
         })).collect::<Vec<_>>(),
         "cut": {"pairs": table.cut, "count": table.cut_counts.count, "sum_ns": table.cut_counts.sum_ns},
         "overflow": counts(&table.overflow),
+        "shares": table.shares.iter().map(|r| json!({
+            "victim": r.victim.shown(),
+            "user": r.user.shown(),
+            "group": r.group,
+            "victim_identity": r.victim.identity,
+            "user_identity": r.user.identity,
+            "count": r.counts.count,
+            "sum_ns": r.counts.sum_ns,
+        })).collect::<Vec<_>>(),
+        "roles": pairs::roles(table),
     })
 }
 

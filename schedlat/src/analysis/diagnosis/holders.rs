@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::priority::{Attribution, Charged, Edge, outranks};
+use super::priority::{Attribution, Charged, Edge, ShareCharged, outranks};
 use crate::{
     analysis::task,
     sys::cgroup_of::{self, Differs, TaskCgroups},
@@ -59,6 +59,10 @@ pub(crate) struct Holders {
     /// Charged by each holder's time on the CPU inside the waits (the
     /// neighbour pairs), not by the waits its tasks ended.
     pub by_time: bool,
+    /// The other cgroups that had used the share of a group the scope's
+    /// waiters are in, where their wakeups lost above their own group
+    /// (`Attribution::share_users`, the scope's own groups left out).
+    pub share: Vec<ShareCharged>,
 }
 
 impl Holders {
@@ -66,10 +70,16 @@ impl Holders {
     /// by the waits the culprits ended.
     pub(crate) fn of(a: &Attribution, cgroups: &TaskCgroups) -> Holders {
         let by_culprits = Self::by_culprits(a, cgroups);
-        match &a.neighbours {
+        let mut h = match &a.neighbours {
             Some(charged) => Self::by_time(charged, &by_culprits, cgroups),
             None => by_culprits,
-        }
+        };
+        let hierarchy = cgroups.keyed_hierarchy();
+        h.share = (a.share_users.iter())
+            .filter(|u| !cgroups.is_own_group(&u.path, hierarchy))
+            .cloned()
+            .collect();
+        h
     }
 
     /// Each cgroup the pairs charged, sorted by whose it is: the scope's own

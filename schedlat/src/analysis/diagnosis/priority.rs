@@ -52,6 +52,21 @@ pub(crate) struct Attribution {
     /// neighbour pairs: each holder's time on the CPU inside the waits),
     /// most first; None without the pair table.
     pub neighbours: Option<Vec<Charged>>,
+    /// Where the scope's wakeups lost at a queue above their own group:
+    /// the cgroups inside the group that lost that ran just before those
+    /// waits (the pairs' second role: they had used the group's share),
+    /// most first; empty without the pair table.
+    pub share_users: Vec<ShareCharged>,
+}
+
+/// A cgroup that had used the share of `group` (a cgroup the waiters are
+/// in) before waits the fair class decided at a queue above the waiters'
+/// own, and the time charged to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShareCharged {
+    pub path: String,
+    pub group: String,
+    pub charged_ns: u64,
 }
 
 /// A cgroup (its path in the hierarchy the pair table reads) and the wait
@@ -112,6 +127,7 @@ impl Attribution {
             throttled: std::collections::HashSet::new(),
             whose,
             neighbours: None,
+            share_users: Vec::new(),
         }
     }
 

@@ -6,6 +6,8 @@
 //! its numbers pass a threshold below, stated with its reason here and in
 //! docs/diagnose.md; the evidence gives the numbers.
 
+use std::fmt::Write as _;
+
 use super::{
     holders::Holders,
     named::Diagnosis,
@@ -19,7 +21,7 @@ use crate::{
         holder::Holder,
     },
     sys::{
-        cgroup_of::{TaskCgroups, Which},
+        cgroup_of::{Differs, TaskCgroups, Which},
         findings::Findings,
     },
 };
@@ -440,8 +442,38 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
     if !cgroups.scope_has_cpu() {
         step.push_str("; the scope's own cgroup has no cpu controller (no cpu.weight of its own): to weigh it against them, place it in a group that has one");
     }
+    if let Some(u) = h.share.first().filter(|u| share(u.charged_ns) >= NAMED) {
+        let owner = cgroups.owner(&u.path);
+        let _ = write!(
+            who,
+            "; the scope's wakeups lost above their own group: {owner} had used {}'s share of the CPU ({} of the time just before those waits, {} of the scope's measured wait), so {} held it",
+            u.group,
+            fmt_ns(u.charged_ns),
+            pct(share(u.charged_ns)),
+            match h.others.first() {
+                Some(o) if o.charge.ns >= h.root.ns => cgroups.owner(&o.group.name),
+                _ => "the root cgroup's own tasks".to_string(),
+            }
+        );
+        let user = Differs {
+            name: u.path.clone(),
+            path: u.path.clone(),
+            hierarchy: cgroups.keyed_hierarchy(),
+        };
+        if share(u.charged_ns) >= SHARE_STEP && cgroups.can_limit(&user) {
+            step = format!(
+                "cap or lower {owner} (cpu.max or cpu.weight, v1: cpu.cfs_quota_us or cpu.shares, of cgroup {}): it used {}'s share of the CPU, which made the scope's wakeups lose there; or {step}",
+                u.path, u.group
+            );
+        }
+    }
     (who, step, named)
 }
+
+/// The part of the scope's measured wait a cgroup that used the share of
+/// the group its wakeups lost with must be charged with for the next
+/// step to act on it first.
+const SHARE_STEP: f64 = 0.25;
 
 /// What to do about the root cgroup's own tasks: they are in no group, so
 /// there is no group to cap (the root has no cpu.max).

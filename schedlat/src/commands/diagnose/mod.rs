@@ -19,7 +19,7 @@ use anyhow::Result;
 use crate::{
     analysis::{
         diagnosis::{
-            priority::{Attribution, Charged},
+            priority::{Attribution, Charged, ShareCharged},
             traced::Traced,
             verdict,
         },
@@ -337,6 +337,7 @@ impl Tracing {
                 let mut a = Attribution::new(tables, overflow, &cgroups);
                 a.throttled = throttled;
                 a.neighbours = pair_table.as_ref().map(neighbours);
+                a.share_users = pair_table.as_ref().map(share_users).unwrap_or_default();
                 Ok(a)
             }
             (None, why) => Err(why.clone().err().unwrap_or_default()),
@@ -368,6 +369,26 @@ fn neighbours(table: &PairTable) -> Vec<Charged> {
     let mut charged: Vec<Charged> = (by_path.into_iter())
         .map(|(path, charged_ns)| Charged {
             path: path.to_string(),
+            charged_ns,
+        })
+        .collect();
+    charged.sort_by_key(|c| std::cmp::Reverse(c.charged_ns));
+    charged
+}
+
+/// The cgroups that had used the share of a group the waiters are in
+/// (the pairs' second role), by cgroup and group, most charged first.
+fn share_users(table: &PairTable) -> Vec<ShareCharged> {
+    let mut by_user = std::collections::BTreeMap::<(&str, &str), u64>::new();
+    for row in &table.shares {
+        *by_user
+            .entry((row.user.identity.as_str(), row.group.as_str()))
+            .or_default() += row.counts.sum_ns;
+    }
+    let mut charged: Vec<ShareCharged> = (by_user.into_iter())
+        .map(|((path, group), charged_ns)| ShareCharged {
+            path: path.to_string(),
+            group: group.to_string(),
             charged_ns,
         })
         .collect();

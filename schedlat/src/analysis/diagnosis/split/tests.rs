@@ -250,7 +250,7 @@ fn the_noisy_neighbour_is_named_by_its_cgroup() {
 fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
     use schedlat_common::victims::WaitStats;
 
-    use super::super::priority::Charged;
+    use super::super::priority::{Charged, ShareCharged};
     use crate::{
         analysis::{
             task::tests::task,
@@ -312,6 +312,48 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
     // The root's own tasks are the main holder: never a cap on `/`.
     assert!(
         !causes[0].next_step.contains("cap /") && !causes[0].next_step.contains("than /,"),
+        "{}",
+        causes[0].next_step
+    );
+
+    // The scope's wakeups lost at the root, where their group's entity
+    // had used its share: the cgroup inside it that used it is named
+    // beside the holder, and the next step acts on it first.
+    let share = |path: &str, charged_ns| ShareCharged {
+        path: path.into(),
+        group: "/kubepods".into(),
+        charged_ns,
+    };
+    a.share_users = vec![share("/kubepods/pod-b", 600), share("/kubepods/pod-c", 1)];
+    // pod-b's parent enables the cpu controller: it can be capped.
+    let cgroups = TaskCgroups {
+        v2_cpu: ["/kubepods/pod-b".to_string()].into(),
+        ..cgroups
+    };
+    let evidence = Evidence {
+        split: &split,
+        attribution: Some(&a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups: &cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    assert!(
+        causes[0].evidence.contains(
+            "the scope's wakeups lost above their own group: /kubepods/pod-b had used /kubepods's share of the CPU (600 ns of the time just before those waits, 60% of the scope's measured wait), so the root cgroup's own tasks held it"
+        ),
+        "{}",
+        causes[0].evidence
+    );
+    assert!(
+        causes[0]
+            .next_step
+            .starts_with("cap or lower /kubepods/pod-b (cpu.max or cpu.weight, v1: cpu.cfs_quota_us or cpu.shares, of cgroup /kubepods/pod-b)"),
+        "{}",
+        causes[0].next_step
+    );
+    assert!(
+        !causes[0].next_step.contains("cap /,"),
         "{}",
         causes[0].next_step
     );
