@@ -4,10 +4,13 @@
 //! the CPU's recent runs does not reach is counted as `(unapportioned)`.
 //!
 //! Each case runs `schedlat --cgroups --pairs -c PARENT --json` over one
-//! interval, with every task of the case in a cgroup of its own under a
-//! parent that does not give its children the cpu controller (cgroup v2;
-//! on a hybrid host v2 has none): the pairs tell the tasks apart while the
-//! CPU scheduler sees one flat run queue of them.
+//! interval. In the flat cases every task of the case is in a cgroup of
+//! its own under a parent that does not give its children the cpu
+//! controller (cgroup v2; on a hybrid host v2 has none): the pairs tell
+//! the tasks apart while the CPU scheduler sees one flat run queue of
+//! them. The kubelet-shaped case has the groups every Kubernetes node
+//! has, and checks the second role: who had used the share of the group
+//! a wakeup lost with.
 
 use std::{
     collections::HashMap,
@@ -21,6 +24,7 @@ use common::{
     SCHEDLAT, TracerProcess,
     cgroup::{HOG, Procs, TestCgroup, v2_root},
     cpu::CpuTimes,
+    kube_node::{KubeNode, keyed_root},
     parse_json_lines,
     perf::{SchedTrace, ran_during_waits},
     require_root,
@@ -85,9 +89,9 @@ fn ran_ns(pid: u32) -> u64 {
 /// One interval of `schedlat --cgroups --pairs -c parent --json`, `during`
 /// called once it is attached (its result returned beside the interval's
 /// object) and again when the interval is in.
-fn one_interval<T>(parent: &TestCgroup, mut during: impl FnMut() -> T) -> (Value, T, T) {
+fn one_interval<T>(parent: &str, mut during: impl FnMut() -> T) -> (Value, T, T) {
     let secs = SECONDS.to_string();
-    let path = parent.path();
+    let path = parent.to_string();
     let args = [
         "--cgroups",
         "--pairs",
@@ -180,7 +184,7 @@ fn a_flat_queue_charges_each_loop_by_its_run_time_in_the_waits() {
     let loop_pids = procs.pids()[1..].to_vec();
     let ran = || loop_pids.iter().map(|&p| ran_ns(p)).collect::<Vec<u64>>();
     let trace = SchedTrace::start(&std::env::temp_dir());
-    let (interval, before, after) = one_interval(&parent, ran);
+    let (interval, before, after) = one_interval(&parent.path(), ran);
     let events = trace.stop();
     let busy = times.busy_since();
     let sleeper_pid = procs.pids()[0];
@@ -260,7 +264,7 @@ fn a_brief_sleeper_is_not_charged_with_the_loops_waits() {
     brief.add(procs.pids()[2]);
     thread::sleep(Duration::from_millis(300));
     let times = CpuTimes::now();
-    let (interval, (), ()) = one_interval(&parent, || ());
+    let (interval, (), ()) = one_interval(&parent.path(), || ());
     let busy = times.busy_since();
     drop(procs);
 
@@ -286,4 +290,199 @@ fn a_brief_sleeper_is_not_charged_with_the_loops_waits() {
     );
     // It took part in many of their waits: the count is of waits.
     assert!(sleeper.0 > 0 && sleeper.0 <= own.0 * 2, "{charges:?}");
+}
+
+/// The interval's wait time of `cgroup` and its p99 (estimated from the
+/// fine buckets), from its breakdown key; zeros when it did not wait.
+fn waited_and_p99(interval: &Value, cgroup: &str) -> (u64, u64) {
+    let keys = interval["breakdown"]["keys"].as_array().expect("keys");
+    (keys.iter())
+        .find(|k| k["cgroup"] == cgroup)
+        .map_or((0, 0), |k| {
+            let p99 = k["percentiles"]["p99_ns"].as_u64().unwrap_or(0);
+            (k["sum_ns"].as_u64().unwrap_or(0), p99)
+        })
+}
+
+/// The interval's second-role rows of `victim`: (user, group) -> charged ns.
+fn shares_of(interval: &Value, victim: &str) -> HashMap<(String, String), u64> {
+    let rows = interval["pairs"]["shares"]
+        .as_array()
+        .expect("pairs shares");
+    (rows.iter())
+        .filter(|r| r["victim"] == victim)
+        .map(|r| {
+            let user = r["user"].as_str().unwrap().to_string();
+            let group = r["group"].as_str().unwrap().to_string();
+            ((user, group), r["sum_ns"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// The kubelet case, in its phases, on one CPU of a node shaped as
+/// the kubelet makes it (tests/common/kube_node.rs): web-1's 1 ms sleeper
+/// (pod shop/web-1) beside pod B's two busy loops (jobs/batch-7), a busy
+/// loop in the root cgroup, or both. Only both together make web-1 wait:
+/// batch-7 keeps the node group's entity at its share at the root level,
+/// so web-1's wakeups lose there to the root loop and wait for its slice.
+/// The pairs must say both roles: `/` held the CPU, batch-7 had used the
+/// node group's share; diagnose must propose capping batch-7 (never `/`),
+/// and that remedy, applied, must bring web-1's p99 back down.
+#[test]
+fn the_pod_that_used_the_shared_groups_share_is_named_and_capping_it_fixes_the_waiter() {
+    if !require_root() {
+        return;
+    }
+    let root = keyed_root();
+    let node = KubeNode::new(&root);
+    // Pure cgroup v2: the kubelet enables cpu at every level; v1 has it.
+    for leaf in [&node.web.dir, &node.batch.dir] {
+        for dir in leaf.ancestors().skip(1) {
+            if !dir.starts_with(node.path()) {
+                break;
+            }
+            let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu");
+        }
+    }
+    let cpu = workload_cpu();
+    let (web, batch) = (&node.web.cgroup, &node.batch.cgroup);
+    let node_group = node.path()[root.to_string_lossy().len()..].to_string();
+    let web_sleeper = Procs(vec![sleeper(cpu)]);
+    node.web.add(web_sleeper.pids()[0]);
+    let times = CpuTimes::now();
+    let phase = |name: &str| {
+        thread::sleep(Duration::from_millis(300));
+        let (interval, (), ()) = one_interval(&node.path(), || ());
+        let (waited, p99) = waited_and_p99(&interval, web);
+        eprintln!(
+            "{name}: web-1 waited {waited} ns, p99 {p99} ns; shares {:?}; pairs {:?}",
+            shares_of(&interval, web),
+            charges_of(&interval, web)
+        );
+        (interval, waited, p99)
+    };
+    // A share row of web-1's naming a neighbour with a tenth of its wait.
+    let neighbour_share = |interval: &Value, waited: u64| {
+        (shares_of(interval, web).into_iter()).find(|(_, ns)| ns * 10 >= waited.max(1))
+    };
+
+    let (alone, waited, _) = phase("web-1 alone");
+    assert_eq!(
+        neighbour_share(&alone, waited),
+        None,
+        "{}",
+        times.busy_since()
+    );
+
+    let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
+    for pid in hogs.pids() {
+        node.batch.add(pid);
+    }
+    let (beside_b, waited, _) = phase("beside batch-7's loops");
+    assert_eq!(
+        neighbour_share(&beside_b, waited),
+        None,
+        "{}",
+        times.busy_since()
+    );
+    drop(hogs);
+
+    let root_loop = Procs(vec![busy_loop(cpu, 0)]);
+    fs::write(root.join("cgroup.procs"), root_loop.pids()[0].to_string()).expect("to the root");
+    let (beside_root, waited, p99_root_only) = phase("beside the root loop");
+    assert_eq!(
+        neighbour_share(&beside_root, waited),
+        None,
+        "{}",
+        times.busy_since()
+    );
+
+    let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
+    for pid in hogs.pids() {
+        node.batch.add(pid);
+    }
+    let (bad, waited, p99_bad) = phase("both");
+    let busy = times.busy_since();
+    let held = charges_of(&bad, web);
+    let top_holder = (held.iter())
+        .filter(|(h, _)| !h.starts_with('('))
+        .max_by_key(|(_, c)| c.1)
+        .map(|(h, _)| h.clone());
+    assert_eq!(
+        top_holder.as_deref(),
+        Some("/"),
+        "the root loop did not hold the CPU during most of web-1's waits: {held:?} ({busy})"
+    );
+    let shares = shares_of(&bad, web);
+    let batch_share = shares
+        .get(&(batch.clone(), node_group.clone()))
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        batch_share * 4 >= waited,
+        "batch-7 was charged {batch_share} ns of web-1's {waited} ns as having used {node_group}'s share: {shares:?} ({busy})"
+    );
+    let roles = bad["pairs"]["roles"].to_string();
+    assert!(
+        roles.contains(&format!(
+            "{web} waited behind / (it held the CPU) because {batch} had used {node_group}'s share of the CPU"
+        )),
+        "{roles}"
+    );
+    // web-1's brief runs are not why batch-7's loops waited.
+    let (batch_waited, _) = waited_and_p99(&bad, batch);
+    let web_share: u64 = (shares_of(&bad, batch).iter())
+        .filter(|((user, _), _)| user == web)
+        .map(|(_, ns)| ns)
+        .sum();
+    assert!(
+        web_share * 10 < batch_waited,
+        "web-1 was charged {web_share} ns of batch-7's {batch_waited} ns ({busy})"
+    );
+    assert!(
+        p99_bad >= 4 * p99_root_only && p99_bad >= 500_000,
+        "only both together should make web-1 wait: p99 {p99_bad} ns against {p99_root_only} ns beside the root loop alone ({busy})"
+    );
+
+    // diagnose proposes capping batch-7, never `/`.
+    let out = Command::new(SCHEDLAT)
+        .args(["diagnose", "--json", "-d", "3", "-c"])
+        .arg(&node.web.dir)
+        .output()
+        .expect("schedlat runs");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("diagnose: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let steps: Vec<&str> = (report["causes"].as_array().expect("causes").iter())
+        .filter_map(|c| c["next_step"].as_str())
+        .collect();
+    let cap = format!("cap or lower {}", batch.trim_start_matches('/'));
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.contains("cap or lower") && s.contains(batch.as_str())),
+        "diagnose did not propose capping batch-7 ({cap}): {steps:?} ({})",
+        times.busy_since()
+    );
+    assert!(
+        !steps
+            .iter()
+            .any(|s| s.contains("cap /,") || s.contains("cap / ")),
+        "{steps:?}"
+    );
+
+    // The remedy, applied: batch-7 capped at a tenth of a CPU; the root
+    // loop left alone.
+    if root.join("cgroup.controllers").exists() {
+        fs::write(node.batch.dir.join("cpu.max"), "10000 100000").expect("cpu.max");
+    } else {
+        fs::write(node.batch.dir.join("cpu.cfs_quota_us"), "10000").expect("cfs_quota_us");
+    }
+    let (_, _, p99_fixed) = phase("both, batch-7 capped");
+    assert!(
+        p99_fixed * 4 <= p99_bad,
+        "capping batch-7 did not bring web-1's p99 down: {p99_fixed} ns against {p99_bad} ns ({})",
+        times.busy_since()
+    );
+    drop((hogs, root_loop, web_sleeper));
+    node.wait_empty();
 }

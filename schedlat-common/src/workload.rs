@@ -96,14 +96,18 @@ pub struct PairStats {
 }
 
 /// Per CPU, cumulative: the waits of which a charge found no pair (the
-/// table was full, `--max-pairs`) and the time of those charges, and the
-/// cgroup names the ring buffer had no room for.
+/// table was full, `--max-pairs`) and the time of those charges, the
+/// cgroup names the ring buffer had no room for, and the waits of which a
+/// second-role charge found no pair.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkloadCounters {
     pub pairs_overflow: u64,
     pub pairs_overflow_ns: u64,
     pub names_lost: u64,
+    /// Waits whose second-role charges (`PairKey::parent`) found the table
+    /// full: apart from the first role's, whose charges add up to the waits.
+    pub shares_overflow: u64,
 }
 
 /// The longest cgroup path a name record carries: the kernel's own buffer
@@ -155,7 +159,7 @@ mod tests {
         assert_eq!(size_of::<PairStats>(), 32);
         assert_eq!(size_of::<SwitchRing>(), 16 + 24 * RING_SWITCHES);
         assert!(RING_SWITCHES.is_power_of_two());
-        assert_eq!(size_of::<WorkloadCounters>(), 24);
+        assert_eq!(size_of::<WorkloadCounters>(), 32);
         assert_eq!(size_of::<NameRecord>(), 16 + NAME_PATH_LEN);
     }
 }

@@ -270,12 +270,14 @@ fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, (u64, u64)) {
 }
 
 /// The levels of task groups above `waiter`'s own entity at which its
-/// hierarchy and `holder`'s share a queue: 0 on one queue (or not known:
-/// not EEVDF, whose offsets the walk reads, or apart beyond the walk),
+/// hierarchy and `holder`'s share a queue: 0 on one queue, or not known
+/// (not EEVDF, whose offsets the walk reads; apart beyond the walk; a
+/// holder outside the fair class, which won by class, not at a queue),
 /// else the entity of `waiter`'s that met the holder's there is a group's.
 #[inline(always)]
 pub fn levels_apart(waiter: TaskPtr, holder: TaskPtr) -> u64 {
-    if get(&DECISION.fair) != 1 {
+    let outranks = (OUTRANKS >> u64::from(holder.policy() & 63)) & 1 != 0;
+    if get(&DECISION.fair) != 1 || outranks || holder.in_ext() {
         return 0;
     }
     matching(Wakee::of(waiter.se()), holder.se()).map_or(0, |(_, _, above)| above)

@@ -27,7 +27,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
 };
 use schedlat_common::{
-    decision::{Decided, Outcome},
+    decision::{Decided, Decision, Outcome},
     flat::{above, min, nonzero, select},
     start,
     workload::{
@@ -248,10 +248,11 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
     select(above(until, from), until.wrapping_sub(from), 0)
 }
 
-/// The second role of the pairs (docs/victims.md): a wait the fair class
-/// declined or passed over (its `Decided` word's outcome) ended by a
-/// holder whose hierarchy meets the waiter's at a queue above the
-/// waiter's own (decision.rs `levels_apart`): there the entity of a group
+/// The second role of the pairs (docs/containers.md): a wait whose wakeup
+/// the fair class declined as not eligible or with a later deadline, or
+/// that was passed over (its `Decided` word), ended by a fair holder
+/// whose hierarchy meets the waiter's at a queue above the waiter's own
+/// (decision.rs `levels_apart`): there the entity of a group
 /// the waiter is in lost to the holder's, not eligible or with a later
 /// deadline, because its tasks had used its share of the CPU. The wait is
 /// charged also to the tasks that ran on this CPU just before it, by
@@ -272,8 +273,14 @@ pub fn count_share(
     if get(&COMPUTE.pairs) == 0 || get(&DECISION.se_my_q) == 0 {
         return;
     }
-    let outcome = Decided(decided).outcome_index();
-    let lost = outcome == Outcome::Declined as u64 || outcome == Outcome::PassedOver as u64;
+    // Lost at a fair queue: not eligible there, a later deadline, or
+    // passed over (a rule of another kind, a protected holder or another
+    // class, says nothing of the waiter's group's share).
+    let d = Decided(decided);
+    let rule = d.decision_index();
+    let lost = rule == Decision::NotEligible as u64
+        || rule == Decision::LaterDeadline as u64
+        || d.outcome_index() == Outcome::PassedOver as u64;
     let (Some(prev), Some(next)) = (prev, next) else {
         return;
     };
@@ -348,7 +355,7 @@ pub extern "C" fn schedlat_share_at_switch(
     if full != 0
         && let Some(c) = counters()
     {
-        c.pairs_overflow += 1;
+        c.shares_overflow += 1;
     }
     0
 }
@@ -363,7 +370,8 @@ fn window_overlap((since, until): (u64, u64), (from, to): (u64, u64)) -> u64 {
 }
 
 /// Adds `ns` to the pair (`victim`, `holder`) of the share role under
-/// `parent` (no maximum: a share charge has no wait of its own). Global.
+/// `parent` (no maximum: a share charge has no wait of its own); 1 when
+/// the full table had no room for a new pair. Global.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn schedlat_share_charge(
@@ -397,26 +405,26 @@ pub extern "C" fn schedlat_pair_charge(
     tag: u64,
 ) -> u64 {
     let parent = HELD_THE_CPU;
-    charge(
-        PairKey {
-            victim,
-            holder,
-            parent,
-        },
-        (ns, wait),
-        tag,
-    )
+    let key = PairKey {
+        victim,
+        holder,
+        parent,
+    };
+    let full = charge(key, (ns, wait), tag);
+    if full != 0
+        && let Some(c) = counters()
+    {
+        c.pairs_overflow_ns += ns;
+    }
+    full
 }
 
 /// Adds `ns` to `key`'s pair, `wait` to its maximum; the tag counts a
 /// wait once however many charges it makes. 1 when the full table had no
-/// room for a new pair (the time counted as overflow).
+/// room for a new pair.
 #[inline(always)]
 fn charge(key: PairKey, (ns, wait): (u64, u64), tag: u64) -> u64 {
     let Some(stats) = pair_stats(&key) else {
-        if let Some(c) = counters() {
-            c.pairs_overflow_ns += ns;
-        }
         return 1;
     };
     // SAFETY: a map value, valid for this program run; other CPUs update

@@ -103,6 +103,8 @@ pub(crate) struct PairTable {
     pub by: Level,
     /// The second role's rows, most charged time first (`rank_shares`).
     pub shares: Vec<ShareRow>,
+    /// Waits of which a second-role charge found the kernel's table full.
+    pub shares_overflow: u64,
 }
 
 /// One row of the second role: waits of `victim` the fair class declined
@@ -298,6 +300,7 @@ pub(crate) fn rank(
         capacity,
         by,
         shares: Vec::new(),
+        shares_overflow: 0,
     }
 }
 

@@ -123,6 +123,8 @@ pub(crate) struct PairsReading {
     pub overflow: PairCounts,
     /// Pairs the table holds at most.
     pub capacity: u32,
+    /// Waits of which a second-role charge found no pair, cumulative.
+    pub shares_overflow: u64,
 }
 
 impl Tracer {
@@ -150,6 +152,7 @@ impl Tracer {
                 max_ns: 0,
             },
             capacity,
+            shares_overflow: counters.shares_overflow,
         })
     }
 
@@ -181,6 +184,7 @@ impl Tracer {
                 sum.pairs_overflow += c.pairs_overflow;
                 sum.pairs_overflow_ns += c.pairs_overflow_ns;
                 sum.names_lost += c.names_lost;
+                sum.shares_overflow += c.shares_overflow;
                 sum
             }))
     }
@@ -196,6 +200,8 @@ pub(crate) struct PairsInterval {
     /// The pairs of the second role (`parent` Some), as charged: whether
     /// the holder is inside the parent group is not told yet. No maximum.
     pub shares: Vec<(Pair, PairCounts)>,
+    /// Waits of the interval of which a second-role charge found no pair.
+    pub shares_overflow: u64,
     /// Waits of the interval no pair could take.
     pub overflow: PairCounts,
     pub capacity: u32,
@@ -207,6 +213,7 @@ pub(crate) struct PairsInterval {
 pub(crate) struct PairIntervals {
     previous: HashMap<Pair, PairCounts>,
     previous_overflow: PairCounts,
+    previous_shares_overflow: u64,
     entries: Entries<PairKey, PairStats>,
 }
 
@@ -260,12 +267,16 @@ impl PairIntervals {
             max_ns: 0,
         };
         self.previous_overflow = reading.overflow;
+        let shares_overflow =
+            (reading.shares_overflow).saturating_sub(self.previous_shares_overflow);
+        self.previous_shares_overflow = reading.shares_overflow;
         for list in [&mut pairs, &mut shares] {
             list.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
         }
         Ok(PairsInterval {
             pairs,
             shares,
+            shares_overflow,
             overflow,
             capacity: reading.capacity,
         })
@@ -277,3 +288,29 @@ pub(crate) const IDLE: &str = "(idle CPU)";
 
 /// The holder of the time the kernel could not charge.
 pub(crate) const UNAPPORTIONED: &str = "(unapportioned)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each role and holder survives the kernel's key and back.
+    #[test]
+    fn pairs_and_keys_round_trip_in_both_roles() {
+        for holder in [Holder::Idle, Holder::Unapportioned, Holder::Cgroup(42)] {
+            for parent in [None, Some(7)] {
+                let pair = Pair {
+                    victim: 9,
+                    holder,
+                    parent,
+                };
+                assert_eq!(Pair::from(pair.key()), pair);
+            }
+        }
+        let held = PairKey {
+            victim: 9,
+            holder: 42,
+            parent: HELD_THE_CPU,
+        };
+        assert_eq!(Pair::from(held).parent, None);
+    }
+}

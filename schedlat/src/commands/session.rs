@@ -212,6 +212,7 @@ impl PairsView {
         let table = (interval.overflow, interval.capacity);
         let mut table = pairs::rank(rows, self.level, self.top, table);
         table.shares = self.share_rows(&interval.shares);
+        table.shares_overflow = interval.shares_overflow;
         Ok(table)
     }
 

@@ -130,7 +130,7 @@ mod tests {
             pairs,
             overflow,
             capacity: 64,
-            shares: Vec::new(),
+            ..PairsInterval::default()
         }
     }
 

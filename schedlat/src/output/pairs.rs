@@ -65,7 +65,7 @@ pub(crate) fn render_text(table: &PairTable) -> String {
 /// used the share of the group it lost with (its tasks that ran just
 /// before the waits), and one sentence per victim naming both roles.
 fn render_shares(table: &PairTable, out: &mut String) {
-    if table.shares.is_empty() {
+    if table.shares.is_empty() && table.shares_overflow == 0 {
         return;
     }
     let by = table.by.as_str();
@@ -87,6 +87,13 @@ fn render_shares(table: &PairTable, out: &mut String) {
             printable(&r.victim.shown()),
             printable(&r.user.shown()),
             printable(&r.group)
+        );
+    }
+    if table.shares_overflow > 0 {
+        let _ = writeln!(
+            out,
+            "    {} waits' charges of this kind found the table of {} pairs full (--max-pairs)",
+            table.shares_overflow, table.capacity
         );
     }
     for sentence in pairs::roles(table) {
@@ -120,6 +127,7 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
             "count": r.counts.count,
             "sum_ns": r.counts.sum_ns,
         })).collect::<Vec<_>>(),
+        "shares_overflow": table.shares_overflow,
         "roles": pairs::roles(table),
     })
 }
