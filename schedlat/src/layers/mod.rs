@@ -5,9 +5,12 @@
 //! folder too), and no command imports another command, only the skeleton
 //! they share ([`SKELETON`]). The eBPF crate's modules import only those its
 //! main.rs lists before them, the list docs/architecture.md shows too.
+//! xtask/src and schedlat-common/src have no cycles either, and xtask's
+//! top-level modules import only what they build on (workspace.rs).
 //! docs/architecture.md says what each layer owns.
 
 mod graph;
+mod workspace;
 
 use std::{
     collections::BTreeSet,
@@ -374,6 +377,32 @@ mod tests {
         let docs = "## The eBPF crate\n\ntext\n\n```\natomic.rs, bpf.rs  helpers\n                   more\n\
                     wait.rs            the measurement\nmain.rs            programs\n```\n";
         assert_eq!(documented_ebpf_order(docs), ["atomic", "bpf", "wait"]);
+    }
+
+    /// Only a crate root at the top is the empty path; two files of one
+    /// module are refused rather than one silently dropped.
+    #[test]
+    fn crate_roots_and_modules_are_told_by_their_path() {
+        let m = |s: &str| graph::module_of(s);
+        assert!(m("lib.rs").is_empty());
+        assert!(m("main.rs").is_empty());
+        assert_eq!(m("bench/mod.rs"), ["bench"]);
+        assert_eq!(m("bench/main.rs"), ["bench", "main"]);
+        assert_eq!(m("vm/lib.rs"), ["vm", "lib"]);
+        let g = graph_of(&[
+            ("main.rs", "mod bench; fn f() { bench::main::run(); }"),
+            ("bench/mod.rs", "pub mod main; fn g() { crate::f(); }"),
+            ("bench/main.rs", "pub fn run() {}"),
+        ]);
+        assert_eq!(imports(&g, "main.rs"), ["bench/main.rs"]);
+        assert_eq!(imports(&g, "bench/mod.rs"), ["main.rs"]);
+        for pair in [("lib.rs", "main.rs"), ("a.rs", "a/mod.rs")] {
+            let sources = [
+                (pair.0.to_string(), String::new()),
+                (pair.1.to_string(), String::new()),
+            ];
+            assert!(graph::build(&sources).is_err(), "{pair:?}");
+        }
     }
 
     #[test]
