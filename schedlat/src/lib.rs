@@ -119,7 +119,7 @@ pub fn main() -> ExitCode {
             runtime.block_on(victims::run(&args.options(), &kernel, &filter))
         }
         Some(cli::Command::Check(args)) => {
-            check::run(&args.require, args.json).map(|()| Ended::Done)
+            check::run(&args.modes(), args.json).map(|()| Ended::Done)
         }
         Some(cli::Command::Slow(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);

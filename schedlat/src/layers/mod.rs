@@ -3,8 +3,9 @@
 //! (graph.rs): every import of schedlat/src points to its own layer or a
 //! lower one ([`LAYERS`]), no files import each other in a cycle (inside a
 //! folder too), and no command imports another command, only the skeleton
-//! they share ([`SKELETON`]). The eBPF crate's modules import only those its
-//! main.rs lists before them, the list docs/architecture.md shows too.
+//! they share ([`SKELETON`]), and nothing below cli/ uses clap. The eBPF
+//! crate's modules import only those its main.rs lists before them, the
+//! list docs/architecture.md shows too.
 //! xtask/src and schedlat-common/src have no cycles either, and xtask's
 //! top-level modules import only what they build on (workspace.rs).
 //! docs/architecture.md says what each layer owns.
@@ -167,6 +168,30 @@ fn no_command_imports_another() {
         "commands importing another command (share it through the skeleton, {SKELETON:?}, or the layer it belongs to):\n{}",
         b.cross_command.join("\n")
     );
+}
+
+/// Whether `tokens` name clap in code (a path, a `use`, a derive): the
+/// identifier anywhere but in comments and literals.
+fn names_clap(tokens: proc_macro2::TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "clap",
+        proc_macro2::TokenTree::Group(g) => names_clap(g.stream()),
+        _ => false,
+    })
+}
+
+/// The command line is cli/'s: below it no file uses clap (a type a flag
+/// takes gets its clap mirror in cli/values.rs).
+#[test]
+fn nothing_below_cli_uses_clap() {
+    let cli = layer_of(&["cli".to_string()]);
+    let found: Vec<String> = sources(&crate_dir("schedlat/src"))
+        .into_iter()
+        .filter(|(f, _)| layer_of(&graph::module_of(f)) < cli)
+        .filter(|(_, text)| names_clap(text.parse().unwrap()))
+        .map(|(f, _)| f)
+        .collect();
+    assert!(found.is_empty(), "clap below cli/:\n{}", found.join("\n"));
 }
 
 /// The eBPF crate's modules, lowest first, as main.rs's doc lists them
@@ -366,6 +391,17 @@ mod tests {
             b.cross_command,
             ["commands/top/mod.rs -> commands/victims/mod.rs"]
         );
+    }
+
+    #[test]
+    fn clap_is_seen_in_code_only() {
+        let names = |text: &str| names_clap(text.parse().unwrap());
+        assert!(names("#[derive(Debug, clap::ValueEnum)] enum E { A }"));
+        assert!(names("use clap::Parser;"));
+        assert!(names("fn f() { let _ = clap::value_parser!(u32); }"));
+        assert!(!names(
+            "/// clap value parser for `--comm`\n// clap::X\nfn f() { let _ = \"clap::\"; }"
+        ));
     }
 
     #[test]
