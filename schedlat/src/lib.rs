@@ -1,9 +1,11 @@
 //! schedlat: run-queue latency, measured in the kernel with eBPF.
 //!
-//! The modules are layers, and imports only point down (docs/architecture.md):
+//! The modules are layers, and imports only point down (docs/architecture.md;
+//! checked by the `layers` unit test): `histogram` (the value model) ->
 //! `sys` and `kernel` (what the kernel publishes and the eBPF object) ->
 //! `collect` (reading the maps) -> `analysis` (what the numbers mean) ->
-//! `output` (text and JSON) -> `commands` -> `cli` and [`main`].
+//! `output` (text and JSON) -> `recorder` (the flight recorder) -> `export`
+//! (the Prometheus exposition) -> `commands` -> `cli` and [`main`].
 
 /// A line on stderr that never panics: when stderr cannot be written (closed,
 /// `2>/dev/full`) the line is dropped and the run goes on; the exit status
@@ -117,7 +119,7 @@ pub fn main() -> ExitCode {
             runtime.block_on(victims::run(&args.options(), &kernel, &filter))
         }
         Some(cli::Command::Check(args)) => {
-            check::run(&args.require, args.json).map(|()| Ended::Done)
+            check::run(&args.modes(), args.json).map(|()| Ended::Done)
         }
         Some(cli::Command::Slow(args)) => {
             let (kernel, filter) = measured(&args.kernel, &args.filter);

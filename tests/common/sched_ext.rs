@@ -12,8 +12,9 @@
 //! unregisters it; every task goes back to the fair class).
 //!
 //! The value's layout (its type's id and size, where the name goes) is read
-//! from the kernel's BTF, never assumed; the system call's own types and
-//! numbers (UAPI, stable) are aya-obj's bindings.
+//! from the kernel's BTF, never assumed; the system call and its `union
+//! bpf_attr` are the library's (schedlat::sys::bpf, aya-obj's binding), its
+//! other numbers (UAPI, stable) aya-obj's.
 
 use std::{
     fs,
@@ -23,10 +24,10 @@ use std::{
 };
 
 use aya_obj::generated::{
-    BPF_F_LINK, bpf_attach_type::BPF_STRUCT_OPS, bpf_attr, bpf_cmd,
-    bpf_map_type::BPF_MAP_TYPE_STRUCT_OPS,
+    BPF_F_LINK, bpf_attach_type::BPF_STRUCT_OPS, bpf_map_type::BPF_MAP_TYPE_STRUCT_OPS,
 };
 use btf_rs::{Btf, Type};
+use schedlat::sys::bpf::{self, bpf_attr, bpf_cmd};
 
 const STATE: &str = "/sys/kernel/sched_ext/state";
 
@@ -64,9 +65,10 @@ impl ExtScheduler {
         value[at..at + name.len()].copy_from_slice(name.as_bytes());
         update(&map, &value)?;
         // Its link_create member: the map, and the attach type.
-        let mut attr = zeroed_attr();
-        attr.link_create.__bindgen_anon_1.map_fd = map.as_raw_fd() as u32;
-        attr.link_create.attach_type = BPF_STRUCT_OPS as u32;
+        let mut attr = bpf::zeroed();
+        let l = bpf::link_create(&mut attr);
+        l.__bindgen_anon_1.map_fd = map.as_raw_fd() as u32;
+        l.attach_type = BPF_STRUCT_OPS as u32;
         let link = bpf(
             bpf_cmd::BPF_LINK_CREATE,
             &mut attr,
@@ -171,26 +173,23 @@ fn load_minimal_btf() -> Result<OwnedFd, String> {
         blob.extend_from_slice(&word.to_ne_bytes());
     }
     blob.extend_from_slice(strings);
-    // The BTF_LOAD member (an anonymous one in the bindings).
-    let mut attr = zeroed_attr();
-    attr.__bindgen_anon_7.btf = blob.as_ptr() as u64;
-    attr.__bindgen_anon_7.btf_size = blob.len() as u32;
+    let mut attr = bpf::zeroed();
+    let b = bpf::btf_load(&mut attr);
+    b.btf = blob.as_ptr() as u64;
+    b.btf_size = blob.len() as u32;
     bpf(bpf_cmd::BPF_BTF_LOAD, &mut attr, "BPF_BTF_LOAD")
 }
 
 fn create_map(layout: &Layout, btf: &OwnedFd) -> Result<OwnedFd, String> {
-    let mut attr = zeroed_attr();
-    // SAFETY: the MAP_CREATE member.
-    unsafe {
-        let m = &mut attr.__bindgen_anon_1;
-        m.map_type = BPF_MAP_TYPE_STRUCT_OPS as u32;
-        m.key_size = 4;
-        m.value_size = layout.value_size;
-        m.max_entries = 1;
-        m.map_flags = BPF_F_LINK;
-        m.btf_fd = btf.as_raw_fd() as u32;
-        m.btf_vmlinux_value_type_id = layout.value_type;
-    }
+    let mut attr = bpf::zeroed();
+    let m = bpf::map_create(&mut attr);
+    m.map_type = BPF_MAP_TYPE_STRUCT_OPS as u32;
+    m.key_size = 4;
+    m.value_size = layout.value_size;
+    m.max_entries = 1;
+    m.map_flags = BPF_F_LINK;
+    m.btf_fd = btf.as_raw_fd() as u32;
+    m.btf_vmlinux_value_type_id = layout.value_type;
     bpf(
         bpf_cmd::BPF_MAP_CREATE,
         &mut attr,
@@ -200,39 +199,22 @@ fn create_map(layout: &Layout, btf: &OwnedFd) -> Result<OwnedFd, String> {
 
 fn update(map: &OwnedFd, value: &[u8]) -> Result<(), String> {
     let key = 0u32;
-    let mut attr = zeroed_attr();
-    // SAFETY: the map element member.
-    unsafe {
-        let e = &mut attr.__bindgen_anon_2;
-        e.map_fd = map.as_raw_fd() as u32;
-        e.key = &key as *const u32 as u64;
-        e.__bindgen_anon_1.value = value.as_ptr() as u64;
-    }
+    let mut attr = bpf::zeroed();
+    let e = bpf::map_elem(&mut attr);
+    e.map_fd = map.as_raw_fd() as u32;
+    e.key = &key as *const u32 as u64;
+    e.__bindgen_anon_1.value = value.as_ptr() as u64;
     call(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)
         .map(drop)
         .map_err(|e| format!("BPF_MAP_UPDATE_ELEM (struct_ops value): {e}"))
 }
 
-fn zeroed_attr() -> bpf_attr {
-    // SAFETY: all-zero is the kernel's "unset" for every member.
-    unsafe { std::mem::zeroed() }
-}
-
-/// The bpf system call; every pointer `attr` holds outlives it.
+/// The bpf system call, given the whole union; every pointer `attr` holds
+/// outlives it.
 fn call(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<i64> {
-    // SAFETY: attr is a whole union bpf_attr, zeroed beyond what is set.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd as libc::c_long,
-            attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(ret)
+    // SAFETY: the pointers attr holds (a key, a value, a BTF blob) are the
+    // callers' borrows, alive for the call.
+    unsafe { bpf::call(cmd, attr, bpf::WHOLE) }
 }
 
 /// A bpf command that returns a new descriptor.

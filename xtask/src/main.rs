@@ -31,6 +31,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use util::build_release;
 
 #[derive(Parser)]
 #[command(
@@ -217,10 +218,6 @@ fn setup_tiers(test: bool, vm: bool) -> Result<()> {
         setup::vm_tools()?;
     }
     Ok(())
-}
-
-fn build_release() -> Result<()> {
-    util::cargo(&["build", "--release", "--package", "schedlat"])
 }
 
 fn run(args: &[String]) -> Result<()> {

@@ -19,6 +19,12 @@ pub(crate) fn cargo(args: &[&str]) -> Result<()> {
     cargo_with_env(args, &[])
 }
 
+/// Builds the release binary, target/release/schedlat (the eBPF object
+/// embedded): the one the package holds, the VMs run and bench measures.
+pub(crate) fn build_release() -> Result<()> {
+    cargo(&["build", "--release", "--package", "schedlat"])
+}
+
 /// As `cargo`, with extra environment variables.
 pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

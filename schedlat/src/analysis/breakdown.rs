@@ -37,7 +37,7 @@ pub(crate) struct BreakdownOptions {
 }
 
 /// How keys are ordered: by what they waited in the interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum KeySort {
     /// Total wait (sum), the default: who lost the most time

@@ -9,7 +9,7 @@ use schedlat_common::victims::{ROW_DECISIONS, ROW_HOLDERS, ROW_OUTCOMES, TaskInf
 use crate::{collect::victims::VictimsInterval, sys::throttle::ThrottleWatch};
 
 /// What the tables are ranked by (`--sort`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum SortKey {
     /// Longest single wait

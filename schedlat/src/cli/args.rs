@@ -9,12 +9,10 @@ use super::{
     groups::{FilterArgs, KernelArgs, interval_secs, positive_u64},
     keyed::{CgroupKeyArgs, PairTableArgs},
     otlp::OtlpArgs,
+    values::{CgroupSplitsArg, KeyBucketsArg, KeySortArg, SortArg},
 };
 use crate::{
-    analysis::{
-        breakdown::{BreakdownOptions, KeySort},
-        victims::SortKey,
-    },
+    analysis::breakdown::BreakdownOptions,
     commands::{
         UsageError,
         diagnose::DiagnoseOptions,
@@ -24,8 +22,6 @@ use crate::{
         victims::VictimsOptions,
     },
     export::{
-        cgroup_splits::CgroupSplits,
-        key_buckets::KeyBuckets,
         keyed_series::Pins,
         workload_labels::{WorkloadLabel, WorkloadLabels},
     },
@@ -45,8 +41,8 @@ pub(crate) struct TopArgs {
     pub interval: f64,
 
     /// What the victims panel is ranked by first (`s` cycles through all)
-    #[arg(long, value_enum, default_value_t = SortKey::Total)]
-    pub sort: SortKey,
+    #[arg(long, value_enum, default_value_t = SortArg::Total)]
+    pub sort: SortArg,
 
     /// Tasks each kernel table of the victims panel holds per interval;
     /// waits beyond it are counted, never dropped silently
@@ -66,7 +62,7 @@ impl TopArgs {
     pub(crate) fn options(&self) -> TopOptions {
         TopOptions {
             interval: Duration::from_secs_f64(self.interval),
-            sort: self.sort,
+            sort: self.sort.into(),
             max_tasks: self.max_tasks,
             pairs: self.pairs.table.max_pairs(),
             by: self.pairs.by.level(),
@@ -95,8 +91,8 @@ pub(crate) struct VictimsArgs {
 
     /// Rank the tables by the longest wait, the total, the number of waits
     /// or the average
-    #[arg(long, value_enum, default_value_t = SortKey::Max)]
-    pub sort: SortKey,
+    #[arg(long, value_enum, default_value_t = SortArg::Max)]
+    pub sort: SortArg,
 
     /// Rows per table (0 = all); what is cut is counted
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -140,7 +136,7 @@ impl VictimsArgs {
         VictimsOptions {
             interval: self.interval,
             count: self.count,
-            sort: self.sort,
+            sort: self.sort.into(),
             top: self.top,
             json: self.json,
             max_tasks: self.max_tasks,
@@ -318,7 +314,7 @@ pub(crate) struct ServeArgs {
         requires = "cgroups",
         help_heading = "Per-key series (pick one)"
     )]
-    pub cgroup_splits: CgroupSplits,
+    pub cgroup_splits: CgroupSplitsArg,
 
     /// Keys that always get a series: a PID or comm with --pids, a cgroup
     /// path (as in the cgroup label) with --cgroups; repeat or comma-separate
@@ -357,7 +353,7 @@ pub(crate) struct ServeArgs {
         requires = "keyed",
         help_heading = "Per-key series (pick one)"
     )]
-    pub key_buckets: KeyBuckets,
+    pub key_buckets: KeyBucketsArg,
 
     #[command(flatten, next_help_heading = "Who waited behind whom")]
     pub pairs: PairTableArgs,
@@ -446,8 +442,8 @@ impl ServeArgs {
             } else {
                 DEFAULT_CGROUP_SERIES
             }),
-            cgroup_splits: self.cgroup_splits,
-            key_buckets: self.key_buckets,
+            cgroup_splits: self.cgroup_splits.into(),
+            key_buckets: self.key_buckets.into(),
             pins: Pins {
                 values: self.pin.clone(),
             },
@@ -566,8 +562,8 @@ pub(crate) struct BreakdownArgs {
     #[arg(long, group = "keyed")]
     pub cpus: bool,
     /// Order of the per-key histograms, most relevant first
-    #[arg(long, value_enum, default_value_t = KeySort::Total, requires = "keyed")]
-    pub sort: KeySort,
+    #[arg(long, value_enum, default_value_t = KeySortArg::Total, requires = "keyed")]
+    pub sort: KeySortArg,
     /// Print only the first N keys of each interval (0 = all); what is cut is
     /// counted
     #[arg(long, value_name = "N", requires = "keyed")]
@@ -634,7 +630,7 @@ impl BreakdownArgs {
     pub(crate) fn options(&self) -> BreakdownOptions {
         BreakdownOptions {
             keyed: self.keyed(),
-            sort: self.sort,
+            sort: self.sort.into(),
             // 0 = all, as `victims --top 0`: one meaning everywhere.
             top: self.top.filter(|&n| n > 0),
             pairs: self.pairs.table.max_pairs(),

@@ -4,12 +4,12 @@
 
 use std::path::PathBuf;
 
+use super::values::HookArg;
 use crate::{
     commands::run::HistogramOptions,
     histogram::Unit,
     kernel::{
         filter::FilterSpec,
-        hook::HookChoice,
         loader::{KernelAccess, KernelSources},
     },
 };
@@ -53,8 +53,8 @@ pub(crate) struct HistogramArgs {
 pub(crate) struct KernelArgs {
     /// How to hook the scheduler: tp_btf (`btf`), classic tracepoints (`tp`),
     /// or `auto` (tp_btf when the kernel has BTF, else tracepoints)
-    #[arg(long, value_enum, default_value_t = HookChoice::Auto)]
-    pub hook: HookChoice,
+    #[arg(long, value_enum, default_value_t = HookArg::Auto)]
+    pub hook: HookArg,
 
     /// Kernel BTF to resolve task_struct offsets from [default:
     /// /sys/kernel/btf/vmlinux]. Given explicitly, it must exist.
@@ -120,7 +120,7 @@ pub(crate) struct FilterArgs {
 impl KernelArgs {
     pub(crate) fn access(&self) -> KernelAccess {
         KernelAccess {
-            hook: self.hook,
+            hook: self.hook.into(),
             sources: KernelSources {
                 btf: self.btf.clone(),
                 tracefs: self.tracefs.clone(),

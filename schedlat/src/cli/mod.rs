@@ -8,6 +8,7 @@ pub(crate) mod generate;
 mod groups;
 mod keyed;
 mod otlp;
+mod values;
 
 use std::path::PathBuf;
 
@@ -140,10 +141,17 @@ pub(crate) struct CheckArgs {
         value_delimiter = ',',
         default_value = "histogram"
     )]
-    pub require: Vec<crate::kernel::preflight::trial::Mode>,
+    pub require: Vec<values::ModeArg>,
     /// Print the report as one JSON object (docs/json.md)
     #[arg(long)]
     pub json: bool,
+}
+
+impl CheckArgs {
+    /// The modes `--require` names.
+    pub(crate) fn modes(&self) -> Vec<crate::kernel::preflight::trial::Mode> {
+        self.require.iter().map(|&m| m.into()).collect()
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -258,8 +266,10 @@ impl ReplayArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::kernel::hook::HookChoice;
+    use super::{
+        values::{HookArg, SortArg},
+        *,
+    };
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("schedlat").chain(args.iter().copied()))
@@ -271,19 +281,13 @@ mod tests {
         let h = &c.histogram;
         assert_eq!((h.interval, h.count), (Some(5), Some(3)));
         assert!(h.milliseconds && h.timestamp && !h.json);
-        assert_eq!(c.kernel.hook, HookChoice::Auto);
+        assert_eq!(c.kernel.hook, HookArg::Auto);
     }
 
     #[test]
     fn hook_modes() {
-        assert_eq!(
-            parse(&["--hook", "tp"]).unwrap().kernel.hook,
-            HookChoice::Tp
-        );
-        assert_eq!(
-            parse(&["--hook", "btf"]).unwrap().kernel.hook,
-            HookChoice::Btf
-        );
+        assert_eq!(parse(&["--hook", "tp"]).unwrap().kernel.hook, HookArg::Tp);
+        assert_eq!(parse(&["--hook", "btf"]).unwrap().kernel.hook, HookArg::Btf);
         assert!(parse(&["--hook", "kprobe"]).is_err());
     }
 
@@ -293,12 +297,12 @@ mod tests {
         let Some(Command::Top(top)) = c.command else {
             panic!("not top")
         };
-        assert_eq!(top.sort, crate::analysis::victims::SortKey::Max);
+        assert_eq!(top.sort, SortArg::Max);
         assert_eq!((top.max_tasks, top.filter.pid), (64, Some(1)));
         let Some(Command::Top(top)) = parse(&["top"]).unwrap().command else {
             panic!("not top")
         };
-        assert_eq!(top.sort, crate::analysis::victims::SortKey::Total);
+        assert_eq!(top.sort, SortArg::Total);
         assert!(parse(&["top", "--max-tasks", "0"]).is_err());
     }
 

@@ -1,4 +1,4 @@
-//! Reading a whole BPF hash map in a few syscalls: [`BPF_MAP_LOOKUP_BATCH`]
+//! Reading a whole BPF hash map in a few syscalls: `BPF_MAP_LOOKUP_BATCH`
 //! (Linux 5.6+) into buffers kept from one read to the next.
 //!
 //! aya 0.14's `HashMap::iter` costs two syscalls per key
@@ -16,7 +16,7 @@
 
 use std::{
     cell::Cell,
-    mem::{MaybeUninit, size_of},
+    mem::MaybeUninit,
     os::fd::{AsFd, AsRawFd, RawFd},
 };
 
@@ -25,28 +25,12 @@ use aya::{
     maps::{Map, MapData, MapError},
 };
 
-/// `enum bpf_cmd`'s [`BPF_MAP_LOOKUP_BATCH`] (include/uapi/linux/bpf.h).
-const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+use crate::sys::bpf::{self, bpf_cmd};
 /// The kernel-internal "not supported" some map types answer with.
 const ENOTSUPP: i32 = 524;
 /// Entries a call may return at least: a hash bucket that holds more than
 /// the room left makes the kernel answer ENOSPC.
 const MIN_ROOM: usize = 256;
-
-/// `union bpf_attr`'s `batch` member: the part of the union the command
-/// reads (the kernel accepts a shorter attr; the rest counts as zero).
-#[repr(C)]
-#[derive(Default)]
-struct BatchAttr {
-    in_batch: u64,
-    out_batch: u64,
-    keys: u64,
-    values: u64,
-    count: u32,
-    map_fd: u32,
-    elem_flags: u64,
-    flags: u64,
-}
 
 /// A hash map's entries, read by [`read`] or [`for_each`]; the buffers are
 /// reused.
@@ -208,36 +192,34 @@ fn read_batched<K: Pod, V: Pod>(
             out.reserve(out.keys.len().max(MIN_ROOM));
         }
         let room = out.keys.len() - out.len;
-        let mut attr = BatchAttr {
+        // The batch member alone (the part of the union the command reads).
+        let mut attr = bpf::zeroed();
+        *bpf::batch(&mut attr) = bpf::Batch {
             in_batch: if first { 0 } else { &raw const token_in as u64 },
             out_batch: &raw mut token_out as u64,
             keys: out.keys[out.len..].as_mut_ptr() as u64,
             values: out.values[out.len..].as_mut_ptr() as u64,
             count: u32::try_from(room).unwrap_or(u32::MAX),
             map_fd: fd as u32,
-            ..BatchAttr::default()
+            elem_flags: 0,
+            flags: 0,
         };
         // SAFETY: the attr points at buffers with room for `count` keys and
         // values of the map's sizes (checked in `walk_map`), and at two
         // tokens that outlive the call.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_LOOKUP_BATCH,
-                &raw mut attr,
-                size_of::<BatchAttr>() as u32,
-            )
-        };
+        let ret = unsafe { bpf::call(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr, bpf::BATCH) };
         // The kernel writes `count` on success and at the end (ENOENT).
-        let got = (attr.count as usize).min(room);
-        if ret == 0 {
-            out.len += got;
-            hand_out(out, each);
-            token_in = token_out;
-            first = false;
-            continue;
-        }
-        let error = std::io::Error::last_os_error();
+        let got = (bpf::batch(&mut attr).count as usize).min(room);
+        let error = match ret {
+            Ok(_) => {
+                out.len += got;
+                hand_out(out, each);
+                token_in = token_out;
+                first = false;
+                continue;
+            }
+            Err(error) => error,
+        };
         match error.raw_os_error() {
             Some(libc::ENOENT) => {
                 out.len += got;
@@ -267,32 +249,6 @@ mod tests {
     // SAFETY: an array of integers.
     unsafe impl Pod for Value {}
 
-    /// `union bpf_attr` for BPF_MAP_CREATE and BPF_MAP_UPDATE_ELEM (their
-    /// leading fields).
-    #[repr(C)]
-    #[derive(Default)]
-    struct CreateAttr {
-        map_type: u32,
-        key_size: u32,
-        value_size: u32,
-        max_entries: u32,
-        map_flags: u32,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct UpdateAttr {
-        map_fd: u32,
-        _pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
-
-    fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
-        // SAFETY: attr is the command's leading part of union bpf_attr.
-        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, size_of::<T>() as u32) }
-    }
-
     /// Every entry of a hash map of 5,000 (more than one call's room, and
     /// buckets of several entries) is read exactly once, with its value.
     #[test]
@@ -303,35 +259,26 @@ mod tests {
             return;
         }
         const N: u64 = 5_000;
-        let mut create = CreateAttr {
-            map_type: 1, // BPF_MAP_TYPE_HASH
-            key_size: 8,
-            value_size: size_of::<Value>() as u32,
-            max_entries: N as u32,
-            ..CreateAttr::default()
-        };
-        let fd = bpf(0, &mut create);
-        assert!(
-            fd >= 0,
-            "BPF_MAP_CREATE: {}",
-            std::io::Error::last_os_error()
-        );
+        let mut create = bpf::zeroed();
+        let m = bpf::map_create(&mut create);
+        m.map_type = 1; // BPF_MAP_TYPE_HASH
+        m.key_size = 8;
+        m.value_size = size_of::<Value>() as u32;
+        m.max_entries = N as u32;
+        // SAFETY: BPF_MAP_CREATE's member holds no pointer.
+        let fd = unsafe { bpf::call(bpf_cmd::BPF_MAP_CREATE, &mut create, bpf::WHOLE) }
+            .unwrap_or_else(|e| panic!("BPF_MAP_CREATE: {e}"));
         let value_of = |k: u64| Value(std::array::from_fn(|i| (k as u32) ^ i as u32));
         for k in 0..N {
             let key = k * 7_919;
             let value = value_of(key);
-            let mut update = UpdateAttr {
-                map_fd: fd as u32,
-                key: &raw const key as u64,
-                value: &raw const value as u64,
-                ..UpdateAttr::default()
-            };
-            assert_eq!(
-                bpf(2, &mut update),
-                0,
-                "{}",
-                std::io::Error::last_os_error()
-            );
+            let mut update = bpf::zeroed();
+            let e = bpf::map_elem(&mut update);
+            e.map_fd = fd as u32;
+            e.key = &raw const key as u64;
+            e.__bindgen_anon_1.value = &raw const value as u64;
+            // SAFETY: key and value outlive the call, of the map's sizes.
+            unsafe { bpf::call(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut update, bpf::WHOLE) }.unwrap();
         }
         let mut out = Entries::<u64, Value>::default();
         // In chunks of 256, handed out as they come.

@@ -22,7 +22,10 @@ use schedlat_common::{
     workload::{NAME_PATH_LEN, NameHeader},
 };
 
-use crate::{collect::error::ReadError, sys::workload::cache::NameCache};
+use crate::{
+    collect::error::{InMap, ReadError},
+    sys::workload::cache::NameCache,
+};
 
 /// Names kept: the oldest is forgotten first. Far more than the keys a
 /// breakdown or a scrape names (`--max-keys`, 4096 by default), so a name
@@ -78,7 +81,7 @@ impl CgroupNames {
     /// CGROUP_NAMES ring buffer, taken out of the object).
     pub(crate) fn start(map: aya::maps::Map) -> Result<CgroupNames, ReadError> {
         let name = names::MAP_CGROUP_NAMES;
-        let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
+        let ring = RingBuf::try_from(map).in_map(name)?;
         // SAFETY: eventfd has no memory arguments; a valid fd is owned.
         let wake = match unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } {
             -1 => {

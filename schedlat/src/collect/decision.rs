@@ -9,7 +9,11 @@ use schedlat_common::{
     names,
 };
 
-use super::{batch, error::ReadError, tracer::Tracer};
+use super::{
+    batch,
+    error::{InMap, ReadError},
+    tracer::Tracer,
+};
 use crate::histogram::DecisionCounts;
 
 /// The breakdown keys' cumulative decision splits, read whole once a
@@ -45,10 +49,10 @@ impl Tracer {
             return Ok(None);
         };
         let name = names::MAP_DECISIONS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
+        let map = self.ebpf.map(name).in_map(name)?;
         let stats = PerCpuArray::<&MapData, DecisionStats>::try_from(map)
             .and_then(|m| m.get(&0, 0))
-            .map_err(|error| ReadError::Map { name, error })?;
+            .in_map(name)?;
         let cpus: Vec<DecisionStats> = stats.iter().copied().collect();
         Ok(Some(DecisionCounts::from_cpus(facts, &cpus)))
     }
@@ -56,8 +60,8 @@ impl Tracer {
     /// Reads every key's decision split into `into`.
     pub(super) fn read_key_decisions(&self, into: &mut KeyDecisions) -> Result<(), ReadError> {
         let name = names::MAP_KEY_DECISIONS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::read(map, &mut into.entries).map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        batch::read(map, &mut into.entries).in_map(name)?;
         into.by_key.clear();
         into.by_key
             .extend(into.entries.iter().map(|(&k, &v)| (k, v)));
@@ -67,13 +71,12 @@ impl Tracer {
     /// One key's decision split; None when it has none.
     pub(crate) fn key_decision_entry(&self, key: u64) -> Result<Option<KeyDecision>, ReadError> {
         let name = names::MAP_KEY_DECISIONS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let split = aya::maps::HashMap::<&MapData, u64, KeyDecision>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        let split = aya::maps::HashMap::<&MapData, u64, KeyDecision>::try_from(map).in_map(name)?;
         match split.get(&key, 0) {
             Ok(d) => Ok(Some(d)),
             Err(MapError::KeyNotFound) => Ok(None),
-            Err(error) => Err(ReadError::Map { name, error }),
+            Err(error) => Err(error).in_map(name),
         }
     }
 
@@ -81,14 +84,14 @@ impl Tracer {
     /// that never had one is no error.
     pub(super) fn forget_key_decision(&mut self, key: u64) -> Result<(), ReadError> {
         let name = names::MAP_KEY_DECISIONS;
-        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut split = aya::maps::HashMap::<&mut MapData, u64, KeyDecision>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map_mut(name).in_map(name)?;
+        let mut split =
+            aya::maps::HashMap::<&mut MapData, u64, KeyDecision>::try_from(map).in_map(name)?;
         match split.remove(&key) {
             Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
                 Ok(())
             }
-            other => other.map_err(|error| ReadError::Map { name, error }),
+            other => other.in_map(name),
         }
     }
 }

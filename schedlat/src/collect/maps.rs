@@ -15,7 +15,7 @@ use super::{
     whole,
 };
 use crate::{
-    collect::error::ReadError,
+    collect::error::{InMap, ReadError},
     histogram::{CauseCounts, Waits},
 };
 
@@ -28,41 +28,31 @@ impl Tracer {
     pub(crate) fn end_interval(&mut self) -> Result<(Waits, Vec<Extremes>), ReadError> {
         let epoch = {
             let name = names::MAP_EPOCH;
-            let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-            let mut epoch = Array::<&mut MapData, u32>::try_from(map)
-                .map_err(|error| ReadError::Map { name, error })?;
-            let current = epoch
-                .get(&0, 0)
-                .map_err(|error| ReadError::Map { name, error })?;
-            epoch
-                .set(0, current.wrapping_add(1), 0)
-                .map_err(|error| ReadError::Map { name, error })?;
+            let map = self.ebpf.map_mut(name).in_map(name)?;
+            let mut epoch = Array::<&mut MapData, u32>::try_from(map).in_map(name)?;
+            let current = epoch.get(&0, 0).in_map(name)?;
+            epoch.set(0, current.wrapping_add(1), 0).in_map(name)?;
             current & 1
         };
         let stats = self.read_waits()?;
         let name = names::MAP_EXTREMES;
-        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut extremes = PerCpuArray::<&mut MapData, Extremes>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map_mut(name).in_map(name)?;
+        let mut extremes = PerCpuArray::<&mut MapData, Extremes>::try_from(map).in_map(name)?;
         let ended: Vec<Extremes> = extremes
             .get(&epoch, 0)
-            .map_err(|error| ReadError::Map { name, error })?
+            .in_map(name)?
             .iter()
             .copied()
             .collect();
-        let zeros =
-            PerCpuValues::try_from(vec![Extremes::default(); ended.len()]).map_err(|error| {
-                ReadError::Map {
-                    name,
-                    error: aya::maps::MapError::SyscallError(aya::sys::SyscallError {
-                        call: "build per-CPU zeros",
-                        io_error: error,
-                    }),
-                }
-            })?;
-        extremes
-            .set(epoch, zeros, 0)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let zeros = PerCpuValues::try_from(vec![Extremes::default(); ended.len()])
+            .map_err(|io_error| {
+                MapError::SyscallError(aya::sys::SyscallError {
+                    call: "build per-CPU zeros",
+                    io_error,
+                })
+            })
+            .in_map(name)?;
+        extremes.set(epoch, zeros, 0).in_map(name)?;
         Ok((stats, ended))
     }
 
@@ -73,8 +63,8 @@ impl Tracer {
     pub(crate) fn read_keyed(&self) -> Result<Vec<(u64, KeyStats)>, ReadError> {
         let mut entries = Entries::default();
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::read(map, &mut entries).map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        batch::read(map, &mut entries).in_map(name)?;
         Ok(entries.iter().map(|(k, v)| (*k, *v)).collect())
     }
 
@@ -91,12 +81,11 @@ impl Tracer {
         // too (the summary rows' reading does it for serve).
         if let Some(rows) = self.summary_rows.as_mut() {
             let name = names::MAP_KEY_FREE;
-            rows.recycle()
-                .map_err(|error| ReadError::Map { name, error })?;
+            rows.recycle().in_map(name)?;
         }
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::for_each(map, buf, chunk, each).map_err(|error| ReadError::Map { name, error })
+        let map = self.ebpf.map(name).in_map(name)?;
+        batch::for_each(map, buf, chunk, each).in_map(name)
     }
 
     /// Every key's summary (its waits and their sum) handed to `each`,
@@ -107,24 +96,19 @@ impl Tracer {
         each: impl FnMut(&KeySummary),
     ) -> Result<(), ReadError> {
         let name = names::MAP_KEY_SUMMARY;
-        let rows = self
-            .summary_rows
-            .as_mut()
-            .ok_or(ReadError::MissingMap(name))?;
-        rows.for_each(each)
-            .map_err(|error| ReadError::Map { name, error })
+        let rows = self.summary_rows.as_mut().in_map(name)?;
+        rows.for_each(each).in_map(name)
     }
 
     /// One key's histogram; None when it has none.
     pub(crate) fn key_entry(&self, key: u64) -> Result<Option<KeyStats>, ReadError> {
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        let keyed = aya::maps::HashMap::<&MapData, u64, KeyStats>::try_from(map).in_map(name)?;
         match keyed.get(&key, 0) {
             Ok(stats) => Ok(Some(stats)),
             Err(MapError::KeyNotFound) => Ok(None),
-            Err(error) => Err(ReadError::Map { name, error }),
+            Err(error) => Err(error).in_map(name),
         }
     }
 
@@ -133,12 +117,10 @@ impl Tracer {
     pub(crate) fn forget_key(&mut self, key: u64) -> Result<(), ReadError> {
         let row = self.key_entry(key)?.map(|stats| stats.summary_slot);
         let name = names::MAP_KEYED;
-        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut keyed = aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
-        keyed
-            .remove(&key)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map_mut(name).in_map(name)?;
+        let mut keyed =
+            aya::maps::HashMap::<&mut MapData, u64, KeyStats>::try_from(map).in_map(name)?;
+        keyed.remove(&key).in_map(name)?;
         if let (Some(row), Some(rows)) = (row, self.summary_rows.as_mut()) {
             rows.forget(row);
         }
@@ -167,12 +149,9 @@ impl Tracer {
             return Ok(None);
         };
         let name = names::MAP_CAUSES;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let causes = PerCpuArray::<&MapData, CauseStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
-        let values = causes
-            .get(&0, 0)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        let causes = PerCpuArray::<&MapData, CauseStats>::try_from(map).in_map(name)?;
+        let values = causes.get(&0, 0).in_map(name)?;
         let cpus: Vec<CauseStats> = values.iter().copied().collect();
         Ok(Some(CauseCounts::from_cpus(measurable, &cpus)))
     }
@@ -181,13 +160,10 @@ impl Tracer {
     /// copy (whole.rs: a copy taken while the CPU adds a wait is read again).
     pub(crate) fn read_stats(&self) -> Result<Vec<CpuStats>, ReadError> {
         let name = names::MAP_STATS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let stats = PerCpuArray::<&MapData, CpuStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        let stats = PerCpuArray::<&MapData, CpuStats>::try_from(map).in_map(name)?;
         whole::read(|| {
-            let values = stats
-                .get(&0, 0)
-                .map_err(|error| ReadError::Map { name, error })?;
+            let values = stats.get(&0, 0).in_map(name)?;
             Ok(values.iter().copied().collect())
         })
     }

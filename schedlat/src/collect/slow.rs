@@ -12,7 +12,7 @@ use schedlat_common::{
 use tokio::io::{Interest, unix::AsyncFd};
 
 use super::tracer::Tracer;
-use crate::collect::error::ReadError;
+use crate::collect::error::InMap;
 
 /// The ring buffer, watched by the runtime for new records.
 pub(crate) struct SlowEvents {
@@ -25,11 +25,8 @@ impl SlowEvents {
     /// Takes the ring buffer out of the loaded object (once).
     pub(crate) fn take(tracer: &mut Tracer) -> anyhow::Result<SlowEvents> {
         let name = names::MAP_SLOW_EVENTS;
-        let map = tracer
-            .ebpf
-            .take_map(name)
-            .ok_or(ReadError::MissingMap(name))?;
-        let ring = RingBuf::try_from(map).map_err(|error| ReadError::Map { name, error })?;
+        let map = tracer.ebpf.take_map(name).in_map(name)?;
+        let ring = RingBuf::try_from(map).in_map(name)?;
         // SAFETY: RingBuf owns its map fd and keeps it open, unchanged, for as
         // long as it lives, which is as long as the AsyncFd.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }

@@ -7,7 +7,7 @@ use aya::Ebpf;
 use schedlat_common::{names, scope::Breakdown};
 
 use super::{
-    cgroup_names::CgroupNames, error::ReadError, keylabels::KeyLabels, summary_rows::SummaryRows,
+    cgroup_names::CgroupNames, error::InMap, keylabels::KeyLabels, summary_rows::SummaryRows,
 };
 use crate::{
     histogram::{DecisionFacts, Measurable, Unit},
@@ -102,10 +102,11 @@ impl Tracer {
         // attached), the names it sends are read from now on.
         if tracer.programs.contains(&names::BTF_CGROUP_MKDIR) {
             let name = names::MAP_CGROUP_NAMES;
-            let started = match tracer.ebpf.take_map(name) {
-                Some(map) => CgroupNames::start(map),
-                None => Err(ReadError::MissingMap(name)),
-            };
+            let started = tracer
+                .ebpf
+                .take_map(name)
+                .in_map(name)
+                .and_then(CgroupNames::start);
             match started {
                 Ok(names) => tracer.cgroup_names = Some(names),
                 Err(e) => tracer

@@ -18,7 +18,10 @@ use schedlat_common::{
 
 use super::interval::HistogramInterval;
 use crate::{
-    collect::{error::ReadError, tracer::Tracer},
+    collect::{
+        error::{InMap, ReadError},
+        tracer::Tracer,
+    },
     histogram::Waits,
 };
 
@@ -105,21 +108,20 @@ impl Collector {
     fn culprits(&self, ebpf: &mut Ebpf, half: u32, used: u64) -> Result<Vec<WaitStats>, ReadError> {
         let name = names::MAP_CULPRIT_ROWS;
         let base = half * (self.idle_rows + self.max_tasks);
-        let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut rows = Array::<&mut MapData, WaitStats>::try_from(map).map_err(map_error(name))?;
+        let map = ebpf.map_mut(name).in_map(name)?;
+        let mut rows = Array::<&mut MapData, WaitStats>::try_from(map).in_map(name)?;
         let mut out = Vec::new();
         for i in base..base + self.idle_rows {
-            let row = rows.get(&i, 0).map_err(map_error(name))?;
+            let row = rows.get(&i, 0).in_map(name)?;
             if row.count > 0 {
                 out.push(row);
-                rows.set(i, WaitStats::default(), 0)
-                    .map_err(map_error(name))?;
+                rows.set(i, WaitStats::default(), 0).in_map(name)?;
             }
         }
         let first = base + self.idle_rows;
         let n = used.min(u64::from(self.max_tasks)) as u32;
         for i in first..first + n {
-            out.push(rows.get(&i, 0).map_err(map_error(name))?);
+            out.push(rows.get(&i, 0).in_map(name)?);
         }
         Ok(out)
     }
@@ -159,25 +161,21 @@ impl Source {
     }
 }
 
-fn map_error(name: &'static str) -> impl Fn(aya::maps::MapError) -> ReadError {
-    move |error| ReadError::Map { name, error }
-}
-
 fn epoch(ebpf: &Ebpf) -> Result<u32, ReadError> {
     let name = names::MAP_EPOCH;
-    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-    let epoch = Array::<&MapData, u32>::try_from(map).map_err(map_error(name))?;
-    epoch.get(&0, 0).map_err(map_error(name))
+    let map = ebpf.map(name).in_map(name)?;
+    let epoch = Array::<&MapData, u32>::try_from(map).in_map(name)?;
+    epoch.get(&0, 0).in_map(name)
 }
 
 /// Rows taken from counter `i` of ROWS_USED; with `set`, then replaced.
 fn rows_used(ebpf: &mut Ebpf, i: u32, set: Option<u64>) -> Result<u64, ReadError> {
     let name = names::MAP_ROWS_USED;
-    let map = ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-    let mut used = Array::<&mut MapData, u64>::try_from(map).map_err(map_error(name))?;
-    let value = used.get(&i, 0).map_err(map_error(name))?;
+    let map = ebpf.map_mut(name).in_map(name)?;
+    let mut used = Array::<&mut MapData, u64>::try_from(map).in_map(name)?;
+    let value = used.get(&i, 0).in_map(name)?;
     if let Some(new) = set {
-        used.set(i, new, 0).map_err(map_error(name))?;
+        used.set(i, new, 0).in_map(name)?;
     }
     Ok(value)
 }
@@ -189,10 +187,10 @@ fn read_rows<V: Pod>(
     first: u32,
     n: u32,
 ) -> Result<Vec<V>, ReadError> {
-    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-    let rows = Array::<&MapData, V>::try_from(map).map_err(map_error(name))?;
+    let map = ebpf.map(name).in_map(name)?;
+    let rows = Array::<&MapData, V>::try_from(map).in_map(name)?;
     (first..first + n)
-        .map(|i| rows.get(&i, 0).map_err(map_error(name)))
+        .map(|i| rows.get(&i, 0).in_map(name))
         .collect()
 }
 
@@ -206,9 +204,9 @@ impl Tracer {
 /// The per-CPU counters, summed.
 fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, ReadError> {
     let name = names::MAP_MODE_COUNTERS;
-    let map = ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-    let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).map_err(map_error(name))?;
-    let values = cpus.get(&0, 0).map_err(map_error(name))?;
+    let map = ebpf.map(name).in_map(name)?;
+    let cpus = PerCpuArray::<&MapData, ModeCounters>::try_from(map).in_map(name)?;
+    let values = cpus.get(&0, 0).in_map(name)?;
     Ok(values
         .iter()
         .fold(ModeCounters::default(), |sum, c| ModeCounters {

@@ -25,7 +25,7 @@ use schedlat_common::decision::{Decision, Outcome};
 use crate::histogram::DecisionFacts;
 
 /// The per-cgroup splits' extent (`--cgroup-splits`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum CgroupSplits {
     /// What the mixin reads per cgroup: the seconds of the cause split's
     /// held_by, of the overlaps, and of the decision split's outcome and

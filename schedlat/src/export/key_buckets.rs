@@ -7,7 +7,7 @@ use crate::histogram::{
 };
 
 /// The per-key families' layout (`--key-buckets`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeyBuckets {
     /// log2, and a bucket an eighth of a power of two wide at each of 0.5,
     /// 1, 2, 5, 10 and 50 ms (34): a percentile at those values off by

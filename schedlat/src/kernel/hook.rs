@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// What the user asked for with `--hook`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HookChoice {
     /// tp_btf when the kernel has BTF and supports it, classic tracepoints otherwise.
     Auto,

@@ -27,18 +27,20 @@ pub(super) struct Graph {
 }
 
 /// The module path of a source file: `kernel/loader/plan.rs` is
-/// `kernel::loader::plan`; `mod.rs`, `lib.rs` and `main.rs` name their
-/// folder.
+/// `kernel::loader::plan`; `mod.rs` names its folder, and a crate root
+/// (`lib.rs` or `main.rs` at the top, the crate's only one in a graph) is
+/// the empty path. Below the top, `lib.rs` and `main.rs` are modules like
+/// any other (`bench/main.rs` is `bench::main`).
 pub(super) fn module_of(file: &str) -> ModPath {
+    if matches!(file, "lib.rs" | "main.rs") {
+        return ModPath::new();
+    }
     let mut segments: ModPath = file
         .trim_end_matches(".rs")
         .split('/')
         .map(String::from)
         .collect();
-    if matches!(
-        segments.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
-    ) {
+    if segments.last().map(String::as_str) == Some("mod") {
         segments.pop();
     }
     segments
@@ -52,13 +54,23 @@ struct Scope {
     bindings: BTreeMap<String, ModPath>,
 }
 
-/// Builds the graph of `sources` (file, text); an error names a file that
-/// does not parse.
+/// Builds the graph of `sources` (file, text), one crate's files; an error
+/// names a file that does not parse, or two files of one module (`a.rs`
+/// and `a/mod.rs`, or two crate roots: a crate's lib.rs and its binary's
+/// main.rs are two graphs).
 pub(super) fn build(sources: &[(File, String)]) -> Result<Graph, String> {
     let mut parsed = Vec::new();
+    let mut seen: BTreeMap<ModPath, &File> = BTreeMap::new();
     for (file, text) in sources {
+        let module = module_of(file);
+        if let Some(other) = seen.insert(module.clone(), file) {
+            return Err(format!(
+                "{other} and {file} are both module `{}`",
+                module.join("::")
+            ));
+        }
         let ast = syn::parse_file(text).map_err(|e| format!("{file}: {e}"))?;
-        parsed.push((file.clone(), module_of(file), ast));
+        parsed.push((file.clone(), module, ast));
     }
     // Pass 1: what each module declares and binds.
     let mut scopes: BTreeMap<ModPath, Scope> = BTreeMap::new();

@@ -3,11 +3,15 @@
 //! (graph.rs): every import of schedlat/src points to its own layer or a
 //! lower one ([`LAYERS`]), no files import each other in a cycle (inside a
 //! folder too), and no command imports another command, only the skeleton
-//! they share ([`SKELETON`]). The eBPF crate's modules import only those its
-//! main.rs lists before them, the list docs/architecture.md shows too.
+//! they share ([`SKELETON`]), and nothing below cli/ uses clap. The eBPF
+//! crate's modules import only those its main.rs lists before them, the
+//! list docs/architecture.md shows too.
+//! xtask/src and schedlat-common/src have no cycles either, and xtask's
+//! top-level modules import only what they build on (workspace.rs).
 //! docs/architecture.md says what each layer owns.
 
 mod graph;
+mod workspace;
 
 use std::{
     collections::BTreeSet,
@@ -164,6 +168,30 @@ fn no_command_imports_another() {
         "commands importing another command (share it through the skeleton, {SKELETON:?}, or the layer it belongs to):\n{}",
         b.cross_command.join("\n")
     );
+}
+
+/// Whether `tokens` name clap in code (a path, a `use`, a derive): the
+/// identifier anywhere but in comments and literals.
+fn names_clap(tokens: proc_macro2::TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "clap",
+        proc_macro2::TokenTree::Group(g) => names_clap(g.stream()),
+        _ => false,
+    })
+}
+
+/// The command line is cli/'s: below it no file uses clap (a type a flag
+/// takes gets its clap mirror in cli/values.rs).
+#[test]
+fn nothing_below_cli_uses_clap() {
+    let cli = layer_of(&["cli".to_string()]);
+    let found: Vec<String> = sources(&crate_dir("schedlat/src"))
+        .into_iter()
+        .filter(|(f, _)| layer_of(&graph::module_of(f)) < cli)
+        .filter(|(_, text)| names_clap(text.parse().unwrap()))
+        .map(|(f, _)| f)
+        .collect();
+    assert!(found.is_empty(), "clap below cli/:\n{}", found.join("\n"));
 }
 
 /// The eBPF crate's modules, lowest first, as main.rs's doc lists them
@@ -366,6 +394,17 @@ mod tests {
     }
 
     #[test]
+    fn clap_is_seen_in_code_only() {
+        let names = |text: &str| names_clap(text.parse().unwrap());
+        assert!(names("#[derive(Debug, clap::ValueEnum)] enum E { A }"));
+        assert!(names("use clap::Parser;"));
+        assert!(names("fn f() { let _ = clap::value_parser!(u32); }"));
+        assert!(!names(
+            "/// clap value parser for `--comm`\n// clap::X\nfn f() { let _ = \"clap::\"; }"
+        ));
+    }
+
+    #[test]
     fn the_ebpf_order_is_read_from_main_and_the_docs() {
         let main_rs = "//! Modules, lowest first; each imports only from those above it:\n\
                        //! - atomic, bpf: helpers,\n//!   two.\n//! - wait: the measurement.\n\
@@ -374,6 +413,32 @@ mod tests {
         let docs = "## The eBPF crate\n\ntext\n\n```\natomic.rs, bpf.rs  helpers\n                   more\n\
                     wait.rs            the measurement\nmain.rs            programs\n```\n";
         assert_eq!(documented_ebpf_order(docs), ["atomic", "bpf", "wait"]);
+    }
+
+    /// Only a crate root at the top is the empty path; two files of one
+    /// module are refused rather than one silently dropped.
+    #[test]
+    fn crate_roots_and_modules_are_told_by_their_path() {
+        let m = |s: &str| graph::module_of(s);
+        assert!(m("lib.rs").is_empty());
+        assert!(m("main.rs").is_empty());
+        assert_eq!(m("bench/mod.rs"), ["bench"]);
+        assert_eq!(m("bench/main.rs"), ["bench", "main"]);
+        assert_eq!(m("vm/lib.rs"), ["vm", "lib"]);
+        let g = graph_of(&[
+            ("main.rs", "mod bench; fn f() { bench::main::run(); }"),
+            ("bench/mod.rs", "pub mod main; fn g() { crate::f(); }"),
+            ("bench/main.rs", "pub fn run() {}"),
+        ]);
+        assert_eq!(imports(&g, "main.rs"), ["bench/main.rs"]);
+        assert_eq!(imports(&g, "bench/mod.rs"), ["main.rs"]);
+        for pair in [("lib.rs", "main.rs"), ("a.rs", "a/mod.rs")] {
+            let sources = [
+                (pair.0.to_string(), String::new()),
+                (pair.1.to_string(), String::new()),
+            ];
+            assert!(graph::build(&sources).is_err(), "{pair:?}");
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! System readers: what the kernel publishes in /proc and cgroup files, and
 //! its clocks. No eBPF, no root; the parsers take text so tests and fuzz
-//! targets can feed them.
+//! targets can feed them. One system interface besides: the bpf() system
+//! call's `union bpf_attr`, for the commands schedlat issues itself
+//! (bpf.rs).
 
+pub mod bpf;
 pub mod byte_names;
 pub mod cgroup_of;
 pub mod clock;

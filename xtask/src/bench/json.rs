@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Sample,
     report::{Results, Summary, ms},
+    sample::Sample,
     steady::{Steady, mib},
 };
 

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use anyhow::{Result, bail};
 
 use super::{
-    Options, Sample, TracerSample,
     modes::{self, Mode, Runs},
+    options::Options,
+    sample::{SYSCALL_RUNS, Sample, TracerSample},
 };
 
 pub(super) struct Results {
@@ -246,10 +247,7 @@ impl Results {
         let _ = writeln!(
             out,
             "\ncost to other processes: perf bench syscall basic (getppid(), {} calls, best of {} a round) on CPU {}, median of {} rounds",
-            self.syscall_loops,
-            super::SYSCALL_RUNS,
-            self.cpu,
-            self.rounds
+            self.syscall_loops, SYSCALL_RUNS, self.cpu, self.rounds
         );
         let _ = writeln!(
             out,

@@ -52,7 +52,7 @@ use std::{
 use anyhow::Result;
 
 use super::{
-    Options,
+    options::{Options, schedlat_binary},
     own_cgroups::{self, OwnCgroups},
     pid_max,
     serve_client::{ACCEPT, Conn, Serve, cpu_ns},
@@ -65,7 +65,7 @@ const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.promethe
 
 pub(super) fn run(opts: &Options, scrapes: u32) -> Result<()> {
     require_root("schedlat serve loads eBPF programs")?;
-    let exe = super::schedlat_binary(opts)?;
+    let exe = schedlat_binary(opts)?;
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());
     let other = if cpus > 1 {
         (opts.cpu + 1) % cpus

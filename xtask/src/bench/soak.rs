@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use super::{
-    Options,
+    options::{Options, schedlat_binary},
     serve_client::{ACCEPT, Conn, Serve},
 };
 
@@ -129,7 +129,7 @@ fn fork_storm() -> Result<Vec<Killed>> {
 }
 
 pub(super) fn run(opts: &Options, secs: u64) -> Result<()> {
-    let exe = super::schedlat_binary(opts)?;
+    let exe = schedlat_binary(opts)?;
     let storm = fork_storm()?;
     let hist = histogram(&exe)?;
     let serve = Serve::start(&exe, &["--pids"])?;

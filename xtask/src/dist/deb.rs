@@ -11,7 +11,10 @@ use std::{
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{NAME, VERSION, glibc::Linkage};
+use super::{
+    glibc::Linkage,
+    package::{NAME, VERSION},
+};
 
 pub(super) fn build(root: &Path, linkage: &Linkage, dist: &Path) -> Result<PathBuf> {
     let arch = dpkg_architecture()?;

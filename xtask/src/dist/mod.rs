@@ -6,9 +6,11 @@
 //! - stage.rs: the installed tree (usr/bin, usr/share/man, ...)
 //! - glibc.rs: what the binary links against, and the oldest glibc it needs
 //! - deb.rs: DEBIAN/control and md5sums, then `dpkg-deb --build`
+//! - package.rs: the package's name and version
 
 mod deb;
 mod glibc;
+mod package;
 mod stage;
 
 use std::{
@@ -18,12 +20,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+pub(crate) use package::{NAME, VERSION};
 
 use crate::util::workspace_root;
-
-/// Package name, and the version every artifact carries.
-pub(crate) const NAME: &str = "schedlat";
-pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What `dist` produced.
 pub(crate) struct Artifacts {

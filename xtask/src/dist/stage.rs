@@ -22,7 +22,7 @@ use std::{
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::NAME;
+use super::package::NAME;
 use crate::util::workspace_root;
 
 pub(super) fn tree(binary: &Path, root: &Path) -> Result<()> {

@@ -140,7 +140,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     let artifacts = match opts.inject_bad_offset {
         Some(_) => None,
         None => {
-            crate::build_release()?;
+            crate::util::build_release()?;
             Some(crate::dist::run()?)
         }
     };

@@ -14,7 +14,7 @@ use crate::kernel::{
 };
 
 /// The ways of running schedlat that need different things of the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Mode {
     /// The histogram (`schedlat`, `serve`), in the hook mode auto picks.
