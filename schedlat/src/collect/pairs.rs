@@ -25,7 +25,7 @@ use super::{
     batch::{self, Entries},
     tracer::Tracer,
 };
-use crate::collect::error::ReadError;
+use crate::collect::error::{InMap, ReadError};
 
 /// Who held the CPU during a wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,8 +134,8 @@ impl Tracer {
         out: &mut Entries<PairKey, PairStats>,
     ) -> Result<PairsReading, ReadError> {
         let name = names::MAP_PAIRS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        batch::read(map, out).map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        batch::read(map, out).in_map(name)?;
         let counters = self.workload_counters()?;
         let capacity = match map {
             aya::maps::Map::HashMap(data) => data.info().map_or(0, |i| i.max_entries()),
@@ -159,25 +159,22 @@ impl Tracer {
     /// Removes `pair` from the kernel's table (its cgroup is gone).
     pub(crate) fn forget_pair(&mut self, pair: Pair) -> Result<(), ReadError> {
         let name = names::MAP_PAIRS;
-        let map = self.ebpf.map_mut(name).ok_or(ReadError::MissingMap(name))?;
-        let mut pairs = aya::maps::HashMap::<&mut MapData, PairKey, PairStats>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map_mut(name).in_map(name)?;
+        let mut pairs =
+            aya::maps::HashMap::<&mut MapData, PairKey, PairStats>::try_from(map).in_map(name)?;
         match pairs.remove(&pair.key()) {
             // Another reader removed it first: the same outcome.
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(error) => Err(ReadError::Map { name, error }),
+            other => other.in_map(name),
         }
     }
 
     /// The workload views' counters, summed over CPUs (cumulative).
     pub(crate) fn workload_counters(&self) -> Result<WorkloadCounters, ReadError> {
         let name = names::MAP_WORKLOAD_COUNTERS;
-        let map = self.ebpf.map(name).ok_or(ReadError::MissingMap(name))?;
-        let counters = PerCpuArray::<&MapData, WorkloadCounters>::try_from(map)
-            .map_err(|error| ReadError::Map { name, error })?;
-        let values = counters
-            .get(&0, 0)
-            .map_err(|error| ReadError::Map { name, error })?;
+        let map = self.ebpf.map(name).in_map(name)?;
+        let counters = PerCpuArray::<&MapData, WorkloadCounters>::try_from(map).in_map(name)?;
+        let values = counters.get(&0, 0).in_map(name)?;
         Ok(values
             .iter()
             .fold(WorkloadCounters::default(), |mut sum, c| {
