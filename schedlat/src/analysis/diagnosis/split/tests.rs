@@ -325,11 +325,6 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
         charged_ns,
     };
     a.share_users = vec![share("/kubepods/pod-b", 600), share("/kubepods/pod-c", 1)];
-    // pod-b's parent enables the cpu controller: it can be capped.
-    let cgroups = TaskCgroups {
-        v2_cpu: ["/kubepods/pod-b".to_string()].into(),
-        ..cgroups
-    };
     let evidence = Evidence {
         split: &split,
         attribution: Some(&a),
@@ -346,9 +341,15 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
         causes[0].evidence
     );
     assert!(
-        causes[0]
-            .next_step
-            .starts_with("cap or lower /kubepods/pod-b (cpu.max or cpu.weight, v1: cpu.cfs_quota_us or cpu.shares, of cgroup /kubepods/pod-b)"),
+        causes[0].next_step.starts_with(
+            "keep /kubepods/pod-b off the scope's CPUs (cpuset of cgroup /kubepods/pod-b, or its tasks' affinity): its runs used /kubepods's share of the CPU"
+        ),
+        "{}",
+        causes[0].next_step
+    );
+    // And then what to do about the holder, the root's own tasks.
+    assert!(
+        causes[0].next_step.contains(ROOT_STEP),
         "{}",
         causes[0].next_step
     );
