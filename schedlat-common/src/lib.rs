@@ -121,9 +121,10 @@ pub mod names {
     pub const MAP_KEY_DECISIONS: &str = "KEY_DECISIONS";
     pub const MAP_KEY_DECISION_ZERO: &str = "KEY_DECISION_ZERO";
     /// The workload views (schedlat-ebpf workload.rs): the neighbour-pair
-    /// table, its counters, the per-CPU record of recent switches its
+    /// table and its second role's, its counters, the per-CPU record of recent switches its
     /// charges walk, the cgroup names sent at creation.
     pub const MAP_PAIRS: &str = "PAIRS";
+    pub const MAP_SHARES: &str = "SHARES";
     pub const MAP_WORKLOAD_COUNTERS: &str = "WORKLOAD_COUNTERS";
     pub const MAP_SWITCHES: &str = "SWITCHES";
     pub const MAP_CGROUP_NAMES: &str = "CGROUP_NAMES";

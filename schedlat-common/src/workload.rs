@@ -4,30 +4,33 @@
 //! that the charge walks, and the names of cgroups at their creation.
 
 /// A pair of the neighbour table: the cgroup of the task that waited
-/// (victim) and the cgroup of a task that ran on its CPU (holder), as
-/// kernfs ids in the hierarchy the cgroup chain reads (`CgroupOffsets`),
-/// in one of two roles, told by `parent`:
-/// - [`HELD_THE_CPU`]: the holder ran during the wait. A wait is charged
-///   to every holder that ran during it, by its time on the CPU inside
-///   the wait.
-/// - a cgroup's id (the cpu controller's): the wakeup was declined at a
-///   queue above the waiter's own, where the entity of that group of the
-///   waiter's lost, and the holder ran on the CPU just before the wait
-///   (in a window as long as the wait): it may have used that group's
-///   share. Userspace keeps the holders inside that group and not the
-///   waiter's own.
+/// (victim) and the cgroup of a task that held its CPU during the wait
+/// (holder), as kernfs ids in the hierarchy the cgroup chain reads
+/// (`CgroupOffsets`). A wait is charged to every holder that ran during
+/// it, by its time on the CPU inside the wait.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PairKey {
     pub victim: u64,
     /// [`HOLDER_IDLE`] when the CPU was idle until the wait ended.
     pub holder: u64,
-    pub parent: u64,
 }
 
-/// The `parent` of a pair in the first role: the holder held the CPU
-/// during the wait. No cgroup's id is 0.
-pub const HELD_THE_CPU: u64 = 0;
+/// A pair of the second role (its own table, so that the first's key
+/// stays two words to hash at every charge): the wakeup of a task of
+/// `victim` was declined at a queue above its own, where the entity of
+/// `group` (a cgroup the victim is in, the cpu controller's id) lost, not
+/// eligible or with a later deadline, or it was passed over; `user` is
+/// the cgroup of a task that ran on the CPU just before the wait (in a
+/// window as long as the wait): it may have used that group's share.
+/// Userspace keeps the users inside `group` and not the victim's own.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShareKey {
+    pub victim: u64,
+    pub user: u64,
+    pub group: u64,
+}
 
 /// The holder of the time a CPU was idle during a wait (the idle task
 /// ran: the wakeup's own latency onto an idle CPU): no cgroup's id is 0.
@@ -105,7 +108,7 @@ pub struct WorkloadCounters {
     pub pairs_overflow: u64,
     pub pairs_overflow_ns: u64,
     pub names_lost: u64,
-    /// Waits whose second-role charges (`PairKey::parent`) found the table
+    /// Waits whose second-role charges ([`ShareKey`]) found their table
     /// full: apart from the first role's, whose charges add up to the waits.
     pub shares_overflow: u64,
 }
@@ -140,6 +143,8 @@ mod pod {
     // SAFETY: repr(C), u64 fields only: no padding, any bit pattern valid.
     unsafe impl aya::Pod for PairKey {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for ShareKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for PairStats {}
     // SAFETY: as above.
     unsafe impl aya::Pod for WorkloadCounters {}
@@ -155,7 +160,8 @@ mod tests {
 
     #[test]
     fn no_implicit_padding() {
-        assert_eq!(size_of::<PairKey>(), 24);
+        assert_eq!(size_of::<PairKey>(), 16);
+        assert_eq!(size_of::<ShareKey>(), 24);
         assert_eq!(size_of::<PairStats>(), 32);
         assert_eq!(size_of::<SwitchRing>(), 16 + 24 * RING_SWITCHES);
         assert!(RING_SWITCHES.is_power_of_two());

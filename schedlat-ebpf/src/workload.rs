@@ -27,12 +27,12 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
 };
 use schedlat_common::{
-    decision::{Decided, Decision, Outcome},
+    decision::{Decided, Decision, Pass},
     flat::{above, min, nonzero, select},
     start,
     workload::{
-        HELD_THE_CPU, HOLDER_IDLE, HOLDER_UNAPPORTIONED, NameHeader, NameRecord, PairKey,
-        PairStats, RING_SWITCHES, SwitchRecord, SwitchRing, WorkloadCounters,
+        HOLDER_IDLE, HOLDER_UNAPPORTIONED, NameHeader, NameRecord, PairKey, PairStats,
+        RING_SWITCHES, ShareKey, SwitchRecord, SwitchRing, WorkloadCounters,
     },
 };
 
@@ -52,6 +52,10 @@ const MAX_GROUP_WALK: u64 = 8;
 /// entry when off. Userspace deletes the pairs of cgroups that are gone.
 #[map]
 static PAIRS: HashMap<PairKey, PairStats> = HashMap::with_max_entries(1, 0);
+
+/// The second role's pairs (`count_share`), sized as PAIRS.
+#[map]
+static SHARES: HashMap<ShareKey, PairStats> = HashMap::with_max_entries(1, 0);
 
 /// Per CPU, its last runs (schedlat_common::workload::SwitchRing): 400
 /// bytes a CPU, written only with pairs on.
@@ -257,7 +261,7 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
 /// deadline, because its tasks had used its share of the CPU. The wait is
 /// charged also to the tasks that ran on this CPU just before it, by
 /// their time on the CPU in a window as long as the wait before its
-/// start, keyed by that group's cgroup (`parent`). Which of them are in
+/// start, keyed by that group's cgroup (SHARES). Which of them are in
 /// that group, and which are the waiter's own, is userspace's to tell (it
 /// knows the hierarchy); the kernel has only the runs' cgroups.
 ///
@@ -278,9 +282,11 @@ pub fn count_share(
     // class, says nothing of the waiter's group's share).
     let d = Decided(decided);
     let rule = d.decision_index();
-    let lost = rule == Decision::NotEligible as u64
-        || rule == Decision::LaterDeadline as u64
-        || d.outcome_index() == Outcome::PassedOver as u64;
+    // Pass::One..=Pass::ThreePlus (Outcome::PassedOver), one compare.
+    let passed_over = d.pass_index().wrapping_sub(Pass::One as u64) <= 2;
+    let lost = passed_over
+        || rule == Decision::NotEligible as u64
+        || rule == Decision::LaterDeadline as u64;
     let (Some(prev), Some(next)) = (prev, next) else {
         return;
     };
@@ -306,7 +312,7 @@ pub fn count_share(
 
 /// The share walk: each run on this CPU in `[began - wait, began]` (the
 /// wait began at `began = now - wait`), newest first, charged to the
-/// triple (`victim`, its holder, `parent`) by its time inside that window;
+/// triple (`victim`, its holder, `parent`: a ShareKey) by its time inside that window;
 /// consecutive runs of one holder at once. `prev` holds the run in
 /// progress, from the last recorded switch (it may have begun before the
 /// wait). Global, as the pairs walk.
@@ -369,27 +375,24 @@ fn window_overlap((since, until): (u64, u64), (from, to): (u64, u64)) -> u64 {
     select(above(end, start), end.wrapping_sub(start), 0)
 }
 
-/// Adds `ns` to the pair (`victim`, `holder`) of the share role under
-/// `parent` (no maximum: a share charge has no wait of its own); 1 when
-/// the full table had no room for a new pair. Global.
+/// Adds `ns` to the second role's pair (`victim`, `user`, `group`) (no
+/// maximum: a share charge has no wait of its own); 1 when the full
+/// table had no room for a new pair. Global.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn schedlat_share_charge(
     victim: u64,
-    holder: u64,
-    parent: u64,
+    user: u64,
+    group: u64,
     ns: u64,
     tag: u64,
 ) -> u64 {
-    charge(
-        PairKey {
-            victim,
-            holder,
-            parent,
-        },
-        (ns, 0),
-        tag,
-    )
+    let key = ShareKey {
+        victim,
+        user,
+        group,
+    };
+    charge(&SHARES, &key, (ns, 0), tag)
 }
 
 /// Adds `ns` of the wait `wait` (tagged `tag`) to the pair (`victim`,
@@ -404,13 +407,7 @@ pub extern "C" fn schedlat_pair_charge(
     wait: u64,
     tag: u64,
 ) -> u64 {
-    let parent = HELD_THE_CPU;
-    let key = PairKey {
-        victim,
-        holder,
-        parent,
-    };
-    let full = charge(key, (ns, wait), tag);
+    let full = charge(&PAIRS, &PairKey { victim, holder }, (ns, wait), tag);
     if full != 0
         && let Some(c) = counters()
     {
@@ -419,12 +416,12 @@ pub extern "C" fn schedlat_pair_charge(
     full
 }
 
-/// Adds `ns` to `key`'s pair, `wait` to its maximum; the tag counts a
-/// wait once however many charges it makes. 1 when the full table had no
-/// room for a new pair.
+/// Adds `ns` to `key`'s pair in `table`, `wait` to its maximum; the tag
+/// counts a wait once however many charges it makes. 1 when the full
+/// table had no room for a new pair.
 #[inline(always)]
-fn charge(key: PairKey, (ns, wait): (u64, u64), tag: u64) -> u64 {
-    let Some(stats) = pair_stats(&key) else {
+fn charge<K>(table: &HashMap<K, PairStats>, key: &K, (ns, wait): (u64, u64), tag: u64) -> u64 {
+    let Some(stats) = pair_stats(table, key) else {
         return 1;
     };
     // SAFETY: a map value, valid for this program run; other CPUs update
@@ -447,12 +444,12 @@ fn charge(key: PairKey, (ns, wait): (u64, u64), tag: u64) -> u64 {
 /// The pair's entry, inserted zeroed at its first wait (BPF_NOEXIST: of
 /// two CPUs inserting it at once, the second finds the first's).
 #[inline(always)]
-fn pair_stats(key: &PairKey) -> Option<*mut PairStats> {
-    if let Some(p) = PAIRS.get_ptr_mut(key) {
+fn pair_stats<K>(table: &HashMap<K, PairStats>, key: &K) -> Option<*mut PairStats> {
+    if let Some(p) = table.get_ptr_mut(key) {
         return Some(p);
     }
-    let _ = PAIRS.insert(key, PairStats::default(), u64::from(BPF_NOEXIST));
-    PAIRS.get_ptr_mut(key)
+    let _ = table.insert(key, PairStats::default(), u64::from(BPF_NOEXIST));
+    table.get_ptr_mut(key)
 }
 
 /// A cgroup was just made, `path` its path from its hierarchy's root:

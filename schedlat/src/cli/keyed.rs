@@ -84,8 +84,9 @@ pub(crate) struct PairTableArgs {
     /// wait charged to every holder by its time on the CPU inside it)
     #[arg(long)]
     pub pairs: bool,
-    /// Pairs the kernel keeps (about 100 bytes each); waits beyond are
-    /// counted as in no pair
+    /// Pairs the kernel keeps in each of its two tables (who held the CPU,
+    /// who used the share of the group a wakeup lost with; about 200
+    /// bytes a pair in all); waits beyond are counted as in no pair
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PAIRS, value_parser = max_keys_parser(), requires = "pairs")]
     pub max_pairs: u32,
 }

@@ -16,9 +16,7 @@ use std::collections::HashMap;
 use aya::maps::{MapData, PerCpuArray};
 use schedlat_common::{
     names,
-    workload::{
-        HELD_THE_CPU, HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, WorkloadCounters,
-    },
+    workload::{HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, ShareKey, WorkloadCounters},
 };
 
 use super::{
@@ -62,21 +60,43 @@ impl From<PairKey> for Pair {
                 HOLDER_UNAPPORTIONED => Holder::Unapportioned,
                 id => Holder::Cgroup(id),
             },
-            parent: (k.parent != HELD_THE_CPU).then_some(k.parent),
+            parent: None,
+        }
+    }
+}
+
+impl From<ShareKey> for Pair {
+    fn from(k: ShareKey) -> Pair {
+        Pair {
+            victim: k.victim,
+            holder: Holder::Cgroup(k.user),
+            parent: Some(k.group),
         }
     }
 }
 
 impl Pair {
+    fn holder_id(self) -> u64 {
+        match self.holder {
+            Holder::Idle => HOLDER_IDLE,
+            Holder::Unapportioned => HOLDER_UNAPPORTIONED,
+            Holder::Cgroup(id) => id,
+        }
+    }
+
     fn key(self) -> PairKey {
         PairKey {
             victim: self.victim,
-            holder: match self.holder {
-                Holder::Idle => HOLDER_IDLE,
-                Holder::Unapportioned => HOLDER_UNAPPORTIONED,
-                Holder::Cgroup(id) => id,
-            },
-            parent: self.parent.unwrap_or(HELD_THE_CPU),
+            holder: self.holder_id(),
+        }
+    }
+
+    /// Its key in the second role's table (`parent` Some).
+    fn share_key(self, group: u64) -> ShareKey {
+        ShareKey {
+            victim: self.victim,
+            user: self.holder_id(),
+            group,
         }
     }
 }
@@ -156,13 +176,33 @@ impl Tracer {
         })
     }
 
-    /// Removes `pair` from the kernel's table (its cgroup is gone).
+    /// Reads the second role's table (cumulative since load).
+    pub(crate) fn read_shares(
+        &self,
+        out: &mut Entries<ShareKey, PairStats>,
+    ) -> Result<Vec<(Pair, PairCounts)>, ReadError> {
+        let name = names::MAP_SHARES;
+        batch::read(self.ebpf.map(name).in_map(name)?, out).in_map(name)?;
+        Ok(out
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect())
+    }
+
+    /// Removes `pair` from the kernel's table of its role (a cgroup of it
+    /// is gone).
     pub(crate) fn forget_pair(&mut self, pair: Pair) -> Result<(), ReadError> {
-        let name = names::MAP_PAIRS;
+        match pair.parent {
+            None => self.forget(names::MAP_PAIRS, pair.key()),
+            Some(group) => self.forget(names::MAP_SHARES, pair.share_key(group)),
+        }
+    }
+
+    fn forget<K: aya::Pod>(&mut self, name: &'static str, key: K) -> Result<(), ReadError> {
         let map = self.ebpf.map_mut(name).in_map(name)?;
         let mut pairs =
-            aya::maps::HashMap::<&mut MapData, PairKey, PairStats>::try_from(map).in_map(name)?;
-        match pairs.remove(&pair.key()) {
+            aya::maps::HashMap::<&mut MapData, K, PairStats>::try_from(map).in_map(name)?;
+        match pairs.remove(&key) {
             // Another reader removed it first: the same outcome.
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             other => other.in_map(name),
@@ -212,6 +252,7 @@ pub(crate) struct PairIntervals {
     previous_overflow: PairCounts,
     previous_shares_overflow: u64,
     entries: Entries<PairKey, PairStats>,
+    share_entries: Entries<ShareKey, PairStats>,
 }
 
 impl PairIntervals {
@@ -224,10 +265,11 @@ impl PairIntervals {
         mut exists: impl FnMut(u64) -> bool,
     ) -> Result<PairsInterval, ReadError> {
         let reading = tracer.read_pairs(&mut self.entries)?;
-        let mut now = HashMap::with_capacity(reading.pairs.len());
+        let charged = tracer.read_shares(&mut self.share_entries)?;
+        let mut now = HashMap::with_capacity(reading.pairs.len() + charged.len());
         let (mut pairs, mut shares) = (Vec::new(), Vec::new());
         let mut gone = Vec::new();
-        for (pair, counts) in reading.pairs {
+        for (pair, counts) in reading.pairs.into_iter().chain(charged) {
             let before = self.previous.get(&pair).copied().unwrap_or_default();
             let delta = PairCounts {
                 count: counts.count.saturating_sub(before.count),
@@ -294,20 +336,18 @@ mod tests {
     #[test]
     fn pairs_and_keys_round_trip_in_both_roles() {
         for holder in [Holder::Idle, Holder::Unapportioned, Holder::Cgroup(42)] {
-            for parent in [None, Some(7)] {
-                let pair = Pair {
-                    victim: 9,
-                    holder,
-                    parent,
-                };
-                assert_eq!(Pair::from(pair.key()), pair);
-            }
+            let pair = Pair {
+                victim: 9,
+                holder,
+                parent: None,
+            };
+            assert_eq!(Pair::from(pair.key()), pair);
         }
-        let held = PairKey {
+        let shared = Pair {
             victim: 9,
-            holder: 42,
-            parent: HELD_THE_CPU,
+            holder: Holder::Cgroup(42),
+            parent: Some(7),
         };
-        assert_eq!(Pair::from(held).parent, None);
+        assert_eq!(Pair::from(shared.share_key(7)), shared);
     }
 }

@@ -8,7 +8,7 @@ use schedlat_common::{
     decision::KeyDecision,
     scope::{KeyStats, KeySummary},
     victims::WaitStats,
-    workload::{PairKey, PairStats},
+    workload::{PairKey, PairStats, ShareKey},
 };
 
 use crate::kernel::modes::Modes;
@@ -76,12 +76,15 @@ pub(crate) fn costs(modes: &Modes, (cpus, decision): (u32, bool)) -> Vec<Cost> {
     }
     if let Some(max_pairs) = modes.pairs {
         let n = u64::from(max_pairs);
-        let elem =
-            HASH_ELEM_OVERHEAD + round8(size_of::<PairKey>()) + round8(size_of::<PairStats>());
+        // Two tables of that size: the pairs and their second role's.
+        let table = |key: usize| {
+            let elem = HASH_ELEM_OVERHEAD + round8(key) + round8(size_of::<PairStats>());
+            n * elem + n.next_power_of_two() * HASH_BUCKET
+        };
         out.push(Cost {
             option: "--max-pairs",
             value: max_pairs,
-            bytes: n * elem + n.next_power_of_two() * HASH_BUCKET,
+            bytes: table(size_of::<PairKey>()) + table(size_of::<ShareKey>()),
         });
     }
     if let Some(max_tasks) = modes.victims {
@@ -182,9 +185,9 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        // The pair table: about 100 bytes a pair.
+        // The pair tables (both roles): about 200 bytes a pair.
         let pairs = costs(&Modes::HISTOGRAM.with_pairs(4096), (2, true))[0].bytes;
-        assert!((400 << 10..500 << 10).contains(&pairs), "{}", human(pairs));
+        assert!((800 << 10..1000 << 10).contains(&pairs), "{}", human(pairs));
         let e = check(&Modes::HISTOGRAM.with_pairs(10_000_000), (2, true), false).unwrap_err();
         assert!(e.contains("--max-pairs 10000000 takes about"), "{e}");
     }

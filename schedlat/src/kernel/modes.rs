@@ -249,7 +249,9 @@ impl Modes {
         loader.map_max_entries(names::MAP_KEYED, max_keys);
         loader.map_max_entries(names::MAP_KEY_SUMMARY, max_keys);
         loader.map_max_entries(names::MAP_KEY_FREE, max_keys);
-        loader.map_max_entries(names::MAP_PAIRS, self.pairs.map_or(1, |n| n.max(1)));
+        let pairs = self.pairs.map_or(1, |n| n.max(1));
+        loader.map_max_entries(names::MAP_PAIRS, pairs);
+        loader.map_max_entries(names::MAP_SHARES, pairs);
         let names = match self.names_cgroups() {
             true => NAMES_RING_BYTES.max(page_size()),
             false => page_size(),
