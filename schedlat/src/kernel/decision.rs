@@ -23,8 +23,8 @@ pub(crate) struct Setup {
 impl Setup {
     /// `offsets` as BTF resolved them (None: the kernel lacks the
     /// request's fields, or the split is off). Notes say what is missing.
-    pub(crate) fn new(offsets: Option<DecisionOffsets>, notes: &mut Vec<String>) -> Setup {
-        let Some(offsets) = offsets else {
+    pub(crate) fn new(offsets: Option<&DecisionOffsets>, notes: &mut Vec<String>) -> Setup {
+        let Some(&offsets) = offsets else {
             return Setup::default();
         };
         let release = kernel_facts::release();

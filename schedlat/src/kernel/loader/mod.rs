@@ -89,7 +89,7 @@ pub(crate) fn load(
     let mut causes = Setup::new(modes.causes, plan.globals.cause, plan.globals.rq, cpus);
     causes.waking = plan.waking;
     let mut decision_notes = Vec::new();
-    let decision = decision::Setup::new(plan.globals.decision, &mut decision_notes);
+    let decision = decision::Setup::new(plan.globals.decision.as_ref(), &mut decision_notes);
     causes.decision = decision.offsets().task_se != 0;
     causes.configure(&mut loader, &mut compute);
     let max_keys = modes.keyed.map(|k| k.max_keys);

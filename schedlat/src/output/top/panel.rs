@@ -34,7 +34,7 @@ const FIXED: usize = 59;
 /// The panel's content for this frame: ranked tables (and who waited
 /// behind whom, with `--pairs`), or a message.
 pub(super) enum Panel {
-    Tables(Ranked, Option<PairTable>),
+    Tables(Ranked, Option<Box<PairTable>>),
     Message(String),
 }
 
@@ -54,7 +54,7 @@ impl Panel {
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
                 Some(ranked) => {
                     let pairs =
-                        (state.pairs.as_ref()).map(|p| p.ranked(state.cumulative, MAX_ROWS));
+                        (state.pairs.as_ref()).map(|p| Box::new(p.ranked(state.cumulative, MAX_ROWS)));
                     Panel::Tables(ranked, pairs)
                 }
                 None => {
