@@ -53,8 +53,8 @@ impl Panel {
             )),
             Ok(tables) => match tables.ranked(state.cumulative, state.sort, MAX_ROWS) {
                 Some(ranked) => {
-                    let pairs =
-                        (state.pairs.as_ref()).map(|p| Box::new(p.ranked(state.cumulative, MAX_ROWS)));
+                    let pairs = (state.pairs.as_ref())
+                        .map(|p| Box::new(p.ranked(state.cumulative, MAX_ROWS)));
                     Panel::Tables(ranked, pairs)
                 }
                 None => {
