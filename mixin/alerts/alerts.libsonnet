@@ -25,11 +25,24 @@ local lib = import '../lib.libsonnet';
     // whose holder is in the victim's own pod (a sidecar, another of its
     // containers), which is no neighbour. PromQL cannot compare two labels
     // of one series; matching a series against its relabelled self can.
-    local neighbourShare = std.format('cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s{holder_cgroup!="__overflow__"}', [r]),
-    local ownPodTwins =
-      std.format('label_replace(label_replace(%s, "holder_pod", "$1", "pod", "(.+)"), "holder_namespace", "$1", "namespace", "(.*)")', [
-        std.strReplace(neighbourShare, '}', ',pod!=""}'),
-      ]),
+    // Both roles of a neighbour (docs/containers.md): it held the CPU
+    // during the victim's waits (role="held_cpu"), or it had used the
+    // share of a group the victim is in just before waits that lost there
+    // (role="used_share", with that `group`).
+    local roles = [
+      ['held_cpu', std.format('cgroup_holder:schedlat_neighbour_wait_seconds:ratio_%s', [r])],
+      ['used_share', std.format('cgroup_holder:schedlat_neighbour_share_seconds:ratio_%s', [r])],
+    ],
+    local roleShare(role, selector) = std.format('label_replace(%s, "role", "%s", "", "")', [selector, role]),
+    local neighbourShare = '(\n  '
+      + std.join('\nor\n  ', [roleShare(x[0], x[1] + '{holder_cgroup!="__overflow__"}') for x in roles])
+      + '\n)',
+    local ownPodTwins = '(\n  '
+      + std.join('\nor\n  ', [
+        std.format('label_replace(label_replace(%s{holder_cgroup!="__overflow__",pod!=""}, "holder_pod", "$1", "pod", "(.+)"), "holder_namespace", "$1", "namespace", "(.*)")', [x[1]])
+        for x in roles
+      ])
+      + '\n)\n',
 
     groups+: [
       {
@@ -67,7 +80,7 @@ local lib = import '../lib.libsonnet';
               // is no pod, and the root cgroup said in words.
               summary: '{{ if $labels.pod }}Pod {{ $labels.namespace }}/{{ $labels.pod }}{{ else }}{{ $labels.cgroup }}{{ end }} waits behind '
                        + '{{ if $labels.holder_pod }}pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}{{ else if eq $labels.holder_cgroup "/" }}the root cgroup (tasks in no group, kernel threads){{ else }}{{ $labels.holder_cgroup }}{{ end }}.',
-              description: 'On {{ $labels.instance }}, {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} held the CPU for {{ $value | humanizePercentage }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }}; its p99 wait is above '
+              description: 'On {{ $labels.instance }}, {{ $labels.holder_cgroup }}{{ if $labels.holder_pod }} (pod {{ $labels.holder_namespace }}/{{ $labels.holder_pod }}){{ end }} {{ if eq $labels.role "used_share" }}had used the share of {{ $labels.group }}, a group it shares with {{ $labels.cgroup }}, just before waits whose wakeups lost there: {{ $value | humanizePercentage }}{{ else }}held the CPU for {{ $value | humanizePercentage }}{{ end }} of the run-queue wait time of {{ $labels.cgroup }}{{ if $labels.pod }} (pod {{ $labels.namespace }}/{{ $labels.pod }}){{ end }}; its p99 wait is above '
                            + std.format('%g', config.latencyHighSeconds * 1000) + ' ms and its own quota throttling covers under '
                            + std.format('%g', config.ownThrottledShareMax * 100) + '% of its waits.',
               runbook_url: runbook('NoisyNeighbour'),

@@ -103,6 +103,15 @@ local lib = import '../lib.libsonnet';
                   + '\n/ on (job, instance, cgroup) group_left ()\n'
                   + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', ['cgroup'], ['split="held_by"']),
           },
+          // The second role: of a cgroup's wait time, the share charged to
+          // a holder cgroup as having used the share of a group the victim
+          // is in (`group`) just before waits that lost there.
+          {
+            record: 'cgroup_holder:schedlat_neighbour_share_seconds:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_neighbour_share_seconds_total', cgroupLabels + ['holder_' + l for l in cgroupLabels] + ['group'])
+                  + '\n/ on (job, instance, cgroup) group_left ()\n'
+                  + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', ['cgroup'], ['split="held_by"']),
+          },
         ],
       },
       {

@@ -55,12 +55,48 @@ impl NeighbourSeries {
         gone: &[u64],
     ) -> NeighbourScrape {
         self.unpaired.add(interval.overflow);
-        let mut exported = Vec::new();
-        let mut overflow_pairs = 0;
         for (pair, new) in &interval.pairs {
             if pair.holder == Holder::Unapportioned {
                 self.unapportioned.add(*new);
             }
+        }
+        let name = |pair: &Pair, holder| name_pair(pair.victim, holder);
+        let (series, overflow_pairs) = self.export(&interval.pairs, name, gone);
+        NeighbourScrape {
+            series,
+            overflow_pairs,
+            unpaired: self.unpaired,
+            unapportioned: self.unapportioned,
+            shares: Vec::new(),
+        }
+    }
+
+    /// The second role's series (a state of their own): `shares` are the
+    /// pairs whose holder had used the share of the group a wakeup of the
+    /// victim lost with, already kept to the holders inside that group;
+    /// `name_pair` gives their labels from the pair and its holder's id
+    /// (the group's among them).
+    pub(crate) fn scrape_shares(
+        &mut self,
+        shares: &[(Pair, PairCounts)],
+        name_pair: impl FnMut(&Pair, u64) -> Labels,
+        gone: &[u64],
+    ) -> Vec<(Labels, PairCounts)> {
+        self.export(shares, name_pair, gone).0
+    }
+
+    /// The pairs with a neighbour for a holder that get a series in this
+    /// scrape, with their cumulative counts, then the overflow pair; and
+    /// how many pairs went to the overflow pair.
+    fn export(
+        &mut self,
+        pairs: &[(Pair, PairCounts)],
+        mut name_pair: impl FnMut(&Pair, u64) -> Labels,
+        gone: &[u64],
+    ) -> (Vec<(Labels, PairCounts)>, u64) {
+        let mut exported = Vec::new();
+        let mut overflow_pairs = 0;
+        for (pair, new) in pairs {
             let Holder::Cgroup(holder) = pair.holder else {
                 continue;
             };
@@ -73,7 +109,7 @@ impl NeighbourSeries {
                 continue;
             }
             let (_, own) = (self.shown.entry(*pair))
-                .or_insert_with(|| (name_pair(pair.victim, holder), PairCounts::default()));
+                .or_insert_with(|| (name_pair(pair, holder), PairCounts::default()));
             own.add(*new);
             exported.push(*pair);
         }
@@ -86,14 +122,10 @@ impl NeighbourSeries {
         }
         self.shown.retain(|pair, _| {
             let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if gone.contains(&id));
-            !holder_gone && !gone.contains(&pair.victim)
+            let group_gone = pair.parent.is_some_and(|id| gone.contains(&id));
+            !holder_gone && !group_gone && !gone.contains(&pair.victim)
         });
-        NeighbourScrape {
-            series,
-            overflow_pairs,
-            unpaired: self.unpaired,
-            unapportioned: self.unapportioned,
-        }
+        (series, overflow_pairs)
     }
 
     /// Pairs remembered (tests: gone pairs are forgotten).

@@ -19,9 +19,15 @@ use schedlat_common::{CpuStats, scope::Breakdown, victims::SlowEvent};
 
 use super::unseen::{Reader, Unseen};
 use crate::{
+    analysis,
     collect::{
-        bpf_cost, error::ReadError, exemplar_waits::ExemplarWaits, key_summaries::KeySummaries,
-        keylabels::KeyLabels, pairs::PairIntervals, tracer::Tracer,
+        bpf_cost,
+        error::ReadError,
+        exemplar_waits::ExemplarWaits,
+        key_summaries::KeySummaries,
+        keylabels::KeyLabels,
+        pairs::{Holder, Pair, PairCounts, PairIntervals},
+        tracer::Tracer,
     },
     export::{
         cgroup_splits::CgroupSplits,
@@ -93,6 +99,9 @@ struct PairSeries {
     names: KeyLabels,
     workload: WorkloadLabels,
     series: NeighbourSeries,
+    /// The second role's (who had used the share of the group a wakeup
+    /// lost with).
+    shares: NeighbourSeries,
 }
 
 /// The neighbour pairs' options (`--pairs`).
@@ -166,6 +175,7 @@ impl Scraper {
                 intervals: PairIntervals::default(),
                 names,
                 series: NeighbourSeries::new(p.max_series),
+                shares: NeighbourSeries::new(p.max_series),
                 workload: p.workload,
             })
         });
@@ -287,6 +297,7 @@ impl Scraper {
             names,
             workload,
             series,
+            shares,
         } = pairs;
         let mut gone = Vec::new();
         let interval = intervals.next(&mut self.tracer.borrow_mut(), |id| {
@@ -298,8 +309,30 @@ impl Scraper {
         })?;
         let name_pair = |victim, holder| labels::pair(names, victim, holder, workload);
         let mut scrape = series.scrape(&interval, name_pair, &gone);
+        // The second role: the holders inside the group that lost, not the
+        // victim itself (analysis/pairs.rs tells the same for the tables).
+        let kept: Vec<(Pair, PairCounts)> = (interval.shares.iter())
+            .filter(|(pair, _)| {
+                let (Holder::Cgroup(user), Some(group)) = (pair.holder, pair.parent) else {
+                    return false;
+                };
+                let (Some(group), Some(user_path)) = (names.cgroup_name(group), names.cgroup_name(user))
+                else {
+                    return false;
+                };
+                user != pair.victim && analysis::pairs::inside(&group, &user_path)
+            })
+            .copied()
+            .collect();
+        let name_share = |pair: &Pair, user| {
+            let mut out = labels::pair(names, pair.victim, user, workload);
+            let group = pair.parent.and_then(|g| names.cgroup_name(g));
+            out.push(("group", group.unwrap_or_default()));
+            out
+        };
+        scrape.shares = shares.scrape_shares(&kept, name_share, &gone);
         // The filter's scope, once per pair (not as holder_scope).
-        for (labels, _) in &mut scrape.series {
+        for (labels, _) in scrape.series.iter_mut().chain(&mut scrape.shares) {
             labels.extend(self.scope.clone());
         }
         Ok(scrape)

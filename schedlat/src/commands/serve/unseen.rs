@@ -45,6 +45,8 @@ pub(super) struct Unseen {
     /// the value.
     keyed: [BTreeMap<Labels, (Option<u64>, Folded)>; 2],
     pairs: [BTreeMap<Labels, PairCounts>; 2],
+    /// The neighbour pairs' second role, as `pairs`.
+    shares: [BTreeMap<Labels, PairCounts>; 2],
 }
 
 impl Unseen {
@@ -74,20 +76,31 @@ impl Unseen {
         read
     }
 
-    /// `reader`'s neighbour pairs: its reading's, then those the other's
-    /// readings had since.
+    /// `reader`'s neighbour pairs, of both roles: its reading's, then
+    /// those the other's readings had since.
     pub(super) fn pairs(&mut self, reader: Reader, mut read: NeighbourScrape) -> NeighbourScrape {
-        let (mine, other) = (reader.index(), 1 - reader.index());
-        for (labels, counts) in &read.series {
-            self.pairs[other].insert(labels.clone(), *counts);
-        }
-        let missed = std::mem::take(&mut self.pairs[mine]);
-        for (labels, counts) in missed {
-            if !read.series.iter().any(|(l, _)| *l == labels) {
-                read.series.push((labels, counts));
-            }
-        }
+        merge(&mut self.pairs, reader, &mut read.series);
+        merge(&mut self.shares, reader, &mut read.shares);
         read
+    }
+}
+
+/// `series`, `reader`'s reading, then those of `seen` the other reader's
+/// readings had since; what `series` has is kept for the other reader.
+fn merge(
+    seen: &mut [BTreeMap<Labels, PairCounts>; 2],
+    reader: Reader,
+    series: &mut Vec<(Labels, PairCounts)>,
+) {
+    let (mine, other) = (reader.index(), 1 - reader.index());
+    for (labels, counts) in series.iter() {
+        seen[other].insert(labels.clone(), *counts);
+    }
+    let missed = std::mem::take(&mut seen[mine]);
+    for (labels, counts) in missed {
+        if !series.iter().any(|(l, _)| *l == labels) {
+            series.push((labels, counts));
+        }
     }
 }
 

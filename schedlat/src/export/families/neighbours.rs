@@ -31,9 +31,14 @@ pub(crate) struct NeighbourScrape {
     /// cgroup's): it reached back past the runs its CPU remembered, or
     /// it was queued on another CPU before a migration.
     pub unapportioned: PairCounts,
+    /// The second role's series (labels as the pairs', and `group`):
+    /// counts cumulative over the scrapes each had a series.
+    pub shares: Vec<(Labels, PairCounts)>,
 }
 
 const HOW: &str = "a series is exported when the pair is among the --max-pair-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"; waits behind the cgroup's own tasks or an idle CPU are not a neighbour's and are not here (schedlat_cgroup_runqueue_wait_by_cause_seconds_total{split=\"held_by\"} has them)";
+
+const SHARE_HOW: &str = "EEVDF kernels with the decision split on; a series is exported as the pairs' are (--max-pair-series of them per scrape, the rest in cgroup=\"__overflow__\"); docs/containers.md, \"The share of a group\"";
 
 pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
     let each = |value: fn(&PairCounts) -> Value| {
@@ -41,7 +46,28 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
             .map(|(labels, counts)| (labels.clone(), value(counts)))
             .collect()
     };
+    let shares = |value: fn(&PairCounts) -> Value| {
+        (scrape.shares.iter())
+            .map(|(labels, counts)| (labels.clone(), value(counts)))
+            .collect()
+    };
     vec![
+        counter(
+            "schedlat_neighbour_share_waits".into(),
+            format!(
+                "Waits of the tasks of cgroup whose wakeup the fair class declined (not eligible, a later deadline) or passed over at a queue above their own, where the entity of group (a cgroup they are in) lost, and before which a task of holder_cgroup (inside group, not cgroup itself) ran on their CPU: it had used group's share; {SHARE_HOW}"
+            ),
+            None,
+            shares(|c| Value::Count(c.count)),
+        ),
+        counter(
+            "schedlat_neighbour_share".into(),
+            format!(
+                "The time holder_cgroup's tasks ran on the CPU just before those waits (in a window as long as each wait): its use of group's share; the waits' holders are in schedlat_neighbour_wait_seconds_total; {SHARE_HOW}"
+            ),
+            Some(Unit::Seconds),
+            shares(|c| Value::seconds_of_ns(c.sum_ns)),
+        ),
         counter(
             "schedlat_neighbour_waits".into(),
             format!(

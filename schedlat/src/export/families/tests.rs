@@ -299,7 +299,7 @@ fn per_cpu_counters_are_the_cpus_the_total_sums() {
 }
 
 #[test]
-fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
+fn neighbour_pairs_name_both_sides_and_both_roles_and_count_the_unpaired() {
     use crate::collect::pairs::PairCounts;
     let pair = |count, sum_ns| PairCounts {
         count,
@@ -321,9 +321,20 @@ fn neighbour_pairs_name_both_sides_and_count_the_unpaired() {
         overflow_pairs: 1,
         unpaired: pair(5, 50),
         unapportioned: pair(3, 2_000_000_000),
+        shares: vec![(
+            vec![
+                ("cgroup", "/web".into()),
+                ("holder_cgroup", "/batch".into()),
+                ("group", "/kubepods".into()),
+            ],
+            pair(4, 2_000_000),
+        )],
     });
     let out = scrape.encode_text(Format::Text);
     for line in [
+        "# TYPE schedlat_neighbour_share_seconds_total counter",
+        "schedlat_neighbour_share_waits_total{cgroup=\"/web\",holder_cgroup=\"/batch\",group=\"/kubepods\"} 4",
+        "schedlat_neighbour_share_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\",group=\"/kubepods\"} 0.002",
         "# TYPE schedlat_neighbour_waits_total counter",
         "schedlat_neighbour_waits_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 10",
         "schedlat_neighbour_wait_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 0.003",
