@@ -25,6 +25,7 @@ use common::{
     cgroup::{HOG, Procs, TestCgroup, other_cpu, v2_root},
     cpu::CpuTimes,
     kube_node::{KubeNode, keyed_root},
+    serve::Server,
     parse_json_lines,
     perf::{SchedTrace, ran_during_waits},
     require_root,
@@ -402,8 +403,29 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     for pid in hogs.pids() {
         node.batch.add(pid);
     }
+    // serve's second-role series, over the same phase.
+    let server = Server::start(&["--cgroups", "--pairs", "-c", &node.path()]);
     let (bad, waited, p99_bad) = phase("both");
+    let page = server.scrape_text();
+    drop(server);
     let busy = times.busy_since();
+    let exported: f64 = (page.lines())
+        .filter(|l| l.starts_with("schedlat_neighbour_share_seconds_total{"))
+        .filter(|l| {
+            l.contains(&format!("cgroup=\"{web}\""))
+                && l.contains(&format!("holder_cgroup=\"{batch}\""))
+                && l.contains(&format!("group=\"{node_group}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        exported * 4e9 >= waited as f64,
+        "serve exported {exported} s of batch-7's use of {node_group}'s share before web-1's waits, against {waited} ns waited in the interval ({busy}):\n{}",
+        page.lines()
+            .filter(|l| l.contains("neighbour_share"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let held = charges_of(&bad, web);
     let top_holder = (held.iter())
         .filter(|(h, _)| !h.starts_with('('))
