@@ -25,10 +25,10 @@ use common::{
     cgroup::{HOG, Procs, TestCgroup, other_cpu, v2_root},
     cpu::CpuTimes,
     kube_node::{KubeNode, keyed_root},
-    serve::Server,
     parse_json_lines,
     perf::{SchedTrace, ran_during_waits},
     require_root,
+    serve::Server,
     workload::workload_cpu,
 };
 use serde_json::Value;

@@ -269,18 +269,20 @@ fn eevdf_rule(wakee: Wakee, curr: Se) -> (u64, (u64, u64)) {
     (Decision::LaterDeadline as u64, (share, slice_left))
 }
 
-/// The levels of task groups above `waiter`'s own entity at which its
-/// hierarchy and `holder`'s share a queue: 0 on one queue, or not known
-/// (not EEVDF, whose offsets the walk reads; apart beyond the walk; a
-/// holder outside the fair class, which won by class, not at a queue),
-/// else the entity of `waiter`'s that met the holder's there is a group's.
+/// The entity of `waiter`'s hierarchy that met `holder`'s at the queue
+/// the two share, when that is above `waiter`'s own queue: a group's
+/// entity, the group of the waiter's that lost there. None on one queue,
+/// or not known (not EEVDF, whose offsets the walk reads; apart beyond
+/// the walk; a holder outside the fair class, which won by class, not at
+/// a queue).
 #[inline(always)]
-pub fn levels_apart(waiter: TaskPtr, holder: TaskPtr) -> u64 {
+pub fn group_met(waiter: TaskPtr, holder: TaskPtr) -> Option<Se> {
     let outranks = (OUTRANKS >> u64::from(holder.policy() & 63)) & 1 != 0;
     if get(&DECISION.fair) != 1 || outranks || holder.in_ext() {
-        return 0;
+        return None;
     }
-    matching(Wakee::of(waiter.se()), holder.se()).map_or(0, |(_, _, above)| above)
+    let (se, _, above) = matching(Wakee::of(waiter.se()), holder.se())?;
+    (above != 0).then_some(se)
 }
 
 /// The entities of the wakee's and the running task's hierarchies that

@@ -44,10 +44,6 @@ use crate::{
     memory::{CgroupPtr, TaskPtr},
 };
 
-/// Levels of task groups walked up from a waiter to the group whose
-/// share its wakeup lost (decision.rs walks as many).
-const MAX_GROUP_WALK: u64 = 8;
-
 /// Pairs, cumulative since load; sized by the loader (`--max-pairs`), 1
 /// entry when off. Userspace deletes the pairs of cgroups that are gone.
 #[map]
@@ -256,7 +252,7 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
 /// the fair class declined as not eligible or with a later deadline, or
 /// that was passed over (its `Decided` word), ended by a fair holder
 /// whose hierarchy meets the waiter's at a queue above the waiter's own
-/// (decision.rs `levels_apart`): there the entity of a group
+/// (decision.rs `group_met`): there the entity of a group
 /// the waiter is in lost to the holder's, not eligible or with a later
 /// deadline, because its tasks had used its share of the CPU. The wait is
 /// charged also to the tasks that ran on this CPU just before it, by
@@ -293,18 +289,10 @@ pub fn count_share(
     if decided & Decided::MEASURED == 0 || !lost || prev_tid == 0 {
         return;
     }
-    let above = decision::levels_apart(next, prev);
-    if above == 0 {
+    let Some(lost) = decision::group_met(next, prev) else {
         return;
-    }
-    // The waiter's entity, then its groups' up to the one that lost.
-    let mut se = next.se();
-    for step in 0..MAX_GROUP_WALK {
-        if step < above {
-            se = se.parent();
-        }
-    }
-    let parent = se.group_css().cgroup_id();
+    };
+    let parent = lost.group_css().cgroup_id();
     let victim = next.css().cgroup_id();
     let prev = holder_of(prev, prev_tid);
     schedlat_share_at_switch(victim, parent, prev, wait, now);
@@ -342,11 +330,8 @@ pub extern "C" fn schedlat_share_at_switch(
         let Some(r) = ring.records.get(i) else {
             break;
         };
-        // Runs wholly inside the wait give nothing; one ending before
-        // the window ends the walk.
-        if r.until <= from {
-            break;
-        }
+        // Runs wholly inside the wait or before the window give nothing
+        // (no branch: each one doubled the verifier's paths).
         let ran = window_overlap((r.since, r.until), (from, began));
         if r.holder != holder && held != 0 {
             full |= schedlat_share_charge(victim, holder, parent, held, tag);

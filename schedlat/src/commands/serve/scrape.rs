@@ -316,7 +316,8 @@ impl Scraper {
                 let (Holder::Cgroup(user), Some(group)) = (pair.holder, pair.parent) else {
                     return false;
                 };
-                let (Some(group), Some(user_path)) = (names.cgroup_name(group), names.cgroup_name(user))
+                let (Some(group), Some(user_path)) =
+                    (names.cgroup_name(group), names.cgroup_name(user))
                 else {
                     return false;
                 };
