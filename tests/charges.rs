@@ -363,46 +363,33 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
         );
         (interval, waited, p99)
     };
-    // A share row of web-1's naming a neighbour with a tenth of its wait.
-    let neighbour_share = |interval: &Value, waited: u64| {
-        (shares_of(interval, web).into_iter()).find(|(_, ns)| ns * 10 >= waited.max(1))
+    // A phase in which no share row of web-1's names a neighbour with a
+    // tenth of its wait; its p99.
+    let no_neighbour = |name: &str| {
+        let (interval, waited, p99) = phase(name);
+        let named =
+            (shares_of(&interval, web).into_iter()).find(|(_, ns)| ns * 10 >= waited.max(1));
+        assert_eq!(named, None, "{name}: {}", times.busy_since());
+        p99
+    };
+    // batch-7's two loops, in its container.
+    let batch_loops = || {
+        let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
+        for pid in hogs.pids() {
+            node.batch.add(pid);
+        }
+        hogs
     };
 
-    let (alone, waited, _) = phase("web-1 alone");
-    assert_eq!(
-        neighbour_share(&alone, waited),
-        None,
-        "{}",
-        times.busy_since()
-    );
-
-    let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
-    for pid in hogs.pids() {
-        node.batch.add(pid);
-    }
-    let (beside_b, waited, _) = phase("beside batch-7's loops");
-    assert_eq!(
-        neighbour_share(&beside_b, waited),
-        None,
-        "{}",
-        times.busy_since()
-    );
+    no_neighbour("web-1 alone");
+    let hogs = batch_loops();
+    no_neighbour("beside batch-7's loops");
     drop(hogs);
-
     let root_loop = Procs(vec![busy_loop(cpu, 0)]);
     fs::write(root.join("cgroup.procs"), root_loop.pids()[0].to_string()).expect("to the root");
-    let (beside_root, waited, p99_root_only) = phase("beside the root loop");
-    assert_eq!(
-        neighbour_share(&beside_root, waited),
-        None,
-        "{}",
-        times.busy_since()
-    );
+    let p99_root_only = no_neighbour("beside the root loop");
 
-    let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
-    for pid in hogs.pids() {
-        node.batch.add(pid);
-    }
+    let hogs = batch_loops();
     // serve's second-role series, over the same phase.
     let server = Server::start(&["--cgroups", "--pairs", "-c", &node.path()]);
     let (bad, waited, p99_bad) = phase("both");

@@ -58,6 +58,16 @@ struct Scope {
 /// names a file that does not parse, or two files of one module (`a.rs`
 /// and `a/mod.rs`, or two crate roots: a crate's lib.rs and its binary's
 /// main.rs are two graphs).
+/// The graph of `files`, each its path and its text (the tests' sources).
+#[cfg(test)]
+pub(super) fn of(files: &[(&str, &str)]) -> Graph {
+    let sources: Vec<(File, String)> = files
+        .iter()
+        .map(|(f, t)| (f.to_string(), t.to_string()))
+        .collect();
+    build(&sources).unwrap()
+}
+
 pub(super) fn build(sources: &[(File, String)]) -> Result<Graph, String> {
     let mut parsed = Vec::new();
     let mut seen: BTreeMap<ModPath, &File> = BTreeMap::new();

@@ -275,15 +275,9 @@ fn ebpf_modules_import_only_those_listed_before_them() {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use graph::of as graph_of;
 
-    fn graph_of(files: &[(&str, &str)]) -> Graph {
-        let sources: Vec<(File, String)> = files
-            .iter()
-            .map(|(f, t)| (f.to_string(), t.to_string()))
-            .collect();
-        graph::build(&sources).unwrap()
-    }
+    use super::*;
 
     fn imports<'a>(g: &'a Graph, file: &str) -> Vec<&'a str> {
         g.edges[file].iter().map(String::as_str).collect()

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::{
     crate_dir,
-    graph::{self, File, Graph},
+    graph::{self, Graph},
     sources,
 };
 
@@ -105,15 +105,9 @@ fn no_common_files_import_each_other_in_a_cycle() {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use graph::of as graph_of;
 
-    fn graph_of(files: &[(&str, &str)]) -> Graph {
-        let sources: Vec<(File, String)> = files
-            .iter()
-            .map(|(f, t)| (f.to_string(), t.to_string()))
-            .collect();
-        graph::build(&sources).unwrap()
-    }
+    use super::*;
 
     /// xtask's shape: main.rs is the root, dispatching to every module; a
     /// module calling back into it, a bench file reaching vm/, and a

@@ -94,6 +94,20 @@ fn named(f: &Findings, s: &Causes) -> Vec<Diagnosis> {
 }
 
 /// 100 woken waits of 1 ms each, held by `same` and `other` (of 100).
+/// The causes `add` finds in `split` (40% of the window waited), with
+/// the attribution `a` and the tasks' `cgroups`.
+fn causes_with(split: &Causes, a: &Attribution, cgroups: &TaskCgroups) -> Vec<Diagnosis> {
+    let evidence = Evidence {
+        split,
+        attribution: Some(a),
+        ebpf: NO_EBPF_WAIT,
+        cgroups,
+    };
+    let mut causes = Vec::new();
+    add(&mut causes, &findings(0.4), &evidence);
+    causes
+}
+
 fn held(same: u64, other: u64) -> Causes {
     split(
         &[
@@ -293,14 +307,7 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
     };
     a.neighbours = Some(vec![charged("/", 850), charged("/web", 20)]);
     let split = held(10, 80);
-    let evidence = Evidence {
-        split: &split,
-        attribution: Some(&a),
-        ebpf: NO_EBPF_WAIT,
-        cgroups: &cgroups,
-    };
-    let mut causes = Vec::new();
-    add(&mut causes, &findings(0.4), &evidence);
+    let causes = causes_with(&split, &a, &cgroups);
     assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
     assert!(
         causes[0].evidence.contains(
@@ -325,14 +332,7 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
         charged_ns,
     };
     a.share_users = vec![share("/kubepods/pod-b", 600), share("/kubepods/pod-c", 1)];
-    let evidence = Evidence {
-        split: &split,
-        attribution: Some(&a),
-        ebpf: NO_EBPF_WAIT,
-        cgroups: &cgroups,
-    };
-    let mut causes = Vec::new();
-    add(&mut causes, &findings(0.4), &evidence);
+    let causes = causes_with(&split, &a, &cgroups);
     assert!(
         causes[0].evidence.contains(
             "the scope's wakeups lost above their own group: /kubepods/pod-b had used /kubepods's share of the CPU (600 ns of the time just before those waits, 60% of the scope's measured wait), so the root cgroup's own tasks held it"
@@ -387,14 +387,7 @@ fn waits_merely_ended_by_another_cgroup_name_no_noisy_neighbour() {
     };
     a.neighbours = Some(vec![charged("/", 80), charged("/web", 20)]);
     let split = held(10, 80);
-    let evidence = Evidence {
-        split: &split,
-        attribution: Some(&a),
-        ebpf: NO_EBPF_WAIT,
-        cgroups: &cgroups,
-    };
-    let mut causes = Vec::new();
-    add(&mut causes, &findings(0.4), &evidence);
+    let causes = causes_with(&split, &a, &cgroups);
     assert!(
         causes
             .iter()
@@ -403,14 +396,7 @@ fn waits_merely_ended_by_another_cgroup_name_no_noisy_neighbour() {
     );
     // Without the pairs, the waits they ended name it, as before.
     a.neighbours = None;
-    let evidence = Evidence {
-        split: &split,
-        attribution: Some(&a),
-        ebpf: NO_EBPF_WAIT,
-        cgroups: &cgroups,
-    };
-    let mut causes = Vec::new();
-    add(&mut causes, &findings(0.4), &evidence);
+    let causes = causes_with(&split, &a, &cgroups);
     assert_eq!(causes[0].name, "noisy neighbour (other cgroups)");
 }
 
