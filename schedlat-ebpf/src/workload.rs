@@ -362,7 +362,8 @@ fn window_overlap((since, until): (u64, u64), (from, to): (u64, u64)) -> u64 {
 
 /// Adds `ns` to the second role's pair (`victim`, `user`, `group`) (no
 /// maximum: a share charge has no wait of its own); 1 when the full
-/// table had no room for a new pair. Global.
+/// table had no room for a new pair. The idle CPU used no group's share:
+/// not charged (its entries would only take the table's room). Global.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn schedlat_share_charge(
@@ -372,6 +373,9 @@ pub extern "C" fn schedlat_share_charge(
     ns: u64,
     tag: u64,
 ) -> u64 {
+    if user == HOLDER_IDLE {
+        return 0;
+    }
     let key = ShareKey {
         victim,
         user,

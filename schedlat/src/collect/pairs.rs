@@ -51,15 +51,22 @@ pub(crate) struct Pair {
     pub parent: Option<u64>,
 }
 
+impl Holder {
+    /// The holder a key's id names.
+    fn of_id(id: u64) -> Holder {
+        match id {
+            HOLDER_IDLE => Holder::Idle,
+            HOLDER_UNAPPORTIONED => Holder::Unapportioned,
+            id => Holder::Cgroup(id),
+        }
+    }
+}
+
 impl From<PairKey> for Pair {
     fn from(k: PairKey) -> Pair {
         Pair {
             victim: k.victim,
-            holder: match k.holder {
-                HOLDER_IDLE => Holder::Idle,
-                HOLDER_UNAPPORTIONED => Holder::Unapportioned,
-                id => Holder::Cgroup(id),
-            },
+            holder: Holder::of_id(k.holder),
             parent: None,
         }
     }
@@ -69,7 +76,7 @@ impl From<ShareKey> for Pair {
     fn from(k: ShareKey) -> Pair {
         Pair {
             victim: k.victim,
-            holder: Holder::Cgroup(k.user),
+            holder: Holder::of_id(k.user),
             parent: Some(k.group),
         }
     }
