@@ -113,6 +113,12 @@ impl WorkloadNamer {
         self.labels.exists(id)
     }
 
+    /// Cgroup `id`'s path, without reading what it is; None for a cgroup
+    /// gone before it could be named.
+    pub(crate) fn path(&mut self, id: u64) -> Option<String> {
+        self.labels.cgroup_name(id)
+    }
+
     /// What cgroup `id` is: its path, labels and runtime's names; None
     /// only for a cgroup gone before it could be named.
     pub(crate) fn workload(&mut self, id: u64) -> Option<Workload> {

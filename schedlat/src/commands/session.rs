@@ -227,7 +227,7 @@ impl PairsView {
                 let (Holder::Cgroup(user), Some(group)) = (pair.holder, pair.parent) else {
                     return None;
                 };
-                let group = names.workload(group)?.path;
+                let group = names.path(group)?;
                 let user = names.workload(user)?;
                 pairs::inside(&group, &user.path).then(|| ShareRow {
                     victim: Side::of(pair.victim, names.workload(pair.victim).as_ref(), level),

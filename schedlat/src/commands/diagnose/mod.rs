@@ -358,42 +358,47 @@ impl Tracing {
 /// not the idle CPU, not the unapportioned time), each with the time
 /// charged to it, most first.
 fn neighbours(table: &PairTable) -> Vec<Charged> {
-    let mut by_path = std::collections::BTreeMap::<&str, u64>::new();
-    for row in &table.rows {
-        let holder = row.holder.identity.as_str();
-        if holder == IDLE || holder == UNAPPORTIONED || holder == row.victim.identity {
-            continue;
-        }
-        *by_path.entry(holder).or_default() += row.counts.sum_ns;
-    }
-    let mut charged: Vec<Charged> = (by_path.into_iter())
+    let charges = (table.rows.iter())
+        .filter(|row| {
+            let holder = row.holder.identity.as_str();
+            holder != IDLE && holder != UNAPPORTIONED && holder != row.victim.identity
+        })
+        .map(|row| (row.holder.identity.as_str(), row.counts.sum_ns));
+    (most_first(charges).into_iter())
         .map(|(path, charged_ns)| Charged {
             path: path.to_string(),
             charged_ns,
         })
-        .collect();
-    charged.sort_by_key(|c| std::cmp::Reverse(c.charged_ns));
-    charged
+        .collect()
 }
 
 /// The cgroups that had used the share of a group the waiters are in
 /// (the pairs' second role), by cgroup and group, most charged first.
 fn share_users(table: &PairTable) -> Vec<ShareCharged> {
-    let mut by_user = std::collections::BTreeMap::<(&str, &str), u64>::new();
-    for row in &table.shares {
-        *by_user
-            .entry((row.user.identity.as_str(), row.group.as_str()))
-            .or_default() += row.counts.sum_ns;
-    }
-    let mut charged: Vec<ShareCharged> = (by_user.into_iter())
+    let charges = (table.shares.iter()).map(|row| {
+        (
+            (row.user.identity.as_str(), row.group.as_str()),
+            row.counts.sum_ns,
+        )
+    });
+    (most_first(charges).into_iter())
         .map(|((path, group), charged_ns)| ShareCharged {
             path: path.to_string(),
             group: group.to_string(),
             charged_ns,
         })
-        .collect();
-    charged.sort_by_key(|c| std::cmp::Reverse(c.charged_ns));
-    charged
+        .collect()
+}
+
+/// `charges` added up by key, most first (ties in key order).
+fn most_first<K: Ord>(charges: impl Iterator<Item = (K, u64)>) -> Vec<(K, u64)> {
+    let mut by_key = std::collections::BTreeMap::<K, u64>::new();
+    for (key, ns) in charges {
+        *by_key.entry(key).or_default() += ns;
+    }
+    let mut sorted: Vec<(K, u64)> = by_key.into_iter().collect();
+    sorted.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
+    sorted
 }
 
 #[cfg(test)]
