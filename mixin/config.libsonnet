@@ -32,11 +32,12 @@
     // 'namespace!~"batch-.*"'.
     workloadFilter: 'cgroup!="__overflow__"',
 
-    // NoisyNeighbour: of the victim's wait time, at least heldByOtherShare
-    // ended behind other workloads and at least neighbourShare behind the
+    // NoisyNeighbour: of the victim's wait time, at least heldByOthersShare
+    // ended behind other workloads (another cgroup's tasks, kernel
+    // threads, real-time or deadline tasks) and at least neighbourShare behind the
     // one named, while its own quota throttling covered less than
     // ownThrottledShareMax of its measured waits.
-    heldByOtherShare: 0.5,
+    heldByOthersShare: 0.5,
     neighbourShare: 0.2,
     ownThrottledShareMax: 0.1,
     neighbourFor: '10m',

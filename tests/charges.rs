@@ -15,14 +15,14 @@
 use std::{
     collections::HashMap,
     fs,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     thread,
     time::Duration,
 };
 
 use common::{
     SCHEDLAT, TracerProcess,
-    cgroup::{HOG, Procs, TestCgroup, other_cpu, v2_root},
+    cgroup::{Procs, TestCgroup, niced_loop, other_cpu, python_sleeper, v2_root},
     cpu::CpuTimes,
     kube_node::{KubeNode, keyed_root},
     parse_json_lines,
@@ -37,45 +37,6 @@ use crate::common;
 
 /// The interval each case is measured over.
 const SECONDS: u64 = 5;
-
-/// A 1 ms sleeper that does not fork (every wait of its cgroup is its
-/// own), pinned to `cpu`: the Python interpreter exec'd by taskset, so its
-/// PID is the sleeper's. The interpreter is named by its real path:
-/// `python3` on PATH may be a shim (pyenv's is a bash script that forks
-/// helpers before it execs the interpreter, for seconds on a busy CPU).
-fn sleeper(cpu: usize) -> Child {
-    Command::new("taskset")
-        .args(["-c", &cpu.to_string(), &real_python(), "-c"])
-        .arg("import time\nwhile True: time.sleep(0.001)")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("taskset (util-linux) and python3 run")
-}
-
-/// The path of the interpreter `python3` runs (its `sys.executable`).
-fn real_python() -> String {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    let path = String::from_utf8(out.stdout).expect("a UTF-8 path");
-    assert!(
-        out.status.success() && !path.trim().is_empty(),
-        "python3 names no interpreter"
-    );
-    path.trim().to_string()
-}
-
-/// A busy loop at `nice`, pinned to `cpu` (taskset and nice exec: its PID
-/// is the loop's).
-fn busy_loop(cpu: usize, nice: i32) -> Child {
-    Command::new("taskset")
-        .args(["-c", &cpu.to_string(), "nice", "-n", &nice.to_string()])
-        .args(["sh", "-c", HOG])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("taskset and nice run")
-}
 
 /// The time a task has run on a CPU, from /proc/PID/schedstat's first
 /// field (ns).
@@ -174,8 +135,8 @@ fn a_flat_queue_charges_each_loop_by_its_run_time_in_the_waits() {
         .chain(nices.iter().map(|n| format!("flat/nice{n}")))
         .map(|name| TestCgroup::new(&v2_root(), &name))
         .collect();
-    let mut children = vec![sleeper(cpu)];
-    children.extend(nices.iter().map(|&n| busy_loop(cpu, n)));
+    let mut children = vec![python_sleeper(cpu)];
+    children.extend(nices.iter().map(|&n| niced_loop(cpu, n)));
     let procs = Procs(children);
     for (group, pid) in groups.iter().zip(procs.pids()) {
         group.add(pid);
@@ -259,7 +220,11 @@ fn a_brief_sleeper_is_not_charged_with_the_loops_waits() {
     let parent = parent("inverse");
     let loops = TestCgroup::new(&v2_root(), "inverse/loops");
     let brief = TestCgroup::new(&v2_root(), "inverse/brief");
-    let procs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0), sleeper(cpu)]);
+    let procs = Procs(vec![
+        niced_loop(cpu, 0),
+        niced_loop(cpu, 0),
+        python_sleeper(cpu),
+    ]);
     loops.add(procs.pids()[0]);
     loops.add(procs.pids()[1]);
     brief.add(procs.pids()[2]);
@@ -349,7 +314,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     let cpu = workload_cpu();
     let (web, batch) = (&node.web.cgroup, &node.batch.cgroup);
     let node_group = node.path()[root.to_string_lossy().len()..].to_string();
-    let web_sleeper = Procs(vec![sleeper(cpu)]);
+    let web_sleeper = Procs(vec![python_sleeper(cpu)]);
     node.web.add(web_sleeper.pids()[0]);
     let times = CpuTimes::now();
     let phase = |name: &str| {
@@ -374,7 +339,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     };
     // batch-7's two loops, in its container.
     let batch_loops = || {
-        let hogs = Procs(vec![busy_loop(cpu, 0), busy_loop(cpu, 0)]);
+        let hogs = Procs(vec![niced_loop(cpu, 0), niced_loop(cpu, 0)]);
         for pid in hogs.pids() {
             node.batch.add(pid);
         }
@@ -385,7 +350,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     let hogs = batch_loops();
     no_neighbour("beside batch-7's loops");
     drop(hogs);
-    let root_loop = Procs(vec![busy_loop(cpu, 0)]);
+    let root_loop = Procs(vec![niced_loop(cpu, 0)]);
     fs::write(root.join("cgroup.procs"), root_loop.pids()[0].to_string()).expect("to the root");
     let p99_root_only = no_neighbour("beside the root loop");
 

@@ -11,6 +11,9 @@
 
 mod common;
 
+/// Root: who the NoisyNeighbour alert names over a labelled set of cases
+/// on a kubelet-shaped node (precision and recall).
+mod blame;
 /// Root: the neighbour pairs' charges by time on the CPU (a flat run queue,
 /// a brief sleeper beside another cgroup's loops).
 mod charges;

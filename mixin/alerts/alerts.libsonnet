@@ -37,9 +37,15 @@ local lib = import '../lib.libsonnet';
     local neighbourShare = '(\n  '
       + std.join('\nor\n  ', [roleShare(x[0], x[1] + '{holder_cgroup!="__overflow__"}') for x in roles])
       + '\n)',
-    local ownPodTwins = '(\n  '
+    // The same with the victim's cgroup written as the holder's: a twin
+    // there is a series whose holder is the victim itself (its own
+    // real-time thread, say, which held_by counts as a higher class).
+    local ownTwins = '(\n  '
       + std.join('\nor\n  ', [
         std.format('label_replace(label_replace(%s{holder_cgroup!="__overflow__",pod!=""}, "holder_pod", "$1", "pod", "(.+)"), "holder_namespace", "$1", "namespace", "(.*)")', [x[1]])
+        for x in roles
+      ] + [
+        std.format('label_replace(%s{holder_cgroup!="__overflow__"}, "holder_cgroup", "$1", "cgroup", "(.*)")', [x[1]])
         for x in roles
       ])
       + '\n)\n',
@@ -66,9 +72,9 @@ local lib = import '../lib.libsonnet';
             expr:
               std.format('%s >= %g', [neighbourShare, config.neighbourShare])
               + '\nunless on (job, instance, cgroup, holder_cgroup, holder_namespace, holder_pod)\n'
-              + ownPodTwins
+              + ownTwins
               + onCgroup
-              + std.format('cgroup:schedlat_runqueue_wait_held_by_other_cgroup:ratio_%s >= %g', [r, config.heldByOtherShare])
+              + std.format('cgroup:schedlat_runqueue_wait_held_by_others:ratio_%s >= %g', [r, config.heldByOthersShare])
               + onCgroup + '(\n' + slowWorkload + '\n)\n'
               + 'unless on (job, instance, cgroup)\n'
               + std.format('cgroup:schedlat_runqueue_wait_throttled:ratio_%s >= %g', [r, config.ownThrottledShareMax]),

@@ -78,12 +78,15 @@ local lib = import '../lib.libsonnet';
       {
         name: 'schedlat-causes',
         rules: [
-          // Of a cgroup's wait time, the share that ended behind another
-          // cgroup's task (held_by is one split: its classes add up to all
-          // of the cgroup's waits).
+          // Of a cgroup's wait time, the share that ended behind a task
+          // that is not its own: another cgroup's, a kernel thread, or a
+          // task of a higher class (real-time, deadline), whose cgroup the
+          // split does not say (held_by is one split: its classes add up
+          // to all of the cgroup's waits). A real-time daemon of the root
+          // cgroup is a neighbour too; the alert's holder ratio names it.
           {
-            record: 'cgroup:schedlat_runqueue_wait_held_by_other_cgroup:ratio_' + r,
-            expr: lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', cgroupLabels, ['split="held_by"', 'cause="other_cgroup"'])
+            record: 'cgroup:schedlat_runqueue_wait_held_by_others:ratio_' + r,
+            expr: lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', cgroupLabels, ['split="held_by"', 'cause=~"other_cgroup|kernel|higher_class"'])
                   + '\n/\n'
                   + lib.sumRate(config, 'schedlat_cgroup_runqueue_wait_by_cause_seconds_total', cgroupLabels, ['split="held_by"']),
           },

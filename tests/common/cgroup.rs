@@ -196,6 +196,58 @@ pub(crate) fn pinned_sh(cpu: usize, script: &str) -> Child {
         .expect("taskset (util-linux) runs")
 }
 
+/// A 1 ms sleeper that does not fork (every wait of its cgroup is its
+/// own), pinned to `cpu`: the Python interpreter exec'd by taskset, so its
+/// PID is the sleeper's. The interpreter is named by its real path:
+/// `python3` on PATH may be a shim (pyenv's is a bash script that forks
+/// helpers before it execs the interpreter, for seconds on a busy CPU).
+pub(crate) fn python_sleeper(cpu: usize) -> Child {
+    pinned_python(cpu, 0, "import time\nwhile True: time.sleep(0.001)")
+}
+
+/// A SCHED_FIFO task (priority 10) that runs 20 ms and sleeps 20 ms,
+/// over and over, pinned to `cpu` (the interpreter's PID is the task's).
+pub(crate) fn fifo_bursts(cpu: usize) -> Child {
+    let script = "import os, time\nos.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))\nwhile True:\n t = time.monotonic()\n while time.monotonic() - t < 0.02: pass\n time.sleep(0.02)";
+    pinned_python(cpu, 0, script)
+}
+
+/// `python3 -c script` at `nice`, pinned to `cpu` (taskset and nice exec
+/// the interpreter).
+fn pinned_python(cpu: usize, nice: i32, script: &str) -> Child {
+    Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "nice", "-n", &nice.to_string()])
+        .args([&real_python(), "-c", script])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("taskset (util-linux), nice and python3 run")
+}
+
+/// The path of the interpreter `python3` runs (its `sys.executable`).
+fn real_python() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    let path = String::from_utf8(out.stdout).expect("a UTF-8 path");
+    assert!(
+        out.status.success() && !path.trim().is_empty(),
+        "python3 names no interpreter"
+    );
+    path.trim().to_string()
+}
+
+/// A busy loop at `nice`, pinned to `cpu` (taskset and nice exec: its PID
+/// is the loop's).
+pub(crate) fn niced_loop(cpu: usize, nice: i32) -> Child {
+    Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "nice", "-n", &nice.to_string()])
+        .args(["sh", "-c", HOG])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("taskset and nice run")
+}
+
 pub(crate) const SLEEPER: &str = "while :; do sleep 0.005; done";
 pub(crate) const HOG: &str = "while :; do :; done";
 

@@ -57,6 +57,8 @@ pub(crate) struct KubeNode {
     pub unit: PodContainer,
     /// The unit's name (`schedlat-test-<pid>.service`).
     pub unit_name: String,
+    /// The hierarchy's mount the node is under.
+    root: PathBuf,
     /// Every cgroup made, parents first (removed innermost first).
     groups: Vec<TestCgroup>,
     /// Directories made for the runtimes' files, removed when dropped.
@@ -101,22 +103,7 @@ impl KubeNode {
         let escaped = web_uid.replace('-', "_");
         // The runtimes write these before they make the cgroups.
         let mut made = Vec::new();
-        let bundle =
-            Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io").join(&web_id);
-        write_file(
-            &mut made,
-            &bundle.join("config.json"),
-            &serde_json::json!({"ociVersion": "1.1.0", "annotations": {
-                "io.kubernetes.cri.container-type": "container",
-                "io.kubernetes.cri.container-name": "nginx",
-                "io.kubernetes.cri.sandbox-name": "web-1",
-                "io.kubernetes.cri.sandbox-namespace": "shop",
-                "io.kubernetes.cri.sandbox-uid": web_uid,
-            }, "linux": {
-                "cgroupsPath": format!("kubepods-burstable-pod{escaped}.slice:cri-containerd:{web_id}"),
-            }})
-            .to_string(),
-        );
+        containerd_bundle(&mut made, &web_id, &web_uid, ("shop", "web-1", "nginx"));
         let userdata = Path::new("/run/containers/storage/overlay-containers")
             .join(&batch_id)
             .join("userdata");
@@ -197,6 +184,7 @@ impl KubeNode {
                 qos: "",
             },
             unit_name,
+            root: root.to_path_buf(),
             groups,
             made,
             _one_at_a_time: one_at_a_time,
@@ -295,6 +283,83 @@ pub(crate) fn load(node: &KubeNode) -> Procs {
     let mut children = vec![sleeper, service];
     children.extend(hogs);
     Procs(children)
+}
+
+impl KubeNode {
+    /// A second container of pod shop/web-1, `sidecar` (containerd, as
+    /// nginx): a cgroup beside nginx's under the pod's, named by its own
+    /// task bundle.
+    pub(crate) fn web_sidecar(&mut self) -> PodContainer {
+        let pod_dir = test_name(&self.web.cgroup);
+        let pod_dir = pod_dir.rsplit_once('/').unwrap().0.to_string();
+        let uid = self.web.uid.clone();
+        self.containerd_container(&pod_dir, &uid, ("shop", "web-1", "sidecar"), 0xc)
+    }
+
+    /// Pod shop/api-2, container api: web-1's sibling in the burstable
+    /// QoS class (containerd, the systemd driver, as web-1).
+    pub(crate) fn burstable_sibling(&mut self) -> PodContainer {
+        let uid = pod_uid(0xd);
+        let pod_dir = format!(
+            "node/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice",
+            uid.replace('-', "_")
+        );
+        self.groups.push(TestCgroup::new(&self.root, &pod_dir));
+        self.containerd_container(&pod_dir, &uid, ("shop", "api-2", "api"), 0xd)
+    }
+
+    /// A containerd container of the pod whose cgroup is `pod_dir` (a
+    /// test cgroup's name) and UID `uid`: its task bundle and its cgroup.
+    fn containerd_container(
+        &mut self,
+        pod_dir: &str,
+        uid: &str,
+        (namespace, pod, container): (&'static str, &'static str, &'static str),
+        tag: u32,
+    ) -> PodContainer {
+        let id = container_id(tag);
+        containerd_bundle(&mut self.made, &id, uid, (namespace, pod, container));
+        let group = TestCgroup::new(&self.root, &format!("{pod_dir}/cri-containerd-{id}.scope"));
+        let made = PodContainer {
+            cgroup: group.rel.clone(),
+            dir: PathBuf::from(group.path()),
+            namespace,
+            pod,
+            container,
+            id,
+            uid: uid.to_string(),
+            runtime: "containerd",
+            qos: "burstable",
+        };
+        self.groups.push(group);
+        made
+    }
+}
+
+/// containerd's task bundle of container `id` of pod `uid` (burstable,
+/// the systemd driver), as the CRI plugin writes it before the cgroup.
+fn containerd_bundle(
+    made: &mut Vec<PathBuf>,
+    id: &str,
+    uid: &str,
+    (namespace, pod, container): (&str, &str, &str),
+) {
+    let bundle = Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io").join(id);
+    let escaped = uid.replace('-', "_");
+    write_file(
+        made,
+        &bundle.join("config.json"),
+        &serde_json::json!({"ociVersion": "1.1.0", "annotations": {
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.container-name": container,
+            "io.kubernetes.cri.sandbox-name": pod,
+            "io.kubernetes.cri.sandbox-namespace": namespace,
+            "io.kubernetes.cri.sandbox-uid": uid,
+        }, "linux": {
+            "cgroupsPath": format!("kubepods-burstable-pod{escaped}.slice:cri-containerd:{id}"),
+        }})
+        .to_string(),
+    );
 }
 
 /// Writes `text` to `file`, noting the outermost directory it had to
