@@ -471,3 +471,63 @@ fn top_names_the_containers_and_who_waited_behind_whom() {
         cpus.busy_since()
     );
 }
+
+/// The kubelet case (docs/containers.md, "The share of a group"): web-1's
+/// sleeper beside batch-7's two loops and a loop in the root cgroup, all
+/// on one CPU. Below who held the CPU, the panel names batch-7 as having
+/// used the share of the node's group, which web-1's wakeups lost with.
+#[test]
+fn top_names_the_pod_that_used_the_shared_groups_share() {
+    use common::{
+        cgroup::{HOG, Procs, SLEEPER, pinned_sh},
+        cpu::CpuTimes,
+        kube_node::{KubeNode, keyed_root},
+    };
+    if !require_root() {
+        return;
+    }
+    let root = keyed_root();
+    let node = KubeNode::new(&root);
+    // Pure cgroup v2: the kubelet enables cpu at every level; v1 has it.
+    for leaf in [&node.web.dir, &node.batch.dir] {
+        for dir in leaf
+            .ancestors()
+            .skip(1)
+            .take_while(|d| d.starts_with(node.path()))
+        {
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+cpu");
+        }
+    }
+    let cpu = common::workload::workload_cpu();
+    let sleeper = pinned_sh(cpu, SLEEPER);
+    node.web.add(sleeper.id());
+    let mut children = vec![sleeper];
+    for _ in 0..2 {
+        let hog = pinned_sh(cpu, HOG);
+        node.batch.add(hog.id());
+        children.push(hog);
+    }
+    let root_loop = pinned_sh(cpu, HOG);
+    std::fs::write(root.join("cgroup.procs"), root_loop.id().to_string()).expect("to the root");
+    children.push(root_loop);
+    let _load = Procs(children);
+    let cpus = CpuTimes::now();
+    let tmux = Tmux::sized(220, 50);
+    tmux.keys(&[
+        &format!("{SCHEDLAT} top --pairs --by container; echo EXIT=$?"),
+        "Enter",
+    ]);
+    let group = node.path()[root.to_string_lossy().len()..].to_string();
+    let used = format!("shop/web-1/nginx <- jobs/batch-7/cruncher (of {group})");
+    let screen = tmux.wait_for("the second role naming batch-7", |s| {
+        s.contains("that had used the share of a group it is in")
+            && s.lines().any(|l| l.trim_end().ends_with(&used))
+    });
+    tmux.keys(&["q"]);
+    tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
+    assert!(
+        !screen.contains("cri-containerd-"),
+        "names, not paths ({}):\n{screen}",
+        cpus.busy_since()
+    );
+}

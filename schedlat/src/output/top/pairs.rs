@@ -1,6 +1,8 @@
 //! Who waited behind whom in `schedlat top` (`--pairs`): the kernel's
 //! neighbour-pair table of the last interval, or of the run so far, named
-//! at `--by`'s level, under the victims panel's culprits.
+//! at `--by`'s level, under the victims panel's culprits; and below it the
+//! second role, who had used the share of a group the waiting workload is
+//! in (docs/containers.md).
 
 use std::collections::{HashMap, hash_map::Entry};
 
@@ -9,7 +11,7 @@ use ratatui::text::Line;
 use crate::{
     analysis::{
         fmt_ns,
-        pairs::{PairTable, WorkloadPair, rank},
+        pairs::{PairTable, ShareRow, WorkloadPair, rank, rank_shares},
     },
     collect::pairs::PairCounts,
     output::escape::printable,
@@ -25,6 +27,10 @@ pub(crate) struct PairsShown {
     totals: HashMap<(String, String), WorkloadPair>,
     /// Waits in no pair over the run (the kernel's table was full).
     overflow: PairCounts,
+    /// The second role's rows of the run (`rank_shares` adds them up by
+    /// identities), and its waits the kernel's table had no room for.
+    share_totals: Vec<ShareRow>,
+    shares_overflow: u64,
 }
 
 impl PairsShown {
@@ -53,24 +59,68 @@ impl PairsShown {
             }
         }
         self.overflow.add(table.overflow);
+        let run = self
+            .share_totals
+            .drain(..)
+            .chain(table.shares.iter().cloned());
+        self.share_totals = rank_shares(run, None);
+        self.shares_overflow += table.shares_overflow;
         self.last = table;
     }
 
     /// The last interval's table, or the run's (`cumulative`), `top` rows.
     pub(crate) fn ranked(&self, cumulative: bool, top: usize) -> PairTable {
         let capacity = self.last.capacity;
-        if cumulative {
+        let mut table = if cumulative {
             let rows = self.totals.values().cloned();
             rank(rows, self.by, Some(top), (self.overflow, capacity))
         } else {
             let rows = self.last.rows.iter().cloned();
             rank(rows, self.by, Some(top), (self.last.overflow, capacity))
-        }
+        };
+        let (shares, lost) = match cumulative {
+            true => (&self.share_totals, self.shares_overflow),
+            false => (&self.last.shares, self.last.shares_overflow),
+        };
+        table.shares = rank_shares(shares.iter().cloned(), Some(top));
+        table.shares_overflow = lost;
+        table
     }
 }
 
-/// The section's heading and its first `rows` rows, cut to `width`.
-pub(super) fn lines(table: &PairTable, rows: usize, width: usize) -> Vec<Line<'static>> {
+/// The lines the section takes in full: the pairs' heading and rows (one
+/// at least), and the second role's heading and rows when there are any.
+pub(super) fn wanted_lines(table: &PairTable) -> usize {
+    let shares = match table.shares.len() {
+        0 => 0,
+        n => 1 + n,
+    };
+    1 + table.rows.len().max(1) + shares
+}
+
+/// How many pair rows and second-role rows to show in `budget` lines:
+/// the pairs' heading and one row at least, the second role's heading and
+/// first row when it has any and there is room for both, then more pair
+/// rows, then more of the second role's.
+pub(super) fn rows_in(table: &PairTable, budget: usize) -> (usize, usize) {
+    let kept = match table.shares.is_empty() {
+        true => 0,
+        false => 2,
+    };
+    let room = budget.saturating_sub(1 + kept).max(1);
+    let pairs = table.rows.len().max(1).min(room);
+    let left = budget.saturating_sub(1 + pairs);
+    let shares = table.shares.len().min(left.saturating_sub(1));
+    (pairs, shares)
+}
+
+/// The section's heading and its first `rows` rows, then the second
+/// role's heading and its first `shares` rows, cut to `width`.
+pub(super) fn lines(
+    table: &PairTable,
+    (rows, shares): (usize, usize),
+    width: usize,
+) -> Vec<Line<'static>> {
     let by = table.by.as_str();
     let full = if table.overflow.count > 0 {
         format!(
@@ -100,6 +150,29 @@ pub(super) fn lines(table: &PairTable, rows: usize, width: usize) -> Vec<Line<'s
             width,
         ))
     }));
+    if shares > 0 {
+        let lost = match table.shares_overflow {
+            0 => String::new(),
+            n => format!(", {n} waits not charged (--max-pairs full)"),
+        };
+        out.push(Line::from(cut(
+            format!("   WAITS  CHARGED  waiting {by} <- {by} that had used the share of a group it is in (of the group){lost}"),
+            width,
+        )));
+        out.extend(table.shares.iter().take(shares).map(|s| {
+            Line::from(cut(
+                format!(
+                    "{:>8} {:>8}  {} <- {} (of {})",
+                    s.counts.count,
+                    fmt_ns(s.counts.sum_ns),
+                    printable(&s.victim.shown()),
+                    printable(&s.user.shown()),
+                    printable(&s.group)
+                ),
+                width,
+            ))
+        }));
+    }
     out
 }
 
@@ -140,12 +213,81 @@ mod tests {
             ("web", 15)
         );
         assert_eq!(run.cut, 1);
-        let shown = lines(&run, 5, 80);
+        let shown = lines(&run, (5, 0), 80);
         assert!(
             shown[0]
                 .to_string()
                 .contains("waiting container <- container")
         );
         assert!(shown[1].to_string().ends_with("web <- batch"), "{shown:?}");
+    }
+
+    fn share(victim: &str, user: &str, ns: u64) -> ShareRow {
+        ShareRow {
+            victim: Side::plain(victim),
+            user: Side::plain(user),
+            group: "/kubepods.slice".into(),
+            counts: PairCounts {
+                count: 1,
+                sum_ns: ns,
+                max_ns: ns,
+            },
+        }
+    }
+
+    #[test]
+    fn the_second_role_is_shown_under_the_pairs_and_added_up_over_the_run() {
+        let mut p = PairsShown::new(Level::Container);
+        let mut first = table(&[("web", "/", 10)]);
+        first.shares = vec![share("web", "batch", 3_000_000), share("web", "api", 1_000)];
+        first.shares_overflow = 2;
+        p.push(first);
+        let mut second = table(&[("web", "/", 4)]);
+        second.shares = vec![share("web", "batch", 2_000_000)];
+        p.push(second);
+
+        let last = p.ranked(false, 10);
+        assert_eq!(last.shares.len(), 1);
+        assert_eq!(last.shares_overflow, 0);
+        let run = p.ranked(true, 10);
+        assert_eq!(
+            (run.shares.iter())
+                .map(|s| (s.user.name.as_str(), s.counts.count, s.counts.sum_ns))
+                .collect::<Vec<_>>(),
+            [("batch", 2, 5_000_000), ("api", 1, 1_000)]
+        );
+        assert_eq!(run.shares_overflow, 2);
+
+        // Heading and one pair, then the second role's heading and its
+        // first row: five lines in all, as wanted_lines says of one more.
+        let (n, s) = rows_in(&run, 4);
+        assert_eq!((n, s), (1, 1));
+        assert_eq!(wanted_lines(&run), 5);
+        let shown: Vec<String> = lines(&run, (n, s), 200)
+            .iter()
+            .map(Line::to_string)
+            .collect();
+        assert_eq!(shown.len(), 4, "{shown:?}");
+        assert!(
+            shown[2].contains("that had used the share of a group it is in"),
+            "{shown:?}"
+        );
+        assert!(
+            shown[2].ends_with("2 waits not charged (--max-pairs full)"),
+            "{shown:?}"
+        );
+        assert!(
+            shown[3].ends_with("web <- batch (of /kubepods.slice)"),
+            "{shown:?}"
+        );
+        assert!(shown[3].starts_with("       2  5.00 ms  "), "{shown:?}");
+    }
+
+    #[test]
+    fn no_second_role_takes_no_lines() {
+        let t = table(&[("web", "batch", 1)]);
+        assert_eq!(rows_in(&t, 6), (1, 0));
+        assert_eq!(wanted_lines(&t), 2);
+        assert_eq!(lines(&t, (1, 0), 80).len(), 2);
     }
 }

@@ -69,7 +69,7 @@ impl Panel {
         match self {
             Panel::Tables(r, pairs) => {
                 let rows = r.tables.victims.len() + r.tables.culprits.len();
-                let pairs = pairs.as_ref().map_or(0, |p| 1 + p.rows.len().max(1));
+                let pairs = pairs.as_ref().map_or(0, |p| pairs::wanted_lines(p));
                 CHROME + (rows.max(1) + pairs) as u16
             }
             Panel::Message(text) => 1 + (text.len() as u16).div_ceil(width.max(1)).min(4),
@@ -111,12 +111,14 @@ impl Panel {
         );
         let width = area.width as usize;
         let mut rows = area.height.saturating_sub(CHROME) as usize;
-        // Who waited behind whom gets a third of the rows (its heading
-        // and one row at least), the tasks the rest.
+        // Who waited behind whom, and who had used a group's share, get a
+        // third of the rows (the pairs' heading and one row at least), the
+        // tasks the rest.
         let pair_rows = pair_table.as_ref().map(|p| {
-            let n = p.rows.len().max(1).min((rows / 3).max(1));
-            rows = rows.saturating_sub(1 + n);
-            n
+            let (n, s) = pairs::rows_in(p, (rows / 3).max(2));
+            let shares = if s > 0 { 1 + s } else { 0 };
+            rows = rows.saturating_sub(1 + n + shares);
+            (n, s)
         });
         let (nv, nc) = split_rows(rows, t.victims.len(), t.culprits.len());
         let workloads = &state.workloads;
