@@ -541,6 +541,104 @@ fn short_lived_cgroups_are_named_and_waits_paired() {
     );
 }
 
+/// The neighbour pairs' second role on this kernel: a sleeper in group
+/// `share/web` beside two loops in `share/batch` and a loop in the root
+/// cgroup, all on one CPU (the kubelet case of docs/containers.md, without
+/// the kubelet's names). On EEVDF kernels (6.6+) the sleeper's wakeups
+/// lose at the root's queue, where `share`'s entity has had its share,
+/// and the pairs charge batch as having used it: a good part of web's
+/// wait, and web, whose runs are brief, next to nothing of batch's. On
+/// the CFS kernels the walk's offsets are not there and no wait is
+/// charged a second role.
+#[test]
+fn the_group_that_used_a_shared_share_is_charged_for_it() {
+    if !require_root() {
+        return;
+    }
+    let root = common::cgroup::v1_cpu_root().unwrap_or_else(common::cgroup::v2_root);
+    let node = TestCgroup::new(&root, "share");
+    // cgroup v2: the groups below are groups of the CPU scheduler only
+    // with the controller enabled for them (v1 has it everywhere).
+    let _ = std::fs::write(format!("{}/cgroup.subtree_control", node.path()), "+cpu");
+    let (web, batch) = (
+        TestCgroup::new(&root, "share/web"),
+        TestCgroup::new(&root, "share/batch"),
+    );
+    let cpu = workload::workload_cpu();
+    let pinned = |script| common::cgroup::pinned_sh(cpu, script);
+    let load = Procs(vec![
+        pinned(common::cgroup::SLEEPER),
+        pinned(HOG),
+        pinned(HOG),
+        pinned(HOG),
+    ]);
+    let pids = load.pids();
+    web.add(pids[0]);
+    batch.add(pids[1]);
+    batch.add(pids[2]);
+    std::fs::write(root.join("cgroup.procs"), pids[3].to_string()).expect("into the root");
+    let args = [
+        "--cgroups",
+        "--pairs",
+        "--top",
+        "0",
+        "-c",
+        &node.path(),
+        "--json",
+        "5",
+        "1",
+    ];
+    let (status, lines) = TracerProcess::start(SCHEDLAT, &args).finish();
+    drop(load);
+    assert!(
+        status.success(),
+        "{args:?} on {}: {status}",
+        kernel_release()
+    );
+    let r = parse_json_lines(&lines).pop().expect("an interval");
+    let shares = r["pairs"]["shares"]
+        .as_array()
+        .expect("pairs.shares")
+        .clone();
+    let waited = |cgroup: &str| {
+        (r["breakdown"]["keys"].as_array().expect("keys").iter())
+            .find(|k| k["cgroup"] == cgroup)
+            .and_then(|k| k["sum_ns"].as_u64())
+            .unwrap_or(0)
+    };
+    let charged = |victim: &str, user: &str| -> u64 {
+        (shares.iter())
+            .filter(|s| s["victim"] == victim && s["user"] == user && s["group"] == node.rel)
+            .filter_map(|s| s["sum_ns"].as_u64())
+            .sum()
+    };
+    let (web_waited, batch_waited) = (waited(&web.rel), waited(&batch.rel));
+    let (batch_used, web_used) = (charged(&web.rel, &batch.rel), charged(&batch.rel, &web.rel));
+    eprintln!(
+        "on {}: web waited {web_waited} ns, batch charged {batch_used} ns of it; batch waited {batch_waited} ns, web charged {web_used} ns of it; roles {}",
+        kernel_release(),
+        r["pairs"]["roles"]
+    );
+    if kernel_version() < (6, 6) {
+        assert!(
+            shares.is_empty(),
+            "a second role on a CFS kernel: {shares:?}"
+        );
+        return;
+    }
+    assert!(
+        batch_used * 10 >= web_waited && web_waited > 0,
+        "batch was charged {batch_used} ns of web's {web_waited} ns as having used {}'s share on {}: {shares:?}",
+        node.rel,
+        kernel_release()
+    );
+    assert!(
+        web_used * 10 < batch_waited.max(1),
+        "web was charged {web_used} ns of batch's {batch_waited} ns on {}",
+        kernel_release()
+    );
+}
+
 /// Starts schedlat with `args` and prints, for the record of what each
 /// mode costs at load on this kernel, the time from exec to attached and
 /// the verifier's instructions per program (`verified_insns` in fdinfo,
