@@ -397,6 +397,20 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
         batch_share * 4 >= waited,
         "batch-7 was charged {batch_share} ns of web-1's {waited} ns as having used {node_group}'s share: {shares:?} ({busy})"
     );
+    // Where web-1's waits were decided: at the node group's level, where
+    // its wakeups lost to the root loop.
+    let decided_at: u64 = (bad["pairs"]["levels"].as_array())
+        .expect("pairs levels")
+        .iter()
+        .filter(|l| l["victim"] == *web && l["group"] == *node_group)
+        .filter_map(|l| l["sum_ns"].as_u64())
+        .sum();
+    eprintln!("web-1's waits decided at {node_group}'s level: {decided_at} ns of {waited} ns");
+    assert!(
+        decided_at * 2 >= waited,
+        "{decided_at} ns of web-1's {waited} ns were decided at {node_group}'s level: {} ({busy})",
+        bad["pairs"]["levels"]
+    );
     let roles = bad["pairs"]["roles"].to_string();
     assert!(
         roles.contains(&format!(

@@ -42,6 +42,13 @@ pub const HOLDER_IDLE: u64 = 0;
 /// all ones.
 pub const HOLDER_UNAPPORTIONED: u64 = u64::MAX;
 
+/// The `user` of a second-role row ([`ShareKey`]) that counts the waits
+/// themselves: of `victim`, those decided at `group`'s level (its entity
+/// lost at a queue above the victim's own), their number and their
+/// whole wait time, whoever ran before them. This is the level each
+/// decision was made at. No cgroup's id is this.
+pub const HOLDER_WAITED: u64 = u64::MAX - 1;
+
 /// Runs each CPU remembers for the charge: a wait is apportioned over at
 /// most this many runs of other tasks and the run that ends it (the rest
 /// of it, further back, is [`HOLDER_UNAPPORTIONED`]). A power of two: the

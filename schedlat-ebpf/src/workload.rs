@@ -31,8 +31,8 @@ use schedlat_common::{
     flat::{above, min, nonzero, select},
     start,
     workload::{
-        HOLDER_IDLE, HOLDER_UNAPPORTIONED, NameHeader, NameRecord, PairKey, PairStats,
-        RING_SWITCHES, ShareKey, SwitchRecord, SwitchRing, WorkloadCounters,
+        HOLDER_IDLE, HOLDER_UNAPPORTIONED, HOLDER_WAITED, NameHeader, NameRecord, PairKey,
+        PairStats, RING_SWITCHES, ShareKey, SwitchRecord, SwitchRing, WorkloadCounters,
     },
 };
 
@@ -301,7 +301,8 @@ pub fn count_share(
 /// The share walk: each run on this CPU in `[began - wait, began]` (the
 /// wait began at `began = now - wait`), newest first, charged to the
 /// triple (`victim`, its holder, `parent`: a ShareKey) by its time inside that window;
-/// consecutive runs of one holder at once. `prev` holds the run in
+/// consecutive runs of one holder at once; and the wait itself to
+/// (`victim`, HOLDER_WAITED, `parent`): where it was decided. `prev` holds the run in
 /// progress, from the last recorded switch (it may have begun before the
 /// wait). Global, as the pairs walk.
 #[unsafe(no_mangle)]
@@ -343,6 +344,8 @@ pub extern "C" fn schedlat_share_at_switch(
     if held != 0 {
         full |= schedlat_share_charge(victim, holder, parent, held, tag);
     }
+    // The wait itself, at the level it was decided at.
+    full |= schedlat_share_charge(victim, HOLDER_WAITED, parent, wait, tag);
     if full != 0
         && let Some(c) = counters()
     {

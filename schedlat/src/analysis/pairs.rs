@@ -105,6 +105,48 @@ pub(crate) struct PairTable {
     pub shares: Vec<ShareRow>,
     /// Waits of which a second-role charge found the kernel's table full.
     pub shares_overflow: u64,
+    /// Where the victims' waits were decided, when above their own queue:
+    /// per (victim, group), most wait time first (`rank_levels`).
+    pub levels: Vec<LevelRow>,
+}
+
+/// The waits of `victim` whose wakeups lost at the level of `group` (a
+/// cgroup the victim is in: its entity lost at a queue above the victim's
+/// own, not eligible, with a later deadline, or passed over), their
+/// number and their whole time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LevelRow {
+    pub victim: Side,
+    /// The group's cgroup path.
+    pub group: String,
+    pub counts: PairCounts,
+}
+
+/// The level rows added up by (victim identity, group), ranked by wait
+/// time (then by names), the first `top` kept.
+pub(crate) fn rank_levels(
+    rows: impl IntoIterator<Item = LevelRow>,
+    top: Option<usize>,
+) -> Vec<LevelRow> {
+    let mut merged: HashMap<(String, String), LevelRow> = HashMap::new();
+    for r in rows {
+        match merged.entry((r.victim.identity.clone(), r.group.clone())) {
+            Entry::Occupied(mut e) => e.get_mut().counts.add(r.counts),
+            Entry::Vacant(e) => {
+                e.insert(r);
+            }
+        }
+    }
+    let mut rows: Vec<LevelRow> = merged.into_values().collect();
+    rows.sort_by(|a, b| {
+        b.counts
+            .sum_ns
+            .cmp(&a.counts.sum_ns)
+            .then_with(|| a.victim.identity.cmp(&b.victim.identity))
+            .then_with(|| a.group.cmp(&b.group))
+    });
+    rows.truncate(top.unwrap_or(rows.len()));
+    rows
 }
 
 /// One row of the second role: waits of `victim` the fair class declined
@@ -301,6 +343,7 @@ pub(crate) fn rank(
         by,
         shares: Vec::new(),
         shares_overflow: 0,
+        levels: Vec::new(),
     }
 }
 
@@ -554,5 +597,46 @@ mod tests {
                 "jobs/batch-7 waited behind shop/web-1, which held the CPU and had used /kubepods.slice's share of it"
             ]
         );
+    }
+
+    #[test]
+    fn level_rows_add_up_by_victim_and_group_and_rank_by_time() {
+        let level = |victim: &str, group: &str, count, sum_ns| LevelRow {
+            victim: Side::plain(victim),
+            group: group.into(),
+            counts: PairCounts {
+                count,
+                sum_ns,
+                max_ns: 0,
+            },
+        };
+        let rows = rank_levels(
+            [
+                level("shop/web-1", "/kubepods.slice", 3, 3_000),
+                level("jobs/batch-7", "/kubepods.slice", 1, 2_000),
+                level("shop/web-1", "/kubepods.slice", 2, 2_000),
+                level("shop/web-1", "/kubepods.slice/burstable", 1, 10),
+            ],
+            None,
+        );
+        let seen: Vec<(&str, &str, u64, u64)> = (rows.iter())
+            .map(|r| {
+                (
+                    r.victim.name.as_str(),
+                    r.group.as_str(),
+                    r.counts.count,
+                    r.counts.sum_ns,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("shop/web-1", "/kubepods.slice", 5, 5_000),
+                ("jobs/batch-7", "/kubepods.slice", 1, 2_000),
+                ("shop/web-1", "/kubepods.slice/burstable", 1, 10),
+            ]
+        );
+        assert_eq!(rank_levels(rows, Some(2)).len(), 2);
     }
 }

@@ -16,7 +16,10 @@ use std::collections::HashMap;
 use aya::maps::{MapData, PerCpuArray};
 use schedlat_common::{
     names,
-    workload::{HOLDER_IDLE, HOLDER_UNAPPORTIONED, PairKey, PairStats, ShareKey, WorkloadCounters},
+    workload::{
+        HOLDER_IDLE, HOLDER_UNAPPORTIONED, HOLDER_WAITED, PairKey, PairStats, ShareKey,
+        WorkloadCounters,
+    },
 };
 
 use super::{
@@ -36,6 +39,10 @@ pub(crate) enum Holder {
     /// the oldest run its CPU remembered, or on another CPU before a
     /// migration (never guessed).
     Unapportioned,
+    /// In the second role's table only: not a holder but the waits
+    /// themselves, those decided at the pair's group's level (their
+    /// number and whole time), whoever ran before them.
+    Waited,
 }
 
 /// One pair: the cgroup that waited, and the holder.
@@ -57,6 +64,7 @@ impl Holder {
         match id {
             HOLDER_IDLE => Holder::Idle,
             HOLDER_UNAPPORTIONED => Holder::Unapportioned,
+            HOLDER_WAITED => Holder::Waited,
             id => Holder::Cgroup(id),
         }
     }
@@ -87,6 +95,7 @@ impl Pair {
         match self.holder {
             Holder::Idle => HOLDER_IDLE,
             Holder::Unapportioned => HOLDER_UNAPPORTIONED,
+            Holder::Waited => HOLDER_WAITED,
             Holder::Cgroup(id) => id,
         }
     }
@@ -246,6 +255,9 @@ pub(crate) struct PairsInterval {
     pub shares: Vec<(Pair, PairCounts)>,
     /// Waits of the interval of which a second-role charge found no pair.
     pub shares_overflow: u64,
+    /// Per (victim, group) (`Pair::holder` `Waited`), the waits of the
+    /// victim decided at the group's level: their number and whole time.
+    pub levels: Vec<(Pair, PairCounts)>,
     /// Waits of the interval no pair could take.
     pub overflow: PairCounts,
     pub capacity: u32,
@@ -274,7 +286,7 @@ impl PairIntervals {
         let reading = tracer.read_pairs(&mut self.entries)?;
         let charged = tracer.read_shares(&mut self.share_entries)?;
         let mut now = HashMap::with_capacity(reading.pairs.len() + charged.len());
-        let (mut pairs, mut shares) = (Vec::new(), Vec::new());
+        let (mut pairs, mut shares, mut levels) = (Vec::new(), Vec::new(), Vec::new());
         let mut gone = Vec::new();
         for (pair, counts) in reading.pairs.into_iter().chain(charged) {
             let before = self.previous.get(&pair).copied().unwrap_or_default();
@@ -284,9 +296,10 @@ impl PairIntervals {
                 max_ns: counts.max_ns,
             };
             if delta.count > 0 {
-                match pair.parent {
-                    None => pairs.push((pair, delta)),
-                    Some(_) => shares.push((pair, delta)),
+                match (pair.parent, pair.holder) {
+                    (None, _) => pairs.push((pair, delta)),
+                    (Some(_), Holder::Waited) => levels.push((pair, delta)),
+                    (Some(_), _) => shares.push((pair, delta)),
                 }
             }
             let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if !exists(id));
@@ -316,13 +329,14 @@ impl PairIntervals {
         let shares_overflow =
             (reading.shares_overflow).saturating_sub(self.previous_shares_overflow);
         self.previous_shares_overflow = reading.shares_overflow;
-        for list in [&mut pairs, &mut shares] {
+        for list in [&mut pairs, &mut shares, &mut levels] {
             list.sort_by(|a, b| b.1.sum_ns.cmp(&a.1.sum_ns).then(a.0.cmp(&b.0)));
         }
         Ok(PairsInterval {
             pairs,
             shares,
             shares_overflow,
+            levels,
             overflow,
             capacity: reading.capacity,
         })
@@ -350,11 +364,13 @@ mod tests {
             };
             assert_eq!(Pair::from(pair.key()), pair);
         }
-        let shared = Pair {
-            victim: 9,
-            holder: Holder::Cgroup(42),
-            parent: Some(7),
-        };
-        assert_eq!(Pair::from(shared.share_key(7)), shared);
+        for holder in [Holder::Cgroup(42), Holder::Waited] {
+            let shared = Pair {
+                victim: 9,
+                holder,
+                parent: Some(7),
+            };
+            assert_eq!(Pair::from(shared.share_key(7)), shared);
+        }
     }
 }

@@ -13,7 +13,7 @@ use tokio::{
 };
 
 use crate::{
-    analysis::pairs::{self, PairTable, ShareRow, Side, WorkloadPair},
+    analysis::pairs::{self, LevelRow, PairTable, ShareRow, Side, WorkloadPair},
     collect::{
         pairs::{Holder, IDLE, Pair, PairCounts, PairIntervals, UNAPPORTIONED},
         tracer::Tracer,
@@ -203,7 +203,8 @@ impl PairsView {
                 victim: side(pair.victim),
                 holder: match pair.holder {
                     Holder::Idle => Side::plain(IDLE),
-                    Holder::Unapportioned => Side::plain(UNAPPORTIONED),
+                    // Waited is the second role's table's only.
+                    Holder::Unapportioned | Holder::Waited => Side::plain(UNAPPORTIONED),
                     Holder::Cgroup(id) => side(id),
                 },
                 counts: *counts,
@@ -213,7 +214,25 @@ impl PairsView {
         let mut table = pairs::rank(rows, self.level, self.top, table);
         table.shares = self.share_rows(&interval.shares);
         table.shares_overflow = interval.shares_overflow;
+        table.levels = self.level_rows(&interval.levels);
         Ok(table)
+    }
+
+    /// Where the victims' waits were decided when above their own queue:
+    /// per victim and group (a group that could not be named is left out).
+    fn level_rows(&mut self, decided: &[(Pair, PairCounts)]) -> Vec<LevelRow> {
+        let (names, level) = (&mut self.names, self.level);
+        let rows: Vec<LevelRow> = (decided.iter())
+            .filter_map(|&(pair, counts)| {
+                let group = names.path(pair.parent?)?;
+                Some(LevelRow {
+                    victim: Side::of(pair.victim, names.workload(pair.victim).as_ref(), level),
+                    group,
+                    counts,
+                })
+            })
+            .collect();
+        pairs::rank_levels(rows, self.top)
     }
 
     /// The second role's rows: of the tasks that ran before a wait

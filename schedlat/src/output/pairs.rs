@@ -58,7 +58,36 @@ pub(crate) fn render_text(table: &PairTable) -> String {
         );
     }
     render_shares(table, &mut out);
+    render_levels(table, &mut out);
     out
+}
+
+/// Where the waits were decided when a wakeup lost above its own queue:
+/// per waiting workload and group, the waits and their whole time.
+fn render_levels(table: &PairTable, out: &mut String) {
+    if table.levels.is_empty() {
+        return;
+    }
+    let by = table.by.as_str();
+    let _ = writeln!(
+        out,
+        "\nwaits decided above the waiting {by}'s own queue (its wakeup lost at the level of a group it is in), by time:"
+    );
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10}  waiting (decided at group)",
+        "waits", "total"
+    );
+    for r in &table.levels {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10}  {} (at {})",
+            r.counts.count,
+            fmt_ns(r.counts.sum_ns),
+            printable(&r.victim.shown()),
+            printable(&r.group)
+        );
+    }
 }
 
 /// The second role, when a wakeup lost at a queue above its own: who had
@@ -129,6 +158,13 @@ pub(crate) fn to_json(table: &PairTable) -> Value {
         })).collect::<Vec<_>>(),
         "shares_overflow": table.shares_overflow,
         "roles": pairs::roles(table),
+        "levels": table.levels.iter().map(|r| json!({
+            "victim": r.victim.shown(),
+            "group": r.group,
+            "victim_identity": r.victim.identity,
+            "count": r.counts.count,
+            "sum_ns": r.counts.sum_ns,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -164,5 +200,39 @@ mod tests {
             to_json(&table)["rows"][0]["victim"],
             "/evil\u{1b}[2J\nFAKE 1 waits"
         );
+    }
+
+    #[test]
+    fn the_levels_are_shown_after_the_second_role_and_in_json() {
+        let table = PairTable {
+            by: Level::Cgroup,
+            levels: vec![crate::analysis::pairs::LevelRow {
+                victim: Side::plain("/kubepods.slice/pod-web/web"),
+                group: "/kubepods.slice".into(),
+                counts: PairCounts {
+                    count: 832,
+                    sum_ns: 1_660_000_000,
+                    max_ns: 0,
+                },
+            }],
+            ..PairTable::default()
+        };
+        let text = render_text(&table);
+        assert!(
+            text.contains("waits decided above the waiting cgroup's own queue"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "       832     1.66 s  /kubepods.slice/pod-web/web (at /kubepods.slice)"
+            ),
+            "{text}"
+        );
+        let json = to_json(&table);
+        assert_eq!(json["levels"][0]["group"], "/kubepods.slice");
+        assert_eq!(json["levels"][0]["count"], 832);
+        assert_eq!(json["levels"][0]["sum_ns"], 1_660_000_000u64);
+        // None: no section.
+        assert!(!render_text(&PairTable::default()).contains("decided above"));
     }
 }
