@@ -623,13 +623,29 @@ fn the_group_that_used_a_shared_share_is_charged_for_it() {
         kernel_release(),
         r["pairs"]["roles"]
     );
+    let levels = r["pairs"]["levels"]
+        .as_array()
+        .expect("pairs.levels")
+        .clone();
     if kernel_version() < (6, 6) {
         assert!(
             shares.is_empty(),
             "a second role on a CFS kernel: {shares:?}"
         );
+        assert!(levels.is_empty(), "levels on a CFS kernel: {levels:?}");
         return;
     }
+    // Where web's waits were decided: at `share`'s level, for some of them.
+    let web_at_share = |l: &&Value| l["victim"] == web.rel && l["group"] == node.rel;
+    assert!(
+        levels
+            .iter()
+            .filter(web_at_share)
+            .any(|l| l["count"].as_u64() > Some(0)),
+        "no wait of web decided at {}'s level on {}: {levels:?}",
+        node.rel,
+        kernel_release()
+    );
     assert!(
         batch_used * 20 >= web_waited && web_waited > 0,
         "batch was charged {batch_used} ns of web's {web_waited} ns as having used {}'s share on {}: {shares:?}",
