@@ -144,19 +144,6 @@ fn cap(dir: &Path, quota_us: u64) {
     }
 }
 
-/// The kubelet enables the cpu controller at every level of cgroup v2
-/// (v1 has it everywhere): from the node down to each of `leaves`.
-fn enable_cpu(node: &KubeNode, leaves: &[&Path]) {
-    for leaf in leaves {
-        for dir in leaf.ancestors().skip(1) {
-            if !dir.starts_with(node.path()) {
-                break;
-            }
-            let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu");
-        }
-    }
-}
-
 /// `n` busy loops on `cpu` at `nice`, each moved into `into`'s cgroup.
 fn loops_in(cpu: usize, n: usize, nice: i32, into: &Path) -> Vec<Child> {
     (0..n)
@@ -242,7 +229,7 @@ fn a_heavier_sibling_pod_is_named_as_holder() {
     }
     case("a sibling pod", |node, cpu, _| {
         let sibling = node.burstable_sibling();
-        enable_cpu(node, &[&sibling.dir, &node.web.dir]);
+        node.enable_cpu(&[&sibling.dir, &node.web.dir]);
         weigh(pod_of(&sibling), HEAVY);
         weigh(pod_of(&node.web), LIGHT);
         let loops = loops_in(cpu, 2, 0, &sibling.dir);
@@ -256,7 +243,7 @@ fn a_heavier_pod_of_another_qos_class_is_named_as_holder() {
         return;
     }
     case("a pod of another QoS class", |node, cpu, _| {
-        enable_cpu(node, &[&node.batch.dir, &node.web.dir]);
+        node.enable_cpu(&[&node.batch.dir, &node.web.dir]);
         // The QoS classes' groups meet at the node's queue.
         let batch_qos = pod_of(&node.batch).parent().unwrap().parent().unwrap();
         let web_qos = pod_of(&node.web).parent().unwrap().parent().unwrap();
@@ -273,7 +260,7 @@ fn a_container_throttled_by_its_own_quota_names_nobody() {
         return;
     }
     case("its own cpu.max", |node, cpu, _| {
-        enable_cpu(node, &[&node.web.dir]);
+        node.enable_cpu(&[&node.web.dir]);
         cap(&node.web.dir, 20_000);
         let loops = loops_in(cpu, 1, 0, &node.web.dir);
         (loops, vec![], vec![])
@@ -287,7 +274,7 @@ fn its_own_pods_second_container_names_nobody() {
     }
     case("its pod's second container", |node, cpu, _| {
         let sidecar = node.web_sidecar();
-        enable_cpu(node, &[&sidecar.dir]);
+        node.enable_cpu(&[&sidecar.dir]);
         weigh(&sidecar.dir, HEAVY);
         weigh(&node.web.dir, LIGHT);
         let loops = loops_in(cpu, 2, 0, &sidecar.dir);
@@ -318,7 +305,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_for_it() {
         return;
     }
     case("the kubelet case", |node, cpu, root| {
-        enable_cpu(node, &[&node.batch.dir, &node.web.dir]);
+        node.enable_cpu(&[&node.batch.dir, &node.web.dir]);
         let mut loops = loops_in(cpu, 2, 0, &node.batch.dir);
         loops.extend(loops_in(cpu, 1, 0, root));
         let batch = node.batch.cgroup.clone();

@@ -302,15 +302,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     }
     let root = keyed_root();
     let node = KubeNode::new(&root);
-    // Pure cgroup v2: the kubelet enables cpu at every level; v1 has it.
-    for leaf in [&node.web.dir, &node.batch.dir] {
-        for dir in leaf.ancestors().skip(1) {
-            if !dir.starts_with(node.path()) {
-                break;
-            }
-            let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu");
-        }
-    }
+    node.enable_cpu(&[&node.web.dir, &node.batch.dir]);
     let cpu = workload_cpu();
     let (web, batch) = (&node.web.cgroup, &node.batch.cgroup);
     let node_group = node.path()[root.to_string_lossy().len()..].to_string();

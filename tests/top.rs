@@ -430,24 +430,15 @@ fn a_background_job_is_told_so_instead_of_stopping() {
 #[test]
 fn top_names_the_containers_and_who_waited_behind_whom() {
     use common::{
-        cgroup::{HOG, Procs, SLEEPER, pinned_sh, v1_cpu_root, v2_root},
+        cgroup::{v1_cpu_root, v2_root},
         cpu::CpuTimes,
-        kube_node::KubeNode,
+        kube_node::{KubeNode, load},
     };
     if !require_root() {
         return;
     }
     let node = KubeNode::new(&v1_cpu_root().unwrap_or_else(v2_root));
-    let cpu = common::workload::workload_cpu();
-    let sleeper = pinned_sh(cpu, SLEEPER);
-    node.web.add(sleeper.id());
-    let hogs: Vec<_> = (0..2).map(|_| pinned_sh(cpu, HOG)).collect();
-    for hog in &hogs {
-        node.batch.add(hog.id());
-    }
-    let mut children = vec![sleeper];
-    children.extend(hogs);
-    let _load = Procs(children);
+    let _load = load(&node);
     let cpus = CpuTimes::now();
     let tmux = Tmux::sized(160, 50);
     tmux.keys(&[
@@ -479,38 +470,20 @@ fn top_names_the_containers_and_who_waited_behind_whom() {
 #[test]
 fn top_names_the_pod_that_used_the_shared_groups_share() {
     use common::{
-        cgroup::{HOG, Procs, SLEEPER, pinned_sh},
+        cgroup::{HOG, pinned_sh},
         cpu::CpuTimes,
-        kube_node::{KubeNode, keyed_root},
+        kube_node::{KubeNode, keyed_root, load},
     };
     if !require_root() {
         return;
     }
     let root = keyed_root();
     let node = KubeNode::new(&root);
-    // Pure cgroup v2: the kubelet enables cpu at every level; v1 has it.
-    for leaf in [&node.web.dir, &node.batch.dir] {
-        for dir in leaf
-            .ancestors()
-            .skip(1)
-            .take_while(|d| d.starts_with(node.path()))
-        {
-            let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+cpu");
-        }
-    }
-    let cpu = common::workload::workload_cpu();
-    let sleeper = pinned_sh(cpu, SLEEPER);
-    node.web.add(sleeper.id());
-    let mut children = vec![sleeper];
-    for _ in 0..2 {
-        let hog = pinned_sh(cpu, HOG);
-        node.batch.add(hog.id());
-        children.push(hog);
-    }
-    let root_loop = pinned_sh(cpu, HOG);
+    node.enable_cpu(&[&node.web.dir, &node.batch.dir]);
+    let mut load = load(&node);
+    let root_loop = pinned_sh(common::workload::workload_cpu(), HOG);
     std::fs::write(root.join("cgroup.procs"), root_loop.id().to_string()).expect("to the root");
-    children.push(root_loop);
-    let _load = Procs(children);
+    load.0.push(root_loop);
     let cpus = CpuTimes::now();
     let tmux = Tmux::sized(220, 50);
     tmux.keys(&[

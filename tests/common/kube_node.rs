@@ -231,6 +231,20 @@ impl KubeNode {
         }
     }
 
+    /// Enables the cpu controller from the node down to each of `leaves`,
+    /// as the kubelet does at every level of cgroup v2 (v1 has it
+    /// everywhere: the writes fail there, harmlessly).
+    pub(crate) fn enable_cpu(&self, leaves: &[&Path]) {
+        for leaf in leaves {
+            for dir in leaf.ancestors().skip(1) {
+                if !dir.starts_with(self.path()) {
+                    break;
+                }
+                let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu");
+            }
+        }
+    }
+
     /// The directory of the web pod's own cgroup (its container's parent).
     pub(crate) fn web_pod_dir(&self) -> PathBuf {
         self.web.dir.parent().unwrap().to_path_buf()

@@ -5,7 +5,11 @@
 //! waits, and who had used the share of a group the waiter is in when
 //! its wakeup lost at a queue above its own ([`ShareRow`]).
 
-use std::collections::{HashMap, hash_map::Entry};
+use std::{
+    cmp::Reverse,
+    collections::{HashMap, hash_map::Entry},
+    hash::Hash,
+};
 
 use crate::{
     collect::pairs::PairCounts,
@@ -128,25 +132,48 @@ pub(crate) fn rank_levels(
     rows: impl IntoIterator<Item = LevelRow>,
     top: Option<usize>,
 ) -> Vec<LevelRow> {
-    let mut merged: HashMap<(String, String), LevelRow> = HashMap::new();
-    for r in rows {
-        match merged.entry((r.victim.identity.clone(), r.group.clone())) {
-            Entry::Occupied(mut e) => e.get_mut().counts.add(r.counts),
+    add_up(rows, |r| (r.victim.identity.clone(), r.group.clone()), top)
+}
+
+/// A row whose counts add up with those of the rows of its key.
+trait Charged {
+    fn counts(&mut self) -> &mut PairCounts;
+}
+
+impl Charged for LevelRow {
+    fn counts(&mut self) -> &mut PairCounts {
+        &mut self.counts
+    }
+}
+
+impl Charged for ShareRow {
+    fn counts(&mut self) -> &mut PairCounts {
+        &mut self.counts
+    }
+}
+
+/// `rows` added up by `key`, most charged time first (then by key, for a
+/// stable order), the first `top` kept (all when None).
+fn add_up<R: Charged, K: Hash + Ord>(
+    rows: impl IntoIterator<Item = R>,
+    key: impl Fn(&R) -> K,
+    top: Option<usize>,
+) -> Vec<R> {
+    let mut merged: HashMap<K, R> = HashMap::new();
+    for mut r in rows {
+        match merged.entry(key(&r)) {
+            Entry::Occupied(mut e) => e.get_mut().counts().add(*r.counts()),
             Entry::Vacant(e) => {
                 e.insert(r);
             }
         }
     }
-    let mut rows: Vec<LevelRow> = merged.into_values().collect();
-    rows.sort_by(|a, b| {
-        b.counts
-            .sum_ns
-            .cmp(&a.counts.sum_ns)
-            .then_with(|| a.victim.identity.cmp(&b.victim.identity))
-            .then_with(|| a.group.cmp(&b.group))
-    });
+    let mut rows: Vec<(Reverse<u64>, K, R)> = (merged.into_iter())
+        .map(|(k, mut r)| (Reverse(r.counts().sum_ns), k, r))
+        .collect();
+    rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     rows.truncate(top.unwrap_or(rows.len()));
-    rows
+    rows.into_iter().map(|(_, _, r)| r).collect()
 }
 
 /// One row of the second role: waits of `victim` the fair class declined
@@ -235,34 +262,12 @@ pub(crate) fn rank_shares(
     rows: impl IntoIterator<Item = ShareRow>,
     top: Option<usize>,
 ) -> Vec<ShareRow> {
-    let mut merged: HashMap<(String, String, String), ShareRow> = HashMap::new();
-    for r in rows {
-        if r.user.identity == r.victim.identity {
-            continue;
-        }
-        let key = (
-            r.victim.identity.clone(),
-            r.user.identity.clone(),
-            r.group.clone(),
-        );
-        match merged.entry(key) {
-            Entry::Occupied(mut e) => e.get_mut().counts.add(r.counts),
-            Entry::Vacant(e) => {
-                e.insert(r);
-            }
-        }
-    }
-    let mut rows: Vec<ShareRow> = merged.into_values().collect();
-    rows.sort_by(|a, b| {
-        b.counts
-            .sum_ns
-            .cmp(&a.counts.sum_ns)
-            .then_with(|| a.victim.identity.cmp(&b.victim.identity))
-            .then_with(|| a.user.identity.cmp(&b.user.identity))
-            .then_with(|| a.group.cmp(&b.group))
-    });
-    rows.truncate(top.unwrap_or(rows.len()));
-    rows
+    let others = (rows.into_iter()).filter(|r| r.user.identity != r.victim.identity);
+    let key = |r: &ShareRow| {
+        let (victim, user) = (r.victim.identity.clone(), r.user.identity.clone());
+        (victim, user, r.group.clone())
+    };
+    add_up(others, key, top)
 }
 
 /// Adds up the pairs with the same identities on both sides (at level
