@@ -7,8 +7,7 @@
 
 use std::{
     cmp::Reverse,
-    collections::{HashMap, hash_map::Entry},
-    hash::Hash,
+    collections::{BTreeMap, HashMap, btree_map, hash_map::Entry},
 };
 
 use crate::{
@@ -138,11 +137,15 @@ pub(crate) fn rank_levels(
 /// A row whose counts add up with those of the rows of its key.
 trait Charged {
     fn counts(&mut self) -> &mut PairCounts;
+    fn sum_ns(&self) -> u64;
 }
 
 impl Charged for LevelRow {
     fn counts(&mut self) -> &mut PairCounts {
         &mut self.counts
+    }
+    fn sum_ns(&self) -> u64 {
+        self.counts.sum_ns
     }
 }
 
@@ -150,30 +153,45 @@ impl Charged for ShareRow {
     fn counts(&mut self) -> &mut PairCounts {
         &mut self.counts
     }
+    fn sum_ns(&self) -> u64 {
+        self.counts.sum_ns
+    }
 }
 
 /// `rows` added up by `key`, most charged time first (then by key, for a
 /// stable order), the first `top` kept (all when None).
-fn add_up<R: Charged, K: Hash + Ord>(
+fn add_up<R: Charged, K: Ord>(
     rows: impl IntoIterator<Item = R>,
     key: impl Fn(&R) -> K,
     top: Option<usize>,
 ) -> Vec<R> {
-    let mut merged: HashMap<K, R> = HashMap::new();
-    for mut r in rows {
-        match merged.entry(key(&r)) {
-            Entry::Occupied(mut e) => e.get_mut().counts().add(*r.counts()),
-            Entry::Vacant(e) => {
-                e.insert(r);
+    let keyed = rows.into_iter().map(|r| (key(&r), r));
+    let add = |sum: &mut R, mut more: R| sum.counts().add(*more.counts());
+    let mut rows = most_first(keyed, add, R::sum_ns);
+    rows.truncate(top.unwrap_or(rows.len()));
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// `items` added up by key (`add` merges a value into its key's), the
+/// largest `weight` first, ties in key order.
+pub(crate) fn most_first<K: Ord, V>(
+    items: impl IntoIterator<Item = (K, V)>,
+    add: impl Fn(&mut V, V),
+    weight: impl Fn(&V) -> u64,
+) -> Vec<(K, V)> {
+    let mut by_key = BTreeMap::<K, V>::new();
+    for (key, value) in items {
+        match by_key.entry(key) {
+            btree_map::Entry::Occupied(e) => add(e.into_mut(), value),
+            btree_map::Entry::Vacant(e) => {
+                e.insert(value);
             }
         }
     }
-    let mut rows: Vec<(Reverse<u64>, K, R)> = (merged.into_iter())
-        .map(|(k, mut r)| (Reverse(r.counts().sum_ns), k, r))
-        .collect();
-    rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    rows.truncate(top.unwrap_or(rows.len()));
-    rows.into_iter().map(|(_, _, r)| r).collect()
+    let mut sorted: Vec<(K, V)> = by_key.into_iter().collect();
+    // Stable: equal weights stay in key order.
+    sorted.sort_by_key(|(_, v)| Reverse(weight(v)));
+    sorted
 }
 
 /// One row of the second role: waits of `victim` the fair class declined

@@ -23,7 +23,7 @@ use crate::{
             traced::Traced,
             verdict,
         },
-        pairs::PairTable,
+        pairs::{self, PairTable},
         stack_watch::StackWatch,
         victims::{SortKey, rank, throttled_pids},
     },
@@ -392,13 +392,7 @@ fn share_users(table: &PairTable) -> Vec<ShareCharged> {
 
 /// `charges` added up by key, most first (ties in key order).
 fn most_first<K: Ord>(charges: impl Iterator<Item = (K, u64)>) -> Vec<(K, u64)> {
-    let mut by_key = std::collections::BTreeMap::<K, u64>::new();
-    for (key, ns) in charges {
-        *by_key.entry(key).or_default() += ns;
-    }
-    let mut sorted: Vec<(K, u64)> = by_key.into_iter().collect();
-    sorted.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
-    sorted
+    pairs::most_first(charges, |sum, ns| *sum += ns, |&ns| ns)
 }
 
 #[cfg(test)]

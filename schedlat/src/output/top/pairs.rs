@@ -91,11 +91,17 @@ impl PairsShown {
 /// The lines the section takes in full: the pairs' heading and rows (one
 /// at least), and the second role's heading and rows when there are any.
 pub(super) fn wanted_lines(table: &PairTable) -> usize {
-    let shares = match table.shares.len() {
+    height((table.rows.len().max(1), table.shares.len()))
+}
+
+/// The lines `pairs` pair rows and `shares` second-role rows take, with
+/// their headings (the second role's only when it has rows).
+pub(super) fn height((pairs, shares): (usize, usize)) -> usize {
+    let shares = match shares {
         0 => 0,
         n => 1 + n,
     };
-    1 + table.rows.len().max(1) + shares
+    1 + pairs + shares
 }
 
 /// How many pair rows and second-role rows to show in `budget` lines:

@@ -115,10 +115,9 @@ impl Panel {
         // third of the rows (the pairs' heading and one row at least), the
         // tasks the rest.
         let pair_rows = pair_table.as_ref().map(|p| {
-            let (n, s) = pairs::rows_in(p, (rows / 3).max(2));
-            let shares = if s > 0 { 1 + s } else { 0 };
-            rows = rows.saturating_sub(1 + n + shares);
-            (n, s)
+            let shown = pairs::rows_in(p, (rows / 3).max(2));
+            rows = rows.saturating_sub(pairs::height(shown));
+            shown
         });
         let (nv, nc) = split_rows(rows, t.victims.len(), t.culprits.len());
         let workloads = &state.workloads;
