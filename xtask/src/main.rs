@@ -307,10 +307,16 @@ fn test(args: &[String]) -> Result<()> {
     let explicit = ["SCHEDLAT_FUZZ_ROUNDS", "SCHEDLAT_FUZZ_SECS"]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
+    // No backtraces: a failed assertion's message names its file and line,
+    // and the fifteen lines of a backtrace after it would push the message
+    // itself out of the tail a CI log keeps.
     let env: &[(&str, &str)] = if explicit {
-        &[]
+        &[("RUST_BACKTRACE", "0")]
     } else {
-        &[("SCHEDLAT_FUZZ_ROUNDS", FUZZ_ROUNDS)]
+        &[
+            ("SCHEDLAT_FUZZ_ROUNDS", FUZZ_ROUNDS),
+            ("RUST_BACKTRACE", "0"),
+        ]
     };
     steps.run("cargo test", || util::cargo_with_env(&cmd, env))?;
     // The coverage-guided runs of the same targets; a filtered run (a test
