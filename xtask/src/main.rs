@@ -299,28 +299,13 @@ fn test(args: &[String]) -> Result<()> {
         cmd.push("--");
     }
     cmd.push("--test-threads=1");
-    // The fuzz targets (schedlat/src/fuzz/) run 1 s each in a plain
-    // `cargo test`; here an exact number of rounds, so that every run tries
-    // the same inputs however fast the machine is: a CI result cannot
-    // depend on load. An explicit SCHEDLAT_FUZZ_ROUNDS, or SCHEDLAT_FUZZ_SECS
-    // for a longer timed run by hand, wins.
-    let explicit = ["SCHEDLAT_FUZZ_ROUNDS", "SCHEDLAT_FUZZ_SECS"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
     // No backtraces: a failed assertion's message names its file and line,
     // and the fifteen lines of a backtrace after it would push the message
     // itself out of the tail a CI log keeps.
-    let env: &[(&str, &str)] = if explicit {
-        &[("RUST_BACKTRACE", "0")]
-    } else {
-        &[
-            ("SCHEDLAT_FUZZ_ROUNDS", FUZZ_ROUNDS),
-            ("RUST_BACKTRACE", "0"),
-        ]
-    };
-    steps.run("cargo test", || util::cargo_with_env(&cmd, env))?;
-    // The coverage-guided runs of the same targets; a filtered run (a test
-    // name given) is after something else and skips them.
+    let env = [("RUST_BACKTRACE", "0")];
+    steps.run("cargo test", || util::cargo_with_env(&cmd, &env))?;
+    // The fuzz targets' search (cargo test ran only their seeds); a
+    // filtered run (a test name given) is after something else and skips it.
     if args.is_empty() {
         steps.run("fuzz", || fuzz::run(&[], fuzz::RUNS))?;
     } else {
@@ -330,10 +315,3 @@ fn test(args: &[String]) -> Result<()> {
     }
     Ok(())
 }
-
-/// Rounds of 200 cases each fuzz target runs in `cargo xtask test` (and so
-/// in CI): 10-18 s per target in the debug build on a busy 2-core VM (the
-/// BTF target up to 54 s on a busy disk, when it wrote its cases to disk).
-/// Keep it in step with schedlat/src/fuzz/mutate.rs's header and
-/// docs/development.md.
-const FUZZ_ROUNDS: &str = "100";

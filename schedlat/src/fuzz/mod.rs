@@ -9,19 +9,19 @@
 //! collector's answer, and the workload labels of cgroup paths and of the
 //! container runtimes' files.
 //!
-//! Two drivers run them over the seeds in `schedlat/fuzz/corpus/<target>/`
-//! (real files from kernels and tools, and every input that once failed):
-//! - libFuzzer, coverage-guided, through `cargo fuzz` (the crate in
-//!   `schedlat/fuzz/`, one binary per target, built with this module as
-//!   the `fuzzing` feature and with overflow checks on); `cargo xtask test`
-//!   runs each for a fixed number of runs;
-//! - proptest (`mutate.rs`), in every `cargo test`, with no extra toolchain.
+//! One driver searches them: libFuzzer, coverage-guided, through `cargo
+//! fuzz` (the crate in `schedlat/fuzz/`, one binary per target, built with
+//! this module as the `fuzzing` feature and with overflow checks on), from
+//! the seeds in `schedlat/fuzz/corpus/<target>/` (real files from kernels
+//! and tools, and every input that once failed); `cargo xtask test` runs
+//! each for a fixed number of runs. Every `cargo test` runs each target
+//! over its seeds (`seeds.rs`), the regression cases.
 //!
 //! A target name here is its corpus directory and its libFuzzer binary:
 //! [`TARGETS`] lists them, and a test checks the three agree.
 
 #[cfg(test)]
-mod mutate;
+mod seeds;
 
 use std::path::PathBuf;
 
@@ -413,65 +413,65 @@ pub fn otlp_answer(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{TARGETS, mutate::fuzz};
+    use super::{TARGETS, seeds::run_seeds};
 
     fn run(name: &str) {
         let (_, target) = TARGETS.iter().find(|(n, _)| *n == name).expect("a target");
-        fuzz(name, target);
+        run_seeds(name, target);
     }
 
     #[test]
-    fn fuzz_btf() {
+    fn seeds_of_btf() {
         run("btf");
     }
 
     #[test]
-    fn fuzz_tracefs() {
+    fn seeds_of_tracefs() {
         run("tracefs");
     }
 
     #[test]
-    fn fuzz_procfs() {
+    fn seeds_of_procfs() {
         run("procfs");
     }
 
     #[test]
-    fn fuzz_compare() {
+    fn seeds_of_compare() {
         run("compare");
     }
 
     #[test]
-    fn fuzz_replay() {
+    fn seeds_of_replay() {
         run("replay");
     }
 
     #[test]
-    fn fuzz_accept() {
+    fn seeds_of_accept() {
         run("accept");
     }
 
     #[test]
-    fn fuzz_http() {
+    fn seeds_of_http() {
         run("http");
     }
 
     #[test]
-    fn fuzz_workload() {
+    fn seeds_of_workload() {
         run("workload");
     }
 
     #[test]
-    fn fuzz_web_config() {
+    fn seeds_of_web_config() {
         run("web_config");
     }
 
     #[test]
-    fn fuzz_web_reload() {
+    fn seeds_of_web_reload() {
         run("web_reload");
     }
 
     #[test]
-    fn fuzz_otlp_answer() {
+    fn seeds_of_otlp_answer() {
         run("otlp_answer");
     }
 
