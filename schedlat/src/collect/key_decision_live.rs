@@ -18,7 +18,7 @@ use schedlat_common::{
 
 use super::{
     decision_live::{CPU, busy_ticks, gettid, load, pin, set_policy, work_and_sleep},
-    key_intervals::{Kept, KeyIntervals},
+    key_intervals::KeyIntervals,
     tracer::Tracer,
 };
 use crate::{
@@ -81,7 +81,7 @@ fn a_granted_sleeper_and_a_passed_over_worker_are_told_apart_per_key() {
     let Some(mut tracer) = load_by_tid() else {
         return;
     };
-    let mut keys = KeyIntervals::<()>::new(Breakdown::Thread, &tracer, Kept::Whole, true);
+    let mut keys = KeyIntervals::<()>::new(Breakdown::Thread, &tracer, true);
     let run_for = Duration::from_secs(3);
     let ready = Arc::new(Barrier::new(3 + 1 + 1 + 1));
     let (tx, rx) = std::sync::mpsc::channel();

@@ -11,9 +11,8 @@
 //!   change (a wait of 1 ns or more adds to the sum): two compares, the
 //!   buckets are not looked at. Only a key that waited has its buckets
 //!   differenced, while its entry is still in the CPU's cache.
-//! - Its buckets are kept between readings as the user needs them
-//!   ([`Kept`]): every fine bucket and log2 slot (the tables and their
-//!   percentiles). serve reads its keys otherwise (key_summaries.rs: a
+//! - Its buckets are kept between readings whole ([`ROW_WIDTH`]): every
+//!   fine bucket and log2 slot (the tables and their percentiles). serve reads its keys otherwise (key_summaries.rs: a
 //!   summary of every key, the whole entry of the keys it exports).
 //! - Names: a key's comm as the kernel last stored it (a task that exited
 //!   has no /proc entry left), a cgroup's path from its first sight
@@ -93,33 +92,18 @@ pub(super) fn ask_due<S>(
     }
 }
 
-/// How a key's buckets are kept between readings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Kept {
-    /// Every fine bucket and log2 slot: an interval is a whole [`Waits`].
-    Whole,
-}
+/// A key's buckets as kept between readings: every fine bucket, then
+/// every log2 slot (an interval is a whole [`Waits`]).
+const ROW_WIDTH: usize = NR_BUCKETS + NR_LOG2_SLOTS;
 
-impl Kept {
-    fn width(self) -> usize {
-        match self {
-            Kept::Whole => NR_BUCKETS + NR_LOG2_SLOTS,
-        }
+/// A key's cumulative kernel buckets into `out` ([`ROW_WIDTH`] long).
+fn row_of(stats: &KeyStats, out: &mut [u64]) {
+    let (buckets, log2) = out.split_at_mut(NR_BUCKETS);
+    for (sum, &n) in buckets.iter_mut().zip(&stats.buckets) {
+        *sum = u64::from(n);
     }
-
-    /// A key's cumulative kernel buckets, as kept, into `out`.
-    fn fold_into(self, stats: &KeyStats, out: &mut [u64]) {
-        match self {
-            Kept::Whole => {
-                let (buckets, log2) = out.split_at_mut(NR_BUCKETS);
-                for (sum, &n) in buckets.iter_mut().zip(&stats.buckets) {
-                    *sum = u64::from(n);
-                }
-                for (sum, &n) in log2.iter_mut().zip(&stats.log2) {
-                    *sum = u64::from(n);
-                }
-            }
-        }
+    for (sum, &n) in log2.iter_mut().zip(&stats.log2) {
+        *sum = u64::from(n);
     }
 }
 
@@ -154,8 +138,6 @@ impl Existence for KeyLabels {
 /// The per-key state across readings.
 pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     by: Breakdown,
-    kept: Kept,
-    width: usize,
     names: N,
     /// Per key, the cause split too (when the kernel keeps it).
     causes: Option<Measurable>,
@@ -197,8 +179,8 @@ pub(crate) struct Active {
 }
 
 impl Active {
-    /// Its waits in this reading, from its row of [`Reading::active`] kept
-    /// [`Kept::Whole`] (no extremes: they are not kept per key).
+    /// Its waits in this reading, from its row of [`Reading::active`] (no
+    /// extremes: they are not kept per key).
     pub(crate) fn waits(&self, new: &[u64]) -> Waits {
         let (buckets, log2) = new.split_at(NR_BUCKETS);
         Waits {
@@ -213,13 +195,12 @@ impl Active {
 }
 
 impl<S: PerKey> KeyIntervals<S, KeyLabels> {
-    /// The keys of breakdown `by` on `tracer`'s kernel, kept as `kept`;
-    /// with the cause and decision splits per key when `with_splits` and
+    /// The keys of breakdown `by` on `tracer`'s kernel; with the cause and decision splits per key when `with_splits` and
     /// the kernel measures them.
-    pub(crate) fn new(by: Breakdown, tracer: &Tracer, kept: Kept, with_splits: bool) -> Self {
+    pub(crate) fn new(by: Breakdown, tracer: &Tracer, with_splits: bool) -> Self {
         let names = tracer.key_labels(by);
         let causes = tracer.measurable.filter(|_| with_splits);
-        let mut keys = KeyIntervals::with_names(by, names, kept, causes);
+        let mut keys = KeyIntervals::with_names(by, names, causes);
         if with_splits && tracer.decision.is_some() {
             keys.decisions = Some(KeyDecisions::default());
         }
@@ -264,24 +245,16 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
 }
 
 impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
-    pub(crate) fn with_names(
-        by: Breakdown,
-        names: N,
-        kept: Kept,
-        causes: Option<Measurable>,
-    ) -> Self {
-        let width = kept.width();
+    pub(crate) fn with_names(by: Breakdown, names: N, causes: Option<Measurable>) -> Self {
         KeyIntervals {
             by,
-            kept,
-            width,
             names,
             causes,
             decisions: None,
-            slots: Slots::new(width),
+            slots: Slots::new(ROW_WIDTH),
             entries: Entries::default(),
             round: 0,
-            scratch: vec![0; width],
+            scratch: vec![0; ROW_WIDTH],
             active: Vec::new(),
             news: Vec::new(),
             gone: Vec::new(),
@@ -378,7 +351,7 @@ impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
             }
             return;
         }
-        self.kept.fold_into(stats, &mut self.scratch);
+        row_of(stats, &mut self.scratch);
         for (last, &now) in last.iter_mut().zip(&self.scratch) {
             self.news.push(now.saturating_sub(*last));
             *last = now;
@@ -460,11 +433,7 @@ impl<S: PerKey, N> Reading<'_, S, N> {
     /// The keys that waited since the previous reading, in the kernel
     /// map's order, each with its new waits per kept bucket.
     pub(crate) fn active(&self) -> impl Iterator<Item = (&Active, &[u64])> {
-        let width = self.keys.width;
-        self.keys
-            .active
-            .iter()
-            .zip(self.keys.news.chunks_exact(width))
+        (self.keys.active.iter()).zip(self.keys.news.chunks_exact(ROW_WIDTH))
     }
 
     /// The key in `slot`, what the user keeps for it, and its names.
@@ -511,8 +480,8 @@ pub(crate) struct KeyRef<'a, S, N> {
 /// (`measurable`): what an interval of a new key holds (tests).
 #[cfg(test)]
 pub(crate) fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
-    let mut row = vec![0; Kept::Whole.width()];
-    Kept::Whole.fold_into(stats, &mut row);
+    let mut row = vec![0; ROW_WIDTH];
+    row_of(stats, &mut row);
     let (buckets, log2) = row.split_at(NR_BUCKETS);
     Waits {
         buckets: buckets.to_vec(),
@@ -571,8 +540,7 @@ mod tests {
 
     #[test]
     fn each_reading_hands_out_what_each_key_waited_since_the_last() {
-        let mut keys =
-            KeyIntervals::with_names(Breakdown::Process, Live::default(), Kept::Whole, None);
+        let mut keys = KeyIntervals::with_names(Breakdown::Process, Live::default(), None);
         let (mut a, mut b) = (KeyStats::ZERO, KeyStats::ZERO);
         add(&mut a, &[10, 20]);
         b.comm[..4].copy_from_slice(b"bash");
@@ -606,8 +574,7 @@ mod tests {
     #[test]
     fn each_key_that_waited_gets_its_decision_split_since_it_last_waited() {
         use schedlat_common::decision::{Decision, KeyDecision};
-        let mut keys =
-            KeyIntervals::with_names(Breakdown::Thread, Live::default(), Kept::Whole, None);
+        let mut keys = KeyIntervals::with_names(Breakdown::Thread, Live::default(), None);
         let (mut a, mut b) = (KeyStats::ZERO, KeyStats::ZERO);
         add(&mut a, &[10]);
         add(&mut b, &[2000]);
@@ -641,8 +608,7 @@ mod tests {
 
     #[test]
     fn a_gone_key_is_deleted_after_two_idle_readings_and_starts_again_from_zero() {
-        let mut keys =
-            KeyIntervals::with_names(Breakdown::Thread, Live::default(), Kept::Whole, None);
+        let mut keys = KeyIntervals::with_names(Breakdown::Thread, Live::default(), None);
         let mut a = KeyStats::ZERO;
         add(&mut a, &[10]);
         read(&mut keys, &[(7, a)]);
@@ -674,8 +640,7 @@ mod tests {
         const KEYS: u64 = 4096;
         let budget = ask_budget(KEYS as usize);
         assert_eq!(budget, 512);
-        let mut keys =
-            KeyIntervals::with_names(Breakdown::Process, Live::default(), Kept::Whole, None);
+        let mut keys = KeyIntervals::with_names(Breakdown::Process, Live::default(), None);
         let mut stats = KeyStats::ZERO;
         add(&mut stats, &[10]);
         // Every key waits once, then all go idle together; every other

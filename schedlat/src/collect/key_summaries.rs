@@ -31,7 +31,7 @@ use super::{
 #[derive(Default)]
 pub(crate) struct Summarised<S> {
     last_waits: u64,
-    pub user: S,
+    pub user_state: S,
 }
 
 /// A key that waited since the previous reading.
@@ -183,7 +183,7 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
             if let Some(late) = state.idle_reading() {
                 self.due.push((slot, late));
             }
-            if state.user.user.shown_idle() {
+            if state.user.shown_idle() {
                 self.idle_shown.push(slot);
             }
             return;
@@ -218,7 +218,7 @@ impl<S: PerKey, N: Existence> KeySummaries<S, N> {
 
 impl<S: PerKey> PerKey for Summarised<S> {
     fn shown_idle(&self) -> bool {
-        self.user.shown_idle()
+        self.user_state.shown_idle()
     }
 }
 
@@ -254,7 +254,7 @@ impl<S, N> Reading<'_, S, N> {
         KeyRef {
             key: k.key,
             comm: k.comm,
-            user: &mut k.user.user,
+            user: &mut k.user.user_state,
             names: &mut self.keys.names,
         }
     }

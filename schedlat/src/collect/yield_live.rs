@@ -19,7 +19,7 @@ use schedlat_common::{decision::Holder, scope::Breakdown};
 use super::{
     decision_live::{CPU, busy_ticks, gettid, pin},
     key_decision_live::load_by_tid,
-    key_intervals::{Kept, KeyIntervals},
+    key_intervals::KeyIntervals,
     tracer::Tracer,
 };
 use crate::histogram::KeyDecisionCounts;
@@ -28,7 +28,7 @@ use crate::histogram::KeyDecisionCounts;
 /// calling sched_yield() in its loop when `yields`: the sleeper's split,
 /// and the CPU's busy ticks meanwhile.
 fn sleeper_beside(tracer: &mut Tracer, yields: bool) -> (KeyDecisionCounts, u64) {
-    let mut keys = KeyIntervals::<()>::new(Breakdown::Thread, tracer, Kept::Whole, true);
+    let mut keys = KeyIntervals::<()>::new(Breakdown::Thread, tracer, true);
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(Barrier::new(3));
     let holder = {

@@ -18,7 +18,7 @@ use crate::{
     analysis::breakdown::{self, BreakdownOptions, Shown},
     collect::{
         interval::HistogramInterval,
-        key_intervals::{Kept, KeyIntervals},
+        key_intervals::KeyIntervals,
         slow::SlowEvents,
         workloads::{self, WorkloadNamer},
     },
@@ -117,7 +117,7 @@ async fn run(
     }
     let (mut tracer, filter) = session::attach(kernel, filter, unit.ns(), &modes)?;
     let mut keys = keyed.map(|k| {
-        let mut keys = KeyIntervals::new(k.by, &tracer, Kept::Whole, true);
+        let mut keys = KeyIntervals::new(k.by, &tracer, true);
         // Cgroups named by the container, pod or unit they are.
         if k.by == Breakdown::Cgroup {
             keys.name_containers();

@@ -19,10 +19,7 @@ use crate::{
         stacks::StackNamer,
     },
     collect::{
-        interval::HistogramInterval,
-        key_intervals::{Kept, KeyIntervals},
-        slow::SlowRecord,
-        tracer::Tracer,
+        interval::HistogramInterval, key_intervals::KeyIntervals, slow::SlowRecord, tracer::Tracer,
     },
     histogram::Unit,
     kernel::modes::{Keyed, Modes, Stacks},
@@ -111,8 +108,7 @@ impl Flight {
         how: &str,
     ) -> Result<Flight> {
         // A dump keeps no cause split: the cgroups' intervals need none.
-        let mut cgroups =
-            (opts.cgroups).map(|k| (KeyIntervals::new(k.by, tracer, Kept::Whole, false), k));
+        let mut cgroups = (opts.cgroups).map(|k| (KeyIntervals::new(k.by, tracer, false), k));
         let slice = Slice::detect();
         let histogram = HistogramInterval::start(tracer)?;
         if let Some((keys, _)) = cgroups.as_mut() {
