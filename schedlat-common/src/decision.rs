@@ -104,6 +104,27 @@ pub const DECLINED: [Decision; 8] = [
 ];
 
 impl Decision {
+    /// Its name in text, JSON and the exposition's label values.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Decision::Requested => "requested",
+            Decision::SliceEnded => "slice_ended",
+            Decision::Pending => "pending",
+            Decision::Lazy => "lazy",
+            Decision::Idle => "idle",
+            Decision::NotWakeup => "not_wakeup",
+            Decision::Unknown => "unknown",
+            Decision::NotEligible => "not_eligible",
+            Decision::LaterDeadline => "later_deadline",
+            Decision::Protected => "protected",
+            Decision::PolicyGate => "policy_gate",
+            Decision::OtherClass => "other_class",
+            Decision::WakeupGranularity => "wakeup_granularity",
+            Decision::RuleUnknown => "rule_unknown",
+            Decision::Ext => "ext",
+        }
+    }
+
     /// A rule: the wakeup did not ask for the CPU.
     pub const fn declined(self) -> bool {
         self as u32 >= Decision::NotEligible as u32 || matches!(self, Decision::Ext)
@@ -150,6 +171,18 @@ pub const PASSES: [Pass; 6] = [
 ];
 
 impl Pass {
+    /// Its name in text, JSON and the exposition's label values.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pass::Zero => "0",
+            Pass::One => "1",
+            Pass::Two => "2",
+            Pass::ThreePlus => "3+",
+            Pass::Migrated => "migrated",
+            Pass::Unknown => "unknown",
+        }
+    }
+
     pub fn from_index(i: u64) -> Option<Pass> {
         PASSES.iter().copied().find(|&p| p as u64 == i)
     }
@@ -203,6 +236,18 @@ pub const HOLDERS: [Holder; 6] = [
 ];
 
 impl Holder {
+    /// Its name in text, JSON and the exposition's label values.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Holder::Blocked => "blocked",
+            Holder::Preempted => "preempted",
+            Holder::SliceEnded => "slice_ended",
+            Holder::Exited => "exited",
+            Holder::Yielded => "yielded",
+            Holder::Idle => "idle",
+        }
+    }
+
     pub fn from_index(i: u64) -> Option<Holder> {
         HOLDERS.iter().copied().find(|&h| h as u64 == i)
     }
@@ -253,6 +298,18 @@ pub const OUTCOMES: [Outcome; NR_OUTCOMES] = [
 ];
 
 impl Outcome {
+    /// Its name in text, JSON and the exposition's label values.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Outcome::Granted => "granted",
+            Outcome::Late => "late",
+            Outcome::Declined => "declined",
+            Outcome::PassedOver => "passed_over",
+            Outcome::IdleCpu => "idle_cpu",
+            Outcome::Other => "other",
+        }
+    }
+
     /// `spent`: the wakeup found the holder's slice already used up (not
     /// yet accounted), or the wakee outside the fair class: a renewal at
     /// the switch is then no sign of a late switch ([`Decided::SPENT`]).

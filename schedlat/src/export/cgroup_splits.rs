@@ -109,10 +109,10 @@ pub(crate) fn kernel_can_end(facts: Option<&DecisionFacts>, o: Outcome) -> bool 
 pub(crate) fn left_out(facts: Option<&DecisionFacts>) -> Vec<&'static str> {
     let decisions = (schedlat_common::decision::DECISIONS.iter())
         .filter(|&&d| !kernel_can_decide(facts, d))
-        .map(|&d| crate::output::decision::decision_name(d));
+        .map(|&d| d.name());
     let outcomes = (schedlat_common::decision::OUTCOMES.iter())
         .filter(|&&o| !kernel_can_end(facts, o))
-        .map(|&o| crate::output::decision::outcome_name(o));
+        .map(|&o| o.name());
     decisions.chain(outcomes).collect()
 }
 

@@ -106,7 +106,7 @@ pub(crate) struct Folded {
     pub buckets: Vec<u64>,
     pub sum_ns: u64,
     /// The cause split of the same waits, where the kernel keeps it per
-    /// key (per cgroup; families/cause_split.rs).
+    /// key (per cgroup; families/causes.rs).
     pub causes: Option<CauseCounts>,
     /// The decision split of the same waits, where the kernel keeps it
     /// per key (per cgroup; families/decision.rs).

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use schedlat_common::decision::Outcome;
 
-use super::{Report, decision::outcome_name, verdict::Design};
+use super::{Report, verdict::Design};
 use crate::{
     analysis::{
         causes::{Causes, DEPTH_LABELS, share},
@@ -229,7 +229,7 @@ fn scheduler_line(waits: &Waits) -> Option<String> {
 
 /// An outcome as the rest of a sentence.
 fn outcome_words(o: Outcome) -> &'static str {
-    match outcome_name(o) {
+    match o.name() {
         "granted" => "asked for the CPU and ran at the next switch",
         "late" => "asked for the CPU but ran only after the tick ended the running task's slice",
         "declined" => "were not let preempt the running task (its protected slice, or a rule)",

@@ -8,9 +8,10 @@ use serde_json::json;
 use crate::{
     analysis::{
         diagnosis::{
+            causes,
             decision::ANOTHER_CLASS,
             priority::Attribution,
-            selfcheck, split,
+            selfcheck,
             traced::Traced,
             verdict::{self, Verdict},
             waiting::Waiting,
@@ -23,7 +24,7 @@ use crate::{
         victims::Row,
     },
     output,
-    output::{causes_line, escape, hottest, text},
+    output::{causes::line as causes_line, escape, hottest, text},
     sys::{findings::Findings, scope::Scope},
 };
 
@@ -137,7 +138,7 @@ pub(crate) fn text(d: &DiagnoseReport) -> String {
                 out,
                 "   none of the known causes ({}, and from the split: {}) matched: look at which tasks ran instead",
                 verdict::KNOWN.join(", "),
-                split::KNOWN.join(", ")
+                causes::KNOWN.join(", ")
             );
         } else {
             out.push_str("   none\n");
@@ -420,7 +421,7 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("   none of the known causes ("))
             .unwrap_or_else(|| panic!("{text}"));
-        for name in verdict::KNOWN.iter().chain(split::KNOWN) {
+        for name in verdict::KNOWN.iter().chain(causes::KNOWN) {
             assert!(line.contains(name), "{name}: {line}");
         }
         assert!(line.ends_with(") matched: look at which tasks ran instead"));

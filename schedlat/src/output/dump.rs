@@ -14,7 +14,7 @@ use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent, TaskInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Report, decided::WaitDecision, json::Interval, stacks::StacksJson};
+use super::{Report, decision::wait::WaitDecision, json::Interval, stacks::StacksJson};
 use crate::{
     analysis::{
         recording::{CompactWaits, Meta, Second, SlowWait, Window},

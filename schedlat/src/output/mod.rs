@@ -5,10 +5,8 @@
 pub(crate) mod breakdown;
 pub(crate) mod brief;
 pub(crate) mod causes;
-pub(crate) mod causes_line;
 pub(crate) mod check;
 pub(crate) mod compare;
-pub(crate) mod decided;
 pub(crate) mod decision;
 pub(crate) mod diagnosis;
 pub(crate) mod dump;
@@ -22,7 +20,6 @@ pub(crate) mod pairs;
 pub(crate) mod perfetto;
 pub(crate) mod recording;
 pub(crate) mod replay;
-pub(crate) mod row_decision;
 pub(crate) mod slow;
 pub(crate) mod stacks;
 pub(crate) mod text;

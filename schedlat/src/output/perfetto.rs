@@ -20,10 +20,7 @@
 use prost::Message;
 use schedlat_common::victims::{RQ_LEN_UNKNOWN, SlowEvent};
 
-use super::{
-    decided::WaitDecision,
-    decision::{decision_name, holder_name, outcome_name, pass_name},
-};
+use super::decision::wait::WaitDecision;
 use crate::{
     analysis::{
         recording::{SlowWait, Window},
@@ -284,11 +281,11 @@ fn args(e: &SlowEvent, window: &Window) -> Vec<DebugAnnotation> {
     }
     // The scheduler's decision (docs/decision.md), where the split saw it.
     if let Some(d) = WaitDecision::of(e.decided) {
-        out.push(text("decision", decision_name(d.decision).into()));
-        out.push(text("pass_overs", pass_name(d.pass).into()));
+        out.push(text("decision", d.decision.name().into()));
+        out.push(text("pass_overs", d.pass.name().into()));
         out.push(uint("passes", d.passes));
-        out.push(text("holder", holder_name(d.holder).into()));
-        out.push(text("outcome", outcome_name(d.outcome).into()));
+        out.push(text("holder", d.holder.name().into()));
+        out.push(text("outcome", d.outcome.name().into()));
         if let Some(ns) = d.predicted_ns {
             out.push(uint("predicted_ns", ns));
         }

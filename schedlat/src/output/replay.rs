@@ -17,7 +17,7 @@ use crate::{
         task,
     },
     histogram::Waits,
-    output::{decided::WaitDecision, escape::printable, stacks::stacks_lines, text},
+    output::{decision::wait::WaitDecision, escape::printable, stacks::stacks_lines, text},
     sys::{clock::local_time_us, slice::Slice},
 };
 

@@ -11,7 +11,7 @@ use crate::{
         task::{self, IdleWait, TaskJson},
     },
     collect::workloads::TaskWorkload,
-    output::{decided::WaitDecision, escape, stacks::StacksJson, workload},
+    output::{decision::wait::WaitDecision, escape, stacks::StacksJson, workload},
     sys::clock::{WallClock, local_time_us},
 };
 
@@ -93,7 +93,7 @@ enum Json {
         /// "woken-onto-idle-cpu".
         #[serde(skip_serializing_if = "Option::is_none")]
         idle_wait: Option<IdleWait>,
-        /// The scheduler's decision of the wait (output/decided.rs); null
+        /// The scheduler's decision of the wait (output/decision/wait.rs); null
         /// when the decision split is off or did not see it.
         decision: Option<serde_json::Value>,
         /// With `--stacks`: what the culprit was running (docs/stacks.md).

@@ -22,7 +22,7 @@ use crate::{
     },
     collect::{victims::VictimsInterval, workloads::TaskWorkload},
     kernel::hook::HookMode,
-    output::{escape, hottest, pairs, row_decision, workload},
+    output::{decision, escape, hottest, pairs, workload},
     sys::{
         clock::{WallClock, local_time_us},
         workload::level::Workload,
@@ -67,7 +67,7 @@ pub(crate) fn text(r: &Report) -> String {
         &local_time_us(now)[..8],
         r.elapsed.as_secs_f64()
     );
-    let decision = row_decision::HEADER;
+    let decision = decision::row::HEADER;
     let _ = writeln!(
         out,
         "{ROW_HEADER}{decision}  CULPRIT OF MAX{WORKLOAD_HEADER}"
@@ -187,7 +187,7 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         row.max_cpu,
         pre,
         mig,
-        row_decision::cells(row),
+        decision::row::cells(row),
         other,
         task::sched_label(&row.other),
     );
@@ -314,7 +314,7 @@ struct RowJson {
     /// The row's waits by how they began and where they ended; null when
     /// the load did not split them.
     causes: Option<RowCausesJson>,
-    /// The row's waits by the scheduler's decision (output/row_decision.rs);
+    /// The row's waits by the scheduler's decision (output/decision/row.rs);
     /// null when the load did not split them.
     decision: Option<serde_json::Value>,
     /// The cgroup the task is in (its path), and that cgroup as a
@@ -383,7 +383,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         max_victim: (!victim).then_some(other),
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
         causes: row_causes(row),
-        decision: row_decision::json(row),
+        decision: decision::row::json(row),
         cgroup: known(r, row).map(|w| w.path.clone()),
         workload: known(r, row).map(workload::workload_json),
         hottest_stack: (!victim)

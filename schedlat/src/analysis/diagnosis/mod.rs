@@ -24,6 +24,7 @@
 //! - `selfcheck.rs`: eBPF's total against schedstat's run_delay.
 
 pub(crate) mod capacity;
+pub(crate) mod causes;
 pub(crate) mod decision;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -31,7 +32,6 @@ pub(crate) mod holders;
 pub(crate) mod named;
 pub(crate) mod priority;
 pub(crate) mod selfcheck;
-pub(crate) mod split;
 pub(crate) mod traced;
 pub(crate) mod verdict;
 pub(crate) mod waiting;

@@ -1,5 +1,5 @@
 //! A named diagnosis: what every step of the judgement that names a cause
-//! gives (capacity.rs, priority.rs, split.rs), and what the report shows.
+//! gives (capacity.rs, priority.rs, causes.rs), and what the report shows.
 
 use serde::Serialize;
 

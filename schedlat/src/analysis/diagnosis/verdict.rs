@@ -2,10 +2,9 @@
 //! modules that each judge one part.
 
 use super::{
-    capacity, decision,
+    capacity, causes, decision,
     named::Diagnosis,
     priority::{self, Attribution},
-    split,
     traced::Traced,
     waiting::{self, EbpfWaiting, Waiting},
 };
@@ -15,7 +14,7 @@ use crate::{
 };
 
 /// The diagnoses `named` can give, as the report lists them when none
-/// matched (those of the split: split::KNOWN).
+/// matched (those of the split: causes::KNOWN).
 pub(crate) const KNOWN: &[&str] = &[
     "quota throttling",
     "CPU saturation",
@@ -52,13 +51,13 @@ pub(crate) fn diagnose(
     let attribution = traced.and_then(|t| t.victims.as_ref().ok());
     let mut diagnoses = named(findings, attribution, ebpf);
     if let (Some(counts), Some(ebpf)) = (traced.and_then(|t| t.waits.causes.as_ref()), ebpf) {
-        let evidence = split::Evidence {
+        let evidence = causes::Evidence {
             split: &Causes::of(counts),
             attribution,
             ebpf,
             cgroups,
         };
-        split::add(&mut diagnoses, findings, &evidence);
+        causes::add(&mut diagnoses, findings, &evidence);
     }
     // What the scheduler decided, where the decision split measured it.
     if let Some(t) = traced {

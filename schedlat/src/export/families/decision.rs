@@ -31,7 +31,6 @@ use crate::{
         model::{Family, Labels, Unit, Value, counter},
     },
     histogram::{DecisionFacts, KeyDecisionCounts},
-    output::decision::{decision_name, holder_name, outcome_name, pass_name},
 };
 
 /// The split's series of one family: a label set (the scope, or the
@@ -54,21 +53,16 @@ fn classes(
 ) -> Vec<(&'static str, &'static str, u64, u64)> {
     let mut out = Vec::new();
     for &o in outcomes {
-        out.push(("outcome", outcome_name(o), d.outcome(o), d.outcome_ns(o)));
+        out.push(("outcome", o.name(), d.outcome(o), d.outcome_ns(o)));
     }
     for &dc in decisions {
-        out.push((
-            "decision",
-            decision_name(dc),
-            d.decided(dc),
-            d.decided_ns(dc),
-        ));
+        out.push(("decision", dc.name(), d.decided(dc), d.decided_ns(dc)));
     }
     for &p in &PASSES {
-        out.push(("passes", pass_name(p), d.passed(p), d.passed_ns(p)));
+        out.push(("passes", p.name(), d.passed(p), d.passed_ns(p)));
     }
     for &h in &HOLDERS {
-        out.push(("holder", holder_name(h), d.held(h), d.held_ns(h)));
+        out.push(("holder", h.name(), d.held(h), d.held_ns(h)));
     }
     out
 }

@@ -17,7 +17,7 @@
 //! dashboard cannot take it for the whole system.
 
 mod accounting;
-mod cause_split;
+mod causes;
 pub(crate) mod cpu;
 pub(crate) mod decision;
 mod latency;
@@ -32,7 +32,7 @@ pub(crate) use self::{
     neighbours::NeighbourScrape,
     own::{BpfCost, ScrapeCost},
 };
-use self::{cause_split::CauseSeries, cpu::CpuWaits};
+use self::{causes::CauseSeries, cpu::CpuWaits};
 use super::{
     cgroup_splits::CgroupSplits,
     encode::{self, Format},
@@ -59,7 +59,7 @@ pub(crate) struct Scrape {
     /// The previous scrape's cost, once there was one.
     pub cost: Option<ScrapeCost>,
     /// The cause split: of the whole system (or the filter's scope), and
-    /// per cgroup with `--cgroups` (cause_split.rs).
+    /// per cgroup with `--cgroups` (causes.rs).
     pub causes: CauseSeries,
     pub cgroup_causes: CauseSeries,
     /// The decision split of the whole system (or the filter's scope),
@@ -218,8 +218,8 @@ impl Scrape {
     /// Every family, in the order they are exposed.
     pub(crate) fn families(self) -> Vec<Family> {
         let mut out = self.histograms;
-        out.extend(cause_split::system_families(&self.causes));
-        out.extend(cause_split::cgroup_families(
+        out.extend(causes::system_families(&self.causes));
+        out.extend(causes::cgroup_families(
             &self.cgroup_causes,
             self.cgroup_splits,
         ));

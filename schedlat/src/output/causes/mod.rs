@@ -3,6 +3,7 @@
 //! a JSON interval or breakdown key (json.rs, docs/json.md).
 
 mod json;
+pub(crate) mod line;
 
 use std::fmt::Write as _;
 

@@ -22,7 +22,7 @@ use state::State;
 
 use crate::{
     analysis::{fmt_ns, percentiles::Percentiles, shape},
-    output::{causes_line, decision, escape::printable},
+    output::{causes, decision, escape::printable},
     sys::slice::Slice,
 };
 
@@ -172,7 +172,7 @@ fn verdict(state: &State, slice: &Slice, height: u16) -> Paragraph<'static> {
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
         )),
-        Line::from(causes_line::line(waits)),
+        Line::from(causes::line::line(waits)),
     ];
     // What the scheduler decided (docs/decision.md), when the load split
     // it and the terminal has the rows.
@@ -712,8 +712,8 @@ mod tests {
             "{}",
             screen(&state, 80, 24)
         );
-        state.last.causes = Some(crate::output::causes_line::tests::counts());
-        let line = causes_line::line(&state.last);
+        state.last.causes = Some(crate::output::causes::line::tests::counts());
+        let line = causes::line::line(&state.last);
         for (w, h) in [(80, 24), (120, 40)] {
             let text = screen(&state, w, h);
             assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");

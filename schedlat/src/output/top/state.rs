@@ -281,7 +281,7 @@ mod tests {
     #[test]
     fn the_cumulative_view_keeps_the_cause_split() {
         let mut s = state();
-        let split = crate::output::causes_line::tests::counts();
+        let split = crate::output::causes::line::tests::counts();
         let waits = Waits {
             causes: Some(split.clone()),
             ..Waits::default()

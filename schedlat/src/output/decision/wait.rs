@@ -8,7 +8,6 @@ use schedlat_common::decision::{
 };
 use serde_json::{Value, json};
 
-use super::decision::{decision_name, holder_name, outcome_name, pass_name};
 use crate::analysis::fmt_ns;
 
 /// The word's parts, named; None when the split did not see the wait
@@ -76,20 +75,20 @@ impl WaitDecision {
         let mut d = WaitDecision {
             decision: DECISIONS
                 .into_iter()
-                .find(|&d| Some(decision_name(d)) == name("decision"))?,
+                .find(|&d| Some(d.name()) == name("decision"))?,
             pass: PASSES
                 .into_iter()
-                .find(|&p| Some(pass_name(p)) == name("pass_overs"))?,
+                .find(|&p| Some(p.name()) == name("pass_overs"))?,
             passes: v.get("passes")?.as_u64()?,
             holder: HOLDERS
                 .into_iter()
-                .find(|&h| Some(holder_name(h)) == name("holder"))?,
+                .find(|&h| Some(h.name()) == name("holder"))?,
             outcome: Outcome::Other,
             predicted_ns: v.get("predicted_ns").and_then(Value::as_u64),
             share: v.get("share").and_then(Value::as_f64),
         };
         d.outcome = match name("outcome") {
-            Some(o) => OUTCOMES.into_iter().find(|&c| outcome_name(c) == o)?,
+            Some(o) => OUTCOMES.into_iter().find(|&c| c.name() == o)?,
             None => Outcome::of(d.decision, d.pass, d.holder, (false, false)),
         };
         Some(d)
@@ -98,7 +97,7 @@ impl WaitDecision {
     /// `protected, passed over 3, holder slice ended, predicted 1.40 ms`;
     /// `requested, late, holder slice ended` for a late switch.
     pub(crate) fn text(&self) -> String {
-        let mut out = decision_name(self.decision).replace('_', " ");
+        let mut out = self.decision.name().replace('_', " ");
         if self.outcome == Outcome::Late {
             out.push_str(", late");
         }
@@ -109,7 +108,7 @@ impl WaitDecision {
             _ => out.push_str(&format!(", passed over {}", self.passes)),
         }
         out.push_str(", holder ");
-        out.push_str(&holder_name(self.holder).replace('_', " "));
+        out.push_str(&self.holder.name().replace('_', " "));
         if let Some(ns) = self.predicted_ns {
             out.push_str(&format!(", predicted {}", fmt_ns(ns)));
         }
@@ -119,12 +118,12 @@ impl WaitDecision {
     /// The JSON object (docs/json.md, slow events and dumps).
     pub(crate) fn json(&self) -> Value {
         json!({
-            "decision": decision_name(self.decision),
+            "decision": self.decision.name(),
             "declined": self.decision.declined(),
-            "outcome": outcome_name(self.outcome),
-            "pass_overs": pass_name(self.pass),
+            "outcome": self.outcome.name(),
+            "pass_overs": self.pass.name(),
             "passes": self.passes,
-            "holder": holder_name(self.holder),
+            "holder": self.holder.name(),
             "predicted_ns": self.predicted_ns,
             "share": self.share,
         })

@@ -6,7 +6,6 @@
 use schedlat_common::decision::{DECISIONS, HOLDERS, OUTCOMES, Outcome};
 use serde_json::{Value, json};
 
-use super::decision::{decision_name, holder_name, outcome_name};
 use crate::analysis::victims::Row;
 
 /// The columns' header, after the cause shares.
@@ -36,7 +35,7 @@ pub(crate) fn cells(row: &Row) -> String {
         .filter(|&h| decided > 0 && row.holders[h as usize] > 0)
         .map_or("-".to_string(), |h| {
             let n = row.holders[h as usize] as f64 * 100.0 / decided as f64;
-            format!("{} {n:.0}%", holder_name(h))
+            format!("{} {n:.0}%", h.name())
         });
     format!(
         " {:>5} {:>5} {:>5} {left:<16}",
@@ -56,15 +55,15 @@ pub(crate) fn json(row: &Row) -> Option<Value> {
     }
     let outcomes: serde_json::Map<String, Value> = OUTCOMES
         .iter()
-        .map(|&o| (outcome_name(o).into(), row.outcomes[o as usize].into()))
+        .map(|&o| (o.name().into(), row.outcomes[o as usize].into()))
         .collect();
     let decisions: serde_json::Map<String, Value> = DECISIONS
         .iter()
-        .map(|&d| (decision_name(d).into(), row.decisions[d as usize].into()))
+        .map(|&d| (d.name().into(), row.decisions[d as usize].into()))
         .collect();
     let holders: serde_json::Map<String, Value> = HOLDERS
         .iter()
-        .map(|&h| (holder_name(h).into(), row.holders[h as usize].into()))
+        .map(|&h| (h.name().into(), row.holders[h as usize].into()))
         .collect();
     Some(json!({
         "waits": decided,

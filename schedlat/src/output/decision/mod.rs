@@ -2,10 +2,13 @@
 //! machines read it: the `decision:` block under the causes (here), and the
 //! `decision` object of a JSON interval (docs/json.md).
 
+pub(crate) mod row;
+pub(crate) mod wait;
+
 use std::fmt::Write as _;
 
 use schedlat_common::decision::{
-    DECISIONS, DECLINED, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, cell,
+    DECISIONS, DECLINED, Decision, HOLDERS, OUTCOMES, PASSES, Pass, cell,
 };
 use serde_json::{Value, json};
 
@@ -15,60 +18,6 @@ use crate::{
     histogram::{DecisionCounts, DecisionFacts, KeyDecisionCounts, Waits},
     sys::sched_context::SchedContext,
 };
-
-/// The name of a decision class in text and JSON.
-pub(crate) fn decision_name(d: Decision) -> &'static str {
-    match d {
-        Decision::Requested => "requested",
-        Decision::SliceEnded => "slice_ended",
-        Decision::Pending => "pending",
-        Decision::Lazy => "lazy",
-        Decision::Idle => "idle",
-        Decision::NotWakeup => "not_wakeup",
-        Decision::Unknown => "unknown",
-        Decision::NotEligible => "not_eligible",
-        Decision::LaterDeadline => "later_deadline",
-        Decision::Protected => "protected",
-        Decision::PolicyGate => "policy_gate",
-        Decision::OtherClass => "other_class",
-        Decision::WakeupGranularity => "wakeup_granularity",
-        Decision::RuleUnknown => "rule_unknown",
-        Decision::Ext => "ext",
-    }
-}
-
-pub(crate) fn pass_name(p: Pass) -> &'static str {
-    match p {
-        Pass::Zero => "0",
-        Pass::One => "1",
-        Pass::Two => "2",
-        Pass::ThreePlus => "3+",
-        Pass::Migrated => "migrated",
-        Pass::Unknown => "unknown",
-    }
-}
-
-pub(crate) fn holder_name(h: Holder) -> &'static str {
-    match h {
-        Holder::Blocked => "blocked",
-        Holder::Preempted => "preempted",
-        Holder::SliceEnded => "slice_ended",
-        Holder::Exited => "exited",
-        Holder::Yielded => "yielded",
-        Holder::Idle => "idle",
-    }
-}
-
-pub(crate) fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Granted => "granted",
-        Outcome::Late => "late",
-        Outcome::Declined => "declined",
-        Outcome::PassedOver => "passed_over",
-        Outcome::IdleCpu => "idle_cpu",
-        Outcome::Other => "other",
-    }
-}
 
 /// A JSON name as text: `slice_ended` as `slice ended`.
 fn words(name: &str) -> String {
@@ -200,7 +149,7 @@ fn outcomes_line(d: &KeyDecisionCounts) -> String {
     let mut out = String::new();
     let outcomes: Vec<String> = OUTCOMES
         .iter()
-        .map(|&o| format!("{} {}", words(outcome_name(o)), pct(d.outcome(o), total)))
+        .map(|&o| format!("{} {}", words(o.name()), pct(d.outcome(o), total)))
         .collect();
     let _ = write!(out, "decision: {} of waits", outcomes.join(", "));
     let slow = d.slow();
@@ -209,7 +158,7 @@ fn outcomes_line(d: &KeyDecisionCounts) -> String {
             .iter()
             .filter_map(|&o| {
                 let n = d.outcome_slow(o);
-                (n > 0).then(|| format!("{} {}", words(outcome_name(o)), pct(n, slow)))
+                (n > 0).then(|| format!("{} {}", words(o.name()), pct(n, slow)))
             })
             .collect();
         let _ = write!(
@@ -235,7 +184,7 @@ fn split_text(d: &KeyDecisionCounts) -> String {
         for &c in ds {
             let n = d.decided(c);
             if n > 0 {
-                list.push(format!("{} {n}", words(decision_name(c))));
+                list.push(format!("{} {n}", words(c.name())));
             }
         }
     };
@@ -268,8 +217,8 @@ fn split_text(d: &KeyDecisionCounts) -> String {
         .map(|&p| {
             let n = d.passed(p);
             match p {
-                Pass::Migrated | Pass::Unknown => format!("{} {n}", pass_name(p)),
-                _ => format!("{} in {n}", pass_name(p)),
+                Pass::Migrated | Pass::Unknown => format!("{} {n}", p.name()),
+                _ => format!("{} in {n}", p.name()),
             }
         })
         .collect();
@@ -286,7 +235,7 @@ fn split_text(d: &KeyDecisionCounts) -> String {
 
     let holders: Vec<String> = HOLDERS
         .iter()
-        .map(|&h| format!("{} {}", words(holder_name(h)), pct(d.held(h), total)))
+        .map(|&h| format!("{} {}", words(h.name()), pct(d.held(h), total)))
         .collect();
     let _ = writeln!(out, "  holder left: {}", holders.join(", "));
     out
@@ -316,8 +265,8 @@ pub(crate) fn json(waits: &Waits) -> Option<Value> {
             let n = d.count[cell(c, p)];
             if n > 0 {
                 table.push(json!({
-                    "decision": decision_name(c),
-                    "pass_overs": pass_name(p),
+                    "decision": c.name(),
+                    "pass_overs": p.name(),
                     "count": n,
                     "sum_ns": d.sum_ns[cell(c, p)],
                 }));
@@ -358,29 +307,21 @@ fn split_json(d: &KeyDecisionCounts) -> Value {
     let counted = |count: u64, sum_ns: u64| json!({ "count": count, "sum_ns": sum_ns });
     let decisions: serde_json::Map<String, Value> = DECISIONS
         .iter()
-        .map(|&c| {
-            (
-                decision_name(c).into(),
-                counted(d.decided(c), d.decided_ns(c)),
-            )
-        })
+        .map(|&c| (c.name().into(), counted(d.decided(c), d.decided_ns(c))))
         .collect();
     let pass_overs: serde_json::Map<String, Value> = PASSES
         .iter()
-        .map(|&p| (pass_name(p).into(), counted(d.passed(p), d.passed_ns(p))))
+        .map(|&p| (p.name().into(), counted(d.passed(p), d.passed_ns(p))))
         .collect();
     let holders: serde_json::Map<String, Value> = HOLDERS
         .iter()
-        .map(|&h| (holder_name(h).into(), counted(d.held(h), d.held_ns(h))))
+        .map(|&h| (h.name().into(), counted(d.held(h), d.held_ns(h))))
         .collect();
     let outcomes: serde_json::Map<String, Value> = OUTCOMES
         .iter()
         .map(|&o| {
             let (all, slow) = (d.outcome(o), d.outcome_slow(o));
-            (
-                outcome_name(o).into(),
-                json!({ "count": all, "over_1ms": slow }),
-            )
+            (o.name().into(), json!({ "count": all, "over_1ms": slow }))
         })
         .collect();
     json!({
@@ -416,6 +357,8 @@ fn facts_json(f: &DecisionFacts) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use schedlat_common::decision::Holder;
+
     use super::*;
     use crate::histogram::{
         DecisionCounts,
