@@ -2,7 +2,7 @@
 //! what the scheduler decided at its wakeup ([`Decision`]: the wakeup asked
 //! for the CPU, or which rule declined it), how many times the CPU was
 //! given to other tasks during the wait ([`Pass`]), and how the task that
-//! held the CPU left it at the switch that ended the wait ([`Holder`]).
+//! held the CPU left it at the switch that ended the wait ([`HolderLeft`]).
 //!
 //! Per CPU the kernel counts the wait once in a decision x pass-over table
 //! ([`DecisionStats::count`]), once by holder, and once in a fine
@@ -202,7 +202,7 @@ impl Pass {
 /// (sched_switch's prev).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Holder {
+pub enum HolderLeft {
     /// It slept or blocked.
     Blocked = 0,
     /// Switched out still runnable, and not by its own sched_yield().
@@ -226,29 +226,29 @@ pub enum Holder {
 
 /// Slots of the holder dimension.
 pub const NR_HOLDERS: usize = 8;
-pub const HOLDERS: [Holder; 6] = [
-    Holder::Blocked,
-    Holder::Preempted,
-    Holder::SliceEnded,
-    Holder::Exited,
-    Holder::Yielded,
-    Holder::Idle,
+pub const HOLDERS: [HolderLeft; 6] = [
+    HolderLeft::Blocked,
+    HolderLeft::Preempted,
+    HolderLeft::SliceEnded,
+    HolderLeft::Exited,
+    HolderLeft::Yielded,
+    HolderLeft::Idle,
 ];
 
-impl Holder {
+impl HolderLeft {
     /// Its name in text, JSON and the exposition's label values.
     pub const fn name(self) -> &'static str {
         match self {
-            Holder::Blocked => "blocked",
-            Holder::Preempted => "preempted",
-            Holder::SliceEnded => "slice_ended",
-            Holder::Exited => "exited",
-            Holder::Yielded => "yielded",
-            Holder::Idle => "idle",
+            HolderLeft::Blocked => "blocked",
+            HolderLeft::Preempted => "preempted",
+            HolderLeft::SliceEnded => "slice_ended",
+            HolderLeft::Exited => "exited",
+            HolderLeft::Yielded => "yielded",
+            HolderLeft::Idle => "idle",
         }
     }
 
-    pub fn from_index(i: u64) -> Option<Holder> {
+    pub fn from_index(i: u64) -> Option<HolderLeft> {
         HOLDERS.iter().copied().find(|&h| h as u64 == i)
     }
 }
@@ -275,7 +275,7 @@ pub enum Outcome {
     /// CPU until a tick made the switch: a request (`Decision::Requested`:
     /// a fair wakee, the holder's slice neither renewed nor used up then,
     /// [`Decided::SPENT`]) whose holder left with its slice renewed after
-    /// the wakeup (`Holder::SliceEnded`: a schedule() picked it again, no
+    /// the wakeup (`HolderLeft::SliceEnded`: a schedule() picked it again, no
     /// switch, the flag cleared, and the tick that ended its slice made
     /// the switch); or a lazy request (`Decision::Lazy`) whose holder was
     /// preempted inside the kernel ([`Decided::IN_KERNEL_PREEMPT`]): a lazy request
@@ -318,7 +318,7 @@ impl Outcome {
     pub const fn of(
         decision: Decision,
         pass: Pass,
-        holder: Holder,
+        holder: HolderLeft,
         (spent, preempted): (bool, bool),
     ) -> Outcome {
         match pass {
@@ -326,7 +326,7 @@ impl Outcome {
             Pass::Migrated | Pass::Unknown => Outcome::Other,
             Pass::Zero
                 if matches!(decision, Decision::Requested)
-                    && matches!(holder, Holder::SliceEnded)
+                    && matches!(holder, HolderLeft::SliceEnded)
                     && !spent =>
             {
                 Outcome::Late
@@ -362,7 +362,7 @@ impl Outcome {
         // Shifts of opaque bits, not comparisons: LLVM makes a sign test
         // a branch, and every branch here doubles the verifier's states.
         let requested = opaque(1 << Decision::Requested as u64) >> (decision & 15);
-        let renewed = opaque(1 << Holder::SliceEnded as u64) >> (holder & 7);
+        let renewed = opaque(1 << HolderLeft::SliceEnded as u64) >> (holder & 7);
         let lazy = opaque(1 << Decision::Lazy as u64) >> (decision & 15);
         let late = (requested & renewed & (1 ^ (spent & 1))) | (lazy & preempted);
         let late = late & 1;
@@ -393,7 +393,7 @@ pub struct DecisionStats {
     /// Waits and their sum per cell (`cell()`).
     pub count: [u64; NR_CELLS],
     pub sum_ns: [u64; NR_CELLS],
-    /// Waits and their sum by how the holder left (`Holder` index).
+    /// Waits and their sum by how the holder left (`HolderLeft` index).
     pub holder_count: [u64; NR_HOLDERS],
     pub holder_sum_ns: [u64; NR_HOLDERS],
     /// Fine histograms of the outcomes (`Outcome` index).
@@ -458,7 +458,7 @@ pub struct KeyDecision {
     /// By pass-over class (`Pass` index).
     pub pass_count: [u64; NR_PASSES],
     pub pass_sum_ns: [u64; NR_PASSES],
-    /// By how the holder left (`Holder` index).
+    /// By how the holder left (`HolderLeft` index).
     pub holder_count: [u64; NR_HOLDERS],
     pub holder_sum_ns: [u64; NR_HOLDERS],
     /// By outcome (`Outcome` index): waits, their sum, and those of at
@@ -695,9 +695,9 @@ impl Decided {
             .flatten()
     }
 
-    pub fn holder(self) -> Option<Holder> {
+    pub fn holder(self) -> Option<HolderLeft> {
         self.measured()
-            .then(|| Holder::from_index(self.holder_index()))
+            .then(|| HolderLeft::from_index(self.holder_index()))
             .flatten()
     }
 
@@ -826,9 +826,9 @@ mod tests {
         assert_eq!(Decision::Requested as u64, 0);
         assert_eq!(REQUESTED_SPENT as usize, NR_DECISIONS - 1);
         assert!((Pass::Unknown as usize) < NR_PASSES);
-        assert!((Holder::Idle as usize) < NR_HOLDERS);
+        assert!((HolderLeft::Idle as usize) < NR_HOLDERS);
         // Decided keeps the holder in 3 bits.
-        assert!((Holder::Idle as usize) < 8);
+        assert!((HolderLeft::Idle as usize) < 8);
     }
 
     #[test]
@@ -867,7 +867,7 @@ mod tests {
             (
                 Decision::NotEligible as u64,
                 Pass::ThreePlus as u64,
-                Holder::SliceEnded as u64,
+                HolderLeft::SliceEnded as u64,
             ),
             251,
             2100,
@@ -875,7 +875,7 @@ mod tests {
         ));
         assert_eq!(d.decision(), Some(Decision::NotEligible));
         assert_eq!(d.pass(), Some(Pass::ThreePlus));
-        assert_eq!(d.holder(), Some(Holder::SliceEnded));
+        assert_eq!(d.holder(), Some(HolderLeft::SliceEnded));
         assert_eq!(d.share_fraction(), Some(0.25));
         assert_eq!(d.predicted_us(), 2100);
         assert_eq!(d.passes(), 7);
@@ -889,7 +889,7 @@ mod tests {
     #[test]
     fn outcomes_partition_the_table() {
         use Decision as D;
-        use Holder as H;
+        use HolderLeft as H;
         for h in HOLDERS {
             // A prompt switch (the holder not renewed since the wakeup).
             if h != H::SliceEnded {
@@ -998,7 +998,7 @@ mod tests {
     /// switch-in packs them, and the class each gets.
     #[test]
     fn recorded_waits_get_their_class() {
-        let class = |decision: Decision, passes: u64, holder: Holder| {
+        let class = |decision: Decision, passes: u64, holder: HolderLeft| {
             let d = Decided(Decided::pack(
                 (decision as u64, Pass::of(passes) as u64, holder as u64),
                 0,
@@ -1010,41 +1010,41 @@ mod tests {
         // The seed case's slow wait: need-resched set at the wakeup, no
         // switch until the tick, the loop left with its deadline renewed.
         assert_eq!(
-            class(Decision::Requested, 0, Holder::SliceEnded),
+            class(Decision::Requested, 0, HolderLeft::SliceEnded),
             Outcome::Late
         );
         // The prompt answer: the loop switched out mid-slice.
         assert_eq!(
-            class(Decision::Requested, 0, Holder::Preempted),
+            class(Decision::Requested, 0, HolderLeft::Preempted),
             Outcome::Granted
         );
         // The wakeup's own enqueue renewed the slice: the switch finds it
         // renewed, and it was the request's.
         assert_eq!(
-            class(Decision::SliceEnded, 0, Holder::SliceEnded),
+            class(Decision::SliceEnded, 0, HolderLeft::SliceEnded),
             Outcome::Granted
         );
         // A holder that blocked or yielded after the wakeup.
         assert_eq!(
-            class(Decision::Requested, 0, Holder::Blocked),
+            class(Decision::Requested, 0, HolderLeft::Blocked),
             Outcome::Granted
         );
         // Pending and lazy bits keep their classes whatever the holder.
         assert_eq!(
-            class(Decision::Pending, 0, Holder::SliceEnded),
+            class(Decision::Pending, 0, HolderLeft::SliceEnded),
             Outcome::Other
         );
         assert_eq!(
-            class(Decision::Lazy, 0, Holder::SliceEnded),
+            class(Decision::Lazy, 0, HolderLeft::SliceEnded),
             Outcome::Granted
         );
         // Others ran first: passed over, however the last holder left.
         assert_eq!(
-            class(Decision::Requested, 1, Holder::SliceEnded),
+            class(Decision::Requested, 1, HolderLeft::SliceEnded),
             Outcome::PassedOver
         );
         assert_eq!(
-            class(Decision::Protected, 0, Holder::SliceEnded),
+            class(Decision::Protected, 0, HolderLeft::SliceEnded),
             Outcome::Declined
         );
         // The wakeup found the holder's slice used up but not accounted
@@ -1054,7 +1054,7 @@ mod tests {
             (
                 REQUESTED_SPENT,
                 Pass::Zero as u64,
-                Holder::SliceEnded as u64,
+                HolderLeft::SliceEnded as u64,
             ),
             0,
             0,

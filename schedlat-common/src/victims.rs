@@ -57,7 +57,7 @@ pub struct WaitStats {
     /// The decision split of the waits it saw (off with `--no-decision`):
     /// by decision (`decision::Decision` index), by outcome
     /// (`decision::Outcome` index), by how the holder left the CPU
-    /// (`decision::Holder` index), and the pass-overs counted.
+    /// (`decision::HolderLeft` index), and the pass-overs counted.
     pub decisions: [u32; ROW_DECISIONS],
     pub outcomes: [u32; ROW_OUTCOMES],
     pub holders: [u32; ROW_HOLDERS],

@@ -24,7 +24,7 @@ use aya_ebpf::{
 use schedlat_common::{
     bucket::bucket_index_flat,
     decision::{
-        self, Decided, Decision, DecisionStats, EnqueueWord, Holder, NR_CELLS, NR_HOLDERS,
+        self, Decided, Decision, DecisionStats, EnqueueWord, HolderLeft, NR_CELLS, NR_HOLDERS,
         NR_OUTCOME_SLOTS, NR_PASSES, Outcome, Pass,
     },
     flat::{above, min, nonzero, select},
@@ -494,7 +494,7 @@ fn in_yield(prev: TaskPtr) -> u64 {
     1 ^ nonzero(prev.syscall_nr() ^ nr)
 }
 
-/// How the switch's prev left the CPU (a `Holder` index), from the facts
+/// How the switch's prev left the CPU (a `HolderLeft` index), from the facts
 /// `switched_in` packed, without a branch: the idle task is idle whatever
 /// its state and preempt read; still runnable is yielded when it was
 /// inside sched_yield() (`in_yield`; never an involuntary preemption,
@@ -519,12 +519,16 @@ fn holder(facts: u64, left: u64, weight_slice: u64) -> u64 {
     };
     // yield_task_fair() pushes the deadline out by a slice (EEVDF), which
     // reads as renewed: the yield decides first.
-    let ran_on = select(renewed, Holder::SliceEnded as u64, Holder::Preempted as u64);
-    let ran_on = select(yielded, Holder::Yielded as u64, ran_on);
+    let ran_on = select(
+        renewed,
+        HolderLeft::SliceEnded as u64,
+        HolderLeft::Preempted as u64,
+    );
+    let ran_on = select(yielded, HolderLeft::Yielded as u64, ran_on);
     let dead = nonzero(state & TASK_DEAD);
-    let left_it = select(dead, Holder::Exited as u64, Holder::Blocked as u64);
+    let left_it = select(dead, HolderLeft::Exited as u64, HolderLeft::Blocked as u64);
     let other = select(runnable, ran_on, left_it);
-    select(idle, Holder::Idle as u64, other)
+    select(idle, HolderLeft::Idle as u64, other)
 }
 
 /// Adds one wait to this CPU's totals, without a branch but the bounds

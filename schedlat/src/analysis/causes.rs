@@ -286,7 +286,7 @@ mod tests {
     use schedlat_common::{bucket_index, causes::CauseStats};
 
     use super::*;
-    use crate::histogram::Measurable;
+    use crate::histogram::CauseFacts;
 
     #[test]
     fn classes_summaries_and_unavailable_overlaps() {
@@ -303,9 +303,9 @@ mod tests {
         cpu.overlap_ns[OVERLAP_IRQ] = 50_000;
         cpu.overlap_waits = 100;
         cpu.overlap_wait_ns = 10_900_000;
-        let measurable = Measurable {
+        let measurable = CauseFacts {
             irq: true,
-            ..Measurable::default()
+            ..CauseFacts::default()
         };
         let causes = Causes::of(&CauseCounts::from_cpus(measurable, &[cpu]));
         assert_eq!(causes.waits(), 100);
@@ -345,7 +345,7 @@ mod tests {
             cpu.count[class as usize] = n;
             cpu.sum_ns[class as usize] = n * ns;
         }
-        let causes = Causes::of(&CauseCounts::from_cpus(Measurable::default(), &[cpu]));
+        let causes = Causes::of(&CauseCounts::from_cpus(CauseFacts::default(), &[cpu]));
         let migrated = causes
             .placement
             .migrated

@@ -9,7 +9,7 @@ use crate::sys::cgroup_of::Which;
 
 /// Who held the CPU while the scope waited, as a report names it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Holder {
+pub(crate) enum NamedHolder {
     /// One task (a culprit row, a culprit that outranked the task it made
     /// wait).
     Task(TaskInfo),
@@ -22,19 +22,19 @@ pub(crate) enum Holder {
     },
 }
 
-impl Holder {
+impl NamedHolder {
     /// Whether both name the same holder: one task, or one group of one
     /// hierarchy (however each names it).
-    pub(crate) fn same(&self, other: &Holder) -> bool {
+    pub(crate) fn same(&self, other: &NamedHolder) -> bool {
         match (self, other) {
-            (Holder::Task(a), Holder::Task(b)) => a.tid == b.tid,
+            (NamedHolder::Task(a), NamedHolder::Task(b)) => a.tid == b.tid,
             (
-                Holder::Cgroup {
+                NamedHolder::Cgroup {
                     path: a,
                     hierarchy: x,
                     ..
                 },
-                Holder::Cgroup {
+                NamedHolder::Cgroup {
                     path: b,
                     hierarchy: y,
                     ..

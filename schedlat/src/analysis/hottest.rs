@@ -11,7 +11,7 @@ use schedlat_common::victims::{SlowEvent, TaskInfo};
 
 use crate::{
     analysis::{
-        holder::Holder,
+        holder::NamedHolder,
         stacks::{HolderStacks, StackNamer, fold_safe},
         task,
     },
@@ -236,10 +236,10 @@ pub(crate) struct Window {
 impl Window {
     /// The hottest stack behind `holder`, if a slow wait with a stack
     /// ended behind it.
-    pub(crate) fn behind(&self, holder: &Holder) -> Option<&Hottest> {
+    pub(crate) fn behind(&self, holder: &NamedHolder) -> Option<&Hottest> {
         match holder {
-            Holder::Task(t) => self.tasks.get(&t.tid),
-            Holder::Cgroup {
+            NamedHolder::Task(t) => self.tasks.get(&t.tid),
+            NamedHolder::Cgroup {
                 path, hierarchy, ..
             } => self.cgroups.get(&(*hierarchy, path.clone())),
         }
@@ -310,7 +310,7 @@ mod tests {
         let w = f.end(2, &TaskCgroups::default());
         assert_eq!((w.events, w.lost, w.unfolded), (5, 2, 0));
         let hottest = w
-            .behind(&Holder::Task(batch))
+            .behind(&NamedHolder::Task(batch))
             .expect("a stack behind batch-7");
         assert_eq!(hottest.stack, "main;compress;compress_block");
         assert_eq!(hottest.folded(), "batch-7;main;compress;compress_block");
@@ -320,7 +320,7 @@ mod tests {
         );
         assert!((hottest.share() - 0.625).abs() < 1e-9);
         let idle = task(0, 0, "swapper/1", 0, 0, 0);
-        assert!(w.behind(&Holder::Task(idle)).is_none());
+        assert!(w.behind(&NamedHolder::Task(idle)).is_none());
     }
 
     #[test]
@@ -353,7 +353,7 @@ mod tests {
         };
         let w = f.end(0, &cgroups);
         assert_eq!(w.unfolded, 1);
-        let group = |hierarchy, path: &str| Holder::Cgroup {
+        let group = |hierarchy, path: &str| NamedHolder::Cgroup {
             path: path.into(),
             hierarchy,
             name: path.into(),
@@ -386,7 +386,7 @@ mod tests {
         f.add(&wait(t, 1_000), Some(user(&["main", "fn_3"])));
         let w = f.end(0, &TaskCgroups::default());
         assert_eq!(w.unfolded, 5);
-        let h = w.behind(&Holder::Task(t)).unwrap();
+        let h = w.behind(&NamedHolder::Task(t)).unwrap();
         assert_eq!(h.stack, "main;fn_3");
         assert_eq!(h.waits, MAX_STACKS as u64 + 6);
         assert_eq!(h.wait_ns, 10 * (MAX_STACKS as u64 + 5) + 1_000);
@@ -406,10 +406,10 @@ mod tests {
         let second = f.next_window(0, &TaskCgroups::default());
         // The first window's heavier stack is not carried over, nor is a
         // holder that had no wait in the second; the threshold stays.
-        let h = second.behind(&Holder::Task(t)).unwrap();
+        let h = second.behind(&NamedHolder::Task(t)).unwrap();
         assert_eq!(h.stack, "main;read");
         assert_eq!((h.stack_ns, h.wait_ns, h.waits), (2_000_000, 4_000_000, 2));
-        assert!(second.behind(&Holder::Task(quiet)).is_none());
+        assert!(second.behind(&NamedHolder::Task(quiet)).is_none());
         assert_eq!(
             (
                 second.threshold_ns,
@@ -421,7 +421,7 @@ mod tests {
         );
         let third = f.next_window(0, &TaskCgroups::default());
         assert_eq!(third.events, 0);
-        assert!(third.behind(&Holder::Task(t)).is_none());
+        assert!(third.behind(&NamedHolder::Task(t)).is_none());
     }
 
     #[test]
@@ -432,6 +432,6 @@ mod tests {
             f.add(&wait(t, 100), Some(user(&["main", name])));
         }
         let w = f.end(0, &TaskCgroups::default());
-        assert_eq!(w.behind(&Holder::Task(t)).unwrap().stack, "main;alpha");
+        assert_eq!(w.behind(&NamedHolder::Task(t)).unwrap().stack, "main;alpha");
     }
 }

@@ -11,7 +11,7 @@ use std::{
 
 use schedlat_common::{
     causes::Cause,
-    decision::{DECISIONS, Decision, HOLDERS, Holder, Outcome, PASSES, Pass},
+    decision::{DECISIONS, Decision, HOLDERS, HolderLeft, Outcome, PASSES, Pass},
 };
 
 use super::{
@@ -402,14 +402,14 @@ fn a_sleeper_alone_wakes_onto_an_idle_cpu() {
     // The idle task switched out is the idle holder (PF_IDLE at the
     // switch, as the cause split reads it), never a runnable one: it
     // leaves with state 0 and no preempt, which once read as preempted.
-    let held_idle = d.holder_count[Holder::Idle as usize];
+    let held_idle = d.holder_count[HolderLeft::Idle as usize];
     assert!(
         held_idle.abs_diff(held_by_idle) <= 3 + held_idle.max(held_by_idle) / 10,
         "idle holder {held_idle}, idle task switched out {held_by_idle}, of {waits} \
          (CPU {CPU} busy {busy} of 100 ticks)"
     );
-    let runnable =
-        d.holder_count[Holder::Preempted as usize] + d.holder_count[Holder::SliceEnded as usize];
+    let runnable = d.holder_count[HolderLeft::Preempted as usize]
+        + d.holder_count[HolderLeft::SliceEnded as usize];
     // On a CPU mostly idle, most wakeups find it so, and few waits end
     // behind a task that stays runnable (only what else ran on the CPU).
     if busy < 50 {
@@ -467,10 +467,10 @@ fn the_worker_case_splits_into_granted_and_declined_modes() {
     // sleep are `blocked` holders (measured on a busy 2-CPU host: 162
     // blocked, 137 preempted, 221 slice ended, 0 idle of 522; with the
     // other CPU building too, 400 blocked, 255 runnable, 0 idle of 656).
-    let held = |h: Holder| d.holder_count[h as usize];
+    let held = |h: HolderLeft| d.holder_count[h as usize];
     let (runnable, held_idle) = (
-        held(Holder::Preempted) + held(Holder::SliceEnded),
-        held(Holder::Idle),
+        held(HolderLeft::Preempted) + held(HolderLeft::SliceEnded),
+        held(HolderLeft::Idle),
     );
     assert!(
         runnable * 5 >= d.waits() && held_idle <= 3 + d.waits() / 20,

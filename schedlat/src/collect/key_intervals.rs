@@ -40,7 +40,7 @@ use super::{
     tracer::Tracer,
 };
 use crate::{
-    histogram::{CauseCounts, KeyDecisionCounts, Measurable, NR_BUCKETS, NR_LOG2_SLOTS, Waits},
+    histogram::{CauseCounts, CauseFacts, KeyDecisionCounts, NR_BUCKETS, NR_LOG2_SLOTS, Waits},
     sys::workload::level::Workload,
 };
 
@@ -140,7 +140,7 @@ pub(crate) struct KeyIntervals<S = (), N = KeyLabels> {
     by: Breakdown,
     names: N,
     /// Per key, the cause split too (when the kernel keeps it).
-    causes: Option<Measurable>,
+    causes: Option<CauseFacts>,
     /// Per key, the decision split too (when the kernel keeps it): its
     /// map's entries, read after the histograms'.
     decisions: Option<KeyDecisions>,
@@ -245,7 +245,7 @@ impl<S: PerKey> KeyIntervals<S, KeyLabels> {
 }
 
 impl<S: PerKey, N: Existence> KeyIntervals<S, N> {
-    pub(crate) fn with_names(by: Breakdown, names: N, causes: Option<Measurable>) -> Self {
+    pub(crate) fn with_names(by: Breakdown, names: N, causes: Option<CauseFacts>) -> Self {
         KeyIntervals {
             by,
             names,
@@ -479,7 +479,7 @@ pub(crate) struct KeyRef<'a, S, N> {
 /// not kept per key), with its cause split when the split is on
 /// (`measurable`): what an interval of a new key holds (tests).
 #[cfg(test)]
-pub(crate) fn waits_of(stats: &KeyStats, measurable: Option<Measurable>) -> Waits {
+pub(crate) fn waits_of(stats: &KeyStats, measurable: Option<CauseFacts>) -> Waits {
     let mut row = vec![0; ROW_WIDTH];
     row_of(stats, &mut row);
     let (buckets, log2) = row.split_at(NR_BUCKETS);

@@ -10,7 +10,7 @@ use super::{
     cgroup_names::CgroupNames, error::InMap, keylabels::KeyLabels, summary_rows::SummaryRows,
 };
 use crate::{
-    histogram::{DecisionFacts, Measurable, Unit},
+    histogram::{CauseFacts, DecisionFacts, Unit},
     kernel::{
         cgroupfs::Hierarchy,
         error::LoadError,
@@ -33,7 +33,7 @@ pub(crate) struct Tracer {
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
-    pub measurable: Option<Measurable>,
+    pub measurable: Option<CauseFacts>,
     /// What the decision split measures; None when it is off.
     pub decision: Option<DecisionFacts>,
     /// The cgroups' names as the kernel made them, when cgroups are named

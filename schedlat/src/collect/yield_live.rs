@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use schedlat_common::{decision::Holder, scope::Breakdown};
+use schedlat_common::{decision::HolderLeft, scope::Breakdown};
 
 use super::{
     decision_live::{CPU, busy_ticks, gettid, pin},
@@ -90,7 +90,7 @@ fn a_yielding_holder_is_told_from_a_preempted_one() {
     );
     let (d, busy) = sleeper_beside(&mut tracer, true);
     let context = format!("CPU {CPU} busy {busy} ticks of ~150 (the holder spins through it)");
-    let (yielded, waits) = (d.held(Holder::Yielded), d.waits());
+    let (yielded, waits) = (d.held(HolderLeft::Yielded), d.waits());
     eprintln!("beside a yielder: {yielded} of {waits} waits ended by a yield: {d:?}");
     assert!(waits > 200, "{waits} waits of the sleeper ({context})");
     // The holder is in sched_yield() nearly all the time: the switch to the
@@ -103,7 +103,7 @@ fn a_yielding_holder_is_told_from_a_preempted_one() {
 
     let (d, busy) = sleeper_beside(&mut tracer, false);
     let context = format!("CPU {CPU} busy {busy} ticks of ~150");
-    let (yielded, waits) = (d.held(Holder::Yielded), d.waits());
+    let (yielded, waits) = (d.held(HolderLeft::Yielded), d.waits());
     eprintln!("beside a loop: {yielded} of {waits} waits ended by a yield: {d:?}");
     assert!(waits > 200, "{waits} waits of the sleeper ({context})");
     // No yield of its own; a task of the machine's that yields while the

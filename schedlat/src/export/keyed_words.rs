@@ -14,7 +14,7 @@ use schedlat_common::{
 use crate::{
     collect::key_summaries::WholeKey,
     histogram::{
-        CauseCounts, KEY_DECISION_WORDS as WORDS, KeyDecisionCounts, Measurable, Waits,
+        CauseCounts, CauseFacts, KEY_DECISION_WORDS as WORDS, KeyDecisionCounts, Waits,
         layout::Layout,
     },
 };
@@ -28,15 +28,15 @@ const CAUSE_WORDS: usize = 2 * NR_CAUSES + NR_OVERLAPS + 2;
 pub(crate) struct Words {
     layout: &'static Layout,
     /// Per key, the cause split (per cgroup, when measured).
-    causes: Option<Measurable>,
+    causes: Option<CauseFacts>,
     /// Per key, the decision split.
     decision: bool,
 }
 
 impl Words {
-    pub(crate) fn new(layout: &'static Layout, causes: Option<Measurable>, decision: bool) -> Self {
+    pub(crate) fn new(layout: &'static Layout, causes: Option<CauseFacts>, decision: bool) -> Self {
         // Keys keep no wakeup path: the stage is the total's only.
-        let causes = causes.map(|m| Measurable { waking: false, ..m });
+        let causes = causes.map(|m| CauseFacts { waking: false, ..m });
         Words {
             layout,
             causes,

@@ -15,13 +15,13 @@ pub(crate) struct Family {
     /// them as the format wants.
     pub name: String,
     pub help: String,
-    pub unit: Option<Unit>,
+    pub unit: Option<MetricUnit>,
     pub metric: Metric,
 }
 
 /// A family's unit (the only one schedlat exports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unit {
+pub(crate) enum MetricUnit {
     Seconds,
 }
 
@@ -150,7 +150,7 @@ pub(crate) fn single(
 pub(crate) fn counter(
     name: String,
     help: String,
-    unit: Option<Unit>,
+    unit: Option<MetricUnit>,
     samples: Vec<(Labels, Value)>,
 ) -> Family {
     Family {

@@ -13,7 +13,7 @@ use schedlat_common::{
 /// onto every `CauseCounts` so that a reader can tell "0 ns" from "not
 /// measured".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Measurable {
+pub(crate) struct CauseFacts {
     /// rq->prev_steal_time_rq (CONFIG_PARAVIRT_TIME_ACCOUNTING).
     pub steal: bool,
     /// rq->prev_irq_time (CONFIG_IRQ_TIME_ACCOUNTING).
@@ -33,7 +33,7 @@ pub(crate) struct Measurable {
 /// The split's counters over some span: cumulative, or an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CauseCounts {
-    pub measurable: Measurable,
+    pub measurable: CauseFacts,
     /// Per [`schedlat_common::causes::Cause`] class.
     pub count: Vec<u64>,
     pub sum_ns: Vec<u64>,
@@ -51,7 +51,7 @@ pub(crate) struct CauseCounts {
 
 impl CauseCounts {
     /// Nothing counted yet; `with_histograms` for the total, not for keys.
-    pub(crate) fn zero(measurable: Measurable, with_histograms: bool) -> CauseCounts {
+    pub(crate) fn zero(measurable: CauseFacts, with_histograms: bool) -> CauseCounts {
         let (buckets, waking_buckets) = if with_histograms {
             (
                 vec![vec![0; NR_BUCKETS]; NR_CAUSE_HISTOGRAMS],
@@ -75,7 +75,7 @@ impl CauseCounts {
     }
 
     /// Sums the per-CPU counters of the total.
-    pub(crate) fn from_cpus(measurable: Measurable, cpus: &[CauseStats]) -> CauseCounts {
+    pub(crate) fn from_cpus(measurable: CauseFacts, cpus: &[CauseStats]) -> CauseCounts {
         let mut total = CauseCounts::zero(measurable, true);
         for cpu in cpus {
             add(&mut total.count, &cpu.count);
@@ -94,9 +94,9 @@ impl CauseCounts {
     }
 
     /// One breakdown key's counters.
-    pub(crate) fn from_key(measurable: Measurable, key: &KeyCauses) -> CauseCounts {
+    pub(crate) fn from_key(measurable: CauseFacts, key: &KeyCauses) -> CauseCounts {
         // Keys keep no wakeup path: the stage is the total's only.
-        let measurable = Measurable {
+        let measurable = CauseFacts {
             waking: false,
             ..measurable
         };
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn cpus_sum_and_intervals_difference() {
-        let m = Measurable::default();
+        let m = CauseFacts::default();
         let then = CauseCounts::from_cpus(m, &[cpu(1, 2, 1000), cpu(3, 0, 1000)]);
         assert_eq!(then.waits(), 6);
         assert_eq!(then.count[Cause::Woken as usize], 4);
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn keys_merge_into_a_total_without_histograms() {
-        let m = Measurable::default();
+        let m = CauseFacts::default();
         let mut key = KeyCauses::ZERO;
         key.count[Cause::Migrated as usize] = 7;
         key.sum_ns[Cause::Migrated as usize] = 700;

@@ -260,7 +260,7 @@ fn between(buckets: &[u64], min_ns: u64, max_ns: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::Holder;
+    use schedlat_common::decision::HolderLeft;
 
     use super::*;
     use crate::histogram::decision_fixtures::{self as fixtures, waits};
@@ -277,7 +277,7 @@ mod tests {
                 900_000,
                 Decision::Protected,
                 Pass::Zero,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             )
         };
         let passed = waits(
@@ -285,7 +285,7 @@ mod tests {
             3_000_000,
             Decision::Requested,
             Pass::ThreePlus,
-            Holder::SliceEnded,
+            HolderLeft::SliceEnded,
         );
         let with_share = |mut s: DecisionStats| {
             s.share_waits = 5;
@@ -299,13 +299,13 @@ mod tests {
         assert_eq!(total.passed(Pass::ThreePlus), 4);
         assert_eq!(total.declined(), 6);
         assert_eq!(total.waits(), 10);
-        assert_eq!(total.holder_count[Holder::SliceEnded as usize], 10);
+        assert_eq!(total.holder_count[HolderLeft::SliceEnded as usize], 10);
         assert_eq!(total.mean_share(), Some(0.25));
         let earlier = DecisionCounts::from_cpus(facts(), &[a]);
         let since = total.since(&earlier);
         assert_eq!(since.decided(Decision::Protected), 1);
         assert_eq!(since.waits(), 3);
-        assert_eq!(since.holder_count[Holder::SliceEnded as usize], 3);
+        assert_eq!(since.holder_count[HolderLeft::SliceEnded as usize], 3);
         assert_eq!(since.outcome_between(Outcome::Declined, 0, u64::MAX), 1);
     }
 }

@@ -9,7 +9,9 @@
 // what this crate's histogram/ builds on them.
 use schedlat_common::{
     bucket_index,
-    decision::{Decision, DecisionStats, Holder, KEY_SLOW_NS, KeyDecision, Outcome, Pass, cell},
+    decision::{
+        Decision, DecisionStats, HolderLeft, KEY_SLOW_NS, KeyDecision, Outcome, Pass, cell,
+    },
 };
 
 /// `n` waits of `each_ns`, decided `decision`, passed over `pass`, that
@@ -21,7 +23,7 @@ pub(crate) struct Group {
     pub each_ns: u64,
     pub decision: Decision,
     pub pass: Pass,
-    pub holder: Holder,
+    pub holder: HolderLeft,
 }
 
 /// A group of waits (`Group`).
@@ -30,7 +32,7 @@ pub(crate) const fn waits(
     each_ns: u64,
     decision: Decision,
     pass: Pass,
-    holder: Holder,
+    holder: HolderLeft,
 ) -> Group {
     Group {
         n,

@@ -8,7 +8,8 @@
 use std::ops::{Deref, DerefMut};
 
 use schedlat_common::decision::{
-    DECISIONS, Decision, HOLDERS, Holder, KEY_SLOW_NS, KeyDecision, OUTCOMES, Outcome, PASSES, Pass,
+    DECISIONS, Decision, HOLDERS, HolderLeft, KEY_SLOW_NS, KeyDecision, OUTCOMES, Outcome, PASSES,
+    Pass,
 };
 
 use super::decision_counts::DecisionCounts;
@@ -124,11 +125,11 @@ impl KeyDecisionCounts {
         self.pass_sum_ns[p as usize]
     }
 
-    pub(crate) fn held(&self, h: Holder) -> u64 {
+    pub(crate) fn held(&self, h: HolderLeft) -> u64 {
         self.holder_count[h as usize]
     }
 
-    pub(crate) fn held_ns(&self, h: Holder) -> u64 {
+    pub(crate) fn held_ns(&self, h: HolderLeft) -> u64 {
         self.holder_sum_ns[h as usize]
     }
 
@@ -218,17 +219,23 @@ mod tests {
                 1_200_000,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
             waits(
                 1,
                 200_000,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ];
-        let granted = waits(2, 10_000, Decision::Requested, Pass::Zero, Holder::Blocked);
+        let granted = waits(
+            2,
+            10_000,
+            Decision::Requested,
+            Pass::Zero,
+            HolderLeft::Blocked,
+        );
         let then = KeyDecisionCounts::from_key(&fixtures::key(&passed_over));
         let now =
             KeyDecisionCounts::from_key(&fixtures::key(&[passed_over[0], passed_over[1], granted]));
@@ -240,7 +247,7 @@ mod tests {
         assert_eq!(sum.waits(), 12);
         assert_eq!(sum.declined(), 10);
         assert_eq!(sum.outcome_slow(Outcome::PassedOver), 8);
-        assert_eq!(sum.held(Holder::SliceEnded), 10);
+        assert_eq!(sum.held(HolderLeft::SliceEnded), 10);
     }
 
     /// The table's marginals are what the kernel counts per key for the
@@ -248,15 +255,21 @@ mod tests {
     #[test]
     fn the_whole_systems_table_gives_the_same_view() {
         let groups = [
-            waits(3, 7_000, Decision::Requested, Pass::Zero, Holder::Preempted),
+            waits(
+                3,
+                7_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Preempted,
+            ),
             waits(
                 2,
                 4_500_000,
                 Decision::Protected,
                 Pass::Two,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
-            waits(1, 20_000, Decision::Idle, Pass::Zero, Holder::Idle),
+            waits(1, 20_000, Decision::Idle, Pass::Zero, HolderLeft::Idle),
         ];
         let s = fixtures::stats(&groups);
         let k = DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]).marginals();
@@ -271,6 +284,9 @@ mod tests {
         assert_eq!(k.outcome_slow(Outcome::PassedOver), 2);
         assert_eq!(k.outcome_ns(Outcome::PassedOver), 9_000_000);
         assert_eq!(k.outcome_ns(Outcome::Granted), 21_000);
-        assert_eq!((k.held(Holder::Preempted), k.held(Holder::Idle)), (5, 1));
+        assert_eq!(
+            (k.held(HolderLeft::Preempted), k.held(HolderLeft::Idle)),
+            (5, 1)
+        );
     }
 }

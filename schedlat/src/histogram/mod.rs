@@ -27,7 +27,7 @@ mod waits;
 
 pub(crate) use self::{
     buckets::{Bucket, NR_BUCKETS, NR_LOG2_SLOTS, Rank, bucket_index, log2_slot, log2_slot_bounds},
-    cause_counts::{CauseCounts, Measurable},
+    cause_counts::{CauseCounts, CauseFacts},
     decision_counts::{DecisionCounts, DecisionFacts, TifSource},
     key_decision::{KeyDecisionCounts, WORDS as KEY_DECISION_WORDS},
     waits::{Unit, Waits},

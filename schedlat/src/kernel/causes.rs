@@ -16,7 +16,7 @@ use schedlat_common::{
 };
 
 use crate::{
-    histogram::Measurable,
+    histogram::CauseFacts,
     kernel::hook::HookMode,
     sys::topology::{self, SYSFS},
 };
@@ -126,7 +126,7 @@ impl Setup {
 
     /// What the programs measure, attached in `mode`; None when the split
     /// is off.
-    pub(crate) fn measurable(&self, mode: HookMode) -> Option<Measurable> {
+    pub(crate) fn measurable(&self, mode: HookMode) -> Option<CauseFacts> {
         if !self.on {
             return None;
         }
@@ -134,7 +134,7 @@ impl Setup {
         let overlaps = btf && self.overlaps();
         let has =
             |f: fn(&CauseOffsets) -> u64| overlaps && self.offsets.is_some_and(|o| f(&o) != 0);
-        Some(Measurable {
+        Some(CauseFacts {
             steal: has(|o| o.has_steal),
             irq: has(|o| o.has_irq),
             throttled: has(|o| o.has_throttled),

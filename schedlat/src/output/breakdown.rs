@@ -186,7 +186,7 @@ mod tests {
     fn each_key_gets_its_causes_line_and_object() {
         use schedlat_common::causes::{Cause, KeyCauses};
 
-        use crate::histogram::{CauseCounts, Measurable};
+        use crate::histogram::{CauseCounts, CauseFacts};
         let mut r = row(42, &[3, 5, 9]);
         let mut key = KeyCauses::ZERO;
         key.count[Cause::Preempted as usize] = 3;
@@ -194,7 +194,7 @@ mod tests {
         key.count[Cause::Depth2 as usize] = 3;
         key.count[Cause::HeldBySameCgroup as usize] = 3;
         key.sum_ns[Cause::HeldBySameCgroup as usize] = 17_000;
-        r.waits.causes = Some(CauseCounts::from_key(Measurable::default(), &key));
+        r.waits.causes = Some(CauseCounts::from_key(CauseFacts::default(), &key));
         let report = one_key(Breakdown::Process, r);
         let out = text(&report, Unit::Usecs);
         let after_shape = out.split_once("\nshape: ").unwrap().1;
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn each_key_gets_its_decision_block_and_object() {
-        use schedlat_common::decision::{Decision, Holder, Pass};
+        use schedlat_common::decision::{Decision, HolderLeft, Pass};
 
         use crate::histogram::{
             KeyDecisionCounts,
@@ -228,11 +228,17 @@ mod tests {
                 ns,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             )
         };
         let mut k = fixtures::key(&[
-            waits(1, 3_000, Decision::Requested, Pass::Zero, Holder::Preempted),
+            waits(
+                1,
+                3_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Preempted,
+            ),
             protected(5_000_000),
             protected(9_000_000),
         ]);

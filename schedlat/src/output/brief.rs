@@ -421,7 +421,7 @@ mod tests {
     /// bound is unknown (no live slice), which used to silence it.
     #[test]
     fn a_sched_ext_verdict_replaces_the_eevdf_bound_known_or_not() {
-        use schedlat_common::decision::{Decision, Holder, Pass};
+        use schedlat_common::decision::{Decision, HolderLeft, Pass};
 
         use crate::{
             histogram::{DecisionCounts, DecisionFacts, decision_fixtures},
@@ -433,7 +433,7 @@ mod tests {
             9_000_000,
             Decision::Ext,
             Pass::Zero,
-            Holder::Preempted,
+            HolderLeft::Preempted,
         )]);
         w.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[split]));
         let mut known = vm();

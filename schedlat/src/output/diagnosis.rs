@@ -17,7 +17,7 @@ use crate::{
             waiting::Waiting,
         },
         fmt_ns,
-        holder::Holder,
+        holder::NamedHolder,
         hottest::Window,
         task,
         task::{IdleWait, TaskJson},
@@ -218,7 +218,7 @@ fn victims_text(out: &mut String, a: &Attribution, stacks: Option<&Window>) {
             c.count,
             fmt_ns(c.max_ns)
         );
-        if let Some(line) = stacks.and_then(|w| hottest::line(w, &Holder::Task(c.task))) {
+        if let Some(line) = stacks.and_then(|w| hottest::line(w, &NamedHolder::Task(c.task))) {
             let _ = writeln!(out, "       {line}");
         }
     }
@@ -282,13 +282,13 @@ fn victims_json(a: &Attribution) -> serde_json::Value {
 
 /// The holders the report names, each once: the culprits it lists, then
 /// those its causes name.
-fn named_holders(t: &Traced, verdict: &Verdict) -> Vec<Holder> {
+fn named_holders(t: &Traced, verdict: &Verdict) -> Vec<NamedHolder> {
     let culprits = (t.victims.iter())
         .flat_map(|a| a.tables.culprits.iter().take(TOP))
         .filter(|c| c.task.tid != 0)
-        .map(|c| Holder::Task(c.task));
+        .map(|c| NamedHolder::Task(c.task));
     let causes = (verdict.diagnoses.iter()).flat_map(|c| c.holders.iter().cloned());
-    let mut named: Vec<Holder> = Vec::new();
+    let mut named: Vec<NamedHolder> = Vec::new();
     for holder in culprits.chain(causes) {
         if !named.iter().any(|h| h.same(&holder)) {
             named.push(holder);

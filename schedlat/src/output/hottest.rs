@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::{
     analysis::{
         fmt_ns,
-        holder::Holder,
+        holder::NamedHolder,
         hottest::{Hottest, Window},
         task::TaskJson,
     },
@@ -24,11 +24,11 @@ const QUOTED_FRAMES: usize = 6;
 /// "hottest stack behind NAME (61% of 4.20 s of waits over 1.00 ms, 37
 /// waits): …;main;compress"; a cgroup's says which of its tasks ran it.
 /// None when no slow wait with a stack ended behind the holder.
-pub(crate) fn line(window: &Window, holder: &Holder) -> Option<String> {
+pub(crate) fn line(window: &Window, holder: &NamedHolder) -> Option<String> {
     let h = window.behind(holder)?;
     let (name, task) = match holder {
-        Holder::Task(t) => (escape::short(t), String::new()),
-        Holder::Cgroup { name, .. } => (
+        NamedHolder::Task(t) => (escape::short(t), String::new()),
+        NamedHolder::Cgroup { name, .. } => (
             escape::printable(name).into_owned(),
             format!("in {}: ", escape::printable(&h.comm)),
         ),
@@ -81,7 +81,7 @@ pub(crate) fn summary(stacks: &Result<Window, String>) -> String {
 
 /// Diagnose's `stacks` object: what the stacks cover, and the hottest
 /// stack behind each of `holders` that has one, the folded stack whole.
-pub(crate) fn json(w: &Window, holders: &[Holder]) -> serde_json::Value {
+pub(crate) fn json(w: &Window, holders: &[NamedHolder]) -> serde_json::Value {
     let behind: Vec<serde_json::Value> = (holders.iter())
         .filter_map(|holder| Some(holder_json(holder, w.behind(holder)?)))
         .collect();
@@ -104,7 +104,7 @@ pub(crate) fn counts_json(w: &Window) -> serde_json::Value {
 
 /// The hottest stack behind one holder: the folded stack whole, its wait
 /// time and share, and who the holder is (a task, or a cgroup).
-pub(crate) fn holder_json(holder: &Holder, h: &Hottest) -> serde_json::Value {
+pub(crate) fn holder_json(holder: &NamedHolder, h: &Hottest) -> serde_json::Value {
     let mut v = json!({
         "folded": h.folded(),
         "stack_ns": h.stack_ns,
@@ -113,8 +113,8 @@ pub(crate) fn holder_json(holder: &Holder, h: &Hottest) -> serde_json::Value {
         "waits": h.waits,
     });
     match holder {
-        Holder::Task(t) => v["task"] = json!(TaskJson::from(t)),
-        Holder::Cgroup {
+        NamedHolder::Task(t) => v["task"] = json!(TaskJson::from(t)),
+        NamedHolder::Cgroup {
             path,
             hierarchy,
             name,
@@ -172,12 +172,12 @@ mod tests {
             "_start", "main", "run", "pool", "job", "compress", "block", "emit",
         ];
         let w = window(batch, &[(3_000_000, deep), (1_000_000, &["main", "read"])]);
-        let line = line(&w, &Holder::Task(batch)).unwrap();
+        let line = line(&w, &NamedHolder::Task(batch)).unwrap();
         assert_eq!(
             line,
             "hottest stack behind batch-7 70/70 (75% of 4.00 ms of waits over 1.00 ms, 2 waits): …;run;pool;job;compress;block;emit"
         );
-        let group = Holder::Cgroup {
+        let group = NamedHolder::Cgroup {
             path: "/batch".into(),
             hierarchy: Which::V2,
             name: "unit batch.service".into(),
@@ -190,10 +190,10 @@ mod tests {
         );
         // Who had no slow wait behind it gets no line.
         assert_eq!(
-            super::line(&w, &Holder::Task(task(71, 70, "idle-thread", 0, 0, 0))),
+            super::line(&w, &NamedHolder::Task(task(71, 70, "idle-thread", 0, 0, 0))),
             None
         );
-        let j = json(&w, &[Holder::Task(batch), group]);
+        let j = json(&w, &[NamedHolder::Task(batch), group]);
         assert_eq!(j["lost"], 3);
         assert_eq!(j["holders"][0]["task"]["tid"], 70);
         // JSON has the stack whole, as a folded file's line.
@@ -209,7 +209,7 @@ mod tests {
     fn a_comm_or_frame_cannot_forge_a_line() {
         let evil = task(72, 72, "x\x1b[2J", 0, 0, 0);
         let w = window(evil, &[(2_000_000, &["main", "f\nFAKE"])]);
-        let line = line(&w, &Holder::Task(evil)).unwrap();
+        let line = line(&w, &NamedHolder::Task(evil)).unwrap();
         assert!(!line.contains('\x1b') && !line.contains('\n'), "{line}");
     }
 

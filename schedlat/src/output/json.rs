@@ -308,10 +308,10 @@ mod tests {
 
     #[test]
     fn a_measured_split_is_the_causes_object() {
-        use crate::histogram::{CauseCounts, Measurable};
+        use crate::histogram::{CauseCounts, CauseFacts};
         let mut waits = sample();
         let cpu = crate::output::causes::tests::sample_cpu();
-        waits.causes = Some(CauseCounts::from_cpus(Measurable::default(), &[cpu]));
+        waits.causes = Some(CauseCounts::from_cpus(CauseFacts::default(), &[cpu]));
         let v: serde_json::Value = serde_json::from_str(&rendered(&waits)).unwrap();
         assert_eq!(v["causes"]["woken"]["count"], 900);
         assert_eq!(

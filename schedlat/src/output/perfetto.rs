@@ -353,13 +353,13 @@ mod tests {
 
     #[test]
     fn a_decided_wait_carries_the_decision_as_args() {
-        use schedlat_common::decision::{Decided, Decision, Holder, Pass};
+        use schedlat_common::decision::{Decided, Decision, HolderLeft, Pass};
         let mut decided = wait(1, 10_000, 5_000);
         decided.decided = Decided::pack(
             (
                 Decision::Protected as u64,
                 Pass::Two as u64,
-                Holder::SliceEnded as u64,
+                HolderLeft::SliceEnded as u64,
             ),
             0,
             900,

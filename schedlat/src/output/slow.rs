@@ -210,13 +210,13 @@ mod tests {
 
     #[test]
     fn a_decided_event_says_what_the_scheduler_decided() {
-        use schedlat_common::decision::{Decided, Decision, Holder, Pass};
+        use schedlat_common::decision::{Decided, Decision, HolderLeft, Pass};
         let mut e = event(4);
         e.decided = Decided::pack(
             (
                 Decision::NotEligible as u64,
                 Pass::ThreePlus as u64,
-                Holder::Preempted as u64,
+                HolderLeft::Preempted as u64,
             ),
             0,
             700,

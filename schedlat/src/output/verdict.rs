@@ -330,7 +330,7 @@ pub(crate) fn rule_words(rule: Rule) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::{Holder, Pass};
+    use schedlat_common::decision::{HolderLeft, Pass};
 
     use super::*;
     use crate::histogram::{
@@ -368,21 +368,21 @@ mod tests {
                 6_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 40,
                 3_500_000,
                 Decision::Protected,
                 Pass::Zero,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
             waits(
                 10,
                 3_500_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ]);
         let d = Design::of(&w, 5_400_000, 0).unwrap();
@@ -405,13 +405,13 @@ mod tests {
     #[test]
     fn short_waits_name_no_rule() {
         let w = run(&[
-            waits(180, 16_000, Decision::Idle, Pass::One, Holder::Idle),
+            waits(180, 16_000, Decision::Idle, Pass::One, HolderLeft::Idle),
             waits(
                 20,
                 9_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
         ]);
         let s = Design::of(&w, 5_400_000, 0).unwrap().sentence();
@@ -432,9 +432,15 @@ mod tests {
                     2_000_000,
                     Decision::Requested,
                     Pass::Zero,
-                    Holder::SliceEnded,
+                    HolderLeft::SliceEnded,
                 ),
-                waits(lazy, 20_000, Decision::Lazy, Pass::Zero, Holder::Preempted),
+                waits(
+                    lazy,
+                    20_000,
+                    Decision::Lazy,
+                    Pass::Zero,
+                    HolderLeft::Preempted,
+                ),
             ]);
             Design::of(&w, 5_400_000, 0).unwrap().rule
         };
@@ -451,13 +457,19 @@ mod tests {
     #[test]
     fn waits_beyond_the_bound_not_passed_over_are_worth_reporting() {
         let w = run(&[
-            waits(200, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                200,
+                6_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Blocked,
+            ),
             waits(
                 5,
                 900_000_000,
                 Decision::OtherClass,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
         ]);
         let d = Design::of(&w, 5_400_000, 5).unwrap();
@@ -478,13 +490,19 @@ mod tests {
     #[test]
     fn waits_passed_over_beyond_the_bound_are_fair_sharing() {
         let w = run(&[
-            waits(300, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                300,
+                6_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Blocked,
+            ),
             waits(
                 100,
                 8_000_000,
                 Decision::NotWakeup,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ]);
         let d = Design::of(&w, 5_400_000, 100).unwrap();
@@ -503,13 +521,19 @@ mod tests {
     #[test]
     fn waits_too_long_for_their_pass_overs_are_not_fair_sharing() {
         let w = run(&[
-            waits(150, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                150,
+                6_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Blocked,
+            ),
             waits(
                 4,
                 950_000_000,
                 Decision::Requested,
                 Pass::Two,
-                Holder::Blocked,
+                HolderLeft::Blocked,
             ),
         ]);
         let d = Design::of(&w, 5_400_000, 4).unwrap();
@@ -526,7 +550,7 @@ mod tests {
             6_000,
             Decision::Requested,
             Pass::Zero,
-            Holder::Blocked,
+            HolderLeft::Blocked,
         )]);
         if let Some(d) = w.decision.as_mut() {
             d.facts.fair = 2;
@@ -541,8 +565,14 @@ mod tests {
     fn waits_a_sched_ext_scheduler_decided_name_it_not_eevdf() {
         use crate::sys::sched_mechanisms::SchedExt;
         let w = run(&[
-            waits(300, 9_000_000, Decision::Ext, Pass::Zero, Holder::Preempted),
-            waits(20, 6_000, Decision::Idle, Pass::Zero, Holder::Idle),
+            waits(
+                300,
+                9_000_000,
+                Decision::Ext,
+                Pass::Zero,
+                HolderLeft::Preempted,
+            ),
+            waits(20, 6_000, Decision::Idle, Pass::Zero, HolderLeft::Idle),
         ]);
         let mut kernel = SchedContext::this_vm();
         kernel.mechanisms.sched_ext = Some(SchedExt::attached("simple"));
@@ -556,7 +586,7 @@ mod tests {
             9_000_000,
             Decision::Protected,
             Pass::Zero,
-            Holder::Preempted,
+            HolderLeft::Preempted,
         )]);
         let detached = SchedContext::this_vm();
         assert_eq!(decided_by_ext(&detached, &fair), None);
@@ -573,7 +603,13 @@ mod tests {
         );
         // Managing every fair task: even waits the split could not class
         // `ext` (onto an idle CPU) were its decisions.
-        let idle = run(&[waits(15, 200_000, Decision::Idle, Pass::Zero, Holder::Idle)]);
+        let idle = run(&[waits(
+            15,
+            200_000,
+            Decision::Idle,
+            Pass::Zero,
+            HolderLeft::Idle,
+        )]);
         if let Some(e) = kernel.mechanisms.sched_ext.as_mut() {
             e.switch_all = Some(true);
         }

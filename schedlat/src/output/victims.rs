@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::{
     analysis::{
         fmt_ns,
-        holder::Holder,
+        holder::NamedHolder,
         hottest::{Hottest, Window},
         pairs::PairTable,
         task::{self, IdleWait, TaskJson},
@@ -123,12 +123,12 @@ fn window<'a>(r: &Report<'a>) -> Option<&'a Window> {
 /// stack ended behind it in the interval (never the idle task's: its
 /// stack says nothing of a holder, and none is folded).
 fn hottest_of<'a>(r: &Report<'a>, row: &Row) -> Option<&'a Hottest> {
-    window(r)?.behind(&Holder::Task(row.task))
+    window(r)?.behind(&NamedHolder::Task(row.task))
 }
 
 /// The line under a culprit row, diagnose's (output/hottest.rs).
 fn stack_line(r: &Report, row: &Row) -> Option<String> {
-    hottest::line(window(r)?, &Holder::Task(row.task))
+    hottest::line(window(r)?, &NamedHolder::Task(row.task))
 }
 
 /// The workload column, last in a task row: the culprit or victim of the
@@ -389,7 +389,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         hottest_stack: (!victim)
             .then(|| hottest_of(r, row))
             .flatten()
-            .map(|h| hottest::holder_json(&Holder::Task(row.task), h)),
+            .map(|h| hottest::holder_json(&NamedHolder::Task(row.task), h)),
     }
 }
 

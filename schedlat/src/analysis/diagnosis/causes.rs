@@ -18,7 +18,7 @@ use crate::{
     analysis::{
         causes::{Causes, Counted, Summary},
         fmt_ns,
-        holder::Holder,
+        holder::NamedHolder,
     },
     sys::{
         cgroup_of::{TaskCgroups, Which},
@@ -323,9 +323,13 @@ const NAMED: f64 = 0.005;
 /// limits a group only where a limit can be set (never the root, nor a
 /// group without the cpu controller). With the groups named, most
 /// charged first.
-fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, String, Vec<Holder>) {
+fn neighbours(
+    h: &Holders,
+    cgroups: &TaskCgroups,
+    waited_ns: u64,
+) -> (String, String, Vec<NamedHolder>) {
     let share = |ns: u64| ns as f64 / waited_ns as f64;
-    let mut named: Vec<(u64, String, Holder)> = (h.others.iter())
+    let mut named: Vec<(u64, String, NamedHolder)> = (h.others.iter())
         .take(OTHER_CGROUPS)
         .filter(|o| share(o.charge.ns) >= NAMED)
         .map(|o| {
@@ -336,7 +340,7 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
                 fmt_ns(o.charge.ns),
                 pct(share(o.charge.ns))
             );
-            let group = Holder::Cgroup {
+            let group = NamedHolder::Cgroup {
                 path: o.group.path.clone(),
                 hierarchy: o.group.hierarchy,
                 name: owner,
@@ -353,7 +357,7 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
         );
         // In the hierarchy the pairs key by, where they charged it; the
         // root's own tasks are in the root of every hierarchy.
-        let root = Holder::Cgroup {
+        let root = NamedHolder::Cgroup {
             path: "/".into(),
             hierarchy: cgroups.keyed_hierarchy(),
             name: "the root cgroup's own tasks".into(),
@@ -361,7 +365,7 @@ fn neighbours(h: &Holders, cgroups: &TaskCgroups, waited_ns: u64) -> (String, St
         named.push((h.root.ns, said, root));
     }
     named.sort_by_key(|(ns, ..)| std::cmp::Reverse(*ns));
-    let (said, named): (Vec<String>, Vec<Holder>) = named
+    let (said, named): (Vec<String>, Vec<NamedHolder>) = named
         .into_iter()
         .map(|(_, said, holder)| (said, holder))
         .unzip();

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::holder::Holder;
+use crate::analysis::holder::NamedHolder;
 
 /// A named diagnosis: a known mechanism that explains the scope's waiting,
 /// with its evidence and a next step.
@@ -17,5 +17,5 @@ pub(crate) struct Diagnosis {
     /// The holders its evidence names, in its order: the report quotes
     /// what each was running (hottest.rs) under the evidence.
     #[serde(skip)]
-    pub holders: Vec<Holder>,
+    pub holders: Vec<NamedHolder>,
 }

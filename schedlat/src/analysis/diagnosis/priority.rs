@@ -16,7 +16,7 @@ use super::{
 use crate::{
     analysis::{
         fmt_ns,
-        holder::Holder,
+        holder::NamedHolder,
         task,
         victims::{Row, Tables},
     },
@@ -272,7 +272,7 @@ pub(crate) fn priority(
             top.join("; ")
         ),
         next_step: steps.join("; "),
-        holders: named.iter().map(|o| Holder::Task(o.culprit)).collect(),
+        holders: named.iter().map(|o| NamedHolder::Task(o.culprit)).collect(),
     })
 }
 

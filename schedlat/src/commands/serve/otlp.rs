@@ -34,7 +34,7 @@ use super::{otlp_tls, scrape::Scraper, unseen::Reader};
 use crate::export::otlp::{
     self,
     answer::{PartialSuccess, partial_success},
-    delivery::{Backoff, Delivery, Outcome},
+    delivery::{Attempt, Backoff, Delivery},
     metrics::Times,
 };
 
@@ -132,7 +132,7 @@ pub(super) async fn last_push(scraper: &Scraper, push: &Push, start_unix_ns: u64
     let options = &push.options;
     let resource = otlp::resource(&crate::sys::host::hostname(), &options.resource);
     if let Some(body) = request(scraper, &resource, start_unix_ns)
-        && let outcome @ (Outcome::Retry { .. } | Outcome::Rejected { .. }) = send(push, body).await
+        && let outcome @ (Attempt::Retry { .. } | Attempt::Rejected { .. }) = send(push, body).await
     {
         say!(
             "schedlat: the last OTLP push to {} failed: {}",
@@ -176,23 +176,23 @@ fn jitter() -> f64 {
     f64::from(unix_now_ns() as u32 % 1000) / 1000.0
 }
 
-fn reason(outcome: &Outcome) -> &str {
+fn reason(outcome: &Attempt) -> &str {
     match outcome {
-        Outcome::Sent => "sent",
-        Outcome::Retry { reason, .. } | Outcome::Rejected { reason } => reason,
+        Attempt::Sent => "sent",
+        Attempt::Retry { reason, .. } | Attempt::Rejected { reason } => reason,
     }
 }
 
 /// One attempt, bounded by the timeout.
-async fn send(push: &Push, body: Vec<u8>) -> Outcome {
+async fn send(push: &Push, body: Vec<u8>) -> Attempt {
     let options = &push.options;
     match tokio::time::timeout(options.timeout, attempt(push, body)).await {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(e)) => Outcome::Retry {
+        Ok(Err(e)) => Attempt::Retry {
             reason: e,
             retry_after: None,
         },
-        Err(_) => Outcome::Retry {
+        Err(_) => Attempt::Retry {
             reason: format!(
                 "no answer within {} (--otlp-timeout)",
                 crate::analysis::fmt_ns(options.timeout.as_nanos() as u64)
@@ -202,7 +202,7 @@ async fn send(push: &Push, body: Vec<u8>) -> Outcome {
     }
 }
 
-async fn attempt(push: &Push, body: Vec<u8>) -> Result<Outcome, String> {
+async fn attempt(push: &Push, body: Vec<u8>) -> Result<Attempt, String> {
     let endpoint = &push.options.endpoint;
     let stream = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
         .await
@@ -226,7 +226,7 @@ async fn exchange(
     stream: impl AsyncRead + AsyncWrite + Unpin + 'static,
     push: &Push,
     body: Vec<u8>,
-) -> Result<Outcome, String> {
+) -> Result<Attempt, String> {
     let options = &push.options;
     let endpoint = &options.endpoint;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -257,8 +257,8 @@ async fn exchange(
     let retry_after = (response.headers().get(RETRY_AFTER))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let outcome = Outcome::of_status(status, retry_after.as_deref());
-    if outcome == Outcome::Sent {
+    let outcome = Attempt::of_status(status, retry_after.as_deref());
+    if outcome == Attempt::Sent {
         // A partial success: the collector kept some points only.
         let partial = match Limited::new(response.into_body(), MAX_ANSWER)
             .collect()
@@ -348,9 +348,9 @@ struct FailureLog {
 }
 
 impl FailureLog {
-    fn note(&mut self, endpoint: &Endpoint, outcome: &Outcome, wait: Option<Duration>) {
+    fn note(&mut self, endpoint: &Endpoint, outcome: &Attempt, wait: Option<Duration>) {
         match outcome {
-            Outcome::Sent => {
+            Attempt::Sent => {
                 if self.failing.take().is_some() {
                     say!(
                         "schedlat: OTLP push to {} delivered again, after {} failed attempts",
@@ -360,11 +360,11 @@ impl FailureLog {
                 }
                 self.failed = 0;
             }
-            Outcome::Retry { reason, .. } | Outcome::Rejected { reason } => {
+            Attempt::Retry { reason, .. } | Attempt::Rejected { reason } => {
                 self.failed += 1;
                 if self.failing.as_deref() != Some(reason.as_str()) {
                     let next = match (outcome, wait) {
-                        (Outcome::Rejected { .. }, _) => "request dropped".to_string(),
+                        (Attempt::Rejected { .. }, _) => "request dropped".to_string(),
                         (_, Some(wait)) => format!(
                             "retrying with backoff, next in {}",
                             crate::analysis::fmt_ns(wait.as_nanos() as u64)

@@ -18,7 +18,7 @@
 
 use self::wire::Wire;
 use crate::{
-    export::model::{self, Family, Histograms, Labels, Metric, Series, Unit, Value},
+    export::model::{self, Family, Histograms, Labels, Metric, MetricUnit, Series, Value},
     histogram::native::{KERNEL, SCHEMA, ZERO_THRESHOLD},
 };
 
@@ -58,9 +58,9 @@ pub(crate) fn encode(families: Vec<Family>) -> Vec<u8> {
 }
 
 /// The name with the unit's suffix, as the text encoders write it.
-pub(crate) fn with_unit(name: &str, unit: Option<Unit>) -> String {
+pub(crate) fn with_unit(name: &str, unit: Option<MetricUnit>) -> String {
     match unit {
-        Some(Unit::Seconds) => format!("{name}_seconds"),
+        Some(MetricUnit::Seconds) => format!("{name}_seconds"),
         None => name.to_string(),
     }
 }

@@ -6,7 +6,7 @@ use schedlat_common::bucket::NR_BUCKETS;
 
 use crate::{
     export::model::{
-        Exemplar, Family, Folded, Histograms, Labels, Metric, Sample, Series, Unit, Value,
+        Exemplar, Family, Folded, Histograms, Labels, Metric, MetricUnit, Sample, Series, Value,
     },
     histogram::{
         layout::{LAYOUT, LOG2, Layout, SLO},
@@ -137,7 +137,7 @@ pub(crate) fn families(rng: &mut Rng) -> Vec<Family> {
                 help: rng
                     .pick(&["Waits.", "A \"quoted\" help", "a\\b", ""])
                     .to_string(),
-                unit: (rng.below(2) == 0).then_some(Unit::Seconds),
+                unit: (rng.below(2) == 0).then_some(MetricUnit::Seconds),
                 metric,
             }
         })

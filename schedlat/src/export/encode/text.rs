@@ -22,7 +22,7 @@ use std::{cell::Cell, time::Duration};
 
 use crate::{
     export::model::{
-        Exemplar, Family, Folded, Histograms, Labels, Metric, Sample, Series, Unit, Value,
+        Exemplar, Family, Folded, Histograms, Labels, Metric, MetricUnit, Sample, Series, Value,
     },
     histogram::layout::Layout,
 };
@@ -66,7 +66,7 @@ impl Body {
     }
 
     fn family(&mut self, f: &Family) {
-        let unit = f.unit.map(|Unit::Seconds| "seconds");
+        let unit = f.unit.map(|MetricUnit::Seconds| "seconds");
         let base = match unit {
             Some(unit) => format!("{}_{unit}", f.name),
             None => f.name.clone(),

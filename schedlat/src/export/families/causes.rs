@@ -22,7 +22,7 @@ use crate::{
     analysis::causes::DEPTH_LABELS,
     export::{
         cgroup_splits::CgroupSplits,
-        model::{Family, Labels, Unit, Value, counter},
+        model::{Family, Labels, MetricUnit, Value, counter},
     },
     histogram::CauseCounts,
 };
@@ -167,7 +167,7 @@ fn families(names: &Names, family: &CauseSeries, extent: CgroupSplits) -> Vec<Fa
     out.push(counter(
         format!("{prefix}_wait_by_cause"),
         format!("{whose} summed as time (the sum of the waits) by cause: {splits}{split_note}"),
-        Some(Unit::Seconds),
+        Some(MetricUnit::Seconds),
         by_class(|c, i| seconds(c.sum_ns[i])),
     ));
     out.extend(overlaps(prefix, family, extent));
@@ -209,13 +209,13 @@ fn overlaps(prefix: &str, family: &CauseSeries, extent: CgroupSplits) -> Vec<Fam
         counter(
             format!("{prefix}_wait_overlap"),
             "Time of the waits that began and ended on one CPU covered by steal (the hypervisor ran another vCPU; CONFIG_PARAVIRT_TIME_ACCOUNTING), irq (interrupt time; CONFIG_IRQ_TIME_ACCOUNTING) or throttled (the waiter's task group was throttled by its CPU quota; CONFIG_CFS_BANDWIDTH), each capped at its wait; a series is absent where the kernel lacks that accounting. Divide by the _wait_overlap_measured_seconds_total of the same labels for the share".into(),
-            Some(Unit::Seconds),
+            Some(MetricUnit::Seconds),
             covered,
         ),
         counter(
             format!("{prefix}_wait_overlap_measured"),
             "Time of the waits whose overlap was measured: those that began and ended on one CPU".into(),
-            Some(Unit::Seconds),
+            Some(MetricUnit::Seconds),
             each(|c| seconds(c.overlap_wait_ns)),
         ),
     ];

@@ -11,7 +11,7 @@
 
 use schedlat_common::CpuStats;
 
-use crate::export::model::{Family, Labels, Unit, Value, counter};
+use crate::export::model::{Family, Labels, MetricUnit, Value, counter};
 
 /// One CPU's waits since load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub(crate) fn families(cpus: &[CpuWaits], total: &Labels) -> Vec<Family> {
         counter(
             "schedlat_cpu_runqueue_wait".into(),
             "Their time (the sum of the waits), by the CPU they ended on; compare with node_exporter's node_schedstat_waiting_seconds_total{cpu}, which also counts what schedlat does not time".into(),
-            Some(Unit::Seconds),
+            Some(MetricUnit::Seconds),
             each(|w| Value::seconds_of_ns(w.sum_ns)),
         ),
     ]

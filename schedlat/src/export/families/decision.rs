@@ -28,7 +28,7 @@ use schedlat_common::decision::{DECISIONS, Decision, HOLDERS, OUTCOMES, Outcome,
 use crate::{
     export::{
         cgroup_splits::{self, CgroupSplits},
-        model::{Family, Labels, Unit, Value, counter},
+        model::{Family, Labels, MetricUnit, Value, counter},
     },
     histogram::{DecisionFacts, KeyDecisionCounts},
 };
@@ -163,7 +163,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent)
     out.push(counter(
         format!("{prefix}_wait_by_decision"),
         format!("{whose}, summed as time (the sum of the waits) by {splits}{note}"),
-        Some(Unit::Seconds),
+        Some(MetricUnit::Seconds),
         samples(|_, ns| Value::seconds_of_ns(ns)),
     ));
     out
@@ -171,7 +171,7 @@ fn families(prefix: &str, whose: &str, family: &DecisionSeries, extent: &Extent)
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::{Decision, Holder, Pass};
+    use schedlat_common::decision::{Decision, HolderLeft, Pass};
 
     use super::*;
     use crate::{
@@ -191,14 +191,14 @@ mod tests {
                 1_000_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Blocked,
+                HolderLeft::Blocked,
             ),
             waits(
                 3,
                 4_000_000,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ]);
         DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]).marginals()
@@ -264,7 +264,7 @@ mod tests {
             2_000_000,
             Decision::NotEligible,
             Pass::ThreePlus,
-            Holder::SliceEnded,
+            HolderLeft::SliceEnded,
         )]));
         DecisionSeries {
             series: vec![

@@ -7,7 +7,7 @@ use schedlat_common::scope::Breakdown;
 use crate::{
     export::{
         key_buckets::KeyBuckets,
-        model::{Family, Folded, Histograms, Labels, Metric, Series, Unit},
+        model::{Family, Folded, Histograms, Labels, Metric, MetricUnit, Series},
     },
     histogram::{
         Waits,
@@ -31,7 +31,7 @@ pub(super) fn system(waits: &Waits, labels: Labels) -> Family {
     Family {
         name: "schedlat_runqueue_latency".into(),
         help: system_help(),
-        unit: Some(Unit::Seconds),
+        unit: Some(MetricUnit::Seconds),
         metric: Metric::Histogram(Histograms {
             layout: &LAYOUT,
             native: &FINE_MAP,
@@ -54,7 +54,7 @@ pub(super) fn keyed(by: Breakdown, layout: KeyBuckets, series: Vec<(Labels, Fold
     Family {
         name: name.into(),
         help: format!("{help}; {}", layout.help()),
-        unit: Some(Unit::Seconds),
+        unit: Some(MetricUnit::Seconds),
         metric: Metric::Histogram(Histograms {
             layout: layout.layout(),
             native: layout.native(),

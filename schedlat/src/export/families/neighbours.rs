@@ -13,7 +13,7 @@
 
 use crate::{
     collect::pairs::PairCounts,
-    export::model::{Family, Labels, Metric, Unit, Value, counter, single},
+    export::model::{Family, Labels, Metric, MetricUnit, Value, counter, single},
 };
 
 /// One scrape's neighbour pairs.
@@ -65,7 +65,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
             format!(
                 "The time holder_cgroup's tasks ran on the CPU just before those waits (in a window as long as each wait): its use of group's share; the waits' holders are in schedlat_neighbour_wait_seconds_total; {SHARE_HOW}"
             ),
-            Some(Unit::Seconds),
+            Some(MetricUnit::Seconds),
             shares(|c| Value::seconds_of_ns(c.sum_ns)),
         ),
         counter(
@@ -81,7 +81,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
             format!(
                 "The time charged to holder_cgroup: its tasks' time on the CPU inside those waits (each wait is charged to every holder that ran during it, by that time); divide by the victim's schedlat_cgroup_runqueue_wait_by_cause_seconds_total{{split=\"held_by\"}} for the neighbour's share of its wait time; {HOW}"
             ),
-            Some(Unit::Seconds),
+            Some(MetricUnit::Seconds),
             each(|c| Value::seconds_of_ns(c.sum_ns)),
         ),
         single(

@@ -4,7 +4,7 @@
 
 use crate::{
     collect::bpf_cost::ProgramCost,
-    export::model::{Family, Labels, Metric, Sample, Unit, Value, single},
+    export::model::{Family, Labels, Metric, MetricUnit, Sample, Value, single},
     kernel::hook::HookMode,
 };
 
@@ -87,7 +87,7 @@ pub(super) fn bpf_cost(bpf: &BpfCost) -> Vec<Family> {
         help: format!(
             "CPU time spent in schedlat's own BPF programs, by the tracepoint each is attached to{caveat}"
         ),
-        unit: Some(Unit::Seconds),
+        unit: Some(MetricUnit::Seconds),
         metric: Metric::Counter(samples(&|p| Value::Float(p.run_time_ns as f64 / 1e9))),
     });
     out.push(Family {

@@ -52,7 +52,7 @@ impl Backoff {
 
 /// What became of one attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Attempt {
     /// The collector took it (2xx).
     Sent,
     /// Worth another try: a connection error, a timeout, 408, 429, 5xx;
@@ -65,16 +65,16 @@ pub(crate) enum Outcome {
     Rejected { reason: String },
 }
 
-impl Outcome {
+impl Attempt {
     /// The outcome of an HTTP answer: its status and `Retry-After` value.
-    pub(crate) fn of_status(status: u16, retry_after: Option<&str>) -> Outcome {
+    pub(crate) fn of_status(status: u16, retry_after: Option<&str>) -> Attempt {
         match status {
-            200..=299 => Outcome::Sent,
-            408 | 429 | 500..=599 => Outcome::Retry {
+            200..=299 => Attempt::Sent,
+            408 | 429 | 500..=599 => Attempt::Retry {
                 reason: format!("HTTP {status}"),
                 retry_after: retry_after.and_then(parse_retry_after),
             },
-            _ => Outcome::Rejected {
+            _ => Attempt::Rejected {
                 reason: format!("HTTP {status}"),
             },
         }
@@ -147,24 +147,24 @@ impl Delivery {
     /// long to wait before the next attempt (None: go on at once).
     pub(crate) fn done(
         &mut self,
-        outcome: &Outcome,
+        outcome: &Attempt,
         backoff: &Backoff,
         jitter: f64,
     ) -> Option<Duration> {
         match outcome {
-            Outcome::Sent => {
+            Attempt::Sent => {
                 self.queue.pop_front();
                 self.counts.sent += 1;
                 self.failures = 0;
                 None
             }
-            Outcome::Rejected { .. } => {
+            Attempt::Rejected { .. } => {
                 self.queue.pop_front();
                 self.counts.dropped += 1;
                 self.counts.failed_attempts += 1;
                 None
             }
-            Outcome::Retry { retry_after, .. } => {
+            Attempt::Retry { retry_after, .. } => {
                 self.counts.failed_attempts += 1;
                 self.failures += 1;
                 if let Some(front) = self.queue.front_mut() {

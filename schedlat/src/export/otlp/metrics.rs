@@ -33,7 +33,7 @@ use super::proto::{
 use crate::{
     export::{
         encode::protobuf::with_unit,
-        model::{Family, Histograms, Labels, Metric, Sample, Series, Unit, Value},
+        model::{Family, Histograms, Labels, Metric, MetricUnit, Sample, Series, Value},
     },
     histogram::native::{KERNEL, NativeBuckets, SCHEMA, ZERO_THRESHOLD},
 };
@@ -130,7 +130,7 @@ fn metrics(family: &Family, times: Times) -> Vec<(Workload, proto::Metric)> {
         name,
         description: family.help.clone(),
         unit: match family.unit {
-            Some(Unit::Seconds) => "s".into(),
+            Some(MetricUnit::Seconds) => "s".into(),
             None => String::new(),
         },
         data: Some(data),

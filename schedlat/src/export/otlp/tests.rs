@@ -7,7 +7,7 @@ use prost::Message;
 use schedlat_common::{CpuStats, bucket_index, scope::Breakdown};
 
 use super::{
-    delivery::{Backoff, Delivery, MAX_ATTEMPTS, Outcome},
+    delivery::{Attempt, Backoff, Delivery, MAX_ATTEMPTS},
     metrics::{Times, dense},
     proto::{Any, Data, ExportMetricsServiceRequest, KeyValue, Number},
     *,
@@ -290,32 +290,32 @@ fn backoff_doubles_to_its_cap_and_honours_retry_after() {
 
 #[test]
 fn answers_are_sent_retried_or_rejected() {
-    assert_eq!(Outcome::of_status(200, None), Outcome::Sent);
+    assert_eq!(Attempt::of_status(200, None), Attempt::Sent);
     assert_eq!(
-        Outcome::of_status(503, Some("2")),
-        Outcome::Retry {
+        Attempt::of_status(503, Some("2")),
+        Attempt::Retry {
             reason: "HTTP 503".into(),
             retry_after: Some(Duration::from_secs(2))
         }
     );
     for status in [408, 429, 502, 504] {
         assert!(matches!(
-            Outcome::of_status(status, None),
-            Outcome::Retry { .. }
+            Attempt::of_status(status, None),
+            Attempt::Retry { .. }
         ));
     }
     // An HTTP date is not taken: the backoff decides.
     assert!(matches!(
-        Outcome::of_status(429, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
-        Outcome::Retry {
+        Attempt::of_status(429, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
+        Attempt::Retry {
             retry_after: None,
             ..
         }
     ));
     for status in [400, 401, 404, 413] {
         assert!(matches!(
-            Outcome::of_status(status, None),
-            Outcome::Rejected { .. }
+            Attempt::of_status(status, None),
+            Attempt::Rejected { .. }
         ));
     }
 }
@@ -330,7 +330,7 @@ fn the_queue_is_bounded_and_a_request_has_bounded_attempts() {
     assert_eq!(d.next(), Some(&[2u8; 10][..]));
     let c = d.counts();
     assert_eq!((c.queued, c.queued_bytes, c.dropped), (3, 30, 2));
-    let retry = Outcome::Retry {
+    let retry = Attempt::Retry {
         reason: "HTTP 503".into(),
         retry_after: None,
     };
@@ -341,8 +341,8 @@ fn the_queue_is_bounded_and_a_request_has_bounded_attempts() {
     assert_eq!(waits, [1, 2, 4, 8, 16]);
     // Out of attempts: dropped, the next one is up.
     assert_eq!(d.next(), Some(&[3u8; 10][..]));
-    assert_eq!(d.done(&Outcome::Sent, &BACKOFF, 0.0), None);
-    let rejected = Outcome::Rejected {
+    assert_eq!(d.done(&Attempt::Sent, &BACKOFF, 0.0), None);
+    let rejected = Attempt::Rejected {
         reason: "HTTP 400".into(),
     };
     assert_eq!(d.done(&rejected, &BACKOFF, 0.0), None);

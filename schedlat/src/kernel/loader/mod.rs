@@ -19,7 +19,7 @@ use plan::{Plan, cgroup_hierarchy};
 use schedlat_common::names;
 
 use crate::{
-    histogram::{DecisionFacts, Measurable},
+    histogram::{CauseFacts, DecisionFacts},
     kernel::{
         causes::Setup,
         cgroupfs::Hierarchy,
@@ -44,7 +44,7 @@ pub(crate) struct Loaded {
     /// The hierarchy cgroup ids refer to, when `-c` or `--cgroups` is on.
     pub cgroup_hierarchy: Option<Hierarchy>,
     /// What the cause split measures; None when it is off.
-    pub measurable: Option<Measurable>,
+    pub measurable: Option<CauseFacts>,
     /// What the decision split measures; None when it is off.
     pub decision: Option<DecisionFacts>,
 }

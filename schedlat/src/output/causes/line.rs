@@ -84,7 +84,7 @@ pub(crate) mod tests {
     };
 
     use super::*;
-    use crate::histogram::{CauseCounts, Measurable};
+    use crate::histogram::{CauseCounts, CauseFacts};
 
     /// 90 woken waits of 10 us, 10 preempted of 1 ms, 10 of them migrated;
     /// IRQ time measured (1% of the measured time), steal not; the holders
@@ -108,10 +108,10 @@ pub(crate) mod tests {
         cpu.overlap_ns[OVERLAP_IRQ] = 109_000;
         cpu.overlap_waits = 100;
         cpu.overlap_wait_ns = 10_900_000;
-        let m = Measurable {
+        let m = CauseFacts {
             irq: true,
             held_by: true,
-            ..Measurable::default()
+            ..CauseFacts::default()
         };
         CauseCounts::from_cpus(m, &[cpu])
     }
@@ -139,7 +139,7 @@ pub(crate) mod tests {
     fn unmeasured_and_empty_say_so() {
         assert_eq!(line(&Waits::default()), "causes: not measured by this load");
         let empty = Waits {
-            causes: Some(CauseCounts::zero(Measurable::default(), true)),
+            causes: Some(CauseCounts::zero(CauseFacts::default(), true)),
             ..Waits::default()
         };
         assert_eq!(line(&empty), "causes: no waits");

@@ -198,7 +198,7 @@ pub(crate) mod tests {
     };
 
     use super::*;
-    use crate::histogram::{CauseCounts, Measurable};
+    use crate::histogram::{CauseCounts, CauseFacts};
 
     /// 900 woken waits of 10 us (100 of them migrated) and 100 preempted
     /// of 1 ms, all behind another cgroup but 100 woken behind the idle
@@ -228,13 +228,13 @@ pub(crate) mod tests {
         cpu
     }
 
-    fn measurable() -> Measurable {
-        Measurable {
+    fn measurable() -> CauseFacts {
+        CauseFacts {
             irq: true,
             throttled: true,
             queue_depth: true,
             held_by: true,
-            ..Measurable::default()
+            ..CauseFacts::default()
         }
     }
 
@@ -276,7 +276,7 @@ pub(crate) mod tests {
         key.overlap_ns[OVERLAP_STEAL] = 1;
         key.overlap_waits = cpu.overlap_waits;
         key.overlap_wait_ns = cpu.overlap_wait_ns;
-        let m = Measurable {
+        let m = CauseFacts {
             held_by: false,
             ..measurable()
         };
@@ -297,7 +297,7 @@ pub(crate) mod tests {
         cpu.waking_count = 1000;
         cpu.waking_sum_ns = 3_000_000;
         cpu.waking_buckets[bucket_index(3_000)] = 1000;
-        let m = Measurable {
+        let m = CauseFacts {
             waking: true,
             ..measurable()
         };

@@ -357,7 +357,7 @@ fn facts_json(f: &DecisionFacts) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use schedlat_common::decision::Holder;
+    use schedlat_common::decision::HolderLeft;
 
     use super::*;
     use crate::histogram::{
@@ -377,21 +377,21 @@ mod tests {
                 7_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 30,
                 8_000_000,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 50,
                 8_000_000,
                 Decision::Protected,
                 Pass::ThreePlus,
-                Holder::Blocked,
+                HolderLeft::Blocked,
             ),
         ]);
         s.passes = 80 * 4;
@@ -442,15 +442,27 @@ mod tests {
     #[test]
     fn lazy_requests_say_how_they_are_served() {
         let s = fixtures::stats(&[
-            waits(200, 40_000, Decision::Lazy, Pass::Zero, Holder::Preempted),
+            waits(
+                200,
+                40_000,
+                Decision::Lazy,
+                Pass::Zero,
+                HolderLeft::Preempted,
+            ),
             waits(
                 90,
                 2_000_000,
                 Decision::Lazy,
                 Pass::Zero,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
-            waits(10, 9_000_000, Decision::Lazy, Pass::Two, Holder::Blocked),
+            waits(
+                10,
+                9_000_000,
+                Decision::Lazy,
+                Pass::Two,
+                HolderLeft::Blocked,
+            ),
         ]);
         let lazy = Waits {
             decision: Some(DecisionCounts::from_cpus(facts(), &[s])),
@@ -502,14 +514,14 @@ mod tests {
                 6_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 10,
                 3_500_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ]);
         let waits = Waits {
@@ -537,13 +549,19 @@ mod tests {
     #[test]
     fn another_class_is_said_once() {
         let s = fixtures::stats(&[
-            waits(200, 6_000, Decision::Requested, Pass::Zero, Holder::Blocked),
+            waits(
+                200,
+                6_000,
+                Decision::Requested,
+                Pass::Zero,
+                HolderLeft::Blocked,
+            ),
             waits(
                 5,
                 900_000_000,
                 Decision::OtherClass,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
         ]);
         let mut w = crate::analysis::shape::tests::waits(&[(6_000, 200), (900_000_000, 5)]);
@@ -569,14 +587,14 @@ mod tests {
                 7_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 20,
                 4_000_000,
                 Decision::WakeupGranularity,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
         ]);
         let facts = DecisionFacts {

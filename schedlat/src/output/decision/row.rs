@@ -77,7 +77,7 @@ pub(crate) fn json(row: &Row) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use schedlat_common::{
-        decision::{Decision, Holder},
+        decision::{Decision, HolderLeft},
         victims::WaitStats,
     };
 
@@ -99,8 +99,8 @@ mod tests {
         stats.decisions[Decision::Requested as usize] = 6;
         stats.decisions[Decision::NotEligible as usize] = 4;
         stats.passes = 13;
-        stats.holders[Holder::Blocked as usize] = 3;
-        stats.holders[Holder::SliceEnded as usize] = 7;
+        stats.holders[HolderLeft::Blocked as usize] = 3;
+        stats.holders[HolderLeft::SliceEnded as usize] = 7;
         let row = Row::from(&stats);
         assert_eq!(cells(&row), "   60%    0%   40% slice_ended 70% ");
         assert_eq!(cells(&row).len(), HEADER.len());

@@ -4,7 +4,8 @@
 //! and for a declined wakeup the wait its rule predicted beside the actual.
 
 use schedlat_common::decision::{
-    DECISIONS, Decided, Decision, HOLDERS, Holder, OUTCOMES, Outcome, PASSES, Pass, REQUESTED_SPENT,
+    DECISIONS, Decided, Decision, HOLDERS, HolderLeft, OUTCOMES, Outcome, PASSES, Pass,
+    REQUESTED_SPENT,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ pub(crate) struct WaitDecision {
     pub pass: Pass,
     /// Pass-overs counted (0 for `migrated` and `unknown`).
     pub passes: u64,
-    pub holder: Holder,
+    pub holder: HolderLeft,
     /// What became of it (`late` only from the kernel's word: it needs
     /// the spent bit, `Decided::SPENT`).
     pub outcome: Outcome,
@@ -38,7 +39,7 @@ impl WaitDecision {
             decision: Decision::from_index(d.decision_index())?,
             pass: Pass::from_index(d.pass_index())?,
             passes: d.passes(),
-            holder: Holder::from_index(d.holder_index())?,
+            holder: HolderLeft::from_index(d.holder_index())?,
             outcome: d.outcome()?,
             predicted_ns: (d.predicted_us() > 0).then(|| d.predicted_us() * 1000),
             share: (d.share() > 0).then(|| (d.share() - 1) as f64 / 1000.0),
@@ -51,7 +52,7 @@ impl WaitDecision {
         let predicted_us = self.predicted_ns.map_or(0, |ns| ns / 1000);
         // A request whose renewed holder is not late had the spent bit.
         let spent = self.decision == Decision::Requested
-            && self.holder == Holder::SliceEnded
+            && self.holder == HolderLeft::SliceEnded
             && self.pass == Pass::Zero
             && self.outcome != Outcome::Late;
         let decision = if spent {
@@ -134,7 +135,7 @@ impl WaitDecision {
 mod tests {
     use super::*;
 
-    fn word(decision: Decision, pass: Pass, holder: Holder, predicted_us: u64, n: u64) -> u64 {
+    fn word(decision: Decision, pass: Pass, holder: HolderLeft, predicted_us: u64, n: u64) -> u64 {
         Decided::pack(
             (decision as u64, pass as u64, holder as u64),
             251,
@@ -148,7 +149,7 @@ mod tests {
         let d = WaitDecision::of(word(
             Decision::Protected,
             Pass::ThreePlus,
-            Holder::SliceEnded,
+            HolderLeft::SliceEnded,
             1400,
             5,
         ))
@@ -173,8 +174,14 @@ mod tests {
 
     #[test]
     fn a_granted_wait_has_no_prediction_and_an_unmeasured_one_is_none() {
-        let d =
-            WaitDecision::of(word(Decision::Requested, Pass::Zero, Holder::Blocked, 0, 0)).unwrap();
+        let d = WaitDecision::of(word(
+            Decision::Requested,
+            Pass::Zero,
+            HolderLeft::Blocked,
+            0,
+            0,
+        ))
+        .unwrap();
         assert_eq!(d.text(), "requested, holder blocked");
         assert!(d.json()["predicted_ns"].is_null());
         assert_eq!(WaitDecision::of(0), None);
@@ -188,7 +195,7 @@ mod tests {
         let late = WaitDecision::of(word(
             Decision::Requested,
             Pass::Zero,
-            Holder::SliceEnded,
+            HolderLeft::SliceEnded,
             0,
             0,
         ))
@@ -203,7 +210,7 @@ mod tests {
             (
                 REQUESTED_SPENT,
                 Pass::Zero as u64,
-                Holder::SliceEnded as u64,
+                HolderLeft::SliceEnded as u64,
             ),
             0,
             0,

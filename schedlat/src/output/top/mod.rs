@@ -730,7 +730,7 @@ mod tests {
     /// rows are the victims').
     #[test]
     fn the_decision_split_is_under_the_causes() {
-        use schedlat_common::decision::{Decision, Holder, Pass};
+        use schedlat_common::decision::{Decision, HolderLeft, Pass};
 
         use crate::histogram::{
             DecisionCounts, DecisionFacts,
@@ -744,14 +744,14 @@ mod tests {
                 7_000,
                 Decision::Requested,
                 Pass::Zero,
-                Holder::Preempted,
+                HolderLeft::Preempted,
             ),
             waits(
                 370,
                 4_000_000,
                 Decision::NotEligible,
                 Pass::ThreePlus,
-                Holder::SliceEnded,
+                HolderLeft::SliceEnded,
             ),
         ]);
         state.last.decision = Some(DecisionCounts::from_cpus(DecisionFacts::X86_6_18, &[s]));

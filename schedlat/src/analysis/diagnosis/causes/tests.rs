@@ -5,7 +5,7 @@ use schedlat_common::{
 
 use super::*;
 use crate::{
-    histogram::{CauseCounts, Measurable},
+    histogram::{CauseCounts, CauseFacts},
     sys::findings::ThreadWait,
 };
 
@@ -55,7 +55,7 @@ fn split(classes: &[(Class, u64, u64)], overlap: &[(usize, u64)]) -> Causes {
     }
     cpu.overlap_waits = 100;
     cpu.overlap_wait_ns = 100_000_000;
-    let all = Measurable {
+    let all = CauseFacts {
         steal: true,
         irq: true,
         throttled: true,

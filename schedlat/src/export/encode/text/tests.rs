@@ -29,7 +29,7 @@ use crate::{
     export::{
         encode::random::{Rng, families},
         model::{
-            Exemplar, Family, Folded, Histograms, Labels, Metric, Sample, Series, Unit, Value,
+            Exemplar, Family, Folded, Histograms, Labels, Metric, MetricUnit, Sample, Series, Value,
         },
     },
     histogram::{layout::LOG2, native::FINE_MAP},
@@ -56,7 +56,7 @@ struct Exposition(Vec<Family>);
 impl Collector for Exposition {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in &self.0 {
-            let unit = f.unit.map(|Unit::Seconds| registry::Unit::Seconds);
+            let unit = f.unit.map(|MetricUnit::Seconds| registry::Unit::Seconds);
             let kind = match &f.metric {
                 Metric::Counter(_) => MetricType::Counter,
                 Metric::Gauge(_) => MetricType::Gauge,
@@ -132,7 +132,7 @@ fn exemplar_slots(families: &[Family]) -> Vec<(String, Vec<Option<String>>)> {
         let Metric::Histogram(Histograms { layout, series, .. }) = &f.metric else {
             continue;
         };
-        let unit = f.unit.map_or("", |Unit::Seconds| "_seconds");
+        let unit = f.unit.map_or("", |MetricUnit::Seconds| "_seconds");
         let prefix = format!("{}{unit}_bucket{{le=\"", f.name);
         for s in series {
             let kept: BTreeMap<usize, &Exemplar> = (s.exemplars.iter())
@@ -203,7 +203,7 @@ fn a_series_reads_as_prometheus_expects() {
     let family = Family {
         name: "schedlat_cgroup_runqueue_latency".into(),
         help: "Waits.".into(),
-        unit: Some(Unit::Seconds),
+        unit: Some(MetricUnit::Seconds),
         metric: Metric::Histogram(Histograms {
             layout: &LOG2,
             native: &FINE_MAP,

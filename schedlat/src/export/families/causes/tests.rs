@@ -19,7 +19,7 @@ use crate::{
         labels::overflow as overflow_labels,
         model::Folded,
     },
-    histogram::{Measurable, Waits},
+    histogram::{CauseFacts, Waits},
     kernel::hook::HookMode,
 };
 
@@ -42,11 +42,11 @@ fn total() -> Waits {
     split.overlap_ns[OVERLAP_IRQ] = 1_000_000;
     split.overlap_waits = 3;
     split.overlap_wait_ns = 9_000_000;
-    let m = Measurable {
+    let m = CauseFacts {
         irq: true,
         held_by: true,
         queue_depth: true,
-        ..Measurable::default()
+        ..CauseFacts::default()
     };
     Waits {
         causes: Some(CauseCounts::from_cpus(m, &[split])),
@@ -118,7 +118,7 @@ fn cgroup_folded(n: u32) -> Folded {
     one.buckets[bucket_index(1_000_000)] = u64::from(n);
     one.sum_ns = u64::from(n) * 1_000_000;
     let waits = Waits {
-        causes: Some(CauseCounts::from_key(Measurable::default(), &stats)),
+        causes: Some(CauseCounts::from_key(CauseFacts::default(), &stats)),
         ..Waits::from_cpus(&[one])
     };
     Folded::of(KeyBuckets::Log2.layout(), &waits)
