@@ -58,6 +58,36 @@ pub enum Cause {
     DepthUnknown = 20,
 }
 
+impl Cause {
+    /// Its name among its split's classes: the label value of the
+    /// exposition's split families and the key of the JSON `causes`
+    /// object (whose `placement` names the crossings `cross_llc` and
+    /// `cross_node`). The text views word the classes for people.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cause::Woken => "woken",
+            Cause::New => "new",
+            Cause::Preempted => "preempted",
+            Cause::SameCpu => "same_cpu",
+            Cause::Migrated => "migrated",
+            Cause::PlacementUnknown | Cause::HeldByUnknown | Cause::DepthUnknown => "unknown",
+            Cause::CrossLlc => "llc",
+            Cause::CrossNode => "node",
+            Cause::HeldByHigherClass => "higher_class",
+            Cause::HeldByKernel => "kernel",
+            Cause::HeldByIdle => "idle",
+            Cause::HeldBySameCgroup => "same_cgroup",
+            Cause::HeldByOtherCgroup => "other_cgroup",
+            Cause::Depth0 => "0",
+            Cause::Depth1 => "1",
+            Cause::Depth2 => "2",
+            Cause::Depth3To4 => "3-4",
+            Cause::Depth5To8 => "5-8",
+            Cause::Depth9Plus => "9+",
+        }
+    }
+}
+
 /// Classes in [`Cause`].
 pub const NR_CAUSES: usize = 21;
 /// Classes with a fine histogram: Woken, New, Preempted, SameCpu, Migrated.

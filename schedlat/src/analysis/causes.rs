@@ -110,8 +110,16 @@ impl Overlap {
     }
 }
 
-/// Labels of the queue-depth classes, in order.
-pub(crate) const DEPTH_LABELS: [&str; 7] = ["0", "1", "2", "3-4", "5-8", "9+", "unknown"];
+/// Labels of the queue-depth classes, in order (their names).
+pub(crate) const DEPTH_LABELS: [&str; 7] = {
+    let mut labels = [""; 7];
+    let mut i = 0;
+    while i < DEPTH.len() {
+        labels[i] = DEPTH[i].name();
+        i += 1;
+    }
+    labels
+};
 
 /// The whole split of a span of waits.
 #[derive(Debug, Clone, Default, PartialEq)]

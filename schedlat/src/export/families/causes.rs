@@ -16,10 +16,9 @@
 //! per series is unbounded, and a few dozen series per process would
 //! multiply that.
 
-use schedlat_common::causes::{Cause, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
+use schedlat_common::causes::{Cause, DEPTH, OVERLAP_IRQ, OVERLAP_STEAL, OVERLAP_THROTTLED};
 
 use crate::{
-    analysis::causes::DEPTH_LABELS,
     export::{
         cgroup_splits::CgroupSplits,
         model::{Family, Labels, MetricUnit, Value, counter},
@@ -34,53 +33,32 @@ pub(crate) struct CauseSeries {
     pub series: Vec<(Labels, CauseCounts)>,
 }
 
-/// Each split with its classes, as label values.
-const SPLITS: [(&str, &[(&str, Cause)]); 4] = [
-    (
-        "began",
-        &[
-            ("woken", Cause::Woken),
-            ("new", Cause::New),
-            ("preempted", Cause::Preempted),
-        ],
-    ),
+/// Each split with its classes, in the exposition's order (each class's
+/// label value is its name, `Cause::name`).
+const SPLITS: [(&str, &[Cause]); 4] = [
+    ("began", &[Cause::Woken, Cause::New, Cause::Preempted]),
     (
         "placement",
-        &[
-            ("same_cpu", Cause::SameCpu),
-            ("migrated", Cause::Migrated),
-            ("unknown", Cause::PlacementUnknown),
-        ],
+        &[Cause::SameCpu, Cause::Migrated, Cause::PlacementUnknown],
     ),
     (
         "held_by",
         &[
-            ("same_cgroup", Cause::HeldBySameCgroup),
-            ("other_cgroup", Cause::HeldByOtherCgroup),
-            ("kernel", Cause::HeldByKernel),
-            ("higher_class", Cause::HeldByHigherClass),
-            ("idle", Cause::HeldByIdle),
-            ("unknown", Cause::HeldByUnknown),
+            Cause::HeldBySameCgroup,
+            Cause::HeldByOtherCgroup,
+            Cause::HeldByKernel,
+            Cause::HeldByHigherClass,
+            Cause::HeldByIdle,
+            Cause::HeldByUnknown,
         ],
     ),
-    (
-        "queue_depth",
-        &[
-            (DEPTH_LABELS[0], Cause::Depth0),
-            (DEPTH_LABELS[1], Cause::Depth1),
-            (DEPTH_LABELS[2], Cause::Depth2),
-            (DEPTH_LABELS[3], Cause::Depth3To4),
-            (DEPTH_LABELS[4], Cause::Depth5To8),
-            (DEPTH_LABELS[5], Cause::Depth9Plus),
-            (DEPTH_LABELS[6], Cause::DepthUnknown),
-        ],
-    ),
+    ("queue_depth", &DEPTH),
 ];
 
 /// The migrated waits that crossed a last-level cache or a NUMA node: a
 /// subset of `placement="migrated"`, so a split of its own (summing it
 /// with the placement split would count those waits twice).
-const CROSSED: [(&str, Cause); 2] = [("llc", Cause::CrossLlc), ("node", Cause::CrossNode)];
+const CROSSED: [Cause; 2] = [Cause::CrossLlc, Cause::CrossNode];
 
 /// One family's names and help, whole system or per cgroup.
 struct Names {
@@ -140,16 +118,21 @@ fn families(names: &Names, family: &CauseSeries, extent: CgroupSplits) -> Vec<Fa
                 if !extent.cause_split(split) {
                     continue;
                 }
-                for &(cause, class) in classes {
-                    samples.push((with(labels, split, cause), value(counts, class as usize)));
+                for &class in classes {
+                    let sample = (
+                        with(labels, split, class.name()),
+                        value(counts, class as usize),
+                    );
+                    samples.push(sample);
                 }
             }
             if counts.measurable.topology && extent.cause_split("crossed") {
-                for (cause, class) in CROSSED {
-                    samples.push((
-                        with(labels, "crossed", cause),
+                for class in CROSSED {
+                    let sample = (
+                        with(labels, "crossed", class.name()),
                         value(counts, class as usize),
-                    ));
+                    );
+                    samples.push(sample);
                 }
             }
         }

@@ -143,3 +143,38 @@ pub(crate) fn json(c: &Causes) -> CausesOut {
         waking: c.waking.map(Into::into),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use schedlat_common::causes::{BEGAN, Cause, DEPTH, HELD_BY, PLACEMENT};
+
+    use super::json;
+    use crate::analysis::causes::Causes;
+
+    /// The keys of a JSON object.
+    fn keys(v: &serde_json::Value) -> BTreeSet<String> {
+        v.as_object().expect("an object").keys().cloned().collect()
+    }
+
+    fn names(classes: &[Cause]) -> BTreeSet<String> {
+        classes.iter().map(|c| c.name().to_string()).collect()
+    }
+
+    /// The schema's keys are the classes' names (`Cause::name`), as the
+    /// exposition's label values are: one name per class everywhere.
+    #[test]
+    fn every_key_is_its_class_name() {
+        let v = serde_json::to_value(json(&Causes::default())).unwrap();
+        for class in BEGAN {
+            assert!(v.get(class.name()).is_some(), "{} in {v}", class.name());
+        }
+        let mut placement = names(&PLACEMENT);
+        placement
+            .extend([Cause::CrossLlc, Cause::CrossNode].map(|c| format!("cross_{}", c.name())));
+        assert_eq!(keys(&v["placement"]), placement);
+        assert_eq!(keys(&v["held_by"]), names(&HELD_BY));
+        assert_eq!(keys(&v["queue_depth"]), names(&DEPTH));
+    }
+}
