@@ -359,7 +359,7 @@ fn podman_containers_are_named_by_id_and_by_name() {
         .sum();
     // Both sides of a pair are named by podman's names. The hog holds the
     // sleeper's CPU at most of its ~1,500 wakeups in the 3 s on a quiet
-    // host (the kernel test collect::pairs_live checks the pair table's
+    // host (the kernel test collect::live::pairs checks the pair table's
     // shares); other tasks of a busy one end most of them (the root
     // cgroup's rows): 42 were left with both CPUs 100% busy and 18 tasks
     // runnable, so at least 10, and the message says how busy it was.

@@ -7,7 +7,7 @@
 //! (the full bit or, on a lazy kernel, the lazy one: `L`, or `B` for both).
 //!
 //! Shared by the root tests (through the binary's JSON) and the library's
-//! live tests (collect/decision_live.rs includes this file by path).
+//! live tests (collect/live/mod.rs includes this file by path).
 
 use std::{fs, path::PathBuf};
 

@@ -3,7 +3,7 @@
 //! worker beside busy loops on one CPU are two keys of one reading, the
 //! sleeper granted the CPU by its wakeups and the worker passed over or
 //! declined in its long waits (the whole system's split of the same
-//! scenarios: decision_live.rs).
+//! scenarios: decision.rs).
 
 use std::{
     sync::{Arc, Barrier},
@@ -16,12 +16,12 @@ use schedlat_common::{
     scope::Breakdown,
 };
 
-use super::{
-    decision_live::{CPU, busy_ticks, gettid, load, pin, set_policy, work_and_sleep},
-    key_intervals::KeyIntervals,
-    tracer::Tracer,
-};
 use crate::{
+    collect::{
+        key_intervals::KeyIntervals,
+        live::decision::{CPU, busy_ticks, gettid, load, pin, set_policy, work_and_sleep},
+        tracer::Tracer,
+    },
     histogram::{KeyDecisionCounts, Waits},
     kernel::{
         filter::FilterSpec,

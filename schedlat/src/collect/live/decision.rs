@@ -14,11 +14,11 @@ use schedlat_common::{
     decision::{DECISIONS, Decision, HOLDERS, HolderLeft, Outcome, PASSES, Pass},
 };
 
-use super::{
-    decision_trace::{Trace, TracedWaits, waits_of},
-    tracer::Tracer,
-};
 use crate::{
+    collect::{
+        live::decision_trace::{Trace, TracedWaits, waits_of},
+        tracer::Tracer,
+    },
     histogram::{CauseCounts, DecisionCounts},
     kernel::{
         filter::{Filter, FilterSpec},
@@ -529,7 +529,7 @@ fn assert_agrees_with_the_trace(d: &DecisionCounts, traced: &TracedWaits) {
 /// 100 us).
 #[test]
 fn a_request_the_tick_answered_is_late_and_granted_waits_are_prompt() {
-    use super::decision_trace::traced_waits;
+    use crate::collect::live::decision_trace::traced_waits;
     const HOGS: usize = 6;
     const SECS: u64 = 4;
     let (tx, rx) = std::sync::mpsc::channel();

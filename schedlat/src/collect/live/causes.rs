@@ -12,8 +12,8 @@ use std::{
 
 use schedlat_common::causes::{Cause, DEPTH, HELD_BY, PLACEMENT};
 
-use super::tracer::Tracer;
 use crate::{
+    collect::tracer::Tracer,
     histogram::CauseCounts,
     kernel::{
         filter::{Filter, FilterSpec},
@@ -249,7 +249,7 @@ fn breakdown_keys_carry_their_split() {
     let mut total = CauseCounts::zero(m.unwrap(), false);
     let mut waits = 0u64;
     for (_, stats) in &keys {
-        let w = super::key_intervals::waits_of(stats, m);
+        let w = crate::collect::key_intervals::waits_of(stats, m);
         waits += w.count();
         total.merge(w.causes.as_ref().unwrap());
     }
@@ -272,7 +272,7 @@ fn victims_rows_count_how_waits_began() {
     // The victims mode loads the cause split's state only for the decision
     // split of each row (as `slow` does): with one, without the other.
     assert_eq!(tracer.measurable.is_some(), tracer.decision.is_some());
-    let mut collector = super::victims::Collector::start(&mut tracer, 256).unwrap();
+    let mut collector = crate::collect::victims::Collector::start(&mut tracer, 256).unwrap();
     contend(Duration::from_millis(800));
     let interval = collector.end_interval(&mut tracer).unwrap();
     let mut kinds = [0u64; 3];

@@ -16,13 +16,17 @@ use std::{
 
 use schedlat_common::{decision::HolderLeft, scope::Breakdown};
 
-use super::{
-    decision_live::{CPU, busy_ticks, gettid, pin},
-    key_decision_live::load_by_tid,
-    key_intervals::KeyIntervals,
-    tracer::Tracer,
+use crate::{
+    collect::{
+        key_intervals::KeyIntervals,
+        live::{
+            decision::{CPU, busy_ticks, gettid, pin},
+            key_decision::load_by_tid,
+        },
+        tracer::Tracer,
+    },
+    histogram::KeyDecisionCounts,
 };
-use crate::histogram::KeyDecisionCounts;
 
 /// For 1.5 s, a sleeper (1 ms sleeps) beside a holder on CPU, the holder
 /// calling sched_yield() in its loop when `yields`: the sleeper's split,

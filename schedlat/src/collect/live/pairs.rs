@@ -15,21 +15,23 @@ use std::{
 
 use schedlat_common::scope::Breakdown;
 
-use super::{
-    batch::Entries,
-    pairs::{Holder, PairCounts, PairIntervals},
-    tracer::Tracer,
-};
-use crate::kernel::{
-    cgroupfs,
-    hook::HookChoice,
-    modes::{Keyed, Modes},
+use crate::{
+    collect::{
+        batch::Entries,
+        pairs::{Holder, PairCounts, PairIntervals},
+        tracer::Tracer,
+    },
+    kernel::{
+        cgroupfs,
+        hook::HookChoice,
+        modes::{Keyed, Modes},
+    },
 };
 
 /// Loads `modes` in the tp_btf hook mode for the whole system (the cause
 /// split's live tests' loader: None when not root, a failure under CI).
 fn load(modes: &Modes) -> Option<Tracer> {
-    super::causes_live::load(HookChoice::Btf, modes)
+    crate::collect::live::causes::load(HookChoice::Btf, modes)
 }
 
 /// A cgroup made for the test in the hierarchy `--cgroups` keys by,

@@ -8,10 +8,12 @@ use std::{thread, time::Duration};
 
 use schedlat_common::scope::{Breakdown, KeySummary};
 
-use super::{decision_live::load, tracer::Tracer};
-use crate::kernel::{
-    filter::FilterSpec,
-    modes::{Keyed, Modes},
+use crate::{
+    collect::{live::decision::load, tracer::Tracer},
+    kernel::{
+        filter::FilterSpec,
+        modes::{Keyed, Modes},
+    },
 };
 
 /// Room for this process' main thread, the test harness' and a few
