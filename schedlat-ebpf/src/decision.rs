@@ -405,11 +405,20 @@ pub fn switched_in(
     // The idle task leaves with state 0 and no preempt: without its own
     // bit it would read as a runnable holder (preempted or slice-ended).
     let idle = u64::from(prev.flags() >> PF_IDLE.trailing_zeros()) & 1;
+    // Only a runnable prev that was not preempted can have yielded
+    // (`holder`): the marker's read, a helper call and prev's saved
+    // registers (22 of sched_switch's 267 ns a run on 6.18), is left out of
+    // every other switch: a task that blocks, one preempted, the idle task.
+    // One compare of an opaque value rather than three (14,054 -> 13,651
+    // verified instructions on 6.18; 10,165 without the branch: the
+    // verifier walks what follows it twice).
+    let other = barrier_var((state | (preempt & 0xff) | idle) as usize);
+    let yielded = if other == 0 { in_yield(prev) } else { 0 };
     let facts = switches
         | (u64::from(next_tid & 0xff) << 32)
         | (nonzero(preempt & 0xff) << 40)
         | (idle << 41)
-        | (in_yield(prev) << 42)
+        | (yielded << 42)
         | (state << 48);
     // EEVDF: what is left of prev's request, its weight and slice (the
     // verifier drops these loads elsewhere).
