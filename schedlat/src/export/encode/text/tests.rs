@@ -152,15 +152,15 @@ fn exemplar_slots(families: &[Family]) -> Vec<(String, Vec<Option<String>>)> {
 /// the library's body without exemplars.
 fn without_exemplars(ours: &str, families: &[Family]) -> String {
     let mut slots = (exemplar_slots(families).into_iter())
-        .flat_map(|(prefix, buckets)| buckets.into_iter().map(move |b| (prefix.clone(), b)));
+        .flat_map(|(prefix, buckets)| buckets.into_iter().map(move |b| (prefix.clone(), b)))
+        .peekable();
     let mut left = String::new();
     for line in ours.split_inclusive('\n') {
-        let slot = (slots.clone().next()).filter(|(prefix, _)| line.starts_with(prefix.as_str()));
-        let Some((_, exemplar)) = slot else {
+        let Some((_, exemplar)) = slots.next_if(|(prefix, _)| line.starts_with(prefix.as_str()))
+        else {
             left.push_str(line);
             continue;
         };
-        slots.next();
         let body = line.strip_suffix('\n').unwrap_or(line);
         match exemplar {
             Some(exemplar) => {
