@@ -12,8 +12,9 @@
 //!   buckets are not looked at. Only a key that waited has its buckets
 //!   differenced, while its entry is still in the CPU's cache.
 //! - Its buckets are kept between readings whole ([`ROW_WIDTH`]): every
-//!   fine bucket and log2 slot (the tables and their percentiles). serve reads its keys otherwise (key_summaries.rs: a
-//!   summary of every key, the whole entry of the keys it exports).
+//!   fine bucket and log2 slot (the tables and their percentiles). serve
+//!   reads its keys otherwise (key_summaries.rs: a summary of every key,
+//!   the whole entry of the keys it exports).
 //! - Names: a key's comm as the kernel last stored it (a task that exited
 //!   has no /proc entry left), a cgroup's path from its first sight
 //!   (keylabels.rs).
