@@ -98,6 +98,31 @@ fn waited_ns(interval: &Value, cgroup: &str) -> u64 {
         .unwrap_or_else(|| panic!("no key {cgroup}: {keys:?}"))
 }
 
+/// How the kernel decided `cgroup`'s waits, for a failure message: the
+/// rules and the pass-overs with any time, in ms.
+fn decided_how(interval: &Value, cgroup: &str) -> String {
+    let keys = interval["breakdown"]["keys"].as_array().expect("keys");
+    let Some(split) = (keys.iter())
+        .find(|k| k["cgroup"] == cgroup)
+        .map(|k| &k["decision"])
+    else {
+        return "no decision split".into();
+    };
+    let part = |name: &str| -> String {
+        let rows = split[name].as_object().into_iter().flatten();
+        (rows.filter_map(|(class, c)| Some((class, c["sum_ns"].as_u64()?))))
+            .filter(|(_, ns)| *ns > 0)
+            .map(|(class, ns)| format!("{class} {:.0} ms", ns as f64 / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "its rules: {}; its pass-overs: {}",
+        part("decisions"),
+        part("pass_overs")
+    )
+}
+
 /// The parent of a case: a v2 cgroup that does not enable cpu for its
 /// children, so its tasks are one group of the CPU scheduler.
 fn parent(name: &str) -> TestCgroup {
@@ -348,11 +373,16 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
 
     let hogs = batch_loops();
     // Both roles, and serve's second-role series over the same phase.
+    // Each part is checked against the one it is made of, since how much
+    // of the wait the kernel saw lost at the node group's queue (not
+    // eligible, a later deadline, passed over; not a protected slice) is
+    // the machine's timing: 0.87 of the same wait here, 0.33-0.35 on CI's
+    // machine, with the same wait and p99 (its split of the rules was not
+    // in the message then; it is now). Of those waits, batch-7 was
+    // charged 0.76-0.80 of the window before them on both.
     // Measured again once if a check fails, the first attempt's numbers
-    // kept in the message: it failed once in several CI runs (its numbers
-    // lost with the log's middle) and never in six runs here, at 0.67-0.71
-    // of the wait charged to batch-7 where a quarter is asked. A stall of
-    // the machine does not repeat on demand; a regression does.
+    // kept in the message: a stall of the machine does not repeat on
+    // demand; a regression does.
     let both = || -> Result<(Value, u64, u64), String> {
         let server = Server::start(&["--cgroups", "--pairs", "-c", &node.path()]);
         let (bad, waited, p99_bad) = phase("both");
@@ -386,25 +416,30 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
             .filter_map(|l| l["sum_ns"].as_u64())
             .sum();
         let numbers = format!(
-            "web-1 waited {waited} ns (p99 {p99_bad} ns); serve exported {exported} s of batch-7's use of the node group's share; the interval charged batch-7 {batch_share} ns for it; {decided_at} ns decided at the node group's level; the top holder {top_holder:?} ({busy})"
+            "web-1 waited {waited} ns (p99 {p99_bad} ns; {}); serve exported {exported} s of batch-7's use of the node group's share; the interval charged batch-7 {batch_share} ns for it; {decided_at} ns lost at the node group's level; the top holder {top_holder:?} ({busy})",
+            decided_how(&bad, web)
         );
         eprintln!("{numbers}");
         let failed = [
-            (
-                exported * 4e9 < waited as f64,
-                "serve exported under a quarter of the wait",
-            ),
             (
                 top_holder.as_deref() != Some("/"),
                 "the root loop did not hold the CPU during most of the waits",
             ),
             (
-                batch_share * 4 < waited,
-                "batch-7 was charged under a quarter of the wait as having used the node group's share",
+                decided_at * 5 < waited,
+                "under a fifth of the wait was lost at the node group's level",
             ),
             (
-                decided_at * 2 < waited,
-                "under half of the wait was decided at the node group's level",
+                batch_share * 2 < decided_at,
+                "batch-7 was charged under half of the waits lost at the node group's level as having used its share",
+            ),
+            (
+                batch_share * 10 < waited,
+                "batch-7 was charged under a tenth of the wait, where the roles sentence and diagnose's step begin",
+            ),
+            (
+                exported * 2e9 < batch_share as f64,
+                "serve exported under half of what the interval charged batch-7",
             ),
         ];
         match failed.iter().find(|(failed, _)| *failed) {

@@ -358,6 +358,22 @@ fn the_noisy_neighbour_is_named_by_its_time_on_the_cpu_where_the_pairs_say() {
         "{}",
         causes[0].next_step
     );
+    // The step moves to the share's user from a tenth of the scope's
+    // measured wait on; below it the user is only named.
+    for (charged, first) in [(100, true), (99, false)] {
+        a.share_users = vec![share("/kubepods/pod-b", charged)];
+        let causes = causes_with(&split, &a, &cgroups);
+        let step = &causes[0].next_step;
+        assert_eq!(
+            step.starts_with("keep /kubepods/pod-b off"),
+            first,
+            "{charged}: {step}"
+        );
+        assert!(
+            causes[0].evidence.contains("/kubepods/pod-b had used"),
+            "{charged}"
+        );
+    }
 }
 
 /// The inverse case: the loops' waits end when a brief sleeper of
