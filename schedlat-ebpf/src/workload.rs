@@ -249,15 +249,21 @@ fn overlap(since: u64, until: u64, began: u64) -> u64 {
 }
 
 /// The second role of the pairs (docs/containers.md): a wait whose wakeup
-/// the fair class declined as not eligible or with a later deadline, or
-/// that was passed over (its `Decided` word), ended by a fair holder
-/// whose hierarchy meets the waiter's at a queue above the waiter's own
-/// (decision.rs `group_met`): there the entity of a group
-/// the waiter is in lost to the holder's, not eligible or with a later
-/// deadline, because its tasks had used its share of the CPU. The wait is
-/// charged also to the tasks that ran on this CPU just before it, by
-/// their time on the CPU in a window as long as the wait before its
-/// start, keyed by that group's cgroup (SHARES). Which of them are in
+/// the fair class declined as not eligible, with a later deadline or
+/// behind the holder's protected slice, or that was passed over (its
+/// `Decided` word), ended by a fair holder whose hierarchy meets the
+/// waiter's at a queue above the waiter's own (decision.rs `group_met`):
+/// there the entity of a group the waiter is in lost to the holder's
+/// because its tasks had used its share of the CPU. A protected slice
+/// counts: the holder's side won it at that queue's last pick, where the
+/// waiter's group lost if it was queued (if it was not, its tasks ran
+/// little in the window before the wait, and little is charged). In the
+/// kubelet case of tests/charges.rs web-1 waits because batch-7 used the
+/// node group's share whether the root loop's slice was protected at
+/// the wakeup or not; which of the two a wait was is the machine's
+/// timing. The wait is charged also to the tasks that ran on this CPU
+/// just before it, by their time on the CPU in a window as long as the
+/// wait before its start, keyed by that group's cgroup (SHARES). Which of them are in
 /// that group, and which are the waiter's own, is userspace's to tell (it
 /// knows the hierarchy); the kernel has only the runs' cgroups.
 ///
@@ -273,16 +279,20 @@ pub fn count_share(
     if get(&COMPUTE.pairs) == 0 || get(&DECISION.se_my_q) == 0 {
         return;
     }
-    // Lost at a fair queue: not eligible there, a later deadline, or
-    // passed over (a rule of another kind, a protected holder or another
-    // class, says nothing of the waiter's group's share).
+    // Lost at a fair queue: not eligible there, a later deadline, the
+    // holder's protected slice, or passed over (a rule of another kind,
+    // another class or a policy, says nothing of the waiter's group's
+    // share).
     let d = Decided(decided);
     let rule = d.decision_index();
     // Pass::One..=Pass::ThreePlus (Outcome::PassedOver), one compare.
     let passed_over = d.pass_index().wrapping_sub(Pass::One as u64) <= 2;
-    let lost = passed_over
-        || rule == Decision::NotEligible as u64
-        || rule == Decision::LaterDeadline as u64;
+    // Decision::NotEligible..=Decision::Protected, one compare.
+    const _: () = assert!(
+        Decision::LaterDeadline as u64 == Decision::NotEligible as u64 + 1
+            && Decision::Protected as u64 == Decision::NotEligible as u64 + 2
+    );
+    let lost = passed_over || rule.wrapping_sub(Decision::NotEligible as u64) <= 2;
     let (Some(prev), Some(next)) = (prev, next) else {
         return;
     };

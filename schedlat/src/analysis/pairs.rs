@@ -196,8 +196,9 @@ pub(crate) fn most_first<K: Ord, V>(
 
 /// One row of the second role: waits of `victim` the fair class declined
 /// at a queue above its own, where the entity of `group` (a cgroup the
-/// victim is in) lost: not eligible, or with a later deadline, because
-/// its tasks had used its share of the CPU. `user` is a workload inside
+/// victim is in) lost: not eligible, with a later deadline or behind the
+/// holder's protected slice, because its tasks had used its share of the
+/// CPU. `user` is a workload inside
 /// `group`, not the victim's own, that ran on the CPU just before those
 /// waits; `counts` the time it ran there (in windows as long as each wait,
 /// before it) and the waits it took part in.

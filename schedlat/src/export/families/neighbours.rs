@@ -55,7 +55,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
         counter(
             "schedlat_neighbour_share_waits".into(),
             format!(
-                "Waits of the tasks of cgroup whose wakeup the fair class declined (not eligible, a later deadline) or passed over at a queue above their own, where the entity of group (a cgroup they are in) lost, and before which a task of holder_cgroup (inside group, not cgroup itself) ran on their CPU: it had used group's share; {SHARE_HOW}"
+                "Waits of the tasks of cgroup whose wakeup the fair class declined (not eligible, a later deadline, the holder's protected slice) or passed over at a queue above their own, where the entity of group (a cgroup they are in) lost, and before which a task of holder_cgroup (inside group, not cgroup itself) ran on their CPU: it had used group's share; {SHARE_HOW}"
             ),
             None,
             shares(|c| Value::Count(c.count)),
