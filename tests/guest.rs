@@ -184,7 +184,8 @@ fn tracepoint_mode_counts_overlapping_waits() {
 /// `schedlat victims` and `schedlat slow` load (their programs pass this
 /// kernel's verifier: the victims one has an atomic fetch-and-add, 5.12+)
 /// and report the workload: every sleeper has a victims row, every wait is
-/// charged to one culprit (the two tables' counts add up to the same), and
+/// charged to one culprit (the two tables' counts add up to the same) and
+/// by time to the runs inside it (held and unapportioned add up), and
 /// each round's HOLD-long waits come out as slow events. Before 5.12 (the
 /// matrix's 5.10), `victims` must refuse with exit 1 and say it needs
 /// 5.12, and `slow` must work.
@@ -251,6 +252,17 @@ fn victims_report(me: &str, cpu: usize, rounds: u32) {
         "{r}"
     );
     assert_eq!(r["overflow"]["victim_waits"], 0, "{r}");
+    // And by time: each wait's time went to the runs inside it, or was
+    // counted unapportioned (victims.rs schedlat_culprits_at_switch).
+    let held: u64 = (r["culprits"].as_array().expect("culprits").iter())
+        .map(|c| c["held_ns"].as_u64().expect("held_ns"))
+        .sum();
+    let unapportioned = r["overflow"]["culprit_unapportioned_ns"].as_u64().unwrap();
+    let waited = r["sum_ns"].as_u64().unwrap();
+    assert!(
+        (held + unapportioned).abs_diff(waited) * 100 <= waited && held * 2 >= waited,
+        "{held} ns held, {unapportioned} ns unapportioned, {waited} ns waited: {r}"
+    );
 }
 
 fn slow_report(me: &str, cpu: usize, rounds: u32) {

@@ -315,7 +315,7 @@ fn the_tail_and_the_whole_verdict_stay_on_screen_at_80x24_and_120x40() {
         }
         // The culprit rule is said where the culprits are.
         assert!(
-            screen.contains("held the CPU when the wait ended"),
+            screen.contains("culprits by time held; columns: waits they ended"),
             "{screen}"
         );
         tmux.keys(&["q"]);

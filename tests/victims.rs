@@ -191,6 +191,57 @@ fn sleeper_and_hogs_names_the_victim_its_worst_wait_and_the_hog() {
     assert!(by_hogs * 2 >= sum, "hogs caused {by_hogs} of {sum} ns");
 }
 
+/// The culprits' charge by time (HELD), with every task's waits measured
+/// (no `-p`): the hogs' waits mostly end when the sleeper leaves the CPU
+/// (it runs a few microseconds every millisecond), so the last holder's
+/// columns charge the sleeper with them whole; by time it is charged its
+/// own microseconds, and the hogs, which hold the CPU, with the rest. Each
+/// wait's time is charged to the runs inside it or counted unapportioned:
+/// the two add up to the waits.
+#[test]
+fn culprits_are_charged_by_their_time_on_the_cpu_inside_the_waits() {
+    if !require_root() {
+        return;
+    }
+    let times = CpuTimes::now();
+    let sleeper::Run { tid, lines, .. } = sleeper::run(&["victims", "--json", "--top", "0"]);
+    let busy = times.busy_since();
+    let r = parse_json_lines(&lines).pop().expect("one JSON object");
+    let culprits = r["culprits"].as_array().expect("culprits");
+    let held = |c: &Value| c["held_ns"].as_u64().expect("held_ns");
+    let sleeper = row_of(&r["culprits"], tid);
+    let hogs: u64 = (culprits.iter())
+        .filter(|c| c["comm"] == HOG)
+        .map(held)
+        .sum();
+    let (by_time, last_holder) = (held(sleeper), sleeper["total_ns"].as_u64().unwrap());
+    assert!(
+        by_time * 20 <= hogs,
+        "the sleeper held {by_time} ns of the waits, the hogs {hogs} ns ({busy}): {sleeper}"
+    );
+    assert!(
+        last_holder >= 10 * by_time,
+        "as the last holder the sleeper ended {last_holder} ns of waits, against {by_time} ns held ({busy}): {sleeper}"
+    );
+    // The busiest culprit by time is a hog, as the table ranks them.
+    assert_eq!(culprits[0]["comm"], HOG, "{} ({busy})", culprits[0]);
+    assert_eq!(r["overflow"]["victim_waits"], 0, "{}", r["overflow"]);
+    let waited = r["sum_ns"].as_u64().unwrap();
+    let charged: u64 = culprits.iter().map(held).sum();
+    let unapportioned = r["overflow"]["culprit_unapportioned_ns"].as_u64().unwrap();
+    let off = (charged + unapportioned).abs_diff(waited);
+    assert!(
+        off * 100 <= waited,
+        "{charged} ns held and {unapportioned} ns unapportioned against {waited} ns waited ({busy})"
+    );
+    // Most of it has a culprit: the CPUs' last 32 runs reach back over a
+    // wait behind six hogs.
+    assert!(
+        unapportioned * 10 <= waited,
+        "{unapportioned} of {waited} ns unapportioned ({busy})"
+    );
+}
+
 /// The same window seen by schedlat (in the kernel) and by perf (from a
 /// recording, tests/common/perf.rs). Both time a wait from sched_wakeup (or
 /// a preempted switch-out) to the switch-in, so for the sleeper they see the

@@ -63,6 +63,10 @@ pub struct WaitStats {
     pub holders: [u32; ROW_HOLDERS],
     pub passes: u32,
     pub _pad2: u32,
+    /// A culprit row's charge by time: its time on a CPU inside the waits
+    /// that ended there, each wait's runs walked back to its start at the
+    /// switch that ended it (docs/victims.md). 0 in a victim row.
+    pub held_ns: u64,
 }
 
 /// A row's decision and outcome slots (`decision::NR_DECISIONS` and
@@ -154,6 +158,11 @@ pub struct ModeCounters {
     pub slow_events: u64,
     /// Slow events lost: the ring buffer was full (reserve failed).
     pub slow_lost: u64,
+    /// Wait time the culprits' charge by time could not give to a run:
+    /// before the oldest run the CPU's record keeps, in a run of the
+    /// previous interval, of a task whose row did not fit, or a wait that
+    /// was queued on another CPU.
+    pub culprits_unapportioned_ns: u64,
 }
 
 /// Where a task's row is in the current interval (victims mode, per TID).
@@ -192,12 +201,12 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<TaskInfo>(), 4 + 4 + 16 + 4 * 4);
         // task, 4 u64s, max_cpu and pad, max_other, kinds and migrated,
-        // the decision split (16 + 8 + 8 u32s, passes and pad).
+        // the decision split (16 + 8 + 8 u32s, passes and pad), held_ns.
         assert_eq!(
             size_of::<WaitStats>(),
-            40 + 4 * 8 + 8 + 40 + 16 + 4 * (ROW_DECISIONS + ROW_OUTCOMES + ROW_HOLDERS + 2)
+            40 + 4 * 8 + 8 + 40 + 16 + 4 * (ROW_DECISIONS + ROW_OUTCOMES + ROW_HOLDERS + 2) + 8
         );
-        assert_eq!(size_of::<WaitStats>(), 272);
+        assert_eq!(size_of::<WaitStats>(), 280);
         assert_eq!(ROW_HOLDERS, crate::decision::NR_HOLDERS);
         assert_eq!(ROW_DECISIONS, crate::decision::NR_DECISIONS);
         assert_eq!(ROW_OUTCOMES, crate::decision::NR_OUTCOME_SLOTS);

@@ -211,7 +211,7 @@ fn histogram_switch<const D: bool, const S: bool, const P: bool>(
     ctx: &BtfTracePointContext,
 ) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    let Some((prev, next, ended)) = btf_switch::<D, P, S>(ctx, histogram) else {
+    let (prev, next, Some(ended)) = btf_switch::<D, P, S>(ctx, histogram) else {
         return 0;
     };
     // A constant: in histogram mode the verifier drops this.
@@ -253,9 +253,11 @@ pub fn sched_switch_victims_decision_pairs(ctx: BtfTracePointContext) -> u32 {
 #[inline(always)]
 fn victims_switch<const D: bool, const P: bool>(ctx: &BtfTracePointContext) -> u32 {
     let histogram = get(&COMPUTE.histogram) != 0;
-    if let Some((prev, next, ended)) = btf_switch::<D, P, false>(ctx, histogram) {
-        victims::charge(prev, next, ended);
-    }
+    let (prev, next, ended) = btf_switch::<D, P, false>(ctx, histogram);
+    let charged = ended.map(|ended| victims::charge(prev, next, ended));
+    // Every switch, a wait ended or not: prev's run is time others may
+    // have waited through.
+    victims::switched(prev, charged);
     0
 }
 
@@ -273,7 +275,7 @@ const BOOL_ARG: u64 = 0xff;
 fn btf_switch<const D: bool, const P: bool, const R: bool>(
     ctx: &BtfTracePointContext,
     histogram: bool,
-) -> Option<(TaskPtr, TaskPtr, wait::Ended)> {
+) -> (TaskPtr, TaskPtr, Option<wait::Ended>) {
     let preempt: u64 = ctx.arg(0);
     let prev = causes::linked(TaskPtr::arg(ctx.arg(1)));
     let next = causes::linked_next(TaskPtr::arg(ctx.arg(2)), prev);
@@ -296,7 +298,7 @@ fn btf_switch<const D: bool, const P: bool, const R: bool>(
         // prev's run, for the slow event this switch may send.
         slow::schedlat_run_at_switch(u64::from(prev.pid()));
     }
-    Some((prev, next, ended?))
+    (prev, next, ended)
 }
 
 // tp_btf: cgroup_mkdir(struct cgroup *cgrp, const char *path); attached

@@ -243,7 +243,7 @@ pub extern "C" fn schedlat_pairs_at_switch(
 /// The time of the run `[since, until]` at or after `began`, all below
 /// 2^63, without a branch.
 #[inline(always)]
-fn overlap(since: u64, until: u64, began: u64) -> u64 {
+pub fn overlap(since: u64, until: u64, began: u64) -> u64 {
     let from = select(above(since, began), since, began);
     select(above(until, from), until.wrapping_sub(from), 0)
 }

@@ -84,6 +84,9 @@ pub(crate) struct Row {
     pub outcomes: [u64; ROW_OUTCOMES],
     pub holders: [u64; ROW_HOLDERS],
     pub passes: u64,
+    /// A culprit row's charge by time: its time on a CPU inside the waits
+    /// that ended there (0 in a victim row).
+    pub held_ns: u64,
 }
 
 /// A row's waits by cause, as shares of its waits (docs/victims.md).
@@ -131,6 +134,7 @@ impl Row {
     fn absorb(&mut self, later: &Row) {
         self.count += later.count;
         self.total_ns += later.total_ns;
+        self.held_ns += later.held_ns;
         for (sum, n) in self.kinds.iter_mut().zip(later.kinds) {
             *sum += n;
         }
@@ -171,6 +175,7 @@ impl From<&WaitStats> for Row {
             outcomes: v.outcomes.map(u64::from),
             holders: v.holders.map(u64::from),
             passes: u64::from(v.passes),
+            held_ns: v.held_ns,
         }
     }
 }
@@ -188,6 +193,8 @@ pub(crate) struct ProcessRow {
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    /// Its threads' time on the CPU inside the waits (Row::held_ns).
+    pub held_ns: u64,
 }
 
 impl ProcessRow {
@@ -195,6 +202,8 @@ impl ProcessRow {
         avg_ns(self.total_ns, self.count)
     }
 
+    /// By the waits its threads ended, as a victim row's key (after the
+    /// time held: `rank_rows`).
     fn key(&self, by: SortKey) -> u64 {
         by.value(self.count, self.total_ns, self.max_ns)
     }
@@ -234,8 +243,19 @@ pub(crate) fn rank_rows(mut v: Vec<Row>, mut c: Vec<Row>, by: SortKey, top: usiz
     let mut p = processes(&c);
     let order = |a: &Row, b: &Row| b.key(by).cmp(&a.key(by)).then(a.task.tid.cmp(&b.task.tid));
     v.sort_by(order);
-    c.sort_by(order);
-    p.sort_by(|a, b| b.key(by).cmp(&a.key(by)).then(a.pid.cmp(&b.pid)));
+    // Culprits by their time on the CPU inside the waits, whatever the
+    // victims' key: the last holder alone is not who made a wait long
+    // (docs/victims.md); then by the waits they ended.
+    c.sort_by(|a, b| {
+        (b.held_ns.cmp(&a.held_ns))
+            .then(b.key(by).cmp(&a.key(by)))
+            .then(a.task.tid.cmp(&b.task.tid))
+    });
+    p.sort_by(|a, b| {
+        (b.held_ns.cmp(&a.held_ns))
+            .then(b.key(by).cmp(&a.key(by)))
+            .then(a.pid.cmp(&b.pid))
+    });
     let totals = (v.len(), c.len(), p.len());
     let waits = v.iter().map(|r| r.count).sum();
     let waited_ns = v.iter().map(|r| r.total_ns).sum();
@@ -285,6 +305,7 @@ fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
             count: 0,
             total_ns: 0,
             max_ns: 0,
+            held_ns: 0,
         });
         let is_main = c.task.tid == pid;
         let row_main = row.comm.tid == pid;
@@ -295,6 +316,7 @@ fn processes(culprits: &[Row]) -> Vec<ProcessRow> {
         row.threads += 1;
         row.count += c.count;
         row.total_ns += c.total_ns;
+        row.held_ns += c.held_ns;
         row.max_ns = row.max_ns.max(c.max_ns);
     }
     by_pid.into_values().collect()
@@ -444,6 +466,45 @@ mod tests {
         // Totals count every row, not only the ones shown.
         assert_eq!((t.waits, t.waited_ns), (111, 9_000));
         assert_eq!(comm(&t.victims[0].other), "cal.sh");
+    }
+
+    /// A brief sleeper that ended most of a loop's waits (the last
+    /// holder) held the CPU for little of them: the culprits and their
+    /// processes rank by the time held whatever the victims' key; rows
+    /// that held nothing, by that key.
+    #[test]
+    fn culprits_rank_by_time_held() {
+        let held = |mut row: WaitStats, ns| {
+            row.held_ns = ns;
+            row
+        };
+        let sleeper = task(10, 10, "sleeper", 0, 0, 0);
+        let loop_a = task(20, 20, "loop", 0, 0, 0);
+        let loop_b = task(21, 20, "loop", 0, 0, 0);
+        let rows = [
+            held(culprit(sleeper, 1, 900, 9_000_000, 20_000), 50_000),
+            held(culprit(loop_a, 1, 100, 1_000_000, 30_000), 4_000_000),
+            held(culprit(loop_b, 1, 50, 500_000, 40_000), 3_000_000),
+        ];
+        let tids = |by| -> Vec<u32> {
+            let t = rank(&[], &rows, by, 0);
+            t.culprits.iter().map(|r| r.task.tid).collect()
+        };
+        for by in [SortKey::Total, SortKey::Count, SortKey::Max, SortKey::Avg] {
+            assert_eq!(tids(by), [20, 21, 10], "{by:?}");
+        }
+        let none = [culprit(loop_a, 1, 1, 10, 10), culprit(sleeper, 1, 5, 5, 1)];
+        let t = rank(&[], &none, SortKey::Count, 0);
+        assert_eq!(t.culprits[0].task.tid, 10);
+        let t = rank(&[], &rows, SortKey::Total, 0);
+        let pids: Vec<(u32, u64)> = t.processes.iter().map(|p| (p.pid, p.held_ns)).collect();
+        assert_eq!(pids, [(20, 7_000_000), (10, 50_000)]);
+        // Over intervals, the time held adds up too.
+        let mut totals = Totals::default();
+        totals.add(&[], &rows);
+        totals.add(&[], &rows[..1]);
+        let t = totals.rank(SortKey::Total, 0);
+        assert_eq!(t.culprits[2].held_ns, 100_000);
     }
 
     #[test]

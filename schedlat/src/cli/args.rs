@@ -89,8 +89,9 @@ pub(crate) struct VictimsArgs {
     #[arg(value_parser = positive_u64, requires = "interval")]
     pub count: Option<u64>,
 
-    /// Rank the tables by the longest wait, the total, the number of waits
-    /// or the average
+    /// Rank the victims by the longest wait, the total, the number of
+    /// waits or the average (the culprits rank by their time on the CPU
+    /// inside the waits, then by this)
     #[arg(long, value_enum, default_value_t = SortArg::Max)]
     pub sort: SortArg,
 

@@ -110,14 +110,18 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Who waited and behind whom: per task, its waits (count, total,
     /// average, longest, when and where) and the task that held the CPU when
-    /// each ended (the culprit); per culprit task and process, the wait it
-    /// caused. Needs tp_btf. See docs/victims.md.
+    /// each ended; per culprit task and process, its time on the CPU inside
+    /// the waits (HELD, the charge by time) and the waits it ended. Needs
+    /// tp_btf. See docs/victims.md.
     ///
-    /// The culprit is whoever held the CPU when the wait ended, not
-    /// necessarily who caused it. A wait that ended on an idle CPU has the
-    /// idle task (swapper) as culprit and says what it was: "(throttled:
-    /// cgroup quota)" when the task's cgroup was throttled by its CPU quota
-    /// in the interval, else "(idle: woken onto an idle CPU)".
+    /// HELD is who made the waits long: every task that ran on the CPU
+    /// during a wait is charged its time inside it. The last holder, who
+    /// was on the CPU when a wait ended, is not necessarily who caused it:
+    /// a brief sleeper ends its CPU-bound neighbours' waits. A wait that
+    /// ended on an idle CPU has the idle task (swapper) as culprit and says
+    /// what it was: "(throttled: cgroup quota)" when the task's cgroup was
+    /// throttled by its CPU quota in the interval, else "(idle: woken onto
+    /// an idle CPU)".
     Victims(VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
     /// waited, how long, the culprit (whoever held the CPU when it ended; an

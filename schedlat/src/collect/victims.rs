@@ -104,7 +104,9 @@ impl Collector {
     }
 
     /// The idle tasks' rows that were used (zeroed for the half's next
-    /// turn: the programs never reset them), then the allocated ones.
+    /// turn: the programs never reset them), then the allocated ones: a
+    /// row is taken for each task that ran, so those that neither ended a
+    /// wait nor ran inside one are left out.
     fn culprits(&self, ebpf: &mut Ebpf, half: u32, used: u64) -> Result<Vec<WaitStats>, ReadError> {
         let name = names::MAP_CULPRIT_ROWS;
         let base = half * (self.idle_rows + self.max_tasks);
@@ -113,15 +115,20 @@ impl Collector {
         let mut out = Vec::new();
         for i in base..base + self.idle_rows {
             let row = rows.get(&i, 0).in_map(name)?;
-            if row.count > 0 {
+            if row.count > 0 || row.held_ns > 0 {
                 out.push(row);
-                rows.set(i, WaitStats::default(), 0).in_map(name)?;
             }
+            // Zeroed even when it charged nothing: the programs write the
+            // idle task's identity into it at its first run.
+            rows.set(i, WaitStats::default(), 0).in_map(name)?;
         }
         let first = base + self.idle_rows;
         let n = used.min(u64::from(self.max_tasks)) as u32;
         for i in first..first + n {
-            out.push(rows.get(&i, 0).in_map(name)?);
+            let row = rows.get(&i, 0).in_map(name)?;
+            if row.count > 0 || row.held_ns > 0 {
+                out.push(row);
+            }
         }
         Ok(out)
     }
@@ -214,6 +221,7 @@ fn mode_counters(ebpf: &Ebpf) -> Result<ModeCounters, ReadError> {
             culprits_overflow: sum.culprits_overflow + c.culprits_overflow,
             slow_events: sum.slow_events + c.slow_events,
             slow_lost: sum.slow_lost + c.slow_lost,
+            culprits_unapportioned_ns: sum.culprits_unapportioned_ns + c.culprits_unapportioned_ns,
         }))
 }
 
@@ -223,6 +231,8 @@ pub(crate) fn minus(now: &ModeCounters, then: &ModeCounters) -> ModeCounters {
         culprits_overflow: now.culprits_overflow.saturating_sub(then.culprits_overflow),
         slow_events: now.slow_events.saturating_sub(then.slow_events),
         slow_lost: now.slow_lost.saturating_sub(then.slow_lost),
+        culprits_unapportioned_ns: (now.culprits_unapportioned_ns)
+            .saturating_sub(then.culprits_unapportioned_ns),
     }
 }
 
@@ -242,10 +252,12 @@ mod tests {
             culprits_overflow: 1,
             slow_events: 3,
             slow_lost: 2,
+            culprits_unapportioned_ns: 9,
         };
         let d = minus(&now, &then);
         assert_eq!((d.victims_overflow, d.culprits_overflow), (2, 1));
         assert_eq!((d.slow_events, d.slow_lost), (3, 0));
+        assert_eq!(d.culprits_unapportioned_ns, 9);
         assert_eq!(minus(&then, &now).victims_overflow, 0);
     }
 }

@@ -76,14 +76,16 @@ pub(crate) fn text(r: &Report) -> String {
         task_row(&mut out, row, r, true);
     }
     more(&mut out, r.tables.totals.0, r.tables.victims.len());
+    let culprits_by = format!("time held, then {by}");
     let _ = writeln!(
         out,
-        "culprits (the task on the CPU when a wait ended), by {by}:"
+        "culprits (tasks on the CPU while others waited), by {culprits_by}:"
     );
     let _ = writeln!(out, "{CULPRIT_RULE}");
     let _ = writeln!(
         out,
-        "{ROW_HEADER}{decision}  VICTIM OF MAX{WORKLOAD_HEADER}"
+        "{}{decision}  VICTIM OF MAX{WORKLOAD_HEADER}",
+        culprit_header()
     );
     for row in &r.tables.culprits {
         task_row(&mut out, row, r, false);
@@ -92,10 +94,10 @@ pub(crate) fn text(r: &Report) -> String {
         }
     }
     more(&mut out, r.tables.totals.1, r.tables.culprits.len());
-    let _ = writeln!(out, "culprit processes, by {by}:");
+    let _ = writeln!(out, "culprit processes, by {culprits_by}:");
     let _ = writeln!(
         out,
-        "     PID COMM             THREADS    WAITS      TOTAL        AVG        MAX"
+        "     PID COMM             THREADS       HELD    WAITS      TOTAL        AVG        MAX"
     );
     for p in &r.tables.processes {
         process_row(&mut out, p);
@@ -109,6 +111,11 @@ pub(crate) fn text(r: &Report) -> String {
         out.push_str(&pairs::render_text(table));
     }
     out
+}
+
+/// The culprits' header: the victims' with HELD after SCHED.
+fn culprit_header() -> String {
+    ROW_HEADER.replacen("SCHED          WAITS", "SCHED            HELD     WAITS", 1)
 }
 
 /// A culprit row's hottest stack starts under its COMM column.
@@ -150,7 +157,7 @@ fn known<'a>(r: &Report<'a>, row: &Row) -> Option<&'a Workload> {
 }
 
 /// The culprit rule, said where culprits are shown (docs/victims.md).
-pub(crate) const CULPRIT_RULE: &str = "  (whoever held the CPU when the wait ended, not necessarily who caused it; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
+pub(crate) const CULPRIT_RULE: &str = "  (HELD: its time on the CPU inside the waits, who made them long; WAITS to MAX: the waits it was last on the CPU for, which a brief task ends for others; swapper = the CPU was idle: a throttled cgroup or a wake onto an idle CPU, as labelled)";
 
 /// A victim row names its longest wait's culprit; a culprit row its
 /// longest victim, and for the idle task what its waits were.
@@ -172,9 +179,13 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
     let (pre, mig) = row.causes().map_or(("-".into(), "-".into()), |c| {
         (pct(c.preempted), pct(c.migrated))
     });
+    let held = match victim {
+        true => String::new(),
+        false => format!(" {:>10}", fmt_ns(row.held_ns)),
+    };
     let _ = write!(
         out,
-        "{:>8} {:>7} {:<16} {:<10} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}{}  {} {}{idle}",
+        "{:>8} {:>7} {:<16} {:<10}{held} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}{}  {} {}{idle}",
         row.task.tid,
         row.task.tgid,
         escape::comm(&row.task),
@@ -202,10 +213,11 @@ fn process_row(out: &mut String, p: &ProcessRow) {
     };
     let _ = writeln!(
         out,
-        "{:>8} {:<16} {:>7} {:>8} {:>10} {:>10} {:>10}",
+        "{:>8} {:<16} {:>7} {:>10} {:>8} {:>10} {:>10} {:>10}",
         p.pid,
         name,
         p.threads,
+        fmt_ns(p.held_ns),
         p.count,
         fmt_ns(p.total_ns),
         fmt_ns(p.avg_ns()),
@@ -219,16 +231,18 @@ fn more(out: &mut String, total: usize, shown: usize) {
     }
 }
 
-/// e.g. `total 2000 waits of 3 tasks, 80.1 ms waited; not in the tables
-/// (full at --max-tasks 10240): 0 waits, 0 culprit charges; dropped 0 (TID >
-/// pid_max), discarded 0 (negative delta)`
+/// e.g. `total 2000 waits of 3 tasks, 80.1 ms waited (1.20 ms of it
+/// charged to no culprit); not in the tables (full at --max-tasks 10240): 0
+/// waits, 0 culprit charges; dropped 0 (TID > pid_max), discarded 0
+/// (negative delta)`
 fn summary(r: &Report) -> String {
     let c = &r.interval.counters;
     format!(
-        "total {} waits of {} tasks, {} waited; not in the tables (full at --max-tasks {}): {} waits, {} culprit charges; dropped {} (TID > pid_max), discarded {} (negative delta)\n",
+        "total {} waits of {} tasks, {} waited ({} of it charged to no culprit); not in the tables (full at --max-tasks {}): {} waits, {} culprit charges; dropped {} (TID > pid_max), discarded {} (negative delta)\n",
         r.tables.waits,
         r.tables.totals.0,
         fmt_ns(r.tables.waited_ns),
+        fmt_ns(c.culprits_unapportioned_ns),
         r.max_tasks,
         c.victims_overflow,
         c.culprits_overflow,
@@ -272,6 +286,8 @@ struct Overflow {
     max_tasks: u32,
     victim_waits: u64,
     culprit_waits: u64,
+    /// Wait time the culprits' charge by time gave to no row.
+    culprit_unapportioned_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -299,6 +315,9 @@ struct RowJson {
     total_ns: u64,
     avg_ns: u64,
     max_ns: u64,
+    /// Culprits: the time on the CPU inside the waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ns: Option<u64>,
     max_time_unix_ns: u64,
     max_cpu: u32,
     /// Victims: the culprit of the longest wait; culprits: its victim.
@@ -358,6 +377,7 @@ struct ProcessJson {
     pid: u32,
     comm: String,
     threads: usize,
+    held_ns: u64,
     count: u64,
     total_ns: u64,
     avg_ns: u64,
@@ -377,6 +397,7 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         total_ns: row.total_ns,
         avg_ns: row.avg_ns(),
         max_ns: row.max_ns,
+        held_ns: (!victim).then_some(row.held_ns),
         max_time_unix_ns: r.clock.unix_ns(row.max_at_ns),
         max_cpu: row.max_cpu,
         max_culprit: victim.then(|| other.clone()),
@@ -412,6 +433,7 @@ pub(crate) fn json(r: &Report) -> String {
             max_tasks: r.max_tasks,
             victim_waits: c.victims_overflow,
             culprit_waits: c.culprits_overflow,
+            culprit_unapportioned_ns: c.culprits_unapportioned_ns,
         },
         dropped: Dropped {
             untracked_tid: r.interval.untracked_tid,
@@ -432,6 +454,7 @@ pub(crate) fn json(r: &Report) -> String {
                     task::comm(&p.comm)
                 },
                 threads: p.threads,
+                held_ns: p.held_ns,
                 count: p.count,
                 total_ns: p.total_ns,
                 avg_ns: p.avg_ns(),
@@ -521,8 +544,13 @@ mod tests {
                 total_ns: 40_000_000,
                 max_ns: 3_120_000,
                 max_other: victim,
+                held_ns: 75_000_000,
                 ..Default::default()
             }],
+            counters: schedlat_common::victims::ModeCounters {
+                culprits_unapportioned_ns: 5_000_000,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -612,6 +640,33 @@ mod tests {
             hog.contains("    -    -     -     -     - -                 cyclictest"),
             "{out}"
         );
+        // The culprit's time held, under its own column, before the waits
+        // it ended; its process's too; and what no row was charged with.
+        let header = out.lines().find(|l| l.contains("VICTIM OF MAX")).unwrap();
+        let column = header.find("HELD").unwrap();
+        assert_eq!(&hog[column - 3..column + 4], "75.0 ms", "{out}");
+        assert!(header.contains("SCHED            HELD     WAITS"), "{out}");
+        assert!(
+            hog.contains("normal 0      75.0 ms       300    40.0 ms"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "culprits (tasks on the CPU while others waited), by time held, then longest wait:"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("     917 cal.sh                 1    75.0 ms      300    40.0 ms"),
+            "{out}"
+        );
+        assert!(
+            out.contains("80.0 ms waited (5.00 ms of it charged to no culprit)"),
+            "{out}"
+        );
+        // The victims' header has no HELD.
+        let victims = out.lines().find(|l| l.contains("CULPRIT OF MAX")).unwrap();
+        assert!(!victims.contains("HELD"), "{out}");
     }
 
     #[test]
@@ -624,6 +679,10 @@ mod tests {
         assert_eq!(v["victims"][0]["max_culprit"]["comm"], "cal.sh");
         assert!(v["victims"][0].get("max_victim").is_none());
         assert_eq!(v["culprits"][0]["max_victim"]["pid"], 943);
+        assert_eq!(v["culprits"][0]["held_ns"], 75_000_000);
+        assert!(v["victims"][0].get("held_ns").is_none());
+        assert_eq!(v["culprit_processes"][0]["held_ns"], 75_000_000);
+        assert_eq!(v["overflow"]["culprit_unapportioned_ns"], 5_000_000);
         assert_eq!(v["culprit_processes"][0]["threads"], 1);
         assert_eq!(v["overflow"]["victim_waits"], 0);
         assert_eq!(v["sort"], "max");
@@ -793,7 +852,7 @@ mod tests {
             .unwrap();
         assert!(idle_row.ends_with("(throttled: cgroup quota)"), "{out}");
         assert!(
-            out.contains("whoever held the CPU when the wait ended"),
+            out.contains("HELD: its time on the CPU inside the waits"),
             "{out}"
         );
         let v: serde_json::Value =

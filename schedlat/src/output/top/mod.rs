@@ -208,7 +208,8 @@ fn help() -> Paragraph<'static> {
         Line::from("? or h      this help"),
         Line::from(""),
         Line::from("A wait: from a task becoming runnable to it running."),
-        Line::from("Culprit: whoever held the CPU when the wait ended."),
+        Line::from("Culprits: ranked by their time on the CPU inside the"),
+        Line::from("  waits; their columns: the waits they ended."),
         Line::from("swapper (idle CPU): throttled = cgroup quota used up;"),
         Line::from("  idle wake = woken onto an idle CPU (wakeup path)."),
         Line::from("Shape rule: docs/shape.md; victims: docs/victims.md"),
@@ -514,7 +515,7 @@ mod tests {
             }
             assert!(line("(throttled) ").contains("boxed"), "{text}");
             assert!(
-                text.contains("culprits: held the CPU when the wait ended"),
+                text.contains("culprits by time held; columns: waits they ended"),
                 "{text}"
             );
         }

@@ -151,11 +151,13 @@ impl Panel {
                 .iter()
                 .map(|r| row(r, width, throttled, true, workloads)),
         );
-        // The culprit rule, where culprits are shown (docs/victims.md).
+        // The culprit rule, where culprits are shown (docs/victims.md):
+        // ranked by their time on the CPU inside the waits (by total), the
+        // columns those they ended as the last holder.
         lines.push(Line::styled(
             format!(
                 "{:<FIXED$}  {}",
-                "culprits: held the CPU when the wait ended",
+                "culprits by time held; columns: waits they ended",
                 heading("VICTIM (LONGEST)")
             ),
             bold,
