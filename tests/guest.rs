@@ -217,6 +217,15 @@ fn victims_and_slow_modes_load_and_report() {
         );
     } else {
         victims_report(&me, cpu, rounds);
+        // Its programs' load cost, for vm-test's report (the walk of the
+        // culprits' charge by time is verified here on each kernel).
+        let release = kernel_release();
+        let text = until_ready(&["victims", "--json", "1"], "Tracing run queue latency");
+        for (program, ms, insns) in program_loads(&text) {
+            eprintln!(
+                "{COST_MARKER} {release} victims {program} load_ms {ms:.2} verified_insns {insns}"
+            );
+        }
     }
     slow_report(&me, cpu, rounds);
 }
