@@ -263,9 +263,10 @@ pub fn overlap(since: u64, until: u64, began: u64) -> u64 {
 /// the wakeup or not; which of the two a wait was is the machine's
 /// timing. The wait is charged also to the tasks that ran on this CPU
 /// just before it, by their time on the CPU in a window as long as the
-/// wait before its start, keyed by that group's cgroup (SHARES). Which of them are in
-/// that group, and which are the waiter's own, is userspace's to tell (it
-/// knows the hierarchy); the kernel has only the runs' cgroups.
+/// wait before its start, keyed by that group's cgroup (SHARES). Which of
+/// them are in that group, and which are the waiter's own, is userspace's
+/// to tell (it knows the hierarchy); the kernel has only the runs'
+/// cgroups.
 ///
 /// Called after the decision with the switch's tasks, the wait's
 /// `Decided` word (0: the split is off), its length and its end.

@@ -198,10 +198,10 @@ pub(crate) fn most_first<K: Ord, V>(
 /// at a queue above its own, where the entity of `group` (a cgroup the
 /// victim is in) lost: not eligible, with a later deadline or behind the
 /// holder's protected slice, because its tasks had used its share of the
-/// CPU. `user` is a workload inside
-/// `group`, not the victim's own, that ran on the CPU just before those
-/// waits; `counts` the time it ran there (in windows as long as each wait,
-/// before it) and the waits it took part in.
+/// CPU. `user` is a workload inside `group`, not the victim's own, that
+/// ran on the CPU just before those waits; `counts` the time it ran there
+/// (in windows as long as each wait, before it) and the waits it took
+/// part in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ShareRow {
     pub victim: Side,

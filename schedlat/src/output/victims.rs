@@ -183,6 +183,15 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         true => String::new(),
         false => format!(" {:>10}", fmt_ns(row.held_ns)),
     };
+    // A culprit that ran inside waits but ended none: no longest wait.
+    let (max_at, other, other_sched) = match row.count {
+        0 => (format!("{:<15}", "-"), "-".to_string(), String::new()),
+        _ => (
+            local_time_us(r.clock.unix_ns(row.max_at_ns)),
+            other,
+            task::sched_label(&row.other),
+        ),
+    };
     let _ = write!(
         out,
         "{:>8} {:>7} {:<16} {:<10}{held} {:>9} {:>10} {:>10} {:>10}  {} {:>4} {:>4} {:>4}{}  {} {}{idle}",
@@ -194,13 +203,13 @@ fn task_row(out: &mut String, row: &Row, r: &Report, victim: bool) {
         fmt_ns(row.total_ns),
         fmt_ns(row.avg_ns()),
         fmt_ns(row.max_ns),
-        local_time_us(r.clock.unix_ns(row.max_at_ns)),
+        max_at,
         row.max_cpu,
         pre,
         mig,
         decision::row::cells(row),
         other,
-        task::sched_label(&row.other),
+        other_sched,
     );
     let _ = writeln!(out, "{}", workload_cell(row, r));
 }
@@ -318,7 +327,8 @@ struct RowJson {
     /// Culprits: the time on the CPU inside the waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     held_ns: Option<u64>,
-    max_time_unix_ns: u64,
+    /// Null for a culprit that ended no wait (it only ran inside them).
+    max_time_unix_ns: Option<u64>,
     max_cpu: u32,
     /// Victims: the culprit of the longest wait; culprits: its victim.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -386,6 +396,8 @@ struct ProcessJson {
 
 fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
     let other = TaskJson::from(&row.other);
+    // A culprit that ran inside waits but ended none has no longest wait.
+    let ended = row.count > 0;
     let (culprit, victim_pid) = if victim {
         (&row.other, row.task.tgid)
     } else {
@@ -398,10 +410,10 @@ fn row_json(row: &Row, r: &Report, victim: bool) -> RowJson {
         avg_ns: row.avg_ns(),
         max_ns: row.max_ns,
         held_ns: (!victim).then_some(row.held_ns),
-        max_time_unix_ns: r.clock.unix_ns(row.max_at_ns),
+        max_time_unix_ns: ended.then(|| r.clock.unix_ns(row.max_at_ns)),
         max_cpu: row.max_cpu,
         max_culprit: victim.then(|| other.clone()),
-        max_victim: (!victim).then_some(other),
+        max_victim: (!victim && ended).then_some(other),
         idle_wait: (culprit.tid == 0).then(|| IdleWait::of(victim_pid, r.throttled)),
         causes: row_causes(row),
         decision: decision::row::json(row),
@@ -667,6 +679,36 @@ mod tests {
         // The victims' header has no HELD.
         let victims = out.lines().find(|l| l.contains("CULPRIT OF MAX")).unwrap();
         assert!(!victims.contains("HELD"), "{out}");
+    }
+
+    /// A culprit that ran inside waits and ended none: its time held, and
+    /// no longest wait (not one at boot, behind the idle task).
+    #[test]
+    fn a_culprit_that_ended_no_wait_has_no_longest() {
+        let mut i = scenario();
+        i.culprits.push(WaitStats {
+            task: task(950, 950, "kworker/1:2", 0, 0, 0),
+            held_ns: 1_500_000,
+            ..Default::default()
+        });
+        let t = rank(&i.victims, &i.culprits, SortKey::Max, 20);
+        let out = report_of(&i, &t, text);
+        let row = out.lines().find(|l| l.starts_with("     950")).unwrap();
+        assert!(
+            row.contains("1.50 ms         0    0.00 ns    0.00 ns    0.00 ns  -               "),
+            "{out}"
+        );
+        // No victim of a longest wait (then no workload known: "-").
+        assert!(row.ends_with(" - -                 -   -"), "{row}");
+        let v: serde_json::Value = serde_json::from_str(&report_of(&i, &t, json)).unwrap();
+        let c = &v["culprits"][1];
+        assert_eq!(
+            (c["tid"].as_u64(), c["held_ns"].as_u64()),
+            (Some(950), Some(1_500_000))
+        );
+        assert!(c["max_time_unix_ns"].is_null(), "{c}");
+        assert!(c.get("max_victim").is_none(), "{c}");
+        assert!(v["culprits"][0]["max_time_unix_ns"].is_u64());
     }
 
     #[test]
