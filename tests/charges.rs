@@ -376,11 +376,11 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
     // Each part is checked against the one it is made of, since how much
     // of the wait the kernel saw lost at the node group's queue is the
     // machine's timing: 0.87 of the same wait here, 0.33-0.35 on CI's
-    // machine, with the same wait and p99, when the waits behind the
-    // root loop's protected slice were not counted as lost there (its
-    // split of the rules was not in the message then; it is now). Of the
-    // waits it counted, batch-7 was charged 0.76-0.80 of the window
-    // before them on both.
+    // machine, with the same wait and p99, before the waits behind a
+    // protected slice at that queue counted as lost there (whether they
+    // were CI's rest is not known: the split of the rules was not in the
+    // message then; it is now). Of the waits it counted, batch-7 was
+    // charged 0.76-0.80 of the window before them on both.
     // Measured again once if a check fails, the first attempt's numbers
     // kept in the message: a stall of the machine does not repeat on
     // demand; a regression does.
