@@ -115,13 +115,13 @@ pub(crate) enum Command {
     /// tp_btf. See docs/victims.md.
     ///
     /// HELD is who made the waits long: every task that ran on the CPU
-    /// during a wait is charged its time inside it. The last holder, who
-    /// was on the CPU when a wait ended, is not necessarily who caused it:
-    /// a brief sleeper ends its CPU-bound neighbours' waits. A wait that
-    /// ended on an idle CPU has the idle task (swapper) as culprit and says
-    /// what it was: "(throttled: cgroup quota)" when the task's cgroup was
-    /// throttled by its CPU quota in the interval, else "(idle: woken onto
-    /// an idle CPU)".
+    /// during a wait is charged its time inside it. The last holder,
+    /// whoever held the CPU when a wait ended, is not necessarily who
+    /// caused it: a brief sleeper ends its CPU-bound neighbours' waits. A
+    /// wait that ended on an idle CPU has the idle task (swapper) as
+    /// culprit and says what it was: "(throttled: cgroup quota)" when the
+    /// task's cgroup was throttled by its CPU quota in the interval, else
+    /// "(idle: woken onto an idle CPU)".
     Victims(VictimsArgs),
     /// Every wait over a threshold, as it happens: time, CPU, the task that
     /// waited, how long, the culprit (whoever held the CPU when it ended; an
