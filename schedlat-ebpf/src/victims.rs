@@ -37,7 +37,7 @@ use aya_ebpf::{
 use schedlat_common::{
     causes::Cause,
     decision::Decided,
-    flat::{min, nonzero, select},
+    flat::{min, select},
     victims::{ModeCounters, ROW_DECISIONS, ROW_HOLDERS, ROW_OUTCOMES, RowSlot, WaitStats},
     workload::{RING_SWITCHES, SwitchRing},
 };
@@ -48,7 +48,7 @@ use crate::{
     config::{COMPUTE, get},
     memory::TaskPtr,
     wait::{EPOCH, Ended},
-    workload::{overlap, record_run},
+    workload::{overlap, record_run, run_back, running_since},
 };
 
 /// Per TID: its row in the current interval (START's sizing: pid_max). The
@@ -213,15 +213,14 @@ pub extern "C" fn schedlat_culprits_at_switch(
         let ring = unsafe { &*ring };
         let newest = ring.next;
         // prev's run, from the last recorded switch (none yet: no run).
-        let since = select(nonzero(ring.last_at), ring.last_at, now);
+        let since = running_since(ring, now);
         let ran = min(overlap(since, now, began), left);
         left -= held(prev_row, ran);
         for k in 0..RING_SWITCHES as u64 {
             if left == 0 {
                 break;
             }
-            let i = barrier_var(newest.wrapping_sub(k + 1) as usize) & (RING_SWITCHES - 1);
-            let Some(r) = ring.records.get(i) else {
+            let Some(r) = run_back(ring, newest, k) else {
                 break;
             };
             // A record not written yet (k >= newest) is all zeros: no run.

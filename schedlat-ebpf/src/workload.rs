@@ -134,6 +134,22 @@ pub fn record_run(ring: &mut SwitchRing, holder: u64, now: u64) {
     ring.last_at = now;
 }
 
+/// When the run in progress on this CPU began: the last recorded switch
+/// (none yet: `now`, a run of no length).
+#[inline(always)]
+pub fn running_since(ring: &SwitchRing, now: u64) -> u64 {
+    select(nonzero(ring.last_at), ring.last_at, now)
+}
+
+/// The run `k + 1` places back from `newest` (`ring.next`, read once by
+/// the walk), among the last RING_SWITCHES. A record not written yet is
+/// all zeros: no run.
+#[inline(always)]
+pub fn run_back(ring: &SwitchRing, newest: u64, k: u64) -> Option<&SwitchRecord> {
+    let i = barrier_var(newest.wrapping_sub(k + 1) as usize) & (RING_SWITCHES - 1);
+    ring.records.get(i)
+}
+
 /// Charges the wait of `next` that a switch from `prev` (TID `prev_tid`)
 /// just ended (`word` its start word, `wait` its length, `now` the
 /// switch) to the holders of this CPU during it: prev, since the last
@@ -200,7 +216,7 @@ pub extern "C" fn schedlat_pairs_at_switch(
         let ring = unsafe { &*ring };
         let newest = ring.next;
         // prev's run, from the last recorded switch (none yet: no run).
-        let since = select(nonzero(ring.last_at), ring.last_at, now);
+        let since = running_since(ring, now);
         let ran = min(overlap(since, now, began), left);
         let (mut holder, mut held) = (prev, ran);
         left -= ran;
@@ -211,8 +227,7 @@ pub extern "C" fn schedlat_pairs_at_switch(
             if left == 0 {
                 break;
             }
-            let i = barrier_var(newest.wrapping_sub(k + 1) as usize) & (RING_SWITCHES - 1);
-            let Some(r) = ring.records.get(i) else {
+            let Some(r) = run_back(ring, newest, k) else {
                 break;
             };
             // A record not written yet (k >= newest) is all zeros: no run.
@@ -335,11 +350,10 @@ pub extern "C" fn schedlat_share_at_switch(
     let tag = now ^ (u64::from(cpu()) << 52);
     let newest = ring.next;
     let mut full = 0;
-    let since = select(nonzero(ring.last_at), ring.last_at, now);
+    let since = running_since(ring, now);
     let (mut holder, mut held) = (prev, window_overlap((since, now), (from, began)));
     for k in 0..RING_SWITCHES as u64 {
-        let i = barrier_var(newest.wrapping_sub(k + 1) as usize) & (RING_SWITCHES - 1);
-        let Some(r) = ring.records.get(i) else {
+        let Some(r) = run_back(ring, newest, k) else {
             break;
         };
         // Runs wholly inside the wait or before the window give nothing
