@@ -143,6 +143,24 @@ impl Drop for TestCgroup {
     }
 }
 
+/// Freezes (or thaws) the v2 cgroup at `dir` with its subtree, and waits
+/// (bounded) until the kernel says all of it is: a frozen task neither
+/// wakes nor waits, so a measurement ended while its tasks are frozen
+/// does not depend on how long the reads of its end took.
+pub(crate) fn set_frozen(dir: &Path, frozen: bool) {
+    let want = format!("frozen {}", u8::from(frozen));
+    fs::write(dir.join("cgroup.freeze"), if frozen { "1" } else { "0" })
+        .unwrap_or_else(|e| panic!("{}/cgroup.freeze: {e}", dir.display()));
+    for _ in 0..250 {
+        let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
+        if events.lines().any(|l| l == want) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} is not `{want}` after 5 s", dir.display());
+}
+
 /// The cgroup v2 mount (`/sys/fs/cgroup/unified` on hybrid systems).
 pub(crate) fn v2_root() -> PathBuf {
     mount_of(|fstype, _| fstype == "cgroup2").expect("a cgroup2 mount")

@@ -274,17 +274,47 @@ pub(crate) struct PairIntervals {
     share_entries: Entries<ShareKey, PairStats>,
 }
 
+/// Both roles' tables as read at an interval's end, before the interval
+/// is made of them ([`PairIntervals::settle`]).
+pub(crate) struct PairsRead {
+    reading: PairsReading,
+    charged: Vec<(Pair, PairCounts)>,
+}
+
 impl PairIntervals {
-    /// The interval since the previous call (since load at the first).
-    /// `exists` says whether a cgroup id is still there: a pair with a
-    /// side gone is reported one last time, then removed from the kernel.
+    /// The interval since the previous call (since load at the first):
+    /// [`PairIntervals::read`], then [`PairIntervals::settle`] (tests).
+    #[cfg(test)]
     pub(crate) fn next(
         &mut self,
         tracer: &mut Tracer,
+        exists: impl FnMut(u64) -> bool,
+    ) -> Result<PairsInterval, ReadError> {
+        let read = self.read(tracer)?;
+        self.settle(tracer, read, exists)
+    }
+
+    /// Reads both roles' tables, and nothing else: a caller that reads
+    /// other maps of the same interval reads them right after, and only
+    /// then settles (whether a cgroup is still there can take a walk of
+    /// the hierarchy, and waits go on ending meanwhile).
+    pub(crate) fn read(&mut self, tracer: &Tracer) -> Result<PairsRead, ReadError> {
+        Ok(PairsRead {
+            reading: tracer.read_pairs(&mut self.entries)?,
+            charged: tracer.read_shares(&mut self.share_entries)?,
+        })
+    }
+
+    /// The interval of `read` since the previous one. `exists` says
+    /// whether a cgroup id is still there: a pair with a side gone is
+    /// reported one last time, then removed from the kernel.
+    pub(crate) fn settle(
+        &mut self,
+        tracer: &mut Tracer,
+        read: PairsRead,
         mut exists: impl FnMut(u64) -> bool,
     ) -> Result<PairsInterval, ReadError> {
-        let reading = tracer.read_pairs(&mut self.entries)?;
-        let charged = tracer.read_shares(&mut self.share_entries)?;
+        let PairsRead { reading, charged } = read;
         let mut now = HashMap::with_capacity(reading.pairs.len() + charged.len());
         let (mut pairs, mut shares, mut levels) = (Vec::new(), Vec::new(), Vec::new());
         let mut gone = Vec::new();

@@ -143,12 +143,18 @@ async fn run(
     // between, as before), the pairs were short of the total by the waits
     // that ended meanwhile, which on a loaded CPU are the long ones that
     // got it while schedlat waited (7.2 under emulation: 44 ms of 362).
-    if let Some(view) = pairs_view.as_mut() {
-        view.interval(&mut tracer)?;
-    }
+    // The pairs are made of their reading only after the keys are read:
+    // naming a pair's cgroups can walk the hierarchy, and every wait that
+    // ends meanwhile would be in the keys' interval and not the pairs'.
+    let pairs_read = (pairs_view.as_mut())
+        .map(|view| view.read(&tracer))
+        .transpose()?;
     let mut histogram = HistogramInterval::start(&mut tracer)?;
     if let Some((keys, _)) = keys.as_mut() {
         keys.interval(&mut tracer, |_| ())?;
+    }
+    if let (Some(view), Some(read)) = (pairs_view.as_mut(), pairs_read) {
+        view.table(&mut tracer, read)?;
     }
     let mut started = Instant::now();
 
@@ -174,10 +180,9 @@ async fn run(
         // emulation: 63 waits were in the pairs and not in the total when
         // the pairs were read after the report, the keys and their report).
         let waits = histogram.end(&mut tracer)?;
-        let pairs = match pairs_view.as_mut() {
-            Some(view) => Some(view.interval(&mut tracer)?),
-            None => None,
-        };
+        let pairs_read = (pairs_view.as_mut())
+            .map(|view| view.read(&tracer))
+            .transpose()?;
         let unkeyed = waits.unkeyed;
         let shown = Shown {
             sort: breakdown.sort,
@@ -189,6 +194,10 @@ async fn run(
                 breakdown::report(reading, *keyed, shown, unkeyed, &slice)
             })?),
             None => None,
+        };
+        let pairs = match (pairs_view.as_mut(), pairs_read) {
+            (Some(view), Some(read)) => Some(view.table(&mut tracer, read)?),
+            _ => None,
         };
         context.mechanisms.refresh_sched_ext();
         let mut report = Report::new(tracer.mode(), unit, &waits, &slice, started.elapsed(), stop);

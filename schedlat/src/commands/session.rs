@@ -15,7 +15,7 @@ use tokio::{
 use crate::{
     analysis::pairs::{self, LevelRow, PairTable, ShareRow, Side, WorkloadPair},
     collect::{
-        pairs::{Holder, IDLE, Pair, PairCounts, PairIntervals, UNAPPORTIONED},
+        pairs::{Holder, IDLE, Pair, PairCounts, PairIntervals, PairsRead, UNAPPORTIONED},
         tracer::Tracer,
         workloads::WorkloadNamer,
     },
@@ -194,8 +194,20 @@ impl PairsView {
 
     /// The table of the interval since the previous call.
     pub(crate) fn interval(&mut self, tracer: &mut Tracer) -> Result<PairTable> {
+        let read = self.read(tracer)?;
+        self.table(tracer, read)
+    }
+
+    /// The kernel's tables as they are now, for [`PairsView::table`] once
+    /// the other maps of the interval are read too.
+    pub(crate) fn read(&mut self, tracer: &Tracer) -> Result<PairsRead> {
+        Ok(self.intervals.read(tracer)?)
+    }
+
+    /// The table of `read`'s interval, named and ranked.
+    pub(crate) fn table(&mut self, tracer: &mut Tracer, read: PairsRead) -> Result<PairTable> {
         let names = &mut self.names;
-        let interval = self.intervals.next(tracer, |id| names.exists(id))?;
+        let interval = self.intervals.settle(tracer, read, |id| names.exists(id))?;
         let level = self.level;
         let mut side = |id| Side::of(id, names.workload(id).as_ref(), level);
         let rows: Vec<WorkloadPair> = (interval.pairs.iter())

@@ -26,7 +26,7 @@ use crate::{
         exemplar_waits::ExemplarWaits,
         key_summaries::KeySummaries,
         keylabels::KeyLabels,
-        pairs::{Holder, Pair, PairCounts, PairIntervals},
+        pairs::{Holder, Pair, PairCounts, PairIntervals, PairsRead},
         tracer::Tracer,
     },
     export::{
@@ -245,9 +245,11 @@ impl Scraper {
         // Pairs and keys first, then the total: waits that end between the
         // reads are then in the total only, and neither the pairs nor the
         // keyed series add up to more than the total (the overflow series
-        // is the rest of the total: keyed_series.rs).
-        let mut neighbours = match &self.pairs {
-            Some(pairs) => Some(self.read_pairs(&mut pairs.borrow_mut())?),
+        // is the rest of the total: keyed_series.rs). The pairs' series are
+        // made of their reading after the other reads: naming a pair's
+        // cgroups can walk the hierarchy while waits go on ending.
+        let pairs_read = match &self.pairs {
+            Some(pairs) => Some(pairs.borrow_mut().intervals.read(&self.tracer.borrow())?),
             None => None,
         };
         let (mut keyed, (waits, cpus)) = match &self.keyed {
@@ -256,6 +258,10 @@ impl Scraper {
                 (Some(series), total)
             }
             None => (None, self.tracer.borrow().read_waits_and_cpus()?),
+        };
+        let mut neighbours = match (&self.pairs, pairs_read) {
+            (Some(pairs), Some(read)) => Some(self.pairs_scrape(&mut pairs.borrow_mut(), read)?),
+            _ => None,
         };
         if let Some(unseen) = &self.unseen {
             let mut unseen = unseen.borrow_mut();
@@ -291,7 +297,12 @@ impl Scraper {
         })
     }
 
-    fn read_pairs(&self, pairs: &mut PairSeries) -> Result<NeighbourScrape, ReadError> {
+    /// The pairs' series of `read`, the tables as read for this scrape.
+    fn pairs_scrape(
+        &self,
+        pairs: &mut PairSeries,
+        read: PairsRead,
+    ) -> Result<NeighbourScrape, ReadError> {
         let PairSeries {
             intervals,
             names,
@@ -300,7 +311,7 @@ impl Scraper {
             shares,
         } = pairs;
         let mut gone = Vec::new();
-        let interval = intervals.next(&mut self.tracer.borrow_mut(), |id| {
+        let interval = intervals.settle(&mut self.tracer.borrow_mut(), read, |id| {
             let exists = names.exists(id);
             if !exists {
                 gone.push(id);
