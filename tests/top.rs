@@ -181,7 +181,7 @@ fn live_view_under_stress_ng_shows_counts_verdict_victims_and_restores_the_termi
     );
     assert!(screen.contains("q quit"), "{screen}");
     assert!(
-        screen.contains("victims by total wait") && screen.contains("culprits"),
+        screen.contains("victims by total wait") && screen.contains("CULPRIT "),
         "{screen}"
     );
     assert!(
@@ -313,9 +313,10 @@ fn the_tail_and_the_whole_verdict_stay_on_screen_at_80x24_and_120x40() {
                 );
             }
         }
-        // The culprit rule is said where the culprits are.
+        // The culprit rule is said where the culprits are: HELD, their
+        // time on the CPU inside the waits, and the waits they ended.
         assert!(
-            screen.contains("culprits by time held; columns: waits they ended"),
+            screen.contains("CULPRIT             TID    HELD    ENDED    TOTAL      MAX"),
             "{screen}"
         );
         tmux.keys(&["q"]);

@@ -208,8 +208,8 @@ fn help() -> Paragraph<'static> {
         Line::from("? or h      this help"),
         Line::from(""),
         Line::from("A wait: from a task becoming runnable to it running."),
-        Line::from("Culprits: ranked by their time on the CPU inside the"),
-        Line::from("  waits; their columns: the waits they ended."),
+        Line::from("Culprits: HELD = their time on the CPU inside the"),
+        Line::from("  waits (the rank); ENDED to MAX: the waits they ended."),
         Line::from("swapper (idle CPU): throttled = cgroup quota used up;"),
         Line::from("  idle wake = woken onto an idle CPU (wakeup path)."),
         Line::from("Shape rule: docs/shape.md; victims: docs/victims.md"),
@@ -292,17 +292,22 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let culprits = [(worker(4002), 300), (shell, 20), (worker(4003), 280)]
-            .into_iter()
-            .map(|(t, count)| WaitStats {
-                task: t,
-                count,
-                total_ns: count * 100_000,
-                max_ns: 2_500_000,
-                max_other: worker(4004),
-                ..Default::default()
-            })
-            .collect();
+        let culprits = [
+            (worker(4002), 300, 12_000_000),
+            (shell, 20, 1_000_000),
+            (worker(4003), 280, 20_000_000),
+        ]
+        .into_iter()
+        .map(|(t, count, held_ns)| WaitStats {
+            task: t,
+            count,
+            total_ns: count * 100_000,
+            max_ns: 2_500_000,
+            max_other: worker(4004),
+            held_ns,
+            ..Default::default()
+        })
+        .collect();
         s.push_victims(&VictimsInterval {
             victims,
             culprits,
@@ -343,13 +348,21 @@ mod tests {
             top.starts_with("stress-ng-cpu") && top.contains("40.0 ms") && top.contains("bash/900"),
             "{text}"
         );
-        let culprits = text
+        // The culprits rank by their time held, under HELD; ENDED to MAX
+        // are the waits they ended.
+        let header = text
             .lines()
-            .position(|l| l.contains("culprits"))
+            .find(|l| l.starts_with("CULPRIT"))
             .expect(&text);
+        let held = header.find("HELD").unwrap() + "HELD".len();
+        let ended = header.find("ENDED").unwrap() + "ENDED".len();
+        let culprits = text.lines().position(|l| l == header).unwrap();
         let first = text.lines().nth(culprits + 1).unwrap();
+        assert!(first.contains("   4003 "), "{text}");
+        assert_eq!(&first[held - 7..held], "20.0 ms", "{text}");
+        assert_eq!(&first[ended - 3..ended], "280", "{text}");
         assert!(
-            first.contains("   4002 ") && first.contains("30.0 ms"),
+            first.contains("28.0 ms") && first.contains("2.50 ms"),
             "{text}"
         );
     }
@@ -466,6 +479,42 @@ mod tests {
         assert_eq!(draw_on(&mut terminal, &state), small);
     }
 
+    /// A culprit that ran inside waits and ended none of them: its time
+    /// held, and `-` for the time and the longest of the waits it ended
+    /// and that wait's victim (not a wait at boot behind the idle task).
+    #[test]
+    fn a_culprit_that_ended_no_wait_shows_its_time_held_and_no_longest() {
+        let mut s = known_state();
+        let quiet = task(700, 700, "quiet", 0, 0, 0);
+        let waiter = task(800, 800, "waiter", 0, 0, 0);
+        s.push_victims(&VictimsInterval {
+            victims: vec![WaitStats {
+                task: waiter,
+                count: 1,
+                total_ns: 100_000_000,
+                max_ns: 100_000_000,
+                max_other: task(900, 900, "bash", 0, 0, 0),
+                ..Default::default()
+            }],
+            culprits: vec![WaitStats {
+                task: quiet,
+                held_ns: 90_000_000,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let text = screen(&s, 80, 30);
+        let row = (text.lines())
+            .find(|l| l.starts_with("quiet "))
+            .expect(&text);
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["quiet", "700", "90.0", "ms", "0", "-", "-", "-"],
+            "{text}"
+        );
+    }
+
     /// Issue 19: an idle culprit says what the waits were, and the
     /// culprits' header says the rule.
     #[test]
@@ -515,7 +564,7 @@ mod tests {
             }
             assert!(line("(throttled) ").contains("boxed"), "{text}");
             assert!(
-                text.contains("culprits by time held; columns: waits they ended"),
+                text.contains("CULPRIT             TID    HELD    ENDED    TOTAL      MAX"),
                 "{text}"
             );
         }

@@ -152,12 +152,18 @@ impl Panel {
                 .map(|r| row(r, width, throttled, true, workloads)),
         );
         // The culprit rule, where culprits are shown (docs/victims.md):
-        // ranked by their time on the CPU inside the waits (by total), the
-        // columns those they ended as the last holder.
+        // ranked by HELD, their time on the CPU inside the waits; ENDED
+        // to MAX the waits they ended as the last holder. In the victims'
+        // widths: HELD takes WAITS' place, and a culprit has no AVG.
         lines.push(Line::styled(
             format!(
-                "{:<FIXED$}  {}",
-                "culprits by time held; columns: waits they ended",
+                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {}",
+                "CULPRIT",
+                "TID",
+                "HELD",
+                "ENDED",
+                "TOTAL",
+                "MAX",
                 heading("VICTIM (LONGEST)")
             ),
             bold,
@@ -207,7 +213,9 @@ fn row(
     let room = width.saturating_sub(FIXED + 2);
     let idle = |victim_pid| IdleWait::of(victim_pid, throttled).short();
     // The other task: "comm pid/tid" when there is room, else "comm/tid".
-    let other = if victim && r.other.tid == 0 {
+    let other = if !victim && r.count == 0 {
+        "-".to_string()
+    } else if victim && r.other.tid == 0 {
         // "swapper/1 (throttled)", or without the CPU at 80 columns.
         let name = if room >= 28 {
             escape::comm(&r.other)
@@ -225,14 +233,28 @@ fn row(
     } else {
         escape::comm(&r.task).chars().take(15).collect()
     };
-    let fixed = format!(
-        "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
-        r.task.tid,
-        r.count,
-        fmt_ns(r.total_ns),
-        fmt_ns(r.avg_ns()),
-        fmt_ns(r.max_ns),
-    );
+    let fixed = if victim {
+        format!(
+            "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
+            r.task.tid,
+            r.count,
+            fmt_ns(r.total_ns),
+            fmt_ns(r.avg_ns()),
+            fmt_ns(r.max_ns),
+        )
+    } else {
+        // A culprit that ended none of the waits it ran in: no time in
+        // them, no longest.
+        let ended = |ns| if r.count == 0 { "-".into() } else { fmt_ns(ns) };
+        format!(
+            "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
+            r.task.tid,
+            fmt_ns(r.held_ns),
+            r.count,
+            ended(r.total_ns),
+            ended(r.max_ns),
+        )
+    };
     let column = room.saturating_sub(OTHER + 2);
     if !has_workloads(width) || r.task.tid == 0 {
         return Line::from(format!("{fixed}{other}"));
