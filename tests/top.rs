@@ -493,9 +493,14 @@ fn top_names_the_pod_that_used_the_shared_groups_share() {
     ]);
     let group = node.path()[root.to_string_lossy().len()..].to_string();
     let used = format!("shop/web-1/nginx <- jobs/batch-7/cruncher (of {group})");
-    let screen = tmux.wait_for("the second role naming batch-7", |s| {
+    // And the sentence naming both roles under them.
+    let told = format!("because jobs/batch-7/cruncher had used {group}'s share of the CPU.");
+    let screen = tmux.wait_for("the second role naming batch-7, and the roles told", |s| {
         s.contains("that had used the share of a group it is in")
             && s.lines().any(|l| l.trim_end().ends_with(&used))
+            && (s.lines()).any(|l| {
+                l.starts_with("shop/web-1/nginx waited behind ") && l.trim_end().ends_with(&told)
+            })
     });
     tmux.keys(&["q"]);
     tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));

@@ -11,7 +11,7 @@ use ratatui::text::Line;
 use crate::{
     analysis::{
         fmt_ns,
-        pairs::{PairTable, ShareRow, WorkloadPair, rank, rank_shares},
+        pairs::{PairTable, ShareRow, WorkloadPair, rank, rank_shares, roles},
     },
     collect::pairs::PairCounts,
     output::escape::printable,
@@ -88,43 +88,58 @@ impl PairsShown {
     }
 }
 
+/// How much of the section is shown: pair rows, second-role rows, and
+/// sentences naming both roles.
+pub(super) type Shown = (usize, usize, usize);
+
 /// The lines the section takes in full: the pairs' heading and rows (one
-/// at least), and the second role's heading and rows when there are any.
+/// at least), the second role's heading and rows when there are any, and
+/// a sentence per victim whose two roles are told.
 pub(super) fn wanted_lines(table: &PairTable) -> usize {
-    height((table.rows.len().max(1), table.shares.len()))
+    height((
+        table.rows.len().max(1),
+        table.shares.len(),
+        roles(table).len(),
+    ))
 }
 
-/// The lines `pairs` pair rows and `shares` second-role rows take, with
-/// their headings (the second role's only when it has rows).
-pub(super) fn height((pairs, shares): (usize, usize)) -> usize {
+/// The lines `pairs` pair rows, `shares` second-role rows and `told`
+/// sentences take, with their headings (the second role's only when it
+/// has rows).
+pub(super) fn height((pairs, shares, told): Shown) -> usize {
     let shares = match shares {
         0 => 0,
         n => 1 + n,
     };
-    1 + pairs + shares
+    1 + pairs + shares + told
 }
 
-/// How many pair rows and second-role rows to show in `budget` lines:
-/// the pairs' heading and one row at least, the second role's heading and
-/// first row when it has any and there is room for both, then more pair
-/// rows, then more of the second role's.
-pub(super) fn rows_in(table: &PairTable, budget: usize) -> (usize, usize) {
-    let kept = match table.shares.is_empty() {
-        true => 0,
-        false => 2,
+/// How much to show in `budget` lines: the pairs' heading and one row
+/// at least; the second role's heading and first row when it has any and
+/// there is room for both; the first sentence naming both roles; then
+/// more pair rows, more of the second role's, more sentences.
+pub(super) fn rows_in(table: &PairTable, budget: usize) -> Shown {
+    let told = roles(table).len();
+    // The second role's heading and first row, both or neither.
+    let shares = usize::from(!table.shares.is_empty() && budget >= 4);
+    let mut left = budget.saturating_sub(2 + 2 * shares);
+    let mut take = |wanted: usize| {
+        let n = wanted.min(left);
+        left -= n;
+        n
     };
-    let room = budget.saturating_sub(1 + kept).max(1);
-    let pairs = table.rows.len().max(1).min(room);
-    let left = budget.saturating_sub(1 + pairs);
-    let shares = table.shares.len().min(left.saturating_sub(1));
-    (pairs, shares)
+    let first = take(told.min(1));
+    let pairs = 1 + take(table.rows.len().saturating_sub(1));
+    let shares = shares + take(table.shares.len().saturating_sub(1) * shares);
+    (pairs, shares, first + take(told - first))
 }
 
 /// The section's heading and its first `rows` rows, then the second
-/// role's heading and its first `shares` rows, cut to `width`.
+/// role's heading and its first `shares` rows, then the first `told`
+/// sentences naming both roles, each cut to `width`.
 pub(super) fn lines(
     table: &PairTable,
-    (rows, shares): (usize, usize),
+    (rows, shares, told): Shown,
     width: usize,
 ) -> Vec<Line<'static>> {
     let by = table.by.as_str();
@@ -179,6 +194,8 @@ pub(super) fn lines(
             ))
         }));
     }
+    let sentences = roles(table).into_iter().take(told);
+    out.extend(sentences.map(|s| Line::from(cut(format!("{}.", printable(&s)), width))));
     out
 }
 
@@ -219,7 +236,7 @@ mod tests {
             ("web", 15)
         );
         assert_eq!(run.cut, 1);
-        let shown = lines(&run, (5, 0), 80);
+        let shown = lines(&run, (5, 0, 0), 80);
         assert!(
             shown[0]
                 .to_string()
@@ -265,11 +282,19 @@ mod tests {
         assert_eq!(run.shares_overflow, 2);
 
         // Heading and one pair, then the second role's heading and its
-        // first row: five lines in all, as wanted_lines says of one more.
-        let (n, s) = rows_in(&run, 4);
-        assert_eq!((n, s), (1, 1));
-        assert_eq!(wanted_lines(&run), 5);
-        let shown: Vec<String> = lines(&run, (n, s), 200)
+        // first row: four lines; wanted_lines says six, of one more share
+        // row and the sentence naming both roles (batch's 5 ms against
+        // web's 14 us behind /), which a fifth line shows.
+        let (n, s, told) = rows_in(&run, 4);
+        assert_eq!((n, s, told), (1, 1, 0));
+        assert_eq!(wanted_lines(&run), 6);
+        assert_eq!(rows_in(&run, 5), (1, 1, 1));
+        let with_roles = lines(&run, rows_in(&run, 5), 200);
+        assert_eq!(
+            with_roles[4].to_string(),
+            "web waited behind / (it held the CPU) because batch had used /kubepods.slice's share of the CPU."
+        );
+        let shown: Vec<String> = lines(&run, (n, s, told), 200)
             .iter()
             .map(Line::to_string)
             .collect();
@@ -292,8 +317,8 @@ mod tests {
     #[test]
     fn no_second_role_takes_no_lines() {
         let t = table(&[("web", "batch", 1)]);
-        assert_eq!(rows_in(&t, 6), (1, 0));
+        assert_eq!(rows_in(&t, 6), (1, 0, 0));
         assert_eq!(wanted_lines(&t), 2);
-        assert_eq!(lines(&t, (1, 0), 80).len(), 2);
+        assert_eq!(lines(&t, (1, 0, 0), 80).len(), 2);
     }
 }
