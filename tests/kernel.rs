@@ -154,10 +154,16 @@ fn tracepoint_mode_puts_known_waits_in_their_bucket() {
 /// allows for the waits schedlat counts while runqlat is still starting
 /// (~30 ms of the system's wakeups): 200 more.
 ///
-/// Tolerances: totals and every slot from 16 us up, 2% of the total plus 10
+/// Tolerances: totals and every slot from 32 us up, 2% of the total plus 10
 /// waits (the rare task preempted on its way to sleep, which runqlat drops
-/// and schedlat counts); below 16 us, the cumulative count up to each slot,
-/// 5% of the total plus 20 waits.
+/// and schedlat counts); below 32 us, the cumulative count up to each slot,
+/// 5% of the total plus 20 waits. The two tools' programs run one after
+/// the other on each event, schedlat's first (attached first): its wakeup
+/// stamp is earlier by its wakeup program's run, its switch stamp by its
+/// switch program's, which runs longer, so runqlat's wait is that much
+/// longer and a cluster of the blocker's own waits at 16 us crosses the
+/// boundary in runqlat only (a rehearsal: 16-31 us schedlat 170, runqlat
+/// 210, and up to 31 us 316 against 313).
 fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
     if !require_root() {
         return;
@@ -207,7 +213,7 @@ fn check_agrees_with_runqlat(hook: &str, milliseconds: bool) {
             .map(|s| s.count)
             .sum()
     };
-    let fine_limit = if milliseconds { 0 } else { 15 };
+    let fine_limit = if milliseconds { 0 } else { 31 };
     for slot in a.iter().chain(&b).filter(|s| s.high <= fine_limit) {
         let (x, y) = (below(&a, slot.high), below(&b, slot.high));
         assert!(
