@@ -3,7 +3,10 @@
 //! compute them; docs/victims.md says what the attribution means), or why
 //! they are unavailable.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Display,
+};
 
 use ratatui::{
     layout::Rect,
@@ -131,13 +134,8 @@ impl Panel {
         };
         let mut lines = vec![Line::styled(
             format!(
-                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {}",
-                "COMM",
-                "TID",
-                "WAITS",
-                "TOTAL",
-                "AVG",
-                "MAX",
+                "{}{}",
+                columns([&"COMM", &"TID", &"WAITS", &"TOTAL", &"AVG", &"MAX"]),
                 heading("BEHIND (LONGEST)")
             ),
             bold,
@@ -157,13 +155,8 @@ impl Panel {
         // widths: HELD takes WAITS' place, and a culprit has no AVG.
         lines.push(Line::styled(
             format!(
-                "{:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  {}",
-                "CULPRIT",
-                "TID",
-                "HELD",
-                "ENDED",
-                "TOTAL",
-                "MAX",
+                "{}{}",
+                columns([&"CULPRIT", &"TID", &"HELD", &"ENDED", &"TOTAL", &"MAX"]),
                 heading("VICTIM (LONGEST)")
             ),
             bold,
@@ -178,6 +171,14 @@ impl Panel {
         }
         Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(title))
     }
+}
+
+/// The columns before the other task (`FIXED` wide, then two spaces), in
+/// the widths every header and row of the panel shares: a name, a TID
+/// and four numbers.
+fn columns(cells: [&dyn Display; 6]) -> String {
+    let [name, tid, a, b, c, d] = cells;
+    format!("{name:<15} {tid:>7}{a:>8}{b:>9}{c:>9}{d:>9}  ")
 }
 
 /// Whether a panel `width` columns wide shows the tasks' workloads: the
@@ -233,27 +234,16 @@ fn row(
     } else {
         escape::comm(&r.task).chars().take(15).collect()
     };
+    let tid = r.task.tid;
     let fixed = if victim {
-        format!(
-            "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
-            r.task.tid,
-            r.count,
-            fmt_ns(r.total_ns),
-            fmt_ns(r.avg_ns()),
-            fmt_ns(r.max_ns),
-        )
+        let times = [r.total_ns, r.avg_ns(), r.max_ns].map(fmt_ns);
+        columns([&comm, &tid, &r.count, &times[0], &times[1], &times[2]])
     } else {
         // A culprit that ended none of the waits it ran in: no time in
         // them, no longest.
         let ended = |ns| if r.count == 0 { "-".into() } else { fmt_ns(ns) };
-        format!(
-            "{comm:<15} {:>7}{:>8}{:>9}{:>9}{:>9}  ",
-            r.task.tid,
-            fmt_ns(r.held_ns),
-            r.count,
-            ended(r.total_ns),
-            ended(r.max_ns),
-        )
+        let (held, total, max) = (fmt_ns(r.held_ns), ended(r.total_ns), ended(r.max_ns));
+        columns([&comm, &tid, &held, &r.count, &total, &max])
     };
     let column = room.saturating_sub(OTHER + 2);
     if !has_workloads(width) || r.task.tid == 0 {
