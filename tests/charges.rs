@@ -411,6 +411,15 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
+        // And where its waits were decided, as serve exports it.
+        let exported_level: f64 = (page.lines())
+            .filter(|l| l.starts_with("schedlat_neighbour_level_wait_seconds_total{"))
+            .filter(|l| {
+                l.contains(&format!("cgroup=\"{web}\""))
+                    && l.contains(&format!("group=\"{node_group}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
         let held = charges_of(&bad, web);
         let top_holder = (held.iter())
             .filter(|(h, _)| !h.starts_with('('))
@@ -429,7 +438,7 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
             .filter_map(|l| l["sum_ns"].as_u64())
             .sum();
         let numbers = format!(
-            "web-1 waited {waited} ns (p99 {p99_bad} ns; {}); serve exported {exported} s of batch-7's use of the node group's share; the interval charged batch-7 {batch_share} ns for it; {decided_at} ns lost at the node group's level; the top holder {top_holder:?} ({busy})",
+            "web-1 waited {waited} ns (p99 {p99_bad} ns; {}); serve exported {exported} s of batch-7's use of the node group's share; the interval charged batch-7 {batch_share} ns for it; {decided_at} ns lost at the node group's level (serve: {exported_level} s); the top holder {top_holder:?} ({busy})",
             decided_how(&bad, web)
         );
         eprintln!("{numbers}");
@@ -453,6 +462,10 @@ fn the_pod_that_used_the_shared_groups_share_is_named_and_moving_it_fixes_the_wa
             (
                 exported * 2e9 < batch_share as f64,
                 "serve exported under half of what the interval charged batch-7",
+            ),
+            (
+                exported_level * 2e9 < decided_at as f64,
+                "serve exported under half of the wait the interval lost at the node group's level",
             ),
         ];
         match failed.iter().find(|(failed, _)| *failed) {

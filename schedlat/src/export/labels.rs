@@ -70,6 +70,27 @@ pub(crate) fn overflow_pair() -> Labels {
     ]
 }
 
+/// The labels of a level's series (families/neighbours.rs): the waiting
+/// cgroup's as a per-cgroup series has them, then `group`, the path of
+/// the group (one of its ancestors in the cpu controller's hierarchy) at
+/// whose level its waits were decided.
+pub(crate) fn level(
+    labels: &mut KeyLabels,
+    victim: u64,
+    group: u64,
+    workload: &WorkloadLabels,
+) -> Labels {
+    let mut out = cgroup(labels, victim, workload, ("cgroup", WorkloadLabel::name));
+    let group = labels.cgroup_name(group);
+    out.push(("group", group.unwrap_or_else(|| "(removed)".into())));
+    out
+}
+
+/// The overflow level's labels.
+pub(crate) fn overflow_level() -> Labels {
+    vec![("cgroup", OVERFLOW.into()), ("group", OVERFLOW.into())]
+}
+
 /// Cgroup `id`'s path and workload labels, under these names.
 fn cgroup(
     labels: &mut KeyLabels,

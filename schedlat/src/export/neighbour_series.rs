@@ -21,6 +21,15 @@ use std::collections::HashMap;
 use super::{families::NeighbourScrape, labels, model::Labels};
 use crate::collect::pairs::{Holder, Pair, PairCounts, PairsInterval};
 
+/// A pair's holder when it is a neighbour: a task of another cgroup than
+/// the victim (not its own tasks, an idle CPU or uncharged time).
+fn neighbour(pair: &Pair) -> Option<u64> {
+    match pair.holder {
+        Holder::Cgroup(holder) if holder != pair.victim => Some(holder),
+        _ => None,
+    }
+}
+
 /// The state kept across scrapes.
 pub(crate) struct NeighbourSeries {
     max_series: usize,
@@ -31,9 +40,12 @@ pub(crate) struct NeighbourSeries {
     unpaired: PairCounts,
     /// Wait time charged to no holder, since load.
     unapportioned: PairCounts,
+    /// The overflow series' labels.
+    overflow_labels: fn() -> Labels,
 }
 
 impl NeighbourSeries {
+    /// The pairs' series, or the second role's.
     pub(crate) fn new(max_series: u32) -> NeighbourSeries {
         NeighbourSeries {
             max_series: max_series as usize,
@@ -41,6 +53,16 @@ impl NeighbourSeries {
             overflow: PairCounts::default(),
             unpaired: PairCounts::default(),
             unapportioned: PairCounts::default(),
+            overflow_labels: labels::overflow_pair,
+        }
+    }
+
+    /// The levels' series: per waiting cgroup and group, its waits decided
+    /// at that group's level ([`Self::scrape_levels`]).
+    pub(crate) fn levels(max_series: u32) -> NeighbourSeries {
+        NeighbourSeries {
+            overflow_labels: labels::overflow_level,
+            ..NeighbourSeries::new(max_series)
         }
     }
 
@@ -61,13 +83,14 @@ impl NeighbourSeries {
             }
         }
         let name = |pair: &Pair, holder| name_pair(pair.victim, holder);
-        let (series, overflow_pairs) = self.export(&interval.pairs, name, gone);
+        let (series, overflow_pairs) = self.export(&interval.pairs, neighbour, name, gone);
         NeighbourScrape {
             series,
             overflow_pairs,
             unpaired: self.unpaired,
             unapportioned: self.unapportioned,
             shares: Vec::new(),
+            levels: Vec::new(),
         }
     }
 
@@ -82,34 +105,46 @@ impl NeighbourSeries {
         name_pair: impl FnMut(&Pair, u64) -> Labels,
         gone: &[u64],
     ) -> Vec<(Labels, PairCounts)> {
-        self.export(shares, name_pair, gone).0
+        self.export(shares, neighbour, name_pair, gone).0
     }
 
-    /// The pairs with a neighbour for a holder that get a series in this
-    /// scrape, with their cumulative counts, then the overflow pair; and
-    /// how many pairs went to the overflow pair.
+    /// Where waits were decided (a state of their own): `levels` are the
+    /// interval's (victim, group) rows, each the waits of the victim
+    /// decided at the level of that group of its; `name_level` gives their
+    /// labels from the row and the group's id.
+    pub(crate) fn scrape_levels(
+        &mut self,
+        levels: &[(Pair, PairCounts)],
+        name_level: impl FnMut(&Pair, u64) -> Labels,
+        gone: &[u64],
+    ) -> Vec<(Labels, PairCounts)> {
+        self.export(levels, |pair| pair.parent, name_level, gone).0
+    }
+
+    /// The pairs that `series_of` gives an id (the one their labels are
+    /// made from with the victim) that get a series in this scrape, with
+    /// their cumulative counts, then the overflow pair; and how many pairs
+    /// went to the overflow pair.
     fn export(
         &mut self,
         pairs: &[(Pair, PairCounts)],
+        series_of: impl Fn(&Pair) -> Option<u64>,
         mut name_pair: impl FnMut(&Pair, u64) -> Labels,
         gone: &[u64],
     ) -> (Vec<(Labels, PairCounts)>, u64) {
         let mut exported = Vec::new();
         let mut overflow_pairs = 0;
         for (pair, new) in pairs {
-            let Holder::Cgroup(holder) = pair.holder else {
+            let Some(id) = series_of(pair) else {
                 continue;
             };
-            if holder == pair.victim {
-                continue;
-            }
             if exported.len() == self.max_series {
                 self.overflow.add(*new);
                 overflow_pairs += 1;
                 continue;
             }
             let (_, own) = (self.shown.entry(*pair))
-                .or_insert_with(|| (name_pair(pair, holder), PairCounts::default()));
+                .or_insert_with(|| (name_pair(pair, id), PairCounts::default()));
             own.add(*new);
             exported.push(*pair);
         }
@@ -118,7 +153,7 @@ impl NeighbourSeries {
             .map(|pair| self.shown[pair].clone())
             .collect();
         if self.overflow.count > 0 {
-            series.push((labels::overflow_pair(), self.overflow));
+            series.push(((self.overflow_labels)(), self.overflow));
         }
         self.shown.retain(|pair, _| {
             let holder_gone = matches!(pair.holder, Holder::Cgroup(id) if gone.contains(&id));
@@ -248,6 +283,38 @@ mod tests {
             Some(&counts(1, 100))
         );
         assert_eq!(s.unpaired, counts(3, 30), "cumulative");
+    }
+
+    #[test]
+    fn levels_get_series_per_cgroup_and_group_with_their_own_overflow() {
+        let mut series = NeighbourSeries::levels(1);
+        let level = |victim, group| Pair {
+            victim,
+            holder: Holder::Waited,
+            parent: Some(group),
+        };
+        let name = |pair: &Pair, group| {
+            vec![
+                ("cgroup", format!("/g{}", pair.victim)),
+                ("group", format!("/g{group}")),
+            ]
+        };
+        let rows = [
+            (level(1, 10), counts(8, 8_000)),
+            (level(2, 10), counts(1, 1_000)),
+        ];
+        let s = series.scrape_levels(&rows, name, &[]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0], (name(&rows[0].0, 10), counts(8, 8_000)));
+        let overflow = vec![
+            ("cgroup", labels::OVERFLOW.to_string()),
+            ("group", labels::OVERFLOW.to_string()),
+        ];
+        assert_eq!(s[1], (overflow, counts(1, 1_000)));
+        // The group gone: its rows are reported once more, then forgotten.
+        let s = series.scrape_levels(&rows[..1], name, &[10]);
+        assert_eq!(s[0].1, counts(16, 16_000), "cumulative");
+        assert_eq!(series.remembered(), 0);
     }
 
     #[test]

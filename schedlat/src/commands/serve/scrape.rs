@@ -102,6 +102,8 @@ struct PairSeries {
     /// The second role's (who had used the share of the group a wakeup
     /// lost with).
     shares: NeighbourSeries,
+    /// Where the waits were decided (at which group's level).
+    levels: NeighbourSeries,
 }
 
 /// The neighbour pairs' options (`--pairs`).
@@ -176,6 +178,7 @@ impl Scraper {
                 names,
                 series: NeighbourSeries::new(p.max_series),
                 shares: NeighbourSeries::new(p.max_series),
+                levels: NeighbourSeries::levels(p.max_series),
                 workload: p.workload,
             })
         });
@@ -309,6 +312,7 @@ impl Scraper {
             workload,
             series,
             shares,
+            levels,
         } = pairs;
         let mut gone = Vec::new();
         let interval = intervals.settle(&mut self.tracer.borrow_mut(), read, |id| {
@@ -343,8 +347,13 @@ impl Scraper {
             out
         };
         scrape.shares = shares.scrape_shares(&kept, name_share, &gone);
-        // The filter's scope, once per pair (not as holder_scope).
-        for (labels, _) in scrape.series.iter_mut().chain(&mut scrape.shares) {
+        let name_level = |pair: &Pair, group| labels::level(names, pair.victim, group, workload);
+        scrape.levels = levels.scrape_levels(&interval.levels, name_level, &gone);
+        // The filter's scope, once per series (not as holder_scope).
+        let all = (scrape.series.iter_mut())
+            .chain(&mut scrape.shares)
+            .chain(&mut scrape.levels);
+        for (labels, _) in all {
             labels.extend(self.scope.clone());
         }
         Ok(scrape)

@@ -47,6 +47,8 @@ pub(super) struct Unseen {
     pairs: [BTreeMap<Labels, PairCounts>; 2],
     /// The neighbour pairs' second role, as `pairs`.
     shares: [BTreeMap<Labels, PairCounts>; 2],
+    /// Where the waits were decided, as `pairs`.
+    levels: [BTreeMap<Labels, PairCounts>; 2],
 }
 
 impl Unseen {
@@ -81,6 +83,7 @@ impl Unseen {
     pub(super) fn pairs(&mut self, reader: Reader, mut read: NeighbourScrape) -> NeighbourScrape {
         merge(&mut self.pairs, reader, &mut read.series);
         merge(&mut self.shares, reader, &mut read.shares);
+        merge(&mut self.levels, reader, &mut read.levels);
         read
     }
 }

@@ -34,6 +34,10 @@ pub(crate) struct NeighbourScrape {
     /// The second role's series (labels as the pairs', and `group`):
     /// counts cumulative over the scrapes each had a series.
     pub shares: Vec<(Labels, PairCounts)>,
+    /// Where waits were decided: per waiting cgroup (its labels) and
+    /// `group`, its waits decided at that group's level, cumulative as the
+    /// shares'.
+    pub levels: Vec<(Labels, PairCounts)>,
 }
 
 const HOW: &str = "a series is exported when the pair is among the --max-pair-series that waited most since the previous scrape, and counts the waits of those intervals; the others' in cgroup=\"__overflow__\",holder_cgroup=\"__overflow__\"; waits behind the cgroup's own tasks or an idle CPU are not a neighbour's and are not here (schedlat_cgroup_runqueue_wait_by_cause_seconds_total{split=\"held_by\"} has them)";
@@ -41,16 +45,6 @@ const HOW: &str = "a series is exported when the pair is among the --max-pair-se
 const SHARE_HOW: &str = "EEVDF kernels with the decision split on; a series is exported as the pairs' are (--max-pair-series of them per scrape, the rest in cgroup=\"__overflow__\"); docs/containers.md, \"The share of a group\"";
 
 pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
-    let each = |value: fn(&PairCounts) -> Value| {
-        (scrape.series.iter())
-            .map(|(labels, counts)| (labels.clone(), value(counts)))
-            .collect()
-    };
-    let shares = |value: fn(&PairCounts) -> Value| {
-        (scrape.shares.iter())
-            .map(|(labels, counts)| (labels.clone(), value(counts)))
-            .collect()
-    };
     vec![
         counter(
             "schedlat_neighbour_share_waits".into(),
@@ -58,7 +52,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
                 "Waits of the tasks of cgroup whose wakeup the fair class declined (not eligible, a later deadline, the holder's protected slice) or passed over at a queue above their own, where the entity of group (a cgroup they are in) lost, and before which a task of holder_cgroup (inside group, not cgroup itself) ran on their CPU: it had used group's share; {SHARE_HOW}"
             ),
             None,
-            shares(|c| Value::Count(c.count)),
+            values(&scrape.shares, count),
         ),
         counter(
             "schedlat_neighbour_share".into(),
@@ -66,7 +60,23 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
                 "The time holder_cgroup's tasks ran on the CPU just before those waits (in a window as long as each wait): its use of group's share; the waits' holders are in schedlat_neighbour_wait_seconds_total; {SHARE_HOW}"
             ),
             Some(MetricUnit::Seconds),
-            shares(|c| Value::seconds_of_ns(c.sum_ns)),
+            values(&scrape.shares, seconds),
+        ),
+        counter(
+            "schedlat_neighbour_level_waits".into(),
+            format!(
+                "Waits of the tasks of cgroup decided above their own queue: their wakeup was declined (not eligible, a later deadline, the holder's protected slice) or passed over at the queue where the entity of group (a cgroup they are in) lost; counted whoever ran before them; a cgroup with no series here lost, if at all, at its own queue; {SHARE_HOW}"
+            ),
+            None,
+            values(&scrape.levels, count),
+        ),
+        counter(
+            "schedlat_neighbour_level_wait".into(),
+            format!(
+                "The whole time of those waits (schedlat_neighbour_level_waits_total); divide by the cgroup's schedlat_cgroup_runqueue_latency_seconds_sum for the part of its waiting decided at group's level; {SHARE_HOW}"
+            ),
+            Some(MetricUnit::Seconds),
+            values(&scrape.levels, seconds),
         ),
         counter(
             "schedlat_neighbour_waits".into(),
@@ -74,7 +84,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
                 "Waits of the tasks of cgroup (labels as schedlat_cgroup_runqueue_latency_seconds) during which a task of holder_cgroup (its labels prefixed holder_) held their CPU; {HOW}"
             ),
             None,
-            each(|c| Value::Count(c.count)),
+            values(&scrape.series, count),
         ),
         counter(
             "schedlat_neighbour_wait".into(),
@@ -82,7 +92,7 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
                 "The time charged to holder_cgroup: its tasks' time on the CPU inside those waits (each wait is charged to every holder that ran during it, by that time); divide by the victim's schedlat_cgroup_runqueue_wait_by_cause_seconds_total{{split=\"held_by\"}} for the neighbour's share of its wait time; {HOW}"
             ),
             Some(MetricUnit::Seconds),
-            each(|c| Value::seconds_of_ns(c.sum_ns)),
+            values(&scrape.series, seconds),
         ),
         single(
             "schedlat_unpaired_waits",
@@ -103,4 +113,22 @@ pub(super) fn families(scrape: &NeighbourScrape) -> Vec<Family> {
             Value::Int(scrape.overflow_pairs as i64),
         ),
     ]
+}
+
+/// One value of each series: `count` or `seconds` of its counts.
+fn values(
+    series: &[(Labels, PairCounts)],
+    value: fn(&PairCounts) -> Value,
+) -> Vec<(Labels, Value)> {
+    (series.iter())
+        .map(|(labels, counts)| (labels.clone(), value(counts)))
+        .collect()
+}
+
+fn count(c: &PairCounts) -> Value {
+    Value::Count(c.count)
+}
+
+fn seconds(c: &PairCounts) -> Value {
+    Value::seconds_of_ns(c.sum_ns)
 }

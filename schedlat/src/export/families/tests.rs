@@ -299,7 +299,7 @@ fn per_cpu_counters_are_the_cpus_the_total_sums() {
 }
 
 #[test]
-fn neighbour_pairs_name_both_sides_and_both_roles_and_count_the_unpaired() {
+fn neighbour_pairs_name_both_sides_both_roles_and_the_levels_and_count_the_unpaired() {
     use crate::collect::pairs::PairCounts;
     let pair = |count, sum_ns| PairCounts {
         count,
@@ -329,12 +329,23 @@ fn neighbour_pairs_name_both_sides_and_both_roles_and_count_the_unpaired() {
             ],
             pair(4, 2_000_000),
         )],
+        levels: vec![
+            (
+                vec![("cgroup", "/web".into()), ("group", "/kubepods".into())],
+                pair(6, 5_000_000),
+            ),
+            (labels::overflow_level(), pair(1, 1_000_000)),
+        ],
     });
     let out = scrape.encode_text(Format::Text);
     for line in [
         "# TYPE schedlat_neighbour_share_seconds_total counter",
         "schedlat_neighbour_share_waits_total{cgroup=\"/web\",holder_cgroup=\"/batch\",group=\"/kubepods\"} 4",
         "schedlat_neighbour_share_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\",group=\"/kubepods\"} 0.002",
+        "# TYPE schedlat_neighbour_level_wait_seconds_total counter",
+        "schedlat_neighbour_level_waits_total{cgroup=\"/web\",group=\"/kubepods\"} 6",
+        "schedlat_neighbour_level_wait_seconds_total{cgroup=\"/web\",group=\"/kubepods\"} 0.005",
+        "schedlat_neighbour_level_waits_total{cgroup=\"__overflow__\",group=\"__overflow__\"} 1",
         "# TYPE schedlat_neighbour_waits_total counter",
         "schedlat_neighbour_waits_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 10",
         "schedlat_neighbour_wait_seconds_total{cgroup=\"/web\",holder_cgroup=\"/batch\"} 0.003",
