@@ -21,7 +21,7 @@ const LLVM_MAJOR: &str = "22";
 /// perf (bench load), taskset and setpriv (pinned and unprivileged
 /// workloads), and prometheus (the server and promtool that check
 /// `schedlat serve`, tests/serve.rs).
-const TEST_PACKAGES: [&str; 21] = [
+const TEST_PACKAGES: [&str; 23] = [
     "libbpf-tools",
     "linux-perf",
     "util-linux",
@@ -62,6 +62,9 @@ const TEST_PACKAGES: [&str; 21] = [
     // serve's TLS and client authentication are tested with.
     "curl",
     "openssl",
+    // The bench's application row: Debian's nginx serving wrk.
+    "nginx",
+    "wrk",
 ];
 
 /// What building and running schedlat needs: the eBPF toolchain and tracefs.

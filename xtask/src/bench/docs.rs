@@ -131,6 +131,7 @@ fn block(name: &str, bench: &Value) -> Result<String> {
         "cost" => cost_paragraph(&runs, bench),
         "deploy-cost" => Ok(format!("{}\n", deploy_cost(&runs)?)),
         "daemonset-cost" => Ok(yaml_comment(&deploy_cost(&runs)?, "          ")),
+        "application" => application_table(bench),
         other => bail!("no block named `{other}` (see xtask/src/bench/docs.rs)"),
     }
 }
@@ -452,6 +453,27 @@ fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
         .first()
         .and_then(|r| r["runqlat_vm_rss_mib"].as_f64())
         .context("no runqlat RSS")?;
+    if let Ok(app) = application(bench) {
+        let lost = |name: &str| app["summary"][name]["lost_fraction"].as_f64();
+        if let (Some(d), Some(k), Some(r)) = (
+            lost(modes::SCHEDLAT.name),
+            lost(modes::DAEMONSET.name),
+            lost(modes::RUNQLAT.name),
+        ) {
+            let _ = write!(
+                out,
+                "**An application**, nginx answering wrk one request at a time, lost {:.1}% \
+                 of its requests/s under the default and {:.1}% under the DaemonSet's, \
+                 against {:.1}% under runqlat and {:.1}% under programs that return at once \
+                 on the same hooks (runs without a tracer differ by {:.1}%). ",
+                d * 100.0,
+                k * 100.0,
+                r * 100.0,
+                lost(modes::NOOP.name).unwrap_or(f64::NAN) * 100.0,
+                app["noise_fraction"].as_f64().unwrap_or(f64::NAN) * 100.0
+            );
+        }
+    }
     let _ = write!(
         out,
         "**Memory** after {} s: {} against runqlat's {runqlat_rss:.1} MiB. \
@@ -463,6 +485,91 @@ fn cost_paragraph(runs: &Kept, bench: &Value) -> Result<String> {
     );
     out.push('\n');
     Ok(out)
+}
+
+/// The application row (`bench::app`): what nginx serving wrk lost under
+/// each tracer, against the runs with no tracer around it.
+fn application_table(bench: &Value) -> Result<String> {
+    let app = application(bench)?;
+    let connections = match app["connections"].as_u64() {
+        Some(1) => "one connection".to_string(),
+        n => format!("{} connections", n.unwrap_or(0)),
+    };
+    let mut out = format!(
+        "nginx (one worker, CPU {}) serving a {}-byte file to wrk (one thread, \
+         {connections}, CPU {}), idle CPUs {}; medians of {} rounds of {} s, each tracer's \
+         run between two runs with no tracer. Consecutive runs with no tracer differed by \
+         {:.1}% in requests/s and {:.0} us in p99 (the noise under each figure).\n\n\
+         | tracer | requests/s | lost | of runqlat's loss | p99 | p99 added |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+        app["server_cpu"],
+        app["file_bytes"],
+        app["client_cpu"],
+        app["idle"].as_str().unwrap_or("?"),
+        app["rounds"],
+        app["seconds"],
+        app["noise_fraction"]
+            .as_f64()
+            .context("no noise_fraction")?
+            * 100.0,
+        app["p99_noise_us"].as_f64().context("no p99_noise_us")?,
+    );
+    let summary = &app["summary"];
+    let runqlat_lost = summary[modes::RUNQLAT.name]["lost_fraction"].as_f64();
+    for mode in [
+        modes::BASELINE,
+        modes::RUNQLAT,
+        modes::SCHEDLAT,
+        modes::DAEMONSET,
+        modes::NOOP,
+    ] {
+        let s = &summary[mode.name];
+        let rps = s["requests_per_sec"]
+            .as_f64()
+            .with_context(|| format!("no requests_per_sec for {}", mode.name))?;
+        let lost = s["lost_fraction"].as_f64();
+        let of_runqlat = match (lost, runqlat_lost) {
+            (Some(l), Some(r)) if mode != modes::RUNQLAT && r > 0.0 => format!("{:.2}", l / r),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {of_runqlat} | {:.0} us | {} |",
+            application_name(mode),
+            thousands(rps.round() as u64),
+            lost.map_or("-".into(), |l| format!("{:.1}%", l * 100.0)),
+            s["p99_us"].as_f64().unwrap_or(f64::NAN),
+            s["p99_added_us"].as_f64().map_or("-".into(), p99_added),
+        );
+    }
+    Ok(out)
+}
+
+/// A p99 added; one below zero reads as the noise it is.
+fn p99_added(us: f64) -> String {
+    match us < 0.0 {
+        true => format!("{us:.0} us: noise"),
+        false => format!("{us:+.0} us"),
+    }
+}
+
+/// The kept run's application row.
+fn application(bench: &Value) -> Result<&Value> {
+    let app = &bench["application"];
+    if app.is_null() {
+        bail!("the kept run has no application row (`cargo xtask bench` without --app-rounds 0)");
+    }
+    Ok(app)
+}
+
+fn application_name(mode: Mode) -> &'static str {
+    match mode.name {
+        "baseline" => "none",
+        "runqlat" => "`runqlat 1`",
+        "schedlat" => "`schedlat 1` (the default)",
+        "noop" => "programs that return at once on schedlat's hooks (the floor)",
+        _ => "the DaemonSet's `serve`",
+    }
 }
 
 /// What the default and the DaemonSet's configuration cost per switch

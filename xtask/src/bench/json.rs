@@ -4,22 +4,35 @@
 use serde_json::{Value, json};
 
 use super::{
+    app::App,
     report::{Results, Summary, ms},
     sample::Sample,
     steady::{Steady, mib},
 };
 
-/// One JSON document: the comparison at each sleeper level, and the
-/// steady-state RSS.
-pub(super) fn render_all(all: &[(usize, Results)], steady: &Steady) -> String {
+/// One JSON document: the comparison at each sleeper level, the
+/// steady-state RSS and the application row (when it ran).
+pub(super) fn render_all(all: &[(usize, Results)], steady: &Steady, app: Option<&App>) -> String {
     let levels: Vec<Value> = all
         .iter()
         .map(|(n, r)| json!({"sleeping_threads": n, "results": results_json(r)}))
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "machine": machine(), "comparisons": levels, "steady_rss": steady_json(steady),
     });
-    serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n"
+    if let Some(app) = app {
+        doc["application"] = app.json();
+    }
+    pretty(&doc)
+}
+
+/// `--app-only`'s document: the machine and the application row.
+pub(super) fn render_application(app: &App) -> String {
+    pretty(&json!({"machine": machine(), "application": app.json()}))
+}
+
+fn pretty(doc: &Value) -> String {
+    serde_json::to_string_pretty(doc).expect("JSON values serialize") + "\n"
 }
 
 /// Where the numbers were taken: the kernel release and the CPU count.
@@ -44,12 +57,7 @@ fn steady_json(steady: &Steady) -> Value {
     let ratios: Vec<Value> = steady
         .ratios
         .iter()
-        .map(|r| {
-            json!({
-                "tracer": r.what, "vm_rss_mib": r.schedlat, "runqlat_vm_rss_mib": r.runqlat,
-                "ratio": r.value(), "target": r.target(), "met": r.met(),
-            })
-        })
+        .map(|r| r.json(["tracer", "vm_rss_mib", "runqlat_vm_rss_mib"]))
         .collect();
     json!({
         "settle_secs": super::steady::SETTLE.as_secs(), "rounds": steady.rounds,
@@ -68,32 +76,20 @@ fn results_json(results: &Results) -> Value {
         .ratios
         .iter()
         .map(|r| {
-            json!({
-                "metric": r.what, "schedlat": r.schedlat, "runqlat": r.runqlat,
-                "ratio": r.value(), "target": r.target(), "met": r.met(),
-                "stretch": r.stretch,
-            })
+            let mut v = r.json(["metric", "schedlat", "runqlat"]);
+            v["stretch"] = json!(r.stretch);
+            v
         })
         .collect();
     let victims: Vec<Value> = results
         .victims
         .iter()
-        .map(|r| {
-            json!({
-                "metric": r.what, "victims": r.schedlat, "schedlat": r.runqlat,
-                "ratio": r.value(), "target": r.target(), "met": r.met(),
-            })
-        })
+        .map(|r| r.json(["metric", "victims", "schedlat"]))
         .collect();
     let filtered: Vec<Value> = results
         .filtered
         .iter()
-        .map(|r| {
-            json!({
-                "metric": r.what, "filtered": r.schedlat, "schedlat": r.runqlat,
-                "ratio": r.value(), "target": r.target(), "met": r.met(),
-            })
-        })
+        .map(|r| r.json(["metric", "filtered", "schedlat"]))
         .collect();
     json!({
         "workload": {"command": "perf bench sched pipe", "loops": results.loops, "cpu": results.cpu},

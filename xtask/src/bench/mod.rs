@@ -27,6 +27,7 @@
 //!
 //! Benchmarks report, tests assert: missed targets exit 0 unless `--strict`.
 
+mod app;
 mod daemonset;
 pub(crate) mod docs;
 pub(crate) mod floor;
@@ -50,24 +51,20 @@ mod steady;
 mod tracer;
 mod workload;
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use modes::{Mode, Runs};
 pub(crate) use options::Options;
 use options::schedlat_binary;
 use sample::{SYSCALL_RUNS, Sample, TracerSample};
-use tracer::Tracer;
+use tracer::{TRACER_TIMEOUT, Tools, Tracer};
 use workload::Load;
 
 use crate::util::require_root;
 
 /// libbpf-tools' runqlat, as installed by Debian's libbpf-tools package.
 const RUNQLAT: &str = "/usr/sbin/runqlat";
-/// Time a tracer gets to print its banner after exec, and to exit after
-/// SIGINT.
-const TRACER_TIMEOUT: Duration = Duration::from_secs(10);
-
 pub(crate) fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
@@ -88,10 +85,6 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         return recorder::run(&schedlat_binary(opts)?, seconds, opts.cpu);
     }
     let schedlat = schedlat_binary(opts)?;
-    // The reference programs' objects (`noop`, `timer`, `timer-decision`),
-    // built now, once: no build runs beside a measurement, and each
-    // reference run only loads its object (`bench-noop --prebuilt`).
-    reference::object::build()?;
     // Events filtered out must cost less than recorded ones. An empty
     // cgroup filters out everything, through the cgroup walk.
     let empty = EmptyCgroup::create()?;
@@ -104,7 +97,49 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     for mode in modes::ALL {
         mode.tool(&tools.runqlat, &tools.schedlat, 1, &tools.empty_cgroup)?;
     }
+    if opts.app_only {
+        let app = app::measure(opts, &tools)?;
+        print!("{}", app.render());
+        if let Some(path) = &opts.json {
+            write_json(path, &json::render_application(&app))?;
+        }
+        return strict(opts, app.missed_targets());
+    }
+    // The reference programs' objects (`noop`, `timer`, `timer-decision`),
+    // built now, once: no build runs beside a measurement, and each
+    // reference run only loads its object (`bench-noop --prebuilt`).
+    reference::object::build()?;
+    let (all, mut missed) = compare(opts, &tools)?;
+    let steady = steady_rss(opts, &tools.schedlat)?;
+    print!("{}", steady.render());
+    missed.extend(steady.missed_targets());
+    let floor = floor::measure(5)?;
+    println!(
+        "\nparsing all of the kernel BTF in a process that does only that (what unpatched \
+         aya 0.14's EbpfLoader::new() does first): {:.1} ms, peak RSS {:.1} MiB",
+        floor.ms, floor.rss_mib
+    );
+    let app = match opts.app_rounds {
+        0 => None,
+        _ => Some(app::measure(opts, &tools)?),
+    };
+    if let Some(app) = &app {
+        print!("{}", app.render());
+        missed.extend(app.missed_targets());
+    }
+    if let Some(path) = &opts.json {
+        write_json(path, &json::render_all(&all, &steady, app.as_ref()))?;
+    }
+    strict(opts, missed)
+}
 
+/// One `--sleepers` value and the comparison's results with it.
+type Level = (usize, report::Results);
+
+/// The comparison at each `--sleepers` level, with BPF run-time stats on
+/// (they time every program run, so nothing after it runs with them); the
+/// results and the targets they missed.
+fn compare(opts: &Options, tools: &Tools) -> Result<(Vec<Level>, Vec<String>)> {
     // The kernel counts BPF run time only while some fd like this is open.
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("enabling BPF run-time stats (BPF_ENABLE_STATS, kernel >= 5.8)")?;
@@ -121,7 +156,7 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         };
         eprintln!("bench: starting {n} sleeping/waking threads on CPU {other}");
         let sleepers = sleepers::SleeperProcess::spawn(n, other, opts.sleeping())?;
-        let results = compare_once(opts, &tools)?;
+        let results = compare_once(opts, tools)?;
         drop(sleepers);
         println!("\n=== with {n} sleeping/waking threads on CPU {other} ===");
         print!("{}", results.render());
@@ -133,20 +168,17 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         );
         all.push((n, results));
     }
-    let steady = steady_rss(opts, &tools.schedlat)?;
-    print!("{}", steady.render());
-    missed.extend(steady.missed_targets());
-    let floor = floor::measure(5)?;
-    println!(
-        "\nparsing all of the kernel BTF in a process that does only that (what unpatched \
-         aya 0.14's EbpfLoader::new() does first): {:.1} ms, peak RSS {:.1} MiB",
-        floor.ms, floor.rss_mib
-    );
-    if let Some(path) = &opts.json {
-        std::fs::write(path, json::render_all(&all, &steady))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("bench: JSON results in {}", path.display());
-    }
+    Ok((all, missed))
+}
+
+fn write_json(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("bench: JSON results in {}", path.display());
+    Ok(())
+}
+
+/// With `--strict`, an error naming the targets missed.
+fn strict(opts: &Options, missed: Vec<String>) -> Result<()> {
     if opts.strict && !missed.is_empty() {
         bail!("targets missed (--strict): {}", missed.join(", "));
     }
@@ -166,13 +198,6 @@ fn steady_rss(opts: &Options, schedlat: &std::path::Path) -> Result<steady::Stea
     ];
     let rss = steady::measure(&subjects, opts.rounds)?;
     Ok(steady::Steady::new(&subjects, rss, opts.rounds))
-}
-
-/// The tracers the modes run.
-struct Tools {
-    runqlat: PathBuf,
-    schedlat: PathBuf,
-    empty_cgroup: String,
 }
 
 /// A cgroup with no task, under the cgroup v2 mount; removed when dropped.

@@ -71,6 +71,28 @@ pub(crate) struct Options {
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "180",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["soak", "recorder"])]
     pub seed: Option<u64>,
+    /// Rounds of the application row (nginx serving wrk, under no tracer,
+    /// runqlat, the default and the DaemonSet's configuration), run after
+    /// the comparison; 0 leaves it out.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub app_rounds: u32,
+    /// Seconds of each wrk run of the application row.
+    #[arg(long, default_value_t = 3, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub app_seconds: u64,
+    /// wrk's connections in the application row. With 1, every request
+    /// wakes the server and the client, so a tracer's cost per event is on
+    /// every request; with a few more the server never sleeps.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub app_connections: u32,
+    /// Let idle CPUs halt during the application row, as on an untuned
+    /// host (by default they poll: /dev/cpu_dma_latency held at 0).
+    #[arg(long)]
+    pub app_halt: bool,
+    /// Instead of the comparison: only the application row.
+    #[arg(long, conflicts_with_all = ["soak", "recorder", "seed", "scrape"])]
+    pub app_only: bool,
 }
 
 impl Options {

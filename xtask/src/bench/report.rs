@@ -73,6 +73,15 @@ impl Ratio {
         (self.runqlat > 0.0).then(|| self.schedlat / self.runqlat)
     }
 
+    /// The ratio as JSON, under three names: what it measures, then the
+    /// keys of its two values (e.g. `metric`, `schedlat`, `runqlat`).
+    pub(super) fn json(&self, [what, over, under]: [&str; 3]) -> serde_json::Value {
+        serde_json::json!({
+            what: self.what, over: self.schedlat, under: self.runqlat,
+            "ratio": self.value(), "target": self.target(), "met": self.met(),
+        })
+    }
+
     pub(super) fn met(&self) -> bool {
         match (self.value(), self.target) {
             (Some(r), Target::AtMost(bound)) => r <= bound,
@@ -520,7 +529,7 @@ fn mib(t: &TracerSample) -> f64 {
 }
 
 /// Median; the mean of the middle two for an even count, NaN when empty.
-fn median(mut values: Vec<f64>) -> f64 {
+pub(super) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {

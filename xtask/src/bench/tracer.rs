@@ -23,6 +23,17 @@ use std::{
 
 use anyhow::{Context, Result, anyhow, bail};
 
+/// Time a tracer gets to print its banner after exec, and to exit after
+/// SIGINT.
+pub(super) const TRACER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The tracers the modes run.
+pub(super) struct Tools {
+    pub runqlat: PathBuf,
+    pub schedlat: PathBuf,
+    pub empty_cgroup: String,
+}
+
 /// Where a tracer says it is attached, and how: a line containing the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ready {
