@@ -1,5 +1,6 @@
 //! Builds the eBPF object (schedlat-ebpf, for bpfel-unknown-none) with
-//! aya-build and leaves it in OUT_DIR for `include_bytes_aligned!`.
+//! aya-build and leaves it in OUT_DIR for `include_bytes_aligned!`, without
+//! its DWARF (`strip_debug`).
 //!
 //! With `AYA_BUILD_SKIP=1` no eBPF toolchain is needed: an empty object is
 //! written instead, the userspace logic and its unit tests still build, and
@@ -66,7 +67,48 @@ fn main() -> anyhow::Result<()> {
         // Shown by cargo on failure and with -vv.
         let _ = writeln!(stderr, "{text}");
     }
-    result
+    result?;
+    strip_debug(&object)
+}
+
+/// Drops the object's DWARF: the `.debug_*` sections and the relocation
+/// sections that point into them. bpf-linker leaves it beside the BTF it
+/// makes from it, and aya reads none of it (programs, maps, BTF and
+/// BTF.ext are what it loads) but parses all of it: every section's
+/// relocations are collected when the object is read, the debug
+/// sections' too. Loading the object is what sets the start's peak RSS.
+fn strip_debug(path: &std::path::Path) -> anyhow::Result<()> {
+    use object::build::elf::{Builder, SectionData};
+    let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut builder = Builder::read(&*data).context("reading the eBPF object as ELF")?;
+    let debug: Vec<_> = (builder.sections.iter())
+        .filter(|s| s.name.starts_with(b".debug"))
+        .map(|s| s.id())
+        .collect();
+    // And each relocation section into one of them (`.rel.debug_info` and
+    // the like): its sh_info names the section it applies to.
+    for section in &mut builder.sections {
+        let into_debug = section.sh_info_section.is_some_and(|s| debug.contains(&s));
+        if debug.contains(&section.id()) || into_debug {
+            section.delete = true;
+        }
+    }
+    // The symbols of the deleted sections, and relocations through them.
+    builder.delete_orphans();
+    // LLVM writes the section names into the symbols' string table; the
+    // writer keeps them in a table of their own.
+    if !(builder.sections.iter()).any(|s| matches!(s.data, SectionData::SectionString)) {
+        let names = builder.sections.add();
+        names.name = ".shstrtab".into();
+        names.sh_type = object::elf::SHT_STRTAB;
+        names.sh_addralign = 1;
+        names.data = SectionData::SectionString;
+    }
+    let mut stripped = Vec::with_capacity(data.len());
+    builder
+        .write(&mut stripped)
+        .context("writing the eBPF object without its DWARF")?;
+    fs::write(path, stripped).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Runs `f` with file descriptor 1 (where aya-build's `println!`s go)
