@@ -267,6 +267,12 @@ mod tests {
     /// workers waited (the first most in total, the last longest), behind
     /// each other and a shell.
     fn known_state() -> State {
+        known_state_with(true)
+    }
+
+    /// `known_state`, with its victims' table empty unless `victims` (an
+    /// interval whose victims all overflowed the table).
+    fn known_state_with(victims: bool) -> State {
         let mut cpu = CpuStats::ZERO;
         for (ns, n) in [(10_000u64, 970u64), (3_000_000, 30)] {
             cpu.buckets[bucket_index(ns)] += n;
@@ -291,6 +297,7 @@ mod tests {
                 max_other: if i == 0 { shell } else { worker(4001) },
                 ..Default::default()
             })
+            .filter(|_| victims)
             .collect();
         let culprits = [
             (worker(4002), 300, 12_000_000),
@@ -813,6 +820,22 @@ mod tests {
             assert!(words(&text).contains(&words(&line)), "{w}x{h}:\n{text}");
         }
         assert!(!screen(&state, 80, 24).contains("decision:"));
+    }
+
+    #[test]
+    fn an_empty_victims_table_leaves_every_culprit_row() {
+        let state = known_state_with(false);
+        // Chrome 3, the "no waits" line, 3 culprits.
+        assert_eq!(Panel::of(&state).wanted_height(80), 7);
+        let text = screen(&state, 80, 40);
+        assert!(text.contains("no waits"), "{text}");
+        for tid in ["4002", " 900", "4003"] {
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(tid) && !l.contains("CULPRIT")),
+                "culprit {tid} cut:\n{text}"
+            );
+        }
     }
 
     #[test]

@@ -71,9 +71,10 @@ impl Panel {
     pub(super) fn wanted_height(&self, width: u16) -> u16 {
         match self {
             Panel::Tables(r, pairs) => {
-                let rows = r.tables.victims.len() + r.tables.culprits.len();
+                // An empty victims table is one line: "no waits".
+                let rows = r.tables.victims.len().max(1) + r.tables.culprits.len();
                 let pairs = pairs.as_ref().map_or(0, |p| pairs::wanted_lines(p));
-                CHROME + (rows.max(1) + pairs) as u16
+                CHROME + (rows + pairs) as u16
             }
             Panel::Message(text) => 1 + (text.len() as u16).div_ceil(width.max(1)).min(4),
         }
@@ -122,6 +123,8 @@ impl Panel {
             rows = rows.saturating_sub(pairs::height(shown));
             shown
         });
+        // An empty victims table takes its "no waits" line from the rows.
+        let rows = rows.saturating_sub(usize::from(t.victims.is_empty()));
         let (nv, nc) = split_rows(rows, t.victims.len(), t.culprits.len());
         let workloads = &state.workloads;
         let bold = Style::new().add_modifier(Modifier::BOLD);
