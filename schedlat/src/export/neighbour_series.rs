@@ -15,6 +15,11 @@
 //! - Labels are fixed when a pair first gets a series.
 //! - A pair with a cgroup gone is reported one last time (the pair table
 //!   hands its last waits out, then removes it) and forgotten.
+//!
+//! The second role's series and the levels' (per waiting cgroup and the
+//! group at whose level its waits were decided) follow the same rules,
+//! each in a state of its own; the levels count every such wait, not a
+//! neighbour's share of it.
 
 use std::collections::HashMap;
 

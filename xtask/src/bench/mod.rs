@@ -20,7 +20,9 @@
 //!   see tracer.rs for why not rusage's).
 //!
 //! Then, with no load, the steady-state RSS of `runqlat 1`, `schedlat 1`
-//! and `schedlat serve` running side by side (`steady`).
+//! and `schedlat serve` running side by side (`steady`), and last the
+//! application row (`app`): what nginx answering wrk loses under runqlat,
+//! the default and the DaemonSet's configuration.
 //!
 //! The README's and docs' cost tables are generated from `--json`'s output
 //! (`docs`, `cargo xtask bench-docs`), never typed.
@@ -65,6 +67,7 @@ use crate::util::require_root;
 
 /// libbpf-tools' runqlat, as installed by Debian's libbpf-tools package.
 const RUNQLAT: &str = "/usr/sbin/runqlat";
+
 pub(crate) fn run(opts: &Options) -> Result<()> {
     require_root("the benchmark loads eBPF programs and reads their kernel run-time stats")?;
     if let Some(scrapes) = opts.scrape {
