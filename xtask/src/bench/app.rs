@@ -165,7 +165,7 @@ pub(super) fn measure(opts: &Options, tools: &Tools) -> Result<App> {
         log(round, modes::BASELINE);
         let mut before = server.load(client_cpu, opts)?;
         samples.push(AppSample::baseline(round, before));
-        for mode in order(round) {
+        for mode in modes::rotated(TRACED, round) {
             log(round, mode);
             let tool = mode
                 .tool(
@@ -202,13 +202,6 @@ pub(super) fn measure(opts: &Options, tools: &Tools) -> Result<App> {
     Ok(App::new(opts, (opts.cpu, client_cpu), samples))
 }
 
-/// The traced modes in round `round`'s order: rotated by one every round.
-fn order(round: u32) -> [Mode; TRACED.len()] {
-    let mut modes = TRACED;
-    modes.rotate_left((round as usize - 1) % TRACED.len());
-    modes
-}
-
 impl App {
     fn new(
         opts: &Options,
@@ -238,23 +231,21 @@ impl App {
                 }
             })
             .collect();
-        let baseline: Vec<f64> = samples
-            .iter()
+        // Consecutive runs with no tracer, for the noise of each figure.
+        let baseline: Vec<Run> = (samples.iter())
             .filter(|s| s.mode == modes::BASELINE)
-            .map(|s| s.run.requests_per_sec)
+            .map(|s| s.run)
             .collect();
         let noise = median(
-            baseline
-                .windows(2)
-                .map(|w| (1.0 - w[1] / w[0]).abs())
+            (baseline.windows(2))
+                .map(|w| (1.0 - w[1].requests_per_sec / w[0].requests_per_sec).abs())
                 .collect(),
         );
-        let p99s: Vec<f64> = samples
-            .iter()
-            .filter(|s| s.mode == modes::BASELINE)
-            .map(|s| s.run.p99_us)
-            .collect();
-        let p99_noise_us = median(p99s.windows(2).map(|w| (w[1] - w[0]).abs()).collect());
+        let p99_noise_us = median(
+            (baseline.windows(2))
+                .map(|w| (w[1].p99_us - w[0].p99_us).abs())
+                .collect(),
+        );
         let lost = |mode: Mode| {
             summaries
                 .iter()
@@ -666,7 +657,7 @@ Transfer/sec:     10.56MB
 
     #[test]
     fn every_mode_leads_a_round() {
-        let firsts: Vec<&str> = (1..=4).map(|r| order(r)[0].name).collect();
+        let firsts: Vec<&str> = (1..=4).map(|r| modes::rotated(TRACED, r)[0].name).collect();
         assert_eq!(firsts, ["runqlat", "schedlat", "daemonset", "noop"]);
     }
 }

@@ -347,8 +347,13 @@ impl Mode {
 /// Round 1 runs the modes in `ALL`'s order, round 2 starts at the second,
 /// ...: slow drift of the machine is spread over all modes.
 pub(super) fn order(round: u32) -> [Mode; ALL.len()] {
-    let mut modes = ALL;
-    modes.rotate_left((round as usize - 1) % ALL.len());
+    rotated(ALL, round)
+}
+
+/// `modes` in round `round`'s order: rotated by one every round, so each
+/// leads a round in turn.
+pub(super) fn rotated<const N: usize>(mut modes: [Mode; N], round: u32) -> [Mode; N] {
+    modes.rotate_left((round as usize - 1) % N);
     modes
 }
 
