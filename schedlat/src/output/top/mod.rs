@@ -35,27 +35,19 @@ const FOOTER: u16 = 1;
 pub(crate) fn draw(frame: &mut Frame, state: &State, slice: &Slice) {
     let area = frame.area();
     let panel = Panel::of(state);
-    // A taller terminal gets a taller sparkline; below that, the bars and
-    // the victims share what is left.
-    let spark_rows = if area.height >= TALL { 4 } else { 2 };
-    let summary_rows = summary_height(state, slice, area);
-    let rest = area
-        .height
-        .saturating_sub(HEADER + summary_rows + FOOTER + spark_rows);
-    let wanted = (bars::wanted_height(state), bars::least_height(state, slice));
-    let (bars, victims) = split(rest, wanted, &panel, area.width);
+    let plan = Plan::of(state, slice, &panel, area);
     let [header, body, summary, table, spark, footer] = Layout::vertical([
         Constraint::Length(HEADER),
-        Constraint::Length(bars),
-        Constraint::Length(summary_rows),
-        Constraint::Length(victims),
-        Constraint::Length(spark_rows),
+        Constraint::Length(plan.bars),
+        Constraint::Length(plan.summary),
+        Constraint::Length(plan.victims),
+        Constraint::Length(plan.spark),
         Constraint::Length(FOOTER),
     ])
     .areas(area);
     frame.render_widget(header_text(state, area.width), header);
     frame.render_widget(bars::histogram(state, slice, body), body);
-    frame.render_widget(verdict(state, slice, area.height), summary);
+    frame.render_widget(verdict(state, slice, area.height, plan.folded), summary);
     frame.render_widget(panel.widget(state, table), table);
     frame.render_widget(p99_sparkline(state), spark);
     frame.render_widget(
@@ -138,11 +130,68 @@ fn split(
     (rest - victims, victims)
 }
 
+/// How many rows each part gets in this frame.
+struct Plan {
+    bars: u16,
+    summary: u16,
+    victims: u16,
+    spark: u16,
+    /// The percentiles are in the summary's title row, not a line of their
+    /// own.
+    folded: bool,
+}
+
+impl Plan {
+    /// A taller terminal gets a taller sparkline; below that, the bars and
+    /// the victims share what is left. Where that leaves the victims panel
+    /// under its least height (a bimodal verdict and a long cause split
+    /// take ten rows at 80x24), the sparkline gives its rows up first, then
+    /// the percentiles move into the summary's title row: a table header
+    /// with no rows under it tells nothing, and the p99 history is what a
+    /// glance at a short screen needs least.
+    fn of(state: &State, slice: &Slice, panel: &Panel, area: Rect) -> Plan {
+        let spark = if area.height >= TALL { 4 } else { 2 };
+        let can_fold = percentiles_title(state).width() <= usize::from(area.width);
+        let least = panel.least_height(area.width);
+        let mut plan = Plan::with(state, slice, panel, area, spark, false);
+        for (spark, folded) in [(0, false), (0, true)] {
+            if plan.victims >= least || (folded && !can_fold) {
+                break;
+            }
+            plan = Plan::with(state, slice, panel, area, spark, folded);
+        }
+        plan
+    }
+
+    fn with(
+        state: &State,
+        slice: &Slice,
+        panel: &Panel,
+        area: Rect,
+        spark: u16,
+        folded: bool,
+    ) -> Plan {
+        let summary = summary_height(state, slice, area, folded);
+        let rest = area
+            .height
+            .saturating_sub(HEADER + summary + FOOTER + spark);
+        let wanted = (bars::wanted_height(state), bars::least_height(state, slice));
+        let (bars, victims) = split(rest, wanted, panel, area.width);
+        Plan {
+            bars,
+            summary,
+            victims,
+            spark,
+            folded,
+        }
+    }
+}
+
 /// The percentiles, the verdict with its evidence and the cause split:
 /// title, then the lines they wrap to at this width, all of them: the
 /// verdict wraps, it is never cut.
-fn summary_height(state: &State, slice: &Slice, area: Rect) -> u16 {
-    let lines = verdict(state, slice, area.height).line_count(area.width.max(1));
+fn summary_height(state: &State, slice: &Slice, area: Rect, folded: bool) -> u16 {
+    let lines = verdict(state, slice, area.height, folded).line_count(area.width.max(1));
     u16::try_from(lines).unwrap_or(u16::MAX)
 }
 
@@ -152,22 +201,10 @@ const TALL: u16 = 32;
 
 /// The summary; the decision split's line too on a terminal of `height`
 /// rows at least [`TALL`].
-fn verdict(state: &State, slice: &Slice, height: u16) -> Paragraph<'static> {
+fn verdict(state: &State, slice: &Slice, height: u16, folded: bool) -> Paragraph<'static> {
     let (waits, _) = state.shown();
-    let percentiles = match Percentiles::of(waits) {
-        Some(p) => format!(
-            "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-            fmt_ns(p.p50_ns),
-            fmt_ns(p.p90_ns),
-            fmt_ns(p.p99_ns),
-            fmt_ns(p.p999_ns),
-            p.max_ns.map_or("-".into(), fmt_ns)
-        ),
-        None => "no waits".to_string(),
-    };
     let shape = shape::classify(waits, slice);
     let mut lines = vec![
-        Line::from(percentiles),
         Line::from(Span::styled(
             shape.summary,
             Style::new().add_modifier(Modifier::BOLD),
@@ -179,11 +216,35 @@ fn verdict(state: &State, slice: &Slice, height: u16) -> Paragraph<'static> {
     if height >= TALL {
         lines.extend(decision::line(waits).map(Line::from));
     }
-    Paragraph::new(lines).wrap(Wrap { trim: true }).block(
-        Block::new()
-            .borders(Borders::TOP)
-            .title(" percentiles, shape and causes "),
-    )
+    let title = if folded {
+        percentiles_title(state)
+    } else {
+        lines.insert(0, Line::from(percentiles(state)));
+        Line::from(" percentiles, shape and causes ")
+    };
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(Block::new().borders(Borders::TOP).title(title))
+}
+
+/// "p50 6.45 us  p90 11.0 us  p99 3.75 ms  p99.9 4.06 ms  max 5.33 ms".
+fn percentiles(state: &State) -> String {
+    match Percentiles::of(state.shown().0) {
+        Some(p) => format!(
+            "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            fmt_ns(p.p50_ns),
+            fmt_ns(p.p90_ns),
+            fmt_ns(p.p99_ns),
+            fmt_ns(p.p999_ns),
+            p.max_ns.map_or("-".into(), fmt_ns)
+        ),
+        None => "no waits".to_string(),
+    }
+}
+
+/// The percentiles as the summary's title, where the rows are short.
+fn percentiles_title(state: &State) -> Line<'static> {
+    Line::from(format!(" {} ", percentiles(state)))
 }
 
 fn p99_sparkline(state: &State) -> Sparkline<'static> {
@@ -321,6 +382,41 @@ mod tests {
             ..Default::default()
         });
         s
+    }
+
+    /// Where the summary leaves the panel short of a row of each table, the
+    /// sparkline goes, then the percentiles move into the summary's title:
+    /// CI's 80x24 screen under a bimodal load showed the victims' header
+    /// and nothing under it.
+    #[test]
+    fn a_short_screen_gives_the_sparkline_up_for_the_culprits() {
+        let mut state = known_state();
+        state.last.causes = Some(crate::output::causes::line::tests::counts());
+        let culprit_row = |t: &str| t.lines().any(|l| l.starts_with("stress-ng-cpu      4003"));
+        let spark = |t: &str| t.contains("p99 per interval");
+        let folded = |t: &str| t.lines().any(|l| l.starts_with(" p50 10.0 us  p90"));
+        // Rows to spare: everything.
+        let text = screen(&state, 80, 21);
+        assert!(
+            culprit_row(&text) && spark(&text) && !folded(&text),
+            "{text}"
+        );
+        // Two rows short: the sparkline goes.
+        let text = screen(&state, 80, 19);
+        assert!(
+            culprit_row(&text) && !spark(&text) && !folded(&text),
+            "{text}"
+        );
+        // Three: the percentiles go into the title row too.
+        let text = screen(&state, 80, 18);
+        assert!(
+            culprit_row(&text) && !spark(&text) && folded(&text),
+            "{text}"
+        );
+        assert!(
+            text.contains("long-tail: median") && text.contains("held by"),
+            "{text}"
+        );
     }
 
     #[test]
