@@ -486,7 +486,9 @@ fn top_names_the_pod_that_used_the_shared_groups_share() {
     std::fs::write(root.join("cgroup.procs"), root_loop.id().to_string()).expect("to the root");
     load.0.push(root_loop);
     let cpus = CpuTimes::now();
-    let tmux = Tmux::sized(220, 50);
+    // Tall enough for the pairs' third of the panel to hold a row of each
+    // of its tables and the sentence.
+    let tmux = Tmux::sized(220, 64);
     tmux.keys(&[
         &format!("{SCHEDLAT} top --pairs --by container; echo EXIT=$?"),
         "Enter",
@@ -495,13 +497,27 @@ fn top_names_the_pod_that_used_the_shared_groups_share() {
     let used = format!("shop/web-1/nginx <- jobs/batch-7/cruncher (of {group})");
     // And the sentence naming both roles under them.
     let told = format!("because jobs/batch-7/cruncher had used {group}'s share of the CPU.");
-    let screen = tmux.wait_for("the second role naming batch-7, and the roles told", |s| {
-        s.contains("that had used the share of a group it is in")
-            && s.lines().any(|l| l.trim_end().ends_with(&used))
-            && (s.lines()).any(|l| {
-                l.starts_with("shop/web-1/nginx waited behind ") && l.trim_end().ends_with(&told)
-            })
-    });
+    // And where the pods' wakeups lost: the node's group or one under it
+    // (the batch pod's CRI-O tree, /kubepods, on the run this was written
+    // against).
+    let decided = |l: &str| {
+        ["shop/web-1/nginx (at ", "jobs/batch-7/cruncher (at "]
+            .iter()
+            .any(|pod| l.contains(&format!("{pod}{group}")))
+    };
+    let screen = tmux.wait_for(
+        "the second role naming batch-7, the level web-1 lost at, and the roles told",
+        |s| {
+            s.contains("that had used the share of a group it is in")
+                && s.lines().any(|l| l.trim_end().ends_with(&used))
+                && s.contains("whose wakeups lost above its own queue")
+                && s.lines().any(decided)
+                && (s.lines()).any(|l| {
+                    l.starts_with("shop/web-1/nginx waited behind ")
+                        && l.trim_end().ends_with(&told)
+                })
+        },
+    );
     tmux.keys(&["q"]);
     tmux.wait_for("exit status 0", |s| s.contains("EXIT=0"));
     assert!(

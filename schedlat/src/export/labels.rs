@@ -70,6 +70,20 @@ pub(crate) fn overflow_pair() -> Labels {
     ]
 }
 
+/// The labels of a second-role series (families/neighbours.rs): the
+/// pair's, `victim` waiting and `user` having used the share, then
+/// `group`, the path of the group whose share was used.
+pub(crate) fn share(
+    labels: &mut KeyLabels,
+    (victim, user): (u64, u64),
+    group: Option<u64>,
+    workload: &WorkloadLabels,
+) -> Labels {
+    let mut out = pair(labels, victim, user, workload);
+    out.push(group_label(labels, group));
+    out
+}
+
 /// The labels of a level's series (families/neighbours.rs): the waiting
 /// cgroup's as a per-cgroup series has them, then `group`, the path of
 /// the group (one of its ancestors in the cpu controller's hierarchy) at
@@ -81,9 +95,14 @@ pub(crate) fn level(
     workload: &WorkloadLabels,
 ) -> Labels {
     let mut out = cgroup(labels, victim, workload, ("cgroup", WorkloadLabel::name));
-    let group = labels.cgroup_name(group);
-    out.push(("group", group.unwrap_or_else(|| "(removed)".into())));
+    out.push(group_label(labels, Some(group)));
     out
+}
+
+/// `group="/path"`, or `(removed)` for a group gone before it was named.
+fn group_label(labels: &mut KeyLabels, group: Option<u64>) -> (&'static str, String) {
+    let path = group.and_then(|g| labels.cgroup_name(g));
+    ("group", path.unwrap_or_else(|| "(removed)".into()))
 }
 
 /// The overflow level's labels.

@@ -340,12 +340,8 @@ impl Scraper {
             })
             .copied()
             .collect();
-        let name_share = |pair: &Pair, user| {
-            let mut out = labels::pair(names, pair.victim, user, workload);
-            let group = pair.parent.and_then(|g| names.cgroup_name(g));
-            out.push(("group", group.unwrap_or_default()));
-            out
-        };
+        let name_share =
+            |pair: &Pair, user| labels::share(names, (pair.victim, user), pair.parent, workload);
         scrape.shares = shares.scrape_shares(&kept, name_share, &gone);
         let name_level = |pair: &Pair, group| labels::level(names, pair.victim, group, workload);
         scrape.levels = levels.scrape_levels(&interval.levels, name_level, &gone);

@@ -2,7 +2,7 @@
 //! neighbour-pair table of the last interval, or of the run so far, named
 //! at `--by`'s level, under the victims panel's culprits; and below it the
 //! second role, who had used the share of a group the waiting workload is
-//! in (docs/containers.md).
+//! in, and the level its wakeups lost at (docs/containers.md).
 
 use std::collections::{HashMap, hash_map::Entry};
 
@@ -11,7 +11,9 @@ use ratatui::text::Line;
 use crate::{
     analysis::{
         fmt_ns,
-        pairs::{PairTable, ShareRow, WorkloadPair, rank, rank_shares, roles},
+        pairs::{
+            LevelRow, PairTable, ShareRow, WorkloadPair, rank, rank_levels, rank_shares, roles,
+        },
     },
     collect::pairs::PairCounts,
     output::escape::printable,
@@ -31,6 +33,9 @@ pub(crate) struct PairsShown {
     /// identities), and its waits the kernel's table had no room for.
     share_totals: Vec<ShareRow>,
     shares_overflow: u64,
+    /// Where the run's waits were decided, when above the waiting
+    /// workload's own queue (`rank_levels` adds them up).
+    level_totals: Vec<LevelRow>,
 }
 
 impl PairsShown {
@@ -65,6 +70,8 @@ impl PairsShown {
             .chain(table.shares.iter().cloned());
         self.share_totals = rank_shares(run, None);
         self.shares_overflow += table.shares_overflow;
+        let run = (self.level_totals.drain(..)).chain(table.levels.iter().cloned());
+        self.level_totals = rank_levels(run, None);
         self.last = table;
     }
 
@@ -84,64 +91,77 @@ impl PairsShown {
         };
         table.shares = rank_shares(shares.iter().cloned(), Some(top));
         table.shares_overflow = lost;
+        let levels = match cumulative {
+            true => &self.level_totals,
+            false => &self.last.levels,
+        };
+        table.levels = rank_levels(levels.iter().cloned(), Some(top));
         table
     }
 }
 
-/// How much of the section is shown: pair rows, second-role rows, and
-/// sentences naming both roles.
-pub(super) type Shown = (usize, usize, usize);
-
-/// The lines the section takes in full: the pairs' heading and rows (one
-/// at least), the second role's heading and rows when there are any, and
-/// a sentence per victim whose two roles are told.
-pub(super) fn wanted_lines(table: &PairTable) -> usize {
-    height((
-        table.rows.len().max(1),
-        table.shares.len(),
-        roles(table).len(),
-    ))
+/// How much of the section is shown: rows of each table (a table with
+/// rows shown has its heading too), and sentences naming both roles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Shown {
+    pub pairs: usize,
+    pub shares: usize,
+    pub levels: usize,
+    pub told: usize,
 }
 
-/// The lines `pairs` pair rows, `shares` second-role rows and `told`
-/// sentences take, with their headings (the second role's only when it
-/// has rows).
-pub(super) fn height((pairs, shares, told): Shown) -> usize {
-    let shares = match shares {
-        0 => 0,
-        n => 1 + n,
-    };
-    1 + pairs + shares + told
+/// The lines the section takes in full: the pairs' heading and rows (one
+/// at least), the second role's and the levels' headings and rows when
+/// there are any, and a sentence per victim whose two roles are told.
+pub(super) fn wanted_lines(table: &PairTable) -> usize {
+    height(Shown {
+        pairs: table.rows.len().max(1),
+        shares: table.shares.len(),
+        levels: table.levels.len(),
+        told: roles(table).len(),
+    })
+}
+
+/// The lines `shown` takes, with the headings (the second role's and the
+/// levels' only when they have rows).
+pub(super) fn height(shown: Shown) -> usize {
+    let table = |rows: usize| if rows == 0 { 0 } else { 1 + rows };
+    1 + shown.pairs + table(shown.shares) + table(shown.levels) + shown.told
 }
 
 /// How much to show in `budget` lines: the pairs' heading and one row
 /// at least; the second role's heading and first row when it has any and
-/// there is room for both; the first sentence naming both roles; then
-/// more pair rows, more of the second role's, more sentences.
+/// there is room for both; the first sentence naming both roles; the
+/// levels' heading and first row, both or neither; then more pair rows,
+/// more of the second role's, more sentences, more levels.
 pub(super) fn rows_in(table: &PairTable, budget: usize) -> Shown {
-    let told = roles(table).len();
-    // The second role's heading and first row, both or neither.
-    let shares = usize::from(!table.shares.is_empty() && budget >= 4);
-    let mut left = budget.saturating_sub(2 + 2 * shares);
-    let mut take = |wanted: usize| {
-        let n = wanted.min(left);
+    let mut left = budget.saturating_sub(2);
+    // `wanted` lines or as many as are left; with `whole`, all or none.
+    let mut take = |wanted: usize, whole: bool| {
+        let n = if whole && wanted > left {
+            0
+        } else {
+            wanted.min(left)
+        };
         left -= n;
         n
     };
-    let first = take(told.min(1));
-    let pairs = 1 + take(table.rows.len().saturating_sub(1));
-    let shares = shares + take(table.shares.len().saturating_sub(1) * shares);
-    (pairs, shares, first + take(told - first))
+    let told = roles(table).len();
+    let shares = usize::from(!table.shares.is_empty() && take(2, true) == 2);
+    let first = take(told.min(1), false);
+    let levels = usize::from(!table.levels.is_empty() && take(2, true) == 2);
+    Shown {
+        pairs: 1 + take(table.rows.len().saturating_sub(1), false),
+        shares: shares + take(table.shares.len().saturating_sub(1) * shares, false),
+        told: first + take(told - first, false),
+        levels: levels + take(table.levels.len().saturating_sub(1) * levels, false),
+    }
 }
 
-/// The section's heading and its first `rows` rows, then the second
-/// role's heading and its first `shares` rows, then the first `told`
-/// sentences naming both roles, each cut to `width`.
-pub(super) fn lines(
-    table: &PairTable,
-    (rows, shares, told): Shown,
-    width: usize,
-) -> Vec<Line<'static>> {
+/// The section's heading and its first `shown.pairs` rows, then the
+/// second role's heading and rows, the levels' heading and rows, and the
+/// first `shown.told` sentences naming both roles, each cut to `width`.
+pub(super) fn lines(table: &PairTable, shown: Shown, width: usize) -> Vec<Line<'static>> {
     let by = table.by.as_str();
     let full = if table.overflow.count > 0 {
         format!(
@@ -158,7 +178,7 @@ pub(super) fn lines(
     if table.rows.is_empty() {
         out.push(Line::from("no waits"));
     }
-    out.extend(table.rows.iter().take(rows).map(|r| {
+    out.extend(table.rows.iter().take(shown.pairs).map(|r| {
         Line::from(cut(
             format!(
                 "{:>8} {:>8} {:>8}  {} <- {}",
@@ -171,7 +191,7 @@ pub(super) fn lines(
             width,
         ))
     }));
-    if shares > 0 {
+    if shown.shares > 0 {
         let lost = match table.shares_overflow {
             0 => String::new(),
             n => format!(", {n} waits not charged (--max-pairs full)"),
@@ -180,7 +200,7 @@ pub(super) fn lines(
             format!("   WAITS  CHARGED  waiting {by} <- {by} that had used the share of a group it is in (of the group){lost}"),
             width,
         )));
-        out.extend(table.shares.iter().take(shares).map(|s| {
+        out.extend(table.shares.iter().take(shown.shares).map(|s| {
             Line::from(cut(
                 format!(
                     "{:>8} {:>8}  {} <- {} (of {})",
@@ -194,7 +214,25 @@ pub(super) fn lines(
             ))
         }));
     }
-    let sentences = roles(table).into_iter().take(told);
+    if shown.levels > 0 {
+        out.push(Line::from(cut(
+            format!("   WAITS    TOTAL  waiting {by} whose wakeups lost above its own queue (at the group)"),
+            width,
+        )));
+        out.extend(table.levels.iter().take(shown.levels).map(|r| {
+            Line::from(cut(
+                format!(
+                    "{:>8} {:>8}  {} (at {})",
+                    r.counts.count,
+                    fmt_ns(r.counts.sum_ns),
+                    printable(&r.victim.shown()),
+                    printable(&r.group)
+                ),
+                width,
+            ))
+        }));
+    }
+    let sentences = roles(table).into_iter().take(shown.told);
     out.extend(sentences.map(|s| Line::from(cut(format!("{}.", printable(&s)), width))));
     out
 }
@@ -208,6 +246,15 @@ fn cut(text: String, width: usize) -> String {
 mod tests {
     use super::*;
     use crate::analysis::pairs::Side;
+
+    fn shown(pairs: usize, shares: usize, levels: usize, told: usize) -> Shown {
+        Shown {
+            pairs,
+            shares,
+            levels,
+            told,
+        }
+    }
 
     fn table(rows: &[(&str, &str, u64)]) -> PairTable {
         let rows = rows.iter().map(|&(victim, holder, count)| WorkloadPair {
@@ -236,7 +283,7 @@ mod tests {
             ("web", 15)
         );
         assert_eq!(run.cut, 1);
-        let shown = lines(&run, (5, 0, 0), 80);
+        let shown = lines(&run, shown(5, 0, 0, 0), 80);
         assert!(
             shown[0]
                 .to_string()
@@ -285,16 +332,16 @@ mod tests {
         // first row: four lines; wanted_lines says six, of one more share
         // row and the sentence naming both roles (batch's 5 ms against
         // web's 14 us behind /), which a fifth line shows.
-        let (n, s, told) = rows_in(&run, 4);
-        assert_eq!((n, s, told), (1, 1, 0));
+        let first = rows_in(&run, 4);
+        assert_eq!(first, shown(1, 1, 0, 0));
         assert_eq!(wanted_lines(&run), 6);
-        assert_eq!(rows_in(&run, 5), (1, 1, 1));
+        assert_eq!(rows_in(&run, 5), shown(1, 1, 0, 1));
         let with_roles = lines(&run, rows_in(&run, 5), 200);
         assert_eq!(
             with_roles[4].to_string(),
             "web waited behind / (it held the CPU) because batch had used /kubepods.slice's share of the CPU."
         );
-        let shown: Vec<String> = lines(&run, (n, s, told), 200)
+        let shown: Vec<String> = lines(&run, first, 200)
             .iter()
             .map(Line::to_string)
             .collect();
@@ -317,8 +364,64 @@ mod tests {
     #[test]
     fn no_second_role_takes_no_lines() {
         let t = table(&[("web", "batch", 1)]);
-        assert_eq!(rows_in(&t, 6), (1, 0, 0));
+        assert_eq!(rows_in(&t, 6), shown(1, 0, 0, 0));
         assert_eq!(wanted_lines(&t), 2);
-        assert_eq!(lines(&t, (1, 0, 0), 80).len(), 2);
+        assert_eq!(lines(&t, shown(1, 0, 0, 0), 80).len(), 2);
+    }
+
+    fn level(victim: &str, group: &str, ns: u64) -> LevelRow {
+        LevelRow {
+            victim: Side::plain(victim),
+            group: group.into(),
+            counts: PairCounts {
+                count: 1,
+                sum_ns: ns,
+                max_ns: ns,
+            },
+        }
+    }
+
+    /// Where the waits were decided, under the second role: added up over
+    /// the run by (victim, group), the last interval's alone otherwise, and
+    /// given lines after the first sentence naming both roles.
+    #[test]
+    fn the_levels_are_shown_under_the_second_role_and_added_up_over_the_run() {
+        let mut p = PairsShown::new(Level::Container);
+        let mut first = table(&[("web", "/", 10)]);
+        first.shares = vec![share("web", "batch", 3_000_000)];
+        first.levels = vec![
+            level("web", "/kubepods.slice", 4_000_000),
+            level("db", "/kubepods.slice", 1_000),
+        ];
+        p.push(first);
+        let mut second = table(&[("web", "/", 4)]);
+        second.levels = vec![level("web", "/kubepods.slice", 2_000_000)];
+        p.push(second);
+
+        assert_eq!(p.ranked(false, 10).levels.len(), 1);
+        let run = p.ranked(true, 10);
+        assert_eq!(
+            (run.levels.iter())
+                .map(|r| (r.victim.name.as_str(), r.counts.count, r.counts.sum_ns))
+                .collect::<Vec<_>>(),
+            [("web", 2, 6_000_000), ("db", 1, 1_000)]
+        );
+        // Pairs (2), second role (2) and the sentence (1) come first; the
+        // levels' heading and first row need two more lines, both or none.
+        assert_eq!(rows_in(&run, 6), shown(1, 1, 0, 1));
+        assert_eq!(rows_in(&run, 7), shown(1, 1, 1, 1));
+        assert_eq!(rows_in(&run, 8), shown(1, 1, 2, 1));
+        assert_eq!(wanted_lines(&run), 8);
+        let text: Vec<String> = lines(&run, rows_in(&run, 8), 200)
+            .iter()
+            .map(Line::to_string)
+            .collect();
+        assert_eq!(text.len(), 8, "{text:?}");
+        assert!(
+            text[4].contains("waiting container whose wakeups lost above its own queue"),
+            "{text:?}"
+        );
+        assert_eq!(text[5], "       2  6.00 ms  web (at /kubepods.slice)");
+        assert!(text[7].starts_with("web waited behind /"), "{text:?}");
     }
 }
