@@ -201,17 +201,13 @@ pub(super) fn lines(table: &PairTable, shown: Shown, width: usize) -> Vec<Line<'
             width,
         )));
         out.extend(table.shares.iter().take(shown.shares).map(|s| {
-            Line::from(cut(
-                format!(
-                    "{:>8} {:>8}  {} <- {} (of {})",
-                    s.counts.count,
-                    fmt_ns(s.counts.sum_ns),
-                    printable(&s.victim.shown()),
-                    printable(&s.user.shown()),
-                    printable(&s.group)
-                ),
-                width,
-            ))
+            let names = format!(
+                "{} <- {} (of {})",
+                s.victim.shown(),
+                s.user.shown(),
+                s.group
+            );
+            counted(&s.counts, &names, width)
         }));
     }
     if shown.levels > 0 {
@@ -220,21 +216,25 @@ pub(super) fn lines(table: &PairTable, shown: Shown, width: usize) -> Vec<Line<'
             width,
         )));
         out.extend(table.levels.iter().take(shown.levels).map(|r| {
-            Line::from(cut(
-                format!(
-                    "{:>8} {:>8}  {} (at {})",
-                    r.counts.count,
-                    fmt_ns(r.counts.sum_ns),
-                    printable(&r.victim.shown()),
-                    printable(&r.group)
-                ),
-                width,
-            ))
+            let names = format!("{} (at {})", r.victim.shown(), r.group);
+            counted(&r.counts, &names, width)
         }));
     }
     let sentences = roles(table).into_iter().take(shown.told);
     out.extend(sentences.map(|s| Line::from(cut(format!("{}.", printable(&s)), width))));
     out
+}
+
+/// A second-role or level row: its waits and their time, then `names`
+/// (made printable), cut to `width`.
+fn counted(counts: &PairCounts, names: &str, width: usize) -> Line<'static> {
+    let text = format!(
+        "{:>8} {:>8}  {}",
+        counts.count,
+        fmt_ns(counts.sum_ns),
+        printable(names)
+    );
+    Line::from(cut(text, width))
 }
 
 /// `text` cut to `width` characters.
@@ -292,16 +292,21 @@ mod tests {
         assert!(shown[1].to_string().ends_with("web <- batch"), "{shown:?}");
     }
 
+    /// One wait of `ns`.
+    fn one_wait(ns: u64) -> PairCounts {
+        PairCounts {
+            count: 1,
+            sum_ns: ns,
+            max_ns: ns,
+        }
+    }
+
     fn share(victim: &str, user: &str, ns: u64) -> ShareRow {
         ShareRow {
             victim: Side::plain(victim),
             user: Side::plain(user),
             group: "/kubepods.slice".into(),
-            counts: PairCounts {
-                count: 1,
-                sum_ns: ns,
-                max_ns: ns,
-            },
+            counts: one_wait(ns),
         }
     }
 
@@ -373,11 +378,7 @@ mod tests {
         LevelRow {
             victim: Side::plain(victim),
             group: group.into(),
-            counts: PairCounts {
-                count: 1,
-                sum_ns: ns,
-                max_ns: ns,
-            },
+            counts: one_wait(ns),
         }
     }
 
