@@ -22,8 +22,11 @@ mod rootfs;
 mod systemd;
 
 use std::{
+    fmt::Write as _,
     fs,
     path::{Path, PathBuf},
+    sync::atomic::{AtomicUsize, Ordering},
+    thread,
     time::{Duration, Instant},
 };
 
@@ -56,6 +59,11 @@ pub(crate) struct Options {
     /// own report of its stuck tasks
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     timeout: u64,
+    /// Guests booted at once [default: under emulation, one per host CPU
+    /// (each guest's emulation is one host thread); under KVM, one per two
+    /// host CPUs (each guest has two virtual CPUs)]
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,7 +106,8 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         qemu::Accel::Kvm => "KVM".to_string(),
         qemu::Accel::Tcg(why) => format!("TCG (emulation: {why})"),
     };
-    eprintln!("vm-test: accelerator {accel_name}");
+    let jobs = opts.jobs.unwrap_or_else(|| default_jobs(&accel)).max(1);
+    eprintln!("vm-test: accelerator {accel_name}, {jobs} guest(s) at once");
 
     let packages: Vec<(String, (&str, apt::Archive))> = if opts.kernels.is_empty() {
         kernels::MATRIX
@@ -190,9 +199,9 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
         Guests::Systemd => &[],
         Guests::Tests | Guests::All => &fetched,
     };
-    let mut failed: Vec<String> = tests_guests
-        .iter()
-        .filter(|(name, kernel)| !matrix.test_kernel(name, kernel, &matrix.initrd, ""))
+    let mut failed: Vec<String> = matrix
+        .test_all(tests_guests.iter().collect(), &matrix.initrd, "", jobs)
+        .into_iter()
         .map(|(name, _)| name.clone())
         .collect();
     let mut boots = tests_guests.len();
@@ -227,12 +236,13 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
             fs::metadata(&initrd)?.len() as f64 / (1 << 20) as f64,
             built.elapsed().as_secs_f64()
         );
-        for (name, kernel) in systemd_kernels {
-            boots += 1;
-            if !matrix.test_kernel(name, kernel, &initrd, "systemd") {
-                failed.push(format!("{name} (systemd)"));
-            }
-        }
+        boots += systemd_kernels.len();
+        let systemd_failed = matrix.test_all(systemd_kernels, &initrd, "systemd", jobs);
+        failed.extend(
+            systemd_failed
+                .into_iter()
+                .map(|(name, _)| format!("{name} (systemd)")),
+        );
     }
 
     let total = started.elapsed().as_secs_f64();
@@ -259,11 +269,64 @@ struct Matrix {
     accel: qemu::Accel,
 }
 
+/// Guests at once when `--jobs` is not given: as many as the host has
+/// CPUs for. Each emulated guest is one host thread (single-threaded TCG),
+/// so two on a 2-CPU host take about as long as one; a KVM guest runs its
+/// two virtual CPUs on two host threads.
+fn default_jobs(accel: &qemu::Accel) -> usize {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    match accel {
+        qemu::Accel::Tcg(_) => cpus,
+        qemu::Accel::Kvm => cpus / 2,
+    }
+}
+
 impl Matrix {
+    /// Boots `kernels` with `initrd`, `jobs` guests at a time, each as
+    /// [`Matrix::test_kernel`] does; the ones that failed, in the order
+    /// given.
+    fn test_all<'a>(
+        &self,
+        kernels: Vec<&'a Fetched>,
+        initrd: &Path,
+        guest_name: &str,
+        jobs: usize,
+    ) -> Vec<&'a Fetched> {
+        let next = AtomicUsize::new(0);
+        let passed: Vec<bool> = thread::scope(|scope| {
+            let workers: Vec<_> = (0..jobs.min(kernels.len()))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((name, kernel)) = kernels.get(i) else {
+                                return done;
+                            };
+                            done.push((i, self.test_kernel(name, kernel, initrd, guest_name)));
+                        }
+                    })
+                })
+                .collect();
+            let mut passed = vec![false; kernels.len()];
+            for worker in workers {
+                for (i, ok) in worker.join().expect("a guest's thread panicked") {
+                    passed[i] = ok;
+                }
+            }
+            passed
+        });
+        (kernels.into_iter().zip(passed))
+            .filter(|(_, ok)| !ok)
+            .map(|(kernel, _)| kernel)
+            .collect()
+    }
+
     /// Fetches, boots and judges one kernel; prints its result line (and,
-    /// on failure, why, with the console's tail). True when it passed.
-    /// `guest` names the guest in logs and result lines ("" for the
-    /// initramfs of the guest tests).
+    /// on failure, why, with the console's tail) in one piece, so that
+    /// guests run at once do not interleave their reports. True when it
+    /// passed. `guest` names the guest in logs and result lines ("" for
+    /// the initramfs of the guest tests).
     fn test_kernel(
         &self,
         name: &str,
@@ -271,10 +334,24 @@ impl Matrix {
         initrd: &Path,
         guest_name: &str,
     ) -> bool {
+        let mut report = String::new();
+        let passed = self.boot_and_judge(name, kernel, initrd, guest_name, &mut report);
+        eprint!("{report}");
+        passed
+    }
+
+    fn boot_and_judge(
+        &self,
+        name: &str,
+        kernel: &std::result::Result<kernels::Kernel, String>,
+        initrd: &Path,
+        guest_name: &str,
+        out: &mut String,
+    ) -> bool {
         let kernel = match kernel {
             Ok(kernel) => kernel,
             Err(e) => {
-                eprintln!("vm-test: {name:<7} FAIL: no kernel: {e}");
+                let _ = writeln!(out, "vm-test: {name:<7} FAIL: no kernel: {e}");
                 return false;
             }
         };
@@ -297,29 +374,30 @@ impl Matrix {
         let run = match qemu::boot(&guest, &self.accel) {
             Ok(run) => run,
             Err(e) => {
-                eprintln!("vm-test: {what}: FAIL: {e:#}");
+                let _ = writeln!(out, "vm-test: {what}: FAIL: {e:#}");
                 return false;
             }
         };
         let secs = run.elapsed.as_secs_f64();
         let reason = match run.verdict {
             qemu::Verdict::Pass => {
-                eprintln!("vm-test: {what}: PASS ({secs:.1} s)");
+                let _ = writeln!(out, "vm-test: {what}: PASS ({secs:.1} s)");
                 return true;
             }
             qemu::Verdict::Fail(reason) => reason,
         };
-        eprintln!("vm-test: {what}: FAIL ({secs:.1} s): {reason}");
+        let _ = writeln!(out, "vm-test: {what}: FAIL ({secs:.1} s): {reason}");
         for panic in panics(&run.console) {
-            eprintln!("    {panic}");
+            let _ = writeln!(out, "    {panic}");
         }
-        eprintln!(
+        let _ = writeln!(
+            out,
             "    --- last {TAIL_LINES} console lines (all of them: {}) ---",
             guest.log.display()
         );
         let lines: Vec<&str> = run.console.lines().collect();
         for line in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
-            eprintln!("    | {line}");
+            let _ = writeln!(out, "    | {line}");
         }
         false
     }
