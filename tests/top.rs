@@ -486,8 +486,9 @@ fn top_names_the_pod_that_used_the_shared_groups_share() {
     std::fs::write(root.join("cgroup.procs"), root_loop.id().to_string()).expect("to the root");
     load.0.push(root_loop);
     let cpus = CpuTimes::now();
-    // Tall enough for the pairs' third of the panel to hold a row of each
-    // of its tables and the sentence.
+    // Tall enough for the pairs' part of the panel (a third, or what the
+    // tasks' tables leave) to hold a row of each of its tables and the
+    // sentence.
     let tmux = Tmux::sized(220, 64);
     tmux.keys(&[
         &format!("{SCHEDLAT} top --pairs --by container; echo EXIT=$?"),
@@ -506,7 +507,7 @@ fn top_names_the_pod_that_used_the_shared_groups_share() {
             .any(|pod| l.contains(&format!("{pod}{group}")))
     };
     let screen = tmux.wait_for(
-        "the second role naming batch-7, the level web-1 lost at, and the roles told",
+        "the second role naming batch-7, a level a pod lost at, and the roles told",
         |s| {
             s.contains("that had used the share of a group it is in")
                 && s.lines().any(|l| l.trim_end().ends_with(&used))

@@ -558,6 +558,38 @@ mod tests {
         assert!(narrow.contains("stress.service <- /"), "{narrow}");
     }
 
+    /// The pairs get a third of the panel's rows, or all that the tasks'
+    /// tables leave: on a tall terminal every pair row is shown beside
+    /// every task row (a third showed five of the ten).
+    #[test]
+    fn the_pairs_take_the_rows_the_tasks_leave() {
+        use crate::{
+            analysis::pairs::{Side, WorkloadPair, rank},
+            collect::pairs::PairCounts,
+            output::top::pairs::PairsShown,
+            sys::workload::level::Level,
+        };
+        let mut s = known_state();
+        let rows = (1..=12u64).map(|i| WorkloadPair {
+            victim: Side::plain(&format!("victim-{i}.service")),
+            holder: Side::plain("/"),
+            counts: PairCounts {
+                count: i,
+                sum_ns: i * 1_000_000,
+                max_ns: 1_000_000,
+            },
+        });
+        let mut pairs = PairsShown::new(Level::Unit);
+        pairs.push(rank(rows, Level::Unit, None, (PairCounts::default(), 64)));
+        s.pairs = Some(pairs);
+        let text = screen(&s, 160, 60);
+        let shown = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+        // The table's own rows: the first MAX_ROWS of the twelve.
+        let pair_rows = text.lines().filter(|l| l.contains(".service <- /")).count();
+        assert_eq!(pair_rows, state::MAX_ROWS, "{text}");
+        assert_eq!(shown("stress-ng-cpu") + shown("bash "), 7, "{text}");
+    }
+
     #[test]
     fn a_larger_terminal_shows_every_row_and_adapts_to_resizing() {
         let state = known_state();

@@ -116,10 +116,12 @@ impl Panel {
         let width = area.width as usize;
         let mut rows = area.height.saturating_sub(CHROME) as usize;
         // Who waited behind whom, and who had used a group's share, get a
-        // third of the rows (the pairs' heading and one row at least), the
-        // tasks the rest.
+        // third of the rows (the pairs' heading and one row at least), or
+        // all that the tasks' tables leave, the tasks the rest.
+        let tasks = t.victims.len().max(1) + t.culprits.len();
         let pair_rows = pair_table.as_ref().map(|p| {
-            let shown = pairs::rows_in(p, (rows / 3).max(2));
+            let budget = (rows / 3).max(rows.saturating_sub(tasks)).max(2);
+            let shown = pairs::rows_in(p, budget);
             rows = rows.saturating_sub(pairs::height(shown));
             shown
         });
